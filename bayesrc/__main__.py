@@ -1,0 +1,5 @@
+import sys
+
+from bayesrc.cli import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""bayes (see the issue that builds it)."""

@@ -1,0 +1,63 @@
+"""``bayesrc rci``: the classical reliable-change analysis from trials files."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("rci", help="classical reliable change (Jacobson-Truax RCI) for version pairs")
+    p.add_argument("--pair", nargs=3, action="append", required=True, metavar=("NAME", "V1_TRIALS", "V2_TRIALS"), help="a version pair (repeatable)")
+    p.add_argument("--greedy", nargs=3, action="append", default=[], metavar=("NAME", "V1_GREEDY", "V2_GREEDY"), help="single-shot greedy results for pair NAME")
+    p.add_argument("--sd-basis", choices=("analysable", "all"), default="analysable", help="items whose SD gives SEM (default: analysable)")
+    p.add_argument("--z", type=float, default=1.96, help="RCI threshold (default 1.96)")
+    p.add_argument("--z-conservative", type=float, default=2.58)
+    p.add_argument("--min-valid", type=int, default=6, help="exclusion rule (a): minimum valid responses (default 6)")
+    p.add_argument("--splits", type=int, default=1000, help="random split-halves (default 1000)")
+    p.add_argument("--permutations", type=int, default=1000, help="empirical-null permutations (default 1000)")
+    p.add_argument("--allow-unmatched", action="store_true", help="analyse items present in both versions; list the others")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", required=True, type=Path)
+    p.set_defaults(func=run_rci)
+
+
+def run_rci(args: argparse.Namespace) -> int:
+    from bayesrc.classical import analyse_pairs
+    from bayesrc.data import input_notes, load_counts
+    from bayesrc.errors import InputError
+    from bayesrc.io import atomic_write_json, staged_output
+
+    names = [name for name, _, _ in args.pair]
+    if len(set(names)) != len(names):
+        raise InputError(f"pair name {names[0]!r} given twice", field="--pair")
+    on_unmatched = "drop" if args.allow_unmatched else "raise"
+    pairs = {name: load_counts([a, b], on_unmatched=on_unmatched) for name, a, b in args.pair}
+    greedy = {}
+    for name, a, b in args.greedy:
+        if name not in pairs:
+            raise InputError(f"--greedy names pair {name!r}, but the pairs are {names}", field="--greedy")
+        greedy[name] = load_counts([a, b], on_unmatched="drop", greedy=True)
+    for ds in pairs.values():
+        for note in input_notes(ds, args.min_valid):
+            print(f"bayesrc: note: {note}", file=sys.stderr)
+
+    analysis = analyse_pairs(
+        pairs,
+        greedy=greedy,
+        z=args.z,
+        z_conservative=args.z_conservative,
+        min_valid=args.min_valid,
+        sd_basis=args.sd_basis,
+        n_splits=args.splits,
+        n_permutations=args.permutations,
+        seed=args.seed,
+    )
+    with staged_output(args.out) as stage:
+        atomic_write_json(stage / "rci.json", analysis.to_dict())
+        for name, pair in analysis.pairs.items():
+            pair.to_frame().to_parquet(stage / f"items_{name}.parquet", index=False)
+    print(analysis.summary().to_string(index=False))
+    print(f"wrote {args.out / 'rci.json'}")
+    return 0

@@ -1,0 +1,382 @@
+"""The complete classical analysis of a version pair (SPEC section 2).
+
+``reliable_change(counts)`` runs everything for one pair of versions and returns a
+:class:`PairRCI`; ``analyse_pairs({...}, greedy={...})`` runs several pairs, the
+cross-pair tests and greedy comparisons and returns an :class:`RCIAnalysis`.
+
+Which items each number uses (``sd_basis`` is stated in every output):
+
+* reliability and ICC: every paired item of that version (the reference study);
+* primary classes (``counts.analysable``): analysable items, with S_diff from the SD
+  of the ``sd_basis`` set ("analysable", the paper's Table 2, or "all");
+* ``counts.all``: every item with an accuracy in both versions, S_diff from the SD of
+  that full set (the paper's pre-exclusion analysis and its greedy comparison);
+* ``counts.conservative``: analysable items at ``z_conservative`` with the primary S_diff;
+* empirical null: every item with an accuracy in both versions (the reference study).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import combinations
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+from scipy import stats
+
+from bayesrc.classical import rci as _rci
+from bayesrc.classical.reliability import SplitHalfReliability, icc_1_1, k_for_reliability, reliability_vs_k, split_half_reliability
+from bayesrc.classical.secondary import (
+    difficulty_bins,
+    domain_contingency,
+    effect_sizes,
+    empirical_null,
+    greedy_agreement,
+    greedy_change,
+    stratified_s_diff,
+    two_proportion_z,
+)
+from bayesrc.data.counts import modal_k
+
+SD_BASES = ("analysable", "all")
+
+
+@dataclass
+class PairRCI:
+    """Classical reliable-change results for one version pair."""
+
+    name: str
+    versions: tuple[str, str]
+    params: dict
+    reliability: dict[str, SplitHalfReliability]
+    icc: dict[str, float]
+    exclusions: dict
+    sem: dict[str, float]
+    s_diff: float
+    s_diff_all: float
+    min_detectable: float
+    min_detectable_samples: int
+    counts: dict
+    null: dict
+    domain: dict
+    difficulty: pd.DataFrame
+    effects: dict
+    stratified: pd.DataFrame
+    reliability_by_k: dict[str, dict[int, SplitHalfReliability]]
+    k_for_r: dict[str, dict[str, int | None]]
+    aggregate: dict
+    items: pd.DataFrame = field(repr=False)
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per item: p_v1, p_v2, delta, rci, class, excluded, reason, ..."""
+        return self.items.copy()
+
+    def summary(self) -> pd.DataFrame:
+        """Headline numbers as a two-column table (metric, value)."""
+        c = self.counts
+        rows = [
+            ("versions", f"{self.versions[0]} -> {self.versions[1]}"),
+            ("sd_basis", self.params["sd_basis"]),
+            ("r_xx v1", self.reliability["v1"].r_xx),
+            ("r_xx v2", self.reliability["v2"].r_xx),
+            ("ICC(1,1) v1", self.icc["v1"]),
+            ("ICC(1,1) v2", self.icc["v2"]),
+            ("SEM v1", self.sem["v1"]),
+            ("SEM v2", self.sem["v2"]),
+            ("S_diff", self.s_diff),
+            ("min detectable |dp|", self.min_detectable),
+            ("items", self.exclusions["n_before"]),
+            ("analysable", self.exclusions["n_after"]),
+            ("excluded: low valid", self.exclusions["low_valid"]),
+            ("excluded: floor/ceiling", self.exclusions["floor_ceiling"]),
+            ("improved", c["analysable"]["improved"]),
+            ("no change", c["analysable"]["no_change"]),
+            ("deteriorated", c["analysable"]["deteriorated"]),
+            ("churn (analysable)", c["analysable"]["churn"]),
+            ("churn (all items)", c["all"]["churn"]),
+            ("null improved p95", self.null["improved_p95"]),
+            ("null deteriorated p95", self.null["deteriorated_p95"]),
+            ("domain chi2", self.domain["chi2"]),
+            ("domain p", self.domain["p"]),
+            ("Cramer's V", self.domain["cramers_v"]),
+            ("aggregate dp", self.aggregate["mean_delta"]),
+        ]
+        return pd.DataFrame(rows, columns=["metric", "value"]).assign(pair=self.name)[["pair", "metric", "value"]]
+
+    def to_dict(self) -> dict:
+        """The ``pairs.NAME`` block of ``rci.json``."""
+        strip = lambda d: {k: v for k, v in d.items() if not k.endswith("_draws")}  # noqa: E731
+        dom = {k: v for k, v in self.domain.items() if k != "table"}
+        dom["table"] = {str(d): {str(c): int(n) for c, n in row.items()} for d, row in self.domain["table"].iterrows()}
+        return {
+            "versions": list(self.versions),
+            "sd_basis": self.params["sd_basis"],
+            "params": self.params,
+            "reliability": {
+                v: {**self.reliability[v].to_dict(), "icc": self.icc[v]} for v in ("v1", "v2")
+            },
+            "exclusions": self.exclusions,
+            "sem": self.sem,
+            "s_diff": self.s_diff,
+            "s_diff_all_items": self.s_diff_all,
+            "min_detectable": self.min_detectable,
+            "min_detectable_samples": self.min_detectable_samples,
+            "counts": self.counts,
+            "null": {
+                **strip(self.null),
+                "observed_improved": self.counts["analysable"]["improved"],
+                "observed_deteriorated": self.counts["analysable"]["deteriorated"],
+                "improved_exceeds_null": self.counts["analysable"]["improved"] > self.null["improved_p95"],
+                "deteriorated_exceeds_null": self.counts["analysable"]["deteriorated"] > self.null["deteriorated_p95"],
+            },
+            "domain": dom,
+            "difficulty_bins": self.difficulty.to_dict(orient="records"),
+            "effect_sizes": self.effects,
+            "stratified": self.stratified.to_dict(orient="records"),
+            "reliability_vs_k": {
+                v: {str(k): {"r_xx": r.r_xx, "ci": list(r.ci)} for k, r in by_k.items()} for v, by_k in self.reliability_by_k.items()
+            },
+            "k_for_r80": {v: d["0.8"] for v, d in self.k_for_r.items()},
+            "k_for_r90": {v: d["0.9"] for v, d in self.k_for_r.items()},
+            "aggregate": self.aggregate,
+        }
+
+
+def _aggregate_change(delta: np.ndarray) -> dict:
+    """Mean item-level change with a t interval (the paper's aggregate Δ)."""
+    d = np.asarray(delta, float)
+    d = d[~np.isnan(d)]
+    n = d.size
+    if n < 2:
+        return {"n": int(n), "mean_delta": float(d.mean()) if n else float("nan"), "ci95": [float("nan"), float("nan")]}
+    half = stats.t.ppf(0.975, n - 1) * d.std(ddof=1) / np.sqrt(n)
+    return {"n": int(n), "mean_delta": float(d.mean()), "ci95": [float(d.mean() - half), float(d.mean() + half)]}
+
+
+def reliable_change(
+    counts: xr.Dataset,
+    v1: str | None = None,
+    v2: str | None = None,
+    *,
+    name: str = "pair",
+    z: float = 1.96,
+    z_conservative: float = 2.58,
+    min_valid: int = 6,
+    sd_basis: str = "analysable",
+    n_splits: int = 1000,
+    n_permutations: int = 1000,
+    n_splits_by_k: int = 200,
+    seed: int = 0,
+) -> PairRCI:
+    """Run the full classical analysis of SPEC section 2 on one version pair.
+
+    Parameters
+    ----------
+    counts : item counts (:func:`bayesrc.data.item_counts`) holding both versions.
+    v1, v2 : version labels (default: the first two versions in ``counts``).
+    z, z_conservative : RCI thresholds (1.96 and 2.58).
+    min_valid : exclusion rule (a): fewer valid responses than this in either version.
+    sd_basis : "analysable" (post-exclusion SD, the paper's primary table) or "all".
+    n_splits, n_permutations : random split-halves and null permutations.
+    seed : seeds every random step (reproducible).
+    """
+    if sd_basis not in SD_BASES:
+        raise ValueError(f"sd_basis must be one of {SD_BASES}, got {sd_basis!r}")
+    versions = list(map(str, counts["version"].values))
+    v1 = versions[0] if v1 is None else v1
+    v2 = versions[1] if v2 is None else v2
+    ss = np.random.SeedSequence(seed)
+    s_rel1, s_rel2, s_null, s_k1, s_k2 = ss.spawn(5)
+
+    a, b = counts.sel(version=v1), counts.sel(version=v2)
+    items = _rci.pair_frame(a["p"].values, b["p"].values, a["n_valid"].values, b["n_valid"].values, counts["item"].values, counts["domain"].values)
+    k_design = modal_k(counts)
+
+    rel = {
+        "v1": split_half_reliability(a["correct"].values, n_splits=n_splits, seed=s_rel1),
+        "v2": split_half_reliability(b["correct"].values, n_splits=n_splits, seed=s_rel2),
+    }
+    icc = {"v1": icc_1_1(a["correct"].values), "v2": icc_1_1(b["correct"].values)}
+    r1, r2 = rel["v1"].r_xx, rel["v2"].r_xx
+
+    reason = _rci.exclusion_reasons(items["n_v1"], items["n_v2"], items["p_v1"], items["p_v2"], min_valid)
+    analysable = reason == ""
+    scored = items[["p_v1", "p_v2"]].notna().all(axis=1).to_numpy()
+
+    # Full-set analysis (pre-exclusion): SD over every item with both accuracies.
+    _, _, s_diff_all = _rci.s_diff_from_accuracies(items["p_v1"][scored], items["p_v2"][scored], r1, r2)
+    rci_all = _rci.reliable_change_index(items["delta"], s_diff_all)
+    class_all = np.where(scored, _rci.classify_rci(rci_all, z), _rci.EXCLUDED)
+
+    basis = analysable if sd_basis == "analysable" else scored
+    sem1, sem2, s_diff = _rci.s_diff_from_accuracies(items["p_v1"][basis], items["p_v2"][basis], r1, r2)
+    rci = _rci.reliable_change_index(items["delta"], s_diff)
+    cls = np.where(analysable, _rci.classify_rci(rci, z), _rci.EXCLUDED)
+    cls_cons = np.where(analysable, _rci.classify_rci(rci, z_conservative), _rci.EXCLUDED)
+
+    items["rci"] = np.where(scored, rci, np.nan)
+    items["class"] = cls
+    items["class_conservative"] = cls_cons
+    items["rci_all_items"] = np.where(scored, rci_all, np.nan)
+    items["class_all_items"] = class_all
+    items["excluded"] = ~analysable
+    items["reason"] = reason
+
+    n_before = len(items)
+    exclusions = {
+        "n_before": n_before,
+        "n_after": int(analysable.sum()),
+        "low_valid": int(np.sum(reason == "low_valid")),
+        "floor_ceiling": int(np.sum(reason == "floor_ceiling")),
+        "floor_v1": int(np.sum(items["p_v1"] == 0.0)),
+        "ceiling_v1": int(np.sum(items["p_v1"] == 1.0)),
+        "min_valid": min_valid,
+        "share_excluded": float(1 - analysable.mean()) if n_before else float("nan"),
+    }
+    counts_out = {
+        "analysable": _rci.counts_with_proportions(cls[analysable]),
+        "all": _rci.counts_with_proportions(class_all[scored]),
+        "conservative": _rci.counts_with_proportions(cls_cons[analysable]),
+    }
+    null = empirical_null(items["p_v1"], items["p_v2"], r1, r2, z=z, n_permutations=n_permutations, seed=s_null)
+    sub = items[analysable]
+    by_k = {
+        "v1": reliability_vs_k(a["correct"].values, n_splits=n_splits_by_k, seed=s_k1),
+        "v2": reliability_vs_k(b["correct"].values, n_splits=n_splits_by_k, seed=s_k2),
+    }
+    k_for_r = {
+        v: {str(t): k_for_reliability(rel[v].r_xx, rel[v].k, t) for t in (0.8, 0.9)} for v in ("v1", "v2")
+    }
+    return PairRCI(
+        name=name,
+        versions=(v1, v2),
+        params={
+            "z": z,
+            "z_conservative": z_conservative,
+            "min_valid": min_valid,
+            "sd_basis": sd_basis,
+            "n_splits": n_splits,
+            "n_permutations": n_permutations,
+            "seed": seed,
+            "k": k_design,
+            "null_basis": "all",
+        },
+        reliability=rel,
+        icc=icc,
+        exclusions=exclusions,
+        sem={"v1": sem1, "v2": sem2},
+        s_diff=s_diff,
+        s_diff_all=s_diff_all,
+        min_detectable=z * s_diff,
+        min_detectable_samples=int(np.ceil(z * s_diff * k_design - 1e-9)) if np.isfinite(s_diff) else -1,
+        counts=counts_out,
+        null=null,
+        domain=domain_contingency(sub["domain"].to_numpy(), sub["class"].to_numpy()),
+        difficulty=difficulty_bins(sub["p_v1"].to_numpy(), sub["class"].to_numpy()),
+        effects=effect_sizes(sub["delta"].to_numpy(), sub["class"].to_numpy()),
+        stratified=stratified_s_diff(sub["p_v1"].to_numpy(), sub["p_v2"].to_numpy(), r1, r2, z=z),
+        reliability_by_k=by_k,
+        k_for_r=k_for_r,
+        aggregate=_aggregate_change(sub["delta"].to_numpy()),
+        items=items,
+    )
+
+
+def cross_pair(a: PairRCI, b: PairRCI) -> dict:
+    """Compare two pairs (paper 001, section 3.8).
+
+    Two-proportion z-test of the reliable-change rates among analysable items, and
+    Pearson r of RCI over the items analysable in both pairs.
+    """
+    ca, cb = a.counts["analysable"], b.counts["analysable"]
+    z, p = two_proportion_z(ca["improved"] + ca["deteriorated"], ca["n"], cb["improved"] + cb["deteriorated"], cb["n"])
+    ia = a.items.loc[~a.items["excluded"], ["item_id", "rci"]]
+    ib = b.items.loc[~b.items["excluded"], ["item_id", "rci"]]
+    shared = ia.merge(ib, on="item_id", suffixes=("_a", "_b"))
+    if len(shared) >= 3 and shared["rci_a"].std() > 0 and shared["rci_b"].std() > 0:
+        r, r_p = stats.pearsonr(shared["rci_a"], shared["rci_b"])
+    else:
+        r, r_p = float("nan"), float("nan")
+    return {
+        "pairs": [a.name, b.name],
+        "rate_a": ca["churn"],
+        "rate_b": cb["churn"],
+        "z": z,
+        "p": p,
+        "pearson_r": float(r),
+        "pearson_p": float(r_p),
+        "n_shared": int(len(shared)),
+    }
+
+
+def greedy_flips(greedy_counts: xr.Dataset, v1: str | None = None, v2: str | None = None) -> pd.DataFrame:
+    """Per-item single-shot result of two versions: items scored in both, with their change."""
+    versions = list(map(str, greedy_counts["version"].values))
+    v1 = versions[0] if v1 is None else v1
+    v2 = versions[1] if v2 is None else v2
+    a, b = greedy_counts.sel(version=v1), greedy_counts.sel(version=v2)
+    ok = (a["n_valid"].values > 0) & (b["n_valid"].values > 0)
+    g1 = a["p"].values[ok] >= 0.5
+    g2 = b["p"].values[ok] >= 0.5
+    return pd.DataFrame({"item_id": greedy_counts["item"].values[ok], "g_v1": g1, "g_v2": g2, "change": greedy_change(g1, g2)})
+
+
+def greedy_comparison(greedy_counts: xr.Dataset, pair: PairRCI) -> dict:
+    """Greedy flips against RCI classes of the full-set analysis, as in paper 001 (3.9)."""
+    flips = greedy_flips(greedy_counts)
+    joined = flips.merge(pair.items[["item_id", "class_all_items"]], on="item_id")
+    joined = joined[joined["class_all_items"] != _rci.EXCLUDED]
+    out = greedy_agreement(joined["change"].to_numpy(), joined["class_all_items"].to_numpy())
+    out["greedy_items_scored_both"] = int(len(flips))
+    out["classes_from"] = "all_items"
+    return out
+
+
+@dataclass
+class RCIAnalysis:
+    """Several pairs, their cross-pair comparisons and greedy comparisons."""
+
+    pairs: dict[str, PairRCI]
+    cross_pairs: list[dict]
+    greedy: dict[str, dict]
+
+    @property
+    def cross_pair(self) -> dict | None:
+        return self.cross_pairs[0] if self.cross_pairs else None
+
+    def summary(self) -> pd.DataFrame:
+        return pd.concat([p.summary() for p in self.pairs.values()], ignore_index=True)
+
+    def to_frame(self) -> pd.DataFrame:
+        return pd.concat([p.to_frame().assign(pair=n) for n, p in self.pairs.items()], ignore_index=True)
+
+    def to_dict(self) -> dict:
+        out: dict = {"pairs": {n: p.to_dict() for n, p in self.pairs.items()}}
+        if self.cross_pairs:
+            out["cross_pair"] = self.cross_pairs[0]
+            out["cross_pairs"] = self.cross_pairs
+        if self.greedy:
+            out["greedy"] = {
+                n: {k: v for k, v in g.items() if k != "table"} | {"table": {str(r): {str(c): int(x) for c, x in row.items()} for r, row in g["table"].iterrows()}}
+                for n, g in self.greedy.items()
+            }
+        return out
+
+
+def analyse_pairs(
+    pairs: dict[str, xr.Dataset],
+    *,
+    greedy: dict[str, xr.Dataset] | None = None,
+    **kwargs,
+) -> RCIAnalysis:
+    """Run :func:`reliable_change` on every pair; cross-pair tests for every two pairs;
+    greedy comparisons for the pairs with greedy data (keyed by pair name)."""
+    results = {name: reliable_change(ds, name=name, **kwargs) for name, ds in pairs.items()}
+    crosses = [cross_pair(results[x], results[y]) for x, y in combinations(results, 2)]
+    greedy_out = {}
+    for name, gds in (greedy or {}).items():
+        if name not in results:
+            raise ValueError(f"greedy data for unknown pair {name!r}; pairs are {sorted(results)}")
+        greedy_out[name] = greedy_comparison(gds, results[name])
+    return RCIAnalysis(results, crosses, greedy_out)

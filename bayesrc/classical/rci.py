@@ -1,0 +1,112 @@
+"""Jacobson-Truax Reliable Change Index adapted to items (paper 001, section 2.2).
+
+For item ``i`` with per-version accuracies ``p_i,v1`` and ``p_i,v2``::
+
+    SEM_m   = SD(p_m) * sqrt(1 - r_xx,m)          (SD with ddof = 1 over items)
+    S_diff  = sqrt(SEM_v1^2 + SEM_v2^2)
+    RCI_i   = (p_i,v2 - p_i,v1) / S_diff
+    class   = improved if RCI > z, deteriorated if RCI < -z, else no_change
+
+Exclusions: (a) fewer than ``min_valid`` valid responses in either version,
+(b) ``p = 0`` in both or ``p = 1`` in both (floor / ceiling).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+IMPROVED, NO_CHANGE, DETERIORATED = "improved", "no_change", "deteriorated"
+CLASSES: tuple[str, str, str] = (IMPROVED, NO_CHANGE, DETERIORATED)
+EXCLUDED = "excluded"
+
+
+def standard_error_of_measurement(p: np.ndarray, r_xx: float) -> float:
+    """``SEM = SD(p) * sqrt(1 - r_xx)`` with the sample SD (ddof = 1), NaNs ignored."""
+    p = np.asarray(p, dtype=float)
+    p = p[~np.isnan(p)]
+    if p.size < 2:
+        return float("nan")
+    return float(np.std(p, ddof=1) * np.sqrt(max(0.0, 1.0 - r_xx)))
+
+
+def standard_error_of_difference(sem_v1: float, sem_v2: float) -> float:
+    """``S_diff = sqrt(SEM_v1^2 + SEM_v2^2)``."""
+    return float(np.hypot(sem_v1, sem_v2))
+
+
+def reliable_change_index(delta: np.ndarray, s_diff: float) -> np.ndarray:
+    """``RCI = delta / S_diff``; NaN where ``S_diff`` is 0 or undefined."""
+    delta = np.asarray(delta, dtype=float)
+    if not np.isfinite(s_diff) or s_diff <= 0:
+        return np.full_like(delta, np.nan)
+    return delta / s_diff
+
+
+def classify_rci(rci: np.ndarray, z: float = 1.96) -> np.ndarray:
+    """Three classes: ``RCI > z`` improved, ``RCI < -z`` deteriorated, else no change.
+
+    NaN RCI (no S_diff) is no change: nothing exceeds an undefined threshold.
+    """
+    rci = np.asarray(rci, dtype=float)
+    out = np.full(rci.shape, NO_CHANGE, dtype=object)
+    out[rci > z] = IMPROVED
+    out[rci < -z] = DETERIORATED
+    return out
+
+
+def exclusion_reasons(
+    n_valid_v1: np.ndarray,
+    n_valid_v2: np.ndarray,
+    p_v1: np.ndarray,
+    p_v2: np.ndarray,
+    min_valid: int = 6,
+) -> np.ndarray:
+    """Per-item reason: ``"low_valid"`` (rule a, checked first), ``"floor_ceiling"`` (rule b) or ``""``.
+
+    The default ``min_valid = 6`` is ``0.6 K`` at the reference study's K = 10.
+    """
+    low = (np.asarray(n_valid_v1) < min_valid) | (np.asarray(n_valid_v2) < min_valid)
+    p1, p2 = np.asarray(p_v1, dtype=float), np.asarray(p_v2, dtype=float)
+    floor_ceiling = ((p1 == 0.0) & (p2 == 0.0)) | ((p1 == 1.0) & (p2 == 1.0))
+    return np.where(low, "low_valid", np.where(floor_ceiling, "floor_ceiling", "")).astype(object)
+
+
+def class_counts(classes: np.ndarray) -> dict[str, int]:
+    """Counts of the three classes (items marked excluded are ignored)."""
+    classes = np.asarray(classes, dtype=object)
+    return {c: int(np.sum(classes == c)) for c in CLASSES}
+
+
+def counts_with_proportions(classes: np.ndarray) -> dict:
+    """Class counts, their total, proportions and churn (share reliably changed)."""
+    counts = class_counts(classes)
+    n = sum(counts.values())
+    out: dict = dict(counts)
+    out["n"] = n
+    out["proportions"] = {c: (counts[c] / n if n else float("nan")) for c in CLASSES}
+    out["churn"] = (counts[IMPROVED] + counts[DETERIORATED]) / n if n else float("nan")
+    return out
+
+
+def pair_frame(p_v1, p_v2, n_v1, n_v2, item_id, domain) -> pd.DataFrame:
+    """Per-item table of one version pair: accuracies, valid counts and ``delta``."""
+    df = pd.DataFrame(
+        {
+            "item_id": np.asarray(item_id, dtype=object),
+            "domain": np.asarray(domain, dtype=object),
+            "n_v1": np.asarray(n_v1, dtype=np.int64),
+            "n_v2": np.asarray(n_v2, dtype=np.int64),
+            "p_v1": np.asarray(p_v1, dtype=float),
+            "p_v2": np.asarray(p_v2, dtype=float),
+        }
+    )
+    df["delta"] = df["p_v2"] - df["p_v1"]
+    return df
+
+
+def s_diff_from_accuracies(p_v1: np.ndarray, p_v2: np.ndarray, r_v1: float, r_v2: float) -> tuple[float, float, float]:
+    """``(SEM_v1, SEM_v2, S_diff)`` from the accuracies of the items in the SD basis."""
+    sem1 = standard_error_of_measurement(p_v1, r_v1)
+    sem2 = standard_error_of_measurement(p_v2, r_v2)
+    return sem1, sem2, standard_error_of_difference(sem1, sem2)

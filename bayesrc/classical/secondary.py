@@ -1,0 +1,234 @@
+"""Secondary analyses of the reliable-change study (paper 001, sections 3.4-3.9).
+
+Pure functions over per-item arrays; the pipeline in
+:mod:`bayesrc.classical.pipeline` wires them together.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from bayesrc.classical.rci import CLASSES, DETERIORATED, IMPROVED, NO_CHANGE, classify_rci, reliable_change_index, s_diff_from_accuracies
+
+
+def empirical_null(
+    p_v1: np.ndarray,
+    p_v2: np.ndarray,
+    r_v1: float,
+    r_v2: float,
+    *,
+    z: float = 1.96,
+    n_permutations: int = 1000,
+    seed: int | np.random.Generator | np.random.SeedSequence = 0,
+) -> dict:
+    """Permutation null of reliable-change counts (paper 001, section 3.6).
+
+    Each permutation swaps the two versions' accuracies of every item with
+    probability 1/2, recomputes SEM and S_diff from the swapped accuracies (the
+    reliabilities stay fixed) and counts ``RCI > z`` and ``RCI < -z``. Vectorised
+    over permutations.
+    """
+    p1, p2 = np.asarray(p_v1, float), np.asarray(p_v2, float)
+    ok = ~(np.isnan(p1) | np.isnan(p2))
+    p1, p2 = p1[ok], p2[ok]
+    rng = np.random.default_rng(seed)
+    swap = rng.random((n_permutations, p1.size)) < 0.5
+    a = np.where(swap, p2, p1)
+    b = np.where(swap, p1, p2)
+    sem_a = np.std(a, axis=1, ddof=1) * np.sqrt(max(0.0, 1 - r_v1))
+    sem_b = np.std(b, axis=1, ddof=1) * np.sqrt(max(0.0, 1 - r_v2))
+    s_diff = np.hypot(sem_a, sem_b)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rci = (b - a) / s_diff[:, None]
+    improved = np.sum(rci > z, axis=1)
+    deteriorated = np.sum(rci < -z, axis=1)
+    return {
+        "n_permutations": n_permutations,
+        "n_items": int(p1.size),
+        "improved_mean": float(improved.mean()),
+        "improved_p95": float(np.percentile(improved, 95)),
+        "deteriorated_mean": float(deteriorated.mean()),
+        "deteriorated_p95": float(np.percentile(deteriorated, 95)),
+        "improved_draws": improved,
+        "deteriorated_draws": deteriorated,
+    }
+
+
+def cramers_v(chi2: float, n: int, shape: tuple[int, int]) -> float:
+    """Cramér's V = sqrt(chi2 / (n * (min(rows, cols) - 1)))."""
+    k = min(shape) - 1
+    return float(np.sqrt(chi2 / (n * k))) if n > 0 and k > 0 else float("nan")
+
+
+def domain_contingency(domain: np.ndarray, classes: np.ndarray) -> dict:
+    """Domain x class table, chi-squared test of independence and Cramér's V.
+
+    Rows or columns that are all zero carry no information and make the expected
+    counts zero, so they are dropped before the test. Per domain: counts, the
+    improvement / deterioration ratio (None when nothing deteriorated) and net change.
+    """
+    table = pd.crosstab(pd.Series(domain, name="domain"), pd.Series(classes, name="class")).reindex(columns=list(CLASSES), fill_value=0)
+    informative = table.loc[table.sum(axis=1) > 0, table.sum(axis=0) > 0]
+    if informative.shape[0] >= 2 and informative.shape[1] >= 2:
+        chi2, p, dof, _ = stats.chi2_contingency(informative.to_numpy())
+        v = cramers_v(chi2, int(informative.to_numpy().sum()), informative.shape)
+    else:
+        chi2, p, dof, v = float("nan"), float("nan"), 0, float("nan")
+    per_domain = {}
+    for d, row in table.iterrows():
+        imp, det = int(row[IMPROVED]), int(row[DETERIORATED])
+        per_domain[str(d)] = {
+            "n": int(row.sum()),
+            "improved": imp,
+            "no_change": int(row[NO_CHANGE]),
+            "deteriorated": det,
+            "ratio": imp / det if det else None,
+            "net": imp - det,
+        }
+    return {"chi2": float(chi2), "p": float(p), "dof": int(dof), "cramers_v": v, "table": table, "per_domain": per_domain}
+
+
+DIFFICULTY_EDGES: tuple[float, ...] = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
+
+
+def difficulty_bins(p_v1: np.ndarray, classes: np.ndarray, edges: tuple[float, ...] = DIFFICULTY_EDGES) -> pd.DataFrame:
+    """Churn and direction by baseline accuracy ``p_v1`` (paper 001, section 3.5).
+
+    Bins are half-open ``[lo, hi)`` except the last, which includes 1.0; a tiny
+    tolerance keeps ``p = 0.2`` (= 2/10) in ``[0.2, 0.4)`` despite rounding.
+    """
+    p = np.asarray(p_v1, float)
+    cls = np.asarray(classes, dtype=object)
+    idx = np.searchsorted(np.asarray(edges), p + 1e-9, side="right") - 1
+    idx = np.clip(idx, 0, len(edges) - 2)
+    rows = []
+    for b in range(len(edges) - 1):
+        sel = idx == b
+        n = int(sel.sum())
+        imp = int(np.sum(cls[sel] == IMPROVED))
+        det = int(np.sum(cls[sel] == DETERIORATED))
+        rows.append(
+            {
+                "bin": f"{edges[b]:.1f}-{edges[b + 1]:.1f}",
+                "lo": edges[b],
+                "hi": edges[b + 1],
+                "n": n,
+                "improved": imp,
+                "no_change": n - imp - det,
+                "deteriorated": det,
+                "churn": (imp + det) / n if n else float("nan"),
+                "net": imp - det,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def effect_sizes(delta: np.ndarray, classes: np.ndarray) -> dict:
+    """|Δp| overall and among reliably changed items (paper 001, section 3.4)."""
+    d = np.abs(np.asarray(delta, float))
+    changed = np.isin(np.asarray(classes, dtype=object), [IMPROVED, DETERIORATED])
+
+    def describe(x: np.ndarray) -> dict:
+        if x.size == 0:
+            nan = float("nan")
+            return {"n": 0, "mean_abs_delta": nan, "median_abs_delta": nan, "share_ge_0.2": nan, "share_ge_0.4": nan}
+        # 1e-9: |Δp| = 0.2 computed as 0.3 - 0.1 must count as >= 0.2.
+        return {
+            "n": int(x.size),
+            "mean_abs_delta": float(x.mean()),
+            "median_abs_delta": float(np.median(x)),
+            "share_ge_0.2": float(np.mean(x >= 0.2 - 1e-9)),
+            "share_ge_0.4": float(np.mean(x >= 0.4 - 1e-9)),
+        }
+
+    return {"all": describe(d), "changed": describe(d[changed])}
+
+
+def stratified_s_diff(
+    p_v1: np.ndarray,
+    p_v2: np.ndarray,
+    r_v1: float,
+    r_v2: float,
+    *,
+    z: float = 1.96,
+    n_strata: int = 3,
+) -> pd.DataFrame:
+    """Difficulty-stratified S_diff (paper 001, section 5 'Homoscedastic SEM').
+
+    Items are cut into ``n_strata`` quantile groups of difficulty ``(p_v1 + p_v2) / 2``
+    (ties may merge groups); within each, SEM and S_diff are recomputed with the
+    global reliabilities and items are reclassified.
+    """
+    p1, p2 = np.asarray(p_v1, float), np.asarray(p_v2, float)
+    difficulty = (p1 + p2) / 2
+    labels = {3: ["hard", "medium", "easy"]}.get(n_strata, [f"q{i + 1}" for i in range(n_strata)])
+    codes = pd.qcut(difficulty, n_strata, labels=False, duplicates="drop")
+    rows = []
+    for code in sorted(pd.unique(codes[~np.isnan(codes)])):
+        sel = codes == code
+        sem1, sem2, sd = s_diff_from_accuracies(p1[sel], p2[sel], r_v1, r_v2)
+        cls = classify_rci(reliable_change_index(p2[sel] - p1[sel], sd), z)
+        rows.append(
+            {
+                "stratum": labels[int(code)] if int(code) < len(labels) else f"q{int(code) + 1}",
+                "n": int(sel.sum()),
+                "mean_difficulty": float(difficulty[sel].mean()),
+                "sem_v1": sem1,
+                "sem_v2": sem2,
+                "s_diff": sd,
+                "min_detectable": z * sd,
+                "improved": int(np.sum(cls == IMPROVED)),
+                "no_change": int(np.sum(cls == NO_CHANGE)),
+                "deteriorated": int(np.sum(cls == DETERIORATED)),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def two_proportion_z(x1: int, n1: int, x2: int, n2: int) -> tuple[float, float]:
+    """Pooled two-proportion z-test: ``z = (p1 - p2) / sqrt(p(1-p)(1/n1 + 1/n2))``, two-sided p."""
+    if n1 == 0 or n2 == 0:
+        return float("nan"), float("nan")
+    pooled = (x1 + x2) / (n1 + n2)
+    se = np.sqrt(pooled * (1 - pooled) * (1 / n1 + 1 / n2))
+    if se == 0:
+        return float("nan"), float("nan")
+    z = (x1 / n1 - x2 / n2) / se
+    return float(z), float(2 * stats.norm.sf(abs(z)))
+
+
+def greedy_change(g_v1: np.ndarray, g_v2: np.ndarray) -> np.ndarray:
+    """Single-shot change of an item: ``gained`` (0 -> 1), ``lost`` (1 -> 0) or ``no_change``."""
+    g1, g2 = np.asarray(g_v1, bool), np.asarray(g_v2, bool)
+    return np.where(~g1 & g2, "gained", np.where(g1 & ~g2, "lost", "no_change")).astype(object)
+
+
+def greedy_agreement(change: np.ndarray, classes: np.ndarray) -> dict:
+    """Agreement of greedy flips with RCI classes (paper 001, section 3.9).
+
+    ``rci_changed_missed_by_greedy``: share of RCI-changed items with no greedy flip;
+    ``greedy_flips_no_rci_change``: share of greedy flips that RCI calls no change.
+    """
+    change, cls = np.asarray(change, dtype=object), np.asarray(classes, dtype=object)
+    table = pd.crosstab(pd.Series(change, name="greedy"), pd.Series(cls, name="rci")).reindex(
+        index=["gained", "no_change", "lost"], columns=list(CLASSES), fill_value=0
+    )
+    agree = int(table.loc["gained", IMPROVED] + table.loc["no_change", NO_CHANGE] + table.loc["lost", DETERIORATED])
+    flips = change != "no_change"
+    rci_changed = cls != NO_CHANGE
+    n_flip, n_rci = int(flips.sum()), int(rci_changed.sum())
+    missed = int(np.sum(rci_changed & ~flips))
+    false_flag = int(np.sum(flips & ~rci_changed))
+    return {
+        "matched": int(change.size),
+        "greedy_flips": n_flip,
+        "rci_changed": n_rci,
+        "exact_agreement": agree / change.size if change.size else float("nan"),
+        "rci_changed_missed_by_greedy": missed / n_rci if n_rci else float("nan"),
+        "rci_changed_missed_by_greedy_n": missed,
+        "greedy_flips_no_rci_change": false_flag / n_flip if n_flip else float("nan"),
+        "greedy_flips_no_rci_change_n": false_flag,
+        "table": table,
+    }

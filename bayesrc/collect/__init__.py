@@ -1,0 +1,1 @@
+"""collect (see the issue that builds it)."""

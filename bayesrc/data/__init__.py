@@ -1,0 +1,21 @@
+"""Data spine: trials -> item counts."""
+
+from bayesrc.data.counts import counts_frame, input_notes, item_counts, load_counts, modal_k
+from bayesrc.data.simulate import SimulatedPair, item_truth, simulate_pair, trials_from_accuracy
+from bayesrc.data.trials import TRIAL_COLUMNS, load_trials, normalise_trials, save_trials
+
+__all__ = [
+    "TRIAL_COLUMNS",
+    "SimulatedPair",
+    "counts_frame",
+    "input_notes",
+    "item_counts",
+    "load_counts",
+    "item_truth",
+    "load_trials",
+    "modal_k",
+    "normalise_trials",
+    "save_trials",
+    "simulate_pair",
+    "trials_from_accuracy",
+]

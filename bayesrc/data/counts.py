@@ -1,0 +1,199 @@
+"""Item counts: the spine every analysis reads (SPEC section 1).
+
+``item_counts(trials_v1, trials_v2, ...)`` returns an :class:`xarray.Dataset`:
+
+================  =====================  =============================================
+variable          dims                   meaning
+================  =====================  =============================================
+``n_trials``      item, version          trials administered
+``n_valid``       item, version          valid (non-missing) responses ``n``
+``n_correct``     item, version          correct responses ``y``
+``p``             item, version          ``y / n`` (NaN where ``n = 0``)
+``correct``       item, version, k       1.0 / 0.0, NaN where missing or not run
+================  =====================  =============================================
+
+coords: ``item`` (= item_id, str), ``version`` (labels), ``k``, ``domain`` (on item).
+K may differ between items and versions; nothing here assumes K = 10.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from bayesrc.errors import InputError
+
+
+def _version_label(trials: pd.DataFrame, fallback: str) -> str:
+    models = trials["model"].dropna().unique() if "model" in trials else []
+    return str(models[0]) if len(models) == 1 else fallback
+
+
+def item_counts(
+    *trials: pd.DataFrame,
+    versions: Sequence[str] | None = None,
+    sources: Sequence[str | Path] | None = None,
+    on_unmatched: str = "raise",
+) -> xr.Dataset:
+    """Build item counts from one trials frame per version.
+
+    Parameters
+    ----------
+    *trials : canonical trials (see :func:`bayesrc.data.load_trials`), one per version.
+    versions : version labels (default: each frame's ``model``; ``v1, v2, ...`` if ambiguous).
+    sources : file names, used only in error messages.
+    on_unmatched : ``"raise"`` (an item missing from a version is an error) or
+        ``"drop"`` (keep items present in every version; the dropped ones are listed in
+        ``attrs["unmatched"]``).
+    """
+    if not trials:
+        raise ValueError("item_counts needs at least one trials frame")
+    if on_unmatched not in ("raise", "drop"):
+        raise ValueError("on_unmatched must be 'raise' or 'drop'")
+    n_ver = len(trials)
+    sources = [str(s) for s in sources] if sources is not None else [f"<version {i + 1}>" for i in range(n_ver)]
+    if versions is None:
+        versions = [_version_label(t, f"v{i + 1}") for i, t in enumerate(trials)]
+        if len(set(versions)) < n_ver:
+            versions = [f"v{i + 1}" for i in range(n_ver)]
+    versions = [str(v) for v in versions]
+    if len(set(versions)) != n_ver:
+        raise ValueError(f"version labels must be distinct, got {versions}")
+
+    # Domain per item: must be one value per item across every file.
+    item_domain: dict[str, str] = {}
+    order: list[str] = []
+    for src, t in zip(sources, trials):
+        per_item = t.groupby("item_id", sort=False)["domain"].agg(["first", "nunique"])
+        multi = per_item[per_item["nunique"] > 1]
+        if len(multi):
+            raise InputError(f"more than one domain for one item", path=src, item=multi.index[0], field="domain")
+        for item, dom in per_item["first"].items():
+            prev = item_domain.get(item)
+            if prev is None:
+                item_domain[item] = dom
+                order.append(item)
+            elif prev != dom:
+                raise InputError(f"domain {dom!r} here but {prev!r} in another version", path=src, item=item, field="domain")
+
+    present = [set(t["item_id"].unique()) for t in trials]
+    common = set.intersection(*present)
+    unmatched = {v: sorted(set(order) - p) for v, p in zip(versions, present) if set(order) - p}
+    if unmatched and on_unmatched == "raise":
+        v = next(iter(unmatched))
+        src = sources[versions.index(v)]
+        n_miss = len(unmatched[v])
+        raise InputError(
+            f"present in another version but not in this file ({n_miss} such item{'s' if n_miss > 1 else ''}); "
+            "pass --allow-unmatched to analyse matched items only",
+            path=src,
+            item=unmatched[v][0],
+            field="item_id",
+        )
+    items = [i for i in order if i in common]
+    if not items:
+        raise InputError("no item is present in every version", path=sources[0], field="item_id")
+    item_index = pd.Index(items)
+    n_k = int(max(t["k"].max() for t in trials)) + 1
+
+    correct = np.full((len(items), n_ver, n_k), np.nan)
+    administered = np.zeros((len(items), n_ver, n_k), dtype=bool)
+    for v, t in enumerate(trials):
+        rows = item_index.get_indexer(t["item_id"])
+        keep = rows >= 0
+        r, k = rows[keep], t["k"].to_numpy()[keep]
+        administered[r, v, k] = True
+        val = t["is_correct"].to_numpy(dtype="float64", na_value=np.nan)[keep]
+        correct[r, v, k] = val
+
+    n_trials = administered.sum(axis=2)
+    n_valid = (~np.isnan(correct)).sum(axis=2)
+    n_correct = np.nansum(correct, axis=2).astype(np.int64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p = np.where(n_valid > 0, n_correct / np.maximum(n_valid, 1), np.nan)
+
+    ds = xr.Dataset(
+        {
+            "n_trials": (("item", "version"), n_trials.astype(np.int64)),
+            "n_valid": (("item", "version"), n_valid.astype(np.int64)),
+            "n_correct": (("item", "version"), n_correct),
+            "p": (("item", "version"), p),
+            "correct": (("item", "version", "k"), correct),
+        },
+        coords={
+            "item": np.array(items, dtype=object),
+            "version": np.array(versions, dtype=object),
+            "k": np.arange(n_k),
+            "domain": ("item", np.array([item_domain[i] for i in items], dtype=object)),
+        },
+        attrs={"unmatched": {v: list(map(str, ids)) for v, ids in unmatched.items()}, "sources": list(sources)},
+    )
+    return ds
+
+
+def modal_k(ds: xr.Dataset) -> int:
+    """The most common number of trials per item (K of the design)."""
+    n = ds["n_trials"].values.ravel()
+    n = n[n > 0]
+    if n.size == 0:
+        return 0
+    vals, cnt = np.unique(n, return_counts=True)
+    return int(vals[np.argmax(cnt)])
+
+
+def counts_frame(ds: xr.Dataset) -> pd.DataFrame:
+    """Tidy long table: one row per (item, version) with n_valid, n_correct, p."""
+    return ds[["n_trials", "n_valid", "n_correct", "p"]].to_dataframe().reset_index()
+
+
+def load_counts(
+    paths: Sequence[str | Path],
+    *,
+    versions: Sequence[str] | None = None,
+    on_unmatched: str = "raise",
+    greedy: bool | None = None,
+) -> xr.Dataset:
+    """Load one trials file per version and build their item counts."""
+    from bayesrc.data.trials import load_trials
+
+    trials = [load_trials(p, greedy=greedy) for p in paths]
+    if versions is None:
+        labels = [str(t["model"].iloc[0]) for t in trials]
+        versions = labels if len(set(labels)) == len(labels) else [Path(p).stem for p in paths]
+        if len(set(versions)) < len(versions):
+            versions = [f"v{i + 1}" for i in range(len(paths))]
+    return item_counts(*trials, versions=versions, sources=[str(p) for p in paths], on_unmatched=on_unmatched)
+
+
+def input_notes(ds: xr.Dataset, min_valid: int) -> list[str]:
+    """One-line notes on inputs that are analysed but deserve a mention.
+
+    Items below ``min_valid`` valid responses are excluded by rule (a), K that
+    differs between items is supported, and unmatched items that were dropped.
+    """
+    notes = []
+    sources = ds.attrs.get("sources") or [str(v) for v in ds["version"].values]
+    for v, src in zip(ds["version"].values, sources):
+        n_valid = ds["n_valid"].sel(version=v).values
+        low = np.flatnonzero(n_valid < min_valid)
+        if low.size:
+            first = ds["item"].values[low[0]]
+            notes.append(
+                f"{src}: item {first}: field 'is_missing': fewer than {min_valid} valid responses "
+                f"({n_valid[low[0]]}); {low.size} such item(s) excluded by rule (a)"
+            )
+        n_trials = ds["n_trials"].sel(version=v).values
+        ks = np.unique(n_trials[n_trials > 0])
+        if ks.size > 1:
+            odd = np.flatnonzero(n_trials != modal_k(ds))
+            notes.append(
+                f"{src}: item {ds['item'].values[odd[0]]}: field 'k': K differs between items "
+                f"({', '.join(map(str, ks))} samples); analysed as given"
+            )
+    for v, ids in (ds.attrs.get("unmatched") or {}).items():
+        notes.append(f"version {v}: {len(ids)} item(s) missing (first: {ids[0]}); analysed matched items only")
+    return notes

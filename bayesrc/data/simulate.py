@@ -1,0 +1,143 @@
+"""Simulated K-sample trials with known per-item truth.
+
+The generator mimics the reference study's data (paper 001): items whose
+difficulty varies widely within domain (so many items sit at floor or ceiling),
+a real share of items that do not change between versions, domain-level version
+shifts, and optional missing answers. Truth is returned alongside the trials so
+tests can check recovery and coverage.
+
+Generative model (logit scale)::
+
+    theta_i ~ Normal(mu_domain[d_i], sigma_theta)            # item easiness in v1
+    changed_i ~ Bernoulli(pi_change)
+    delta_i = changed_i * Normal(shift_domain[d_i], sigma_delta)
+    p_i,v1 = expit(theta_i),  p_i,v2 = expit(theta_i + delta_i)
+    correct_i,v,k ~ Bernoulli(p_i,v)   for k < K_i,v
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy.special import expit
+
+LETTERS = "ABCDEFGHIJ"
+DEFAULT_DOMAINS = ("physics", "law", "psychology", "economics")
+
+
+@dataclass(frozen=True)
+class SimulatedPair:
+    """Two versions' trials and the truth that generated them."""
+
+    trials_v1: pd.DataFrame
+    trials_v2: pd.DataFrame
+    truth: pd.DataFrame  # item_id, domain, p_v1, p_v2, delta_p, changed
+
+
+def item_truth(
+    n_items: int = 2000,
+    *,
+    domains: Sequence[str] = DEFAULT_DOMAINS,
+    domain_mean: Mapping[str, float] | None = None,
+    domain_shift: Mapping[str, float] | None = None,
+    sigma_theta: float = 5.0,
+    sigma_delta: float = 3.0,
+    pi_change: float = 0.5,
+    seed: int | np.random.Generator = 0,
+) -> pd.DataFrame:
+    """Draw per-item true accuracies for two versions (see module docstring)."""
+    rng = np.random.default_rng(seed)
+    domains = list(domains)
+    domain_mean = dict(domain_mean or {d: m for d, m in zip(domains, np.linspace(-1.0, 0.6, len(domains)))})
+    domain_shift = dict(domain_shift or {d: s for d, s in zip(domains, np.linspace(-0.6, 0.6, len(domains)))})
+    dom = np.array([domains[i * len(domains) // n_items] for i in range(n_items)], dtype=object)
+    theta = np.array([domain_mean[d] for d in dom]) + rng.normal(0.0, sigma_theta, n_items)
+    changed = rng.random(n_items) < pi_change
+    delta = np.where(changed, np.array([domain_shift[d] for d in dom]) + rng.normal(0.0, sigma_delta, n_items), 0.0)
+    p1, p2 = expit(theta), expit(theta + delta)
+    return pd.DataFrame(
+        {
+            "item_id": [f"q{i:05d}" for i in range(n_items)],
+            "item_index": np.arange(n_items),
+            "domain": dom,
+            "theta": theta,
+            "delta_logit": delta,
+            "p_v1": p1,
+            "p_v2": p2,
+            "delta_p": p2 - p1,
+            "changed": changed,
+        }
+    )
+
+
+def trials_from_accuracy(
+    item_ids: Sequence[str],
+    domains: Sequence[str],
+    p: np.ndarray,
+    *,
+    model: str,
+    k: int | np.ndarray = 10,
+    missing_rate: float = 0.0,
+    seed: int | np.random.Generator = 0,
+    item_index: Sequence[int] | None = None,
+) -> pd.DataFrame:
+    """Bernoulli K-sample trials for items with true accuracy ``p``.
+
+    ``k`` may be an array (K per item). Seeds follow the reference study's
+    convention ``seed = item_index * 10 + k``. Answers are letters A-J.
+    """
+    rng = np.random.default_rng(seed)
+    n = len(item_ids)
+    ks = np.broadcast_to(np.asarray(k), (n,)).astype(int)
+    idx = np.arange(n) if item_index is None else np.asarray(item_index)
+    rows_item = np.repeat(np.arange(n), ks)
+    rows_k = np.concatenate([np.arange(kk) for kk in ks]) if n else np.array([], dtype=int)
+    answer = np.array(list(LETTERS))[rng.integers(0, 10, n)]
+    correct = rng.random(rows_item.size) < np.asarray(p)[rows_item]
+    missing = rng.random(rows_item.size) < missing_rate
+    wrong = np.array(list(LETTERS))[rng.integers(0, 10, rows_item.size)]
+    # A wrong answer is any letter but the key.
+    clash = wrong == answer[rows_item]
+    wrong[clash] = np.array(list(LETTERS))[(np.searchsorted(list(LETTERS), wrong[clash]) + 1) % 10]
+    extracted = np.where(correct, answer[rows_item], wrong).astype(object)
+    extracted[missing] = None
+    is_correct = pd.array(np.where(missing, None, correct), dtype="boolean")
+    return pd.DataFrame(
+        {
+            "item_id": np.asarray(item_ids, dtype=object)[rows_item],
+            "item_index": idx[rows_item],
+            "domain": np.asarray(domains, dtype=object)[rows_item],
+            "model": model,
+            "k": rows_k,
+            "seed": idx[rows_item] * 10 + rows_k,
+            "response": [e if e is not None else "I am not sure." for e in extracted],
+            "extracted": extracted,
+            "correct_answer": answer[rows_item],
+            "is_correct": is_correct,
+            "is_missing": missing,
+        }
+    )
+
+
+def simulate_pair(
+    n_items: int = 2000,
+    k: int = 10,
+    *,
+    models: tuple[str, str] = ("model-v1", "model-v2"),
+    missing_rate: float = 0.0,
+    seed: int = 0,
+    truth: pd.DataFrame | None = None,
+    **truth_kwargs,
+) -> SimulatedPair:
+    """Simulate a version pair: truth (or the one given) plus K-sample trials of each."""
+    ss = np.random.SeedSequence(seed)
+    s_truth, s1, s2 = ss.spawn(3)
+    if truth is None:
+        truth = item_truth(n_items, seed=np.random.default_rng(s_truth), **truth_kwargs)
+    common = dict(k=k, missing_rate=missing_rate, item_index=truth["item_index"])
+    t1 = trials_from_accuracy(truth["item_id"], truth["domain"], truth["p_v1"].to_numpy(), model=models[0], seed=np.random.default_rng(s1), **common)
+    t2 = trials_from_accuracy(truth["item_id"], truth["domain"], truth["p_v2"].to_numpy(), model=models[1], seed=np.random.default_rng(s2), **common)
+    return SimulatedPair(t1, t2, truth)

@@ -1,0 +1,264 @@
+"""Trials: one row per sampled answer (SPEC section 1).
+
+Canonical columns::
+
+    item_id, domain, model, k, seed, response, extracted, correct_answer,
+    is_correct, is_missing
+
+Loaders read Parquet, JSONL and CSV and also accept the reference study's field
+names (``item_index``, ``raw_response`` / ``raw_text``, ``extracted_answer``, and
+greedy files with ``parsed_response`` and no ``k``). Every problem is raised as
+:class:`~bayesrc.errors.InputError` naming file, line and field.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from bayesrc.errors import InputError
+from bayesrc.io import atomic_write_bytes
+
+TRIAL_COLUMNS: tuple[str, ...] = (
+    "item_id",
+    "domain",
+    "model",
+    "k",
+    "seed",
+    "response",
+    "extracted",
+    "correct_answer",
+    "is_correct",
+    "is_missing",
+)
+
+# Reference-study field name -> canonical name (first match wins).
+FIELD_ALIASES: dict[str, tuple[str, ...]] = {
+    "response": ("raw_response", "raw_text"),
+    "extracted": ("extracted_answer", "parsed_response"),
+}
+
+_TRUE = {True, 1, "true", "True", "TRUE", "1"}
+_FALSE = {False, 0, "false", "False", "FALSE", "0"}
+
+
+def _line_label(fmt: str) -> str:
+    return "row" if fmt == "parquet" else "line"
+
+
+def _read_raw(path: Path) -> tuple[pd.DataFrame, str]:
+    """Read a file into a DataFrame with a ``_line`` column (1-based source line)."""
+    if not path.exists():
+        raise InputError("file not found", path=path)
+    if path.is_dir():
+        raise InputError("is a directory, expected a trials file", path=path)
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".json", ".ndjson"):
+        records: list[dict] = []
+        lines: list[int] = []
+        with path.open("r", encoding="utf-8") as fh:
+            for lineno, raw in enumerate(fh, start=1):
+                text = raw.strip()
+                if not text:
+                    continue
+                try:
+                    rec = json.loads(text)
+                except json.JSONDecodeError as exc:
+                    raise InputError(f"malformed JSON ({exc.msg})", path=path, line=lineno) from None
+                if not isinstance(rec, dict):
+                    raise InputError("expected a JSON object per line", path=path, line=lineno)
+                records.append(rec)
+                lines.append(lineno)
+        df = pd.DataFrame.from_records(records)
+        df["_line"] = lines
+        return df, "jsonl"
+    if suffix == ".csv":
+        try:
+            df = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
+        except pd.errors.EmptyDataError:
+            raise InputError("file is empty", path=path) from None
+        except (pd.errors.ParserError, UnicodeDecodeError) as exc:
+            raise InputError(f"malformed CSV ({exc})", path=path) from None
+        df["_line"] = np.arange(len(df)) + 2  # header is line 1
+        return df, "csv"
+    if suffix in (".parquet", ".pq"):
+        try:
+            df = pd.read_parquet(path)
+        except Exception as exc:  # pyarrow raises many types for corrupt files
+            raise InputError(f"unreadable Parquet ({type(exc).__name__}: {exc})", path=path) from None
+        df["_line"] = np.arange(len(df)) + 1
+        return df, "parquet"
+    raise InputError(f"unknown format {suffix!r}; expected .parquet, .jsonl or .csv", path=path)
+
+
+def _parse_bool(values: pd.Series, *, path: Path, fmt: str, lines: pd.Series, field: str) -> pd.Series:
+    """Strict tri-state boolean: True / False / <NA>; anything else is an error."""
+    out = pd.Series(pd.NA, index=values.index, dtype="boolean")
+    for idx, val in values.items():
+        if val is None or (isinstance(val, float) and np.isnan(val)) or val is pd.NA:
+            continue
+        if isinstance(val, (bool, np.bool_)):
+            out[idx] = bool(val)
+        elif isinstance(val, (int, np.integer)) and not isinstance(val, bool) and fmt != "jsonl" and val in (0, 1):
+            out[idx] = bool(val)
+        elif isinstance(val, str) and fmt == "csv" and (val in _TRUE or val in _FALSE):
+            out[idx] = val in _TRUE
+        elif isinstance(val, str) and val.strip().lower() in ("", "null", "none", "nan") and fmt == "csv":
+            continue
+        else:
+            raise InputError(
+                f"expected true, false or null, got {json.dumps(val, default=str)}",
+                path=path,
+                line=int(lines[idx]),
+                field=field,
+            )
+    return out
+
+
+def normalise_trials(
+    raw: pd.DataFrame,
+    *,
+    path: str | Path = "<memory>",
+    fmt: str = "jsonl",
+    model: str | None = None,
+    greedy: bool | None = None,
+) -> pd.DataFrame:
+    """Map aliases, check required fields and types, and return canonical trials.
+
+    ``greedy=None`` detects a single-shot file (no ``k`` column): every row gets
+    ``k = 0``. The result carries a ``_line`` column for error messages.
+    """
+    path = Path(path)
+    df = raw.copy()
+    if "_line" not in df:
+        df["_line"] = np.arange(len(df)) + 1
+    lines = df["_line"]
+    if len(df) == 0:
+        raise InputError("file is empty (no trials)", path=path)
+
+    for canon, aliases in FIELD_ALIASES.items():
+        if canon not in df:
+            for alias in aliases:
+                if alias in df:
+                    df[canon] = df[alias]
+                    break
+    if "item_id" not in df:
+        if "item_index" in df:
+            df["item_id"] = df["item_index"]
+        else:
+            raise InputError("missing required field (nor 'item_index')", path=path, line=int(lines.iloc[0]), field="item_id")
+
+    if greedy is None:
+        greedy = "k" not in df
+    if greedy:
+        if "k" in df and df["k"].notna().any():
+            pass
+        else:
+            df["k"] = 0
+
+    # Required per row: item_id, k, and is_correct or is_missing (can't tell correctness otherwise).
+    for field in ("item_id", "k"):
+        missing = df[field].isna()
+        if missing.any():
+            first = missing.idxmax()
+            raise InputError("missing required field", path=path, line=int(lines[first]), field=field)
+    if "is_correct" not in df:
+        raise InputError("missing required field", path=path, line=int(lines.iloc[0]), field="is_correct")
+
+    k_num = pd.to_numeric(df["k"], errors="coerce")
+    bad_k = k_num.isna() | (k_num < 0) | (k_num != np.floor(k_num))
+    if bad_k.any():
+        first = bad_k.idxmax()
+        raise InputError(f"expected a non-negative integer, got {df['k'][first]!r}", path=path, line=int(lines[first]), field="k")
+    df["k"] = k_num.astype(np.int64)
+    df["item_id"] = df["item_id"].astype(str).str.strip()
+    if (df["item_id"] == "").any():
+        first = (df["item_id"] == "").idxmax()
+        raise InputError("empty value", path=path, line=int(lines[first]), field="item_id")
+
+    df["is_correct"] = _parse_bool(df["is_correct"], path=path, fmt=fmt, lines=lines, field="is_correct")
+    if "is_missing" in df:
+        df["is_missing"] = _parse_bool(df["is_missing"], path=path, fmt=fmt, lines=lines, field="is_missing")
+        df["is_missing"] = df["is_missing"].fillna(df["is_correct"].isna())
+    else:
+        df["is_missing"] = df["is_correct"].isna()
+    df["is_missing"] = df["is_missing"].astype(bool)
+    contradiction = df["is_missing"] & df["is_correct"].notna()
+    if contradiction.any():
+        # A missing answer cannot be scored; the reference study drops its score.
+        df.loc[contradiction, "is_correct"] = pd.NA
+    unscored = ~df["is_missing"] & df["is_correct"].isna()
+    if unscored.any():
+        first = unscored.idxmax()
+        raise InputError("null but 'is_missing' is false", path=path, line=int(lines[first]), field="is_correct")
+
+    if "domain" not in df:
+        df["domain"] = "all"
+    df["domain"] = df["domain"].fillna("all").astype(str)
+    if "model" not in df or df["model"].isna().all():
+        df["model"] = model if model is not None else path.stem
+    elif model is not None:
+        df["model"] = model
+    df["model"] = df["model"].astype(str)
+    models = df["model"].unique()
+    if len(models) > 1:
+        raise InputError(f"one model per file expected, found {sorted(models)[:3]}", path=path, field="model")
+
+    for col in ("seed", "response", "extracted", "correct_answer"):
+        if col not in df:
+            df[col] = pd.NA
+    df["seed"] = pd.to_numeric(df["seed"], errors="coerce").astype("Int64")
+    for col in ("response", "extracted", "correct_answer"):
+        df[col] = df[col].astype("string")
+
+    dup = df.duplicated(["item_id", "k"], keep="first")
+    if dup.any():
+        first = dup.idxmax()
+        raise InputError(
+            f"duplicate trial (item {df['item_id'][first]}, k {df['k'][first]})",
+            path=path,
+            line=int(lines[first]),
+            field="k",
+        )
+    if df["is_missing"].all():
+        raise InputError(f"all {len(df)} responses are missing for model {models[0]!r}: nothing to analyse", path=path, field="is_missing")
+
+    keep = list(TRIAL_COLUMNS) + ["_line"]
+    return df[keep].reset_index(drop=True)
+
+
+def load_trials(path: str | Path, *, model: str | None = None, greedy: bool | None = None) -> pd.DataFrame:
+    """Load and validate a trials file (Parquet, JSONL or CSV).
+
+    Parameters
+    ----------
+    path : trials file.
+    model : version label; overrides the file's ``model`` field (default: the
+        field, else the file stem).
+    greedy : single-shot file without ``k`` (``None`` detects it).
+    """
+    path = Path(path)
+    raw, fmt = _read_raw(path)
+    return normalise_trials(raw, path=path, fmt=fmt, model=model, greedy=greedy)
+
+
+def save_trials(trials: pd.DataFrame, path: str | Path) -> None:
+    """Write trials as Parquet, atomically."""
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    frame = trials[[c for c in TRIAL_COLUMNS if c in trials]].copy()
+    buf = io.BytesIO()
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), buf)
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def concat_trials(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
+    """Stack trials of several versions (models) into one frame."""
+    return pd.concat(list(frames), ignore_index=True)

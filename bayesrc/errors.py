@@ -1,0 +1,48 @@
+"""Errors that the CLI turns into one clear line and a non-zero exit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class BayesrcError(Exception):
+    """Base class: a user-facing problem, reported without a traceback."""
+
+    exit_code = 2
+
+
+class InputError(BayesrcError):
+    """Bad input: names the file, the line (or row / item) and the field.
+
+    ``str(err)`` is the one line the CLI prints, e.g.
+    ``trials.jsonl:17: field 'is_correct': expected true, false or null, got "yes"``.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | Path | None = None,
+        line: int | None = None,
+        item: object | None = None,
+        field: str | None = None,
+    ) -> None:
+        self.path = None if path is None else str(path)
+        self.line = line
+        self.item = item
+        self.field = field
+        self.message = message
+        where = self.path or "<input>"
+        if line is not None:
+            where += f":{line}"
+        if item is not None:
+            where += f": item {item!s}"
+        if field is not None:
+            where += f": field {field!r}"
+        super().__init__(f"{where}: {message}")
+
+
+class ConvergenceError(BayesrcError):
+    """A posterior fit failed the diagnostics gate (CLI exit status 3)."""
+
+    exit_code = 3

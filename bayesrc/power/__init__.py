@@ -1,0 +1,1 @@
+"""power (see the issue that builds it)."""

@@ -1,0 +1,1 @@
+"""report (see the issue that builds it)."""

@@ -1,0 +1,1 @@
+"""switch (see the issue that builds it)."""
