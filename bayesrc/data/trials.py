@@ -50,6 +50,20 @@ def _line_label(fmt: str) -> str:
     return "row" if fmt == "parquet" else "line"
 
 
+def _check_required_keys(rec: dict, first: dict, *, path: Path, line: int) -> None:
+    """A JSONL record must carry the key fields itself (an absent key is not a null).
+
+    Required: ``item_id`` (or ``item_index``), ``is_correct``, and ``k`` whenever the
+    file's first record has it (greedy files have no ``k``).
+    """
+    if "item_id" not in rec and "item_index" not in rec:
+        raise InputError("missing required field", path=path, line=line, field="item_id")
+    if "is_correct" not in rec:
+        raise InputError("missing required field", path=path, line=line, field="is_correct")
+    if "k" in first and "k" not in rec:
+        raise InputError("missing required field", path=path, line=line, field="k")
+
+
 def _read_raw(path: Path) -> tuple[pd.DataFrame, str]:
     """Read a file into a DataFrame with a ``_line`` column (1-based source line)."""
     if not path.exists():
@@ -71,6 +85,7 @@ def _read_raw(path: Path) -> tuple[pd.DataFrame, str]:
                     raise InputError(f"malformed JSON ({exc.msg})", path=path, line=lineno) from None
                 if not isinstance(rec, dict):
                     raise InputError("expected a JSON object per line", path=path, line=lineno)
+                _check_required_keys(rec, records[0] if records else rec, path=path, line=lineno)
                 records.append(rec)
                 lines.append(lineno)
         df = pd.DataFrame.from_records(records)
