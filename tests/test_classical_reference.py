@@ -11,11 +11,12 @@ from bayesrc.classical import analyse_pairs, reliable_change
 from bayesrc.data import item_counts
 
 
-@pytest.fixture(scope="module", params=["analysable", "all"])
-def both(request, sim_pair):
-    basis = request.param
-    ours = reliable_change(item_counts(sim_pair.trials_v1, sim_pair.trials_v2), sd_basis=basis, seed=3)
-    theirs = ref.full_analysis(sim_pair.trials_v1, sim_pair.trials_v2, sd_basis=basis)
+@pytest.fixture(scope="module", params=[("a", "analysable"), ("a", "all"), ("b", "analysable")], ids=lambda p: "-".join(p))
+def both(request, sim_pair, sim_pair_b):
+    which, basis = request.param
+    sim = sim_pair if which == "a" else sim_pair_b
+    ours = reliable_change(item_counts(sim.trials_v1, sim.trials_v2), sd_basis=basis, seed=3)
+    theirs = ref.full_analysis(sim.trials_v1, sim.trials_v2, sd_basis=basis)
     return ours, theirs
 
 
