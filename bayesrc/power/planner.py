@@ -1,0 +1,226 @@
+"""What K and N should I run? Simulation-based planning in the K-sample world.
+
+Two questions, answered on simulated benchmarks with known truth
+(:func:`bayesrc.data.item_truth` difficulties, :func:`bayesrc.data.simulate_pair` trials):
+
+1. **Per item** (K): a share ``pi_change`` of items changes accuracy by exactly
+   ``delta_p`` between versions. With K samples per item, what share of them does the
+   classical RCI (:func:`bayesrc.classical.reliable_change`, SPEC 2) flag in the right
+   direction (sensitivity), and how many unchanged items does it flag (false positives)?
+   Its threshold ``z S_diff`` shrinks as K grows (reliability rises), so K drives this.
+2. **Aggregate** (N): with per-item means of the K samples, the paired ``N*`` for the
+   mean change ``pi_change x delta_p`` (observed sigma_D of the per-item differences)
+   and ``q = N / N*`` -- the resolution question of paper 002 for K-sample scores.
+
+The Bayesian change model (``bayesrc.bayes``) is not used: this planner runs the RCI
+only. Each (K, N, replicate) cell is cached as JSON under ``cache_dir``, keyed by a
+hash of every parameter that affects it, so a grid can be refined without recomputing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from bayesrc.power.analytic import ParameterError, _check_open_unit, z_sum
+
+PLANNER_VERSION = 3  # bump when the simulation changes, to invalidate caches
+
+
+def default_cache_dir() -> Path:
+    """``$BAYESRC_CACHE/power-plan`` or ``~/.cache/bayesrc/power-plan``."""
+    root = os.environ.get("BAYESRC_CACHE") or Path.home() / ".cache" / "bayesrc"
+    return Path(root) / "power-plan"
+
+
+def _truth_with_change(n_items: int, delta_p: float, pi_change: float, rng: np.random.Generator) -> pd.DataFrame:
+    """Item truth whose changed items move by exactly ``+delta_p`` (items above ``1 - delta_p`` cannot)."""
+    from bayesrc.data import item_truth
+
+    truth = item_truth(n_items, pi_change=0.0, seed=rng)
+    p1 = truth["p_v1"].to_numpy()
+    eligible = p1 + delta_p <= 1.0
+    changed = eligible & (rng.random(n_items) < pi_change / max(eligible.mean(), 1e-12))
+    p2 = np.where(changed, p1 + delta_p, p1)
+    truth = truth.assign(p_v2=p2, delta_p=p2 - p1, changed=changed)
+    return truth
+
+
+def rci_detection_probability(p_v1: np.ndarray, p_v2: np.ndarray, k: int, s_diff: float, z: float = 1.96) -> np.ndarray:
+    """Exact probability that the RCI flags an item as improved: ``P((Y2 - Y1) / K > z S_diff)``.
+
+    ``Y_v ~ Binomial(K, p_v)`` independently, S_diff held fixed (it is a property of
+    the whole benchmark). Vectorised over items: a (items x (K + 1)) pmf table.
+    """
+    p1 = np.asarray(p_v1, dtype=float)[:, None]
+    p2 = np.asarray(p_v2, dtype=float)[:, None]
+    y = np.arange(k + 1)[None, :]
+    from scipy import stats
+
+    pmf1 = stats.binom.pmf(y, k, p1)
+    # P(Y2 > y1 + z S_diff K) for every y1: survival function at floor(threshold)
+    thr = y + z * s_diff * k
+    sf2 = stats.binom.sf(np.floor(thr + 1e-12), k, p2)
+    return (pmf1 * sf2).sum(axis=1)
+
+
+def simulate_cell(
+    k: int,
+    n_items: int,
+    delta_p: float,
+    *,
+    pi_change: float = 0.3,
+    z: float = 1.96,
+    alpha: float = 0.05,
+    power: float = 0.8,
+    seed: int = 0,
+    n_splits: int = 100,
+) -> dict:
+    """One simulated benchmark: RCI sensitivity / false-positive rate and the aggregate q."""
+    from bayesrc.classical import reliable_change
+    from bayesrc.data import item_counts, simulate_pair
+
+    rng = np.random.default_rng(np.random.SeedSequence([seed, k, n_items]))
+    truth = _truth_with_change(n_items, delta_p, pi_change, rng)
+    sim = simulate_pair(k=k, truth=truth, seed=int(rng.integers(2**31)))
+    counts = item_counts(sim.trials_v1, sim.trials_v2)
+    # Exclusion rule (a) scales with K: 0.6 K valid responses (6 at the paper's K = 10).
+    min_valid = int(np.ceil(0.6 * k))
+    rci = reliable_change(counts, z=z, min_valid=min_valid, n_splits=n_splits, n_permutations=1, n_splits_by_k=1,
+                          seed=int(rng.integers(2**31)))
+    items = rci.to_frame().set_index("item_id").loc[truth["item_id"]]
+    changed = truth["changed"].to_numpy()
+    cls = items["class"].to_numpy()
+    hit = cls == "improved"
+    flagged = (cls == "improved") | (cls == "deteriorated")
+    expected = rci_detection_probability(truth["p_v1"].to_numpy()[changed], truth["p_v2"].to_numpy()[changed], k, rci.s_diff, z)
+    d = items["p_v2"].to_numpy() - items["p_v1"].to_numpy()
+    mean_d, var_d = float(d.mean()), float(d.var())
+    kk = float(z_sum(alpha, power))
+    n_star = kk**2 * var_d / mean_d**2 if mean_d != 0 else float("inf")
+    return {
+        "k": int(k),
+        "n_items": int(n_items),
+        "seed": int(seed),
+        "min_valid": min_valid,
+        "n_changed": int(changed.sum()),
+        "sensitivity": float(hit[changed].mean()) if changed.any() else float("nan"),
+        "sensitivity_expected": float(expected.mean()) if changed.any() else float("nan"),
+        "false_positive_rate": float(flagged[~changed].mean()) if (~changed).any() else float("nan"),
+        "s_diff": float(rci.s_diff),
+        "mdc": float(z * rci.s_diff),
+        "mean_delta": mean_d,
+        "n_star_mean": n_star,
+        "q_mean": float(n_items / n_star) if np.isfinite(n_star) and n_star > 0 else 0.0,
+    }
+
+
+@dataclass
+class KNPlan:
+    """Simulated K x N grid and the recommendation drawn from it."""
+
+    cells: pd.DataFrame  # one row per (k, n_items, replicate)
+    params: dict = field(default_factory=dict)
+
+    def to_frame(self) -> pd.DataFrame:
+        """Mean over replicates per (k, n_items)."""
+        g = self.cells.groupby(["k", "n_items"], as_index=False)
+        out = g[["sensitivity", "sensitivity_expected", "false_positive_rate", "s_diff", "mdc", "mean_delta", "n_star_mean", "q_mean"]].mean()
+        out["replicates"] = g.size()["size"].to_numpy()
+        out["samples_per_version"] = out["k"] * out["n_items"]
+        return out
+
+    def recommend(self) -> dict:
+        """Cheapest (fewest samples per version) cell meeting both targets.
+
+        Per item: mean RCI sensitivity >= ``power``. Aggregate: ``q_mean >= 1``.
+        Also the smallest K meeting the per-item target (at any N) and the smallest
+        N with q >= 1 (at any K). ``None`` where no simulated cell qualifies.
+        """
+        f = self.to_frame()
+        target = self.params["power"]
+        per_item = f[f["sensitivity"] >= target]
+        agg = f[f["q_mean"] >= 1]
+        both = f[(f["sensitivity"] >= target) & (f["q_mean"] >= 1)].sort_values(["samples_per_version", "k"])
+        best = None if both.empty else both.iloc[0]
+        return {
+            "k_per_item": None if per_item.empty else int(per_item["k"].min()),
+            "n_aggregate": None if agg.empty else int(agg["n_items"].min()),
+            "k": None if best is None else int(best["k"]),
+            "n_items": None if best is None else int(best["n_items"]),
+            "sensitivity": None if best is None else float(best["sensitivity"]),
+            "q_mean": None if best is None else float(best["q_mean"]),
+            "method": "rci",
+        }
+
+    def summary(self) -> pd.DataFrame:
+        return self.to_frame()
+
+
+def plan_k_n(
+    delta_p: float,
+    *,
+    k_grid: Sequence[int] = (5, 10, 20),
+    n_grid: Sequence[int] = (250, 500, 1000, 2000),
+    pi_change: float = 0.3,
+    replicates: int = 2,
+    z: float = 1.96,
+    alpha: float = 0.05,
+    power: float = 0.8,
+    seed: int = 0,
+    n_splits: int = 100,
+    cache_dir: str | Path | None = None,
+) -> KNPlan:
+    """Simulate the K x N grid for a per-item change ``delta_p`` and recommend K and N.
+
+    Parameters
+    ----------
+    delta_p : per-item change in accuracy of the changed items (``0 < delta_p < 1``).
+    k_grid, n_grid : samples per item and items per benchmark to try.
+    pi_change : share of items that change (by ``+delta_p``); the rest are unchanged.
+    replicates : simulated benchmarks per cell.
+    z : RCI threshold (1.96); alpha, power: the targets of both questions.
+    cache_dir : where cell results are cached (default :func:`default_cache_dir`);
+        ``False``-y strings are not accepted, pass a folder.
+    """
+    delta_p = float(_check_open_unit("delta_p", delta_p))
+    pi_change = float(_check_open_unit("pi_change", pi_change))
+    _check_open_unit("power", power)
+    ks = [int(k) for k in k_grid]
+    ns = [int(n) for n in n_grid]
+    if not ks or not ns or min(ks) < 2 or min(ns) < 10:
+        raise ParameterError("k_grid needs K >= 2 and n_grid N >= 10", field="k_grid")
+    if int(replicates) < 1:
+        raise ParameterError("replicates must be positive", field="replicates")
+    cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    cache.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for k in ks:
+        for n in ns:
+            for r in range(int(replicates)):
+                key = dict(v=PLANNER_VERSION, k=k, n=n, delta_p=delta_p, pi_change=pi_change, z=z, alpha=alpha,
+                           power=power, seed=seed, rep=r, n_splits=n_splits)
+                digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
+                path = cache / f"cell-{digest}.json"
+                if path.exists():
+                    try:
+                        rows.append(json.loads(path.read_text()))
+                        continue
+                    except (OSError, json.JSONDecodeError):
+                        pass  # a damaged cache entry is recomputed
+                res = simulate_cell(k, n, delta_p, pi_change=pi_change, z=z, alpha=alpha, power=power,
+                                    seed=seed * 1000 + r, n_splits=n_splits)
+                from bayesrc.io import atomic_write_json
+
+                atomic_write_json(path, res)
+                rows.append(res)
+    params = dict(delta_p=delta_p, pi_change=pi_change, z=z, alpha=alpha, power=power, replicates=int(replicates),
+                  seed=seed, method="rci", cache_dir=str(cache))
+    return KNPlan(cells=pd.DataFrame(rows), params=params)

@@ -1,0 +1,525 @@
+"""Resolution report: is the benchmark large enough to resolve this comparison? (SPEC 5, paper 002)
+
+From two (or more) models' per-item scores on the same items:
+
+- fixed-n: observed ``delta``, ``rho``, discordant counts ``b``/``c``, ``sigma_D``, MDE,
+  ``N* = (K sigma_D / delta)^2`` at the observed gap, ``q = N / N*`` (resolved iff q >= 1,
+  i.e. ``|T_N| >= z_{1-alpha/2} + z_{1-beta}``), exact and asymptotic McNemar;
+- stress tests, each a multiplier on N*: multiplicity (Bonferroni, Holm, BH over the
+  family of comparisons), clustering (design effect from ICC(D) of ``D_i = X_iA - X_iB``
+  over item clusters), anytime validity (time-uniform boundary instead of ``z_{1-alpha/2}``).
+
+A leaderboard (many models) is ranked by accuracy and its adjacent pairs form the
+family; Holm (step-down) and BH (step-up) are applied on the q scale with the pairs
+ordered by q (equivalently by the Wald p-value).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+from numpy.typing import ArrayLike
+from scipy import stats
+
+from bayesrc.errors import InputError
+from bayesrc.power import analytic as an
+
+PARADIGMS = ("fixed_n", "bonferroni", "holm", "bh", "clustered", "anytime")
+AGGREGATES = ("auto", "majority", "mean")
+MISSING = ("drop", "incorrect")
+
+
+# ---------------------------------------------------------------------------
+# Scores from item counts
+# ---------------------------------------------------------------------------
+
+
+def scores_from_counts(
+    counts: xr.Dataset,
+    *,
+    aggregate: str = "auto",
+    missing: str = "drop",
+) -> tuple[pd.DataFrame, pd.Series, dict]:
+    """Per-item scores (items x versions) from item counts (:func:`bayesrc.data.item_counts`).
+
+    aggregate
+        ``"auto"``: the single score of a single-shot (greedy) file, the majority of
+        K samples otherwise; ``"majority"``: 1 iff more than half of the item's
+        responses are correct (a tie counts as 0); ``"mean"``: the per-item accuracy
+        ``y / n`` (not binary: McNemar does not apply, a paired t-test is reported).
+    missing
+        ``"drop"`` (default): analyse items scored in every version (an unparsed
+        answer has no score; as the greedy comparison of SPEC 2 does);
+        ``"incorrect"``: a missing answer counts as wrong, as leaderboards score it.
+
+    Returns ``(scores, domain, info)``; ``info`` says what was done (for the report).
+    """
+    if aggregate not in AGGREGATES:
+        raise an.ParameterError(f"aggregate must be one of {AGGREGATES}", field="aggregate")
+    if missing not in MISSING:
+        raise an.ParameterError(f"missing must be one of {MISSING}", field="missing")
+    n_valid = counts["n_valid"].values.astype(float)
+    n_trials = counts["n_trials"].values.astype(float)
+    y = counts["n_correct"].values.astype(float)
+    max_k = int(n_trials.max()) if n_trials.size else 0
+    if aggregate == "auto":
+        aggregate = "single" if max_k <= 1 else "majority"
+    denom = n_valid if missing == "drop" else n_trials
+    with np.errstate(invalid="ignore", divide="ignore"):
+        if aggregate == "mean":
+            s = np.where(denom > 0, y / np.where(denom > 0, denom, 1), np.nan)
+        else:  # single shot is the K = 1 case of the majority rule
+            s = np.where(denom > 0, (y > denom / 2).astype(float), np.nan)
+    keep = ~np.isnan(s).any(axis=1)
+    versions = [str(v) for v in counts["version"].values]
+    scores = pd.DataFrame(s[keep], index=pd.Index(counts["item"].values[keep], name="item"), columns=versions)
+    domain = pd.Series(counts["domain"].values[keep], index=scores.index, name="domain")
+    info = {
+        "aggregate": aggregate,
+        "missing": missing,
+        "k_max": max_k,
+        "items_in_counts": int(len(keep)),
+        "items_dropped_missing": int((~keep).sum()),
+        "binary": aggregate != "mean",
+    }
+    return scores, domain, info
+
+
+# ---------------------------------------------------------------------------
+# One pair
+# ---------------------------------------------------------------------------
+
+
+def _check_scores(x_a: ArrayLike, x_b: ArrayLike, *, binary: bool, names: tuple[str, str]) -> tuple[np.ndarray, np.ndarray]:
+    arrays = []
+    for name, x in zip(names, (x_a, x_b)):
+        try:
+            arr = np.asarray(x, dtype=float).ravel()
+        except (TypeError, ValueError):
+            raise InputError("scores must be numbers (0/1)", path=name, field="scores") from None
+        bad = np.flatnonzero(np.isnan(arr))
+        if bad.size:
+            raise InputError("missing score (NaN); drop the item or score it as 0", path=name, item=int(bad[0]), field="scores")
+        if binary:
+            bad = np.flatnonzero((arr != 0) & (arr != 1))
+            if bad.size:
+                raise InputError(
+                    f"scores must be binary 0/1, got {arr[bad[0]]:g} ({bad.size} non-binary value(s)); "
+                    "for per-item means of K samples pass binary=False (CLI: --aggregate mean)",
+                    path=name,
+                    item=int(bad[0]),
+                    field="scores",
+                )
+        arrays.append(arr)
+    if arrays[0].size != arrays[1].size:
+        raise InputError(
+            f"paired scores must cover the same items: {arrays[0].size} scores for {names[0]} but {arrays[1].size} for {names[1]}",
+            path=names[1],
+            field="scores",
+        )
+    if arrays[0].size < 2:
+        raise InputError("at least 2 paired items are needed", path=names[0], field="scores")
+    return arrays[0], arrays[1]
+
+
+@dataclass
+class PairResolution:
+    """Resolution diagnostics of one paired comparison (A minus B)."""
+
+    name_a: str
+    name_b: str
+    n: int
+    p_a: float
+    p_b: float
+    delta: float
+    rho: float
+    sigma_d: float
+    b: int | None
+    c: int | None
+    mde: float
+    n_star: float
+    q: float
+    p_exact: float | None
+    p_asymptotic: float | None
+    p_paired_t: float | None
+    alpha: float
+    power: float
+    binary: bool
+    comparisons: int
+    multiplicity: dict[str, dict]  # method -> alpha_adj, inflation, n_star, q, resolved
+    n_clusters: int | None
+    icc: float | None
+    design_effect: float | None
+    anytime: dict  # method, u, inflation, n_star, q, resolved
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def n_star_clustered(self) -> float | None:
+        return None if self.design_effect is None else self.n_star * self.design_effect
+
+    @property
+    def verdicts(self) -> dict[str, bool | None]:
+        """resolved (True) / unresolved (False) per paradigm; None where it does not apply."""
+        out: dict[str, bool | None] = {"fixed_n": bool(self.q >= 1)}
+        for m, d in self.multiplicity.items():
+            out[m] = d["resolved"]
+        out["clustered"] = None if self.design_effect is None else bool(self.q >= self.design_effect)
+        out["anytime"] = self.anytime["resolved"]
+        return out
+
+    def to_frame(self) -> pd.DataFrame:
+        """Verdict table: one row per paradigm (fixed-n and the stress tests)."""
+        rows = [dict(paradigm="fixed_n", alpha=self.alpha, inflation=1.0, n_star=self.n_star, q=self.q, resolved=self.q >= 1)]
+        for m, d in self.multiplicity.items():
+            rows.append(dict(paradigm=m, alpha=d["alpha"], inflation=d["inflation"], n_star=d["n_star"], q=d["q"], resolved=d["resolved"]))
+        if self.design_effect is not None:
+            rows.append(dict(paradigm="clustered", alpha=self.alpha, inflation=self.design_effect, n_star=self.n_star_clustered,
+                             q=self.q / self.design_effect, resolved=self.q >= self.design_effect))
+        else:
+            rows.append(dict(paradigm="clustered", alpha=self.alpha, inflation=np.nan, n_star=np.nan, q=np.nan, resolved=None))
+        a = self.anytime
+        rows.append(dict(paradigm="anytime", alpha=self.alpha, inflation=a["inflation"], n_star=a["n_star"], q=a["q"], resolved=a["resolved"]))
+        df = pd.DataFrame(rows)
+        df.insert(0, "pair", f"{self.name_a} vs {self.name_b}")
+        return df
+
+    def summary(self) -> pd.DataFrame:
+        """One row: the pair's key figures and its verdicts."""
+        row = {
+            "pair": f"{self.name_a} vs {self.name_b}",
+            "n": self.n,
+            "p_a": self.p_a,
+            "p_b": self.p_b,
+            "delta": self.delta,
+            "rho": self.rho,
+            "b": self.b,
+            "c": self.c,
+            "mde": self.mde,
+            "n_star": self.n_star,
+            "q": self.q,
+            "p_exact": self.p_exact,
+            "p_asymptotic": self.p_asymptotic,
+        }
+        if not self.binary:
+            row["p_paired_t"] = self.p_paired_t
+        p_test = self.p_exact if self.binary else self.p_paired_t
+        row["significant"] = bool(p_test is not None and p_test < self.alpha)
+        row.update({f"resolved_{k}": v for k, v in self.verdicts.items()})
+        return pd.DataFrame([row])
+
+    def to_dict(self) -> dict:
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        d["n_star_clustered"] = self.n_star_clustered
+        d["n_star_ceil"] = None if not np.isfinite(self.n_star) else int(np.ceil(self.n_star))
+        d["verdicts"] = {k: (None if v is None else ("resolved" if v else "unresolved")) for k, v in self.verdicts.items()}
+        return d
+
+
+def resolution_report(
+    scores_a: ArrayLike,
+    scores_b: ArrayLike,
+    clusters: ArrayLike | None = None,
+    *,
+    names: tuple[str, str] = ("A", "B"),
+    alpha: float = 0.05,
+    power: float = 0.8,
+    comparisons: int = 1,
+    rank: int = 1,
+    anytime: str = "normal_mixture",
+    binary: bool = True,
+    cluster_mean: str = "arithmetic",
+) -> PairResolution:
+    """Resolution diagnostics for model A vs model B from their per-item scores.
+
+    Parameters
+    ----------
+    scores_a, scores_b : per-item scores on the same items, in the same order; 0/1
+        (``binary=True``) or in [0, 1] (e.g. per-item means of K samples, ``binary=False``).
+    clusters : optional cluster label per item (domain, subject) for the design effect.
+    comparisons, rank : the family of comparisons this pair belongs to and its rank
+        in it (1 = strongest); Holm and BH use the rank's step (see
+        :func:`bayesrc.power.analytic.adjusted_alpha`). :func:`leaderboard_report`
+        sets both for every adjacent pair.
+    anytime : boundary of :func:`bayesrc.power.analytic.anytime_boundary`, tuned at this N.
+
+    The observed ``sigma_D^2 = (b + c)/N - delta^2`` equals ``paired_variance`` at the
+    observed accuracies and phi correlation; ``N*`` uses it with the observed gap, so
+    ``q = T_N^2 / K^2`` with the paired Wald statistic ``T_N``.
+    """
+    alpha = float(an._check_open_unit("alpha", alpha))
+    power = float(an._check_open_unit("power", power))
+    xa, xb = _check_scores(scores_a, scores_b, binary=binary, names=names)
+    n = xa.size
+    k = float(an.z_sum(alpha, power))
+    d = xa - xb
+    pa, pb = float(xa.mean()), float(xb.mean())
+    delta = pa - pb
+    var_d = float(np.mean(d**2) - np.mean(d) ** 2)  # ddof = 0, the plug-in of sigma_D^2
+    notes: list[str] = []
+    sa, sb = xa.std(), xb.std()
+    rho = float(np.mean((xa - pa) * (xb - pb)) / (sa * sb)) if sa > 0 and sb > 0 else float("nan")
+    if not np.isfinite(rho):
+        notes.append("one model's scores are constant: rho is undefined (N* uses the observed variance of the difference)")
+    n_star = float(an._n_star(np.asarray(var_d), np.asarray(delta), np.asarray(k)))
+    if delta == 0:
+        notes.append("observed delta = 0: N* is infinite, no finite benchmark resolves this pair (q = 0)")
+    q = 0.0 if not np.isfinite(n_star) else (np.inf if n_star == 0 else n / n_star)
+
+    p_mean = (pa + pb) / 2
+    if binary and 0 < p_mean < 1 and np.isfinite(rho):
+        mde = float(an.mde(n, p_mean, rho, alpha, power))
+    else:  # fixed-variance MDE for continuous scores (or a degenerate binary pair)
+        mde = k * np.sqrt(var_d / n) if var_d > 0 else float("nan")
+
+    if binary:
+        b, c = int(np.sum((xa == 1) & (xb == 0))), int(np.sum((xa == 0) & (xb == 1)))
+        mc = an.mcnemar(b, c)
+        p_exact, p_asym, p_t = float(mc.p_exact), float(mc.p_asymptotic), None
+    else:
+        b = c = None
+        p_exact = p_asym = None
+        p_t = float(stats.ttest_rel(xa, xb).pvalue) if var_d > 0 else 1.0
+
+    def stressed(inflation: float) -> tuple[float, float, bool]:
+        ns = n_star * inflation
+        qq = 0.0 if not np.isfinite(ns) else n / ns if ns > 0 else np.inf
+        return ns, qq, bool(qq >= 1)
+
+    comparisons = int(comparisons)
+    multiplicity = {}
+    for method in an.MULTIPLICITY_METHODS:
+        a_adj = float(an.adjusted_alpha(comparisons, method, alpha, rank))
+        infl = float(an.multiplicity_inflation(comparisons, method, alpha, power, rank))
+        ns, qq, ok = stressed(infl)
+        multiplicity[method] = dict(alpha=a_adj, inflation=infl, n_star=ns, q=qq, resolved=ok)
+
+    n_clusters = icc = de = None
+    if clusters is not None:
+        g = np.asarray(clusters).ravel()
+        if g.size != n:
+            raise InputError(f"{g.size} cluster labels for {n} items", path=names[0], field="clusters")
+        n_clusters = int(np.unique(g).size)
+        if n_clusters >= 2:
+            icc = cluster_icc_safe(d, g)
+            de = float(an.design_effect(icc, np.unique(g, return_counts=True)[1], mean=cluster_mean))
+        else:
+            notes.append("one cluster only: the design effect is not estimable")
+
+    u = float(an.anytime_boundary(n, alpha, anytime))  # tuned at this N (normal mixture)
+    infl_av = float(an.anytime_inflation(n, alpha, power, anytime))
+    ns, qq, ok = stressed(infl_av)
+    any_d = dict(method=anytime, u=u, inflation=infl_av, n_star=ns, q=qq, resolved=ok)
+
+    return PairResolution(
+        name_a=names[0], name_b=names[1], n=n, p_a=pa, p_b=pb, delta=delta, rho=rho, sigma_d=float(np.sqrt(var_d)),
+        b=b, c=c, mde=mde, n_star=n_star, q=q, p_exact=p_exact, p_asymptotic=p_asym, p_paired_t=p_t,
+        alpha=alpha, power=power, binary=binary, comparisons=comparisons, multiplicity=multiplicity,
+        n_clusters=n_clusters, icc=icc, design_effect=de, anytime=any_d, notes=notes,
+    )
+
+
+def cluster_icc_safe(d: np.ndarray, clusters: np.ndarray) -> float:
+    """ICC(1) of the paired differences by cluster; 0 when the differences do not vary."""
+    if np.all(d == d[0]):
+        return 0.0
+    return float(an.cluster_icc(d, clusters))
+
+
+# ---------------------------------------------------------------------------
+# Leaderboard: adjacent pairs
+# ---------------------------------------------------------------------------
+
+
+def multiplicity_verdicts(
+    q: ArrayLike, m: int, method: str, alpha: float = 0.05, power: float = 0.8
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Bonferroni / Holm (step-down) / BH (step-up) on the q scale; comparisons ranked by q (largest first).
+
+    Rank k passes its step iff ``q_(k) >= multiplicity_inflation(m, method, rank=k)``.
+    Holm resolves ranks up to the first failure; BH resolves every rank up to the
+    largest passing one; Bonferroni judges each on its own.
+
+    Returns per pair (in input order): rank, the step's inflation, resolved.
+    """
+    q = np.asarray(q, dtype=float)
+    order = np.argsort(-q, kind="stable")
+    ranks = np.empty(len(q), dtype=int)
+    ranks[order] = np.arange(1, len(q) + 1)
+    infl = np.asarray(an.multiplicity_inflation(m, method, alpha, power, rank=ranks), dtype=float)
+    pass_step = q >= infl
+    sorted_pass = pass_step[order]
+    if method == "holm":  # stop at the first failure
+        ok_sorted = np.cumprod(sorted_pass).astype(bool)
+    elif method == "bh":  # all up to the largest passing rank
+        last = np.flatnonzero(sorted_pass)
+        ok_sorted = np.arange(len(q)) <= (last[-1] if last.size else -1)
+    else:
+        ok_sorted = sorted_pass
+    resolved = np.empty(len(q), dtype=bool)
+    resolved[order] = ok_sorted
+    return ranks, infl, resolved
+
+
+@dataclass
+class LeaderboardResolution:
+    """Adjacent-pair resolution table of a leaderboard (models ranked by accuracy)."""
+
+    ranking: pd.DataFrame  # rank, model, accuracy
+    pairs: list[PairResolution]
+    info: dict = field(default_factory=dict)
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per adjacent pair (rank r vs r + 1): figures and verdict per paradigm."""
+        rows = []
+        for i, pr in enumerate(self.pairs):
+            row = pr.summary().iloc[0].to_dict()
+            row = {"rank": i + 1, **row}
+            row["n_star_clustered"] = pr.n_star_clustered
+            row["n_star_anytime"] = pr.anytime["n_star"]
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+    def summary(self) -> pd.DataFrame:
+        """How many adjacent pairs are unresolved under each paradigm."""
+        rows = []
+        for p in PARADIGMS:
+            v = [pr.verdicts[p] for pr in self.pairs]
+            known = [x for x in v if x is not None]
+            rows.append(dict(paradigm=p, pairs=len(known), unresolved=int(sum(not x for x in known))))
+        return pd.DataFrame(rows)
+
+    def to_dict(self) -> dict:
+        return {
+            "info": self.info,
+            "ranking": self.ranking.to_dict(orient="records"),
+            "unresolved": self.summary().to_dict(orient="records"),
+            "pairs": [p.to_dict() for p in self.pairs],
+        }
+
+    def to_markdown(self) -> str:
+        """The verdict table as Markdown (what ``bayesrc power`` writes to ``power.md``)."""
+        return render_markdown(self)
+
+
+def leaderboard_report(
+    scores: Mapping[str, ArrayLike] | pd.DataFrame,
+    clusters: ArrayLike | None = None,
+    *,
+    alpha: float = 0.05,
+    power: float = 0.8,
+    comparisons: int | None = None,
+    anytime: str = "normal_mixture",
+    binary: bool = True,
+    cluster_mean: str = "arithmetic",
+    info: dict | None = None,
+) -> LeaderboardResolution:
+    """Resolution of every adjacent pair of a leaderboard.
+
+    Models are ranked by accuracy (best first); pair r compares rank r with rank
+    r + 1 (so ``delta >= 0``). The family has ``comparisons`` members (default: the
+    number of adjacent pairs, M - 1). Bonferroni applies ``alpha/m`` to each pair;
+    Holm and BH are run as step procedures over the adjacent pairs on the q scale.
+    With two models this is the single pair's report.
+    """
+    if isinstance(scores, Mapping):
+        lengths = {str(k): np.size(v) for k, v in scores.items()}
+        if len(set(lengths.values())) > 1:
+            raise InputError(f"paired scores must cover the same items, got lengths {lengths}", field="scores")
+        frame = pd.DataFrame({k: _check_scores(v, v, binary=False, names=(k, k))[0] for k, v in scores.items()})
+    else:
+        frame = scores
+    if frame.shape[1] < 2:
+        raise InputError("need the scores of at least two models", field="scores")
+    acc = frame.mean(axis=0)
+    order = sorted(frame.columns, key=lambda c: (-acc[c], list(frame.columns).index(c)))
+    ranking = pd.DataFrame({"rank": np.arange(1, len(order) + 1), "model": order, "accuracy": [float(acc[c]) for c in order]})
+    m_pairs = len(order) - 1
+    m = m_pairs if comparisons is None else int(comparisons)
+    if m < m_pairs:
+        raise an.ParameterError(f"comparisons = {m} but the leaderboard has {m_pairs} adjacent pairs", field="comparisons")
+    pairs = [
+        resolution_report(frame[a], frame[b], clusters, names=(a, b), alpha=alpha, power=power, comparisons=m,
+                          anytime=anytime, binary=binary, cluster_mean=cluster_mean)
+        for a, b in zip(order[:-1], order[1:])
+    ]
+    q = np.array([p.q for p in pairs])
+    for method in ("holm", "bh"):
+        ranks, infl, ok = multiplicity_verdicts(q, m, method, alpha, power)
+        for pr, r, f, v in zip(pairs, ranks, infl, ok):
+            pr.multiplicity[method].update(
+                rank=int(r), alpha=float(an.adjusted_alpha(m, method, alpha, r)), inflation=float(f),
+                n_star=pr.n_star * float(f), q=(pr.n / (pr.n_star * f)) if np.isfinite(pr.n_star) else 0.0, resolved=bool(v),
+            )
+    return LeaderboardResolution(ranking=ranking, pairs=pairs, info=dict(info or {}, comparisons=m, alpha=alpha, power=power, anytime=anytime))
+
+
+# ---------------------------------------------------------------------------
+# Markdown
+# ---------------------------------------------------------------------------
+
+
+def _fmt(x, digits: int = 3) -> str:
+    if x is None:
+        return "n/a"
+    if isinstance(x, (bool, np.bool_)):
+        return "resolved" if x else "**unresolved**"
+    if isinstance(x, (int, np.integer)):
+        return f"{int(x):,}"
+    x = float(x)
+    if np.isnan(x):
+        return "n/a"
+    if np.isinf(x):
+        return "∞"
+    if abs(x) >= 1000:
+        return f"{x:,.0f}"
+    return f"{x:.{digits}g}"
+
+
+def _md_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(_fmt(v) if not isinstance(v, str) else v for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def render_markdown(lb: LeaderboardResolution) -> str:
+    """Markdown report: ranking, per-pair figures, verdicts per paradigm, unresolved counts."""
+    info = lb.info
+    parts = [
+        "# Resolution report",
+        "",
+        f"alpha = {info.get('alpha')}, power = {info.get('power')}, family of {info.get('comparisons')} comparison(s), "
+        f"anytime boundary: {info.get('anytime')}"
+        + (f", scores: {info['aggregate']}" if "aggregate" in info else "")
+        + (f", missing answers: {info['missing']}" if "missing" in info else "")
+        + (f", clusters: {info['cluster_by']}" if info.get("cluster_by") else ""),
+        "",
+        "q = N / N*; a pair is resolved under a paradigm iff N is at least its (inflated) N*.",
+        "",
+        "## Pairs",
+        "",
+        _md_table(
+            ["rank", "pair", "N", "acc A", "acc B", "δ", "ρ", "b", "c", "MDE", "N*", "q", "McNemar exact p", "asymptotic p", "paired t p"],
+            [[i + 1, f"{p.name_a} vs {p.name_b}", p.n, p.p_a, p.p_b, p.delta, p.rho, p.b, p.c, p.mde, p.n_star, p.q, p.p_exact, p.p_asymptotic, p.p_paired_t]
+             for i, p in enumerate(lb.pairs)],
+        ),
+        "",
+        "## Verdicts",
+        "",
+        _md_table(
+            ["pair", *PARADIGMS, "DE", "N* clustered", "N* anytime"],
+            [[f"{p.name_a} vs {p.name_b}", *[p.verdicts[k] for k in PARADIGMS], p.design_effect, p.n_star_clustered, p.anytime["n_star"]]
+             for p in lb.pairs],
+        ),
+        "",
+        "## Unresolved pairs per paradigm",
+        "",
+        _md_table(["paradigm", "unresolved", "pairs"], [[r.paradigm, r.unresolved, r.pairs] for r in lb.summary().itertuples()]),
+    ]
+    notes = [f"- {p.name_a} vs {p.name_b}: {n}" for p in lb.pairs for n in p.notes]
+    if notes:
+        parts += ["", "## Notes", "", *notes]
+    return "\n".join(parts) + "\n"

@@ -1,0 +1,56 @@
+"""K-sample planner: RCI detection of a known per-item change, cached simulation."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from bayesrc.power.planner import plan_k_n, rci_detection_probability
+
+
+def test_rci_detection_probability_matches_brute_force():
+    rng = np.random.default_rng(0)
+    p1 = np.array([0.1, 0.3, 0.5, 0.55])
+    p2 = p1 + 0.3
+    k, s_diff = 10, 0.085
+    y1 = rng.binomial(k, p1, size=(200_000, 4))
+    y2 = rng.binomial(k, p2, size=(200_000, 4))
+    brute = ((y2 - y1) / k / s_diff > 1.96).mean(axis=0)
+    assert np.allclose(rci_detection_probability(p1, p2, k, s_diff), brute, atol=0.005)
+
+
+def test_planner_known_truth_and_cache(tmp_path):
+    cache = tmp_path / "cache"
+    plan = plan_k_n(0.35, k_grid=(4, 24), n_grid=(600,), replicates=1, seed=3, cache_dir=cache)
+    f = plan.to_frame().set_index("k")
+    # More samples per item: a lower threshold (MDC) and many more changed items found.
+    assert f.loc[24, "mdc"] < f.loc[4, "mdc"]
+    assert f.loc[24, "sensitivity"] > f.loc[4, "sensitivity"] + 0.3
+    # The simulated RCI sensitivity agrees with the exact binomial probability (given S_diff).
+    assert np.allclose(f["sensitivity"], f["sensitivity_expected"], atol=0.12)
+    assert (f["false_positive_rate"] < 0.15).all()
+    rec = plan.recommend()
+    assert rec["method"] == "rci" and rec["k_per_item"] == 24 and rec["k"] == 24 and rec["n_items"] == 600
+
+    files = sorted(cache.glob("cell-*.json"))
+    assert len(files) == 2
+    stamps = [p.stat().st_mtime_ns for p in files]
+    again = plan_k_n(0.35, k_grid=(4, 24), n_grid=(600,), replicates=1, seed=3, cache_dir=cache)
+    assert again.cells.equals(plan.cells)
+    assert [p.stat().st_mtime_ns for p in files] == stamps  # read from the cache, not recomputed
+    # A damaged entry is recomputed, to the same (deterministic) result.
+    files[0].write_text("{not json")
+    third = plan_k_n(0.35, k_grid=(4, 24), n_grid=(600,), replicates=1, seed=3, cache_dir=cache)
+    assert third.cells.equals(plan.cells)
+    json.loads(files[0].read_text())
+    # Another delta is another key.
+    plan_k_n(0.2, k_grid=(4,), n_grid=(600,), replicates=1, seed=3, cache_dir=cache)
+    assert len(list(cache.glob("cell-*.json"))) == 3
+
+
+@pytest.mark.parametrize("kwargs", [dict(delta_p=0.0), dict(delta_p=1.2), dict(delta_p=0.3, k_grid=(1,)), dict(delta_p=0.3, pi_change=0)])
+def test_planner_bad_parameters(tmp_path, kwargs):
+    with pytest.raises(ValueError):
+        plan_k_n(cache_dir=tmp_path, **kwargs)
