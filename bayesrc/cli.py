@@ -19,6 +19,7 @@ from bayesrc.errors import BayesrcError
 COMMAND_MODULES: tuple[str, ...] = (
     "bayesrc.classical.commands",
     "bayesrc.power.commands",
+    "bayesrc.collect.commands",
     "bayesrc.demo",
 )
 

@@ -1,0 +1,208 @@
+"""Model cards (``models/*.toml``): where the GGUF comes from and how to prompt it.
+
+A card names the weights (a ``path``, optionally provided by a PyPI ``package`` that
+assembles them), the runtime settings (``n_ctx``, ``n_gpu_layers``, ...) and the prompt:
+``format = "completion"`` (plain text with a worked example, for base models) or
+``format = "chat"`` (messages rendered by a chat template: the GGUF's own
+``tokenizer.chat_template`` with ``chat_format = "gguf"``, a card-supplied
+``chat_template``, or a llama-cpp-python format name such as ``"gemma"``).
+
+Chat templates are Jinja2 and can come from an untrusted GGUF. They are rendered only
+through :func:`render_chat_template`, which uses llama-cpp-python's
+``Jinja2ChatFormatter`` (an ``ImmutableSandboxedEnvironment``): a template that reaches for
+Python internals raises ``jinja2.exceptions.SecurityError`` and is reported as bad input.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bayesrc.collect.bank import Item
+from bayesrc.errors import InputError
+
+DEFAULT_TEMPLATE = "Question: {question}\n{options}\nAnswer:"
+
+
+@dataclass(frozen=True)
+class ModelCard:
+    """A parsed model card. ``path`` is absolute once :func:`resolve_model` has run."""
+
+    card_path: Path
+    label: str
+    path: Path
+    package: str | None = None
+    module: str | None = None
+    sha256: str | None = None
+    n_ctx: int = 1024
+    n_batch: int = 512
+    n_gpu_layers: int = 0
+    n_threads: int | None = None
+    format: str = "completion"
+    chat_format: str | None = None
+    chat_template: str | None = None
+    system: str = ""
+    template: str = DEFAULT_TEMPLATE
+    max_tokens: int = 8
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _get(tbl: dict, key: str, typ: type | tuple, default: Any, *, path: Path, section: str) -> Any:
+    if key not in tbl:
+        return default
+    val = tbl[key]
+    if not isinstance(val, typ) or (typ is int and isinstance(val, bool)):
+        want = typ.__name__ if isinstance(typ, type) else " or ".join(t.__name__ for t in typ)
+        raise InputError(f"expected {want}, got {val!r}", path=path, field=f"{section}.{key}" if section else key)
+    return val
+
+
+def load_card(path: str | Path) -> ModelCard:
+    """Parse and check a model card (TOML)."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError("model card not found", path=path)
+    try:
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(f"malformed TOML ({exc})", path=path) from None
+    model = doc.get("model", {})
+    runtime = doc.get("runtime", {})
+    prompt = doc.get("prompt", {})
+    for name, tbl in (("model", model), ("runtime", runtime), ("prompt", prompt)):
+        if not isinstance(tbl, dict):
+            raise InputError("expected a table", path=path, field=name)
+    g = lambda tbl, sec, key, typ, default: _get(tbl, key, typ, default, path=path, section=sec)  # noqa: E731
+    file = g(model, "model", "path", str, None)
+    if not file:
+        raise InputError("missing GGUF path", path=path, field="model.path")
+    fmt = g(prompt, "prompt", "format", str, "completion")
+    if fmt not in ("completion", "chat"):
+        raise InputError(f"expected 'completion' or 'chat', got {fmt!r}", path=path, field="prompt.format")
+    template = g(prompt, "prompt", "template", str, DEFAULT_TEMPLATE)
+    if "{question}" not in template:
+        raise InputError("template must contain {question}", path=path, field="prompt.template")
+    gguf = Path(file).expanduser()
+    if not gguf.is_absolute():
+        gguf = (path.parent / gguf).resolve()
+    card = ModelCard(
+        card_path=path.resolve(),
+        label=g(doc, "", "label", str, path.stem),
+        path=gguf,
+        package=g(model, "model", "package", str, None),
+        module=g(model, "model", "module", str, None),
+        sha256=g(model, "model", "sha256", str, None),
+        n_ctx=g(runtime, "runtime", "n_ctx", int, 1024),
+        n_batch=g(runtime, "runtime", "n_batch", int, 512),
+        n_gpu_layers=g(runtime, "runtime", "n_gpu_layers", int, 0),
+        n_threads=g(runtime, "runtime", "n_threads", int, None),
+        format=fmt,
+        chat_format=g(prompt, "prompt", "chat_format", str, None),
+        chat_template=g(prompt, "prompt", "chat_template", str, None),
+        system=g(prompt, "prompt", "system", str, ""),
+        template=template,
+        max_tokens=g(prompt, "prompt", "max_tokens", int, 8),
+    )
+    if card.format == "chat" and not (card.chat_format or card.chat_template):
+        raise InputError("chat format needs 'chat_format' (\"gguf\" or a llama-cpp-python name) or 'chat_template'", path=path, field="prompt.chat_format")
+    if card.max_tokens < 1:
+        raise InputError("must be >= 1", path=path, field="prompt.max_tokens")
+    return card
+
+
+def resolve_model(card: ModelCard) -> Path:
+    """Return the GGUF path, assembling it from the card's PyPI package if it is missing."""
+    if card.path.exists():
+        return card.path
+    if card.module:
+        try:
+            mod = importlib.import_module(card.module)
+        except ImportError:
+            raise InputError(
+                f"model file {card.path} not found and its package is not installed (pip install {card.package or card.module})",
+                path=card.card_path,
+                field="model.package",
+            ) from None
+        return Path(mod.assemble(card.path))
+    raise InputError(f"model file not found: {card.path}", path=card.card_path, field="model.path")
+
+
+def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def sha256_text(text: str | None) -> str | None:
+    return None if text is None else hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def user_message(card: ModelCard, item: Item) -> str:
+    """The item rendered into the card's template (plain ``str.replace``: no code runs)."""
+    return (
+        card.template.replace("{question}", item.question)
+        .replace("{options}", item.options_formatted)
+        .replace("{letters}", ", ".join(item.letters))
+    )
+
+
+def render_chat_template(template: str, messages: list[dict], *, bos_token: str = "", eos_token: str = "", source: str | Path = "<chat template>") -> str:
+    """Render a (possibly untrusted) Jinja2 chat template in llama-cpp-python's sandbox.
+
+    This is the only place a chat template is rendered. ``Jinja2ChatFormatter`` builds an
+    ``ImmutableSandboxedEnvironment``; attribute access to Python internals raises
+    ``SecurityError``, turned here into an :class:`InputError`.
+    """
+    import jinja2
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+    try:
+        formatter = Jinja2ChatFormatter(template=template, eos_token=eos_token, bos_token=bos_token)
+        # Defence in depth: refuse to render if the library ever stops sandboxing.
+        env = formatter._environment.environment
+        if not isinstance(env, ImmutableSandboxedEnvironment):
+            raise InputError("chat template environment is not sandboxed; refusing to render", path=source, field="chat_template")
+        return formatter(messages=messages).prompt
+    except jinja2.exceptions.SecurityError as exc:
+        raise InputError(f"chat template tried an unsafe operation ({exc})", path=source, field="chat_template") from None
+    except jinja2.exceptions.TemplateError as exc:
+        raise InputError(f"chat template failed to render ({type(exc).__name__}: {exc})", path=source, field="chat_template") from None
+
+
+def build_prompt(card: ModelCard, item: Item, *, gguf_template: str | None = None, bos: str = "", eos: str = "") -> str:
+    """The full prompt text for one item (the engines tokenize it with BOS, special tokens on)."""
+    user = user_message(card, item)
+    if card.format == "completion":
+        return (card.system + "\n\n" if card.system else "") + user
+    messages = ([{"role": "system", "content": card.system}] if card.system else []) + [{"role": "user", "content": user}]
+    if card.chat_template is not None:
+        return render_chat_template(card.chat_template, messages, bos_token=bos, eos_token=eos, source=card.card_path)
+    if card.chat_format == "gguf":
+        if not gguf_template:
+            raise InputError("chat_format = \"gguf\" but the GGUF has no tokenizer.chat_template (a base model?): use format = \"completion\"", path=card.card_path, field="prompt.chat_format")
+        return render_chat_template(gguf_template, messages, bos_token=bos, eos_token=eos, source=card.path)
+    from llama_cpp import llama_chat_format
+
+    # Named formats are the module's ``format_<name>`` functions (e.g. "gemma", "chatml").
+    fmt = getattr(llama_chat_format, "format_" + card.chat_format.replace("-", "_").replace(".", "_"), None)
+    if fmt is None:
+        raise InputError(f"unknown chat format {card.chat_format!r}", path=card.card_path, field="prompt.chat_format")
+    return fmt(messages=messages).prompt
+
+
+def chat_template_text(card: ModelCard, gguf_template: str | None) -> str | None:
+    """The template text that shapes the prompt (for the chat-template pin)."""
+    if card.format == "completion":
+        return None
+    if card.chat_template is not None:
+        return card.chat_template
+    if card.chat_format == "gguf":
+        return gguf_template
+    return f"llama-cpp-python chat_format={card.chat_format}"

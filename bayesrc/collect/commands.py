@@ -1,0 +1,88 @@
+"""CLI: ``bayesrc collect``, ``bayesrc pins``, ``bayesrc merge`` (thin shell over bayesrc.collect)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("collect", help="collect K samples per item from a GGUF model into a run directory")
+    p.add_argument("--model", type=Path, required=True, help="model card (models/*.toml)")
+    p.add_argument("--items", type=Path, required=True, help="item bank (JSONL)")
+    p.add_argument("--out", type=Path, required=True, help="run directory (runs/NAME)")
+    p.add_argument("--k", type=int, default=10)
+    p.add_argument("--temperature", type=float, default=0.7)
+    p.add_argument("--top-k", type=int, default=40)
+    p.add_argument("--top-p", type=float, default=0.95)
+    p.add_argument("--min-p", type=float, default=0.05)
+    p.add_argument("--engine", choices=("fast", "naive"), default="fast")
+    p.add_argument("--resume", action="store_true", help="continue a run directory (its pins must match)")
+    p.add_argument("--shard", help="I/N: collect the I-th (0-based) of N contiguous item ranges")
+    p.add_argument("--items-range", help="A:B: collect bank items A..B-1 (0-based)")
+    p.add_argument("--seed-stride", type=int, default=10, help="seed = item_index * STRIDE + k (default 10)")
+    p.add_argument("--label", help="version label for the trials' model column (default: the card's)")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=run_collect)
+
+    q = sub.add_parser("pins", help="say whether two runs are comparable and list differing pins")
+    q.add_argument("run_a", type=Path)
+    q.add_argument("run_b", type=Path)
+    q.add_argument("--allow", action="append", default=[], help="field or category that may differ (repeatable)")
+    q.add_argument("--json", action="store_true")
+    q.set_defaults(func=run_pins)
+
+    m = sub.add_parser("merge", help="merge shard runs (disjoint item ranges) into one run directory")
+    m.add_argument("shards", type=Path, nargs="+")
+    m.add_argument("--out", type=Path, required=True)
+    m.set_defaults(func=run_merge)
+
+    d = sub.add_parser("collect-demo", help="collect the built-in demo bank under two versions (Q4_K_M vs re-quantised Q3_K_M)")
+    d.add_argument("--out", type=Path, default=Path("runs/demo-collect"))
+    d.add_argument("--items", type=int, default=40)
+    d.add_argument("--k", type=int, default=10)
+    d.set_defaults(func=run_collect_demo)
+
+
+def run_collect(args: argparse.Namespace) -> int:
+    from bayesrc.collect import collect
+
+    res = collect(
+        args.model, args.items, args.out, k=args.k, temperature=args.temperature, engine=args.engine, resume=args.resume,
+        items_range=args.items_range, shard=args.shard, seed_stride=args.seed_stride, top_k=args.top_k, top_p=args.top_p,
+        min_p=args.min_p, label=args.label, progress=not args.no_progress and sys.stderr.isatty(),
+    )
+    rate = res.n_new_items * args.k / res.sample_seconds if res.sample_seconds > 0 else float("nan")
+    print(f"{res.run_dir}: {res.n_trials} trials over {res.n_items} items ({res.n_new_items} new items, {rate:.1f} trials/s)")
+    return 0
+
+
+def run_pins(args: argparse.Namespace) -> int:
+    from bayesrc.collect import compare_runs
+    from bayesrc.errors import InputError
+    from bayesrc.io import dumps_json
+
+    for r in (args.run_a, args.run_b):
+        if not r.exists():
+            raise InputError("run not found", path=r)
+    comp = compare_runs(args.run_a, args.run_b, allow=args.allow)
+    print(dumps_json(comp.to_dict()) if args.json else comp.summary(), end="\n" if not args.json else "")
+    return 0 if comp.comparable else 1
+
+
+def run_merge(args: argparse.Namespace) -> int:
+    from bayesrc.collect import merge_runs
+
+    out = merge_runs(args.shards, args.out)
+    print(f"merged {len(args.shards)} shards into {out}")
+    return 0
+
+
+def run_collect_demo(args: argparse.Namespace) -> int:
+    from bayesrc.collect import collect_demo_runs
+
+    runs = collect_demo_runs(args.out, n_items=args.items, k=args.k, progress=sys.stderr.isatty())
+    for name, path in runs.items():
+        print(f"{name}: {path / 'trials.parquet'}")
+    return 0

@@ -1,0 +1,145 @@
+"""Run pinning: are two runs comparable? (SPEC section 6; paper 003).
+
+Two runs are comparable iff their pins match except the fields that define the
+comparison: the ``model.*`` fields (label, GGUF SHA-256, tokenizer and chat-template
+hashes) may differ, since the model is what is being compared. ``items.*`` (bank hash and
+range), ``prompt.*`` (user template, system prompt), ``sampling.*`` (K, T, top-k/p, min-p,
+max_tokens, seed rule) and ``tooling.*`` (llama-cpp-python version, llama.cpp library
+hash, backend) must match unless explicitly allowed; ``runtime.*`` (engine, context,
+threads) never changes what is measured and is only listed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+import pandas as pd
+
+from bayesrc.collect.run import RUN_FORMAT, _category, _frame_bytes, now_utc, read_run_record, read_run_trials
+from bayesrc.errors import InputError
+from bayesrc.io import atomic_write_bytes, atomic_write_json, staged_output
+
+ALLOWED_BY_DEFAULT = ("model",)
+IGNORED = ("runtime",)
+
+
+@dataclass
+class Comparison:
+    """Result of comparing the pins of two runs."""
+
+    run_a: str
+    run_b: str
+    pinned: bool  # both runs have a run record
+    differences: pd.DataFrame = field(default_factory=pd.DataFrame)  # field, category, a, b, status
+
+    @property
+    def blocking(self) -> pd.DataFrame:
+        return self.differences[self.differences["status"] == "blocking"] if len(self.differences) else self.differences
+
+    @property
+    def comparable(self) -> bool:
+        return len(self.blocking) == 0
+
+    def summary(self) -> str:
+        if not self.pinned:
+            return f"not pinned: no run.json for {self.run_a if read_run_record(self.run_a) is None else self.run_b}; comparability cannot be checked"
+        head = "comparable" if self.comparable else "NOT comparable"
+        lines = [f"{head}: {self.run_a} vs {self.run_b}"]
+        for row in self.differences.itertuples(index=False):
+            lines.append(f"  {row.status:<9} {row.field}: {_short(row.a)} | {_short(row.b)}")
+        if len(self.differences) == 0:
+            lines.append("  all pins match")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict:
+        return {"run_a": self.run_a, "run_b": self.run_b, "pinned": self.pinned, "comparable": self.comparable, "differences": self.differences.to_dict(orient="records")}
+
+
+def _short(v) -> str:
+    s = str(v)
+    return s if len(s) <= 24 else s[:21] + "..."
+
+
+def _allowed(fld: str, allow: Iterable[str]) -> bool:
+    return any(fld == a or _category(fld) == a for a in allow)
+
+
+def compare_runs(run_a: str | Path, run_b: str | Path, *, allow: Iterable[str] = ()) -> Comparison:
+    """Compare the pins of two runs (run directories, their run.json, or a trials file inside one).
+
+    ``allow`` names extra fields (``"prompt.template_sha256"``) or whole categories
+    (``"prompt"``) that may differ, e.g. when the comparison *is* a prompt change.
+    """
+    ra, rb = read_run_record(run_a), read_run_record(run_b)
+    cols = ["field", "category", "a", "b", "status"]
+    if ra is None or rb is None:
+        return Comparison(str(run_a), str(run_b), False, pd.DataFrame(columns=cols))
+    pa, pb = ra.get("pins", {}), rb.get("pins", {})
+    allow = tuple(ALLOWED_BY_DEFAULT) + tuple(allow)
+    rows = []
+    for fld in sorted(set(pa) | set(pb)):
+        if pa.get(fld) == pb.get(fld):
+            continue
+        cat = _category(fld)
+        status = "ignored" if cat in IGNORED else "allowed" if _allowed(fld, allow) else "blocking"
+        rows.append((fld, cat, pa.get(fld), pb.get(fld), status))
+    return Comparison(str(run_a), str(run_b), True, pd.DataFrame(rows, columns=cols))
+
+
+def check_comparable(run_a: str | Path, run_b: str | Path, *, allow: Iterable[str] = (), force: bool = False) -> Comparison:
+    """Refuse (``InputError``, exit 2) two runs whose non-model pins differ, unless ``force``.
+
+    Runs without a run record (e.g. the reference study's files) pass unchecked
+    (``Comparison.pinned`` is False). Call this from ``rci``/``fit`` before pairing runs.
+    """
+    comp = compare_runs(run_a, run_b, allow=allow)
+    if comp.pinned and not comp.comparable and not force:
+        fields = ", ".join(comp.blocking["field"])
+        raise InputError(f"runs are not comparable: pins differ in {fields} (see `bayesrc pins`; --force to override)", path=run_b)
+    return comp
+
+
+def merge_runs(shards: Iterable[str | Path], out: str | Path) -> Path:
+    """Merge shard runs (disjoint item ranges of one run) into one run directory.
+
+    All pins must match except ``items.range`` (and ``runtime``); every shard must be
+    complete, ranges must not overlap, and the merged record's range is their union (which
+    must be contiguous).
+    """
+    shards = [Path(s) for s in shards]
+    if not shards:
+        raise InputError("no shards given", field="shards")
+    records = []
+    for s in shards:
+        rec = read_run_record(s) if s.is_dir() else None
+        if rec is None:
+            raise InputError("not a run directory (no run.json)", path=s)
+        if rec.get("status") != "complete":
+            raise InputError(f"shard is not complete ({rec.get('n_items_done', 0)} items done); resume it first", path=s)
+        records.append(rec)
+    base = records[0]["pins"]
+    for s, rec in zip(shards[1:], records[1:]):
+        diff = [f for f in sorted(set(base) | set(rec["pins"])) if base.get(f) != rec["pins"].get(f) and f != "items.range" and _category(f) not in IGNORED]
+        if diff:
+            raise InputError(f"shard pins differ from {shards[0]} in {', '.join(diff)}", path=s / "run.json")
+    order = sorted(range(len(shards)), key=lambda i: records[i]["pins"]["items.range"][0])
+    ranges = [records[i]["pins"]["items.range"] for i in order]
+    for (a0, b0), (a1, b1), i in zip(ranges, ranges[1:], order[1:]):
+        if a1 < b0:
+            raise InputError(f"item range {a1}:{b1} overlaps {a0}:{b0}", path=shards[i])
+        if a1 > b0:
+            raise InputError(f"gap between item ranges {a0}:{b0} and {a1}:{b1}", path=shards[i])
+    trials = pd.concat([read_run_trials(shards[i]) for i in order], ignore_index=True)
+    if trials.duplicated(["item_index", "k"]).any():
+        raise InputError("duplicate trials across shards", path=out)
+    pins = dict(base, **{"items.range": [ranges[0][0], ranges[-1][1]]})
+    out = Path(out)
+    if (out / "run.json").exists():
+        raise InputError("output already holds a run", path=out)
+    with staged_output(out) as stage:
+        atomic_write_bytes(stage / "trials.parquet", _frame_bytes(trials))
+        info = {"merged_from": [str(shards[i]) for i in order], "merged_at": now_utc(), "started_at": min(r["info"].get("started_at", "") for r in records), "finished_at": max(r["info"].get("finished_at", "") for r in records)}
+        atomic_write_json(stage / "run.json", {"format": RUN_FORMAT, "status": "complete", "pins": pins, "info": info, "n_items_done": int(trials["item_index"].nunique()), "n_trials": len(trials)})
+    return out

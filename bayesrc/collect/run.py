@@ -1,0 +1,385 @@
+"""Run directories: seeded, resumable, crash-safe, pinned collection (SPEC section 6; paper 003).
+
+Layout of ``runs/NAME/``::
+
+    run.json            the run record: pins (compared by ``bayesrc pins``) + info
+    parts/item-NNNNNN.parquet
+                        the journal: one part per completed item (all K trials), written
+                        to a temporary file, fsynced and renamed into place, so a killed
+                        run loses at most the item in flight and never leaves a torn part
+    trials.parquet      all trials in bank order (TRIAL_COLUMNS + extras), compacted from
+                        the parts when the run completes; ``bayesrc.data.load_trials`` reads it
+    .lock               held (flock) by the collector; a second collector is refused
+
+Seeds: sample ``k`` of the item at 0-based bank position ``i`` uses
+``seed = seed_offset + i * seed_stride + k`` (default ``i * 10 + k``, paper 001 section 2.1),
+so shards and resumed runs draw exactly the trials of an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import socket
+import sys
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+
+from bayesrc.collect.bank import Bank, Item, load_bank
+from bayesrc.collect.card import ModelCard, build_prompt, chat_template_text, load_card, resolve_model, sha256_text
+from bayesrc.collect.engines import Model, Sampling, make_engine, runtime_info
+from bayesrc.collect.extract import extract
+from bayesrc.data.trials import TRIAL_COLUMNS
+from bayesrc.errors import InputError
+from bayesrc.io import atomic_write_bytes, atomic_write_json
+
+RUN_FORMAT = "bayesrc-run/1"
+EXTRA_COLUMNS = ("item_index", "thinking", "n_tokens", "finish", "engine")
+_PART = re.compile(r"^item-(\d{6,})\.parquet$")
+
+
+def now_utc() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+# -- locking ---------------------------------------------------------------------------
+class RunLock:
+    """An exclusive ``flock`` on ``run_dir/.lock`` (released by the OS if the process dies)."""
+
+    def __init__(self, run_dir: Path):
+        import fcntl
+
+        self.path = run_dir / ".lock"
+        try:
+            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise InputError(f"cannot write to the run directory ({exc.strerror})", path=run_dir) from None
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.pread(self.fd, 64, 0).decode(errors="replace").strip() or "?"
+            os.close(self.fd)
+            raise InputError(f"another collector (pid {holder}) is writing this run directory", path=run_dir) from None
+        os.ftruncate(self.fd, 0)
+        os.pwrite(self.fd, str(os.getpid()).encode(), 0)
+
+    def release(self) -> None:
+        import fcntl
+
+        if self.fd is not None:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            os.close(self.fd)
+            self.fd = None
+
+    def __enter__(self) -> "RunLock":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def _check_writable(run_dir: Path) -> None:
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"cannot create the run directory ({exc.strerror})", path=run_dir) from None
+    if not run_dir.is_dir():
+        raise InputError("exists and is not a directory", path=run_dir)
+    if not os.access(run_dir, os.W_OK | os.X_OK):
+        raise InputError("run directory is not writable", path=run_dir)
+
+
+# -- item selection --------------------------------------------------------------------
+def parse_range(text: str, n_items: int) -> tuple[int, int]:
+    """``"a:b"`` (0-based, end exclusive; either side may be empty) -> (a, b)."""
+    m = re.fullmatch(r"\s*(\d*)\s*:\s*(\d*)\s*", text or "")
+    if m is None:
+        raise InputError(f"expected A:B, got {text!r}", field="items-range")
+    a = int(m.group(1)) if m.group(1) else 0
+    b = int(m.group(2)) if m.group(2) else n_items
+    if not 0 <= a < b <= n_items:
+        raise InputError(f"range {a}:{b} is outside the bank's {n_items} items", field="items-range")
+    return a, b
+
+
+def shard_range(shard: str, n_items: int) -> tuple[int, int]:
+    """``"i/n"`` -> the i-th of n contiguous item ranges (0-based i)."""
+    m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", shard or "")
+    if m is None or not 0 <= int(m.group(1)) < int(m.group(2)):
+        raise InputError(f"expected I/N with 0 <= I < N, got {shard!r}", field="shard")
+    i, n = int(m.group(1)), int(m.group(2))
+    if n > n_items:
+        raise InputError(f"{n} shards for {n_items} items", field="shard")
+    return i * n_items // n, (i + 1) * n_items // n
+
+
+def item_seeds(item: Item, k: int, *, stride: int = 10, offset: int = 0) -> list[int]:
+    return [offset + item.index * stride + j for j in range(k)]
+
+
+# -- pins --------------------------------------------------------------------------------
+# Category of each pin: "model" fields define a comparison and may differ; "items",
+# "prompt", "sampling", "tooling" must match for two runs to be comparable; "runtime"
+# must match to resume a run but does not change what is measured.
+PIN_CATEGORIES = ("model", "items", "prompt", "sampling", "tooling", "runtime")
+
+
+def make_pins(card: ModelCard, model: Model, bank: Bank, rng: tuple[int, int], sampling: Sampling, *, k: int, seed_stride: int, seed_offset: int, engine: str, label: str) -> dict:
+    tmpl = chat_template_text(card, model.gguf_chat_template)
+    rt = runtime_info(model)
+    return {
+        "model.label": label,
+        "model.file_name": model.path.name,
+        "model.file_sha256": model.sha256,
+        "model.tokenizer_sha256": model.tokenizer_sha256,
+        "model.chat_template_sha256": sha256_text(tmpl),
+        "items.bank_sha256": bank.sha256,
+        "items.n_bank": len(bank),
+        "items.range": [rng[0], rng[1]],
+        "prompt.format": card.format,
+        "prompt.chat_format": card.chat_format,
+        "prompt.template_sha256": sha256_text(card.template),
+        "prompt.system_sha256": sha256_text(card.system),
+        "sampling.k": k,
+        "sampling.temperature": sampling.temperature,
+        "sampling.top_k": sampling.top_k,
+        "sampling.top_p": sampling.top_p,
+        "sampling.min_p": sampling.min_p,
+        "sampling.typical_p": sampling.typical_p,
+        "sampling.repeat_penalty": sampling.repeat_penalty,
+        "sampling.max_tokens": sampling.max_tokens,
+        "sampling.seed_rule": f"{seed_offset} + item_index * {seed_stride} + k",
+        "tooling.llama_cpp_python": rt["llama_cpp_python"],
+        "tooling.llama_cpp_lib_sha256": rt["llama_cpp_lib_sha256"],
+        "tooling.backend": rt["backend"],
+        "runtime.engine": engine,
+        "runtime.n_ctx": card.n_ctx,
+        "runtime.n_batch": card.n_batch,
+        "runtime.n_gpu_layers": card.n_gpu_layers,
+        "runtime.llama_cpp_libs": rt["llama_cpp_libs"],
+        "runtime.system_info": rt["system_info"],
+    }
+
+
+def _category(field: str) -> str:
+    return field.split(".", 1)[0]
+
+
+# -- collection --------------------------------------------------------------------------
+@dataclass
+class RunResult:
+    run_dir: Path
+    n_items: int
+    n_trials: int
+    n_new_items: int
+    seconds: float  # whole call, including model load and hashing
+    sample_seconds: float = 0.0  # drawing the new trials only (for trials/s)
+
+    @property
+    def trials_path(self) -> Path:
+        return self.run_dir / "trials.parquet"
+
+    def trials(self) -> pd.DataFrame:
+        return read_run_trials(self.run_dir)
+
+
+def _part_path(run_dir: Path, index: int) -> Path:
+    return run_dir / "parts" / f"item-{index:06d}.parquet"
+
+
+def _frame_bytes(df: pd.DataFrame) -> bytes:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    buf = io.BytesIO()
+    pq.write_table(pa.Table.from_pandas(df, preserve_index=False), buf)
+    return buf.getvalue()
+
+
+def _rows(item: Item, samples, *, label: str, engine: str) -> pd.DataFrame:
+    recs = []
+    for s in samples:
+        ex = extract(s.response, item.letters)
+        recs.append(
+            {
+                "item_id": item.item_id,
+                "domain": item.domain,
+                "model": label,
+                "k": s.k,
+                "seed": s.seed,
+                "response": s.response,
+                "extracted": ex.answer,
+                "correct_answer": item.answer,
+                "is_correct": None if ex.answer is None else ex.answer == item.answer,
+                "is_missing": ex.answer is None,
+                "item_index": item.index,
+                "thinking": ex.thinking,
+                "n_tokens": s.n_tokens,
+                "finish": s.finish,
+                "engine": engine,
+            }
+        )
+    df = pd.DataFrame.from_records(recs, columns=list(TRIAL_COLUMNS) + list(EXTRA_COLUMNS))
+    df["is_correct"] = df["is_correct"].astype("boolean")
+    df["seed"] = df["seed"].astype("int64")
+    return df
+
+
+def done_items(run_dir: Path) -> set[int]:
+    """Item indices whose part file is complete (temporary files are ignored)."""
+    parts = Path(run_dir) / "parts"
+    if not parts.is_dir():
+        return set()
+    return {int(m.group(1)) for p in parts.iterdir() if (m := _PART.match(p.name))}
+
+
+def read_parts(run_dir: Path, indices=None) -> pd.DataFrame:
+    parts = Path(run_dir) / "parts"
+    want = sorted(done_items(run_dir) if indices is None else indices)
+    frames = [pd.read_parquet(_part_path(Path(run_dir), i)) for i in want]
+    if not frames:
+        return pd.DataFrame(columns=list(TRIAL_COLUMNS) + list(EXTRA_COLUMNS))
+    del parts
+    return pd.concat(frames, ignore_index=True).sort_values(["item_index", "k"], kind="stable").reset_index(drop=True)
+
+
+def read_run_trials(run_dir: str | Path) -> pd.DataFrame:
+    """All trials of a run: ``trials.parquet`` if the run completed, else the journal parts."""
+    run_dir = Path(run_dir)
+    if (run_dir / "trials.parquet").exists():
+        return pd.read_parquet(run_dir / "trials.parquet")
+    return read_parts(run_dir)
+
+
+def read_run_record(run: str | Path) -> dict | None:
+    """The run.json of a run directory (or of the directory holding a trials file); None if absent."""
+    run = Path(run)
+    candidates = [run / "run.json"] if run.is_dir() else [run.parent / "run.json"] if run.name != "run.json" else [run]
+    for c in candidates:
+        if c.exists():
+            try:
+                return json.loads(c.read_text(encoding="utf-8"))
+            except json.JSONDecodeError as exc:
+                raise InputError(f"malformed run record ({exc.msg})", path=c, line=exc.lineno) from None
+    return None
+
+
+def _progress(total: int, enabled: bool):
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="trial", disable=not enabled, dynamic_ncols=True, file=sys.stderr, smoothing=0.1)
+
+
+def collect(
+    card: str | Path | ModelCard,
+    items: str | Path | Bank,
+    out: str | Path,
+    *,
+    k: int = 10,
+    temperature: float = 0.7,
+    engine: str = "fast",
+    resume: bool = False,
+    items_range: tuple[int, int] | str | None = None,
+    shard: str | None = None,
+    seed_stride: int = 10,
+    seed_offset: int = 0,
+    top_k: int = 40,
+    top_p: float = 0.95,
+    min_p: float = 0.05,
+    label: str | None = None,
+    model: Model | None = None,
+    progress: bool = False,
+    max_items: int | None = None,
+) -> RunResult:
+    """Collect K samples per item into the run directory ``out`` (see module docstring).
+
+    Validation (card, bank, sampling, run directory, lock, model load, pins on resume)
+    happens before any trial is drawn; errors are :class:`InputError` (CLI exit 2).
+    ``model`` lets callers reuse a loaded :class:`Model` (it must be the card's file).
+    ``max_items`` stops after that many new items (used to simulate interruptions).
+    """
+    t0 = time.monotonic()
+    card = card if isinstance(card, ModelCard) else load_card(card)
+    bank = items if isinstance(items, Bank) else load_bank(items)
+    if k < 1:
+        raise InputError(f"must be >= 1, got {k}", field="k")
+    if k > seed_stride:
+        raise InputError(f"K = {k} exceeds the seed stride {seed_stride}: seeds of neighbouring items would collide (raise --seed-stride)", field="k")
+    if not 0.0 <= temperature <= 5.0:
+        raise InputError(f"must be in [0, 5], got {temperature}", field="temperature")
+    if items_range is not None and shard is not None:
+        raise InputError("give --items-range or --shard, not both", field="shard")
+    rng = shard_range(shard, len(bank)) if shard else parse_range(items_range, len(bank)) if isinstance(items_range, str) else tuple(items_range) if items_range else (0, len(bank))
+    sampling = Sampling(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, max_tokens=card.max_tokens)
+    label = label or card.label
+
+    run_dir = Path(out)
+    _check_writable(run_dir)
+    with RunLock(run_dir):
+        record = read_run_record(run_dir) if (run_dir / "run.json").exists() else None
+        if record is not None and not resume:
+            raise InputError("run directory already holds a run; pass --resume to continue it or choose another --out", path=run_dir)
+        if record is None and not resume and done_items(run_dir):
+            raise InputError("run directory holds trial parts but no run.json; choose another --out", path=run_dir)
+        if model is None:
+            gguf = resolve_model(card)
+            model = Model(gguf, n_ctx=card.n_ctx, n_batch=card.n_batch, n_gpu_layers=card.n_gpu_layers, n_threads=card.n_threads, label=label)
+        elif model.path.resolve() != resolve_model(card).resolve():
+            raise InputError(f"preloaded model {model.path} is not the card's {card.path}", path=card.card_path)
+        pins = make_pins(card, model, bank, rng, sampling, k=k, seed_stride=seed_stride, seed_offset=seed_offset, engine=engine, label=label)
+        if record is not None:
+            diff = [f for f in sorted(set(pins) | set(record.get("pins", {}))) if pins.get(f) != record.get("pins", {}).get(f)]
+            if diff:
+                raise InputError(f"cannot resume: settings differ from the run's pins in {', '.join(diff)}", path=run_dir / "run.json")
+        # Render and tokenize every prompt first: a bad template or an over-long item fails before any trial.
+        bos = model.token_text(model.llm.token_bos()) if model.llm.token_bos() >= 0 else ""
+        eos = model.token_text(model.llm.token_eos()) if model.llm.token_eos() >= 0 else ""
+        selected = bank.items[rng[0] : rng[1]]
+        prompts: dict[int, list[int]] = {}
+        for it in selected:
+            toks = model.tokenize(build_prompt(card, it, gguf_template=model.gguf_chat_template, bos=bos, eos=eos))
+            if len(toks) + sampling.max_tokens > card.n_ctx:
+                raise InputError(f"prompt is {len(toks)} tokens; with max_tokens {sampling.max_tokens} it exceeds n_ctx {card.n_ctx} (raise runtime.n_ctx in the card)", path=bank.path, item=it.item_id)
+            prompts[it.index] = toks
+        eng = make_engine(engine, model, sampling)
+        info = {
+            "card": str(card.card_path),
+            "model_path": str(model.path),
+            "bank_path": str(bank.path),
+            "host": socket.gethostname(),
+            "started_at": (record or {}).get("info", {}).get("started_at", now_utc()),
+            "resumed_at": ((record or {}).get("info", {}).get("resumed_at", []) + [now_utc()]) if record is not None else [],
+            "n_threads": model.llm.n_threads if hasattr(model.llm, "n_threads") else None,
+        }
+        atomic_write_json(run_dir / "run.json", {"format": RUN_FORMAT, "status": "running", "pins": pins, "info": info})
+        (run_dir / "parts").mkdir(exist_ok=True)
+        for stale in [*(run_dir / "parts").glob(".*.tmp"), *run_dir.glob(".run.json.*.tmp"), *run_dir.glob(".trials.parquet.*.tmp")]:  # a temp file left by a killed writer
+            stale.unlink(missing_ok=True)
+        done = done_items(run_dir)
+        pending = [it for it in selected if it.index not in done]
+        if max_items is not None:
+            pending = pending[:max_items]
+        bar = _progress(len(pending) * k, progress)
+        t_sample = time.monotonic()
+        try:
+            for it in pending:
+                samples = eng.sample_item(prompts[it.index], item_seeds(it, k, stride=seed_stride, offset=seed_offset), it.letters)
+                atomic_write_bytes(_part_path(run_dir, it.index), _frame_bytes(_rows(it, samples, label=label, engine=engine)))
+                bar.update(k)
+        finally:
+            bar.close()
+        t_sample = time.monotonic() - t_sample
+        n_done = len(done_items(run_dir) & {it.index for it in selected})
+        complete = n_done == len(selected)
+        if complete:
+            trials = read_parts(run_dir, [it.index for it in selected])
+            atomic_write_bytes(run_dir / "trials.parquet", _frame_bytes(trials))
+            info["finished_at"] = now_utc()
+        atomic_write_json(run_dir / "run.json", {"format": RUN_FORMAT, "status": "complete" if complete else "running", "pins": pins, "info": info, "n_items_done": n_done, "n_trials": n_done * k})
+    return RunResult(run_dir, n_done, n_done * k, len(pending), time.monotonic() - t0, t_sample)

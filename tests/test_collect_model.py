@@ -1,0 +1,164 @@
+"""bayesrc.collect with the real Gemma-3-270M GGUF (loaded once per session; tiny banks)."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from bayesrc.collect import Model, builtin_bank, collect, load_bank, load_card, merge_runs, read_run_trials, resolve_model
+from bayesrc.collect.extract import extract
+from bayesrc.data import load_trials
+from bayesrc.errors import InputError
+
+ROOT = Path(__file__).resolve().parents[1]
+CARD = ROOT / "models" / "gemma-3-270m-q4_k_m.toml"
+K = 3
+
+
+@pytest.fixture(scope="session")
+def gemma():
+    pytest.importorskip("llama_cpp")
+    card = load_card(CARD)
+    try:
+        path = resolve_model(card)
+    except InputError as exc:
+        pytest.skip(f"Gemma GGUF not available: {exc}")
+    return Model(path, n_ctx=card.n_ctx, n_batch=card.n_batch, label=card.label)
+
+
+@pytest.fixture(scope="session")
+def bank6(tmp_path_factory):
+    return load_bank(builtin_bank(tmp_path_factory.mktemp("bank") / "bank.jsonl", n_items=4, seed=7))
+
+
+@pytest.fixture(scope="session")
+def full_run(gemma, bank6, tmp_path_factory):
+    """An uninterrupted fast run over the 4 items: the reference for the other tests."""
+    out = tmp_path_factory.mktemp("runs") / "full"
+    collect(CARD, bank6, out, k=K, model=gemma)
+    return out
+
+
+def _core(df: pd.DataFrame) -> pd.DataFrame:
+    cols = ["item_id", "k", "seed", "response", "extracted", "is_correct", "is_missing", "finish"]
+    return df[cols].sort_values(["item_id", "k"]).reset_index(drop=True)
+
+
+def test_same_seeds_twice_identical_trials(gemma, bank6, full_run, tmp_path):
+    again = collect(CARD, bank6, tmp_path / "again", k=K, model=gemma)
+    pd.testing.assert_frame_equal(_core(read_run_trials(full_run)), _core(again.trials()))
+    t = load_trials(full_run / "trials.parquet")  # the canonical loader reads the run
+    assert len(t) == 4 * K and set(t["k"]) == set(range(K))
+    assert list(t["seed"].head(K)) == [0, 1, 2] and t["seed"].iloc[K] == 10  # seed = item_index*10 + k
+
+
+def test_shards_in_any_order_merge_to_the_full_run(gemma, bank6, full_run, tmp_path):
+    """Item order and history do not matter: the second shard collected first gives the same trials."""
+    collect(CARD, bank6, tmp_path / "s1", k=K, shard="1/2", model=gemma)
+    collect(CARD, bank6, tmp_path / "s0", k=K, shard="0/2", model=gemma)
+    merged = merge_runs([tmp_path / "s1", tmp_path / "s0"], tmp_path / "merged")
+    pd.testing.assert_frame_equal(_core(read_run_trials(full_run)), _core(read_run_trials(merged)))
+    from bayesrc.collect import compare_runs
+
+    assert compare_runs(full_run, merged).differences.empty
+
+
+def test_fast_equals_naive_per_trial(gemma, bank6, tmp_path):
+    """Same (item, k, seed): the naive engine's full completion extracts the fast engine's answer."""
+    from bayesrc.collect.engines import FastEngine, NaiveEngine, Sampling
+    from bayesrc.collect.card import build_prompt
+
+    card = load_card(CARD)
+    s = Sampling(temperature=0.7, max_tokens=card.max_tokens)
+    agree = total = 0
+    for item in bank6.items[:1]:
+        toks = gemma.tokenize(build_prompt(card, item))
+        seeds = [item.index * 10 + k for k in range(K)]
+        fast = FastEngine(gemma, s).sample_item(toks, seeds, item.letters)
+        naive = NaiveEngine(gemma, s).sample_item(toks, seeds, item.letters)
+        for f, n in zip(fast, naive):
+            assert n.response.startswith(f.response)  # fast stops at the decision point of the same text
+            agree += extract(f.response, item.letters).answer == extract(n.response, item.letters).answer
+            total += 1
+    assert agree == total
+
+
+def _cli(*args: str, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "bayesrc", *args], cwd=ROOT, capture_output=True, text=True, timeout=120, **kw)
+
+
+def test_sigkill_at_random_points_then_resume_gives_the_uninterrupted_trials(bank6, full_run, tmp_path):
+    out = tmp_path / "killed"
+    rng = random.Random(20260101)
+    base = ["collect", "--model", str(CARD), "--items", str(bank6.path), "--k", str(K), "--out", str(out), "--no-progress"]
+    kills = 0
+    for attempt in range(3):
+        args = base + (["--resume"] if (out / "run.json").exists() else [])
+        proc = subprocess.Popen([sys.executable, "-m", "bayesrc", *args], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(3.0, 8.0))
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+            kills += 1
+        proc.wait()
+        parts = list((out / "parts").glob("*")) if (out / "parts").exists() else []
+        for p in parts:  # every part on disk is complete (never torn)
+            if p.name.startswith("item-"):
+                assert len(pd.read_parquet(p)) == K
+    assert kills >= 1
+    done = _cli(*base, "--resume")
+    assert done.returncode == 0, done.stderr
+    got, want = read_run_trials(out), read_run_trials(full_run)
+    assert not got.duplicated(["item_id", "k"]).any() and len(got) == len(want)
+    pd.testing.assert_frame_equal(_core(got), _core(want))
+
+
+def test_bad_inputs_one_line_exit_2_nothing_lost(bank6, full_run, tmp_path):
+    junk = tmp_path / "junk.gguf"
+    junk.write_bytes(b"GGUF" + os.urandom(4096))
+    card = tmp_path / "junk.toml"
+    card.write_text(f'label = "junk"\n[model]\npath = "{junk}"\n')
+    missing = tmp_path / "missing.toml"
+    missing.write_text('[model]\npath = "no-such-model.gguf"\n')
+    bad_bank = tmp_path / "bad.jsonl"
+    bad_bank.write_text(bank6.path.read_text().splitlines()[0] + '\n{"item_id": "x", "question": "Q?", "options": ["a", "b"]}\n')
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    cases = {
+        "GGUF": (str(card), str(bank6.path), str(tmp_path / "r1")),
+        "not found": (str(missing), str(bank6.path), str(tmp_path / "r2")),
+        "missing answer": (str(CARD), str(bad_bank), str(tmp_path / "r3")),
+        "run directory": (str(CARD), str(bank6.path), str(blocker / "sub")),
+        "already holds a run": (str(CARD), str(bank6.path), str(full_run)),
+    }
+    before = (full_run / "trials.parquet").read_bytes()
+    for words, (c, b, o) in cases.items():
+        res = _cli("collect", "--model", c, "--items", b, "--out", o, "--k", "2", "--no-progress")
+        assert res.returncode == 2, (words, res.stderr)
+        lines = res.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("bayesrc: error:") and words in lines[0], (words, res.stderr)
+    assert (full_run / "trials.parquet").read_bytes() == before  # nothing lost or overwritten
+    # A second collector on the same run directory is refused while the first holds the lock.
+    from bayesrc.collect.run import RunLock
+
+    (tmp_path / "locked").mkdir()
+    with RunLock(tmp_path / "locked"):
+        res = _cli("collect", "--model", str(CARD), "--items", str(bank6.path), "--out", str(tmp_path / "locked"), "--k", "2", "--no-progress")
+    assert res.returncode == 2 and "another collector" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+
+
+def test_garbage_gguf_in_process_is_input_error(tmp_path):
+    junk = tmp_path / "junk.gguf"
+    junk.write_bytes(os.urandom(1024))
+    with pytest.raises(InputError, match="not a GGUF"):
+        Model(junk)
+    junk.write_bytes(b"GGUF" + os.urandom(1024))
+    with pytest.raises(InputError, match="could not load"):
+        Model(junk)

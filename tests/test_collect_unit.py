@@ -1,0 +1,176 @@
+"""bayesrc.collect without a model: extraction, bank validation, pins, merge, lock, sandbox."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from bayesrc.collect import builtin_items, compare_runs, check_comparable, decided, extract, load_bank, merge_runs, render_chat_template
+from bayesrc.collect.run import RunLock, parse_range, shard_range
+from bayesrc.errors import InputError
+
+
+# -- extraction ----------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "text, letters, answer, thinking",
+    [
+        (" B\n\nQuestion: What", "ABCD", "B", False),
+        ("The answer is C.", "ABCD", "C", False),  # 'T' and 'The' are not standalone valid letters
+        (" E then B", "ABCD", "B", False),  # E is not an option of a 4-option item
+        ("<think></think> D", "ABCD", "D", False),  # empty think block stripped, not flagged
+        ("<think>maybe A</think>\nC", "ABCD", "C", True),  # trace flagged; its letters ignored
+        ("<think>still thinking A", "ABCD", None, True),  # unclosed: no answer
+        ("But", "ABCD", None, False),
+        ("", "ABCD", None, False),
+        ("J", "ABCDEFGHIJ", "J", False),
+    ],
+)
+def test_extract(text, letters, answer, thinking):
+    ex = extract(text, letters)
+    assert ex.answer == answer and ex.thinking == thinking
+
+
+def test_decided_prefix_never_changes_the_answer():
+    """decided(prefix) => every continuation extracts the same answer (the fast engine's stop rule)."""
+    rng = random.Random(3)
+    alphabet = ["A", "B", "C", "E", "a", " ", "\n", ".", "ut", "<think>", "</think>", "1", "Q"]
+    checked = 0
+    for _ in range(4000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 8)))
+        for cut in range(len(text) + 1):
+            if decided(text[:cut], "ABCD"):
+                assert extract(text[:cut], "ABCD").answer == extract(text, "ABCD").answer, (text, cut)
+                checked += 1
+    assert checked > 1000
+    assert not decided(" B", "ABCD") and decided(" B\n", "ABCD") and not decided(" <think> B\n", "ABCD")
+
+
+# -- banks ---------------------------------------------------------------------------------
+def _bank(tmp_path: Path, lines: list[str]) -> Path:
+    p = tmp_path / "bank.jsonl"
+    p.write_text("\n".join(lines) + "\n")
+    return p
+
+
+GOOD = json.dumps({"item_id": 1, "domain": "x", "question": "Q?", "options": ["a", "b", "c", "d"], "answer": "B"})
+
+
+def test_bank_reads_reference_layout():
+    from conftest import shared_path
+
+    bank = load_bank(shared_path("data", "mmlu_pro_2000.jsonl"))
+    assert len(bank) == 2000 and bank.items[0].letters == "ABCDEFGHIJ" and bank.items[0].answer == "B"
+    assert {it.domain for it in bank.items} == {"physics", "law", "psychology", "economics"}
+
+
+@pytest.mark.parametrize(
+    "bad, line, field, words",
+    [
+        ('{"item_id": 2, "question": "Q?", "options": ["a", "b"]', 2, None, "malformed JSON"),
+        (json.dumps({"item_id": 2, "question": "Q?", "options": ["a", "b"]}), 2, "answer", "missing answer"),
+        (json.dumps({"item_id": 2, "question": "Q?", "options": ["a", "b"], "answer": "C"}), 2, "answer", "outside the options"),
+        (json.dumps({"item_id": 2, "question": "Q?", "options_formatted": "A. x\nB. y", "answer": "E"}), 2, "answer", "outside the options"),
+        (json.dumps({"item_id": 2, "question": "", "options": ["a", "b"], "answer": "A"}), 2, "question", "empty question"),
+        (json.dumps({"item_id": 1, "question": "Q?", "options": ["a", "b"], "answer": "A"}), 2, "item_id", "duplicate"),
+    ],
+)
+def test_bank_errors_name_file_line_field(tmp_path, bad, line, field, words):
+    path = _bank(tmp_path, [GOOD, bad])
+    with pytest.raises(InputError) as err:
+        load_bank(path)
+    assert err.value.line == line and err.value.field == field and words in str(err.value)
+    assert str(err.value).startswith(f"{path}:{line}")
+
+
+def test_builtin_bank_is_valid_and_seeded(tmp_path):
+    from bayesrc.collect import builtin_bank
+
+    bank = load_bank(builtin_bank(tmp_path / "b.jsonl", n_items=40, seed=1))
+    assert len(bank) == 40 and len({it.question for it in bank.items}) == 40
+    assert all(len(it.options) == 4 and it.answer in "ABCD" for it in bank.items)
+    assert builtin_items(20, 5) == builtin_items(20, 5) != builtin_items(20, 6)
+
+
+def test_ranges_and_shards_cover_the_bank():
+    assert parse_range("3:7", 10) == (3, 7) and parse_range(":", 10) == (0, 10)
+    spans = [shard_range(f"{i}/3", 10) for i in range(3)]
+    assert spans[0][0] == 0 and spans[-1][1] == 10 and all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
+    for bad in ("7:3", "0:11", "x"):
+        with pytest.raises(InputError):
+            parse_range(bad, 10)
+    with pytest.raises(InputError):
+        shard_range("3/3", 10)
+
+
+# -- pins ----------------------------------------------------------------------------------
+def _run(tmp_path: Path, name: str, **changes) -> Path:
+    pins = {"model.label": "m1", "model.file_sha256": "aa", "items.bank_sha256": "b", "items.range": [0, 4], "prompt.template_sha256": "t",
+            "sampling.k": 10, "sampling.temperature": 0.7, "tooling.llama_cpp_python": "0.3.36", "runtime.engine": "fast"}
+    pins.update(changes)
+    d = tmp_path / name
+    d.mkdir()
+    (d / "run.json").write_text(json.dumps({"format": "bayesrc-run/1", "status": "complete", "pins": pins, "info": {}}))
+    return d
+
+
+def test_pins_model_fields_may_differ_others_block(tmp_path):
+    a = _run(tmp_path, "a")
+    b = _run(tmp_path, "b", **{"model.label": "m2", "model.file_sha256": "bb", "runtime.engine": "naive"})
+    comp = compare_runs(a, b)
+    assert comp.pinned and comp.comparable
+    assert set(comp.differences["field"]) == {"model.label", "model.file_sha256", "runtime.engine"}
+    c = _run(tmp_path, "c", **{"items.bank_sha256": "other", "sampling.temperature": 1.0})
+    comp = compare_runs(a, c)
+    assert not comp.comparable and set(comp.blocking["field"]) == {"items.bank_sha256", "sampling.temperature"}
+    with pytest.raises(InputError, match="items.bank_sha256, sampling.temperature"):
+        check_comparable(a, c)
+    assert check_comparable(a, c, force=True).comparable is False
+    assert compare_runs(a, c, allow=["items", "sampling.temperature"]).comparable
+    # A trials file inside a run directory is resolved to its run record; unpinned data passes unchecked.
+    assert not check_comparable(a / "trials.parquet", c / "trials.parquet", force=True).comparable
+    assert check_comparable(tmp_path / "nowhere.parquet", a).pinned is False
+
+
+def test_merge_refuses_mismatched_or_overlapping_shards(tmp_path):
+    a = _run(tmp_path, "a")
+    b = _run(tmp_path, "b", **{"items.range": [2, 6]})
+    with pytest.raises(InputError, match="overlaps"):
+        merge_runs([a, b], tmp_path / "m")
+    c = _run(tmp_path, "c", **{"items.range": [4, 8], "sampling.temperature": 1.0})
+    with pytest.raises(InputError, match="sampling.temperature"):
+        merge_runs([a, c], tmp_path / "m")
+    assert not (tmp_path / "m" / "run.json").exists()
+
+
+# -- run directory guards --------------------------------------------------------------------
+def test_lock_refuses_a_second_collector(tmp_path):
+    with RunLock(tmp_path):
+        with pytest.raises(InputError, match="another collector"):
+            RunLock(tmp_path)
+    RunLock(tmp_path).release()  # free again once released
+
+
+# -- chat templates cannot run code ----------------------------------------------------------
+@pytest.mark.parametrize(
+    "template",
+    [
+        "{{ ''.__class__.__mro__[1].__subclasses__() }}",
+        "{{ cycler.__init__.__globals__.os.popen('touch /tmp/bayesrc_pwned').read() }}",
+        "{% for m in messages %}{{ m.__class__.__base__.__subclasses__() }}{% endfor %}",
+    ],
+)
+def test_malicious_chat_template_cannot_execute(template, tmp_path):
+    marker = Path("/tmp/bayesrc_pwned")
+    marker.unlink(missing_ok=True)
+    with pytest.raises(InputError) as err:
+        render_chat_template(template, [{"role": "user", "content": "hi"}], source=tmp_path / "evil.gguf")
+    assert "unsafe" in str(err.value) or "failed to render" in str(err.value)
+    assert not marker.exists()
+
+
+def test_benign_chat_template_renders():
+    out = render_chat_template("{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}", [{"role": "user", "content": "hi"}])
+    assert out == "<user>hi"
