@@ -249,3 +249,20 @@ def test_unwritable_output_is_one_line(tmp_path, small_pair, capsys):
     code, _, err = run_cli(["rci", "--pair", "A", str(a), str(b), "--splits", "50", "--permutations", "50",
                             "--out", str(blocker / "sub")], capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_rci_refuses_runs_with_different_pins(tmp_path, small_pair, capsys):
+    # Two run directories whose records differ in the sampling temperature, not only the model.
+    pins = {"model.sha256": "aaa", "items.bank_sha256": "bank", "sampling.temperature": 0.7, "runtime.engine": "fast"}
+    for name, trials, change in (("a", small_pair.trials_v1, {}), ("b", small_pair.trials_v2, {"model.sha256": "bbb", "sampling.temperature": 1.0})):
+        d = tmp_path / name
+        d.mkdir()
+        save_trials(trials, d / "trials.parquet")
+        (d / "run.json").write_text(json.dumps({"pins": {**pins, **change}}))
+    args = ["rci", "--pair", "A", str(tmp_path / "a" / "trials.parquet"), str(tmp_path / "b" / "trials.parquet"),
+            "--splits", "50", "--permutations", "50", "--out", str(tmp_path / "o")]
+    code, _, err = run_cli(args, capsys)
+    assert code == 2 and "pins differ in sampling.temperature" in err and not (tmp_path / "o").exists()
+    assert "model.sha256" not in err.split("pins differ in")[1]  # the model may differ: it is the comparison
+    assert run_cli(args + ["--allow-pin", "sampling"], capsys)[0] == 0
+    assert run_cli(args + ["--force"], capsys)[0] == 0

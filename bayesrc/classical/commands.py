@@ -18,6 +18,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--splits", type=int, default=1000, help="random split-halves (default 1000)")
     p.add_argument("--permutations", type=int, default=1000, help="empirical-null permutations (default 1000)")
     p.add_argument("--allow-unmatched", action="store_true", help="analyse items present in both versions; list the others")
+    p.add_argument("--allow-pin", action="append", default=[], metavar="FIELD", help="a run pin (or category, e.g. prompt) that may differ between the versions (repeatable)")
+    p.add_argument("--force", action="store_true", help="analyse runs whose pins differ (item bank, sampling, ...)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True, type=Path)
     p.set_defaults(func=run_rci)
@@ -32,6 +34,10 @@ def run_rci(args: argparse.Namespace) -> int:
     names = [name for name, _, _ in args.pair]
     if len(set(names)) != len(names):
         raise InputError(f"pair name {names[0]!r} given twice", field="--pair")
+    from bayesrc.collect.pins import check_comparable
+
+    for _, a, b in args.pair:  # refuse runs that differ in more than the model (SPEC 6)
+        check_comparable(a, b, allow=args.allow_pin, force=args.force)
     on_unmatched = "drop" if args.allow_unmatched else "raise"
     pairs = {name: load_counts([a, b], on_unmatched=on_unmatched) for name, a, b in args.pair}
     greedy = {}
