@@ -8,7 +8,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: demo test venv clean
+.PHONY: demo test venv browser clean
 
 venv: $(STAMP)
 
@@ -22,8 +22,14 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(PY) -m bayesrc demo --out runs/demo
 
-test: $(STAMP)
+test: $(STAMP) browser
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The HTML report is tested in a real headless browser (Debian's chromium).
+browser:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; } || \
+	  echo "warning: could not install chromium (needs root and Debian's registry); the browser test will be skipped"
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -18,9 +18,12 @@ from bayesrc.errors import BayesrcError
 
 COMMAND_MODULES: tuple[str, ...] = (
     "bayesrc.classical.commands",
-    "bayesrc.power.commands",
     "bayesrc.collect.commands",
+    "bayesrc.power.commands",
     "bayesrc.demo",
+    "bayesrc.switch.commands",
+    "bayesrc.importers.commands",
+    "bayesrc.report.commands",
 )
 
 

@@ -1,0 +1,210 @@
+"""Inspect AI eval logs (``.json`` or ``.eval``) -> canonical trials; epochs are the K samples.
+
+An Inspect log (``inspect_ai.log.EvalLog``) holds ``version``, ``status``, ``eval``
+(the spec: ``task``, ``model``, ``config.epochs``, ...), ``results`` and
+``samples``. Each sample (``EvalSample``) is one item at one epoch::
+
+    {"id": "q00017", "epoch": 2, "input": ..., "target": "C",
+     "output": {"choices": [{"message": {"role": "assistant", "content": "..."}}]},
+     "scores": {"choice": {"value": "C", "answer": "C", "explanation": "..."}},
+     "metadata": {"subject": "physics"}, "error": null}
+
+The JSON format stores all of it in one file; the ``.eval`` format is a zip with
+``_journal/start.json`` (or ``header.json``) and one ``samples/<id>_epoch_<n>.json``
+per sample. Score values map to correctness as Inspect's ``value_to_float`` does
+for binary scorers: ``"C"`` / true / 1 correct, ``"I"`` / false / 0 incorrect;
+``"N"`` (no answer) and samples that ended in an error are missing responses.
+Partial credit (``"P"`` or 0 < value < 1) is not a binary trial and is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from bayesrc.errors import InputError
+from bayesrc.importers._common import as_text, finish, lookup
+
+CORRECT, INCORRECT, NOANSWER, PARTIAL = "C", "I", "N", "P"
+DOMAIN_KEYS = ("domain", "category", "subject")
+
+
+def _load_json_log(path: Path) -> tuple[dict, list[tuple[str, Any]]]:
+    try:
+        log = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InputError(f"malformed JSON ({exc.msg}, column {exc.colno}); truncated or partial log?", path=path, line=exc.lineno) from None
+    except UnicodeDecodeError:
+        raise InputError("not a text file (an Inspect .eval log must end in .eval)", path=path) from None
+    if not isinstance(log, dict) or "eval" not in log:
+        raise InputError("not an Inspect eval log (no 'eval' header)", path=path, field="eval")
+    if "samples" not in log or log["samples"] is None:
+        raise InputError("log has no samples (was it written with --no-log-samples, or is it a header-only log?)", path=path, field="samples")
+    if not isinstance(log["samples"], list):
+        raise InputError("expected a list of samples", path=path, field="samples")
+    return log, [(f"sample {i}", s) for i, s in enumerate(log["samples"])]
+
+
+def _load_eval_zip(path: Path) -> tuple[dict, list[tuple[str, Any]]]:
+    try:
+        zf = zipfile.ZipFile(path)
+    except zipfile.BadZipFile:
+        raise InputError("not a readable .eval (zip) log; truncated or partial?", path=path) from None
+    with zf:
+        names = zf.namelist()
+        head_name = next((n for n in ("header.json", "_journal/start.json", "start.json") if n in names), None)
+        if head_name is None:
+            raise InputError("no header.json or _journal/start.json in the .eval log", path=path, field="eval")
+        try:
+            header = json.loads(zf.read(head_name))
+            samples = [(n, json.loads(zf.read(n))) for n in sorted(names) if n.startswith("samples/") and n.endswith(".json")]
+        except (json.JSONDecodeError, zipfile.BadZipFile, OSError) as exc:
+            raise InputError(f"unreadable member in the .eval log ({exc})", path=path) from None
+    if not samples:
+        raise InputError("log has no samples/ entries", path=path, field="samples")
+    log = {"eval": header.get("eval", {}), "status": header.get("status", "success" if "header.json" in names else None)}
+    return log, samples
+
+
+def score_correct(value: Any) -> bool | None:
+    """Binary correctness of an Inspect score value; ``None`` for no answer. Raises ValueError."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)):
+        if value in (0, 1):
+            return bool(value)
+        raise ValueError(f"partial score {value!r} is not a binary trial")
+    if isinstance(value, str):
+        v = value.strip()
+        if v == CORRECT or v.lower() in ("true", "yes", "correct"):
+            return True
+        if v == INCORRECT or v.lower() in ("false", "no", "incorrect"):
+            return False
+        if v == NOANSWER:
+            return None
+        if v == PARTIAL:
+            raise ValueError("partial credit 'P' is not a binary trial")
+    raise ValueError(f"cannot read {json.dumps(value)} as correct / incorrect")
+
+
+def _output_text(sample: dict) -> str | None:
+    choices = lookup(sample, "output.choices", None) or []
+    if not choices:
+        return None
+    content = lookup(choices[0], "message.content", None)
+    if isinstance(content, list):  # content parts: keep the text ones
+        content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return None if content is None else str(content)
+
+
+def read_inspect(
+    path: str | Path,
+    *,
+    model: str | None = None,
+    scorer: str | None = None,
+    domain_field: str | None = None,
+    allow_partial: bool = False,
+    notes: list[str] | None = None,
+) -> pd.DataFrame:
+    """Import an Inspect AI eval log as canonical trials (``k = epoch - 1``).
+
+    Parameters
+    ----------
+    path : ``.json`` or ``.eval`` log.
+    model : version label (default: the log's ``eval.model``).
+    scorer : which entry of ``sample.scores`` gives correctness (default: the only
+        one, else the first; the choice goes to ``notes``).
+    domain_field : dotted path in the sample (e.g. ``metadata.subject``); default
+        the first of ``metadata.domain / category / subject``, else the task name.
+    allow_partial : import a log whose status is not ``success`` (an interrupted run).
+    """
+    path = Path(path)
+    notes = notes if notes is not None else []
+    if not path.exists():
+        raise InputError("file not found", path=path)
+    log, samples = _load_eval_zip(path) if path.suffix == ".eval" else _load_json_log(path)
+    spec = log.get("eval") or {}
+    status = log.get("status")
+    if status not in (None, "success") and not allow_partial:
+        raise InputError(
+            f"log status is {status!r}: the run did not finish, so items may lack epochs; "
+            f"pass --allow-partial to import the {len(samples)} samples it holds",
+            path=path,
+            field="status",
+        )
+    task = str(spec.get("task") or path.stem).split("/")[-1]
+    label = model or spec.get("model")
+    if not label:
+        raise InputError("no model name in the log; pass --model", path=path, field="eval.model")
+    epochs = lookup(spec, "config.epochs", None)
+
+    rows: list[dict] = []
+    chosen = scorer
+    seen: dict[tuple[str, int], str] = {}
+    for idx, (where, s) in enumerate(samples, start=1):
+        if not isinstance(s, dict):
+            raise InputError(f"{where}: expected a JSON object", path=path, field="samples")
+        for field in ("id", "epoch"):
+            if s.get(field) is None:
+                raise InputError(f"{where}: missing required field; partial sample?", path=path, field=field)
+        sid, epoch = s["id"], s["epoch"]
+        ident = f"{where} (id {sid}, epoch {epoch})"
+        if (str(sid), epoch) in seen:
+            raise InputError(f"{ident}: duplicate of {seen[(str(sid), epoch)]}", path=path, field="id")
+        seen[(str(sid), epoch)] = where
+        if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 1:
+            raise InputError(f"{ident}: expected an epoch number >= 1, got {epoch!r}", path=path, field="epoch")
+        if epochs is not None and epoch > epochs:
+            raise InputError(f"{ident}: epoch beyond config.epochs = {epochs}", path=path, field="epoch")
+        scores = s.get("scores")
+        errored = s.get("error") is not None
+        if not scores:
+            if errored:
+                correct, answer = None, None
+            else:
+                raise InputError(f"{ident}: sample has no scores (unscored log? run `inspect score` first)", path=path, field="scores")
+        else:
+            if chosen is None:
+                chosen = next(iter(scores))
+                if len(scores) > 1:
+                    notes.append(f"{path}: field 'scores': {len(scores)} scorers ({', '.join(scores)}); used {chosen!r} (choose with --scorer)")
+            if chosen not in scores:
+                raise InputError(f"{ident}: no score from scorer {chosen!r} (has {', '.join(scores)})", path=path, field="scores")
+            score = scores[chosen]
+            if not isinstance(score, dict) or "value" not in score:
+                raise InputError(f"{ident}: expected a score object with a 'value'", path=path, field=f"scores.{chosen}")
+            try:
+                correct = score_correct(score["value"])
+            except ValueError as exc:
+                raise InputError(f"{ident}: {exc}", path=path, field=f"scores.{chosen}.value") from None
+            answer = score.get("answer")
+        if domain_field:
+            domain = lookup(s, domain_field, None)
+            if domain is None:
+                raise InputError(f"{ident}: not in the sample", path=path, field=domain_field)
+        else:
+            meta = s.get("metadata") or {}
+            domain = next((meta[k] for k in DOMAIN_KEYS if isinstance(meta, dict) and meta.get(k) is not None), task)
+        missing = correct is None
+        rows.append(
+            {
+                "item_id": str(sid),
+                "domain": str(domain),
+                "k": epoch - 1,
+                "seed": None,
+                "response": _output_text(s),
+                "extracted": None if missing or answer is None else str(answer),
+                "correct_answer": as_text(s.get("target")),
+                "is_correct": None if missing else correct,
+                "is_missing": missing,
+                "_line": idx,
+            }
+        )
+    n_err = sum(1 for _, s in samples if isinstance(s, dict) and s.get("error") is not None)
+    if n_err:
+        notes.append(f"{path}: {n_err} sample(s) ended in an error; counted as missing responses")
+    return finish(rows, path=path, model=str(label))

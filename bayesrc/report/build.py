@@ -1,0 +1,74 @@
+"""``build_report``: a run directory -> one report file per comparison."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bayesrc.errors import InputError
+from bayesrc.io import atomic_write_bytes, atomic_write_text, staged_output
+from bayesrc.report.render import render_html, render_latex, render_markdown
+from bayesrc.report.run import Comparison, Run, load_run
+from bayesrc.report.sections import Section, build_sections, section_power, section_sensitivity, section_switch
+
+FORMATS = ("html", "md", "latex")
+SUFFIX = {"html": ".html", "md": ".md", "latex": ".tex"}
+
+
+def report_sections(run: Run, comparison: Comparison | None) -> list[Section]:
+    """Sections of one comparison (or, for a run with no pair, the run-wide ones)."""
+    if comparison is None:
+        return [s for b in (section_sensitivity, section_power, section_switch) if (s := b(run, None)) is not None]
+    return build_sections(run, comparison)
+
+
+def build_report(
+    run_dir: str | Path,
+    *,
+    fmt: str = "html",
+    out_dir: str | Path | None = None,
+    pairs: list[str] | None = None,
+) -> dict[str, Path]:
+    """Write ``report_<pair>.html`` (or ``.md`` + figures, or ``.tex``) for each comparison.
+
+    Parameters
+    ----------
+    run_dir : a run directory (see :mod:`bayesrc.report.run` for the files it reads).
+    fmt : ``"html"`` (self-contained, figures embedded), ``"md"`` (figures as PNG
+        files in ``figures_<pair>/``) or ``"latex"`` (booktabs tables of the main tables).
+    out_dir : where to write (default: ``run_dir``). All files appear together or not at all.
+    pairs : only these comparisons (default: all).
+
+    Returns the written report paths keyed by comparison name.
+    """
+    if fmt not in FORMATS:
+        raise InputError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}", field="--format")
+    run = load_run(run_dir)
+    names = list(run.comparisons) or ["run"]
+    if pairs:
+        unknown = [p for p in pairs if p not in run.comparisons]
+        if unknown:
+            raise InputError(f"no comparison {unknown[0]!r} in this run (has {', '.join(run.comparisons) or 'none'})", path=run_dir, field="--pair")
+        names = list(pairs)
+    out_dir = Path(out_dir) if out_dir is not None else Path(run_dir)
+    rendered: dict[str, tuple[str, dict[str, bytes]]] = {}
+    for name in names:
+        comp = run.comparisons.get(name)
+        sections = report_sections(run, comp)
+        v1, v2 = comp.versions if comp else ("", "")
+        title = f"Reliable-change report: {name}" + (f" ({v1} → {v2})" if comp else "")
+        subtitle = f"Run directory: {Path(run_dir).resolve().name}. Sections: {', '.join(s.title for s in sections)}."
+        if fmt == "html":
+            rendered[name] = (render_html(title, sections, subtitle=subtitle), {})
+        elif fmt == "md":
+            rendered[name] = render_markdown(title, sections, figure_dir=f"figures_{name}", subtitle=subtitle)
+        else:
+            rendered[name] = (render_latex(title, sections), {})
+    written: dict[str, Path] = {}
+    with staged_output(out_dir) as stage:
+        for name, (text, figs) in rendered.items():
+            fname = f"report_{name}{SUFFIX[fmt]}" if fmt != "latex" else f"tables_{name}.tex"
+            atomic_write_text(stage / fname, text)
+            for rel, png in figs.items():
+                atomic_write_bytes(stage / rel, png)
+            written[name] = out_dir / fname
+    return written

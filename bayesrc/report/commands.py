@@ -1,0 +1,72 @@
+"""``bayesrc report`` and ``bayesrc sensitivity``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("report", help="write one self-contained report per comparison of a run directory")
+    p.add_argument("run_dir", type=Path)
+    p.add_argument("--format", dest="fmt", choices=("html", "md", "latex"), default="html")
+    p.add_argument("--pair", action="append", help="only this comparison (repeatable)")
+    p.add_argument("--out", type=Path, help="output folder (default: RUN_DIR)")
+    p.set_defaults(func=run_report)
+
+    s = sub.add_parser("sensitivity", help="how the reliable-change conclusions move with the analysis choices")
+    s.add_argument("analysis", choices=("threshold", "exclusion", "k", "all"))
+    s.add_argument("v1", type=Path, help="trials of version 1")
+    s.add_argument("v2", type=Path, help="trials of version 2")
+    s.add_argument("--truth", type=Path, help="known truth of a simulated pair (item_id, delta_p, changed): adds realized FDP")
+    s.add_argument("--z-grid", type=float, nargs="+", help="RCI thresholds (default 1.645 1.96 2.326 2.58 3.0)")
+    s.add_argument("--min-valid-grid", type=int, nargs="+", help="rule (a) grid (default 2 4 6 8 10)")
+    s.add_argument("--k-grid", type=int, nargs="+", help="samples per item to keep (default 3 5 ... K)")
+    s.add_argument("--sd-basis", choices=("analysable", "all"), default="analysable")
+    s.add_argument("--allow-unmatched", action="store_true")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--out", type=Path, required=True)
+    s.set_defaults(func=run_sensitivity)
+
+
+def run_report(args: argparse.Namespace) -> int:
+    from bayesrc.report import build_report
+
+    written = build_report(args.run_dir, fmt=args.fmt, out_dir=args.out, pairs=args.pair)
+    for name, path in written.items():
+        print(f"{name}: {path}")
+    return 0
+
+
+def run_sensitivity(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from bayesrc.data import input_notes, load_counts
+    from bayesrc.errors import InputError
+    from bayesrc.report.sensitivity import run_sensitivity_analyses, write_sensitivity
+
+    counts = load_counts([args.v1, args.v2], on_unmatched="drop" if args.allow_unmatched else "raise")
+    for note in input_notes(counts, 6):
+        print(f"bayesrc: note: {note}", file=sys.stderr)
+    truth = None
+    if args.truth is not None:
+        try:
+            truth = pd.read_parquet(args.truth) if args.truth.suffix in (".parquet", ".pq") else pd.read_csv(args.truth)
+        except FileNotFoundError:
+            raise InputError("file not found", path=args.truth) from None
+        except Exception as exc:
+            raise InputError(f"unreadable truth table ({type(exc).__name__})", path=args.truth) from None
+        missing = {"item_id", "delta_p", "changed"} - set(truth.columns)
+        if missing:
+            raise InputError("missing column(s) " + ", ".join(sorted(missing)), path=args.truth, field=sorted(missing)[0])
+        truth["item_id"] = truth["item_id"].astype(str)
+    names = ("threshold", "exclusion", "k") if args.analysis == "all" else (args.analysis,)
+    grids = {"zs": args.z_grid, "min_valid_grid": args.min_valid_grid, "ks": args.k_grid}
+    tables = run_sensitivity_analyses(counts, names, truth=truth, sd_basis=args.sd_basis, seed=args.seed, **{k: v for k, v in grids.items() if v})
+    written = write_sensitivity(tables, args.out)
+    for name, table in tables.items():
+        print(f"== {name}")
+        print(table.drop(columns="analysis").to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    print("wrote " + ", ".join(str(p) for p in written))
+    return 0

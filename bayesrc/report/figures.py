@@ -1,0 +1,225 @@
+"""Report figures: the reference study's figures redrawn from a run's data, and the
+Bayesian layer's posterior plots (arviz-plots where ArviZ has the plot).
+
+Every function takes tidy inputs (the items tables and JSON blocks the analysis
+commands write) and returns a matplotlib ``Figure``; :func:`to_png` turns one into
+PNG bytes for embedding.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")  # headless: reports are built on servers and in tests
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+CLASS_COLOURS = {"improved": "#1b9e77", "no_change": "#9e9e9e", "deteriorated": "#d95f02", "excluded": "#d0d0d0"}
+CLASS_LABELS = {"improved": "improved", "no_change": "no reliable change", "deteriorated": "deteriorated", "excluded": "excluded"}
+CLASS_ORDER = ("improved", "no_change", "deteriorated")
+
+
+def to_png(fig: Figure, dpi: int = 110) -> bytes:
+    """PNG bytes of a figure (closed afterwards so long reports do not leak memory)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def _jitter(n: int, scale: float, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).uniform(-scale, scale, n)
+
+
+def item_scatter(items: pd.DataFrame, s_diff: float, z: float = 1.96, *, versions: tuple[str, str] = ("v1", "v2"), title: str = "") -> Figure:
+    """v1 vs v2 item accuracy, coloured by RCI class, with the band ``|p2 - p1| <= z S_diff``.
+
+    Points are jittered slightly: with K samples accuracies sit on a grid of 1/K.
+    """
+    fig, ax = plt.subplots(figsize=(5.6, 5.2))
+    n = len(items)
+    k_grid = 1.0 / max(int(np.nanmax(items[["n_v1", "n_v2"]].to_numpy())) if {"n_v1", "n_v2"} <= set(items) else 10, 1)
+    jx, jy = _jitter(n, 0.3 * k_grid, 1), _jitter(n, 0.3 * k_grid, 2)
+    for cls in ("excluded", *CLASS_ORDER):
+        sel = (items["class"] == cls).to_numpy()
+        if sel.any():
+            ax.scatter(items["p_v1"].to_numpy()[sel] + jx[sel], items["p_v2"].to_numpy()[sel] + jy[sel], s=7, alpha=0.55,
+                       color=CLASS_COLOURS[cls], label=f"{CLASS_LABELS[cls]} ({sel.sum()})", linewidths=0)
+    x = np.array([0.0, 1.0])
+    ax.plot(x, x, color="black", lw=0.8)
+    if np.isfinite(s_diff):
+        band = z * s_diff
+        ax.fill_between(x, x - band, x + band, color="#4c72b0", alpha=0.12, label=f"RCI band ±{z:g}·S_diff = ±{band:.3f}")
+    v1, v2 = versions
+    ax.set(xlim=(-0.05, 1.05), ylim=(-0.05, 1.05), xlabel=f"accuracy {v1} (p_v1)", ylabel=f"accuracy {v2} (p_v2)", title=title or f"Item accuracy, {v1} vs {v2}")
+    ax.set_aspect("equal")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2, fontsize=7, frameon=False)
+    return fig
+
+
+def rci_histogram(items: pd.DataFrame, z: float = 1.96, *, title: str = "") -> Figure:
+    """Distribution of RCI over analysable items with the ±z thresholds."""
+    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    sub = items.loc[(items["class"] != "excluded") & items["rci"].notna()]
+    r = sub["rci"].to_numpy()
+    if r.size:
+        lim = max(np.nanmax(np.abs(r)), z) * 1.05
+        groups = [sub.loc[sub["class"] == c, "rci"].to_numpy() for c in CLASS_ORDER]
+        ax.hist(groups, bins=np.linspace(-lim, lim, 61), stacked=True, color=[CLASS_COLOURS[c] for c in CLASS_ORDER],
+                label=[CLASS_LABELS[c] for c in CLASS_ORDER])
+        ax.legend(fontsize=7, frameon=False, loc="upper left")
+    for s in (-z, z):
+        ax.axvline(s, color="#d62728", ls="--", lw=1)
+    ax.text(z, ax.get_ylim()[1] * 0.92, f" +{z:g}", color="#d62728", fontsize=8)
+    ax.text(-z, ax.get_ylim()[1] * 0.92, f"-{z:g} ", color="#d62728", fontsize=8, ha="right")
+    ax.set(xlabel="RCI = Δp / S_diff", ylabel="items", title=title or f"RCI distribution ({r.size} analysable items)")
+    return fig
+
+
+def domain_heatmap(table: pd.DataFrame, *, title: str = "", fmt: str = "{:d}") -> Figure:
+    """Domain x class counts (rows: domains) as an annotated heatmap of row shares."""
+    t = table.reindex(columns=[c for c in CLASS_ORDER if c in table.columns]).fillna(0)
+    share = t.div(t.sum(axis=1).replace(0, np.nan), axis=0)
+    fig, ax = plt.subplots(figsize=(5.2, 0.45 * len(t) + 1.4))
+    im = ax.imshow(share.to_numpy(float), cmap="viridis", vmin=0, vmax=1, aspect="auto")
+    for i in range(t.shape[0]):
+        for j in range(t.shape[1]):
+            v = share.iat[i, j]
+            ax.text(j, i, f"{int(t.iat[i, j])}\n{v:.0%}" if np.isfinite(v) else "0", ha="center", va="center", fontsize=7,
+                    color="white" if (np.isfinite(v) and v < 0.6) else "black")
+    ax.set_xticks(range(t.shape[1]), [CLASS_LABELS[c] for c in t.columns], fontsize=8)
+    ax.set_yticks(range(t.shape[0]), list(map(str, t.index)), fontsize=8)
+    fig.colorbar(im, ax=ax, label="share of domain's items", shrink=0.8)
+    ax.set_title(title or "Domain × class")
+    return fig
+
+
+def difficulty_churn(bins: pd.DataFrame, *, title: str = "") -> Figure:
+    """Share improved / deteriorated per baseline-accuracy bin, with n per bin."""
+    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    x = np.arange(len(bins))
+    n = bins["n"].replace(0, np.nan).to_numpy(float)
+    imp, det = bins["improved"].to_numpy(float) / n, bins["deteriorated"].to_numpy(float) / n
+    ax.bar(x, np.nan_to_num(imp), color=CLASS_COLOURS["improved"], label="improved")
+    ax.bar(x, np.nan_to_num(det), bottom=np.nan_to_num(imp), color=CLASS_COLOURS["deteriorated"], label="deteriorated")
+    for xi, ni, top in zip(x, bins["n"], np.nan_to_num(imp + det)):
+        ax.text(xi, top + 0.01, f"n={int(ni)}", ha="center", fontsize=7)
+    ax.set_xticks(x, list(bins["bin"]))
+    ax.set(xlabel="baseline accuracy p_v1", ylabel="share of items (churn)", ylim=(0, 1.05), title=title or "Churn by baseline difficulty")
+    ax.legend(fontsize=8, frameon=False)
+    return fig
+
+
+def p_changed_vs_rci(merged: pd.DataFrame, z: float = 1.96) -> Figure:
+    """Posterior P(changed) per item against its RCI, coloured by the RCI class."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    for cls in ("excluded", *CLASS_ORDER):
+        sel = merged["rci_class"] == cls
+        if sel.any():
+            ax.scatter(merged.loc[sel, "rci"], merged.loc[sel, "p_changed"], s=7, alpha=0.6, color=CLASS_COLOURS.get(cls, "grey"),
+                       label=f"RCI: {CLASS_LABELS.get(cls, cls)}", linewidths=0)
+    for s in (-z, z):
+        ax.axvline(s, color="#d62728", ls="--", lw=0.8)
+    ax.set(xlabel="RCI", ylabel="posterior P(changed)", ylim=(-0.02, 1.02), title="Posterior probability of change vs RCI")
+    ax.legend(fontsize=7, frameon=False)
+    return fig
+
+
+def dp_forest(items: pd.DataFrame, n: int = 25) -> Figure:
+    """Δp posterior mean and 90% interval of the ``n`` items with the largest |Δp|.
+
+    Drawn from the summary columns of ``items.parquet`` (the full per-item posterior
+    lives in ``posterior.nc``; :func:`posterior_forest` draws it with arviz-plots).
+    """
+    top = items.reindex(items["dp_mean"].abs().sort_values(ascending=False).index).head(n).iloc[::-1]
+    fig, ax = plt.subplots(figsize=(6.4, 0.22 * len(top) + 1.2))
+    y = np.arange(len(top))
+    colours = [CLASS_COLOURS.get(c, "grey") for c in top.get("bayes_class", pd.Series(["no_change"] * len(top)))]
+    ax.hlines(y, top["dp_lo90"], top["dp_hi90"], color=colours, lw=2)
+    ax.scatter(top["dp_mean"], y, color=colours, s=14, zorder=3)
+    ax.axvline(0, color="black", lw=0.8)
+    ax.set_yticks(y, list(top["item_id"]), fontsize=6)
+    ax.set(xlabel="Δp (posterior mean, 90% interval)", title=f"Most changed items ({len(top)})")
+    return fig
+
+
+def domain_shift_forest(shift: pd.DataFrame) -> Figure:
+    """Per-domain shift: posterior mean and 90% interval (``fit.json`` ``domain_shift``)."""
+    fig, ax = plt.subplots(figsize=(6.0, 0.35 * len(shift) + 1.2))
+    y = np.arange(len(shift))
+    ax.hlines(y, shift["lo90"], shift["hi90"], color="#4c72b0", lw=2.5)
+    ax.scatter(shift["mean"], y, color="#4c72b0", zorder=3)
+    ax.axvline(0, color="black", lw=0.8)
+    ax.set_yticks(y, list(shift["domain"]), fontsize=8)
+    ax.set(xlabel="domain shift (posterior mean, 90% interval)", title="Domain shifts")
+    return fig
+
+
+def _arviz_figure(pc) -> Figure:
+    return pc.get_viz("figure")
+
+
+def scalar_vars(dt, max_panels: int = 8) -> list[str]:
+    """Posterior variables for trace / rank plots: no per-item variables, no ``log_`` /
+    ``logit_`` copies of a variable that is also stored, smallest first, at most
+    ``max_panels`` panels in all (each panel is one chain-overlaid trace)."""
+    post = dt["posterior"]
+    names = set(map(str, post.data_vars))
+    sized = []
+    for name, da in post.data_vars.items():
+        name = str(name)
+        extra = [d for d in da.dims if d not in ("chain", "draw")]
+        if "item" in extra or any(name.startswith(pre) and name[len(pre):] in names for pre in ("log_", "logit_")):
+            continue
+        sized.append((int(np.prod([da.sizes[d] for d in extra])), name))
+    out, used = [], 0
+    for size, name in sorted(sized):
+        if used + size > max_panels and out:
+            break
+        out.append(name)
+        used += size
+    return out
+
+
+def trace_plot(dt, var_names: Sequence[str]) -> Figure:
+    """arviz-plots ``plot_trace_dist`` of the given variables."""
+    import arviz_plots as azp
+
+    return _arviz_figure(azp.plot_trace_dist(dt, var_names=list(var_names), backend="matplotlib", compact=True))
+
+
+def rank_plot(dt, var_names: Sequence[str]) -> Figure:
+    """arviz-plots ``plot_rank`` (fractional rank ECDF with simultaneous envelope)."""
+    import arviz_plots as azp
+
+    return _arviz_figure(azp.plot_rank(dt, var_names=list(var_names), backend="matplotlib"))
+
+
+def posterior_dist(dt, var_names: Sequence[str]) -> Figure:
+    """arviz-plots ``plot_dist`` (marginal posteriors with credible interval)."""
+    import arviz_plots as azp
+
+    return _arviz_figure(azp.plot_dist(dt, var_names=list(var_names), backend="matplotlib"))
+
+
+def heatmap(matrix: pd.DataFrame, *, title: str, label: str, fmt: str = "{:+.3f}", centre: bool = True) -> Figure:
+    """A labelled matrix (rows: prefix model, columns: suffix model) as an annotated heatmap."""
+    vals = matrix.to_numpy(float)
+    lim = np.nanmax(np.abs(vals)) if np.isfinite(vals).any() else 1.0
+    fig, ax = plt.subplots(figsize=(0.8 * matrix.shape[1] + 2.5, 0.6 * matrix.shape[0] + 1.6))
+    im = ax.imshow(vals, cmap="RdBu_r" if centre else "viridis", vmin=-lim if centre else None, vmax=lim if centre else None, aspect="auto")
+    for i in range(vals.shape[0]):
+        for j in range(vals.shape[1]):
+            if np.isfinite(vals[i, j]):
+                dark = centre and abs(vals[i, j]) > 0.6 * lim
+                ax.text(j, i, fmt.format(vals[i, j]), ha="center", va="center", fontsize=7, color="white" if dark else "black")
+    ax.set_xticks(range(matrix.shape[1]), list(map(str, matrix.columns)), rotation=45, ha="right", fontsize=7)
+    ax.set_yticks(range(matrix.shape[0]), list(map(str, matrix.index)), fontsize=7)
+    ax.set(xlabel=matrix.columns.name or "suffix model", ylabel=matrix.index.name or "prefix model", title=title)
+    fig.colorbar(im, ax=ax, label=label, shrink=0.8)
+    return fig

@@ -1,0 +1,166 @@
+"""Render sections as one self-contained HTML file, Markdown, or LaTeX (booktabs) tables.
+
+HTML embeds every figure as a base64 PNG ``data:`` URI and has no external URL,
+so the file opens anywhere (also offline, also in headless Chromium). A small
+inline script sets ``<body data-report-status="...">`` once the page has loaded:
+``ok`` if every image decoded with a non-zero size, else ``broken:N`` — a check
+that ``chromium --dump-dom`` reveals.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import re
+
+import numpy as np
+import pandas as pd
+
+from bayesrc.report.sections import Figure, Section, Table, Text
+
+CSS = """
+body{font-family:DejaVu Sans,Helvetica,Arial,sans-serif;max-width:1100px;margin:1.5em auto;padding:0 1em;color:#222;line-height:1.45}
+h1{font-size:1.6em;border-bottom:2px solid #4c72b0;padding-bottom:.2em}
+h2{font-size:1.25em;margin-top:1.8em;color:#274a7a}
+nav ul{columns:2;font-size:.9em}
+table{border-collapse:collapse;margin:.6em 0 1.2em 0;font-size:.85em}
+caption{caption-side:top;text-align:left;font-weight:bold;padding:.3em 0}
+th,td{border-top:1px solid #ccc;border-bottom:1px solid #ccc;padding:.25em .6em;text-align:right}
+th{background:#f2f5fa}
+td:first-child,th:first-child{text-align:left;white-space:nowrap}
+.tblwrap{overflow-x:auto;max-width:100%}
+figure{margin:1em 0}
+figure img{max-width:100%;height:auto;border:1px solid #eee}
+figcaption{font-size:.85em;color:#555}
+.waiting{color:#777;font-style:italic}
+footer{margin-top:3em;font-size:.8em;color:#777}
+"""
+
+STATUS_JS = """
+window.addEventListener('load',function(){
+ var imgs=document.images,bad=0;
+ for(var i=0;i<imgs.length;i++){if(!imgs[i].complete||imgs[i].naturalWidth===0){bad++;}}
+ document.body.setAttribute('data-images',String(imgs.length));
+ document.body.setAttribute('data-tables',String(document.getElementsByTagName('table').length));
+ document.body.setAttribute('data-report-status',bad===0?'ok':'broken:'+bad);
+});
+"""
+
+
+def fmt_value(v) -> str:
+    if v is None or (isinstance(v, float) and not np.isfinite(v)) or v is pd.NA:
+        return "–"
+    if isinstance(v, (bool, np.bool_)):
+        return "yes" if v else "no"
+    if isinstance(v, (int, np.integer)):
+        return str(int(v))
+    if isinstance(v, (float, np.floating)):
+        a = abs(float(v))
+        return f"{v:.0f}" if float(v).is_integer() and a < 1e6 else (f"{v:.4f}" if a < 1 else f"{v:.4g}" if a < 1e4 else f"{v:.3e}")
+    return str(v)
+
+
+def _bold_html(text: str) -> str:
+    return re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", html.escape(text))
+
+
+def _table_html(t: Table) -> str:
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in t.frame.columns)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(fmt_value(v))}</td>" for v in row) + "</tr>" for row in t.frame.itertuples(index=False))
+    return f'<div class="tblwrap"><table><caption>{html.escape(t.caption)}</caption><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+
+
+def _figure_html(f: Figure) -> str:
+    b64 = base64.b64encode(f.png).decode("ascii")
+    return (f'<figure id="fig-{html.escape(f.name)}"><img alt="{html.escape(f.caption)}" src="data:image/png;base64,{b64}">'
+            f"<figcaption>{html.escape(f.caption)}</figcaption></figure>")
+
+
+def render_html(title: str, sections: list[Section], *, subtitle: str = "") -> str:
+    """One self-contained HTML page."""
+    nav = "".join(f'<li><a href="#{s.key}">{html.escape(s.title)}</a></li>' for s in sections)
+    parts = []
+    for s in sections:
+        inner = []
+        for b in s.blocks:
+            if isinstance(b, Text):
+                inner.append(f'<p class="{"waiting" if s.status == "waiting" else ""}">{_bold_html(b.text)}</p>')
+            elif isinstance(b, Table):
+                inner.append(_table_html(b))
+            elif isinstance(b, Figure):
+                inner.append(_figure_html(b))
+        parts.append(f'<section id="{s.key}" data-status="{s.status}"><h2>{html.escape(s.title)}</h2>{"".join(inner)}</section>')
+    from bayesrc import __version__
+
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{html.escape(title)}</title>"
+        f"<style>{CSS}</style></head><body data-report-status=\"loading\">"
+        f"<h1>{html.escape(title)}</h1><p>{html.escape(subtitle)}</p><nav><ul>{nav}</ul></nav>"
+        + "".join(parts)
+        + f"<footer>bayesrc {__version__}: self-contained report (figures embedded).</footer>"
+        f"<script>{STATUS_JS}</script></body></html>\n"
+    )
+
+
+def table_markdown(frame: pd.DataFrame) -> str:
+    head = "| " + " | ".join(map(str, frame.columns)) + " |"
+    rule = "|" + "---|" * len(frame.columns)
+    body = ["| " + " | ".join(fmt_value(v).replace("|", "\\|") for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join([head, rule, *body])
+
+
+def render_markdown(title: str, sections: list[Section], *, figure_dir: str | None = None, subtitle: str = "") -> tuple[str, dict[str, bytes]]:
+    """Markdown text and the figures it links (``figure_dir/NAME.png``; none if ``figure_dir`` is None)."""
+    lines = [f"# {title}", "", subtitle, ""] if subtitle else [f"# {title}", ""]
+    figs: dict[str, bytes] = {}
+    for s in sections:
+        lines += [f"## {s.title}", ""]
+        for b in s.blocks:
+            if isinstance(b, Text):
+                lines += [b.text, ""]
+            elif isinstance(b, Table):
+                lines += [f"**{b.caption}**", "", table_markdown(b.frame), ""]
+            elif isinstance(b, Figure) and figure_dir is not None:
+                rel = f"{figure_dir}/{b.name}.png"
+                figs[rel] = b.png
+                lines += [f"![{b.caption}]({rel})", "", f"*{b.caption}*", ""]
+    return "\n".join(lines), figs
+
+
+_LATEX_SPECIAL = {"&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\^{}", "\\": r"\textbackslash{}"}
+_LATEX_UNICODE = {"Δ": r"$\Delta$", "χ²": r"$\chi^2$", "κ": r"$\kappa$", "±": r"$\pm$", "≤": r"$\le$", "≥": r"$\ge$", "×": r"$\times$", "–": "--", "—": "---", "→": r"$\to$", "é": r"\'e"}
+
+
+def latex_escape(text: str) -> str:
+    out = "".join(_LATEX_SPECIAL.get(ch, ch) for ch in str(text))
+    for k, v in _LATEX_UNICODE.items():
+        out = out.replace(k, v)
+    return out
+
+
+def table_latex(t: Table) -> str:
+    """A booktabs table (``\\toprule / \\midrule / \\bottomrule``); needs ``\\usepackage{booktabs}``."""
+    cols = list(t.frame.columns)
+    numeric = [pd.api.types.is_numeric_dtype(t.frame[c]) for c in cols]
+    spec = "".join("r" if n else "l" for n in numeric)
+    lines = [r"\begin{table}[ht]", r"\centering", f"\\caption{{{latex_escape(t.caption)}}}"]
+    if t.label:
+        lines.append(f"\\label{{tab:{t.label}}}")
+    lines += [f"\\begin{{tabular}}{{{spec}}}", r"\toprule", " & ".join(latex_escape(c) for c in cols) + r" \\", r"\midrule"]
+    for row in t.frame.itertuples(index=False):
+        if str(row[0]) == "total":
+            lines.append(r"\midrule")
+        lines.append(" & ".join(latex_escape(fmt_value(v)) for v in row) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
+    return "\n".join(lines)
+
+
+def render_latex(title: str, sections: list[Section]) -> str:
+    """The report's main tables (those marked ``latex=True``) as booktabs LaTeX."""
+    out = [f"% {title}", "% bayesrc report tables; requires \\usepackage{booktabs}", ""]
+    for s in sections:
+        for b in s.blocks:
+            if isinstance(b, Table) and b.latex:
+                out += [f"% section: {s.title}", table_latex(b), ""]
+    return "\n".join(out)

@@ -1,0 +1,462 @@
+"""Report sections: one small builder per section, each returning ``None`` when its
+inputs are absent from the run directory, so a report shows exactly what was run.
+
+A section is a title plus blocks (:class:`Text`, :class:`Table`, :class:`Figure`);
+the renderers in :mod:`bayesrc.report.render` turn the same sections into HTML,
+Markdown or LaTeX. To add a section, write a builder ``(run, comparison) ->
+Section | None`` and append it to :data:`SECTION_BUILDERS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from bayesrc.report import figures as F
+from bayesrc.report.run import Comparison, Run
+
+
+@dataclass
+class Text:
+    text: str  # plain text; ``**bold**`` is the only markup
+
+
+@dataclass
+class Table:
+    frame: pd.DataFrame
+    caption: str
+    latex: bool = False  # also emitted as a booktabs table
+    label: str = ""
+
+
+@dataclass
+class Figure:
+    """A figure, drawn only when rendered (LaTeX output never draws)."""
+
+    make: Callable[[], object]  # -> matplotlib Figure
+    caption: str
+    name: str
+
+    @property
+    def png(self) -> bytes:
+        if not hasattr(self, "_png"):
+            self._png = F.to_png(self.make())
+        return self._png
+
+
+@dataclass
+class Section:
+    key: str
+    title: str
+    blocks: list = field(default_factory=list)
+    status: str = "ok"  # "ok" or "waiting" (placeholder: inputs not in the run directory)
+
+
+def _fig(make: Callable[[], object], caption: str, name: str) -> Figure:
+    return Figure(make, caption, name)
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None or not np.isfinite(x) else f"{100 * x:.1f}%"
+
+
+def _flatten(d: dict, prefix: str = "") -> list[tuple[str, str]]:
+    rows = []
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            rows += _flatten(v, key + ".")
+        elif isinstance(v, list) and v and isinstance(v[0], dict):
+            rows.append((key, f"[{len(v)} records]"))
+        else:
+            rows.append((key, str(v)))
+    return rows
+
+
+# --------------------------------------------------------------------------- pins
+
+
+def section_pins(run: Run, c: Comparison) -> Section | None:
+    """The run's pins (``run.json``) and the analysis parameters (``rci.json``)."""
+    blocks: list = []
+    if run.run_record is not None:
+        rows = _flatten(run.run_record) if isinstance(run.run_record, dict) else [("run.json", str(run.run_record))]
+        blocks.append(Table(pd.DataFrame(rows, columns=["pin", "value"]), "Run record (run.json)"))
+    if c.rci is not None:
+        params = {"versions": " -> ".join(c.versions), **{k: v for k, v in c.rci.get("params", {}).items()}}
+        blocks.append(Table(pd.DataFrame(list(params.items()), columns=["parameter", "value"]).astype({"value": str}), "Analysis parameters (rci.json)"))
+    if c.fit is not None:
+        keys = {k: c.fit.get(k) for k in ("model", "backend", "runtime_s", "seed") if k in c.fit}
+        if keys:
+            blocks.append(Table(pd.DataFrame(list(keys.items()), columns=["fit", "value"]).astype({"value": str}), "Posterior fit (fit.json)"))
+    if not blocks:
+        return None
+    if run.run_record is None:
+        blocks.insert(0, Text("No run record (run.json) in this run directory: the collection pins are not shown."))
+    return Section("pins", "Run pins and parameters", blocks)
+
+
+# ------------------------------------------------------------- aggregate change
+
+
+def aggregate_frame(items: pd.DataFrame) -> pd.DataFrame:
+    """Mean accuracy per version and mean item-level change with a 95% t interval,
+    over every item scored in both versions and over the analysable items."""
+    from bayesrc.classical.pipeline import _aggregate_change
+
+    rows = []
+    scored = items[["p_v1", "p_v2"]].notna().all(axis=1)
+    for label, sel in (("all scored items", scored), ("analysable items", scored & ~items["excluded"].astype(bool))):
+        sub = items[sel]
+        agg = _aggregate_change(sub["delta"].to_numpy())
+        rows.append({"items": label, "n": agg["n"], "acc_v1": sub["p_v1"].mean(), "acc_v2": sub["p_v2"].mean(),
+                     "delta": agg["mean_delta"], "ci95_lo": agg["ci95"][0], "ci95_hi": agg["ci95"][1]})
+    return pd.DataFrame(rows)
+
+
+def section_aggregate(run: Run, c: Comparison) -> Section | None:
+    if c.items is None:
+        return None
+    agg = aggregate_frame(c.items)
+    a = agg.iloc[0]
+    v1, v2 = c.versions
+    sign = "rose" if a["ci95_lo"] > 0 else "fell" if a["ci95_hi"] < 0 else "did not change detectably"
+    text = (f"Mean accuracy over {a['n']} items scored in both versions: {v1} {a['acc_v1']:.3f}, {v2} {a['acc_v2']:.3f}; "
+            f"change {a['delta']:+.3f} (95% CI {a['ci95_lo']:+.3f} to {a['ci95_hi']:+.3f}) — the aggregate {sign}.")
+    if c.rci is not None:
+        cnt = c.rci["counts"]["analysable"]
+        text += (f" Beneath it, {cnt['improved']} items reliably improved and {cnt['deteriorated']} reliably deteriorated "
+                 f"(churn {_pct(cnt['churn'])} of {cnt['n']} analysable items): a small aggregate change can hide large item-level churn.")
+    return Section("aggregate", "Aggregate accuracy change", [Text(text), Table(agg, "Aggregate change (mean item Δp, t interval)", latex=True, label="aggregate")])
+
+
+# ---------------------------------------------------------- classical (RCI)
+
+
+def classification_table(rci: dict) -> pd.DataFrame:
+    """The paper's Table 1/2 layout: classes x analysis set, counts and shares."""
+    rows = []
+    for cls in F.CLASS_ORDER:
+        row = {"class": F.CLASS_LABELS[cls]}
+        for key, label in (("analysable", "analysable"), ("conservative", "conservative z"), ("all", "all items")):
+            cnt = rci["counts"][key]
+            row[f"{label} n"] = cnt[cls]
+            row[f"{label} %"] = 100 * cnt["proportions"][cls] if cnt["n"] else np.nan
+        rows.append(row)
+    total = {"class": "total"}
+    for key, label in (("analysable", "analysable"), ("conservative", "conservative z"), ("all", "all items")):
+        total[f"{label} n"] = rci["counts"][key]["n"]
+        total[f"{label} %"] = 100.0
+    rows.append(total)
+    return pd.DataFrame(rows)
+
+
+def reliability_table(rci: dict) -> pd.DataFrame:
+    rows = []
+    for v in ("v1", "v2"):
+        r = rci["reliability"][v]
+        rows.append({"version": v, "r_xx": r["r_xx"], "ci_lo": r["ci"][0], "ci_hi": r["ci"][1], "ICC(1,1)": r["icc"], "SEM": rci["sem"][v]})
+    return pd.DataFrame(rows)
+
+
+def domain_table(rci: dict) -> pd.DataFrame:
+    rows = []
+    for d, v in rci["domain"]["per_domain"].items():
+        rows.append({"domain": d, "n": v["n"], "improved": v["improved"], "no change": v["no_change"], "deteriorated": v["deteriorated"],
+                     "churn %": 100 * (v["improved"] + v["deteriorated"]) / v["n"] if v["n"] else np.nan,
+                     "imp/det": v["ratio"] if v["ratio"] is not None else np.nan, "net": v["net"]})
+    return pd.DataFrame(rows)
+
+
+def section_rci(run: Run, c: Comparison) -> Section | None:
+    if c.rci is None:
+        return None
+    r = c.rci
+    z = r["params"]["z"]
+    ex = r["exclusions"]
+    null = r["null"]
+    blocks = [
+        Text(f"Reliable change (Jacobson–Truax RCI adapted to items), z = {z:g}, SD basis **{r['sd_basis']}**. "
+             f"S_diff = {r['s_diff']:.4f}, so the minimum detectable change is |Δp| ≥ {r['min_detectable']:.3f} "
+             f"({r['min_detectable_samples']} of K = {r['params'].get('k', 'K')} samples). {ex['n_after']} of {ex['n_before']} items are analysable "
+             f"({ex['low_valid']} with too few valid responses, {ex['floor_ceiling']} at floor or ceiling in both versions)."),
+        Table(classification_table(r), "Reliable-change classification (cf. the reference study's Table 1/2)", latex=True, label="rci-classes"),
+        Table(reliability_table(r), "Split-half reliability (Spearman–Brown), ICC(1,1) and SEM per version", latex=True, label="reliability"),
+        Text(f"Empirical null ({null['n_permutations']} version-swap permutations): 95th percentile {null['improved_p95']:.0f} improved / "
+             f"{null['deteriorated_p95']:.0f} deteriorated, observed {null['observed_improved']} / {null['observed_deteriorated']} — "
+             f"improvement {'exceeds' if null['improved_exceeds_null'] else 'does not exceed'} and deterioration "
+             f"{'exceeds' if null['deteriorated_exceeds_null'] else 'does not exceed'} chance."),
+    ]
+    return Section("rci", "Classical reliable change", blocks)
+
+
+def section_reference_figures(run: Run, c: Comparison) -> Section | None:
+    """The reference study's four figures, redrawn from this run's items."""
+    if c.items is None or c.rci is None:
+        return None
+    z, items, r = c.rci["params"]["z"], c.items, c.rci
+    dom = pd.DataFrame(r["domain"]["table"]).T if r["domain"].get("table") else pd.crosstab(items["domain"], items["class"])
+    bins = pd.DataFrame(r["difficulty_bins"])
+    d = r["domain"]
+    blocks = [
+        _fig(lambda: F.item_scatter(items, r["s_diff"], z, versions=c.versions), f"Item accuracy v1 vs v2 by RCI class; the shaded band is |Δp| < {z:g}·S_diff (no reliable change).", "scatter"),
+        _fig(lambda: F.rci_histogram(items, z), f"RCI over analysable items with the ±{z:g} thresholds.", "rci_hist"),
+        _fig(lambda: F.domain_heatmap(dom), f"Domain × class (analysable items): χ² = {d['chi2']:.2f}, p = {d['p']:.3g}, Cramér's V = {d['cramers_v']:.3f}.", "domain"),
+        Table(domain_table(r), "Reliable change by domain", latex=True, label="domains"),
+        _fig(lambda: F.difficulty_churn(bins), "Churn by baseline difficulty (p_v1 bins).", "difficulty"),
+    ]
+    return Section("figures", "Item-level change (reference-study figures)", blocks)
+
+
+# --------------------------------------------------------------- Bayesian layer
+
+
+BAYES_ITEM_COLUMNS = ("item_id", "domain", "p_v1_mean", "p_v2_mean", "dp_mean", "dp_lo90", "dp_hi90", "p_changed", "p_improve", "p_deteriorate", "bayes_class", "rci_class")
+
+
+def _waiting(key: str, title: str, needs: str) -> Section:
+    return Section(key, title, [Text(f"Not available for this run: needs {needs} (written by `bayesrc fit`).")], status="waiting")
+
+
+def gate_table(fit: dict) -> pd.DataFrame:
+    d = fit.get("diagnostics", {})
+    rows = [
+        ("max R-hat", d.get("max_rhat"), "≤ 1.01"),
+        ("min bulk ESS", d.get("min_ess_bulk"), "≥ 400"),
+        ("min tail ESS", d.get("min_ess_tail"), "≥ 400"),
+        ("divergences", d.get("divergences"), "0"),
+        ("gate", "passed" if d.get("passed") else "FAILED", ""),
+    ]
+    return pd.DataFrame(rows, columns=["diagnostic", "value", "requirement"]).astype({"value": str})
+
+
+def section_bayes_items(run: Run, c: Comparison) -> Section | None:
+    """Posterior P(change) vs RCI and the Δp forest plot (``items.parquet`` of ``bayesrc fit``)."""
+    if c.bayes_items is None:
+        return _waiting("bayes_items", "Bayesian item posteriors", "items.parquet") if c.rci is not None else None
+    b = c.bayes_items
+    missing = [col for col in ("item_id", "dp_mean", "dp_lo90", "dp_hi90", "p_changed") if col not in b]
+    if missing:
+        return Section("bayes_items", "Bayesian item posteriors", [Text(f"items.parquet lacks column(s) {', '.join(missing)}; section skipped.")], status="waiting")
+    blocks: list = []
+    if c.items is not None:
+        merged = b.drop(columns=[col for col in ("rci_class",) if col in b]).merge(
+            c.items[["item_id", "rci", "class"]].rename(columns={"class": "rci_class"}), on="item_id", how="inner")
+        blocks.append(_fig(lambda: F.p_changed_vs_rci(merged, c.rci["params"]["z"] if c.rci else 1.96),
+                           "Posterior probability that an item changed against its RCI: items outside ±z with low P(changed) are RCI's likely false discoveries.", "p_changed"))
+    blocks.append(_fig(lambda: F.dp_forest(b), "Δp posterior mean and 90% interval of the most changed items.", "forest"))
+    if "bayes_class" in b:
+        counts = b["bayes_class"].value_counts().reindex(list(F.CLASS_ORDER), fill_value=0)
+        blocks.append(Table(counts.rename_axis("class").reset_index(name="items"), "Posterior classification", latex=True, label="bayes-classes"))
+    return Section("bayes_items", "Bayesian item posteriors", blocks)
+
+
+def section_domain_shift(run: Run, c: Comparison) -> Section | None:
+    if c.fit is None:
+        return None
+    shift = c.fit.get("domain_shift")
+    if not shift:
+        return None
+    rows = []
+    for d, v in shift.items():
+        lo, hi = (v.get("hdi90") or v.get("ci90") or v.get("interval90") or [v.get("lo90"), v.get("hi90")])[:2]
+        rows.append({"domain": d, "mean": v.get("mean"), "lo90": lo, "hi90": hi})
+    frame = pd.DataFrame(rows)
+    return Section("domain_shift", "Domain shift posteriors",
+                   [_fig(lambda: F.domain_shift_forest(frame), "Per-domain shift of the change model: posterior mean and 90% interval.", "domain_shift"),
+                    Table(frame, "Domain shifts", latex=True, label="domain-shift")])
+
+
+def section_diagnostics(run: Run, c: Comparison) -> Section | None:
+    """The diagnostics gate and trace / rank plots of the hyper-parameters (``posterior.nc``)."""
+    if c.fit is None:
+        return _waiting("diagnostics", "Convergence diagnostics", "fit.json and posterior.nc") if c.rci is not None else None
+    d = c.fit.get("diagnostics", {})
+    passed = bool(d.get("passed"))
+    blocks: list = [Text("Diagnostics gate **passed**." if passed else
+                         "Diagnostics gate **FAILED**: the posterior summaries below are not trustworthy."),
+                    Table(gate_table(c.fit), "Diagnostics gate (R-hat ≤ 1.01, bulk and tail ESS ≥ 400, no divergences)", latex=True, label="gate")]
+    if c.posterior_path is not None:
+        dt = read_posterior(c.posterior_path)
+        names = F.scalar_vars(dt)
+        if names:
+            blocks.append(_fig(lambda: F.trace_plot(dt, names), f"Trace and marginal posteriors ({', '.join(names)}).", "trace"))
+            blocks.append(_fig(lambda: F.rank_plot(dt, names), "Rank ECDF plots: chains should stay within the envelope.", "rank"))
+    return Section("diagnostics", "Convergence diagnostics", blocks)
+
+
+def read_posterior(path):
+    """``posterior.nc`` as an xarray DataTree (the ArviZ 1.x InferenceData)."""
+    import xarray as xr
+
+    from bayesrc.errors import InputError
+
+    try:
+        with xr.open_datatree(path) as dt:
+            return dt.load()
+    except (OSError, ValueError, ImportError) as exc:
+        raise InputError(f"unreadable posterior ({type(exc).__name__}: {exc})", path=path) from None
+
+
+def crosscheck_sentence(fit: dict, rci: dict | None) -> str:
+    """RCI's estimated false-discovery proportion stated in words."""
+    cc = fit.get("crosscheck", {})
+    fdp = cc.get("rci_estimated_fdp")
+    if fdp is None:
+        return "The fit does not report RCI's estimated false-discovery proportion."
+    if rci is not None:
+        cnt = rci["counts"]["analysable"]
+        flagged = cnt["improved"] + cnt["deteriorated"]
+        return (f"Of the {flagged} items the RCI calls reliably changed, the posterior estimates that about {_pct(fdp)} "
+                f"(≈ {fdp * flagged:.0f} items) did not change in the flagged direction: that is the estimated "
+                f"false-discovery proportion of the RCI classification.")
+    return f"The posterior estimates that {_pct(fdp)} of the RCI's reliable changes did not change in the flagged direction (estimated false-discovery proportion)."
+
+
+def section_crosscheck(run: Run, c: Comparison) -> Section | None:
+    if c.fit is None or "crosscheck" not in c.fit:
+        return _waiting("crosscheck", "RCI cross-check", "fit.json with a crosscheck block") if c.rci is not None else None
+    cc = c.fit["crosscheck"]
+    blocks: list = [Text(crosscheck_sentence(c.fit, c.rci))]
+    if cc.get("kappa") is not None:
+        blocks.append(Text(f"Agreement of the posterior and RCI classes: Cohen's κ = {cc['kappa']:.3f}."))
+    table = cc.get("table")
+    if isinstance(table, dict) and table:
+        t = pd.DataFrame(table).T
+        t.index.name = "RCI \\ posterior"
+        blocks.append(Table(t.reset_index(), "RCI class (rows) × posterior class (columns)", latex=True, label="crosscheck"))
+    sel = c.fit.get("selection")
+    if sel:
+        blocks.append(Text(f"Posterior selection at FDR {sel.get('fdr')}: {sel.get('n_improved')} improved, {sel.get('n_deteriorated')} deteriorated, "
+                           f"expected false discoveries {float(sel.get('expected_false', float('nan'))):.1f}."))
+    return Section("crosscheck", "RCI cross-check", blocks)
+
+
+# -------------------------------------------------- power and switch (run-wide)
+
+
+def _records_tables(obj, prefix: str = "") -> list[tuple[str, pd.DataFrame]]:
+    out = []
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            out += _records_tables(v, f"{prefix}{k}.")
+    elif isinstance(obj, list) and obj and all(isinstance(r, dict) for r in obj):
+        out.append((prefix.rstrip("."), pd.DataFrame(obj)))
+    return out
+
+
+VERDICT_PARADIGMS = ("fixed_n", "bonferroni", "holm", "bh", "clustered", "anytime")
+
+
+def power_pairs_table(pairs: list[dict]) -> pd.DataFrame:
+    """One row per compared pair of ``power.json``: N, δ, ρ, discordant counts, MDE, N*, q, McNemar, verdicts."""
+    rows = []
+    for p in pairs:
+        row = {"pair": f"{p.get('name_a')} vs {p.get('name_b')}", "N": p.get("n"), "delta": p.get("delta"), "rho": p.get("rho"),
+               "b": p.get("b"), "c": p.get("c"), "MDE": p.get("mde"), "N*": p.get("n_star_ceil", p.get("n_star")), "q = N/N*": p.get("q"),
+               "p exact": p.get("p_exact")}
+        for k in VERDICT_PARADIGMS:
+            if k in (p.get("verdicts") or {}):
+                row[k] = p["verdicts"][k]
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def section_power(run: Run, c: Comparison | None = None) -> Section | None:
+    """Resolution diagnostics (``power.json`` of ``bayesrc power``): is the benchmark big enough?"""
+    if run.power is None:
+        return None
+    p = run.power
+    pairs = p.get("pairs") if isinstance(p, dict) else None
+    if not (isinstance(pairs, list) and pairs and isinstance(pairs[0], dict) and "n_star" in pairs[0]):
+        rows = _flatten(p) if isinstance(p, dict) else [("power.json", str(p))]
+        return Section("power", "Resolution diagnostics", [Table(pd.DataFrame(rows[:80], columns=["quantity", "value"]), "Resolution diagnostics (power.json)")])
+    if c is not None and c.versions != ("v1", "v2"):
+        mine = [q for q in pairs if {str(q.get("name_a")), str(q.get("name_b"))} == set(c.versions)]
+        pairs = mine or pairs
+    blocks: list = []
+    for q in pairs[:3]:
+        v = q.get("verdicts") or {}
+        resolved = [k for k in VERDICT_PARADIGMS if v.get(k) == "resolved"]
+        blocks.append(Text(
+            f"**{q.get('name_a')} vs {q.get('name_b')}**: N = {q.get('n')} items, observed δ = {q.get('delta', float('nan')):+.3f}, "
+            f"minimum detectable effect {q.get('mde', float('nan')):.3f}; resolving δ needs N* ≈ {q.get('n_star_ceil') or q.get('n_star')} items, "
+            f"so q = N/N* = {q.get('q', float('nan')):.3g} — "
+            + (f"resolved under {', '.join(resolved)}." if resolved else "unresolved under every stress test.")))
+    blocks.append(Table(power_pairs_table(pairs), "Resolution per pair (verdicts under fixed n, multiplicity, clustering, anytime-valid)", latex=True, label="power"))
+    if p.get("unresolved"):
+        blocks.append(Table(pd.DataFrame(p["unresolved"]), "Unresolved pairs per paradigm"))
+    return Section("power", "Resolution diagnostics", blocks)
+
+
+def switch_blocks(name: str, bench: dict) -> list:
+    cells = pd.DataFrame(bench.get("cells") or [])
+    blocks: list = [Text(f"**{name}**: μ = {bench.get('mu', float('nan')):.3f}, R² = {bench.get('r2', float('nan')):.3f}, "
+                         f"leave-one-cell-out CV R² = {bench.get('cv_r2', float('nan')):.3f}.")]
+    if {"prefix", "suffix", "observed"} <= set(cells):
+        obs = cells.pivot(index="prefix", columns="suffix", values="observed")
+        blocks.append(_fig(lambda: F.heatmap(obs, title=f"{name}: switch effects", label="Δ (a→b − b→b)"), f"{name}: observed switch effects (rows: prefix model).", f"switch_{name}"))
+        if "resid" in cells:
+            res = cells.pivot(index="prefix", columns="suffix", values="resid")
+            blocks.append(_fig(lambda: F.heatmap(res, title=f"{name}: residuals", label="residual"), f"{name}: residuals of the additive factor model.", f"switch_resid_{name}"))
+    ab = pd.DataFrame({"alpha (prefix influence)": pd.Series(bench.get("alpha") or {}), "beta (suffix susceptibility)": pd.Series(bench.get("beta") or {})})
+    if len(ab):
+        blocks.append(Table(ab.rename_axis("model").reset_index(), f"{name}: additive factor model", latex=True, label=f"switch-{name}"))
+    return blocks
+
+
+def section_switch(run: Run, c: Comparison | None = None) -> Section | None:
+    """Switch heatmaps (``switch.json`` of ``bayesrc switch``: per benchmark mu, alpha, beta, r2, cv_r2, cells)."""
+    if run.switch is None:
+        return None
+    s = run.switch.get("benchmarks", run.switch) if isinstance(run.switch, dict) else {}
+    blocks: list = []
+    for name, bench in s.items():
+        if isinstance(bench, dict) and ("cells" in bench or "alpha" in bench):
+            blocks += switch_blocks(str(name), bench)
+    if not blocks:
+        blocks = [Text("switch.json holds no benchmark with cells or factor estimates.")]
+    return Section("switch", "Model-switch matrices", blocks)
+
+
+def section_sensitivity(run: Run, c: Comparison | None = None) -> Section | None:
+    """Sensitivity analyses (``sensitivity_NAME.csv`` / ``.png`` of ``bayesrc sensitivity``)."""
+    if not run.sensitivity:
+        return None
+    titles = {"threshold": "RCI threshold and SD basis", "exclusion": "Exclusion rules", "k": "K-subsampling (first k samples per item)"}
+    blocks: list = [Text("How the reliable-change conclusions move when one analysis choice changes"
+                         + (" (realized false-discovery proportion against the simulation's truth)." if any("realized_fdp" in t for t, _ in run.sensitivity.values()) else "."))]
+    order = sorted(run.sensitivity, key=lambda n: (list(titles).index(n) if n in titles else len(titles), n))
+    for name in order:
+        table, png = run.sensitivity[name]
+        if png is not None:
+            fig = Figure(lambda: None, f"Sensitivity: {titles.get(name, name)}.", f"sensitivity_{name}")
+            fig._png = png.read_bytes()
+            blocks.append(fig)
+        blocks.append(Table(table.drop(columns=[col for col in ("analysis",) if col in table]), f"Sensitivity: {titles.get(name, name)}", latex=True, label=f"sens-{name}"))
+    blocks.append(Text("Not done: prior sensitivity and the Bayesian FDR level (they need the fitted models of `bayesrc fit`)."))
+    return Section("sensitivity", "Sensitivity analyses", blocks)
+
+
+PairBuilder = Callable[[Run, Comparison], "Section | None"]
+
+SECTION_BUILDERS: list[PairBuilder] = [
+    section_pins,
+    section_aggregate,
+    section_rci,
+    section_reference_figures,
+    section_bayes_items,
+    section_domain_shift,
+    section_crosscheck,
+    section_diagnostics,
+    section_sensitivity,
+    section_power,
+    section_switch,
+]
+
+
+def build_sections(run: Run, c: Comparison, *, builders: list[PairBuilder] | None = None) -> list[Section]:
+    return [s for b in (builders or SECTION_BUILDERS) if (s := b(run, c)) is not None]

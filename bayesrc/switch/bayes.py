@@ -1,0 +1,357 @@
+"""Bayesian additive factor model for switch effects, in PyMC and NumPyro (SPEC section 4).
+
+Same priors in both backends (``FactorPriors``)::
+
+    μ ~ Normal(0, mu_sd)
+    σ_α, σ_β, τ ~ HalfNormal(scale_sd)
+    α ~ ZeroSumNormal(σ_α)   (dim prefix)      pooled prefix influence, Σα = 0
+    β ~ ZeroSumNormal(σ_β)   (dim suffix)      pooled suffix susceptibility, Σβ = 0
+    (sampled non-centred, α = σ_α z_α with z_α ~ ZeroSumNormal(1); ``pooled=False``
+    fixes σ_α = σ_β = scale_sd)
+
+**Cell data** (published means and 95 % intervals): for each off-diagonal cell
+
+    Δ̂_ab ~ Normal(μ + α_a + β_b, sqrt(se_ab² + τ²)),
+
+the interaction γ_ab ~ Normal(0, τ) integrated out, with se_ab from the intervals.
+
+**Episode data** (episode-level likelihood): every score, diagonal included,
+
+    s_e(a→b) ~ Normal(m_b + u_e + [a≠b](μ + α_a + β_b + γ_ab), σ),
+    m_b ~ Normal(0, base_sd),  u_e ~ Normal(0, σ_u),  γ_ab ~ Normal(0, τ),
+    σ_u, σ ~ HalfNormal(noise_sd)
+
+(u_e: episode difficulty shared by all cells -- the pairing; γ and u non-centred).
+Both return an ArviZ DataTree with named dims ``prefix``, ``suffix``, ``cell``,
+``episode``; :func:`diagnostics` reports R-hat, bulk/tail ESS and divergences.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from bayesrc.switch.data import SwitchData
+from bayesrc.switch.matrix import switch_effects
+
+BACKENDS: tuple[str, ...] = ("numpyro", "pymc")
+
+
+@dataclass(frozen=True)
+class FactorPriors:
+    mu_sd: float = 1.0
+    scale_sd: float = 0.5
+    base_sd: float = 1.0
+    noise_sd: float = 1.0
+    pooled: bool = True  # False: α, β ~ ZeroSumNormal(scale_sd) with a fixed (weak) scale
+
+
+@dataclass(frozen=True)
+class FactorData:
+    """Arrays the models condition on (built by :func:`factor_data`)."""
+
+    kind: str  # "cells" | "episodes"
+    models: list[str]
+    y: np.ndarray
+    prefix_idx: np.ndarray
+    suffix_idx: np.ndarray
+    se: np.ndarray | None = None  # cells
+    episode_idx: np.ndarray | None = None  # episodes
+    episodes: list[str] = field(default_factory=list)
+    cell_labels: list[str] = field(default_factory=list)  # off-diagonal cells, row-major
+    benchmark: str = ""
+
+    @property
+    def k(self) -> int:
+        return len(self.models)
+
+    @property
+    def cell_idx(self) -> np.ndarray:
+        """Index of each row's off-diagonal cell (−1 on the diagonal)."""
+        k = self.k
+        a, b = self.prefix_idx, self.suffix_idx
+        idx = a * (k - 1) + b - (b > a)
+        return np.where(a == b, -1, idx)
+
+
+def _cell_labels(models: list[str]) -> list[str]:
+    return [f"{a} -> {b}" for a in models for b in models if a != b]
+
+
+def factor_data(data: SwitchData, *, pairing_rho: float = 0.0) -> FactorData:
+    """Cell data -> off-diagonal Δ̂ with SEs (see :func:`switch_effects` for
+    ``pairing_rho``); episode data -> every score row."""
+    if len(data.benchmarks) != 1:
+        raise ValueError(f"select one benchmark first; have {data.benchmarks}")
+    bench = data.benchmarks[0]
+    models = data.models[bench]
+    pos = {m: i for i, m in enumerate(models)}
+    if data.kind == "cells":
+        eff = switch_effects(data, pairing_rho=pairing_rho)
+        df = eff[["delta", "se"]].to_dataframe().reset_index()
+        df = df[(df["prefix"] != df["suffix"]) & np.isfinite(df["delta"])]
+        return FactorData(
+            "cells", models, df["delta"].to_numpy(float), df["prefix"].map(pos).to_numpy(), df["suffix"].map(pos).to_numpy(),
+            se=df["se"].to_numpy(float), cell_labels=_cell_labels(models), benchmark=bench,
+        )
+    df = data.frame
+    episodes = list(dict.fromkeys(df["episode"]))
+    epos = {e: i for i, e in enumerate(episodes)}
+    return FactorData(
+        "episodes", models, df["score"].to_numpy(float), df["prefix"].map(pos).to_numpy(), df["suffix"].map(pos).to_numpy(),
+        episode_idx=df["episode"].map(epos).to_numpy(), episodes=episodes, cell_labels=_cell_labels(models), benchmark=bench,
+    )
+
+
+def _coords(fd: FactorData) -> dict[str, list[str]]:
+    coords = {"prefix": fd.models, "suffix": fd.models, "cell": fd.cell_labels}
+    if fd.kind == "episodes":
+        coords["episode"] = fd.episodes
+    return coords
+
+
+DIMS = {"alpha": ["prefix"], "beta": ["suffix"], "alpha_z": ["prefix"], "beta_z": ["suffix"], "gamma": ["cell"], "gamma_z": ["cell"], "m": ["suffix"], "u": ["episode"], "u_z": ["episode"]}
+
+
+# ----------------------------------------------------------------------------- NumPyro
+def numpyro_model(
+    prefix_idx, suffix_idx, cell_idx, episode_idx=None, se=None, y=None, *, k: int, n_episodes: int = 0, priors: FactorPriors = FactorPriors()
+) -> None:
+    """The factor model as a NumPyro model function (see module docstring).
+
+    Arrays are arguments (so one compiled sampler serves many data sets of the same
+    shape); ``se`` given -> cell likelihood, else the episode likelihood.
+    """
+    import jax.numpy as jnp
+    import numpyro
+    import numpyro.distributions as dist
+
+    mu = numpyro.sample("mu", dist.Normal(0.0, priors.mu_sd))
+    if priors.pooled:
+        s_a = numpyro.sample("sigma_alpha", dist.HalfNormal(priors.scale_sd))
+        s_b = numpyro.sample("sigma_beta", dist.HalfNormal(priors.scale_sd))
+    else:
+        s_a = s_b = priors.scale_sd
+    tau = numpyro.sample("tau", dist.HalfNormal(priors.scale_sd))
+    # Non-centred: α = σ_α · z, z ~ ZeroSumNormal(1) (same distribution, no funnel).
+    alpha = numpyro.deterministic("alpha", s_a * numpyro.sample("alpha_z", dist.ZeroSumNormal(1.0, event_shape=(k,))))
+    beta = numpyro.deterministic("beta", s_b * numpyro.sample("beta_z", dist.ZeroSumNormal(1.0, event_shape=(k,))))
+    a, b = prefix_idx, suffix_idx
+    if se is not None:
+        numpyro.sample("obs", dist.Normal(mu + alpha[a] + beta[b], jnp.sqrt(se**2 + tau**2)), obs=y)
+        return
+    gamma_z = numpyro.sample("gamma_z", dist.Normal(0.0, 1.0).expand([k * (k - 1)]).to_event(1))
+    gamma = numpyro.deterministic("gamma", tau * gamma_z)
+    m = numpyro.sample("m", dist.Normal(0.0, priors.base_sd).expand([k]).to_event(1))
+    s_u = numpyro.sample("sigma_u", dist.HalfNormal(priors.noise_sd))
+    sigma = numpyro.sample("sigma", dist.HalfNormal(priors.noise_sd))
+    u_z = numpyro.sample("u_z", dist.Normal(0.0, 1.0).expand([n_episodes]).to_event(1))
+    u = numpyro.deterministic("u", s_u * u_z)
+    switch = jnp.where(cell_idx >= 0, mu + alpha[a] + beta[b] + gamma[jnp.maximum(cell_idx, 0)], 0.0)
+    numpyro.sample("obs", dist.Normal(m[b] + u[episode_idx] + switch, sigma), obs=y)
+
+
+def numpyro_sampler(
+    fd: FactorData, *, priors: FactorPriors = FactorPriors(), draws: int = 1000, tune: int = 1000, chains: int = 2, target_accept: float = 0.9
+):
+    """A NumPyro MCMC object for data shaped like ``fd``; reuse it across data sets
+    of the same shape (``fit_numpyro(..., sampler=...)``) to compile once."""
+    from functools import partial
+
+    from numpyro.infer import MCMC, NUTS
+
+    model = partial(numpyro_model, k=fd.k, n_episodes=len(fd.episodes), priors=priors)
+    kernel = NUTS(model, target_accept_prob=target_accept)
+    # progress_bar=True selects NumPyro's step-wise loop, whose compiled step is reused
+    # across runs with jit_model_args; the bar itself is silenced in fit_numpyro.
+    return MCMC(kernel, num_warmup=tune, num_samples=draws, num_chains=chains, chain_method="sequential", progress_bar=True, jit_model_args=True)
+
+
+def fit_numpyro(
+    fd: FactorData,
+    *,
+    priors: FactorPriors = FactorPriors(),
+    draws: int = 1000,
+    tune: int = 1000,
+    chains: int = 2,
+    seed: int = 0,
+    target_accept: float = 0.9,
+    sampler=None,
+):
+    """NUTS in NumPyro; returns an ArviZ DataTree."""
+    import contextlib
+    import io
+
+    import arviz as az
+    import jax
+
+    mcmc = sampler or numpyro_sampler(fd, priors=priors, draws=draws, tune=tune, chains=chains, target_accept=target_accept)
+    args = (fd.prefix_idx, fd.suffix_idx, fd.cell_idx, fd.episode_idx, fd.se)
+    with contextlib.redirect_stderr(io.StringIO()):
+        mcmc.run(jax.random.PRNGKey(seed), *args, y=fd.y)
+    keep = ("alpha", "beta", "alpha_z", "beta_z") if fd.kind == "cells" else tuple(DIMS)
+    dims = {k: v for k, v in DIMS.items() if k in keep}
+    # pred_dims given: arviz_base's dim inference needs numpyro.infer.initialization (gone in numpyro 0.22).
+    return az.from_numpyro(mcmc, coords=_coords(fd), dims=dims, pred_dims={})
+
+
+# ----------------------------------------------------------------------------- PyMC
+def pymc_model(fd: FactorData, priors: FactorPriors = FactorPriors()):
+    """The factor model as a PyMC model (same priors as :func:`numpyro_model`)."""
+    import pymc as pm
+    import pytensor.tensor as pt
+
+    k = fd.k
+    with pm.Model(coords=_coords(fd)) as model:
+        mu = pm.Normal("mu", 0.0, priors.mu_sd)
+        if priors.pooled:
+            s_a = pm.HalfNormal("sigma_alpha", priors.scale_sd)
+            s_b = pm.HalfNormal("sigma_beta", priors.scale_sd)
+        else:
+            s_a = s_b = priors.scale_sd
+        tau = pm.HalfNormal("tau", priors.scale_sd)
+        alpha = pm.Deterministic("alpha", s_a * pm.ZeroSumNormal("alpha_z", sigma=1.0, dims="prefix"), dims="prefix")
+        beta = pm.Deterministic("beta", s_b * pm.ZeroSumNormal("beta_z", sigma=1.0, dims="suffix"), dims="suffix")
+        a, b = fd.prefix_idx, fd.suffix_idx
+        if fd.kind == "cells":
+            pm.Normal("obs", mu + alpha[a] + beta[b], pt.sqrt(fd.se**2 + tau**2), observed=fd.y)
+            return model
+        gamma_z = pm.Normal("gamma_z", 0.0, 1.0, dims="cell")
+        gamma = pm.Deterministic("gamma", tau * gamma_z, dims="cell")
+        m = pm.Normal("m", 0.0, priors.base_sd, dims="suffix")
+        s_u = pm.HalfNormal("sigma_u", priors.noise_sd)
+        sigma = pm.HalfNormal("sigma", priors.noise_sd)
+        u_z = pm.Normal("u_z", 0.0, 1.0, dims="episode")
+        u = pm.Deterministic("u", s_u * u_z, dims="episode")
+        cidx = fd.cell_idx
+        off = (cidx >= 0).astype(float)
+        switch = off * (mu + alpha[a] + beta[b] + gamma[np.maximum(cidx, 0)])
+        pm.Normal("obs", m[b] + u[fd.episode_idx] + switch, sigma, observed=fd.y)
+    return model
+
+
+def fit_pymc(
+    fd: FactorData, *, priors: FactorPriors = FactorPriors(), draws: int = 1000, tune: int = 1000, chains: int = 2, seed: int = 0, target_accept: float = 0.9
+):
+    """NUTS in PyMC; returns an ArviZ DataTree."""
+    import pymc as pm
+
+    with pymc_model(fd, priors):
+        return pm.sample(
+            draws, tune=tune, chains=chains, cores=1, random_seed=seed, progressbar=False,
+            target_accept=target_accept, compute_convergence_checks=False,
+        )
+
+
+# ----------------------------------------------------------------------------- results
+def diagnostics(idata, var_names: tuple[str, ...] = ("mu", "alpha", "beta", "tau")) -> dict[str, float]:
+    """Max R-hat, min bulk / tail ESS over ``var_names`` and the number of divergences."""
+    import arviz as az
+
+    post = idata.posterior.to_dataset() if hasattr(idata.posterior, "to_dataset") else idata.posterior
+    post = post[list(var_names)]
+    rhat = az.rhat(post)
+    bulk = az.ess(post, method="bulk")
+    tail = az.ess(post, method="tail")
+
+    def _ext(ds, fn) -> float:
+        ds = ds.to_dataset() if hasattr(ds, "to_dataset") else ds
+        vals = np.concatenate([np.ravel(ds[v].to_numpy()) for v in ds.data_vars])
+        vals = vals[np.isfinite(vals)]
+        return float(fn(vals)) if vals.size else float("nan")  # R-hat is NaN with one chain
+
+    ss = idata.sample_stats
+    div = int(np.asarray(ss["diverging"]).sum()) if "diverging" in ss else 0
+    return {"r_hat_max": _ext(rhat, np.nanmax), "ess_bulk_min": _ext(bulk, np.nanmin), "ess_tail_min": _ext(tail, np.nanmin), "divergences": div}
+
+
+@dataclass
+class BayesFactorFit:
+    """A Bayesian factor-model fit: DataTree plus tidy summaries."""
+
+    backend: str
+    data: FactorData
+    idata: object
+    level: float = 0.95
+
+    def posterior(self, name: str) -> xr.DataArray:
+        da = self.idata.posterior[name]
+        return da if isinstance(da, xr.DataArray) else xr.DataArray(da)
+
+    def summary(self) -> pd.DataFrame:
+        """term, model, mean, sd, ci_low, ci_high for μ, τ, α and β."""
+        q = ((1 - self.level) / 2, (1 + self.level) / 2)
+        rows = []
+        for name in ("mu", "tau"):
+            x = np.asarray(self.posterior(name)).ravel()
+            rows.append({"term": name, "model": "", "mean": x.mean(), "sd": x.std(), "ci_low": np.quantile(x, q[0]), "ci_high": np.quantile(x, q[1])})
+        for name in ("alpha", "beta"):
+            x = np.asarray(self.posterior(name)).reshape(-1, self.data.k)
+            for j, m in enumerate(self.data.models):
+                rows.append({"term": name, "model": m, "mean": x[:, j].mean(), "sd": x[:, j].std(), "ci_low": np.quantile(x[:, j], q[0]), "ci_high": np.quantile(x[:, j], q[1])})
+        return pd.DataFrame(rows)
+
+    def cell_effects(self) -> pd.DataFrame:
+        """Posterior of each off-diagonal Δ_ab = μ + α_a + β_b (+ γ_ab with episode data):
+        prefix, suffix, mean, sd, ci_low, ci_high."""
+        q = ((1 - self.level) / 2, (1 + self.level) / 2)
+        k = self.data.k
+        mu = np.asarray(self.posterior("mu")).reshape(-1, 1, 1)
+        a = np.asarray(self.posterior("alpha")).reshape(-1, k, 1)
+        b = np.asarray(self.posterior("beta")).reshape(-1, 1, k)
+        d = mu + a + b
+        off = ~np.eye(k, dtype=bool)
+        draws = d[:, off]  # row-major over a != b, the order of the gamma cells
+        if "gamma" in self.idata.posterior:
+            draws = draws + np.asarray(self.posterior("gamma")).reshape(-1, k * (k - 1))
+        pi, si = np.nonzero(off)
+        m = self.data.models
+        return pd.DataFrame(
+            {
+                "prefix": [m[i] for i in pi],
+                "suffix": [m[j] for j in si],
+                "mean": draws.mean(0),
+                "sd": draws.std(0),
+                "ci_low": np.quantile(draws, q[0], axis=0),
+                "ci_high": np.quantile(draws, q[1], axis=0),
+            }
+        )
+
+    def diagnostics(self) -> dict[str, float]:
+        return diagnostics(self.idata)
+
+    def to_dict(self) -> dict:
+        s = self.summary()
+        out: dict = {"backend": self.backend, "likelihood": self.data.kind, "level": self.level, "diagnostics": self.diagnostics()}
+        for term in ("mu", "tau"):
+            r = s[s["term"] == term].iloc[0]
+            out[term] = {"mean": r["mean"], "sd": r["sd"], "ci_low": r["ci_low"], "ci_high": r["ci_high"]}
+        for term in ("alpha", "beta"):
+            sub = s[s["term"] == term]
+            out[term] = {r.model: {"mean": r.mean, "sd": r.sd, "ci_low": r.ci_low, "ci_high": r.ci_high} for r in sub.itertuples()}
+        out["cells"] = self.cell_effects().to_dict(orient="records")
+        return out
+
+
+def fit_factor_bayes(
+    data: SwitchData | FactorData,
+    *,
+    backend: str = "numpyro",
+    priors: FactorPriors = FactorPriors(),
+    draws: int = 1000,
+    tune: int = 1000,
+    chains: int = 2,
+    seed: int = 0,
+    target_accept: float = 0.9,
+    sampler=None,
+) -> BayesFactorFit:
+    """Fit the Bayesian additive model with ``backend`` in {"numpyro", "pymc"}."""
+    fd = data if isinstance(data, FactorData) else factor_data(data)
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    kw = dict(priors=priors, draws=draws, tune=tune, chains=chains, seed=seed, target_accept=target_accept)
+    idata = fit_numpyro(fd, sampler=sampler, **kw) if backend == "numpyro" else fit_pymc(fd, **kw)
+    return BayesFactorFit(backend, fd, idata)

@@ -1,0 +1,255 @@
+"""Switch-matrix inputs (SPEC section 4, paper 004 section 2).
+
+Two shapes are accepted, in CSV, JSONL or Parquet:
+
+* **episode level** -- one row per (episode, prefix model, suffix model) with the
+  episode's ``score`` under the benchmark metric (optional ``benchmark`` column);
+* **cell level** -- the published summaries: ``benchmark, metric, prefix_model,
+  suffix_model, mean, ci_low, ci_high, n_episodes`` (as ``data/switch_matrix_cells.csv``).
+
+The diagonal cell (b -> b) is the no-switch baseline of suffix model b, so every
+model that appears must have it. Every problem is an :class:`InputError` naming
+file, line and field.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from bayesrc.errors import InputError
+
+EPISODE_COLUMNS: tuple[str, ...] = ("episode", "prefix_model", "suffix_model", "score")
+CELL_COLUMNS: tuple[str, ...] = ("prefix_model", "suffix_model", "mean", "ci_low", "ci_high", "n_episodes")
+DEFAULT_BENCHMARK = "default"
+Z95 = 1.959963984540054
+
+
+@dataclass(frozen=True)
+class SwitchData:
+    """Validated switch-matrix input.
+
+    ``kind`` is ``"episodes"`` (columns benchmark, episode, prefix, suffix, score) or
+    ``"cells"`` (benchmark, metric, prefix, suffix, mean, ci_low, ci_high, n, se); ``models``
+    maps each benchmark to its models in order of first appearance.
+    """
+
+    kind: str
+    frame: pd.DataFrame
+    models: dict[str, list[str]]
+    path: str
+
+    @property
+    def benchmarks(self) -> list[str]:
+        return list(self.models)
+
+    def select(self, benchmark: str) -> SwitchData:
+        if benchmark not in self.models:
+            raise InputError(f"benchmark {benchmark!r} not in the input (has {self.benchmarks})", path=self.path, field="benchmark")
+        frame = self.frame[self.frame["benchmark"] == benchmark].reset_index(drop=True)
+        return SwitchData(self.kind, frame, {benchmark: self.models[benchmark]}, self.path)
+
+
+def _read_table(path: Path) -> tuple[pd.DataFrame, str]:
+    """Read CSV / JSONL / Parquet as strings-or-objects with a 1-based ``_line`` column."""
+    if not path.exists():
+        raise InputError("file not found", path=path)
+    if path.is_dir():
+        raise InputError("is a directory, expected a switch-matrix file", path=path)
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".ndjson", ".json"):
+        records, lines = [], []
+        with path.open("r", encoding="utf-8") as fh:
+            for lineno, raw in enumerate(fh, start=1):
+                if not raw.strip():
+                    continue
+                try:
+                    rec = json.loads(raw)
+                except json.JSONDecodeError as exc:
+                    raise InputError(f"malformed JSON ({exc.msg})", path=path, line=lineno) from None
+                if not isinstance(rec, dict):
+                    raise InputError("expected a JSON object per line", path=path, line=lineno)
+                records.append(rec)
+                lines.append(lineno)
+        df = pd.DataFrame.from_records(records)
+        df["_line"] = lines
+        return df, "line"
+    if suffix == ".csv":
+        try:
+            df = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
+        except pd.errors.EmptyDataError:
+            raise InputError("file is empty", path=path) from None
+        except (pd.errors.ParserError, UnicodeDecodeError) as exc:
+            raise InputError(f"malformed CSV ({exc})", path=path) from None
+        df["_line"] = np.arange(len(df)) + 2  # header is line 1
+        return df, "line"
+    if suffix in (".parquet", ".pq"):
+        try:
+            df = pd.read_parquet(path)
+        except Exception as exc:  # pyarrow raises many types for corrupt files
+            raise InputError(f"unreadable Parquet ({type(exc).__name__}: {exc})", path=path) from None
+        df["_line"] = np.arange(len(df)) + 1
+        return df, "row"
+    raise InputError(f"unknown format {suffix!r}; expected .csv, .jsonl or .parquet", path=path)
+
+
+def _numeric(df: pd.DataFrame, field: str, path: Path) -> np.ndarray:
+    """Column as float; the first non-numeric / non-finite value is an error."""
+    col = df[field]
+    values = pd.to_numeric(col.astype(object).where(col.notna(), None), errors="coerce").to_numpy(dtype=float)
+    bad = ~np.isfinite(values)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise InputError(f"expected a finite number, got {col.iloc[i]!r}", path=path, line=int(df["_line"].iloc[i]), field=field)
+    return values
+
+
+def _text(df: pd.DataFrame, field: str, path: Path) -> pd.Series:
+    col = df[field]
+    empty = col.isna() | (col.astype(str).str.strip() == "")
+    if empty.any():
+        i = int(np.argmax(empty.to_numpy()))
+        raise InputError("empty value", path=path, line=int(df["_line"].iloc[i]), field=field)
+    return col.astype(str).str.strip()
+
+
+def _check_matrix(df: pd.DataFrame, keys: list[str], path: Path) -> dict[str, list[str]]:
+    """Duplicates, at least two models, and a diagonal cell for every model."""
+    dup = df.duplicated(keys, keep="first").to_numpy()
+    if dup.any():
+        i = int(np.argmax(dup))
+        row = df.iloc[i]
+        src = {"prefix": "prefix_model", "suffix": "suffix_model"}
+        what = ", ".join(f"{src.get(k, k)}={row[k]!r}" for k in keys)
+        raise InputError(f"duplicate cell ({what})", path=path, line=int(row["_line"]), field=src.get(keys[-1], keys[-1]))
+    models: dict[str, list[str]] = {}
+    for bench, sub in df.groupby("benchmark", sort=False):
+        order = list(dict.fromkeys(np.ravel(sub[["prefix", "suffix"]].to_numpy())))
+        if len(order) < 2:
+            raise InputError(
+                f"switch matrix needs at least two models, benchmark {bench!r} has only {order}",
+                path=path,
+                line=int(sub["_line"].iloc[0]),
+                field="prefix_model",
+            )
+        diag = set(sub.loc[sub["prefix"] == sub["suffix"], "suffix"])
+        for m in order:
+            if m not in diag:
+                first = sub[(sub["prefix"] == m) | (sub["suffix"] == m)].iloc[0]
+                raise InputError(
+                    f"model {m!r} has no diagonal (no-switch) cell {m} -> {m} in benchmark {bench!r}",
+                    path=path,
+                    line=int(first["_line"]),
+                    field="suffix_model",
+                )
+        models[str(bench)] = order
+    return models
+
+
+def load_switch(path: str | Path, *, benchmark: str | None = None) -> SwitchData:
+    """Load episode-level scores or cell-level summaries (detected from the columns).
+
+    Raises :class:`InputError` for a missing column, a non-numeric score/mean/interval,
+    an interval that does not contain its mean, duplicate cells (or duplicate
+    episode rows), a model without its diagonal cell, or a matrix with one model.
+    """
+    path = Path(path)
+    df, _ = _read_table(path)
+    return _validate(df, path, benchmark)
+
+
+def _validate(df: pd.DataFrame, path: Path, benchmark: str | None) -> SwitchData:
+    if len(df) == 0:
+        raise InputError("file is empty (no rows)", path=path)
+    cols = set(df.columns)
+    if "score" in cols:
+        kind, required = "episodes", EPISODE_COLUMNS
+    elif "mean" in cols or "ci_low" in cols:
+        kind, required = "cells", CELL_COLUMNS
+    else:
+        raise InputError(
+            "neither episode-level (episode, prefix_model, suffix_model, score) nor cell-level "
+            "(prefix_model, suffix_model, mean, ci_low, ci_high, n_episodes) columns",
+            path=path,
+            line=1,
+            field="score",
+        )
+    for field in required:
+        if field not in cols:
+            raise InputError("missing required column", path=path, line=1, field=field)
+    out = pd.DataFrame({"_line": df["_line"].to_numpy()})
+    out["benchmark"] = _text(df, "benchmark", path).to_numpy() if "benchmark" in cols else DEFAULT_BENCHMARK
+    out["prefix"] = _text(df, "prefix_model", path).to_numpy()
+    out["suffix"] = _text(df, "suffix_model", path).to_numpy()
+    if kind == "episodes":
+        out["episode"] = _text(df, "episode", path).to_numpy()
+        out["score"] = _numeric(df, "score", path)
+        keys = ["benchmark", "episode", "prefix", "suffix"]
+    else:
+        out["metric"] = _text(df, "metric", path).to_numpy() if "metric" in cols else "score"
+        for field in ("mean", "ci_low", "ci_high"):
+            out[field] = _numeric(df, field, path)
+        n = _numeric(df, "n_episodes", path)
+        bad = (n < 1) | (n != np.round(n))
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise InputError(f"expected a positive integer, got {df['n_episodes'].iloc[i]!r}", path=path, line=int(df["_line"].iloc[i]), field="n_episodes")
+        out["n"] = n.astype(int)
+        bad = ~((out["ci_low"] <= out["mean"]) & (out["mean"] <= out["ci_high"])).to_numpy()
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise InputError("interval [ci_low, ci_high] does not contain mean", path=path, line=int(out["_line"].iloc[i]), field="ci_low")
+        # SE of a cell mean from its published 95% interval (normal approximation).
+        out["se"] = (out["ci_high"] - out["ci_low"]) / (2 * Z95)
+        keys = ["benchmark", "prefix", "suffix"]
+    if benchmark is not None and benchmark not in set(out["benchmark"]):
+        raise InputError(f"benchmark {benchmark!r} not in the input (has {sorted(set(out['benchmark']))})", path=path, field="benchmark")
+    if benchmark is not None:
+        out = out[out["benchmark"] == benchmark].reset_index(drop=True)
+    models = _check_matrix(out, keys, path)
+    if kind == "episodes":
+        # Pairing needs each (episode, suffix) to have its own no-switch score.
+        diag = out[out["prefix"] == out["suffix"]][["benchmark", "episode", "suffix"]]
+        merged = out.merge(diag.assign(_has=True), on=["benchmark", "episode", "suffix"], how="left")
+        missing = merged["_has"].isna().to_numpy()
+        if missing.any():
+            row = merged.iloc[int(np.argmax(missing))]
+            raise InputError(
+                f"episode {row['episode']!r} has no no-switch score {row['suffix']} -> {row['suffix']} to pair with",
+                path=path,
+                line=int(row["_line"]),
+                field="episode",
+            )
+    return SwitchData(kind, out, models, str(path))
+
+
+def episodes_from_frame(frame: pd.DataFrame, *, name: str = "<episodes>") -> SwitchData:
+    """Validated :class:`SwitchData` from an in-memory episode table
+    (columns episode, prefix_model|prefix, suffix_model|suffix, score[, benchmark])."""
+    df = frame.rename(columns={"prefix": "prefix_model", "suffix": "suffix_model"}).copy()
+    df["_line"] = np.arange(len(df)) + 1
+    return _validate(df, Path(name), None)
+
+
+def save_episodes(frame: pd.DataFrame, path: str | Path) -> None:
+    """Write episode-level scores (columns benchmark, episode, prefix_model, suffix_model, score)."""
+    from bayesrc.io import atomic_write_bytes, atomic_write_text
+
+    path = Path(path)
+    df = frame.rename(columns={"prefix": "prefix_model", "suffix": "suffix_model"})
+    cols = [c for c in ("benchmark", "episode", "prefix_model", "suffix_model", "score") if c in df.columns]
+    df = df[cols]
+    if path.suffix.lower() == ".parquet":
+        import io
+
+        buf = io.BytesIO()
+        df.to_parquet(buf, index=False)
+        atomic_write_bytes(path, buf.getvalue())
+    elif path.suffix.lower() == ".jsonl":
+        atomic_write_text(path, df.to_json(orient="records", lines=True))
+    else:
+        atomic_write_text(path, df.to_csv(index=False))

@@ -1,0 +1,185 @@
+"""Reports: sections from a run directory, HTML / Markdown / LaTeX, and the HTML in headless Chromium."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import shutil
+import struct
+import subprocess
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bayesrc.cli import main
+from bayesrc.errors import InputError
+from bayesrc.report import build_report, load_run, report_sections
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMIUM_FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--hide-scrollbars",
+]
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory):
+    """A classical run directory as `bayesrc demo` writes it (400 items, two pairs)."""
+    out = tmp_path_factory.mktemp("demo")
+    assert main(["demo", "--out", str(out), "--items", "400", "--seed", "3"]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def html_reports(demo_run):
+    return build_report(demo_run, fmt="html")
+
+
+def _png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", data[16:24])
+
+
+def test_html_is_self_contained_with_sections_figures_and_tables(demo_run, html_reports):
+    assert set(html_reports) == {"minor", "major"}
+    text = html_reports["minor"].read_text()
+    # no external resource of any kind
+    assert not re.search(r"""(src|href)\s*=\s*["'](https?:|//)""", text)
+    assert "http://" not in text and "https://" not in text
+    imgs = re.findall(r'src="data:image/png;base64,([^"]+)"', text)
+    assert len(imgs) == 4  # scatter, RCI histogram, domain heatmap, difficulty churn
+    for b64 in imgs:
+        w, h = _png_size(base64.b64decode(b64))
+        assert w > 200 and h > 150
+    for key in ("pins", "aggregate", "rci", "figures"):
+        assert f'<section id="{key}" data-status="ok">' in text
+    # Bayesian sections are placeholders until `bayesrc fit` output is in the run directory
+    for key in ("bayes_items", "crosscheck", "diagnostics"):
+        assert f'<section id="{key}" data-status="waiting">' in text
+    # the numbers come from rci.json
+    rci = json.loads((demo_run / "rci.json").read_text())["pairs"]["minor"]
+    assert f"S_diff = {rci['s_diff']:.4f}" in text
+    assert f"<td>{rci['counts']['analysable']['improved']}</td>" in text
+
+
+def test_aggregate_matches_independent_formula(demo_run):
+    from scipy import stats
+
+    items = pd.read_parquet(demo_run / "items_minor.parquet")
+    from bayesrc.report.sections import aggregate_frame
+
+    agg = aggregate_frame(items).set_index("items")
+    d = (items["p_v2"] - items["p_v1"]).dropna().to_numpy()
+    half = stats.t.ppf(0.975, d.size - 1) * d.std(ddof=1) / np.sqrt(d.size)
+    row = agg.loc["all scored items"]
+    assert row["n"] == d.size and np.isclose(row["delta"], d.mean())
+    assert np.isclose(row["ci95_lo"], d.mean() - half) and np.isclose(row["ci95_hi"], d.mean() + half)
+
+
+def test_markdown_and_latex(demo_run, tmp_path):
+    md = build_report(demo_run, fmt="md", out_dir=tmp_path, pairs=["major"])
+    text = md["major"].read_text()
+    assert "## Classical reliable change" in text and "| class |" in text
+    links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
+    assert len(links) == 4 and all((tmp_path / link).is_file() for link in links)
+    tex = build_report(demo_run, fmt="latex", out_dir=tmp_path)["major"].read_text()
+    assert tex.count(r"\begin{tabular}") >= 4
+    assert tex.count(r"\toprule") == tex.count(r"\bottomrule") == tex.count(r"\begin{tabular}")
+    assert r"\label{tab:rci-classes}" in tex and r"\label{tab:domains}" in tex
+    # special characters are escaped (column names with underscores)
+    assert "acc\\_v1" in tex and "acc_v1" not in tex.replace("acc\\_v1", "")
+
+
+def test_bayes_sections_render_from_fit_outputs(demo_run, tmp_path):
+    """fit.json / items.parquet written in the layout of `bayesrc fit` (issue 3) fill the Bayesian sections.
+
+    The numbers here are derived from the run's own RCI table (no model is fitted:
+    this checks the report's wiring of those files, not a posterior).
+    """
+    run = tmp_path / "run"
+    shutil.copytree(demo_run, run, ignore=shutil.ignore_patterns("trials", "report_*"))
+    items = pd.read_parquet(run / "items_minor.parquet")
+    dp = items["delta"].fillna(0.0)
+    bayes = pd.DataFrame({
+        "item_id": items["item_id"], "domain": items["domain"], "p_v1_mean": items["p_v1"], "p_v2_mean": items["p_v2"],
+        "dp_mean": dp, "dp_lo90": dp - 0.1, "dp_hi90": dp + 0.1, "p_changed": (dp.abs() > 0.25).astype(float),
+        "p_improve": (dp > 0).astype(float), "p_deteriorate": (dp < 0).astype(float),
+        "bayes_class": np.where(dp > 0.25, "improved", np.where(dp < -0.25, "deteriorated", "no_change")), "rci_class": items["class"],
+    })
+    (run / "minor").mkdir()
+    bayes.to_parquet(run / "minor" / "items.parquet")
+    fit = {"pair": "minor", "model": "change", "backend": "numpyro",
+           "diagnostics": {"max_rhat": 1.004, "min_ess_bulk": 812.0, "min_ess_tail": 640.0, "divergences": 0, "passed": True},
+           "selection": {"fdr": 0.1, "n_improved": 30, "n_deteriorated": 28, "expected_false": 4.2},
+           "crosscheck": {"table": {"improved": {"improved": 30, "no_change": 5, "deteriorated": 0}}, "kappa": 0.71, "rci_estimated_fdp": 0.31},
+           "domain_shift": {d: {"mean": 0.01 * i, "hdi90": [0.01 * i - 0.05, 0.01 * i + 0.05]} for i, d in enumerate(sorted(items["domain"].unique()))}}
+    (run / "minor" / "fit.json").write_text(json.dumps(fit))
+    r = load_run(run)
+    assert r.comparisons["minor"].fit is not None and r.comparisons["major"].fit is None
+    keys = {s.key: s.status for s in report_sections(r, r.comparisons["minor"])}
+    assert keys["bayes_items"] == keys["crosscheck"] == keys["diagnostics"] == keys["domain_shift"] == "ok"
+    text = build_report(run, pairs=["minor"])["minor"].read_text()
+    flagged = sum(json.loads((run / "rci.json").read_text())["pairs"]["minor"]["counts"]["analysable"][c] for c in ("improved", "deteriorated"))
+    assert f"Of the {flagged} items the RCI calls reliably changed, the posterior estimates that about 31.0%" in text
+    assert "κ = 0.710" in text and "Diagnostics gate <strong>passed</strong>" in text
+    assert len(re.findall(r'src="data:image/png', text)) == 4 + 3  # + P(change) vs RCI, forest, domain shifts
+
+
+def test_power_and_switch_sections_from_their_commands(demo_run, tmp_path):
+    """power.json and switch.json as `bayesrc power` / `bayesrc switch` write them fill their sections."""
+    from conftest import shared_path
+
+    run = tmp_path / "run"
+    shutil.copytree(demo_run, run, ignore=shutil.ignore_patterns("report_*"))
+    assert main(["power", str(run / "trials" / "minor_v1.parquet"), str(run / "trials" / "minor_v2.parquet"), "--cluster-by", "domain", "--out", str(run)]) == 0
+    cells = shared_path("data", "switch_matrix_cells.csv")
+    assert main(["switch", str(cells), "--bayes", "none", "--bootstrap", "200", "--out", str(run)]) == 0
+    power = json.loads((run / "power.json").read_text())["pairs"][0]
+    text = build_report(run, pairs=["minor"])["minor"].read_text()
+    assert '<section id="power" data-status="ok">' in text and '<section id="switch" data-status="ok">' in text
+    assert f"N* ≈ {power['n_star_ceil']} items" in text and f"q = N/N* = {power['q']:.3g}" in text
+    verdict = "unresolved under every stress test" if all(v == "unresolved" for v in power["verdicts"].values()) else "resolved under"
+    assert verdict in text
+    switch = json.loads((run / "switch.json").read_text())["benchmarks"]
+    for name, bench in switch.items():
+        assert f"<strong>{name}</strong>: μ = {bench['mu']:.3f}" in text
+    # 4 reference figures + an effects and a residual heatmap per benchmark
+    assert len(re.findall(r'src="data:image/png', text)) == 4 + 2 * len(switch)
+
+
+def test_bad_run_dir_is_a_clear_error(tmp_path, capsys):
+    with pytest.raises(InputError, match="no result files"):
+        build_report(tmp_path)
+    (tmp_path / "rci.json").write_text('{"pairs": ')
+    assert main(["report", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "rci.json:1" in err and "malformed JSON" in err
+    assert not list(tmp_path.glob("report_*"))
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (apt-get install -y --no-install-recommends chromium)")
+def test_report_renders_in_headless_chromium(html_reports, tmp_path):
+    """Open the demo's report in headless Chromium: every figure decodes, tables are there, a screenshot is written."""
+    page = html_reports["minor"].resolve().as_uri()
+    dom = subprocess.run([CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'u1'}", "--virtual-time-budget=5000", "--dump-dom", page],
+                         capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    body = re.search(r"<body[^>]*>", dom.stdout)
+    assert body, dom.stdout[:500]
+    attrs = dict(re.findall(r'([\w-]+)="([^"]*)"', body.group(0)))
+    assert attrs.get("data-report-status") == "ok", attrs  # set by the page's script after load: all images decoded
+    assert attrs["data-images"] == "4" and int(attrs["data-tables"]) >= 5
+    shot = tmp_path / "report.png"
+    res = subprocess.run([CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'u2'}", f"--screenshot={shot}", "--window-size=1280,4000", page],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and shot.is_file(), res.stderr[-2000:]
+    w, h = _png_size(shot.read_bytes())
+    assert (w, h) == (1280, 4000)
+    # the page is not blank: the screenshot has real content (many distinct colours)
+    import matplotlib.image as mpimg
+
+    img = mpimg.imread(shot)[..., :3]
+    assert len(np.unique((img[::4, ::4] * 255).astype(np.uint8).reshape(-1, 3), axis=0)) > 50
+    assert (img < 0.5).any(axis=2).mean() > 0.01  # dark pixels: text and figure axes were painted

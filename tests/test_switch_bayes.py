@@ -1,0 +1,97 @@
+"""Bayesian additive factor model in NumPyro and PyMC: agreement with least squares,
+recovery and interval coverage on simulated episodes, the two backends side by side.
+
+Draw counts are small to keep the file fast; the checks allow for the Monte Carlo error.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import shared_path
+
+from bayesrc.switch import FactorPriors, factor_data, fit_additive, fit_factor_bayes, load_switch, simulate_switch, switch_effects
+from bayesrc.switch.bayes import BayesFactorFit, fit_numpyro, numpyro_sampler
+
+WEAK = FactorPriors(pooled=False, scale_sd=1.0, mu_sd=1.0)
+
+
+@pytest.fixture(scope="module")
+def coqa():
+    d = load_switch(shared_path("data", "switch_matrix_cells.csv")).select("coqa")
+    return d, fit_additive(switch_effects(d)["delta"])
+
+
+@pytest.mark.parametrize("backend", ["numpyro", "pymc"])
+def test_weak_prior_posterior_means_agree_with_least_squares(coqa, backend):
+    data, ls = coqa
+    fit = fit_factor_bayes(data, backend=backend, priors=WEAK, draws=400, tune=400, chains=2, seed=1)
+    post = fit.idata.posterior
+    assert post["alpha"].dims[-1] == "prefix" and post["beta"].dims[-1] == "suffix"
+    assert list(post["alpha"]["prefix"].to_numpy()) == ls.models
+    s = fit.summary()
+    for term, ref in (("alpha", ls.alpha), ("beta", ls.beta)):
+        sub = s[s["term"] == term].set_index("model")
+        # Flat-ish priors + near-equal cell SEs: posterior mean ~ least squares, well
+        # inside Monte Carlo error (posterior sd / sqrt(ESS) ~ 0.04 sd).
+        z = (sub["mean"] - ref[sub.index]) / sub["sd"]
+        assert np.abs(z).max() < 0.3, (term, z.round(2).to_dict())
+        assert abs(sub["mean"].sum()) < 1e-6  # zero-sum constraint holds draw by draw
+    mu = s[s["term"] == "mu"].iloc[0]
+    assert abs(mu["mean"] - ls.mu) < 0.3 * mu["sd"]
+    diag = fit.diagnostics()
+    assert diag["r_hat_max"] < 1.05 and diag["divergences"] <= 5 and diag["ess_bulk_min"] > 100
+
+
+@pytest.fixture(scope="module")
+def episode_fits():
+    """Four simulated switch matrices (6 models, 30 episodes, known α, β, γ), fitted with
+    one compiled NumPyro sampler; the first also with PyMC."""
+    sims = [simulate_switch(6, 30, mu=0.03, sd_alpha=0.04, sd_beta=0.06, tau=0.02, sigma_u=0.15, sigma=0.08, seed=100 + r) for r in range(4)]
+    fds = [factor_data(s.data) for s in sims]
+    sampler = numpyro_sampler(fds[0], draws=300, tune=300, chains=1, target_accept=0.9)
+    fits = []
+    for r, fd in enumerate(fds):
+        fit = BayesFactorFit("numpyro", fd, fit_numpyro(fd, sampler=sampler, seed=r), level=0.9)
+        fits.append(fit)
+    return sims, fits
+
+
+def _coverage(sim, fit):
+    s = fit.summary()
+    inside = []
+    for term, truth in (("alpha", sim.alpha), ("beta", sim.beta)):
+        sub = s[s["term"] == term]
+        inside += list((sub["ci_low"].to_numpy() <= truth) & (truth <= sub["ci_high"].to_numpy()))
+    cells = fit.cell_effects()
+    pos = {m: i for i, m in enumerate(sim.models)}
+    true_d = np.array([sim.delta[pos[a], pos[b]] for a, b in zip(cells["prefix"], cells["suffix"])])
+    inside += list((cells["ci_low"].to_numpy() <= true_d) & (true_d <= cells["ci_high"].to_numpy()))
+    return np.array(inside)
+
+
+def test_episode_model_recovers_known_factors_with_nominal_coverage(episode_fits):
+    sims, fits = episode_fits
+    inside = np.concatenate([_coverage(s, f) for s, f in zip(sims, fits)])
+    # 4 × (6 α + 6 β + 30 Δ cells) = 168 checks of 90% intervals.
+    assert len(inside) == 168
+    assert 0.80 <= inside.mean() <= 0.98, inside.mean()
+    for sim, fit in zip(sims, fits):
+        s = fit.summary()
+        beta = s[s["term"] == "beta"]["mean"].to_numpy()
+        alpha = s[s["term"] == "alpha"]["mean"].to_numpy()
+        assert np.corrcoef(beta, sim.beta)[0, 1] > 0.8
+        assert np.corrcoef(alpha, sim.alpha)[0, 1] > 0.6
+        assert fit.idata.posterior["u"].dims[-1] == "episode"
+        assert fit.idata.posterior["gamma"].dims[-1] == "cell"
+
+
+def test_pymc_episode_model_matches_numpyro(episode_fits):
+    sims, fits = episode_fits
+    fd = fits[0].data
+    pm_fit = fit_factor_bayes(fd, backend="pymc", draws=300, tune=300, chains=1, seed=5)
+    a, b = pm_fit.summary(), fits[0].summary()
+    # Same model, same priors: posterior means agree within Monte Carlo error.
+    diff = np.abs(a["mean"].to_numpy() - b["mean"].to_numpy())
+    scale = np.maximum(a["sd"].to_numpy(), b["sd"].to_numpy())
+    assert np.max(diff / scale) < 0.6, np.round(diff / scale, 2)
