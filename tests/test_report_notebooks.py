@@ -25,4 +25,4 @@ def test_notebook_runs(path, tmp_path, monkeypatch):
 
 
 def test_notebooks_present():
-    assert {"01_quickstart.ipynb", "02_version_comparison.ipynb", "04_planning.ipynb"} <= {p.name for p in NOTEBOOKS}
+    assert [p.name for p in NOTEBOOKS] == ["01_quickstart.ipynb", "02_version_comparison.ipynb", "03_switch_matrices.ipynb", "04_planning.ipynb"]
