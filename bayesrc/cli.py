@@ -18,6 +18,7 @@ from bayesrc.errors import BayesrcError
 
 COMMAND_MODULES: tuple[str, ...] = (
     "bayesrc.classical.commands",
+    "bayesrc.bayes.commands",
     "bayesrc.collect.commands",
     "bayesrc.power.commands",
     "bayesrc.demo",

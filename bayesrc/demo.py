@@ -1,70 +1,111 @@
 """``bayesrc demo``: the main job on the built-in default.
 
-Until real collection lands, the demo simulates a realistic pair of versions (two
-pairs, so the cross-pair analysis runs too) with known truth, runs the classical
-analysis and writes its tables and a Markdown report under ``runs/``.
+Real by default: assembles the bundled Gemma-3-270M base model, collects K samples per
+item on the project's own item bank under two versions (the Q4_K_M weights and the same
+weights re-quantised to Q3_K_M by llama.cpp's quantiser), checks the two runs' pins, runs
+the classical reliable-change analysis, the Bayesian paired change model (NumPyro, gated),
+the resolution diagnostics, and writes the HTML report. ``--simulated`` swaps collection
+for simulated trials with known truth (seconds instead of minutes).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="run the main job on the built-in default and write a report")
     p.add_argument("--out", type=Path, default=Path("runs/demo"))
-    p.add_argument("--items", type=int, default=2000)
+    p.add_argument("--items", type=int, default=None, help="items (default: 40 collected, 2000 simulated)")
     p.add_argument("--k", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--simulated", action="store_true", help="simulated trials with known truth instead of collecting with Gemma")
+    p.add_argument("--no-bayes", action="store_true", help="skip the Bayesian change model")
     p.set_defaults(func=run_demo)
+
+
+def _collect(out: Path, n_items: int, k: int, seed: int) -> tuple[dict, dict]:
+    """Collect both versions with Gemma; return the item-counts pair and a pins record."""
+    from bayesrc.collect import check_comparable, collect_demo_runs, read_run_record
+    from bayesrc.data import load_counts
+
+    runs = collect_demo_runs(out / "collect", n_items=n_items, k=k, seed=seed, progress=sys.stderr.isatty())
+    comparison = check_comparable(runs["v1"], runs["v2"])
+    counts = load_counts([runs["v1"] / "trials.parquet", runs["v2"] / "trials.parquet"])
+    record = {
+        "comparison": comparison.to_dict(),
+        "v1": read_run_record(runs["v1"]).get("pins", {}),
+        "v2": read_run_record(runs["v2"]).get("pins", {}),
+    }
+    return {"demo": counts}, record
+
+
+def _simulate(n_items: int, k: int, seed: int) -> dict:
+    from bayesrc.data import item_counts, simulate_pair
+
+    sims = {
+        "minor": simulate_pair(n_items, k, models=("sim-v1", "sim-v1.1"), seed=seed),
+        "major": simulate_pair(n_items, k, models=("sim-v2", "sim-v3"), seed=seed + 1, pi_change=0.7, sigma_delta=4.0),
+    }
+    return {n: item_counts(s.trials_v1, s.trials_v2) for n, s in sims.items()}, sims
 
 
 def run_demo(args: argparse.Namespace) -> int:
     from bayesrc.classical import analyse_pairs
-    from bayesrc.data import item_counts, save_trials, simulate_pair
-    from bayesrc.io import atomic_write_json, atomic_write_text, staged_output
+    from bayesrc.data import save_trials
+    from bayesrc.io import atomic_write_json, staged_output
+    from bayesrc.power import leaderboard_report, scores_from_counts
+    from bayesrc.report import build_report
 
-    sims = {
-        "minor": simulate_pair(args.items, args.k, models=("sim-v1", "sim-v1.1"), seed=args.seed),
-        "major": simulate_pair(args.items, args.k, models=("sim-v2", "sim-v3"), seed=args.seed + 1, pi_change=0.7, sigma_delta=4.0),
-    }
-    pairs = {n: item_counts(s.trials_v1, s.trials_v2) for n, s in sims.items()}
+    out: Path = args.out
+    sims, record = None, None
+    if args.simulated:
+        pairs, sims = _simulate(args.items or 2000, args.k, args.seed)
+    else:
+        pairs, record = _collect(out, args.items or 40, args.k, args.seed)
+
     analysis = analyse_pairs(pairs, seed=args.seed)
-    with staged_output(args.out) as stage:
-        (stage / "trials").mkdir()
-        for n, s in sims.items():
-            save_trials(s.trials_v1, stage / "trials" / f"{n}_v1.parquet")
-            save_trials(s.trials_v2, stage / "trials" / f"{n}_v2.parquet")
-            s.truth.to_parquet(stage / "trials" / f"{n}_truth.parquet", index=False)
-            analysis.pairs[n].to_frame().to_parquet(stage / f"items_{n}.parquet", index=False)
+    fits = {} if args.no_bayes else {name: _fit_change(ds, args.seed) for name, ds in pairs.items()}
+    scores, domain, _ = scores_from_counts(next(iter(pairs.values())))
+    resolution = leaderboard_report(scores, domain)
+
+    with staged_output(out) as stage:
+        if sims is not None:
+            (stage / "trials").mkdir()
+            for n, s in sims.items():
+                save_trials(s.trials_v1, stage / "trials" / f"{n}_v1.parquet")
+                save_trials(s.trials_v2, stage / "trials" / f"{n}_v2.parquet")
+                s.truth.to_parquet(stage / "trials" / f"{n}_truth.parquet", index=False)
+        for n, pair in analysis.pairs.items():
+            pair.to_frame().to_parquet(stage / f"items_{n}.parquet", index=False)
         atomic_write_json(stage / "rci.json", analysis.to_dict())
-        atomic_write_text(stage / "report.md", markdown_report(analysis))
+        atomic_write_json(stage / "power.json", resolution.to_dict())
+        if record is not None:
+            atomic_write_json(stage / "run.json", record)
+        for n, f in fits.items():
+            f.write(stage / n)
+    reports = build_report(out, fmt="html")
+
     print(analysis.summary().to_string(index=False))
-    print(f"report: {args.out / 'report.md'}")
+    for n, f in fits.items():
+        print(f"\n{n}: Bayesian change model ({f.backend})")
+        print(f.summary().to_string(index=False))
+    for n, path in reports.items():
+        print(f"report {n}: {path}")
+    failed = [n for n, f in fits.items() if not f.diagnostics.passed]
+    if failed:
+        print(f"bayesrc: warning: convergence gate failed for {', '.join(failed)}; the report marks it failed", file=sys.stderr)
+        return 3
     return 0
 
 
-def markdown_report(analysis) -> str:
-    """A plain Markdown summary of a classical analysis (tables only)."""
-    lines = ["# bayesrc: reliable-change report", ""]
-    for name, pair in analysis.pairs.items():
-        lines += [f"## {name}: {pair.versions[0]} -> {pair.versions[1]}", "", f"SD basis: {pair.params['sd_basis']}", ""]
-        lines += ["| metric | value |", "|---|---|"]
-        for _, row in pair.summary().iterrows():
-            val = row["value"]
-            lines.append(f"| {row['metric']} | {val:.4g} |" if isinstance(val, float) else f"| {row['metric']} | {val} |")
-        lines += ["", "### Churn by baseline difficulty", "", markdown_table(pair.difficulty), ""]
-    if analysis.cross_pair:
-        cp = analysis.cross_pair
-        lines += ["## Cross-pair", "", f"z = {cp['z']:.2f}, p = {cp['p']:.3g}; RCI correlation r = {cp['pearson_r']:.3f} over {cp['n_shared']} shared items", ""]
-    return "\n".join(lines)
+def _fit_change(counts, seed: int):
+    """The paired change model with NumPyro on all cores (at most 4 chains)."""
+    from bayesrc.bayes import SamplerConfig, configure_host_devices, fit
 
-
-def markdown_table(df) -> str:
-    """A DataFrame as a GitHub Markdown table (floats to 4 significant digits)."""
-    fmt = lambda v: f"{v:.4g}" if isinstance(v, float) else str(v)  # noqa: E731
-    head = "| " + " | ".join(map(str, df.columns)) + " |"
-    rule = "|" + "---|" * len(df.columns)
-    body = ["| " + " | ".join(fmt(v) for v in row) + " |" for row in df.itertuples(index=False)]
-    return "\n".join([head, rule, *body])
+    chains = 4
+    configure_host_devices(min(chains, os.cpu_count() or 1))
+    return fit(counts, model="change", backend="numpyro", config=SamplerConfig(chains=chains, seed=seed))

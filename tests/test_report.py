@@ -28,7 +28,7 @@ CHROMIUM_FLAGS = [
 def demo_run(tmp_path_factory):
     """A classical run directory as `bayesrc demo` writes it (400 items, two pairs)."""
     out = tmp_path_factory.mktemp("demo")
-    assert main(["demo", "--out", str(out), "--items", "400", "--seed", "3"]) == 0
+    assert main(["demo", "--simulated", "--no-bayes", "--out", str(out), "--items", "400", "--seed", "3"]) == 0
     return out
 
 

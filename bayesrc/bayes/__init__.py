@@ -1,1 +1,24 @@
-"""bayes (see the issue that builds it)."""
+"""Bayesian item models (SPEC section 3): hierarchical beta-binomial and paired change model.
+
+Each model is written twice with the same priors and named dims (``item``, ``version``,
+``domain``): ``betabinom_numpyro`` / ``betabinom_pymc`` (full NUTS or collapsed) and
+``change_numpyro`` / ``change_pymc``. :func:`fit` runs one, gates it (R-hat, ESS,
+divergences), selects changed items (Bayesian FDR or threshold) and cross-checks RCI.
+JAX and PyMC are imported only when a model is sampled.
+"""
+
+from bayesrc.bayes.betabinom import betabinom_numpyro, betabinom_pymc, conjugate_p, sufficient_stats
+from bayesrc.bayes.change import change_numpyro, change_pymc, item_conditionals
+from bayesrc.bayes.diagnostics import Diagnostics, gate
+from bayesrc.bayes.fit import BACKENDS, MODELS, BayesFit, check, fit, gated_vars, realised_fdp, sample
+from bayesrc.bayes.inputs import ModelInputs, model_inputs
+from bayesrc.bayes.samplers import SamplerConfig, configure_host_devices
+from bayesrc.bayes.summaries import ITEM_COLUMNS, agreement_table, cohen_kappa, crosscheck, domain_shift, item_summary, select
+
+__all__ = [
+    "BACKENDS", "ITEM_COLUMNS", "MODELS", "BayesFit", "Diagnostics", "ModelInputs", "SamplerConfig",
+    "agreement_table", "betabinom_numpyro", "betabinom_pymc", "change_numpyro", "change_pymc", "check",
+    "cohen_kappa", "configure_host_devices", "conjugate_p", "crosscheck", "domain_shift", "fit", "gate",
+    "gated_vars", "item_conditionals", "item_summary", "model_inputs", "realised_fdp", "sample", "select",
+    "sufficient_stats",
+]  # fmt: skip

@@ -1,0 +1,65 @@
+"""``bayesrc fit``: a Bayesian item model for one version pair (exit 3 on a failed gate)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("fit", help="Bayesian item model (beta-binomial or paired change) for a version pair")
+    p.add_argument("v1", type=Path, metavar="V1_TRIALS")
+    p.add_argument("v2", type=Path, metavar="V2_TRIALS")
+    p.add_argument("--model", choices=("betabinom", "change"), default="change")
+    p.add_argument("--backend", choices=("numpyro", "pymc"), default="numpyro")
+    p.add_argument("--collapsed", action="store_true", help="betabinom: NUTS on hyperparameters + exact conjugate draws of p")
+    p.add_argument("--slope", action="store_true", help="change model: slope of delta on baseline difficulty")
+    p.add_argument("--fdr", type=float, default=0.10, help="Bayesian FDR level q (default 0.10)")
+    p.add_argument("--rule", choices=("fdr", "threshold"), default="fdr", help="selection rule (default fdr)")
+    p.add_argument("--threshold", type=float, default=0.975, help="threshold rule: P(direction) >= this")
+    p.add_argument("--rope", type=float, default=0.0, help="betabinom: ROPE on |dp| for P(change)")
+    p.add_argument("--chains", type=int, default=4)
+    p.add_argument("--draws", type=int, default=1000)
+    p.add_argument("--tune", type=int, default=1000)
+    p.add_argument("--target-accept", type=float, default=0.85)
+    p.add_argument("--max-rhat", type=float, default=1.01)
+    p.add_argument("--min-ess", type=float, default=400.0)
+    p.add_argument("--max-divergences", type=int, default=0)
+    p.add_argument("--allow-unconverged", action="store_true", help="exit 0 even if the gate fails (outputs still marked failed)")
+    p.add_argument("--allow-unmatched", action="store_true")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", required=True, type=Path)
+    p.set_defaults(func=run_fit)
+
+
+def run_fit(args: argparse.Namespace) -> int:
+    from bayesrc.errors import InputError
+
+    if args.collapsed and args.model != "betabinom":
+        raise InputError("--collapsed applies to --model betabinom only", field="--collapsed")
+    if not 0 < args.fdr < 1:
+        raise InputError(f"must be in (0, 1), got {args.fdr}", field="--fdr")
+    if args.chains < 1 or args.draws < 1 or args.tune < 0:
+        raise InputError("chains and draws must be >= 1, tune >= 0", field="--chains")
+    from bayesrc.bayes.samplers import configure_host_devices
+
+    configure_host_devices(min(args.chains, os.cpu_count() or 1))
+    from bayesrc.bayes import SamplerConfig, check, fit
+    from bayesrc.data import load_counts
+
+    counts = load_counts([args.v1, args.v2], on_unmatched="drop" if args.allow_unmatched else "raise")
+    cfg = SamplerConfig(chains=args.chains, draws=args.draws, tune=args.tune, target_accept=args.target_accept, seed=args.seed)
+    res = fit(
+        counts, model=args.model, backend=args.backend, collapsed=args.collapsed, slope=args.slope, config=cfg,
+        rule=args.rule, fdr=args.fdr, threshold=args.threshold, rope=args.rope,
+        max_rhat=args.max_rhat, min_ess=args.min_ess, max_divergences=args.max_divergences,
+    )  # fmt: skip
+    res.write(args.out)  # written (marked failed if so) before the gate decides the exit status
+    print(res.summary().to_string(index=False))
+    print(f"wrote {args.out / 'fit.json'}")
+    if not res.diagnostics.passed:
+        print(f"bayesrc: warning: convergence gate FAILED ({res.diagnostics.worst}); every output is marked status=failed", file=sys.stderr)
+    check(res, allow_unconverged=args.allow_unconverged)
+    return 0

@@ -1,0 +1,178 @@
+"""Per-item posterior summaries, selection (Bayesian FDR / threshold) and the RCI cross-check.
+
+Item probabilities (columns of ``items.parquet``):
+
+* change model: ``p_changed = E[r_i]``, ``p_improve = P(changed_i and delta_i > 0)``,
+  ``p_deteriorate = P(changed_i and delta_i < 0)`` - the probability of a *real* change in
+  that direction (an unchanged item has dp = 0 exactly), so ``p_improve + p_deteriorate =
+  p_changed``;
+* beta-binomial model (no change component): ``p_improve = P(dp > rope)``,
+  ``p_deteriorate = P(dp < -rope)``, ``p_changed = P(|dp| > rope)``.
+
+Selection: an item's candidate direction is the more probable one, its posterior error
+``e_i = 1 - P(direction)``. **Bayesian FDR** (Mueller et al. 2004; Storey's q-value
+logic): sort by ``e_i`` and flag the largest prefix whose mean error is <= q; the expected
+number of false discoveries is the sum of the flagged ``e_i``. **Threshold**: flag where
+``P(direction) >= threshold`` (0.975).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+IMPROVED, NO_CHANGE, DETERIORATED = "improved", "no_change", "deteriorated"
+CLASSES = (IMPROVED, NO_CHANGE, DETERIORATED)
+ITEM_COLUMNS = (
+    "item_id", "domain", "p_v1_mean", "p_v2_mean", "dp_mean", "dp_lo90", "dp_hi90",
+    "p_changed", "p_improve", "p_deteriorate", "bayes_class", "rci_class",
+)  # fmt: skip
+
+
+def item_summary(dt, data, *, rope: float = 0.0) -> pd.DataFrame:
+    """Posterior means, 90% equal-tailed interval of dp and the change probabilities per item."""
+    post = dt["posterior"]
+    p = post["p"].values.reshape(-1, data.n_items, 2)
+    dp = post["dp"].values.reshape(-1, data.n_items)
+    lo, hi = np.quantile(dp, [0.05, 0.95], axis=0)
+    if "r" in post:
+        r = post["r"].values.reshape(-1, data.n_items)
+        up = post["p_up"].values.reshape(-1, data.n_items)
+        p_imp, p_det, p_chg = (r * up).mean(0), (r * (1 - up)).mean(0), r.mean(0)
+    else:
+        p_imp, p_det = (dp > rope).mean(0), (dp < -rope).mean(0)
+        p_chg = (np.abs(dp) > rope).mean(0)
+    return pd.DataFrame(
+        {
+            "item_id": data.items,
+            "domain": np.asarray(data.domains)[data.dom],
+            "p_v1_mean": p[:, :, 0].mean(0),
+            "p_v2_mean": p[:, :, 1].mean(0),
+            "dp_mean": dp.mean(0),
+            "dp_lo90": lo,
+            "dp_hi90": hi,
+            "p_changed": p_chg,
+            "p_improve": p_imp,
+            "p_deteriorate": p_det,
+        }
+    )
+
+
+def select(p_improve: np.ndarray, p_deteriorate: np.ndarray, *, rule: str = "fdr", fdr: float = 0.10, threshold: float = 0.975) -> tuple[np.ndarray, dict]:
+    """Classify items as improved / deteriorated / no_change; return (classes, summary)."""
+    p_imp, p_det = np.asarray(p_improve, float), np.asarray(p_deteriorate, float)
+    up = p_imp >= p_det
+    best = np.where(up, p_imp, p_det)
+    err = 1.0 - best
+    if rule == "fdr":
+        order = np.argsort(err, kind="stable")
+        running = np.cumsum(err[order]) / np.arange(1, err.size + 1)
+        ok = np.flatnonzero(running <= fdr)
+        k = ok[-1] + 1 if ok.size else 0  # largest set whose mean posterior error is <= q
+        flag = np.zeros(err.size, bool)
+        flag[order[:k]] = True
+    elif rule == "threshold":
+        flag = best >= threshold
+    else:
+        raise ValueError(f"rule must be 'fdr' or 'threshold', got {rule!r}")
+    cls = np.full(err.size, NO_CHANGE, dtype=object)
+    cls[flag & up] = IMPROVED
+    cls[flag & ~up] = DETERIORATED
+    summary = {
+        "rule": rule,
+        "fdr": fdr if rule == "fdr" else None,
+        "threshold": threshold if rule == "threshold" else None,
+        "n_improved": int(np.sum(cls == IMPROVED)),
+        "n_deteriorated": int(np.sum(cls == DETERIORATED)),
+        "expected_false": float(err[flag].sum()),
+        "expected_fdp": float(err[flag].mean()) if flag.any() else 0.0,
+    }
+    return cls, summary
+
+
+def agreement_table(a: np.ndarray, b: np.ndarray) -> pd.DataFrame:
+    """3 x 3 counts: rows ``a`` (model), columns ``b`` (RCI), in the order improved, no_change, deteriorated."""
+    tab = pd.crosstab(pd.Categorical(a, CLASSES), pd.Categorical(b, CLASSES), dropna=False)
+    tab.index.name, tab.columns.name = "bayes", "rci"
+    return tab.reindex(index=list(CLASSES), columns=list(CLASSES), fill_value=0)
+
+
+def cohen_kappa(table: np.ndarray) -> float:
+    """Cohen's kappa ``(p_o - p_e) / (1 - p_e)`` from a square agreement table."""
+    t = np.asarray(table, float)
+    n = t.sum()
+    if n == 0:
+        return float("nan")
+    p_o = np.trace(t) / n
+    p_e = (t.sum(0) * t.sum(1)).sum() / n**2
+    return float((p_o - p_e) / (1 - p_e)) if p_e < 1 else float("nan")
+
+
+def discordance_reason(row, s_diff: float) -> str:
+    """Why model and RCI disagree on one item (SPEC section 3).
+
+    * ``floor_ceiling``: RCI excluded the item or it sits at 0 / 1 in a version - its binomial
+      noise is far below RCI's single S_diff, so only the model uses its information;
+    * ``binomial_noise``: the item's own binomial SE of dp exceeds S_diff (near p = 0.5),
+      so RCI's homoscedastic threshold is too lenient for it;
+    * ``shrinkage``: otherwise - the hierarchical prior (no-change mass, domain shift) pulls
+      the item's estimate.
+    """
+    p1, p2, n1, n2 = row["p_v1_obs"], row["p_v2_obs"], max(row["n_v1"], 1), max(row["n_v2"], 1)
+    if row["rci_class_raw"] == "excluded" or p1 in (0.0, 1.0) or p2 in (0.0, 1.0):
+        return "floor_ceiling"
+    se = np.sqrt(p1 * (1 - p1) / n1 + p2 * (1 - p2) / n2)
+    if np.isfinite(s_diff) and se > s_diff:
+        return "binomial_noise"
+    return "shrinkage"
+
+
+def crosscheck(items: pd.DataFrame, rci_items: pd.DataFrame, s_diff: float) -> tuple[dict, pd.DataFrame]:
+    """Agreement of the model's classes with RCI's, kappa, discordant items, RCI's estimated FDP.
+
+    RCI-excluded items count as ``no_change`` in the table (RCI claims no change for them).
+    ``rci_estimated_fdp``: mean over RCI-flagged items of the posterior probability that the
+    item did not change in the flagged direction, ``1 - P(improve)`` or ``1 - P(deteriorate)``.
+    """
+    rci = rci_items.set_index("item_id").reindex(items["item_id"])
+    raw = rci["class"].fillna("excluded").to_numpy(dtype=object)
+    rci_cls = np.where(np.isin(raw, CLASSES), raw, NO_CHANGE)
+    tab = agreement_table(items["bayes_class"].to_numpy(dtype=object), rci_cls)
+    flagged_up, flagged_down = rci_cls == IMPROVED, rci_cls == DETERIORATED
+    err = np.concatenate([1 - items["p_improve"].to_numpy()[flagged_up], 1 - items["p_deteriorate"].to_numpy()[flagged_down]])
+    disc = items.assign(
+        rci_class_raw=raw,
+        p_v1_obs=rci["p_v1"].to_numpy(),
+        p_v2_obs=rci["p_v2"].to_numpy(),
+        n_v1=rci["n_v1"].to_numpy(),
+        n_v2=rci["n_v2"].to_numpy(),
+    )
+    disc = disc[disc["bayes_class"].to_numpy() != rci_cls].copy()
+    disc["reason"] = [discordance_reason(r, s_diff) for _, r in disc.iterrows()] if len(disc) else []
+    out = {
+        "table": {r: {c: int(tab.loc[r, c]) for c in CLASSES} for r in CLASSES},
+        "table_orientation": "rows: bayes_class, columns: rci_class (RCI-excluded items as no_change)",
+        "kappa": cohen_kappa(tab.to_numpy()),
+        "rci_estimated_fdp": float(err.mean()) if err.size else float("nan"),
+        "rci_n_flagged": int(err.size),
+        "n_discordant": int(len(disc)),
+        "discordant_reasons": {k: int(v) for k, v in disc["reason"].value_counts().items()} if len(disc) else {},
+    }
+    cols = ["item_id", "domain", "p_v1_obs", "p_v2_obs", "dp_mean", "p_improve", "p_deteriorate", "bayes_class", "rci_class_raw", "reason"]
+    return out, disc[cols].rename(columns={"rci_class_raw": "rci_class"}).reset_index(drop=True)
+
+
+def domain_shift(dt, data) -> dict:
+    """Per-domain shift: posterior mean and 90% interval of the mean dp over the domain's items,
+    and (change model) of the logit-scale mean change ``shift_d`` among changed items."""
+    post = dt["posterior"]
+    dp = post["dp"].values.reshape(-1, data.n_items)
+    out = {}
+    for j, d in enumerate(data.domains):
+        m = dp[:, data.dom == j].mean(1)
+        entry = {"mean": float(m.mean()), "lo90": float(np.quantile(m, 0.05)), "hi90": float(np.quantile(m, 0.95)), "scale": "mean dp (probability)"}
+        if "shift" in post:
+            s = post["shift"].sel(domain=d).values.ravel()
+            entry["logit_shift"] = {"mean": float(s.mean()), "lo90": float(np.quantile(s, 0.05)), "hi90": float(np.quantile(s, 0.95))}
+        out[str(d)] = entry
+    return out

@@ -1,0 +1,79 @@
+"""Benchmark: Bayesian item models on 2,000 items x 2 versions x K = 10, side by side.
+
+    .venv/bin/python benchmarks/bayes.py [--items 2000] [--skip-full] [--skip-change] [--skip-pymc]
+
+Prints wall time (sampling + conversion, compile included) and ESS per second
+(min bulk ESS over the gated quantities / wall time) for the collapsed beta-binomial
+(NumPyro, PyMC), full NUTS over every p (NumPyro, PyMC/nutpie), with ratios to the
+collapsed NumPyro run; then the paired change model's fit time and gate status.
+Goals (issue 3): collapsed <= 3 s with ESS >= 1000; change model <= 120 s on 2 cores, gate passed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+os.environ.setdefault("XLA_FLAGS", f"--xla_force_host_platform_device_count={os.cpu_count() or 1}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--items", type=int, default=2000)
+    ap.add_argument("--chains", type=int, default=4)
+    ap.add_argument("--skip-full", action="store_true")
+    ap.add_argument("--skip-pymc", action="store_true")
+    ap.add_argument("--skip-change", action="store_true")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+
+    from bayesrc.bayes import SamplerConfig, gate, gated_vars, model_inputs, sample
+    from bayesrc.data import item_counts, simulate_pair
+
+    sim = simulate_pair(args.items, 10, seed=args.seed)
+    data = model_inputs(item_counts(sim.trials_v1, sim.trials_v2))
+    print(f"{data.n_items} items x 2 versions x K = 10, {len(data.domains)} domains, {args.chains} chains, cores={os.cpu_count()}")
+
+    runs = [("collapsed", "numpyro", True, SamplerConfig(chains=args.chains, draws=1000, tune=500, seed=args.seed))]
+    if not args.skip_pymc:
+        runs.append(("collapsed", "pymc", True, SamplerConfig(chains=args.chains, draws=1000, tune=500, seed=args.seed)))
+    if not args.skip_full:
+        runs.append(("full", "numpyro", False, SamplerConfig(chains=args.chains, draws=1000, tune=1000, seed=args.seed)))
+        if not args.skip_pymc:
+            runs.append(("full", "pymc", False, SamplerConfig(chains=args.chains, draws=1000, tune=1000, seed=args.seed)))
+    rows = []
+    for kind, backend, collapsed, cfg in runs:
+        t0 = time.perf_counter()
+        dt = sample(data, "betabinom", backend, collapsed=collapsed, config=cfg)
+        wall = time.perf_counter() - t0
+        hyper = gate(dt, ["logit_mu", "log_kappa"])
+        allp = gate(dt, gated_vars("betabinom"))
+        rows.append((f"betabinom {kind} [{backend}]", wall, hyper.min_ess_bulk, allp.min_ess_bulk, allp.passed))
+        print(f"  done: {rows[-1][0]}: {wall:.2f} s, min ESS bulk {allp.min_ess_bulk:.0f}", flush=True)
+    base = rows[0]
+    print(f"\n{'run':34s} {'wall s':>8s} {'ESS hyper':>10s} {'ESS all':>9s} {'ESS/s':>9s} {'time x':>7s} {'ESS/s x':>8s} gate")
+    for name, wall, ess_h, ess_all, passed in rows:
+        rate = ess_all / wall
+        print(
+            f"{name:34s} {wall:8.2f} {ess_h:10.0f} {ess_all:9.0f} {rate:9.1f} {wall / base[1]:7.2f} "
+            f"{(base[3] / base[1]) / rate:8.1f} {'passed' if passed else 'FAILED'}"
+        )
+    print("(time x: wall / collapsed-numpyro wall; ESS/s x: collapsed-numpyro ESS/s over this run's)")
+    print(f"goal collapsed <= 3 s with ESS >= 1000: wall {base[1]:.2f} s, min ESS {base[3]:.0f} -> {'met' if base[1] <= 3 and base[3] >= 1000 else 'NOT met'}")
+
+    if not args.skip_change:
+        cfg = SamplerConfig(chains=args.chains, draws=1000, tune=1000, seed=args.seed)
+        t0 = time.perf_counter()
+        dt = sample(data, "change", "numpyro", config=cfg)
+        wall = time.perf_counter() - t0
+        g = gate(dt, gated_vars("change"))
+        print(
+            f"\nchange model [numpyro]: {wall:.1f} s, max R-hat {g.max_rhat:.4f}, min ESS bulk {g.min_ess_bulk:.0f} / "
+            f"tail {g.min_ess_tail:.0f}, divergences {g.divergences}, gate {'passed' if g.passed else 'FAILED: ' + g.worst}"
+        )
+        print(f"goal change model <= 120 s with the gate passed -> {'met' if wall <= 120 and g.passed else 'NOT met'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,143 @@
+"""Real MCMC on simulated data with known truth: agreement between samplers and backends,
+simulation-based validation of the change model, the convergence gate and the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bayesrc.bayes import ITEM_COLUMNS, SamplerConfig, betabinom_numpyro, fit, model_inputs, realised_fdp, select
+from bayesrc.data import item_counts, save_trials, simulate_pair
+
+
+def _counts(n_items, seed, **kw):
+    s = simulate_pair(n_items, 10, seed=seed, **kw)
+    return s, item_counts(s.trials_v1, s.trials_v2)
+
+
+def _mean_mcse(dt, var):
+    import arviz_stats as azs
+
+    ds = dt["posterior"].to_dataset()[[var]]
+    return ds[var].mean(("chain", "draw")).values, azs.mcse(ds)[var].values
+
+
+@pytest.fixture(scope="module")
+def bb_pair():
+    return _counts(200, 21)
+
+
+def test_collapsed_and_full_betabinomial_agree(bb_pair):
+    _, counts = bb_pair
+    d = model_inputs(counts)
+    cfg = SamplerConfig(chains=2, draws=500, tune=500, seed=1)
+    col = betabinom_numpyro(d, collapsed=True, config=cfg)
+    full = betabinom_numpyro(d, collapsed=False, config=cfg)
+    for var in ("logit_mu", "log_kappa"):
+        m1, e1 = _mean_mcse(col, var)
+        m2, e2 = _mean_mcse(full, var)
+        # Full NUTS mixes slowly on kappa (funnel with the p's), so its MCSE is optimistic:
+        # accept 4.5 combined MCSE or half a posterior SD (collapsed draws).
+        sd = col.posterior[var].std(("chain", "draw")).values
+        assert np.all(np.abs(m1 - m2) <= np.maximum(4.5 * np.hypot(e1, e2), 0.5 * sd)), (var, m1 - m2, sd)
+    p1, ep1 = _mean_mcse(col, "p")
+    p2, ep2 = _mean_mcse(full, "p")
+    z = np.abs(p1 - p2) / np.hypot(ep1, ep2)
+    assert np.mean(z < 3) > 0.97 and np.max(np.abs(p1 - p2)) < 0.05
+    # Same named dims from both samplers.
+    assert col.posterior["p"].dims == full.posterior["p"].dims == ("chain", "draw", "item", "version")
+
+
+def test_pymc_and_numpyro_agree_within_mcse(bb_pair):
+    pytest.importorskip("nutpie")
+    from bayesrc.bayes import betabinom_pymc
+
+    _, counts = bb_pair
+    d = model_inputs(counts)
+    cfg = SamplerConfig(chains=2, draws=500, tune=500, seed=2)
+    a = betabinom_numpyro(d, collapsed=True, config=cfg)
+    b = betabinom_pymc(d, collapsed=True, config=cfg)
+    for var in ("logit_mu", "log_kappa", "mu"):
+        m1, e1 = _mean_mcse(a, var)
+        m2, e2 = _mean_mcse(b, var)
+        z = np.abs(m1 - m2) / np.hypot(e1, e2)
+        assert np.all(z < 4.5), (var, z.max())
+    assert a.posterior["mu"].dims == b.posterior["mu"].dims == ("chain", "draw", "domain", "version")
+
+
+def test_gate_reports_failure_for_a_bad_configuration(bb_pair):
+    _, counts = bb_pair
+    bad = SamplerConfig(chains=1, draws=20, tune=5, seed=0)
+    res = fit(counts, model="betabinom", collapsed=False, config=bad)
+    assert res.diagnostics.passed is False and res.status == "failed"
+    assert res.to_dict()["status"] == "failed" and res.to_dict()["diagnostics"]["passed"] is False
+    from bayesrc.bayes import check
+    from bayesrc.errors import ConvergenceError
+
+    with pytest.raises(ConvergenceError):
+        check(res)
+    assert check(res, allow_unconverged=True) is res
+
+
+@pytest.mark.slow
+def test_change_model_simulation_validation():
+    """Coverage of dp, realised FDP of the FDR selection, RCI's FDP estimated vs realised (pooled)."""
+    covered, n_items, fdp, rci_est, rci_false, rci_flagged = 0, 0, [], [], 0, 0
+    for seed in (101, 102):
+        sim, counts = _counts(300, seed)
+        res = fit(counts, model="change", config=SamplerConfig(chains=2, draws=400, tune=400, seed=seed))
+        it = res.items
+        truth = sim.truth.set_index("item_id").loc[it["item_id"], "delta_p"].to_numpy()
+        covered += np.sum((truth >= it["dp_lo90"] - 1e-12) & (truth <= it["dp_hi90"] + 1e-12))
+        n_items += len(it)
+        fdp.append(realised_fdp(it["bayes_class"], truth))
+        flagged = it["rci_class"].isin(["improved", "deteriorated"]).to_numpy()
+        rci_flagged += flagged.sum()
+        rci_false += realised_fdp(it["rci_class"], truth) * flagged.sum()
+        rci_est.append(res.crosscheck["rci_estimated_fdp"] * flagged.sum())
+        assert res.crosscheck["rci_n_flagged"] == flagged.sum()
+    coverage = covered / n_items
+    assert 0.87 <= coverage <= 0.93, coverage
+    assert np.mean(fdp) <= 0.12, fdp
+    est, real = sum(rci_est) / rci_flagged, rci_false / rci_flagged
+    assert abs(est - real) <= 0.05, (est, real)
+    assert real > 0.15  # RCI's "reliable changes" include many false ones in such data
+
+
+@pytest.mark.slow
+def test_cli_fit_writes_outputs_and_exits_3_on_failed_gate(tmp_path):
+    from bayesrc.cli import main
+
+    sim = simulate_pair(200, 10, seed=5)
+    save_trials(sim.trials_v1, tmp_path / "v1.parquet")
+    save_trials(sim.trials_v2, tmp_path / "v2.parquet")
+    args = [str(tmp_path / "v1.parquet"), str(tmp_path / "v2.parquet"), "--model", "betabinom", "--collapsed"]
+    ok = tmp_path / "ok"
+    assert main(["fit", *args, "--chains", "4", "--draws", "500", "--tune", "500", "--out", str(ok)]) == 0
+    items = pd.read_parquet(ok / "items.parquet")
+    assert tuple(items.columns) == ITEM_COLUMNS and len(items) == 200
+    assert set(items["bayes_class"]) <= {"improved", "no_change", "deteriorated"}
+    fj = json.loads((ok / "fit.json").read_text())
+    assert fj["status"] == "ok" and fj["diagnostics"]["passed"] is True
+    for key in ("max_rhat", "min_ess_bulk", "min_ess_tail", "divergences", "passed"):
+        assert key in fj["diagnostics"]
+    for key in ("fdr", "n_improved", "n_deteriorated", "expected_false"):
+        assert key in fj["selection"]
+    for key in ("table", "kappa", "rci_estimated_fdp"):
+        assert key in fj["crosscheck"]
+    assert set(fj["domain_shift"]) == set(sim.truth["domain"]) and {"runtime_s", "backend", "model"} <= set(fj)
+    import xarray as xr
+
+    post = xr.open_datatree(ok / "posterior.nc")
+    assert post.attrs["status"] == "ok" and post["posterior"]["p"].dims[-2:] == ("item", "version")
+
+    bad = tmp_path / "bad"
+    fail = [*args[:-1], "--chains", "1", "--draws", "20", "--tune", "5", "--out", str(bad)]
+    assert main(["fit", *fail]) == 3
+    assert json.loads((bad / "fit.json").read_text())["status"] == "failed"
+    assert pd.read_parquet(bad / "items.parquet").attrs["status"] == "failed"
+    assert main(["fit", *fail, "--allow-unconverged"]) == 0
+    assert main(["fit", *args[:2], "--model", "change", "--collapsed", "--out", str(bad)]) == 2

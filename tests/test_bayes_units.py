@@ -1,0 +1,110 @@
+"""Fast checks of the Bayesian layer's pure functions (no MCMC)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+from scipy.special import expit
+
+from bayesrc.bayes import agreement_table, cohen_kappa, model_inputs, select, sufficient_stats
+from bayesrc.bayes.change import z_grid
+from bayesrc.data import item_counts, simulate_pair
+
+
+def kappa_reference(a, b):
+    """Cohen's kappa from the two label vectors directly (independent of any table)."""
+    a, b = np.asarray(a), np.asarray(b)
+    labels = np.union1d(a, b)
+    p_o = np.mean(a == b)
+    p_e = sum(np.mean(a == c) * np.mean(b == c) for c in labels)
+    return (p_o - p_e) / (1 - p_e)
+
+
+def test_cohen_kappa_matches_independent_formula():
+    rng = np.random.default_rng(0)
+    classes = np.array(["improved", "no_change", "deteriorated"], dtype=object)
+    a = classes[rng.integers(0, 3, 400)]
+    b = np.where(rng.random(400) < 0.6, a, classes[rng.integers(0, 3, 400)])
+    tab = agreement_table(a, b)
+    assert tab.to_numpy().sum() == 400
+    assert cohen_kappa(tab.to_numpy()) == pytest.approx(kappa_reference(a, b), abs=1e-12)
+    assert cohen_kappa(np.diag([5, 7, 3])) == pytest.approx(1.0)
+
+
+def test_fdr_selection_is_largest_set_with_mean_error_below_q():
+    rng = np.random.default_rng(1)
+    p_imp = rng.beta(0.5, 0.5, 300) * 0.5
+    p_det = rng.beta(0.5, 0.5, 300) * 0.5
+    p_imp[:40] = 0.99
+    for q in (0.05, 0.10):
+        cls, s = select(p_imp, p_det, rule="fdr", fdr=q)
+        err = 1 - np.maximum(p_imp, p_det)
+        flagged = cls != "no_change"
+        assert err[flagged].mean() <= q + 1e-12
+        assert s["expected_false"] == pytest.approx(err[flagged].sum())
+        # Adding the next-best item would break the bound (largest such set).
+        rest = np.sort(err[~flagged])
+        if rest.size:
+            assert (err[flagged].sum() + rest[0]) / (flagged.sum() + 1) > q
+        # Flagged items are the most certain ones.
+        if flagged.any() and (~flagged).any():
+            assert err[flagged].max() <= err[~flagged].min()
+    cls, s = select(p_imp, p_det, rule="threshold", threshold=0.975)
+    assert s["n_improved"] == 40 and s["n_deteriorated"] == 0
+
+
+def test_sufficient_stats_reproduce_betabinomial_likelihood():
+    s = simulate_pair(300, 10, seed=3)
+    d = model_inputs(item_counts(s.trials_v1, s.trials_v2))
+    dd, vv, nn, yy, w = sufficient_stats(d)
+    assert w.sum() == 2 * d.n_items and len(w) <= d.n_domains * 2 * 11
+    a = np.array([[0.4, 0.7]] * d.n_domains) + np.arange(d.n_domains)[:, None] * 0.1
+    b = 1.3 - a / 2
+    full = sum(stats.betabinom.logpmf(d.y[:, v], d.n[:, v], a[d.dom, v], b[d.dom, v]).sum() for v in (0, 1))
+    from scipy.special import betaln, gammaln
+
+    coef = sum((gammaln(d.n[:, v] + 1) - gammaln(d.y[:, v] + 1) - gammaln(d.n[:, v] - d.y[:, v] + 1)).sum() for v in (0, 1))
+    compact = np.sum(w * (betaln(a[dd, vv] + yy, b[dd, vv] + nn - yy) - betaln(a[dd, vv], b[dd, vv])))
+    assert compact + coef == pytest.approx(full, rel=1e-10)
+
+
+def test_z_grid_integrates_binomial_likelihood():
+    """The trapezoid rule of the change model against adaptive quadrature."""
+    from scipy.integrate import quad
+
+    z, logw = z_grid()
+    for theta, m, s, y, n in [(0.3, 0.5, 3.0, 7, 10), (-6.0, 1.0, 3.0, 10, 10), (4.0, -0.5, 1.5, 0, 10)]:
+        f = lambda zz: stats.norm.pdf(zz) * stats.binom.pmf(y, n, expit(theta + m + s * zz))  # noqa: E731
+        exact = quad(f, -np.inf, np.inf, points=None, limit=200)[0]
+        approx = np.sum(np.exp(logw) * stats.binom.pmf(y, n, expit(theta + m + s * z)))
+        assert approx == pytest.approx(exact, rel=1e-4)
+
+
+def test_gate_thresholds_on_synthetic_draws():
+    """The gate on hand-made chains: well-mixed passes, stuck / divergent ones fail."""
+    import xarray as xr
+
+    from bayesrc.bayes import gate
+
+    rng = np.random.default_rng(0)
+    good = rng.normal(size=(4, 1000, 3))
+    stuck = good.copy()
+    stuck[0] += 3.0  # one chain elsewhere: R-hat >> 1.01
+    const = np.ones((4, 1000, 1))
+
+    def tree(x, div=0):
+        post = xr.Dataset({"a": (("chain", "draw", "k"), x)})
+        d = np.zeros((4, 1000), bool)
+        d.flat[:div] = True
+        return xr.DataTree.from_dict({"posterior": post, "sample_stats": xr.Dataset({"diverging": (("chain", "draw"), d)})})
+
+    assert gate(tree(good), ["a"]).passed
+    g = gate(tree(stuck), ["a"])
+    assert not g.passed and g.max_rhat > 1.01 and "rhat" in g.worst
+    g = gate(tree(good, div=1), ["a"])
+    assert not g.passed and g.divergences == 1
+    assert gate(tree(good, div=1), ["a"], max_divergences=1).passed
+    assert not gate(tree(const), ["a"]).passed  # undefined R-hat / ESS is a failure, never a pass
+    assert not gate(tree(good[:, :100]), ["a"], min_ess=1000).passed
