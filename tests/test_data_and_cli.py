@@ -266,3 +266,7 @@ def test_rci_refuses_runs_with_different_pins(tmp_path, small_pair, capsys):
     assert "model.sha256" not in err.split("pins differ in")[1]  # the model may differ: it is the comparison
     assert run_cli(args + ["--allow-pin", "sampling"], capsys)[0] == 0
     assert run_cli(args + ["--force"], capsys)[0] == 0
+    # `fit` refuses the same pair before any sampling.
+    fit_args = ["fit", str(tmp_path / "a" / "trials.parquet"), str(tmp_path / "b" / "trials.parquet"), "--out", str(tmp_path / "f")]
+    code, _, err = run_cli(fit_args, capsys)
+    assert code == 2 and "pins differ in sampling.temperature" in err and not (tmp_path / "f").exists()

@@ -29,6 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-divergences", type=int, default=0)
     p.add_argument("--allow-unconverged", action="store_true", help="exit 0 even if the gate fails (outputs still marked failed)")
     p.add_argument("--allow-unmatched", action="store_true")
+    p.add_argument("--allow-pin", action="append", default=[], metavar="FIELD", help="a run pin (or category) that may differ between the versions")
+    p.add_argument("--force", action="store_true", help="fit runs whose pins differ (item bank, sampling, ...)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True, type=Path)
     p.set_defaults(func=run_fit)
@@ -49,6 +51,9 @@ def run_fit(args: argparse.Namespace) -> int:
     from bayesrc.bayes import SamplerConfig, check, fit
     from bayesrc.data import load_counts
 
+    from bayesrc.collect.pins import check_comparable
+
+    check_comparable(args.v1, args.v2, allow=args.allow_pin, force=args.force)  # SPEC 6: only the model may differ
     counts = load_counts([args.v1, args.v2], on_unmatched="drop" if args.allow_unmatched else "raise")
     cfg = SamplerConfig(chains=args.chains, draws=args.draws, tune=args.tune, target_accept=args.target_accept, seed=args.seed)
     res = fit(
