@@ -90,7 +90,8 @@ def test_builtin_bank_is_valid_and_seeded(tmp_path):
 
     bank = load_bank(builtin_bank(tmp_path / "b.jsonl", n_items=40, seed=1))
     assert len(bank) == 40 and len({it.question for it in bank.items}) == 40
-    assert all(len(it.options) == 4 and it.answer in "ABCD" for it in bank.items)
+    assert all(len(it.options) in (2, 3) and it.answer in it.letters for it in bank.items)
+    assert {it.domain for it in bank.items} == {"repeat", "forward", "backward"}
     assert builtin_items(20, 5) == builtin_items(20, 5) != builtin_items(20, 6)
 
 

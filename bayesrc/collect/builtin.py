@@ -1,104 +1,94 @@
 """The built-in demo: an item bank the project writes itself, and two version conditions.
 
-The bank holds easy 4-option questions (arithmetic, capitals, opposites, plurals,
-sequences, animal sounds, colours) so that even a 270M base model lands between floor and
-ceiling on many items. The two conditions are a version change a user would recognise:
-the same Gemma-3-270M weights as shipped (Q4_K_M) and re-quantised to Q3_K_M with
-llama.cpp's own quantiser (``llama_model_quantize``), with the prompt, bank and sampling
-pinned identical, so ``bayesrc pins`` reports only ``model.*`` differences.
+The bank holds letter-pattern questions ("What comes next: A B A B A ?") with 2 or 3
+options whose texts are the letters themselves, in three domains: ``repeat`` (a motif of
+2-3 letters repeated), ``forward`` (A, B, C, each letter 1-3 times) and ``backward``
+(the same, from the last letter down). Why patterns: Gemma-3-270M is a base model that
+cannot bind content to option letters (on capitals, opposites, plurals, copying a word
+shown in the question ... its P(correct letter) sits at chance, 0.25 +- 0.05 on 4 options,
+measured from the logits), whereas here the letter to output *is* the content, so items
+land between floor and ceiling (Q4_K_M: mean 0.38, SD 0.15 across 105 candidates; the Q3_K_M
+re-quantisation moves many items by >= 0.3). Few options keep chance high enough that
+the demo's items are not all at the floor.
+
+The two conditions are a version change a user would recognise: the same Gemma-3-270M
+weights as shipped (Q4_K_M) and re-quantised to Q3_K_M with llama.cpp's own quantiser
+(``llama_model_quantize``), with the prompt, bank and sampling pinned identical, so
+``bayesrc pins`` reports only ``model.*`` differences.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 from pathlib import Path
 
 from bayesrc.io import atomic_write_text
 
-_CAPITALS = {
-    "France": "Paris", "Germany": "Berlin", "Italy": "Rome", "Spain": "Madrid", "Japan": "Tokyo",
-    "Egypt": "Cairo", "Russia": "Moscow", "England": "London", "Greece": "Athens", "Canada": "Ottawa",
-    "Australia": "Canberra", "China": "Beijing", "Portugal": "Lisbon", "Ireland": "Dublin", "Norway": "Oslo",
-    "Sweden": "Stockholm", "Austria": "Vienna", "Poland": "Warsaw", "Kenya": "Nairobi", "Peru": "Lima",
-    "Cuba": "Havana", "Turkey": "Ankara", "India": "New Delhi", "Mexico": "Mexico City", "Argentina": "Buenos Aires",
+ALPHABETS = ("AB", "ABC")  # option sets: 2 or 3 options, each option text is its letter
+
+
+def _repeat_items(letters: str) -> list[tuple[str, str]]:
+    """Every non-constant motif of 2-3 letters, shown 1-3 times over (cut anywhere after one motif)."""
+    out = []
+    for p in (2, 3):
+        for motif in itertools.product(letters, repeat=p):
+            if len(set(motif)) == 1:
+                continue
+            for n in range(p + 1, 3 * p + 2):
+                seq = [motif[i % p] for i in range(n + 1)]
+                out.append((" ".join(seq[:-1]), seq[-1]))
+    return out
+
+
+def _run_items(letters: str) -> list[tuple[str, str]]:
+    """Runs through ``letters`` in order, each letter repeated 1-3 times, cut after the first change."""
+    out = []
+    for r in (1, 2, 3):
+        seq = [c for c in letters for _ in range(r)]
+        for cut in range(r + 1, len(seq)):  # the run length is visible: one letter change shown
+            out.append((" ".join(seq[:cut]), seq[cut]))
+    return out
+
+
+_DOMAINS = {
+    "repeat": _repeat_items,
+    "forward": _run_items,
+    "backward": lambda letters: _run_items(letters[::-1]),
 }
-_OPPOSITES = {
-    "hot": "cold", "big": "small", "up": "down", "fast": "slow", "happy": "sad", "light": "dark", "old": "young",
-    "open": "closed", "early": "late", "full": "empty", "wet": "dry", "hard": "soft", "high": "low", "rich": "poor",
-    "strong": "weak", "long": "short", "loud": "quiet", "clean": "dirty", "thick": "thin", "heavy": "light",
-}
-_PLURALS = {
-    "mouse": "mice", "child": "children", "foot": "feet", "tooth": "teeth", "man": "men", "woman": "women",
-    "goose": "geese", "cat": "cats", "box": "boxes", "city": "cities", "knife": "knives", "leaf": "leaves",
-    "person": "people", "ox": "oxen", "baby": "babies", "dog": "dogs",
-}
-_SOUNDS = {"cow": "moo", "dog": "woof", "cat": "meow", "duck": "quack", "sheep": "baa", "lion": "roar", "owl": "hoot", "pig": "oink", "snake": "hiss", "horse": "neigh"}
-_COLOURS = {"the sky on a clear day": "blue", "grass": "green", "snow": "white", "a ripe banana": "yellow", "coal": "black", "a ripe tomato": "red", "an orange": "orange", "chocolate": "brown"}
-
-LETTERS = "ABCD"
 
 
-def _mc(rng: random.Random, correct: str, pool: list[str]) -> tuple[list[str], str]:
-    distract = rng.sample([p for p in pool if p != correct], 3)
-    opts = distract + [correct]
-    rng.shuffle(opts)
-    return opts, LETTERS[opts.index(correct)]
-
-
-def _pair_item(rng, table: dict, q: str, invert: bool = False):
-    key = rng.choice(sorted(table))
-    correct = table[key]
-    pool = sorted(set(table.values()))
-    if invert:  # ask for the key from the value
-        correct, key = key, correct
-        pool = sorted(table)
-    return q.format(key), *_mc(rng, correct, pool)
-
-
-def _arith(rng):
-    a, b = rng.randint(1, 20), rng.randint(1, 20)
-    op = rng.choice("+-") if a >= b else "+"
-    ans = a + b if op == "+" else a - b
-    pool = sorted({ans + d for d in (-3, -2, -1, 1, 2, 3, 10) if ans + d >= 0})
-    opts, letter = _mc(rng, str(ans), [str(p) for p in pool])
-    return f"What is {a} {op} {b}?", opts, letter
-
-
-def _sequence(rng):
-    start, step = rng.randint(1, 10), rng.randint(1, 5)
-    seq = [start + i * step for i in range(4)]
-    ans = start + 4 * step
-    pool = sorted({ans + d for d in (-2, -1, 1, 2, step, -step) if ans + d > 0 and d != 0})
-    opts, letter = _mc(rng, str(ans), [str(p) for p in pool])
-    return f"What number comes next: {', '.join(map(str, seq))}, ...?", opts, letter
-
-
-_KINDS = {
-    "arithmetic": _arith,
-    "sequence": _sequence,
-    "capital": lambda rng: _pair_item(rng, _CAPITALS, "What is the capital of {}?"),
-    "opposite": lambda rng: _pair_item(rng, _OPPOSITES, "What is the opposite of '{}'?"),
-    "plural": lambda rng: _pair_item(rng, _PLURALS, "What is the plural of '{}'?"),
-    "animal": lambda rng: _pair_item(rng, _SOUNDS, "Which animal says '{}'?", invert=True),
-    "colour": lambda rng: _pair_item(rng, _COLOURS, "What colour is {}?"),
-}
+def _candidates(domain: str) -> list[dict]:
+    """All distinct items of one domain (question, options, answer), in a fixed order."""
+    seen, out = set(), []
+    for letters in ALPHABETS:
+        for seq, nxt in _DOMAINS[domain](letters):
+            question = f"What comes next: {seq} ?"
+            if question not in seen:  # the 2-letter pattern may also appear among the 3-letter ones
+                seen.add(question)
+                out.append({"domain": domain, "question": question, "options": list(letters), "answer": nxt})
+    return out
 
 
 def builtin_items(n_items: int = 60, seed: int = 0) -> list[dict]:
-    """``n_items`` distinct 4-option items, cycling through the kinds (domain = kind)."""
+    """``n_items`` distinct pattern items, domains taken in turn (a domain that runs out is skipped)."""
+    from bayesrc.errors import InputError
+
     rng = random.Random(seed)
-    kinds = list(_KINDS)
-    items, seen = [], set()
-    tries = 0
-    while len(items) < n_items:
-        kind = kinds[len(items) % len(kinds)]
-        question, opts, letter = _KINDS[kind](rng)
-        tries += 1
-        if question in seen and tries < 50 * n_items:
-            continue
-        seen.add(question)
-        items.append({"item_id": f"demo-{len(items):04d}", "domain": kind, "question": question, "options": opts, "answer": letter})
+    pools = {}
+    for domain in _DOMAINS:
+        pool = _candidates(domain)
+        rng.shuffle(pool)
+        pools[domain] = pool
+    if n_items > sum(map(len, pools.values())):
+        raise InputError(f"the built-in bank has {sum(map(len, pools.values()))} distinct items, asked for {n_items}", field="n_items")
+    items: list[dict] = []
+    for domain in itertools.cycle(_DOMAINS):
+        if len(items) == n_items:
+            break
+        if pools[domain]:
+            items.append({"item_id": f"demo-{len(items):04d}", **pools[domain].pop()})
     return items
 
 
