@@ -183,3 +183,18 @@ def test_report_renders_in_headless_chromium(html_reports, tmp_path):
     img = mpimg.imread(shot)[..., :3]
     assert len(np.unique((img[::4, ::4] * 255).astype(np.uint8).reshape(-1, 3), axis=0)) > 50
     assert (img < 0.5).any(axis=2).mean() > 0.01  # dark pixels: text and figure axes were painted
+
+
+def test_pair_pins_side_by_side():
+    from bayesrc.report.sections import pair_pins_frame
+
+    record = {
+        "comparison": {"differences": [{"field": "model.file_sha256", "status": "allowed"}, {"field": "sampling.temperature", "status": "blocking"}]},
+        "v1": {"model.file_sha256": "a" * 64, "sampling.temperature": 0.7, "items.bank_sha256": "b" * 64},
+        "v2": {"model.file_sha256": "c" * 64, "sampling.temperature": 1.0, "items.bank_sha256": "b" * 64},
+    }
+    df = pair_pins_frame(record).set_index("pin")
+    assert df.loc["model.file_sha256", "status"] == "allowed"
+    assert df.loc["sampling.temperature", "status"] == "blocking"
+    assert df.loc["items.bank_sha256", "status"] == "same"
+    assert len(df.loc["model.file_sha256", "v1"]) < 64 and df.loc["model.file_sha256", "v1"] != df.loc["model.file_sha256", "v2"]

@@ -79,11 +79,29 @@ def _flatten(d: dict, prefix: str = "") -> list[tuple[str, str]]:
 # --------------------------------------------------------------------------- pins
 
 
+def pair_pins_frame(record: dict) -> pd.DataFrame:
+    """Pins of two runs side by side: ``pin, v1, v2, status`` (same / allowed / blocking / ignored)."""
+    status = {d["field"]: d["status"] for d in (record.get("comparison") or {}).get("differences", [])}
+    v1, v2 = dict(_flatten(record["v1"])), dict(_flatten(record["v2"]))
+    short = lambda v: v if len(v) <= 28 else v[:16] + "…" + v[-6:]  # noqa: E731  (hashes: enough to tell apart)
+    rows = [
+        (f, short(str(v1.get(f, ""))), short(str(v2.get(f, ""))), status.get(f, "same" if v1.get(f) == v2.get(f) else "differs"))
+        for f in sorted(set(v1) | set(v2))
+    ]
+    return pd.DataFrame(rows, columns=["pin", "v1", "v2", "status"])
+
+
 def section_pins(run: Run, c: Comparison) -> Section | None:
     """The run's pins (``run.json``) and the analysis parameters (``rci.json``)."""
     blocks: list = []
-    if run.run_record is not None:
-        rows = _flatten(run.run_record) if isinstance(run.run_record, dict) else [("run.json", str(run.run_record))]
+    rec = run.run_record
+    if isinstance(rec, dict) and isinstance(rec.get("v1"), dict) and isinstance(rec.get("v2"), dict):
+        comp = rec.get("comparison") or {}
+        verdict = "comparable: only the model pins differ" if comp.get("comparable") else "NOT comparable: pins other than the model differ"
+        blocks.append(Text(f"The two collection runs are {verdict} (the differing pins are marked)."))
+        blocks.append(Table(pair_pins_frame(rec), "Run pins of both versions (run.json)"))
+    elif rec is not None:
+        rows = _flatten(rec) if isinstance(rec, dict) else [("run.json", str(rec))]
         blocks.append(Table(pd.DataFrame(rows, columns=["pin", "value"]), "Run record (run.json)"))
     if c.rci is not None:
         params = {"versions": " -> ".join(c.versions), **{k: v for k, v in c.rci.get("params", {}).items()}}
