@@ -88,7 +88,7 @@ def test_change_model_simulation_validation():
     covered, n_items, fdp, rci_est, rci_false, rci_flagged = 0, 0, [], [], 0, 0
     for seed in (101, 102):
         sim, counts = _counts(300, seed)
-        res = fit(counts, model="change", config=SamplerConfig(chains=2, draws=400, tune=400, seed=seed))
+        res = fit(counts, model="change", collapsed=False, config=SamplerConfig(chains=2, draws=400, tune=400, seed=seed))
         it = res.items
         truth = sim.truth.set_index("item_id").loc[it["item_id"], "delta_p"].to_numpy()
         covered += np.sum((truth >= it["dp_lo90"] - 1e-12) & (truth <= it["dp_hi90"] + 1e-12))
@@ -140,4 +140,6 @@ def test_cli_fit_writes_outputs_and_exits_3_on_failed_gate(tmp_path):
     assert json.loads((bad / "fit.json").read_text())["status"] == "failed"
     assert pd.read_parquet(bad / "items.parquet").attrs["status"] == "failed"
     assert main(["fit", *fail, "--allow-unconverged"]) == 0
-    assert main(["fit", *args[:2], "--model", "change", "--collapsed", "--out", str(bad)]) == 2
+    with pytest.raises(SystemExit) as exc:  # --collapsed and --full exclude each other
+        main(["fit", *args[:2], "--model", "change", "--collapsed", "--full", "--out", str(bad)])
+    assert exc.value.code == 2

@@ -108,3 +108,47 @@ def test_gate_thresholds_on_synthetic_draws():
     assert gate(tree(good, div=1), ["a"], max_divergences=1).passed
     assert not gate(tree(const), ["a"]).passed  # undefined R-hat / ESS is a failure, never a pass
     assert not gate(tree(good[:, :100]), ["a"], min_ess=1000).passed
+
+
+def _cell_reference(mu, sd, shift, tau, slope, pi, n1, y1, n2, y2):
+    """The collapsed change model's cell likelihood by adaptive 2-D quadrature (scipy dblquad)."""
+    import math
+
+    from scipy.integrate import dblquad, quad
+
+    def binom(y, n, x):  # Bin(y | n, expit x)
+        p = 1.0 / (1.0 + math.exp(-x))
+        return math.comb(n, y) * p**y * (1.0 - p) ** (n - y)
+
+    def phi(u):
+        return math.exp(-0.5 * u * u) / math.sqrt(2 * math.pi)
+
+    same = quad(lambda u: phi(u) * binom(y1, n1, mu + sd * u) * binom(y2, n2, mu + sd * u), -12, 12, limit=400, epsabs=1e-14, epsrel=1e-10)[0]
+    change = dblquad(
+        lambda v, u: phi(u) * binom(y1, n1, mu + sd * u) * phi(v) * binom(y2, n2, mu + sd * u + shift + slope * u + tau * v),
+        -12, 12, -12, 12, epsabs=1e-14, epsrel=1e-10,
+    )[0]  # fmt: skip
+    return (1 - pi) * same + pi * change
+
+
+@pytest.mark.parametrize(
+    "mu, sd, shift, tau, slope",
+    [(-1.0, 5.0, 0.3, 3.0, 0.0), (0.5, 1.0, -0.6, 1.0, 0.0), (2.0, 6.0, 0.0, 4.0, 0.3), (0.0, 0.5, 0.2, 0.5, -0.2)],
+)
+def test_collapsed_change_cell_likelihood_matches_dblquad(mu, sd, shift, tau, slope):
+    """Trapezoid quadrature of the collapsed change model vs scipy, floor / ceiling cells included."""
+    from scipy.special import comb
+
+    from bayesrc.bayes.change_collapsed import Cells, _ops, cell_loglik
+
+    cells_list = [(10, 0, 10, 0), (10, 10, 10, 10), (10, 0, 10, 10), (10, 5, 10, 6), (10, 9, 10, 2), (10, 1, 7, 7), (0, 0, 10, 3)]
+    a = np.array(cells_list, float)
+    keys, key = np.unique(a[:, 2:], axis=0, return_inverse=True)
+    cells = Cells(
+        dom=np.zeros(len(a), int), n1=a[:, 0], y1=a[:, 1], n2=a[:, 2], y2=a[:, 3], weight=np.ones(len(a)), key=key.ravel(),
+        key_dom=np.zeros(len(keys), int), key_n=keys[:, 0], key_y=keys[:, 1], item_cell=np.arange(len(a)),
+    )  # fmt: skip
+    ll = cell_loglik(_ops("numpy"), np.array([mu]), np.array([sd]), np.array([shift]), tau, slope, 0.4, cells)
+    ll += np.log(comb(a[:, 0], a[:, 1]) * comb(a[:, 2], a[:, 3]))  # the model leaves the constant out
+    ref = np.array([_cell_reference(mu, sd, shift, tau, slope, 0.4, *map(int, c)) for c in cells_list])
+    np.testing.assert_allclose(np.exp(ll), ref, rtol=1e-6)

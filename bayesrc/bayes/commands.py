@@ -14,7 +14,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("v2", type=Path, metavar="V2_TRIALS")
     p.add_argument("--model", choices=("betabinom", "change"), default="change")
     p.add_argument("--backend", choices=("numpyro", "pymc"), default="numpyro")
-    p.add_argument("--collapsed", action="store_true", help="betabinom: NUTS on hyperparameters + exact conjugate draws of p")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--collapsed", action="store_true", help="NUTS on the hyperparameters + exact conditional item draws (default for --model change)")
+    mode.add_argument("--full", action="store_true", help="NUTS over every item parameter too (default for --model betabinom)")
     p.add_argument("--slope", action="store_true", help="change model: slope of delta on baseline difficulty")
     p.add_argument("--fdr", type=float, default=0.10, help="Bayesian FDR level q (default 0.10)")
     p.add_argument("--rule", choices=("fdr", "threshold"), default="fdr", help="selection rule (default fdr)")
@@ -39,8 +41,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run_fit(args: argparse.Namespace) -> int:
     from bayesrc.errors import InputError
 
-    if args.collapsed and args.model != "betabinom":
-        raise InputError("--collapsed applies to --model betabinom only", field="--collapsed")
     if not 0 < args.fdr < 1:
         raise InputError(f"must be in (0, 1), got {args.fdr}", field="--fdr")
     if args.chains < 1 or args.draws < 1 or args.tune < 0:
@@ -55,9 +55,10 @@ def run_fit(args: argparse.Namespace) -> int:
 
     check_comparable(args.v1, args.v2, allow=args.allow_pin, force=args.force)  # SPEC 6: only the model may differ
     counts = load_counts([args.v1, args.v2], on_unmatched="drop" if args.allow_unmatched else "raise")
+    collapsed = args.collapsed or (args.model == "change" and not args.full)
     cfg = SamplerConfig(chains=args.chains, draws=args.draws, tune=args.tune, target_accept=args.target_accept, seed=args.seed)
     res = fit(
-        counts, model=args.model, backend=args.backend, collapsed=args.collapsed, slope=args.slope, config=cfg,
+        counts, model=args.model, backend=args.backend, collapsed=collapsed, slope=args.slope, config=cfg,
         rule=args.rule, fdr=args.fdr, threshold=args.threshold, rope=args.rope,
         max_rhat=args.max_rhat, min_ess=args.min_ess, max_divergences=args.max_divergences,
     )  # fmt: skip

@@ -28,18 +28,25 @@ def sample(data: ModelInputs, model: str, backend: str = "numpyro", *, collapsed
         fn = betabinom_numpyro if backend == "numpyro" else betabinom_pymc
         return fn(data, collapsed=collapsed, config=config)
     if model == "change":
-        from bayesrc.bayes.change import change_numpyro, change_pymc
+        if collapsed:
+            from bayesrc.bayes.change_collapsed import change_collapsed_numpyro as fn_n, change_collapsed_pymc as fn_p
+        else:
+            from bayesrc.bayes.change import change_numpyro as fn_n, change_pymc as fn_p
 
-        fn = change_numpyro if backend == "numpyro" else change_pymc
+        fn = fn_n if backend == "numpyro" else fn_p
         return fn(data, slope=slope, config=config)
     raise ValueError(f"model must be one of {MODELS}, got {model!r}")
 
 
-def gated_vars(model: str, slope: bool = False) -> list[str]:
-    """The sampled quantities the gate checks (plus p for the beta-binomial)."""
+def gated_vars(model: str, slope: bool = False, collapsed: bool = False) -> list[str]:
+    """The sampled quantities the gate checks (plus p for the beta-binomial).
+
+    The collapsed change model samples only the hyperparameters (``theta`` is an exact
+    conditional draw, independent given them), so only those are gated.
+    """
     if model == "betabinom":
         return ["logit_mu", "log_kappa", "p"]
-    return ["mu_theta", "sigma_theta", "shift", "sigma_delta", "pi", "theta"] + (["slope"] if slope else [])
+    return ["mu_theta", "sigma_theta", "shift", "sigma_delta", "pi"] + ([] if collapsed else ["theta"]) + (["slope"] if slope else [])
 
 
 @dataclass
@@ -122,6 +129,9 @@ def fit(
 ) -> BayesFit:
     """Fit ``model`` to a version pair, gate it, select changed items and cross-check against RCI.
 
+    ``collapsed`` (default): NUTS on the hyperparameters only with the items integrated
+    out (beta-binomial: conjugate; change model: :mod:`bayesrc.bayes.change_collapsed`);
+    ``collapsed=False`` samples every item parameter with NUTS (the cross-check).
     Never raises for a failed gate: the result's ``status`` is "failed" (see :func:`fit_or_raise`).
     """
     from bayesrc.classical import reliable_change
@@ -133,7 +143,7 @@ def fit(
     t0 = time.perf_counter()
     dt = sample(data, model, backend, collapsed=collapsed, slope=slope, config=cfg)
     runtime = time.perf_counter() - t0
-    diag = gate(dt, gated_vars(model, slope), max_rhat=max_rhat, min_ess=min_ess, max_divergences=max_divergences)
+    diag = gate(dt, gated_vars(model, slope, collapsed), max_rhat=max_rhat, min_ess=min_ess, max_divergences=max_divergences)
     items = item_summary(dt, data, rope=rope)
     cls, sel = select(items["p_improve"], items["p_deteriorate"], rule=rule, fdr=fdr, threshold=threshold)
     items["bayes_class"] = cls
@@ -143,7 +153,7 @@ def fit(
     cc, disc = crosscheck(items, rci_items, rci.s_diff)
     items = items[list(ITEM_COLUMNS)]
     params = {
-        "collapsed": bool(collapsed) if model == "betabinom" else None,
+        "collapsed": bool(collapsed),
         "slope": bool(slope) if model == "change" else None,
         "chains": cfg.chains, "draws": cfg.draws, "tune": cfg.tune, "target_accept": cfg.target_accept, "seed": cfg.seed,
         "rope": rope, "versions": list(data.versions), "n_items": data.n_items, "domains": list(data.domains),

@@ -1,0 +1,346 @@
+"""Collapsed paired change model (SPEC section 3), twice: NumPyro and PyMC (nutpie).
+
+Same model and priors as :mod:`bayesrc.bayes.change` (read its docstring), sampled the way
+the collapsed beta-binomial is: NUTS on the ``2 D + 2 (+1)`` hyperparameters only, with
+every item's ``theta_i``, ``delta_i`` and ``changed_i`` integrated out, then exact
+conditional draws of the item quantities.
+
+Given the hyperparameters items are independent and an item's data enter only through the
+cell ``c = (d, n1, y1, n2, y2)``; with K = 10 there are at most ``D x 11 x 11`` distinct
+cells, whatever the item count. The marginal likelihood of one cell, on the standardised
+scales ``theta = mu_theta_d + sigma_theta_d * u`` and ``delta = m(u) + sigma_delta * v``
+with ``m(u) = shift_d + slope * u``::
+
+    L(c) = int phi(u) Bin(y1 | n1, expit theta) [ (1 - pi) Bin(y2 | n2, expit theta)
+                                                 + pi g(u) ] du
+    g(u) = int phi(v) Bin(y2 | n2, expit(theta + m(u) + sigma_delta v)) dv
+
+Both integrals use the trapezoid rule on fixed standardised nodes (``u``: 241 nodes on
+[-7.5, 7.5]; ``v``: 49 nodes on [-6, 6]), in log space with logsumexp. The integrands are
+analytic in a strip (the binomial's poles sit at ``theta = +- i pi``), so the trapezoid rule
+converges geometrically in the logit-scale spacing ``sigma h``: relative error below 1e-6
+while ``sigma_theta <= 6`` and ``sigma_delta <= 4`` (about 1e-5 at ``sigma_theta = 8``;
+tested against ``scipy.integrate.dblquad``, floor / ceiling cells included). ``g`` depends on the data only
+through ``(d, n2, y2)``, so it is computed once per such key, not per cell. The total
+log-likelihood is ``sum_c w_c log L(c)`` with ``w_c`` the number of items in cell ``c``.
+
+Item draws (:func:`item_draws`), for each posterior draw of the hyperparameters and each
+cell: ``r_c = P(changed | data) = pi int phi B1 g / L`` and ``P(delta > 0 | changed, data)``
+(Rao-Blackwellised, on the same nodes); then per item ``changed_i ~ Bernoulli(r_c)``,
+``theta_i | changed_i, data`` by inverse CDF on a fine grid (801 nodes on [-8, 8],
+piecewise-linear density between nodes) and ``delta_i | theta_i, changed_i, data`` likewise
+on 121 nodes on [-6, 6] (the prior ``Normal(m, sigma_delta)`` when ``changed_i = 0``: then
+``delta_i`` does not enter the likelihood). Exact up to grid resolution.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+import numpy as np
+
+from bayesrc.bayes.change import DIMS as FULL_DIMS
+from bayesrc.bayes.change import PRIOR
+from bayesrc.bayes.inputs import ModelInputs
+from bayesrc.bayes.samplers import SamplerConfig, run_numpyro, run_pymc
+
+THETA_NODES, THETA_HALF = 241, 7.5
+DELTA_NODES, DELTA_HALF = 49, 6.0
+DRAW_THETA_NODES, DRAW_THETA_HALF = 801, 8.0
+DRAW_DELTA_NODES, DRAW_DELTA_HALF = 121, 6.0
+HYPER = ("mu_theta", "sigma_theta", "shift", "sigma_delta", "pi")
+DIMS = {k: v for k, v in FULL_DIMS.items() if k != "theta"}
+
+
+def trapezoid_grid(n_nodes: int, half_width: float) -> tuple[np.ndarray, np.ndarray]:
+    """Nodes ``u_k`` on [-half, half] and log-weights ``log(h phi(u_k))`` for ``int f(u) phi(u) du``.
+
+    Unnormalised (``sum exp(logw) = 1 - O(phi(half))``): the rule approximates the integral
+    against the standard normal itself, so it stays exact for the likelihood.
+    """
+    u = np.linspace(-half_width, half_width, n_nodes)
+    h = u[1] - u[0]
+    return u, np.log(h) - 0.5 * u**2 - 0.5 * np.log(2 * np.pi)
+
+
+@dataclass(frozen=True)
+class Cells:
+    """Distinct ``(d, n1, y1, n2, y2)`` cells, their multiplicities and the item -> cell map.
+
+    ``key`` maps each cell to its distinct version-2 key ``(key_dom, key_n, key_y)``.
+    """
+
+    dom: np.ndarray
+    n1: np.ndarray
+    y1: np.ndarray
+    n2: np.ndarray
+    y2: np.ndarray
+    weight: np.ndarray
+    key: np.ndarray
+    key_dom: np.ndarray
+    key_n: np.ndarray
+    key_y: np.ndarray
+    item_cell: np.ndarray
+
+    @property
+    def n_cells(self) -> int:
+        return int(self.weight.size)
+
+
+def cell_stats(data: ModelInputs) -> Cells:
+    """Sufficient statistics of the change model: distinct cells with item counts."""
+    rows = np.stack([data.dom, data.n[:, 0], data.y[:, 0], data.n[:, 1], data.y[:, 1]], axis=1)
+    cells, item_cell, w = np.unique(rows, axis=0, return_inverse=True, return_counts=True)
+    keys, key = np.unique(cells[:, [0, 3, 4]], axis=0, return_inverse=True)
+    f = lambda a: a.astype(float)  # noqa: E731
+    return Cells(
+        dom=cells[:, 0], n1=f(cells[:, 1]), y1=f(cells[:, 2]), n2=f(cells[:, 3]), y2=f(cells[:, 4]), weight=f(w),
+        key=key.ravel(), key_dom=keys[:, 0], key_n=f(keys[:, 1]), key_y=f(keys[:, 2]), item_cell=item_cell.ravel(),
+    )  # fmt: skip
+
+
+def _ops(backend: str) -> SimpleNamespace:
+    """The handful of array functions :func:`cell_terms` needs, for numpy, jax or pytensor."""
+    if backend == "numpy":
+        from scipy.special import log_expit, logsumexp
+
+        return SimpleNamespace(log_sigmoid=log_expit, logsumexp=logsumexp, logaddexp=np.logaddexp, log=np.log, log1p=np.log1p)
+    if backend == "jax":
+        import jax.numpy as jnp
+        from jax.nn import log_sigmoid
+        from jax.scipy.special import logsumexp
+
+        return SimpleNamespace(log_sigmoid=log_sigmoid, logsumexp=logsumexp, logaddexp=jnp.logaddexp, log=jnp.log, log1p=jnp.log1p)
+    import pytensor.tensor as pt
+
+    return SimpleNamespace(log_sigmoid=lambda x: -pt.softplus(-x), logsumexp=pt.logsumexp, logaddexp=pt.logaddexp, log=pt.log, log1p=pt.log1p)
+
+
+def cell_terms(ops, mu_theta, sigma_theta, shift, sigma_delta, slope, pi, cells: Cells, grid_u, grid_v):
+    """Per cell and theta node: ``log phi_k B1`` plus the two version-2 terms (see module docstring).
+
+    Returns ``(a, l_same, l_change)`` of shapes (cell, node), (key, node), (key, node):
+    ``a = log(h phi(u_k)) + log Bin(y1 | n1, expit theta_k)``, ``l_same = log Bin(y2 | theta_k)``,
+    ``l_change = log g(u_k)``; binomial coefficients are left out (constant).
+    """
+    u, lwu = grid_u
+    v, lwv = grid_v
+    theta = mu_theta[:, None] + sigma_theta[:, None] * u  # (domain, node)
+    m = shift[:, None] + slope * u
+    lp, ln = ops.log_sigmoid(theta), ops.log_sigmoid(-theta)
+    x = (theta + m)[:, :, None] + sigma_delta * v  # (domain, node, v-node)
+    xp, xn = ops.log_sigmoid(x), ops.log_sigmoid(-x)
+    ky, kn, kd = cells.key_y[:, None], cells.key_n[:, None], cells.key_dom
+    l_change = ops.logsumexp(lwv + ky[..., None] * xp[kd] + (kn - ky)[..., None] * xn[kd], axis=-1)
+    l_same = ky * lp[kd] + (kn - ky) * ln[kd]
+    y1, n1, cd = cells.y1[:, None], cells.n1[:, None], cells.dom
+    a = lwu + y1 * lp[cd] + (n1 - y1) * ln[cd]
+    return a, l_same, l_change
+
+
+def cell_loglik(ops, mu_theta, sigma_theta, shift, sigma_delta, slope, pi, cells: Cells, grid_u=None, grid_v=None):
+    """``log L(c)`` per cell: ``logsumexp_k [a_ck + log((1 - pi) B2_same + pi g)]``."""
+    grid_u = grid_u or trapezoid_grid(THETA_NODES, THETA_HALF)
+    grid_v = grid_v or trapezoid_grid(DELTA_NODES, DELTA_HALF)
+    a, l_same, l_change = cell_terms(ops, mu_theta, sigma_theta, shift, sigma_delta, slope, pi, cells, grid_u, grid_v)
+    l2 = ops.logaddexp(ops.log1p(-pi) + l_same, ops.log(pi) + l_change)
+    return ops.logsumexp(a + l2[cells.key], axis=-1)
+
+
+def _numpyro_model(cells: Cells, n_domains: int, slope: bool, grid_u, grid_v):
+    import jax.numpy as jnp
+    import numpyro
+    import numpyro.distributions as dist
+
+    mu_theta = numpyro.sample("mu_theta", dist.Normal(0.0, PRIOR["mu_theta_sd"]).expand([n_domains]).to_event(1))
+    sigma_theta = numpyro.sample("sigma_theta", dist.HalfNormal(PRIOR["sigma_theta_sd"]).expand([n_domains]).to_event(1))
+    shift = numpyro.sample("shift", dist.Normal(0.0, PRIOR["shift_sd"]).expand([n_domains]).to_event(1))
+    sigma_delta = numpyro.sample("sigma_delta", dist.HalfNormal(PRIOR["sigma_delta_sd"]))
+    b = numpyro.sample("slope", dist.Normal(0.0, PRIOR["slope_sd"])) if slope else 0.0
+    pi = numpyro.sample("pi", dist.Beta(PRIOR["pi_a"], PRIOR["pi_b"]))
+    ll = cell_loglik(_ops("jax"), mu_theta, sigma_theta, shift, sigma_delta, b, pi, cells, grid_u, grid_v)
+    numpyro.factor("y", jnp.sum(cells.weight * ll))
+
+
+def change_collapsed_numpyro(data: ModelInputs, *, slope: bool = False, config: SamplerConfig | None = None):
+    """Collapsed change model with NumPyro: NUTS on the hyperparameters, exact item draws after."""
+    cfg = config or SamplerConfig()
+    cells = cell_stats(data)
+    kwargs = dict(cells=cells, n_domains=data.n_domains, slope=slope, grid_u=trapezoid_grid(THETA_NODES, THETA_HALF), grid_v=trapezoid_grid(DELTA_NODES, DELTA_HALF))
+    dt = run_numpyro(_numpyro_model, kwargs, cfg, data.coords, DIMS)
+    return _finish(dt, data, cells, cfg.seed, slope)
+
+
+def change_collapsed_pymc(data: ModelInputs, *, slope: bool = False, config: SamplerConfig | None = None):
+    """The same collapsed model with PyMC (nutpie); same priors, names and dims as the NumPyro twin."""
+    import pymc as pm
+    import pytensor.tensor as pt
+
+    cfg = config or SamplerConfig()
+    cells = cell_stats(data)
+    with pm.Model(coords=data.coords) as model:
+        mu_theta = pm.Normal("mu_theta", 0.0, PRIOR["mu_theta_sd"], dims="domain")
+        sigma_theta = pm.HalfNormal("sigma_theta", PRIOR["sigma_theta_sd"], dims="domain")
+        shift = pm.Normal("shift", 0.0, PRIOR["shift_sd"], dims="domain")
+        sigma_delta = pm.HalfNormal("sigma_delta", PRIOR["sigma_delta_sd"])
+        b = pm.Normal("slope", 0.0, PRIOR["slope_sd"]) if slope else 0.0
+        pi = pm.Beta("pi", PRIOR["pi_a"], PRIOR["pi_b"])
+        grid_u, grid_v = trapezoid_grid(THETA_NODES, THETA_HALF), trapezoid_grid(DELTA_NODES, DELTA_HALF)
+        ll = cell_loglik(_ops("pytensor"), mu_theta, sigma_theta, shift, sigma_delta, b, pi, cells, grid_u, grid_v)
+        pm.Potential("y", pt.sum(cells.weight * ll))
+    dt = run_pymc(model, cfg)
+    return _finish(dt, data, cells, cfg.seed, slope)
+
+
+# ---------------------------------------------------------------- exact conditional item draws
+
+
+def _pwlinear_tables(logf):
+    """Node values ``f`` (max-scaled) and the normalised CDF over intervals of each row's
+    piecewise-linear density (trapezoid interval masses ``(f_k + f_k+1) / 2``)."""
+    import jax.numpy as jnp
+
+    f = jnp.exp(logf - logf.max(-1, keepdims=True))
+    cdf = jnp.cumsum(0.5 * (f[..., 1:] + f[..., :-1]), -1)
+    return f, cdf / cdf[..., -1:]
+
+
+def _pwlinear_draw(f, cdf, rows, u1, u2, x0: float, h: float):
+    """One draw per entry of ``rows`` from row ``rows[i]`` of the piecewise-linear density.
+
+    Interval by inverse CDF (one ``searchsorted`` over all rows: row ``r``'s CDF shifted to
+    ``[r, r + 1]``); within interval ``k`` the offset ``t`` solves
+    ``f_k t + (f_k+1 - f_k) t^2 / 2 = u2 (f_k + f_k+1) / 2``. Returns ``x0 + (k + t) h``.
+    """
+    import jax.numpy as jnp
+
+    n_int = cdf.shape[-1]
+    flat = (jnp.arange(cdf.shape[0])[:, None] + cdf).ravel()
+    pos = jnp.searchsorted(flat, rows + u1 * (1.0 - 1e-12), side="left")
+    k = jnp.clip(pos - rows * n_int, 0, n_int - 1)
+    fa, fb = f[rows, k], f[rows, k + 1]
+    c = u2 * 0.5 * (fa + fb)
+    # Stable root of (fb - fa) / 2 t^2 + fa t - c = 0 (t = u2 when the density is flat).
+    t = 2.0 * c / (fa + jnp.sqrt(jnp.maximum(fa**2 + 2.0 * (fb - fa) * c, 0.0)))
+    t = jnp.where(fa + fb > 0, jnp.clip(t, 0.0, 1.0), u2)
+    return x0 + (k + t) * h
+
+
+def _draws_one(hyper, key, cells_j, item_cell, grids):
+    """Item quantities for one hyperparameter draw (JAX; see :func:`item_draws`)."""
+    import jax
+    import jax.numpy as jnp
+    from jax.nn import log_sigmoid
+    from jax.scipy.special import logsumexp
+
+    ops = _ops("jax")
+    mu_theta, sigma_theta, shift, sigma_delta, b, pi = hyper
+    grid_u, grid_v, fine_u, fine_v = grids
+    cells = cells_j
+    # Rao-Blackwellised r_c and P(delta > 0 | changed) on the likelihood's nodes.
+    a, l_same, l_change = cell_terms(ops, mu_theta, sigma_theta, shift, sigma_delta, b, pi, cells, grid_u, grid_v)
+    u, v = grid_u[0], grid_v[0]
+    m = shift[:, None] + b * u
+    x = (mu_theta[:, None] + sigma_theta[:, None] * u + m)[:, :, None] + sigma_delta * v
+    ky, kn, kd = cells.key_y[:, None, None], cells.key_n[:, None, None], cells.key_dom
+    lterm = grid_v[1] + ky * log_sigmoid(x[kd]) + (kn - ky) * log_sigmoid(-x[kd])
+    delta = m[:, :, None] + sigma_delta * v  # (domain, node, v-node)
+    hv = sigma_delta * (v[1] - v[0])
+    frac_pos = jnp.clip(delta / hv + 0.5, 0.0, 1.0)[kd]  # share of each node's cell above zero
+    p_up_node = jnp.sum(jnp.exp(lterm - l_change[..., None]) * frac_pos, -1)  # (key, node)
+    l0 = a + jnp.log1p(-pi) + l_same[cells.key]
+    l1 = a + jnp.log(pi) + l_change[cells.key]
+    L0, L1 = logsumexp(l0, -1), logsumexp(l1, -1)
+    r = jax.nn.sigmoid(L1 - L0)
+    w1 = jnp.exp(l1 - L1[:, None])
+    p_up = jnp.sum(w1 * p_up_node[cells.key], -1)
+    # changed_i, then theta_i | changed_i on the fine grid (g interpolated: smooth on scale sigma_delta).
+    k1, k2, k3, k4, k5, k6 = jax.random.split(key, 6)
+    n_items = item_cell.shape[0]
+    ci = item_cell
+    changed = jax.random.uniform(k1, (n_items,)) < r[ci]
+    fu = fine_u
+    th_f = mu_theta[:, None] + sigma_theta[:, None] * fu
+    lp, ln = log_sigmoid(th_f), log_sigmoid(-th_f)
+    cd = cells.dom
+    la = -0.5 * fu**2 + cells.y1[:, None] * lp[cd] + (cells.n1 - cells.y1)[:, None] * ln[cd]
+    kyy, knn = cells.key_y[:, None], cells.key_n[:, None]
+    lsame_f = (kyy * lp[kd] + (knn - kyy) * ln[kd])[cells.key]
+    lchg_f = jax.vmap(lambda row: jnp.interp(fu, u, row))(l_change)[cells.key]
+    f, cdf = _pwlinear_tables(jnp.concatenate([la + lsame_f, la + lchg_f], 0))  # rows: (changed, cell)
+    rows = ci + changed * cells.dom.shape[0]
+    hu = (fu[-1] - fu[0]) / (fu.shape[0] - 1)
+    zu = _pwlinear_draw(f, cdf, rows, jax.random.uniform(k2, (n_items,)), jax.random.uniform(k3, (n_items,)), fu[0], hu)
+    d = cells.dom[ci]
+    theta = mu_theta[d] + sigma_theta[d] * zu
+    m_i = shift[d] + b * zu
+    # delta_i | theta_i, changed_i = 1 on the fine v grid; the prior when changed_i = 0.
+    fv = fine_v
+    xi = (theta + m_i)[:, None] + sigma_delta * fv
+    y2, n2 = cells.y2[ci][:, None], cells.n2[ci][:, None]
+    ld = -0.5 * fv**2 + y2 * log_sigmoid(xi) + (n2 - y2) * log_sigmoid(-xi)
+    fd, cdfd = _pwlinear_tables(ld)
+    hv2 = (fv[-1] - fv[0]) / (fv.shape[0] - 1)
+    zv = _pwlinear_draw(fd, cdfd, jnp.arange(n_items), jax.random.uniform(k4, (n_items,)), jax.random.uniform(k5, (n_items,)), fv[0], hv2)
+    zv = jnp.where(changed, zv, jax.random.normal(k6, (n_items,)))
+    return theta, m_i + sigma_delta * zv, changed, r[ci], p_up[ci]
+
+
+def item_draws(post, data: ModelInputs, cells: Cells, seed: int, batch: int = 16) -> dict[str, np.ndarray]:
+    """Exact conditional item draws for every posterior draw (JAX, batched over draws).
+
+    Returns ``theta, delta, changed, r, p_up`` with shape (chain, draw, item).
+    """
+    import jax
+    import jax.numpy as jnp
+
+    from bayesrc.bayes.samplers import _jax
+
+    _jax()
+    n_chain, n_draw = post["pi"].shape
+    flat = lambda a: jnp.asarray(np.asarray(a, float).reshape(n_chain * n_draw, *np.shape(a)[2:]))  # noqa: E731
+    b = post["slope"].values if "slope" in post else np.zeros((n_chain, n_draw))
+    hyper = tuple(flat(post[k].values) if k != "slope" else flat(b) for k in ("mu_theta", "sigma_theta", "shift", "sigma_delta", "slope", "pi"))
+    cj = Cells(**{k: jnp.asarray(getattr(cells, k)) for k in Cells.__dataclass_fields__})
+    grids = (
+        tuple(map(jnp.asarray, trapezoid_grid(THETA_NODES, THETA_HALF))),
+        tuple(map(jnp.asarray, trapezoid_grid(DELTA_NODES, DELTA_HALF))),
+        jnp.linspace(-DRAW_THETA_HALF, DRAW_THETA_HALF, DRAW_THETA_NODES),
+        jnp.linspace(-DRAW_DELTA_HALF, DRAW_DELTA_HALF, DRAW_DELTA_NODES),
+    )
+    item_cell = jnp.asarray(cells.item_cell)
+    n_s = n_chain * n_draw
+    pad = (-n_s) % batch
+    hyper = tuple(jnp.concatenate([h, jnp.repeat(h[-1:], pad, 0)]) if pad else h for h in hyper)
+    keys = jax.random.split(jax.random.PRNGKey(seed), n_s + pad)
+
+    @jax.jit
+    def run(hyper, keys):
+        one = lambda hk: _draws_one(hk[0], hk[1], cj, item_cell, grids)  # noqa: E731
+        hb = tuple(h.reshape(-1, batch, *h.shape[1:]) for h in hyper)
+        kb = keys.reshape(-1, batch, *keys.shape[1:])
+        return jax.lax.map(lambda hk: jax.vmap(lambda h, k: one((h, k)))(hk[0], hk[1]), (hb, kb))
+
+    out = run(hyper, keys)
+    names = ("theta", "delta", "changed", "r", "p_up")
+    return {k: np.asarray(v).reshape(n_s + pad, -1)[:n_s].reshape(n_chain, n_draw, -1) for k, v in zip(names, out)}
+
+
+def _finish(dt, data: ModelInputs, cells: Cells, seed: int, slope: bool):
+    """Item draws, then ``p`` (item, version), ``dp`` and the change quantities in the full model's layout."""
+    from scipy.special import expit
+
+    post = dt["posterior"].to_dataset()
+    c = item_draws(post, data, cells, seed)
+    dims = ("chain", "draw", "item")
+    p1 = expit(c["theta"])
+    p2 = expit(c["theta"] + c["changed"] * c["delta"])
+    for k in ("theta", "r", "p_up", "delta"):
+        post[k] = (dims, c[k])
+    post["changed"] = (dims, c["changed"].astype(np.int8))
+    post["p"] = (("chain", "draw", "item", "version"), np.stack([p1, p2], axis=-1))
+    post["dp"] = (dims, p2 - p1)
+    dt["posterior"] = post
+    dt.attrs.update(model="change", slope=int(slope), collapsed=1)
+    return dt
