@@ -198,3 +198,21 @@ def test_pair_pins_side_by_side():
     assert df.loc["sampling.temperature", "status"] == "blocking"
     assert df.loc["items.bank_sha256", "status"] == "same"
     assert len(df.loc["model.file_sha256", "v1"]) < 64 and df.loc["model.file_sha256", "v1"] != df.loc["model.file_sha256", "v2"]
+
+
+def test_crosscheck_table_rows_are_rci_classes(tmp_path):
+    # fit.json stores table[posterior class][RCI class]; the report shows RCI classes as rows.
+    from bayesrc.report.sections import section_crosscheck
+
+    table = {"improved": {"improved": 2, "no_change": 0, "deteriorated": 0},
+             "no_change": {"improved": 6, "no_change": 28, "deteriorated": 4},
+             "deteriorated": {"improved": 0, "no_change": 0, "deteriorated": 0}}
+
+    class C:  # the two attributes section_crosscheck reads
+        fit = {"crosscheck": {"table": table, "kappa": 0.23, "rci_estimated_fdp": 0.39}, "selection": None}
+        rci = None
+
+    sec = section_crosscheck(None, C())
+    frame = next(b.frame for b in sec.blocks if hasattr(b, "frame")).set_index("RCI \\ posterior")
+    assert frame.loc["improved"].tolist() == [2, 6, 0]  # RCI improved: 8 items, 2 of them improved under the posterior
+    assert frame.sum(axis=1).tolist() == [8, 28, 4]

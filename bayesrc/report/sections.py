@@ -343,7 +343,8 @@ def section_crosscheck(run: Run, c: Comparison) -> Section | None:
         blocks.append(Text(f"Agreement of the posterior and RCI classes: Cohen's κ = {cc['kappa']:.3f}."))
     table = cc.get("table")
     if isinstance(table, dict) and table:
-        t = pd.DataFrame(table).T
+        # fit.json: table[posterior class][RCI class] -> columns are posterior, index RCI
+        t = pd.DataFrame(table).reindex(index=["improved", "no_change", "deteriorated"])
         t.index.name = "RCI \\ posterior"
         blocks.append(Table(t.reset_index(), "RCI class (rows) × posterior class (columns)", latex=True, label="crosscheck"))
     sel = c.fit.get("selection")
