@@ -12,12 +12,15 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
+
+from bayesrc.errors import InputError
 
 
 def _json_default(obj: Any) -> Any:
@@ -95,3 +98,77 @@ def staged_output(out_dir: str | Path) -> Iterator[Path]:
             os.replace(entry, target)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- reading input tables
+
+
+def iter_jsonl(path: str | Path, *, what: str = "a JSON object per line", hint: str = "") -> Iterator[tuple[int, dict]]:
+    """Yield ``(line number, record)`` of a JSONL file; blank lines are skipped.
+
+    A malformed line or a non-object raises :class:`InputError` naming file and line
+    (``hint`` is appended to the malformed-JSON message, e.g. "partial log?").
+    """
+    path = Path(path)
+    with path.open("r", encoding="utf-8") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            text = raw.strip()
+            if not text:
+                continue
+            try:
+                rec = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"malformed JSON ({exc.msg}){hint}", path=path, line=lineno) from None
+            if not isinstance(rec, dict):
+                raise InputError(f"expected {what}", path=path, line=lineno)
+            yield lineno, rec
+
+
+def read_table(
+    path: str | Path,
+    *,
+    kind: str = "table",
+    check_record: Callable[[dict, dict, int], None] | None = None,
+) -> tuple[pd.DataFrame, str]:
+    """Read a JSONL, CSV or Parquet file into a DataFrame with a 1-based ``_line`` column.
+
+    Returns ``(frame, format)`` with format ``"jsonl"``, ``"csv"`` or ``"parquet"``. CSV
+    values stay strings (callers parse them strictly); ``_line`` is the source line
+    (CSV: the header is line 1; Parquet: the row number). ``check_record(record,
+    first_record, line)`` may reject a JSONL record as it is read. ``kind`` names what
+    the file should be, for the error messages.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise InputError("file not found", path=path)
+    if path.is_dir():
+        raise InputError(f"is a directory, expected a {kind} file", path=path)
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".json", ".ndjson"):
+        records: list[dict] = []
+        lines: list[int] = []
+        for lineno, rec in iter_jsonl(path):
+            if check_record is not None:
+                check_record(rec, records[0] if records else rec, lineno)
+            records.append(rec)
+            lines.append(lineno)
+        df = pd.DataFrame.from_records(records)
+        df["_line"] = lines
+        return df, "jsonl"
+    if suffix == ".csv":
+        try:
+            df = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
+        except pd.errors.EmptyDataError:
+            raise InputError("file is empty", path=path) from None
+        except (pd.errors.ParserError, UnicodeDecodeError) as exc:
+            raise InputError(f"malformed CSV ({exc})", path=path) from None
+        df["_line"] = np.arange(len(df)) + 2  # header is line 1
+        return df, "csv"
+    if suffix in (".parquet", ".pq"):
+        try:
+            df = pd.read_parquet(path)
+        except Exception as exc:  # pyarrow raises many types for corrupt files
+            raise InputError(f"unreadable Parquet ({type(exc).__name__}: {exc})", path=path) from None
+        df["_line"] = np.arange(len(df)) + 1
+        return df, "parquet"
+    raise InputError(f"unknown format {suffix!r}; expected .parquet, .jsonl or .csv", path=path)

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from bayesrc.errors import InputError
-from bayesrc.io import atomic_write_bytes
+from bayesrc.io import atomic_write_bytes, read_table
 
 TRIAL_COLUMNS: tuple[str, ...] = (
     "item_id",
@@ -46,10 +46,6 @@ _TRUE = {True, 1, "true", "True", "TRUE", "1"}
 _FALSE = {False, 0, "false", "False", "FALSE", "0"}
 
 
-def _line_label(fmt: str) -> str:
-    return "row" if fmt == "parquet" else "line"
-
-
 def _check_required_keys(rec: dict, first: dict, *, path: Path, line: int) -> None:
     """A JSONL record must carry the key fields itself (an absent key is not a null).
 
@@ -62,52 +58,6 @@ def _check_required_keys(rec: dict, first: dict, *, path: Path, line: int) -> No
         raise InputError("missing required field", path=path, line=line, field="is_correct")
     if "k" in first and "k" not in rec:
         raise InputError("missing required field", path=path, line=line, field="k")
-
-
-def _read_raw(path: Path) -> tuple[pd.DataFrame, str]:
-    """Read a file into a DataFrame with a ``_line`` column (1-based source line)."""
-    if not path.exists():
-        raise InputError("file not found", path=path)
-    if path.is_dir():
-        raise InputError("is a directory, expected a trials file", path=path)
-    suffix = path.suffix.lower()
-    if suffix in (".jsonl", ".json", ".ndjson"):
-        records: list[dict] = []
-        lines: list[int] = []
-        with path.open("r", encoding="utf-8") as fh:
-            for lineno, raw in enumerate(fh, start=1):
-                text = raw.strip()
-                if not text:
-                    continue
-                try:
-                    rec = json.loads(text)
-                except json.JSONDecodeError as exc:
-                    raise InputError(f"malformed JSON ({exc.msg})", path=path, line=lineno) from None
-                if not isinstance(rec, dict):
-                    raise InputError("expected a JSON object per line", path=path, line=lineno)
-                _check_required_keys(rec, records[0] if records else rec, path=path, line=lineno)
-                records.append(rec)
-                lines.append(lineno)
-        df = pd.DataFrame.from_records(records)
-        df["_line"] = lines
-        return df, "jsonl"
-    if suffix == ".csv":
-        try:
-            df = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
-        except pd.errors.EmptyDataError:
-            raise InputError("file is empty", path=path) from None
-        except (pd.errors.ParserError, UnicodeDecodeError) as exc:
-            raise InputError(f"malformed CSV ({exc})", path=path) from None
-        df["_line"] = np.arange(len(df)) + 2  # header is line 1
-        return df, "csv"
-    if suffix in (".parquet", ".pq"):
-        try:
-            df = pd.read_parquet(path)
-        except Exception as exc:  # pyarrow raises many types for corrupt files
-            raise InputError(f"unreadable Parquet ({type(exc).__name__}: {exc})", path=path) from None
-        df["_line"] = np.arange(len(df)) + 1
-        return df, "parquet"
-    raise InputError(f"unknown format {suffix!r}; expected .parquet, .jsonl or .csv", path=path)
 
 
 def _parse_bool(values: pd.Series, *, path: Path, fmt: str, lines: pd.Series, field: str) -> pd.Series:
@@ -257,7 +207,8 @@ def load_trials(path: str | Path, *, model: str | None = None, greedy: bool | No
     greedy : single-shot file without ``k`` (``None`` detects it).
     """
     path = Path(path)
-    raw, fmt = _read_raw(path)
+    check = lambda rec, first, line: _check_required_keys(rec, first, path=path, line=line)  # noqa: E731
+    raw, fmt = read_table(path, kind="trials", check_record=check)
     return normalise_trials(raw, path=path, fmt=fmt, model=model, greedy=greedy)
 
 

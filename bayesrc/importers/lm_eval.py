@@ -37,6 +37,7 @@ import pandas as pd
 
 from bayesrc.errors import InputError
 from bayesrc.importers._common import as_text, finish, lookup, normalise_answer
+from bayesrc.io import iter_jsonl
 
 SAMPLES_NAME = re.compile(r"^samples_(?P<task>.+?)_(?P<date>\d{4}-\d{2}-\d{2}T[\d\-.:]+)\.jsonl$")
 DEFAULT_METRICS = ("exact_match", "acc", "pass@1", "em", "correct")
@@ -70,19 +71,7 @@ def find_sample_files(sources: Sequence[str | Path]) -> list[Path]:
 
 
 def _read_records(path: Path) -> list[tuple[int, dict]]:
-    out = []
-    with path.open("r", encoding="utf-8") as fh:
-        for lineno, raw in enumerate(fh, start=1):
-            text = raw.strip()
-            if not text:
-                continue
-            try:
-                rec = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"malformed JSON ({exc.msg}); truncated or partial log?", path=path, line=lineno) from None
-            if not isinstance(rec, dict):
-                raise InputError("expected one JSON object per line (an lm-eval sample record)", path=path, line=lineno)
-            out.append((lineno, rec))
+    out = list(iter_jsonl(path, what="one JSON object per line (an lm-eval sample record)", hint="; truncated or partial log?"))
     if not out:
         raise InputError("file is empty (no sample records)", path=path)
     return out

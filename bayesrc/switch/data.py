@@ -14,7 +14,6 @@ file, line and field.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from bayesrc.errors import InputError
+from bayesrc.io import read_table
 
 EPISODE_COLUMNS: tuple[str, ...] = ("episode", "prefix_model", "suffix_model", "score")
 CELL_COLUMNS: tuple[str, ...] = ("prefix_model", "suffix_model", "mean", "ci_low", "ci_high", "n_episodes")
@@ -52,49 +52,6 @@ class SwitchData:
             raise InputError(f"benchmark {benchmark!r} not in the input (has {self.benchmarks})", path=self.path, field="benchmark")
         frame = self.frame[self.frame["benchmark"] == benchmark].reset_index(drop=True)
         return SwitchData(self.kind, frame, {benchmark: self.models[benchmark]}, self.path)
-
-
-def _read_table(path: Path) -> tuple[pd.DataFrame, str]:
-    """Read CSV / JSONL / Parquet as strings-or-objects with a 1-based ``_line`` column."""
-    if not path.exists():
-        raise InputError("file not found", path=path)
-    if path.is_dir():
-        raise InputError("is a directory, expected a switch-matrix file", path=path)
-    suffix = path.suffix.lower()
-    if suffix in (".jsonl", ".ndjson", ".json"):
-        records, lines = [], []
-        with path.open("r", encoding="utf-8") as fh:
-            for lineno, raw in enumerate(fh, start=1):
-                if not raw.strip():
-                    continue
-                try:
-                    rec = json.loads(raw)
-                except json.JSONDecodeError as exc:
-                    raise InputError(f"malformed JSON ({exc.msg})", path=path, line=lineno) from None
-                if not isinstance(rec, dict):
-                    raise InputError("expected a JSON object per line", path=path, line=lineno)
-                records.append(rec)
-                lines.append(lineno)
-        df = pd.DataFrame.from_records(records)
-        df["_line"] = lines
-        return df, "line"
-    if suffix == ".csv":
-        try:
-            df = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
-        except pd.errors.EmptyDataError:
-            raise InputError("file is empty", path=path) from None
-        except (pd.errors.ParserError, UnicodeDecodeError) as exc:
-            raise InputError(f"malformed CSV ({exc})", path=path) from None
-        df["_line"] = np.arange(len(df)) + 2  # header is line 1
-        return df, "line"
-    if suffix in (".parquet", ".pq"):
-        try:
-            df = pd.read_parquet(path)
-        except Exception as exc:  # pyarrow raises many types for corrupt files
-            raise InputError(f"unreadable Parquet ({type(exc).__name__}: {exc})", path=path) from None
-        df["_line"] = np.arange(len(df)) + 1
-        return df, "row"
-    raise InputError(f"unknown format {suffix!r}; expected .csv, .jsonl or .parquet", path=path)
 
 
 def _numeric(df: pd.DataFrame, field: str, path: Path) -> np.ndarray:
@@ -158,7 +115,7 @@ def load_switch(path: str | Path, *, benchmark: str | None = None) -> SwitchData
     episode rows), a model without its diagonal cell, or a matrix with one model.
     """
     path = Path(path)
-    df, _ = _read_table(path)
+    df, _ = read_table(path, kind="switch-matrix")
     return _validate(df, path, benchmark)
 
 
