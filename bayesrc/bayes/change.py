@@ -55,12 +55,13 @@ def z_grid(n_nodes: int = GRID_NODES, half_width: float = 6.0) -> tuple[np.ndarr
     return z, logw
 
 
-def _numpyro_model(y, n, dom, n_domains: int, slope: bool, z, logw):
-    import jax.numpy as jnp
+def hyperpriors_numpyro(n_domains: int, slope: bool):
+    """The hyperpriors of the change model (``PRIOR``), NumPyro; shared by the full and collapsed models.
+
+    Returns ``(mu_theta, sigma_theta, shift, sigma_delta, slope, pi)``; ``slope`` is 0.0 when absent.
+    """
     import numpyro
     import numpyro.distributions as dist
-    from jax.nn import log_sigmoid
-    from jax.scipy.special import logsumexp
 
     mu_theta = numpyro.sample("mu_theta", dist.Normal(0.0, PRIOR["mu_theta_sd"]).expand([n_domains]).to_event(1))
     sigma_theta = numpyro.sample("sigma_theta", dist.HalfNormal(PRIOR["sigma_theta_sd"]).expand([n_domains]).to_event(1))
@@ -68,6 +69,30 @@ def _numpyro_model(y, n, dom, n_domains: int, slope: bool, z, logw):
     sigma_delta = numpyro.sample("sigma_delta", dist.HalfNormal(PRIOR["sigma_delta_sd"]))
     b = numpyro.sample("slope", dist.Normal(0.0, PRIOR["slope_sd"])) if slope else 0.0
     pi = numpyro.sample("pi", dist.Beta(PRIOR["pi_a"], PRIOR["pi_b"]))
+    return mu_theta, sigma_theta, shift, sigma_delta, b, pi
+
+
+def hyperpriors_pymc(slope: bool):
+    """The same hyperpriors in PyMC, inside an open ``pm.Model`` with a ``domain`` coord."""
+    import pymc as pm
+
+    mu_theta = pm.Normal("mu_theta", 0.0, PRIOR["mu_theta_sd"], dims="domain")
+    sigma_theta = pm.HalfNormal("sigma_theta", PRIOR["sigma_theta_sd"], dims="domain")
+    shift = pm.Normal("shift", 0.0, PRIOR["shift_sd"], dims="domain")
+    sigma_delta = pm.HalfNormal("sigma_delta", PRIOR["sigma_delta_sd"])
+    b = pm.Normal("slope", 0.0, PRIOR["slope_sd"]) if slope else 0.0
+    pi = pm.Beta("pi", PRIOR["pi_a"], PRIOR["pi_b"])
+    return mu_theta, sigma_theta, shift, sigma_delta, b, pi
+
+
+def _numpyro_model(y, n, dom, n_domains: int, slope: bool, z, logw):
+    import jax.numpy as jnp
+    import numpyro
+    import numpyro.distributions as dist
+    from jax.nn import log_sigmoid
+    from jax.scipy.special import logsumexp
+
+    mu_theta, sigma_theta, shift, sigma_delta, b, pi = hyperpriors_numpyro(n_domains, slope)
     # Centred: most items carry enough data that the non-centred form mixed worse (ESS of mu_theta ~ 40 vs 1000+).
     theta = numpyro.sample("theta", dist.Normal(mu_theta[dom], sigma_theta[dom]).to_event(1))
     m = shift[dom] + b * (theta - mu_theta[dom]) / sigma_theta[dom]
@@ -100,12 +125,7 @@ def change_pymc(data: ModelInputs, *, slope: bool = False, config: SamplerConfig
     y, n = data.y, data.n
     z, logw = z_grid()
     with pm.Model(coords=data.coords) as model:
-        mu_theta = pm.Normal("mu_theta", 0.0, PRIOR["mu_theta_sd"], dims="domain")
-        sigma_theta = pm.HalfNormal("sigma_theta", PRIOR["sigma_theta_sd"], dims="domain")
-        shift = pm.Normal("shift", 0.0, PRIOR["shift_sd"], dims="domain")
-        sigma_delta = pm.HalfNormal("sigma_delta", PRIOR["sigma_delta_sd"])
-        b = pm.Normal("slope", 0.0, PRIOR["slope_sd"]) if slope else 0.0
-        pi = pm.Beta("pi", PRIOR["pi_a"], PRIOR["pi_b"])
+        mu_theta, sigma_theta, shift, sigma_delta, b, pi = hyperpriors_pymc(slope)
         theta = pm.Normal("theta", mu_theta[data.dom], sigma_theta[data.dom], dims="item")
         m = shift[data.dom] + b * (theta - mu_theta[data.dom]) / sigma_theta[data.dom]
 

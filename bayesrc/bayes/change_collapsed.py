@@ -41,7 +41,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from bayesrc.bayes.change import DIMS as FULL_DIMS
-from bayesrc.bayes.change import PRIOR
+from bayesrc.bayes.change import hyperpriors_numpyro, hyperpriors_pymc
 from bayesrc.bayes.inputs import ModelInputs
 from bayesrc.bayes.samplers import SamplerConfig, run_numpyro, run_pymc
 
@@ -151,14 +151,8 @@ def cell_loglik(ops, mu_theta, sigma_theta, shift, sigma_delta, slope, pi, cells
 def _numpyro_model(cells: Cells, n_domains: int, slope: bool, grid_u, grid_v):
     import jax.numpy as jnp
     import numpyro
-    import numpyro.distributions as dist
 
-    mu_theta = numpyro.sample("mu_theta", dist.Normal(0.0, PRIOR["mu_theta_sd"]).expand([n_domains]).to_event(1))
-    sigma_theta = numpyro.sample("sigma_theta", dist.HalfNormal(PRIOR["sigma_theta_sd"]).expand([n_domains]).to_event(1))
-    shift = numpyro.sample("shift", dist.Normal(0.0, PRIOR["shift_sd"]).expand([n_domains]).to_event(1))
-    sigma_delta = numpyro.sample("sigma_delta", dist.HalfNormal(PRIOR["sigma_delta_sd"]))
-    b = numpyro.sample("slope", dist.Normal(0.0, PRIOR["slope_sd"])) if slope else 0.0
-    pi = numpyro.sample("pi", dist.Beta(PRIOR["pi_a"], PRIOR["pi_b"]))
+    mu_theta, sigma_theta, shift, sigma_delta, b, pi = hyperpriors_numpyro(n_domains, slope)
     ll = cell_loglik(_ops("jax"), mu_theta, sigma_theta, shift, sigma_delta, b, pi, cells, grid_u, grid_v)
     numpyro.factor("y", jnp.sum(cells.weight * ll))
 
@@ -180,12 +174,7 @@ def change_collapsed_pymc(data: ModelInputs, *, slope: bool = False, config: Sam
     cfg = config or SamplerConfig()
     cells = cell_stats(data)
     with pm.Model(coords=data.coords) as model:
-        mu_theta = pm.Normal("mu_theta", 0.0, PRIOR["mu_theta_sd"], dims="domain")
-        sigma_theta = pm.HalfNormal("sigma_theta", PRIOR["sigma_theta_sd"], dims="domain")
-        shift = pm.Normal("shift", 0.0, PRIOR["shift_sd"], dims="domain")
-        sigma_delta = pm.HalfNormal("sigma_delta", PRIOR["sigma_delta_sd"])
-        b = pm.Normal("slope", 0.0, PRIOR["slope_sd"]) if slope else 0.0
-        pi = pm.Beta("pi", PRIOR["pi_a"], PRIOR["pi_b"])
+        mu_theta, sigma_theta, shift, sigma_delta, b, pi = hyperpriors_pymc(slope)
         grid_u, grid_v = trapezoid_grid(THETA_NODES, THETA_HALF), trapezoid_grid(DELTA_NODES, DELTA_HALF)
         ll = cell_loglik(_ops("pytensor"), mu_theta, sigma_theta, shift, sigma_delta, b, pi, cells, grid_u, grid_v)
         pm.Potential("y", pt.sum(cells.weight * ll))
