@@ -1,12 +1,20 @@
 # The README's two commands: `make demo` and `make test`. Both create .venv and
 # install the project with all its extras first (llama-cpp-python compiles from
-# source the first time, ~7 min on 2 cores; pip's wheel cache makes later installs fast).
+# source the first time, ~7 min on 2 cores, into a wheel cache that later installs reuse).
 
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
+
+# llama-cpp-python is built once into a wheel cache keyed by version and build flags.
+# Not -march=native: on CPUs that report AMX (Sapphire Rapids and later), ggml's AMX
+# matmul kernels segfault in guests that do not grant the AMX tile state (seen on these
+# machines). AVX2 + FMA runs on any x86-64-v3 CPU; GPU builds: see the README.
+LLAMA_CPP_VERSION ?= 0.3.36
+LLAMA_CMAKE_ARGS  ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
+WHEELS := $(HOME)/.cache/bayesrc/wheels/llama-cpp-python-$(LLAMA_CPP_VERSION)-$(shell echo '$(LLAMA_CMAKE_ARGS)' | cksum | cut -d' ' -f1)
 
 .PHONY: demo test venv browser clean
 
@@ -16,6 +24,11 @@ $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else "bayesrc needs Python >= 3.12 (see .python-version); found " + sys.version.split()[0])'
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip setuptools wheel
+	@ls $(WHEELS)/llama_cpp_python-*.whl >/dev/null 2>&1 || { \
+	  echo "building llama-cpp-python $(LLAMA_CPP_VERSION) (first time only, ~7 min on 2 cores) into $(WHEELS)"; \
+	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip wheel -q --no-cache-dir --no-deps -w $(WHEELS).tmp llama-cpp-python==$(LLAMA_CPP_VERSION) && \
+	  mv $(WHEELS).tmp $(WHEELS); }
+	$(PY) -m pip install -q --force-reinstall --no-deps $(WHEELS)/llama_cpp_python-*.whl
 	$(PY) -m pip install -q -e '.[all]'
 	@touch $(STAMP)
 
