@@ -88,7 +88,7 @@ def test_change_model_simulation_validation():
     covered, n_items, fdp, rci_est, rci_false, rci_flagged = 0, 0, [], [], 0, 0
     for seed in (101, 102):
         sim, counts = _counts(300, seed)
-        res = fit(counts, model="change", collapsed=False, config=SamplerConfig(chains=2, draws=400, tune=400, seed=seed))
+        res = fit(counts, model="change", config=SamplerConfig(chains=2, draws=600, tune=400, seed=seed))
         it = res.items
         truth = sim.truth.set_index("item_id").loc[it["item_id"], "delta_p"].to_numpy()
         covered += np.sum((truth >= it["dp_lo90"] - 1e-12) & (truth <= it["dp_hi90"] + 1e-12))
@@ -105,6 +105,66 @@ def test_change_model_simulation_validation():
     est, real = sum(rci_est) / rci_flagged, rci_false / rci_flagged
     assert abs(est - real) <= 0.05, (est, real)
     assert real > 0.15  # RCI's "reliable changes" include many false ones in such data
+
+
+@pytest.fixture(scope="module")
+def change_pair():
+    return _counts(200, 41)
+
+
+@pytest.fixture(scope="module")
+def change_collapsed_fit(change_pair):
+    from bayesrc.bayes import change_collapsed_numpyro
+
+    return change_collapsed_numpyro(model_inputs(change_pair[1]), config=SamplerConfig(chains=2, draws=1000, tune=500, seed=4))
+
+
+def _agree(a, b, var, z_max=4.5, sd_share=0.25):
+    """Posterior means of ``var`` from two fits agree within ``z_max`` combined MCSE or ``sd_share`` posterior SD."""
+    m1, e1 = _mean_mcse(a, var)
+    m2, e2 = _mean_mcse(b, var)
+    sd = a.posterior[var].std(("chain", "draw")).values
+    assert np.all(np.abs(m1 - m2) <= np.maximum(z_max * np.hypot(e1, e2), sd_share * sd)), (var, m1, m2, e1, e2, sd)
+
+
+@pytest.mark.slow
+def test_collapsed_and_full_change_model_agree(change_pair, change_collapsed_fit):
+    """Two samplers of one posterior: NUTS on the hyperparameters (items integrated out) vs NUTS
+    over every theta_i (delta_i integrated out): same hyperparameter means, same item probabilities."""
+    from bayesrc.bayes import change_numpyro, gate, gated_vars
+
+    d = model_inputs(change_pair[1])
+    full = change_numpyro(d, config=SamplerConfig(chains=2, draws=1000, tune=1000, seed=5))
+    assert gate(full, gated_vars("change")).max_rhat < 1.05
+    col = change_collapsed_fit
+    for var in ("mu_theta", "sigma_theta", "shift", "sigma_delta", "pi"):
+        _agree(col, full, var)
+    # P(changed) and P(changed and delta > 0) per item (both Rao-Blackwellised). Not E[p_up]: the full
+    # model averages P(up | changed, theta) over theta's marginal posterior, the collapsed one over
+    # theta | changed, so that average differs by design; their product with r does not.
+    r_a, r_b = (f.posterior["r"].values for f in (col, full))
+    up_a, up_b = (f.posterior["r"].values * f.posterior["p_up"].values for f in (col, full))
+    for a, b in ((r_a, r_b), (up_a, up_b)):
+        a, b = a.mean((0, 1)), b.mean((0, 1))
+        assert np.max(np.abs(a - b)) < 0.06 and np.mean(np.abs(a - b)) < 0.015, np.max(np.abs(a - b))
+    dp_a, dp_b = col.posterior["dp"].mean(("chain", "draw")).values, full.posterior["dp"].mean(("chain", "draw")).values
+    assert np.max(np.abs(dp_a - dp_b)) < 0.03
+    assert col.posterior["dp"].dims == full.posterior["dp"].dims == ("chain", "draw", "item")
+
+
+@pytest.mark.slow
+def test_change_model_pymc_and_numpyro_agree(change_pair, change_collapsed_fit):
+    pytest.importorskip("nutpie")
+    from bayesrc.bayes import change_collapsed_pymc
+
+    d = model_inputs(change_pair[1])
+    b = change_collapsed_pymc(d, config=SamplerConfig(chains=2, draws=1000, tune=500, seed=6))
+    a = change_collapsed_fit
+    for var in ("mu_theta", "sigma_theta", "shift", "sigma_delta", "pi"):
+        _agree(a, b, var, sd_share=0.0)
+    r_a, r_b = a.posterior["r"].mean(("chain", "draw")).values, b.posterior["r"].mean(("chain", "draw")).values
+    assert np.max(np.abs(r_a - r_b)) < 0.05
+    assert a.posterior["shift"].dims == b.posterior["shift"].dims == ("chain", "draw", "domain")
 
 
 @pytest.mark.slow

@@ -133,7 +133,7 @@ def _cell_reference(mu, sd, shift, tau, slope, pi, n1, y1, n2, y2):
 
 @pytest.mark.parametrize(
     "mu, sd, shift, tau, slope",
-    [(-1.0, 5.0, 0.3, 3.0, 0.0), (0.5, 1.0, -0.6, 1.0, 0.0), (2.0, 6.0, 0.0, 4.0, 0.3), (0.0, 0.5, 0.2, 0.5, -0.2)],
+    [(-1.0, 5.0, 0.3, 3.0, 0.0), (0.5, 1.0, -0.6, 1.0, 0.0), (2.0, 6.0, 0.0, 4.0, 0.3), (0.0, 0.5, 0.2, 0.5, -0.2), (0.0, 3.0, 0.0, 0.2, 0.0)],
 )
 def test_collapsed_change_cell_likelihood_matches_dblquad(mu, sd, shift, tau, slope):
     """Trapezoid quadrature of the collapsed change model vs scipy, floor / ceiling cells included."""
@@ -152,3 +152,60 @@ def test_collapsed_change_cell_likelihood_matches_dblquad(mu, sd, shift, tau, sl
     ll += np.log(comb(a[:, 0], a[:, 1]) * comb(a[:, 2], a[:, 3]))  # the model leaves the constant out
     ref = np.array([_cell_reference(mu, sd, shift, tau, slope, 0.4, *map(int, c)) for c in cells_list])
     np.testing.assert_allclose(np.exp(ll), ref, rtol=1e-6)
+
+
+def _cells(rows):
+    """Cells for a list of (n1, y1, n2, y2), one item each, one domain."""
+    from bayesrc.bayes.change_collapsed import Cells
+
+    a = np.array(rows, float)
+    keys, key = np.unique(a[:, 2:], axis=0, return_inverse=True)
+    return Cells(
+        dom=np.zeros(len(a), int), n1=a[:, 0], y1=a[:, 1], n2=a[:, 2], y2=a[:, 3], weight=np.ones(len(a)), key=key.ravel(),
+        key_dom=np.zeros(len(keys), int), key_n=keys[:, 0], key_y=keys[:, 1], item_cell=np.arange(len(a)),
+    )  # fmt: skip
+
+
+def test_collapsed_change_item_draws_match_a_fine_grid_reference():
+    """Per-item draws given fixed hyperparameters vs the exact conditionals on 2,001 x 1,201 nodes:
+    P(changed) to 1e-5, and the draws of u = (theta - mu) / sigma_theta and, for changed draws,
+    v = (delta - shift) / sigma_delta pass a KS test against the reference marginals."""
+    import xarray as xr
+    from scipy.special import log_expit, logsumexp
+
+    from bayesrc.bayes.change_collapsed import item_draws
+
+    mu, sd, shift, tau, pi = 0.3, 2.5, 0.4, 1.5, 0.4
+    rows = [(10, 5, 10, 5), (10, 2, 10, 9), (10, 10, 10, 10), (10, 0, 10, 1)]
+    n_draw = 4000
+    const = lambda v, dims=("chain", "draw"): (dims, np.full((1, n_draw, *np.shape(v)), v))  # noqa: E731
+    post = xr.Dataset(
+        {"mu_theta": const([mu], ("chain", "draw", "domain")), "sigma_theta": const([sd], ("chain", "draw", "domain")),
+         "shift": const([shift], ("chain", "draw", "domain")), "sigma_delta": const(tau), "pi": const(pi)}
+    )  # fmt: skip
+    out = item_draws(post, _cells(rows), seed=3)
+    u, v = np.linspace(-9, 9, 2001), np.linspace(-8, 8, 1201)
+    for i, (n1, y1, n2, y2) in enumerate(rows):
+        theta = mu + sd * u
+        b1 = y1 * log_expit(theta) + (n1 - y1) * log_expit(-theta)
+        x = theta[:, None] + shift + tau * v
+        l2c = -0.5 * v**2 + y2 * log_expit(x) + (n2 - y2) * log_expit(-x)  # (u, v), up to constants
+        lg = logsumexp(l2c, axis=1) + np.log(v[1] - v[0]) - 0.5 * np.log(2 * np.pi)
+        same = -0.5 * u**2 + b1 + np.log1p(-pi) + y2 * log_expit(theta) + (n2 - y2) * log_expit(-theta)
+        chg = -0.5 * u**2 + b1 + np.log(pi) + lg
+        r_ref = 1.0 / (1.0 + np.exp(logsumexp(same) - logsumexp(chg)))
+        np.testing.assert_allclose(out["r"][0, :, i], r_ref, rtol=1e-5)
+        # Reference marginal of u (mixture over changed), and of v given changed.
+        fu = np.exp(np.logaddexp(same, chg) - np.logaddexp(same, chg).max())
+        cdf_u = np.cumsum(fu) / fu.sum()
+        zu = (out["theta"][0, :, i] - mu) / sd
+        assert stats.kstest(zu, lambda q: np.interp(q, u, cdf_u)).pvalue > 0.01, i
+        jv = -0.5 * u[:, None] ** 2 + b1[:, None] + l2c
+        fv = np.exp(logsumexp(jv, axis=0) - logsumexp(jv, axis=0).max())
+        cdf_v = np.cumsum(fv) / fv.sum()
+        ch = out["changed"][0, :, i].astype(bool)
+        assert abs(ch.mean() - r_ref) < 4 * np.sqrt(r_ref * (1 - r_ref) / n_draw)
+        zv = (out["delta"][0, ch, i] - shift) / tau
+        assert stats.kstest(zv, lambda q: np.interp(q, v, cdf_v)).pvalue > 0.01, i
+        # Unchanged draws carry delta from its prior (it does not enter the likelihood).
+        assert stats.kstest((out["delta"][0, ~ch, i] - shift) / tau, "norm").pvalue > 0.01, i

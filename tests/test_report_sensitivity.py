@@ -107,7 +107,7 @@ def test_cli_sensitivity_writes_tables_figures_and_report_section(sim, tmp_path,
     assert len(table) == 4 and {"realized_fdp", "detections", "z", "sd_basis"} <= set(table.columns)
     assert (out / "sensitivity_threshold.png").read_bytes()[:4] == b"\x89PNG"
     summary = json.loads((out / "sensitivity.json").read_text())
-    assert "prior" in summary["not_done"] and "fdr" in summary["not_done"]
+    assert set(summary["analyses"]) == {"threshold"} and len(summary["analyses"]["threshold"]) == 4
     assert main(["report", str(out)]) == 0
     html = (out / "report_run.html").read_text()
     assert "Sensitivity analyses" in html and "RCI threshold and SD basis" in html
@@ -117,3 +117,84 @@ def test_cli_sensitivity_writes_tables_figures_and_report_section(sim, tmp_path,
     assert main(["sensitivity", "k", str(v1), str(v2), "--truth", str(tmp_path / "bad.parquet"), "--out", str(tmp_path / "x")]) == 2
     err = capsys.readouterr().err
     assert "bad.parquet" in err and "'changed'" in err
+
+
+# ------------------------------------------------------------------ Bayesian sensitivity (real MCMC)
+
+
+@pytest.fixture(scope="module")
+def bayes_sim():
+    return simulate_pair(300, 10, seed=31)
+
+
+@pytest.fixture(scope="module")
+def bayes_config():
+    from bayesrc.bayes import SamplerConfig
+
+    return SamplerConfig(chains=2, tune=500, draws=1000, seed=3)
+
+
+@pytest.fixture(scope="module")
+def bayes_fit(bayes_sim, bayes_config):
+    from bayesrc.bayes import fit
+
+    return fit(item_counts(bayes_sim.trials_v1, bayes_sim.trials_v2), model="change", config=bayes_config, fdr=0.10)
+
+
+@pytest.mark.slow
+def test_fdr_level_sensitivity_from_one_fit(bayes_sim, bayes_fit):
+    from bayesrc.report.sensitivity import fdr_sensitivity
+
+    res = bayes_fit
+    assert res.diagnostics.passed
+    counts = item_counts(bayes_sim.trials_v1, bayes_sim.trials_v2)
+    t = fdr_sensitivity(counts, qs=(0.01, 0.05, 0.10, 0.20), thresholds=(0.9, 0.975, 0.99), result=res, truth=bayes_sim.truth)
+    q = t[t["rule"] == "fdr"].sort_values("level")
+    th = t[t["rule"] == "threshold"].sort_values("level")
+    # a stricter level selects fewer items, with fewer realized false discoveries
+    assert (np.diff(q["detections"]) >= 0).all() and q["detections"].iloc[0] < q["detections"].iloc[-1]
+    assert (np.diff(th["detections"]) <= 0).all() and th["detections"].iloc[-1] < th["detections"].iloc[0]
+    assert q["realized_fdp"].iloc[0] <= q["realized_fdp"].iloc[-1]
+    assert (q["expected_fdp"] <= q["level"] + 1e-12).all()  # the rule's own guarantee
+    assert (q["realized_fdp"] <= q["level"] + 0.1).all()
+    # the q = 0.10 row is the fit's own selection
+    row = q[np.isclose(q["level"], 0.10)].iloc[0]
+    assert row["improved"] == res.selection["n_improved"] and row["deteriorated"] == res.selection["n_deteriorated"]
+    assert np.allclose(t["error_level"], np.where(t["rule"] == "fdr", t["level"], 1 - t["level"]))
+
+
+@pytest.mark.slow
+def test_prior_grid_moves_the_share_changed_in_the_prior_direction(bayes_sim, bayes_config, bayes_fit, tmp_path):
+    from bayesrc.report.sensitivity import prior_sensitivity, write_sensitivity
+
+    counts = item_counts(bayes_sim.trials_v1, bayes_sim.trials_v2)
+    grid = {"sceptical": {"pi_a": 1.0, "pi_b": 9.0}, "default": {}, "eager": {"pi_a": 6.0, "pi_b": 2.0}}
+    t = prior_sensitivity(counts, grid=grid, result=bayes_fit, config=bayes_config, truth=bayes_sim.truth).set_index("prior")
+    # the default entry is the reused fit, not a refit
+    assert t.loc["default", "pi_mean"] == float(bayes_fit.posterior["posterior"]["pi"].mean())
+    assert t["gate_passed"].all()
+    assert t.loc["sceptical", "pi_mean"] < t.loc["default", "pi_mean"] < t.loc["eager", "pi_mean"]
+    assert t.loc["sceptical", "detections"] <= t.loc["eager", "detections"]
+    assert t.loc["default", "pi_a"] == 2.0 and t.loc["eager", "pi_a"] == 6.0
+    # the data dominate: the default prior's conclusions are within a few items of the others'
+    assert (t["detections"] - t.loc["default", "detections"]).abs().max() <= 0.25 * max(t.loc["default", "detections"], 4)
+    written = write_sensitivity({"prior": t.reset_index()}, tmp_path)
+    assert (tmp_path / "sensitivity_prior.png").read_bytes()[:4] == b"\x89PNG" and len(written) == 3
+
+
+@pytest.mark.slow
+def test_cli_sensitivity_fdr_and_report(tmp_path):
+    sim = simulate_pair(120, 10, seed=32)
+    v1, v2, truth = tmp_path / "v1.parquet", tmp_path / "v2.parquet", tmp_path / "truth.parquet"
+    save_trials(sim.trials_v1, v1)
+    save_trials(sim.trials_v2, v2)
+    sim.truth.to_parquet(truth)
+    out = tmp_path / "run"
+    args = ["sensitivity", "fdr", str(v1), str(v2), "--truth", str(truth), "--chains", "2", "--tune", "300", "--draws", "400", "--seed", "3"]
+    assert main([*args, "--q-grid", "0.05", "0.1", "--out", str(out)]) == 0
+    table = pd.read_csv(out / "sensitivity_fdr.csv")
+    assert len(table) == 2 + 4 and {"rule", "level", "error_level", "expected_fdp", "realized_fdp"} <= set(table.columns)
+    assert main(["report", str(out)]) == 0
+    assert "Bayesian FDR level and posterior threshold" in (out / "report_run.html").read_text()
+    assert main([*args, "--q-grid", "1.5", "--out", str(tmp_path / "bad")]) == 2
+    assert not (tmp_path / "bad").exists()

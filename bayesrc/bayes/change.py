@@ -29,6 +29,8 @@ drawn from their exact conditionals given each posterior draw (:func:`item_condi
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 from scipy.special import expit, log_expit
 
@@ -55,44 +57,69 @@ def z_grid(n_nodes: int = GRID_NODES, half_width: float = 6.0) -> tuple[np.ndarr
     return z, logw
 
 
-def hyperpriors_numpyro(n_domains: int, slope: bool):
-    """The hyperpriors of the change model (``PRIOR``), NumPyro; shared by the full and collapsed models.
+def prior_settings(prior: dict | None = None) -> dict:
+    """``PRIOR`` updated with ``prior`` (the prior-sensitivity grid); unknown keys or non-positive
+    scales raise ``ValueError``."""
+    out = dict(PRIOR)
+    for key, value in (prior or {}).items():
+        if key not in PRIOR:
+            raise ValueError(f"unknown prior setting {key!r}; known: {', '.join(PRIOR)}")
+        if not float(value) > 0:
+            raise ValueError(f"prior setting {key!r} must be > 0, got {value!r}")
+        out[key] = float(value)
+    return out
+
+
+def share_above_zero(delta, spacing):
+    """Share of each quadrature node's cell ``[delta - h/2, delta + h/2]`` above zero (numpy or jax).
+
+    ``P(delta > 0)`` from node weights: counting a node near zero as wholly positive or
+    negative would be off by up to half a node's weight.
+    """
+    return (delta / spacing + 0.5).clip(0.0, 1.0)
+
+
+def hyperpriors_numpyro(n_domains: int, slope: bool, prior: dict | None = None):
+    """The hyperpriors of the change model (``PRIOR``, or ``prior_settings(prior)``), NumPyro;
+    shared by the full and collapsed models.
 
     Returns ``(mu_theta, sigma_theta, shift, sigma_delta, slope, pi)``; ``slope`` is 0.0 when absent.
     """
     import numpyro
     import numpyro.distributions as dist
 
-    mu_theta = numpyro.sample("mu_theta", dist.Normal(0.0, PRIOR["mu_theta_sd"]).expand([n_domains]).to_event(1))
-    sigma_theta = numpyro.sample("sigma_theta", dist.HalfNormal(PRIOR["sigma_theta_sd"]).expand([n_domains]).to_event(1))
-    shift = numpyro.sample("shift", dist.Normal(0.0, PRIOR["shift_sd"]).expand([n_domains]).to_event(1))
-    sigma_delta = numpyro.sample("sigma_delta", dist.HalfNormal(PRIOR["sigma_delta_sd"]))
-    b = numpyro.sample("slope", dist.Normal(0.0, PRIOR["slope_sd"])) if slope else 0.0
-    pi = numpyro.sample("pi", dist.Beta(PRIOR["pi_a"], PRIOR["pi_b"]))
+    pr = prior_settings(prior)
+    mu_theta = numpyro.sample("mu_theta", dist.Normal(0.0, pr["mu_theta_sd"]).expand([n_domains]).to_event(1))
+    sigma_theta = numpyro.sample("sigma_theta", dist.HalfNormal(pr["sigma_theta_sd"]).expand([n_domains]).to_event(1))
+    shift = numpyro.sample("shift", dist.Normal(0.0, pr["shift_sd"]).expand([n_domains]).to_event(1))
+    sigma_delta = numpyro.sample("sigma_delta", dist.HalfNormal(pr["sigma_delta_sd"]))
+    b = numpyro.sample("slope", dist.Normal(0.0, pr["slope_sd"])) if slope else 0.0
+    pi = numpyro.sample("pi", dist.Beta(pr["pi_a"], pr["pi_b"]))
     return mu_theta, sigma_theta, shift, sigma_delta, b, pi
 
 
-def hyperpriors_pymc(slope: bool):
+def hyperpriors_pymc(slope: bool, prior: dict | None = None):
     """The same hyperpriors in PyMC, inside an open ``pm.Model`` with a ``domain`` coord."""
     import pymc as pm
 
-    mu_theta = pm.Normal("mu_theta", 0.0, PRIOR["mu_theta_sd"], dims="domain")
-    sigma_theta = pm.HalfNormal("sigma_theta", PRIOR["sigma_theta_sd"], dims="domain")
-    shift = pm.Normal("shift", 0.0, PRIOR["shift_sd"], dims="domain")
-    sigma_delta = pm.HalfNormal("sigma_delta", PRIOR["sigma_delta_sd"])
-    b = pm.Normal("slope", 0.0, PRIOR["slope_sd"]) if slope else 0.0
-    pi = pm.Beta("pi", PRIOR["pi_a"], PRIOR["pi_b"])
+    pr = prior_settings(prior)
+    mu_theta = pm.Normal("mu_theta", 0.0, pr["mu_theta_sd"], dims="domain")
+    sigma_theta = pm.HalfNormal("sigma_theta", pr["sigma_theta_sd"], dims="domain")
+    shift = pm.Normal("shift", 0.0, pr["shift_sd"], dims="domain")
+    sigma_delta = pm.HalfNormal("sigma_delta", pr["sigma_delta_sd"])
+    b = pm.Normal("slope", 0.0, pr["slope_sd"]) if slope else 0.0
+    pi = pm.Beta("pi", pr["pi_a"], pr["pi_b"])
     return mu_theta, sigma_theta, shift, sigma_delta, b, pi
 
 
-def _numpyro_model(y, n, dom, n_domains: int, slope: bool, z, logw):
+def _numpyro_model(y, n, dom, n_domains: int, slope: bool, z, logw, prior=None):
     import jax.numpy as jnp
     import numpyro
     import numpyro.distributions as dist
     from jax.nn import log_sigmoid
     from jax.scipy.special import logsumexp
 
-    mu_theta, sigma_theta, shift, sigma_delta, b, pi = hyperpriors_numpyro(n_domains, slope)
+    mu_theta, sigma_theta, shift, sigma_delta, b, pi = hyperpriors_numpyro(n_domains, slope, prior)
     # Centred: most items carry enough data that the non-centred form mixed worse (ESS of mu_theta ~ 40 vs 1000+).
     theta = numpyro.sample("theta", dist.Normal(mu_theta[dom], sigma_theta[dom]).to_event(1))
     m = shift[dom] + b * (theta - mu_theta[dom]) / sigma_theta[dom]
@@ -107,16 +134,18 @@ def _numpyro_model(y, n, dom, n_domains: int, slope: bool, z, logw):
     numpyro.factor("y", jnp.sum(ll))
 
 
-def change_numpyro(data: ModelInputs, *, slope: bool = False, config: SamplerConfig | None = None):
-    """Fit the paired change model with NumPyro; returns a DataTree with derived item quantities."""
+def change_numpyro(data: ModelInputs, *, slope: bool = False, prior: dict | None = None, config: SamplerConfig | None = None):
+    """Fit the paired change model with NumPyro; returns a DataTree with derived item quantities.
+
+    ``prior`` overrides entries of ``PRIOR`` (see :func:`prior_settings`)."""
     cfg = config or SamplerConfig()
     z, logw = z_grid()
-    kwargs = dict(y=data.y, n=data.n, dom=data.dom, n_domains=data.n_domains, slope=slope, z=z, logw=logw)
+    kwargs = dict(y=data.y, n=data.n, dom=data.dom, n_domains=data.n_domains, slope=slope, z=z, logw=logw, prior=prior_settings(prior))
     dt = run_numpyro(_numpyro_model, kwargs, cfg, data.coords, DIMS)
-    return _finish(dt, data, cfg.seed, slope)
+    return _finish(dt, data, cfg.seed, slope, prior)
 
 
-def change_pymc(data: ModelInputs, *, slope: bool = False, config: SamplerConfig | None = None):
+def change_pymc(data: ModelInputs, *, slope: bool = False, prior: dict | None = None, config: SamplerConfig | None = None):
     """Fit the same model with PyMC (nutpie); same priors, names and dims as the NumPyro twin."""
     import pymc as pm
     import pytensor.tensor as pt
@@ -125,7 +154,7 @@ def change_pymc(data: ModelInputs, *, slope: bool = False, config: SamplerConfig
     y, n = data.y, data.n
     z, logw = z_grid()
     with pm.Model(coords=data.coords) as model:
-        mu_theta, sigma_theta, shift, sigma_delta, b, pi = hyperpriors_pymc(slope)
+        mu_theta, sigma_theta, shift, sigma_delta, b, pi = hyperpriors_pymc(slope, prior)
         theta = pm.Normal("theta", mu_theta[data.dom], sigma_theta[data.dom], dims="item")
         m = shift[data.dom] + b * (theta - mu_theta[data.dom]) / sigma_theta[data.dom]
 
@@ -138,7 +167,7 @@ def change_pymc(data: ModelInputs, *, slope: bool = False, config: SamplerConfig
         ll = binom(y1, n1, theta) + pm.math.logaddexp(pt.log1p(-pi) + ll_same, pt.log(pi) + ll_change)
         pm.Potential("y", pt.sum(ll))
     dt = run_pymc(model, cfg)
-    return _finish(dt, data, cfg.seed, slope)
+    return _finish(dt, data, cfg.seed, slope, prior)
 
 
 def _binom(yy, nn, logit):
@@ -177,7 +206,7 @@ def item_conditionals(post, data: ModelInputs, rng: np.random.Generator, chunk: 
         log_odds = np.log(pp[sl])[:, None] - np.log1p(-pp[sl])[:, None] + ll_change - ll_same
         r = expit(log_odds)
         wpost = np.exp(lw - ll_change[..., None])
-        up = (wpost * (dgrid > 0)).sum(-1)
+        up = (wpost * share_above_zero(dgrid, sd_d[sl][:, None, None] * h)).sum(-1)
         # delta | changed: pick a node by its posterior weight, jitter within the cell.
         cdf = np.cumsum(wpost, axis=-1)
         u = rng.random(t.shape)[..., None]
@@ -189,7 +218,7 @@ def item_conditionals(post, data: ModelInputs, rng: np.random.Generator, chunk: 
     return {k: v.reshape(n_chain, n_draw, n_items) for k, v in out.items()}
 
 
-def _finish(dt, data: ModelInputs, seed: int, slope: bool):
+def _finish(dt, data: ModelInputs, seed: int, slope: bool, prior: dict | None = None):
     """Derived quantities from the draws: r, P(delta > 0 | changed), delta, changed, p (item, version), dp."""
     post = dt["posterior"].to_dataset()
     rng = np.random.default_rng(np.random.SeedSequence([seed, 11]))
@@ -205,5 +234,5 @@ def _finish(dt, data: ModelInputs, seed: int, slope: bool):
     post["p"] = (("chain", "draw", "item", "version"), np.stack([p1, p2], axis=-1))
     post["dp"] = (dims, p2 - p1)
     dt["posterior"] = post
-    dt.attrs.update(model="change", slope=int(slope))
+    dt.attrs.update(model="change", slope=int(slope), prior=json.dumps(prior_settings(prior)))
     return dt

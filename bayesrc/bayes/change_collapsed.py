@@ -15,11 +15,11 @@ with ``m(u) = shift_d + slope * u``::
                                                  + pi g(u) ] du
     g(u) = int phi(v) Bin(y2 | n2, expit(theta + m(u) + sigma_delta v)) dv
 
-Both integrals use the trapezoid rule on fixed standardised nodes (``u``: 241 nodes on
-[-7.5, 7.5]; ``v``: 49 nodes on [-6, 6]), in log space with logsumexp. The integrands are
+Both integrals use the trapezoid rule on fixed standardised nodes (``u``: 169 nodes on
+[-6.3, 6.3], spacing 0.075; ``v``: 49 nodes on [-6, 6]), in log space with logsumexp. The integrands are
 analytic in a strip (the binomial's poles sit at ``theta = +- i pi``), so the trapezoid rule
 converges geometrically in the logit-scale spacing ``sigma h``: relative error below 1e-6
-while ``sigma_theta <= 6`` and ``sigma_delta <= 4`` (about 1e-5 at ``sigma_theta = 8``;
+while ``sigma_theta <= 6`` and ``0.2 <= sigma_delta <= 4`` (1e-5 at ``sigma_theta = 8``;
 tested against ``scipy.integrate.dblquad``, floor / ceiling cells included). ``g`` depends on the data only
 through ``(d, n2, y2)``, so it is computed once per such key, not per cell. The total
 log-likelihood is ``sum_c w_c log L(c)`` with ``w_c`` the number of items in cell ``c``.
@@ -27,27 +27,29 @@ log-likelihood is ``sum_c w_c log L(c)`` with ``w_c`` the number of items in cel
 Item draws (:func:`item_draws`), for each posterior draw of the hyperparameters and each
 cell: ``r_c = P(changed | data) = pi int phi B1 g / L`` and ``P(delta > 0 | changed, data)``
 (Rao-Blackwellised, on the same nodes); then per item ``changed_i ~ Bernoulli(r_c)``,
-``theta_i | changed_i, data`` by inverse CDF on a fine grid (801 nodes on [-8, 8],
-piecewise-linear density between nodes) and ``delta_i | theta_i, changed_i, data`` likewise
-on 121 nodes on [-6, 6] (the prior ``Normal(m, sigma_delta)`` when ``changed_i = 0``: then
-``delta_i`` does not enter the likelihood). Exact up to grid resolution.
+``u_i | changed_i, data`` by inverse CDF of the piecewise-linear density through the
+likelihood's own theta nodes (already computed; spacing 0.075 prior SD) and
+``delta_i | theta_i, changed_i, data`` likewise on 121 nodes on [-6, 6] (the prior
+``Normal(m, sigma_delta)`` when ``changed_i = 0``: then ``delta_i`` does not enter the
+likelihood). Exact up to grid resolution: P(changed) matches a 2,001 x 1,201-node reference
+to 1e-5 and the draws pass KS tests against its marginals (tests/test_bayes_units.py).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from types import SimpleNamespace
 
 import numpy as np
 
 from bayesrc.bayes.change import DIMS as FULL_DIMS
-from bayesrc.bayes.change import hyperpriors_numpyro, hyperpriors_pymc
+from bayesrc.bayes.change import hyperpriors_numpyro, hyperpriors_pymc, prior_settings, share_above_zero
 from bayesrc.bayes.inputs import ModelInputs
 from bayesrc.bayes.samplers import SamplerConfig, run_numpyro, run_pymc
 
-THETA_NODES, THETA_HALF = 241, 7.5
+THETA_NODES, THETA_HALF = 169, 6.3  # 241 on [-7.5, 7.5] gave the same accuracy at 1.4x the cost
 DELTA_NODES, DELTA_HALF = 49, 6.0
-DRAW_THETA_NODES, DRAW_THETA_HALF = 801, 8.0
 DRAW_DELTA_NODES, DRAW_DELTA_HALF = 121, 6.0
 HYPER = ("mu_theta", "sigma_theta", "shift", "sigma_delta", "pi")
 DIMS = {k: v for k, v in FULL_DIMS.items() if k != "theta"}
@@ -118,55 +120,58 @@ def _ops(backend: str) -> SimpleNamespace:
 
 
 def cell_terms(ops, mu_theta, sigma_theta, shift, sigma_delta, slope, pi, cells: Cells, grid_u, grid_v):
-    """Per cell and theta node: ``log phi_k B1`` plus the two version-2 terms (see module docstring).
+    """Per cell and theta node: ``log phi_k B1`` plus the version-2 terms (see module docstring).
 
-    Returns ``(a, l_same, l_change)`` of shapes (cell, node), (key, node), (key, node):
-    ``a = log(h phi(u_k)) + log Bin(y1 | n1, expit theta_k)``, ``l_same = log Bin(y2 | theta_k)``,
-    ``l_change = log g(u_k)``; binomial coefficients are left out (constant).
+    Returns ``(a, l_same, l_change_v)`` of shapes (cell, node), (key, node), (key, node, v-node):
+    ``a = log(h phi(u_k)) + log Bin(y1 | n1, expit theta_k)``, ``l_same = log Bin(y2 | theta_k)``
+    and the log integrand of ``g(u_k)`` at each v-node (``log g = logsumexp`` over its last axis).
+    Binomial coefficients are left out (constant), and each binomial term uses one log-sigmoid:
+    ``y log expit(x) + (n - y) log expit(-x) = n log expit(x) - (n - y) x``.
     """
     u, lwu = grid_u
     v, lwv = grid_v
     theta = mu_theta[:, None] + sigma_theta[:, None] * u  # (domain, node)
     m = shift[:, None] + slope * u
-    lp, ln = ops.log_sigmoid(theta), ops.log_sigmoid(-theta)
+    lp = ops.log_sigmoid(theta)
     x = (theta + m)[:, :, None] + sigma_delta * v  # (domain, node, v-node)
-    xp, xn = ops.log_sigmoid(x), ops.log_sigmoid(-x)
+    xp = ops.log_sigmoid(x)
     ky, kn, kd = cells.key_y[:, None], cells.key_n[:, None], cells.key_dom
-    l_change = ops.logsumexp(lwv + ky[..., None] * xp[kd] + (kn - ky)[..., None] * xn[kd], axis=-1)
-    l_same = ky * lp[kd] + (kn - ky) * ln[kd]
+    l_change_v = lwv + kn[..., None] * xp[kd] - (kn - ky)[..., None] * x[kd]
+    l_same = kn * lp[kd] - (kn - ky) * theta[kd]
     y1, n1, cd = cells.y1[:, None], cells.n1[:, None], cells.dom
-    a = lwu + y1 * lp[cd] + (n1 - y1) * ln[cd]
-    return a, l_same, l_change
+    a = lwu + n1 * lp[cd] - (n1 - y1) * theta[cd]
+    return a, l_same, l_change_v
 
 
 def cell_loglik(ops, mu_theta, sigma_theta, shift, sigma_delta, slope, pi, cells: Cells, grid_u=None, grid_v=None):
     """``log L(c)`` per cell: ``logsumexp_k [a_ck + log((1 - pi) B2_same + pi g)]``."""
     grid_u = grid_u or trapezoid_grid(THETA_NODES, THETA_HALF)
     grid_v = grid_v or trapezoid_grid(DELTA_NODES, DELTA_HALF)
-    a, l_same, l_change = cell_terms(ops, mu_theta, sigma_theta, shift, sigma_delta, slope, pi, cells, grid_u, grid_v)
-    l2 = ops.logaddexp(ops.log1p(-pi) + l_same, ops.log(pi) + l_change)
+    a, l_same, l_change_v = cell_terms(ops, mu_theta, sigma_theta, shift, sigma_delta, slope, pi, cells, grid_u, grid_v)
+    l2 = ops.logaddexp(ops.log1p(-pi) + l_same, ops.log(pi) + ops.logsumexp(l_change_v, axis=-1))
     return ops.logsumexp(a + l2[cells.key], axis=-1)
 
 
-def _numpyro_model(cells: Cells, n_domains: int, slope: bool, grid_u, grid_v):
+def _numpyro_model(cells: Cells, n_domains: int, slope: bool, grid_u, grid_v, prior=None):
     import jax.numpy as jnp
     import numpyro
 
-    mu_theta, sigma_theta, shift, sigma_delta, b, pi = hyperpriors_numpyro(n_domains, slope)
+    mu_theta, sigma_theta, shift, sigma_delta, b, pi = hyperpriors_numpyro(n_domains, slope, prior)
     ll = cell_loglik(_ops("jax"), mu_theta, sigma_theta, shift, sigma_delta, b, pi, cells, grid_u, grid_v)
     numpyro.factor("y", jnp.sum(cells.weight * ll))
 
 
-def change_collapsed_numpyro(data: ModelInputs, *, slope: bool = False, config: SamplerConfig | None = None):
+def change_collapsed_numpyro(data: ModelInputs, *, slope: bool = False, prior: dict | None = None, config: SamplerConfig | None = None):
     """Collapsed change model with NumPyro: NUTS on the hyperparameters, exact item draws after."""
     cfg = config or SamplerConfig()
     cells = cell_stats(data)
-    kwargs = dict(cells=cells, n_domains=data.n_domains, slope=slope, grid_u=trapezoid_grid(THETA_NODES, THETA_HALF), grid_v=trapezoid_grid(DELTA_NODES, DELTA_HALF))
+    grids = dict(grid_u=trapezoid_grid(THETA_NODES, THETA_HALF), grid_v=trapezoid_grid(DELTA_NODES, DELTA_HALF))
+    kwargs = dict(cells=cells, n_domains=data.n_domains, slope=slope, prior=prior_settings(prior), **grids)
     dt = run_numpyro(_numpyro_model, kwargs, cfg, data.coords, DIMS)
-    return _finish(dt, data, cells, cfg.seed, slope)
+    return _finish(dt, cells, cfg.seed, slope, prior)
 
 
-def change_collapsed_pymc(data: ModelInputs, *, slope: bool = False, config: SamplerConfig | None = None):
+def change_collapsed_pymc(data: ModelInputs, *, slope: bool = False, prior: dict | None = None, config: SamplerConfig | None = None):
     """The same collapsed model with PyMC (nutpie); same priors, names and dims as the NumPyro twin."""
     import pymc as pm
     import pytensor.tensor as pt
@@ -174,12 +179,12 @@ def change_collapsed_pymc(data: ModelInputs, *, slope: bool = False, config: Sam
     cfg = config or SamplerConfig()
     cells = cell_stats(data)
     with pm.Model(coords=data.coords) as model:
-        mu_theta, sigma_theta, shift, sigma_delta, b, pi = hyperpriors_pymc(slope)
+        mu_theta, sigma_theta, shift, sigma_delta, b, pi = hyperpriors_pymc(slope, prior)
         grid_u, grid_v = trapezoid_grid(THETA_NODES, THETA_HALF), trapezoid_grid(DELTA_NODES, DELTA_HALF)
         ll = cell_loglik(_ops("pytensor"), mu_theta, sigma_theta, shift, sigma_delta, b, pi, cells, grid_u, grid_v)
         pm.Potential("y", pt.sum(cells.weight * ll))
     dt = run_pymc(model, cfg)
-    return _finish(dt, data, cells, cfg.seed, slope)
+    return _finish(dt, cells, cfg.seed, slope, prior)
 
 
 # ---------------------------------------------------------------- exact conditional item draws
@@ -216,68 +221,53 @@ def _pwlinear_draw(f, cdf, rows, u1, u2, x0: float, h: float):
     return x0 + (k + t) * h
 
 
-def _draws_one(hyper, key, cells_j, item_cell, grids):
+def _draws_one(hyper, key, cells, item_cell, grids):
     """Item quantities for one hyperparameter draw (JAX; see :func:`item_draws`)."""
     import jax
     import jax.numpy as jnp
     from jax.nn import log_sigmoid
     from jax.scipy.special import logsumexp
 
-    ops = _ops("jax")
     mu_theta, sigma_theta, shift, sigma_delta, b, pi = hyper
-    grid_u, grid_v, fine_u, fine_v = grids
-    cells = cells_j
-    # Rao-Blackwellised r_c and P(delta > 0 | changed) on the likelihood's nodes.
-    a, l_same, l_change = cell_terms(ops, mu_theta, sigma_theta, shift, sigma_delta, b, pi, cells, grid_u, grid_v)
+    grid_u, grid_v, fine_v = grids
+    a, l_same, l_change_v = cell_terms(_ops("jax"), mu_theta, sigma_theta, shift, sigma_delta, b, pi, cells, grid_u, grid_v)
+    # log g and P(delta > 0 | changed, theta_k) from one pass of exponentials over the v-nodes.
+    top = l_change_v.max(-1, keepdims=True)
+    e = jnp.exp(l_change_v - top)
+    total = e.sum(-1)
+    l_change = top[..., 0] + jnp.log(total)
     u, v = grid_u[0], grid_v[0]
-    m = shift[:, None] + b * u
-    x = (mu_theta[:, None] + sigma_theta[:, None] * u + m)[:, :, None] + sigma_delta * v
-    ky, kn, kd = cells.key_y[:, None, None], cells.key_n[:, None, None], cells.key_dom
-    lterm = grid_v[1] + ky * log_sigmoid(x[kd]) + (kn - ky) * log_sigmoid(-x[kd])
-    delta = m[:, :, None] + sigma_delta * v  # (domain, node, v-node)
-    hv = sigma_delta * (v[1] - v[0])
-    frac_pos = jnp.clip(delta / hv + 0.5, 0.0, 1.0)[kd]  # share of each node's cell above zero
-    p_up_node = jnp.sum(jnp.exp(lterm - l_change[..., None]) * frac_pos, -1)  # (key, node)
+    delta = (shift[:, None] + b * u)[:, :, None] + sigma_delta * v  # (domain, node, v-node)
+    p_up_node = jnp.sum(e * share_above_zero(delta, sigma_delta * (v[1] - v[0]))[cells.key_dom], -1) / total  # (key, node)
+    # Joint log density of (changed, u) per cell on the theta nodes; r_c and P(up) Rao-Blackwellised.
     l0 = a + jnp.log1p(-pi) + l_same[cells.key]
     l1 = a + jnp.log(pi) + l_change[cells.key]
     L0, L1 = logsumexp(l0, -1), logsumexp(l1, -1)
     r = jax.nn.sigmoid(L1 - L0)
-    w1 = jnp.exp(l1 - L1[:, None])
-    p_up = jnp.sum(w1 * p_up_node[cells.key], -1)
-    # changed_i, then theta_i | changed_i on the fine grid (g interpolated: smooth on scale sigma_delta).
+    p_up = jnp.sum(jnp.exp(l1 - L1[:, None]) * p_up_node[cells.key], -1)
+    # changed_i, then u_i | changed_i from the same node densities (piecewise linear between nodes).
     k1, k2, k3, k4, k5, k6 = jax.random.split(key, 6)
     n_items = item_cell.shape[0]
-    ci = item_cell
-    changed = jax.random.uniform(k1, (n_items,)) < r[ci]
-    fu = fine_u
-    th_f = mu_theta[:, None] + sigma_theta[:, None] * fu
-    lp, ln = log_sigmoid(th_f), log_sigmoid(-th_f)
-    cd = cells.dom
-    la = -0.5 * fu**2 + cells.y1[:, None] * lp[cd] + (cells.n1 - cells.y1)[:, None] * ln[cd]
-    kyy, knn = cells.key_y[:, None], cells.key_n[:, None]
-    lsame_f = (kyy * lp[kd] + (knn - kyy) * ln[kd])[cells.key]
-    lchg_f = jax.vmap(lambda row: jnp.interp(fu, u, row))(l_change)[cells.key]
-    f, cdf = _pwlinear_tables(jnp.concatenate([la + lsame_f, la + lchg_f], 0))  # rows: (changed, cell)
-    rows = ci + changed * cells.dom.shape[0]
-    hu = (fu[-1] - fu[0]) / (fu.shape[0] - 1)
-    zu = _pwlinear_draw(f, cdf, rows, jax.random.uniform(k2, (n_items,)), jax.random.uniform(k3, (n_items,)), fu[0], hu)
-    d = cells.dom[ci]
+    changed = jax.random.uniform(k1, (n_items,)) < r[item_cell]
+    f, cdf = _pwlinear_tables(jnp.concatenate([l0, l1], 0))  # rows: (changed, cell)
+    rows = item_cell + changed * cells.dom.shape[0]
+    zu = _pwlinear_draw(f, cdf, rows, jax.random.uniform(k2, (n_items,)), jax.random.uniform(k3, (n_items,)), u[0], u[1] - u[0])
+    d = cells.dom[item_cell]
     theta = mu_theta[d] + sigma_theta[d] * zu
     m_i = shift[d] + b * zu
-    # delta_i | theta_i, changed_i = 1 on the fine v grid; the prior when changed_i = 0.
-    fv = fine_v
-    xi = (theta + m_i)[:, None] + sigma_delta * fv
-    y2, n2 = cells.y2[ci][:, None], cells.n2[ci][:, None]
-    ld = -0.5 * fv**2 + y2 * log_sigmoid(xi) + (n2 - y2) * log_sigmoid(-xi)
-    fd, cdfd = _pwlinear_tables(ld)
-    hv2 = (fv[-1] - fv[0]) / (fv.shape[0] - 1)
-    zv = _pwlinear_draw(fd, cdfd, jnp.arange(n_items), jax.random.uniform(k4, (n_items,)), jax.random.uniform(k5, (n_items,)), fv[0], hv2)
+    # delta_i | theta_i, changed_i = 1 on a fine v grid; the prior when changed_i = 0 (delta_i is not in the likelihood).
+    xi = (theta + m_i)[:, None] + sigma_delta * fine_v
+    y2, n2 = cells.y2[item_cell][:, None], cells.n2[item_cell][:, None]
+    fd, cdfd = _pwlinear_tables(-0.5 * fine_v**2 + n2 * log_sigmoid(xi) - (n2 - y2) * xi)
+    hv = fine_v[1] - fine_v[0]
+    zv = _pwlinear_draw(fd, cdfd, jnp.arange(n_items), jax.random.uniform(k4, (n_items,)), jax.random.uniform(k5, (n_items,)), fine_v[0], hv)
     zv = jnp.where(changed, zv, jax.random.normal(k6, (n_items,)))
-    return theta, m_i + sigma_delta * zv, changed, r[ci], p_up[ci]
+    return theta, m_i + sigma_delta * zv, changed, r[item_cell], p_up[item_cell]
 
 
-def item_draws(post, data: ModelInputs, cells: Cells, seed: int, batch: int = 16) -> dict[str, np.ndarray]:
-    """Exact conditional item draws for every posterior draw (JAX, batched over draws).
+def item_draws(post, cells: Cells, seed: int, batch: int = 4) -> dict[str, np.ndarray]:
+    """Exact conditional item draws for every posterior draw (JAX: ``batch`` draws vectorised,
+    spread over the JAX devices).
 
     Returns ``theta, delta, changed, r, p_up`` with shape (chain, draw, item).
     """
@@ -288,40 +278,38 @@ def item_draws(post, data: ModelInputs, cells: Cells, seed: int, batch: int = 16
 
     _jax()
     n_chain, n_draw = post["pi"].shape
-    flat = lambda a: jnp.asarray(np.asarray(a, float).reshape(n_chain * n_draw, *np.shape(a)[2:]))  # noqa: E731
-    b = post["slope"].values if "slope" in post else np.zeros((n_chain, n_draw))
-    hyper = tuple(flat(post[k].values) if k != "slope" else flat(b) for k in ("mu_theta", "sigma_theta", "shift", "sigma_delta", "slope", "pi"))
+    n_s = n_chain * n_draw
+    flat = lambda a: np.asarray(a, float).reshape(n_s, *np.shape(a)[2:])  # noqa: E731
+    slope = post["slope"].values if "slope" in post else np.zeros((n_chain, n_draw))
+    hyper = [flat(post[k].values) for k in ("mu_theta", "sigma_theta", "shift", "sigma_delta")] + [flat(slope), flat(post["pi"].values)]
     cj = Cells(**{k: jnp.asarray(getattr(cells, k)) for k in Cells.__dataclass_fields__})
     grids = (
         tuple(map(jnp.asarray, trapezoid_grid(THETA_NODES, THETA_HALF))),
         tuple(map(jnp.asarray, trapezoid_grid(DELTA_NODES, DELTA_HALF))),
-        jnp.linspace(-DRAW_THETA_HALF, DRAW_THETA_HALF, DRAW_THETA_NODES),
         jnp.linspace(-DRAW_DELTA_HALF, DRAW_DELTA_HALF, DRAW_DELTA_NODES),
     )
     item_cell = jnp.asarray(cells.item_cell)
-    n_s = n_chain * n_draw
-    pad = (-n_s) % batch
-    hyper = tuple(jnp.concatenate([h, jnp.repeat(h[-1:], pad, 0)]) if pad else h for h in hyper)
-    keys = jax.random.split(jax.random.PRNGKey(seed), n_s + pad)
+    n_dev = jax.local_device_count()
+    pad = (-n_s) % (batch * n_dev)
+    shape = lambda h: h.reshape(n_dev, -1, batch, *h.shape[1:])  # noqa: E731  (device, step, batch, ...)
+    hyper = tuple(shape(np.concatenate([h, np.repeat(h[-1:], pad, 0)])) for h in hyper)
+    keys = shape(np.asarray(jax.random.split(jax.random.PRNGKey(seed), n_s + pad)))
 
-    @jax.jit
     def run(hyper, keys):
-        one = lambda hk: _draws_one(hk[0], hk[1], cj, item_cell, grids)  # noqa: E731
-        hb = tuple(h.reshape(-1, batch, *h.shape[1:]) for h in hyper)
-        kb = keys.reshape(-1, batch, *keys.shape[1:])
-        return jax.lax.map(lambda hk: jax.vmap(lambda h, k: one((h, k)))(hk[0], hk[1]), (hb, kb))
+        one = jax.vmap(lambda h, k: _draws_one(h, k, cj, item_cell, grids))
+        return jax.lax.map(lambda hk: one(*hk), (hyper, keys))
 
-    out = run(hyper, keys)
+    out = jax.pmap(run)(hyper, keys)
     names = ("theta", "delta", "changed", "r", "p_up")
     return {k: np.asarray(v).reshape(n_s + pad, -1)[:n_s].reshape(n_chain, n_draw, -1) for k, v in zip(names, out)}
 
 
-def _finish(dt, data: ModelInputs, cells: Cells, seed: int, slope: bool):
+def _finish(dt, cells: Cells, seed: int, slope: bool, prior: dict | None):
     """Item draws, then ``p`` (item, version), ``dp`` and the change quantities in the full model's layout."""
     from scipy.special import expit
 
     post = dt["posterior"].to_dataset()
-    c = item_draws(post, data, cells, seed)
+    c = item_draws(post, cells, seed)
     dims = ("chain", "draw", "item")
     p1 = expit(c["theta"])
     p2 = expit(c["theta"] + c["changed"] * c["delta"])
@@ -331,5 +319,5 @@ def _finish(dt, data: ModelInputs, cells: Cells, seed: int, slope: bool):
     post["p"] = (("chain", "draw", "item", "version"), np.stack([p1, p2], axis=-1))
     post["dp"] = (dims, p2 - p1)
     dt["posterior"] = post
-    dt.attrs.update(model="change", slope=int(slope), collapsed=1)
+    dt.attrs.update(model="change", slope=int(slope), collapsed=1, prior=json.dumps(prior_settings(prior)))
     return dt

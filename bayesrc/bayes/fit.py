@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from bayesrc.bayes.change import prior_settings
 from bayesrc.bayes.diagnostics import Diagnostics, gate
 from bayesrc.bayes.inputs import ModelInputs, model_inputs
 from bayesrc.bayes.samplers import SamplerConfig
@@ -20,9 +21,17 @@ MODELS = ("betabinom", "change")
 BACKENDS = ("numpyro", "pymc")
 
 
-def sample(data: ModelInputs, model: str, backend: str = "numpyro", *, collapsed: bool = True, slope: bool = False, config: SamplerConfig | None = None):
-    """Dispatch to one of the four model functions; returns the posterior DataTree."""
+def sample(
+    data: ModelInputs, model: str, backend: str = "numpyro", *, collapsed: bool = True, slope: bool = False,
+    prior: dict | None = None, config: SamplerConfig | None = None,
+):  # fmt: skip
+    """Dispatch to one of the four model functions; returns the posterior DataTree.
+
+    ``prior`` overrides the change model's ``PRIOR`` entries (prior sensitivity).
+    """
     if model == "betabinom":
+        if prior:
+            raise ValueError("prior overrides apply to the change model only")
         from bayesrc.bayes.betabinom import betabinom_numpyro, betabinom_pymc
 
         fn = betabinom_numpyro if backend == "numpyro" else betabinom_pymc
@@ -34,7 +43,7 @@ def sample(data: ModelInputs, model: str, backend: str = "numpyro", *, collapsed
             from bayesrc.bayes.change import change_numpyro as fn_n, change_pymc as fn_p
 
         fn = fn_n if backend == "numpyro" else fn_p
-        return fn(data, slope=slope, config=config)
+        return fn(data, slope=slope, prior=prior, config=config)
     raise ValueError(f"model must be one of {MODELS}, got {model!r}")
 
 
@@ -117,6 +126,7 @@ def fit(
     backend: str = "numpyro",
     collapsed: bool = True,
     slope: bool = False,
+    prior: dict | None = None,
     config: SamplerConfig | None = None,
     rule: str = "fdr",
     fdr: float = 0.10,
@@ -141,7 +151,7 @@ def fit(
     cfg = config or SamplerConfig()
     data = model_inputs(counts)
     t0 = time.perf_counter()
-    dt = sample(data, model, backend, collapsed=collapsed, slope=slope, config=cfg)
+    dt = sample(data, model, backend, collapsed=collapsed, slope=slope, prior=prior, config=cfg)
     runtime = time.perf_counter() - t0
     diag = gate(dt, gated_vars(model, slope, collapsed), max_rhat=max_rhat, min_ess=min_ess, max_divergences=max_divergences)
     items = item_summary(dt, data, rope=rope)
@@ -155,6 +165,7 @@ def fit(
     params = {
         "collapsed": bool(collapsed),
         "slope": bool(slope) if model == "change" else None,
+        "prior": prior_settings(prior) if model == "change" else None,
         "chains": cfg.chains, "draws": cfg.draws, "tune": cfg.tune, "target_accept": cfg.target_accept, "seed": cfg.seed,
         "rope": rope, "versions": list(data.versions), "n_items": data.n_items, "domains": list(data.domains),
         "rci_sd_basis": rci.params.get("sd_basis"), "rci_s_diff": rci.s_diff,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -16,13 +17,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_report)
 
     s = sub.add_parser("sensitivity", help="how the reliable-change conclusions move with the analysis choices")
-    s.add_argument("analysis", choices=("threshold", "exclusion", "k", "all"))
+    s.add_argument("analysis", choices=("threshold", "exclusion", "k", "prior", "fdr", "all"),
+                   help="prior and fdr fit the paired change model (prior: one fit per prior of the grid)")
     s.add_argument("v1", type=Path, help="trials of version 1")
     s.add_argument("v2", type=Path, help="trials of version 2")
     s.add_argument("--truth", type=Path, help="known truth of a simulated pair (item_id, delta_p, changed): adds realized FDP")
     s.add_argument("--z-grid", type=float, nargs="+", help="RCI thresholds (default 1.645 1.96 2.326 2.58 3.0)")
     s.add_argument("--min-valid-grid", type=int, nargs="+", help="rule (a) grid (default 2 4 6 8 10)")
     s.add_argument("--k-grid", type=int, nargs="+", help="samples per item to keep (default 3 5 ... K)")
+    s.add_argument("--q-grid", type=float, nargs="+", help="Bayesian FDR levels (default 0.01 0.05 0.10 0.20)")
+    s.add_argument("--chains", type=int, default=2, help="change-model chains (prior, fdr; default 2)")
+    s.add_argument("--draws", type=int, default=1000)
+    s.add_argument("--tune", type=int, default=500)
     s.add_argument("--sd-basis", choices=("analysable", "all"), default="analysable")
     s.add_argument("--allow-unmatched", action="store_true")
     s.add_argument("--seed", type=int, default=0)
@@ -61,9 +67,21 @@ def run_sensitivity(args: argparse.Namespace) -> int:
         if missing:
             raise InputError("missing column(s) " + ", ".join(sorted(missing)), path=args.truth, field=sorted(missing)[0])
         truth["item_id"] = truth["item_id"].astype(str)
-    names = ("threshold", "exclusion", "k") if args.analysis == "all" else (args.analysis,)
-    grids = {"zs": args.z_grid, "min_valid_grid": args.min_valid_grid, "ks": args.k_grid}
-    tables = run_sensitivity_analyses(counts, names, truth=truth, sd_basis=args.sd_basis, seed=args.seed, **{k: v for k, v in grids.items() if v})
+    names = ("threshold", "exclusion", "k", "prior", "fdr") if args.analysis == "all" else (args.analysis,)
+    grids = {"zs": args.z_grid, "min_valid_grid": args.min_valid_grid, "ks": args.k_grid, "qs": args.q_grid}
+    if args.chains < 1 or args.draws < 1 or args.tune < 0:
+        raise InputError("chains and draws must be >= 1, tune >= 0", field="--chains")
+    if any(not 0 < q < 1 for q in args.q_grid or ()):
+        raise InputError("FDR levels must be in (0, 1)", field="--q-grid")
+    config = None
+    if {"prior", "fdr"} & set(names):
+        from bayesrc.bayes import SamplerConfig, configure_host_devices
+
+        configure_host_devices(min(args.chains, os.cpu_count() or 1))
+        config = SamplerConfig(chains=args.chains, draws=args.draws, tune=args.tune, seed=args.seed)
+    tables = run_sensitivity_analyses(
+        counts, names, truth=truth, sd_basis=args.sd_basis, seed=args.seed, config=config, **{k: v for k, v in grids.items() if v}
+    )
     written = write_sensitivity(tables, args.out)
     for name, table in tables.items():
         print(f"== {name}")

@@ -445,7 +445,10 @@ def section_sensitivity(run: Run, c: Comparison | None = None) -> Section | None
     """Sensitivity analyses (``sensitivity_NAME.csv`` / ``.png`` of ``bayesrc sensitivity``)."""
     if not run.sensitivity:
         return None
-    titles = {"threshold": "RCI threshold and SD basis", "exclusion": "Exclusion rules", "k": "K-subsampling (first k samples per item)"}
+    titles = {
+        "threshold": "RCI threshold and SD basis", "exclusion": "Exclusion rules", "k": "K-subsampling (first k samples per item)",
+        "prior": "Prior grid (change model refitted)", "fdr": "Bayesian FDR level and posterior threshold",
+    }  # fmt: skip
     blocks: list = [Text("How the reliable-change conclusions move when one analysis choice changes"
                          + (" (realized false-discovery proportion against the simulation's truth)." if any("realized_fdp" in t for t, _ in run.sensitivity.values()) else "."))]
     order = sorted(run.sensitivity, key=lambda n: (list(titles).index(n) if n in titles else len(titles), n))
@@ -456,7 +459,6 @@ def section_sensitivity(run: Run, c: Comparison | None = None) -> Section | None
             fig._png = png.read_bytes()
             blocks.append(fig)
         blocks.append(Table(table.drop(columns=[col for col in ("analysis",) if col in table]), f"Sensitivity: {titles.get(name, name)}", latex=True, label=f"sens-{name}"))
-    blocks.append(Text("Not done: prior sensitivity and the Bayesian FDR level (they need the fitted models of `bayesrc fit`)."))
     return Section("sensitivity", "Sensitivity analyses", blocks)
 
 

@@ -1,4 +1,4 @@
-"""Sensitivity analyses of the classical reliable-change conclusions.
+"""Sensitivity analyses of the reliable-change conclusions, classical and Bayesian.
 
 Each analysis re-runs the classification over a grid of one analysis choice and
 returns a tidy table (one row per setting) and a figure:
@@ -9,11 +9,17 @@ returns a tidy table (one row per setting) and a figure:
   floor/ceiling exclusion on or off (which changes the SD basis, hence S_diff);
 * :func:`k_subsample_sensitivity` — "what would K = 3, 5, ... have concluded?":
   the full classical analysis (reliability included) on the first ``k`` samples of
-  every item, with rule (a) scaled as ``ceil(0.6 k)`` (the paper's 6 of 10).
+  every item, with rule (a) scaled as ``ceil(0.6 k)`` (the paper's 6 of 10);
+* :func:`prior_sensitivity` — the paired change model refitted under a prior grid
+  (:data:`PRIOR_GRID`: every scale halved / doubled, a flat and a sceptical prior on the
+  share of changed items), selection at one FDR level;
+* :func:`fdr_sensitivity` — one change-model fit, items re-selected at several Bayesian
+  FDR levels q and posterior-probability thresholds (plotted against the error each
+  allows: q, or 1 - threshold per item), with the model's expected FDP.
 
 Given the truth of a simulated pair (``bayesrc.data.simulate_pair``), every row also
 carries the realized false-discovery proportion and the share of truly changed
-items detected. Reproducible: every random step is seeded from ``seed``.
+items detected. Reproducible: every random step (MCMC included) is seeded from ``seed``.
 
 The threshold and exclusion grids reuse one reliability estimate (they do not
 change r_xx) and recompute SEM, S_diff and the classes with the classical
@@ -34,6 +40,24 @@ from bayesrc.classical.pipeline import PairRCI, reliable_change
 
 Z_GRID: tuple[float, ...] = (1.645, 1.96, 2.326, 2.58, 3.0)
 MIN_VALID_GRID: tuple[int, ...] = (2, 4, 6, 8, 10)
+FDR_GRID: tuple[float, ...] = (0.01, 0.05, 0.10, 0.20)
+THRESHOLD_GRID: tuple[float, ...] = (0.90, 0.95, 0.975, 0.99)
+_SCALES = ("mu_theta_sd", "sigma_theta_sd", "shift_sd", "sigma_delta_sd", "slope_sd")
+
+
+def _prior_grid() -> dict[str, dict]:
+    from bayesrc.bayes.change import PRIOR
+
+    return {
+        "default": {},
+        "scales x 0.5": {k: PRIOR[k] * 0.5 for k in _SCALES},
+        "scales x 2": {k: PRIOR[k] * 2.0 for k in _SCALES},
+        "pi ~ Beta(1, 1)": {"pi_a": 1.0, "pi_b": 1.0},
+        "pi ~ Beta(1, 9)": {"pi_a": 1.0, "pi_b": 9.0},
+    }
+
+
+PRIOR_GRID: dict[str, dict] = _prior_grid()
 
 
 def classify(
@@ -185,6 +209,87 @@ def k_subsample_sensitivity(
     return pd.DataFrame(rows)
 
 
+def _bayes_scores(items: pd.DataFrame, classes: np.ndarray, truth: pd.DataFrame | None) -> dict:
+    """score_against_truth for posterior classes (every item is analysable in the model)."""
+    frame = pd.DataFrame({"item_id": items["item_id"].to_numpy(), "class": classes, "analysable": True})
+    return score_against_truth(frame, truth)
+
+
+def _change_fit(counts: xr.Dataset, config, seed: int, prior: dict | None = None, fdr: float = 0.10):
+    from bayesrc.bayes import SamplerConfig, fit
+
+    cfg = config or SamplerConfig(chains=2, tune=500, draws=1000, seed=seed)
+    return fit(counts, model="change", prior=prior, config=cfg, fdr=fdr)
+
+
+def prior_sensitivity(
+    counts: xr.Dataset,
+    *,
+    grid: dict[str, dict] | None = None,
+    fdr: float = 0.10,
+    result=None,
+    config=None,
+    truth: pd.DataFrame | None = None,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """The collapsed change model refitted under each prior of ``grid`` (default :data:`PRIOR_GRID`).
+
+    One row per prior: the gate, posterior means of ``pi`` (share changed) and ``sigma_delta``,
+    the items selected at Bayesian FDR ``fdr``, the model's expected false-discovery proportion
+    and its estimate of RCI's (plus realized FDP given ``truth``). Every fit uses the same seed,
+    so rows differ only by the prior. ``result``: a change-model fit to reuse for the grid entry
+    with its prior (e.g. the default) instead of refitting it.
+    """
+    from bayesrc.bayes import select
+    from bayesrc.bayes.change import prior_settings
+
+    rows = []
+    for name, prior in (grid or PRIOR_GRID).items():
+        settings = prior_settings(prior)
+        reuse = result is not None and result.model == "change" and result.params.get("prior") == settings
+        res = result if reuse else _change_fit(counts, config, seed, prior, fdr)
+        cls, sel = select(res.items["p_improve"], res.items["p_deteriorate"], rule="fdr", fdr=fdr)
+        post = res.posterior["posterior"]
+        rows.append({
+            "analysis": "prior", "prior": name, **settings,
+            "gate_passed": bool(res.diagnostics.passed), "pi_mean": float(post["pi"].mean()),
+            "sigma_delta_mean": float(post["sigma_delta"].mean()), "fdr": fdr,
+            "expected_fdp": sel["expected_fdp"], "rci_estimated_fdp": res.crosscheck["rci_estimated_fdp"],
+            **_bayes_scores(res.items, cls, truth),
+        })  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def fdr_sensitivity(
+    counts: xr.Dataset,
+    *,
+    qs: Sequence[float] = FDR_GRID,
+    thresholds: Sequence[float] = THRESHOLD_GRID,
+    result=None,
+    config=None,
+    truth: pd.DataFrame | None = None,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """Items selected at each Bayesian FDR level ``q`` and each posterior threshold, from one fit.
+
+    ``result``: a :class:`bayesrc.bayes.BayesFit` of the change model to reuse (else one is
+    fitted). ``error_level`` is what each setting allows: the mean posterior error of the
+    selected set (``q``) or the largest posterior error of one selected item (``1 - t``).
+    """
+    from bayesrc.bayes import select
+
+    res = result if result is not None else _change_fit(counts, config, seed)
+    items = res.items
+    settings = [("fdr", float(q), float(q)) for q in qs] + [("threshold", float(t), 1.0 - float(t)) for t in thresholds]
+    rows = []
+    for rule, level, error_level in settings:
+        cls, sel = select(items["p_improve"], items["p_deteriorate"], rule=rule, fdr=level, threshold=level)
+        rows.append({"analysis": "fdr", "rule": rule, "level": level, "error_level": error_level,
+                     "expected_fdp": sel["expected_fdp"], "expected_false": sel["expected_false"],
+                     "gate_passed": bool(res.diagnostics.passed), **_bayes_scores(items, cls, truth)})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
 def sensitivity_figure(table: pd.DataFrame):
     """Detections (improved, deteriorated, total) against the varied setting; realized FDP if known."""
     import matplotlib
@@ -193,10 +298,15 @@ def sensitivity_figure(table: pd.DataFrame):
     import matplotlib.pyplot as plt
 
     analysis = table["analysis"].iloc[0]
-    x_col, group_col = {"threshold": ("z", "sd_basis"), "exclusion": ("min_valid", "floor_ceiling_excluded"), "k_subsample": ("k", None)}[analysis]
+    x_col, group_col = {
+        "threshold": ("z", "sd_basis"), "exclusion": ("min_valid", "floor_ceiling_excluded"), "k_subsample": ("k", None),
+        "prior": ("prior", None), "fdr": ("error_level", "rule"),
+    }[analysis]  # fmt: skip
     groups = [(None, table)] if group_col is None else list(table.groupby(group_col, sort=False))
     has_truth = "realized_fdp" in table
-    fig, axes = plt.subplots(1, 2 if has_truth else 1, figsize=(10 if has_truth else 6, 3.8), squeeze=False)
+    has_model_fdp = "expected_fdp" in table
+    second = has_truth or has_model_fdp
+    fig, axes = plt.subplots(1, 2 if second else 1, figsize=(10 if second else 6, 3.8), squeeze=False)
     ax = axes[0, 0]
     styles = ["-", "--", ":"]
     for (g, sub), ls in zip(groups, styles):
@@ -206,14 +316,20 @@ def sensitivity_figure(table: pd.DataFrame):
         ax.plot(sub[x_col], sub["detections"], ls, marker="^", color="#4c72b0", label="all detections" + tag)
     ax.set(xlabel=x_col, ylabel="items", title=f"Reliable changes vs {x_col}")
     ax.legend(fontsize=6, frameon=False)
-    if has_truth:
+    if second:
         ax2 = axes[0, 1]
         for (g, sub), ls in zip(groups, styles):
             tag = "" if g is None else f" ({group_col}={g})"
-            ax2.plot(sub[x_col], sub["realized_fdp"], ls, marker="o", color="#d62728", label="realized FDP" + tag)
-            ax2.plot(sub[x_col], sub["share_changed_detected"], ls, marker="s", color="#7570b3", label="share of changed items detected" + tag)
-        ax2.set(xlabel=x_col, ylabel="proportion", ylim=(0, 1), title="Against the simulation's truth")
+            if has_model_fdp:
+                ax2.plot(sub[x_col], sub["expected_fdp"], ls, marker="D", color="#636363", label="model's expected FDP" + tag)
+            if has_truth:
+                ax2.plot(sub[x_col], sub["realized_fdp"], ls, marker="o", color="#d62728", label="realized FDP" + tag)
+                ax2.plot(sub[x_col], sub["share_changed_detected"], ls, marker="s", color="#7570b3", label="share of changed items detected" + tag)
+        ax2.set(xlabel=x_col, ylabel="proportion", ylim=(0, 1), title="Against the simulation's truth" if has_truth else "False discoveries")
         ax2.legend(fontsize=6, frameon=False)
+    if analysis == "prior":
+        for ax in axes.ravel():
+            ax.tick_params(axis="x", labelrotation=20, labelsize=7)
     fig.tight_layout()
     return fig
 
@@ -222,12 +338,8 @@ ANALYSES = {
     "threshold": threshold_sensitivity,
     "exclusion": exclusion_sensitivity,
     "k": k_subsample_sensitivity,
-}
-
-
-NOT_DONE = {
-    "prior": "prior sensitivity (power-scaling / prior grid) needs the Bayesian models of bayesrc.bayes",
-    "fdr": "Bayesian FDR level needs the posterior selection of bayesrc.bayes",
+    "prior": prior_sensitivity,
+    "fdr": fdr_sensitivity,
 }
 
 
@@ -241,11 +353,16 @@ def run_sensitivity_analyses(
     zs: Sequence[float] = Z_GRID,
     min_valid_grid: Sequence[int] = MIN_VALID_GRID,
     ks: Sequence[int] | None = None,
+    qs: Sequence[float] = FDR_GRID,
+    config=None,
 ) -> dict[str, pd.DataFrame]:
-    """Run the named analyses (one shared reliability estimate for threshold / exclusion)."""
-    pair = None
+    """Run the named analyses (one shared reliability estimate for threshold / exclusion, one
+    default-prior change-model fit for prior / fdr; ``config``: its sampler settings)."""
+    pair, base = None, None
     out: dict[str, pd.DataFrame] = {}
     for name in names:
+        if name in ("prior", "fdr") and base is None:
+            base = _change_fit(counts, config, seed)
         if name in ("threshold", "exclusion") and pair is None:
             pair = _pair(counts, None, seed, sd_basis=sd_basis)
         if name == "threshold":
@@ -254,6 +371,10 @@ def run_sensitivity_analyses(
             out[name] = exclusion_sensitivity(counts, min_valid_grid=min_valid_grid, sd_basis=sd_basis, truth=truth, pair=pair, seed=seed)
         elif name == "k":
             out[name] = k_subsample_sensitivity(counts, ks=ks, sd_basis=sd_basis, truth=truth, seed=seed)
+        elif name == "prior":
+            out[name] = prior_sensitivity(counts, result=base, config=config, truth=truth, seed=seed)
+        elif name == "fdr":
+            out[name] = fdr_sensitivity(counts, qs=qs, result=base, truth=truth, seed=seed)
         else:
             raise ValueError(f"unknown sensitivity analysis {name!r}")
     return out
@@ -273,6 +394,6 @@ def write_sensitivity(tables: dict[str, pd.DataFrame], out_dir) -> list:
             atomic_write_text(stage / f"sensitivity_{name}.csv", t.to_csv(index=False))
             atomic_write_bytes(stage / f"sensitivity_{name}.png", to_png(sensitivity_figure(t)))
             written += [out_dir / f"sensitivity_{name}.csv", out_dir / f"sensitivity_{name}.png"]
-        atomic_write_json(stage / "sensitivity.json", {"analyses": {n: t.to_dict(orient="records") for n, t in tables.items()}, "not_done": NOT_DONE})
+        atomic_write_json(stage / "sensitivity.json", {"analyses": {n: t.to_dict(orient="records") for n, t in tables.items()}})
         written.append(out_dir / "sensitivity.json")
     return written
