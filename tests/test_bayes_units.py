@@ -70,6 +70,24 @@ def test_sufficient_stats_reproduce_betabinomial_likelihood():
     assert compact + coef == pytest.approx(full, rel=1e-10)
 
 
+def test_conjugate_p_draws_are_the_beta_posterior_of_each_item_and_version():
+    """Per (domain, version) block draws vs scipy's Beta(a + y, b + n - y), a and b differing by block."""
+    from bayesrc.bayes import conjugate_p
+
+    sim = simulate_pair(12, 6, seed=2, domains=("x", "y", "z"))
+    d = model_inputs(item_counts(sim.trials_v1, sim.trials_v2))
+    mu = np.array([[0.2, 0.7], [0.5, 0.4], [0.9, 0.1]])  # (domain, version)
+    kappa = np.array([[0.5, 3.0], [8.0, 1.0], [2.0, 0.8]])
+    n_draw = 3000
+    p = conjugate_p(np.broadcast_to(mu, (2, n_draw, 3, 2)), np.broadcast_to(kappa, (2, n_draw, 3, 2)), d, np.random.default_rng(5))
+    assert p.shape == (2, n_draw, d.n_items, 2)
+    for i in range(d.n_items):
+        for v in range(2):
+            a, b = (mu * kappa)[d.dom[i], v], ((1 - mu) * kappa)[d.dom[i], v]
+            ref = stats.beta(a + d.y[i, v], b + d.n[i, v] - d.y[i, v])
+            assert stats.kstest(p[:, :, i, v].ravel(), ref.cdf).pvalue > 1e-3, (i, v)
+
+
 def test_z_grid_integrates_binomial_likelihood():
     """The trapezoid rule of the change model against adaptive quadrature."""
     from scipy.integrate import quad

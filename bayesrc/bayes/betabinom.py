@@ -105,10 +105,17 @@ def conjugate_p(mu: np.ndarray, kappa: np.ndarray, data: ModelInputs, rng: np.ra
     """Exact conditional draws ``p_iv ~ Beta(a + y, b + n - y)`` for each hyperparameter draw.
 
     ``mu, kappa``: (chain, draw, domain, version) -> returns (chain, draw, item, version).
+    Drawn per (domain, version) block: gathering ``a, b`` to every item first builds four
+    (chain, draw, item, version) temporaries and took 2.7x as long at 2,000 items.
     """
-    a = (mu * kappa)[:, :, data.dom, :]
-    b = ((1.0 - mu) * kappa)[:, :, data.dom, :]
-    return rng.beta(a + data.y, b + data.n - data.y)
+    a, b = mu * kappa, (1.0 - mu) * kappa
+    out = np.empty((*mu.shape[:2], data.n_items, 2))
+    for d in range(mu.shape[2]):
+        idx = np.flatnonzero(data.dom == d)
+        for v in range(2):
+            y, n = data.y[idx, v], data.n[idx, v]
+            out[:, :, idx, v] = rng.beta(a[:, :, d, v, None] + y, b[:, :, d, v, None] + (n - y))
+    return out
 
 
 def _finish(dt, data: ModelInputs, collapsed: bool, seed: int):
