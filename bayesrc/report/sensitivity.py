@@ -250,12 +250,12 @@ def prior_sensitivity(
         res = result if reuse else _change_fit(counts, config, seed, prior, fdr)
         cls, sel = select(res.items["p_improve"], res.items["p_deteriorate"], rule="fdr", fdr=fdr)
         post = res.posterior["posterior"]
-        rows.append({
-            "analysis": "prior", "prior": name, **settings,
+        rows.append({  # conclusions first, the prior's settings last (the report's table scrolls right)
+            "analysis": "prior", "prior": name,
             "gate_passed": bool(res.diagnostics.passed), "pi_mean": float(post["pi"].mean()),
             "sigma_delta_mean": float(post["sigma_delta"].mean()), "fdr": fdr,
             "expected_fdp": sel["expected_fdp"], "rci_estimated_fdp": res.crosscheck["rci_estimated_fdp"],
-            **_bayes_scores(res.items, cls, truth),
+            **_bayes_scores(res.items, cls, truth), **settings,
         })  # fmt: skip
     return pd.DataFrame(rows)
 
