@@ -54,6 +54,7 @@ def _jax():
     if cache and not jax.config.jax_compilation_cache_dir:
         jax.config.update("jax_compilation_cache_dir", cache)
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+        jax.config.update("jax_compilation_cache_max_size", 256 * 2**20)  # LRU-evicted; entries are ~0.4 MB
     return jax
 
 
