@@ -49,12 +49,13 @@ def main() -> None:
     one_round = max(2, min(args.chains, os.cpu_count() or 1))
     collapsed = SamplerConfig(chains=args.chains, draws=1000, tune=500, seed=args.seed)
     per_core = SamplerConfig(chains=one_round, draws=1000, tune=500, seed=args.seed)
-    runs = [("collapsed", "numpyro", True, collapsed), ("collapsed, warm", "numpyro", True, collapsed)]
-    runs += [] if one_round == args.chains else [(f"collapsed, warm, {one_round} chains", "numpyro", True, per_core)]
-    if not args.skip_pymc:
-        runs += [("collapsed", "pymc", True, collapsed), ("collapsed, warm", "pymc", True, collapsed)]
     if args.skip_collapsed:
         runs = [(f"collapsed, {one_round} chains", "numpyro", True, per_core)]  # the baseline of the ratios (cold)
+    else:
+        runs = [("collapsed", "numpyro", True, collapsed), ("collapsed, warm", "numpyro", True, collapsed)]
+        runs += [] if one_round == args.chains else [(f"collapsed, warm, {one_round} chains", "numpyro", True, per_core)]
+        if not args.skip_pymc:
+            runs += [("collapsed", "pymc", True, collapsed), ("collapsed, warm", "pymc", True, collapsed)]
     if not args.skip_full:
         full = SamplerConfig(chains=one_round, draws=args.full_draws, tune=args.full_draws, seed=args.seed)
         runs.append((f"full, {one_round} chains", "numpyro", False, full))

@@ -174,14 +174,12 @@ def test_collapsed_change_cell_likelihood_matches_dblquad(mu, sd, shift, tau, sl
 
 def _cells(rows):
     """Cells for a list of (n1, y1, n2, y2), one item each, one domain."""
-    from bayesrc.bayes.change_collapsed import Cells
+    from bayesrc.bayes.change_collapsed import cell_stats
+    from bayesrc.bayes.inputs import ModelInputs
 
-    a = np.array(rows, float)
-    keys, key = np.unique(a[:, 2:], axis=0, return_inverse=True)
-    return Cells(
-        dom=np.zeros(len(a), int), n1=a[:, 0], y1=a[:, 1], n2=a[:, 2], y2=a[:, 3], weight=np.ones(len(a)), key=key.ravel(),
-        key_dom=np.zeros(len(keys), int), key_n=keys[:, 0], key_y=keys[:, 1], item_cell=np.arange(len(a)),
-    )  # fmt: skip
+    a = np.array(rows, int)
+    data = ModelInputs(y=a[:, [1, 3]], n=a[:, [0, 2]], dom=np.zeros(len(a), int), items=np.arange(len(a)).astype(str), versions=("v1", "v2"), domains=("d",))
+    return cell_stats(data)
 
 
 def test_collapsed_change_item_draws_match_a_fine_grid_reference():

@@ -192,7 +192,7 @@ def item_conditionals(post, data: ModelInputs, rng: np.random.Generator, chunk: 
     th = theta.reshape(-1, n_items)
     flat = lambda a: a.reshape(n_chain * n_draw, *a.shape[2:])  # noqa: E731
     mu_t, sd_t, sh, sd_d, pp, bb = map(flat, (mu_theta, sigma_theta, shift, sigma_delta, pi, b))
-    y1, n1, y2, n2 = data.y[:, 0], data.n[:, 0], data.y[:, 1], data.n[:, 1]
+    y2, n2 = data.y[:, 1], data.n[:, 1]
     out = {k: np.empty_like(th) for k in ("r", "p_up", "delta")}
     out["changed"] = np.empty(th.shape, dtype=bool)
     for s0 in range(0, th.shape[0], chunk):
@@ -218,21 +218,25 @@ def item_conditionals(post, data: ModelInputs, rng: np.random.Generator, chunk: 
     return {k: v.reshape(n_chain, n_draw, n_items) for k, v in out.items()}
 
 
+def store_item_quantities(dt, post, theta: np.ndarray, c: dict, slope: bool, prior: dict | None, **attrs):
+    """Write ``r, p_up, delta, changed``, ``p`` (item, version) and ``dp = p_v2 - p_v1`` into the
+    posterior, in the layout both change-model samplers (full and collapsed) share."""
+    dims = ("chain", "draw", "item")
+    p1 = expit(theta)
+    p2 = expit(theta + c["changed"] * c["delta"])
+    for k in ("r", "p_up", "delta"):
+        post[k] = (dims, c[k])
+    post["changed"] = (dims, c["changed"].astype(np.int8))
+    post["p"] = (("chain", "draw", "item", "version"), np.stack([p1, p2], axis=-1))
+    post["dp"] = (dims, p2 - p1)
+    dt["posterior"] = post
+    dt.attrs.update(model="change", slope=int(slope), prior=json.dumps(prior_settings(prior)), **attrs)
+    return dt
+
+
 def _finish(dt, data: ModelInputs, seed: int, slope: bool, prior: dict | None = None):
     """Derived quantities from the draws: r, P(delta > 0 | changed), delta, changed, p (item, version), dp."""
     post = dt["posterior"].to_dataset()
     rng = np.random.default_rng(np.random.SeedSequence([seed, 11]))
     c = item_conditionals(post, data, rng)
-    theta = post["theta"].values
-    p1 = expit(theta)
-    p2 = expit(theta + c["changed"] * c["delta"])
-    dims = ("chain", "draw", "item")
-    post["r"] = (dims, c["r"])
-    post["p_up"] = (dims, c["p_up"])
-    post["delta"] = (dims, c["delta"])
-    post["changed"] = (dims, c["changed"].astype(np.int8))
-    post["p"] = (("chain", "draw", "item", "version"), np.stack([p1, p2], axis=-1))
-    post["dp"] = (dims, p2 - p1)
-    dt["posterior"] = post
-    dt.attrs.update(model="change", slope=int(slope), prior=json.dumps(prior_settings(prior)))
-    return dt
+    return store_item_quantities(dt, post, post["theta"].values, c, slope, prior)

@@ -37,14 +37,13 @@ to 1e-5 and the draws pass KS tests against its marginals (tests/test_bayes_unit
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from types import SimpleNamespace
 
 import numpy as np
 
 from bayesrc.bayes.change import DIMS as FULL_DIMS
-from bayesrc.bayes.change import hyperpriors_numpyro, hyperpriors_pymc, prior_settings, share_above_zero
+from bayesrc.bayes.change import hyperpriors_numpyro, hyperpriors_pymc, prior_settings, share_above_zero, store_item_quantities
 from bayesrc.bayes.inputs import ModelInputs
 from bayesrc.bayes.samplers import SamplerConfig, run_numpyro, run_pymc
 
@@ -306,18 +305,7 @@ def item_draws(post, cells: Cells, seed: int, batch: int = 4) -> dict[str, np.nd
 
 def _finish(dt, cells: Cells, seed: int, slope: bool, prior: dict | None):
     """Item draws, then ``p`` (item, version), ``dp`` and the change quantities in the full model's layout."""
-    from scipy.special import expit
-
     post = dt["posterior"].to_dataset()
     c = item_draws(post, cells, seed)
-    dims = ("chain", "draw", "item")
-    p1 = expit(c["theta"])
-    p2 = expit(c["theta"] + c["changed"] * c["delta"])
-    for k in ("theta", "r", "p_up", "delta"):
-        post[k] = (dims, c[k])
-    post["changed"] = (dims, c["changed"].astype(np.int8))
-    post["p"] = (("chain", "draw", "item", "version"), np.stack([p1, p2], axis=-1))
-    post["dp"] = (dims, p2 - p1)
-    dt["posterior"] = post
-    dt.attrs.update(model="change", slope=int(slope), collapsed=1, prior=json.dumps(prior_settings(prior)))
-    return dt
+    post["theta"] = (("chain", "draw", "item"), c["theta"])
+    return store_item_quantities(dt, post, c["theta"], c, slope, prior, collapsed=1)
