@@ -56,7 +56,9 @@ def main() -> None:
         if args.bank == "builtin":
             bank_path = builtin_bank(tmp / "bank.jsonl", n_items=args.items, seed=0)
         else:
-            src = ROOT.parent / "shared" / "data" / "mmlu_pro_2000.jsonl"
+            from bayesrc.datasets import MMLU_PRO_2000, path
+
+            src = path(MMLU_PRO_2000)
             bank_path = tmp / "bank.jsonl"
             bank_path.write_text("".join(src.read_text().splitlines(keepends=True)[: args.items]))
         bank = load_bank(bank_path)

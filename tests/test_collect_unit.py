@@ -59,9 +59,9 @@ GOOD = json.dumps({"item_id": 1, "domain": "x", "question": "Q?", "options": ["a
 
 
 def test_bank_reads_reference_layout():
-    from conftest import shared_path
+    from conftest import data_path
 
-    bank = load_bank(shared_path("data", "mmlu_pro_2000.jsonl"))
+    bank = load_bank(data_path("mmlu_pro_2000.jsonl"))
     assert len(bank) == 2000 and bank.items[0].letters == "ABCDEFGHIJ" and bank.items[0].answer == "B"
     assert {it.domain for it in bank.items} == {"physics", "law", "psychology", "economics"}
 

@@ -1,15 +1,15 @@
-"""The reference study's real greedy single-shot files (../shared/data/greedy)."""
+"""The reference study's real greedy single-shot files (bundled in bayesrc/datasets/greedy)."""
 
 from __future__ import annotations
 
 from bayesrc.classical import greedy_flips
 from bayesrc.data import load_counts
-from conftest import shared_path
+from conftest import data_path
 
 
 def test_real_greedy_matched_and_flips():
-    g1 = shared_path("data", "greedy", "llama3-8b_greedy.jsonl")
-    g2 = shared_path("data", "greedy", "llama3.1-8b_greedy.jsonl")
+    g1 = data_path("greedy", "llama3-8b_greedy.jsonl")
+    g2 = data_path("greedy", "llama3.1-8b_greedy.jsonl")
     ds = load_counts([g1, g2], on_unmatched="drop", greedy=True)
     assert list(ds["version"].values) == ["llama3-8b", "llama3.1-8b"]
     flips = greedy_flips(ds)

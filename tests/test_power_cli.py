@@ -12,7 +12,7 @@ import pytest
 
 from bayesrc.cli import main
 from bayesrc.data import save_trials, simulate_pair
-from conftest import ROOT, shared_path
+from conftest import ROOT, data_path
 
 
 def _greedy_file(path: Path, model: str, correct: np.ndarray, domains=("law", "physics")) -> Path:
@@ -25,8 +25,8 @@ def _greedy_file(path: Path, model: str, correct: np.ndarray, domains=("law", "p
 
 
 def test_cli_llama_greedy_pair_subprocess(tmp_path):
-    g1 = shared_path("data", "greedy", "llama3-8b_greedy.jsonl")
-    g2 = shared_path("data", "greedy", "llama3.1-8b_greedy.jsonl")
+    g1 = data_path("greedy", "llama3-8b_greedy.jsonl")
+    g2 = data_path("greedy", "llama3.1-8b_greedy.jsonl")
     out = tmp_path / "out"
     proc = subprocess.run(
         [sys.executable, "-m", "bayesrc", "power", str(g1), str(g2), "--cluster-by", "domain", "--out", str(out)],

@@ -22,7 +22,7 @@ from bayesrc.power import (
     resolution_report,
     scores_from_counts,
 )
-from conftest import shared_path
+from conftest import data_path
 
 Z = stats.norm.isf(0.025) + stats.norm.ppf(0.8)
 
@@ -39,8 +39,8 @@ def _read_greedy(path):
 
 @pytest.fixture(scope="module")
 def llama_greedy():
-    g1 = shared_path("data", "greedy", "llama3-8b_greedy.jsonl")
-    g2 = shared_path("data", "greedy", "llama3.1-8b_greedy.jsonl")
+    g1 = data_path("greedy", "llama3-8b_greedy.jsonl")
+    g2 = data_path("greedy", "llama3.1-8b_greedy.jsonl")
     return g1, g2
 
 

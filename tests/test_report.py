@@ -129,12 +129,12 @@ def test_bayes_sections_render_from_fit_outputs(demo_run, tmp_path):
 
 def test_power_and_switch_sections_from_their_commands(demo_run, tmp_path):
     """power.json and switch.json as `bayesrc power` / `bayesrc switch` write them fill their sections."""
-    from conftest import shared_path
+    from conftest import data_path
 
     run = tmp_path / "run"
     shutil.copytree(demo_run, run, ignore=shutil.ignore_patterns("report_*"))
     assert main(["power", str(run / "trials" / "minor_v1.parquet"), str(run / "trials" / "minor_v2.parquet"), "--cluster-by", "domain", "--out", str(run)]) == 0
-    cells = shared_path("data", "switch_matrix_cells.csv")
+    cells = data_path("switch_matrix_cells.csv")
     assert main(["switch", str(cells), "--bayes", "none", "--bootstrap", "200", "--out", str(run)]) == 0
     power = json.loads((run / "power.json").read_text())["pairs"][0]
     text = build_report(run, pairs=["minor"])["minor"].read_text()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import shared_path
+from conftest import data_path
 
 from bayesrc.switch import FactorPriors, factor_data, fit_additive, fit_factor_bayes, load_switch, simulate_switch, switch_effects
 from bayesrc.switch.bayes import BayesFactorFit, fit_numpyro, numpyro_sampler
@@ -18,7 +18,7 @@ WEAK = FactorPriors(pooled=False, scale_sd=1.0, mu_sd=1.0)
 
 @pytest.fixture(scope="module")
 def coqa():
-    d = load_switch(shared_path("data", "switch_matrix_cells.csv")).select("coqa")
+    d = load_switch(data_path("switch_matrix_cells.csv")).select("coqa")
     return d, fit_additive(switch_effects(d)["delta"])
 
 

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import shared_path
+from conftest import data_path
 
 from bayesrc.cli import main
 from bayesrc.errors import InputError
@@ -17,7 +17,7 @@ CELLS = ("switch_matrix_cells.csv",)
 
 
 def test_published_cells_load():
-    d = load_switch(shared_path("data", *CELLS))
+    d = load_switch(data_path(*CELLS))
     assert d.kind == "cells"
     assert d.benchmarks == ["coqa", "multi_if"]
     assert all(len(m) == 9 for m in d.models.values())
@@ -27,7 +27,7 @@ def test_published_cells_load():
 
 
 def test_cell_effects_are_mean_differences_against_the_diagonal():
-    d = load_switch(shared_path("data", *CELLS)).select("coqa")
+    d = load_switch(data_path(*CELLS)).select("coqa")
     eff = switch_effects(d)
     f = d.frame.set_index(["prefix", "suffix"])["mean"]
     # Paper Table 1: gemini-3-flash -> gpt-5-nano = 0.731 - 0.689 = +0.042.
@@ -121,7 +121,7 @@ def test_episode_without_its_own_baseline(tmp_path):
 
 def test_cli_ls_only_on_published_cells(tmp_path, capsys):
     out = tmp_path / "out"
-    rc = main(["switch", str(shared_path("data", *CELLS)), "--benchmark", "coqa", "--bayes", "none", "--out", str(out)])
+    rc = main(["switch", str(data_path(*CELLS)), "--benchmark", "coqa", "--bayes", "none", "--out", str(out)])
     assert rc == 0
     res = json.loads((out / "switch.json").read_text())
     coqa = res["benchmarks"]["coqa"]

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import shared_path
+from conftest import data_path
 
 from bayesrc.switch import factor_correlation, fit_additive, load_switch, simulate_switch, switch_effects
 
 
 def _published(bench):
-    d = load_switch(shared_path("data", "switch_matrix_cells.csv")).select(bench)
+    d = load_switch(data_path("switch_matrix_cells.csv")).select(bench)
     return switch_effects(d)["delta"]
 
 

@@ -1,6 +1,6 @@
 """Item banks: JSONL, one multiple-choice item per line.
 
-Layout of ``shared/data/mmlu_pro_2000.jsonl``: ``item_id``, ``domain``, ``question``,
+Layout of ``mmlu_pro_2000.jsonl`` (bundled: ``bayesrc.datasets``): ``item_id``, ``domain``, ``question``,
 the options as a list (``options`` or ``options_raw``) and/or as text
 (``options_formatted``: one ``"A. text"`` per line), and ``answer`` (the correct letter).
 Every problem is an :class:`~bayesrc.errors.InputError` naming file, line and field.
