@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -71,24 +72,75 @@ def test_shards_in_any_order_merge_to_the_full_run(gemma, bank6, full_run, tmp_p
     assert compare_runs(full_run, merged).differences.empty
 
 
-def test_fast_equals_naive_per_trial(gemma, bank6, tmp_path):
+def _prompts(model, items):
+    from bayesrc.collect.run import render_prompts
+
+    return render_prompts(load_card(CARD), model, items, max_tokens=8)[1]
+
+
+def test_fast_equals_naive_per_trial(gemma, bank6):
     """Same (item, k, seed): the naive engine's full completion extracts the fast engine's answer."""
     from bayesrc.collect.engines import FastEngine, NaiveEngine, Sampling
-    from bayesrc.collect.card import build_prompt
 
-    card = load_card(CARD)
-    s = Sampling(temperature=0.7, max_tokens=card.max_tokens)
+    s = Sampling(temperature=0.7, max_tokens=load_card(CARD).max_tokens)
+    prompts = _prompts(gemma, bank6.items[:2])
     agree = total = 0
-    for item in bank6.items[:1]:
-        toks = gemma.tokenize(build_prompt(card, item))
+    for item in bank6.items[:2]:
         seeds = [item.index * 10 + k for k in range(K)]
-        fast = FastEngine(gemma, s).sample_item(toks, seeds, item.letters)
-        naive = NaiveEngine(gemma, s).sample_item(toks, seeds, item.letters)
+        fast = FastEngine(gemma, s).sample_item(prompts[item.index], seeds, item.letters)
+        naive = NaiveEngine(gemma, s).sample_item(prompts[item.index], seeds, item.letters)
         for f, n in zip(fast, naive):
             assert n.response.startswith(f.response)  # fast stops at the decision point of the same text
             agree += extract(f.response, item.letters).answer == extract(n.response, item.letters).answer
             total += 1
-    assert agree == total
+    assert total == 2 * K and agree == total
+
+
+def _last_logits(model):
+    import llama_cpp
+    import numpy as np
+
+    n_vocab = llama_cpp.llama_vocab_n_tokens(model.llm._model.vocab)
+    return np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(model.llm._ctx.ctx, -1), shape=(n_vocab,)).copy()
+
+
+def test_shared_prefix_cache_gives_the_logits_of_a_fresh_evaluation(gemma, bank6):
+    """Own block on the cached shared KV == whole prompt from an emptied cache, bitwise, whatever came before."""
+    import numpy as np
+
+    prompts = _prompts(gemma, bank6.items)
+    order = [it.index for it in bank6.items]
+    assert len({p.shared for p in prompts.values()}) == 1 and all(p.own for p in prompts.values())
+    fresh = {}
+    for i in order:
+        gemma.eval_prompt(prompts[i], fresh=True)
+        fresh[i] = _last_logits(gemma)
+    for i in order[::-1] + order:  # cached, after other items in both orders
+        n = gemma.eval_prompt(prompts[i])
+        assert n == len(prompts[i].own)  # only the item's own tokens were decoded
+        assert np.array_equal(_last_logits(gemma), fresh[i])
+    assert not np.array_equal(fresh[order[0]], fresh[order[1]])  # the check can fail
+
+
+def test_items_in_any_order_and_resume_point_give_identical_trials(gemma, bank6, full_run, tmp_path):
+    """With the shared-prefix cache, reversed item order and a run resumed after each item give the uninterrupted trials."""
+    from bayesrc.collect.engines import FastEngine, Sampling
+
+    s = Sampling(temperature=0.7, max_tokens=load_card(CARD).max_tokens)
+    prompts = _prompts(gemma, bank6.items)
+    eng = FastEngine(gemma, s)
+    want = _core(read_run_trials(full_run))
+    rev = {it.index: eng.sample_item(prompts[it.index], [it.index * 10 + k for k in range(K)], it.letters) for it in bank6.items[::-1]}
+    for it in bank6.items:
+        got = want[want["item_id"] == it.item_id]
+        assert list(got["response"]) == [x.response for x in rev[it.index]]
+    out = tmp_path / "resumed"
+    for step in range(len(bank6.items)):  # stop after each item, resume (shared block re-evaluated: new model state)
+        gemma.forget_prefix()
+        collect(CARD, bank6, out, k=K, model=gemma, resume=step > 0, max_items=1)
+    pd.testing.assert_frame_equal(_core(read_run_trials(out)), want)
+    rec = json.loads((out / "run.json").read_text())
+    assert rec["pins"]["runtime.n_threads"] == gemma.n_threads and rec["pins"]["prompt.blocks"].startswith("shared+own/")
 
 
 def _cli(*args: str, **kw) -> subprocess.CompletedProcess:

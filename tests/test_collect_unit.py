@@ -175,3 +175,25 @@ def test_malicious_chat_template_cannot_execute(template, tmp_path):
 def test_benign_chat_template_renders():
     out = render_chat_template("{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}", [{"role": "user", "content": "hi"}])
     assert out == "<user>hi"
+
+
+@pytest.mark.parametrize("fmt", ["completion", "chat"])
+def test_prompt_blocks_split_at_a_line_start_and_concatenate_to_the_prompt(tmp_path, fmt):
+    from bayesrc.collect import build_prompt, builtin_bank, load_card, prompt_blocks, shared_block
+
+    card = tmp_path / "c.toml"
+    chat = 'format = "chat"\nchat_format = "chatml"\n' if fmt == "chat" else ""
+    card.write_text(f'[model]\npath = "x.gguf"\n[prompt]\n{chat}system = "Be brief."\ntemplate = """Example: 1+1?\\nAnswer: 2\\n\\nQuestion: {{question}}\\n{{options}}\\nAnswer:"""\n')
+    c = load_card(card)
+    items = load_bank(builtin_bank(tmp_path / "bank.jsonl", n_items=5, seed=3)).items
+    shared = shared_block(c)
+    assert shared.endswith("\n") and "Be brief." in shared and "Example: 1+1?" in shared
+    for it in items:
+        s, own = prompt_blocks(c, it)
+        assert s == shared and s + own == build_prompt(c, it)
+        assert own.startswith("Question: " + it.question[:10])
+    import dataclasses
+
+    c2 = dataclasses.replace(c, template="{question}\n{options}")  # item field first: only the system text is shared
+    s2, own2 = prompt_blocks(c2, items[0])
+    assert (s2 == "Be brief.\n\n" if fmt == "completion" else s2.endswith("\n") and "Be brief." in s2) and own2.startswith(items[0].question)

@@ -5,6 +5,8 @@ Public API::
     collect(card, items, out, k=10, temperature=0.7, engine="fast"|"naive", resume=False,
             items_range=None, shard=None) -> RunResult
     load_bank(path) -> Bank;  load_card(path) -> ModelCard;  Model(gguf_path, ...)
+    prompt_blocks(card, item) -> (shared, own);  Model.prompt(shared, own) -> Prompt;
+    Model.eval_prompt(prompt)   (shared block's KV kept once, own tokens decoded)
     compare_runs(a, b, allow=()) -> Comparison;  check_comparable(a, b, allow=(), force=False)
     merge_runs(shard_dirs, out);  read_run_trials(run_dir);  read_run_record(run)
     builtin_bank(path, n_items, seed);  collect_demo_runs(out_dir, n_items, k)
@@ -12,15 +14,15 @@ Public API::
 
 from bayesrc.collect.bank import Bank, Item, load_bank
 from bayesrc.collect.builtin import builtin_bank, builtin_items, collect_demo_runs, requantize
-from bayesrc.collect.card import ModelCard, build_prompt, load_card, render_chat_template, resolve_model
-from bayesrc.collect.engines import FastEngine, Model, NaiveEngine, Sample, Sampling, make_engine
+from bayesrc.collect.card import ModelCard, build_prompt, load_card, prompt_blocks, render_chat_template, resolve_model, shared_block
+from bayesrc.collect.engines import FastEngine, Model, NaiveEngine, Prompt, Sample, Sampling, make_engine, physical_cores
 from bayesrc.collect.extract import Extraction, decided, extract, strip_think
 from bayesrc.collect.pins import Comparison, check_comparable, compare_runs, merge_runs
 from bayesrc.collect.run import RunResult, collect, item_seeds, read_run_record, read_run_trials
 
 __all__ = [
-    "Bank", "Comparison", "Extraction", "FastEngine", "Item", "Model", "ModelCard", "NaiveEngine", "RunResult",
+    "Bank", "Comparison", "Extraction", "FastEngine", "Item", "Model", "ModelCard", "NaiveEngine", "Prompt", "RunResult",
     "Sample", "Sampling", "build_prompt", "builtin_bank", "builtin_items", "check_comparable", "collect",
     "collect_demo_runs", "compare_runs", "decided", "extract", "item_seeds", "load_bank", "load_card", "make_engine",
-    "merge_runs", "read_run_record", "read_run_trials", "render_chat_template", "requantize", "resolve_model", "strip_think",
+    "merge_runs", "physical_cores", "prompt_blocks", "read_run_record", "read_run_trials", "render_chat_template", "requantize", "resolve_model", "shared_block", "strip_think",
 ]

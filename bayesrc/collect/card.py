@@ -177,8 +177,55 @@ def render_chat_template(template: str, messages: list[dict], *, bos_token: str 
 
 
 def build_prompt(card: ModelCard, item: Item, *, gguf_template: str | None = None, bos: str = "", eos: str = "") -> str:
-    """The full prompt text for one item (the engines tokenize it with BOS, special tokens on)."""
-    user = user_message(card, item)
+    """The full prompt text for one item: ``"".join(prompt_blocks(...))``."""
+    return _render(card, user_message(card, item), gguf_template=gguf_template, bos=bos, eos=eos)
+
+
+# Stands in for every item field when the shared block is located (a private-use code point
+# no template or item text contains).
+_FIELD = "\ue000"
+
+
+def shared_block(card: ModelCard, *, gguf_template: str | None = None, bos: str = "", eos: str = "") -> str:
+    """The prompt text every item shares: the rendered prompt up to the line break before the first item field.
+
+    The card's template is rendered (system text, chat template, worked examples) with every
+    item field (``{question}``, ``{options}``, ``{letters}``) replaced by a marker; the shared
+    block is the text before the marker, cut back to just after its last ``"\n"`` so that the
+    block boundary falls at a line start (a natural token boundary). Empty if the first item
+    field sits on the first line.
+    """
+    probe = card.template.replace("{question}", _FIELD).replace("{options}", _FIELD).replace("{letters}", _FIELD)
+    text = _render(card, probe, gguf_template=gguf_template, bos=bos, eos=eos)
+    head = text[: text.find(_FIELD)] if _FIELD in text else ""
+    return head[: head.rfind("\n") + 1]
+
+
+def prompt_blocks(card: ModelCard, item: Item, *, gguf_template: str | None = None, bos: str = "", eos: str = "", shared: str | None = None) -> tuple[str, str]:
+    """The prompt of one item as its two canonical blocks ``(shared, own)`` (SPEC section 6).
+
+    ``shared`` (from :func:`shared_block`; pass it to avoid re-rendering) is the same for
+    every item; ``own`` is the rest of the item's prompt, so ``shared + own ==
+    build_prompt(card, item)``. Engines tokenise the blocks separately (the shared one
+    with BOS) and evaluate them as two batches, so an item's logits do not depend on
+    which items were evaluated before it.
+
+    Examples
+    --------
+    >>> shared, own = prompt_blocks(card, item)  # doctest: +SKIP
+    >>> own.startswith("Question: ")  # doctest: +SKIP
+    True
+    """
+    full = build_prompt(card, item, gguf_template=gguf_template, bos=bos, eos=eos)
+    if shared is None:
+        shared = shared_block(card, gguf_template=gguf_template, bos=bos, eos=eos)
+    if not full.startswith(shared):  # a chat template that renders the system text from item data
+        raise InputError("the rendered prompt does not start with the card's shared block (system text, worked examples)", path=card.card_path, item=item.item_id)
+    return shared, full[len(shared) :]
+
+
+def _render(card: ModelCard, user: str, *, gguf_template: str | None = None, bos: str = "", eos: str = "") -> str:
+    """The prompt text around one user message (system text, chat template)."""
     if card.format == "completion":
         return (card.system + "\n\n" if card.system else "") + user
     messages = ([{"role": "system", "content": card.system}] if card.system else []) + [{"role": "user", "content": user}]

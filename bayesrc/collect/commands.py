@@ -23,6 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--items-range", help="A:B: collect bank items A..B-1 (0-based)")
     p.add_argument("--seed-stride", type=int, default=10, help="seed = item_index * STRIDE + k (default 10)")
     p.add_argument("--label", help="version label for the trials' model column (default: the card's)")
+    p.add_argument("--threads", type=int, help="CPU threads (default: the card's n_threads, else all physical cores)")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=run_collect)
 
@@ -51,7 +52,7 @@ def run_collect(args: argparse.Namespace) -> int:
     res = collect(
         args.model, args.items, args.out, k=args.k, temperature=args.temperature, engine=args.engine, resume=args.resume,
         items_range=args.items_range, shard=args.shard, seed_stride=args.seed_stride, top_k=args.top_k, top_p=args.top_p,
-        min_p=args.min_p, label=args.label, progress=not args.no_progress and sys.stderr.isatty(),
+        min_p=args.min_p, label=args.label, threads=args.threads, progress=not args.no_progress and sys.stderr.isatty(),
     )
     rate = res.n_new_items * args.k / res.sample_seconds if res.sample_seconds > 0 else float("nan")
     print(f"{res.run_dir}: {res.n_trials} trials over {res.n_items} items ({res.n_new_items} new items, {rate:.1f} trials/s)")

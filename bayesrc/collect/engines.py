@@ -1,22 +1,29 @@
 """Engines: how the K samples of an item are drawn (SPEC section 6).
 
-Both engines draw sample ``k`` of item ``i`` with its own sampler chain, built exactly as
+Prompts are evaluated as two canonical blocks (:class:`Prompt`): the *shared* block (BOS,
+system text, worked examples: the same for every item) and the item's *own* block,
+tokenised separately and always decoded as two batches. :meth:`Model.eval_prompt` keeps the
+shared block's KV state once per loaded model and, for each item, drops the cache back to
+it and decodes only the item's own tokens. The shared KV cells are computed once by the
+same decode, whatever came before, so an item's logits do not depend on which items came
+before, on item order, or on where a run was resumed; and every engine (naive, fast, exact)
+evaluates exactly the same blocks, so they agree trial by trial.
+
+All engines draw sample ``k`` of item ``i`` with its own sampler chain, built exactly as
 ``Llama.create_completion`` builds it (penalties, top-k, typical, top-p, min-p,
-temperature, then ``dist`` seeded with ``seed(i, k)``), from logits computed after a full
-re-evaluation of the item's prompt in an emptied KV cache. So an item's answers do not
-depend on which items came before, on item order, or on where a run was resumed.
+temperature, then ``dist`` seeded with ``seed(i, k)``).
 
 ``naive``
-    The reference study's protocol: one ``create_completion`` call per trial
-    (``max_tokens`` from the card, 8 by default) on a fresh context.
+    The per-trial protocol: every trial from an emptied KV cache (both blocks re-evaluated),
+    then a full completion of ``max_tokens`` tokens (8 by default) or up to end of generation.
 ``fast``
-    Evaluates the prompt once per item, then draws the K first tokens from those logits
-    with the K seeded samplers. A sample stops as soon as its answer is *decided* (see
-    :func:`bayesrc.collect.extract.decided`), at end-of-generation or at ``max_tokens``.
-    Samples that need more tokens are continued as a prefix tree: samples that drew the
-    same tokens share one decode of that prefix in the KV cache (the cache is truncated
-    back to the branch point between branches), so each distinct prefix costs one
-    single-token decode instead of one per sample.
+    Evaluates the item's own block once per item (shared block from the cache), then draws
+    the K first tokens from those logits with the K seeded samplers. A sample stops as soon
+    as its answer is *decided* (see :func:`bayesrc.collect.extract.decided`), at
+    end-of-generation or at ``max_tokens``. Samples that need more tokens are continued as a
+    prefix tree: samples that drew the same tokens share one decode of that prefix in the KV
+    cache (the cache is truncated back to the branch point between branches), so each
+    distinct prefix costs one single-token decode instead of one per sample.
 
 What "the same" means between engines: for each trial (item, k, seed) the fast engine
 evaluates exactly the token sequence the naive engine evaluates, with the same batch
@@ -83,6 +90,51 @@ def _quiet_stderr():
         os.close(fd)
 
 
+@dataclass(frozen=True)
+class Prompt:
+    """An item's prompt as its two canonical token blocks (see the module docstring).
+
+    ``shared`` (BOS + system text + worked examples, identical for every item of a run) and
+    ``own`` (the item's question and options) are tokenised separately; the prompt *is*
+    their concatenation, for every engine. Build one with :meth:`Model.prompt`.
+    """
+
+    shared: tuple[int, ...]
+    own: tuple[int, ...]
+
+    @property
+    def tokens(self) -> list[int]:
+        return [*self.shared, *self.own]
+
+    def __len__(self) -> int:
+        return len(self.shared) + len(self.own)
+
+
+def physical_cores() -> int:
+    """Physical CPU cores this process may run on (SMT siblings counted once).
+
+    The default thread count of a collector: llama.cpp's matrix kernels gain nothing from
+    a core's second hardware thread, and llama-cpp-python's own default (half the logical
+    CPUs) leaves cores idle where SMT is off.
+    """
+    try:
+        allowed = sorted(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        try:
+            import psutil
+
+            return max(1, psutil.cpu_count(logical=False) or 1)
+        except ImportError:
+            return max(1, os.cpu_count() or 1)
+    cores = set()
+    for cpu in allowed:
+        try:
+            cores.add(Path(f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list").read_text().strip())
+        except OSError:
+            cores.add(str(cpu))
+    return max(1, len(cores))
+
+
 class Model:
     """A loaded GGUF plus what the pins need (file hash, tokenizer and template hashes)."""
 
@@ -98,6 +150,7 @@ class Model:
             raise InputError(f"not a GGUF file (magic bytes {magic!r})", path=path)
         from llama_cpp import Llama
 
+        n_threads = n_threads or physical_cores()
         try:
             with _quiet_stderr():
                 self.llm = Llama(
@@ -106,6 +159,7 @@ class Model:
                     n_batch=n_batch,
                     n_gpu_layers=n_gpu_layers,
                     n_threads=n_threads,
+                    n_threads_batch=n_threads,
                     seed=0,
                     verbose=False,
                 )
@@ -114,6 +168,9 @@ class Model:
         self.path = path
         self.label = label or path.stem
         self.n_gpu_layers = n_gpu_layers
+        self.n_threads = n_threads
+        self._shared: tuple[int, ...] | None = None  # the shared block whose KV cells the cache holds
+        self._shared_tokens: dict[str, tuple[int, ...]] = {}
         self._sha256: str | None = None
         self._tokenizer_sha256: str | None = None
 
@@ -150,9 +207,64 @@ class Model:
     def token_text(self, tok: int) -> str:
         return self.llm._model.token_get_text(tok)  # noqa: SLF001
 
-    def tokenize(self, text: str) -> list[int]:
-        """Prompt tokens: BOS (if the model adds one) + text, special tokens parsed."""
-        return self.llm.tokenize(text.encode("utf-8"), add_bos=True, special=True)
+    def tokenize(self, text: str, *, add_bos: bool = True) -> list[int]:
+        """Tokens of ``text``, special tokens parsed; BOS first (if the model adds one) unless ``add_bos=False``."""
+        return self.llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=True)
+
+    def prompt(self, shared: str, own: str) -> Prompt:
+        """The canonical tokens of a prompt given as its two blocks (see :func:`bayesrc.collect.card.prompt_blocks`).
+
+        ``shared`` is tokenised with BOS, ``own`` without; the prompt is their concatenation.
+        """
+        if shared not in self._shared_tokens:
+            self._shared_tokens[shared] = tuple(self.tokenize(shared))
+        return Prompt(self._shared_tokens[shared], tuple(self.tokenize(own, add_bos=not shared)))
+
+    def eval_prompt(self, prompt: Prompt, *, fresh: bool = False) -> int:
+        """Evaluate a prompt; afterwards the context holds the logits of its last token.
+
+        The shared block is decoded (as one batch, from an emptied KV cache) only when the
+        cache does not already hold it from an earlier call; otherwise the cache is cut
+        back to the end of the shared block (``llama_memory_seq_rm``), which restores the
+        state right after that decode. Then the item's own tokens are decoded (as one
+        batch, split at ``n_batch`` like ``Llama.eval``). ``fresh=True`` always starts from
+        an emptied cache (the naive engine). Returns the number of tokens decoded.
+
+        Both paths give bitwise the same logits: the shared KV cells are the output of the
+        same decode, and the own block goes into the same cells with the same batch shape.
+        Anything else that evaluates on ``self.llm`` must call :meth:`forget_prefix`.
+
+        Examples
+        --------
+        >>> p = model.prompt(shared_text, own_text)  # doctest: +SKIP
+        >>> model.eval_prompt(p)  # doctest: +SKIP
+        >>> tok = sampler.sample(model.llm._ctx, -1)  # doctest: +SKIP
+        """
+        llm, n_shared = self.llm, len(prompt.shared)
+        cached = (
+            not fresh
+            and self._shared == prompt.shared
+            and llm.n_tokens >= n_shared
+            and list(llm.input_ids[:n_shared]) == list(prompt.shared)
+        )
+        n = 0
+        if cached:
+            llm.n_tokens = n_shared  # eval() drops the KV cells from here on
+        else:
+            llm.reset()
+            self._shared = None
+            if n_shared:
+                llm.eval(list(prompt.shared))
+                n += n_shared
+            self._shared = prompt.shared
+        if prompt.own:
+            llm.eval(list(prompt.own))
+            n += len(prompt.own)
+        return n
+
+    def forget_prefix(self) -> None:
+        """Mark the cached shared block invalid (the next :meth:`eval_prompt` re-evaluates it)."""
+        self._shared = None
 
     def close(self) -> None:
         self.llm.close()
@@ -184,73 +296,82 @@ def runtime_info(model: Model) -> dict:
     }
 
 
+def as_prompt(prompt: Prompt | list[int]) -> Prompt:
+    """A :class:`Prompt`; a plain token list is one block (no shared prefix to reuse)."""
+    return prompt if isinstance(prompt, Prompt) else Prompt((), tuple(prompt))
+
+
+def make_sampler(model: Model, sampling: Sampling, seed: int):
+    """The sampler chain ``create_completion(seed=seed)`` builds, so all engines draw alike."""
+    s, llm = sampling, model.llm
+    llm.set_seed(seed)
+    return llm._init_sampler(  # noqa: SLF001
+        top_k=s.top_k, top_p=s.top_p, min_p=s.min_p, typical_p=s.typical_p, temp=s.temperature, repeat_penalty=s.repeat_penalty
+    )
+
+
+def _text(model: Model, prompt: Prompt, toks: list[int]) -> str:
+    return model.llm.detokenize(toks, prev_tokens=prompt.tokens).decode("utf-8", errors="ignore")
+
+
 class Engine(Protocol):
     name: str
 
-    def sample_item(self, prompt_tokens: list[int], seeds: list[int], letters: str) -> list[Sample]:
+    def sample_item(self, prompt: Prompt, seeds: list[int], letters: str) -> list[Sample]:
         """Draw one sample per seed for one item (sample ``k`` uses ``seeds[k]``)."""
         ...
 
 
 class NaiveEngine:
-    """One ``create_completion`` call per trial on an emptied context (the reference protocol)."""
+    """Every trial from scratch: emptied KV cache, both prompt blocks decoded, full completion."""
 
     name = "naive"
 
     def __init__(self, model: Model, sampling: Sampling):
         self.model, self.sampling = model, sampling
 
-    def sample_item(self, prompt_tokens: list[int], seeds: list[int], letters: str) -> list[Sample]:
-        llm, s = self.model.llm, self.sampling
+    def sample_item(self, prompt: Prompt | list[int], seeds: list[int], letters: str) -> list[Sample]:
+        import llama_cpp
+
+        prompt, model, max_tokens = as_prompt(prompt), self.model, self.sampling.max_tokens
+        vocab = model.llm._model.vocab  # noqa: SLF001
         out = []
         for k, seed in enumerate(seeds):
-            llm.reset()  # fresh context: no prefix reuse from the previous trial
-            res = llm.create_completion(
-                list(prompt_tokens),
-                max_tokens=s.max_tokens,
-                temperature=s.temperature,
-                top_k=s.top_k,
-                top_p=s.top_p,
-                min_p=s.min_p,
-                typical_p=s.typical_p,
-                repeat_penalty=s.repeat_penalty,
-                seed=seed,
-            )
-            choice = res["choices"][0]
-            finish = "stop" if choice["finish_reason"] == "stop" else "length"
-            out.append(Sample(k, seed, choice["text"], int(res["usage"]["completion_tokens"]), finish))
+            model.eval_prompt(prompt, fresh=True)
+            sampler = make_sampler(model, self.sampling, seed)
+            toks: list[int] = []
+            finish = "length"
+            while len(toks) < max_tokens:  # create_completion's loop: sample, stop at EOG, decode
+                tok = sampler.sample(model.llm._ctx, -1)  # noqa: SLF001
+                if llama_cpp.llama_vocab_is_eog(vocab, tok):
+                    finish = "stop"
+                    break
+                toks.append(tok)
+                if len(toks) < max_tokens:
+                    model.llm.eval([tok])
+            out.append(Sample(k, seed, _text(model, prompt, toks), len(toks), finish))
         return out
 
 
 class FastEngine:
-    """Prompt evaluated once per item; K seeded samplers; undecided samples continued as a prefix tree."""
+    """Own block evaluated once per item; K seeded samplers; undecided samples continued as a prefix tree."""
 
     name = "fast"
 
     def __init__(self, model: Model, sampling: Sampling):
         self.model, self.sampling = model, sampling
+        self.n_decodes = 0  # single-token decodes so far (prefix-tree nodes past the prompt), for benchmarks
 
-    def _sampler(self, seed: int):
-        s, llm = self.sampling, self.model.llm
-        # The exact chain create_completion(seed=...) builds, so both engines draw alike.
-        llm.set_seed(seed)
-        return llm._init_sampler(  # noqa: SLF001
-            top_k=s.top_k, top_p=s.top_p, min_p=s.min_p, typical_p=s.typical_p, temp=s.temperature, repeat_penalty=s.repeat_penalty
-        )
-
-    def sample_item(self, prompt_tokens: list[int], seeds: list[int], letters: str) -> list[Sample]:
+    def sample_item(self, prompt: Prompt | list[int], seeds: list[int], letters: str) -> list[Sample]:
         import llama_cpp
 
-        llm, max_tokens = self.model.llm, self.sampling.max_tokens
+        prompt, model = as_prompt(prompt), self.model
+        llm, max_tokens = model.llm, self.sampling.max_tokens
         vocab = llm._model.vocab  # noqa: SLF001
-        llm.reset()
-        llm.eval(list(prompt_tokens))  # fresh context, same batch split as create_completion
-        n0 = len(prompt_tokens)
-        samplers = [self._sampler(seed) for seed in seeds]
+        model.eval_prompt(prompt)
+        n0 = len(prompt)
+        samplers = [make_sampler(model, self.sampling, seed) for seed in seeds]
         results: dict[int, Sample] = {}
-
-        def text_of(toks: list[int]) -> str:
-            return llm.detokenize(toks, prev_tokens=list(prompt_tokens)).decode("utf-8", errors="ignore")
 
         # Depth-first over distinct prefixes; the context holds the logits of prompt+prefix.
         stack: list[tuple[list[int], list[int]]] = [([], list(range(len(seeds))))]
@@ -260,18 +381,20 @@ class FastEngine:
             if not first:
                 llm.n_tokens = n0 + len(prefix) - 1  # eval() truncates the KV cache here
                 llm.eval([prefix[-1]])
+                self.n_decodes += 1
             first = False
             groups: dict[int, list[int]] = {}
             for k in ks:
                 tok = samplers[k].sample(llm._ctx, -1)  # noqa: SLF001 - also accepts tok into the chain
                 if llama_cpp.llama_vocab_is_eog(vocab, tok):
-                    results[k] = Sample(k, seeds[k], text_of(prefix), len(prefix), "stop")
+                    results[k] = Sample(k, seeds[k], _text(model, prompt, prefix), len(prefix), "stop")
                     continue
                 toks = prefix + [tok]
+                text = _text(model, prompt, toks)
                 if len(toks) >= max_tokens:
-                    results[k] = Sample(k, seeds[k], text_of(toks), len(toks), "length")
-                elif decided(text_of(toks), letters):
-                    results[k] = Sample(k, seeds[k], text_of(toks), len(toks), "decided")
+                    results[k] = Sample(k, seeds[k], text, len(toks), "length")
+                elif decided(text, letters):
+                    results[k] = Sample(k, seeds[k], text, len(toks), "decided")
                 else:
                     groups.setdefault(tok, []).append(k)
             for tok, group in groups.items():

@@ -32,8 +32,8 @@ from pathlib import Path
 import pandas as pd
 
 from bayesrc.collect.bank import Bank, Item, load_bank
-from bayesrc.collect.card import ModelCard, build_prompt, chat_template_text, load_card, resolve_model, sha256_text
-from bayesrc.collect.engines import Model, Sampling, make_engine, runtime_info
+from bayesrc.collect.card import ModelCard, chat_template_text, load_card, prompt_blocks, resolve_model, sha256_text, shared_block
+from bayesrc.collect.engines import Model, Prompt, Sampling, make_engine, runtime_info
 from bayesrc.collect.extract import extract
 from bayesrc.data.trials import TRIAL_COLUMNS
 from bayesrc.errors import InputError
@@ -130,7 +130,12 @@ def item_seeds(item: Item, k: int, *, stride: int = 10, offset: int = 0) -> list
 PIN_CATEGORIES = ("model", "items", "prompt", "sampling", "tooling", "runtime")
 
 
-def make_pins(card: ModelCard, model: Model, bank: Bank, rng: tuple[int, int], sampling: Sampling, *, k: int, seed_stride: int, seed_offset: int, engine: str, label: str) -> dict:
+# How a prompt is cut and evaluated (engines.Prompt, card.prompt_blocks): changing it changes
+# the tokens or the batch shapes, hence the logits, so it is a prompt pin.
+PROMPT_BLOCKS = "shared+own/1: shared = rendered prompt up to the line break before the first item field, tokenised with BOS; own = the rest, tokenised without BOS; decoded as two batches, shared KV kept once per run"
+
+
+def make_pins(card: ModelCard, model: Model, bank: Bank, rng: tuple[int, int], sampling: Sampling, *, k: int, seed_stride: int, seed_offset: int, engine: str, label: str, shared: str = "") -> dict:
     tmpl = chat_template_text(card, model.gguf_chat_template)
     rt = runtime_info(model)
     return {
@@ -146,6 +151,8 @@ def make_pins(card: ModelCard, model: Model, bank: Bank, rng: tuple[int, int], s
         "prompt.chat_format": card.chat_format,
         "prompt.template_sha256": sha256_text(card.template),
         "prompt.system_sha256": sha256_text(card.system),
+        "prompt.blocks": PROMPT_BLOCKS,
+        "prompt.shared_sha256": sha256_text(shared),
         "sampling.k": k,
         "sampling.temperature": sampling.temperature,
         "sampling.top_k": sampling.top_k,
@@ -162,6 +169,7 @@ def make_pins(card: ModelCard, model: Model, bank: Bank, rng: tuple[int, int], s
         "runtime.n_ctx": card.n_ctx,
         "runtime.n_batch": card.n_batch,
         "runtime.n_gpu_layers": card.n_gpu_layers,
+        "runtime.n_threads": model.n_threads,
         "runtime.llama_cpp_libs": rt["llama_cpp_libs"],
         "runtime.system_info": rt["system_info"],
     }
@@ -270,6 +278,25 @@ def read_run_record(run: str | Path) -> dict | None:
     return None
 
 
+def render_prompts(card: ModelCard, model: Model, items, *, max_tokens: int, bank_path=None) -> tuple[str, dict[int, Prompt]]:
+    """The shared block's text and each item's canonical :class:`Prompt`, by item index.
+
+    Raises :class:`InputError` for a template that fails to render or a prompt that does not
+    fit the context with ``max_tokens``.
+    """
+    bos = model.token_text(model.llm.token_bos()) if model.llm.token_bos() >= 0 else ""
+    eos = model.token_text(model.llm.token_eos()) if model.llm.token_eos() >= 0 else ""
+    kw = dict(gguf_template=model.gguf_chat_template, bos=bos, eos=eos)
+    shared = shared_block(card, **kw)
+    prompts: dict[int, Prompt] = {}
+    for it in items:
+        prompt = model.prompt(*prompt_blocks(card, it, shared=shared, **kw))
+        if len(prompt) + max_tokens > card.n_ctx:
+            raise InputError(f"prompt is {len(prompt)} tokens; with max_tokens {max_tokens} it exceeds n_ctx {card.n_ctx} (raise runtime.n_ctx in the card)", path=bank_path, item=it.item_id)
+        prompts[it.index] = prompt
+    return shared, prompts
+
+
 def _progress(total: int, enabled: bool):
     from tqdm import tqdm
 
@@ -296,6 +323,7 @@ def collect(
     model: Model | None = None,
     progress: bool = False,
     max_items: int | None = None,
+    threads: int | None = None,
 ) -> RunResult:
     """Collect K samples per item into the run directory ``out`` (see module docstring).
 
@@ -303,12 +331,17 @@ def collect(
     happens before any trial is drawn; errors are :class:`InputError` (CLI exit 2).
     ``model`` lets callers reuse a loaded :class:`Model` (it must be the card's file).
     ``max_items`` stops after that many new items (used to simulate interruptions).
+    ``threads`` overrides the card's ``n_threads`` (default: all physical cores; a worker
+    that shares the machine with others passes its share). It is a runtime pin: it does
+    not change the trials, but a resumed run must use the same.
     """
     t0 = time.monotonic()
     card = card if isinstance(card, ModelCard) else load_card(card)
     bank = items if isinstance(items, Bank) else load_bank(items)
     if k < 1:
         raise InputError(f"must be >= 1, got {k}", field="k")
+    if threads is not None and threads < 1:
+        raise InputError(f"must be >= 1, got {threads}", field="threads")
     if k > seed_stride:
         raise InputError(f"K = {k} exceeds the seed stride {seed_stride}: seeds of neighbouring items would collide (raise --seed-stride)", field="k")
     if not 0.0 <= temperature <= 5.0:
@@ -329,24 +362,17 @@ def collect(
             raise InputError("run directory holds trial parts but no run.json; choose another --out", path=run_dir)
         if model is None:
             gguf = resolve_model(card)
-            model = Model(gguf, n_ctx=card.n_ctx, n_batch=card.n_batch, n_gpu_layers=card.n_gpu_layers, n_threads=card.n_threads, label=label)
+            model = Model(gguf, n_ctx=card.n_ctx, n_batch=card.n_batch, n_gpu_layers=card.n_gpu_layers, n_threads=threads or card.n_threads, label=label)
         elif model.path.resolve() != resolve_model(card).resolve():
             raise InputError(f"preloaded model {model.path} is not the card's {card.path}", path=card.card_path)
-        pins = make_pins(card, model, bank, rng, sampling, k=k, seed_stride=seed_stride, seed_offset=seed_offset, engine=engine, label=label)
+        # Render and tokenize every prompt first: a bad template or an over-long item fails before any trial.
+        selected = bank.items[rng[0] : rng[1]]
+        shared, prompts = render_prompts(card, model, selected, max_tokens=sampling.max_tokens, bank_path=bank.path)
+        pins = make_pins(card, model, bank, rng, sampling, k=k, seed_stride=seed_stride, seed_offset=seed_offset, engine=engine, label=label, shared=shared)
         if record is not None:
             diff = [f for f in sorted(set(pins) | set(record.get("pins", {}))) if pins.get(f) != record.get("pins", {}).get(f)]
             if diff:
                 raise InputError(f"cannot resume: settings differ from the run's pins in {', '.join(diff)}", path=run_dir / "run.json")
-        # Render and tokenize every prompt first: a bad template or an over-long item fails before any trial.
-        bos = model.token_text(model.llm.token_bos()) if model.llm.token_bos() >= 0 else ""
-        eos = model.token_text(model.llm.token_eos()) if model.llm.token_eos() >= 0 else ""
-        selected = bank.items[rng[0] : rng[1]]
-        prompts: dict[int, list[int]] = {}
-        for it in selected:
-            toks = model.tokenize(build_prompt(card, it, gguf_template=model.gguf_chat_template, bos=bos, eos=eos))
-            if len(toks) + sampling.max_tokens > card.n_ctx:
-                raise InputError(f"prompt is {len(toks)} tokens; with max_tokens {sampling.max_tokens} it exceeds n_ctx {card.n_ctx} (raise runtime.n_ctx in the card)", path=bank.path, item=it.item_id)
-            prompts[it.index] = toks
         eng = make_engine(engine, model, sampling)
         info = {
             "card": str(card.card_path),
@@ -355,7 +381,8 @@ def collect(
             "host": socket.gethostname(),
             "started_at": (record or {}).get("info", {}).get("started_at", now_utc()),
             "resumed_at": ((record or {}).get("info", {}).get("resumed_at", []) + [now_utc()]) if record is not None else [],
-            "n_threads": model.llm.n_threads if hasattr(model.llm, "n_threads") else None,
+            "n_threads": model.n_threads,
+            "n_shared_tokens": len(next(iter(prompts.values())).shared) if prompts else None,
         }
         atomic_write_json(run_dir / "run.json", {"format": RUN_FORMAT, "status": "running", "pins": pins, "info": info})
         (run_dir / "parts").mkdir(exist_ok=True)
