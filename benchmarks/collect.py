@@ -99,7 +99,10 @@ class BenchContext:
         p.n_ctx, p.n_batch, p.n_ubatch, p.n_seq_max = n_ctx, n_batch, n_batch, n_seq
         p.n_threads = p.n_threads_batch = model.n_threads
         p.kv_unified = True
-        self.ctx = llama_cpp.llama_init_from_model(model.llm._model.model, p)  # noqa: SLF001
+        from bayesrc.collect.engines import _quiet_stderr
+
+        with _quiet_stderr():
+            self.ctx = llama_cpp.llama_init_from_model(model.llm._model.model, p)  # noqa: SLF001
         self.mem = llama_cpp.llama_get_memory(self.ctx)
         self.batch = llama_cpp.llama_batch_init(n_batch, 0, n_seq)
         self.n_batch = n_batch
@@ -326,6 +329,7 @@ def main() -> None:
     if "reference" in res:
         for n in canon:
             a, b = res["reference"], res[n]
+            a = a[a["item_index"].isin(b["item_index"])]
             both = a.merge(b, on=key, suffixes=("_a", "_b"))
             same = (both["extracted_a"].fillna("-") == both["extracted_b"].fillna("-")).mean()
             g, df, p = g_test(a.groupby("item_id")["extracted"].apply(list).to_dict(), b.groupby("item_id")["extracted"].apply(list).to_dict())

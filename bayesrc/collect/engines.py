@@ -18,7 +18,8 @@ temperature, then ``dist`` seeded with ``seed(i, k)``).
     then a full completion of ``max_tokens`` tokens (8 by default) or up to end of generation.
 ``fast``
     Evaluates the item's own block once per item (shared block from the cache), then draws
-    the K first tokens from those logits with the K seeded samplers. A sample stops as soon
+    the K first tokens from those logits with the K seeded samplers (the chain's
+    deterministic filters run once per distinct prefix: :class:`SharedDraws`). A sample stops as soon
     as its answer is *decided* (see :func:`bayesrc.collect.extract.decided`), at
     end-of-generation or at ``max_tokens``. Samples that need more tokens are continued as a
     prefix tree: samples that drew the same tokens share one decode of that prefix in the KV
@@ -314,6 +315,75 @@ def _text(model: Model, prompt: Prompt, toks: list[int]) -> str:
     return model.llm.detokenize(toks, prev_tokens=prompt.tokens).decode("utf-8", errors="ignore")
 
 
+class SharedDraws:
+    """Seeded draws of several samples from one set of logits, the chain's deterministic part run once.
+
+    ``create_completion``'s chain is penalties, top-k, typical, top-p, min-p, temperature,
+    then ``dist`` seeded per sample. With the penalties off (``repeat_penalty = 1``, the
+    default) everything before ``dist`` is a pure function of the logits, so for samples
+    that share a prefix (hence logits) it is applied once to the full-vocabulary candidate
+    array (the costly part: Gemma-3 has 262,144 tokens), and each sample's own ``dist``
+    sampler (seeded like the chain's, its RNG advancing once per draw as in the chain) runs
+    on a copy of the few surviving candidates. Bitwise the draws of the full chains
+    (llama.cpp's ``llama_sampler_sample``: the same candidate array, the same applies);
+    checked trial by trial against the naive engine in the tests.
+    """
+
+    def __init__(self, model: Model, sampling: Sampling, seeds: list[int]):
+        import llama_cpp as lc
+        import numpy as np
+
+        s = sampling
+        self.lc, self.np = lc, np
+        self.filter = lc.llama_sampler_chain_init(lc.llama_sampler_chain_default_params())
+        for smp in (
+            lc.llama_sampler_init_top_k(s.top_k),
+            lc.llama_sampler_init_typical(s.typical_p, 1),
+            lc.llama_sampler_init_top_p(s.top_p, 1),
+            lc.llama_sampler_init_min_p(s.min_p, 1),
+            lc.llama_sampler_init_temp(s.temperature),
+        ):
+            lc.llama_sampler_chain_add(self.filter, smp)  # the chain owns and frees them
+        self.dists = [lc.llama_sampler_init_dist(seed) for seed in seeds]
+        self.ctx = model.llm._ctx.ctx  # noqa: SLF001
+        self.n_vocab = lc.llama_vocab_n_tokens(model.llm._model.vocab)  # noqa: SLF001
+        self.buf = (lc.llama_token_data * self.n_vocab)()
+        self.arr = np.ctypeslib.as_array(self.buf)
+        self.ids = np.arange(self.n_vocab, dtype=self.arr["id"].dtype)
+
+    @staticmethod
+    def applies(sampling: Sampling) -> bool:
+        """Whether the shared path reproduces the chain: temperature > 0 and penalties off."""
+        return sampling.temperature > 0 and sampling.repeat_penalty == 1.0
+
+    def draw(self, ks: list[int]) -> list[int]:
+        """One token for each sample in ``ks`` from the context's last logits."""
+        import ctypes
+
+        lc, np = self.lc, self.np
+        logits = np.ctypeslib.as_array(lc.llama_get_logits_ith(self.ctx, -1), shape=(self.n_vocab,))
+        self.arr["id"] = self.ids
+        self.arr["logit"] = logits
+        self.arr["p"] = 0.0
+        cur = lc.llama_token_data_array(self.buf, self.n_vocab, -1, False)
+        lc.llama_sampler_apply(self.filter, ctypes.byref(cur))
+        m, size = cur.size, ctypes.sizeof(lc.llama_token_data)
+        out = []
+        for k in ks:
+            cand = (lc.llama_token_data * m)()
+            ctypes.memmove(cand, cur.data, m * size)
+            arr = lc.llama_token_data_array(cand, m, cur.selected, cur.sorted)
+            lc.llama_sampler_apply(self.dists[k], ctypes.byref(arr))
+            out.append(int(cand[arr.selected].id))
+        return out
+
+    def close(self) -> None:
+        self.lc.llama_sampler_free(self.filter)
+        for d in self.dists:
+            self.lc.llama_sampler_free(d)
+        self.dists = []
+
+
 class Engine(Protocol):
     name: str
 
@@ -363,14 +433,22 @@ class FastEngine:
         self.n_decodes = 0  # single-token decodes so far (prefix-tree nodes past the prompt), for benchmarks
 
     def sample_item(self, prompt: Prompt | list[int], seeds: list[int], letters: str) -> list[Sample]:
-        import llama_cpp
-
         prompt, model = as_prompt(prompt), self.model
-        llm, max_tokens = model.llm, self.sampling.max_tokens
-        vocab = llm._model.vocab  # noqa: SLF001
+        vocab = model.llm._model.vocab  # noqa: SLF001
         model.eval_prompt(prompt)
         n0 = len(prompt)
-        samplers = [make_sampler(model, self.sampling, seed) for seed in seeds]
+        shared = SharedDraws(model, self.sampling, seeds) if SharedDraws.applies(self.sampling) else None
+        samplers = None if shared else [make_sampler(model, self.sampling, seed) for seed in seeds]
+        try:
+            return self._tree(prompt, seeds, letters, n0, shared, samplers, vocab)
+        finally:
+            if shared is not None:
+                shared.close()
+
+    def _tree(self, prompt, seeds, letters, n0, shared, samplers, vocab) -> list[Sample]:
+        import llama_cpp
+
+        model, llm, max_tokens = self.model, self.model.llm, self.sampling.max_tokens
         results: dict[int, Sample] = {}
 
         # Depth-first over distinct prefixes; the context holds the logits of prompt+prefix.
@@ -384,8 +462,11 @@ class FastEngine:
                 self.n_decodes += 1
             first = False
             groups: dict[int, list[int]] = {}
-            for k in ks:
-                tok = samplers[k].sample(llm._ctx, -1)  # noqa: SLF001 - also accepts tok into the chain
+            if shared is not None:
+                drawn = shared.draw(ks)
+            else:
+                drawn = [samplers[k].sample(llm._ctx, -1) for k in ks]  # noqa: SLF001 - also accepts tok into the chain
+            for k, tok in zip(ks, drawn):
                 if llama_cpp.llama_vocab_is_eog(vocab, tok):
                     results[k] = Sample(k, seeds[k], _text(model, prompt, prefix), len(prefix), "stop")
                     continue
