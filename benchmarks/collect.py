@@ -36,7 +36,6 @@ can agree).
 from __future__ import annotations
 
 import argparse
-import ctypes
 import random
 import statistics
 import tempfile

@@ -286,7 +286,7 @@ def render_prompts(card: ModelCard, model: Model, items, *, max_tokens: int, ban
     """
     bos = model.token_text(model.llm.token_bos()) if model.llm.token_bos() >= 0 else ""
     eos = model.token_text(model.llm.token_eos()) if model.llm.token_eos() >= 0 else ""
-    kw = dict(gguf_template=model.gguf_chat_template, bos=bos, eos=eos)
+    kw = {"gguf_template": model.gguf_chat_template, "bos": bos, "eos": eos}
     shared = shared_block(card, **kw)
     prompts: dict[int, Prompt] = {}
     for it in items:
