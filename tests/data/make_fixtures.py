@@ -1,0 +1,162 @@
+"""Regenerate the real-tool log fixtures under tests/data/ (run by hand, not by the tests).
+
+Each part runs in a throwaway virtual environment holding the real tool, never in the
+project's own environment::
+
+    python -m venv /tmp/venv-inspect && /tmp/venv-inspect/bin/pip install inspect-ai zstandard
+    /tmp/venv-inspect/bin/python tests/data/make_fixtures.py inspect
+
+    python -m venv /tmp/venv-lmeval && /tmp/venv-lmeval/bin/pip install lm-eval
+    # a llama.cpp server on the Gemma-3-270M GGUF (from the project venv):
+    python -m llama_cpp.server --model GEMMA.gguf --host 127.0.0.1 --port 8765 &
+    /tmp/venv-lmeval/bin/python tests/data/make_fixtures.py lm-eval --base-url http://127.0.0.1:8765
+
+Inspect AI: a multiple-choice task over 8 bundled MMLU-Pro items, solver
+``multiple_choice()``, scorer ``choice()``, ``epochs = 5`` (reducer ``mean``), run on
+Inspect's own ``mockllm/model`` provider whose custom outputs are seeded per (version,
+item, call) and carry their usage (so no tokenizer is fetched). Two versions (a
+stronger and a weaker mock), each written in the default ``.eval`` format (zip with
+Zstandard members in current Inspect) and as ``.json``.
+
+lm-evaluation-harness: a local ``generate_until`` task over 6 bundled MMLU-Pro items with
+``repeats: 5`` and a per-repeat regex filter (no ``take_first``), run with
+``--model local-completions`` against llama-cpp-python's own server running the Gemma
+GGUF, ``--log_samples``. The task sets ``seed: null`` in its generation kwargs? No: lm-eval
+sends the same seed with every request of a document, so the K repeats would be identical;
+the task passes ``temperature`` and lm-eval's per-request ``seed`` is left as lm-eval sets it
+(see ``LM_EVAL_TASK``), and each repeat is a separate request.
+
+Every run also writes ``expected.json`` beside its logs: per item, the correct counts
+as the TOOL reports them, read with the tool's own API (Inspect: ``read_eval_log`` and the
+log's per-sample epoch ``reductions``; lm-eval: its per-document ``exact_match`` record
+and aggregated results), plus the tool versions. The importer tests compare to it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+BANK = ROOT / "bayesrc" / "datasets" / "mmlu_pro_2000.jsonl"
+LETTERS = "ABCDEFGHIJ"
+
+
+def bank_items(n: int, per_domain: int) -> list[dict]:
+    """The first ``per_domain`` items of each domain among the bundled MMLU-Pro items."""
+    out, seen = [], {}
+    with BANK.open(encoding="utf-8") as fh:
+        for line in fh:
+            rec = json.loads(line)
+            if seen.get(rec["domain"], 0) < per_domain:
+                seen[rec["domain"]] = seen.get(rec["domain"], 0) + 1
+                out.append(rec)
+            if len(out) == n:
+                break
+    return out
+
+
+# -- Inspect AI ----------------------------------------------------------------------------
+INSPECT_VERSIONS = {"v1": 0.75, "v2": 0.45}  # mock accuracy per version (items vary around it)
+INSPECT_EPOCHS = 5
+
+
+def make_inspect(out: Path) -> None:
+    import inspect_ai
+    from inspect_ai import Task, eval as inspect_eval
+    from inspect_ai.dataset import MemoryDataset, Sample
+    from inspect_ai.log import read_eval_log
+    from inspect_ai.model import ModelOutput, ModelUsage, get_model
+    from inspect_ai.scorer import choice
+    from inspect_ai.solver import multiple_choice
+
+    items = bank_items(8, 2)
+    # Only 4 options each keep the logs small; the key stays among them.
+    samples = []
+    for it in items:
+        opts = it["options_raw"]
+        key = LETTERS.index(it["answer"])
+        keep = sorted({key, *[i for i in range(len(opts)) if i != key][:3]})
+        samples.append(Sample(input=it["question"], choices=[opts[i] for i in keep], target=LETTERS[keep.index(key)],
+                              id=f"mmlu-{it['item_id']}", metadata={"subject": it["domain"]}))
+
+    def mock(version: str, acc: float):
+        calls: dict[str, int] = {}
+
+        def output(messages, tools, tool_choice, config):
+            prompt = "".join(str(m.content) for m in messages)
+            sample = next(s for s in samples if s.input in prompt)
+            n = calls[sample.id] = calls.get(sample.id, 0) + 1
+            rng = random.Random(f"{version}|{sample.id}|{n}")
+            p_item = min(0.95, max(0.05, acc + random.Random(f"{version}|{sample.id}").uniform(-0.3, 0.3)))
+            u = rng.random()
+            if u < 0.08:
+                text = "I am not sure which option is right."  # no answer: scored incorrect by choice()
+            else:
+                letters = LETTERS[: len(sample.choices)]
+                pick = sample.target if rng.random() < p_item else rng.choice([c for c in letters if c != sample.target])
+                text = f"Let me think about the options.\n\nANSWER: {pick}"
+            out = ModelOutput.from_content(model="mockllm/model", content=text)
+            out.usage = ModelUsage(input_tokens=len(prompt) // 4, output_tokens=len(text) // 4, total_tokens=(len(prompt) + len(text)) // 4)
+            return out
+
+        return output
+
+    target = out / "inspect"
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
+    expected: dict = {"tool": "inspect-ai", "version": inspect_ai.__version__, "epochs": INSPECT_EPOCHS, "logs": {}}
+    for version, acc in INSPECT_VERSIONS.items():
+        for fmt in ("eval", "json"):
+            task = Task(dataset=MemoryDataset(samples, name="mmlu_pro_mini"), solver=multiple_choice(), scorer=choice(), name="mmlu_pro_mini")
+            model = get_model("mockllm/model", custom_outputs=mock(version, acc), memoize=False)
+            logs = inspect_eval(task, model=model, epochs=INSPECT_EPOCHS, log_dir=str(target / f"tmp-{version}-{fmt}"), log_format=fmt,
+                                display="none", max_connections=1, log_level="warning")
+            src = Path(logs[0].location)
+            dest = target / f"{version}.{fmt}"
+            src.rename(dest)
+            shutil.rmtree(src.parent)
+            log = read_eval_log(str(dest))
+            assert log.status == "success", log.status
+            # The tool's own per-item report: the epoch reduction (mean of the C/I scores) times the epochs.
+            per_item = {}
+            for red in log.reductions[0].samples:
+                per_item[str(red.sample_id)] = round(float(red.value) * INSPECT_EPOCHS)
+            per_epoch = {}
+            for s in log.samples:
+                per_epoch.setdefault(str(s.id), {})[s.epoch] = s.scores["choice"].value
+            expected["logs"][dest.name] = {
+                "model": log.eval.model,
+                "status": log.status,
+                "scorer": log.reductions[0].scorer,
+                "reducer": log.reductions[0].reducer,
+                "n_correct": per_item,
+                "scores": per_epoch,
+                "accuracy": log.results.scores[0].metrics["accuracy"].value,
+            }
+    (target / "expected.json").write_text(json.dumps(expected, indent=1, sort_keys=True) + "\n")
+    print(f"wrote {sorted(p.name for p in target.iterdir())}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="tool", required=True)
+    sub.add_parser("inspect")
+    lm = sub.add_parser("lm-eval")
+    lm.add_argument("--base-url", required=True)
+    args = ap.parse_args(argv)
+    if args.tool == "inspect":
+        make_inspect(HERE)
+    else:
+        make_lm_eval(HERE, args.base_url)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
