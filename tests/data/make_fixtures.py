@@ -144,6 +144,89 @@ def make_inspect(out: Path) -> None:
     print(f"wrote {sorted(p.name for p in target.iterdir())}")
 
 
+# -- lm-evaluation-harness ------------------------------------------------------------------
+LM_EVAL_REPEATS = 5
+# The card's few-shot completion prompt (models/gemma-3-270m-q4_k_m.toml), as an lm-eval task.
+LM_EVAL_TASK = """\
+task: mmlu_pro_mini
+dataset_path: json
+dataset_kwargs:
+  data_files:
+    test: {data}
+test_split: test
+output_type: generate_until
+doc_to_text: "Question: What comes next: A B A B A ?\\nA. A\\nB. B\\nAnswer: B\\n\\nQuestion: What comes next: A B C A B ?\\nA. A\\nB. B\\nC. C\\nAnswer: C\\n\\nQuestion: {{{{question}}}}\\n{{{{options_formatted}}}}\\nAnswer:"
+doc_to_target: answer
+repeats: {repeats}
+generation_kwargs:
+  until: ["\\n", "Question:"]
+  do_sample: true
+  temperature: 1.0
+  max_gen_toks: 4
+  # lm-eval sends its fixed --seed with every request unless the task overrides it:
+  # null lets the server draw a fresh seed per request, so the repeats differ.
+  seed: null
+filter_list:
+  - name: per-repeat-letter
+    filter:
+      - function: regex
+        regex_pattern: "([A-D])"
+        group_select: 0
+metric_list:
+  - metric: exact_match
+    aggregation: mean
+    higher_is_better: true
+metadata:
+  version: 1.0
+"""
+
+
+def make_lm_eval(out: Path, base_url: str) -> None:
+    import importlib.metadata as md
+
+    target = out / "lm_eval"
+    shutil.rmtree(target, ignore_errors=True)
+    work = Path("/tmp/bayesrc-lm-eval-fixture")
+    shutil.rmtree(work, ignore_errors=True)
+    (work / "tasks").mkdir(parents=True)
+    items = bank_items(6, 2)
+    with (work / "items.jsonl").open("w", encoding="utf-8") as fh:
+        for it in items:
+            key = LETTERS.index(it["answer"])
+            keep = sorted({key, *[i for i in range(len(it["options_raw"])) if i != key][:3]})
+            opts = [it["options_raw"][i] for i in keep]
+            fh.write(json.dumps({"question_id": it["item_id"], "category": it["domain"], "question": it["question"],
+                                 "options_formatted": "\n".join(f"{LETTERS[j]}. {o}" for j, o in enumerate(opts)),
+                                 "answer": LETTERS[keep.index(key)]}) + "\n")
+    (work / "tasks" / "mmlu_pro_mini.yaml").write_text(LM_EVAL_TASK.format(data=work / "items.jsonl", repeats=LM_EVAL_REPEATS))
+    server = json.loads(subprocess.run(["curl", "-s", base_url.rstrip("/") + "/v1/models"], capture_output=True, text=True, check=True).stdout)
+    cmd = [sys.executable, "-m", "lm_eval", "--model", "local-completions",
+           "--model_args", f"model=gemma-3-270m,base_url={base_url.rstrip('/')}/v1/completions,tokenizer_backend=None,tokenized_requests=False,num_concurrent=1,max_retries=3",
+           "--tasks", "mmlu_pro_mini", "--include_path", str(work / "tasks"), "--log_samples", "--output_path", str(work / "out")]
+    env = {**__import__("os").environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    subprocess.run(cmd, check=True, env=env)
+    samples = sorted((work / "out").rglob("samples_mmlu_pro_mini_*.jsonl"))
+    results = sorted((work / "out").rglob("results_*.json"))
+    assert len(samples) == 1 and len(results) == 1, (samples, results)
+    target.mkdir(parents=True)
+    shutil.copy(samples[0], target / samples[0].name)
+    shutil.copy(results[0], target / results[0].name)
+    shutil.copy(work / "tasks" / "mmlu_pro_mini.yaml", target / "mmlu_pro_mini.yaml")
+    # The tool's own per-document report: exact_match (the mean over the K repeats) and its filtered answers.
+    per_doc = {}
+    for line in samples[0].read_text(encoding="utf-8").splitlines():
+        rec = json.loads(line)
+        per_doc[str(rec["doc_id"])] = {"exact_match": rec["exact_match"], "filtered_resps": rec["filtered_resps"], "target": rec["target"],
+                                       "n_correct": round(rec["exact_match"] * LM_EVAL_REPEATS)}
+    agg = json.loads(results[0].read_text(encoding="utf-8"))["results"]["mmlu_pro_mini"]
+    expected = {"tool": "lm-evaluation-harness", "version": md.version("lm_eval"), "repeats": LM_EVAL_REPEATS,
+                "server": server, "llama_cpp_python_server": "python -m llama_cpp.server (see make_fixtures.py)",
+                "samples_file": samples[0].name, "docs": per_doc, "aggregate": agg}
+    (target / "expected.json").write_text(json.dumps(expected, indent=1, sort_keys=True) + "\n")
+    shutil.rmtree(work)
+    print(f"wrote {sorted(p.name for p in target.iterdir())}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="tool", required=True)
