@@ -6,9 +6,9 @@ project's own environment::
     python -m venv /tmp/venv-inspect && /tmp/venv-inspect/bin/pip install inspect-ai zstandard
     /tmp/venv-inspect/bin/python tests/data/make_fixtures.py inspect
 
-    python -m venv /tmp/venv-lmeval && /tmp/venv-lmeval/bin/pip install lm-eval
+    python -m venv /tmp/venv-lmeval && /tmp/venv-lmeval/bin/pip install 'lm-eval[api]'   # 0.4.13: no torch needed for API models
     # a llama.cpp server on the Gemma-3-270M GGUF (from the project venv):
-    python -m llama_cpp.server --model GEMMA.gguf --host 127.0.0.1 --port 8765 &
+    python -m llama_cpp.server --model models/gemma-3-270m-q4_k_m.gguf --model_alias gemma-3-270m --host 127.0.0.1 --port 8765 &
     /tmp/venv-lmeval/bin/python tests/data/make_fixtures.py lm-eval --base-url http://127.0.0.1:8765
 
 Inspect AI: a multiple-choice task over 8 bundled MMLU-Pro items, solver
@@ -21,10 +21,11 @@ Zstandard members in current Inspect) and as ``.json``.
 lm-evaluation-harness: a local ``generate_until`` task over 6 bundled MMLU-Pro items with
 ``repeats: 5`` and a per-repeat regex filter (no ``take_first``), run with
 ``--model local-completions`` against llama-cpp-python's own server running the Gemma
-GGUF, ``--log_samples``. The task sets ``seed: null`` in its generation kwargs? No: lm-eval
-sends the same seed with every request of a document, so the K repeats would be identical;
-the task passes ``temperature`` and lm-eval's per-request ``seed`` is left as lm-eval sets it
-(see ``LM_EVAL_TASK``), and each repeat is a separate request.
+GGUF, ``--log_samples``. lm-eval sends its fixed ``--seed`` (1234) with every request, so
+the K repeats of a document would be K copies of one draw; the task sets ``seed: null``
+in its ``generation_kwargs`` (they override the payload's seed), so the server draws a
+fresh seed per request and the repeats are independent samples (not reproducible run to
+run, which is why the fixture is committed).
 
 Every run also writes ``expected.json`` beside its logs: per item, the correct counts
 as the TOOL reports them, read with the tool's own API (Inspect: ``read_eval_log`` and the
@@ -181,7 +182,7 @@ metadata:
 """
 
 
-def make_lm_eval(out: Path, base_url: str) -> None:
+def make_lm_eval(out: Path, base_url: str, server_software: str) -> None:
     import importlib.metadata as md
 
     target = out / "lm_eval"
@@ -220,7 +221,7 @@ def make_lm_eval(out: Path, base_url: str) -> None:
                                        "n_correct": round(rec["exact_match"] * LM_EVAL_REPEATS)}
     agg = json.loads(results[0].read_text(encoding="utf-8"))["results"]["mmlu_pro_mini"]
     expected = {"tool": "lm-evaluation-harness", "version": md.version("lm_eval"), "repeats": LM_EVAL_REPEATS,
-                "server": server, "llama_cpp_python_server": "python -m llama_cpp.server (see make_fixtures.py)",
+                "server": server, "server_software": server_software,
                 "samples_file": samples[0].name, "docs": per_doc, "aggregate": agg}
     (target / "expected.json").write_text(json.dumps(expected, indent=1, sort_keys=True) + "\n")
     shutil.rmtree(work)
@@ -233,11 +234,13 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("inspect")
     lm = sub.add_parser("lm-eval")
     lm.add_argument("--base-url", required=True)
+    lm.add_argument("--server-software", default="llama-cpp-python 0.3.36 (python -m llama_cpp.server), Gemma-3-270M Q4_K_M GGUF",
+                    help="what serves --base-url (recorded in expected.json)")
     args = ap.parse_args(argv)
     if args.tool == "inspect":
         make_inspect(HERE)
     else:
-        make_lm_eval(HERE, args.base_url)
+        make_lm_eval(HERE, args.base_url, args.server_software)
     return 0
 
 
