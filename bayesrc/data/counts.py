@@ -185,10 +185,10 @@ def input_notes(ds: xr.Dataset, min_valid: int | None = None, valid_share: float
         low = np.flatnonzero(n_valid < need)
         if low.size:
             first = ds["item"].values[low[0]]
-            rule = "" if min_valid is not None else f" (ceil({valid_share:g}·K) of its K = {k_item[low[0]]})"
+            rule = "" if min_valid is not None else f" (ceil({valid_share:g}·K) of the item's K = {k_item[low[0]]})"
             notes.append(
-                f"{src}: item {first}: field 'is_missing': fewer than {need[low[0]]} valid responses{rule} "
-                f"({n_valid[low[0]]}); {low.size} such item(s) excluded by rule (a)"
+                f"{src}: item {first}: field 'is_missing': fewer than {need[low[0]]} valid responses "
+                f"({n_valid[low[0]]}); {low.size} such item(s) excluded by rule (a){rule}"
             )
         n_trials = ds["n_trials"].sel(version=v).values
         ks = np.unique(n_trials[n_trials > 0])
