@@ -6,7 +6,12 @@ import json
 
 import numpy as np
 
-from bayesrc.classical import exclusion_reasons, min_valid_for, min_valid_rule, reliable_change
+from bayesrc.classical import (
+    exclusion_reasons,
+    min_valid_for,
+    min_valid_rule,
+    reliable_change,
+)
 from bayesrc.cli import main
 from bayesrc.data import item_counts, save_trials, simulate_pair
 

@@ -18,7 +18,14 @@ import pytest
 from scipy import stats
 
 from bayesrc.cli import main
-from bayesrc.collect import builtin_bank, collect, load_bank, load_card, read_run_trials, resolve_model
+from bayesrc.collect import (
+    builtin_bank,
+    collect,
+    load_bank,
+    load_card,
+    read_run_trials,
+    resolve_model,
+)
 from bayesrc.collect.server import ServerClient, ServerError, collect_server
 from bayesrc.errors import InputError
 

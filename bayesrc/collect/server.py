@@ -23,6 +23,7 @@ compare answer *distributions* (and report the share of identical trials).
 
 from __future__ import annotations
 
+import http.client
 import json
 import socket
 import time
@@ -33,7 +34,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bayesrc.collect.bank import Bank, load_bank
-from bayesrc.collect.card import ModelCard, build_prompt, chat_template_text, load_card, sha256_text
+from bayesrc.collect.card import (
+    ModelCard,
+    build_prompt,
+    chat_template_text,
+    load_card,
+    sha256_text,
+)
 from bayesrc.collect.engines import Sample, Sampling
 from bayesrc.errors import InputError
 
@@ -85,7 +92,7 @@ class ServerClient:
                 if exc.code not in RETRY_STATUS:
                     raise ServerError(f"HTTP {exc.code} from {path}: {detail}", path=self.root, field="--base-url") from None
                 last = f"HTTP {exc.code}: {detail}"
-            except (urllib.error.URLError, ConnectionError, socket.timeout, TimeoutError) as exc:
+            except (urllib.error.URLError, http.client.HTTPException, ConnectionError, TimeoutError) as exc:
                 last = str(getattr(exc, "reason", exc))
             except json.JSONDecodeError:
                 raise ServerError(f"{path} did not return JSON (is this an OpenAI-compatible endpoint?)", path=self.root, field="--base-url") from None
@@ -160,7 +167,7 @@ class ServerEngine:
         Only a few items are in flight at a time, so a failure loses little finished work.
         """
         order = list(prompts)
-        ahead = max(2, 2 * self.pool._max_workers // max(1, len(next(iter(seeds.values()), [1]))) + 1)  # noqa: SLF001
+        ahead = max(2, 2 * self.pool._max_workers // max(1, len(next(iter(seeds.values()), [1]))) + 1)
         futures: dict[int, list] = {}
 
         def submit(i: int) -> None:

@@ -169,9 +169,11 @@ def markdown_summary(res: CompareResult, *, max_items: int = 10) -> str:
         f"| Bayesian change model (FDR q = {res.q:g}) | {b['n_improved']} | {b['n_deteriorated']} | expected false discoveries {b['expected_false']:.2f} |",
         f"| Classical RCI (z = {c['z']:g}, no FDR control) | {c['improved']} | {c['deteriorated']} | {c['n_analysable']} of {c['n_items']} items analysable; rule (a): {c['min_valid_rule']} |",
         "",
-        f"Mean accuracy change over {c['n_items']} items: {a['mean']:+.3f} (90% credible interval {a['lo90']:+.3f} to {a['hi90']:+.3f}; "
-        f"P(drop) = {a['p_below_0']:.3f}); classical {c['aggregate']['mean_delta']:+.3f} "
-        f"(95% CI {c['aggregate']['ci95'][0]:+.3f} to {c['aggregate']['ci95'][1]:+.3f}).",
+        (
+            f"Mean accuracy change over {c['n_items']} items: {a['mean']:+.3f} (90% credible interval {a['lo90']:+.3f} to {a['hi90']:+.3f}; "
+            f"P(drop) = {a['p_below_0']:.3f}); classical {c['aggregate']['mean_delta']:+.3f} "
+            f"(95% CI {c['aggregate']['ci95'][0]:+.3f} to {c['aggregate']['ci95'][1]:+.3f})."
+        ),
     ]
     flagged = res.items[res.items["bayes_class"] != "no_change"].head(max_items)
     if len(flagged):
@@ -182,6 +184,9 @@ def markdown_summary(res: CompareResult, *, max_items: int = 10) -> str:
             lines.append(f"| {r['item_id']} | {r['domain']} | {r['bayes_class']} | {r['dp_mean']:+.2f} ({r['dp_lo90']:+.2f}, {r['dp_hi90']:+.2f}) | {pdir:.3f} | {r['rci_class']} |")
         lines += ["", "</details>"]
     d = b["diagnostics"]
-    lines += ["", f"<sub>Fit: max R-hat {d.get('max_rhat', float('nan')):.3f}, min ESS bulk {d.get('min_ess_bulk', float('nan')):.0f}, "
-              f"{d.get('divergences', 0)} divergences; status {res.status}.</sub>", ""]  # fmt: skip
+    fit_line = (
+        f"<sub>Fit: max R-hat {d.get('max_rhat', float('nan')):.3f}, min ESS bulk {d.get('min_ess_bulk', float('nan')):.0f}, "
+        f"{d.get('divergences', 0)} divergences; status {res.status}.</sub>"
+    )
+    lines += ["", fit_line, ""]
     return "\n".join(lines)

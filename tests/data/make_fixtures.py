@@ -70,7 +70,8 @@ INSPECT_EPOCHS = 5
 
 def make_inspect(out: Path) -> None:
     import inspect_ai
-    from inspect_ai import Task, eval as inspect_eval
+    from inspect_ai import Task
+    from inspect_ai import eval as inspect_eval
     from inspect_ai.dataset import MemoryDataset, Sample
     from inspect_ai.log import read_eval_log
     from inspect_ai.model import ModelOutput, ModelUsage, get_model
