@@ -24,6 +24,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "bayesrc.demo",
     "bayesrc.switch.commands",
     "bayesrc.importers.commands",
+    "bayesrc.compare.commands",
     "bayesrc.report.commands",
 )
 

@@ -14,7 +14,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sd-basis", choices=("analysable", "all"), default="analysable", help="items whose SD gives SEM (default: analysable)")
     p.add_argument("--z", type=float, default=1.96, help="RCI threshold (default 1.96)")
     p.add_argument("--z-conservative", type=float, default=2.58)
-    p.add_argument("--min-valid", type=int, default=6, help="exclusion rule (a): minimum valid responses (default 6)")
+    p.add_argument("--min-valid", type=int, default=None, help="exclusion rule (a) as a fixed minimum of valid responses (default: ceil(0.6*K) of each item's K, 6 at K = 10)")
     p.add_argument("--splits", type=int, default=1000, help="random split-halves (default 1000)")
     p.add_argument("--permutations", type=int, default=1000, help="empirical-null permutations (default 1000)")
     p.add_argument("--allow-unmatched", action="store_true", help="analyse items present in both versions; list the others")

@@ -88,6 +88,7 @@ class PairRCI:
             ("min detectable |dp|", self.min_detectable),
             ("items", self.exclusions["n_before"]),
             ("analysable", self.exclusions["n_after"]),
+            ("rule (a) minimum valid", self.exclusions["min_valid_rule"]),
             ("excluded: low valid", self.exclusions["low_valid"]),
             ("excluded: floor/ceiling", self.exclusions["floor_ceiling"]),
             ("improved", c["analysable"]["improved"]),
@@ -162,7 +163,8 @@ def reliable_change(
     name: str = "pair",
     z: float = 1.96,
     z_conservative: float = 2.58,
-    min_valid: int = 6,
+    min_valid: int | None = None,
+    valid_share: float = _rci.VALID_SHARE,
     sd_basis: str = "analysable",
     n_splits: int = 1000,
     n_permutations: int = 1000,
@@ -176,7 +178,9 @@ def reliable_change(
     counts : item counts (:func:`bayesrc.data.item_counts`) holding both versions.
     v1, v2 : version labels (default: the first two versions in ``counts``).
     z, z_conservative : RCI thresholds (1.96 and 2.58).
-    min_valid : exclusion rule (a): fewer valid responses than this in either version.
+    min_valid : exclusion rule (a) as a fixed count: fewer valid responses than this in
+        either version. Default ``None``: ``ceil(valid_share * K)`` of the K samples each
+        item was given in each version (SPEC 2: 6 at K = 10, 3 at K = 5).
     sd_basis : "analysable" (post-exclusion SD, the paper's primary table) or "all".
     n_splits, n_permutations : random split-halves and null permutations.
     seed : seeds every random step (reproducible).
@@ -191,6 +195,8 @@ def reliable_change(
 
     a, b = counts.sel(version=v1), counts.sel(version=v2)
     items = _rci.pair_frame(a["p"].values, b["p"].values, a["n_valid"].values, b["n_valid"].values, counts["item"].values, counts["domain"].values)
+    items["k_v1"], items["k_v2"] = a["n_trials"].values.astype(np.int64), b["n_trials"].values.astype(np.int64)
+    rule = _rci.min_valid_rule(min_valid, valid_share, np.concatenate([items["k_v1"], items["k_v2"]]))
     k_design = modal_k(counts)
 
     rel = {
@@ -200,7 +206,8 @@ def reliable_change(
     icc = {"v1": icc_1_1(a["correct"].values), "v2": icc_1_1(b["correct"].values)}
     r1, r2 = rel["v1"].r_xx, rel["v2"].r_xx
 
-    reason = _rci.exclusion_reasons(items["n_v1"], items["n_v2"], items["p_v1"], items["p_v2"], min_valid)
+    reason = _rci.exclusion_reasons(items["n_v1"], items["n_v2"], items["p_v1"], items["p_v2"], min_valid,
+                                    k_v1=items["k_v1"], k_v2=items["k_v2"], valid_share=valid_share)
     analysable = reason == ""
     scored = items[["p_v1", "p_v2"]].notna().all(axis=1).to_numpy()
 
@@ -232,6 +239,7 @@ def reliable_change(
         "floor_v1": int(np.sum(items["p_v1"] == 0.0)),
         "ceiling_v1": int(np.sum(items["p_v1"] == 1.0)),
         "min_valid": min_valid,
+        "min_valid_rule": rule,
         "share_excluded": float(1 - analysable.mean()) if n_before else float("nan"),
     }
     counts_out = {
@@ -255,6 +263,8 @@ def reliable_change(
             "z": z,
             "z_conservative": z_conservative,
             "min_valid": min_valid,
+            "valid_share": valid_share,
+            "min_valid_rule": rule,
             "sd_basis": sd_basis,
             "n_splits": n_splits,
             "n_permutations": n_permutations,

@@ -7,8 +7,10 @@ For item ``i`` with per-version accuracies ``p_i,v1`` and ``p_i,v2``::
     RCI_i   = (p_i,v2 - p_i,v1) / S_diff
     class   = improved if RCI > z, deteriorated if RCI < -z, else no_change
 
-Exclusions: (a) fewer than ``min_valid`` valid responses in either version,
-(b) ``p = 0`` in both or ``p = 1`` in both (floor / ceiling).
+Exclusions: (a) fewer than ``ceil(0.6 K)`` valid responses in either version, K being
+the number of samples the item was given in that version (6 at K = 10 as in paper 001,
+3 at K = 5; a fixed ``min_valid`` overrides the rule), (b) ``p = 0`` in both or ``p = 1``
+in both (floor / ceiling).
 """
 
 from __future__ import annotations
@@ -19,6 +21,26 @@ import pandas as pd
 IMPROVED, NO_CHANGE, DETERIORATED = "improved", "no_change", "deteriorated"
 CLASSES: tuple[str, str, str] = (IMPROVED, NO_CHANGE, DETERIORATED)
 EXCLUDED = "excluded"
+VALID_SHARE = 0.6
+
+
+def min_valid_for(k: np.ndarray | int, valid_share: float = VALID_SHARE) -> np.ndarray:
+    """Rule (a)'s threshold for an item given ``k`` samples: ``ceil(valid_share * k)`` (SPEC 2).
+
+    >>> min_valid_for(np.array([10, 5, 3])).tolist()
+    [6, 3, 2]
+    """
+    # The small tolerance keeps 0.6 * 10 = 6.000000000000001 at 6.
+    return np.ceil(valid_share * np.asarray(k, dtype=float) - 1e-9).astype(np.int64)
+
+
+def min_valid_rule(min_valid: int | None = None, valid_share: float = VALID_SHARE, ks=()) -> str:
+    """The rule (a) in words, for every output: ``"ceil(0.6·K) of the item's K (K = 5: 3)"`` or ``"6 (fixed)"``."""
+    if min_valid is not None:
+        return f"{int(min_valid)} valid responses (fixed)"
+    ks = sorted({int(k) for k in np.asarray(ks).ravel() if k > 0})
+    at = ", ".join(f"K = {k}: {int(min_valid_for(k, valid_share))}" for k in ks)
+    return f"ceil({valid_share:g}·K) valid responses of the item's K" + (f" ({at})" if at else "")
 
 
 def standard_error_of_measurement(p: np.ndarray, r_xx: float) -> float:
@@ -60,13 +82,25 @@ def exclusion_reasons(
     n_valid_v2: np.ndarray,
     p_v1: np.ndarray,
     p_v2: np.ndarray,
-    min_valid: int = 6,
+    min_valid: int | None = None,
+    *,
+    k_v1: np.ndarray | None = None,
+    k_v2: np.ndarray | None = None,
+    valid_share: float = VALID_SHARE,
 ) -> np.ndarray:
     """Per-item reason: ``"low_valid"`` (rule a, checked first), ``"floor_ceiling"`` (rule b) or ``""``.
 
-    The default ``min_valid = 6`` is ``0.6 K`` at the reference study's K = 10.
+    Rule (a): fewer than ``ceil(valid_share * K)`` valid responses in either version, with
+    ``k_v1`` / ``k_v2`` the samples each item was given (:func:`min_valid_for`); a fixed
+    ``min_valid`` replaces the rule (6 is the paper's rule at K = 10).
     """
-    low = (np.asarray(n_valid_v1) < min_valid) | (np.asarray(n_valid_v2) < min_valid)
+    if min_valid is None:
+        if k_v1 is None or k_v2 is None:
+            raise ValueError("rule (a) needs each item's K (k_v1, k_v2) or a fixed min_valid")
+        m1, m2 = min_valid_for(k_v1, valid_share), min_valid_for(k_v2, valid_share)
+    else:
+        m1 = m2 = int(min_valid)
+    low = (np.asarray(n_valid_v1) < m1) | (np.asarray(n_valid_v2) < m2)
     p1, p2 = np.asarray(p_v1, dtype=float), np.asarray(p_v2, dtype=float)
     floor_ceiling = ((p1 == 0.0) & (p2 == 0.0)) | ((p1 == 1.0) & (p2 == 1.0))
     return np.where(low, "low_valid", np.where(floor_ceiling, "floor_ceiling", "")).astype(object)

@@ -17,7 +17,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--top-k", type=int, default=40)
     p.add_argument("--top-p", type=float, default=0.95)
     p.add_argument("--min-p", type=float, default=0.05)
-    p.add_argument("--engine", choices=("fast", "naive"), default="fast")
+    p.add_argument("--engine", choices=("fast", "naive", "server"), default="fast", help="server: an OpenAI-compatible completions endpoint (--base-url)")
+    p.add_argument("--base-url", help="server engine: the endpoint, e.g. http://127.0.0.1:8080 (llama.cpp server, vLLM, ...)")
+    p.add_argument("--api-model", help="server engine: model name to request (default: the one the server lists)")
+    p.add_argument("--concurrency", type=int, default=4, help="server engine: requests in flight (default 4)")
+    p.add_argument("--retries", type=int, default=5, help="server engine: retries per request, with exponential back-off (default 5)")
     p.add_argument("--resume", action="store_true", help="continue a run directory (its pins must match)")
     p.add_argument("--shard", help="I/N: collect the I-th (0-based) of N contiguous item ranges")
     p.add_argument("--items-range", help="A:B: collect bank items A..B-1 (0-based)")
@@ -48,11 +52,20 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run_collect(args: argparse.Namespace) -> int:
     from bayesrc.collect import collect
+    from bayesrc.errors import InputError
 
+    server = None
+    if args.engine == "server":
+        if not args.base_url:
+            raise InputError("--engine server needs --base-url", field="--base-url")
+        server = {"base_url": args.base_url, "api_model": args.api_model, "concurrency": args.concurrency, "retries": args.retries}
+    elif args.base_url or args.api_model:
+        raise InputError("--base-url / --api-model need --engine server", field="--engine")
     res = collect(
         args.model, args.items, args.out, k=args.k, temperature=args.temperature, engine=args.engine, resume=args.resume,
         items_range=args.items_range, shard=args.shard, seed_stride=args.seed_stride, top_k=args.top_k, top_p=args.top_p,
         min_p=args.min_p, label=args.label, threads=args.threads, progress=not args.no_progress and sys.stderr.isatty(),
+        server=server,
     )
     rate = res.n_new_items * args.k / res.sample_seconds if res.sample_seconds > 0 else float("nan")
     print(f"{res.run_dir}: {res.n_trials} trials over {res.n_items} items ({res.n_new_items} new items, {rate:.1f} trials/s)")

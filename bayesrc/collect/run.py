@@ -324,6 +324,7 @@ def collect(
     progress: bool = False,
     max_items: int | None = None,
     threads: int | None = None,
+    server: dict | None = None,
 ) -> RunResult:
     """Collect K samples per item into the run directory ``out`` (see module docstring).
 
@@ -334,7 +335,16 @@ def collect(
     ``threads`` overrides the card's ``n_threads`` (default: all physical cores; a worker
     that shares the machine with others passes its share). It is a runtime pin: it does
     not change the trials, but a resumed run must use the same.
+    ``engine = "server"`` collects from an OpenAI-compatible endpoint instead of a local
+    GGUF; ``server`` holds :func:`bayesrc.collect.server.collect_server`'s options
+    (``base_url``, ``api_model``, ``concurrency``, ...).
     """
+    if engine == "server":  # SPEC 9: same run directory, seeds, resume and lock; pins from the server
+        from bayesrc.collect.server import collect_server
+
+        return collect_server(card, items, out, **(server or {}), k=k, temperature=temperature, resume=resume, items_range=items_range, shard=shard,
+                              seed_stride=seed_stride, seed_offset=seed_offset, top_k=top_k, top_p=top_p, min_p=min_p, label=label,
+                              progress=progress, max_items=max_items)  # fmt: skip
     t0 = time.monotonic()
     card = card if isinstance(card, ModelCard) else load_card(card)
     bank = items if isinstance(items, Bank) else load_bank(items)

@@ -169,22 +169,26 @@ def load_counts(
     return item_counts(*trials, versions=versions, sources=[str(p) for p in paths], on_unmatched=on_unmatched)
 
 
-def input_notes(ds: xr.Dataset, min_valid: int) -> list[str]:
+def input_notes(ds: xr.Dataset, min_valid: int | None = None, valid_share: float = 0.6) -> list[str]:
     """One-line notes on inputs that are analysed but deserve a mention.
 
-    Items below ``min_valid`` valid responses are excluded by rule (a), K that
+    Items below rule (a)'s minimum of valid responses (``min_valid``, default
+    ``ceil(valid_share * K)`` of the item's K) are excluded, K that
     differs between items is supported, and unmatched items that were dropped.
     """
     notes = []
     sources = ds.attrs.get("sources") or [str(v) for v in ds["version"].values]
     for v, src in zip(ds["version"].values, sources):
         n_valid = ds["n_valid"].sel(version=v).values
-        low = np.flatnonzero(n_valid < min_valid)
+        k_item = ds["n_trials"].sel(version=v).values
+        need = np.full(n_valid.shape, min_valid) if min_valid is not None else np.ceil(valid_share * k_item - 1e-9).astype(np.int64)
+        low = np.flatnonzero(n_valid < need)
         if low.size:
             first = ds["item"].values[low[0]]
+            rule = "" if min_valid is not None else f" (ceil({valid_share:g}·K) of the item's K = {k_item[low[0]]})"
             notes.append(
-                f"{src}: item {first}: field 'is_missing': fewer than {min_valid} valid responses "
-                f"({n_valid[low[0]]}); {low.size} such item(s) excluded by rule (a)"
+                f"{src}: item {first}: field 'is_missing': fewer than {need[low[0]]} valid responses "
+                f"({n_valid[low[0]]}); {low.size} such item(s) excluded by rule (a){rule}"
             )
         n_trials = ds["n_trials"].sel(version=v).values
         ks = np.unique(n_trials[n_trials > 0])

@@ -11,7 +11,9 @@ An Inspect log (``inspect_ai.log.EvalLog``) holds ``version``, ``status``, ``eva
 
 The JSON format stores all of it in one file; the ``.eval`` format is a zip with
 ``_journal/start.json`` (or ``header.json``) and one ``samples/<id>_epoch_<n>.json``
-per sample. Score values map to correctness as Inspect's ``value_to_float`` does
+per sample. Current Inspect (0.3.1xx and later) compresses the zip members with
+Zstandard (zip method 93), which Python's ``zipfile`` cannot read before 3.14; those
+members are decompressed here with the ``zstandard`` package (CRC-checked). Score values map to correctness as Inspect's ``value_to_float`` does
 for binary scorers: ``"C"`` / true / 1 correct, ``"I"`` / false / 0 incorrect;
 ``"N"`` (no answer) and samples that ended in an error are missing responses.
 Partial credit (``"P"`` or 0 < value < 1) is not a binary trial and is refused.
@@ -20,7 +22,9 @@ Partial credit (``"P"`` or 0 < value < 1) is not a binary trial and is refused.
 from __future__ import annotations
 
 import json
+import struct
 import zipfile
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -49,21 +53,61 @@ def _load_json_log(path: Path) -> tuple[dict, list[tuple[str, Any]]]:
     return log, [(f"sample {i}", s) for i, s in enumerate(log["samples"])]
 
 
+ZIP_ZSTANDARD = 93  # zip compression method id of Zstandard (APPNOTE 4.4.5)
+
+
+def read_zip_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> bytes:
+    """A zip member's bytes; Zstandard members (method 93) are decompressed with ``zstandard``.
+
+    Raises ``zipfile.BadZipFile`` on a damaged member (bad local header or CRC) and
+    ``InputError`` when ``zstandard`` is missing or the compression method is unknown.
+    """
+    if info.compress_type != ZIP_ZSTANDARD:
+        try:
+            return zf.read(info)
+        except NotImplementedError as exc:  # another method zipfile lacks (e.g. LZMA without liblzma)
+            raise InputError(f"member {info.filename}: {exc}", path=zf.filename) from None
+    try:
+        import zstandard
+    except ImportError:
+        raise InputError("this .eval log's members are Zstandard-compressed; pip install zstandard", path=zf.filename) from None
+    fp = zf.fp
+    fp.seek(info.header_offset)
+    head = fp.read(30)
+    if len(head) != 30 or head[:4] != b"PK\x03\x04":
+        raise zipfile.BadZipFile(f"bad local header for {info.filename}")
+    n_name, n_extra = struct.unpack("<HH", head[26:30])
+    fp.seek(info.header_offset + 30 + n_name + n_extra)
+    raw = fp.read(info.compress_size)
+    try:
+        with zstandard.ZstdDecompressor().stream_reader(raw) as reader:
+            data = reader.read()
+    except zstandard.ZstdError as exc:
+        raise zipfile.BadZipFile(f"{info.filename}: {exc}") from None
+    if len(data) != info.file_size or zlib.crc32(data) != info.CRC:
+        raise zipfile.BadZipFile(f"{info.filename}: size or CRC mismatch (truncated member?)")
+    return data
+
+
 def _load_eval_zip(path: Path) -> tuple[dict, list[tuple[str, Any]]]:
     try:
         zf = zipfile.ZipFile(path)
-    except zipfile.BadZipFile:
-        raise InputError("not a readable .eval (zip) log; truncated or partial?", path=path) from None
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise InputError(f"not a readable .eval (zip) log ({exc}); truncated or partial?", path=path) from None
     with zf:
-        names = zf.namelist()
+        infos = {i.filename: i for i in zf.infolist()}
+        names = list(infos)
         head_name = next((n for n in ("header.json", "_journal/start.json", "start.json") if n in names), None)
         if head_name is None:
             raise InputError("no header.json or _journal/start.json in the .eval log", path=path, field="eval")
+        member = head_name
         try:
-            header = json.loads(zf.read(head_name))
-            samples = [(n, json.loads(zf.read(n))) for n in sorted(names) if n.startswith("samples/") and n.endswith(".json")]
-        except (json.JSONDecodeError, zipfile.BadZipFile, OSError) as exc:
-            raise InputError(f"unreadable member in the .eval log ({exc})", path=path) from None
+            header = json.loads(read_zip_member(zf, infos[head_name]))
+            samples = []
+            for member in sorted(n for n in names if n.startswith("samples/") and n.endswith(".json")):
+                samples.append((member, json.loads(read_zip_member(zf, infos[member]))))
+        except (json.JSONDecodeError, UnicodeDecodeError, zipfile.BadZipFile, OSError, EOFError) as exc:
+            raise InputError(f"unreadable member {member} in the .eval log ({exc})", path=path) from None
     if not samples:
         raise InputError("log has no samples/ entries", path=path, field="samples")
     log = {"eval": header.get("eval", {}), "status": header.get("status", "success" if "header.json" in names else None)}

@@ -53,7 +53,7 @@ def run_sensitivity(args: argparse.Namespace) -> int:
     from bayesrc.report.sensitivity import run_sensitivity_analyses, write_sensitivity
 
     counts = load_counts([args.v1, args.v2], on_unmatched="drop" if args.allow_unmatched else "raise")
-    for note in input_notes(counts, 6):
+    for note in input_notes(counts):
         print(f"bayesrc: note: {note}", file=sys.stderr)
     truth = None
     if args.truth is not None:

@@ -200,7 +200,7 @@ def section_rci(run: Run, c: Comparison) -> Section | None:
         Text(f"Reliable change (Jacobson–Truax RCI adapted to items), z = {z:g}, SD basis **{r['sd_basis']}**. "
              f"S_diff = {r['s_diff']:.4f}, so the minimum detectable change is |Δp| ≥ {r['min_detectable']:.3f} "
              f"({r['min_detectable_samples']} of K = {r['params'].get('k', 'K')} samples). {ex['n_after']} of {ex['n_before']} items are analysable "
-             f"({ex['low_valid']} with too few valid responses, {ex['floor_ceiling']} at floor or ceiling in both versions)."),
+             f"({ex['low_valid']} with too few valid responses — rule (a): fewer than {ex.get('min_valid_rule', ex.get('min_valid'))} —, {ex['floor_ceiling']} at floor or ceiling in both versions)."),
         Table(classification_table(r), "Reliable-change classification (cf. the reference study's Table 1/2)", latex=True, label="rci-classes"),
         Table(reliability_table(r), "Split-half reliability (Spearman–Brown), ICC(1,1) and SEM per version", latex=True, label="reliability"),
         Text(f"Empirical null ({null['n_permutations']} version-swap permutations): 95th percentile {null['improved_p95']:.0f} improved / "

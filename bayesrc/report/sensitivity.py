@@ -66,7 +66,7 @@ def classify(
     r_v2: float,
     *,
     z: float = 1.96,
-    min_valid: int = 6,
+    min_valid: int | None = None,
     floor_ceiling: bool = True,
     sd_basis: str = "analysable",
 ) -> pd.DataFrame:
@@ -76,7 +76,8 @@ def classify(
     setting's S_diff in ``attrs["s_diff"]``.
     """
     p1, p2 = items["p_v1"].to_numpy(float), items["p_v2"].to_numpy(float)
-    reason = R.exclusion_reasons(items["n_v1"], items["n_v2"], p1, p2, min_valid)
+    ks = {"k_v1": items["k_v1"], "k_v2": items["k_v2"]} if "k_v1" in items else {}
+    reason = R.exclusion_reasons(items["n_v1"], items["n_v2"], p1, p2, min_valid, **ks)
     analysable = (reason == "") | ((reason == "floor_ceiling") & (not floor_ceiling))
     scored = ~(np.isnan(p1) | np.isnan(p2))
     analysable &= scored
@@ -127,7 +128,7 @@ def threshold_sensitivity(
     *,
     zs: Sequence[float] = Z_GRID,
     sd_bases: Sequence[str] = ("analysable", "all"),
-    min_valid: int = 6,
+    min_valid: int | None = None,
     truth: pd.DataFrame | None = None,
     pair: PairRCI | None = None,
     seed: int = 0,

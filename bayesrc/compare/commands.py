@@ -1,0 +1,83 @@
+"""``bayesrc compare V1 V2``: the CI gate after an upgrade (exit 0 nothing found, 1 found, 2 bad input, 3 fit failed)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "compare",
+        help="CI gate: change model with FDR selection (RCI beside it); exit 1 when what --fail-on names is found",
+        description="Exit status: 0 nothing that --fail-on names was found, 1 it was, 2 bad input, 3 the fit failed its convergence gate.",
+    )
+    p.add_argument("v1", type=Path, metavar="V1", help="baseline trials file (or run directory)")
+    p.add_argument("v2", type=Path, metavar="V2", help="candidate trials file (or run directory)")
+    p.add_argument("--fail-on", choices=("deteriorated", "changed", "aggregate"), default="deteriorated",
+                   help="deteriorated: any item flagged worse (default); changed: any item flagged; aggregate: mean accuracy credibly lower")
+    p.add_argument("--q", type=float, default=0.10, help="Bayesian FDR level of the item selection (default 0.10)")
+    p.add_argument("--out", type=Path, required=True, help="folder for summary.md, compare.json, items.parquet")
+    p.add_argument("--chains", type=int, default=4)
+    p.add_argument("--draws", type=int, default=1000)
+    p.add_argument("--tune", type=int, default=1000)
+    p.add_argument("--max-rhat", type=float, default=1.01)
+    p.add_argument("--min-ess", type=float, default=400.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--allow-unmatched", action="store_true", help="analyse items present in both versions")
+    p.add_argument("--allow-pin", action="append", default=[], metavar="FIELD", help="a run pin (or category) that may differ")
+    p.add_argument("--force", action="store_true", help="compare runs whose pins differ (item bank, sampling, ...)")
+    p.set_defaults(func=run_compare)
+
+
+def _trials_path(p: Path) -> Path:
+    from bayesrc.errors import InputError
+
+    if p.is_dir():
+        if not (p / "trials.parquet").exists():
+            raise InputError("run directory has no trials.parquet (is the run complete?)", path=p)
+        return p / "trials.parquet"
+    if not p.exists():
+        raise InputError("file not found", path=p)
+    return p
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    from bayesrc.errors import InputError
+
+    if not 0 < args.q < 1:
+        raise InputError(f"must be in (0, 1), got {args.q}", field="--q")
+    if args.chains < 1 or args.draws < 1 or args.tune < 0:
+        raise InputError("chains and draws must be >= 1, tune >= 0", field="--chains")
+    v1, v2 = _trials_path(args.v1), _trials_path(args.v2)
+    from bayesrc.collect.pins import check_comparable
+
+    check_comparable(v1, v2, allow=args.allow_pin, force=args.force)
+    from bayesrc.data import input_notes, load_counts
+
+    counts = load_counts([v1, v2], on_unmatched="drop" if args.allow_unmatched else "raise")
+    if counts.sizes["item"] < 2:
+        raise InputError(f"{counts.sizes['item']} matched item(s); the comparison needs at least 2", path=v2, field="item_id")
+    for note in input_notes(counts):
+        print(f"bayesrc: note: {note}", file=sys.stderr)
+    from bayesrc.bayes.samplers import configure_host_devices
+
+    configure_host_devices(min(args.chains, os.cpu_count() or 1))
+    from bayesrc.bayes import SamplerConfig
+    from bayesrc.compare import compare, markdown_summary
+    from bayesrc.io import atomic_write_json, atomic_write_text, staged_output
+
+    cfg = SamplerConfig(chains=args.chains, draws=args.draws, tune=args.tune, seed=args.seed)
+    res = compare(counts, fail_on=args.fail_on, q=args.q, config=cfg, max_rhat=args.max_rhat, min_ess=args.min_ess)
+    md = markdown_summary(res)
+    with staged_output(args.out) as stage:
+        atomic_write_text(stage / "summary.md", md)
+        atomic_write_json(stage / "compare.json", res.to_dict())
+        res.items.to_parquet(stage / "items.parquet", index=False)
+    print(res.summary().to_string(index=False))
+    print(f"wrote {args.out / 'summary.md'}")
+    if res.status != "ok":
+        print(f"bayesrc: error: the change-model fit failed its convergence gate ({res.fit.diagnostics.worst}); nothing decided (exit 3)", file=sys.stderr)
+    return res.exit_code

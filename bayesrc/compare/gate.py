@@ -1,0 +1,192 @@
+"""Gate a model upgrade: what changed between two versions, and does it fail the build?
+
+:func:`compare` fits the paired change model (:func:`bayesrc.bayes.fit`, collapsed,
+Bayesian FDR selection at level ``q``; SPEC 3) to a version pair, puts the classical
+RCI result (SPEC 2) beside it, and decides what the CI job should do:
+
+``fail_on = "deteriorated"`` (default)
+    fail if the FDR selection flags at least one item as deteriorated;
+``"changed"``
+    fail if it flags any item, improved or deteriorated;
+``"aggregate"``
+    fail if the mean accuracy over items has dropped credibly:
+    ``P(mean_i dp_i < 0 | data) >= 1 - q`` under the same posterior.
+
+The decision is the Bayesian one; the RCI counts are reported beside it (they carry
+no FDR control, so they never decide). A fit that fails the convergence gate decides
+nothing: the CLI exits 3 (outputs marked ``status = failed``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+FAIL_ON = ("deteriorated", "changed", "aggregate")
+
+
+@dataclass
+class CompareResult:
+    """A gate decision with the evidence behind it."""
+
+    versions: tuple[str, str]
+    fail_on: str
+    q: float
+    found: bool
+    status: str  # "ok" or "failed" (convergence gate)
+    bayes: dict  # n_improved, n_deteriorated, expected_false, aggregate {mean, lo90, hi90, p_below_0}
+    classical: dict  # RCI counts, S_diff, aggregate mean dp with t interval, rule (a)
+    items: pd.DataFrame = field(repr=False)  # flagged items first (bayes class, posterior, RCI class)
+    fit: object = field(default=None, repr=False)  # the BayesFit
+
+    @property
+    def exit_code(self) -> int:
+        """0 nothing found, 1 found, 3 fit failed its convergence gate."""
+        if self.status != "ok":
+            return 3
+        return 1 if self.found else 0
+
+    def to_dict(self) -> dict:
+        return {
+            "versions": list(self.versions), "fail_on": self.fail_on, "q": self.q, "found": self.found,
+            "status": self.status, "exit_code": self.exit_code, "bayes": self.bayes, "classical": self.classical,
+        }  # fmt: skip
+
+    def summary(self) -> pd.DataFrame:
+        b, c = self.bayes, self.classical
+        rows = [
+            ("versions", f"{self.versions[0]} -> {self.versions[1]}"), ("fail on", self.fail_on), ("q", self.q),
+            ("status", self.status), ("found", self.found),
+            ("Bayes improved", b["n_improved"]), ("Bayes deteriorated", b["n_deteriorated"]),
+            ("expected false discoveries", b["expected_false"]), ("mean dp (posterior)", b["aggregate"]["mean"]),
+            ("P(mean dp < 0)", b["aggregate"]["p_below_0"]),
+            ("RCI improved", c["improved"]), ("RCI deteriorated", c["deteriorated"]), ("RCI analysable", c["n_analysable"]),
+        ]  # fmt: skip
+        return pd.DataFrame(rows, columns=["metric", "value"])
+
+
+def aggregate_change(dp_draws: np.ndarray) -> dict:
+    """Posterior of the mean dp over items: mean, 90% interval and ``P(mean dp < 0)``.
+
+    ``dp_draws`` has shape (draws, items).
+    """
+    m = np.asarray(dp_draws, float).mean(axis=1)
+    return {"mean": float(m.mean()), "lo90": float(np.quantile(m, 0.05)), "hi90": float(np.quantile(m, 0.95)), "p_below_0": float(np.mean(m < 0))}
+
+
+def decide(fail_on: str, q: float, n_improved: int, n_deteriorated: int, p_below_0: float) -> bool:
+    """Whether what ``fail_on`` names was found (see the module docstring)."""
+    if fail_on == "deteriorated":
+        return n_deteriorated > 0
+    if fail_on == "changed":
+        return n_improved + n_deteriorated > 0
+    if fail_on == "aggregate":
+        return p_below_0 >= 1.0 - q
+    raise ValueError(f"fail_on must be one of {FAIL_ON}, got {fail_on!r}")
+
+
+def compare(
+    counts: xr.Dataset,
+    *,
+    fail_on: str = "deteriorated",
+    q: float = 0.10,
+    config=None,
+    max_rhat: float = 1.01,
+    min_ess: float = 400.0,
+    max_divergences: int = 0,
+) -> CompareResult:
+    """Fit the change model to a version pair and decide the gate.
+
+    Parameters
+    ----------
+    counts : item counts of the two versions (:func:`bayesrc.data.item_counts`); the first
+        version is the baseline.
+    fail_on : "deteriorated", "changed" or "aggregate" (module docstring).
+    q : Bayesian FDR level of the item selection, and the tail level of the aggregate rule.
+    config : :class:`bayesrc.bayes.SamplerConfig` (default 4 chains x 1000 draws).
+
+    Examples
+    --------
+    >>> from bayesrc.data import item_counts, simulate_pair
+    >>> sim = simulate_pair(120, 10, pi_change=0.0, seed=1)
+    >>> res = compare(item_counts(sim.trials_v1, sim.trials_v2))  # doctest: +SKIP
+    >>> res.exit_code  # doctest: +SKIP
+    0
+    """
+    from bayesrc.bayes import fit
+
+    if fail_on not in FAIL_ON:
+        raise ValueError(f"fail_on must be one of {FAIL_ON}, got {fail_on!r}")
+    if not 0 < q < 1:
+        raise ValueError(f"q must be in (0, 1), got {q}")
+    res = fit(counts, model="change", collapsed=True, config=config, rule="fdr", fdr=q,
+              max_rhat=max_rhat, min_ess=min_ess, max_divergences=max_divergences,
+              rci_kwargs={"n_splits": 200, "n_permutations": 200})  # fmt: skip
+    sel = res.selection
+    dp = res.posterior["posterior"]["dp"].values
+    agg = aggregate_change(dp.reshape(-1, dp.shape[-1]))
+    bayes = {"n_improved": int(sel["n_improved"]), "n_deteriorated": int(sel["n_deteriorated"]),
+             "expected_false": float(sel["expected_false"]), "aggregate": agg, "diagnostics": res.diagnostics.to_dict(),
+             "model": "change (collapsed)", "selection": f"Bayesian FDR q = {q:g}"}  # fmt: skip
+    from bayesrc.classical import reliable_change
+
+    rci = reliable_change(counts, n_splits=200, n_permutations=200)
+    ca = rci.counts["analysable"]
+    classical = {
+        "improved": ca["improved"], "deteriorated": ca["deteriorated"], "n_analysable": ca["n"],
+        "n_items": rci.exclusions["n_before"], "s_diff": rci.s_diff, "z": rci.params["z"],
+        "min_valid_rule": rci.exclusions["min_valid_rule"], "sd_basis": rci.params["sd_basis"], "aggregate": rci.aggregate,
+    }  # fmt: skip
+    found = decide(fail_on, q, bayes["n_improved"], bayes["n_deteriorated"], agg["p_below_0"])
+    items = res.items.copy()
+    rank = items["bayes_class"].map({"deteriorated": 0, "improved": 1}).fillna(2)
+    items = items.assign(_r=rank, _p=-np.maximum(items["p_improve"], items["p_deteriorate"])).sort_values(["_r", "_p"], kind="stable")
+    items = items.drop(columns=["_r", "_p"]).reset_index(drop=True)
+    versions = tuple(map(str, res.params["versions"]))
+    return CompareResult(versions, fail_on, q, bool(found), res.status, bayes, classical, items, res)
+
+
+def markdown_summary(res: CompareResult, *, max_items: int = 10) -> str:
+    """A short Markdown summary for a pull-request comment."""
+    b, c, a = res.bayes, res.classical, res.bayes["aggregate"]
+    v1, v2 = res.versions
+    if res.status != "ok":
+        verdict = "⚠️ **inconclusive**: the posterior fit failed its convergence gate (exit 3); rerun with more draws"
+    elif res.found:
+        verdict = f"❌ **{ {'deteriorated': 'deteriorated items found', 'changed': 'changed items found', 'aggregate': 'aggregate accuracy dropped'}[res.fail_on] }** (exit 1)"
+    else:
+        verdict = f"✅ **no {'deteriorated items' if res.fail_on == 'deteriorated' else 'changed items' if res.fail_on == 'changed' else 'credible aggregate drop'}** (exit 0)"
+    lines = [
+        f"### bayesrc compare: `{v1}` → `{v2}`",
+        "",
+        f"{verdict} — gate `--fail-on {res.fail_on}`, q = {res.q:g}.",
+        "",
+        "| | improved | deteriorated | notes |",
+        "|---|---:|---:|---|",
+        f"| Bayesian change model (FDR q = {res.q:g}) | {b['n_improved']} | {b['n_deteriorated']} | expected false discoveries {b['expected_false']:.2f} |",
+        f"| Classical RCI (z = {c['z']:g}, no FDR control) | {c['improved']} | {c['deteriorated']} | {c['n_analysable']} of {c['n_items']} items analysable; rule (a): {c['min_valid_rule']} |",
+        "",
+        (
+            f"Mean accuracy change over {c['n_items']} items: {a['mean']:+.3f} (90% credible interval {a['lo90']:+.3f} to {a['hi90']:+.3f}; "
+            f"P(drop) = {a['p_below_0']:.3f}); classical {c['aggregate']['mean_delta']:+.3f} "
+            f"(95% CI {c['aggregate']['ci95'][0]:+.3f} to {c['aggregate']['ci95'][1]:+.3f})."
+        ),
+    ]
+    flagged = res.items[res.items["bayes_class"] != "no_change"].head(max_items)
+    if len(flagged):
+        lines += ["", f"<details><summary>Flagged items (first {len(flagged)})</summary>", "",
+                  "| item | domain | class | Δp (90% CrI) | P(direction) | RCI class |", "|---|---|---|---|---:|---|"]  # fmt: skip
+        for _, r in flagged.iterrows():
+            pdir = max(r["p_improve"], r["p_deteriorate"])
+            lines.append(f"| {r['item_id']} | {r['domain']} | {r['bayes_class']} | {r['dp_mean']:+.2f} ({r['dp_lo90']:+.2f}, {r['dp_hi90']:+.2f}) | {pdir:.3f} | {r['rci_class']} |")
+        lines += ["", "</details>"]
+    d = b["diagnostics"]
+    fit_line = (
+        f"<sub>Fit: max R-hat {d.get('max_rhat', float('nan')):.3f}, min ESS bulk {d.get('min_ess_bulk', float('nan')):.0f}, "
+        f"{d.get('divergences', 0)} divergences; status {res.status}.</sub>"
+    )
+    lines += ["", fit_line, ""]
+    return "\n".join(lines)
