@@ -18,6 +18,7 @@ machine, or a shared filesystem on a multi-node cluster).
 from __future__ import annotations
 
 import collections
+import json
 import sys
 import time
 from dataclasses import dataclass, field
@@ -115,7 +116,10 @@ def _load_plan(out: Path, rng: tuple[int, int], n_shards: int, resume: bool) -> 
     if plan_path.exists():
         if not resume:
             raise InputError("run directory already holds a Ray run; pass --resume to continue it or choose another --out", path=out)
-        plan = read_run_record(plan_path)
+        try:
+            plan = json.loads(plan_path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise InputError(f"malformed shard plan ({exc.msg})", path=plan_path, line=exc.lineno) from None
         if not isinstance(plan, dict) or plan.get("format") != PLAN_FORMAT:
             raise InputError(f"not a Ray shard plan (expected format {PLAN_FORMAT})", path=plan_path)
         if list(plan.get("items_range", [])) != list(rng):

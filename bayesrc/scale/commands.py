@@ -41,9 +41,11 @@ def mapper_for(args: argparse.Namespace, num_cpus: float = 1):
 
 
 def run_fit_many(args: argparse.Namespace) -> int:
+    from bayesrc.scale.fits import default_devices, fit_many, read_manifest
+
+    read_manifest(args.manifest)  # bad input fails here, before JAX and Ray start
     from bayesrc.bayes.commands import fit_kwargs
     from bayesrc.errors import ConvergenceError
-    from bayesrc.scale.fits import default_devices, fit_many
 
     kwargs = fit_kwargs(args)
     n_devices = default_devices(args.chains)
