@@ -34,12 +34,8 @@ def main() -> None:
     ap.add_argument("--hours", type=float, default=1.0)
     args = ap.parse_args()
 
-    import logging
-
-    import ray
-
     from bayesrc.collect import builtin_bank, collect, load_bank, load_card, read_run_trials
-    from bayesrc.scale import collect_ray
+    from bayesrc.scale import collect_ray, ray_session
 
     card = load_card(args.card)
     with tempfile.TemporaryDirectory() as tmp:
@@ -52,18 +48,11 @@ def main() -> None:
         single_wall = time.perf_counter() - t0
         threads = card.n_threads or max(1, (os.cpu_count() or 2) // 2)  # llama.cpp's default
 
-        t0 = time.perf_counter()
-        if args.address:
-            ray.init(address=args.address, logging_level=logging.WARNING, log_to_driver=False)
-        else:
-            ray.init(num_cpus=args.workers * (card.n_threads or 1), include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False)
-        startup = time.perf_counter() - t0
-        try:
+        with ray_session(args.address, num_cpus=args.workers * (card.n_threads or 1)) as session:  # kept up for the timing
+            startup = session.startup_seconds
             t0 = time.perf_counter()
             res = collect_ray(card, bank, tmp / "ray", k=args.k, engine=args.engine, workers=args.workers)
             ray_wall = time.perf_counter() - t0
-        finally:
-            ray.shutdown()
         cols = ["item_index", "k", "seed", "response", "extracted"]
         a = read_run_trials(tmp / "single")[cols].sort_values(["item_index", "k"]).reset_index(drop=True)
         b = read_run_trials(tmp / "ray")[cols].sort_values(["item_index", "k"]).reset_index(drop=True)

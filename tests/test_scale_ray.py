@@ -62,6 +62,11 @@ def ray_cluster():
     tmp = tempfile.mkdtemp(prefix="brc-ray-", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
     port = _free_port()
     address = f"127.0.0.1:{port}"
+    # Token auth with a one-off token in the environment (this process, the nodes, the CLI runs):
+    # nothing read from or written to ~/.ray.
+    auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": os.urandom(32).hex()}
+    saved = {v: os.environ.get(v) for v in auth}
+    os.environ.update(auth)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
                RAY_USAGE_STATS_ENABLED="0")  # fmt: skip
     procs = [_start_node(["--head", f"--port={port}", "--node-ip-address=127.0.0.1", "--include-dashboard=false", f"--temp-dir={tmp}"], env)]
@@ -86,6 +91,8 @@ def ray_cluster():
         for p in reversed(procs):
             _stop(p)
         shutil.rmtree(tmp, ignore_errors=True)
+        for var, value in saved.items():
+            os.environ.pop(var) if value is None else os.environ.__setitem__(var, value)
 
 
 @pytest.fixture(scope="session")
@@ -150,6 +157,17 @@ def test_killed_actor_has_its_shard_retried_nothing_lost_or_duplicated(ray_clust
     assert res.retries == 1 and res.lost[0][0] == 0
     assert res.n_trials == 8 * K
     _assert_same_run(out, single_run)
+
+
+def test_bad_setting_raised_by_the_actors_is_one_input_error(ray_cluster, bank8, tmp_path):
+    """Validation that happens on the actors (inside collect) reaches the driver as the same InputError."""
+    from bayesrc.errors import InputError
+    from bayesrc.scale import collect_ray
+
+    with pytest.raises(InputError, match="exceeds the seed stride") as err:
+        collect_ray(CARD, bank8, tmp_path / "bad", k=11, workers=1)
+    assert "\n" not in str(err.value) and "Traceback" not in str(err.value)
+    assert not (tmp_path / "bad" / "run.json").exists() and not (tmp_path / "bad" / "ray.json").exists()
 
 
 def test_driver_killed_mid_run_then_resume(ray_cluster, bank8, single_run, tmp_path):

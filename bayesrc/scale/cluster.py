@@ -50,18 +50,35 @@ def ray_session(address: str | None = None, num_cpus: int | None = None) -> Iter
         return
     address = address or os.environ.get("RAY_ADDRESS") or None
     kw = dict(logging_level=logging.WARNING, log_to_driver=False)
+    saved = {v: os.environ.get(v) for v in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN")}
     try:
         if address:
             ray.init(address=address, **kw)
         else:
-            ray.init(num_cpus=num_cpus, include_dashboard=False, **kw)
+            if saved["RAY_AUTH_MODE"] is None and saved["RAY_AUTH_TOKEN"] is None:
+                # A private cluster: token auth with a one-off token held in this process's
+                # environment (inherited by the cluster it starts), not Ray's ~/.ray/auth_token file.
+                import secrets
+
+                os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32))
+            ray.init(num_cpus=num_cpus, include_dashboard=False, _node_ip_address="127.0.0.1", **kw)
     except (ConnectionError, RuntimeError, ValueError) as exc:
+        _restore(saved)
         where = f"cluster at {address}" if address else "a local cluster"
         raise InputError(f"cannot start or reach {where} ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})", field="--ray-address") from None
     try:
         yield Session(ray.get_runtime_context().gcs_address, not address, time.monotonic() - t0)
     finally:
         ray.shutdown()
+        _restore(saved)
+
+
+def _restore(saved: dict) -> None:
+    for var, value in saved.items():
+        if value is None:
+            os.environ.pop(var, None)
+        else:
+            os.environ[var] = value
 
 
 def unwrap(exc: BaseException) -> BaseException:
@@ -88,6 +105,7 @@ def ray_map(fn: Callable, arg_tuples: Sequence[tuple], *, num_cpus: float = 1, m
     try:
         return ray.get(refs)
     except ray.exceptions.RayTaskError as exc:
-        for r in refs:
-            ray.cancel(r, force=True)
+        for r in refs:  # the other fits are of no use now
+            with contextlib.suppress(Exception):
+                ray.cancel(r, force=True)
         raise unwrap(exc) from None

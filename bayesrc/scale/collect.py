@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import collections
 import json
+import shutil
 import sys
 import time
 from dataclasses import dataclass, field
@@ -187,6 +188,7 @@ def collect_ray(
     ray = import_ray()
     with RunLock(out):
         record = read_run_record(out) if (out / "run.json").exists() else None
+        new_plan = not (out / "ray.json").exists()
         plan = _load_plan(out, rng, n_shards, resume)
         dirs = [_shard_dir(out, i) for i in range(len(plan))]
         total_done = lambda: sum(len(done_items(d) & set(range(*r))) for d, r in zip(dirs, plan))  # noqa: E731
@@ -197,52 +199,58 @@ def collect_ray(
             return res
         queue = collections.deque(i for i, (d, r) in enumerate(zip(dirs, plan)) if not _shard_complete(d, r))
         opts = {"num_gpus": 1, "num_cpus": 1} if card.n_gpu_layers != 0 else {"num_cpus": card.n_threads or 1}
-        with ray_session(address, num_cpus=None if address else workers * opts["num_cpus"]) as session:
-            res.cluster_seconds = session.startup_seconds
-            actor_cls = ray.remote(max_restarts=0, **opts)(ShardCollector)
-            attempts: collections.Counter = collections.Counter()
-            bar = _progress(n_items * k, progress)
-            bar.update(done0 * k)
-            actors: list = []
-            try:
-                t_start = time.monotonic()
-                actors = [actor_cls.remote(card, settings.get("label")) for _ in range(min(workers, len(queue)))]
+        try:
+            with ray_session(address, num_cpus=None if address else workers * opts["num_cpus"]) as session:
+                res.cluster_seconds = session.startup_seconds
+                actor_cls = ray.remote(max_restarts=0, **opts)(ShardCollector)
+                attempts: collections.Counter = collections.Counter()
+                bar = _progress(n_items * k, progress)
+                bar.update(done0 * k)
+                actors: list = []
                 try:
-                    ray.get([a.ready.remote() for a in actors])
-                except ray.exceptions.RayTaskError as exc:  # the model failed to load (bad card, no GPU build, ...)
-                    raise unwrap(exc) from None
-                res.actor_start_seconds = time.monotonic() - t_start
-                t_sample = time.monotonic()
-                idle, inflight = list(actors), {}
-                while queue or inflight:
-                    while idle and queue:
-                        i, actor = queue.popleft(), idle.pop()
-                        inflight[actor.run.remote(card, bank, str(dirs[i]), plan[i], settings)] = (i, actor)
-                    ready, _ = ray.wait(list(inflight), num_returns=1, timeout=0.5)
-                    bar.n = total_done() * k
-                    bar.refresh()
-                    for ref in ready:
-                        i, actor = inflight.pop(ref)
-                        try:
-                            ray.get(ref)
-                            idle.append(actor)
-                        except ray.exceptions.RayActorError as exc:  # actor or its node died: resume the shard elsewhere
-                            attempts[i] += 1
-                            res.retries += 1
-                            res.lost.append((i, type(exc).__name__))
-                            if attempts[i] > max_retries:
-                                raise InputError(f"shard {i} ({plan[i][0]}:{plan[i][1]}) lost its worker {attempts[i]} times; its parts are kept, rerun with --resume", path=dirs[i]) from None
-                            queue.appendleft(i)
-                            replacement = actor_cls.remote(card, settings.get("label"))
-                            actors.append(replacement)
-                            idle.append(replacement)
-                        except ray.exceptions.RayTaskError as exc:
-                            raise unwrap(exc) from None
-                res.sample_seconds = time.monotonic() - t_sample
-            finally:
-                bar.close()
-                for a in actors:
-                    ray.kill(a)
+                    t_start = time.monotonic()
+                    actors = [actor_cls.remote(card, settings.get("label")) for _ in range(min(workers, len(queue)))]
+                    try:
+                        ray.get([a.ready.remote() for a in actors])
+                    except ray.exceptions.RayTaskError as exc:  # the model failed to load (bad card, no GPU build, ...)
+                        raise unwrap(exc) from None
+                    res.actor_start_seconds = time.monotonic() - t_start
+                    t_sample = time.monotonic()
+                    idle, inflight = list(actors), {}
+                    while queue or inflight:
+                        while idle and queue:
+                            i, actor = queue.popleft(), idle.pop()
+                            inflight[actor.run.remote(card, bank, str(dirs[i]), plan[i], settings)] = (i, actor)
+                        ready, _ = ray.wait(list(inflight), num_returns=1, timeout=0.5)
+                        bar.n = total_done() * k
+                        bar.refresh()
+                        for ref in ready:
+                            i, actor = inflight.pop(ref)
+                            try:
+                                ray.get(ref)
+                                idle.append(actor)
+                            except ray.exceptions.RayActorError as exc:  # actor or its node died: resume the shard elsewhere
+                                attempts[i] += 1
+                                res.retries += 1
+                                res.lost.append((i, type(exc).__name__))
+                                if attempts[i] > max_retries:
+                                    raise InputError(f"shard {i} ({plan[i][0]}:{plan[i][1]}) lost its worker {attempts[i]} times; its parts are kept, rerun with --resume", path=dirs[i]) from None
+                                queue.appendleft(i)
+                                replacement = actor_cls.remote(card, settings.get("label"))
+                                actors.append(replacement)
+                                idle.append(replacement)
+                            except ray.exceptions.RayTaskError as exc:
+                                raise unwrap(exc) from None
+                    res.sample_seconds = time.monotonic() - t_sample
+                finally:
+                    bar.close()
+                    for a in actors:
+                        ray.kill(a)
+        except BayesrcError:
+            if new_plan and total_done() == 0:  # refused before any trial: leave OUT as it was
+                shutil.rmtree(out / "shards", ignore_errors=True)
+                (out / "ray.json").unlink(missing_ok=True)
+            raise
         merged = merge_runs(dirs, out)  # checks every shard's pins against the first
         rec = read_run_record(merged)
     res.n_items, res.n_trials = rec["n_items_done"], rec["n_trials"]
