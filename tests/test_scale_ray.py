@@ -64,9 +64,10 @@ def ray_cluster():
     address = f"127.0.0.1:{port}"
     # Token auth with a one-off token in the environment (this process, the nodes, the CLI runs):
     # nothing read from or written to ~/.ray.
-    auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": os.urandom(32).hex()}
-    saved = {v: os.environ.get(v) for v in auth}
-    os.environ.update(auth)
+    from bayesrc.scale.cluster import _restore, use_private_token
+
+    saved = {v: os.environ.get(v) for v in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN")}
+    use_private_token()
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
                RAY_USAGE_STATS_ENABLED="0")  # fmt: skip
     procs = [_start_node(["--head", f"--port={port}", "--node-ip-address=127.0.0.1", "--include-dashboard=false", f"--temp-dir={tmp}"], env)]
@@ -91,8 +92,7 @@ def ray_cluster():
         for p in reversed(procs):
             _stop(p)
         shutil.rmtree(tmp, ignore_errors=True)
-        for var, value in saved.items():
-            os.environ.pop(var) if value is None else os.environ.__setitem__(var, value)
+        _restore(saved)
 
 
 @pytest.fixture(scope="session")

@@ -56,11 +56,7 @@ def ray_session(address: str | None = None, num_cpus: int | None = None) -> Iter
             ray.init(address=address, **kw)
         else:
             if saved["RAY_AUTH_MODE"] is None and saved["RAY_AUTH_TOKEN"] is None:
-                # A private cluster: token auth with a one-off token held in this process's
-                # environment (inherited by the cluster it starts), not Ray's ~/.ray/auth_token file.
-                import secrets
-
-                os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32))
+                use_private_token()
             ray.init(num_cpus=num_cpus, include_dashboard=False, _node_ip_address="127.0.0.1", **kw)
     except (ConnectionError, RuntimeError, ValueError) as exc:
         _restore(saved)
@@ -79,6 +75,28 @@ def _restore(saved: dict) -> None:
             os.environ.pop(var, None)
         else:
             os.environ[var] = value
+    _reload_ray_auth()
+
+
+def use_private_token() -> str:
+    """Token auth with a one-off token in this process's environment (inherited by the clusters and
+    CLI runs it starts) instead of Ray's default ``~/.ray/auth_token`` file; returns the token."""
+    import secrets
+
+    token = secrets.token_hex(32)
+    os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token)
+    _reload_ray_auth()
+    return token
+
+
+def _reload_ray_auth() -> None:
+    # Ray caches its config and token when imported; make it see the environment again.
+    try:
+        from ray._raylet import AuthenticationTokenLoader, Config
+    except ImportError:  # a Ray without token auth: nothing cached
+        return
+    Config.initialize("")
+    AuthenticationTokenLoader.instance().reset_cache()
 
 
 def unwrap(exc: BaseException) -> BaseException:
