@@ -34,7 +34,13 @@ def main() -> None:
     ap.add_argument("--hours", type=float, default=1.0)
     args = ap.parse_args()
 
-    from bayesrc.collect import builtin_bank, collect, load_bank, load_card, read_run_trials
+    from bayesrc.collect import (
+        builtin_bank,
+        collect,
+        load_bank,
+        load_card,
+        read_run_trials,
+    )
     from bayesrc.scale import collect_ray, ray_session
 
     card = load_card(args.card)

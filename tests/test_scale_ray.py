@@ -21,7 +21,15 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bayesrc.collect import builtin_bank, collect, compare_runs, load_bank, load_card, read_run_trials, resolve_model
+from bayesrc.collect import (
+    builtin_bank,
+    collect,
+    compare_runs,
+    load_bank,
+    load_card,
+    read_run_trials,
+    resolve_model,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 CARD = ROOT / "models" / "gemma-3-270m-q4_k_m.toml"

@@ -54,11 +54,11 @@ def fit_kwargs(args: argparse.Namespace) -> dict:
         raise InputError("chains and draws must be >= 1, tune >= 0", field="--chains")
     collapsed = args.collapsed or (args.model == "change" and not args.full)
     cfg = SamplerConfig(chains=args.chains, draws=args.draws, tune=args.tune, target_accept=args.target_accept, seed=args.seed)
-    return dict(
-        model=args.model, backend=args.backend, collapsed=collapsed, slope=args.slope, config=cfg,
-        rule=args.rule, fdr=args.fdr, threshold=args.threshold, rope=args.rope,
-        max_rhat=args.max_rhat, min_ess=args.min_ess, max_divergences=args.max_divergences,
-    )  # fmt: skip
+    return {
+        "model": args.model, "backend": args.backend, "collapsed": collapsed, "slope": args.slope, "config": cfg,
+        "rule": args.rule, "fdr": args.fdr, "threshold": args.threshold, "rope": args.rope,
+        "max_rhat": args.max_rhat, "min_ess": args.min_ess, "max_divergences": args.max_divergences,
+    }  # fmt: skip
 
 
 def run_fit(args: argparse.Namespace) -> int:

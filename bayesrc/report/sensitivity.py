@@ -224,9 +224,8 @@ def _change_fit(counts: xr.Dataset, config, seed: int, prior: dict | None = None
 
 def _change_fit_task(n_devices: int, counts: xr.Dataset, config, seed: int, prior: dict | None, fdr: float):
     """One change-model fit of the grid (a Ray task body when mapped on Ray)."""
-    from bayesrc.scale.fits import fit_task
-
     from bayesrc.bayes import SamplerConfig
+    from bayesrc.scale.fits import fit_task
 
     cfg = config or SamplerConfig(chains=2, tune=500, draws=1000, seed=seed)
     return fit_task(n_devices, counts, {"model": "change", "prior": prior, "config": cfg, "fdr": fdr})

@@ -20,7 +20,7 @@ _EXPORTS = {
     "ray_map": "cluster", "ray_session": "cluster", "serial_map": "cluster",
     "RayRunResult": "collect", "collect_ray": "collect", "fit_many": "fits", "read_manifest": "fits",
 }  # fmt: skip
-__all__ = sorted(_EXPORTS)
+__all__ = ["RayRunResult", "collect_ray", "fit_many", "ray_map", "ray_session", "read_manifest", "serial_map"]
 
 
 def __getattr__(name: str):

@@ -49,7 +49,7 @@ def ray_session(address: str | None = None, num_cpus: int | None = None) -> Iter
         yield Session(ray.get_runtime_context().gcs_address, False, 0.0)
         return
     address = address or os.environ.get("RAY_ADDRESS") or None
-    kw = dict(logging_level=logging.WARNING, log_to_driver=False)
+    kw = {"logging_level": logging.WARNING, "log_to_driver": False}
     saved = {v: os.environ.get(v) for v in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN")}
     try:
         if address:

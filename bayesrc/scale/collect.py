@@ -27,7 +27,14 @@ from pathlib import Path
 
 from bayesrc.collect.bank import Bank, load_bank
 from bayesrc.collect.card import ModelCard, load_card
-from bayesrc.collect.run import RunLock, RunResult, _check_writable, done_items, parse_range, read_run_record
+from bayesrc.collect.run import (
+    RunLock,
+    RunResult,
+    _check_writable,
+    done_items,
+    parse_range,
+    read_run_record,
+)
 from bayesrc.errors import BayesrcError, InputError
 from bayesrc.io import atomic_write_json
 
@@ -191,7 +198,10 @@ def collect_ray(
         new_plan = not (out / "ray.json").exists()
         plan = _load_plan(out, rng, n_shards, resume)
         dirs = [_shard_dir(out, i) for i in range(len(plan))]
-        total_done = lambda: sum(len(done_items(d) & set(range(*r))) for d, r in zip(dirs, plan))  # noqa: E731
+
+        def total_done() -> int:
+            return sum(len(done_items(d) & set(range(*r))) for d, r in zip(dirs, plan))
+
         done0 = total_done()
         res = RayRunResult(out, 0, 0, 0, 0.0, n_shards=len(plan), workers=workers)
         if record is not None and record.get("status") == "complete":  # resumed a finished run: nothing to do
