@@ -14,9 +14,17 @@ PYTEST_ARGS ?=
 # machines). AVX2 + FMA runs on any x86-64-v3 CPU; GPU builds: see the README.
 LLAMA_CPP_VERSION ?= 0.3.36
 LLAMA_CMAKE_ARGS  ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
+# CUDA build (`make gpu`, or GPU=cuda on any target): needs nvcc (CUDA toolkit >= 12) on the
+# build machine, not a GPU. CUDA_ARCHS: 80 A100, 86 A10/RTX 30, 89 L4/L40/RTX 40, 90 H100/H200.
+CUDA_ARCHS ?= 80;86;89;90
+LLAMA_CUDA_CMAKE_ARGS ?= -DGGML_CUDA=ON -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DCMAKE_CUDA_ARCHITECTURES=$(CUDA_ARCHS)
+ifeq ($(GPU),cuda)
+LLAMA_CMAKE_ARGS := $(LLAMA_CUDA_CMAKE_ARGS)
+endif
+# The cache key is the version and a checksum of the flags: CPU and CUDA wheels live side by side.
 WHEELS := $(HOME)/.cache/bayesrc/wheels/llama-cpp-python-$(LLAMA_CPP_VERSION)-$(shell echo '$(LLAMA_CMAKE_ARGS)' | cksum | cut -d' ' -f1)
 
-.PHONY: demo test venv browser clean
+.PHONY: demo test venv browser clean llama-wheel gpu
 
 venv: $(STAMP)
 
@@ -24,13 +32,25 @@ $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else "bayesrc needs Python >= 3.12 (see .python-version); found " + sys.version.split()[0])'
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip setuptools wheel
-	@ls $(WHEELS)/llama_cpp_python-*.whl >/dev/null 2>&1 || { \
-	  echo "building llama-cpp-python $(LLAMA_CPP_VERSION) (first time only, ~7 min on 2 cores) into $(WHEELS)"; \
-	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip wheel -q --no-cache-dir --no-deps -w $(WHEELS).tmp llama-cpp-python==$(LLAMA_CPP_VERSION) && \
-	  mv $(WHEELS).tmp $(WHEELS); }
+	@$(MAKE) --no-print-directory llama-wheel
 	$(PY) -m pip install -q --force-reinstall --no-deps $(WHEELS)/llama_cpp_python-*.whl
 	$(PY) -m pip install -q -e '.[all]'
 	@touch $(STAMP)
+
+# Build llama-cpp-python with LLAMA_CMAKE_ARGS into the wheel cache (once per version and flags).
+llama-wheel:
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@ls $(WHEELS)/llama_cpp_python-*.whl >/dev/null 2>&1 || { \
+	  echo "building llama-cpp-python $(LLAMA_CPP_VERSION) (first time only, ~7 min on 2 cores) into $(WHEELS)"; \
+	  rm -rf $(WHEELS).tmp; \
+	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip wheel -q --no-cache-dir --no-deps -w $(WHEELS).tmp llama-cpp-python==$(LLAMA_CPP_VERSION) && \
+	  mv $(WHEELS).tmp $(WHEELS); }
+
+# GPU machines: the CUDA wheel (cached like the CPU one) installed into .venv, then checked.
+gpu: $(STAMP)
+	@$(MAKE) --no-print-directory llama-wheel GPU=cuda
+	$(PY) -m pip install -q --force-reinstall --no-deps $$(ls $(HOME)/.cache/bayesrc/wheels/llama-cpp-python-$(LLAMA_CPP_VERSION)-$$(echo '$(LLAMA_CUDA_CMAKE_ARGS)' | cksum | cut -d' ' -f1)/llama_cpp_python-*.whl)
+	$(PY) -c 'import llama_cpp, sys; ok = llama_cpp.llama_supports_gpu_offload(); print("llama.cpp GPU offload: ok") if ok else sys.exit("llama-cpp-python was built but cannot offload to a GPU (no CUDA device or driver?)")'
 
 demo: $(STAMP)
 	$(PY) -m bayesrc demo --out runs/demo

@@ -26,6 +26,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "bayesrc.importers.commands",
     "bayesrc.compare.commands",
     "bayesrc.report.commands",
+    "bayesrc.scale.commands",
 )
 
 

@@ -12,6 +12,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("fit", help="Bayesian item model (beta-binomial or paired change) for a version pair")
     p.add_argument("v1", type=Path, metavar="V1_TRIALS")
     p.add_argument("v2", type=Path, metavar="V2_TRIALS")
+    add_fit_arguments(p)
+    p.add_argument("--out", required=True, type=Path)
+    p.set_defaults(func=run_fit)
+
+
+def add_fit_arguments(p: argparse.ArgumentParser) -> None:
+    """The model, sampler, gate and pin options of ``fit`` (shared with ``fit-many``)."""
     p.add_argument("--model", choices=("betabinom", "change"), default="change")
     p.add_argument("--backend", choices=("numpyro", "pymc"), default="numpyro")
     mode = p.add_mutually_exclusive_group()
@@ -34,34 +41,39 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--allow-pin", action="append", default=[], metavar="FIELD", help="a run pin (or category) that may differ between the versions")
     p.add_argument("--force", action="store_true", help="fit runs whose pins differ (item bank, sampling, ...)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", required=True, type=Path)
-    p.set_defaults(func=run_fit)
 
 
-def run_fit(args: argparse.Namespace) -> int:
+def fit_kwargs(args: argparse.Namespace) -> dict:
+    """Keywords of :func:`bayesrc.bayes.fit` from the options of :func:`add_fit_arguments` (validated)."""
+    from bayesrc.bayes.samplers import SamplerConfig
     from bayesrc.errors import InputError
 
     if not 0 < args.fdr < 1:
         raise InputError(f"must be in (0, 1), got {args.fdr}", field="--fdr")
     if args.chains < 1 or args.draws < 1 or args.tune < 0:
         raise InputError("chains and draws must be >= 1, tune >= 0", field="--chains")
+    collapsed = args.collapsed or (args.model == "change" and not args.full)
+    cfg = SamplerConfig(chains=args.chains, draws=args.draws, tune=args.tune, target_accept=args.target_accept, seed=args.seed)
+    return {
+        "model": args.model, "backend": args.backend, "collapsed": collapsed, "slope": args.slope, "config": cfg,
+        "rule": args.rule, "fdr": args.fdr, "threshold": args.threshold, "rope": args.rope,
+        "max_rhat": args.max_rhat, "min_ess": args.min_ess, "max_divergences": args.max_divergences,
+    }  # fmt: skip
+
+
+def run_fit(args: argparse.Namespace) -> int:
+    kwargs = fit_kwargs(args)
     from bayesrc.bayes.samplers import configure_host_devices
 
     configure_host_devices(min(args.chains, os.cpu_count() or 1))
-    from bayesrc.bayes import SamplerConfig, check, fit
+    from bayesrc.bayes import check, fit
     from bayesrc.data import load_counts
 
     from bayesrc.collect.pins import check_comparable
 
     check_comparable(args.v1, args.v2, allow=args.allow_pin, force=args.force)  # SPEC 6: only the model may differ
     counts = load_counts([args.v1, args.v2], on_unmatched="drop" if args.allow_unmatched else "raise")
-    collapsed = args.collapsed or (args.model == "change" and not args.full)
-    cfg = SamplerConfig(chains=args.chains, draws=args.draws, tune=args.tune, target_accept=args.target_accept, seed=args.seed)
-    res = fit(
-        counts, model=args.model, backend=args.backend, collapsed=collapsed, slope=args.slope, config=cfg,
-        rule=args.rule, fdr=args.fdr, threshold=args.threshold, rope=args.rope,
-        max_rhat=args.max_rhat, min_ess=args.min_ess, max_divergences=args.max_divergences,
-    )  # fmt: skip
+    res = fit(counts, **kwargs)
     res.write(args.out)  # written (marked failed if so) before the gate decides the exit status
     print(res.summary().to_string(index=False))
     print(f"wrote {args.out / 'fit.json'}")

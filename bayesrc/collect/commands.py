@@ -29,6 +29,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--label", help="version label for the trials' model column (default: the card's)")
     p.add_argument("--threads", type=int, help="CPU threads (default: the card's n_threads, else all physical cores)")
     p.add_argument("--no-progress", action="store_true")
+    from bayesrc.scale.commands import add_ray_arguments
+
+    add_ray_arguments(p, "item shards (one actor per worker, each loading the model once)")
     p.set_defaults(func=run_collect)
 
     q = sub.add_parser("pins", help="say whether two runs are comparable and list differing pins")
@@ -51,6 +54,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_collect(args: argparse.Namespace) -> int:
+    if args.ray:
+        from bayesrc.scale.commands import run_collect_ray
+
+        return run_collect_ray(args)
     from bayesrc.collect import collect
     from bayesrc.errors import InputError
 

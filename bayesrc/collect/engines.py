@@ -151,6 +151,7 @@ class Model:
             raise InputError(f"not a GGUF file (magic bytes {magic!r})", path=path)
         from llama_cpp import Llama
 
+        require_gpu_offload(n_gpu_layers, path)
         n_threads = n_threads or physical_cores()
         try:
             with _quiet_stderr():
@@ -269,6 +270,21 @@ class Model:
 
     def close(self) -> None:
         self.llm.close()
+
+
+def require_gpu_offload(n_gpu_layers: int, where: str | Path | None = None) -> None:
+    """Refuse GPU layers (``runtime.n_gpu_layers != 0``) on a llama.cpp build that cannot offload.
+
+    llama.cpp would silently run such a card on the CPU, at a fraction of the expected speed.
+    """
+    import llama_cpp
+
+    if n_gpu_layers != 0 and not llama_cpp.llama_supports_gpu_offload():
+        raise InputError(
+            f"n_gpu_layers = {n_gpu_layers} asks for GPU layers but the installed llama-cpp-python {llama_cpp.__version__} "
+            "cannot offload (CPU-only build); build the CUDA wheel with `make gpu` or set n_gpu_layers = 0",
+            path=where, field="runtime.n_gpu_layers",
+        )  # fmt: skip
 
 
 def runtime_info(model: Model) -> dict:

@@ -33,6 +33,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--allow-unmatched", action="store_true")
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--out", type=Path, required=True)
+    from bayesrc.scale.commands import add_ray_arguments
+
+    add_ray_arguments(s, "prior grid's fits (one task per prior)")
     s.set_defaults(func=run_sensitivity)
 
 
@@ -79,9 +82,18 @@ def run_sensitivity(args: argparse.Namespace) -> int:
 
         configure_host_devices(min(args.chains, os.cpu_count() or 1))
         config = SamplerConfig(chains=args.chains, draws=args.draws, tune=args.tune, seed=args.seed)
-    tables = run_sensitivity_analyses(
-        counts, names, truth=truth, sd_basis=args.sd_basis, seed=args.seed, config=config, **{k: v for k, v in grids.items() if v}
-    )
+    import contextlib
+
+    from bayesrc.scale.commands import mapper_for
+
+    if args.ray and "prior" not in names:
+        print("bayesrc: note: --ray runs the prior grid's fits; this analysis has none, it runs here", file=sys.stderr)
+    session, mapper = mapper_for(args) if args.ray and "prior" in names else (contextlib.nullcontext(), None)
+    with session:
+        tables = run_sensitivity_analyses(
+            counts, names, truth=truth, sd_basis=args.sd_basis, seed=args.seed, config=config, mapper=mapper,
+            **{k: v for k, v in grids.items() if v},
+        )  # fmt: skip
     written = write_sensitivity(tables, args.out)
     for name, table in tables.items():
         print(f"== {name}")

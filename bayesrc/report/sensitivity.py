@@ -223,6 +223,36 @@ def _change_fit(counts: xr.Dataset, config, seed: int, prior: dict | None = None
     return fit(counts, model="change", prior=prior, config=cfg, fdr=fdr)
 
 
+def _change_fit_task(n_devices: int, counts: xr.Dataset, config, seed: int, prior: dict | None, fdr: float):
+    """One change-model fit of the grid (a Ray task body when mapped on Ray)."""
+    from bayesrc.bayes import SamplerConfig
+    from bayesrc.scale.fits import fit_task
+
+    cfg = config or SamplerConfig(chains=2, tune=500, draws=1000, seed=seed)
+    return fit_task(n_devices, counts, {"model": "change", "prior": prior, "config": cfg, "fdr": fdr})
+
+
+def _prior_fits(counts: xr.Dataset, grid: dict[str, dict], fdr: float, result, config, seed: int, mapper) -> dict:
+    """The grid's fits by name: ``result`` reused where its prior matches, the rest through ``mapper``."""
+    import os
+
+    from bayesrc.bayes.change import prior_settings
+
+    fits, todo = {}, []
+    for name, prior in grid.items():
+        if result is not None and result.model == "change" and result.params.get("prior") == prior_settings(prior):
+            fits[name] = result
+        else:
+            todo.append(name)
+    if mapper is None:
+        fits.update({name: _change_fit(counts, config, seed, grid[name], fdr) for name in todo})
+    else:
+        chains = config.chains if config is not None else 2
+        n_dev = max(1, min(chains, os.cpu_count() or 1))
+        fits.update(zip(todo, mapper(_change_fit_task, [(n_dev, counts, config, seed, grid[n], fdr) for n in todo])))
+    return {name: fits[name] for name in grid}
+
+
 def prior_sensitivity(
     counts: xr.Dataset,
     *,
@@ -232,6 +262,7 @@ def prior_sensitivity(
     config=None,
     truth: pd.DataFrame | None = None,
     seed: int = 0,
+    mapper=None,
 ) -> pd.DataFrame:
     """The collapsed change model refitted under each prior of ``grid`` (default :data:`PRIOR_GRID`).
 
@@ -239,16 +270,18 @@ def prior_sensitivity(
     the items selected at Bayesian FDR ``fdr``, the model's expected false-discovery proportion
     and its estimate of RCI's (plus realized FDP given ``truth``). Every fit uses the same seed,
     so rows differ only by the prior. ``result``: a change-model fit to reuse for the grid entry
-    with its prior (e.g. the default) instead of refitting it.
+    with its prior (e.g. the default) instead of refitting it. ``mapper(fn, arg_tuples)`` runs
+    the fits (e.g. :func:`bayesrc.scale.ray_map`: one Ray task per prior, same results).
     """
+    grid = grid or PRIOR_GRID
+    return _prior_rows(_prior_fits(counts, grid, fdr, result, config, seed, mapper), fdr, truth)
+
+
+def _prior_rows(fits: dict, fdr: float, truth: pd.DataFrame | None) -> pd.DataFrame:
     from bayesrc.bayes import select
-    from bayesrc.bayes.change import prior_settings
 
     rows = []
-    for name, prior in (grid or PRIOR_GRID).items():
-        settings = prior_settings(prior)
-        reuse = result is not None and result.model == "change" and result.params.get("prior") == settings
-        res = result if reuse else _change_fit(counts, config, seed, prior, fdr)
+    for name, res in fits.items():
         cls, sel = select(res.items["p_improve"], res.items["p_deteriorate"], rule="fdr", fdr=fdr)
         post = res.posterior["posterior"]
         rows.append({  # conclusions first, the prior's settings last (the report's table scrolls right)
@@ -256,7 +289,7 @@ def prior_sensitivity(
             "gate_passed": bool(res.diagnostics.passed), "pi_mean": float(post["pi"].mean()),
             "sigma_delta_mean": float(post["sigma_delta"].mean()), "fdr": fdr,
             "expected_fdp": sel["expected_fdp"], "rci_estimated_fdp": res.crosscheck["rci_estimated_fdp"],
-            **_bayes_scores(res.items, cls, truth), **settings,
+            **_bayes_scores(res.items, cls, truth), **res.params["prior"],
         })  # fmt: skip
     return pd.DataFrame(rows)
 
@@ -356,10 +389,18 @@ def run_sensitivity_analyses(
     ks: Sequence[int] | None = None,
     qs: Sequence[float] = FDR_GRID,
     config=None,
+    mapper=None,
 ) -> dict[str, pd.DataFrame]:
     """Run the named analyses (one shared reliability estimate for threshold / exclusion, one
-    default-prior change-model fit for prior / fdr; ``config``: its sampler settings)."""
-    pair, base = None, None
+    default-prior change-model fit for prior / fdr; ``config``: its sampler settings).
+
+    ``mapper(fn, arg_tuples)``: how the prior grid's fits run (default serially here; e.g.
+    :func:`bayesrc.scale.ray_map`). With a mapper the default-prior fit runs with the grid.
+    """
+    pair, base, prior_fits = None, None, None
+    if mapper is not None and "prior" in names:
+        prior_fits = _prior_fits(counts, PRIOR_GRID, 0.10, None, config, seed, mapper)
+        base = next(f for n, f in prior_fits.items() if not PRIOR_GRID[n])  # the default prior's fit
     out: dict[str, pd.DataFrame] = {}
     for name in names:
         if name in ("prior", "fdr") and base is None:
@@ -373,7 +414,7 @@ def run_sensitivity_analyses(
         elif name == "k":
             out[name] = k_subsample_sensitivity(counts, ks=ks, sd_basis=sd_basis, truth=truth, seed=seed)
         elif name == "prior":
-            out[name] = prior_sensitivity(counts, result=base, config=config, truth=truth, seed=seed)
+            out[name] = _prior_rows(prior_fits, 0.10, truth) if prior_fits is not None else prior_sensitivity(counts, result=base, config=config, truth=truth, seed=seed)
         elif name == "fdr":
             out[name] = fdr_sensitivity(counts, qs=qs, result=base, truth=truth, seed=seed)
         else:

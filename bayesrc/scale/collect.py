@@ -1,0 +1,280 @@
+"""``collect --ray``: item shards as tasks on actors that hold a loaded model (SPEC section 8).
+
+Layout: the run directory ``OUT`` holds ``ray.json`` (the shard plan, fixed by the first
+run so ``--resume`` cuts the items the same way), one ordinary shard run per shard under
+``OUT/shards/NNNN/`` (run.json + crash-safe parts, written by
+:func:`bayesrc.collect.collect` on the actor, exactly as ``collect --shard`` writes them),
+and, once every shard is complete, the merged ``run.json`` + ``trials.parquet`` written by
+:func:`bayesrc.collect.merge_runs` (which checks that the shards' pins match).
+
+Fault tolerance: each actor loads the model once and runs shard after shard. If an actor
+dies (killed, node lost), its shard goes back to the queue and a new actor resumes it from
+its parts: finished items are kept, the item in flight is redrawn with the same seeds, so
+nothing is lost or duplicated. A run interrupted as a whole (driver killed, cluster gone)
+continues with ``--resume``. Shard directories must be reachable by every worker (one
+machine, or a shared filesystem on a multi-node cluster).
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bayesrc.collect.bank import Bank, load_bank
+from bayesrc.collect.card import ModelCard, load_card
+from bayesrc.collect.run import (
+    RunLock,
+    RunResult,
+    _check_writable,
+    done_items,
+    parse_range,
+    read_run_record,
+)
+from bayesrc.errors import BayesrcError, InputError
+from bayesrc.io import atomic_write_json
+
+PLAN_FORMAT = "bayesrc-ray-plan/1"
+
+
+@dataclass
+class RayRunResult(RunResult):
+    """:class:`RunResult` plus what the Ray run did (for trials/s and the benchmark)."""
+
+    n_shards: int = 0
+    workers: int = 0
+    retries: int = 0  # shard attempts lost with their actor and resubmitted
+    actor_start_seconds: float = 0.0  # actors up, model loaded (not part of sample_seconds)
+    cluster_seconds: float = 0.0  # connecting to / starting the cluster
+    lost: list = field(default_factory=list)  # (shard, error) of each lost attempt
+
+
+class ShardCollector:
+    """Actor body: load the card's model once, then collect shard after shard with it."""
+
+    def __init__(self, card: ModelCard, label: str | None):
+        import os
+
+        from bayesrc.collect.card import resolve_model
+        from bayesrc.collect.engines import Model, require_gpu_offload
+
+        self.pid, self.model, self.error = os.getpid(), None, None
+        try:
+            require_gpu_offload(card.n_gpu_layers, card.card_path)  # checked where the model runs
+            # the actor reserves num_cpus = card.n_threads or 1 (below): its llama.cpp threads match that share
+            self.model = Model(resolve_model(card), n_ctx=card.n_ctx, n_batch=card.n_batch, n_gpu_layers=card.n_gpu_layers, n_threads=card.n_threads or 1, label=label or card.label)
+        except BayesrcError as exc:  # kept for ready(): a task error carries it to the driver intact
+            self.error = exc
+
+    def ready(self) -> int:
+        if self.error is not None:
+            raise self.error
+        return self.pid
+
+    def run(self, card: ModelCard, bank: Bank, shard_dir: str, rng: tuple[int, int], settings: dict) -> int:
+        """Collect (resuming) the items ``rng`` into ``shard_dir``; the engine comes from the same
+        factory as a single-process run (``collect(engine=...)``), so every engine works here."""
+        from bayesrc.collect.run import collect
+
+        _wait_for_lock(Path(shard_dir))
+        res = collect(card, bank, shard_dir, items_range=rng, resume=True, model=self.model, progress=False, **settings)
+        return res.n_new_items
+
+
+def _wait_for_lock(run_dir: Path, timeout: float = 120.0) -> None:
+    """Wait while a collector of an interrupted driver still holds the shard (Ray is killing it)."""
+    import fcntl
+    import os
+
+    lock = run_dir / ".lock"
+    deadline = time.monotonic() + timeout
+    while lock.exists() and time.monotonic() < deadline:
+        fd = os.open(lock, os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return
+        except OSError:
+            time.sleep(0.2)
+        finally:
+            os.close(fd)
+
+
+def plan_shards(rng: tuple[int, int], n_shards: int) -> list[tuple[int, int]]:
+    """``n_shards`` contiguous, near-equal sub-ranges of ``rng`` (as ``--shard I/N`` cuts a bank)."""
+    a, b = rng
+    n = b - a
+    return [(a + i * n // n_shards, a + (i + 1) * n // n_shards) for i in range(n_shards)]
+
+
+def _shard_dir(out: Path, i: int) -> Path:
+    return out / "shards" / f"{i:04d}"
+
+
+def _shard_complete(path: Path, rng: tuple[int, int]) -> bool:
+    rec = read_run_record(path) if (path / "run.json").exists() else None
+    return rec is not None and rec.get("status") == "complete" and rec.get("pins", {}).get("items.range") == list(rng)
+
+
+def _load_plan(out: Path, rng: tuple[int, int], n_shards: int, resume: bool) -> list[tuple[int, int]]:
+    plan_path = out / "ray.json"
+    if plan_path.exists():
+        if not resume:
+            raise InputError("run directory already holds a Ray run; pass --resume to continue it or choose another --out", path=out)
+        try:
+            plan = json.loads(plan_path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise InputError(f"malformed shard plan ({exc.msg})", path=plan_path, line=exc.lineno) from None
+        if not isinstance(plan, dict) or plan.get("format") != PLAN_FORMAT:
+            raise InputError(f"not a Ray shard plan (expected format {PLAN_FORMAT})", path=plan_path)
+        if list(plan.get("items_range", [])) != list(rng):
+            raise InputError(f"cannot resume: items range {rng[0]}:{rng[1]} differs from the run's {plan.get('items_range')}", path=plan_path)
+        return [tuple(r) for r in plan["shards"]]
+    if (out / "run.json").exists():
+        raise InputError("run directory holds a single-process run; resume it without --ray or choose another --out", path=out)
+    if done_items(out):
+        raise InputError("run directory holds trial parts but no run.json; choose another --out", path=out)
+    shards = plan_shards(rng, n_shards)
+    atomic_write_json(plan_path, {"format": PLAN_FORMAT, "items_range": list(rng), "shards": [list(r) for r in shards]})
+    return shards
+
+
+def collect_ray(
+    card: str | Path | ModelCard,
+    items: str | Path | Bank,
+    out: str | Path,
+    *,
+    workers: int = 2,
+    address: str | None = None,
+    shards: int | None = None,
+    resume: bool = False,
+    items_range: tuple[int, int] | str | None = None,
+    progress: bool = False,
+    max_retries: int = 3,
+    label: str | None = None,
+    **settings,
+) -> RayRunResult:
+    """Collect like :func:`bayesrc.collect.collect`, with item shards on ``workers`` Ray actors.
+
+    ``settings`` are :func:`~bayesrc.collect.collect`'s sampling keywords (``k``,
+    ``temperature``, ``engine``, ``seed_stride``, ``seed_offset``, ``top_k``, ``top_p``,
+    ``min_p``), passed unchanged to each shard, so the merged run holds exactly the trials
+    of a single-process run (same items, k, seeds, answers). ``shards`` (default
+    ``4 * workers``, at most one per item) is fixed by the first run of ``out``. Actors ask
+    for ``num_gpus=1`` when the card offloads layers (``runtime.n_gpu_layers != 0``), else
+    ``num_cpus = runtime.n_threads`` (1 if unset). An actor lost mid-run has its shard
+    resumed on a new one (at most ``max_retries`` times per shard).
+
+    Examples
+    --------
+    >>> res = collect_ray("models/gemma-3-270m-q4_k_m.toml", "bank.jsonl", "runs/big", k=10, workers=4)  # doctest: +SKIP
+    >>> res.n_trials, res.retries  # doctest: +SKIP
+    """
+    from bayesrc.collect.pins import merge_runs
+    from bayesrc.collect.run import _progress
+    from bayesrc.scale.cluster import import_ray, ray_session, unwrap
+
+    t0 = time.monotonic()
+    card = card if isinstance(card, ModelCard) else load_card(card)
+    bank = items if isinstance(items, Bank) else load_bank(items)
+    if "shard" in settings:
+        raise InputError("--ray cuts the items into shards itself; give --items-range instead of --shard", field="shard")
+    if workers < 1:
+        raise InputError(f"must be >= 1, got {workers}", field="workers")
+    k = int(settings.get("k", 10))
+    rng = parse_range(items_range, len(bank)) if isinstance(items_range, str) else tuple(items_range) if items_range else (0, len(bank))
+    n_items = rng[1] - rng[0]
+    n_shards = max(1, min(n_items, shards or 4 * workers))
+    if label is not None:
+        settings["label"] = label
+    out = Path(out)
+    _check_writable(out)
+    ray = import_ray()
+    with RunLock(out):
+        record = read_run_record(out) if (out / "run.json").exists() else None
+        new_plan = not (out / "ray.json").exists()
+        plan = _load_plan(out, rng, n_shards, resume)
+        dirs = [_shard_dir(out, i) for i in range(len(plan))]
+
+        def total_done() -> int:
+            return sum(len(done_items(d) & set(range(*r))) for d, r in zip(dirs, plan))
+
+        done0 = total_done()
+        res = RayRunResult(out, 0, 0, 0, 0.0, n_shards=len(plan), workers=workers)
+        if record is not None and record.get("status") == "complete":  # resumed a finished run: nothing to do
+            res.n_items, res.n_trials, res.seconds = record["n_items_done"], record["n_trials"], time.monotonic() - t0
+            return res
+        queue = collections.deque(i for i, (d, r) in enumerate(zip(dirs, plan)) if not _shard_complete(d, r))
+        opts = {"num_gpus": 1, "num_cpus": 1} if card.n_gpu_layers != 0 else {"num_cpus": card.n_threads or 1}
+        try:
+            with ray_session(address, num_cpus=None if address else workers * opts["num_cpus"]) as session:
+                res.cluster_seconds = session.startup_seconds
+                actor_cls = ray.remote(max_restarts=0, **opts)(ShardCollector)
+                attempts: collections.Counter = collections.Counter()
+                bar = _progress(n_items * k, progress)
+                bar.update(done0 * k)
+                actors: list = []
+                try:
+                    t_start = time.monotonic()
+                    actors = [actor_cls.remote(card, settings.get("label")) for _ in range(min(workers, len(queue)))]
+                    try:
+                        ray.get([a.ready.remote() for a in actors])
+                    except ray.exceptions.RayTaskError as exc:  # the model failed to load (bad card, no GPU build, ...)
+                        raise unwrap(exc) from None
+                    res.actor_start_seconds = time.monotonic() - t_start
+                    t_sample = time.monotonic()
+                    idle, inflight = list(actors), {}
+                    while queue or inflight:
+                        while idle and queue:
+                            i, actor = queue.popleft(), idle.pop()
+                            inflight[actor.run.remote(card, bank, str(dirs[i]), plan[i], settings)] = (i, actor)
+                        ready, _ = ray.wait(list(inflight), num_returns=1, timeout=0.5)
+                        bar.n = total_done() * k
+                        bar.refresh()
+                        for ref in ready:
+                            i, actor = inflight.pop(ref)
+                            try:
+                                ray.get(ref)
+                                idle.append(actor)
+                            except ray.exceptions.RayActorError as exc:  # actor or its node died: resume the shard elsewhere
+                                attempts[i] += 1
+                                res.retries += 1
+                                res.lost.append((i, type(exc).__name__))
+                                if attempts[i] > max_retries:
+                                    raise InputError(f"shard {i} ({plan[i][0]}:{plan[i][1]}) lost its worker {attempts[i]} times; its parts are kept, rerun with --resume", path=dirs[i]) from None
+                                queue.appendleft(i)
+                                replacement = actor_cls.remote(card, settings.get("label"))
+                                actors.append(replacement)
+                                idle.append(replacement)
+                            except ray.exceptions.RayTaskError as exc:
+                                raise unwrap(exc) from None
+                    res.sample_seconds = time.monotonic() - t_sample
+                finally:
+                    bar.close()
+                    for a in actors:
+                        ray.kill(a)
+        except BayesrcError:
+            if new_plan and total_done() == 0:  # refused before any trial: leave OUT as it was
+                shutil.rmtree(out / "shards", ignore_errors=True)
+                (out / "ray.json").unlink(missing_ok=True)
+            raise
+        merged = merge_runs(dirs, out)  # checks every shard's pins against the first
+        rec = read_run_record(merged)
+    res.n_items, res.n_trials = rec["n_items_done"], rec["n_trials"]
+    res.n_new_items = res.n_items - done0
+    res.seconds = time.monotonic() - t0
+    return res
+
+
+def print_summary(res: RayRunResult, k: int, file=sys.stdout) -> None:
+    rate = res.n_new_items * k / res.sample_seconds if res.sample_seconds > 0 else float("nan")
+    print(
+        f"{res.run_dir}: {res.n_trials} trials over {res.n_items} items ({res.n_new_items} new items, {rate:.1f} trials/s "
+        f"on {res.workers} Ray workers, {res.n_shards} shards, {res.retries} retried; cluster {res.cluster_seconds:.1f} s, "
+        f"model load {res.actor_start_seconds:.1f} s)",
+        file=file,
+    )
