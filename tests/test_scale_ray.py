@@ -83,7 +83,7 @@ def ray_cluster():
         deadline = time.monotonic() + 90
         while True:  # the head is up when a driver can connect
             try:
-                ray.init(address=address, log_to_driver=False, logging_level="ERROR")
+                ray.init(address=address, log_to_driver=False, logging_level="ERROR", _node_ip_address="127.0.0.1")
                 break
             except Exception:
                 if time.monotonic() > deadline or procs[0].poll() is not None:
@@ -113,7 +113,7 @@ def single_run(bank8, tmp_path_factory):
     """The single-process fast run over the 8 items: what every Ray run must reproduce."""
     pytest.importorskip("llama_cpp")
     out = tmp_path_factory.mktemp("rruns") / "single"
-    collect(CARD, bank8, out, k=K)
+    collect(CARD, bank8, out, k=K, threads=1)  # a Ray actor runs on the one CPU it reserves
     return out
 
 
