@@ -16,7 +16,7 @@ LLAMA_CPP_VERSION ?= 0.3.36
 LLAMA_CMAKE_ARGS  ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
 WHEELS := $(HOME)/.cache/bayesrc/wheels/llama-cpp-python-$(LLAMA_CPP_VERSION)-$(shell echo '$(LLAMA_CMAKE_ARGS)' | cksum | cut -d' ' -f1)
 
-.PHONY: demo test venv browser clean
+.PHONY: demo test lint venv browser clean
 
 venv: $(STAMP)
 
@@ -35,8 +35,13 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(PY) -m bayesrc demo --out runs/demo
 
-test: $(STAMP) browser
+test: $(STAMP) browser lint
 	BAYESRC_NO_SKIP=1 $(PY) -m pytest $(PYTEST_ARGS)
+
+# House style (pyproject.toml [tool.ruff]); tests/test_house_rules.py runs the same two checks.
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 # The HTML report is tested in a real headless browser (Debian's chromium).
 browser:

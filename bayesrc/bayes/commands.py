@@ -15,8 +15,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", choices=("betabinom", "change"), default="change")
     p.add_argument("--backend", choices=("numpyro", "pymc"), default="numpyro")
     mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--collapsed", action="store_true", help="NUTS on the hyperparameters + exact conditional item draws (default for --model change)")
-    mode.add_argument("--full", action="store_true", help="NUTS over every item parameter too (default for --model betabinom)")
+    mode.add_argument("--collapsed", action="store_true", help="NUTS on the hyperparameters + exact conditional item draws (the default, as in the Python API)")
+    mode.add_argument("--full", action="store_true", help="NUTS over every item parameter too (the cross-check)")
     p.add_argument("--slope", action="store_true", help="change model: slope of delta on baseline difficulty")
     p.add_argument("--fdr", type=float, default=0.10, help="Bayesian FDR level q (default 0.10)")
     p.add_argument("--rule", choices=("fdr", "threshold"), default="fdr", help="selection rule (default fdr)")
@@ -49,13 +49,12 @@ def run_fit(args: argparse.Namespace) -> int:
 
     configure_host_devices(min(args.chains, os.cpu_count() or 1))
     from bayesrc.bayes import SamplerConfig, check, fit
-    from bayesrc.data import load_counts
-
     from bayesrc.collect.pins import check_comparable
+    from bayesrc.data import load_counts
 
     check_comparable(args.v1, args.v2, allow=args.allow_pin, force=args.force)  # SPEC 6: only the model may differ
     counts = load_counts([args.v1, args.v2], on_unmatched="drop" if args.allow_unmatched else "raise")
-    collapsed = args.collapsed or (args.model == "change" and not args.full)
+    collapsed = not args.full  # same default as bayesrc.bayes.fit
     cfg = SamplerConfig(chains=args.chains, draws=args.draws, tune=args.tune, target_accept=args.target_accept, seed=args.seed)
     res = fit(
         counts, model=args.model, backend=args.backend, collapsed=collapsed, slope=args.slope, config=cfg,
