@@ -94,7 +94,7 @@ def test_markdown_and_latex(demo_run, tmp_path):
 
 @pytest.fixture(scope="module")
 def minor_fit(demo_run):
-    """A real (small) collapsed change-model fit of the demo's "minor" pair, cross-checked
+    """A real (small) collapsed beta-binomial fit (the cheapest model with every Bayesian file) of the demo's "minor" pair, cross-checked
     against the run's own RCI result, so report and fit share one classification."""
     import bayesrc
     from bayesrc.bayes import SamplerConfig, fit
@@ -102,7 +102,7 @@ def minor_fit(demo_run):
 
     counts = load_counts([demo_run / "trials" / "minor_v1.parquet", demo_run / "trials" / "minor_v2.parquet"])
     pair = bayesrc.load(demo_run / "rci.json")["minor"]
-    res = fit(counts, config=SamplerConfig(chains=2, draws=300, tune=300, seed=1), min_ess=200.0, max_rhat=1.02, rci=pair)
+    res = fit(counts, model="betabinom", config=SamplerConfig(chains=2, draws=500, tune=500, seed=1), min_ess=200.0, max_rhat=1.02, rci=pair)
     return res, pair
 
 

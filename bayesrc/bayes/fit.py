@@ -151,8 +151,8 @@ class BayesFit(Result):
         """
         import arviz_plots as azp
 
-        top = self.items.reindex(self.items["dp_mean"].abs().sort_values(ascending=False).index)["item_id"].head(n)
-        dp = self.posterior["posterior"]["dp"].sel(item=list(top))
+        order = np.argsort(-self.items["dp_mean"].abs().to_numpy(), kind="stable")[:n]
+        dp = self.posterior["posterior"]["dp"].isel(item=order).assign_coords(item=self.items["item_id"].to_numpy()[order].astype(str))
         kwargs.setdefault("backend", "matplotlib")
         return azp.plot_forest(dp.to_dataset(name="dp"), combined=True, **kwargs)
 
