@@ -60,8 +60,10 @@ def draws_summary(da, *, prob: float = 0.9, ci_kind: str = "eti") -> pd.DataFram
         "mcse_mean": azs.mcse(da, method="mean"),
         "r_hat": azs.rhat(da) if da.sizes["chain"] > 1 else xr.full_like(da.mean(sample), np.nan),
     }
-    frame = xr.Dataset({k: v.reset_coords(drop=True) if hasattr(v, "reset_coords") else v for k, v in stats.items()}).to_dataframe()
-    return frame.reset_index() if [d for d in da.dims if d not in sample] else frame.reset_index(drop=True)
+    ds = xr.Dataset({k: v.reset_coords(drop=True) for k, v in stats.items()})
+    if not [d for d in da.dims if d not in sample]:  # a scalar parameter: one row
+        return pd.DataFrame([{k: float(v) for k, v in ds.data_vars.items()}])
+    return ds.to_dataframe().reset_index()
 
 
 def item_summary(dt, data, *, rope: float = 0.0) -> pd.DataFrame:
