@@ -38,12 +38,12 @@ from pathlib import Path
 from typing import Protocol
 
 from bayesrc.collect.extract import decided
+from bayesrc.errors import InputError
 
 #: llama-cpp-python versions whose private internals the engines use (``Llama._model.vocab``,
 #: ``Llama._ctx``, ``Llama._init_sampler`` and the ``llama_vocab_*`` C functions); the same
 #: range as pyproject.toml. Checked when a model loads (:func:`check_llama_cpp`).
 LLAMA_CPP_SUPPORTED = ">=0.3.8,<0.4"
-from bayesrc.errors import InputError
 
 
 @dataclass(frozen=True)

@@ -154,24 +154,23 @@ def numpyro_model(
     numpyro.sample("obs", dist.Normal(m[b] + u[episode_idx] + switch, sigma), obs=y)
 
 
-def _config(draws: int, tune: int, chains: int, seed: int, target_accept: float):
+SWITCH_SAMPLER = {"chains": 2, "draws": 1000, "tune": 1000, "target_accept": 0.9, "seed": 0}  # defaults of the factor fits
+
+
+def _config(config=None, **sampler):
+    """A :class:`bayesrc.bayes.SamplerConfig` from the factor fits' defaults and overrides."""
     from bayesrc.bayes.samplers import SamplerConfig
 
-    return SamplerConfig(chains=chains, draws=draws, tune=tune, target_accept=target_accept, seed=seed)
+    return config or SamplerConfig(**(SWITCH_SAMPLER | sampler))
 
 
-def fit_numpyro(
-    fd: FactorData,
-    *,
-    priors: FactorPriors = FactorPriors(),
-    draws: int = 1000,
-    tune: int = 1000,
-    chains: int = 2,
-    seed: int = 0,
-    target_accept: float = 0.9,
-):
+def fit_numpyro(fd: FactorData, *, priors: FactorPriors = FactorPriors(), config=None, **sampler):
     """NUTS in NumPyro through :func:`bayesrc.bayes.samplers.run_numpyro` (the one sampler
-    layer: parallel chains, boolean ``diverging``, compile cache); returns an ArviZ DataTree."""
+    layer: parallel chains, boolean ``diverging``, compile cache); returns an ArviZ DataTree.
+
+    ``config`` (a :class:`~bayesrc.bayes.SamplerConfig`) or ``draws``, ``tune``, ``chains``,
+    ``seed``, ``target_accept`` overriding :data:`SWITCH_SAMPLER`.
+    """
     from functools import partial
 
     from bayesrc.bayes.samplers import run_numpyro
@@ -180,7 +179,7 @@ def fit_numpyro(
     kwargs = {"prefix_idx": fd.prefix_idx, "suffix_idx": fd.suffix_idx, "cell_idx": fd.cell_idx, "episode_idx": fd.episode_idx, "se": fd.se, "y": fd.y}
     keep = ("alpha", "beta", "alpha_z", "beta_z") if fd.kind == "cells" else tuple(DIMS)
     dims = {k: v for k, v in DIMS.items() if k in keep}
-    return run_numpyro(model, kwargs, _config(draws, tune, chains, seed, target_accept), _coords(fd), dims)
+    return run_numpyro(model, kwargs, _config(config, **sampler), _coords(fd), dims)
 
 
 # ----------------------------------------------------------------------------- PyMC
@@ -217,13 +216,11 @@ def pymc_model(fd: FactorData, priors: FactorPriors = FactorPriors()):
     return model
 
 
-def fit_pymc(
-    fd: FactorData, *, priors: FactorPriors = FactorPriors(), draws: int = 1000, tune: int = 1000, chains: int = 2, seed: int = 0, target_accept: float = 0.9
-):
+def fit_pymc(fd: FactorData, *, priors: FactorPriors = FactorPriors(), config=None, **sampler):
     """NUTS in PyMC (nutpie) through :func:`bayesrc.bayes.samplers.run_pymc`; returns an ArviZ DataTree."""
     from bayesrc.bayes.samplers import run_pymc
 
-    return run_pymc(pymc_model(fd, priors), _config(draws, tune, chains, seed, target_accept))
+    return run_pymc(pymc_model(fd, priors), _config(config, **sampler))
 
 
 # ----------------------------------------------------------------------------- results
@@ -322,21 +319,20 @@ class BayesFactorFit:
         return out
 
 
-def fit_factor_bayes(
-    data: SwitchData | FactorData,
-    *,
-    backend: str = "numpyro",
-    priors: FactorPriors = FactorPriors(),
-    draws: int = 1000,
-    tune: int = 1000,
-    chains: int = 2,
-    seed: int = 0,
-    target_accept: float = 0.9,
-) -> BayesFactorFit:
-    """Fit the Bayesian additive model with ``backend`` in {"numpyro", "pymc"}."""
+def fit_factor_bayes(data: SwitchData | FactorData, *, backend: str = "numpyro", priors: FactorPriors = FactorPriors(), config=None, **sampler) -> BayesFactorFit:
+    """Fit the Bayesian additive model with ``backend`` in {"numpyro", "pymc"}.
+
+    Sampler settings: ``config`` (a :class:`bayesrc.bayes.SamplerConfig`) or keyword overrides of
+    :data:`SWITCH_SAMPLER` (``draws``, ``tune``, ``chains``, ``seed``, ``target_accept``).
+
+    Examples
+    --------
+    >>> from bayesrc.switch import load_switch, fit_factor_bayes
+    >>> fit = fit_factor_bayes(load_switch("cells.csv").select("coqa"), draws=500)   # doctest: +SKIP
+    >>> fit.summary(); fit.plot_forest()                                            # doctest: +SKIP
+    """
     fd = data if isinstance(data, FactorData) else factor_data(data)
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-    kw = dict(priors=priors, draws=draws, tune=tune, chains=chains, seed=seed, target_accept=target_accept)
-    idata = fit_numpyro(fd, **kw) if backend == "numpyro" else fit_pymc(fd, **kw)
-    return BayesFactorFit(backend, fd, idata)
+    fn = fit_numpyro if backend == "numpyro" else fit_pymc
+    return BayesFactorFit(backend, fd, fn(fd, priors=priors, config=config, **sampler))
