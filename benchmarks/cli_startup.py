@@ -32,9 +32,13 @@ def wall(cmd: list[str], repeats: int) -> float:
 
 
 def heavy_modules_after_help() -> list[str]:
-    code = "import sys\nfrom bayesrc.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\nprint(','.join(m for m in ('pandas', 'xarray', 'jax', 'scipy', 'matplotlib') if m in sys.modules))"
-    out = subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, capture_output=True, text=True).stdout.strip().splitlines()[-1]
-    return [m for m in out.split(",") if m]
+    code = (
+        "import contextlib, io, sys\nfrom bayesrc.cli import main\nwith contextlib.redirect_stdout(io.StringIO()):\n"
+        "    try:\n        main(['--help'])\n    except SystemExit:\n        pass\n"
+        "print(','.join(m for m in ('numpy', 'pandas', 'xarray', 'jax', 'scipy', 'matplotlib') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, capture_output=True, text=True).stdout
+    return [m for m in out.strip().split(",") if m]
 
 
 def main() -> None:
