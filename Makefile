@@ -24,7 +24,7 @@ endif
 # The cache key is the version and a checksum of the flags: CPU and CUDA wheels live side by side.
 WHEELS := $(HOME)/.cache/bayesrc/wheels/llama-cpp-python-$(LLAMA_CPP_VERSION)-$(shell echo '$(LLAMA_CMAKE_ARGS)' | cksum | cut -d' ' -f1)
 
-.PHONY: demo test venv browser clean llama-wheel gpu
+.PHONY: demo test lint venv browser clean llama-wheel gpu
 
 venv: $(STAMP)
 
@@ -55,8 +55,13 @@ gpu: $(STAMP)
 demo: $(STAMP)
 	$(PY) -m bayesrc demo --out runs/demo
 
-test: $(STAMP) browser
+test: $(STAMP) browser lint
 	BAYESRC_NO_SKIP=1 $(PY) -m pytest $(PYTEST_ARGS)
+
+# House style (pyproject.toml [tool.ruff]); tests/test_house_rules.py runs the same two checks.
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 # The HTML report is tested in a real headless browser (Debian's chromium).
 browser:

@@ -4,14 +4,22 @@ Each subpackage registers its own subcommands in ``<subpackage>/commands.py``
 (``register(subparsers)``); heavy imports happen inside the command functions so
 ``bayesrc --help`` stays fast. Exit status: 0 ok, 2 bad input, 3 failed
 convergence gate.
+
+Start-up: ``bayesrc --help`` and argument errors import no pandas, xarray or JAX. A
+``commands.py`` imports only the standard library at module level, but importing it
+the usual way would run its package's ``__init__`` (which imports the analysis code);
+:func:`_command_module` therefore loads each ``commands.py`` file on its own, and the
+package is imported only when a command runs. ``benchmarks/cli_startup.py`` measures it.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from bayesrc import __version__
 from bayesrc.errors import BayesrcError
@@ -35,8 +43,32 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"bayesrc {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMAND_MODULES:
-        importlib.import_module(name).register(sub)
+        _command_module(name).register(sub)
     return parser
+
+
+def _command_module(name: str):
+    """``importlib.import_module(name)`` without running the parent package's ``__init__``.
+
+    The module is registered under its real name, so a later ``import name`` (after the
+    package itself is imported by the command) returns this same module.
+    """
+    if name in sys.modules:
+        return sys.modules[name]
+    parts = name.split(".")
+    parent = ".".join(parts[:-1])
+    if parent == "bayesrc" or parent in sys.modules:
+        return importlib.import_module(name)
+    path = Path(__file__).resolve().parent.joinpath(*parts[1:]).with_suffix(".py")
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
 
 
 def main(argv: Sequence[str] | None = None) -> int:

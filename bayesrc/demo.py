@@ -68,7 +68,8 @@ def run_demo(args: argparse.Namespace) -> int:
         pairs, record = _collect(out, args.items or 40, args.k, args.seed)
 
     analysis = analyse_pairs(pairs, seed=args.seed)
-    fits = {} if args.no_bayes else {name: _fit_change(ds, args.seed) for name, ds in pairs.items()}
+    # the fit's cross-check uses the same RCI classification the report shows
+    fits = {} if args.no_bayes else {name: _fit_change(ds, args.seed, analysis.pairs[name]) for name, ds in pairs.items()}
     scores, domain, _ = scores_from_counts(next(iter(pairs.values())))
     resolution = leaderboard_report(scores, domain)
 
@@ -79,10 +80,8 @@ def run_demo(args: argparse.Namespace) -> int:
                 save_trials(s.trials_v1, stage / "trials" / f"{n}_v1.parquet")
                 save_trials(s.trials_v2, stage / "trials" / f"{n}_v2.parquet")
                 s.truth.to_parquet(stage / "trials" / f"{n}_truth.parquet", index=False)
-        for n, pair in analysis.pairs.items():
-            pair.to_frame().to_parquet(stage / f"items_{n}.parquet", index=False)
-        atomic_write_json(stage / "rci.json", analysis.to_dict())
-        atomic_write_json(stage / "power.json", resolution.to_dict())
+        analysis.to_result().write_into(stage)  # rci.json + items_NAME.parquet
+        resolution.to_result().write_into(stage)  # power.json
         if record is not None:
             atomic_write_json(stage / "run.json", record)
         for n, f in fits.items():
@@ -102,7 +101,7 @@ def run_demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def _fit_change(counts, seed: int):
+def _fit_change(counts, seed: int, rci=None):
     """The paired change model with NumPyro, one chain per core (2 to 4 chains, one round).
 
     The collapsed model samples ~10 hyperparameters and mixes well: 500 warm-up steps and
@@ -112,4 +111,4 @@ def _fit_change(counts, seed: int):
 
     chains = max(2, min(4, os.cpu_count() or 1))
     configure_host_devices(chains)
-    return fit(counts, model="change", backend="numpyro", config=SamplerConfig(chains=chains, tune=500, seed=seed))
+    return fit(counts, model="change", backend="numpyro", config=SamplerConfig(chains=chains, tune=500, seed=seed), rci=rci)

@@ -45,13 +45,29 @@ def test_icc_by_hand():
     assert icc_1_1(x) == pytest.approx(0.5)
 
 
-def test_icc_unbalanced_reduces_to_balanced():
+def _icc_oneway_by_groups(groups: list[list[float]]) -> float:
+    """ICC(1,1) from the one-way ANOVA table written out group by group (Shrout & Fleiss 1979;
+    unbalanced n0 of Snedecor & Cochran), independent of bayesrc's array code."""
+    a = len(groups)
+    big_n = sum(len(g) for g in groups)
+    grand = sum(sum(g) for g in groups) / big_n
+    ssb = sum(len(g) * (sum(g) / len(g) - grand) ** 2 for g in groups)
+    ssw = sum((x - sum(g) / len(g)) ** 2 for g in groups for x in g)
+    msb, msw = ssb / (a - 1), ssw / (big_n - a)
+    n0 = (big_n - sum(len(g) ** 2 for g in groups) / big_n) / (a - 1)
+    return (msb - msw) / (msb + (n0 - 1) * msw)
+
+
+def test_icc_balanced_and_unbalanced_match_the_anova_table():
     rng = np.random.default_rng(0)
     x = (rng.random((50, 6)) < rng.random((50, 1))).astype(float)
-    assert icc_1_1(x) == pytest.approx(icc_1_1(np.where(np.zeros_like(x, bool), np.nan, x)))
+    assert icc_1_1(x) == pytest.approx(_icc_oneway_by_groups([list(r) for r in x]), rel=1e-12)
     x_nan = x.copy()
-    x_nan[:5, 5] = np.nan  # unbalanced still finite and close
-    assert abs(icc_1_1(x_nan) - icc_1_1(x)) < 0.05
+    x_nan[:5, 5] = np.nan  # unbalanced: five items with 5 of 6 samples
+    x_nan[7, :4] = np.nan
+    groups = [[v for v in r if not np.isnan(v)] for r in x_nan]
+    assert icc_1_1(x_nan) == pytest.approx(_icc_oneway_by_groups(groups), rel=1e-12)
+    assert icc_1_1(x_nan) != pytest.approx(icc_1_1(x), rel=1e-6)  # the missing cells do change it
 
 
 def test_sem_sdiff_rci_by_hand():

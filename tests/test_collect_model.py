@@ -144,7 +144,7 @@ def test_sigkill_at_random_points_then_resume_gives_the_uninterrupted_trials(ban
     rng = random.Random(20260101)
     base = ["collect", "--model", str(CARD), "--items", str(bank6.path), "--k", str(K), "--out", str(out), "--no-progress", "--threads", "1"]
     kills = 0
-    for attempt in range(3):
+    for _attempt in range(3):
         args = base + (["--resume"] if (out / "run.json").exists() else [])
         proc = subprocess.Popen([sys.executable, "-m", "bayesrc", *args], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(rng.uniform(3.0, 8.0))

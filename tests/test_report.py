@@ -92,39 +92,53 @@ def test_markdown_and_latex(demo_run, tmp_path):
     assert "acc\\_v1" in tex and "acc_v1" not in tex.replace("acc\\_v1", "")
 
 
-def test_bayes_sections_render_from_fit_outputs(demo_run, tmp_path):
-    """fit.json / items.parquet written in the layout of `bayesrc fit` (issue 3) fill the Bayesian sections.
+@pytest.fixture(scope="module")
+def minor_fit(demo_run):
+    """A real (small) collapsed beta-binomial fit (the cheapest model with every Bayesian file) of the demo's "minor" pair, cross-checked
+    against the run's own RCI result, so report and fit share one classification."""
+    import bayesrc
+    from bayesrc.bayes import SamplerConfig, fit
+    from bayesrc.data import load_counts
 
-    The numbers here are derived from the run's own RCI table (no model is fitted:
-    this checks the report's wiring of those files, not a posterior).
-    """
+    counts = load_counts([demo_run / "trials" / "minor_v1.parquet", demo_run / "trials" / "minor_v2.parquet"])
+    pair = bayesrc.load(demo_run / "rci.json")["minor"]
+    res = fit(counts, model="betabinom", config=SamplerConfig(chains=2, draws=500, tune=500, seed=1), min_ess=200.0, max_rhat=1.02, rci=pair)
+    return res, pair
+
+
+def test_bayes_sections_render_from_fit_outputs(demo_run, minor_fit, tmp_path):
+    """The files `bayesrc fit` writes (BayesFit.save: fit.json, items.parquet, posterior.nc) fill the Bayesian sections."""
+    res, pair = minor_fit
     run = tmp_path / "run"
     shutil.copytree(demo_run, run, ignore=shutil.ignore_patterns("trials", "report_*"))
-    items = pd.read_parquet(run / "items_minor.parquet")
-    dp = items["delta"].fillna(0.0)
-    bayes = pd.DataFrame({
-        "item_id": items["item_id"], "domain": items["domain"], "p_v1_mean": items["p_v1"], "p_v2_mean": items["p_v2"],
-        "dp_mean": dp, "dp_lo90": dp - 0.1, "dp_hi90": dp + 0.1, "p_changed": (dp.abs() > 0.25).astype(float),
-        "p_improve": (dp > 0).astype(float), "p_deteriorate": (dp < 0).astype(float),
-        "bayes_class": np.where(dp > 0.25, "improved", np.where(dp < -0.25, "deteriorated", "no_change")), "rci_class": items["class"],
-    })
-    (run / "minor").mkdir()
-    bayes.to_parquet(run / "minor" / "items.parquet")
-    fit = {"pair": "minor", "model": "change", "backend": "numpyro",
-           "diagnostics": {"max_rhat": 1.004, "min_ess_bulk": 812.0, "min_ess_tail": 640.0, "divergences": 0, "passed": True},
-           "selection": {"fdr": 0.1, "n_improved": 30, "n_deteriorated": 28, "expected_false": 4.2},
-           "crosscheck": {"table": {"improved": {"improved": 30, "no_change": 5, "deteriorated": 0}}, "kappa": 0.71, "rci_estimated_fdp": 0.31},
-           "domain_shift": {d: {"mean": 0.01 * i, "hdi90": [0.01 * i - 0.05, 0.01 * i + 0.05]} for i, d in enumerate(sorted(items["domain"].unique()))}}
-    (run / "minor" / "fit.json").write_text(json.dumps(fit))
+    res.save(run / "minor")
     r = load_run(run)
     assert r.comparisons["minor"].fit is not None and r.comparisons["major"].fit is None
     keys = {s.key: s.status for s in report_sections(r, r.comparisons["minor"])}
     assert keys["bayes_items"] == keys["crosscheck"] == keys["diagnostics"] == keys["domain_shift"] == "ok"
     text = build_report(run, pairs=["minor"])["minor"].read_text()
-    flagged = sum(json.loads((run / "rci.json").read_text())["pairs"]["minor"]["counts"]["analysable"][c] for c in ("improved", "deteriorated"))
-    assert f"Of the {flagged} items the RCI calls reliably changed, the posterior estimates that about 31.0%" in text
-    assert "κ = 0.710" in text and "Diagnostics gate <strong>passed</strong>" in text
-    assert len(re.findall(r'src="data:image/png', text)) == 4 + 3  # + P(change) vs RCI, forest, domain shifts
+    # one classification: the fit cross-checked the very RCI classes the report shows
+    cc = res.crosscheck
+    assert cc["rci_n_flagged"] == pair.n_flagged
+    assert f"Of the {pair.n_flagged} items the RCI calls reliably changed, the posterior estimates that about {100 * cc['rci_estimated_fdp']:.1f}%" in text
+    assert "other settings" not in text
+    assert f"κ = {cc['kappa']:.3f}" in text
+    # the gate table states the thresholds this fit used, not fixed ones
+    assert "R-hat ≤ 1.02, bulk and tail ESS ≥ 200" in text and "≥ 400" not in text
+    # domain shifts: the interval fit.json holds (lo90/hi90), shown in the table
+    d0, v0 = next(iter(res.domain_shift.items()))
+    assert f"{v0['lo90']:.3f}"[:5] in text or f"{v0['lo90']:.4f}"[:6] in text
+    assert len(re.findall(r'src="data:image/png', text)) == 4 + 3 + 2  # + P(change) vs RCI, forest, domain shifts, trace, rank
+
+
+def test_crosscheck_sentence_refuses_to_mix_two_rci_runs(minor_fit):
+    from bayesrc.report.sections import crosscheck_sentence
+    from bayesrc.results import PairResult
+
+    res, pair = minor_fit
+    other = PairResult("minor", {**pair.payload, "counts": {"analysable": {"improved": pair.n_flagged + 7, "deteriorated": 0}}}, pair.items)
+    text = crosscheck_sentence(res, other)
+    assert f"Of the {res.crosscheck['rci_n_flagged']} items" in text and f"flags {pair.n_flagged + 7} items" in text
 
 
 def test_power_and_switch_sections_from_their_commands(demo_run, tmp_path):
@@ -208,9 +222,12 @@ def test_crosscheck_table_rows_are_rci_classes(tmp_path):
              "no_change": {"improved": 6, "no_change": 28, "deteriorated": 4},
              "deteriorated": {"improved": 0, "no_change": 0, "deteriorated": 0}}
 
-    class C:  # the two attributes section_crosscheck reads
-        fit = {"crosscheck": {"table": table, "kappa": 0.23, "rci_estimated_fdp": 0.39}, "selection": None}
-        rci = None
+    from bayesrc.bayes import BayesFit
+
+    class C:  # the attributes section_crosscheck reads
+        fit = {"crosscheck": {"table": table, "kappa": 0.23, "rci_estimated_fdp": 0.39, "rci_n_flagged": 10}, "selection": None}
+        bayes = BayesFit(fit)
+        rci = pair = None
 
     sec = section_crosscheck(None, C())
     frame = next(b.frame for b in sec.blocks if hasattr(b, "frame")).set_index("RCI \\ posterior")

@@ -11,7 +11,7 @@ import pytest
 from conftest import data_path
 
 from bayesrc.switch import FactorPriors, factor_data, fit_additive, fit_factor_bayes, load_switch, simulate_switch, switch_effects
-from bayesrc.switch.bayes import BayesFactorFit, fit_numpyro, numpyro_sampler
+from bayesrc.switch.bayes import BayesFactorFit, fit_numpyro
 
 WEAK = FactorPriors(pooled=False, scale_sd=1.0, mu_sd=1.0)
 
@@ -36,24 +36,22 @@ def test_weak_prior_posterior_means_agree_with_least_squares(coqa, backend):
         # inside Monte Carlo error (posterior sd / sqrt(ESS) ~ 0.04 sd).
         z = (sub["mean"] - ref[sub.index]) / sub["sd"]
         assert np.abs(z).max() < 0.3, (term, z.round(2).to_dict())
-        assert abs(sub["mean"].sum()) < 1e-6  # zero-sum constraint holds draw by draw
     mu = s[s["term"] == "mu"].iloc[0]
     assert abs(mu["mean"] - ls.mu) < 0.3 * mu["sd"]
-    diag = fit.diagnostics()
-    assert diag["r_hat_max"] < 1.05 and diag["divergences"] <= 5 and diag["ess_bulk_min"] > 100
+    # the item models' gate (bayesrc.bayes.diagnostics.gate), same keys and non-finite handling
+    g = fit.gate(max_rhat=1.05, min_ess=100.0, max_divergences=5)
+    assert g.passed, g
+    assert set(fit.diagnostics()) == {"max_rhat", "min_ess_bulk", "min_ess_tail", "divergences", "passed", "thresholds", "worst"}
+    assert {"ess_bulk", "ess_tail", "mcse_mean", "r_hat"} <= set(s.columns)  # per term, from arviz_stats
 
 
 @pytest.fixture(scope="module")
 def episode_fits():
     """Four simulated switch matrices (6 models, 30 episodes, known α, β, γ), fitted with
-    one compiled NumPyro sampler; the first also with PyMC."""
+    NumPyro through bayesrc.bayes.samplers; the first also with PyMC."""
     sims = [simulate_switch(6, 30, mu=0.03, sd_alpha=0.04, sd_beta=0.06, tau=0.02, sigma_u=0.15, sigma=0.08, seed=100 + r) for r in range(4)]
     fds = [factor_data(s.data) for s in sims]
-    sampler = numpyro_sampler(fds[0], draws=300, tune=300, chains=1, target_accept=0.9)
-    fits = []
-    for r, fd in enumerate(fds):
-        fit = BayesFactorFit("numpyro", fd, fit_numpyro(fd, sampler=sampler, seed=r), level=0.9)
-        fits.append(fit)
+    fits = [BayesFactorFit("numpyro", fd, fit_numpyro(fd, draws=300, tune=300, chains=1, seed=r), level=0.9) for r, fd in enumerate(fds)]
     return sims, fits
 
 
@@ -75,7 +73,8 @@ def test_episode_model_recovers_known_factors_with_nominal_coverage(episode_fits
     inside = np.concatenate([_coverage(s, f) for s, f in zip(sims, fits)])
     # 4 × (6 α + 6 β + 30 Δ cells) = 168 checks of 90% intervals.
     assert len(inside) == 168
-    assert 0.80 <= inside.mean() <= 0.98, inside.mean()
+    # nominal 0.90; binomial SD over 168 checks ~0.023 (measured 0.917 with these seeds)
+    assert 0.85 <= inside.mean() <= 0.95, inside.mean()
     for sim, fit in zip(sims, fits):
         s = fit.summary()
         beta = s[s["term"] == "beta"]["mean"].to_numpy()

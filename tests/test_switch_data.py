@@ -145,7 +145,7 @@ def test_cli_episode_file_with_both_bayesian_backends(tmp_path, capsys):
     for backend in ("numpyro", "pymc"):
         b = res["bayes"][backend]
         assert b["likelihood"] == "episodes"
-        assert set(b["alpha"]) == set(sim.models) and set(b["diagnostics"]) == {"r_hat_max", "ess_bulk_min", "ess_tail_min", "divergences"}
+        assert set(b["alpha"]) == set(sim.models) and set(b["diagnostics"]) == {"max_rhat", "min_ess_bulk", "min_ess_tail", "divergences", "passed", "thresholds", "worst"}
         assert b["passed"] is False  # one chain of 100 draws cannot pass the gate (no R-hat, ESS < 400)
     assert {e["stars"] for e in res["effects"]} <= {"", "*", "**", "***"}
 

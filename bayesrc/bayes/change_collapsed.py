@@ -270,12 +270,17 @@ def item_draws(post, cells: Cells, seed: int, batch: int = 4) -> dict[str, np.nd
 
     Returns ``theta, delta, changed, r, p_up`` with shape (chain, draw, item).
     """
+    from bayesrc.config import precision, prepare_jax
+
+    prepare_jax()
+    with precision():  # float64 like the sampler, scoped to this call
+        return _item_draws(post, cells, seed, batch)
+
+
+def _item_draws(post, cells: Cells, seed: int, batch: int) -> dict[str, np.ndarray]:
     import jax
     import jax.numpy as jnp
 
-    from bayesrc.bayes.samplers import _jax
-
-    _jax()
     n_chain, n_draw = post["pi"].shape
     n_s = n_chain * n_draw
     flat = lambda a: np.asarray(a, float).reshape(n_s, *np.shape(a)[2:])  # noqa: E731

@@ -22,8 +22,8 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", choices=("betabinom", "change"), default="change")
     p.add_argument("--backend", choices=("numpyro", "pymc"), default="numpyro")
     mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--collapsed", action="store_true", help="NUTS on the hyperparameters + exact conditional item draws (default for --model change)")
-    mode.add_argument("--full", action="store_true", help="NUTS over every item parameter too (default for --model betabinom)")
+    mode.add_argument("--collapsed", action="store_true", help="NUTS on the hyperparameters + exact conditional item draws (the default, as in the Python API)")
+    mode.add_argument("--full", action="store_true", help="NUTS over every item parameter too (the cross-check)")
     p.add_argument("--slope", action="store_true", help="change model: slope of delta on baseline difficulty")
     p.add_argument("--fdr", type=float, default=0.10, help="Bayesian FDR level q (default 0.10)")
     p.add_argument("--rule", choices=("fdr", "threshold"), default="fdr", help="selection rule (default fdr)")
@@ -52,7 +52,7 @@ def fit_kwargs(args: argparse.Namespace) -> dict:
         raise InputError(f"must be in (0, 1), got {args.fdr}", field="--fdr")
     if args.chains < 1 or args.draws < 1 or args.tune < 0:
         raise InputError("chains and draws must be >= 1, tune >= 0", field="--chains")
-    collapsed = args.collapsed or (args.model == "change" and not args.full)
+    collapsed = not args.full  # the Python API's default for both models
     cfg = SamplerConfig(chains=args.chains, draws=args.draws, tune=args.tune, target_accept=args.target_accept, seed=args.seed)
     return {
         "model": args.model, "backend": args.backend, "collapsed": collapsed, "slope": args.slope, "config": cfg,
@@ -67,9 +67,8 @@ def run_fit(args: argparse.Namespace) -> int:
 
     configure_host_devices(min(args.chains, os.cpu_count() or 1))
     from bayesrc.bayes import check, fit
-    from bayesrc.data import load_counts
-
     from bayesrc.collect.pins import check_comparable
+    from bayesrc.data import load_counts
 
     check_comparable(args.v1, args.v2, allow=args.allow_pin, force=args.force)  # SPEC 6: only the model may differ
     counts = load_counts([args.v1, args.v2], on_unmatched="drop" if args.allow_unmatched else "raise")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +15,7 @@ from bayesrc.bayes.inputs import ModelInputs, model_inputs
 from bayesrc.bayes.samplers import SamplerConfig
 from bayesrc.bayes.summaries import ITEM_COLUMNS, crosscheck, domain_shift, item_summary, select
 from bayesrc.errors import ConvergenceError
+from bayesrc.results import Result, register
 
 MODELS = ("betabinom", "change")
 BACKENDS = ("numpyro", "pymc")
@@ -38,9 +38,11 @@ def sample(
         return fn(data, collapsed=collapsed, config=config)
     if model == "change":
         if collapsed:
-            from bayesrc.bayes.change_collapsed import change_collapsed_numpyro as fn_n, change_collapsed_pymc as fn_p
+            from bayesrc.bayes.change_collapsed import change_collapsed_numpyro as fn_n
+            from bayesrc.bayes.change_collapsed import change_collapsed_pymc as fn_p
         else:
-            from bayesrc.bayes.change import change_numpyro as fn_n, change_pymc as fn_p
+            from bayesrc.bayes.change import change_numpyro as fn_n
+            from bayesrc.bayes.change import change_pymc as fn_p
 
         fn = fn_n if backend == "numpyro" else fn_p
         return fn(data, slope=slope, prior=prior, config=config)
@@ -58,70 +60,125 @@ def gated_vars(model: str, slope: bool = False, collapsed: bool = False) -> list
     return ["mu_theta", "sigma_theta", "shift", "sigma_delta", "pi"] + ([] if collapsed else ["theta"]) + (["slope"] if slope else [])
 
 
-@dataclass
-class BayesFit:
-    """A fitted model: posterior, item table, diagnostics, selection and RCI cross-check."""
+@register
+class BayesFit(Result):
+    """A fitted model: posterior, item table, diagnostics, selection and RCI cross-check.
 
-    posterior: object  # xarray.DataTree
-    items: pd.DataFrame
-    diagnostics: Diagnostics
-    selection: dict
-    crosscheck: dict
-    discordant: pd.DataFrame
-    domain_shift: dict
-    runtime_s: float
-    backend: str
-    model: str
-    params: dict = field(default_factory=dict)
+    The record is ``fit.json`` (``payload``) plus the tables ``items`` and ``discordant``
+    (``items.parquet``, ``discordant.parquet``) and the posterior (``posterior.nc``);
+    :meth:`save` writes all four together, :func:`bayesrc.load` reads them back equal.
+    Keys other analyses add to ``fit.json`` are kept as they are.
+
+    Examples
+    --------
+    >>> res = bayesrc.bayes.fit(counts, versions=("v1", "v2"))   # doctest: +SKIP
+    >>> res.summary(); res.plot_forest(); res.save("out/fit")     # doctest: +SKIP
+    >>> bayesrc.load("out/fit") == res                           # doctest: +SKIP
+    True
+    """
+
+    main_file = "fit.json"
+    kind = "fit"
+    has_posterior = True
+
+    def table_names_on_disk(self, folder: Path) -> dict[str, Path]:
+        return {n: folder / f"{n}.parquet" for n in ("items", "discordant") if (folder / f"{n}.parquet").is_file()}
+
+    def posterior_attrs(self) -> dict:
+        return {"status": self.status, "model": self.model, "backend": self.backend}
+
+    def table_attrs(self, name: str) -> dict:
+        return {"status": self.status} | ({"model": self.model, "backend": self.backend} if name == "items" else {})
+
+    # typed accessors over the payload ------------------------------------------------
+    @property
+    def diagnostics(self) -> Diagnostics:
+        return Diagnostics(**self.payload["diagnostics"])
 
     @property
     def status(self) -> str:
-        return "ok" if self.diagnostics.passed else "failed"
+        return "ok" if self.payload["diagnostics"]["passed"] else "failed"
 
-    def to_dict(self) -> dict:
-        return {
-            "status": self.status,
-            "model": self.model,
-            "backend": self.backend,
-            "runtime_s": self.runtime_s,
-            "diagnostics": self.diagnostics.to_dict(),
-            "selection": self.selection,
-            "crosscheck": self.crosscheck,
-            "domain_shift": self.domain_shift,
-            "params": self.params,
-        }
+    model = property(lambda self: self.payload["model"])
+    backend = property(lambda self: self.payload["backend"])
+    runtime_s = property(lambda self: self.payload.get("runtime_s") or 0.0)
+    selection = property(lambda self: self.payload["selection"])
+    crosscheck = property(lambda self: self.payload["crosscheck"])
+    domain_shift = property(lambda self: self.payload.get("domain_shift") or {})
+    params = property(lambda self: self.payload.get("params") or {})
+    items = property(lambda self: self.tables.get("items"))
+    discordant = property(lambda self: self.tables.get("discordant"))
+
+    @property
+    def versions(self) -> tuple[str, str]:
+        v = self.params.get("versions") or ["v1", "v2"]
+        return str(v[0]), str(v[1])
 
     def summary(self) -> pd.DataFrame:
+        """Headline numbers as a two-column table (metric, value)."""
         d, s, c = self.diagnostics, self.selection, self.crosscheck
         rows = [
             ("status", self.status), ("model", self.model), ("backend", self.backend), ("runtime_s", round(self.runtime_s, 2)),
             ("max R-hat", d.max_rhat), ("min ESS bulk", d.min_ess_bulk), ("min ESS tail", d.min_ess_tail), ("divergences", d.divergences),
             ("improved", s["n_improved"]), ("deteriorated", s["n_deteriorated"]), ("expected false", s["expected_false"]),
-            ("kappa vs RCI", c["kappa"]), ("RCI estimated FDP", c["rci_estimated_fdp"]),
+            ("kappa vs RCI", c["kappa"]), ("RCI flagged", c.get("rci_n_flagged")), ("RCI estimated FDP", c["rci_estimated_fdp"]),
         ]  # fmt: skip
         return pd.DataFrame(rows, columns=["metric", "value"])
 
-    def write(self, out_dir: str | Path) -> None:
-        """Write ``posterior.nc``, ``items.parquet``, ``discordant.parquet`` and ``fit.json`` together."""
-        from bayesrc.io import atomic_write_json, staged_output
+    def gate_table(self) -> pd.DataFrame:
+        """Each gated diagnostic, its value and the requirement *this fit* used."""
+        d = self.diagnostics
+        t = d.thresholds
+        rows = [
+            ("max R-hat", d.max_rhat, f"≤ {t['max_rhat']:g}"),
+            ("min bulk ESS", d.min_ess_bulk, f"≥ {t['min_ess']:g}"),
+            ("min tail ESS", d.min_ess_tail, f"≥ {t['min_ess']:g}"),
+            ("divergences", d.divergences, f"≤ {t['max_divergences']:d}"),
+            ("gate", "passed" if d.passed else "FAILED", ""),
+        ]
+        return pd.DataFrame(rows, columns=["diagnostic", "value", "requirement"]).astype({"value": str})
 
-        status = self.status
-        with staged_output(out_dir) as stage:
-            dt = self.posterior.copy()
-            dt.attrs.update(status=status, model=self.model, backend=self.backend)
-            dt.to_netcdf(stage / "posterior.nc", engine="h5netcdf")
-            items = self.items.copy()
-            items.attrs = {"status": status, "model": self.model, "backend": self.backend}
-            items.to_parquet(stage / "items.parquet", index=False)
-            disc = self.discordant.copy()
-            disc.attrs = {"status": status}
-            disc.to_parquet(stage / "discordant.parquet", index=False)
-            atomic_write_json(stage / "fit.json", self.to_dict())
+    def domain_shift_table(self) -> pd.DataFrame:
+        """Per-domain posterior mean dp and its 90 % interval (domain, mean, lo90, hi90)."""
+        rows = [{"domain": k, "mean": v["mean"], "lo90": v["lo90"], "hi90": v["hi90"]} for k, v in self.domain_shift.items()]
+        return pd.DataFrame(rows, columns=["domain", "mean", "lo90", "hi90"])
+
+    def plot_forest(self, n: int = 30, **kwargs):
+        """Forest plot (arviz-plots) of the posterior Δp of the ``n`` items with the largest |mean Δp|.
+
+        Returns the arviz-plots ``PlotCollection``; ``kwargs`` go to :func:`arviz_plots.plot_forest`
+        (e.g. ``backend="matplotlib"``).
+        """
+        import arviz_plots as azp
+
+        order = np.argsort(-self.items["dp_mean"].abs().to_numpy(), kind="stable")[:n]
+        dp = self.posterior["posterior"]["dp"].isel(item=order).assign_coords(item=self.items["item_id"].to_numpy()[order].astype(str))
+        kwargs.setdefault("backend", "matplotlib")
+        return azp.plot_forest(dp.to_dataset(name="dp"), combined=True, **kwargs)
+
+    def plot_trace(self, var_names: list[str] | None = None, **kwargs):
+        """Trace and marginal plots (arviz-plots) of the gated hyperparameters."""
+        import arviz_plots as azp
+
+        post = self.posterior["posterior"]
+        names = var_names or [v for v in gated_vars(self.model, bool(self.params.get("slope")), True) if v in post and v != "p"]
+        kwargs.setdefault("backend", "matplotlib")
+        return azp.plot_trace_dist(self.posterior, var_names=names, compact=True, **kwargs)
+
+    def write(self, out_dir: str | Path) -> Path:
+        """Alias of :meth:`save`: ``posterior.nc``, ``items.parquet``, ``discordant.parquet`` and ``fit.json``."""
+        return self.save(out_dir)
+
+    def _headline(self) -> str:
+        s = self.selection
+        return (f"{self.model} ({self.backend}) {self.versions[0]} -> {self.versions[1]}, gate {self.status}, "
+                f"{s['n_improved']} improved, {s['n_deteriorated']} deteriorated")  # fmt: skip
 
 
 def fit(
     counts: xr.Dataset,
     *,
+    versions: tuple[str, str] | None = None,
     model: str = "change",
     backend: str = "numpyro",
     collapsed: bool = True,
@@ -135,20 +192,45 @@ def fit(
     max_rhat: float = 1.01,
     min_ess: float = 400.0,
     max_divergences: int = 0,
+    rci=None,
     rci_kwargs: dict | None = None,
 ) -> BayesFit:
     """Fit ``model`` to a version pair, gate it, select changed items and cross-check against RCI.
 
-    ``collapsed`` (default): NUTS on the hyperparameters only with the items integrated
-    out (beta-binomial: conjugate; change model: :mod:`bayesrc.bayes.change_collapsed`);
-    ``collapsed=False`` samples every item parameter with NUTS (the cross-check).
-    Never raises for a failed gate: the result's ``status`` is "failed" (see :func:`fit_or_raise`).
-    """
-    from bayesrc.classical import reliable_change
+    Parameters
+    ----------
+    counts : item counts (:func:`bayesrc.data.item_counts` / :func:`bayesrc.data.load_counts`).
+    versions : the pair ``(v1, v2)`` to compare (default: the first two versions of ``counts``).
+    model : ``"change"`` (paired change model, SPEC 3.2) or ``"betabinom"`` (SPEC 3.1).
+    backend : ``"numpyro"`` or ``"pymc"``.
+    collapsed : NUTS on the hyperparameters only, items integrated out (beta-binomial:
+        conjugate; change model: :mod:`bayesrc.bayes.change_collapsed`); ``False`` samples
+        every item parameter with NUTS (the cross-check).
+    rule, fdr, threshold : selection (Bayesian FDR at level ``fdr``, or P(direction) >= ``threshold``).
+    max_rhat, min_ess, max_divergences : the convergence gate (stored with the result).
+    rci : the classical result to cross-check against: a :class:`bayesrc.classical.PairRCI`
+        or a loaded :class:`bayesrc.results.PairResult` (its item table is used as it is),
+        so report and fit share one RCI classification. Default: run
+        :func:`bayesrc.classical.reliable_change` with ``rci_kwargs``.
+    rci_kwargs : settings of that classical run (default 200 splits and permutations).
 
+    Returns
+    -------
+    BayesFit
+        Never raises for a failed gate: ``status`` is "failed" (see :func:`check`).
+
+    Examples
+    --------
+    >>> from bayesrc.data import simulate_pair
+    >>> counts = simulate_pair(n_items=200, k=10, seed=1).counts     # doctest: +SKIP
+    >>> res = fit(counts, versions=("v1", "v2"))                     # doctest: +SKIP
+    >>> res.summary()                                                # doctest: +SKIP
+    """
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     cfg = config or SamplerConfig()
+    if versions is not None:
+        counts = counts.sel(version=[str(v) for v in versions])
     data = model_inputs(counts)
     t0 = time.perf_counter()
     dt = sample(data, model, backend, collapsed=collapsed, slope=slope, prior=prior, config=cfg)
@@ -157,20 +239,41 @@ def fit(
     items = item_summary(dt, data, rope=rope)
     cls, sel = select(items["p_improve"], items["p_deteriorate"], rule=rule, fdr=fdr, threshold=threshold)
     items["bayes_class"] = cls
-    rci = reliable_change(counts, data.versions[0], data.versions[1], **(rci_kwargs or {"n_splits": 200, "n_permutations": 200}))
-    rci_items = rci.to_frame()
+    rci_items, s_diff, rci_params = _rci_classes(counts, data, rci, rci_kwargs)
     items["rci_class"] = rci_items.set_index("item_id")["class"].reindex(items["item_id"]).fillna("excluded").to_numpy(dtype=object)
-    cc, disc = crosscheck(items, rci_items, rci.s_diff)
-    items = items[list(ITEM_COLUMNS)]
+    cc, disc = crosscheck(items, rci_items, s_diff)
+    items = items[[c for c in ITEM_COLUMNS if c in items]]
     params = {
         "collapsed": bool(collapsed),
         "slope": bool(slope) if model == "change" else None,
         "prior": prior_settings(prior) if model == "change" else None,
         "chains": cfg.chains, "draws": cfg.draws, "tune": cfg.tune, "target_accept": cfg.target_accept, "seed": cfg.seed,
         "rope": rope, "versions": list(data.versions), "n_items": data.n_items, "domains": list(data.domains),
-        "rci_sd_basis": rci.params.get("sd_basis"), "rci_s_diff": rci.s_diff,
+        "rci_sd_basis": rci_params.get("sd_basis"), "rci_s_diff": s_diff, "rci_params": rci_params,
     }  # fmt: skip
-    return BayesFit(dt, items, diag, sel, cc, disc, domain_shift(dt, data), runtime, backend, model, params)
+    payload = {
+        "status": "ok" if diag.passed else "failed", "model": model, "backend": backend, "runtime_s": runtime,
+        "diagnostics": diag.to_dict(), "selection": sel, "crosscheck": cc, "domain_shift": domain_shift(dt, data), "params": params,
+    }  # fmt: skip
+    return BayesFit(payload, {"items": items.reset_index(drop=True), "discordant": disc}, dt)
+
+
+def _rci_classes(counts: xr.Dataset, data: ModelInputs, rci, rci_kwargs: dict | None) -> tuple[pd.DataFrame, float, dict]:
+    """The RCI item table, S_diff and settings the cross-check uses (given, or run here)."""
+    if rci is None:
+        from bayesrc.classical import reliable_change
+
+        rci = reliable_change(counts, data.versions[0], data.versions[1], **(rci_kwargs or {"n_splits": 200, "n_permutations": 200}))
+        return rci.to_frame(), float(rci.s_diff), dict(rci.params)
+    if rci_kwargs:
+        raise ValueError("give either rci (an existing classical result) or rci_kwargs, not both")
+    frame = rci.to_frame() if hasattr(rci, "to_frame") else rci.items
+    if frame is None:
+        raise ValueError("the classical result has no item table (items_NAME.parquet)")
+    vers = tuple(map(str, rci.versions))
+    if vers != tuple(data.versions):
+        raise ValueError(f"the classical result compares {vers}, the fit {tuple(data.versions)}")
+    return frame, float(rci.s_diff), dict(rci.params)
 
 
 def check(result: BayesFit, allow_unconverged: bool = False) -> BayesFit:

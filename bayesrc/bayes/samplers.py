@@ -14,9 +14,9 @@ Both return a DataTree whose ``sample_stats`` holds a boolean ``diverging``
 from __future__ import annotations
 
 import os
-import sys
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -34,28 +34,19 @@ class SamplerConfig:
 
 
 def configure_host_devices(n: int | None = None) -> None:
-    """Let JAX see ``n`` CPU devices (parallel chains). Effective only before JAX starts."""
-    n = n or os.cpu_count() or 1
-    if "jax" in sys.modules:
-        return
-    flags = os.environ.get("XLA_FLAGS", "")
-    if "xla_force_host_platform_device_count" not in flags:
-        os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={n}".strip()
+    """Let JAX see ``n`` CPU devices (parallel chains). Effective only before JAX starts.
+
+    See :func:`bayesrc.configure` for every JAX setting bayesrc uses and when it applies them.
+    """
+    from bayesrc.config import request_host_devices
+
+    request_host_devices(n)
 
 
 def _jax():
-    configure_host_devices()
-    import jax
+    from bayesrc.config import prepare_jax
 
-    jax.config.update("jax_enable_x64", True)  # binomial log-likelihoods near p = 0 / 1 need float64
-    # XLA compiles of the NUTS loop take seconds, longer than sampling a collapsed model:
-    # keep them on disk so a rerun on the same data (CLI, sensitivity) skips them.
-    cache = os.environ.get("BAYESRC_JAX_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "bayesrc", "jax"))
-    if cache and not jax.config.jax_compilation_cache_dir:
-        jax.config.update("jax_compilation_cache_dir", cache)
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
-        jax.config.update("jax_compilation_cache_max_size", 256 * 2**20)  # LRU-evicted; entries are ~0.4 MB
-    return jax
+    return prepare_jax()
 
 
 def run_numpyro(model: Callable, model_kwargs: dict[str, Any], cfg: SamplerConfig, coords: dict, dims: dict):
@@ -67,6 +58,13 @@ def run_numpyro(model: Callable, model_kwargs: dict[str, Any], cfg: SamplerConfi
     rounds of parallel chains (46 ms vs 5.4 ms per step for the collapsed change model).
     """
     jax = _jax()
+    from bayesrc.config import precision
+
+    with precision():  # float64 for this fit only; the caller's jax_enable_x64 is untouched
+        return _run_numpyro(jax, model, model_kwargs, cfg, coords, dims)
+
+
+def _run_numpyro(jax, model: Callable, model_kwargs: dict[str, Any], cfg: SamplerConfig, coords: dict, dims: dict):
     import arviz_base as azb
     import numpyro.infer.initialization  # noqa: F401  (arviz_base.from_numpyro needs it loaded)
     from numpyro.infer import MCMC, NUTS

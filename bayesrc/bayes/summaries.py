@@ -24,17 +24,55 @@ import pandas as pd
 IMPROVED, NO_CHANGE, DETERIORATED = "improved", "no_change", "deteriorated"
 CLASSES = (IMPROVED, NO_CHANGE, DETERIORATED)
 ITEM_COLUMNS = (
-    "item_id", "domain", "p_v1_mean", "p_v2_mean", "dp_mean", "dp_lo90", "dp_hi90",
+    "item_id", "domain", "p_v1_mean", "p_v2_mean", "dp_mean", "dp_lo90", "dp_hi90", "dp_ess_bulk", "dp_mcse",
     "p_changed", "p_improve", "p_deteriorate", "bayes_class", "rci_class",
 )  # fmt: skip
 
 
+def draws_summary(da, *, prob: float = 0.9, ci_kind: str = "eti") -> pd.DataFrame:
+    """Tidy per-element summary of posterior draws ``da`` (dims ``chain``, ``draw``, ...) from arviz_stats.
+
+    One row per element of the non-sample dims (their labels as columns): ``mean``, ``sd``,
+    ``ci_low`` / ``ci_high`` (equal-tailed, ``ci_kind="eti"``, or highest-density, ``"hdi"``,
+    interval of probability ``prob``), ``ess_bulk``, ``ess_tail``, ``mcse_mean``, ``r_hat``
+    (rank-normalised split R-hat; NaN with one chain).
+
+    Examples
+    --------
+    >>> draws_summary(dt.posterior["dp"], prob=0.9)   # doctest: +SKIP
+    """
+    import arviz_stats as azs
+    import xarray as xr
+
+    if ci_kind not in ("eti", "hdi"):
+        raise ValueError(f"ci_kind must be 'eti' or 'hdi', got {ci_kind!r}")
+    da = xr.DataArray(da) if not isinstance(da, xr.DataArray) else da
+    sample = ["chain", "draw"]
+    ci = (azs.eti if ci_kind == "eti" else azs.hdi)(da, prob=prob, dim=sample)
+    bound = [d for d in ci.dims if d not in da.dims][0]
+    stats = {
+        "mean": da.mean(sample),
+        "sd": da.std(sample),
+        "ci_low": ci.isel({bound: 0}, drop=True),
+        "ci_high": ci.isel({bound: 1}, drop=True),
+        "ess_bulk": azs.ess(da, method="bulk"),
+        "ess_tail": azs.ess(da, method="tail"),
+        "mcse_mean": azs.mcse(da, method="mean"),
+        "r_hat": azs.rhat(da) if da.sizes["chain"] > 1 else xr.full_like(da.mean(sample), np.nan),
+    }
+    ds = xr.Dataset({k: v.reset_coords(drop=True) for k, v in stats.items()})
+    if not [d for d in da.dims if d not in sample]:  # a scalar parameter: one row
+        return pd.DataFrame([{k: float(v) for k, v in ds.data_vars.items()}])
+    return ds.to_dataframe().reset_index()
+
+
 def item_summary(dt, data, *, rope: float = 0.0) -> pd.DataFrame:
-    """Posterior means, 90% equal-tailed interval of dp and the change probabilities per item."""
+    """Posterior means, 90% equal-tailed interval of dp (arviz_stats, with its bulk ESS and
+    Monte Carlo SE) and the change probabilities per item."""
     post = dt["posterior"]
     p = post["p"].values.reshape(-1, data.n_items, 2)
     dp = post["dp"].values.reshape(-1, data.n_items)
-    lo, hi = np.quantile(dp, [0.05, 0.95], axis=0)
+    dps = draws_summary(post["dp"], prob=0.9)
     if "r" in post:
         r = post["r"].values.reshape(-1, data.n_items)
         up = post["p_up"].values.reshape(-1, data.n_items)
@@ -49,8 +87,10 @@ def item_summary(dt, data, *, rope: float = 0.0) -> pd.DataFrame:
             "p_v1_mean": p[:, :, 0].mean(0),
             "p_v2_mean": p[:, :, 1].mean(0),
             "dp_mean": dp.mean(0),
-            "dp_lo90": lo,
-            "dp_hi90": hi,
+            "dp_lo90": dps["ci_low"].to_numpy(),
+            "dp_hi90": dps["ci_high"].to_numpy(),
+            "dp_ess_bulk": dps["ess_bulk"].to_numpy(),
+            "dp_mcse": dps["mcse_mean"].to_numpy(),
             "p_changed": p_chg,
             "p_improve": p_imp,
             "p_deteriorate": p_det,
@@ -165,14 +205,20 @@ def crosscheck(items: pd.DataFrame, rci_items: pd.DataFrame, s_diff: float) -> t
 def domain_shift(dt, data) -> dict:
     """Per-domain shift: posterior mean and 90% interval of the mean dp over the domain's items,
     and (change model) of the logit-scale mean change ``shift_d`` among changed items."""
+    import xarray as xr
+
     post = dt["posterior"]
-    dp = post["dp"].values.reshape(-1, data.n_items)
+    dp = post["dp"]
+    dom = xr.DataArray(np.asarray(data.domains)[data.dom], dims="item")
+    by_domain = dp.groupby(dom.rename("domain_of_item")).mean("item")  # chain x draw x domain
+    ms = draws_summary(by_domain, prob=0.9).set_index("domain_of_item")
+    ls = draws_summary(post["shift"], prob=0.9).set_index("domain") if "shift" in post else None
     out = {}
-    for j, d in enumerate(data.domains):
-        m = dp[:, data.dom == j].mean(1)
-        entry = {"mean": float(m.mean()), "lo90": float(np.quantile(m, 0.05)), "hi90": float(np.quantile(m, 0.95)), "scale": "mean dp (probability)"}
-        if "shift" in post:
-            s = post["shift"].sel(domain=d).values.ravel()
-            entry["logit_shift"] = {"mean": float(s.mean()), "lo90": float(np.quantile(s, 0.05)), "hi90": float(np.quantile(s, 0.95))}
+    for d in data.domains:
+        r = ms.loc[d]
+        entry = {"mean": float(r["mean"]), "lo90": float(r["ci_low"]), "hi90": float(r["ci_high"]), "ess_bulk": float(r["ess_bulk"]), "mcse": float(r["mcse_mean"]), "scale": "mean dp (probability)"}
+        if ls is not None:
+            s = ls.loc[d]
+            entry["logit_shift"] = {"mean": float(s["mean"]), "lo90": float(s["ci_low"]), "hi90": float(s["ci_high"])}
         out[str(d)] = entry
     return out

@@ -29,7 +29,6 @@ def run_rci(args: argparse.Namespace) -> int:
     from bayesrc.classical import analyse_pairs
     from bayesrc.data import input_notes, load_counts
     from bayesrc.errors import InputError
-    from bayesrc.io import atomic_write_json, staged_output
 
     names = [name for name, _, _ in args.pair]
     if len(set(names)) != len(names):
@@ -60,10 +59,7 @@ def run_rci(args: argparse.Namespace) -> int:
         n_permutations=args.permutations,
         seed=args.seed,
     )
-    with staged_output(args.out) as stage:
-        atomic_write_json(stage / "rci.json", analysis.to_dict())
-        for name, pair in analysis.pairs.items():
-            pair.to_frame().to_parquet(stage / f"items_{name}.parquet", index=False)
-    print(analysis.summary().to_string(index=False))
+    result = analysis.save(args.out)  # rci.json + items_NAME.parquet (bayesrc.results.RCIRun)
+    print(result.summary().to_string(index=False))
     print(f"wrote {args.out / 'rci.json'}")
     return 0

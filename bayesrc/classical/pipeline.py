@@ -361,6 +361,18 @@ class RCIAnalysis:
     def to_frame(self) -> pd.DataFrame:
         return pd.concat([p.to_frame().assign(pair=n) for n, p in self.pairs.items()], ignore_index=True)
 
+    def to_result(self):
+        """The typed, saveable record (:class:`bayesrc.results.RCIRun`): ``rci.json`` + item tables."""
+        from bayesrc.results import RCIRun
+
+        return RCIRun(self.to_dict(), {n: p.to_frame() for n, p in self.pairs.items()})
+
+    def save(self, out_dir):
+        """Write ``rci.json`` and ``items_NAME.parquet`` (as ``bayesrc rci`` does); returns the :class:`RCIRun`."""
+        res = self.to_result()
+        res.save(out_dir)
+        return res
+
     def to_dict(self) -> dict:
         out: dict = {"pairs": {n: p.to_dict() for n, p in self.pairs.items()}}
         if self.cross_pairs:

@@ -48,6 +48,11 @@ from typing import Protocol
 from bayesrc.collect.extract import decided
 from bayesrc.errors import InputError
 
+#: llama-cpp-python versions whose private internals the engines use (``Llama._model.vocab``,
+#: ``Llama._ctx``, ``Llama._init_sampler`` and the ``llama_vocab_*`` C functions); the same
+#: range as pyproject.toml. Checked when a model loads (:func:`check_llama_cpp`).
+LLAMA_CPP_SUPPORTED = ">=0.3.8,<0.4"
+
 
 @dataclass(frozen=True)
 class Sampling:
@@ -167,6 +172,7 @@ class Model:
                 )
         except (ValueError, RuntimeError, OSError) as exc:
             raise InputError(f"llama.cpp could not load the GGUF ({exc})", path=path) from None
+        check_llama_cpp(self.llm)
         self.path = path
         self.label = label or path.stem
         self.n_gpu_layers = n_gpu_layers
@@ -506,3 +512,23 @@ def make_engine(name: str, model: Model, sampling: Sampling) -> Engine:
     if name not in ENGINES:
         raise InputError(f"unknown engine {name!r}; expected one of {sorted(ENGINES)}", field="engine")
     return ENGINES[name](model, sampling)
+
+
+def check_llama_cpp(llm) -> None:
+    """Refuse a llama-cpp-python whose private internals differ from the ones the engines use."""
+    import llama_cpp
+
+    from bayesrc.errors import BayesrcError
+
+    missing = [name for name, ok in (
+        ("Llama._model.vocab", hasattr(getattr(llm, "_model", None), "vocab")),
+        ("Llama._ctx", hasattr(llm, "_ctx")),
+        ("Llama._init_sampler", hasattr(llm, "_init_sampler")),
+        ("llama_vocab_n_tokens", hasattr(llama_cpp, "llama_vocab_n_tokens")),
+        ("llama_vocab_is_eog", hasattr(llama_cpp, "llama_vocab_is_eog")),
+    ) if not ok]  # fmt: skip
+    if missing:
+        raise BayesrcError(
+            f"llama-cpp-python {getattr(llama_cpp, '__version__', '?')} lacks {', '.join(missing)}; "
+            f"bayesrc supports llama-cpp-python {LLAMA_CPP_SUPPORTED} (pip install 'llama-cpp-python{LLAMA_CPP_SUPPORTED}')"
+        )

@@ -1,6 +1,6 @@
 """Data spine: trials -> item counts."""
 
-from bayesrc.data.counts import counts_frame, input_notes, item_counts, load_counts, modal_k
+from bayesrc.data.counts import counts_frame, input_notes, item_counts, load_counts, modal_k, open_counts, save_counts
 from bayesrc.data.simulate import SimulatedPair, item_truth, simulate_pair, trials_from_accuracy
 from bayesrc.data.trials import TRIAL_COLUMNS, load_trials, normalise_trials, save_trials
 
@@ -14,6 +14,8 @@ __all__ = [
     "item_truth",
     "load_trials",
     "modal_k",
+    "open_counts",
+    "save_counts",
     "normalise_trials",
     "save_trials",
     "simulate_pair",

@@ -201,3 +201,56 @@ def input_notes(ds: xr.Dataset, min_valid: int | None = None, valid_share: float
     for v, ids in (ds.attrs.get("unmatched") or {}).items():
         notes.append(f"version {v}: {len(ids)} item(s) missing (first: {ids[0]}); analysed matched items only")
     return notes
+
+
+_JSON_ATTR = "bayesrc_json_attrs"  # names of attrs stored as JSON text (NetCDF attrs hold no dicts)
+
+
+def save_counts(ds: xr.Dataset, path: str | Path) -> Path:
+    """Write item counts to NetCDF (h5netcdf), atomically; :func:`open_counts` reads them back equal.
+
+    Dict- or list-valued attributes (``unmatched``, ``sources``) are stored as JSON text.
+
+    Examples
+    --------
+    >>> counts = load_counts(["v1.jsonl", "v2.jsonl"])         # doctest: +SKIP
+    >>> save_counts(counts, "counts.nc")                        # doctest: +SKIP
+    >>> open_counts("counts.nc").identical(counts)              # doctest: +SKIP
+    True
+    """
+    import json
+    import os
+    import tempfile
+
+    path = Path(path)
+    out = ds.copy()
+    encoded = [k for k, v in ds.attrs.items() if isinstance(v, (dict, list, tuple, bool)) or v is None]
+    out.attrs = {k: (json.dumps(v) if k in encoded else v) for k, v in ds.attrs.items()}
+    out.attrs[_JSON_ATTR] = json.dumps(encoded)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        out.to_netcdf(tmp, engine="h5netcdf")
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
+
+
+def open_counts(path: str | Path) -> xr.Dataset:
+    """Read item counts written by :func:`save_counts` (into memory; the file is closed)."""
+    import json
+
+    try:
+        with xr.open_dataset(path, engine="h5netcdf") as f:
+            ds = f.load()
+    except (OSError, ValueError) as exc:
+        raise InputError(f"unreadable NetCDF counts ({type(exc).__name__}: {exc})", path=path) from None
+    encoded = json.loads(ds.attrs.pop(_JSON_ATTR, "[]"))
+    ds.attrs = {k: (json.loads(v) if k in encoded else v) for k, v in ds.attrs.items()}
+    for name in ("item", "version", "domain"):
+        if name in ds.coords:
+            ds.coords[name] = ds[name].astype(object)
+    return ds

@@ -48,7 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run_power(args: argparse.Namespace) -> int:
     from bayesrc.data import load_counts
     from bayesrc.errors import InputError
-    from bayesrc.io import atomic_write_json, atomic_write_text, staged_output
+    from bayesrc.io import atomic_write_text, staged_output
     from bayesrc.power.report import leaderboard_report, scores_from_counts
 
     if len(args.scores) < 2:
@@ -68,7 +68,7 @@ def run_power(args: argparse.Namespace) -> int:
     table = lb.to_frame()
     markdown = lb.to_markdown()
     with staged_output(args.out) as stage:
-        atomic_write_json(stage / "power.json", lb.to_dict())
+        lb.to_result().write_into(stage)  # power.json (bayesrc.results.PowerReport)
         atomic_write_text(stage / "power.md", markdown)
         atomic_write_text(stage / "pairs.csv", table.to_csv(index=False))
     print(table[["rank", "pair", "n", "delta", "n_star", "q", "p_exact", "resolved_fixed_n"]].to_string(index=False))

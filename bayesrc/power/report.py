@@ -400,6 +400,12 @@ class LeaderboardResolution:
             "pairs": [p.to_dict() for p in self.pairs],
         }
 
+    def to_result(self):
+        """The typed, saveable record (:class:`bayesrc.results.PowerReport`, ``power.json``)."""
+        from bayesrc.results import PowerReport
+
+        return PowerReport(self.to_dict())
+
     def to_markdown(self) -> str:
         """The verdict table as Markdown (what ``bayesrc power`` writes to ``power.md``)."""
         return render_markdown(self)

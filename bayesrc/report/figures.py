@@ -11,24 +11,35 @@ from __future__ import annotations
 import io
 from collections.abc import Sequence
 
-import matplotlib
-
-matplotlib.use("Agg")  # headless: reports are built on servers and in tests
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
 
 CLASS_COLOURS = {"improved": "#1b9e77", "no_change": "#9e9e9e", "deteriorated": "#d95f02", "excluded": "#d0d0d0"}
 CLASS_LABELS = {"improved": "improved", "no_change": "no reliable change", "deteriorated": "deteriorated", "excluded": "excluded"}
 CLASS_ORDER = ("improved", "no_change", "deteriorated")
 
 
+def subplots(nrows: int = 1, ncols: int = 1, **kw) -> tuple[Figure, object]:
+    """``(fig, axes)`` on an explicit :class:`~matplotlib.figure.Figure`, outside pyplot.
+
+    Why not ``plt.subplots``: the report must not pick or switch the caller's backend
+    (no ``matplotlib.use``); a bare Figure renders to PNG with the Agg canvas on save,
+    and a notebook displays it inline through its own backend.
+    """
+    fig_kw = {k: kw.pop(k) for k in ("figsize", "dpi", "layout") if k in kw}
+    fig = Figure(**fig_kw)
+    return fig, fig.subplots(nrows, ncols, **kw)
+
+
 def to_png(fig: Figure, dpi: int = 110) -> bytes:
-    """PNG bytes of a figure (closed afterwards so long reports do not leak memory)."""
+    """PNG bytes of a figure (a pyplot-managed one, e.g. from arviz-plots, is closed afterwards)."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
-    plt.close(fig)
+    if getattr(fig.canvas, "manager", None) is not None:  # registered with pyplot: release it
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
     return buf.getvalue()
 
 
@@ -41,7 +52,7 @@ def item_scatter(items: pd.DataFrame, s_diff: float, z: float = 1.96, *, version
 
     Points are jittered slightly: with K samples accuracies sit on a grid of 1/K.
     """
-    fig, ax = plt.subplots(figsize=(5.6, 5.2))
+    fig, ax = subplots(figsize=(5.6, 5.2))
     n = len(items)
     k_grid = 1.0 / max(int(np.nanmax(items[["n_v1", "n_v2"]].to_numpy())) if {"n_v1", "n_v2"} <= set(items) else 10, 1)
     jx, jy = _jitter(n, 0.3 * k_grid, 1), _jitter(n, 0.3 * k_grid, 2)
@@ -64,7 +75,7 @@ def item_scatter(items: pd.DataFrame, s_diff: float, z: float = 1.96, *, version
 
 def rci_histogram(items: pd.DataFrame, z: float = 1.96, *, title: str = "") -> Figure:
     """Distribution of RCI over analysable items with the ±z thresholds."""
-    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    fig, ax = subplots(figsize=(6.4, 3.6))
     sub = items.loc[(items["class"] != "excluded") & items["rci"].notna()]
     r = sub["rci"].to_numpy()
     if r.size:
@@ -85,7 +96,7 @@ def domain_heatmap(table: pd.DataFrame, *, title: str = "", fmt: str = "{:d}") -
     """Domain x class counts (rows: domains) as an annotated heatmap of row shares."""
     t = table.reindex(columns=[c for c in CLASS_ORDER if c in table.columns]).fillna(0)
     share = t.div(t.sum(axis=1).replace(0, np.nan), axis=0)
-    fig, ax = plt.subplots(figsize=(5.2, 0.45 * len(t) + 1.4))
+    fig, ax = subplots(figsize=(5.2, 0.45 * len(t) + 1.4))
     im = ax.imshow(share.to_numpy(float), cmap="viridis", vmin=0, vmax=1, aspect="auto")
     for i in range(t.shape[0]):
         for j in range(t.shape[1]):
@@ -101,7 +112,7 @@ def domain_heatmap(table: pd.DataFrame, *, title: str = "", fmt: str = "{:d}") -
 
 def difficulty_churn(bins: pd.DataFrame, *, title: str = "") -> Figure:
     """Share improved / deteriorated per baseline-accuracy bin, with n per bin."""
-    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    fig, ax = subplots(figsize=(6.4, 3.6))
     x = np.arange(len(bins))
     n = bins["n"].replace(0, np.nan).to_numpy(float)
     imp, det = bins["improved"].to_numpy(float) / n, bins["deteriorated"].to_numpy(float) / n
@@ -117,7 +128,7 @@ def difficulty_churn(bins: pd.DataFrame, *, title: str = "") -> Figure:
 
 def p_changed_vs_rci(merged: pd.DataFrame, z: float = 1.96) -> Figure:
     """Posterior P(changed) per item against its RCI, coloured by the RCI class."""
-    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    fig, ax = subplots(figsize=(6.4, 4.0))
     for cls in ("excluded", *CLASS_ORDER):
         sel = merged["rci_class"] == cls
         if sel.any():
@@ -137,7 +148,7 @@ def dp_forest(items: pd.DataFrame, n: int = 25) -> Figure:
     lives in ``posterior.nc``; :func:`posterior_forest` draws it with arviz-plots).
     """
     top = items.reindex(items["dp_mean"].abs().sort_values(ascending=False).index).head(n).iloc[::-1]
-    fig, ax = plt.subplots(figsize=(6.4, 0.22 * len(top) + 1.2))
+    fig, ax = subplots(figsize=(6.4, 0.22 * len(top) + 1.2))
     y = np.arange(len(top))
     colours = [CLASS_COLOURS.get(c, "grey") for c in top.get("bayes_class", pd.Series(["no_change"] * len(top)))]
     ax.hlines(y, top["dp_lo90"], top["dp_hi90"], color=colours, lw=2)
@@ -150,7 +161,7 @@ def dp_forest(items: pd.DataFrame, n: int = 25) -> Figure:
 
 def domain_shift_forest(shift: pd.DataFrame) -> Figure:
     """Per-domain shift: posterior mean and 90% interval (``fit.json`` ``domain_shift``)."""
-    fig, ax = plt.subplots(figsize=(6.0, 0.35 * len(shift) + 1.2))
+    fig, ax = subplots(figsize=(6.0, 0.35 * len(shift) + 1.2))
     y = np.arange(len(shift))
     ax.hlines(y, shift["lo90"], shift["hi90"], color="#4c72b0", lw=2.5)
     ax.scatter(shift["mean"], y, color="#4c72b0", zorder=3)
@@ -211,7 +222,7 @@ def heatmap(matrix: pd.DataFrame, *, title: str, label: str, fmt: str = "{:+.3f}
     """A labelled matrix (rows: prefix model, columns: suffix model) as an annotated heatmap."""
     vals = matrix.to_numpy(float)
     lim = np.nanmax(np.abs(vals)) if np.isfinite(vals).any() else 1.0
-    fig, ax = plt.subplots(figsize=(0.8 * matrix.shape[1] + 2.5, 0.6 * matrix.shape[0] + 1.6))
+    fig, ax = subplots(figsize=(0.8 * matrix.shape[1] + 2.5, 0.6 * matrix.shape[0] + 1.6))
     im = ax.imshow(vals, cmap="RdBu_r" if centre else "viridis", vmin=-lim if centre else None, vmax=lim if centre else None, aspect="auto")
     for i in range(vals.shape[0]):
         for j in range(vals.shape[1]):

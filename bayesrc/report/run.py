@@ -14,14 +14,19 @@ A run directory may hold (each optional; a report shows what is there):
 ``sensitivity_NAME.csv``   ``bayesrc sensitivity``: one table (+ ``.png`` figure) per analysis
 =========================  ====================================================
 
-Bayesian files of pair NAME are looked up as ``NAME/fit.json``, ``fit_NAME.json``,
-then plain ``fit.json`` (used for the pair named in its ``pair`` key, or for the
+Every file is opened through its typed result class (:mod:`bayesrc.results`):
+``Comparison.pair`` is a :class:`~bayesrc.results.PairResult`, ``Comparison.bayes`` a
+:class:`~bayesrc.bayes.BayesFit`, ``Run.switch_result`` a :class:`~bayesrc.results.SwitchResult`,
+``Run.power_result`` a :class:`~bayesrc.results.PowerReport`; the ``rci`` / ``fit`` / ``switch``
+/ ``power`` dicts are those objects' payloads (kept for the section builders).
+
+Bayesian files of pair NAME are looked up as ``NAME/fit.json`` (with ``items.parquet``
+and ``posterior.nc`` beside it), then plain ``fit.json`` (used for the pair named in its ``pair`` key, or for the
 only / first pair); ``items.parquet`` and ``posterior.nc`` follow the same rule.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,20 +34,8 @@ from typing import Any
 import pandas as pd
 
 from bayesrc.errors import InputError
-
-
-def read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise InputError(f"malformed JSON ({exc.msg})", path=path, line=exc.lineno) from None
-
-
-def read_parquet(path: Path) -> pd.DataFrame:
-    try:
-        return pd.read_parquet(path)
-    except Exception as exc:  # pyarrow raises many types for corrupt files
-        raise InputError(f"unreadable Parquet ({type(exc).__name__})", path=path) from None
+from bayesrc.results import _read_json as read_json  # noqa: E402,F401
+from bayesrc.results import _read_parquet as read_parquet
 
 
 @dataclass
@@ -56,6 +49,8 @@ class Comparison:
     bayes_items: pd.DataFrame | None = None
     posterior_path: Path | None = None
     files: dict[str, Path] = field(default_factory=dict)
+    pair: Any = None  # bayesrc.results.PairResult
+    bayes: Any = None  # bayesrc.bayes.BayesFit (posterior read lazily from posterior_path)
 
     @property
     def versions(self) -> tuple[str, str]:
@@ -78,56 +73,69 @@ class Run:
     power: dict | None = None
     sensitivity: dict[str, tuple[pd.DataFrame, Path | None]] = field(default_factory=dict)
     files: dict[str, Path] = field(default_factory=dict)
+    rci_result: Any = None  # bayesrc.results.RCIRun
+    switch_result: Any = None  # bayesrc.results.SwitchResult
+    power_result: Any = None  # bayesrc.results.PowerReport
 
 
-def _first(*paths: Path) -> Path | None:
-    return next((p for p in paths if p.is_file()), None)
+def _load_fit(cls, folder: Path):
+    """The fit's record and tables; the posterior stays on disk until a section needs it."""
+    obj = cls(read_json(folder / "fit.json"))
+    obj.tables = {n: read_parquet(p) for n, p in obj.table_names_on_disk(folder).items()}
+    obj.path = folder
+    return obj
 
 
 def load_run(run_dir: str | Path) -> Run:
     """Read every known result file of a run directory (absent files are fine)."""
+    from bayesrc.bayes.fit import BayesFit
+    from bayesrc.results import RCIRun
+
     root = Path(run_dir)
     if not root.is_dir():
         raise InputError("not a run directory", path=root)
     files: dict[str, Path] = {}
-    rci = read_json(root / "rci.json") if (root / "rci.json").is_file() else None
-    if rci is not None:
+    rci_run = RCIRun.load(root) if (root / "rci.json").is_file() else None
+    rci = rci_run.payload if rci_run is not None else None
+    if rci_run is not None:
         files["rci.json"] = root / "rci.json"
-        if not isinstance(rci, dict) or not isinstance(rci.get("pairs"), dict):
-            raise InputError("expected an object with 'pairs' (output of bayesrc rci)", path=root / "rci.json", field="pairs")
-    names = list((rci or {}).get("pairs", {}))
+    names = rci_run.names if rci_run is not None else []
     plain_fit = read_json(root / "fit.json") if (root / "fit.json").is_file() else None
     if not names:
         names = [str((plain_fit or {}).get("pair") or "comparison")] if plain_fit is not None else []
     comps: dict[str, Comparison] = {}
     for i, name in enumerate(names):
-        c = Comparison(name=name, rci=(rci or {}).get("pairs", {}).get(name))
-        p = root / f"items_{name}.parquet"
-        if p.is_file():
-            c.items, c.files["items"] = read_parquet(p), p
-        fit_path = _first(root / name / "fit.json", root / f"fit_{name}.json")
+        c = Comparison(name=name)
+        if rci_run is not None and name in rci_run.names:
+            c.pair = rci_run[name]
+            c.rci, c.items = c.pair.payload, c.pair.items
+            if c.items is not None:
+                c.files["items"] = root / f"items_{name}.parquet"
+        fit_dir = root / name if (root / name / "fit.json").is_file() else None
         owner = (plain_fit or {}).get("pair")
         plain_is_mine = plain_fit is not None and (owner == name or (owner is None and i == 0) or len(names) == 1)
-        sub = root / name if (root / name / "fit.json").is_file() else None
-        if fit_path is not None:
-            c.fit, c.files["fit"] = read_json(fit_path), fit_path
-        elif plain_is_mine:
-            c.fit, c.files["fit"] = plain_fit, root / "fit.json"
-        if c.fit is not None:
-            base = sub or root
-            items_p = _first(base / "items.parquet", root / f"items_bayes_{name}.parquet")
-            if items_p is not None:
-                c.bayes_items, c.files["bayes_items"] = read_parquet(items_p), items_p
-            post = _first(base / "posterior.nc", root / f"posterior_{name}.nc")
-            if post is not None:
-                c.posterior_path = c.files["posterior"] = post
+        if fit_dir is None and plain_is_mine:
+            fit_dir = root
+        if fit_dir is not None:
+            c.bayes = _load_fit(BayesFit, fit_dir)
+            c.fit, c.bayes_items, c.files["fit"] = c.bayes.payload, c.bayes.items, fit_dir / "fit.json"
+            if c.bayes_items is not None:
+                c.files["bayes_items"] = fit_dir / "items.parquet"
+            if (fit_dir / "posterior.nc").is_file():
+                c.posterior_path = c.files["posterior"] = fit_dir / "posterior.nc"
         comps[name] = c
-    run = Run(path=root, comparisons=comps, rci=rci, files=files)
-    for attr, fname in (("run_record", "run.json"), ("switch", "switch.json"), ("power", "power.json")):
-        p = root / fname
+    run = Run(path=root, comparisons=comps, rci=rci, files=files, rci_result=rci_run)
+    if (root / "run.json").is_file():
+        run.run_record, files["run.json"] = read_json(root / "run.json"), root / "run.json"
+    from bayesrc.results import PowerReport, SwitchResult
+
+    for attr, cls in (("switch", SwitchResult), ("power", PowerReport)):
+        p = root / cls.main_file
         if p.is_file():
-            setattr(run, attr, read_json(p))
-            files[fname] = p
+            res = cls.load(root)
+            setattr(run, f"{attr}_result", res)
+            setattr(run, attr, res.payload)
+            files[cls.main_file] = p
     for csv in sorted(root.glob("sensitivity_*.csv")):
         name = csv.stem[len("sensitivity_"):]
         try:

@@ -239,16 +239,15 @@ def _waiting(key: str, title: str, needs: str) -> Section:
     return Section(key, title, [Text(f"Not available for this run: needs {needs} (written by `bayesrc fit`).")], status="waiting")
 
 
-def gate_table(fit: dict) -> pd.DataFrame:
-    d = fit.get("diagnostics", {})
-    rows = [
-        ("max R-hat", d.get("max_rhat"), "≤ 1.01"),
-        ("min bulk ESS", d.get("min_ess_bulk"), "≥ 400"),
-        ("min tail ESS", d.get("min_ess_tail"), "≥ 400"),
-        ("divergences", d.get("divergences"), "0"),
-        ("gate", "passed" if d.get("passed") else "FAILED", ""),
-    ]
-    return pd.DataFrame(rows, columns=["diagnostic", "value", "requirement"]).astype({"value": str})
+def gate_table(fit) -> pd.DataFrame:
+    """The gate with the thresholds *the fit used* (:meth:`bayesrc.bayes.BayesFit.gate_table`)."""
+    return fit.gate_table()
+
+
+def gate_caption(fit) -> str:
+    t = fit.diagnostics.thresholds
+    div = "no divergences" if t["max_divergences"] == 0 else f"≤ {t['max_divergences']} divergences"
+    return f"Diagnostics gate (R-hat ≤ {t['max_rhat']:g}, bulk and tail ESS ≥ {t['min_ess']:g}, {div})"
 
 
 def section_bayes_items(run: Run, c: Comparison) -> Section | None:
@@ -273,16 +272,9 @@ def section_bayes_items(run: Run, c: Comparison) -> Section | None:
 
 
 def section_domain_shift(run: Run, c: Comparison) -> Section | None:
-    if c.fit is None:
+    if c.bayes is None or not c.bayes.domain_shift:
         return None
-    shift = c.fit.get("domain_shift")
-    if not shift:
-        return None
-    rows = []
-    for d, v in shift.items():
-        lo, hi = (v.get("hdi90") or v.get("ci90") or v.get("interval90") or [v.get("lo90"), v.get("hi90")])[:2]
-        rows.append({"domain": d, "mean": v.get("mean"), "lo90": lo, "hi90": hi})
-    frame = pd.DataFrame(rows)
+    frame = c.bayes.domain_shift_table()
     return Section("domain_shift", "Domain shift posteriors",
                    [_fig(lambda: F.domain_shift_forest(frame), "Per-domain shift of the change model: posterior mean and 90% interval.", "domain_shift"),
                     Table(frame, "Domain shifts", latex=True, label="domain-shift")])
@@ -296,7 +288,7 @@ def section_diagnostics(run: Run, c: Comparison) -> Section | None:
     passed = bool(d.get("passed"))
     blocks: list = [Text("Diagnostics gate **passed**." if passed else
                          "Diagnostics gate **FAILED**: the posterior summaries below are not trustworthy."),
-                    Table(gate_table(c.fit), "Diagnostics gate (R-hat ≤ 1.01, bulk and tail ESS ≥ 400, no divergences)", latex=True, label="gate")]
+                    Table(gate_table(c.bayes), gate_caption(c.bayes), latex=True, label="gate")]
     if c.posterior_path is not None:
         dt = read_posterior(c.posterior_path)
         names = F.scalar_vars(dt)
@@ -319,26 +311,33 @@ def read_posterior(path):
         raise InputError(f"unreadable posterior ({type(exc).__name__}: {exc})", path=path) from None
 
 
-def crosscheck_sentence(fit: dict, rci: dict | None) -> str:
-    """RCI's estimated false-discovery proportion stated in words."""
-    cc = fit.get("crosscheck", {})
-    fdp = cc.get("rci_estimated_fdp")
+def crosscheck_sentence(fit, pair=None) -> str:
+    """RCI's estimated false-discovery proportion stated in words.
+
+    Count and proportion come from one classification: the RCI classes the fit cross-checked
+    (``crosscheck.rci_n_flagged``). When the report's RCI pair used other settings than the
+    fit's cross-check, the sentence says so instead of mixing the two.
+    """
+    cc = fit.crosscheck
+    fdp, flagged = cc.get("rci_estimated_fdp"), cc.get("rci_n_flagged")
     if fdp is None:
         return "The fit does not report RCI's estimated false-discovery proportion."
-    if rci is not None:
-        cnt = rci["counts"]["analysable"]
-        flagged = cnt["improved"] + cnt["deteriorated"]
-        return (f"Of the {flagged} items the RCI calls reliably changed, the posterior estimates that about {_pct(fdp)} "
-                f"(≈ {fdp * flagged:.0f} items) did not change in the flagged direction: that is the estimated "
-                f"false-discovery proportion of the RCI classification.")
-    return f"The posterior estimates that {_pct(fdp)} of the RCI's reliable changes did not change in the flagged direction (estimated false-discovery proportion)."
+    if flagged is None:
+        return f"The posterior estimates that {_pct(fdp)} of the RCI's reliable changes did not change in the flagged direction (estimated false-discovery proportion)."
+    text = (f"Of the {flagged} items the RCI calls reliably changed, the posterior estimates that about {_pct(fdp)} "
+            f"(≈ {fdp * flagged:.0f} items) did not change in the flagged direction: that is the estimated "
+            f"false-discovery proportion of the RCI classification.")
+    if pair is not None and pair.n_flagged != flagged:
+        text += (f" (The fit cross-checked an RCI run with other settings than this report's, which flags {pair.n_flagged} items;"
+                 f" pass the report's classical result to bayesrc.bayes.fit(rci=...) to use one classification.)")
+    return text
 
 
 def section_crosscheck(run: Run, c: Comparison) -> Section | None:
     if c.fit is None or "crosscheck" not in c.fit:
         return _waiting("crosscheck", "RCI cross-check", "fit.json with a crosscheck block") if c.rci is not None else None
     cc = c.fit["crosscheck"]
-    blocks: list = [Text(crosscheck_sentence(c.fit, c.rci))]
+    blocks: list = [Text(crosscheck_sentence(c.bayes, c.pair))]
     if cc.get("kappa") is not None:
         blocks.append(Text(f"Agreement of the posterior and RCI classes: Cohen's κ = {cc['kappa']:.3f}."))
     table = cc.get("table")

@@ -326,10 +326,7 @@ def fdr_sensitivity(
 
 def sensitivity_figure(table: pd.DataFrame):
     """Detections (improved, deteriorated, total) against the varied setting; realized FDP if known."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from bayesrc.report.figures import subplots
 
     analysis = table["analysis"].iloc[0]
     x_col, group_col = {
@@ -340,7 +337,7 @@ def sensitivity_figure(table: pd.DataFrame):
     has_truth = "realized_fdp" in table
     has_model_fdp = "expected_fdp" in table
     second = has_truth or has_model_fdp
-    fig, axes = plt.subplots(1, 2 if second else 1, figsize=(10 if second else 6, 3.8), squeeze=False)
+    fig, axes = subplots(1, 2 if second else 1, figsize=(10 if second else 6, 3.8), squeeze=False)
     ax = axes[0, 0]
     styles = ["-", "--", ":"]
     for (g, sub), ls in zip(groups, styles):

@@ -7,7 +7,7 @@ means and paired switch effects with BCa intervals (:func:`cell_means`,
 or do everything at once (:func:`analyse_switch`).
 """
 
-from bayesrc.switch.analysis import SwitchAnalysis, analyse_switch, gate_passed
+from bayesrc.switch.analysis import SwitchAnalysis, analyse_switch
 from bayesrc.switch.bayes import BayesFactorFit, FactorData, FactorPriors, factor_data, fit_factor_bayes
 from bayesrc.switch.bootstrap import bca_mean, bca_paired_diff, bca_unpaired_diff
 from bayesrc.switch.data import SwitchData, episodes_from_frame, load_switch, save_episodes
@@ -36,7 +36,6 @@ __all__ = [
     "fit_additive",
     "fit_factor_bayes",
     "format_matrix",
-    "gate_passed",
     "load_switch",
     "save_episodes",
     "simulate_switch",

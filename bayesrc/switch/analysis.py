@@ -13,18 +13,6 @@ from bayesrc.switch.factor import AdditiveFit, factor_correlation, fit_additive
 from bayesrc.switch.matrix import cell_means, effects_frame, switch_effects
 
 MIN_MODELS_NOTE = "the additive factor model needs at least 3 models (k(k-1) cells >= 2k-1 parameters); not fitted"
-GATE = {"r_hat_max": 1.01, "ess_bulk_min": 400.0, "ess_tail_min": 400.0, "divergences": 0}
-
-
-def gate_passed(diag: dict[str, float], gate: dict[str, float] = GATE) -> bool:
-    """SPEC section 3 diagnostics gate: R-hat ≤ 1.01, bulk and tail ESS ≥ 400, no divergences."""
-    rhat = diag["r_hat_max"]
-    return bool(
-        (np.isfinite(rhat) and rhat <= gate["r_hat_max"])
-        and diag["ess_bulk_min"] >= gate["ess_bulk_min"]
-        and diag["ess_tail_min"] >= gate["ess_tail_min"]
-        and diag["divergences"] <= gate["divergences"]
-    )
 
 
 @dataclass
@@ -47,9 +35,7 @@ class BenchmarkResult:
         out["cell_means"] = means.to_dict(orient="records")
         out["bayes"] = {}
         for name, fit in self.bayes.items():
-            d = fit.to_dict()
-            d["passed"] = gate_passed(d["diagnostics"])
-            out["bayes"][name] = d
+            out["bayes"][name] = fit.to_dict()  # gated by bayesrc.bayes.diagnostics.gate ("passed")
         return out
 
 
@@ -85,6 +71,12 @@ class SwitchAnalysis:
             )
         return pd.DataFrame(rows)
 
+    def to_result(self):
+        """The typed, saveable record (:class:`bayesrc.results.SwitchResult`, ``switch.json``)."""
+        from bayesrc.results import SwitchResult
+
+        return SwitchResult(self.to_dict())
+
     def to_dict(self) -> dict:
         return {
             "input": self.data.path,
@@ -107,10 +99,9 @@ def analyse_switch(
     pairing_rho: float = 0.0,
 ) -> SwitchAnalysis:
     """Cell means, switch effects, LS and Bayesian factor fits for every benchmark."""
-    from bayesrc.switch.bayes import factor_data, fit_factor_bayes, numpyro_sampler
+    from bayesrc.switch.bayes import factor_data, fit_factor_bayes
 
     results: dict[str, BenchmarkResult] = {}
-    samplers: dict = {}  # reuse a compiled NumPyro sampler across same-shaped benchmarks
     for bench in data.benchmarks:
         sub = data.select(bench)
         means = cell_means(sub, n_boot=n_boot, seed=seed)
@@ -121,11 +112,7 @@ def analyse_switch(
         if backends and factor:
             fd = factor_data(sub, pairing_rho=pairing_rho)
             for backend in backends:
-                sampler = None
-                if backend == "numpyro":
-                    key = (fd.kind, fd.k, len(fd.y), len(fd.episodes))
-                    sampler = samplers.setdefault(key, numpyro_sampler(fd, draws=draws, tune=tune, chains=chains))
-                res.bayes[backend] = fit_factor_bayes(fd, backend=backend, draws=draws, tune=tune, chains=chains, seed=seed, sampler=sampler)
+                res.bayes[backend] = fit_factor_bayes(fd, backend=backend, draws=draws, tune=tune, chains=chains, seed=seed)
         results[bench] = res
     settings = {"n_boot": n_boot, "seed": seed, "backends": list(backends), "draws": draws, "tune": tune, "chains": chains, "pairing_rho": pairing_rho}
     return SwitchAnalysis(data, results, settings)
@@ -152,16 +139,14 @@ def plot_residuals(result: BenchmarkResult, path) -> None:
 def _heatmap(values: np.ndarray, stars, models: list[str], title: str, path) -> None:
     import io
 
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure  # an explicit Figure: no pyplot, the caller's backend untouched
 
     from bayesrc.io import atomic_write_bytes
 
     k = len(models)
     lim = float(np.nanmax(np.abs(values))) or 1.0
-    fig, ax = plt.subplots(figsize=(1.0 + 0.8 * k, 0.8 + 0.7 * k))
+    fig = Figure(figsize=(1.0 + 0.8 * k, 0.8 + 0.7 * k))
+    ax = fig.add_subplot()
     im = ax.imshow(values, cmap="RdBu", vmin=-lim, vmax=lim)
     for i in range(k):
         for j in range(k):
@@ -177,5 +162,4 @@ def _heatmap(values: np.ndarray, stars, models: list[str], title: str, path) -> 
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
     atomic_write_bytes(path, buf.getvalue())

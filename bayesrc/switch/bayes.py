@@ -154,48 +154,32 @@ def numpyro_model(
     numpyro.sample("obs", dist.Normal(m[b] + u[episode_idx] + switch, sigma), obs=y)
 
 
-def numpyro_sampler(
-    fd: FactorData, *, priors: FactorPriors = FactorPriors(), draws: int = 1000, tune: int = 1000, chains: int = 2, target_accept: float = 0.9
-):
-    """A NumPyro MCMC object for data shaped like ``fd``; reuse it across data sets
-    of the same shape (``fit_numpyro(..., sampler=...)``) to compile once."""
+SWITCH_SAMPLER = {"chains": 2, "draws": 1000, "tune": 1000, "target_accept": 0.9, "seed": 0}  # defaults of the factor fits
+
+
+def _config(config=None, **sampler):
+    """A :class:`bayesrc.bayes.SamplerConfig` from the factor fits' defaults and overrides."""
+    from bayesrc.bayes.samplers import SamplerConfig
+
+    return config or SamplerConfig(**(SWITCH_SAMPLER | sampler))
+
+
+def fit_numpyro(fd: FactorData, *, priors: FactorPriors = FactorPriors(), config=None, **sampler):
+    """NUTS in NumPyro through :func:`bayesrc.bayes.samplers.run_numpyro` (the one sampler
+    layer: parallel chains, boolean ``diverging``, compile cache); returns an ArviZ DataTree.
+
+    ``config`` (a :class:`~bayesrc.bayes.SamplerConfig`) or ``draws``, ``tune``, ``chains``,
+    ``seed``, ``target_accept`` overriding :data:`SWITCH_SAMPLER`.
+    """
     from functools import partial
 
-    from numpyro.infer import MCMC, NUTS
+    from bayesrc.bayes.samplers import run_numpyro
 
     model = partial(numpyro_model, k=fd.k, n_episodes=len(fd.episodes), priors=priors)
-    kernel = NUTS(model, target_accept_prob=target_accept)
-    # progress_bar=True selects NumPyro's step-wise loop, whose compiled step is reused
-    # across runs with jit_model_args; the bar itself is silenced in fit_numpyro.
-    return MCMC(kernel, num_warmup=tune, num_samples=draws, num_chains=chains, chain_method="sequential", progress_bar=True, jit_model_args=True)
-
-
-def fit_numpyro(
-    fd: FactorData,
-    *,
-    priors: FactorPriors = FactorPriors(),
-    draws: int = 1000,
-    tune: int = 1000,
-    chains: int = 2,
-    seed: int = 0,
-    target_accept: float = 0.9,
-    sampler=None,
-):
-    """NUTS in NumPyro; returns an ArviZ DataTree."""
-    import contextlib
-    import io
-
-    import arviz as az
-    import jax
-
-    mcmc = sampler or numpyro_sampler(fd, priors=priors, draws=draws, tune=tune, chains=chains, target_accept=target_accept)
-    args = (fd.prefix_idx, fd.suffix_idx, fd.cell_idx, fd.episode_idx, fd.se)
-    with contextlib.redirect_stderr(io.StringIO()):
-        mcmc.run(jax.random.PRNGKey(seed), *args, y=fd.y)
+    kwargs = {"prefix_idx": fd.prefix_idx, "suffix_idx": fd.suffix_idx, "cell_idx": fd.cell_idx, "episode_idx": fd.episode_idx, "se": fd.se, "y": fd.y}
     keep = ("alpha", "beta", "alpha_z", "beta_z") if fd.kind == "cells" else tuple(DIMS)
     dims = {k: v for k, v in DIMS.items() if k in keep}
-    # pred_dims given: arviz_base's dim inference needs numpyro.infer.initialization (gone in numpyro 0.22).
-    return az.from_numpyro(mcmc, coords=_coords(fd), dims=dims, pred_dims={})
+    return run_numpyro(model, kwargs, _config(config, **sampler), _coords(fd), dims)
 
 
 # ----------------------------------------------------------------------------- PyMC
@@ -204,7 +188,6 @@ def pymc_model(fd: FactorData, priors: FactorPriors = FactorPriors()):
     import pymc as pm
     import pytensor.tensor as pt
 
-    k = fd.k
     with pm.Model(coords=_coords(fd)) as model:
         mu = pm.Normal("mu", 0.0, priors.mu_sd)
         if priors.pooled:
@@ -233,39 +216,23 @@ def pymc_model(fd: FactorData, priors: FactorPriors = FactorPriors()):
     return model
 
 
-def fit_pymc(
-    fd: FactorData, *, priors: FactorPriors = FactorPriors(), draws: int = 1000, tune: int = 1000, chains: int = 2, seed: int = 0, target_accept: float = 0.9
-):
-    """NUTS in PyMC; returns an ArviZ DataTree."""
-    import pymc as pm
+def fit_pymc(fd: FactorData, *, priors: FactorPriors = FactorPriors(), config=None, **sampler):
+    """NUTS in PyMC (nutpie) through :func:`bayesrc.bayes.samplers.run_pymc`; returns an ArviZ DataTree."""
+    from bayesrc.bayes.samplers import run_pymc
 
-    with pymc_model(fd, priors):
-        return pm.sample(
-            draws, tune=tune, chains=chains, cores=1, random_seed=seed, progressbar=False,
-            target_accept=target_accept, compute_convergence_checks=False,
-        )
+    return run_pymc(pymc_model(fd, priors), _config(config, **sampler))
 
 
 # ----------------------------------------------------------------------------- results
-def diagnostics(idata, var_names: tuple[str, ...] = ("mu", "alpha", "beta", "tau")) -> dict[str, float]:
-    """Max R-hat, min bulk / tail ESS over ``var_names`` and the number of divergences."""
-    import arviz as az
+GATED = ("mu", "alpha", "beta", "tau")
 
-    post = idata.posterior.to_dataset() if hasattr(idata.posterior, "to_dataset") else idata.posterior
-    post = post[list(var_names)]
-    rhat = az.rhat(post)
-    bulk = az.ess(post, method="bulk")
-    tail = az.ess(post, method="tail")
 
-    def _ext(ds, fn) -> float:
-        ds = ds.to_dataset() if hasattr(ds, "to_dataset") else ds
-        vals = np.concatenate([np.ravel(ds[v].to_numpy()) for v in ds.data_vars])
-        vals = vals[np.isfinite(vals)]
-        return float(fn(vals)) if vals.size else float("nan")  # R-hat is NaN with one chain
+def diagnostics(idata, var_names: tuple[str, ...] = GATED, **thresholds):
+    """The convergence gate of :func:`bayesrc.bayes.diagnostics.gate` on ``var_names``
+    (same keys, thresholds and non-finite handling as the item models)."""
+    from bayesrc.bayes.diagnostics import gate
 
-    ss = idata.sample_stats
-    div = int(np.asarray(ss["diverging"]).sum()) if "diverging" in ss else 0
-    return {"r_hat_max": _ext(rhat, np.nanmax), "ess_bulk_min": _ext(bulk, np.nanmin), "ess_tail_min": _ext(tail, np.nanmin), "divergences": div}
+    return gate(idata, list(var_names), **thresholds)
 
 
 @dataclass
@@ -282,76 +249,90 @@ class BayesFactorFit:
         return da if isinstance(da, xr.DataArray) else xr.DataArray(da)
 
     def summary(self) -> pd.DataFrame:
-        """term, model, mean, sd, ci_low, ci_high for μ, τ, α and β."""
-        q = ((1 - self.level) / 2, (1 + self.level) / 2)
-        rows = []
-        for name in ("mu", "tau"):
-            x = np.asarray(self.posterior(name)).ravel()
-            rows.append({"term": name, "model": "", "mean": x.mean(), "sd": x.std(), "ci_low": np.quantile(x, q[0]), "ci_high": np.quantile(x, q[1])})
-        for name in ("alpha", "beta"):
-            x = np.asarray(self.posterior(name)).reshape(-1, self.data.k)
-            for j, m in enumerate(self.data.models):
-                rows.append({"term": name, "model": m, "mean": x[:, j].mean(), "sd": x[:, j].std(), "ci_low": np.quantile(x[:, j], q[0]), "ci_high": np.quantile(x[:, j], q[1])})
-        return pd.DataFrame(rows)
+        """term, model, mean, sd, ci_low, ci_high (equal-tailed, ``level``), ess_bulk, ess_tail,
+        mcse_mean, r_hat for μ, τ, α and β (arviz_stats)."""
+        from bayesrc.bayes.summaries import draws_summary
+
+        parts = []
+        for name in ("mu", "tau", "alpha", "beta"):
+            t = draws_summary(self.posterior(name), prob=self.level)
+            dim = {"alpha": "prefix", "beta": "suffix"}.get(name)
+            t.insert(0, "model", t.pop(dim).astype(str) if dim else "")
+            t.insert(0, "term", name)
+            parts.append(t)
+        return pd.concat(parts, ignore_index=True)
+
+    def cell_draws(self) -> xr.DataArray:
+        """Draws of each off-diagonal Δ_ab = μ + α_a + β_b (+ γ_ab with episode data), dims (chain, draw, cell)."""
+        post = self.idata.posterior
+        a = self.posterior("alpha").rename(prefix="p_")
+        b = self.posterior("beta").rename(suffix="s_")
+        d = self.posterior("mu") + a + b  # chain x draw x prefix x suffix
+        k = self.data.k
+        off = ~np.eye(k, dtype=bool)
+        pi, si = np.nonzero(off)  # row-major over a != b, the order of the gamma cells
+        cells = d.isel(p_=xr.DataArray(pi, dims="cell"), s_=xr.DataArray(si, dims="cell")).drop_vars(["p_", "s_"], errors="ignore")
+        cells = cells.assign_coords(cell=self.data.cell_labels)
+        if "gamma" in post:
+            cells = cells + self.posterior("gamma").assign_coords(cell=self.data.cell_labels)
+        return cells
 
     def cell_effects(self) -> pd.DataFrame:
-        """Posterior of each off-diagonal Δ_ab = μ + α_a + β_b (+ γ_ab with episode data):
-        prefix, suffix, mean, sd, ci_low, ci_high."""
-        q = ((1 - self.level) / 2, (1 + self.level) / 2)
-        k = self.data.k
-        mu = np.asarray(self.posterior("mu")).reshape(-1, 1, 1)
-        a = np.asarray(self.posterior("alpha")).reshape(-1, k, 1)
-        b = np.asarray(self.posterior("beta")).reshape(-1, 1, k)
-        d = mu + a + b
-        off = ~np.eye(k, dtype=bool)
-        draws = d[:, off]  # row-major over a != b, the order of the gamma cells
-        if "gamma" in self.idata.posterior:
-            draws = draws + np.asarray(self.posterior("gamma")).reshape(-1, k * (k - 1))
-        pi, si = np.nonzero(off)
-        m = self.data.models
-        return pd.DataFrame(
-            {
-                "prefix": [m[i] for i in pi],
-                "suffix": [m[j] for j in si],
-                "mean": draws.mean(0),
-                "sd": draws.std(0),
-                "ci_low": np.quantile(draws, q[0], axis=0),
-                "ci_high": np.quantile(draws, q[1], axis=0),
-            }
-        )
+        """Posterior of each off-diagonal Δ_ab: prefix, suffix, mean, sd, ci_low, ci_high, ess_bulk, ... (arviz_stats)."""
+        from bayesrc.bayes.summaries import draws_summary
 
-    def diagnostics(self) -> dict[str, float]:
-        return diagnostics(self.idata)
+        t = draws_summary(self.cell_draws(), prob=self.level)
+        k = self.data.k
+        pi, si = np.nonzero(~np.eye(k, dtype=bool))
+        m = self.data.models
+        t.insert(0, "suffix", [m[j] for j in si])
+        t.insert(0, "prefix", [m[i] for i in pi])
+        return t.drop(columns="cell")
+
+    def gate(self, **thresholds):
+        """The convergence gate (:func:`bayesrc.bayes.diagnostics.gate`) of μ, α, β, τ."""
+        return diagnostics(self.idata, **thresholds)
+
+    def diagnostics(self) -> dict:
+        return self.gate().to_dict()
+
+    def plot_forest(self, var_names: tuple[str, ...] = ("alpha", "beta"), **kwargs):
+        """Forest plot (arviz-plots) of the prefix and suffix factors; returns the PlotCollection."""
+        import arviz_plots as azp
+
+        kwargs.setdefault("backend", "matplotlib")
+        return azp.plot_forest(self.idata, var_names=list(var_names), combined=True, **kwargs)
 
     def to_dict(self) -> dict:
         s = self.summary()
-        out: dict = {"backend": self.backend, "likelihood": self.data.kind, "level": self.level, "diagnostics": self.diagnostics()}
+        g = self.gate()
+        out: dict = {"backend": self.backend, "likelihood": self.data.kind, "level": self.level, "diagnostics": g.to_dict(), "passed": g.passed}
+        cols = [c for c in s.columns if c not in ("term", "model")]
         for term in ("mu", "tau"):
             r = s[s["term"] == term].iloc[0]
-            out[term] = {"mean": r["mean"], "sd": r["sd"], "ci_low": r["ci_low"], "ci_high": r["ci_high"]}
+            out[term] = {c: r[c] for c in cols}
         for term in ("alpha", "beta"):
             sub = s[s["term"] == term]
-            out[term] = {r.model: {"mean": r.mean, "sd": r.sd, "ci_low": r.ci_low, "ci_high": r.ci_high} for r in sub.itertuples()}
+            out[term] = {r["model"]: {c: r[c] for c in cols} for _, r in sub.iterrows()}
+        out["terms"] = {f"{r['term']}[{r['model']}]" if r["model"] else r["term"]: {c: r[c] for c in cols} for _, r in s.iterrows()}
         out["cells"] = self.cell_effects().to_dict(orient="records")
         return out
 
 
-def fit_factor_bayes(
-    data: SwitchData | FactorData,
-    *,
-    backend: str = "numpyro",
-    priors: FactorPriors = FactorPriors(),
-    draws: int = 1000,
-    tune: int = 1000,
-    chains: int = 2,
-    seed: int = 0,
-    target_accept: float = 0.9,
-    sampler=None,
-) -> BayesFactorFit:
-    """Fit the Bayesian additive model with ``backend`` in {"numpyro", "pymc"}."""
+def fit_factor_bayes(data: SwitchData | FactorData, *, backend: str = "numpyro", priors: FactorPriors = FactorPriors(), config=None, **sampler) -> BayesFactorFit:
+    """Fit the Bayesian additive model with ``backend`` in {"numpyro", "pymc"}.
+
+    Sampler settings: ``config`` (a :class:`bayesrc.bayes.SamplerConfig`) or keyword overrides of
+    :data:`SWITCH_SAMPLER` (``draws``, ``tune``, ``chains``, ``seed``, ``target_accept``).
+
+    Examples
+    --------
+    >>> from bayesrc.switch import load_switch, fit_factor_bayes
+    >>> fit = fit_factor_bayes(load_switch("cells.csv").select("coqa"), draws=500)   # doctest: +SKIP
+    >>> fit.summary(); fit.plot_forest()                                            # doctest: +SKIP
+    """
     fd = data if isinstance(data, FactorData) else factor_data(data)
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-    kw = dict(priors=priors, draws=draws, tune=tune, chains=chains, seed=seed, target_accept=target_accept)
-    idata = fit_numpyro(fd, sampler=sampler, **kw) if backend == "numpyro" else fit_pymc(fd, **kw)
-    return BayesFactorFit(backend, fd, idata)
+    fn = fit_numpyro if backend == "numpyro" else fit_pymc
+    return BayesFactorFit(backend, fd, fn(fd, priors=priors, config=config, **sampler))

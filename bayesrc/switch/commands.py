@@ -39,7 +39,7 @@ def _safe(name: str) -> str:
 
 def run_switch(args: argparse.Namespace) -> int:
     from bayesrc.errors import ConvergenceError, InputError
-    from bayesrc.io import atomic_write_json, staged_output
+    from bayesrc.io import staged_output
     from bayesrc.switch.analysis import analyse_switch, plot_effects, plot_residuals
     from bayesrc.switch.data import load_switch
 
@@ -54,19 +54,21 @@ def run_switch(args: argparse.Namespace) -> int:
     analysis = analyse_switch(
         data, n_boot=args.bootstrap, seed=args.seed, backends=backends, draws=args.draws, tune=args.tune, chains=args.chains, pairing_rho=args.pairing_rho
     )
+    result = analysis.to_result()  # bayesrc.results.SwitchResult
     with staged_output(args.out) as stage:
-        atomic_write_json(stage / "switch.json", analysis.to_dict())
+        result.write_into(stage)
         for bench, res in analysis.results.items():
             plot_effects(res, stage / f"effects_{_safe(bench)}.png")
             plot_residuals(res, stage / f"residuals_{_safe(bench)}.png")
-    print(analysis.summary().to_string(index=False))
+    print(result.summary().to_string(index=False))
     if analysis.correlation:
         c = analysis.correlation
         print(f"correlation across benchmarks: alpha r = {c['alpha']:.2f}, beta r = {c['beta']:.2f}")
     print(f"wrote {args.out / 'switch.json'}")
-    failed = analysis.failed_fits
+    failed = result.failed_fits
     if failed and not args.allow_unconverged:
-        raise ConvergenceError(f"Bayesian fit(s) failed the diagnostics gate (R-hat <= 1.01, ESS >= 400, no divergences): {', '.join(failed)}; outputs are marked passed=false")
+        worst = "; ".join(f"{f}: {result.benchmark(f.split('/')[0])['bayes'][f.split('/')[1]]['diagnostics']['worst']}" for f in failed)
+        raise ConvergenceError(f"Bayesian fit(s) failed the diagnostics gate ({worst}); outputs are marked passed=false")
     return 0
 
 

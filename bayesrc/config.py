@@ -1,0 +1,114 @@
+"""Process-wide settings bayesrc applies only when asked: :func:`configure`.
+
+Importing any ``bayesrc`` module changes nothing outside bayesrc: no matplotlib backend
+is chosen (figures are explicit :class:`matplotlib.figure.Figure` objects), JAX is not
+imported, and neither ``jax.config`` nor ``XLA_FLAGS`` is touched. A NumPyro fit then
+
+* runs in float64 inside ``jax.enable_x64`` (binomial log-likelihoods near p = 0 / 1
+  need it) and leaves the caller's ``jax_enable_x64`` as it was;
+* asks for ``host_devices`` CPU devices (parallel chains) through ``XLA_FLAGS`` only if
+  JAX has not been imported yet (after that, JAX's device count is fixed) and only if
+  the caller's ``XLA_FLAGS`` does not set it already;
+* points JAX's persistent compilation cache at ``compile_cache`` unless the caller set
+  a cache directory of their own (a rerun on the same shapes skips the XLA compiles).
+
+:func:`configure` changes these defaults, or applies them now.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import asdict, dataclass
+
+
+def _default_cache() -> str:
+    return os.environ.get("BAYESRC_JAX_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "bayesrc", "jax"))
+
+
+@dataclass
+class Settings:
+    x64: bool = True
+    host_devices: int | None = None  # None: os.cpu_count()
+    compile_cache: str = ""  # "" -> $BAYESRC_JAX_CACHE or ~/.cache/bayesrc/jax; "off" disables
+
+
+SETTINGS = Settings()
+
+
+def configure(*, x64: bool | None = None, host_devices: int | None = None, compile_cache: str | bool | None = None, apply: bool = False) -> dict:
+    """Set how bayesrc's NumPyro fits use JAX (nothing is changed at import time).
+
+    Parameters
+    ----------
+    x64 : run fits in float64 (default True). Scoped to the fit with ``jax.enable_x64``;
+        the caller's own JAX code keeps its precision.
+    host_devices : CPU devices for parallel chains (default: all cores). Takes effect only
+        before JAX is first imported in the process.
+    compile_cache : folder for JAX's persistent compilation cache, or ``False`` to leave
+        JAX's cache alone (default ``$BAYESRC_JAX_CACHE`` or ``~/.cache/bayesrc/jax``).
+    apply : set ``XLA_FLAGS`` (and, if JAX is loaded, the cache) now instead of at the first fit.
+
+    Returns
+    -------
+    dict
+        The settings now in force.
+
+    Examples
+    --------
+    >>> import bayesrc
+    >>> bayesrc.configure(host_devices=4, compile_cache=False)["host_devices"]
+    4
+    """
+    if x64 is not None:
+        SETTINGS.x64 = bool(x64)
+    if host_devices is not None:
+        if host_devices < 1:
+            raise ValueError(f"host_devices must be >= 1, got {host_devices}")
+        SETTINGS.host_devices = int(host_devices)
+    if compile_cache is not None:
+        SETTINGS.compile_cache = "off" if compile_cache is False else ("" if compile_cache is True else str(compile_cache))
+    if apply:
+        request_host_devices(SETTINGS.host_devices)
+        if "jax" in sys.modules:
+            prepare_jax()
+    return asdict(SETTINGS)
+
+
+def request_host_devices(n: int | None = None) -> bool:
+    """Ask for ``n`` CPU devices via ``XLA_FLAGS`` if JAX has not started; True if set here."""
+    n = n or SETTINGS.host_devices or os.cpu_count() or 1
+    if "jax" in sys.modules:
+        return False
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "xla_force_host_platform_device_count" in flags:
+        return False
+    os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={n}".strip()
+    return True
+
+
+def prepare_jax():
+    """Import JAX for a fit: host devices (if JAX is not loaded yet) and the compile cache."""
+    request_host_devices()
+    import jax
+
+    cache = _default_cache() if SETTINGS.compile_cache == "" else SETTINGS.compile_cache
+    if cache and cache != "off" and not jax.config.jax_compilation_cache_dir:
+        jax.config.update("jax_compilation_cache_dir", cache)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+        jax.config.update("jax_compilation_cache_max_size", 256 * 2**20)  # LRU-evicted; entries are ~0.4 MB
+    return jax
+
+
+def precision():
+    """Context manager for a fit's float precision (``jax.enable_x64`` when ``x64``)."""
+    import contextlib
+
+    import jax
+
+    if not SETTINGS.x64:
+        return contextlib.nullcontext()
+    enable = getattr(jax, "enable_x64", None)
+    if enable is None:  # older JAX
+        from jax.experimental import enable_x64 as enable
+    return enable(True)

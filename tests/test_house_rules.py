@@ -1,0 +1,77 @@
+"""House rules enforced: no global side effects on import, a light CLI start-up, ruff clean.
+
+Each check runs in a fresh interpreter (subprocess): what matters is what *importing*
+does to a caller's process, which an already-warm pytest process cannot show.
+"""
+
+from __future__ import annotations
+
+import json
+import pkgutil
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _run(code: str) -> str:
+    res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return res.stdout.strip().splitlines()[-1]
+
+
+def _all_modules() -> list[str]:
+    import bayesrc
+
+    return ["bayesrc"] + sorted(m.name for m in pkgutil.walk_packages(bayesrc.__path__, "bayesrc.") if not m.name.endswith("__main__"))
+
+
+def test_importing_every_bayesrc_module_leaves_matplotlib_and_jax_alone():
+    """A caller with their own matplotlib backend imports every bayesrc module: the backend,
+    ``XLA_FLAGS`` and JAX's config are as before (JAX is not even imported), and no
+    pyplot figure manager is created. (A fit keeps the caller's x64 too: test_results.)"""
+    mods = _all_modules()
+    assert "bayesrc.report.figures" in mods and "bayesrc.bayes.samplers" in mods and "bayesrc.switch.bayes" in mods
+    code = f"""
+import importlib, json, os, sys
+import matplotlib
+matplotlib.use("svg")  # the caller's choice
+xla = os.environ.get("XLA_FLAGS")
+for m in {mods!r}:
+    importlib.import_module(m)
+state = dict(backend=matplotlib.get_backend(), xla=os.environ.get("XLA_FLAGS") == xla, jax_imported="jax" in sys.modules,
+             pyplot="matplotlib.pyplot" in sys.modules)
+import jax  # imported by the caller after bayesrc: JAX's defaults are intact
+state.update(x64=bool(jax.config.jax_enable_x64), cache=jax.config.jax_compilation_cache_dir)
+print(json.dumps(state))
+"""
+    state = json.loads(_run(code))
+    assert state == {"backend": "svg", "xla": True, "jax_imported": False, "pyplot": False, "x64": False, "cache": None}
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["rci", "--help"], ["rci", "--z", "not-a-number"], ["fit", "--model", "nope", "a", "b", "--out", "o"], ["bogus"]])
+def test_cli_help_and_argument_errors_import_no_heavy_modules(argv):
+    code = f"""
+import json, sys
+from bayesrc.cli import main
+try:
+    main({argv!r})
+except SystemExit as exc:
+    code = exc.code
+print(json.dumps({{"code": code, "heavy": [m for m in ("pandas", "xarray", "jax", "scipy", "pyarrow") if m in sys.modules]}}))
+"""
+    out = json.loads(_run(code))
+    assert out["heavy"] == []
+    assert out["code"] == (0 if argv[-1] == "--help" else 2)
+
+
+@pytest.mark.parametrize("args", [["check", "."], ["format", "--check", "."]])
+def test_ruff(args):
+    """`ruff check` and `ruff format --check` with the settings in pyproject.toml ([tool.ruff])."""
+    ruff = shutil.which("ruff") or str(Path(sys.executable).with_name("ruff"))
+    res = subprocess.run([ruff, *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]

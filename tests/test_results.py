@@ -1,0 +1,182 @@
+"""Typed results (bayesrc.results): exact round trips per class, bayesrc.load of what the
+CLI writes, the counts NetCDF, and a notebook-style session on the Python API."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import bayesrc
+from bayesrc.results import PowerReport, RCIRun, SensitivityTable, SwitchResult
+
+
+@pytest.fixture(scope="module")
+def small_pair():
+    from bayesrc.data import item_counts, simulate_pair
+
+    sim = simulate_pair(300, 10, models=("v1", "v2"), seed=5)
+    return sim, item_counts(sim.trials_v1, sim.trials_v2)
+
+
+@pytest.fixture(scope="module")
+def rci_run(small_pair):
+    from bayesrc.classical import analyse_pairs
+
+    _, counts = small_pair
+    return analyse_pairs({"p": counts}, n_splits=100, n_permutations=100).to_result()
+
+
+@pytest.fixture(scope="module")
+def bayes_fit(small_pair, rci_run):
+    from bayesrc.bayes import SamplerConfig, fit
+
+    _, counts = small_pair
+    return fit(counts, versions=("v1", "v2"), model="betabinom", config=SamplerConfig(chains=2, draws=500, tune=500, seed=2), min_ess=200.0, max_rhat=1.02, rci=rci_run["p"])
+
+
+def _roundtrip(res, tmp_path):
+    again = type(res).from_dict(json.loads(json.dumps(res.to_dict())), posterior=getattr(res, "posterior", None))
+    assert again == res
+    res.save(tmp_path / "r")
+    loaded = bayesrc.load(tmp_path / "r")
+    assert type(loaded) is type(res) and loaded == res
+    assert loaded.to_dict() == res.to_dict()
+    assert repr(loaded).startswith(f"<{type(res).__name__}") and len(repr(loaded)) < 300
+    assert "<table" in loaded._repr_html_()
+    return loaded
+
+
+def test_rci_run_roundtrip_and_typed_accessors(rci_run, small_pair, tmp_path):
+    sim, counts = small_pair
+    loaded = _roundtrip(rci_run, tmp_path)
+    pair = loaded["p"]
+    assert pair.versions == ("v1", "v2") and pair.z == 1.96
+    c = pair.counts["analysable"]
+    assert pair.n_flagged == c["improved"] + c["deteriorated"] == int(pair.items["class"].isin(["improved", "deteriorated"]).sum())
+    s = loaded.summary()
+    assert list(s.columns) == ["pair", "metric", "value"] and s.set_index("metric").loc["S_diff", "value"] == pytest.approx(pair.s_diff)
+    assert pair.plot_rci().axes  # a Figure with axes
+
+
+def test_unknown_keys_flow_through_load_and_save(rci_run, tmp_path):
+    d = rci_run.to_dict()
+    d["pairs"]["p"]["null_samples"] = {"improved": [1, 2, 3]}  # a key another analysis version adds
+    d["new_block"] = {"warnings": ["w"]}
+    res = RCIRun.from_dict(d)
+    res.save(tmp_path / "r")
+    back = bayesrc.load(tmp_path / "r" / "rci.json")
+    assert back.payload["new_block"] == {"warnings": ["w"]} and back["p"].payload["null_samples"]["improved"] == [1, 2, 3]
+    assert back == res
+
+
+def test_nan_is_stored_as_null_and_still_round_trips(tmp_path):
+    res = PowerReport({"pairs": [{"pair": "a vs b", "delta": float("nan"), "n": np.int64(3)}], "unresolved": []})
+    assert res.payload["pairs"][0]["delta"] is None and res.payload["pairs"][0]["n"] == 3
+    _roundtrip(res, tmp_path)
+
+
+def test_bayes_fit_roundtrip_with_posterior_and_forest_plot(bayes_fit, tmp_path):
+    res = bayes_fit
+    assert res.diagnostics.thresholds["min_ess"] == 200.0
+    loaded = _roundtrip(res, tmp_path)
+    assert loaded.posterior is not None and loaded.items.equals(res.items)
+    for name in ("items", "discordant"):  # the Parquet files still carry the status (issue 3)
+        assert pd.read_parquet(tmp_path / "r" / f"{name}.parquet").attrs["status"] == res.status
+    gt = loaded.gate_table().set_index("diagnostic")
+    assert gt.loc["min bulk ESS", "requirement"] == "≥ 200" and gt.loc["max R-hat", "requirement"] == "≤ 1.02"
+    assert res.status == "ok" and gt.loc["gate", "value"] == "passed"
+    # per-item intervals, ESS and MCSE come from arviz_stats: check them against an independent computation
+    dp = res.posterior["posterior"]["dp"].values.reshape(-1, len(res.items))
+    lo, hi = np.quantile(dp, [0.05, 0.95], axis=0)
+    assert np.allclose(res.items["dp_lo90"], lo, atol=1e-3) and np.allclose(res.items["dp_hi90"], hi, atol=1e-3)
+    sd = dp.std(0, ddof=1)
+    ok = res.items["dp_ess_bulk"] > 50
+    assert np.allclose(res.items["dp_mcse"][ok], sd[ok] / np.sqrt(res.items["dp_ess_bulk"][ok]), rtol=0.35)
+    pc = loaded.plot_forest(n=10)
+    assert pc.get_viz("figure") is not None
+
+
+def test_a_fit_runs_in_float64_and_leaves_the_callers_jax_precision(bayes_fit):
+    import jax
+    import jax.numpy as jnp
+
+    assert bayes_fit.posterior["posterior"]["logit_mu"].dtype == np.float64  # x64 inside the fit ...
+    assert not jax.config.jax_enable_x64 and jnp.zeros(1).dtype == jnp.float32  # ... scoped to it
+
+
+def test_fit_uses_the_given_classical_result(bayes_fit, rci_run):
+    pair = rci_run["p"]
+    assert bayes_fit.crosscheck["rci_n_flagged"] == pair.n_flagged
+    assert bayes_fit.params["rci_params"]["n_splits"] == 100  # the user's settings, not the fit's defaults
+    merged = bayes_fit.items.merge(pair.items[["item_id", "class"]], on="item_id")
+    assert (merged["rci_class"] == merged["class"]).all()
+
+
+def test_switch_result_roundtrip(tmp_path):
+    from bayesrc.switch import analyse_switch, simulate_switch
+
+    sim = simulate_switch(3, 20, seed=5)
+    res = analyse_switch(sim.data, n_boot=200, backends=()).to_result()
+    assert isinstance(res, SwitchResult) and res.benchmarks == ["sim"]
+    _roundtrip(res, tmp_path)
+    assert len(res.effects()) == 3 * 2 and res.plot_effects().axes  # off-diagonal cells
+
+
+def test_sensitivity_table_roundtrip(small_pair, tmp_path):
+    from bayesrc.report.sensitivity import run_sensitivity_analyses
+
+    _, counts = small_pair
+    tables = run_sensitivity_analyses(counts, ("threshold",), seed=0)
+    res = SensitivityTable.from_tables(tables)
+    loaded = _roundtrip(res, tmp_path)
+    assert (tmp_path / "r" / "sensitivity_threshold.csv").is_file()
+    assert loaded["threshold"]["improved"].tolist() == tables["threshold"]["improved"].tolist()
+
+
+def test_counts_netcdf_roundtrip(small_pair, tmp_path):
+    from bayesrc.data import open_counts, save_counts
+
+    _, counts = small_pair
+    counts = counts.assign_attrs(unmatched={"v2": ["x1"]})
+    back = open_counts(save_counts(counts, tmp_path / "counts.nc"))
+    assert back.identical(counts)
+    assert back.attrs["unmatched"] == {"v2": ["x1"]}
+
+
+def test_load_refuses_what_is_not_a_result(tmp_path):
+    (tmp_path / "notes.json").write_text("{}")
+    with pytest.raises(bayesrc.InputError, match="not a bayesrc result file"):
+        bayesrc.load(tmp_path / "notes.json")
+    with pytest.raises(bayesrc.InputError, match="no result files"):
+        bayesrc.load(tmp_path)
+
+
+def test_notebook_session(small_pair, bayes_fit, tmp_path):
+    """What a notebook user does: run, summary(), plot, save, bayesrc.load, equal (Python API only)."""
+    from bayesrc.classical import reliable_change
+
+    sim, counts = small_pair
+    pair = reliable_change(counts, "v1", "v2", n_splits=100, n_permutations=100, name="p")
+    table = pair.summary()
+    assert {"metric", "value"} <= set(table.columns)
+    res = bayes_fit
+    s = res.summary().set_index("metric")["value"]
+    assert s["status"] in ("ok", "failed") and s["improved"] == res.selection["n_improved"]
+    html = res._repr_html_()
+    assert "<table" in html and "betabinom" in html and "gate ok" in html
+    forest = res.plot_forest(n=15).get_viz("figure")
+    assert forest.axes
+    res.save(tmp_path / "fit")
+    again = bayesrc.load(tmp_path / "fit")
+    assert again == res
+    assert again.summary().equals(res.summary())
+    # against the simulation's truth: posterior mean dp tracks the true change, and the 90% intervals
+    # cover the true dp of about 90% of the items (the beta-binomial has no point mass at 0, so
+    # unchanged items are covered, not classified)
+    truth = sim.truth.set_index("item_id").loc[again.items["item_id"], "delta_p"].to_numpy()
+    assert np.corrcoef(again.items["dp_mean"], truth)[0, 1] > 0.6
+    cover = np.mean((again.items["dp_lo90"] <= truth) & (truth <= again.items["dp_hi90"]))
+    assert 0.85 <= cover <= 0.97
