@@ -55,6 +55,10 @@ def run_fit(args: argparse.Namespace) -> int:
 
     check_comparable(args.v1, args.v2, allow=args.allow_pin, force=args.force)  # SPEC 6: only the model may differ
     counts = load_counts([args.v1, args.v2], on_unmatched="drop" if args.allow_unmatched else "raise")
+    from bayesrc.data.counts import seed_notes
+
+    for note in seed_notes(counts):
+        print(f"bayesrc: warning: {note}", file=sys.stderr)
     collapsed = args.collapsed or (args.model == "change" and not args.full)
     cfg = SamplerConfig(chains=args.chains, draws=args.draws, tune=args.tune, target_accept=args.target_accept, seed=args.seed)
     res = fit(
