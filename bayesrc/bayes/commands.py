@@ -21,7 +21,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--fdr", type=float, default=0.10, help="Bayesian FDR level q (default 0.10)")
     p.add_argument("--rule", choices=("fdr", "threshold"), default="fdr", help="selection rule (default fdr)")
     p.add_argument("--threshold", type=float, default=0.975, help="threshold rule: P(direction) >= this")
-    p.add_argument("--rope", type=float, default=0.0, help="betabinom: ROPE on |dp| for P(change)")
+    p.add_argument("--rope", type=float, default=None,
+                   help="ROPE on |dp|: items.parquet gets p_rope = P(|dp| > ROPE) (both models); betabinom also uses it for P(change)")
     p.add_argument("--chains", type=int, default=4)
     p.add_argument("--draws", type=int, default=1000)
     p.add_argument("--tune", type=int, default=1000)

@@ -14,7 +14,7 @@ from bayesrc.bayes.change import prior_settings
 from bayesrc.bayes.diagnostics import Diagnostics, gate
 from bayesrc.bayes.inputs import ModelInputs, model_inputs
 from bayesrc.bayes.samplers import SamplerConfig
-from bayesrc.bayes.summaries import ITEM_COLUMNS, crosscheck, domain_shift, item_summary, select
+from bayesrc.bayes.summaries import ITEM_COLUMNS, crosscheck, domain_shift, expected_flips, item_summary, select
 from bayesrc.errors import ConvergenceError
 
 MODELS = ("betabinom", "change")
@@ -73,6 +73,7 @@ class BayesFit:
     backend: str
     model: str
     params: dict = field(default_factory=dict)
+    flips: dict = field(default_factory=dict)  # expected real majority flips (SPEC 2.1)
 
     @property
     def status(self) -> str:
@@ -89,6 +90,7 @@ class BayesFit:
             "crosscheck": self.crosscheck,
             "domain_shift": self.domain_shift,
             "params": self.params,
+            "flips": self.flips,
         }
 
     def summary(self) -> pd.DataFrame:
@@ -97,8 +99,10 @@ class BayesFit:
             ("status", self.status), ("model", self.model), ("backend", self.backend), ("runtime_s", round(self.runtime_s, 2)),
             ("max R-hat", d.max_rhat), ("min ESS bulk", d.min_ess_bulk), ("min ESS tail", d.min_ess_tail), ("divergences", d.divergences),
             ("improved", s["n_improved"]), ("deteriorated", s["n_deteriorated"]), ("expected false", s["expected_false"]),
-            ("kappa vs RCI", c["kappa"]), ("RCI estimated FDP", c["rci_estimated_fdp"]),
+            ("kappa vs RCI (RCI-analysed items)", c["kappa"]), ("RCI estimated FDP", c["rci_estimated_fdp"]),
         ]  # fmt: skip
+        if self.flips:
+            rows.append(("expected negative flips", self.flips["expected_negative_flips"]["mean"]))
         return pd.DataFrame(rows, columns=["metric", "value"])
 
     def write(self, out_dir: str | Path) -> None:
@@ -131,7 +135,7 @@ def fit(
     rule: str = "fdr",
     fdr: float = 0.10,
     threshold: float = 0.975,
-    rope: float = 0.0,
+    rope: float | None = None,
     max_rhat: float = 1.01,
     min_ess: float = 400.0,
     max_divergences: int = 0,
@@ -157,11 +161,11 @@ def fit(
     items = item_summary(dt, data, rope=rope)
     cls, sel = select(items["p_improve"], items["p_deteriorate"], rule=rule, fdr=fdr, threshold=threshold)
     items["bayes_class"] = cls
-    rci = reliable_change(counts, data.versions[0], data.versions[1], **(rci_kwargs or {"n_splits": 200, "n_permutations": 200}))
+    rci = reliable_change(counts, data.versions[0], data.versions[1], **(rci_kwargs or {"n_splits": 200, "n_permutations": 200, "n_null": 0}))
     rci_items = rci.to_frame()
     items["rci_class"] = rci_items.set_index("item_id")["class"].reindex(items["item_id"]).fillna("excluded").to_numpy(dtype=object)
     cc, disc = crosscheck(items, rci_items, rci.s_diff)
-    items = items[list(ITEM_COLUMNS)]
+    items = items[list(ITEM_COLUMNS) + (["p_rope"] if "p_rope" in items else [])]
     params = {
         "collapsed": bool(collapsed),
         "slope": bool(slope) if model == "change" else None,
@@ -170,7 +174,7 @@ def fit(
         "rope": rope, "versions": list(data.versions), "n_items": data.n_items, "domains": list(data.domains),
         "rci_sd_basis": rci.params.get("sd_basis"), "rci_s_diff": rci.s_diff,
     }  # fmt: skip
-    return BayesFit(dt, items, diag, sel, cc, disc, domain_shift(dt, data), runtime, backend, model, params)
+    return BayesFit(dt, items, diag, sel, cc, disc, domain_shift(dt, data), runtime, backend, model, params, flips=expected_flips(dt, data))
 
 
 def check(result: BayesFit, allow_unconverged: bool = False) -> BayesFit:

@@ -204,6 +204,7 @@ def sample_level_null(
     n_splits: int = 50,
     batch: int = 20,
     seed: int | np.random.Generator | np.random.SeedSequence = 0,
+    zs: tuple[float, ...] | None = None,
 ) -> dict:
     """Flagged counts on data with no change, built from the pair's own samples (SPEC 2.1).
 
@@ -214,7 +215,8 @@ def sample_level_null(
     same for every replicate), SD and S_diff are recomputed and the same rule is
     applied. Returns the mean and 2.5 / 50 / 97.5 percentiles of the flagged counts
     (improved + deteriorated), the implied false-positive rate per analysable item
-    (``rate``) and the nominal two-sided rate of ``z``.
+    (``rate``) and the nominal two-sided rate of ``z``. ``zs``: further thresholds
+    evaluated on the same replicates (``by_z``: flagged mean, 97.5 % and rate per z).
 
     Example
     -------
@@ -235,6 +237,7 @@ def sample_level_null(
     k_all = max(k1, k2)
     masks = _split_masks(k_all, n_splits, rng).T.astype(float) if s_diff == "reference" else None
     flagged, improved, deteriorated, n_an = [], [], [], []
+    extra = {float(t): [] for t in (zs or ())}
     done = 0
     while done < n_replicates:
         b = min(batch, n_replicates - done)
@@ -244,6 +247,8 @@ def sample_level_null(
             _pad(a, k_all), _pad(c, k_all), z=z, min_valid=min_valid, sd_basis=sd_basis, s_diff=s_diff,
             reliability_basis=reliability_basis, masks=masks,
         )  # fmt: skip
+        for t in extra:
+            extra[t].append(((np.abs(out["rci"]) > t) & out["analysable"]).sum(-1))
         flagged.append(out["flagged"])
         improved.append(out["improved"])
         deteriorated.append(out["deteriorated"])
@@ -270,6 +275,11 @@ def sample_level_null(
         "sd_basis": sd_basis,
         "n_splits": int(n_splits) if s_diff == "reference" else 0,
         "flagged_draws": flagged,
+        "by_z": {
+            t: {"flagged_mean": float(np.mean(np.concatenate(v))), "flagged_p975": float(np.percentile(np.concatenate(v), 97.5)),
+                "rate": float(np.concatenate(v).sum() / n_an.sum()) if n_an.sum() else float("nan"), "nominal_rate": nominal_rate(t)}
+            for t, v in extra.items()
+        },
     }
 
 
