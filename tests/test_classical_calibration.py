@@ -125,3 +125,18 @@ def test_cross_pair_is_paired_on_shared_items(sim_pair, sim_pair_b):
     from scipy import stats
 
     assert ref["p_exact"] == pytest.approx(stats.binomtest(ref["b"], ref["b"] + ref["c"], 0.5).pvalue)
+
+
+def test_shared_seeds_are_detected_and_warned_about():
+    from bayesrc.data import input_notes
+
+    sim = simulate_pair(200, 10, seed=3)
+    independent = item_counts(sim.trials_v1, sim.trials_v2)
+    assert independent.attrs["shared_seeds"]["n_shared"] == 0 and not any("seed" in n for n in input_notes(independent, 6))
+    t2 = sim.trials_v2.copy()
+    t2["seed"] = sim.trials_v1["seed"].to_numpy()  # the reference study's rule: the same seeds in both versions
+    shared = item_counts(sim.trials_v1, t2)
+    assert shared.attrs["shared_seeds"]["share"] == 1.0
+    assert any("share their seed" in n for n in input_notes(shared, 6))
+    res = reliable_change(shared, n_splits=50, n_permutations=10, n_null=10)
+    assert any("share their seed" in w for w in res.warnings)
