@@ -128,8 +128,8 @@ def score_against_truth(classes: pd.DataFrame, truth: pd.DataFrame | None) -> di
 def _pair(counts: xr.Dataset, pair: PairRCI | None, seed: int, **kw) -> PairRCI:
     if pair is not None:
         return pair
-    # The null distribution is not needed here: keep its permutations minimal.
-    return reliable_change(counts, n_permutations=kw.pop("n_permutations", 20), seed=seed, **kw)
+    # The nulls are not needed here (threshold_sensitivity runs its own per method): keep them minimal.
+    return reliable_change(counts, n_permutations=kw.pop("n_permutations", 20), n_null=0, seed=seed, **kw)
 
 
 METHODS: tuple[tuple[str, str], ...] = (("reference", "all"), ("reference", "analysed"), ("binomial", "all"))
@@ -244,7 +244,7 @@ def k_subsample_sensitivity(
             raise ValueError(f"k must be in 2..{k_full}, got {k}")
         mv = max(1, math.ceil(valid_share * k - 1e-9))
         p = reliable_change(first_k(counts, k), z=z, min_valid=mv, sd_basis=sd_basis, n_splits=n_splits,
-                            n_permutations=20, n_splits_by_k=20, seed=seed + i)
+                            n_permutations=20, n_splits_by_k=20, n_null=0, seed=seed + i)
         cls = classify(p.items, p.reliability["v1"].r_xx, p.reliability["v2"].r_xx, z=z, min_valid=mv, sd_basis=sd_basis)
         rows.append({"analysis": "k_subsample", "k": int(k), "min_valid": mv, "r_xx_v1": p.reliability["v1"].r_xx,
                      "r_xx_v2": p.reliability["v2"].r_xx, "s_diff": p.s_diff, "min_detectable": p.min_detectable,
