@@ -82,13 +82,14 @@ def batched_split_half(x: np.ndarray, include: np.ndarray, masks: np.ndarray) ->
         X = np.where(valid, x, 0.0)
         Xw = X * w[..., None]
         n = w.sum(1)[:, None]  # (R, 1)
-        G = np.einsum("rik,ril->rkl", Xw, X)  # (R, K, K)
+        G = np.matmul(Xw.transpose(0, 2, 1), X)  # (R, K, K), batched BLAS
         s = Xw.sum(1)  # (R, K)
         c1, c2 = m1.sum(0), m2.sum(0)  # (S,)
         s1, s2 = (s @ m1) / c1, (s @ m2) / c2
-        q11 = np.einsum("ks,rks->rs", m1, G @ m1) / c1**2
-        q22 = np.einsum("ks,rks->rs", m2, G @ m2) / c2**2
-        q12 = np.einsum("ks,rks->rs", m1, G @ m2) / (c1 * c2)
+        g1, g2 = G @ m1, G @ m2  # (R, K, S)
+        q11 = (m1 * g1).sum(1) / c1**2
+        q22 = (m2 * g2).sum(1) / c2**2
+        q12 = (m1 * g2).sum(1) / (c1 * c2)
         with np.errstate(invalid="ignore", divide="ignore"):
             r = (q12 - s1 * s2 / n) / np.sqrt((q11 - s1**2 / n) * (q22 - s2**2 / n))
     else:
@@ -181,14 +182,26 @@ def classify_counts(
     }
 
 
-def _deal(pooled: np.ndarray, valid: np.ndarray, rank: np.ndarray, n_rep: int, rng: np.random.Generator) -> np.ndarray:
-    """``n_rep`` random permutations of each row's valid outcomes, back into the valid slots."""
-    keys = rng.random((n_rep, *pooled.shape))
-    keys[:, ~valid] = 2.0  # invalid slots sort last
-    order = np.argsort(keys, axis=-1)
-    shuffled = np.take_along_axis(np.broadcast_to(pooled, keys.shape), order, axis=-1)
-    out = np.take_along_axis(shuffled, np.broadcast_to(rank, keys.shape), axis=-1)
-    return np.where(valid, out, np.nan)
+def _deal(valid: np.ndarray, ones: np.ndarray, n_rep: int, rng: np.random.Generator) -> np.ndarray:
+    """``n_rep`` uniformly random arrangements of each row's ``ones`` correct outcomes over its valid slots.
+
+    A random permutation of a 0/1 multiset drawn slot by slot without replacement:
+    slot j is 1 with probability (ones left) / (valid slots left). Vectorised over
+    replicates and items; one pass over the (2K) slots.
+    """
+    n_items, n_slots = valid.shape
+    out = np.full((n_rep, n_items, n_slots), np.nan)
+    left = np.broadcast_to(ones.astype(float), (n_rep, n_items)).copy()
+    slots = valid.sum(1).astype(float)
+    for j in range(n_slots):
+        v = valid[:, j]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            p = np.where(slots > 0, left / np.maximum(slots, 1.0), 0.0)
+        draw = (rng.random((n_rep, n_items)) < p) & v
+        out[:, :, j] = np.where(v, draw, np.nan)
+        left -= draw
+        slots -= v
+    return out
 
 
 def sample_level_null(
@@ -231,8 +244,7 @@ def sample_level_null(
     k1, k2 = x1.shape[1], x2.shape[1]
     pooled = np.concatenate([x1, x2], axis=1)
     valid = ~np.isnan(pooled)
-    rank = np.clip(np.cumsum(valid, axis=1) - 1, 0, None)  # slot -> index among the row's valid outcomes
-    pooled0 = np.where(valid, pooled, 0.0)
+    ones = np.where(valid, pooled, 0.0).sum(1)  # correct outcomes of the item, both versions pooled
     rng = np.random.default_rng(seed)
     k_all = max(k1, k2)
     masks = _split_masks(k_all, n_splits, rng).T.astype(float) if s_diff == "reference" else None
@@ -241,7 +253,7 @@ def sample_level_null(
     done = 0
     while done < n_replicates:
         b = min(batch, n_replicates - done)
-        dealt = _deal(pooled0, valid, rank, b, rng)
+        dealt = _deal(valid, ones, b, rng)
         a, c = dealt[..., :k1], dealt[..., k1:]
         out = classify_counts(
             _pad(a, k_all), _pad(c, k_all), z=z, min_valid=min_valid, sd_basis=sd_basis, s_diff=s_diff,
