@@ -22,7 +22,7 @@ from bayesrc.classical import (
 )
 from bayesrc.data import item_counts, simulate_pair
 
-N_DATASETS, N_ITEMS = 20, 500
+N_DATASETS, N_ITEMS = 30, 400
 FAST = dict(n_splits=200, n_permutations=50, n_splits_by_k=10, n_null=200)
 
 
