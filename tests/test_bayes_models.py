@@ -230,3 +230,20 @@ def test_cli_fit_writes_outputs_and_exits_3_on_failed_gate(tmp_path):
     with pytest.raises(SystemExit) as exc:  # --collapsed and --full exclude each other
         main(["fit", *args[:2], "--model", "change", "--collapsed", "--full", "--out", str(bad)])
     assert exc.value.code == 2
+
+
+def test_change_model_reports_p_rope_and_expected_flips(change_pair, change_collapsed_fit):
+    """SPEC 3: the change model gives P(|dp| > ROPE) per item whenever a ROPE is given; SPEC 2.1: expected real flips."""
+    from bayesrc.bayes.summaries import expected_flips, item_summary
+
+    d = model_inputs(change_pair[1])
+    dp = change_collapsed_fit.posterior["dp"].values.reshape(-1, d.n_items)
+    no_rope = item_summary(change_collapsed_fit, d)
+    assert "p_rope" not in no_rope
+    items = item_summary(change_collapsed_fit, d, rope=0.1)
+    np.testing.assert_allclose(items["p_rope"], (np.abs(dp) > 0.1).mean(0))
+    assert (items["p_rope"] <= items["p_changed"] + 0.05).all()  # an unchanged item has dp = 0 exactly (p_changed is Rao-Blackwellised)
+    p = change_collapsed_fit.posterior["p"].values.reshape(-1, d.n_items, 2)
+    flips = expected_flips(change_collapsed_fit, d)
+    assert flips["expected_negative_flips"]["mean"] == pytest.approx(((p[:, :, 0] > 0.5) & (p[:, :, 1] <= 0.5)).sum(1).mean())
+    assert flips["expected_negative_flips"]["lo90"] <= flips["expected_negative_flips"]["mean"] <= flips["expected_negative_flips"]["hi90"]

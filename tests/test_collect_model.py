@@ -60,7 +60,11 @@ def test_same_seeds_twice_identical_trials(gemma, bank6, full_run, tmp_path):
     pd.testing.assert_frame_equal(_core(read_run_trials(full_run)), _core(again.trials()))
     t = load_trials(full_run / "trials.parquet")  # the canonical loader reads the run
     assert len(t) == 4 * K and set(t["k"]) == set(range(K))
-    assert list(t["seed"].head(K)) == [0, 1, 2] and t["seed"].iloc[K] == 10  # seed = item_index*10 + k
+    # Default rule "version": seed = salt(version pin) + item_index*10 + k, the salt pinned as model.seed_salt.
+    import json
+
+    salt = json.loads((full_run / "run.json").read_text())["pins"]["model.seed_salt"]
+    assert salt > 0 and list(t["seed"].head(K)) == [salt, salt + 1, salt + 2] and t["seed"].iloc[K] == salt + 10
 
 
 def test_shards_in_any_order_merge_to_the_full_run(gemma, bank6, full_run, tmp_path):
@@ -206,3 +210,45 @@ def test_garbage_gguf_in_process_is_input_error(tmp_path):
     junk.write_bytes(b"GGUF" + os.urandom(1024))
     with pytest.raises(InputError, match="could not load"):
         Model(junk)
+
+
+@pytest.mark.slow
+def test_shared_seeds_couple_versions_and_the_version_rule_removes_it(gemma, bank6):
+    """Two prompt versions of the real Gemma, sample k of an item drawn with the same seed in both
+    (the reference study's rule) vs version-salted seeds (the default): with shared seeds the
+    versions' answers agree far from what independent draws give (llama.cpp draws one uniform
+    over candidates sorted by probability, so differently ranked letters decouple); salted seeds
+    agree as independent draws do (SPEC 2.1)."""
+    import dataclasses
+    from collections import Counter
+
+    import numpy as np
+
+    from bayesrc.collect.card import build_prompt
+    from bayesrc.collect.engines import FastEngine, Sampling
+    from bayesrc.data.seeds import sample_seeds, seed_salt
+
+    card = load_card(CARD)
+    card2 = dataclasses.replace(card, system="Pick the letter that continues the pattern. Think of the options in reverse order.",
+                                template=card.template.replace("Answer: B\n", "Answer: A\n", 1))  # a re-templated version
+    eng = FastEngine(gemma, Sampling(temperature=0.7, max_tokens=card.max_tokens))
+    n = 40
+    shared_dev, salted_dev, shared_agree, expected_agree = [], [], [], []
+    for item in bank6.items:
+        shared = sample_seeds(item.index, n, stride=1000)
+        salted = sample_seeds(item.index, n, stride=1000, salt=seed_salt("version 2"))
+        a1 = [extract(x.response, item.letters).answer for x in eng.sample_item(gemma.tokenize(build_prompt(card, item)), shared, item.letters)]
+        both = [extract(x.response, item.letters).answer for x in eng.sample_item(gemma.tokenize(build_prompt(card2, item)), shared + salted, item.letters)]
+        a2, a2s = both[:n], both[n:]
+        f1, f2 = Counter(a1), Counter(both)
+        expected = sum(f1[x] / n * f2[x] / (2 * n) for x in f1 if x is not None)  # agreement of independent draws
+        agree = np.mean([x is not None and x == y for x, y in zip(a1, a2)])
+        agree_salted = np.mean([x is not None and x == y for x, y in zip(a1, a2s)])
+        shared_dev.append(abs(agree - expected))
+        salted_dev.append(abs(agree_salted - expected))
+        shared_agree.append(agree)
+        expected_agree.append(expected)
+    print(f"agreement: shared seeds {np.mean(shared_agree):.3f}, independent expectation {np.mean(expected_agree):.3f}; "
+          f"mean |deviation| shared {np.mean(shared_dev):.3f}, salted {np.mean(salted_dev):.3f}")
+    assert np.mean(shared_dev) > 0.15 and np.mean(salted_dev) < 0.12 and np.mean(shared_dev) > 2 * np.mean(salted_dev)
+    assert np.mean(shared_agree) < np.mean(expected_agree)  # answer alike less often than independent draws would

@@ -108,9 +108,12 @@ def test_rci_json_has_every_documented_key(rci_run):
         assert key in pair
     for basis in ("analysable", "all", "conservative"):
         assert set(pair["counts"][basis]) >= {"improved", "no_change", "deteriorated"}
-    assert set(pair["null"]) >= {"improved_p95", "deteriorated_p95", "improved_mean", "deteriorated_mean"}
+    assert set(pair["direction_asymmetry"]) >= {"improved_p95", "deteriorated_p95", "improved_mean", "deteriorated_mean"}
+    assert set(pair["null_samples"]) >= {"replicates", "flagged_mean", "flagged_p025", "flagged_p50", "flagged_p975", "rate"}
+    assert isinstance(pair["warnings"], list) and all(isinstance(w, str) for w in pair["warnings"])
+    assert set(pair["flips"]) >= {"negative_flip_rate", "positive_flip_rate"}
     assert set(pair["domain"]) >= {"chi2", "p", "cramers_v"}
-    assert set(doc["cross_pair"]) >= {"z", "p", "pearson_r", "n_shared"}
+    assert set(doc["cross_pair"]) >= {"z", "p", "pearson_r", "n_shared", "test", "p_test", "mcnemar"}
     assert set(doc["greedy"]["A"]) >= {"matched", "greedy_flips", "rci_changed_missed_by_greedy", "greedy_flips_no_rci_change"}
     assert doc["greedy"]["A"]["matched"] == 120
     assert pair["sd_basis"] == "analysable"

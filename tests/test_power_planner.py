@@ -19,6 +19,10 @@ def test_rci_detection_probability_matches_brute_force():
     y2 = rng.binomial(k, p2, size=(200_000, 4))
     brute = ((y2 - y1) / k / s_diff > 1.96).mean(axis=0)
     assert np.allclose(rci_detection_probability(p1, p2, k, s_diff), brute, atol=0.005)
+    # Per-item binomial S_diff (SPEC 2.1), p~ = (y + 0.5) / (K + 1).
+    a, b = (y1 + 0.5) / (k + 1), (y2 + 0.5) / (k + 1)
+    brute_b = ((y2 - y1) / k / np.sqrt(a * (1 - a) / k + b * (1 - b) / k) > 1.96).mean(axis=0)
+    assert np.allclose(rci_detection_probability(p1, p2, k, None), brute_b, atol=0.005)
 
 
 def test_planner_known_truth_and_cache(tmp_path):
@@ -58,3 +62,14 @@ def test_planner_known_truth_and_cache(tmp_path):
 def test_planner_bad_parameters(tmp_path, kwargs):
     with pytest.raises(ValueError):
         plan_k_n(cache_dir=tmp_path, **kwargs)
+
+
+def test_planner_constrains_false_positives_among_analysable_items(tmp_path):
+    """The paper's S_diff finds the changed items but flags many unchanged analysable ones: no recommendation."""
+    ref = plan_k_n(0.35, k_grid=(10,), n_grid=(600,), replicates=1, seed=3, cache_dir=tmp_path, s_diff="reference", power=0.7)
+    f = ref.to_frame().iloc[0]
+    print(f"reference S_diff at K = 10: sensitivity {f['sensitivity']:.2f}, false-positive rate (analysable) {f['false_positive_rate']:.3f}")
+    assert f["sensitivity"] >= 0.7 and f["false_positive_rate"] > 0.10
+    assert f["false_positive_rate_all_items"] < f["false_positive_rate"]  # excluded items hid part of it
+    rec = ref.recommend()
+    assert rec["k"] is None and rec["k_per_item"] is None

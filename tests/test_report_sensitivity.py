@@ -48,13 +48,14 @@ def test_defaults_reproduce_the_classical_pipeline(counts, pair):
 
 
 def test_stricter_threshold_fewer_changes_and_fewer_false_discoveries(counts, sim, pair):
-    t = threshold_sensitivity(counts, zs=(1.645, 1.96, 2.58, 3.0), truth=sim.truth, pair=pair)
-    for _, g in t.groupby("sd_basis"):
+    t = threshold_sensitivity(counts, zs=(1.645, 1.96, 2.58, 3.0), truth=sim.truth, pair=pair, null_replicates=40)
+    assert set(t["s_diff_method"]) == {"reference", "binomial"} and {"null_flagged_mean", "null_rate", "nominal_rate"} <= set(t.columns)
+    for _, g in t.groupby("method"):
         g = g.sort_values("z")
         assert (np.diff(g["detections"]) <= 0).all() and g["detections"].iloc[-1] < g["detections"].iloc[0]
         assert g["realized_fdp"].iloc[-1] < g["realized_fdp"].iloc[0]
         assert g["share_changed_detected"].iloc[-1] < g["share_changed_detected"].iloc[0]
-    row = t[(t["z"] == 1.96) & (t["sd_basis"] == "analysable")].iloc[0]
+    row = t[(t["z"] == 1.96) & (t["sd_basis"] == "analysable") & (t["method"] == "reference (r_xx: all, SD: analysable)")].iloc[0]
     assert row["improved"] == pair.counts["analysable"]["improved"] and row["deteriorated"] == pair.counts["analysable"]["deteriorated"]
     # independent check of the realized FDP at the default: flagged items that did not change in the flagged direction
     items = pair.items.merge(sim.truth[["item_id", "delta_p", "changed"]], on="item_id")
@@ -102,9 +103,10 @@ def test_cli_sensitivity_writes_tables_figures_and_report_section(sim, tmp_path,
     save_trials(sim.trials_v2[sim.trials_v2["item_id"].isin(keep)], v2)
     small.to_parquet(truth)
     out = tmp_path / "run"
-    assert main(["sensitivity", "threshold", str(v1), str(v2), "--truth", str(truth), "--z-grid", "1.96", "2.58", "--out", str(out)]) == 0
+    assert main(["sensitivity", "threshold", str(v1), str(v2), "--truth", str(truth), "--z-grid", "1.96", "2.58",
+                 "--s-diff", "reference", "--reliability-basis", "all", "--null-replicates", "20", "--out", str(out)]) == 0
     table = pd.read_csv(out / "sensitivity_threshold.csv")
-    assert len(table) == 4 and {"realized_fdp", "detections", "z", "sd_basis"} <= set(table.columns)
+    assert len(table) == 4 and {"realized_fdp", "detections", "z", "sd_basis", "null_flagged_mean", "null_rate"} <= set(table.columns)
     assert (out / "sensitivity_threshold.png").read_bytes()[:4] == b"\x89PNG"
     summary = json.loads((out / "sensitivity.json").read_text())
     assert set(summary["analyses"]) == {"threshold"} and len(summary["analyses"]["threshold"]) == 4

@@ -28,7 +28,8 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fdr", type=float, default=0.10, help="Bayesian FDR level q (default 0.10)")
     p.add_argument("--rule", choices=("fdr", "threshold"), default="fdr", help="selection rule (default fdr)")
     p.add_argument("--threshold", type=float, default=0.975, help="threshold rule: P(direction) >= this")
-    p.add_argument("--rope", type=float, default=0.0, help="betabinom: ROPE on |dp| for P(change)")
+    p.add_argument("--rope", type=float, default=None,
+                   help="ROPE on |dp|: items.parquet gets p_rope = P(|dp| > ROPE) (both models); betabinom also uses it for P(change)")
     p.add_argument("--chains", type=int, default=4)
     p.add_argument("--draws", type=int, default=1000)
     p.add_argument("--tune", type=int, default=1000)
@@ -72,6 +73,10 @@ def run_fit(args: argparse.Namespace) -> int:
 
     check_comparable(args.v1, args.v2, allow=args.allow_pin, force=args.force)  # SPEC 6: only the model may differ
     counts = load_counts([args.v1, args.v2], on_unmatched="drop" if args.allow_unmatched else "raise")
+    from bayesrc.data.counts import seed_notes
+
+    for note in seed_notes(counts):
+        print(f"bayesrc: warning: {note}", file=sys.stderr)
     res = fit(counts, **kwargs)
     res.write(args.out)  # written (marked failed if so) before the gate decides the exit status
     print(res.summary().to_string(index=False))

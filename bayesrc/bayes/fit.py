@@ -13,7 +13,7 @@ from bayesrc.bayes.change import prior_settings
 from bayesrc.bayes.diagnostics import Diagnostics, gate
 from bayesrc.bayes.inputs import ModelInputs, model_inputs
 from bayesrc.bayes.samplers import SamplerConfig
-from bayesrc.bayes.summaries import ITEM_COLUMNS, crosscheck, domain_shift, item_summary, select
+from bayesrc.bayes.summaries import ITEM_COLUMNS, crosscheck, domain_shift, expected_flips, item_summary, select
 from bayesrc.errors import ConvergenceError
 from bayesrc.results import Result, register
 
@@ -106,6 +106,7 @@ class BayesFit(Result):
     crosscheck = property(lambda self: self.payload["crosscheck"])
     domain_shift = property(lambda self: self.payload.get("domain_shift") or {})
     params = property(lambda self: self.payload.get("params") or {})
+    flips = property(lambda self: self.payload.get("flips") or {})  # expected real majority flips (SPEC 2.1)
     items = property(lambda self: self.tables.get("items"))
     discordant = property(lambda self: self.tables.get("discordant"))
 
@@ -121,8 +122,10 @@ class BayesFit(Result):
             ("status", self.status), ("model", self.model), ("backend", self.backend), ("runtime_s", round(self.runtime_s, 2)),
             ("max R-hat", d.max_rhat), ("min ESS bulk", d.min_ess_bulk), ("min ESS tail", d.min_ess_tail), ("divergences", d.divergences),
             ("improved", s["n_improved"]), ("deteriorated", s["n_deteriorated"]), ("expected false", s["expected_false"]),
-            ("kappa vs RCI", c["kappa"]), ("RCI flagged", c.get("rci_n_flagged")), ("RCI estimated FDP", c["rci_estimated_fdp"]),
+            ("kappa vs RCI (RCI-analysed items)", c["kappa"]), ("RCI flagged", c.get("rci_n_flagged")), ("RCI estimated FDP", c["rci_estimated_fdp"]),
         ]  # fmt: skip
+        if self.flips:
+            rows.append(("expected negative flips", self.flips["expected_negative_flips"]["mean"]))
         return pd.DataFrame(rows, columns=["metric", "value"])
 
     def gate_table(self) -> pd.DataFrame:
@@ -188,7 +191,7 @@ def fit(
     rule: str = "fdr",
     fdr: float = 0.10,
     threshold: float = 0.975,
-    rope: float = 0.0,
+    rope: float | None = None,
     max_rhat: float = 1.01,
     min_ess: float = 400.0,
     max_divergences: int = 0,
@@ -242,7 +245,7 @@ def fit(
     rci_items, s_diff, rci_params = _rci_classes(counts, data, rci, rci_kwargs)
     items["rci_class"] = rci_items.set_index("item_id")["class"].reindex(items["item_id"]).fillna("excluded").to_numpy(dtype=object)
     cc, disc = crosscheck(items, rci_items, s_diff)
-    items = items[[c for c in ITEM_COLUMNS if c in items]]
+    items = items[[c for c in ITEM_COLUMNS if c in items] + (["p_rope"] if "p_rope" in items else [])]
     params = {
         "collapsed": bool(collapsed),
         "slope": bool(slope) if model == "change" else None,
@@ -254,6 +257,7 @@ def fit(
     payload = {
         "status": "ok" if diag.passed else "failed", "model": model, "backend": backend, "runtime_s": runtime,
         "diagnostics": diag.to_dict(), "selection": sel, "crosscheck": cc, "domain_shift": domain_shift(dt, data), "params": params,
+        "flips": expected_flips(dt, data),
     }  # fmt: skip
     return BayesFit(payload, {"items": items.reset_index(drop=True), "discordant": disc}, dt)
 
@@ -263,7 +267,7 @@ def _rci_classes(counts: xr.Dataset, data: ModelInputs, rci, rci_kwargs: dict | 
     if rci is None:
         from bayesrc.classical import reliable_change
 
-        rci = reliable_change(counts, data.versions[0], data.versions[1], **(rci_kwargs or {"n_splits": 200, "n_permutations": 200}))
+        rci = reliable_change(counts, data.versions[0], data.versions[1], **(rci_kwargs or {"n_splits": 200, "n_permutations": 200, "n_null": 0}))
         return rci.to_frame(), float(rci.s_diff), dict(rci.params)
     if rci_kwargs:
         raise ValueError("give either rci (an existing classical result) or rci_kwargs, not both")

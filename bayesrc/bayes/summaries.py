@@ -66,9 +66,14 @@ def draws_summary(da, *, prob: float = 0.9, ci_kind: str = "eti") -> pd.DataFram
     return ds.to_dataframe().reset_index()
 
 
-def item_summary(dt, data, *, rope: float = 0.0) -> pd.DataFrame:
+def item_summary(dt, data, *, rope: float | None = 0.0) -> pd.DataFrame:
     """Posterior means, 90% equal-tailed interval of dp (arviz_stats, with its bulk ESS and
-    Monte Carlo SE) and the change probabilities per item."""
+    Monte Carlo SE) and the change probabilities per item.
+
+    With a ROPE (``rope > 0``) also ``p_rope = P(|dp| > rope)`` from the item draws, for
+    either model (SPEC section 3); ``rope = None`` or 0: no ROPE.
+    """
+    rope = float(rope or 0.0)
     post = dt["posterior"]
     p = post["p"].values.reshape(-1, data.n_items, 2)
     dp = post["dp"].values.reshape(-1, data.n_items)
@@ -80,7 +85,7 @@ def item_summary(dt, data, *, rope: float = 0.0) -> pd.DataFrame:
     else:
         p_imp, p_det = (dp > rope).mean(0), (dp < -rope).mean(0)
         p_chg = (np.abs(dp) > rope).mean(0)
-    return pd.DataFrame(
+    out = pd.DataFrame(
         {
             "item_id": data.items,
             "domain": np.asarray(data.domains)[data.dom],
@@ -96,6 +101,25 @@ def item_summary(dt, data, *, rope: float = 0.0) -> pd.DataFrame:
             "p_deteriorate": p_det,
         }
     )
+    if rope > 0:
+        out["p_rope"] = (np.abs(dp) > rope).mean(0)
+    return out
+
+
+def expected_flips(dt, data) -> dict:
+    """Expected number of real majority flips from the item draws (SPEC 2.1).
+
+    Negative: true accuracy above 0.5 in v1 and at most 0.5 in v2; positive: the reverse.
+    Posterior mean and 90% interval of the counts (an unchanged item cannot flip).
+    """
+    p = dt["posterior"]["p"].values.reshape(-1, data.n_items, 2)
+    neg = ((p[:, :, 0] > 0.5) & (p[:, :, 1] <= 0.5)).sum(1)
+    pos = ((p[:, :, 0] <= 0.5) & (p[:, :, 1] > 0.5)).sum(1)
+
+    def describe(x: np.ndarray) -> dict:
+        return {"mean": float(x.mean()), "lo90": float(np.quantile(x, 0.05)), "hi90": float(np.quantile(x, 0.95))}
+
+    return {"expected_negative_flips": describe(neg), "expected_positive_flips": describe(pos), "n_items": int(data.n_items)}
 
 
 def select(p_improve: np.ndarray, p_deteriorate: np.ndarray, *, rule: str = "fdr", fdr: float = 0.10, threshold: float = 0.975) -> tuple[np.ndarray, dict]:
@@ -189,10 +213,15 @@ def crosscheck(items: pd.DataFrame, rci_items: pd.DataFrame, s_diff: float) -> t
     )
     disc = disc[disc["bayes_class"].to_numpy() != rci_cls].copy()
     disc["reason"] = [discordance_reason(r, s_diff) for _, r in disc.iterrows()] if len(disc) else []
+    analysed = np.isin(raw, CLASSES)  # κ only where RCI classified the item (SPEC 2.1)
+    tab_an = agreement_table(items["bayes_class"].to_numpy(dtype=object)[analysed], raw[analysed])
     out = {
         "table": {r: {c: int(tab.loc[r, c]) for c in CLASSES} for r in CLASSES},
         "table_orientation": "rows: bayes_class, columns: rci_class (RCI-excluded items as no_change)",
-        "kappa": cohen_kappa(tab.to_numpy()),
+        "kappa": cohen_kappa(tab_an.to_numpy()),
+        "kappa_items": f"the {int(analysed.sum())} items RCI analysed (excluded items left out)",
+        "kappa_n": int(analysed.sum()),
+        "kappa_all_items": cohen_kappa(tab.to_numpy()),
         "rci_estimated_fdp": float(err.mean()) if err.size else float("nan"),
         "rci_n_flagged": int(err.size),
         "n_discordant": int(len(disc)),

@@ -1,10 +1,12 @@
 """Classical reliable change (Jacobson-Truax RCI adapted to items; SPEC section 2)."""
 
+from bayesrc.classical.calibration import binomial_s_diff, classify_counts, nominal_rate, sample_level_null
 from bayesrc.classical.pipeline import (
     PairRCI,
     RCIAnalysis,
     analyse_pairs,
     cross_pair,
+    flip_metrics,
     greedy_comparison,
     greedy_flips,
     reliable_change,
@@ -21,6 +23,7 @@ from bayesrc.classical.rci import (
 )
 from bayesrc.classical.reliability import (
     icc_1_1,
+    icc_1_k,
     k_for_reliability,
     reliability_vs_k,
     spearman_brown,
@@ -32,6 +35,7 @@ from bayesrc.classical.secondary import (
     effect_sizes,
     empirical_null,
     greedy_agreement,
+    mcnemar,
     stratified_s_diff,
     two_proportion_z,
 )
@@ -41,6 +45,13 @@ __all__ = [
     "PairRCI",
     "RCIAnalysis",
     "analyse_pairs",
+    "binomial_s_diff",
+    "classify_counts",
+    "flip_metrics",
+    "icc_1_k",
+    "mcnemar",
+    "nominal_rate",
+    "sample_level_null",
     "classify_rci",
     "cross_pair",
     "difficulty_bins",

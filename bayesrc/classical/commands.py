@@ -12,11 +12,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--pair", nargs=3, action="append", required=True, metavar=("NAME", "V1_TRIALS", "V2_TRIALS"), help="a version pair (repeatable)")
     p.add_argument("--greedy", nargs=3, action="append", default=[], metavar=("NAME", "V1_GREEDY", "V2_GREEDY"), help="single-shot greedy results for pair NAME")
     p.add_argument("--sd-basis", choices=("analysable", "all"), default="analysable", help="items whose SD gives SEM (default: analysable)")
+    p.add_argument("--s-diff", choices=("reference", "binomial"), default="reference",
+                   help="S_diff: 'reference' (the paper's SEM-based S_diff; miscalibrated with many floor/ceiling items, "
+                        "a warning says by how much) or 'binomial' (per-item binomial SE; calibrated). Default reference")
+    p.add_argument("--reliability-basis", choices=("all", "analysed"), default="all", help="items whose split halves give r_xx (default all, the paper)")
+    p.add_argument("--null-replicates", type=int, default=200, help="replicates of the sample-level no-change null (default 200; 0: skip)")
     p.add_argument("--z", type=float, default=1.96, help="RCI threshold (default 1.96)")
     p.add_argument("--z-conservative", type=float, default=2.58)
     p.add_argument("--min-valid", type=int, default=None, help="exclusion rule (a) as a fixed minimum of valid responses (default: ceil(0.6*K) of each item's K, 6 at K = 10)")
     p.add_argument("--splits", type=int, default=1000, help="random split-halves (default 1000)")
-    p.add_argument("--permutations", type=int, default=1000, help="empirical-null permutations (default 1000)")
+    p.add_argument("--permutations", type=int, default=1000, help="direction-asymmetry test permutations (default 1000)")
     p.add_argument("--allow-unmatched", action="store_true", help="analyse items present in both versions; list the others")
     p.add_argument("--allow-pin", action="append", default=[], metavar="FIELD", help="a run pin (or category, e.g. prompt) that may differ between the versions (repeatable)")
     p.add_argument("--force", action="store_true", help="analyse runs whose pins differ (item bank, sampling, ...)")
@@ -44,6 +49,8 @@ def run_rci(args: argparse.Namespace) -> int:
         if name not in pairs:
             raise InputError(f"--greedy names pair {name!r}, but the pairs are {names}", field="--greedy")
         greedy[name] = load_counts([a, b], on_unmatched="drop", greedy=True)
+    if args.null_replicates < 0:
+        raise InputError("must be >= 0", field="--null-replicates")
     for ds in pairs.values():
         for note in input_notes(ds, args.min_valid):
             print(f"bayesrc: note: {note}", file=sys.stderr)
@@ -55,11 +62,17 @@ def run_rci(args: argparse.Namespace) -> int:
         z_conservative=args.z_conservative,
         min_valid=args.min_valid,
         sd_basis=args.sd_basis,
+        s_diff=args.s_diff,
+        reliability_basis=args.reliability_basis,
+        n_null=args.null_replicates,
         n_splits=args.splits,
         n_permutations=args.permutations,
         seed=args.seed,
     )
     result = analysis.save(args.out)  # rci.json + items_NAME.parquet (bayesrc.results.RCIRun)
     print(result.summary().to_string(index=False))
+    for name, pair in analysis.pairs.items():
+        for w in pair.warnings:
+            print(f"bayesrc: warning: {name}: {w}", file=sys.stderr)
     print(f"wrote {args.out / 'rci.json'}")
     return 0

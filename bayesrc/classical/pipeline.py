@@ -12,7 +12,13 @@ Which items each number uses (``sd_basis`` is stated in every output):
 * ``counts.all``: every item with an accuracy in both versions, S_diff from the SD of
   that full set (the paper's pre-exclusion analysis and its greedy comparison);
 * ``counts.conservative``: analysable items at ``z_conservative`` with the primary S_diff;
-* empirical null: every item with an accuracy in both versions (the reference study).
+* direction-asymmetry test (the paper's version-swap null): the analysable items, the set
+  of the observed counts (the reference study used every scored item);
+* sample-level null (SPEC 2.1): the pair's own samples re-dealt within item, everything
+  the classification uses recomputed; its false-positive rate and warnings.
+
+``s_diff = "reference"`` (the paper's S_diff, default) or ``"binomial"`` (per-item, calibrated);
+``reliability_basis = "all"`` (the paper) or ``"analysed"``.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ import xarray as xr
 from scipy import stats
 
 from bayesrc.classical import rci as _rci
-from bayesrc.classical.reliability import SplitHalfReliability, icc_1_1, k_for_reliability, reliability_vs_k, split_half_reliability
+from bayesrc.classical.reliability import SplitHalfReliability, icc_1_1, icc_1_k, k_for_reliability, reliability_vs_k, split_half_reliability
 from bayesrc.classical.secondary import (
     difficulty_bins,
     domain_contingency,
@@ -34,6 +40,7 @@ from bayesrc.classical.secondary import (
     empirical_null,
     greedy_agreement,
     greedy_change,
+    mcnemar,
     stratified_s_diff,
     two_proportion_z,
 )
@@ -67,6 +74,10 @@ class PairRCI:
     k_for_r: dict[str, dict[str, int | None]]
     aggregate: dict
     items: pd.DataFrame = field(repr=False)
+    icc_k: dict[str, float] = field(default_factory=dict)
+    null_samples: dict | None = None
+    warnings: list[str] = field(default_factory=list)
+    flips: dict = field(default_factory=dict)
 
     def to_frame(self) -> pd.DataFrame:
         """One row per item: p_v1, p_v2, delta, rci, class, excluded, reason, ..."""
@@ -75,16 +86,21 @@ class PairRCI:
     def summary(self) -> pd.DataFrame:
         """Headline numbers as a two-column table (metric, value)."""
         c = self.counts
+        binom = self.params.get("s_diff") == "binomial"
         rows = [
             ("versions", f"{self.versions[0]} -> {self.versions[1]}"),
+            ("S_diff method", self.params.get("s_diff", "reference")),
             ("sd_basis", self.params["sd_basis"]),
+            ("reliability basis", self.params.get("reliability_basis", "all")),
             ("r_xx v1", self.reliability["v1"].r_xx),
             ("r_xx v2", self.reliability["v2"].r_xx),
+            ("ICC(1,K) v1", self.icc_k.get("v1", np.nan)),
+            ("ICC(1,K) v2", self.icc_k.get("v2", np.nan)),
             ("ICC(1,1) v1", self.icc["v1"]),
             ("ICC(1,1) v2", self.icc["v2"]),
             ("SEM v1", self.sem["v1"]),
             ("SEM v2", self.sem["v2"]),
-            ("S_diff", self.s_diff),
+            ("S_diff (median per item)" if binom else "S_diff", self.s_diff),
             ("min detectable |dp|", self.min_detectable),
             ("items", self.exclusions["n_before"]),
             ("analysable", self.exclusions["n_after"]),
@@ -96,13 +112,26 @@ class PairRCI:
             ("deteriorated", c["analysable"]["deteriorated"]),
             ("churn (analysable)", c["analysable"]["churn"]),
             ("churn (all items)", c["all"]["churn"]),
-            ("null improved p95", self.null["improved_p95"]),
-            ("null deteriorated p95", self.null["deteriorated_p95"]),
+        ]
+        if self.null_samples is not None:
+            ns = self.null_samples
+            rows += [
+                ("no-change null: flagged mean", ns["flagged_mean"]),
+                ("no-change null: flagged 95% range", f"{ns['flagged_p025']:.0f}-{ns['flagged_p975']:.0f}"),
+                ("no-change null: false-positive rate", ns["rate"]),
+                ("nominal rate", ns["nominal_rate"]),
+            ]
+        rows += [
+            ("direction test: improved p95", self.null["improved_p95"]),
+            ("direction test: deteriorated p95", self.null["deteriorated_p95"]),
+            ("negative flip rate", self.flips.get("negative_flip_rate", np.nan)),
+            ("positive flip rate", self.flips.get("positive_flip_rate", np.nan)),
             ("domain chi2", self.domain["chi2"]),
             ("domain p", self.domain["p"]),
             ("Cramer's V", self.domain["cramers_v"]),
             ("aggregate dp", self.aggregate["mean_delta"]),
         ]
+        rows += [("warning", w) for w in self.warnings]
         return pd.DataFrame(rows, columns=["metric", "value"]).assign(pair=self.name)[["pair", "metric", "value"]]
 
     def to_dict(self) -> dict:
@@ -113,9 +142,12 @@ class PairRCI:
         return {
             "versions": list(self.versions),
             "sd_basis": self.params["sd_basis"],
+            "s_diff_method": self.params.get("s_diff", "reference"),
+            "reliability_basis": self.params.get("reliability_basis", "all"),
             "params": self.params,
+            "warnings": list(self.warnings),
             "reliability": {
-                v: {**self.reliability[v].to_dict(), "icc": self.icc[v]} for v in ("v1", "v2")
+                v: {**self.reliability[v].to_dict(), "icc": self.icc[v], "icc_1_k": self.icc_k.get(v, float("nan"))} for v in ("v1", "v2")
             },
             "exclusions": self.exclusions,
             "sem": self.sem,
@@ -124,13 +156,19 @@ class PairRCI:
             "min_detectable": self.min_detectable,
             "min_detectable_samples": self.min_detectable_samples,
             "counts": self.counts,
-            "null": {
+            "null_samples": None if self.null_samples is None else {
+                **strip(self.null_samples),
+                "observed_flagged": self.counts["analysable"]["improved"] + self.counts["analysable"]["deteriorated"],
+                "observed_rate": self.counts["analysable"]["churn"],
+            },
+            "direction_asymmetry": {
                 **strip(self.null),
                 "observed_improved": self.counts["analysable"]["improved"],
                 "observed_deteriorated": self.counts["analysable"]["deteriorated"],
                 "improved_exceeds_null": self.counts["analysable"]["improved"] > self.null["improved_p95"],
                 "deteriorated_exceeds_null": self.counts["analysable"]["deteriorated"] > self.null["deteriorated_p95"],
             },
+            "flips": self.flips,
             "domain": dom,
             "difficulty_bins": self.difficulty.to_dict(orient="records"),
             "effect_sizes": self.effects,
@@ -155,6 +193,21 @@ def _aggregate_change(delta: np.ndarray) -> dict:
     return {"n": int(n), "mean_delta": float(d.mean()), "ci95": [float(d.mean() - half), float(d.mean() + half)]}
 
 
+def flip_metrics(p_v1: np.ndarray, p_v2: np.ndarray) -> dict:
+    """Negative / positive flips of the majority answer (SPEC 2.1).
+
+    An item flips negatively when it is correct-majority in v1 (p > 0.5) and not in
+    v2 (p <= 0.5), positively for the reverse; rates are per item scored in both.
+    """
+    p1, p2 = np.asarray(p_v1, float), np.asarray(p_v2, float)
+    ok = ~(np.isnan(p1) | np.isnan(p2))
+    neg = int(np.sum(ok & (p1 > 0.5) & (p2 <= 0.5)))
+    pos = int(np.sum(ok & (p1 <= 0.5) & (p2 > 0.5)))
+    n = int(ok.sum())
+    return {"n": n, "negative_flips": neg, "positive_flips": pos,
+            "negative_flip_rate": neg / n if n else float("nan"), "positive_flip_rate": pos / n if n else float("nan")}  # fmt: skip
+
+
 def reliable_change(
     counts: xr.Dataset,
     v1: str | None = None,
@@ -166,8 +219,12 @@ def reliable_change(
     min_valid: int | None = None,
     valid_share: float = _rci.VALID_SHARE,
     sd_basis: str = "analysable",
+    s_diff: str = "reference",
+    reliability_basis: str = "all",
     n_splits: int = 1000,
     n_permutations: int = 1000,
+    n_null: int = 200,
+    null_splits: int = 50,
     n_splits_by_k: int = 200,
     seed: int = 0,
 ) -> PairRCI:
@@ -182,16 +239,36 @@ def reliable_change(
         either version. Default ``None``: ``ceil(valid_share * K)`` of the K samples each
         item was given in each version (SPEC 2: 6 at K = 10, 3 at K = 5).
     sd_basis : "analysable" (post-exclusion SD, the paper's primary table) or "all".
-    n_splits, n_permutations : random split-halves and null permutations.
+    s_diff : "reference" (the paper's SEM-based S_diff, default: reproduces its numbers,
+        miscalibrated when many items sit at floor / ceiling) or "binomial" (per-item
+        ``S_diff,i`` from the items' own binomial SEs; calibrated, SPEC 2.1).
+    reliability_basis : items whose split halves give r_xx: "all" (the paper) or "analysed".
+    n_splits, n_permutations : random split-halves and direction-asymmetry permutations.
+    n_null, null_splits : replicates of the sample-level null and split halves per replicate.
     seed : seeds every random step (reproducible).
+
+    Example
+    -------
+    >>> from bayesrc.data import simulate_pair, item_counts
+    >>> s = simulate_pair(500, 10, seed=1)
+    >>> res = reliable_change(item_counts(s.trials_v1, s.trials_v2), s_diff="binomial", n_null=20)
+    >>> sorted(res.null_samples)[:3]
+    ['deteriorated_mean', 'flagged_mean', 'flagged_p025']
     """
+    from bayesrc.classical.calibration import RELIABILITY_BASES, S_DIFF_METHODS, binomial_s_diff, null_warnings, sample_level_null
+
     if sd_basis not in SD_BASES:
         raise ValueError(f"sd_basis must be one of {SD_BASES}, got {sd_basis!r}")
+    if s_diff not in S_DIFF_METHODS:
+        raise ValueError(f"s_diff must be one of {S_DIFF_METHODS}, got {s_diff!r}")
+    if reliability_basis not in RELIABILITY_BASES:
+        raise ValueError(f"reliability_basis must be one of {RELIABILITY_BASES}, got {reliability_basis!r}")
     versions = list(map(str, counts["version"].values))
     v1 = versions[0] if v1 is None else v1
     v2 = versions[1] if v2 is None else v2
     ss = np.random.SeedSequence(seed)
     s_rel1, s_rel2, s_null, s_k1, s_k2 = ss.spawn(5)
+    s_sample_null = np.random.SeedSequence([seed, 7])  # a separate stream: adding it moves no earlier number
 
     a, b = counts.sel(version=v1), counts.sel(version=v2)
     items = _rci.pair_frame(a["p"].values, b["p"].values, a["n_valid"].values, b["n_valid"].values, counts["item"].values, counts["domain"].values)
@@ -199,29 +276,42 @@ def reliable_change(
     rule = _rci.min_valid_rule(min_valid, valid_share, np.concatenate([items["k_v1"], items["k_v2"]]))
     k_design = modal_k(counts)
 
-    rel = {
-        "v1": split_half_reliability(a["correct"].values, n_splits=n_splits, seed=s_rel1),
-        "v2": split_half_reliability(b["correct"].values, n_splits=n_splits, seed=s_rel2),
-    }
-    icc = {"v1": icc_1_1(a["correct"].values), "v2": icc_1_1(b["correct"].values)}
-    r1, r2 = rel["v1"].r_xx, rel["v2"].r_xx
-
     reason = _rci.exclusion_reasons(items["n_v1"], items["n_v2"], items["p_v1"], items["p_v2"], min_valid,
                                     k_v1=items["k_v1"], k_v2=items["k_v2"], valid_share=valid_share)
     analysable = reason == ""
     scored = items[["p_v1", "p_v2"]].notna().all(axis=1).to_numpy()
 
+    c1, c2 = a["correct"].values, b["correct"].values
+    if reliability_basis == "analysed":
+        c1, c2 = c1[analysable], c2[analysable]
+    rel = {
+        "v1": split_half_reliability(c1, n_splits=n_splits, seed=s_rel1),
+        "v2": split_half_reliability(c2, n_splits=n_splits, seed=s_rel2),
+    }
+    icc = {"v1": icc_1_1(c1), "v2": icc_1_1(c2)}
+    icc_k = {"v1": icc_1_k(c1), "v2": icc_1_k(c2)}
+    r1, r2 = rel["v1"].r_xx, rel["v2"].r_xx
+
     # Full-set analysis (pre-exclusion): SD over every item with both accuracies.
     _, _, s_diff_all = _rci.s_diff_from_accuracies(items["p_v1"][scored], items["p_v2"][scored], r1, r2)
-    rci_all = _rci.reliable_change_index(items["delta"], s_diff_all)
-    class_all = np.where(scored, _rci.classify_rci(rci_all, z), _rci.EXCLUDED)
-
     basis = analysable if sd_basis == "analysable" else scored
-    sem1, sem2, s_diff = _rci.s_diff_from_accuracies(items["p_v1"][basis], items["p_v2"][basis], r1, r2)
-    rci = _rci.reliable_change_index(items["delta"], s_diff)
+    sem1, sem2, s_ref = _rci.s_diff_from_accuracies(items["p_v1"][basis], items["p_v2"][basis], r1, r2)
+    y1, y2 = a["n_correct"].values, b["n_correct"].values
+    s_item = binomial_s_diff(y1, items["n_v1"], y2, items["n_v2"])
+    if s_diff == "binomial":
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rci = items["delta"].to_numpy() / s_item
+            rci_all = rci
+        s_pair = float(np.nanmedian(s_item[analysable])) if analysable.any() else float("nan")
+    else:
+        rci_all = _rci.reliable_change_index(items["delta"], s_diff_all)
+        rci = _rci.reliable_change_index(items["delta"], s_ref)
+        s_pair = s_ref
+    class_all = np.where(scored, _rci.classify_rci(rci_all, z), _rci.EXCLUDED)
     cls = np.where(analysable, _rci.classify_rci(rci, z), _rci.EXCLUDED)
     cls_cons = np.where(analysable, _rci.classify_rci(rci, z_conservative), _rci.EXCLUDED)
 
+    items["s_diff_item"] = s_item if s_diff == "binomial" else s_pair
     items["rci"] = np.where(scored, rci, np.nan)
     items["class"] = cls
     items["class_conservative"] = cls_cons
@@ -247,7 +337,23 @@ def reliable_change(
         "all": _rci.counts_with_proportions(class_all[scored]),
         "conservative": _rci.counts_with_proportions(cls_cons[analysable]),
     }
-    null = empirical_null(items["p_v1"], items["p_v2"], r1, r2, z=z, n_permutations=n_permutations, seed=s_null)
+    # Direction-asymmetry test on the items of the observed counts (analysable).
+    null = empirical_null(items["p_v1"], items["p_v2"], r1, r2, z=z, n_permutations=n_permutations, seed=s_null,
+                          count=analysable, basis=basis, s_item=s_item if s_diff == "binomial" else None)  # fmt: skip
+    samples = sample_level_null(
+        a["correct"].values, b["correct"].values, z=z, sd_basis=sd_basis, s_diff=s_diff,
+        min_valid=min_valid if min_valid is not None else (_rci.min_valid_for(items["k_v1"].to_numpy(), valid_share), _rci.min_valid_for(items["k_v2"].to_numpy(), valid_share)),
+        reliability_basis=reliability_basis, n_replicates=n_null, n_splits=null_splits, seed=s_sample_null,
+    ) if n_null > 0 else None  # fmt: skip
+    flagged = counts_out["analysable"]["improved"] + counts_out["analysable"]["deteriorated"]
+    warnings = null_warnings(samples, flagged, int(analysable.sum())) if samples is not None else []
+    if not (np.isfinite(r1) and np.isfinite(r2)) and s_diff == "reference":
+        warnings.insert(0, "The split-half reliability of a version is undefined (too few items with varying accuracy): "
+                           "SEM and S_diff are NaN and no item is classified; use --s-diff binomial.")  # fmt: skip
+    seeds = counts.attrs.get("shared_seeds") or {}
+    if seeds.get("n_shared", 0) > 0 and seeds["share"] >= 0.5:
+        warnings.append(f"{seeds['share']:.0%} of the (item, k) samples share their seed across the two versions: their draws are "
+                        "coupled, while this analysis assumes independent versions (collect with the version-specific seed rule).")  # fmt: skip
     sub = items[analysable]
     by_k = {
         "v1": reliability_vs_k(a["correct"].values, n_splits=n_splits_by_k, seed=s_k1),
@@ -256,6 +362,7 @@ def reliable_change(
     k_for_r = {
         v: {str(t): k_for_reliability(rel[v].r_xx, rel[v].k, t) for t in (0.8, 0.9)} for v in ("v1", "v2")
     }
+    min_det = z * s_pair
     return PairRCI(
         name=name,
         versions=(v1, v2),
@@ -266,54 +373,75 @@ def reliable_change(
             "valid_share": valid_share,
             "min_valid_rule": rule,
             "sd_basis": sd_basis,
+            "s_diff": s_diff,
+            "reliability_basis": reliability_basis,
             "n_splits": n_splits,
             "n_permutations": n_permutations,
+            "n_null": n_null,
+            "null_splits": null_splits,
             "seed": seed,
             "k": k_design,
-            "null_basis": "all",
+            "null_basis": "analysable",
         },
         reliability=rel,
         icc=icc,
         exclusions=exclusions,
         sem={"v1": sem1, "v2": sem2},
-        s_diff=s_diff,
+        s_diff=s_pair,
         s_diff_all=s_diff_all,
-        min_detectable=z * s_diff,
-        min_detectable_samples=int(np.ceil(z * s_diff * k_design - 1e-9)) if np.isfinite(s_diff) else -1,
+        min_detectable=min_det,
+        min_detectable_samples=int(np.ceil(min_det * k_design - 1e-9)) if np.isfinite(min_det) else -1,
         counts=counts_out,
         null=null,
         domain=domain_contingency(sub["domain"].to_numpy(), sub["class"].to_numpy()),
         difficulty=difficulty_bins(sub["p_v1"].to_numpy(), sub["class"].to_numpy()),
         effects=effect_sizes(sub["delta"].to_numpy(), sub["class"].to_numpy()),
-        stratified=stratified_s_diff(sub["p_v1"].to_numpy(), sub["p_v2"].to_numpy(), r1, r2, z=z),
+        stratified=stratified_s_diff(sub["p_v1"].to_numpy(), sub["p_v2"].to_numpy(), sub["n_v1"].to_numpy(), sub["n_v2"].to_numpy(), z=z),
         reliability_by_k=by_k,
         k_for_r=k_for_r,
         aggregate=_aggregate_change(sub["delta"].to_numpy()),
         items=items,
+        icc_k=icc_k,
+        null_samples=samples,
+        warnings=warnings,
+        flips=flip_metrics(items["p_v1"], items["p_v2"]),
     )
 
 
 def cross_pair(a: PairRCI, b: PairRCI) -> dict:
-    """Compare two pairs (paper 001, section 3.8).
+    """Compare two pairs (paper 001, section 3.8; SPEC 2.1).
 
-    Two-proportion z-test of the reliable-change rates among analysable items, and
-    Pearson r of RCI over the items analysable in both pairs.
+    On shared items the comparison is paired: McNemar on flagged / not flagged over
+    the items analysable in both pairs (``test = "mcnemar"``, ``p_test``). The paper's
+    two-proportion z-test of the reliable-change rates (``z``, ``p``) is kept for
+    reference; it is the primary test only when the item sets are disjoint. Pearson r
+    of RCI over the items analysable in both pairs.
     """
     ca, cb = a.counts["analysable"], b.counts["analysable"]
     z, p = two_proportion_z(ca["improved"] + ca["deteriorated"], ca["n"], cb["improved"] + cb["deteriorated"], cb["n"])
-    ia = a.items.loc[~a.items["excluded"], ["item_id", "rci"]]
-    ib = b.items.loc[~b.items["excluded"], ["item_id", "rci"]]
+    ia = a.items.loc[~a.items["excluded"], ["item_id", "rci", "class"]]
+    ib = b.items.loc[~b.items["excluded"], ["item_id", "rci", "class"]]
     shared = ia.merge(ib, on="item_id", suffixes=("_a", "_b"))
-    if len(shared) >= 3 and shared["rci_a"].std() > 0 and shared["rci_b"].std() > 0:
-        r, r_p = stats.pearsonr(shared["rci_a"], shared["rci_b"])
+    ok = shared[["rci_a", "rci_b"]].notna().all(axis=1)
+    if ok.sum() >= 3 and shared.loc[ok, "rci_a"].std() > 0 and shared.loc[ok, "rci_b"].std() > 0:
+        r, r_p = stats.pearsonr(shared.loc[ok, "rci_a"], shared.loc[ok, "rci_b"])
     else:
         r, r_p = float("nan"), float("nan")
+    fa = shared["class_a"].isin([_rci.IMPROVED, _rci.DETERIORATED]).to_numpy()
+    fb = shared["class_b"].isin([_rci.IMPROVED, _rci.DETERIORATED]).to_numpy()
+    mc = mcnemar(int(np.sum(fa & ~fb)), int(np.sum(~fa & fb)))
+    paired = len(shared) > 0
     return {
         "pairs": [a.name, b.name],
         "rate_a": ca["churn"],
         "rate_b": cb["churn"],
+        "test": "mcnemar" if paired else "two_proportion_z",
+        "p_test": mc["p_exact"] if paired else p,
+        "mcnemar": {**mc, "n_shared": int(len(shared)), "rate_a_shared": float(fa.mean()) if paired else float("nan"),
+                    "rate_b_shared": float(fb.mean()) if paired else float("nan")},
         "z": z,
         "p": p,
+        "z_test_note": "two-proportion z assumes independent item sets; with shared items use the McNemar test",
         "pearson_r": float(r),
         "pearson_p": float(r_p),
         "n_shared": int(len(shared)),

@@ -44,10 +44,13 @@ def min_valid_rule(min_valid: int | None = None, valid_share: float = VALID_SHAR
 
 
 def standard_error_of_measurement(p: np.ndarray, r_xx: float) -> float:
-    """``SEM = SD(p) * sqrt(1 - r_xx)`` with the sample SD (ddof = 1), NaNs ignored."""
+    """``SEM = SD(p) * sqrt(1 - r_xx)`` with the sample SD (ddof = 1), NaNs ignored.
+
+    A NaN reliability gives a NaN SEM (never 0, which would shrink S_diff).
+    """
     p = np.asarray(p, dtype=float)
     p = p[~np.isnan(p)]
-    if p.size < 2:
+    if p.size < 2 or not np.isfinite(r_xx):
         return float("nan")
     return float(np.std(p, ddof=1) * np.sqrt(max(0.0, 1.0 - r_xx)))
 

@@ -157,6 +157,25 @@ def icc_1_1(correct: np.ndarray) -> float:
     return float((msb - msw) / denom) if denom > 0 else float("nan")
 
 
+def icc_1_k(correct: np.ndarray) -> float:
+    """ICC(1,K): one-way random effects, average of the K measures (Shrout & Fleiss 1979).
+
+    ``ICC(1,K) = (MSB - MSW) / MSB``: the reliability of an item's mean over its K
+    samples, the quantity split-half r_xx (Spearman-Brown corrected to full length)
+    estimates, so the two are comparable; ICC(1,1) is the single-sample value.
+    Equals ``spearman_brown(ICC(1,1), n0)`` (``n0 = K`` when balanced).
+    """
+    icc1 = icc_1_1(correct)
+    x = np.asarray(correct, dtype=float)
+    n_i = (~np.isnan(x)).sum(axis=1)
+    n_i = n_i[n_i > 0]
+    if not np.isfinite(icc1) or n_i.size < 2:
+        return float("nan")
+    big_n = n_i.sum()
+    n0 = (big_n - (n_i**2).sum() / big_n) / (n_i.size - 1)
+    return float(spearman_brown(icc1, n0))
+
+
 def reliability_vs_k(
     correct: np.ndarray,
     ks: Sequence[int] | None = None,

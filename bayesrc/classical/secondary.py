@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from bayesrc.classical.rci import CLASSES, DETERIORATED, IMPROVED, NO_CHANGE, classify_rci, reliable_change_index, s_diff_from_accuracies
+from bayesrc.classical.rci import CLASSES, DETERIORATED, IMPROVED, NO_CHANGE, classify_rci
 
 
 def empirical_null(
@@ -22,31 +22,47 @@ def empirical_null(
     z: float = 1.96,
     n_permutations: int = 1000,
     seed: int | np.random.Generator | np.random.SeedSequence = 0,
+    count: np.ndarray | None = None,
+    basis: np.ndarray | None = None,
+    s_item: np.ndarray | None = None,
 ) -> dict:
-    """Permutation null of reliable-change counts (paper 001, section 3.6).
+    """Direction-asymmetry test: the version-swap permutation null (paper 001, section 3.6).
 
     Each permutation swaps the two versions' accuracies of every item with
-    probability 1/2, recomputes SEM and S_diff from the swapped accuracies (the
-    reliabilities stay fixed) and counts ``RCI > z`` and ``RCI < -z``. Vectorised
-    over permutations.
+    probability 1/2, recomputes SEM and S_diff from the swapped accuracies of the
+    ``basis`` items (the reliabilities stay fixed) and counts ``RCI > z`` and
+    ``RCI < -z`` among the ``count`` items (default: every item with both accuracies;
+    the pipeline passes the analysable items, the set of the observed counts).
+    ``s_item``: per-item S_diff (method "binomial"; symmetric in the versions, so a
+    swap only flips the sign). Swapping keeps every |Δp|, so this tests only whether
+    improvements outnumber deteriorations (or the reverse), not whether the rule is
+    calibrated: see :func:`bayesrc.classical.calibration.sample_level_null`.
+    Vectorised over permutations.
     """
     p1, p2 = np.asarray(p_v1, float), np.asarray(p_v2, float)
     ok = ~(np.isnan(p1) | np.isnan(p2))
-    p1, p2 = p1[ok], p2[ok]
+    count = ok if count is None else (np.asarray(count, bool) & ok)
+    basis = ok if basis is None else (np.asarray(basis, bool) & ok)
     rng = np.random.default_rng(seed)
     swap = rng.random((n_permutations, p1.size)) < 0.5
     a = np.where(swap, p2, p1)
     b = np.where(swap, p1, p2)
-    sem_a = np.std(a, axis=1, ddof=1) * np.sqrt(max(0.0, 1 - r_v1))
-    sem_b = np.std(b, axis=1, ddof=1) * np.sqrt(max(0.0, 1 - r_v2))
-    s_diff = np.hypot(sem_a, sem_b)
     with np.errstate(invalid="ignore", divide="ignore"):
-        rci = (b - a) / s_diff[:, None]
-    improved = np.sum(rci > z, axis=1)
-    deteriorated = np.sum(rci < -z, axis=1)
+        if s_item is not None:
+            rci = (b - a) / np.asarray(s_item, float)[None, :]
+        else:
+            f1 = np.sqrt(1 - r_v1) if np.isfinite(r_v1) else np.nan
+            f2 = np.sqrt(1 - r_v2) if np.isfinite(r_v2) else np.nan
+            sem_a = np.std(a[:, basis], axis=1, ddof=1) * f1
+            sem_b = np.std(b[:, basis], axis=1, ddof=1) * f2
+            s_diff = np.hypot(sem_a, sem_b)
+            rci = (b - a) / s_diff[:, None]
+    improved = np.sum((rci > z) & count, axis=1)
+    deteriorated = np.sum((rci < -z) & count, axis=1)
     return {
+        "test": "direction-asymmetry (version-swap permutations)",
         "n_permutations": n_permutations,
-        "n_items": int(p1.size),
+        "n_items": int(count.sum()),
         "improved_mean": float(improved.mean()),
         "improved_p95": float(np.percentile(improved, 95)),
         "deteriorated_mean": float(deteriorated.mean()),
@@ -149,35 +165,43 @@ def effect_sizes(delta: np.ndarray, classes: np.ndarray) -> dict:
 def stratified_s_diff(
     p_v1: np.ndarray,
     p_v2: np.ndarray,
-    r_v1: float,
-    r_v2: float,
+    n_v1: np.ndarray,
+    n_v2: np.ndarray,
     *,
     z: float = 1.96,
     n_strata: int = 3,
 ) -> pd.DataFrame:
-    """Difficulty-stratified S_diff (paper 001, section 5 'Homoscedastic SEM').
+    """Difficulty-stratified S_diff from per-item binomial SEs (SPEC 2.1; paper 001, section 5).
 
     Items are cut into ``n_strata`` quantile groups of difficulty ``(p_v1 + p_v2) / 2``
-    (ties may merge groups); within each, SEM and S_diff are recomputed with the
-    global reliabilities and items are reclassified.
+    (ties may merge groups); within each, every item gets its binomial S_diff,i
+    (:func:`~bayesrc.classical.calibration.binomial_s_diff`) and is reclassified with
+    ``RCI_i = Δp_i / S_diff,i``. The table reports the mean S_diff,i per stratum: the
+    heteroscedasticity check (the restricted-range SD times the global r_xx would
+    only shrink S_diff).
     """
+    from bayesrc.classical.calibration import binomial_s_diff
+
     p1, p2 = np.asarray(p_v1, float), np.asarray(p_v2, float)
+    n1, n2 = np.asarray(n_v1, float), np.asarray(n_v2, float)
+    s_i = binomial_s_diff(np.round(p1 * n1), n1, np.round(p2 * n2), n2)
     difficulty = (p1 + p2) / 2
     labels = {3: ["hard", "medium", "easy"]}.get(n_strata, [f"q{i + 1}" for i in range(n_strata)])
-    codes = pd.qcut(difficulty, n_strata, labels=False, duplicates="drop")
+    codes = pd.qcut(difficulty, n_strata, labels=False, duplicates="drop") if difficulty.size else np.array([])
     rows = []
     for code in sorted(pd.unique(codes[~np.isnan(codes)])):
         sel = codes == code
-        sem1, sem2, sd = s_diff_from_accuracies(p1[sel], p2[sel], r_v1, r_v2)
-        cls = classify_rci(reliable_change_index(p2[sel] - p1[sel], sd), z)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rci = (p2[sel] - p1[sel]) / s_i[sel]
+        cls = classify_rci(rci, z)
+        sd = float(np.nanmean(s_i[sel]))
         rows.append(
             {
                 "stratum": labels[int(code)] if int(code) < len(labels) else f"q{int(code) + 1}",
                 "n": int(sel.sum()),
                 "mean_difficulty": float(difficulty[sel].mean()),
-                "sem_v1": sem1,
-                "sem_v2": sem2,
                 "s_diff": sd,
+                "s_diff_method": "binomial per item (mean)",
                 "min_detectable": z * sd,
                 "improved": int(np.sum(cls == IMPROVED)),
                 "no_change": int(np.sum(cls == NO_CHANGE)),
@@ -185,6 +209,18 @@ def stratified_s_diff(
             }
         )
     return pd.DataFrame(rows)
+
+
+def mcnemar(b: int, c: int) -> dict:
+    """McNemar test of paired binary outcomes from the discordant counts ``b`` and ``c``.
+
+    Exact two-sided binomial p-value (``Binomial(b + c, 1/2)``) and the
+    continuity-free chi-squared ``(b - c)² / (b + c)``.
+    """
+    n = b + c
+    if n == 0:
+        return {"b": int(b), "c": int(c), "chi2": float("nan"), "p_exact": 1.0}
+    return {"b": int(b), "c": int(c), "chi2": float((b - c) ** 2 / n), "p_exact": float(stats.binomtest(int(b), int(n), 0.5).pvalue)}
 
 
 def two_proportion_z(x1: int, n1: int, x2: int, n2: int) -> tuple[float, float]:

@@ -25,7 +25,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--resume", action="store_true", help="continue a run directory (its pins must match)")
     p.add_argument("--shard", help="I/N: collect the I-th (0-based) of N contiguous item ranges")
     p.add_argument("--items-range", help="A:B: collect bank items A..B-1 (0-based)")
-    p.add_argument("--seed-stride", type=int, default=10, help="seed = item_index * STRIDE + k (default 10)")
+    p.add_argument("--seed-stride", type=int, default=10, help="seed = salt + item_index * STRIDE + k (default 10)")
+    p.add_argument("--seed-rule", choices=("version", "shared"), default="version",
+                   help="version (default): salt the seeds with the version's pin, so versions draw independently; "
+                        "shared: salt 0 for every model, the reference study's rule (couples the versions' draws)")
     p.add_argument("--label", help="version label for the trials' model column (default: the card's)")
     p.add_argument("--threads", type=int, help="CPU threads (default: the card's n_threads, else all physical cores)")
     p.add_argument("--no-progress", action="store_true")
@@ -70,7 +73,7 @@ def run_collect(args: argparse.Namespace) -> int:
         raise InputError("--base-url / --api-model need --engine server", field="--engine")
     res = collect(
         args.model, args.items, args.out, k=args.k, temperature=args.temperature, engine=args.engine, resume=args.resume,
-        items_range=args.items_range, shard=args.shard, seed_stride=args.seed_stride, top_k=args.top_k, top_p=args.top_p,
+        items_range=args.items_range, shard=args.shard, seed_stride=args.seed_stride, seed_rule=args.seed_rule, top_k=args.top_k, top_p=args.top_p,
         min_p=args.min_p, label=args.label, threads=args.threads, progress=not args.no_progress and sys.stderr.isatty(),
         server=server,
     )

@@ -12,8 +12,13 @@ Layout of ``runs/NAME/``::
     .lock               held (flock) by the collector; a second collector is refused
 
 Seeds: sample ``k`` of the item at 0-based bank position ``i`` uses
-``seed = seed_offset + i * seed_stride + k`` (default ``i * 10 + k``, paper 001 section 2.1),
-so shards and resumed runs draw exactly the trials of an uninterrupted run.
+``seed = salt + seed_offset + i * seed_stride + k``, so shards and resumed runs draw
+exactly the trials of an uninterrupted run. ``seed_rule="version"`` (default) derives
+``salt`` from the version's pin (model file, chat template, prompt template and system
+prompt hashes, label; pinned as ``model.seed_salt``), so two versions draw
+independently; ``seed_rule="shared"`` uses salt 0, the reference study's
+``i * 10 + k`` for every model (paper 001 section 2.1), which couples the versions'
+draws (SPEC 2.1; :mod:`bayesrc.data.seeds`).
 """
 
 from __future__ import annotations
@@ -119,8 +124,16 @@ def shard_range(shard: str, n_items: int) -> tuple[int, int]:
     return i * n_items // n, (i + 1) * n_items // n
 
 
-def item_seeds(item: Item, k: int, *, stride: int = 10, offset: int = 0) -> list[int]:
-    return [offset + item.index * stride + j for j in range(k)]
+def item_seeds(item: Item, k: int, *, stride: int = 10, offset: int = 0, salt: int = 0) -> list[int]:
+    from bayesrc.data.seeds import sample_seeds
+
+    return sample_seeds(item.index, k, stride=stride, offset=offset, salt=salt)
+
+
+def version_pin(pins: dict) -> str:
+    """What identifies a version for its seed salt: model file, templates, system prompt, label."""
+    keys = ("model.label", "model.file_sha256", "model.chat_template_sha256", "prompt.template_sha256", "prompt.system_sha256")
+    return "|".join(f"{k}={pins.get(k)}" for k in keys)
 
 
 # -- pins --------------------------------------------------------------------------------
@@ -135,10 +148,12 @@ PIN_CATEGORIES = ("model", "items", "prompt", "sampling", "tooling", "runtime")
 PROMPT_BLOCKS = "shared+own/1: shared = rendered prompt up to the line break before the first item field, tokenised with BOS; own = the rest, tokenised without BOS; decoded as two batches, shared KV kept once per run"
 
 
-def make_pins(card: ModelCard, model: Model, bank: Bank, rng: tuple[int, int], sampling: Sampling, *, k: int, seed_stride: int, seed_offset: int, engine: str, label: str, shared: str = "") -> dict:
+def make_pins(card: ModelCard, model: Model, bank: Bank, rng: tuple[int, int], sampling: Sampling, *, k: int, seed_stride: int, seed_offset: int, engine: str, label: str, shared: str = "", seed_rule: str = "version") -> dict:
+    from bayesrc.data.seeds import seed_salt
+
     tmpl = chat_template_text(card, model.gguf_chat_template)
     rt = runtime_info(model)
-    return {
+    pins = {
         "model.label": label,
         "model.file_name": model.path.name,
         "model.file_sha256": model.sha256,
@@ -173,6 +188,10 @@ def make_pins(card: ModelCard, model: Model, bank: Bank, rng: tuple[int, int], s
         "runtime.llama_cpp_libs": rt["llama_cpp_libs"],
         "runtime.system_info": rt["system_info"],
     }
+    if seed_rule == "version":
+        pins["sampling.seed_rule"] = f"version: salt(model pin) + {seed_offset} + item_index * {seed_stride} + k"
+        pins["model.seed_salt"] = seed_salt(version_pin(pins))
+    return pins
 
 
 def _category(field: str) -> str:
@@ -316,6 +335,7 @@ def collect(
     shard: str | None = None,
     seed_stride: int = 10,
     seed_offset: int = 0,
+    seed_rule: str = "version",
     top_k: int = 40,
     top_p: float = 0.95,
     min_p: float = 0.05,
@@ -352,6 +372,10 @@ def collect(
         raise InputError(f"must be >= 1, got {k}", field="k")
     if threads is not None and threads < 1:
         raise InputError(f"must be >= 1, got {threads}", field="threads")
+    from bayesrc.data.seeds import SEED_RULES
+
+    if seed_rule not in SEED_RULES:
+        raise InputError(f"must be one of {', '.join(SEED_RULES)}, got {seed_rule!r}", field="seed_rule")
     if k > seed_stride:
         raise InputError(f"K = {k} exceeds the seed stride {seed_stride}: seeds of neighbouring items would collide (raise --seed-stride)", field="k")
     if not 0.0 <= temperature <= 5.0:
@@ -378,7 +402,8 @@ def collect(
         # Render and tokenize every prompt first: a bad template or an over-long item fails before any trial.
         selected = bank.items[rng[0] : rng[1]]
         shared, prompts = render_prompts(card, model, selected, max_tokens=sampling.max_tokens, bank_path=bank.path)
-        pins = make_pins(card, model, bank, rng, sampling, k=k, seed_stride=seed_stride, seed_offset=seed_offset, engine=engine, label=label, shared=shared)
+        pins = make_pins(card, model, bank, rng, sampling, k=k, seed_stride=seed_stride, seed_offset=seed_offset, engine=engine, label=label, shared=shared, seed_rule=seed_rule)
+        salt = int(pins.get("model.seed_salt", 0))
         if record is not None:
             diff = [f for f in sorted(set(pins) | set(record.get("pins", {}))) if pins.get(f) != record.get("pins", {}).get(f)]
             if diff:
@@ -406,7 +431,7 @@ def collect(
         t_sample = time.monotonic()
         try:
             for it in pending:
-                samples = eng.sample_item(prompts[it.index], item_seeds(it, k, stride=seed_stride, offset=seed_offset), it.letters)
+                samples = eng.sample_item(prompts[it.index], item_seeds(it, k, stride=seed_stride, offset=seed_offset, salt=salt), it.letters)
                 atomic_write_bytes(_part_path(run_dir, it.index), _frame_bytes(_rows(it, samples, label=label, engine=engine)))
                 bar.update(k)
         finally:

@@ -132,7 +132,28 @@ def item_counts(
         },
         attrs={"unmatched": {v: list(map(str, ids)) for v, ids in unmatched.items()}, "sources": list(sources)},
     )
+    if n_ver == 2:
+        ds.attrs["shared_seeds"] = shared_seeds(trials[0], trials[1])
     return ds
+
+
+def shared_seeds(trials_a: pd.DataFrame, trials_b: pd.DataFrame) -> dict:
+    """How many (item, k) samples carry the same seed in two versions' trials (SPEC 2.1).
+
+    Shared seeds couple the versions' draws (llama.cpp draws one uniform over
+    candidates sorted by probability), so analyses that treat the versions as
+    independent are off. Returns ``{"n_compared", "n_shared", "share"}`` over the
+    (item, k) present with a seed in both (share NaN when none can be compared).
+    """
+    cols = ["item_id", "k", "seed"]
+    if "seed" not in trials_a or "seed" not in trials_b:
+        return {"n_compared": 0, "n_shared": 0, "share": float("nan")}
+    a = trials_a[cols].dropna(subset=["seed"])
+    b = trials_b[cols].dropna(subset=["seed"])
+    m = a.merge(b, on=["item_id", "k"], suffixes=("_a", "_b"))
+    n = len(m)
+    same = int((m["seed_a"].to_numpy() == m["seed_b"].to_numpy()).sum()) if n else 0
+    return {"n_compared": int(n), "n_shared": same, "share": same / n if n else float("nan")}
 
 
 def modal_k(ds: xr.Dataset) -> int:
@@ -200,7 +221,7 @@ def input_notes(ds: xr.Dataset, min_valid: int | None = None, valid_share: float
             )
     for v, ids in (ds.attrs.get("unmatched") or {}).items():
         notes.append(f"version {v}: {len(ids)} item(s) missing (first: {ids[0]}); analysed matched items only")
-    return notes
+    return notes + seed_notes(ds)
 
 
 _JSON_ATTR = "bayesrc_json_attrs"  # names of attrs stored as JSON text (NetCDF attrs hold no dicts)
@@ -254,3 +275,16 @@ def open_counts(path: str | Path) -> xr.Dataset:
         if name in ds.coords:
             ds.coords[name] = ds[name].astype(object)
     return ds
+
+
+def seed_notes(ds: xr.Dataset) -> list[str]:
+    """A warning line when most (item, k) samples share their seed across the two versions."""
+    seeds = ds.attrs.get("shared_seeds") or {}
+    if not (seeds.get("n_shared", 0) > 0 and seeds["share"] >= 0.5):
+        return []
+    sources = ds.attrs.get("sources") or [str(v) for v in ds["version"].values]
+    return [
+        f"{sources[0]} and {sources[1]}: field 'seed': {seeds['share']:.0%} of the {seeds['n_compared']} (item, k) samples "
+        "share their seed across the versions; shared seeds couple the versions' draws, and every analysis here "
+        "assumes independent versions (collect with the default version-specific seed rule)"
+    ]

@@ -86,9 +86,12 @@ def trials_from_accuracy(
 ) -> pd.DataFrame:
     """Bernoulli K-sample trials for items with true accuracy ``p``.
 
-    ``k`` may be an array (K per item). Seeds follow the reference study's
-    convention ``seed = item_index * 10 + k``. Answers are letters A-J.
+    ``k`` may be an array (K per item). Seeds follow the version-specific rule
+    ``seed = salt(model) + item_index * 10 + k`` (:mod:`bayesrc.data.seeds`): the
+    versions' draws are independent, and the seeds say so. Answers are letters A-J.
     """
+    from bayesrc.data.seeds import seed_salt
+
     rng = np.random.default_rng(seed)
     n = len(item_ids)
     ks = np.broadcast_to(np.asarray(k), (n,)).astype(int)
@@ -112,7 +115,7 @@ def trials_from_accuracy(
             "domain": np.asarray(domains, dtype=object)[rows_item],
             "model": model,
             "k": rows_k,
-            "seed": idx[rows_item] * 10 + rows_k,
+            "seed": seed_salt(str(model)) + idx[rows_item] * 10 + rows_k,
             "response": [e if e is not None else "I am not sure." for e in extracted],
             "extracted": extracted,
             "correct_answer": answer[rows_item],

@@ -6,8 +6,12 @@ Two questions, answered on simulated benchmarks with known truth
 1. **Per item** (K): a share ``pi_change`` of items changes accuracy by exactly
    ``delta_p`` between versions. With K samples per item, what share of them does the
    classical RCI (:func:`bayesrc.classical.reliable_change`, SPEC 2) flag in the right
-   direction (sensitivity), and how many unchanged items does it flag (false positives)?
-   Its threshold ``z S_diff`` shrinks as K grows (reliability rises), so K drives this.
+   direction (sensitivity), and how many unchanged *analysable* items does it flag (false
+   positives)? Its threshold ``z S_diff`` shrinks as K grows, so K drives this. The
+   recommendation requires both: sensitivity >= ``power`` and a false-positive rate
+   among analysable unchanged items <= ``max_fpr`` (default 0.10, twice the nominal 5%);
+   the default S_diff is the calibrated per-item ``"binomial"`` one (SPEC 2.1), since the
+   paper's ``"reference"`` S_diff flags far more unchanged items than nominal.
 2. **Aggregate** (N): with per-item means of the K samples, the paired ``N*`` for the
    mean change ``pi_change x delta_p`` (observed sigma_D of the per-item differences)
    and ``q = N / N*`` -- the resolution question of paper 002 for K-sample scores.
@@ -31,7 +35,7 @@ import pandas as pd
 
 from bayesrc.power.analytic import ParameterError, _check_open_unit, z_sum
 
-PLANNER_VERSION = 3  # bump when the simulation changes, to invalidate caches
+PLANNER_VERSION = 4  # bump when the simulation changes, to invalidate caches
 
 
 def default_cache_dir() -> Path:
@@ -53,22 +57,25 @@ def _truth_with_change(n_items: int, delta_p: float, pi_change: float, rng: np.r
     return truth
 
 
-def rci_detection_probability(p_v1: np.ndarray, p_v2: np.ndarray, k: int, s_diff: float, z: float = 1.96) -> np.ndarray:
+def rci_detection_probability(p_v1: np.ndarray, p_v2: np.ndarray, k: int, s_diff: float | None, z: float = 1.96) -> np.ndarray:
     """Exact probability that the RCI flags an item as improved: ``P((Y2 - Y1) / K > z S_diff)``.
 
-    ``Y_v ~ Binomial(K, p_v)`` independently, S_diff held fixed (it is a property of
-    the whole benchmark). Vectorised over items: a (items x (K + 1)) pmf table.
+    ``Y_v ~ Binomial(K, p_v)`` independently. ``s_diff`` a number: the reference S_diff,
+    held fixed (a property of the whole benchmark); ``None``: the per-item binomial
+    S_diff,i(Y1, Y2) of SPEC 2.1. Vectorised over items: an (items, K + 1, K + 1) pmf grid.
     """
-    p1 = np.asarray(p_v1, dtype=float)[:, None]
-    p2 = np.asarray(p_v2, dtype=float)[:, None]
-    y = np.arange(k + 1)[None, :]
     from scipy import stats
 
-    pmf1 = stats.binom.pmf(y, k, p1)
-    # P(Y2 > y1 + z S_diff K) for every y1: survival function at floor(threshold)
-    thr = y + z * s_diff * k
-    sf2 = stats.binom.sf(np.floor(thr + 1e-12), k, p2)
-    return (pmf1 * sf2).sum(axis=1)
+    from bayesrc.classical.calibration import binomial_s_diff
+
+    p1 = np.asarray(p_v1, dtype=float)[:, None, None]
+    p2 = np.asarray(p_v2, dtype=float)[:, None, None]
+    y = np.arange(k + 1)
+    y1, y2 = y[None, :, None], y[None, None, :]
+    joint = stats.binom.pmf(y1, k, p1) * stats.binom.pmf(y2, k, p2)
+    s = binomial_s_diff(y1, k, y2, k) if s_diff is None else s_diff
+    flag = (y2 - y1) / k > z * s + 1e-12
+    return (joint * flag).sum(axis=(1, 2))
 
 
 def simulate_cell(
@@ -82,8 +89,9 @@ def simulate_cell(
     power: float = 0.8,
     seed: int = 0,
     n_splits: int = 100,
+    s_diff: str = "binomial",
 ) -> dict:
-    """One simulated benchmark: RCI sensitivity / false-positive rate and the aggregate q."""
+    """One simulated benchmark: RCI sensitivity / false-positive rate (analysable items) and the aggregate q."""
     from bayesrc.classical import reliable_change
     from bayesrc.data import item_counts, simulate_pair
 
@@ -93,14 +101,16 @@ def simulate_cell(
     counts = item_counts(sim.trials_v1, sim.trials_v2)
     # Exclusion rule (a) scales with K: 0.6 K valid responses (6 at the paper's K = 10).
     min_valid = int(np.ceil(0.6 * k))
-    rci = reliable_change(counts, z=z, min_valid=min_valid, n_splits=n_splits, n_permutations=1, n_splits_by_k=1,
-                          seed=int(rng.integers(2**31)))
+    rci = reliable_change(counts, z=z, min_valid=min_valid, n_splits=n_splits, n_permutations=1, n_splits_by_k=1, n_null=0,
+                          s_diff=s_diff, seed=int(rng.integers(2**31)))
     items = rci.to_frame().set_index("item_id").loc[truth["item_id"]]
     changed = truth["changed"].to_numpy()
     cls = items["class"].to_numpy()
     hit = cls == "improved"
     flagged = (cls == "improved") | (cls == "deteriorated")
-    expected = rci_detection_probability(truth["p_v1"].to_numpy()[changed], truth["p_v2"].to_numpy()[changed], k, rci.s_diff, z)
+    analysable = ~items["excluded"].to_numpy(bool)
+    expected = rci_detection_probability(truth["p_v1"].to_numpy()[changed], truth["p_v2"].to_numpy()[changed], k,
+                                         None if s_diff == "binomial" else rci.s_diff, z)
     d = items["p_v2"].to_numpy() - items["p_v1"].to_numpy()
     mean_d, var_d = float(d.mean()), float(d.var())
     kk = float(z_sum(alpha, power))
@@ -113,7 +123,9 @@ def simulate_cell(
         "n_changed": int(changed.sum()),
         "sensitivity": float(hit[changed].mean()) if changed.any() else float("nan"),
         "sensitivity_expected": float(expected.mean()) if changed.any() else float("nan"),
-        "false_positive_rate": float(flagged[~changed].mean()) if (~changed).any() else float("nan"),
+        "false_positive_rate": float(flagged[~changed & analysable].mean()) if (~changed & analysable).any() else float("nan"),
+        "false_positive_rate_all_items": float(flagged[~changed].mean()) if (~changed).any() else float("nan"),
+        "s_diff_method": s_diff,
         "s_diff": float(rci.s_diff),
         "mdc": float(z * rci.s_diff),
         "mean_delta": mean_d,
@@ -132,7 +144,7 @@ class KNPlan:
     def to_frame(self) -> pd.DataFrame:
         """Mean over replicates per (k, n_items)."""
         g = self.cells.groupby(["k", "n_items"], as_index=False)
-        out = g[["sensitivity", "sensitivity_expected", "false_positive_rate", "s_diff", "mdc", "mean_delta", "n_star_mean", "q_mean"]].mean()
+        out = g[["sensitivity", "sensitivity_expected", "false_positive_rate", "false_positive_rate_all_items", "s_diff", "mdc", "mean_delta", "n_star_mean", "q_mean"]].mean()
         out["replicates"] = g.size()["size"].to_numpy()
         out["samples_per_version"] = out["k"] * out["n_items"]
         return out
@@ -140,15 +152,17 @@ class KNPlan:
     def recommend(self) -> dict:
         """Cheapest (fewest samples per version) cell meeting both targets.
 
-        Per item: mean RCI sensitivity >= ``power``. Aggregate: ``q_mean >= 1``.
-        Also the smallest K meeting the per-item target (at any N) and the smallest
-        N with q >= 1 (at any K). ``None`` where no simulated cell qualifies.
+        Per item: mean RCI sensitivity >= ``power`` and false-positive rate among analysable
+        unchanged items <= ``max_fpr``. Aggregate: ``q_mean >= 1``. Also the smallest K
+        meeting the per-item targets (at any N) and the smallest N with q >= 1 (at any K).
+        ``None`` where no simulated cell qualifies.
         """
         f = self.to_frame()
         target = self.params["power"]
-        per_item = f[f["sensitivity"] >= target]
+        fpr_ok = f["false_positive_rate"] <= self.params.get("max_fpr", 0.10)
+        per_item = f[(f["sensitivity"] >= target) & fpr_ok]
         agg = f[f["q_mean"] >= 1]
-        both = f[(f["sensitivity"] >= target) & (f["q_mean"] >= 1)].sort_values(["samples_per_version", "k"])
+        both = f[(f["sensitivity"] >= target) & fpr_ok & (f["q_mean"] >= 1)].sort_values(["samples_per_version", "k"])
         best = None if both.empty else both.iloc[0]
         return {
             "k_per_item": None if per_item.empty else int(per_item["k"].min()),
@@ -157,7 +171,10 @@ class KNPlan:
             "n_items": None if best is None else int(best["n_items"]),
             "sensitivity": None if best is None else float(best["sensitivity"]),
             "q_mean": None if best is None else float(best["q_mean"]),
+            "false_positive_rate": None if best is None else float(best["false_positive_rate"]),
+            "max_fpr": self.params.get("max_fpr", 0.10),
             "method": "rci",
+            "s_diff": self.params.get("s_diff", "binomial"),
         }
 
     def summary(self) -> pd.DataFrame:
@@ -177,6 +194,8 @@ def plan_k_n(
     seed: int = 0,
     n_splits: int = 100,
     cache_dir: str | Path | None = None,
+    s_diff: str = "binomial",
+    max_fpr: float = 0.10,
 ) -> KNPlan:
     """Simulate the K x N grid for a per-item change ``delta_p`` and recommend K and N.
 
@@ -187,6 +206,9 @@ def plan_k_n(
     pi_change : share of items that change (by ``+delta_p``); the rest are unchanged.
     replicates : simulated benchmarks per cell.
     z : RCI threshold (1.96); alpha, power: the targets of both questions.
+    s_diff : the RCI's S_diff, "binomial" (calibrated, default) or "reference" (the paper's).
+    max_fpr : the largest false-positive rate among analysable unchanged items a
+        recommended cell may have (default 0.10, twice the nominal rate of z = 1.96).
     cache_dir : where cell results are cached (default :func:`default_cache_dir`);
         ``False``-y strings are not accepted, pass a folder.
     """
@@ -206,7 +228,7 @@ def plan_k_n(
         for n in ns:
             for r in range(int(replicates)):
                 key = dict(v=PLANNER_VERSION, k=k, n=n, delta_p=delta_p, pi_change=pi_change, z=z, alpha=alpha,
-                           power=power, seed=seed, rep=r, n_splits=n_splits)
+                           power=power, seed=seed, rep=r, n_splits=n_splits, s_diff=s_diff)
                 digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
                 path = cache / f"cell-{digest}.json"
                 if path.exists():
@@ -216,11 +238,11 @@ def plan_k_n(
                     except (OSError, json.JSONDecodeError):
                         pass  # a damaged cache entry is recomputed
                 res = simulate_cell(k, n, delta_p, pi_change=pi_change, z=z, alpha=alpha, power=power,
-                                    seed=seed * 1000 + r, n_splits=n_splits)
+                                    seed=seed * 1000 + r, n_splits=n_splits, s_diff=s_diff)
                 from bayesrc.io import atomic_write_json
 
                 atomic_write_json(path, res)
                 rows.append(res)
     params = dict(delta_p=delta_p, pi_change=pi_change, z=z, alpha=alpha, power=power, replicates=int(replicates),
-                  seed=seed, method="rci", cache_dir=str(cache))
+                  seed=seed, method="rci", s_diff=s_diff, max_fpr=float(max_fpr), cache_dir=str(cache))
     return KNPlan(cells=pd.DataFrame(rows), params=params)

@@ -30,6 +30,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--draws", type=int, default=1000)
     s.add_argument("--tune", type=int, default=500)
     s.add_argument("--sd-basis", choices=("analysable", "all"), default="analysable")
+    s.add_argument("--s-diff", action="append", choices=("reference", "binomial"),
+                   help="threshold: S_diff methods to tabulate (repeatable; default reference and binomial)")
+    s.add_argument("--reliability-basis", action="append", choices=("all", "analysed"),
+                   help="threshold: r_xx bases of the reference method (repeatable; default all and analysed)")
+    s.add_argument("--null-replicates", type=int, default=200, help="threshold: replicates of the no-change null per method (default 200; 0: skip)")
     s.add_argument("--allow-unmatched", action="store_true")
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--out", type=Path, required=True)
@@ -76,6 +81,11 @@ def run_sensitivity(args: argparse.Namespace) -> int:
         raise InputError("chains and draws must be >= 1, tune >= 0", field="--chains")
     if any(not 0 < q < 1 for q in args.q_grid or ()):
         raise InputError("FDR levels must be in (0, 1)", field="--q-grid")
+    if args.null_replicates < 0:
+        raise InputError("must be >= 0", field="--null-replicates")
+    s_diffs = args.s_diff or ["reference", "binomial"]
+    bases = args.reliability_basis or ["all", "analysed"]
+    methods = [(m, b) for m in s_diffs for b in (bases if m == "reference" else ["all"])]
     config = None
     if {"prior", "fdr"} & set(names):
         from bayesrc.bayes import SamplerConfig, configure_host_devices
@@ -91,7 +101,8 @@ def run_sensitivity(args: argparse.Namespace) -> int:
     session, mapper = mapper_for(args) if args.ray and "prior" in names else (contextlib.nullcontext(), None)
     with session:
         tables = run_sensitivity_analyses(
-            counts, names, truth=truth, sd_basis=args.sd_basis, seed=args.seed, config=config, mapper=mapper,
+            counts, names, truth=truth, sd_basis=args.sd_basis, seed=args.seed, config=config, mapper=mapper, methods=methods,
+            null_replicates=args.null_replicates,
             **{k: v for k, v in grids.items() if v},
         )  # fmt: skip
     written = write_sensitivity(tables, args.out)

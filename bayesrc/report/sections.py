@@ -147,7 +147,18 @@ def section_aggregate(run: Run, c: Comparison) -> Section | None:
     if c.rci is not None:
         cnt = c.rci["counts"]["analysable"]
         text += (f" Beneath it, {cnt['improved']} items reliably improved and {cnt['deteriorated']} reliably deteriorated "
-                 f"(churn {_pct(cnt['churn'])} of {cnt['n']} analysable items): a small aggregate change can hide large item-level churn.")
+                 f"(churn {_pct(cnt['churn'])} of {cnt['n']} analysable items)")
+        ns = c.rci.get("null_samples")
+        if ns:
+            flagged = cnt["improved"] + cnt["deteriorated"]
+            if flagged > ns["flagged_p975"]:
+                text += (f", more than the {ns['flagged_p975']:.0f} that data with no change would give at most (97.5%): "
+                         "there is item-level change beyond chance" + (" that the aggregate hides." if sign == "did not change detectably" else "."))
+            else:
+                text += (f", no more than data with no change give ({ns['flagged_p025']:.0f}-{ns['flagged_p975']:.0f}, 95%): "
+                         "this churn is no evidence of item-level change.")
+        else:
+            text += "."
     return Section("aggregate", "Aggregate accuracy change", [Text(text), Table(agg, "Aggregate change (mean item Δp, t interval)", latex=True, label="aggregate")])
 
 
@@ -155,19 +166,26 @@ def section_aggregate(run: Run, c: Comparison) -> Section | None:
 
 
 def classification_table(rci: dict) -> pd.DataFrame:
-    """The paper's Table 1/2 layout: classes x analysis set, counts and shares."""
+    """The paper's Table 1/2 layout: classes x analysis set, counts and shares; with the
+    sample-level no-change null's expected counts (analysable items) when present."""
     rows = []
+    ns = rci.get("null_samples")
+    null_col = {"improved": "improved_mean", "deteriorated": "deteriorated_mean"}
     for cls in F.CLASS_ORDER:
         row = {"class": F.CLASS_LABELS[cls]}
         for key, label in (("analysable", "analysable"), ("conservative", "conservative z"), ("all", "all items")):
             cnt = rci["counts"][key]
             row[f"{label} n"] = cnt[cls]
             row[f"{label} %"] = 100 * cnt["proportions"][cls] if cnt["n"] else np.nan
+        if ns:
+            row["no-change null n"] = ns[null_col[cls]] if cls in null_col else ns["n_analysable_mean"] - ns["flagged_mean"]
         rows.append(row)
     total = {"class": "total"}
     for key, label in (("analysable", "analysable"), ("conservative", "conservative z"), ("all", "all items")):
         total[f"{label} n"] = rci["counts"][key]["n"]
         total[f"{label} %"] = 100.0
+    if ns:
+        total["no-change null n"] = ns["n_analysable_mean"]
     rows.append(total)
     return pd.DataFrame(rows)
 
@@ -176,7 +194,8 @@ def reliability_table(rci: dict) -> pd.DataFrame:
     rows = []
     for v in ("v1", "v2"):
         r = rci["reliability"][v]
-        rows.append({"version": v, "r_xx": r["r_xx"], "ci_lo": r["ci"][0], "ci_hi": r["ci"][1], "ICC(1,1)": r["icc"], "SEM": rci["sem"][v]})
+        rows.append({"version": v, "r_xx": r["r_xx"], "ci_lo": r["ci"][0], "ci_hi": r["ci"][1], "ICC(1,K)": r.get("icc_1_k", np.nan),
+                     "ICC(1,1)": r["icc"], "SEM": rci["sem"][v]})  # fmt: skip
     return pd.DataFrame(rows)
 
 
@@ -189,25 +208,55 @@ def domain_table(rci: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def null_sentence(r: dict) -> str:
+    """The sample-level null in words: expected flagged count with no change, and the rate."""
+    ns = r.get("null_samples")
+    if not ns:
+        return "The sample-level no-change null was not computed for this run."
+    cnt = r["counts"]["analysable"]
+    flagged = cnt["improved"] + cnt["deteriorated"]
+    return (f"No-change null ({ns['replicates']} replicates, each item's samples of both versions re-dealt at random): "
+            f"{ns['flagged_mean']:.1f} items flagged on average (95% range {ns['flagged_p025']:.0f}-{ns['flagged_p975']:.0f}), "
+            f"a false-positive rate of {_pct(ns['rate'])} per analysable item against the nominal {_pct(ns['nominal_rate'])}; "
+            f"observed {flagged}.")
+
+
 def section_rci(run: Run, c: Comparison) -> Section | None:
     if c.rci is None:
         return None
     r = c.rci
     z = r["params"]["z"]
     ex = r["exclusions"]
-    null = r["null"]
+    null = r.get("direction_asymmetry") or r.get("null")
+    method = r.get("s_diff_method", "reference")
+    if method == "binomial":
+        sdiff = (f"S_diff per item from its binomial SE (method **binomial**; median {r['s_diff']:.4f}, so a typical item needs "
+                 f"|Δp| ≥ {r['min_detectable']:.3f})")
+    else:
+        sdiff = (f"S_diff = {r['s_diff']:.4f} (method **reference**, SD basis **{r['sd_basis']}**, r_xx over "
+                 f"{'the analysed' if r.get('reliability_basis') == 'analysed' else 'all'} items), so the minimum detectable change is "
+                 f"|Δp| ≥ {r['min_detectable']:.3f} ({r['min_detectable_samples']} of K = {r['params'].get('k', 'K')} samples)")
     blocks = [
-        Text(f"Reliable change (Jacobson–Truax RCI adapted to items), z = {z:g}, SD basis **{r['sd_basis']}**. "
-             f"S_diff = {r['s_diff']:.4f}, so the minimum detectable change is |Δp| ≥ {r['min_detectable']:.3f} "
-             f"({r['min_detectable_samples']} of K = {r['params'].get('k', 'K')} samples). {ex['n_after']} of {ex['n_before']} items are analysable "
+        Text(f"Reliable change (Jacobson–Truax RCI adapted to items), z = {z:g}. {sdiff}. {ex['n_after']} of {ex['n_before']} items are analysable "
              f"({ex['low_valid']} with too few valid responses — rule (a): fewer than {ex.get('min_valid_rule', ex.get('min_valid'))} —, {ex['floor_ceiling']} at floor or ceiling in both versions)."),
-        Table(classification_table(r), "Reliable-change classification (cf. the reference study's Table 1/2)", latex=True, label="rci-classes"),
-        Table(reliability_table(r), "Split-half reliability (Spearman–Brown), ICC(1,1) and SEM per version", latex=True, label="reliability"),
-        Text(f"Empirical null ({null['n_permutations']} version-swap permutations): 95th percentile {null['improved_p95']:.0f} improved / "
-             f"{null['deteriorated_p95']:.0f} deteriorated, observed {null['observed_improved']} / {null['observed_deteriorated']} — "
-             f"improvement {'exceeds' if null['improved_exceeds_null'] else 'does not exceed'} and deterioration "
-             f"{'exceeds' if null['deteriorated_exceeds_null'] else 'does not exceed'} chance."),
     ]
+    for w in r.get("warnings") or []:
+        blocks.append(Text(f"**Warning:** {w}"))
+    blocks += [
+        Table(classification_table(r), "Reliable-change classification (cf. the reference study's Table 1/2) and the no-change null", latex=True, label="rci-classes"),
+        Text(null_sentence(r)),
+        Table(reliability_table(r), "Split-half reliability (Spearman–Brown), ICC(1,K) (comparable with r_xx), ICC(1,1) and SEM per version", latex=True, label="reliability"),
+        Text(f"Direction-asymmetry test ({null['n_permutations']} version-swap permutations over the {null.get('n_items', ex['n_after'])} analysable items; "
+             f"swapping keeps every |Δp|, so it tests only the balance of improvements and deteriorations): 95th percentile "
+             f"{null['improved_p95']:.0f} improved / {null['deteriorated_p95']:.0f} deteriorated, observed {null['observed_improved']} / "
+             f"{null['observed_deteriorated']} — improvement {'exceeds' if null['improved_exceeds_null'] else 'does not exceed'} and deterioration "
+             f"{'exceeds' if null['deteriorated_exceeds_null'] else 'does not exceed'} its share under a symmetric null."),
+    ]
+    fl = r.get("flips")
+    if fl:
+        blocks.append(Text(f"Majority-answer flips: {fl['negative_flips']} items correct-majority in v1 but not in v2 "
+                           f"(negative flip rate {_pct(fl['negative_flip_rate'])}) and {fl['positive_flips']} the reverse "
+                           f"({_pct(fl['positive_flip_rate'])}), of {fl['n']} items scored in both."))
     return Section("rci", "Classical reliable change", blocks)
 
 
@@ -268,6 +317,18 @@ def section_bayes_items(run: Run, c: Comparison) -> Section | None:
     if "bayes_class" in b:
         counts = b["bayes_class"].value_counts().reindex(list(F.CLASS_ORDER), fill_value=0)
         blocks.append(Table(counts.rename_axis("class").reset_index(name="items"), "Posterior classification", latex=True, label="bayes-classes"))
+    if "p_rope" in b:
+        rope = (c.fit or {}).get("params", {}).get("rope")
+        sure = int((b["p_rope"] >= 0.95).sum())
+        blocks.append(Text(f"Practical significance: {sure} of {len(b)} items have P(|Δp| > {rope if rope is not None else 'ROPE'}) ≥ 0.95 "
+                           f"(expected number of items beyond the ROPE: {b['p_rope'].sum():.1f})."))
+        top = b.sort_values("p_rope", ascending=False).head(15)[[col for col in ("item_id", "domain", "dp_mean", "p_rope", "bayes_class") if col in b]]
+        blocks.append(Table(top, "Items most likely to have changed by more than the ROPE", latex=True, label="bayes-rope"))
+    fl = (c.fit or {}).get("flips")
+    if fl:
+        n, p = fl["expected_negative_flips"], fl["expected_positive_flips"]
+        blocks.append(Text(f"Expected real majority flips (true accuracy crossing 0.5): {n['mean']:.1f} negative (90% interval "
+                           f"{n['lo90']:.0f}-{n['hi90']:.0f}) and {p['mean']:.1f} positive ({p['lo90']:.0f}-{p['hi90']:.0f})."))
     return Section("bayes_items", "Bayesian item posteriors", blocks)
 
 
@@ -401,7 +462,8 @@ def section_power(run: Run, c: Comparison | None = None) -> Section | None:
         resolved = [k for k in VERDICT_PARADIGMS if v.get(k) == "resolved"]
         blocks.append(Text(
             f"**{q.get('name_a')} vs {q.get('name_b')}**: N = {q.get('n')} items, observed δ = {q.get('delta', float('nan')):+.3f}, "
-            f"minimum detectable effect {q.get('mde', float('nan')):.3f}; resolving δ needs N* ≈ {q.get('n_star_ceil') or q.get('n_star')} items, "
+            f"minimum detectable effect {q.get('mde', float('nan')):.3f}; resolving a difference of the observed size (δ = {q.get('delta', float('nan')):+.3f}) "
+            f"needs N* ≈ {q.get('n_star_ceil') or q.get('n_star')} items, "
             f"so q = N/N* = {q.get('q', float('nan')):.3g} — "
             + (f"resolved under {', '.join(resolved)}." if resolved else "unresolved under every stress test.")))
     blocks.append(Table(power_pairs_table(pairs), "Resolution per pair (verdicts under fixed n, multiplicity, clustering, anytime-valid)", latex=True, label="power"))
@@ -412,8 +474,16 @@ def section_power(run: Run, c: Comparison | None = None) -> Section | None:
 
 def switch_blocks(name: str, bench: dict) -> list:
     cells = pd.DataFrame(bench.get("cells") or [])
+    floor = bench.get("noise_floor_r2") or {}
+    floor_txt = (f" Pure noise at the observed cell noise gives R² = {floor['mean']:.3f} on average (97.5%: {floor['p975']:.3f}); "
+                 + ("the fit explains more than noise does." if bench.get("r2", float("nan")) > floor["p975"] else "the fit's R² is within what noise alone explains.")) if floor else ""
+    eff = pd.DataFrame(bench.get("effects") or [])
+    sig_txt = ""
+    if "significant_95_adjusted" in eff:
+        sig_txt = (f" {int((eff['stars'] != '').sum())} of {len(eff)} cells are significant at 95% before adjustment, "
+                   f"{int(eff['significant_95_adjusted'].astype(bool).sum())} after Benjamini-Hochberg over the cells.")
     blocks: list = [Text(f"**{name}**: μ = {bench.get('mu', float('nan')):.3f}, R² = {bench.get('r2', float('nan')):.3f}, "
-                         f"leave-one-cell-out CV R² = {bench.get('cv_r2', float('nan')):.3f}.")]
+                         f"leave-one-cell-out CV R² = {bench.get('cv_r2', float('nan')):.3f}." + floor_txt + sig_txt)]
     if {"prefix", "suffix", "observed"} <= set(cells):
         obs = cells.pivot(index="prefix", columns="suffix", values="observed")
         blocks.append(_fig(lambda: F.heatmap(obs, title=f"{name}: switch effects", label="Δ (a→b − b→b)"), f"{name}: observed switch effects (rows: prefix model).", f"switch_{name}"))

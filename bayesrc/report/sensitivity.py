@@ -69,11 +69,12 @@ def classify(
     min_valid: int | None = None,
     floor_ceiling: bool = True,
     sd_basis: str = "analysable",
+    s_diff: str = "reference",
 ) -> pd.DataFrame:
     """Per-item class under one setting: ``items`` needs p_v1, p_v2, n_v1, n_v2 (an RCI items table).
 
     Returns ``items`` with columns ``analysable``, ``rci`` and ``class`` and the
-    setting's S_diff in ``attrs["s_diff"]``.
+    setting's S_diff in ``attrs["s_diff"]`` (the median per-item S_diff,i for ``s_diff = "binomial"``).
     """
     p1, p2 = items["p_v1"].to_numpy(float), items["p_v2"].to_numpy(float)
     ks = {"k_v1": items["k_v1"], "k_v2": items["k_v2"]} if "k_v1" in items else {}
@@ -82,8 +83,17 @@ def classify(
     scored = ~(np.isnan(p1) | np.isnan(p2))
     analysable &= scored
     basis = analysable if sd_basis == "analysable" else scored
-    _, _, s_diff = R.s_diff_from_accuracies(p1[basis], p2[basis], r_v1, r_v2)
-    rci = R.reliable_change_index(p2 - p1, s_diff)
+    if s_diff == "binomial":
+        from bayesrc.classical.calibration import binomial_s_diff
+
+        n1, n2 = items["n_v1"].to_numpy(float), items["n_v2"].to_numpy(float)
+        s_item = binomial_s_diff(np.round(p1 * n1), n1, np.round(p2 * n2), n2)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rci = (p2 - p1) / s_item
+        s_diff = float(np.nanmedian(s_item[analysable])) if analysable.any() else float("nan")
+    else:
+        _, _, s_diff = R.s_diff_from_accuracies(p1[basis], p2[basis], r_v1, r_v2)
+        rci = R.reliable_change_index(p2 - p1, s_diff)
     out = items[["item_id", "domain", "p_v1", "p_v2"]].copy()
     out["analysable"] = analysable
     out["rci"] = rci
@@ -119,8 +129,11 @@ def score_against_truth(classes: pd.DataFrame, truth: pd.DataFrame | None) -> di
 def _pair(counts: xr.Dataset, pair: PairRCI | None, seed: int, **kw) -> PairRCI:
     if pair is not None:
         return pair
-    # The null distribution is not needed here: keep its permutations minimal.
-    return reliable_change(counts, n_permutations=kw.pop("n_permutations", 20), seed=seed, **kw)
+    # The nulls are not needed here (threshold_sensitivity runs its own per method): keep them minimal.
+    return reliable_change(counts, n_permutations=kw.pop("n_permutations", 20), n_null=0, seed=seed, **kw)
+
+
+METHODS: tuple[tuple[str, str], ...] = (("reference", "all"), ("reference", "analysed"), ("binomial", "all"))
 
 
 def threshold_sensitivity(
@@ -128,20 +141,50 @@ def threshold_sensitivity(
     *,
     zs: Sequence[float] = Z_GRID,
     sd_bases: Sequence[str] = ("analysable", "all"),
+    methods: Sequence[tuple[str, str]] = METHODS,
     min_valid: int | None = None,
+    null_replicates: int = 200,
     truth: pd.DataFrame | None = None,
     pair: PairRCI | None = None,
     seed: int = 0,
 ) -> pd.DataFrame:
-    """RCI classes over a grid of thresholds ``z`` and both SD bases (one row per setting)."""
+    """RCI classes over a grid of thresholds ``z``, SD bases and S_diff methods (one row per setting).
+
+    ``methods``: (s_diff, reliability_basis) pairs -- the paper's recipe ("reference", "all"),
+    its r_xx over the analysed items, and the calibrated per-item "binomial" S_diff (no SD
+    basis). Every row carries the observed counts and, from the sample-level no-change null
+    (``null_replicates`` replicates, SPEC 2.1; 0 skips it), the flagged count expected
+    with no change at all and the implied false-positive rate beside the nominal one.
+    """
+    from bayesrc.classical.calibration import nominal_rate, sample_level_null
+    from bayesrc.classical.reliability import split_half_reliability
+
     p = _pair(counts, pair, seed, min_valid=min_valid)
-    r1, r2 = p.reliability["v1"].r_xx, p.reliability["v2"].r_xx
+    r_all = (p.reliability["v1"].r_xx, p.reliability["v2"].r_xx)
+    analysable = ~p.items["excluded"].to_numpy(bool)
+    a, b = counts["correct"].isel(version=0).values, counts["correct"].isel(version=1).values
     rows = []
-    for basis in sd_bases:
-        for z in zs:
-            cls = classify(p.items, r1, r2, z=z, min_valid=min_valid, sd_basis=basis)
-            rows.append({"analysis": "threshold", "z": float(z), "sd_basis": basis, "s_diff": cls.attrs["s_diff"],
-                         "min_detectable": z * cls.attrs["s_diff"], **score_against_truth(cls, truth)})
+    for s_diff, rel_basis in methods:
+        if s_diff == "reference" and rel_basis == "analysed":
+            r1, r2 = (split_half_reliability(x[analysable], n_splits=200, seed=seed).r_xx for x in (a, b))
+        else:
+            r1, r2 = r_all
+        for basis in (sd_bases if s_diff == "reference" else ("-",)):
+            null = None
+            if null_replicates > 0:
+                null = sample_level_null(a, b, z=float(zs[0]), min_valid=min_valid, sd_basis=basis if basis != "-" else "analysable",
+                                         s_diff=s_diff, reliability_basis=rel_basis, n_replicates=null_replicates, seed=seed,
+                                         zs=tuple(float(z) for z in zs))  # fmt: skip
+            for z in zs:
+                cls = classify(p.items, r1, r2, z=z, min_valid=min_valid, sd_basis=basis if basis != "-" else "analysable", s_diff=s_diff)
+                row = {"analysis": "threshold", "z": float(z), "method": f"{s_diff}" + (f" (r_xx: {rel_basis}, SD: {basis})" if s_diff == "reference" else ""),
+                       "s_diff_method": s_diff, "reliability_basis": rel_basis if s_diff == "reference" else "-", "sd_basis": basis,
+                       "s_diff": cls.attrs["s_diff"], "min_detectable": z * cls.attrs["s_diff"], **score_against_truth(cls, truth)}  # fmt: skip
+                if null is not None:
+                    nz = null["by_z"][float(z)]
+                    row.update({"null_flagged_mean": nz["flagged_mean"], "null_flagged_p975": nz["flagged_p975"],
+                                "null_rate": nz["rate"], "nominal_rate": nominal_rate(z)})  # fmt: skip
+                rows.append(row)
     return pd.DataFrame(rows)
 
 
@@ -202,7 +245,7 @@ def k_subsample_sensitivity(
             raise ValueError(f"k must be in 2..{k_full}, got {k}")
         mv = max(1, math.ceil(valid_share * k - 1e-9))
         p = reliable_change(first_k(counts, k), z=z, min_valid=mv, sd_basis=sd_basis, n_splits=n_splits,
-                            n_permutations=20, n_splits_by_k=20, seed=seed + i)
+                            n_permutations=20, n_splits_by_k=20, n_null=0, seed=seed + i)
         cls = classify(p.items, p.reliability["v1"].r_xx, p.reliability["v2"].r_xx, z=z, min_valid=mv, sd_basis=sd_basis)
         rows.append({"analysis": "k_subsample", "k": int(k), "min_valid": mv, "r_xx_v1": p.reliability["v1"].r_xx,
                      "r_xx_v2": p.reliability["v2"].r_xx, "s_diff": p.s_diff, "min_detectable": p.min_detectable,
@@ -330,16 +373,17 @@ def sensitivity_figure(table: pd.DataFrame):
 
     analysis = table["analysis"].iloc[0]
     x_col, group_col = {
-        "threshold": ("z", "sd_basis"), "exclusion": ("min_valid", "floor_ceiling_excluded"), "k_subsample": ("k", None),
+        "threshold": ("z", "method"), "exclusion": ("min_valid", "floor_ceiling_excluded"), "k_subsample": ("k", None),
         "prior": ("prior", None), "fdr": ("error_level", "rule"),
     }[analysis]  # fmt: skip
     groups = [(None, table)] if group_col is None else list(table.groupby(group_col, sort=False))
     has_truth = "realized_fdp" in table
     has_model_fdp = "expected_fdp" in table
-    second = has_truth or has_model_fdp
+    has_null = "null_rate" in table
+    second = has_truth or has_model_fdp or has_null
     fig, axes = subplots(1, 2 if second else 1, figsize=(10 if second else 6, 3.8), squeeze=False)
     ax = axes[0, 0]
-    styles = ["-", "--", ":"]
+    styles = ["-", "--", ":", "-.", (0, (1, 3)), (0, (5, 1))]
     for (g, sub), ls in zip(groups, styles):
         tag = "" if g is None else f" ({group_col}={g})"
         ax.plot(sub[x_col], sub["improved"], ls, marker="o", color="#1b9e77", label="improved" + tag)
@@ -353,9 +397,14 @@ def sensitivity_figure(table: pd.DataFrame):
             tag = "" if g is None else f" ({group_col}={g})"
             if has_model_fdp:
                 ax2.plot(sub[x_col], sub["expected_fdp"], ls, marker="D", color="#636363", label="model's expected FDP" + tag)
+            if has_null:
+                ax2.plot(sub[x_col], sub["null_rate"], ls, marker="v", color="#e7298a", label="false-positive rate, no-change null" + tag)
             if has_truth:
                 ax2.plot(sub[x_col], sub["realized_fdp"], ls, marker="o", color="#d62728", label="realized FDP" + tag)
                 ax2.plot(sub[x_col], sub["share_changed_detected"], ls, marker="s", color="#7570b3", label="share of changed items detected" + tag)
+        if has_null:
+            nominal = table.drop_duplicates(x_col)
+            ax2.plot(nominal[x_col], nominal["nominal_rate"], color="black", lw=0.8, label="nominal rate")
         ax2.set(xlabel=x_col, ylabel="proportion", ylim=(0, 1), title="Against the simulation's truth" if has_truth else "False discoveries")
         ax2.legend(fontsize=6, frameon=False)
     if analysis == "prior":
@@ -382,6 +431,8 @@ def run_sensitivity_analyses(
     sd_basis: str = "analysable",
     seed: int = 0,
     zs: Sequence[float] = Z_GRID,
+    methods: Sequence[tuple[str, str]] = METHODS,
+    null_replicates: int = 200,
     min_valid_grid: Sequence[int] = MIN_VALID_GRID,
     ks: Sequence[int] | None = None,
     qs: Sequence[float] = FDR_GRID,
@@ -405,7 +456,7 @@ def run_sensitivity_analyses(
         if name in ("threshold", "exclusion") and pair is None:
             pair = _pair(counts, None, seed, sd_basis=sd_basis)
         if name == "threshold":
-            out[name] = threshold_sensitivity(counts, zs=zs, truth=truth, pair=pair, seed=seed)
+            out[name] = threshold_sensitivity(counts, zs=zs, methods=methods, null_replicates=null_replicates, truth=truth, pair=pair, seed=seed)
         elif name == "exclusion":
             out[name] = exclusion_sensitivity(counts, min_valid_grid=min_valid_grid, sd_basis=sd_basis, truth=truth, pair=pair, seed=seed)
         elif name == "k":

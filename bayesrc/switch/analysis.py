@@ -30,7 +30,8 @@ class BenchmarkResult:
         if self.ls is not None:
             out.update(self.ls.to_dict())
         else:
-            out.update({"mu": None, "alpha": None, "beta": None, "r2": None, "cv_r2": None, "cells": [], "note": MIN_MODELS_NOTE})
+            out.update({"mu": None, "alpha": None, "beta": None, "r2": None, "cv_r2": None, "noise_floor_r2": None, "cells": [], "note": MIN_MODELS_NOTE})
+        out["adjustment"] = self.effects.attrs.get("adjustment")
         out["effects"] = effects_frame(self.effects).to_dict(orient="records")
         out["cell_means"] = means.to_dict(orient="records")
         out["bayes"] = {}
@@ -64,8 +65,11 @@ class SwitchAnalysis:
                     "models": len(r.models),
                     "cells": len(eff),
                     "significant_95": int((eff["stars"] != "").sum()),
+                    "significant_95_adjusted": int(eff["significant_95_adjusted"].astype(bool).sum()) if "significant_95_adjusted" in eff else np.nan,
                     "mu": r.ls.mu if r.ls else np.nan,
                     "r2": r.ls.r2 if r.ls else np.nan,
+                    "noise_floor_r2": (r.ls.noise_floor or {}).get("mean", np.nan) if r.ls else np.nan,
+                    "noise_floor_r2_p975": (r.ls.noise_floor or {}).get("p975", np.nan) if r.ls else np.nan,
                     "cv_r2": r.ls.cv_r2 if r.ls else np.nan,
                 }
             )
@@ -107,7 +111,7 @@ def analyse_switch(
         means = cell_means(sub, n_boot=n_boot, seed=seed)
         effects = switch_effects(sub, n_boot=n_boot, seed=seed, pairing_rho=pairing_rho)
         factor = len(sub.models[bench]) >= 3
-        ls = fit_additive(effects["delta"]) if factor else None
+        ls = fit_additive(effects["delta"], se=effects["se"], base_cov=effects["base_cov"], seed=seed) if factor else None
         res = BenchmarkResult(bench, sub.models[bench], means, effects, ls)
         if backends and factor:
             fd = factor_data(sub, pairing_rho=pairing_rho)

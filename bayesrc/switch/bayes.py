@@ -11,9 +11,13 @@ Same priors in both backends (``FactorPriors``)::
 
 **Cell data** (published means and 95 % intervals): for each off-diagonal cell
 
-    Δ̂_ab ~ Normal(μ + α_a + β_b, sqrt(se_ab² + τ²)),
+    Δ̂_ab ~ Normal(μ + α_a + β_b + η_b, sqrt(se_ab² − c_b + τ²)),   η_b ~ Normal(0, sqrt(c_b)),
 
-the interaction γ_ab ~ Normal(0, τ) integrated out, with se_ab from the intervals.
+the interaction γ_ab ~ Normal(0, τ) integrated out, with se_ab from the intervals and
+c_b = Var(s̄_bb)(1 − ρ) the noise of the baseline every cell of column b shares
+(``base_cov`` of :func:`switch_effects`): integrating η_b out gives Cov(Δ̂_ab, Δ̂_cb) = c_b,
+so the column's common noise widens β_b instead of being read as susceptibility
+(SPEC section 4; η is sampled non-centred).
 
 **Episode data** (episode-level likelihood): every score, diagonal included,
 
@@ -59,6 +63,7 @@ class FactorData:
     prefix_idx: np.ndarray
     suffix_idx: np.ndarray
     se: np.ndarray | None = None  # cells
+    base_var: np.ndarray | None = None  # cells: c_b per column (shared-baseline variance)
     episode_idx: np.ndarray | None = None  # episodes
     episodes: list[str] = field(default_factory=list)
     cell_labels: list[str] = field(default_factory=list)  # off-diagonal cells, row-major
@@ -93,9 +98,13 @@ def factor_data(data: SwitchData, *, pairing_rho: float = 0.0) -> FactorData:
         eff = switch_effects(data, pairing_rho=pairing_rho)
         df = eff[["delta", "se"]].to_dataframe().reset_index()
         df = df[(df["prefix"] != df["suffix"]) & np.isfinite(df["delta"])]
+        base = np.nan_to_num(eff["base_cov"].to_numpy())
+        si = df["suffix"].map(pos).to_numpy()
+        se = df["se"].to_numpy(float)
         return FactorData(
-            "cells", models, df["delta"].to_numpy(float), df["prefix"].map(pos).to_numpy(), df["suffix"].map(pos).to_numpy(),
-            se=df["se"].to_numpy(float), cell_labels=_cell_labels(models), benchmark=bench,
+            "cells", models, df["delta"].to_numpy(float), df["prefix"].map(pos).to_numpy(), si,
+            se=se, base_var=base,
+            cell_labels=_cell_labels(models), benchmark=bench,
         )
     df = data.frame
     episodes = list(dict.fromkeys(df["episode"]))
@@ -113,12 +122,12 @@ def _coords(fd: FactorData) -> dict[str, list[str]]:
     return coords
 
 
-DIMS = {"alpha": ["prefix"], "beta": ["suffix"], "alpha_z": ["prefix"], "beta_z": ["suffix"], "gamma": ["cell"], "gamma_z": ["cell"], "m": ["suffix"], "u": ["episode"], "u_z": ["episode"]}
+DIMS = {"eta": ["suffix"], "eta_z": ["suffix"], "alpha": ["prefix"], "beta": ["suffix"], "alpha_z": ["prefix"], "beta_z": ["suffix"], "gamma": ["cell"], "gamma_z": ["cell"], "m": ["suffix"], "u": ["episode"], "u_z": ["episode"]}
 
 
 # ----------------------------------------------------------------------------- NumPyro
 def numpyro_model(
-    prefix_idx, suffix_idx, cell_idx, episode_idx=None, se=None, y=None, *, k: int, n_episodes: int = 0, priors: FactorPriors = FactorPriors()
+    prefix_idx, suffix_idx, cell_idx, episode_idx=None, se=None, y=None, base_var=None, *, k: int, n_episodes: int = 0, priors: FactorPriors = FactorPriors()
 ) -> None:
     """The factor model as a NumPyro model function (see module docstring).
 
@@ -141,7 +150,10 @@ def numpyro_model(
     beta = numpyro.deterministic("beta", s_b * numpyro.sample("beta_z", dist.ZeroSumNormal(1.0, event_shape=(k,))))
     a, b = prefix_idx, suffix_idx
     if se is not None:
-        numpyro.sample("obs", dist.Normal(mu + alpha[a] + beta[b], jnp.sqrt(se**2 + tau**2)), obs=y)
+        c = jnp.zeros(k) if base_var is None else base_var
+        eta = numpyro.deterministic("eta", jnp.sqrt(c) * numpyro.sample("eta_z", dist.Normal(0.0, 1.0).expand([k]).to_event(1)))
+        within = jnp.clip(se**2 - c[b], 1e-12, None)  # the cell's own noise beyond its column's shared baseline
+        numpyro.sample("obs", dist.Normal(mu + alpha[a] + beta[b] + eta[b], jnp.sqrt(within + tau**2)), obs=y)
         return
     gamma_z = numpyro.sample("gamma_z", dist.Normal(0.0, 1.0).expand([k * (k - 1)]).to_event(1))
     gamma = numpyro.deterministic("gamma", tau * gamma_z)
@@ -176,8 +188,8 @@ def fit_numpyro(fd: FactorData, *, priors: FactorPriors = FactorPriors(), config
     from bayesrc.bayes.samplers import run_numpyro
 
     model = partial(numpyro_model, k=fd.k, n_episodes=len(fd.episodes), priors=priors)
-    kwargs = {"prefix_idx": fd.prefix_idx, "suffix_idx": fd.suffix_idx, "cell_idx": fd.cell_idx, "episode_idx": fd.episode_idx, "se": fd.se, "y": fd.y}
-    keep = ("alpha", "beta", "alpha_z", "beta_z") if fd.kind == "cells" else tuple(DIMS)
+    kwargs = {"prefix_idx": fd.prefix_idx, "suffix_idx": fd.suffix_idx, "cell_idx": fd.cell_idx, "episode_idx": fd.episode_idx, "se": fd.se, "y": fd.y, "base_var": fd.base_var}
+    keep = ("alpha", "beta", "alpha_z", "beta_z", "eta", "eta_z") if fd.kind == "cells" else tuple(k for k in DIMS if not k.startswith("eta"))
     dims = {k: v for k, v in DIMS.items() if k in keep}
     return run_numpyro(model, kwargs, _config(config, **sampler), _coords(fd), dims)
 
@@ -200,7 +212,10 @@ def pymc_model(fd: FactorData, priors: FactorPriors = FactorPriors()):
         beta = pm.Deterministic("beta", s_b * pm.ZeroSumNormal("beta_z", sigma=1.0, dims="suffix"), dims="suffix")
         a, b = fd.prefix_idx, fd.suffix_idx
         if fd.kind == "cells":
-            pm.Normal("obs", mu + alpha[a] + beta[b], pt.sqrt(fd.se**2 + tau**2), observed=fd.y)
+            c = np.zeros(fd.k) if fd.base_var is None else np.asarray(fd.base_var, float)
+            eta = pm.Deterministic("eta", np.sqrt(c) * pm.Normal("eta_z", 0.0, 1.0, dims="suffix"), dims="suffix")
+            within = np.clip(fd.se**2 - c[b], 1e-12, None)  # the cell's own noise beyond its column's shared baseline
+            pm.Normal("obs", mu + alpha[a] + beta[b] + eta[b], pt.sqrt(within + tau**2), observed=fd.y)
             return model
         gamma_z = pm.Normal("gamma_z", 0.0, 1.0, dims="cell")
         gamma = pm.Deterministic("gamma", tau * gamma_z, dims="cell")

@@ -11,6 +11,19 @@ full rank, so ordinary least squares gives the constrained solution. Because the
 is linear, leave-one-cell-out residuals are exact from the hat matrix:
 e_(i) = e_i / (1 − h_ii). Variance explained R² = 1 − SSR/SST (SST about the mean of
 the off-diagonal effects); CV R² = 1 − Σ e_(i)² / SST.
+
+Shared baselines (SPEC section 4): every Δ_ab of column b shares the baseline mean
+s̄_bb, whose noise moves the whole column, is absorbed into β_b and never reaches the
+residuals, so s² (XᵀX)⁻¹ understates the uncertainty of β (and μ). Given the cells'
+noise -- SE_ab² on the diagonal and Cov(Δ_ab, Δ_cb) = ``base_cov[b]`` within a column
+(:func:`bayesrc.switch.matrix.switch_effects`) -- the point estimates stay OLS (so the
+published residual table reproduces) and their covariance is the GLS-model sandwich
+
+    Cov(coef) = A (V + τ̂² I) Aᵀ,  A = (XᵀX)⁻¹ Xᵀ,
+    τ̂² = max(0, (SSR − tr((I − H) V)) / (n − p))   (interaction beyond the cell noise),
+
+with normal intervals. The **noise-floor R²** is the R² of the same fit on cells drawn
+from N(0, V): what pure noise at the observed cell noise explains.
 """
 
 from __future__ import annotations
@@ -30,9 +43,12 @@ def sum_to_zero_basis(k: int) -> np.ndarray:
 
 def off_diagonal_cells(delta: xr.DataArray) -> pd.DataFrame:
     """Finite off-diagonal cells of a (prefix, suffix) matrix as (prefix, suffix, observed)."""
-    df = delta.rename("observed").to_dataframe().reset_index()[["prefix", "suffix", "observed"]]
-    df = df[(df["prefix"] != df["suffix"]) & np.isfinite(df["observed"])]
-    return df.reset_index(drop=True)
+    d = delta.transpose("prefix", "suffix")
+    pre, suf = d["prefix"].to_numpy(), d["suffix"].to_numpy()
+    i, j = np.meshgrid(np.arange(pre.size), np.arange(suf.size), indexing="ij")
+    v = d.to_numpy()
+    keep = (pre[i] != suf[j]) & np.isfinite(v)
+    return pd.DataFrame({"prefix": pre[i][keep], "suffix": suf[j][keep], "observed": v[keep]})
 
 
 def design_matrix(prefix_idx: np.ndarray, suffix_idx: np.ndarray, k: int) -> np.ndarray:
@@ -65,10 +81,15 @@ class AdditiveFit:
     cells: pd.DataFrame
     level: float = 0.95
     extra: dict = field(default_factory=dict)
+    covariance: str = "ols"  # "ols": s² (XᵀX)⁻¹; "shared_baseline": A (V + τ̂² I) Aᵀ
+    noise_floor: dict | None = None
 
     def intervals(self) -> pd.DataFrame:
-        """α and β with t intervals (df = cells − (2K − 1))."""
-        t = stats.t.ppf((1 + self.level) / 2, self.df_resid) if self.df_resid > 0 else np.nan
+        """α and β with intervals: normal with the shared-baseline covariance, else t (df = cells − (2K − 1))."""
+        if self.covariance == "shared_baseline":
+            t = stats.norm.ppf((1 + self.level) / 2)
+        else:
+            t = stats.t.ppf((1 + self.level) / 2, self.df_resid) if self.df_resid > 0 else np.nan
         rows = []
         for term, est, se in (("alpha", self.alpha, self.alpha_se), ("beta", self.beta, self.beta_se)):
             for m in self.models:
@@ -95,15 +116,74 @@ class AdditiveFit:
             "r2": self.r2,
             "cv_r2": self.cv_r2,
             "resid_sd": self.resid_sd,
+            "covariance": self.covariance,
+            "tau2": self.extra.get("tau2"),
+            "noise_floor_r2": self.noise_floor,
             "n_cells": int(len(self.cells)),
             "cells": self.cells[["prefix", "suffix", "observed", "pred", "resid", "loo_pred"]].to_dict(orient="records"),
         }
 
 
-def fit_additive(delta: xr.DataArray, *, level: float = 0.95) -> AdditiveFit:
+def noise_covariance(cells: pd.DataFrame, se: xr.DataArray, base_cov: xr.DataArray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The cells' noise: ``(var, col_cov, suffix_idx)`` -- SE_ab² per cell, ``base_cov[b]``
+    (0 where unknown) per cell's column b, and the cells' column index. The covariance is
+    V = diag(var) + col_cov between two different cells of one column (0 across columns)."""
+    pos = {str(m): i for i, m in enumerate(se["prefix"].to_numpy())}
+    pi = np.array([pos[str(p)] for p in cells["prefix"]])
+    si = np.array([pos[str(s)] for s in cells["suffix"]])
+    var = se.to_numpy()[pi, si] ** 2
+    c = np.nan_to_num(base_cov.to_numpy()[si]) if base_cov is not None else np.zeros(len(si))
+    return var, np.minimum(c, var), si
+
+
+def _dense(var: np.ndarray, c: np.ndarray, col: np.ndarray) -> np.ndarray:
+    same = col[:, None] == col[None, :]
+    V = np.where(same, c[:, None], 0.0)
+    np.fill_diagonal(V, var)
+    return V
+
+
+def noise_floor_r2(X: np.ndarray, var: np.ndarray, col_cov: np.ndarray, col: np.ndarray, *, n_draws: int = 1000, seed: int = 0) -> dict:
+    """R² of the additive fit on cells drawn with the cells' noise and no switch effects.
+
+    Each draw is Δ*_ab = sqrt(var_ab − c_b) z_ab + sqrt(c_b) η_b (z, η standard normal):
+    exactly the covariance of :func:`noise_covariance`. Mean and 2.5 / 97.5 % of R².
+    """
+    rng = np.random.default_rng(seed)
+    n = len(var)
+    k = int(col.max()) + 1
+    Y = rng.standard_normal((n_draws, n)) * np.sqrt(var - col_cov) + rng.standard_normal((n_draws, k))[:, col] * np.sqrt(col_cov)
+    H = X @ np.linalg.solve(X.T @ X, X.T)  # hat matrix (X has full column rank)
+    R = Y - Y @ H
+    sst = ((Y - Y.mean(1, keepdims=True)) ** 2).sum(1)
+    r2 = 1 - (R**2).sum(1) / sst
+    lo, hi = np.percentile(r2, [2.5, 97.5])
+    return {"mean": float(r2.mean()), "p025": float(lo), "p975": float(hi), "draws": int(n_draws)}
+
+
+def fit_additive(
+    delta: xr.DataArray,
+    *,
+    level: float = 0.95,
+    se: xr.DataArray | None = None,
+    base_cov: xr.DataArray | None = None,
+    n_noise: int = 1000,
+    seed: int = 0,
+) -> AdditiveFit:
     """Least-squares additive model on the off-diagonal cells of ``delta`` (prefix, suffix).
 
     ``delta`` may be the ``delta`` variable of :func:`~bayesrc.switch.switch_effects`.
+    ``se`` and ``base_cov`` (the same Dataset's ``se`` and ``base_cov``): the cells' noise;
+    given, α, β and μ get the shared-baseline covariance (module docstring) and the
+    noise-floor R² is computed from ``n_noise`` draws.
+
+    Example
+    -------
+    >>> from bayesrc.switch import simulate_switch, switch_effects
+    >>> eff = switch_effects(simulate_switch(4, 60, seed=1).data, n_boot=200)
+    >>> fit = fit_additive(eff["delta"], se=eff["se"], base_cov=eff["base_cov"])
+    >>> fit.covariance
+    'shared_baseline'
     """
     models = [str(m) for m in delta["prefix"].to_numpy()]
     if list(map(str, delta["suffix"].to_numpy())) != models:
@@ -128,14 +208,29 @@ def fit_additive(delta: xr.DataArray, *, level: float = 0.95) -> AdditiveFit:
     df_resid = n - p
     s2 = float(resid @ resid / df_resid) if df_resid > 0 else np.nan
     C = sum_to_zero_basis(k)
-    # Map (μ, a, b) -> (μ, α, β) and carry the covariance s² (XᵀX)⁻¹ through it.
+    # Map (μ, a, b) -> (μ, α, β) and carry the covariance through it.
     M = np.zeros((1 + 2 * k, p))
     M[0, 0] = 1.0
     M[1 : 1 + k, 1:k] = C
     M[1 + k :, k:] = C
     full = M @ coef
-    cov = s2 * M @ XtX_inv @ M.T
-    se = np.sqrt(np.clip(np.diag(cov), 0, None))
+    extra: dict = {}
+    floor = None
+    noise = noise_covariance(cells, se, base_cov) if se is not None else None
+    if noise is not None and np.all(np.isfinite(noise[0])):
+        V = _dense(*noise)
+        A = XtX_inv @ X.T
+        tr = float(np.trace(V) - np.einsum("ij,ji->", X @ A, V))  # tr((I − H) V)
+        tau2 = max(0.0, (float(resid @ resid) - tr) / df_resid) if df_resid > 0 else 0.0
+        cov_coef = A @ V @ A.T + tau2 * XtX_inv
+        covariance = "shared_baseline"
+        extra["tau2"] = tau2
+        floor = noise_floor_r2(X, *noise, n_draws=n_noise, seed=seed)
+    else:
+        cov_coef = s2 * XtX_inv
+        covariance = "ols"
+    cov = M @ cov_coef @ M.T
+    se_full = np.sqrt(np.clip(np.diag(cov), 0, None))
     cells = cells.assign(pred=pred, resid=resid, loo_pred=y - loo_resid, loo_resid=loo_resid)
     cells = cells.reindex(cells["resid"].abs().sort_values(ascending=False).index).reset_index(drop=True)
     return AdditiveFit(
@@ -144,15 +239,18 @@ def fit_additive(delta: xr.DataArray, *, level: float = 0.95) -> AdditiveFit:
         mu=float(full[0]),
         alpha=pd.Series(full[1 : 1 + k], index=models, name="alpha"),
         beta=pd.Series(full[1 + k :], index=models, name="beta"),
-        mu_se=float(se[0]),
-        alpha_se=pd.Series(se[1 : 1 + k], index=models, name="alpha_se"),
-        beta_se=pd.Series(se[1 + k :], index=models, name="beta_se"),
+        mu_se=float(se_full[0]),
+        alpha_se=pd.Series(se_full[1 : 1 + k], index=models, name="alpha_se"),
+        beta_se=pd.Series(se_full[1 + k :], index=models, name="beta_se"),
         r2=1.0 - float(resid @ resid) / sst if sst > 0 else np.nan,
         cv_r2=1.0 - float(loo_resid @ loo_resid) / sst if sst > 0 else np.nan,
         resid_sd=float(np.sqrt(s2)),
         df_resid=int(df_resid),
         cells=cells,
         level=level,
+        extra=extra,
+        covariance=covariance,
+        noise_floor=floor,
     )
 
 

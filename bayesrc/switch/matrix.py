@@ -6,9 +6,20 @@ Switch effect (paper 004 section 2, SPEC section 4): for an ordered pair a → b
 
 paired by episode e against b's own no-switch dialogue (the diagonal). Episode data
 give paired BCa intervals (episodes resampled, pairing kept) and stars at the 95 /
-99 / 99.9 % levels. Cell summaries (published means and 95 % intervals) carry no
-pairing, so their effects get normal intervals with SE² = SE_ab² + SE_bb² -- an upper
-bound on the paired SE (positive within-episode correlation only narrows it).
+99 / 99.9 % levels; the 99.9 % star needs at least ``MIN_BOOT_999`` = 10,000 resamples
+(fewer cannot place a 0.05 % tail), otherwise the stars stop at ``**``. Cell
+significance is also given after Benjamini-Hochberg over the off-diagonal cells
+(``p`` from the normal approximation Δ / SE, ``significant_95_adjusted``).
+
+Every Δ_ab of suffix column b shares the baseline mean s̄_bb, so the cells of a column
+are correlated: ``base_cov`` (dim suffix) is Cov(Δ_ab, Δ_cb) for a ≠ c -- the mean
+over pairs of cells of the column of the episodes' covariance of the paired
+differences over n (episode data), or Var(s̄_bb)(1 − ρ) (cell data; exact for ρ = 0).
+The factor model's intervals carry it (:func:`bayesrc.switch.factor.fit_additive`).
+
+Cell summaries (published means and 95 % intervals) carry no pairing, so their
+effects get normal intervals with SE² = SE_ab² + SE_bb² -- an upper bound on the
+paired SE (positive within-episode correlation only narrows it).
 """
 
 from __future__ import annotations
@@ -16,9 +27,73 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import xarray as xr
+from scipy import stats
 
 from bayesrc.switch.bootstrap import STAR_LEVELS, bca_mean, stars_from_limits
 from bayesrc.switch.data import Z95, SwitchData
+
+MIN_BOOT_999 = 10_000
+
+
+def benjamini_hochberg(p: np.ndarray) -> np.ndarray:
+    """BH-adjusted p-values (step-up, monotone); NaN entries stay NaN and are not counted.
+
+    Example
+    -------
+    >>> benjamini_hochberg(np.array([0.01, 0.04, 0.03])).round(3).tolist()
+    [0.03, 0.04, 0.04]
+    """
+    p = np.asarray(p, float)
+    out = np.full(p.shape, np.nan)
+    ok = np.isfinite(p)
+    q = p[ok]
+    m = q.size
+    if m == 0:
+        return out
+    order = np.argsort(q)
+    adj = q[order] * m / np.arange(1, m + 1)
+    adj = np.minimum.accumulate(adj[::-1])[::-1]
+    res = np.empty(m)
+    res[order] = np.clip(adj, 0, 1)
+    out[ok] = res
+    return out
+
+
+def paired_column_cov(arr: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Paired differences of a (prefix, suffix, episode) score array against the diagonal.
+
+    Returns ``delta``, ``se`` and ``n`` (k, k) of d_e(a→b) = s_e(a→b) − s_e(b→b) and
+    ``base_cov`` (k,): for each column b the mean over cell pairs a ≠ c of
+    Cov_e(d_ab, d_cb) / n_b (pairwise-complete episodes) -- the covariance the shared
+    baseline s̄_bb induces between the column's effects.
+    """
+    k = arr.shape[0]
+    delta, se, n = np.full((k, k), np.nan), np.full((k, k), np.nan), np.zeros((k, k))
+    base_cov = np.full(k, np.nan)
+    for b in range(k):
+        d = arr[:, b, :] - arr[b, b, :][None, :]  # (prefix, episode)
+        rows = [a for a in range(k) if a != b]
+        for a in rows:
+            x = d[a][np.isfinite(d[a])]
+            if x.size:
+                delta[a, b], n[a, b] = x.mean(), x.size
+                se[a, b] = x.std(ddof=1) / np.sqrt(x.size) if x.size > 1 else np.nan
+        D = d[rows]
+        if np.isfinite(D).all() and D.shape[1] > 1:  # the usual case: one covariance matrix
+            C = np.cov(D) / D.shape[1]
+            covs = list(C[np.triu_indices(len(rows), 1)])
+        else:
+            covs = []
+            for i, a in enumerate(rows):
+                for c in rows[i + 1 :]:
+                    ok = np.isfinite(d[a]) & np.isfinite(d[c])
+                    if ok.sum() > 1:
+                        # Cov of the two cell means: sample covariance over the shared episodes * n_shared / (n_a n_c).
+                        cov = np.cov(d[a][ok], d[c][ok])[0, 1]
+                        covs.append(cov * ok.sum() / (n[a, b] * n[c, b]))
+        if covs:
+            base_cov[b] = float(np.mean(covs))
+    return delta, se, n, base_cov
 
 
 def _single(data: SwitchData) -> tuple[str, list[str], pd.DataFrame]:
@@ -80,6 +155,53 @@ def cell_means(data: SwitchData, *, n_boot: int = 1000, level: float = 0.95, see
     return ds
 
 
+def effects_from_scores(scores: np.ndarray, models: list[str], *, n_boot: int = 1000, seed: int | None = 0, benchmark: str = "") -> xr.Dataset:
+    """Switch effects from a (prefix, suffix, episode) score array (NaN: no episode).
+
+    What :func:`switch_effects` computes for episode data, without the loading step:
+    paired Δ, SE, ``base_cov``, BCa intervals and stars (``n_boot > 0``) and the
+    BH-adjusted significance.
+    """
+    values = np.asarray(scores, float)
+    k = len(models)
+    lo, hi = _empty(models), _empty(models)
+    stars = np.full((k, k), "", dtype=object)
+    delta, se, n, base_cov = paired_column_cov(values)
+    rng = np.random.default_rng(seed)
+    # The 99.9% limit needs >= MIN_BOOT_999 resamples; with fewer only 95 / 99 % stars.
+    levels = STAR_LEVELS if n_boot >= MIN_BOOT_999 else STAR_LEVELS[:2]
+    for j in range(k if n_boot > 0 else 0):  # n_boot = 0: point estimates, SEs and p only
+        base = values[j, j]
+        for i in range(k):
+            if i == j:
+                continue
+            diff = values[i, j] - base
+            diff = diff[np.isfinite(diff)]
+            if diff.size == 0:
+                continue
+            _, l_, h_ = bca_mean(diff, n_boot=n_boot, levels=levels, rng=rng)
+            lo[i, j], hi[i, j] = l_[0], h_[0]
+            stars[i, j] = stars_from_limits(l_, h_)[()]
+    interval = f"paired BCa 95%, {n_boot} resamples of episodes" + ("" if n_boot >= MIN_BOOT_999 else f"; 99.9% stars need >= {MIN_BOOT_999} resamples")
+    return _finish(models, benchmark, delta, lo, hi, se, n, stars, base_cov, interval)
+
+
+def _finish(models, bench, delta, lo, hi, se, n, stars, base_cov, interval) -> xr.Dataset:
+    k = len(models)
+    np.fill_diagonal(delta, 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        pval = 2 * stats.norm.sf(np.abs(delta) / se)
+    off = ~np.eye(k, dtype=bool) & np.isfinite(pval)
+    p_adj = np.full((k, k), np.nan)
+    p_adj[off] = benjamini_hochberg(pval[off])
+    ds = _dataset(models, bench, delta=delta, ci_low=lo, ci_high=hi, se=se, n=n, stars=stars, p=np.where(off, pval, np.nan),
+                  p_adjusted=p_adj, significant_95_adjusted=np.where(off, p_adj <= 0.05, False))  # fmt: skip
+    ds["base_cov"] = ("suffix", base_cov)
+    ds.attrs["interval"] = interval
+    ds.attrs["adjustment"] = "Benjamini-Hochberg over the off-diagonal cells, p from Δ / SE (normal)"
+    return ds
+
+
 def switch_effects(data: SwitchData, *, n_boot: int = 1000, seed: int | None = 0, pairing_rho: float = 0.0) -> xr.Dataset:
     """Switch effects Δ_ab with intervals and significance stars, dims (prefix, suffix).
 
@@ -87,7 +209,8 @@ def switch_effects(data: SwitchData, *, n_boot: int = 1000, seed: int | None = 0
     ``n`` (paired episodes) and ``stars`` ('*' / '**' / '***': the 95 / 99 / 99.9 %
     interval excludes zero). ``pairing_rho`` (cell data only): assumed within-episode
     correlation of a → b and b → b scores, SE² = SE_ab² + SE_bb² − 2ρ SE_ab SE_bb
-    (0: the unpaired upper bound).
+    (0: the unpaired upper bound). ``n_boot = 0`` (episode data): no BCa intervals or stars,
+    only Δ, SE, ``base_cov`` and the BH-adjusted significance.
     """
     bench, models, df = _single(data)
     k = len(models)
@@ -95,8 +218,12 @@ def switch_effects(data: SwitchData, *, n_boot: int = 1000, seed: int | None = 0
     delta, lo, hi, se = _empty(models), _empty(models), _empty(models), _empty(models)
     n = np.zeros((k, k))
     stars = np.full((k, k), "", dtype=object)
+    base_cov = np.full(k, np.nan)
     if data.kind == "cells":
         cell = {(r.prefix, r.suffix): r for r in df.itertuples()}
+        for (p, s), r in cell.items():
+            if p == s:
+                base_cov[idx[s]] = r.se**2 * (1 - pairing_rho)
         z = np.asarray([Z95, 2.5758293035489, 3.2905267314919255])
         for (p, s), r in cell.items():
             if p == s or (s, s) not in cell:
@@ -110,32 +237,13 @@ def switch_effects(data: SwitchData, *, n_boot: int = 1000, seed: int | None = 0
             stars[i, j] = "*" * int((abs(delta[i, j]) > z * se[i, j]).sum())
         interval = f"normal 95% from published cell intervals, SE^2 = SE_ab^2 + SE_bb^2 - 2 rho SE_ab SE_bb, rho = {pairing_rho}"
     else:
-        arr = episode_array(data)
-        rng = np.random.default_rng(seed)
-        for j, s in enumerate(models):
-            base = arr.sel(prefix=s, suffix=s).to_numpy()
-            for i, p in enumerate(models):
-                if p == s:
-                    continue
-                diff = arr.sel(prefix=p, suffix=s).to_numpy() - base
-                diff = diff[np.isfinite(diff)]
-                if diff.size == 0:
-                    continue
-                m, l_, h_ = bca_mean(diff, n_boot=n_boot, levels=STAR_LEVELS, rng=rng)
-                delta[i, j], lo[i, j], hi[i, j] = m, l_[0], h_[0]
-                se[i, j] = diff.std(ddof=1) / np.sqrt(diff.size) if diff.size > 1 else np.nan
-                n[i, j] = diff.size
-                stars[i, j] = stars_from_limits(l_, h_)[()]
-        interval = f"paired BCa 95%, {n_boot} resamples of episodes"
-    np.fill_diagonal(delta, 0.0)
-    ds = _dataset(models, bench, delta=delta, ci_low=lo, ci_high=hi, se=se, n=n, stars=stars)
-    ds.attrs["interval"] = interval
-    return ds
+        return effects_from_scores(episode_array(data).to_numpy(), models, n_boot=n_boot, seed=seed, benchmark=bench)
+    return _finish(models, bench, delta, lo, hi, se, n, stars, base_cov, interval)
 
 
 def effects_frame(effects: xr.Dataset, *, off_diagonal: bool = True) -> pd.DataFrame:
-    """Tidy table (prefix, suffix, delta, ci_low, ci_high, se, n, stars)."""
-    df = effects.to_dataframe().reset_index()
+    """Tidy table (prefix, suffix, delta, ci_low, ci_high, se, n, stars, p, p_adjusted, significant_95_adjusted)."""
+    df = effects.drop_vars("base_cov", errors="ignore").to_dataframe().reset_index()
     if off_diagonal:
         df = df[df["prefix"] != df["suffix"]]
     return df.dropna(subset=["delta"]).reset_index(drop=True)

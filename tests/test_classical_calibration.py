@@ -1,0 +1,142 @@
+"""Calibration of the reliable-change classification on data with no change (SPEC 2.1).
+
+No-change data: p_v2 = p_v1 for every item (``pi_change = 0``), K = 10, many items at
+floor / ceiling (the generator's wide difficulty spread), independent Bernoulli samples.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bayesrc.classical import (
+    binomial_s_diff,
+    cross_pair,
+    flip_metrics,
+    icc_1_1,
+    icc_1_k,
+    mcnemar,
+    nominal_rate,
+    reliable_change,
+    standard_error_of_measurement,
+)
+from bayesrc.data import item_counts, simulate_pair
+
+N_DATASETS, N_ITEMS = 30, 400
+FAST = dict(n_splits=200, n_permutations=50, n_splits_by_k=10, n_null=200)
+
+
+@pytest.fixture(scope="module")
+def no_change():
+    out = []
+    for s in range(N_DATASETS):
+        sim = simulate_pair(N_ITEMS, 10, pi_change=0.0, seed=500 + s)
+        assert np.allclose(sim.truth["p_v1"], sim.truth["p_v2"])
+        counts = item_counts(sim.trials_v1, sim.trials_v2)
+        out.append({m: reliable_change(counts, s_diff=m, seed=s, **FAST) for m in ("reference", "binomial")})
+    return out
+
+
+def _flagged(res) -> int:
+    return res.counts["analysable"]["improved"] + res.counts["analysable"]["deteriorated"]
+
+
+@pytest.mark.parametrize("method", ["reference", "binomial"])
+def test_sample_level_null_covers_the_observed_count(no_change, method):
+    inside = [r[method].null_samples["flagged_p025"] <= _flagged(r[method]) <= r[method].null_samples["flagged_p975"] for r in no_change]
+    print(f"{method}: observed flagged count inside the null's 95% interval in {np.mean(inside):.0%} of {len(inside)} no-change datasets")
+    assert np.mean(inside) >= 0.9
+
+
+def test_reference_recipe_is_miscalibrated_and_says_so(no_change):
+    rates = np.array([r["reference"].null_samples["rate"] for r in no_change])
+    observed = np.array([_flagged(r["reference"]) / r["reference"].counts["analysable"]["n"] for r in no_change])
+    print(f"reference: null rate {rates.mean():.3f}, observed flag rate {observed.mean():.3f} (nominal {nominal_rate(1.96):.3f})")
+    assert rates.mean() > 2 * nominal_rate(1.96) and observed.mean() > 2 * nominal_rate(1.96)
+    assert rates.mean() == pytest.approx(observed.mean(), rel=0.15)  # the null predicts what the recipe does
+    for r in no_change:
+        assert any("nominal" in w and "--s-diff binomial" in w for w in r["reference"].warnings)
+        d = r["reference"].to_dict()
+        assert d["null_samples"]["replicates"] == FAST["n_null"]
+        # The direction-asymmetry test counts over the items of the observed counts.
+        assert d["direction_asymmetry"]["n_items"] == d["counts"]["analysable"]["n"]
+
+
+def test_binomial_flags_at_most_seven_percent_of_unchanged_items(no_change):
+    flagged = sum(_flagged(r["binomial"]) for r in no_change)
+    n = sum(r["binomial"].counts["analysable"]["n"] for r in no_change)
+    print(f"binomial: {flagged} of {n} unchanged analysable items flagged ({flagged / n:.3f})")
+    assert flagged / n <= 0.07
+    assert not any("nominal" in w for r in no_change for w in r["binomial"].warnings)
+
+
+def test_binomial_s_diff_by_hand():
+    # y = 3 of 10 and 6 of 8: p~ = 3.5/11 and 6.5/9
+    a, b = 3.5 / 11, 6.5 / 9
+    assert binomial_s_diff(3, 10, 6, 8) == pytest.approx(np.sqrt(a * (1 - a) / 10 + b * (1 - b) / 8))
+    assert binomial_s_diff(0, 10, 0, 10) > 0  # smoothing: no zero SE at the floor
+    assert np.isnan(binomial_s_diff(1, 0, 1, 10))
+
+
+def test_nan_reliability_never_gives_sem_zero():
+    assert np.isnan(standard_error_of_measurement(np.array([0.1, 0.5, 0.9]), float("nan")))
+    # Every item at floor or ceiling: no split-half correlation, so no reference S_diff and no class.
+    x = np.zeros((30, 10))
+    x[15:] = 1.0
+    sim = simulate_pair(30, 10, pi_change=0.0, seed=1)
+    counts = item_counts(sim.trials_v1, sim.trials_v2)
+    counts["correct"][:] = np.stack([x, x], axis=1)
+    counts["n_correct"][:] = np.stack([x.sum(1), x.sum(1)], axis=1)
+    counts["p"][:] = counts["n_correct"] / 10
+    res = reliable_change(counts, n_splits=50, n_permutations=10, n_null=10)
+    assert np.isnan(res.sem["v1"]) and np.isnan(res.s_diff)
+    assert res.counts["analysable"]["improved"] + res.counts["analysable"]["deteriorated"] == 0
+
+
+def test_icc_1_k_by_hand():
+    x = np.array([[1, 1, 0, 1], [0, 0, 0, 1], [1, 1, 1, 1], [0, 1, 0, 0]], float)
+    k = x.shape[1]
+    means = x.mean(1)
+    msb = k * ((means - x.mean()) ** 2).sum() / (len(x) - 1)
+    msw = ((x - means[:, None]) ** 2).sum() / (len(x) * (k - 1))
+    assert icc_1_k(x) == pytest.approx((msb - msw) / msb)
+    r1 = icc_1_1(x)
+    assert icc_1_k(x) == pytest.approx(k * r1 / (1 + (k - 1) * r1))
+
+
+def test_flip_metrics_by_hand():
+    f = flip_metrics(np.array([0.9, 0.6, 0.2, 0.5, np.nan]), np.array([0.4, 0.7, 0.8, 0.6, 0.1]))
+    assert (f["n"], f["negative_flips"], f["positive_flips"]) == (4, 1, 2)
+    assert f["negative_flip_rate"] == 0.25
+
+
+def test_cross_pair_is_paired_on_shared_items(sim_pair, sim_pair_b):
+    a = reliable_change(item_counts(sim_pair.trials_v1, sim_pair.trials_v2), name="a", **FAST)
+    b = reliable_change(item_counts(sim_pair_b.trials_v1, sim_pair_b.trials_v2), name="b", **FAST)
+    out = cross_pair(a, b)
+    assert out["test"] == "mcnemar"
+    ia = a.items.set_index("item_id")
+    ib = b.items.set_index("item_id")
+    shared = ia.index[~ia["excluded"]].intersection(ib.index[~ib["excluded"]])
+    fa = ia.loc[shared, "class"].isin(["improved", "deteriorated"])
+    fb = ib.loc[shared, "class"].isin(["improved", "deteriorated"])
+    ref = mcnemar(int((fa & ~fb).sum()), int((~fa & fb).sum()))
+    assert out["mcnemar"]["b"] == ref["b"] and out["p_test"] == pytest.approx(ref["p_exact"])
+    from scipy import stats
+
+    assert ref["p_exact"] == pytest.approx(stats.binomtest(ref["b"], ref["b"] + ref["c"], 0.5).pvalue)
+
+
+def test_shared_seeds_are_detected_and_warned_about():
+    from bayesrc.data import input_notes
+
+    sim = simulate_pair(200, 10, seed=3)
+    independent = item_counts(sim.trials_v1, sim.trials_v2)
+    assert independent.attrs["shared_seeds"]["n_shared"] == 0 and not any("seed" in n for n in input_notes(independent, 6))
+    t2 = sim.trials_v2.copy()
+    t2["seed"] = sim.trials_v1["seed"].to_numpy()  # the reference study's rule: the same seeds in both versions
+    shared = item_counts(sim.trials_v1, t2)
+    assert shared.attrs["shared_seeds"]["share"] == 1.0
+    assert any("share their seed" in n for n in input_notes(shared, 6))
+    res = reliable_change(shared, n_splits=50, n_permutations=10, n_null=10)
+    assert any("share their seed" in w for w in res.warnings)
