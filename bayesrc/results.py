@@ -268,23 +268,26 @@ class PairResult:
         return int(c.get("improved", 0)) + int(c.get("deteriorated", 0))
 
     def summary(self):
+        """Headline numbers as a tidy table (pair, metric, value)."""
         import pandas as pd
 
         p, c = self.payload, self.counts.get("analysable", {})
-        rel, ex, null, dom = p.get("reliability", {}), p.get("exclusions", {}), p.get("null", {}), p.get("domain", {})
+        rel, ex, dom = p.get("reliability", {}), p.get("exclusions", {}), p.get("domain", {})
+        asym, fl, nan = p.get("direction_asymmetry") or p.get("null") or {}, p.get("flips") or {}, float("nan")
+        method = p.get("s_diff_method", "reference")
         rows = [
             ("versions", f"{self.versions[0]} -> {self.versions[1]}"),
+            ("S_diff method", method),
             ("sd_basis", p.get("sd_basis")),
-            ("r_xx v1", rel.get("v1", {}).get("r_xx")),
-            ("r_xx v2", rel.get("v2", {}).get("r_xx")),
-            ("ICC(1,1) v1", rel.get("v1", {}).get("icc")),
-            ("ICC(1,1) v2", rel.get("v2", {}).get("icc")),
+            ("reliability basis", p.get("reliability_basis", "all")),
+            *((f"{name} {v}", rel.get(v, {}).get(key, nan)) for key, name in (("r_xx", "r_xx"), ("icc_1_k", "ICC(1,K)"), ("icc", "ICC(1,1)")) for v in ("v1", "v2")),
             ("SEM v1", p.get("sem", {}).get("v1")),
             ("SEM v2", p.get("sem", {}).get("v2")),
-            ("S_diff", p.get("s_diff")),
+            ("S_diff (median per item)" if method == "binomial" else "S_diff", p.get("s_diff")),
             ("min detectable |dp|", p.get("min_detectable")),
             ("items", ex.get("n_before")),
             ("analysable", ex.get("n_after")),
+            ("rule (a) minimum valid", ex.get("min_valid_rule", ex.get("min_valid"))),
             ("excluded: low valid", ex.get("low_valid")),
             ("excluded: floor/ceiling", ex.get("floor_ceiling")),
             ("improved", c.get("improved")),
@@ -292,13 +295,25 @@ class PairResult:
             ("deteriorated", c.get("deteriorated")),
             ("churn (analysable)", c.get("churn")),
             ("churn (all items)", self.counts.get("all", {}).get("churn")),
-            ("null improved p95", null.get("improved_p95")),
-            ("null deteriorated p95", null.get("deteriorated_p95")),
+        ]
+        if ns := p.get("null_samples"):
+            rows += [
+                ("no-change null: flagged mean", ns["flagged_mean"]),
+                ("no-change null: flagged 95% range", f"{ns['flagged_p025']:.0f}-{ns['flagged_p975']:.0f}"),
+                ("no-change null: false-positive rate", ns["rate"]),
+                ("nominal rate", ns["nominal_rate"]),
+            ]
+        rows += [
+            ("direction test: improved p95", asym.get("improved_p95")),
+            ("direction test: deteriorated p95", asym.get("deteriorated_p95")),
+            ("negative flip rate", fl.get("negative_flip_rate", nan)),
+            ("positive flip rate", fl.get("positive_flip_rate", nan)),
             ("domain chi2", dom.get("chi2")),
             ("domain p", dom.get("p")),
             ("Cramer's V", dom.get("cramers_v")),
             ("aggregate dp", p.get("aggregate", {}).get("mean_delta")),
         ]
+        rows += [("warning", w) for w in p.get("warnings") or []]
         return pd.DataFrame(rows, columns=["metric", "value"]).assign(pair=self.name)[["pair", "metric", "value"]]
 
     def plot_rci(self, ax=None):

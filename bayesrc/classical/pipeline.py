@@ -84,55 +84,10 @@ class PairRCI:
         return self.items.copy()
 
     def summary(self) -> pd.DataFrame:
-        """Headline numbers as a two-column table (metric, value)."""
-        c = self.counts
-        binom = self.params.get("s_diff") == "binomial"
-        rows = [
-            ("versions", f"{self.versions[0]} -> {self.versions[1]}"),
-            ("S_diff method", self.params.get("s_diff", "reference")),
-            ("sd_basis", self.params["sd_basis"]),
-            ("reliability basis", self.params.get("reliability_basis", "all")),
-            ("r_xx v1", self.reliability["v1"].r_xx),
-            ("r_xx v2", self.reliability["v2"].r_xx),
-            ("ICC(1,K) v1", self.icc_k.get("v1", np.nan)),
-            ("ICC(1,K) v2", self.icc_k.get("v2", np.nan)),
-            ("ICC(1,1) v1", self.icc["v1"]),
-            ("ICC(1,1) v2", self.icc["v2"]),
-            ("SEM v1", self.sem["v1"]),
-            ("SEM v2", self.sem["v2"]),
-            ("S_diff (median per item)" if binom else "S_diff", self.s_diff),
-            ("min detectable |dp|", self.min_detectable),
-            ("items", self.exclusions["n_before"]),
-            ("analysable", self.exclusions["n_after"]),
-            ("rule (a) minimum valid", self.exclusions["min_valid_rule"]),
-            ("excluded: low valid", self.exclusions["low_valid"]),
-            ("excluded: floor/ceiling", self.exclusions["floor_ceiling"]),
-            ("improved", c["analysable"]["improved"]),
-            ("no change", c["analysable"]["no_change"]),
-            ("deteriorated", c["analysable"]["deteriorated"]),
-            ("churn (analysable)", c["analysable"]["churn"]),
-            ("churn (all items)", c["all"]["churn"]),
-        ]
-        if self.null_samples is not None:
-            ns = self.null_samples
-            rows += [
-                ("no-change null: flagged mean", ns["flagged_mean"]),
-                ("no-change null: flagged 95% range", f"{ns['flagged_p025']:.0f}-{ns['flagged_p975']:.0f}"),
-                ("no-change null: false-positive rate", ns["rate"]),
-                ("nominal rate", ns["nominal_rate"]),
-            ]
-        rows += [
-            ("direction test: improved p95", self.null["improved_p95"]),
-            ("direction test: deteriorated p95", self.null["deteriorated_p95"]),
-            ("negative flip rate", self.flips.get("negative_flip_rate", np.nan)),
-            ("positive flip rate", self.flips.get("positive_flip_rate", np.nan)),
-            ("domain chi2", self.domain["chi2"]),
-            ("domain p", self.domain["p"]),
-            ("Cramer's V", self.domain["cramers_v"]),
-            ("aggregate dp", self.aggregate["mean_delta"]),
-        ]
-        rows += [("warning", w) for w in self.warnings]
-        return pd.DataFrame(rows, columns=["metric", "value"]).assign(pair=self.name)[["pair", "metric", "value"]]
+        """Headline numbers as a tidy table (pair, metric, value): :meth:`bayesrc.results.PairResult.summary`."""
+        from bayesrc.results import PairResult
+
+        return PairResult(self.name, self.to_dict()).summary()
 
     def to_dict(self) -> dict:
         """The ``pairs.NAME`` block of ``rci.json``."""
