@@ -25,6 +25,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "bayesrc.switch.commands",
     "bayesrc.importers.commands",
     "bayesrc.report.commands",
+    "bayesrc.truth.commands",
 )
 
 

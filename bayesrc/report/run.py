@@ -12,6 +12,7 @@ A run directory may hold (each optional; a report shows what is there):
 ``power.json``             ``bayesrc power``: resolution diagnostics
 ``run.json``               collection: the run record with its pins
 ``sensitivity_NAME.csv``   ``bayesrc sensitivity``: one table (+ ``.png`` figure) per analysis
+``truth.json``             ``bayesrc truth``: real-model truth (+ ``truth_replicates.parquet``)
 =========================  ====================================================
 
 Bayesian files of pair NAME are looked up as ``NAME/fit.json``, ``fit_NAME.json``,
@@ -78,6 +79,8 @@ class Run:
     power: dict | None = None
     sensitivity: dict[str, tuple[pd.DataFrame, Path | None]] = field(default_factory=dict)
     files: dict[str, Path] = field(default_factory=dict)
+    truth: dict | None = None
+    truth_replicates: pd.DataFrame | None = None
 
 
 def _first(*paths: Path) -> Path | None:
@@ -123,7 +126,7 @@ def load_run(run_dir: str | Path) -> Run:
                 c.posterior_path = c.files["posterior"] = post
         comps[name] = c
     run = Run(path=root, comparisons=comps, rci=rci, files=files)
-    for attr, fname in (("run_record", "run.json"), ("switch", "switch.json"), ("power", "power.json")):
+    for attr, fname in (("run_record", "run.json"), ("switch", "switch.json"), ("power", "power.json"), ("truth", "truth.json")):
         p = root / fname
         if p.is_file():
             setattr(run, attr, read_json(p))
@@ -137,6 +140,9 @@ def load_run(run_dir: str | Path) -> Run:
         png = csv.with_suffix(".png")
         run.sensitivity[name] = (table, png if png.is_file() else None)
         files[csv.name] = csv
-    if not comps and run.switch is None and run.power is None and not run.sensitivity:
-        raise InputError("no result files (rci.json, fit.json, switch.json, power.json or sensitivity_*.csv) in this run directory", path=root)
+    if run.truth is not None and (root / "truth_replicates.parquet").is_file():
+        run.truth_replicates = read_parquet(root / "truth_replicates.parquet")
+        files["truth_replicates.parquet"] = root / "truth_replicates.parquet"
+    if not comps and run.switch is None and run.power is None and not run.sensitivity and run.truth is None:
+        raise InputError("no result files (rci.json, fit.json, switch.json, power.json, truth.json or sensitivity_*.csv) in this run directory", path=root)
     return run
