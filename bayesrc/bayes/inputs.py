@@ -70,6 +70,10 @@ class ModelInputs:
 
 AUTO = "auto"
 DEFAULT_COVARIATE = "correct_answer"
+# "auto" adds the covariate only up to this many (domain, level) strata: the collapsed change
+# model integrates each stratum's version-2 term separately, so its cost grows with them (name
+# the covariate explicitly to use it beyond).
+AUTO_MAX_STRATA = 24
 
 
 def model_inputs(counts: xr.Dataset, v1: str | None = None, v2: str | None = None, *, covariate: str | None = AUTO) -> ModelInputs:
@@ -77,7 +81,8 @@ def model_inputs(counts: xr.Dataset, v1: str | None = None, v2: str | None = Non
 
     ``covariate``: the name of an item coord whose levels shift the change model's mean change
     (``delta_i ~ Normal(shift_d + gamma_g, sigma_delta)``); ``"auto"`` (default) uses
-    ``correct_answer`` when the counts carry it with more than one level, ``None`` none.
+    ``correct_answer`` when the counts carry it with more than one level and at most
+    ``AUTO_MAX_STRATA`` (domain, level) pairs; ``None`` none.
     """
     versions = [str(v) for v in counts["version"].values]
     if len(versions) < 2:
@@ -101,7 +106,8 @@ def model_inputs(counts: xr.Dataset, v1: str | None = None, v2: str | None = Non
         else:
             labels = np.asarray(counts[name].values).astype(str)
             levels, idx = np.unique(labels, return_inverse=True)
-            if len(levels) > 1:
+            n_strata = len(np.unique(np.stack([dom, idx], 1), axis=0))
+            if len(levels) > 1 and (covariate != AUTO or n_strata <= AUTO_MAX_STRATA):
                 group, groups, cov = idx.astype(np.int64), tuple(map(str, levels)), name
     return ModelInputs(
         y=y,
