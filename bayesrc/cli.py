@@ -35,6 +35,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "bayesrc.compare.commands",
     "bayesrc.report.commands",
     "bayesrc.scale.commands",
+    "bayesrc.truth.commands",
 )
 
 

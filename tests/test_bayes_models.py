@@ -247,3 +247,28 @@ def test_change_model_reports_p_rope_and_expected_flips(change_pair, change_coll
     flips = expected_flips(change_collapsed_fit, d)
     assert flips["expected_negative_flips"]["mean"] == pytest.approx(((p[:, :, 0] > 0.5) & (p[:, :, 1] <= 0.5)).sum(1).mean())
     assert flips["expected_negative_flips"]["lo90"] <= flips["expected_negative_flips"]["mean"] <= flips["expected_negative_flips"]["hi90"]
+
+
+@pytest.mark.slow
+def test_change_model_on_letter_shaped_real_like_change():
+    """Issue 12: real version changes move nearly every item a little, in the direction of the
+    correct option's letter. Simulated so (letter_shift_truth: 95% of items changed, letter means
+    +0.8 / -0.5 / -0.3 logits, SD 0.35), the default change model (letter covariate) must cover the
+    true dp, keep its own FDR and estimate RCI's FDP; its letter shifts must recover the truth."""
+    from bayesrc.data import letter_shift_truth
+
+    tr = letter_shift_truth(200, seed=12)
+    sim = simulate_pair(k=10, truth=tr, seed=12)
+    counts = item_counts(sim.trials_v1, sim.trials_v2)
+    res = fit(counts, model="change", config=SamplerConfig(chains=2, draws=600, tune=400, seed=12))
+    assert res.params["covariate"] == "correct_answer" and res.params["covariate_levels"] == ["A", "B", "C"]
+    it = res.items
+    truth = tr.set_index("item_id").loc[it["item_id"], "delta_p"].to_numpy()
+    coverage = np.mean((truth >= it["dp_lo90"] - 1e-12) & (truth <= it["dp_hi90"] + 1e-12))
+    assert 0.8 <= coverage <= 0.98, coverage
+    assert realised_fdp(it["bayes_class"], truth) <= 0.15
+    gamma = res.posterior["posterior"]["group_shift"].mean(("chain", "draw")).values
+    assert gamma[0] > 0.3 and gamma[1] < 0 and gamma[2] < 0.1, gamma  # A up, B and C down (zero-sum)
+    flagged = it["rci_class"].isin(["improved", "deteriorated"]).to_numpy()
+    if flagged.sum() >= 5:
+        assert abs(res.crosscheck["rci_estimated_fdp"] - realised_fdp(it["rci_class"], truth)) <= 0.15

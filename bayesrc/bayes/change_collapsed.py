@@ -43,14 +43,22 @@ from types import SimpleNamespace
 import numpy as np
 
 from bayesrc.bayes.change import DIMS as FULL_DIMS
-from bayesrc.bayes.change import hyperpriors_numpyro, hyperpriors_pymc, prior_settings, share_above_zero, store_item_quantities
+from bayesrc.bayes.change import (
+    group_shift_numpyro,
+    group_shift_pymc,
+    hyperpriors_numpyro,
+    hyperpriors_pymc,
+    prior_settings,
+    share_above_zero,
+    store_item_quantities,
+)
 from bayesrc.bayes.inputs import ModelInputs
 from bayesrc.bayes.samplers import SamplerConfig, run_numpyro, run_pymc
 
 THETA_NODES, THETA_HALF = 169, 6.3  # 241 on [-7.5, 7.5] gave the same accuracy at 1.4x the cost
 DELTA_NODES, DELTA_HALF = 49, 6.0
 DRAW_DELTA_NODES, DRAW_DELTA_HALF = 121, 6.0
-HYPER = ("mu_theta", "sigma_theta", "shift", "sigma_delta", "pi")
+HYPER = ("mu_theta", "sigma_theta", "shift", "sigma_delta", "pi")  # + group_shift with an item covariate
 DIMS = {k: v for k, v in FULL_DIMS.items() if k != "theta"}
 
 
@@ -69,7 +77,11 @@ def trapezoid_grid(n_nodes: int, half_width: float) -> tuple[np.ndarray, np.ndar
 class Cells:
     """Distinct ``(d, n1, y1, n2, y2)`` cells, their multiplicities and the item -> cell map.
 
-    ``key`` maps each cell to its distinct version-2 key ``(key_dom, key_n, key_y)``.
+    ``key`` maps each cell to its distinct version-2 key ``(key_dom, key_n, key_y)``. With an
+    item covariate, ``dom`` / ``key_dom`` index *strata* (distinct (domain, covariate level)
+    pairs) and ``stratum_dom`` / ``stratum_group`` map each stratum to its domain and level;
+    the model expands its per-domain and per-level hyperparameters to strata
+    (:func:`strata_hyper`), so the quadrature code is the same with or without a covariate.
     """
 
     dom: np.ndarray
@@ -83,6 +95,8 @@ class Cells:
     key_n: np.ndarray
     key_y: np.ndarray
     item_cell: np.ndarray
+    stratum_dom: np.ndarray | None = None
+    stratum_group: np.ndarray | None = None
 
     @property
     def n_cells(self) -> int:
@@ -90,15 +104,34 @@ class Cells:
 
 
 def cell_stats(data: ModelInputs) -> Cells:
-    """Sufficient statistics of the change model: distinct cells with item counts."""
-    rows = np.stack([data.dom, data.n[:, 0], data.y[:, 0], data.n[:, 1], data.y[:, 1]], axis=1)
+    """Sufficient statistics of the change model: distinct cells with item counts.
+
+    Without a covariate a cell's first entry is the domain; with one, the stratum (see :class:`Cells`).
+    """
+    strata = None
+    if data.n_groups > 1:
+        stratum, s_dom, s_grp = data.strata()
+        strata = (s_dom, s_grp)
+    else:
+        stratum = data.dom
+    rows = np.stack([stratum, data.n[:, 0], data.y[:, 0], data.n[:, 1], data.y[:, 1]], axis=1)
     cells, item_cell, w = np.unique(rows, axis=0, return_inverse=True, return_counts=True)
     keys, key = np.unique(cells[:, [0, 3, 4]], axis=0, return_inverse=True)
     f = lambda a: a.astype(float)  # noqa: E731
     return Cells(
         dom=cells[:, 0], n1=f(cells[:, 1]), y1=f(cells[:, 2]), n2=f(cells[:, 3]), y2=f(cells[:, 4]), weight=f(w),
         key=key.ravel(), key_dom=keys[:, 0], key_n=f(keys[:, 1]), key_y=f(keys[:, 2]), item_cell=item_cell.ravel(),
+        stratum_dom=None if strata is None else strata[0], stratum_group=None if strata is None else strata[1],
     )  # fmt: skip
+
+
+def strata_hyper(cells: Cells, mu_theta, sigma_theta, shift, gamma):
+    """Per-domain ``mu_theta, sigma_theta, shift`` (+ per-level ``gamma``) expanded to the cells'
+    strata; unchanged without a covariate. Works on the last axis (numpy, jax or pytensor)."""
+    if cells.stratum_dom is None:
+        return mu_theta, sigma_theta, shift
+    sd, sg = cells.stratum_dom, cells.stratum_group
+    return mu_theta[..., sd], sigma_theta[..., sd], shift[..., sd] + gamma[..., sg]
 
 
 def _ops(backend: str) -> SimpleNamespace:
@@ -151,12 +184,14 @@ def cell_loglik(ops, mu_theta, sigma_theta, shift, sigma_delta, slope, pi, cells
     return ops.logsumexp(a + l2[cells.key], axis=-1)
 
 
-def _numpyro_model(cells: Cells, n_domains: int, slope: bool, grid_u, grid_v, prior=None):
+def _numpyro_model(cells: Cells, n_domains: int, slope: bool, grid_u, grid_v, prior=None, n_groups: int = 1):
     import jax.numpy as jnp
     import numpyro
 
     mu_theta, sigma_theta, shift, sigma_delta, b, pi = hyperpriors_numpyro(n_domains, slope, prior)
-    ll = cell_loglik(_ops("jax"), mu_theta, sigma_theta, shift, sigma_delta, b, pi, cells, grid_u, grid_v)
+    gamma = group_shift_numpyro(n_groups, prior)
+    mu_s, sd_s, shift_s = strata_hyper(cells, mu_theta, sigma_theta, shift, gamma)
+    ll = cell_loglik(_ops("jax"), mu_s, sd_s, shift_s, sigma_delta, b, pi, cells, grid_u, grid_v)
     numpyro.factor("y", jnp.sum(cells.weight * ll))
 
 
@@ -165,7 +200,7 @@ def change_collapsed_numpyro(data: ModelInputs, *, slope: bool = False, prior: d
     cfg = config or SamplerConfig()
     cells = cell_stats(data)
     grids = dict(grid_u=trapezoid_grid(THETA_NODES, THETA_HALF), grid_v=trapezoid_grid(DELTA_NODES, DELTA_HALF))
-    kwargs = dict(cells=cells, n_domains=data.n_domains, slope=slope, prior=prior_settings(prior), **grids)
+    kwargs = dict(cells=cells, n_domains=data.n_domains, slope=slope, prior=prior_settings(prior), n_groups=data.n_groups, **grids)
     dt = run_numpyro(_numpyro_model, kwargs, cfg, data.coords, DIMS)
     return _finish(dt, cells, cfg.seed, slope, prior)
 
@@ -179,8 +214,10 @@ def change_collapsed_pymc(data: ModelInputs, *, slope: bool = False, prior: dict
     cells = cell_stats(data)
     with pm.Model(coords=data.coords) as model:
         mu_theta, sigma_theta, shift, sigma_delta, b, pi = hyperpriors_pymc(slope, prior)
+        gamma = group_shift_pymc(data.n_groups, prior)
+        mu_s, sd_s, shift_s = strata_hyper(cells, mu_theta, sigma_theta, shift, gamma)
         grid_u, grid_v = trapezoid_grid(THETA_NODES, THETA_HALF), trapezoid_grid(DELTA_NODES, DELTA_HALF)
-        ll = cell_loglik(_ops("pytensor"), mu_theta, sigma_theta, shift, sigma_delta, b, pi, cells, grid_u, grid_v)
+        ll = cell_loglik(_ops("pytensor"), mu_s, sd_s, shift_s, sigma_delta, b, pi, cells, grid_u, grid_v)
         pm.Potential("y", pt.sum(cells.weight * ll))
     dt = run_pymc(model, cfg)
     return _finish(dt, cells, cfg.seed, slope, prior)
@@ -285,8 +322,10 @@ def _item_draws(post, cells: Cells, seed: int, batch: int) -> dict[str, np.ndarr
     n_s = n_chain * n_draw
     flat = lambda a: np.asarray(a, float).reshape(n_s, *np.shape(a)[2:])  # noqa: E731
     slope = post["slope"].values if "slope" in post else np.zeros((n_chain, n_draw))
-    hyper = [flat(post[k].values) for k in ("mu_theta", "sigma_theta", "shift", "sigma_delta")] + [flat(slope), flat(post["pi"].values)]
-    cj = Cells(**{k: jnp.asarray(getattr(cells, k)) for k in Cells.__dataclass_fields__})
+    gamma = post["group_shift"].values if "group_shift" in post else np.zeros((n_chain, n_draw, 1))
+    mu_s, sd_s, shift_s = strata_hyper(cells, post["mu_theta"].values, post["sigma_theta"].values, post["shift"].values, gamma)
+    hyper = [flat(mu_s), flat(sd_s), flat(shift_s), flat(post["sigma_delta"].values)] + [flat(slope), flat(post["pi"].values)]
+    cj = Cells(**{k: None if getattr(cells, k) is None else jnp.asarray(getattr(cells, k)) for k in Cells.__dataclass_fields__})
     grids = (
         tuple(map(jnp.asarray, trapezoid_grid(THETA_NODES, THETA_HALF))),
         tuple(map(jnp.asarray, trapezoid_grid(DELTA_NODES, DELTA_HALF))),
@@ -314,3 +353,54 @@ def _finish(dt, cells: Cells, seed: int, slope: bool, prior: dict | None):
     c = item_draws(post, cells, seed)
     post["theta"] = (("chain", "draw", "item"), c["theta"])
     return store_item_quantities(dt, post, c["theta"], c, slope, prior, collapsed=1)
+
+
+def pointwise_loglik(post, cells: Cells, batch: int = 64):
+    """Per-item log marginal likelihood ``log L(c_i)`` for every posterior draw: (chain, draw, item).
+
+    The collapsed model's likelihood of an item given the hyperparameters (theta, delta and
+    changed integrated out, binomial coefficients left out as everywhere), the input of PSIS-LOO
+    (:func:`loo`) for comparing change-model variants with each other and with the collapsed
+    beta-binomial, whose marginal leaves out the same constants.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    from bayesrc.bayes.samplers import _jax
+
+    _jax()
+    n_chain, n_draw = post["pi"].shape
+    n_s = n_chain * n_draw
+    flat = lambda a: np.asarray(a, float).reshape(n_s, *np.shape(a)[2:])  # noqa: E731
+    slope = post["slope"].values if "slope" in post else np.zeros((n_chain, n_draw))
+    gamma = post["group_shift"].values if "group_shift" in post else np.zeros((n_chain, n_draw, 1))
+    mu_s, sd_s, shift_s = strata_hyper(cells, post["mu_theta"].values, post["sigma_theta"].values, post["shift"].values, gamma)
+    hyper = [flat(mu_s), flat(sd_s), flat(shift_s), flat(post["sigma_delta"].values), flat(slope), flat(post["pi"].values)]
+    cj = Cells(**{k: None if getattr(cells, k) is None else jnp.asarray(getattr(cells, k)) for k in Cells.__dataclass_fields__})
+    gu = tuple(map(jnp.asarray, trapezoid_grid(THETA_NODES, THETA_HALF)))
+    gv = tuple(map(jnp.asarray, trapezoid_grid(DELTA_NODES, DELTA_HALF)))
+    one = jax.jit(jax.vmap(lambda m, s, sh, sdd, b, p: cell_loglik(_ops("jax"), m, s, sh, sdd, b, p, cj, gu, gv)))
+    out = np.concatenate([np.asarray(one(*(h[i : i + batch] for h in hyper))) for i in range(0, n_s, batch)])
+    return out[:, cells.item_cell].reshape(n_chain, n_draw, -1)
+
+
+def loo(dt, data: ModelInputs):
+    """PSIS-LOO of a collapsed change-model or beta-binomial fit (``arviz_stats.loo``), per item.
+
+    Change model: :func:`pointwise_loglik`; beta-binomial (collapsed): the sum over versions of
+    each item's beta-binomial marginal. Returns the ``arviz_stats`` ELPD object.
+    """
+    import arviz_stats as azs
+    import xarray as xr
+    from scipy.special import betaln
+
+    post = dt["posterior"].to_dataset()
+    if "sigma_delta" in post:
+        ll = pointwise_loglik(post, cell_stats(data))
+    else:
+        mu, kappa = post["mu"].values, post["kappa"].values  # (chain, draw, domain, version)
+        a, b = (mu * kappa)[:, :, data.dom, :], ((1 - mu) * kappa)[:, :, data.dom, :]
+        ll = (betaln(a + data.y, b + data.n - data.y) - betaln(a, b)).sum(-1)
+    dt = dt.copy()
+    dt["log_likelihood"] = xr.Dataset({"y": (("chain", "draw", "item"), ll)})
+    return azs.loo(dt, var_name="y")

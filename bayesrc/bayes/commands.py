@@ -25,6 +25,7 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
     mode.add_argument("--collapsed", action="store_true", help="NUTS on the hyperparameters + exact conditional item draws (the default, as in the Python API)")
     mode.add_argument("--full", action="store_true", help="NUTS over every item parameter too (the cross-check)")
     p.add_argument("--slope", action="store_true", help="change model: slope of delta on baseline difficulty")
+    p.add_argument("--covariate", default="auto", help="change model: item covariate shifting the mean change (default auto: the correct answer's letter when the trials carry it; 'none': no covariate)")
     p.add_argument("--fdr", type=float, default=0.10, help="Bayesian FDR level q (default 0.10)")
     p.add_argument("--rule", choices=("fdr", "threshold"), default="fdr", help="selection rule (default fdr)")
     p.add_argument("--threshold", type=float, default=0.975, help="threshold rule: P(direction) >= this")
@@ -59,6 +60,7 @@ def fit_kwargs(args: argparse.Namespace) -> dict:
         "model": args.model, "backend": args.backend, "collapsed": collapsed, "slope": args.slope, "config": cfg,
         "rule": args.rule, "fdr": args.fdr, "threshold": args.threshold, "rope": args.rope,
         "max_rhat": args.max_rhat, "min_ess": args.min_ess, "max_divergences": args.max_divergences,
+        "covariate": None if args.covariate in ("none", "") else args.covariate,
     }  # fmt: skip
 
 

@@ -49,15 +49,17 @@ def sample(
     raise ValueError(f"model must be one of {MODELS}, got {model!r}")
 
 
-def gated_vars(model: str, slope: bool = False, collapsed: bool = False) -> list[str]:
+def gated_vars(model: str, slope: bool = False, collapsed: bool = False, covariate: bool = False) -> list[str]:
     """The sampled quantities the gate checks (plus p for the beta-binomial).
 
     The collapsed change model samples only the hyperparameters (``theta`` is an exact
-    conditional draw, independent given them), so only those are gated.
+    conditional draw, independent given them), so only those are gated. ``covariate``: the
+    change model has an item covariate (its ``group_shift`` is gated too).
     """
     if model == "betabinom":
         return ["logit_mu", "log_kappa", "p"]
-    return ["mu_theta", "sigma_theta", "shift", "sigma_delta", "pi"] + ([] if collapsed else ["theta"]) + (["slope"] if slope else [])
+    extra = (["slope"] if slope else []) + (["group_shift"] if covariate else [])
+    return ["mu_theta", "sigma_theta", "shift", "sigma_delta", "pi"] + ([] if collapsed else ["theta"]) + extra
 
 
 @register
@@ -197,6 +199,7 @@ def fit(
     max_divergences: int = 0,
     rci=None,
     rci_kwargs: dict | None = None,
+    covariate: str | None = "auto",
 ) -> BayesFit:
     """Fit ``model`` to a version pair, gate it, select changed items and cross-check against RCI.
 
@@ -216,6 +219,8 @@ def fit(
         so report and fit share one RCI classification. Default: run
         :func:`bayesrc.classical.reliable_change` with ``rci_kwargs``.
     rci_kwargs : settings of that classical run (default 200 splits and permutations).
+    covariate : change model: an item coord of ``counts`` whose levels shift the mean change
+        (``"auto"``: ``correct_answer`` when present; ``None``: none; see :func:`model_inputs`).
 
     Returns
     -------
@@ -234,11 +239,11 @@ def fit(
     cfg = config or SamplerConfig()
     if versions is not None:
         counts = counts.sel(version=[str(v) for v in versions])
-    data = model_inputs(counts)
+    data = model_inputs(counts, covariate=covariate if model == "change" else None)
     t0 = time.perf_counter()
     dt = sample(data, model, backend, collapsed=collapsed, slope=slope, prior=prior, config=cfg)
     runtime = time.perf_counter() - t0
-    diag = gate(dt, gated_vars(model, slope, collapsed), max_rhat=max_rhat, min_ess=min_ess, max_divergences=max_divergences)
+    diag = gate(dt, gated_vars(model, slope, collapsed, data.n_groups > 1), max_rhat=max_rhat, min_ess=min_ess, max_divergences=max_divergences)
     items = item_summary(dt, data, rope=rope)
     cls, sel = select(items["p_improve"], items["p_deteriorate"], rule=rule, fdr=fdr, threshold=threshold)
     items["bayes_class"] = cls
@@ -251,6 +256,7 @@ def fit(
         "slope": bool(slope) if model == "change" else None,
         "prior": prior_settings(prior) if model == "change" else None,
         "chains": cfg.chains, "draws": cfg.draws, "tune": cfg.tune, "target_accept": cfg.target_accept, "seed": cfg.seed,
+        "covariate": data.covariate, "covariate_levels": list(data.groups) if data.covariate else None,
         "rope": rope, "versions": list(data.versions), "n_items": data.n_items, "domains": list(data.domains),
         "rci_sd_basis": rci_params.get("sd_basis"), "rci_s_diff": s_diff, "rci_params": rci_params,
     }  # fmt: skip

@@ -1,11 +1,18 @@
 """Data spine: trials -> item counts."""
 
 from bayesrc.data.counts import counts_frame, input_notes, item_counts, load_counts, modal_k, open_counts, save_counts
-from bayesrc.data.simulate import SimulatedPair, item_truth, simulate_pair, trials_from_accuracy
+from bayesrc.data.exact import ExactRun, exact_truth, load_exact, sample_from_exact, write_exact_run
+from bayesrc.data.simulate import SimulatedPair, item_truth, letter_shift_truth, simulate_pair, trials_from_accuracy
 from bayesrc.data.trials import TRIAL_COLUMNS, load_trials, normalise_trials, save_trials
 
 __all__ = [
     "TRIAL_COLUMNS",
+    "ExactRun",
+    "exact_truth",
+    "letter_shift_truth",
+    "load_exact",
+    "sample_from_exact",
+    "write_exact_run",
     "SimulatedPair",
     "counts_frame",
     "input_notes",

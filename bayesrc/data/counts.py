@@ -12,7 +12,9 @@ variable          dims                   meaning
 ``correct``       item, version, k       1.0 / 0.0, NaN where missing or not run
 ================  =====================  =============================================
 
-coords: ``item`` (= item_id, str), ``version`` (labels), ``k``, ``domain`` (on item).
+coords: ``item`` (= item_id, str), ``version`` (labels), ``k``, ``domain`` (on item) and,
+when the trials carry it, ``correct_answer`` (on item: the correct option's letter, an item
+covariate of the change model).
 K may differ between items and versions; nothing here assumes K = 10.
 """
 
@@ -116,6 +118,11 @@ def item_counts(
     with np.errstate(invalid="ignore", divide="ignore"):
         p = np.where(n_valid > 0, n_correct / np.maximum(n_valid, 1), np.nan)
 
+    coords_extra = {}
+    key = _correct_answers(trials, items)
+    if key is not None:
+        # The correct option's letter: an item covariate the change model can use (delta by letter).
+        coords_extra["correct_answer"] = ("item", key)
     ds = xr.Dataset(
         {
             "n_trials": (("item", "version"), n_trials.astype(np.int64)),
@@ -129,6 +136,7 @@ def item_counts(
             "version": np.array(versions, dtype=object),
             "k": np.arange(n_k),
             "domain": ("item", np.array([item_domain[i] for i in items], dtype=object)),
+            **coords_extra,
         },
         attrs={"unmatched": {v: list(map(str, ids)) for v, ids in unmatched.items()}, "sources": list(sources)},
     )
@@ -154,6 +162,21 @@ def shared_seeds(trials_a: pd.DataFrame, trials_b: pd.DataFrame) -> dict:
     n = len(m)
     same = int((m["seed_a"].to_numpy() == m["seed_b"].to_numpy()).sum()) if n else 0
     return {"n_compared": int(n), "n_shared": same, "share": same / n if n else float("nan")}
+
+
+def _correct_answers(trials: Sequence[pd.DataFrame], items: list[str]) -> np.ndarray | None:
+    """Each item's correct answer (first non-null ``correct_answer`` over the versions), or None
+    when no trial carries one. Items without one get ``""``."""
+    found: dict[str, str] = {}
+    for t in trials:
+        if "correct_answer" not in t:
+            continue
+        ca = t[["item_id", "correct_answer"]].dropna()
+        for item, val in ca.drop_duplicates("item_id").itertuples(index=False):
+            found.setdefault(str(item), str(val).strip())
+    if not found:
+        return None
+    return np.array([found.get(i, "") for i in items], dtype=object)
 
 
 def modal_k(ds: xr.Dataset) -> int:

@@ -83,12 +83,14 @@ def trials_from_accuracy(
     missing_rate: float = 0.0,
     seed: int | np.random.Generator = 0,
     item_index: Sequence[int] | None = None,
+    answers: Sequence[str] | None = None,
 ) -> pd.DataFrame:
     """Bernoulli K-sample trials for items with true accuracy ``p``.
 
     ``k`` may be an array (K per item). Seeds follow the version-specific rule
     ``seed = salt(model) + item_index * 10 + k`` (:mod:`bayesrc.data.seeds`): the
-    versions' draws are independent, and the seeds say so. Answers are letters A-J.
+    versions' draws are independent, and the seeds say so. Answers are letters A-J; ``answers`` fixes
+    each item's correct letter (default: drawn at random).
     """
     from bayesrc.data.seeds import seed_salt
 
@@ -98,7 +100,7 @@ def trials_from_accuracy(
     idx = np.arange(n) if item_index is None else np.asarray(item_index)
     rows_item = np.repeat(np.arange(n), ks)
     rows_k = np.concatenate([np.arange(kk) for kk in ks]) if n else np.array([], dtype=int)
-    answer = np.array(list(LETTERS))[rng.integers(0, 10, n)]
+    answer = np.array(list(LETTERS))[rng.integers(0, 10, n)] if answers is None else np.asarray(answers, dtype="<U1")
     correct = rng.random(rows_item.size) < np.asarray(p)[rows_item]
     missing = rng.random(rows_item.size) < missing_rate
     wrong = np.array(list(LETTERS))[rng.integers(0, 10, rows_item.size)]
@@ -140,7 +142,47 @@ def simulate_pair(
     s_truth, s1, s2 = ss.spawn(3)
     if truth is None:
         truth = item_truth(n_items, seed=np.random.default_rng(s_truth), **truth_kwargs)
-    common = dict(k=k, missing_rate=missing_rate, item_index=truth["item_index"])
+    common = dict(k=k, missing_rate=missing_rate, item_index=truth["item_index"], answers=truth["correct_answer"] if "correct_answer" in truth else None)
     t1 = trials_from_accuracy(truth["item_id"], truth["domain"], truth["p_v1"].to_numpy(), model=models[0], seed=np.random.default_rng(s1), **common)
     t2 = trials_from_accuracy(truth["item_id"], truth["domain"], truth["p_v2"].to_numpy(), model=models[1], seed=np.random.default_rng(s2), **common)
     return SimulatedPair(t1, t2, truth)
+
+
+def letter_shift_truth(
+    n_items: int = 300,
+    *,
+    domains: Sequence[str] = ("repeat", "forward", "backward"),
+    letters: str = "ABC",
+    letter_shift: Mapping[str, float] | None = None,
+    mu_theta: float = -0.5,
+    sigma_theta: float = 1.0,
+    sigma_delta: float = 0.35,
+    pi_change: float = 0.95,
+    seed: int | np.random.Generator = 0,
+) -> pd.DataFrame:
+    """Per-item truth shaped like a real quantisation change (issue 12's exact Gemma pair).
+
+    Near-universal small changes whose direction follows the correct option's letter: the
+    new version prefers some letters, so items keyed on them rise and the others fall::
+
+        theta_i ~ Normal(mu_theta, sigma_theta),  letter_i uniform over ``letters``
+        changed_i ~ Bernoulli(pi_change)
+        delta_i = changed_i * Normal(letter_shift[letter_i], sigma_delta)
+
+    Returns the columns of :func:`item_truth` plus ``correct_answer``.
+    """
+    rng = np.random.default_rng(seed)
+    shifts = dict(letter_shift or {"A": 0.8, "B": -0.5, "C": -0.3})
+    dom = np.array([domains[i * len(domains) // n_items] for i in range(n_items)], dtype=object)
+    letter = np.array(list(letters))[rng.integers(0, len(letters), n_items)]
+    theta = mu_theta + rng.normal(0.0, sigma_theta, n_items)
+    changed = rng.random(n_items) < pi_change
+    delta = np.where(changed, np.array([shifts.get(x, 0.0) for x in letter]) + rng.normal(0.0, sigma_delta, n_items), 0.0)
+    p1, p2 = expit(theta), expit(theta + delta)
+    return pd.DataFrame(
+        {
+            "item_id": [f"s{i:05d}" for i in range(n_items)], "item_index": np.arange(n_items), "domain": dom,
+            "correct_answer": letter, "theta": theta, "delta_logit": delta, "p_v1": p1, "p_v2": p2,
+            "delta_p": p2 - p1, "changed": changed,
+        }
+    )  # fmt: skip

@@ -8,7 +8,7 @@ from bayesrc.errors import InputError
 from bayesrc.io import atomic_write_bytes, atomic_write_text, staged_output
 from bayesrc.report.render import render_html, render_latex, render_markdown
 from bayesrc.report.run import Comparison, Run, load_run
-from bayesrc.report.sections import Section, build_sections, section_power, section_sensitivity, section_switch
+from bayesrc.report.sections import Section, build_sections, section_power, section_sensitivity, section_switch, section_truth
 
 FORMATS = ("html", "md", "latex")
 SUFFIX = {"html": ".html", "md": ".md", "latex": ".tex"}
@@ -17,7 +17,7 @@ SUFFIX = {"html": ".html", "md": ".md", "latex": ".tex"}
 def report_sections(run: Run, comparison: Comparison | None) -> list[Section]:
     """Sections of one comparison (or, for a run with no pair, the run-wide ones)."""
     if comparison is None:
-        return [s for b in (section_sensitivity, section_power, section_switch) if (s := b(run, None)) is not None]
+        return [s for b in (section_sensitivity, section_power, section_switch, section_truth) if (s := b(run, None)) is not None]
     return build_sections(run, comparison)
 
 

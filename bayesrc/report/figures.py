@@ -171,6 +171,42 @@ def domain_shift_forest(shift: pd.DataFrame) -> Figure:
     return fig
 
 
+def truth_scores(per_replicate: pd.DataFrame, q: float = 0.10, *, title: str = "") -> Figure:
+    """Real-model truth (``truth_replicates.parquet`` of ``bayesrc truth``), one point per replicate.
+
+    Left: realised false-discovery proportion (sign) of every method, with the FDR level q.
+    Right: each Bayesian model's estimate of RCI's FDP against RCI's realised FDP (the diagonal
+    is a perfect estimate), with its 90% coverage of the exact Delta p in the legend.
+    """
+    fig, (a1, a2) = subplots(1, 2, figsize=(10.5, 4.2))
+    methods = list(dict.fromkeys(per_replicate["method"]))
+    rng = np.random.default_rng(0)
+    for i, m in enumerate(methods):
+        g = per_replicate[per_replicate["method"] == m]
+        kind = g["kind"].iloc[0]
+        a1.scatter(g["fdp_sign"] + rng.uniform(-0.004, 0.004, len(g)), np.full(len(g), i) + rng.uniform(-0.15, 0.15, len(g)),
+                   s=10, alpha=0.5, color="#4c72b0" if kind == "rci" else "#d95f02", linewidths=0)
+        a1.scatter([g["fdp_sign"].mean()], [i], marker="|", s=300, color="black", zorder=3)
+    a1.axvline(q, color="#d62728", ls="--", lw=0.8, label=f"q = {q:g}")
+    a1.set_yticks(range(len(methods)), methods, fontsize=8)
+    a1.set(xlabel="realised FDP (flag's direction ≠ sign of exact Δp)", title="False discoveries per replicate (| = mean)")
+    a1.legend(fontsize=7, frameon=False)
+    bayes = per_replicate[(per_replicate["kind"] == "bayes") & per_replicate["rci_fdp_estimate"].notna()]
+    colours = ["#d95f02", "#7570b3", "#1b9e77", "#e7298a", "#66a61e"]
+    for j, (m, g) in enumerate(bayes.groupby("method", sort=False)):
+        a2.scatter(g["rci_fdp_realised"], g["rci_fdp_estimate"], s=14, alpha=0.6, color=colours[j % len(colours)], linewidths=0,
+                   label=f"{m} (coverage90 {g['coverage90'].mean():.2f})")
+    hi = float(np.nanmax(bayes[["rci_fdp_realised", "rci_fdp_estimate"]].to_numpy())) if len(bayes) else 1.0
+    hi = max(hi, 0.1) * 1.1
+    a2.plot([0, hi], [0, hi], color="black", lw=0.8)
+    a2.set(xlim=(-0.01, hi), ylim=(-0.01, hi), xlabel="RCI's realised FDP", ylabel="model's estimate of RCI's FDP", title="Estimating RCI's false discoveries")
+    a2.legend(fontsize=7, frameon=False)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
 def _arviz_figure(pc) -> Figure:
     return pc.get_viz("figure")
 

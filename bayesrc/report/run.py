@@ -12,6 +12,7 @@ A run directory may hold (each optional; a report shows what is there):
 ``power.json``             ``bayesrc power``: resolution diagnostics
 ``run.json``               collection: the run record with its pins
 ``sensitivity_NAME.csv``   ``bayesrc sensitivity``: one table (+ ``.png`` figure) per analysis
+``truth.json``             ``bayesrc truth``: real-model truth (+ ``truth_replicates.parquet``)
 =========================  ====================================================
 
 Every file is opened through its typed result class (:mod:`bayesrc.results`):
@@ -76,6 +77,8 @@ class Run:
     rci_result: Any = None  # bayesrc.results.RCIRun
     switch_result: Any = None  # bayesrc.results.SwitchResult
     power_result: Any = None  # bayesrc.results.PowerReport
+    truth: dict | None = None
+    truth_replicates: pd.DataFrame | None = None
 
 
 def _load_fit(cls, folder: Path):
@@ -145,6 +148,11 @@ def load_run(run_dir: str | Path) -> Run:
         png = csv.with_suffix(".png")
         run.sensitivity[name] = (table, png if png.is_file() else None)
         files[csv.name] = csv
-    if not comps and run.switch is None and run.power is None and not run.sensitivity:
-        raise InputError("no result files (rci.json, fit.json, switch.json, power.json or sensitivity_*.csv) in this run directory", path=root)
+    if (root / "truth.json").is_file():
+        run.truth, files["truth.json"] = read_json(root / "truth.json"), root / "truth.json"
+    if run.truth is not None and (root / "truth_replicates.parquet").is_file():
+        run.truth_replicates = read_parquet(root / "truth_replicates.parquet")
+        files["truth_replicates.parquet"] = root / "truth_replicates.parquet"
+    if not comps and run.switch is None and run.power is None and not run.sensitivity and run.truth is None:
+        raise InputError("no result files (rci.json, fit.json, switch.json, power.json, truth.json or sensitivity_*.csv) in this run directory", path=root)
     return run

@@ -531,6 +531,47 @@ def section_sensitivity(run: Run, c: Comparison | None = None) -> Section | None
     return Section("sensitivity", "Sensitivity analyses", blocks)
 
 
+def truth_table(truth: dict) -> pd.DataFrame:
+    """One row per method of ``truth.json``: flags, realised FDPs, coverage, the estimate of RCI's FDP."""
+    rows = []
+    default = truth.get("default_model", "change")
+    for name, m in (truth.get("methods") or {}).items():
+        rows.append({
+            "method": name + (" (default)" if name == default else ""),
+            "flagged / replicate": m.get("flagged_mean"),
+            "FDP (sign)": m.get("fdp_sign"),
+            "FDP (material)": m.get("fdp_material"),
+            "coverage90": m.get("coverage90"),
+            "est. RCI FDP": m.get("rci_fdp_estimate_mean"),
+            "RCI FDP (same replicates)": m.get("rci_fdp_realised_mean"),
+            "Δp slope": m.get("dp_slope_mean"),
+        })  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def section_truth(run: Run, c: Comparison | None = None) -> Section | None:
+    """Real-model truth (``truth.json`` of ``bayesrc truth``): each analysis scored against exact Δp."""
+    t = run.truth
+    if not isinstance(t, dict) or "methods" not in t:
+        return None
+    ex, rci, model = t.get("exact") or {}, t.get("rci") or {}, t.get("model") or {}
+    runs = t.get("runs") or {}
+    text = (
+        f"**{(runs.get('v1') or {}).get('label', 'v1')} → {(runs.get('v2') or {}).get('label', 'v2')}**, exact answer distributions: "
+        f"{t.get('n_items')} items, median |Δp| {ex.get('median_abs_dp', float('nan')):.3f}, {ex.get('n_material')} moved by ≥ {t.get('delta_min')} "
+        f"({ex.get('n_up')} up, {ex.get('n_down')} down). On {t.get('replicates')} replicate datasets of K = {t.get('k')} samples drawn from them, "
+        f"RCI flagged {rci.get('flagged_mean', float('nan')):.1f} items per replicate with realised FDP {_pct(rci.get('fdp_sign'))} (sign) / "
+        f"{_pct(rci.get('fdp_material'))} (material); the default change model estimated it as {_pct(model.get('rci_fdp_estimate_mean'))}, "
+        f"selected {model.get('selected_mean', float('nan')):.1f} items at q = {t.get('q')} with realised FDP {_pct(model.get('fdp_sign'))} "
+        f"and its 90% intervals covered the exact Δp of {_pct(model.get('coverage90'))} of items."
+    )
+    blocks: list = [Text(text), Table(truth_table(t), "Real-model truth: every analysis against the exact Δp (means over replicates)", latex=True, label="truth")]
+    if run.truth_replicates is not None and len(run.truth_replicates):
+        reps = run.truth_replicates
+        blocks.append(_fig(lambda: F.truth_scores(reps, float(t.get("q", 0.10))), "Realised false discoveries per replicate and the models' estimates of RCI's.", "truth"))
+    return Section("truth", "Real-model truth (exact answer distributions)", blocks)
+
+
 PairBuilder = Callable[[Run, Comparison], "Section | None"]
 
 SECTION_BUILDERS: list[PairBuilder] = [
@@ -545,6 +586,7 @@ SECTION_BUILDERS: list[PairBuilder] = [
     section_sensitivity,
     section_power,
     section_switch,
+    section_truth,
 ]
 
 

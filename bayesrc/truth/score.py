@@ -1,0 +1,270 @@
+"""``truth``: which analysis can be trusted, at which K, for *these* models and items (SPEC section 7).
+
+Two exact runs give every item's true Delta p. :func:`truth` draws ``replicates`` K-sample
+datasets from them (:func:`bayesrc.data.sample_from_exact`), runs the classical RCI (the
+reference classes and every variant the classical layer computes) and each Bayesian model on
+each, and scores them against the exact Delta p:
+
+* a flagged item is a **sign** false discovery when the flagged direction differs from the
+  sign of the exact Delta p (Delta p = 0 counts as false), a **material** one when that holds
+  or ``|Delta p| < delta_min`` (SPEC 7; default 0.05);
+* ``fdp_*``: the mean over replicates of the realised false-discovery proportion (0 for a
+  replicate with no flag: the FDR convention), ``fdp_*_pooled`` false / flagged over all
+  replicates;
+* models: ``coverage90`` (share of items whose 90% interval holds the exact Delta p), the
+  estimate of RCI's FDP (``rci_fdp_estimate_mean``, mean over replicates where RCI flagged
+  something) beside RCI's realised one over the same replicates (``rci_fdp_realised_mean``),
+  and the model's own FDR selection at ``q``.
+
+Example
+-------
+>>> res = truth("runs/exact_q4", "runs/exact_q3", k=10, replicates=20, seed=0)   # doctest: +SKIP
+>>> res.summary()                                                                # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+# Each Bayesian method: keyword arguments of bayesrc.bayes.fit. "change" is the default change
+# model; "change_v0" the change model as it was before issue 12 (no item covariate, Beta(2, 2)
+# share of changed items), kept to show what the change fixed.
+MODEL_SPECS: dict[str, dict] = {
+    "change": {"model": "change", "covariate": "auto"},
+    "change_v0": {"model": "change", "covariate": None, "prior": {"pi_a": 2.0, "pi_b": 2.0}},
+    "betabinom": {"model": "betabinom", "covariate": None},
+}
+DEFAULT_MODEL = "change"
+DEFAULT_METHODS = tuple(MODEL_SPECS)
+# RCI classes computed by the classical layer for one pair: column of PairRCI.items -> method name.
+RCI_VARIANTS = {"class": "rci", "class_conservative": "rci_conservative", "class_all_items": "rci_all_items"}
+SETTINGS = {  # NUTS settings: default and --fast
+    "default": {"chains": 2, "tune": 500, "draws": 1000},
+    "fast": {"chains": 2, "tune": 300, "draws": 400},
+}
+
+
+def score_classes(classes, dp_exact: np.ndarray, delta_min: float = 0.05) -> dict:
+    """Flagged items and false discoveries of one classification against exact Delta p.
+
+    ``classes``: "improved" / "deteriorated" / anything else (not flagged).
+    """
+    cls = np.asarray(classes, dtype=object)
+    dp = np.asarray(dp_exact, float)
+    up, down = cls == "improved", cls == "deteriorated"
+    flagged = int(up.sum() + down.sum())
+    false_sign = up & (dp <= 0) | down & (dp >= 0)
+    false_material = ((up | down) & (np.abs(dp) < delta_min)) | false_sign
+    n_fs, n_fm = int(false_sign.sum()), int(false_material.sum())
+    return {
+        "flagged": flagged, "n_up": int(up.sum()), "n_down": int(down.sum()),
+        "false_sign": n_fs, "false_material": n_fm,
+        "fdp_sign": n_fs / flagged if flagged else 0.0, "fdp_material": n_fm / flagged if flagged else 0.0,
+    }  # fmt: skip
+
+
+def _model_scores(items: pd.DataFrame, dp: np.ndarray) -> dict:
+    """Coverage of exact Delta p by the 90% intervals, and how much the posterior mean shrinks it."""
+    lo, hi, mean = (items[c].to_numpy(float) for c in ("dp_lo90", "dp_hi90", "dp_mean"))
+    cov = float(np.mean((dp >= lo - 1e-12) & (dp <= hi + 1e-12)))
+    slope = float(np.polyfit(dp, mean, 1)[0]) if np.ptp(dp) > 0 else float("nan")
+    return {"coverage90": cov, "dp_slope": slope, "dp_rmse": float(np.sqrt(np.mean((mean - dp) ** 2)))}
+
+
+def score_replicate(counts, dp_exact: np.ndarray, *, methods=DEFAULT_METHODS, delta_min: float = 0.05, q: float = 0.10,
+                    config=None, seed: int = 0, rci_kwargs: dict | None = None, backend: str = "numpyro") -> list[dict]:  # fmt: skip
+    """Score RCI (every variant) and each Bayesian method on one K-sample dataset: one row per method."""
+    from bayesrc.bayes import fit
+    from bayesrc.classical import reliable_change
+
+    rk = {"n_splits": 200, "n_permutations": 200, "seed": seed, **(rci_kwargs or {})}
+    rows = []
+    t0 = time.perf_counter()
+    rci = reliable_change(counts, **rk)
+    rci_items = rci.to_frame().set_index("item_id").reindex(counts["item"].values)
+    rci_time = time.perf_counter() - t0
+    for col, name in RCI_VARIANTS.items():
+        rows.append({"method": name, "kind": "rci", **score_classes(rci_items[col].to_numpy(dtype=object), dp_exact, delta_min), "runtime_s": rci_time})
+    t0 = time.perf_counter()
+    rci_sd_all = reliable_change(counts, **{**rk, "sd_basis": "all"}).to_frame().set_index("item_id").reindex(counts["item"].values)
+    rows.append({"method": "rci_sd_all", "kind": "rci", **score_classes(rci_sd_all["class"].to_numpy(dtype=object), dp_exact, delta_min), "runtime_s": time.perf_counter() - t0})
+    ref = rows[0]
+    for name in methods:
+        spec = dict(MODEL_SPECS[name])
+        res = fit(counts, backend=backend, config=config, fdr=q, rci_kwargs=rk, **spec)
+        it = res.items.set_index("item_id").reindex(counts["item"].values)
+        row = {"method": name, "kind": "bayes", **score_classes(it["bayes_class"].to_numpy(dtype=object), dp_exact, delta_min)}
+        row.update(_model_scores(it, dp_exact))
+        row.update(
+            rci_fdp_estimate=res.crosscheck["rci_estimated_fdp"] if ref["flagged"] else float("nan"),
+            rci_fdp_realised=ref["fdp_sign"] if ref["flagged"] else float("nan"),
+            expected_fdp=res.selection["expected_fdp"], gate_passed=bool(res.diagnostics.passed),
+            max_rhat=float(res.diagnostics.max_rhat), min_ess=float(res.diagnostics.min_ess_bulk), runtime_s=res.runtime_s,
+        )  # fmt: skip
+        rows.append(row)
+    return rows
+
+
+def _aggregate(rep: pd.DataFrame) -> dict[str, dict]:
+    """Per-method means over replicates (see module docstring)."""
+    out = {}
+    for name, g in rep.groupby("method", sort=False):
+        flagged = g["flagged"].sum()
+        d = {
+            "kind": g["kind"].iloc[0],
+            "flagged_mean": float(g["flagged"].mean()),
+            "fdp_sign": float(g["fdp_sign"].mean()),
+            "fdp_material": float(g["fdp_material"].mean()),
+            "fdp_sign_pooled": float(g["false_sign"].sum() / flagged) if flagged else 0.0,
+            "fdp_material_pooled": float(g["false_material"].sum() / flagged) if flagged else 0.0,
+            "runtime_mean_s": float(g["runtime_s"].mean()),
+        }
+        if d["kind"] == "bayes":
+            has = g["rci_fdp_estimate"].notna()
+            d.update(
+                selected_mean=d["flagged_mean"],
+                coverage90=float(g["coverage90"].mean()),
+                rci_fdp_estimate_mean=float(g.loc[has, "rci_fdp_estimate"].mean()) if has.any() else float("nan"),
+                rci_fdp_realised_mean=float(g.loc[has, "rci_fdp_realised"].mean()) if has.any() else float("nan"),
+                expected_fdp_mean=float(g["expected_fdp"].mean()),
+                dp_slope_mean=float(g["dp_slope"].mean()),
+                gate_pass_share=float(g["gate_passed"].mean()),
+            )  # fmt: skip
+            d["rci_fdp_error"] = d["rci_fdp_estimate_mean"] - d["rci_fdp_realised_mean"]
+        out[str(name)] = d
+    return out
+
+
+def _exact_summary(items: pd.DataFrame, delta_min: float) -> dict:
+    dp = items["delta_p"].to_numpy(float)
+    return {
+        "n_items": int(dp.size), "median_abs_dp": float(np.median(np.abs(dp))),
+        "n_material": int(np.sum(np.abs(dp) >= delta_min)), "n_up": int(np.sum(dp >= delta_min)), "n_down": int(np.sum(dp <= -delta_min)),
+        "mean_p_v1": float(items["p_v1"].mean()), "mean_p_v2": float(items["p_v2"].mean()),
+    }  # fmt: skip
+
+
+@dataclass
+class TruthResult:
+    """Real-model truth of one exact pair: per-method aggregates, the per-replicate table and the
+    items' exact Delta p. ``methods["rci"]`` is RCI's reference classification and
+    ``methods[default_model]`` the default change model."""
+
+    k: int
+    replicates: int
+    delta_min: float
+    q: float
+    seed: int
+    n_items: int
+    runs: dict
+    exact: dict
+    methods: dict[str, dict]
+    default_model: str = DEFAULT_MODEL
+    settings: dict = field(default_factory=dict)
+    per_replicate: pd.DataFrame | None = field(default=None, repr=False)
+    items: pd.DataFrame | None = field(default=None, repr=False)
+
+    def to_dict(self) -> dict:
+        """The content of ``truth.json``."""
+        return {
+            "k": self.k, "replicates": self.replicates, "delta_min": self.delta_min, "q": self.q, "seed": self.seed,
+            "n_items": self.n_items, "runs": self.runs, "exact": self.exact, "default_model": self.default_model,
+            "rci": self.methods.get("rci"), "model": self.methods.get(self.default_model),
+            "methods": self.methods, "settings": self.settings,
+        }  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, d: dict, per_replicate: pd.DataFrame | None = None, items: pd.DataFrame | None = None) -> TruthResult:
+        keys = ("k", "replicates", "delta_min", "q", "seed", "n_items", "runs", "exact", "methods")
+        return cls(**{k: d[k] for k in keys}, default_model=d.get("default_model", DEFAULT_MODEL), settings=d.get("settings", {}),
+                   per_replicate=per_replicate, items=items)  # fmt: skip
+
+    def summary(self) -> pd.DataFrame:
+        """One row per method: flagged per replicate, realised FDPs and, for models, coverage and RCI-FDP estimate."""
+        cols = ["flagged_mean", "fdp_sign", "fdp_material", "coverage90", "rci_fdp_estimate_mean", "rci_fdp_realised_mean", "dp_slope_mean", "gate_pass_share"]
+        rows = []
+        for name, m in self.methods.items():
+            label = name + (" (default)" if name == self.default_model else "")
+            rows.append({"method": label, **{c: m.get(c, np.nan) for c in cols}})
+        return pd.DataFrame(rows)
+
+    def write(self, out_dir: str | Path) -> None:
+        """``truth.json``, ``truth_replicates.parquet`` and ``truth_items.parquet``, all or nothing."""
+        from bayesrc.io import atomic_write_json, staged_output
+
+        with staged_output(out_dir) as stage:
+            atomic_write_json(stage / "truth.json", self.to_dict())
+            if self.per_replicate is not None:
+                self.per_replicate.to_parquet(stage / "truth_replicates.parquet", index=False)
+            if self.items is not None:
+                self.items.to_parquet(stage / "truth_items.parquet", index=False)
+
+    @classmethod
+    def read(cls, out_dir: str | Path) -> TruthResult:
+        """Read what :meth:`write` wrote."""
+        from bayesrc.report.run import read_json, read_parquet
+
+        root = Path(out_dir)
+        rep = root / "truth_replicates.parquet"
+        items = root / "truth_items.parquet"
+        return cls.from_dict(read_json(root / "truth.json"), read_parquet(rep) if rep.is_file() else None, read_parquet(items) if items.is_file() else None)
+
+
+def truth(
+    exact_v1, exact_v2, *, k: int = 10, replicates: int = 20, seed: int = 0, delta_min: float = 0.05, q: float = 0.10,
+    methods=DEFAULT_METHODS, fast: bool = False, backend: str = "numpyro", progress=None,
+) -> TruthResult:  # fmt: skip
+    """Score RCI and the Bayesian models on ``replicates`` K-sample datasets drawn from two exact runs.
+
+    Parameters
+    ----------
+    exact_v1, exact_v2 : exact run directories (or :class:`bayesrc.data.exact.ExactRun`).
+    k : samples per item and version in each replicate.
+    methods : Bayesian methods, names of :data:`MODEL_SPECS`.
+    fast : cheaper NUTS settings (2 x 400 draws after 300 warm-up) for many replicates.
+    progress : optional callable ``(replicate, rows)`` called after each replicate.
+    """
+    from bayesrc.bayes import SamplerConfig
+    from bayesrc.data import item_counts
+    from bayesrc.data.exact import _as_exact, exact_truth, sample_from_exact
+    from bayesrc.errors import InputError
+
+    if not 0 < delta_min < 1:
+        raise InputError(f"must be in (0, 1), got {delta_min}", field="--delta-min")
+    if replicates < 1 or k < 1:
+        raise InputError("replicates and k must be >= 1", field="--replicates")
+    unknown = [m for m in methods if m not in MODEL_SPECS]
+    if unknown:
+        raise InputError(f"unknown method {unknown[0]!r}; known: {', '.join(MODEL_SPECS)}", field="--methods")
+    ex1, ex2 = _as_exact(exact_v1), _as_exact(exact_v2)
+    items = exact_truth(ex1, ex2)
+    labels = (ex1.label, ex2.label) if ex1.label != ex2.label else (f"{ex1.label} (v1)", f"{ex2.label} (v2)")
+    st = SETTINGS["fast" if fast else "default"]
+    rows = []
+    seeds = np.random.SeedSequence(seed).generate_state(2 * replicates)
+    for r in range(replicates):
+        t1 = sample_from_exact(ex1, k, int(seeds[2 * r]), model=labels[0])
+        t2 = sample_from_exact(ex2, k, int(seeds[2 * r + 1]), model=labels[1])
+        counts = item_counts(t1, t2, versions=labels)
+        dp = items.set_index("item_id").loc[list(counts["item"].values), "delta_p"].to_numpy(float)
+        cfg = SamplerConfig(**st, seed=int(seeds[2 * r]) % 2**31)
+        rep = score_replicate(counts, dp, methods=methods, delta_min=delta_min, q=q, config=cfg, seed=r, backend=backend)
+        for row in rep:
+            row["replicate"] = r
+        rows += rep
+        if progress is not None:
+            progress(r, rep)
+    per_rep = pd.DataFrame(rows)
+    per_rep = per_rep[["replicate"] + [c for c in per_rep.columns if c != "replicate"]]
+    return TruthResult(
+        k=int(k), replicates=int(replicates), delta_min=float(delta_min), q=float(q), seed=int(seed), n_items=len(items),
+        runs={"v1": {"path": str(ex1.path), "label": ex1.label}, "v2": {"path": str(ex2.path), "label": ex2.label}},
+        exact=_exact_summary(items, delta_min), methods=_aggregate(per_rep),
+        settings={**st, "backend": backend, "fast": bool(fast), "methods": list(methods), "model_specs": {m: MODEL_SPECS[m] for m in methods}},
+        per_replicate=per_rep, items=items,
+    )  # fmt: skip

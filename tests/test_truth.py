@@ -1,0 +1,136 @@
+"""Exact runs as data (reader, K-sample draws) and ``bayesrc truth`` scored against known Delta p."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from bayesrc.data import exact_truth, item_counts, letter_shift_truth, load_exact, normalise_trials, sample_from_exact, write_exact_run
+from bayesrc.errors import InputError
+
+
+def dist_from_truth(truth: pd.DataFrame, col: str, letters: str = "ABC", p_missing: float = 0.0) -> pd.DataFrame:
+    """Answer distributions with P(correct letter) = truth[col] (among valid answers), the rest
+    spread evenly over the other letters, and ``p_missing`` on "no valid answer"."""
+    rows = []
+    for r in truth.itertuples(index=False):
+        p = getattr(r, col)
+        others = [x for x in letters if x != r.correct_answer]
+        rows.append((r.item_id, r.domain, r.correct_answer, (1 - p_missing) * p, True))
+        rows += [(r.item_id, r.domain, x, (1 - p_missing) * (1 - p) / len(others), False) for x in others]
+        if p_missing:
+            rows.append((r.item_id, r.domain, None, p_missing, pd.NA))
+    return pd.DataFrame(rows, columns=["item_id", "domain", "answer", "prob", "is_correct"])
+
+
+@pytest.fixture(scope="module")
+def exact_pair(tmp_path_factory):
+    """Two exact runs of a letter-shaped version change (60 items, known Delta p)."""
+    root = tmp_path_factory.mktemp("exact")
+    truth = letter_shift_truth(60, seed=3)
+    a = write_exact_run(root / "v1", dist_from_truth(truth, "p_v1", p_missing=0.02), label="sim-q4")
+    b = write_exact_run(root / "v2", dist_from_truth(truth, "p_v2"), label="sim-q3")
+    return a, b, truth
+
+
+def test_load_exact_gives_known_p_and_the_correct_letter(exact_pair):
+    a, b, truth = exact_pair
+    run = load_exact(a)
+    assert run.label == "sim-q4" and run.n_items == 60
+    np.testing.assert_allclose(run.items["p"], truth["p_v1"], atol=1e-12)  # accuracy among valid answers
+    np.testing.assert_allclose(run.items["p_correct"], 0.98 * truth["p_v1"], atol=1e-12)
+    assert list(run.items["correct_answer"]) == list(truth["correct_answer"])
+    t = exact_truth(a, b)
+    np.testing.assert_allclose(t["delta_p"], truth["delta_p"], atol=1e-12)
+
+
+def test_sample_from_exact_is_reproducible_order_free_and_matches_the_distribution(exact_pair):
+    a, _, truth = exact_pair
+    t1 = sample_from_exact(a, 10, seed=5)
+    assert t1.equals(sample_from_exact(a, 10, seed=5)) and not t1.equals(sample_from_exact(a, 10, seed=6))
+    # An item's draws do not depend on which other items the run holds.
+    run = load_exact(a)
+    sub = type(run)(run.path, run.label, run.items.iloc[::-1].iloc[:7].reset_index(drop=True), run.dist, run.record)
+    s = sample_from_exact(sub, 10, seed=5).set_index(["item_id", "k"]).sort_index()
+    full = t1.set_index(["item_id", "k"]).loc[s.index]
+    assert s["extracted"].equals(full["extracted"])
+    # The canonical trials layout, with the letters and missing answers of the distribution.
+    canon = normalise_trials(t1)
+    assert len(canon) == 600 and set(canon["extracted"].dropna()) <= set("ABC")
+    ok = canon[~canon["is_missing"]]
+    assert (ok["is_correct"] == (ok["extracted"] == ok["correct_answer"])).all()
+    # Frequencies: 4,000 draws per item against P(correct) and P(missing), pooled chi-square.
+    big = sample_from_exact(a, 4000, seed=1)
+    g = big.groupby("item_id", sort=False)
+    p = run.items.set_index("item_id").loc[list(g.groups), "p_correct"].to_numpy()
+    n_corr = g["is_correct"].sum().to_numpy(float)
+    chi2 = np.sum((n_corr - 4000 * p) ** 2 / (4000 * p * (1 - p)))
+    assert stats.chi2.sf(chi2, len(p)) > 1e-3
+    assert abs(big["is_missing"].mean() - 0.02) < 0.003
+    counts = item_counts(t1, sample_from_exact(exact_pair[1], 10, seed=7))
+    assert list(counts["correct_answer"].values) == list(truth["correct_answer"])
+
+
+def test_exact_reader_bad_input_is_one_clear_error(tmp_path, exact_pair):
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    items = pd.read_parquet(exact_pair[0] / "items_exact.parquet")
+    items.loc[3, "p_missing"] = 1.7
+    items.to_parquet(bad / "items_exact.parquet")
+    pd.read_parquet(exact_pair[0] / "dist.parquet").to_parquet(bad / "dist.parquet")
+    with pytest.raises(InputError, match=r"items_exact.parquet:4: field 'p_missing'"):
+        load_exact(bad)
+    trials_run = tmp_path / "sampled"
+    trials_run.mkdir()
+    sample_from_exact(exact_pair[0], 2, 0).to_parquet(trials_run / "trials.parquet")
+    with pytest.raises(InputError, match="trials.*exact run is needed"):
+        load_exact(trials_run)
+    with pytest.raises(InputError, match="sum to"):
+        write_exact_run(tmp_path / "x", pd.DataFrame({"item_id": ["a"], "domain": ["d"], "answer": ["A"], "prob": [0.5], "is_correct": [True]}), label="x")
+
+
+def test_score_classes_by_hand():
+    from bayesrc.truth import score_classes
+
+    cls = ["improved", "improved", "deteriorated", "no_change", "deteriorated", "excluded"]
+    dp = np.array([0.20, 0.02, 0.10, 0.5, -0.3, -0.4])
+    s = score_classes(cls, dp, delta_min=0.05)
+    assert (s["flagged"], s["false_sign"], s["false_material"]) == (4, 1, 2)
+    assert s["fdp_sign"] == 0.25 and s["fdp_material"] == 0.5
+    assert score_classes(["no_change"], [0.1])["fdp_sign"] == 0.0
+
+
+@pytest.mark.slow
+def test_cli_truth_writes_scores_and_a_report_section(tmp_path, exact_pair):
+    from bayesrc.cli import main
+    from bayesrc.report import build_report
+    from bayesrc.truth import TruthResult
+
+    a, b, truth = exact_pair
+    out = tmp_path / "truth"
+    args = ["truth", str(a), str(b), "--k", "10", "--replicates", "2", "--seed", "1", "--fast", "--methods", "change,betabinom", "--out", str(out)]
+    assert main(args) == 0
+    tj = json.loads((out / "truth.json").read_text())
+    for key in ("k", "replicates", "delta_min", "n_items"):
+        assert key in tj
+    assert (tj["k"], tj["replicates"], tj["n_items"]) == (10, 2, 60)
+    assert {"flagged_mean", "fdp_sign", "fdp_material"} <= set(tj["rci"])
+    assert {"selected_mean", "fdp_sign", "fdp_material", "coverage90", "rci_fdp_estimate_mean"} <= set(tj["model"])
+    assert {"rci", "rci_conservative", "rci_all_items", "rci_sd_all", "change", "betabinom"} == set(tj["methods"])
+    rep = pd.read_parquet(out / "truth_replicates.parquet")
+    assert len(rep) == 2 * 6 and set(rep["replicate"]) == {0, 1}
+    # Scores recomputed from the replicate table agree with truth.json.
+    assert tj["rci"]["fdp_sign"] == pytest.approx(rep.loc[rep["method"] == "rci", "fdp_sign"].mean())
+    assert 0 <= tj["model"]["coverage90"] <= 1
+    res = TruthResult.read(out)
+    assert res.to_dict() == tj and TruthResult.from_dict(res.to_dict()).summary().shape[0] == 6
+    html = build_report(out)["run"].read_text()
+    assert "Real-model truth" in html and "data:image/png;base64" in html
+    # Bad input: a trials run where an exact run is needed; a bad --delta-min. One line, exit 2, nothing written.
+    assert main(["truth", str(a), str(tmp_path), "--out", str(tmp_path / "t2")]) == 2
+    assert main(["truth", str(a), str(b), "--delta-min", "1.5", "--out", str(tmp_path / "t3")]) == 2
+    assert not (tmp_path / "t2").exists() and not (tmp_path / "t3").exists()
