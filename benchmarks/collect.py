@@ -1,6 +1,12 @@
-"""Naive vs fast collection engine, side by side on the same model, items and seeds.
+"""Naive vs fast vs exact collection engine, side by side on the same model, items and seeds.
 
-    .venv/bin/python benchmarks/collect.py [--bank builtin|mmlu] [--items 12] [--k 10] [--temperature 0.7]
+    .venv/bin/python benchmarks/collect.py [--bank builtin|mmlu] [--items 12] [--k 10] [--temperature 0.7] [--epsilon 1e-6]
+
+The exact engine (SPEC section 7) computes each item's answer distribution instead of
+sampling it: its rate is in items/s beside the sampling engines' items/s at K, and the
+K the fast engine would need for the same precision is printed (the K at which the
+binomial SE of p, sqrt(p(1-p)/K) averaged over items, equals exact's error bound, the
+unresolved mass p_unresolved; and the K fast can draw in the time exact takes).
 
 Prints trials/s of each engine, the ratio (goal >= 8x at K = 10), exact per-trial
 agreement of the extracted answers (same item, k, seed), and a G-test of the per-item
@@ -44,6 +50,7 @@ def main() -> None:
     ap.add_argument("--items", type=int, default=12)
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--temperature", type=float, default=0.7)
+    ap.add_argument("--epsilon", type=float, default=1e-6)
     ap.add_argument("--card", default=str(ROOT / "models" / "gemma-3-270m-q4_k_m.toml"))
     args = ap.parse_args()
 
@@ -67,20 +74,27 @@ def main() -> None:
         from bayesrc.collect.run import _rows, item_seeds
 
         sampling = Sampling(temperature=args.temperature, max_tokens=card.max_tokens)
-        engines = {"naive": NaiveEngine(model, sampling), "fast": FastEngine(model, sampling)}
-        secs = {"naive": 0.0, "fast": 0.0}
+        from bayesrc.collect.exact import ExactEngine
+
+        engines = {"naive": NaiveEngine(model, sampling), "fast": FastEngine(model, sampling), "exact": ExactEngine(model, sampling, epsilon=args.epsilon)}
+        secs = {"naive": 0.0, "fast": 0.0, "exact": 0.0}
         rows = {"naive": [], "fast": []}
+        dists = []
         # Interleaved item by item (alternating which engine goes first) so that load
         # changes on a shared machine hit both engines alike.
         for it in bank.items:
             toks = model.tokenize(build_prompt(card, it))
             seeds = item_seeds(it, args.k)
-            order = ("naive", "fast") if it.index % 2 == 0 else ("fast", "naive")
+            order = ("naive", "fast", "exact") if it.index % 2 == 0 else ("exact", "fast", "naive")
             for name in order:
                 t0 = time.perf_counter()
-                samples = engines[name].sample_item(toks, seeds, it.letters)
+                if name == "exact":
+                    dists.append((it, engines[name].item_distribution(toks, it.letters)))
+                else:
+                    samples = engines[name].sample_item(toks, seeds, it.letters)
                 secs[name] += time.perf_counter() - t0
-                rows[name].append(_rows(it, samples, label=card.label, engine=name))
+                if name != "exact":
+                    rows[name].append(_rows(it, samples, label=card.label, engine=name))
         import pandas as pd
 
         res = {name: pd.concat(r, ignore_index=True) for name, r in rows.items()}
@@ -96,6 +110,31 @@ def main() -> None:
     g, df, p = g_test(a.groupby("item_id")["extracted"].apply(list).to_dict(), b.groupby("item_id")["extracted"].apply(list).to_dict())
     print(f"G-test of per-item answer distributions: G = {g:.2f}, df = {df}, p = {p:.3f}")
     print(f"accuracy naive {a['is_correct'].mean():.3f}, fast {b['is_correct'].mean():.3f}; missing naive {a['is_missing'].mean():.3f}, fast {b['is_missing'].mean():.3f}")
+    exact_report(dists, secs, rate, args)
+
+
+def exact_report(dists, secs, rate, args) -> None:
+    """Exact vs fast: items/s side by side, and the K fast needs for exact's precision."""
+    n = len(dists)
+    items_s = {name: n / secs[name] for name in secs}
+    print(f"items/s at K = {args.k}: naive {items_s['naive']:.3f}, fast {items_s['fast']:.3f}; exact {items_s['exact']:.3f} "
+          f"(exact/fast {items_s['exact'] / items_s['fast']:.2f}x; epsilon {args.epsilon:g}, "
+          f"{np.mean([d.n_expanded for _, d in dists]):.1f} decodes/item)")
+    p = np.array([d.p(it.answer) for it, d in dists])
+    unres = np.array([d.p_unresolved for _, d in dists])
+    var = float(np.mean(p * (1 - p)))
+    print(f"exact: mean p_correct {p.mean():.3f}; error bound p_unresolved mean {unres.mean():.2e}, max {unres.max():.2e}")
+    se_k = np.sqrt(var / args.k)
+    print(f"fast at K = {args.k}: binomial SE of p (RMS over items) {se_k:.4f}")
+    bound = float(unres.mean())
+    if bound > 0:
+        k_need = var / bound**2
+        print(f"K for fast's SE to equal exact's mean error bound {bound:.2e}: {k_need:.3g} samples/item "
+              f"(~{k_need / rate['fast']:.3g} s/item at {rate['fast']:.1f} trials/s, vs exact {secs['exact'] / n:.2f} s/item)")
+    else:
+        print("exact left no unresolved mass: no finite K matches it")
+    k_eq = rate["fast"] * secs["exact"] / n
+    print(f"in exact's time per item fast draws K = {k_eq:.0f} samples: SE {np.sqrt(var / max(k_eq, 1)):.4f}")
 
 
 if __name__ == "__main__":

@@ -114,6 +114,7 @@ class Model:
         self.path = path
         self.label = label or path.stem
         self.n_gpu_layers = n_gpu_layers
+        self.kv_prefix: tuple[tuple[int, ...], int] | None = None  # (shared prefix, cells still valid) after FastEngine.eval_prompt
         self._sha256: str | None = None
         self._tokenizer_sha256: str | None = None
 
@@ -203,6 +204,7 @@ class NaiveEngine:
     def sample_item(self, prompt_tokens: list[int], seeds: list[int], letters: str) -> list[Sample]:
         llm, s = self.model.llm, self.sampling
         out = []
+        self.model.kv_prefix = None
         for k, seed in enumerate(seeds):
             llm.reset()  # fresh context: no prefix reuse from the previous trial
             res = llm.create_completion(
@@ -227,8 +229,12 @@ class FastEngine:
 
     name = "fast"
 
-    def __init__(self, model: Model, sampling: Sampling):
+    def __init__(self, model: Model, sampling: Sampling, *, shared_prefix: list[int] | None = None):
         self.model, self.sampling = model, sampling
+        # Optional: tokens every prompt of the run starts with (the card's text before the
+        # item). Their KV cells are computed once, by one decode of exactly these tokens, and
+        # reused (see eval_prompt); None re-evaluates every prompt in full.
+        self.shared_prefix = tuple(shared_prefix) if shared_prefix else None
 
     def _sampler(self, seed: int):
         s, llm = self.sampling, self.model.llm
@@ -238,14 +244,39 @@ class FastEngine:
             top_k=s.top_k, top_p=s.top_p, min_p=s.min_p, typical_p=s.typical_p, temp=s.temperature, repeat_penalty=s.repeat_penalty
         )
 
+    def eval_prompt(self, prompt_tokens: list[int]) -> int:
+        """Evaluate an item's prompt; the context then holds its logits. Returns the prompt length.
+
+        The one place the fast and exact engines evaluate a prompt.
+        """
+        llm, toks = self.model.llm, list(prompt_tokens)
+        ref = self.shared_prefix
+        n = 0
+        if ref:
+            while n < min(len(ref), len(toks) - 1) and ref[n] == toks[n]:
+                n += 1
+        if n == 0:
+            self.model.kv_prefix = None
+            llm.reset()
+            llm.eval(toks)  # fresh context, same batch split as create_completion
+            return len(toks)
+        # Reuse the first n cells only if they are still those of the one decode of `ref`
+        # (an item with a shorter common part overwrote later cells): the item's logits then
+        # depend on (ref, its tokens) alone, never on which items came before.
+        if self.model.kv_prefix is None or self.model.kv_prefix[0] != ref or self.model.kv_prefix[1] < n:
+            llm.reset()
+            llm.eval(list(ref))
+        llm.n_tokens = n  # eval() drops the cache from here
+        llm.eval(toks[n:])
+        self.model.kv_prefix = (ref, n)
+        return len(toks)
+
     def sample_item(self, prompt_tokens: list[int], seeds: list[int], letters: str) -> list[Sample]:
         import llama_cpp
 
         llm, max_tokens = self.model.llm, self.sampling.max_tokens
         vocab = llm._model.vocab  # noqa: SLF001
-        llm.reset()
-        llm.eval(list(prompt_tokens))  # fresh context, same batch split as create_completion
-        n0 = len(prompt_tokens)
+        n0 = self.eval_prompt(prompt_tokens)
         samplers = [self._sampler(seed) for seed in seeds]
         results: dict[int, Sample] = {}
 
