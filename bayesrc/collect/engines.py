@@ -106,6 +106,7 @@ class Model:
                     n_batch=n_batch,
                     n_gpu_layers=n_gpu_layers,
                     n_threads=n_threads,
+                    n_threads_batch=n_threads,  # None: llama-cpp-python's default; else as decoding (more threads than cores spin)
                     seed=0,
                     verbose=False,
                 )
