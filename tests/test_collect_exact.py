@@ -222,3 +222,41 @@ def test_undecidable_prompt_is_reported_as_unresolved(tmp_path):
     _, items = read_exact_run(tmp_path / "r")
     assert (items["p_unresolved"] > 0.01).all()
     assert "p_unresolved" in r.stdout and "warning" in r.stderr and "p_unresolved > 0.01" in r.stderr
+
+
+def test_quantized_card_differs_only_in_the_model(tmp_path):
+    from bayesrc.collect.builtin import quantized_name, requantized_card_text
+
+    assert quantized_name("gemma-3-270m-q4_k_m", "Q3_K_M") == "gemma-3-270m-q3_k_m"
+    assert quantized_name("gemma-3-270m-Q4_K_M", "Q5_K_M") == "gemma-3-270m-Q5_K_M"
+    assert quantized_name("mymodel", "Q8_0") == "mymodel-q8_0"
+    text = requantized_card_text(CARD, "x.gguf", "gemma-3-270m-Q3_K_M")
+    src = load_card(CARD)
+    (tmp_path / "x.gguf").write_bytes(b"GGUF")
+    (tmp_path / "c.toml").write_text(text)
+    new = load_card(tmp_path / "c.toml")
+    assert new.path == (tmp_path / "x.gguf").resolve() and new.label == "gemma-3-270m-Q3_K_M"
+    assert new.package is None and new.sha256 is None
+    for f in ("system", "template", "format", "max_tokens", "n_ctx", "n_batch", "n_threads", "n_gpu_layers", "chat_format"):
+        assert getattr(new, f) == getattr(src, f), f
+    changed = [a for a, b in zip(CARD.read_text().splitlines(), text.splitlines()) if a != b]
+    assert all(line.startswith(("label", "path", "package", "module", "sha256")) for line in changed), changed
+
+
+def test_quantize_and_bank_commands_bad_input(tmp_path):
+    r = cli("quantize", CARD, "--type", "Q9_X", "--out", tmp_path)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "Q3_K_M" in r.stderr, r.stderr
+    (tmp_path / "gemma-3-270m-q3_k_m.toml").write_text("keep")
+    r = cli("quantize", CARD, "--type", "Q3_K_M", "--out", tmp_path)
+    assert r.returncode == 2 and "nothing overwritten" in r.stderr and (tmp_path / "gemma-3-270m-q3_k_m.toml").read_text() == "keep"
+    r = cli("bank", "demo", "--n", "300", "--seed", "0", "--out", tmp_path / "b.jsonl")
+    assert r.returncode == 0, r.stderr
+    bank = load_bank(tmp_path / "b.jsonl")
+    assert len(bank) == 300 and len({it.question for it in bank.items}) == 300
+    assert {len(it.letters) for it in bank.items} == {2, 3, 4}
+    # a smaller bank of the same seed keeps the earlier items (the demo's bank is unchanged)
+    assert [it.question for it in load_bank(builtin_bank(tmp_path / "s.jsonl", n_items=40, seed=0)).items] == [it.question for it in bank.items[:40]]
+    r = cli("bank", "demo", "--n", "300", "--out", tmp_path / "b.jsonl")
+    assert r.returncode == 2 and "nothing overwritten" in r.stderr
+    r = cli("bank", "demo", "--n", "100000", "--out", tmp_path / "c.jsonl")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and not (tmp_path / "c.jsonl").exists()
