@@ -18,7 +18,7 @@ from scipy import stats
 
 from bayesrc.collect import Model, builtin_bank, build_prompt, collect, load_bank, load_card, resolve_model
 from bayesrc.collect.engines import FastEngine, Sampling
-from bayesrc.collect.exact import ExactEngine, check_epsilon, read_exact_run
+from bayesrc.collect.exact import ExactEngine, check_epsilon, read_exact_run, shared_prefix_tokens
 from bayesrc.collect.extract import extract
 from bayesrc.data import load_trials
 from bayesrc.errors import InputError
@@ -59,7 +59,7 @@ def g_items(tmp_path_factory):
     short = sorted(mmlu.items, key=lambda it: (len(it.question) + sum(map(len, it.options)), it.item_id))[:6]
     demo = load_bank(builtin_bank(tmp_path_factory.mktemp("gbank") / "bank.jsonl", n_items=230, seed=3)).items
     # 2- and 3-option items from the start, 4-option (repeat4) ones from the end of the bank
-    return short + demo[:4] + demo[-2:]
+    return [*short, *demo[:4], *demo[-2:]]
 
 
 @pytest.fixture(scope="session")
@@ -67,7 +67,9 @@ def exact_vs_sampled(gemma_x, g_items):
     """Per item: exact distribution, fast-engine answer counts over 400 seeds, G-test."""
     card, model = gemma_x
     s = Sampling(temperature=0.7, max_tokens=card.max_tokens)
-    exact, fast = ExactEngine(model, s, epsilon=1e-6), FastEngine(model, s)
+    shared = shared_prefix_tokens(card, model, bos=model.token_text(model.llm.token_bos()) if model.llm.token_bos() >= 0 else "")
+    # both engines evaluate prompts alike (shared prefix decoded once, then the item's tokens)
+    exact, fast = ExactEngine(model, s, epsilon=1e-6, shared_prefix=shared), FastEngine(model, s, shared_prefix=shared)
     rows = []
     for it in g_items:
         toks = _prompt(card, model, it)
