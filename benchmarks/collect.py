@@ -106,6 +106,8 @@ def main() -> None:
         rate = {}
         for name in ("naive", "fast"):
             rate[name] = len(res[name]) / secs[name]
+            if name == "naive" and args.no_naive:
+                continue
             print(f"{name:>5}: {len(res[name])} trials in {secs[name]:7.1f} s = {rate[name]:7.2f} trials/s")
     print(f"ratio fast/naive: {rate['fast'] / rate['naive']:.1f}x  (goal >= 8x; {args.items} {args.bank} items, K = {args.k}, T = {args.temperature}, {model.llm.n_threads} threads)")
     a = res["naive"].sort_values(["item_index", "k"]).reset_index(drop=True)
