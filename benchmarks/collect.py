@@ -3,6 +3,11 @@
     .venv/bin/python benchmarks/collect.py [--bank builtin|mmlu] [--items 12] [--k 10] [--temperature 0.7]
                                            [--threads N] [--engines reference,naive,fast] [--naive-items 4]
 
+The exact engine (SPEC section 7) computes each item's answer distribution instead of
+sampling it: its items/s is printed beside the sampling engines' items/s at K, with the K
+the fast engine would need for the same precision (the K at which the binomial SE of p
+equals exact's error bound, the unresolved mass) and the K fast can draw in exact's time.
+
 Side by side in one process, item by item (the engines' order rotating from item to item
 so that load changes on a shared machine hit all alike), same card, items and seeds:
 
@@ -237,6 +242,7 @@ def main() -> None:
     ap.add_argument("--naive-items", type=int, default=None, help="run the naive engine on the first N items only (it is slow)")
     ap.add_argument("--reps", type=int, default=3, help="repetitions of each floor / throughput timing (median)")
     ap.add_argument("--group", type=int, default=4, help="items per decode in the multi-item measurement")
+    ap.add_argument("--epsilon", type=float, default=1e-6, help="exact engine: pruning threshold")
     ap.add_argument("--card", default=str(ROOT / "models" / "gemma-3-270m-q4_k_m.toml"))
     args = ap.parse_args()
 
@@ -249,9 +255,11 @@ def main() -> None:
     card = load_card(args.card)
     load = dict(n_ctx=card.n_ctx, n_batch=card.n_batch, n_gpu_layers=card.n_gpu_layers, n_threads=args.threads or card.n_threads, label=card.label)
     model = Model(resolve_model(card), **load)
-    names = args.engines.split(",") if args.engines else ["reference", *ENGINES]
+    names = args.engines.split(",") if args.engines else ["reference", *ENGINES, "exact"]
     sampling = Sampling(temperature=args.temperature, max_tokens=card.max_tokens)
-    engines = {n: (ReferenceLoop(Model(resolve_model(card), **load), sampling) if n == "reference" else make_engine(n, model, sampling)) for n in names}
+    from bayesrc.collect.exact import ExactEngine
+
+    engines = {n: (ReferenceLoop(Model(resolve_model(card), **load), sampling) if n == "reference" else ExactEngine(model, sampling, epsilon=args.epsilon) if n == "exact" else make_engine(n, model, sampling)) for n in names}  # fmt: skip
 
     with tempfile.TemporaryDirectory() as tmp:
         bank = load_items(args.bank, args.items, Path(tmp))
@@ -265,6 +273,7 @@ def main() -> None:
     n_items = {n: 0 for n in names}
     rows = {n: [] for n in names}
     floor_own, floor_full = [], []
+    dists = []  # (item, exact answer distribution)
     for j, it in enumerate(bank.items):
         p, seeds = prompts[it.index], item_seeds(it, args.k)
         order = names[j % len(names) :] + names[: j % len(names)]
@@ -274,11 +283,14 @@ def main() -> None:
             t0 = time.perf_counter()
             if name == "reference":
                 samples = engines[name].sample_item(texts[it.index], seeds)
+            elif name == "exact":
+                dists.append((it, engines[name].item_distribution(p, it.letters)))
             else:
                 samples = engines[name].sample_item(p, seeds, it.letters)
             secs[name] += time.perf_counter() - t0
             n_items[name] += 1
-            rows[name].append(_rows(it, samples, label=card.label, engine=name))
+            if name != "exact":
+                rows[name].append(_rows(it, samples, label=card.label, engine=name))
         # The floor for this item, between the engines' turns (same load).
         t_full, t_own = [], []
         for _ in range(args.reps):
@@ -312,7 +324,7 @@ def main() -> None:
     print(f"several items per decode ({group} sequences): {multi * 1e3:.1f} ms/item in one decode vs {single * 1e3:.1f} ms/item in one decode each ({single / multi:.2f}x)")
     print(f"{'engine':>10} {'items':>5} {'trials':>6} {'s':>8} {'trials/s':>9} {'ms/item':>8} {'x ref':>6} {'x own':>6} {'x full':>6} {'own tok/s % pp':>15}")
     for n in names:
-        if not n_items[n]:
+        if not n_items[n] or n == "exact":
             continue
         t = per_item[n]
         print(f"{n:>10} {n_items[n]:>5} {len(res[n]):>6} {secs[n]:8.2f} {len(res[n]) / secs[n]:9.2f} {t * 1e3:8.1f} "
@@ -339,6 +351,33 @@ def main() -> None:
         print(f"fast engine: {engines['fast'].n_decodes / n_items['fast']:.2f} single-token decodes per item (prefix-tree nodes past the prompt)")
     acc = ", ".join(f"{n} {r['is_correct'].mean():.3f}/{r['is_missing'].mean():.3f}" for n, r in res.items())
     print(f"accuracy/missing: {acc}")
+    if dists:
+        rate = {"fast": len(res["fast"]) / secs["fast"]} if "fast" in res else {"fast": float("nan")}
+        exact_report(dists, {"exact": secs["exact"], "fast": secs.get("fast", float("nan"))}, rate, args)
+
+
+def exact_report(dists, secs, rate, args) -> None:
+    """Exact vs fast: items/s side by side, and the K fast needs for exact's precision."""
+    n = len(dists)
+    items_s = {name: n / secs[name] for name in secs}
+    print(f"items/s at K = {args.k}: fast {items_s['fast']:.3f}; exact {items_s['exact']:.3f} "
+          f"(exact/fast {items_s['exact'] / items_s['fast']:.2f}x; epsilon {args.epsilon:g}, "
+          f"{np.mean([d.n_expanded for _, d in dists]):.1f} decodes/item)")
+    p = np.array([d.p(it.answer) for it, d in dists])
+    unres = np.array([d.p_unresolved for _, d in dists])
+    var = float(np.mean(p * (1 - p)))
+    print(f"exact: mean p_correct {p.mean():.3f}; error bound p_unresolved mean {unres.mean():.2e}, max {unres.max():.2e}")
+    se_k = np.sqrt(var / args.k)
+    print(f"fast at K = {args.k}: binomial SE of p (RMS over items) {se_k:.4f}")
+    bound = float(unres.mean())
+    if bound > 0:
+        k_need = var / bound**2
+        print(f"K for fast's SE to equal exact's mean error bound {bound:.2e}: {k_need:.3g} samples/item "
+              f"(~{k_need / rate['fast']:.3g} s/item at {rate['fast']:.1f} trials/s, vs exact {secs['exact'] / n:.2f} s/item)")
+    else:
+        print("exact left no unresolved mass: no finite K matches it")
+    k_eq = rate["fast"] * secs["exact"] / n
+    print(f"in exact's time per item fast draws K = {k_eq:.0f} samples: SE {np.sqrt(var / max(k_eq, 1)):.4f}")
 
 
 if __name__ == "__main__":

@@ -10,19 +10,22 @@ Public API::
     compare_runs(a, b, allow=()) -> Comparison;  check_comparable(a, b, allow=(), force=False)
     merge_runs(shard_dirs, out);  read_run_trials(run_dir);  read_run_record(run)
     builtin_bank(path, n_items, seed);  collect_demo_runs(out_dir, n_items, k)
+    quantize_card(card, "Q3_K_M", out_dir) -> (gguf, card);  read_exact_run(run) -> (dist, items_exact)
+    ExactEngine(model, sampling, epsilon=1e-6).item_distribution(prompt_tokens, letters)  (SPEC section 7)
 """
 
 from bayesrc.collect.bank import Bank, Item, load_bank
-from bayesrc.collect.builtin import builtin_bank, builtin_items, collect_demo_runs, requantize
+from bayesrc.collect.builtin import builtin_bank, builtin_capacity, builtin_items, collect_demo_runs, quantize_card, requantize
 from bayesrc.collect.card import ModelCard, build_prompt, load_card, prompt_blocks, render_chat_template, resolve_model, shared_block
 from bayesrc.collect.engines import FastEngine, Model, NaiveEngine, Prompt, Sample, Sampling, make_engine, physical_cores
+from bayesrc.collect.exact import ExactEngine, ItemDistribution, read_exact_run
 from bayesrc.collect.extract import Extraction, decided, extract, strip_think
 from bayesrc.collect.pins import Comparison, check_comparable, compare_runs, merge_runs
 from bayesrc.collect.run import RunResult, collect, item_seeds, read_run_record, read_run_trials
 
 __all__ = [
-    "Bank", "Comparison", "Extraction", "FastEngine", "Item", "Model", "ModelCard", "NaiveEngine", "Prompt", "RunResult",
-    "Sample", "Sampling", "build_prompt", "builtin_bank", "builtin_items", "check_comparable", "collect",
+    "Bank", "Comparison", "ExactEngine", "Extraction", "FastEngine", "ItemDistribution", "Item", "Model", "ModelCard", "NaiveEngine", "Prompt", "RunResult",
+    "Sample", "Sampling", "build_prompt", "builtin_bank", "builtin_capacity", "builtin_items", "check_comparable", "collect",
     "collect_demo_runs", "compare_runs", "decided", "extract", "item_seeds", "load_bank", "load_card", "make_engine",
-    "merge_runs", "physical_cores", "prompt_blocks", "read_run_record", "read_run_trials", "render_chat_template", "requantize", "resolve_model", "shared_block", "strip_think",
+    "merge_runs", "physical_cores", "prompt_blocks", "quantize_card", "read_exact_run", "read_run_record", "read_run_trials", "render_chat_template", "requantize", "resolve_model", "shared_block", "strip_think",
 ]

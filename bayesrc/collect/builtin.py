@@ -22,6 +22,7 @@ from __future__ import annotations
 import itertools
 import json
 import random
+import re
 from pathlib import Path
 
 from bayesrc.io import atomic_write_text
@@ -57,13 +58,18 @@ _DOMAINS = {
     "forward": _run_items,
     "backward": lambda letters: _run_items(letters[::-1]),
 }
+# Drawn only once the domains above are used up (so smaller banks are unchanged): the
+# same motifs over four options (A-D), for banks of several hundred items.
+_EXTRA_DOMAINS = {"repeat4": _repeat_items}
+_EXTRA_ALPHABETS = {"repeat4": ("ABCD",)}
 
 
 def _candidates(domain: str) -> list[dict]:
     """All distinct items of one domain (question, options, answer), in a fixed order."""
     seen, out = set(), []
-    for letters in ALPHABETS:
-        for seq, nxt in _DOMAINS[domain](letters):
+    make = _DOMAINS.get(domain) or _EXTRA_DOMAINS[domain]
+    for letters in _EXTRA_ALPHABETS.get(domain, ALPHABETS):
+        for seq, nxt in make(letters):
             question = f"What comes next: {seq} ?"
             if question not in seen:  # the 2-letter pattern may also appear among the 3-letter ones
                 seen.add(question)
@@ -71,24 +77,36 @@ def _candidates(domain: str) -> list[dict]:
     return out
 
 
+def builtin_capacity() -> int:
+    """How many distinct items the built-in bank can hold."""
+    return sum(len(_candidates(d)) for d in (*_DOMAINS, *_EXTRA_DOMAINS))
+
+
 def builtin_items(n_items: int = 60, seed: int = 0) -> list[dict]:
-    """``n_items`` distinct pattern items, domains taken in turn (a domain that runs out is skipped)."""
+    """``n_items`` distinct pattern items, domains taken in turn (a domain that runs out is skipped).
+
+    The 2-3-option domains (``repeat``, ``forward``, ``backward``) come first; the
+    4-option ``repeat4`` items only once they are used up (about 220 items), so a bank of
+    a given size and seed is the same whatever the full capacity (:func:`builtin_capacity`).
+    """
     from bayesrc.errors import InputError
 
+    if n_items < 1:
+        raise InputError(f"must be >= 1, got {n_items}", field="n")
     rng = random.Random(seed)
     pools = {}
-    for domain in _DOMAINS:
+    for domain in (*_DOMAINS, *_EXTRA_DOMAINS):  # base pools are shuffled first: their order does not depend on the extras
         pool = _candidates(domain)
         rng.shuffle(pool)
         pools[domain] = pool
     if n_items > sum(map(len, pools.values())):
-        raise InputError(f"the built-in bank has {sum(map(len, pools.values()))} distinct items, asked for {n_items}", field="n_items")
+        raise InputError(f"the built-in bank has {sum(map(len, pools.values()))} distinct items, asked for {n_items}", field="n")
     items: list[dict] = []
-    for domain in itertools.cycle(_DOMAINS):
-        if len(items) == n_items:
-            break
-        if pools[domain]:
-            items.append({"item_id": f"demo-{len(items):04d}", **pools[domain].pop()})
+    for group in (tuple(_DOMAINS), tuple(_EXTRA_DOMAINS)):
+        while len(items) < n_items and any(pools[d] for d in group):
+            for domain in group:
+                if len(items) < n_items and pools[domain]:
+                    items.append({"item_id": f"demo-{len(items):04d}", **pools[domain].pop()})
     return items
 
 
@@ -134,6 +152,81 @@ def requantize(src: str | Path, dst: str | Path, ftype: str = "Q3_K_M", n_thread
     return dst
 
 
+_QUANT = re.compile(r"(?i)(?<![A-Za-z0-9])(?:i?q\d(?:_[a-z0-9]+)*|f16|bf16|f32)(?![A-Za-z0-9])")
+
+
+def quantized_name(name: str, ftype: str) -> str:
+    """``gemma-3-270m-q4_k_m`` + ``Q3_K_M`` -> ``gemma-3-270m-q3_k_m`` (appended if no quantisation tag)."""
+    if _QUANT.search(name):
+        return _QUANT.sub(lambda m: ftype.lower() if m.group(0).islower() else ftype, name, count=1)
+    return f"{name}-{ftype.lower()}"
+
+
+def requantized_card_text(card_path: str | Path, gguf_name: str, label: str) -> str:
+    """The card at ``card_path`` with its model swapped: ``label`` and ``[model]`` (path only) change, nothing else.
+
+    The ``[model]`` table's ``package``/``module``/``sha256`` lines describe the source
+    weights and are dropped; every other line is kept byte for byte.
+    """
+    lines = Path(card_path).read_text(encoding="utf-8").splitlines()
+    out, section, label_done = [], "", False
+    for line in lines:
+        head = line.strip()
+        if head.startswith("[") and not head.startswith("[["):
+            section = head.strip("[] ")
+            out.append(line)
+            if section == "model":
+                out.append(f"path = {json.dumps(gguf_name)}")
+            continue
+        key = head.split("=", 1)[0].strip() if "=" in head and not head.startswith("#") else None
+        if section == "" and key == "label":
+            out.append(f"label = {json.dumps(label)}")
+            label_done = True
+        elif section == "model" and key in ("path", "package", "module", "sha256"):
+            continue
+        else:
+            out.append(line)
+    if not label_done:
+        out.insert(0, f"label = {json.dumps(label)}")
+    return "\n".join(out) + "\n"
+
+
+def quantize_card(card: str | Path, ftype: str, out_dir: str | Path, *, n_threads: int = 2) -> tuple[Path, Path]:
+    """Re-quantise a card's GGUF (``allow_requantize``) into ``out_dir`` and write its card.
+
+    Writes ``out_dir/<name>.gguf`` and ``out_dir/<name>.toml`` (name: the source card's
+    with its quantisation tag replaced, :func:`quantized_name`); the new card differs from
+    the source only in ``label`` and ``[model]``. Refuses to overwrite either file.
+
+    Example
+    -------
+    >>> quantize_card("models/gemma-3-270m-q4_k_m.toml", "Q3_K_M", "models/q3")  # doctest: +SKIP
+    (PosixPath('models/q3/gemma-3-270m-q3_k_m.gguf'), PosixPath('models/q3/gemma-3-270m-q3_k_m.toml'))
+    """
+    import llama_cpp
+
+    from bayesrc.collect.card import load_card, resolve_model
+    from bayesrc.errors import InputError
+
+    src_card = load_card(card)
+    if getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{ftype}", None) is None:
+        known = sorted(n.removeprefix("LLAMA_FTYPE_MOSTLY_") for n in dir(llama_cpp) if n.startswith("LLAMA_FTYPE_MOSTLY_"))
+        raise InputError(f"unknown quantisation type {ftype!r}; one of {', '.join(known)}", field="type")
+    out_dir = Path(out_dir)
+    name = quantized_name(Path(src_card.card_path).stem, ftype)
+    gguf, toml = out_dir / f"{name}.gguf", out_dir / f"{name}.toml"
+    for f in (gguf, toml):
+        if f.exists():
+            raise InputError("exists; choose another --out (nothing overwritten)", path=f)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"cannot create the output directory ({exc.strerror})", path=out_dir) from None
+    requantize(resolve_model(src_card), gguf, ftype, n_threads=n_threads)
+    atomic_write_text(toml, requantized_card_text(src_card.card_path, gguf.name, quantized_name(src_card.label, ftype)))
+    return gguf, toml
+
+
 DEMO_CARD = Path(__file__).resolve().parents[2] / "models" / "gemma-3-270m-q4_k_m.toml"
 
 
@@ -161,11 +254,7 @@ def collect_demo_runs(out_dir: str | Path, n_items: int = 40, k: int = 10, *, te
     src = resolve_model(base_card)
     qdir = out_dir / "models"
     q3 = requantize(src, qdir / "gemma-3-270m-q3_k_m.gguf", "Q3_K_M")
-    text = Path(base_card.card_path).read_text(encoding="utf-8")
-    text = text.replace(f'label = "{base_card.label}"', 'label = "gemma-3-270m-Q3_K_M"')
-    text = "\n".join(line for line in text.splitlines() if not line.strip().startswith(("path =", "package =", "module =", "sha256 =")))
-    text = text.replace("[model]", f'[model]\npath = "{q3.name}"', 1)
-    atomic_write_text(qdir / "gemma-3-270m-q3_k_m.toml", text + "\n")
+    atomic_write_text(qdir / "gemma-3-270m-q3_k_m.toml", requantized_card_text(base_card.card_path, q3.name, "gemma-3-270m-Q3_K_M"))
     runs = {}
     for name, c in (("v1", base_card.card_path), ("v2", qdir / "gemma-3-270m-q3_k_m.toml")):
         collect(c, bank, out_dir / name, k=k, temperature=temperature, engine=engine, resume=True, progress=progress)

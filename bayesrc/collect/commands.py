@@ -12,16 +12,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", type=Path, required=True, help="model card (models/*.toml)")
     p.add_argument("--items", type=Path, required=True, help="item bank (JSONL)")
     p.add_argument("--out", type=Path, required=True, help="run directory (runs/NAME)")
-    p.add_argument("--k", type=int, default=10)
+    p.add_argument("--k", type=int, default=10, help="samples per item (not used by --engine exact)")
     p.add_argument("--temperature", type=float, default=0.7)
     p.add_argument("--top-k", type=int, default=40)
     p.add_argument("--top-p", type=float, default=0.95)
     p.add_argument("--min-p", type=float, default=0.05)
-    p.add_argument("--engine", choices=("fast", "naive", "server"), default="fast", help="server: an OpenAI-compatible completions endpoint (--base-url)")
+    p.add_argument("--engine", choices=("fast", "naive", "exact", "server"), default="fast", help="exact: compute each item's answer distribution (dist.parquet, items_exact.parquet) instead of sampling; server: an OpenAI-compatible completions endpoint (--base-url)")
     p.add_argument("--base-url", help="server engine: the endpoint, e.g. http://127.0.0.1:8080 (llama.cpp server, vLLM, ...)")
     p.add_argument("--api-model", help="server engine: model name to request (default: the one the server lists)")
     p.add_argument("--concurrency", type=int, default=4, help="server engine: requests in flight (default 4)")
     p.add_argument("--retries", type=int, default=5, help="server engine: retries per request, with exponential back-off (default 5)")
+    p.add_argument("--epsilon", default="1e-6", help="exact engine: expand every token prefix with probability >= EPSILON, in (0, 0.1) (default 1e-6)")
+    p.add_argument("--max-expansions", type=int, default=None, help="exact engine: decode budget per item (default 20000); mass left over is p_unresolved")
     p.add_argument("--resume", action="store_true", help="continue a run directory (its pins must match)")
     p.add_argument("--shard", help="I/N: collect the I-th (0-based) of N contiguous item ranges")
     p.add_argument("--items-range", help="A:B: collect bank items A..B-1 (0-based)")
@@ -49,6 +51,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     m.add_argument("--out", type=Path, required=True)
     m.set_defaults(func=run_merge)
 
+    qz = sub.add_parser("quantize", help="re-quantise a card's GGUF with llama.cpp's quantiser and write a card for it")
+    qz.add_argument("card", type=Path, help="source model card (models/*.toml)")
+    qz.add_argument("--type", required=True, help="llama.cpp quantisation type, e.g. Q3_K_M, Q5_K_M, Q8_0")
+    qz.add_argument("--out", type=Path, required=True, help="folder for <name>.gguf and <name>.toml")
+    qz.add_argument("--threads", type=int, default=2)
+    qz.set_defaults(func=run_quantize)
+
+    b = sub.add_parser("bank", help="item banks the project writes itself")
+    bsub = b.add_subparsers(dest="bank_command", metavar="BANK_COMMAND", required=True)
+    bd = bsub.add_parser("demo", help="write the built-in letter-pattern bank (JSONL)")
+    bd.add_argument("--n", type=int, default=60, help="number of items")
+    bd.add_argument("--seed", type=int, default=0)
+    bd.add_argument("--out", type=Path, required=True, help="bank file (JSONL)")
+    bd.set_defaults(func=run_bank_demo)
+
     d = sub.add_parser("collect-demo", help="collect the built-in demo bank under two versions (Q4_K_M vs re-quantised Q3_K_M)")
     d.add_argument("--out", type=Path, default=Path("runs/demo-collect"))
     d.add_argument("--items", type=int, default=40)
@@ -71,12 +88,20 @@ def run_collect(args: argparse.Namespace) -> int:
         server = {"base_url": args.base_url, "api_model": args.api_model, "concurrency": args.concurrency, "retries": args.retries}
     elif args.base_url or args.api_model:
         raise InputError("--base-url / --api-model need --engine server", field="--engine")
+    exact = args.engine == "exact"
+    if exact:
+        from bayesrc.collect.exact import check_epsilon
+
+        check_epsilon(args.epsilon)  # before the model loads
     res = collect(
         args.model, args.items, args.out, k=args.k, temperature=args.temperature, engine=args.engine, resume=args.resume,
         items_range=args.items_range, shard=args.shard, seed_stride=args.seed_stride, seed_rule=args.seed_rule, top_k=args.top_k, top_p=args.top_p,
         min_p=args.min_p, label=args.label, threads=args.threads, progress=not args.no_progress and sys.stderr.isatty(),
-        server=server,
+        server=server, epsilon=args.epsilon if exact else 1e-6, max_expansions=args.max_expansions,
     )
+    if exact:
+        _report_exact(res)
+        return 0
     rate = res.n_new_items * args.k / res.sample_seconds if res.sample_seconds > 0 else float("nan")
     print(f"{res.run_dir}: {res.n_trials} trials over {res.n_items} items ({res.n_new_items} new items, {rate:.1f} trials/s)")
     return 0
@@ -109,4 +134,53 @@ def run_collect_demo(args: argparse.Namespace) -> int:
     runs = collect_demo_runs(args.out, n_items=args.items, k=args.k, progress=sys.stderr.isatty())
     for name, path in runs.items():
         print(f"{name}: {path / 'trials.parquet'}")
+    return 0
+
+
+def _report_exact(res) -> None:
+    """One summary line; unresolved mass is reported, never hidden."""
+    from bayesrc.collect.run import read_parts
+
+    parts = read_parts(res.run_dir)
+    rate = res.n_new_items / res.sample_seconds if res.sample_seconds > 0 else float("nan")
+    if len(parts) == 0:
+        print(f"{res.run_dir}: 0 items")
+        return
+    per_item = parts.groupby("item_index")[["p_unresolved", "n_expanded"]].first()
+    done = "dist.parquet, items_exact.parquet" if (res.run_dir / "dist.parquet").exists() else "parts only (incomplete)"
+    print(
+        f"{res.run_dir}: exact distributions of {res.n_items} items ({res.n_new_items} new, {rate:.2f} items/s, "
+        f"{per_item['n_expanded'].mean():.1f} decodes/item); p_unresolved mean {per_item['p_unresolved'].mean():.2e}, "
+        f"max {per_item['p_unresolved'].max():.2e}; {done}"
+    )
+    bad = per_item[per_item["p_unresolved"] > 0.01]
+    if len(bad):
+        print(
+            f"bayesrc: warning: {len(bad)} of {len(per_item)} items have p_unresolved > 0.01 (max {bad['p_unresolved'].max():.3f}): "
+            "their answers are not decided within max_tokens at this epsilon; lower --epsilon, raise --max-expansions or change the prompt",
+            file=sys.stderr,
+        )
+
+
+def run_quantize(args: argparse.Namespace) -> int:
+    from bayesrc.collect.builtin import quantize_card
+
+    gguf, toml = quantize_card(args.card, args.type, args.out, n_threads=args.threads)
+    print(f"{gguf}\n{toml}")
+    return 0
+
+
+def run_bank_demo(args: argparse.Namespace) -> int:
+    from bayesrc.collect.bank import load_bank
+    from bayesrc.collect.builtin import builtin_bank
+    from bayesrc.errors import InputError
+
+    if args.out.exists():
+        raise InputError("exists; choose another --out (nothing overwritten)", path=args.out)
+    path = builtin_bank(args.out, n_items=args.n, seed=args.seed)
+    bank = load_bank(path)
+    by_opts = {}
+    for it in bank.items:
+        by_opts[len(it.letters)] = by_opts.get(len(it.letters), 0) + 1
+    print(f"{path}: {len(bank)} items ({', '.join(f'{v} with {k} options' for k, v in sorted(by_opts.items()))}), seed {args.seed}")
     return 0

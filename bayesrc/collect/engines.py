@@ -428,6 +428,7 @@ class NaiveEngine:
         prompt, model, max_tokens = as_prompt(prompt), self.model, self.sampling.max_tokens
         vocab = model.llm._model.vocab  # noqa: SLF001
         out = []
+        self.model.kv_prefix = None
         for k, seed in enumerate(seeds):
             model.eval_prompt(prompt, fresh=True)
             sampler = make_sampler(model, self.sampling, seed)
@@ -450,7 +451,7 @@ class FastEngine:
 
     name = "fast"
 
-    def __init__(self, model: Model, sampling: Sampling):
+    def __init__(self, model: Model, sampling: Sampling, *, shared_prefix: list[int] | None = None):
         self.model, self.sampling = model, sampling
         self.n_decodes = 0  # single-token decodes so far (prefix-tree nodes past the prompt), for benchmarks
 

@@ -131,15 +131,29 @@ def merge_runs(shards: Iterable[str | Path], out: str | Path) -> Path:
             raise InputError(f"item range {a1}:{b1} overlaps {a0}:{b0}", path=shards[i])
         if a1 > b0:
             raise InputError(f"gap between item ranges {a0}:{b0} and {a1}:{b1}", path=shards[i])
-    trials = pd.concat([read_run_trials(shards[i]) for i in order], ignore_index=True)
-    if trials.duplicated(["item_index", "k"]).any():
-        raise InputError("duplicate trials across shards", path=out)
+    exact = base.get("runtime.engine") == "exact"
+    if exact:  # exact shards: their per-item parts, compacted as one run
+        from bayesrc.collect.exact import compact
+        from bayesrc.collect.run import read_parts
+
+        trials = pd.concat([read_parts(shards[i]) for i in order], ignore_index=True)
+        if trials.drop_duplicates(["item_index", "answer"]).shape[0] != len(trials):
+            raise InputError("duplicate items across shards", path=out)
+    else:
+        trials = pd.concat([read_run_trials(shards[i]) for i in order], ignore_index=True)
+        if trials.duplicated(["item_index", "k"]).any():
+            raise InputError("duplicate trials across shards", path=out)
     pins = dict(base, **{"items.range": [ranges[0][0], ranges[-1][1]]})
     out = Path(out)
     if (out / "run.json").exists():
         raise InputError("output already holds a run", path=out)
     with staged_output(out) as stage:
-        atomic_write_bytes(stage / "trials.parquet", _frame_bytes(trials))
+        if exact:
+            dist, items_exact = compact(trials)
+            atomic_write_bytes(stage / "dist.parquet", _frame_bytes(dist))
+            atomic_write_bytes(stage / "items_exact.parquet", _frame_bytes(items_exact))
+        else:
+            atomic_write_bytes(stage / "trials.parquet", _frame_bytes(trials))
         info = {"merged_from": [str(shards[i]) for i in order], "merged_at": now_utc(), "started_at": min(r["info"].get("started_at", "") for r in records), "finished_at": max(r["info"].get("finished_at", "") for r in records)}
-        atomic_write_json(stage / "run.json", {"format": RUN_FORMAT, "status": "complete", "pins": pins, "info": info, "n_items_done": int(trials["item_index"].nunique()), "n_trials": len(trials)})
+        atomic_write_json(stage / "run.json", {"format": RUN_FORMAT, "status": "complete", "pins": pins, "info": info, "n_items_done": int(trials["item_index"].nunique()), "n_trials": 0 if exact else len(trials)})
     return out

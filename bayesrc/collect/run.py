@@ -148,7 +148,9 @@ PIN_CATEGORIES = ("model", "items", "prompt", "sampling", "tooling", "runtime")
 PROMPT_BLOCKS = "shared+own/1: shared = rendered prompt up to the line break before the first item field, tokenised with BOS; own = the rest, tokenised without BOS; decoded as two batches, shared KV kept once per run"
 
 
-def make_pins(card: ModelCard, model: Model, bank: Bank, rng: tuple[int, int], sampling: Sampling, *, k: int, seed_stride: int, seed_offset: int, engine: str, label: str, shared: str = "", seed_rule: str = "version") -> dict:
+def make_pins(card: ModelCard, model: Model, bank: Bank, rng: tuple[int, int], sampling: Sampling, *, k: int, seed_stride: int, seed_offset: int, engine: str, label: str, shared: str = "", seed_rule: str = "version", epsilon: float | None = None, max_expansions: int | None = None) -> dict:
+    """The run's pins. An exact run (``epsilon`` given) has no K and no seeds, but its
+    pruning threshold and expansion budget."""
     from bayesrc.data.seeds import seed_salt
 
     tmpl = chat_template_text(card, model.gguf_chat_template)
@@ -191,6 +193,8 @@ def make_pins(card: ModelCard, model: Model, bank: Bank, rng: tuple[int, int], s
     if seed_rule == "version":
         pins["sampling.seed_rule"] = f"version: salt(model pin) + {seed_offset} + item_index * {seed_stride} + k"
         pins["model.seed_salt"] = seed_salt(version_pin(pins))
+    if epsilon is not None:
+        pins.update({"sampling.k": None, "sampling.seed_rule": None, "sampling.epsilon": epsilon, "sampling.max_expansions": max_expansions})
     return pins
 
 
@@ -273,7 +277,8 @@ def read_parts(run_dir: Path, indices=None) -> pd.DataFrame:
     if not frames:
         return pd.DataFrame(columns=list(TRIAL_COLUMNS) + list(EXTRA_COLUMNS))
     del parts
-    return pd.concat(frames, ignore_index=True).sort_values(["item_index", "k"], kind="stable").reset_index(drop=True)
+    df = pd.concat(frames, ignore_index=True)
+    return df.sort_values([c for c in ("item_index", "k") if c in df], kind="stable").reset_index(drop=True)
 
 
 def read_run_trials(run_dir: str | Path) -> pd.DataFrame:
@@ -316,10 +321,10 @@ def render_prompts(card: ModelCard, model: Model, items, *, max_tokens: int, ban
     return shared, prompts
 
 
-def _progress(total: int, enabled: bool):
+def _progress(total: int, enabled: bool, unit: str = "trial"):
     from tqdm import tqdm
 
-    return tqdm(total=total, unit="trial", disable=not enabled, dynamic_ncols=True, file=sys.stderr, smoothing=0.1)
+    return tqdm(total=total, unit=unit, disable=not enabled, dynamic_ncols=True, file=sys.stderr, smoothing=0.1)
 
 
 def collect(
@@ -345,8 +350,15 @@ def collect(
     max_items: int | None = None,
     threads: int | None = None,
     server: dict | None = None,
+    epsilon: float = 1e-6,
+    max_expansions: int | None = None,
 ) -> RunResult:
     """Collect K samples per item into the run directory ``out`` (see module docstring).
+
+    ``engine="exact"`` computes each item's answer distribution instead
+    (:mod:`bayesrc.collect.exact`; ``k`` is ignored, ``epsilon`` in (0, 0.1) is the pruning
+    threshold, ``max_expansions`` the per-item decode budget) and writes ``dist.parquet``
+    and ``items_exact.parquet`` instead of ``trials.parquet``.
 
     Validation (card, bank, sampling, run directory, lock, model load, pins on resume)
     happens before any trial is drawn; errors are :class:`InputError` (CLI exit 2).
@@ -368,6 +380,15 @@ def collect(
     t0 = time.monotonic()
     card = card if isinstance(card, ModelCard) else load_card(card)
     bank = items if isinstance(items, Bank) else load_bank(items)
+    exact = engine == "exact"
+    if exact:
+        from bayesrc.collect import exact as exact_mod
+
+        epsilon = exact_mod.check_epsilon(epsilon)
+        max_expansions = exact_mod.DEFAULT_MAX_EXPANSIONS if max_expansions is None else int(max_expansions)
+        if max_expansions < 1:
+            raise InputError(f"must be >= 1, got {max_expansions}", field="max-expansions")
+        k = 1  # unused: no samples are drawn
     if k < 1:
         raise InputError(f"must be >= 1, got {k}", field="k")
     if threads is not None and threads < 1:
@@ -402,13 +423,17 @@ def collect(
         # Render and tokenize every prompt first: a bad template or an over-long item fails before any trial.
         selected = bank.items[rng[0] : rng[1]]
         shared, prompts = render_prompts(card, model, selected, max_tokens=sampling.max_tokens, bank_path=bank.path)
-        pins = make_pins(card, model, bank, rng, sampling, k=k, seed_stride=seed_stride, seed_offset=seed_offset, engine=engine, label=label, shared=shared, seed_rule=seed_rule)
+        pins = make_pins(card, model, bank, rng, sampling, k=k, seed_stride=seed_stride, seed_offset=seed_offset, engine=engine, label=label, shared=shared, seed_rule=seed_rule,
+                         epsilon=epsilon if exact else None, max_expansions=max_expansions)  # fmt: skip
         salt = int(pins.get("model.seed_salt", 0))
         if record is not None:
             diff = [f for f in sorted(set(pins) | set(record.get("pins", {}))) if pins.get(f) != record.get("pins", {}).get(f)]
             if diff:
                 raise InputError(f"cannot resume: settings differ from the run's pins in {', '.join(diff)}", path=run_dir / "run.json")
-        eng = make_engine(engine, model, sampling)
+        if exact:
+            eng = exact_mod.ExactEngine(model, sampling, epsilon=epsilon, max_expansions=max_expansions)
+        else:
+            eng = make_engine(engine, model, sampling)
         info = {
             "card": str(card.card_path),
             "model_path": str(model.path),
@@ -421,27 +446,38 @@ def collect(
         }
         atomic_write_json(run_dir / "run.json", {"format": RUN_FORMAT, "status": "running", "pins": pins, "info": info})
         (run_dir / "parts").mkdir(exist_ok=True)
-        for stale in [*(run_dir / "parts").glob(".*.tmp"), *run_dir.glob(".run.json.*.tmp"), *run_dir.glob(".trials.parquet.*.tmp")]:  # a temp file left by a killed writer
+        for stale in [*(run_dir / "parts").glob(".*.tmp"), *run_dir.glob(".run.json.*.tmp"), *run_dir.glob(".trials.parquet.*.tmp"), *run_dir.glob(".dist.parquet.*.tmp"), *run_dir.glob(".items_exact.parquet.*.tmp")]:  # a temp file left by a killed writer
             stale.unlink(missing_ok=True)
         done = done_items(run_dir)
         pending = [it for it in selected if it.index not in done]
         if max_items is not None:
             pending = pending[:max_items]
-        bar = _progress(len(pending) * k, progress)
+        per_item = 1 if exact else k  # progress: items (exact) or trials
+        bar = _progress(len(pending) * per_item, progress, unit="item" if exact else "trial")
         t_sample = time.monotonic()
         try:
             for it in pending:
-                samples = eng.sample_item(prompts[it.index], item_seeds(it, k, stride=seed_stride, offset=seed_offset, salt=salt), it.letters)
-                atomic_write_bytes(_part_path(run_dir, it.index), _frame_bytes(_rows(it, samples, label=label, engine=engine)))
-                bar.update(k)
+                if exact:
+                    frame = exact_mod.item_frame(it, eng.item_distribution(prompts[it.index], it.letters))
+                else:
+                    samples = eng.sample_item(prompts[it.index], item_seeds(it, k, stride=seed_stride, offset=seed_offset, salt=salt), it.letters)
+                    frame = _rows(it, samples, label=label, engine=engine)
+                atomic_write_bytes(_part_path(run_dir, it.index), _frame_bytes(frame))
+                bar.update(per_item)
         finally:
             bar.close()
         t_sample = time.monotonic() - t_sample
         n_done = len(done_items(run_dir) & {it.index for it in selected})
         complete = n_done == len(selected)
         if complete:
-            trials = read_parts(run_dir, [it.index for it in selected])
-            atomic_write_bytes(run_dir / "trials.parquet", _frame_bytes(trials))
+            parts = read_parts(run_dir, [it.index for it in selected])
+            if exact:
+                dist, items_exact = exact_mod.compact(parts)
+                atomic_write_bytes(run_dir / "dist.parquet", _frame_bytes(dist))
+                atomic_write_bytes(run_dir / "items_exact.parquet", _frame_bytes(items_exact))
+            else:
+                atomic_write_bytes(run_dir / "trials.parquet", _frame_bytes(parts))
             info["finished_at"] = now_utc()
-        atomic_write_json(run_dir / "run.json", {"format": RUN_FORMAT, "status": "complete" if complete else "running", "pins": pins, "info": info, "n_items_done": n_done, "n_trials": n_done * k})
-    return RunResult(run_dir, n_done, n_done * k, len(pending), time.monotonic() - t0, t_sample)
+        n_trials = 0 if exact else n_done * k
+        atomic_write_json(run_dir / "run.json", {"format": RUN_FORMAT, "status": "complete" if complete else "running", "pins": pins, "info": info, "n_items_done": n_done, "n_trials": n_trials})
+    return RunResult(run_dir, n_done, n_trials, len(pending), time.monotonic() - t0, t_sample)

@@ -196,6 +196,22 @@ def normalise_trials(
     return df[keep].reset_index(drop=True)
 
 
+EXACT_RUN_FILES = ("dist.parquet", "items_exact.parquet")
+
+
+def _refuse_exact_run(path: Path) -> None:
+    """An exact run (answer distributions, no samples) is not a trials file: say so in one line."""
+    run_dir = path if path.is_dir() else path.parent
+    if path.name in EXACT_RUN_FILES or (path.is_dir() and any((path / f).exists() for f in EXACT_RUN_FILES)) or (
+        path.name == "run.json" and any((run_dir / f).exists() for f in EXACT_RUN_FILES)
+    ):
+        raise InputError(
+            "is an exact run (per-item answer distributions), not K-sample trials; draw trials from it with "
+            "bayesrc.data.sample_from_exact or pass its trials where trials are needed",
+            path=path,
+        )
+
+
 def load_trials(path: str | Path, *, model: str | None = None, greedy: bool | None = None) -> pd.DataFrame:
     """Load and validate a trials file (Parquet, JSONL or CSV).
 
@@ -207,6 +223,7 @@ def load_trials(path: str | Path, *, model: str | None = None, greedy: bool | No
     greedy : single-shot file without ``k`` (``None`` detects it).
     """
     path = Path(path)
+    _refuse_exact_run(path)
     check = lambda rec, first, line: _check_required_keys(rec, first, path=path, line=line)  # noqa: E731
     raw, fmt = read_table(path, kind="trials", check_record=check)
     return normalise_trials(raw, path=path, fmt=fmt, model=model, greedy=greedy)
