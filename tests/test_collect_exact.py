@@ -18,7 +18,7 @@ from scipy import stats
 
 from bayesrc.collect import Model, builtin_bank, build_prompt, collect, load_bank, load_card, resolve_model
 from bayesrc.collect.engines import FastEngine, Sampling
-from bayesrc.collect.exact import ExactEngine, check_epsilon, read_exact_run, shared_prefix_tokens
+from bayesrc.collect.exact import ExactEngine, check_epsilon, read_exact_run
 from bayesrc.collect.extract import extract
 from bayesrc.data import load_trials
 from bayesrc.errors import InputError
@@ -44,10 +44,11 @@ def gemma_x():
     return card, Model(path, n_ctx=card.n_ctx, n_batch=card.n_batch, label=card.label)
 
 
-def _prompt(card, model, item) -> list[int]:
-    bos = model.token_text(model.llm.token_bos()) if model.llm.token_bos() >= 0 else ""  # as collect() does
-    eos = model.token_text(model.llm.token_eos()) if model.llm.token_eos() >= 0 else ""
-    return model.tokenize(build_prompt(card, item, gguf_template=model.gguf_chat_template, bos=bos, eos=eos))
+def _prompt(card, model, item):
+    """The item's canonical two-block prompt, as collect() builds it."""
+    from bayesrc.collect.run import render_prompts
+
+    return render_prompts(card, model, [item], max_tokens=card.max_tokens)[1][item.index]
 
 
 @pytest.fixture(scope="session")
@@ -67,9 +68,8 @@ def exact_vs_sampled(gemma_x, g_items):
     """Per item: exact distribution, fast-engine answer counts over 400 seeds, G-test."""
     card, model = gemma_x
     s = Sampling(temperature=0.7, max_tokens=card.max_tokens)
-    shared = shared_prefix_tokens(card, model, bos=model.token_text(model.llm.token_bos()) if model.llm.token_bos() >= 0 else "")
-    # both engines evaluate prompts alike (shared prefix decoded once, then the item's tokens)
-    exact, fast = ExactEngine(model, s, epsilon=1e-6, shared_prefix=shared), FastEngine(model, s, shared_prefix=shared)
+    # both engines evaluate the same two blocks (Model.eval_prompt)
+    exact, fast = ExactEngine(model, s, epsilon=1e-6), FastEngine(model, s)
     rows = []
     for it in g_items:
         toks = _prompt(card, model, it)

@@ -451,7 +451,7 @@ class FastEngine:
 
     name = "fast"
 
-    def __init__(self, model: Model, sampling: Sampling, *, shared_prefix: list[int] | None = None):
+    def __init__(self, model: Model, sampling: Sampling):
         self.model, self.sampling = model, sampling
         self.n_decodes = 0  # single-token decodes so far (prefix-tree nodes past the prompt), for benchmarks
 
