@@ -74,10 +74,7 @@ def main() -> None:
     print(f"\n{'run':34s} {'wall s':>8s} {'ESS hyper':>10s} {'ESS all':>9s} {'ESS/s':>9s} {'time x':>7s} {'ESS/s x':>8s} gate")
     for name, wall, ess_h, ess_all, passed in rows:
         rate = ess_all / wall
-        print(
-            f"{name:34s} {wall:8.2f} {ess_h:10.0f} {ess_all:9.0f} {rate:9.1f} {wall / base[1]:7.2f} "
-            f"{(base[3] / base[1]) / rate:8.1f} {'passed' if passed else 'FAILED'}"
-        )
+        print(f"{name:34s} {wall:8.2f} {ess_h:10.0f} {ess_all:9.0f} {rate:9.1f} {wall / base[1]:7.2f} {(base[3] / base[1]) / rate:8.1f} {'passed' if passed else 'FAILED'}")
     print("(time x: wall / collapsed-numpyro wall; ESS/s x: collapsed-numpyro ESS/s over this run's)")
     for name, wall, _, ess_all, _ in rows:
         if "collapsed" in name:
@@ -100,6 +97,7 @@ def main() -> None:
                 f"goal <= 120 s with the gate passed -> {'met' if wall <= 120 and g.passed else 'NOT met'}",
                 flush=True,
             )
+
 
 if __name__ == "__main__":
     main()

@@ -83,8 +83,15 @@ class ReferenceLoop:
         s, out = self.sampling, []
         for k, seed in enumerate(seeds):
             res = self.model.llm.create_completion(
-                text, max_tokens=s.max_tokens, temperature=s.temperature, top_k=s.top_k, top_p=s.top_p,
-                min_p=s.min_p, typical_p=s.typical_p, repeat_penalty=s.repeat_penalty, seed=seed,
+                text,
+                max_tokens=s.max_tokens,
+                temperature=s.temperature,
+                top_k=s.top_k,
+                top_p=s.top_p,
+                min_p=s.min_p,
+                typical_p=s.typical_p,
+                repeat_penalty=s.repeat_penalty,
+                seed=seed,
             )
             choice = res["choices"][0]
             out.append(Sample(k, seed, choice["text"], int(res["usage"]["completion_tokens"]), "stop" if choice["finish_reason"] == "stop" else "length"))
@@ -316,19 +323,25 @@ def main() -> None:
     res = {n: pd.concat(r, ignore_index=True) for n, r in rows.items() if r}
     per_item = {n: secs[n] / n_items[n] for n in names if n_items[n]}
     ref = per_item.get("reference")
-    print(f"{args.items} {args.bank} items, K = {args.k}, T = {args.temperature}, {model.n_threads} threads, n_batch {card.n_batch}; "
-          f"prompt = shared {n_shared} + own {n_own:.1f} tokens on average (one-piece tokenisation equals the blocks' concatenation for {joint_same}/{len(texts)} items)")
+    print(
+        f"{args.items} {args.bank} items, K = {args.k}, T = {args.temperature}, {model.n_threads} threads, n_batch {card.n_batch}; "
+        f"prompt = shared {n_shared} + own {n_own:.1f} tokens on average (one-piece tokenisation equals the blocks' concatenation for {joint_same}/{len(texts)} items)"
+    )
     print(f"floor per item: own block {own_floor * 1e3:.1f} ms ({n_own / own_floor:.0f} tok/s), full prompt from an emptied cache {full_floor * 1e3:.1f} ms")
-    print(f"llama.cpp throughput (llama-bench style): pp{card.n_batch} {pp_batch:.0f} tok/s, pp{round(n_own)} {pp_own:.0f} tok/s, tg32 {tg:.1f} tok/s; "
-          f"the own-block floor runs at {n_own / own_floor / pp_batch:.0%} of pp{card.n_batch}, {n_own / own_floor / pp_own:.0%} of pp{round(n_own)}")
+    print(
+        f"llama.cpp throughput (llama-bench style): pp{card.n_batch} {pp_batch:.0f} tok/s, pp{round(n_own)} {pp_own:.0f} tok/s, tg32 {tg:.1f} tok/s; "
+        f"the own-block floor runs at {n_own / own_floor / pp_batch:.0%} of pp{card.n_batch}, {n_own / own_floor / pp_own:.0%} of pp{round(n_own)}"
+    )
     print(f"several items per decode ({group} sequences): {multi * 1e3:.1f} ms/item in one decode vs {single * 1e3:.1f} ms/item in one decode each ({single / multi:.2f}x)")
     print(f"{'engine':>10} {'items':>5} {'trials':>6} {'s':>8} {'trials/s':>9} {'ms/item':>8} {'x ref':>6} {'x own':>6} {'x full':>6} {'own tok/s % pp':>15}")
     for n in names:
         if not n_items[n] or n == "exact":
             continue
         t = per_item[n]
-        print(f"{n:>10} {n_items[n]:>5} {len(res[n]):>6} {secs[n]:8.2f} {len(res[n]) / secs[n]:9.2f} {t * 1e3:8.1f} "
-              f"{(ref / t if ref else float('nan')):6.2f} {t / own_floor:6.2f} {t / full_floor:6.2f} {n_own / t / pp_batch:15.1%}")
+        print(
+            f"{n:>10} {n_items[n]:>5} {len(res[n]):>6} {secs[n]:8.2f} {len(res[n]) / secs[n]:9.2f} {t * 1e3:8.1f} "
+            f"{(ref / t if ref else float('nan')):6.2f} {t / own_floor:6.2f} {t / full_floor:6.2f} {n_own / t / pp_batch:15.1%}"
+        )
 
     key = ["item_index", "k"]
     canon = [n for n in res if n != "reference"]
@@ -360,9 +373,11 @@ def exact_report(dists, secs, rate, args) -> None:
     """Exact vs fast: items/s side by side, and the K fast needs for exact's precision."""
     n = len(dists)
     items_s = {name: n / secs[name] for name in secs}
-    print(f"items/s at K = {args.k}: fast {items_s['fast']:.3f}; exact {items_s['exact']:.3f} "
-          f"(exact/fast {items_s['exact'] / items_s['fast']:.2f}x; epsilon {args.epsilon:g}, "
-          f"{np.mean([d.n_expanded for _, d in dists]):.1f} decodes/item)")
+    print(
+        f"items/s at K = {args.k}: fast {items_s['fast']:.3f}; exact {items_s['exact']:.3f} "
+        f"(exact/fast {items_s['exact'] / items_s['fast']:.2f}x; epsilon {args.epsilon:g}, "
+        f"{np.mean([d.n_expanded for _, d in dists]):.1f} decodes/item)"
+    )
     p = np.array([d.p(it.answer) for it, d in dists])
     unres = np.array([d.p_unresolved for _, d in dists])
     var = float(np.mean(p * (1 - p)))
@@ -372,8 +387,10 @@ def exact_report(dists, secs, rate, args) -> None:
     bound = float(unres.mean())
     if bound > 0:
         k_need = var / bound**2
-        print(f"K for fast's SE to equal exact's mean error bound {bound:.2e}: {k_need:.3g} samples/item "
-              f"(~{k_need / rate['fast']:.3g} s/item at {rate['fast']:.1f} trials/s, vs exact {secs['exact'] / n:.2f} s/item)")
+        print(
+            f"K for fast's SE to equal exact's mean error bound {bound:.2e}: {k_need:.3g} samples/item "
+            f"(~{k_need / rate['fast']:.3g} s/item at {rate['fast']:.1f} trials/s, vs exact {secs['exact'] / n:.2f} s/item)"
+        )
     else:
         print("exact left no unresolved mass: no finite K matches it")
     k_eq = rate["fast"] * secs["exact"] / n

@@ -68,17 +68,21 @@ def main() -> None:
     rr, rr_wall = n / res.sample_seconds, n / ray_wall
     print(f"{args.items} built-in items x K = {args.k} = {n} trials, engine {args.engine}, {os.cpu_count()} CPU cores, llama.cpp threads per process {threads}")
     print(f"single process : {r1:7.2f} trials/s sampling; {r1_wall:7.2f} trials/s end to end ({single_wall:.1f} s incl. model load)")
-    print(f"Ray, {args.workers} workers : {rr:7.2f} trials/s sampling; {rr_wall:7.2f} trials/s end to end ({ray_wall:.1f} s incl. "
-          f"{res.actor_start_seconds:.1f} s actor start + model load, {res.n_shards} shards, merge)")
+    print(
+        f"Ray, {args.workers} workers : {rr:7.2f} trials/s sampling; {rr_wall:7.2f} trials/s end to end ({ray_wall:.1f} s incl. "
+        f"{res.actor_start_seconds:.1f} s actor start + model load, {res.n_shards} shards, merge)"
+    )
     print(f"ratio Ray/single: {rr / r1:.2f}x sampling, {rr_wall / r1_wall:.2f}x end to end")
     print(f"cluster start-up (not in the above): {startup:.1f} s ({'joined ' + args.address if args.address else 'local cluster'})")
     print(f"identical trials (item, k, seed, response, answer): {identical}")
     models, items, k = (int(x) for x in args.target.split(","))
     need_trials = models * items * k / (args.hours * 3600)
     per_worker = rr / args.workers
-    print(f"on paper: {models} models x {items} items x K = {k} in {args.hours:g} h needs {need_trials:.0f} trials/s "
-          f"= {need_trials / k:.1f} items/s; at {per_worker:.2f} trials/s per worker measured here that is "
-          f"{math.ceil(need_trials / per_worker)} workers")
+    print(
+        f"on paper: {models} models x {items} items x K = {k} in {args.hours:g} h needs {need_trials:.0f} trials/s "
+        f"= {need_trials / k:.1f} items/s; at {per_worker:.2f} trials/s per worker measured here that is "
+        f"{math.ceil(need_trials / per_worker)} workers"
+    )
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bayesrc.bayes import ITEM_COLUMNS, SamplerConfig, betabinom_numpyro, fit, model_inputs, realised_fdp, select
+from bayesrc.bayes import ITEM_COLUMNS, SamplerConfig, betabinom_numpyro, fit, model_inputs, realised_fdp
 from bayesrc.data import item_counts, save_trials, simulate_pair
 
 

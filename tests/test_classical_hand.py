@@ -14,8 +14,8 @@ from bayesrc.classical import (
     exclusion_reasons,
     icc_1_1,
     k_for_reliability,
-    reliable_change,
     reliability_vs_k,
+    reliable_change,
     spearman_brown,
     split_half_reliability,
     standard_error_of_difference,
@@ -81,8 +81,11 @@ def test_sem_sdiff_rci_by_hand():
 
 def test_exclusion_rules():
     reasons = exclusion_reasons(
-        np.array([5, 10, 10, 10, 6]), np.array([10, 10, 10, 10, 6]),
-        np.array([0.0, 1.0, 0.0, 0.0, 0.5]), np.array([0.0, 1.0, 0.0, 0.1, 0.5]), min_valid=6,
+        np.array([5, 10, 10, 10, 6]),
+        np.array([10, 10, 10, 10, 6]),
+        np.array([0.0, 1.0, 0.0, 0.0, 0.5]),
+        np.array([0.0, 1.0, 0.0, 0.1, 0.5]),
+        min_valid=6,
     )
     assert list(reasons) == ["low_valid", "floor_ceiling", "floor_ceiling", "", ""]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 import reference_rci as ref
+
 from bayesrc.classical import analyse_pairs, reliable_change
 from bayesrc.data import item_counts
 

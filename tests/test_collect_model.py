@@ -229,8 +229,9 @@ def test_shared_seeds_couple_versions_and_the_version_rule_removes_it(gemma, ban
     from bayesrc.data.seeds import sample_seeds, seed_salt
 
     card = load_card(CARD)
-    card2 = dataclasses.replace(card, system="Pick the letter that continues the pattern. Think of the options in reverse order.",
-                                template=card.template.replace("Answer: B\n", "Answer: A\n", 1))  # a re-templated version
+    card2 = dataclasses.replace(
+        card, system="Pick the letter that continues the pattern. Think of the options in reverse order.", template=card.template.replace("Answer: B\n", "Answer: A\n", 1)
+    )  # a re-templated version
     eng = FastEngine(gemma, Sampling(temperature=0.7, max_tokens=card.max_tokens))
     n = 40
     shared_dev, salted_dev, shared_agree, expected_agree = [], [], [], []
@@ -248,7 +249,9 @@ def test_shared_seeds_couple_versions_and_the_version_rule_removes_it(gemma, ban
         salted_dev.append(abs(agree_salted - expected))
         shared_agree.append(agree)
         expected_agree.append(expected)
-    print(f"agreement: shared seeds {np.mean(shared_agree):.3f}, independent expectation {np.mean(expected_agree):.3f}; "
-          f"mean |deviation| shared {np.mean(shared_dev):.3f}, salted {np.mean(salted_dev):.3f}")
+    print(
+        f"agreement: shared seeds {np.mean(shared_agree):.3f}, independent expectation {np.mean(expected_agree):.3f}; "
+        f"mean |deviation| shared {np.mean(shared_dev):.3f}, salted {np.mean(salted_dev):.3f}"
+    )
     assert np.mean(shared_dev) > 0.15 and np.mean(salted_dev) < 0.12 and np.mean(shared_dev) > 2 * np.mean(salted_dev)
     assert np.mean(shared_agree) < np.mean(expected_agree)  # answer alike less often than independent draws would

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bayesrc.collect import builtin_items, compare_runs, check_comparable, decided, extract, load_bank, merge_runs, render_chat_template
+from bayesrc.collect import builtin_items, check_comparable, compare_runs, decided, extract, load_bank, merge_runs, render_chat_template
 from bayesrc.collect.run import RunLock, parse_range, shard_range
 from bayesrc.errors import InputError
 
@@ -108,8 +108,17 @@ def test_ranges_and_shards_cover_the_bank():
 
 # -- pins ----------------------------------------------------------------------------------
 def _run(tmp_path: Path, name: str, **changes) -> Path:
-    pins = {"model.label": "m1", "model.file_sha256": "aa", "items.bank_sha256": "b", "items.range": [0, 4], "prompt.template_sha256": "t",
-            "sampling.k": 10, "sampling.temperature": 0.7, "tooling.llama_cpp_python": "0.3.36", "runtime.engine": "fast"}
+    pins = {
+        "model.label": "m1",
+        "model.file_sha256": "aa",
+        "items.bank_sha256": "b",
+        "items.range": [0, 4],
+        "prompt.template_sha256": "t",
+        "sampling.k": 10,
+        "sampling.temperature": 0.7,
+        "tooling.llama_cpp_python": "0.3.36",
+        "runtime.engine": "fast",
+    }
     pins.update(changes)
     d = tmp_path / name
     d.mkdir()

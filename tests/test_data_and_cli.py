@@ -89,8 +89,7 @@ def rci_run(tmp_path_factory, small_pair):
     g1 = write_jsonl(d / "g1.jsonl", small_pair.trials_v1[small_pair.trials_v1.k == 0].drop(columns=["k"]))
     g2 = write_jsonl(d / "g2.jsonl", small_pair.trials_v2[small_pair.trials_v2.k == 0].drop(columns=["k"]))
     out = d / "out"
-    code = main(["rci", "--pair", "A", str(a), str(b), "--pair", "B", str(c), str(e), "--greedy", "A", str(g1), str(g2),
-                 "--splits", "200", "--permutations", "200", "--seed", "1", "--out", str(out)])
+    code = main(["rci", "--pair", "A", str(a), str(b), "--pair", "B", str(c), str(e), "--greedy", "A", str(g1), str(g2), "--splits", "200", "--permutations", "200", "--seed", "1", "--out", str(out)])
     return code, out
 
 
@@ -132,8 +131,7 @@ def test_rci_items_table(rci_run):
 def test_rci_sd_basis_all(tmp_path, small_pair, capsys):
     a = write_jsonl(tmp_path / "v1.jsonl", small_pair.trials_v1)
     b = write_jsonl(tmp_path / "v2.jsonl", small_pair.trials_v2)
-    code, out, _ = run_cli(["rci", "--pair", "A", str(a), str(b), "--sd-basis", "all", "--splits", "100",
-                            "--permutations", "100", "--out", str(tmp_path / "o")], capsys)
+    code, out, _ = run_cli(["rci", "--pair", "A", str(a), str(b), "--sd-basis", "all", "--splits", "100", "--permutations", "100", "--out", str(tmp_path / "o")], capsys)
     doc = json.loads((tmp_path / "o" / "rci.json").read_text())
     assert code == 0 and doc["pairs"]["A"]["sd_basis"] == "all"
     assert doc["pairs"]["A"]["s_diff"] == pytest.approx(doc["pairs"]["A"]["s_diff_all_items"])
@@ -216,8 +214,7 @@ def test_unmatched_items_allowed_on_request(tmp_path, small_pair, capsys):
     t1 = small_pair.trials_v1
     a = write_jsonl(tmp_path / "v1.jsonl", t1[~t1.item_id.isin(["q00000", "q00001"])])
     b = write_jsonl(tmp_path / "v2.jsonl", small_pair.trials_v2)
-    code, _, err = run_cli(["rci", "--pair", "A", str(a), str(b), "--allow-unmatched", "--splits", "50",
-                            "--permutations", "50", "--out", str(tmp_path / "o")], capsys)
+    code, _, err = run_cli(["rci", "--pair", "A", str(a), str(b), "--allow-unmatched", "--splits", "50", "--permutations", "50", "--out", str(tmp_path / "o")], capsys)
     assert code == 0
     assert "2 item(s) missing (first: q00000)" in err
     assert json.loads((tmp_path / "o" / "rci.json").read_text())["pairs"]["A"]["exclusions"]["n_before"] == 118
@@ -235,8 +232,7 @@ def test_missing_responses_are_excluded_not_fatal(tmp_path, small_pair, capsys):
     t1 = t1[~((t1.item_id == t1.item_id.iloc[-1]) & (t1.k >= 8))]
     a = write_jsonl(tmp_path / "v1.jsonl", t1)
     b = write_jsonl(tmp_path / "v2.jsonl", small_pair.trials_v2)
-    code, _, err = run_cli(["rci", "--pair", "A", str(a), str(b), "--splits", "50", "--permutations", "50",
-                            "--out", str(tmp_path / "o")], capsys)
+    code, _, err = run_cli(["rci", "--pair", "A", str(a), str(b), "--splits", "50", "--permutations", "50", "--out", str(tmp_path / "o")], capsys)
     assert code == 0
     assert f"item {t1.item_id.iloc[0]}: field 'is_missing': fewer than 6 valid responses (5)" in err
     assert "field 'k': K differs between items (8, 10 samples)" in err
@@ -249,8 +245,7 @@ def test_unwritable_output_is_one_line(tmp_path, small_pair, capsys):
     b = write_jsonl(tmp_path / "v2.jsonl", small_pair.trials_v2)
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    code, _, err = run_cli(["rci", "--pair", "A", str(a), str(b), "--splits", "50", "--permutations", "50",
-                            "--out", str(blocker / "sub")], capsys)
+    code, _, err = run_cli(["rci", "--pair", "A", str(a), str(b), "--splits", "50", "--permutations", "50", "--out", str(blocker / "sub")], capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
@@ -262,8 +257,7 @@ def test_rci_refuses_runs_with_different_pins(tmp_path, small_pair, capsys):
         d.mkdir()
         save_trials(trials, d / "trials.parquet")
         (d / "run.json").write_text(json.dumps({"pins": {**pins, **change}}))
-    args = ["rci", "--pair", "A", str(tmp_path / "a" / "trials.parquet"), str(tmp_path / "b" / "trials.parquet"),
-            "--splits", "50", "--permutations", "50", "--out", str(tmp_path / "o")]
+    args = ["rci", "--pair", "A", str(tmp_path / "a" / "trials.parquet"), str(tmp_path / "b" / "trials.parquet"), "--splits", "50", "--permutations", "50", "--out", str(tmp_path / "o")]
     code, _, err = run_cli(args, capsys)
     assert code == 2 and "pins differ in sampling.temperature" in err and not (tmp_path / "o").exists()
     assert "model.sha256" not in err.split("pins differ in")[1]  # the model may differ: it is the comparison

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from conftest import data_path
+
 from bayesrc.classical import greedy_flips
 from bayesrc.data import load_counts
-from conftest import data_path
 
 
 def test_real_greedy_matched_and_flips():

@@ -166,8 +166,19 @@ def test_lm_eval_multiple_choice_and_several_filters(tmp_path):
     for doc_id, (lls, gold) in enumerate([([-3.1, -0.4, -5.0, -2.2], 1), ([-1.0, -2.5, -0.7, -4.0], 0), ([-2.0, -2.1, -3.3, -0.9], 3)]):
         for filt in ("none", "other"):
             acc = float(int(np.argmax(lls)) == gold) if filt == "none" else 1.0
-            recs.append({"doc_id": doc_id, "doc": {"id": f"arc-{doc_id}"}, "target": gold, "filter": filt, "metrics": ["acc", "acc_norm"],
-                         "resps": [[[ll, False]] for ll in lls], "filtered_resps": [[ll, False] for ll in lls], "acc": acc, "acc_norm": acc})
+            recs.append(
+                {
+                    "doc_id": doc_id,
+                    "doc": {"id": f"arc-{doc_id}"},
+                    "target": gold,
+                    "filter": filt,
+                    "metrics": ["acc", "acc_norm"],
+                    "resps": [[[ll, False]] for ll in lls],
+                    "filtered_resps": [[ll, False] for ll in lls],
+                    "acc": acc,
+                    "acc_norm": acc,
+                }
+            )
     path.write_text("".join(json.dumps(r) + "\n" for r in recs))
     notes: list[str] = []
     t = read_lm_eval(path, model="m", notes=notes)

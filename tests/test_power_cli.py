@@ -9,17 +9,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import ROOT, data_path
 
 from bayesrc.cli import main
 from bayesrc.data import save_trials, simulate_pair
-from conftest import ROOT, data_path
 
 
 def _greedy_file(path: Path, model: str, correct: np.ndarray, domains=("law", "physics")) -> Path:
     with path.open("w") as fh:
         for i, c in enumerate(correct):
-            rec = {"item_id": i, "domain": domains[i % len(domains)], "model": model, "parsed_response": "A",
-                   "is_correct": None if c is None else bool(c)}
+            rec = {"item_id": i, "domain": domains[i % len(domains)], "model": model, "parsed_response": "A", "is_correct": None if c is None else bool(c)}
             fh.write(json.dumps(rec) + "\n")
     return path
 
@@ -30,7 +29,10 @@ def test_cli_llama_greedy_pair_subprocess(tmp_path):
     out = tmp_path / "out"
     proc = subprocess.run(
         [sys.executable, "-m", "bayesrc", "power", str(g1), str(g2), "--cluster-by", "domain", "--out", str(out)],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
     assert "3 item(s) without a valid answer" in proc.stderr

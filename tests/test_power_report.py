@@ -8,9 +8,10 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import data_path
 from scipy import stats
 
-from bayesrc.data import load_counts, simulate_pair, item_counts
+from bayesrc.data import item_counts, load_counts, simulate_pair
 from bayesrc.errors import InputError
 from bayesrc.power import (
     PARADIGMS,
@@ -22,7 +23,6 @@ from bayesrc.power import (
     resolution_report,
     scores_from_counts,
 )
-from conftest import data_path
 
 Z = stats.norm.isf(0.025) + stats.norm.ppf(0.8)
 

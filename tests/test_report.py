@@ -19,8 +19,15 @@ from bayesrc.report import build_report, load_run, report_sections
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMIUM_FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--hide-scrollbars",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
 ]
 
 
@@ -177,8 +184,7 @@ def test_bad_run_dir_is_a_clear_error(tmp_path, capsys):
 def test_report_renders_in_headless_chromium(html_reports, tmp_path):
     """Open the demo's report in headless Chromium: every figure decodes, tables are there, a screenshot is written."""
     page = html_reports["minor"].resolve().as_uri()
-    dom = subprocess.run([CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'u1'}", "--virtual-time-budget=5000", "--dump-dom", page],
-                         capture_output=True, text=True, timeout=120)
+    dom = subprocess.run([CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'u1'}", "--virtual-time-budget=5000", "--dump-dom", page], capture_output=True, text=True, timeout=120)
     assert dom.returncode == 0, dom.stderr[-2000:]
     body = re.search(r"<body[^>]*>", dom.stdout)
     assert body, dom.stdout[:500]
@@ -186,8 +192,7 @@ def test_report_renders_in_headless_chromium(html_reports, tmp_path):
     assert attrs.get("data-report-status") == "ok", attrs  # set by the page's script after load: all images decoded
     assert attrs["data-images"] == "4" and int(attrs["data-tables"]) >= 5
     shot = tmp_path / "report.png"
-    res = subprocess.run([CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'u2'}", f"--screenshot={shot}", "--window-size=1280,4000", page],
-                         capture_output=True, text=True, timeout=120)
+    res = subprocess.run([CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'u2'}", f"--screenshot={shot}", "--window-size=1280,4000", page], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0 and shot.is_file(), res.stderr[-2000:]
     w, h = _png_size(shot.read_bytes())
     assert (w, h) == (1280, 4000)
@@ -218,9 +223,11 @@ def test_crosscheck_table_rows_are_rci_classes(tmp_path):
     # fit.json stores table[posterior class][RCI class]; the report shows RCI classes as rows.
     from bayesrc.report.sections import section_crosscheck
 
-    table = {"improved": {"improved": 2, "no_change": 0, "deteriorated": 0},
-             "no_change": {"improved": 6, "no_change": 28, "deteriorated": 4},
-             "deteriorated": {"improved": 0, "no_change": 0, "deteriorated": 0}}
+    table = {
+        "improved": {"improved": 2, "no_change": 0, "deteriorated": 0},
+        "no_change": {"improved": 6, "no_change": 28, "deteriorated": 4},
+        "deteriorated": {"improved": 0, "no_change": 0, "deteriorated": 0},
+    }
 
     from bayesrc.bayes import BayesFit
 

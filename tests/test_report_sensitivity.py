@@ -103,8 +103,30 @@ def test_cli_sensitivity_writes_tables_figures_and_report_section(sim, tmp_path,
     save_trials(sim.trials_v2[sim.trials_v2["item_id"].isin(keep)], v2)
     small.to_parquet(truth)
     out = tmp_path / "run"
-    assert main(["sensitivity", "threshold", str(v1), str(v2), "--truth", str(truth), "--z-grid", "1.96", "2.58",
-                 "--s-diff", "reference", "--reliability-basis", "all", "--null-replicates", "20", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "sensitivity",
+                "threshold",
+                str(v1),
+                str(v2),
+                "--truth",
+                str(truth),
+                "--z-grid",
+                "1.96",
+                "2.58",
+                "--s-diff",
+                "reference",
+                "--reliability-basis",
+                "all",
+                "--null-replicates",
+                "20",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     table = pd.read_csv(out / "sensitivity_threshold.csv")
     assert len(table) == 4 and {"realized_fdp", "detections", "z", "sd_basis", "null_flagged_mean", "null_rate"} <= set(table.columns)
     assert (out / "sensitivity_threshold.png").read_bytes()[:4] == b"\x89PNG"

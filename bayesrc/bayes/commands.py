@@ -25,12 +25,13 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
     mode.add_argument("--collapsed", action="store_true", help="NUTS on the hyperparameters + exact conditional item draws (the default, as in the Python API)")
     mode.add_argument("--full", action="store_true", help="NUTS over every item parameter too (the cross-check)")
     p.add_argument("--slope", action="store_true", help="change model: slope of delta on baseline difficulty")
-    p.add_argument("--covariate", default="auto", help="change model: item covariate shifting the mean change (default auto: the correct answer's letter when the trials carry it; 'none': no covariate)")
+    p.add_argument(
+        "--covariate", default="auto", help="change model: item covariate shifting the mean change (default auto: the correct answer's letter when the trials carry it; 'none': no covariate)"
+    )
     p.add_argument("--fdr", type=float, default=0.10, help="Bayesian FDR level q (default 0.10)")
     p.add_argument("--rule", choices=("fdr", "threshold"), default="fdr", help="selection rule (default fdr)")
     p.add_argument("--threshold", type=float, default=0.975, help="threshold rule: P(direction) >= this")
-    p.add_argument("--rope", type=float, default=None,
-                   help="ROPE on |dp|: items.parquet gets p_rope = P(|dp| > ROPE) (both models); betabinom also uses it for P(change)")
+    p.add_argument("--rope", type=float, default=None, help="ROPE on |dp|: items.parquet gets p_rope = P(|dp| > ROPE) (both models); betabinom also uses it for P(change)")
     p.add_argument("--chains", type=int, default=4)
     p.add_argument("--draws", type=int, default=1000)
     p.add_argument("--tune", type=int, default=1000)

@@ -93,12 +93,12 @@ def batched_split_half(x: np.ndarray, include: np.ndarray, masks: np.ndarray) ->
         with np.errstate(invalid="ignore", divide="ignore"):
             r = (q12 - s1 * s2 / n) / np.sqrt((q11 - s1**2 / n) * (q22 - s2**2 / n))
     else:
-        R, I, K = x.shape
-        x0 = np.where(valid, x, 0.0).reshape(R * I, K)
-        v = valid.reshape(R * I, K).astype(float)
+        R, n_it, K = x.shape
+        x0 = np.where(valid, x, 0.0).reshape(R * n_it, K)
+        v = valid.reshape(R * n_it, K).astype(float)
         with np.errstate(invalid="ignore", divide="ignore"):
-            h1 = ((x0 @ m1) / (v @ m1)).reshape(R, I, -1)  # (R, I, S)
-            h2 = ((x0 @ m2) / (v @ m2)).reshape(R, I, -1)
+            h1 = ((x0 @ m1) / (v @ m1)).reshape(R, n_it, -1)  # (R, n_it, S)
+            h2 = ((x0 @ m2) / (v @ m2)).reshape(R, n_it, -1)
             w = include[..., None] & np.isfinite(h1) & np.isfinite(h2)
             nw = w.sum(1)  # (R, S)
             a = np.where(w, h1, 0.0)
@@ -296,8 +296,12 @@ def sample_level_null(
         "n_splits": int(n_splits) if s_diff == "reference" else 0,
         "flagged_draws": flagged,
         "by_z": {
-            t: {"flagged_mean": float(np.mean(np.concatenate(v))), "flagged_p975": float(np.percentile(np.concatenate(v), 97.5)),
-                "rate": float(np.concatenate(v).sum() / n_an.sum()) if n_an.sum() else float("nan"), "nominal_rate": nominal_rate(t)}
+            t: {
+                "flagged_mean": float(np.mean(np.concatenate(v))),
+                "flagged_p975": float(np.percentile(np.concatenate(v), 97.5)),
+                "rate": float(np.concatenate(v).sum() / n_an.sum()) if n_an.sum() else float("nan"),
+                "nominal_rate": nominal_rate(t),
+            }
             for t, v in extra.items()
         },
     }

@@ -12,9 +12,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--pair", nargs=3, action="append", required=True, metavar=("NAME", "V1_TRIALS", "V2_TRIALS"), help="a version pair (repeatable)")
     p.add_argument("--greedy", nargs=3, action="append", default=[], metavar=("NAME", "V1_GREEDY", "V2_GREEDY"), help="single-shot greedy results for pair NAME")
     p.add_argument("--sd-basis", choices=("analysable", "all"), default="analysable", help="items whose SD gives SEM (default: analysable)")
-    p.add_argument("--s-diff", choices=("reference", "binomial"), default="reference",
-                   help="S_diff: 'reference' (the paper's SEM-based S_diff; miscalibrated with many floor/ceiling items, "
-                        "a warning says by how much) or 'binomial' (per-item binomial SE; calibrated). Default reference")
+    p.add_argument(
+        "--s-diff",
+        choices=("reference", "binomial"),
+        default="reference",
+        help="S_diff: 'reference' (the paper's SEM-based S_diff; miscalibrated with many floor/ceiling items, "
+        "a warning says by how much) or 'binomial' (per-item binomial SE; calibrated). Default reference",
+    )
     p.add_argument("--reliability-basis", choices=("all", "analysed"), default="all", help="items whose split halves give r_xx (default all, the paper)")
     p.add_argument("--null-replicates", type=int, default=200, help="replicates of the sample-level no-change null (default 200; 0: skip)")
     p.add_argument("--z", type=float, default=1.96, help="RCI threshold (default 1.96)")

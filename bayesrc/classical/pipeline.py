@@ -101,9 +101,7 @@ class PairRCI:
             "reliability_basis": self.params.get("reliability_basis", "all"),
             "params": self.params,
             "warnings": list(self.warnings),
-            "reliability": {
-                v: {**self.reliability[v].to_dict(), "icc": self.icc[v], "icc_1_k": self.icc_k.get(v, float("nan"))} for v in ("v1", "v2")
-            },
+            "reliability": {v: {**self.reliability[v].to_dict(), "icc": self.icc[v], "icc_1_k": self.icc_k.get(v, float("nan"))} for v in ("v1", "v2")},
             "exclusions": self.exclusions,
             "sem": self.sem,
             "s_diff": self.s_diff,
@@ -111,7 +109,9 @@ class PairRCI:
             "min_detectable": self.min_detectable,
             "min_detectable_samples": self.min_detectable_samples,
             "counts": self.counts,
-            "null_samples": None if self.null_samples is None else {
+            "null_samples": None
+            if self.null_samples is None
+            else {
                 **strip(self.null_samples),
                 "observed_flagged": self.counts["analysable"]["improved"] + self.counts["analysable"]["deteriorated"],
                 "observed_rate": self.counts["analysable"]["churn"],
@@ -128,9 +128,7 @@ class PairRCI:
             "difficulty_bins": self.difficulty.to_dict(orient="records"),
             "effect_sizes": self.effects,
             "stratified": self.stratified.to_dict(orient="records"),
-            "reliability_vs_k": {
-                v: {str(k): {"r_xx": r.r_xx, "ci": list(r.ci)} for k, r in by_k.items()} for v, by_k in self.reliability_by_k.items()
-            },
+            "reliability_vs_k": {v: {str(k): {"r_xx": r.r_xx, "ci": list(r.ci)} for k, r in by_k.items()} for v, by_k in self.reliability_by_k.items()},
             "k_for_r80": {v: d["0.8"] for v, d in self.k_for_r.items()},
             "k_for_r90": {v: d["0.9"] for v, d in self.k_for_r.items()},
             "aggregate": self.aggregate,
@@ -231,8 +229,7 @@ def reliable_change(
     rule = _rci.min_valid_rule(min_valid, valid_share, np.concatenate([items["k_v1"], items["k_v2"]]))
     k_design = modal_k(counts)
 
-    reason = _rci.exclusion_reasons(items["n_v1"], items["n_v2"], items["p_v1"], items["p_v2"], min_valid,
-                                    k_v1=items["k_v1"], k_v2=items["k_v2"], valid_share=valid_share)
+    reason = _rci.exclusion_reasons(items["n_v1"], items["n_v2"], items["p_v1"], items["p_v2"], min_valid, k_v1=items["k_v1"], k_v2=items["k_v2"], valid_share=valid_share)
     analysable = reason == ""
     scored = items[["p_v1", "p_v2"]].notna().all(axis=1).to_numpy()
 
@@ -314,9 +311,7 @@ def reliable_change(
         "v1": reliability_vs_k(a["correct"].values, n_splits=n_splits_by_k, seed=s_k1),
         "v2": reliability_vs_k(b["correct"].values, n_splits=n_splits_by_k, seed=s_k2),
     }
-    k_for_r = {
-        v: {str(t): k_for_reliability(rel[v].r_xx, rel[v].k, t) for t in (0.8, 0.9)} for v in ("v1", "v2")
-    }
+    k_for_r = {v: {str(t): k_for_reliability(rel[v].r_xx, rel[v].k, t) for t in (0.8, 0.9)} for v in ("v1", "v2")}
     min_det = z * s_pair
     return PairRCI(
         name=name,
@@ -392,8 +387,7 @@ def cross_pair(a: PairRCI, b: PairRCI) -> dict:
         "rate_b": cb["churn"],
         "test": "mcnemar" if paired else "two_proportion_z",
         "p_test": mc["p_exact"] if paired else p,
-        "mcnemar": {**mc, "n_shared": int(len(shared)), "rate_a_shared": float(fa.mean()) if paired else float("nan"),
-                    "rate_b_shared": float(fb.mean()) if paired else float("nan")},
+        "mcnemar": {**mc, "n_shared": int(len(shared)), "rate_a_shared": float(fa.mean()) if paired else float("nan"), "rate_b_shared": float(fb.mean()) if paired else float("nan")},
         "z": z,
         "p": p,
         "z_test_note": "two-proportion z assumes independent item sets; with shared items use the McNemar test",
@@ -463,8 +457,7 @@ class RCIAnalysis:
             out["cross_pairs"] = self.cross_pairs
         if self.greedy:
             out["greedy"] = {
-                n: {k: v for k, v in g.items() if k != "table"} | {"table": {str(r): {str(c): int(x) for c, x in row.items()} for r, row in g["table"].iterrows()}}
-                for n, g in self.greedy.items()
+                n: {k: v for k, v in g.items() if k != "table"} | {"table": {str(r): {str(c): int(x) for c, x in row.items()} for r, row in g["table"].iterrows()}} for n, g in self.greedy.items()
             }
         return out
 

@@ -248,9 +248,7 @@ def greedy_agreement(change: np.ndarray, classes: np.ndarray) -> dict:
     ``greedy_flips_no_rci_change``: share of greedy flips that RCI calls no change.
     """
     change, cls = np.asarray(change, dtype=object), np.asarray(classes, dtype=object)
-    table = pd.crosstab(pd.Series(change, name="greedy"), pd.Series(cls, name="rci")).reindex(
-        index=["gained", "no_change", "lost"], columns=list(CLASSES), fill_value=0
-    )
+    table = pd.crosstab(pd.Series(change, name="greedy"), pd.Series(cls, name="rci")).reindex(index=["gained", "no_change", "lost"], columns=list(CLASSES), fill_value=0)
     agree = int(table.loc["gained", IMPROVED] + table.loc["no_change", NO_CHANGE] + table.loc["lost", DETERIORATED])
     flips = change != "no_change"
     rci_changed = cls != NO_CHANGE

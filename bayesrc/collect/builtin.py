@@ -230,7 +230,9 @@ def quantize_card(card: str | Path, ftype: str, out_dir: str | Path, *, n_thread
 DEMO_CARD = Path(__file__).resolve().parents[2] / "models" / "gemma-3-270m-q4_k_m.toml"
 
 
-def collect_demo_runs(out_dir: str | Path, n_items: int = 40, k: int = 10, *, temperature: float = 0.7, seed: int = 0, engine: str = "fast", card: str | Path | None = None, progress: bool = False) -> dict[str, Path]:
+def collect_demo_runs(
+    out_dir: str | Path, n_items: int = 40, k: int = 10, *, temperature: float = 0.7, seed: int = 0, engine: str = "fast", card: str | Path | None = None, progress: bool = False
+) -> dict[str, Path]:
     """Collect the demo's two versions on the built-in bank; return their run directories.
 
     Layout under ``out_dir``::

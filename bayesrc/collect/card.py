@@ -145,11 +145,7 @@ def sha256_text(text: str | None) -> str | None:
 
 def user_message(card: ModelCard, item: Item) -> str:
     """The item rendered into the card's template (plain ``str.replace``: no code runs)."""
-    return (
-        card.template.replace("{question}", item.question)
-        .replace("{options}", item.options_formatted)
-        .replace("{letters}", ", ".join(item.letters))
-    )
+    return card.template.replace("{question}", item.question).replace("{options}", item.options_formatted).replace("{letters}", ", ".join(item.letters))
 
 
 def render_chat_template(template: str, messages: list[dict], *, bos_token: str = "", eos_token: str = "", source: str | Path = "<chat template>") -> str:
@@ -233,7 +229,7 @@ def _render(card: ModelCard, user: str, *, gguf_template: str | None = None, bos
         return render_chat_template(card.chat_template, messages, bos_token=bos, eos_token=eos, source=card.card_path)
     if card.chat_format == "gguf":
         if not gguf_template:
-            raise InputError("chat_format = \"gguf\" but the GGUF has no tokenizer.chat_template (a base model?): use format = \"completion\"", path=card.card_path, field="prompt.chat_format")
+            raise InputError('chat_format = "gguf" but the GGUF has no tokenizer.chat_template (a base model?): use format = "completion"', path=card.card_path, field="prompt.chat_format")
         return render_chat_template(gguf_template, messages, bos_token=bos, eos_token=eos, source=card.path)
     from llama_cpp import llama_chat_format
 

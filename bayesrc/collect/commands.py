@@ -17,7 +17,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--top-k", type=int, default=40)
     p.add_argument("--top-p", type=float, default=0.95)
     p.add_argument("--min-p", type=float, default=0.05)
-    p.add_argument("--engine", choices=("fast", "naive", "exact", "server"), default="fast", help="exact: compute each item's answer distribution (dist.parquet, items_exact.parquet) instead of sampling; server: an OpenAI-compatible completions endpoint (--base-url)")
+    p.add_argument(
+        "--engine",
+        choices=("fast", "naive", "exact", "server"),
+        default="fast",
+        help="exact: compute each item's answer distribution (dist.parquet, items_exact.parquet) instead of sampling; server: an OpenAI-compatible completions endpoint (--base-url)",
+    )
     p.add_argument("--base-url", help="server engine: the endpoint, e.g. http://127.0.0.1:8080 (llama.cpp server, vLLM, ...)")
     p.add_argument("--api-model", help="server engine: model name to request (default: the one the server lists)")
     p.add_argument("--concurrency", type=int, default=4, help="server engine: requests in flight (default 4)")
@@ -28,9 +33,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--shard", help="I/N: collect the I-th (0-based) of N contiguous item ranges")
     p.add_argument("--items-range", help="A:B: collect bank items A..B-1 (0-based)")
     p.add_argument("--seed-stride", type=int, default=10, help="seed = salt + item_index * STRIDE + k (default 10)")
-    p.add_argument("--seed-rule", choices=("version", "shared"), default="version",
-                   help="version (default): salt the seeds with the version's pin, so versions draw independently; "
-                        "shared: salt 0 for every model, the reference study's rule (couples the versions' draws)")
+    p.add_argument(
+        "--seed-rule",
+        choices=("version", "shared"),
+        default="version",
+        help="version (default): salt the seeds with the version's pin, so versions draw independently; shared: salt 0 for every model, the reference study's rule (couples the versions' draws)",
+    )
     p.add_argument("--label", help="version label for the trials' model column (default: the card's)")
     p.add_argument("--threads", type=int, help="CPU threads (default: the card's n_threads, else all physical cores)")
     p.add_argument("--no-progress", action="store_true")
@@ -94,10 +102,26 @@ def run_collect(args: argparse.Namespace) -> int:
 
         check_epsilon(args.epsilon)  # before the model loads
     res = collect(
-        args.model, args.items, args.out, k=args.k, temperature=args.temperature, engine=args.engine, resume=args.resume,
-        items_range=args.items_range, shard=args.shard, seed_stride=args.seed_stride, seed_rule=args.seed_rule, top_k=args.top_k, top_p=args.top_p,
-        min_p=args.min_p, label=args.label, threads=args.threads, progress=not args.no_progress and sys.stderr.isatty(),
-        server=server, epsilon=args.epsilon if exact else 1e-6, max_expansions=args.max_expansions,
+        args.model,
+        args.items,
+        args.out,
+        k=args.k,
+        temperature=args.temperature,
+        engine=args.engine,
+        resume=args.resume,
+        items_range=args.items_range,
+        shard=args.shard,
+        seed_stride=args.seed_stride,
+        seed_rule=args.seed_rule,
+        top_k=args.top_k,
+        top_p=args.top_p,
+        min_p=args.min_p,
+        label=args.label,
+        threads=args.threads,
+        progress=not args.no_progress and sys.stderr.isatty(),
+        server=server,
+        epsilon=args.epsilon if exact else 1e-6,
+        max_expansions=args.max_expansions,
     )
     if exact:
         _report_exact(res)

@@ -249,12 +249,7 @@ class Model:
         >>> tok = sampler.sample(model.llm._ctx, -1)  # doctest: +SKIP
         """
         llm, n_shared = self.llm, len(prompt.shared)
-        cached = (
-            not fresh
-            and self._shared == prompt.shared
-            and llm.n_tokens >= n_shared
-            and list(llm.input_ids[:n_shared]) == list(prompt.shared)
-        )
+        cached = not fresh and self._shared == prompt.shared and llm.n_tokens >= n_shared and list(llm.input_ids[:n_shared]) == list(prompt.shared)
         n = 0
         if cached:
             llm.n_tokens = n_shared  # eval() drops the KV cells from here on

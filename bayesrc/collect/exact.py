@@ -139,9 +139,7 @@ class ExactEngine(FastEngine):
         cand["id"] = self._ids
         cand["logit"] = np.ctypeslib.as_array(logits, shape=(self._n_vocab,))
         cand["p"] = 0.0
-        arr = llama_cpp.llama_token_data_array(
-            data=cand.ctypes.data_as(llama_cpp.llama_token_data_p), size=self._n_vocab, selected=-1, sorted=False
-        )
+        arr = llama_cpp.llama_token_data_array(data=cand.ctypes.data_as(llama_cpp.llama_token_data_p), size=self._n_vocab, selected=-1, sorted=False)
         llama_cpp.llama_sampler_apply(chain.sampler, ctypes.byref(arr))
         n, sel = int(arr.size), int(arr.selected)
         chain.close()

@@ -40,7 +40,7 @@ def strip_think(text: str) -> tuple[str, bool]:
     rest = _THINK_BLOCK.sub("", text)
     cut = rest.find(_OPEN_THINK)
     if cut >= 0:
-        thinking = thinking or bool(rest[cut + len(_OPEN_THINK):].strip())
+        thinking = thinking or bool(rest[cut + len(_OPEN_THINK) :].strip())
         rest = rest[:cut]
     return rest, thinking
 

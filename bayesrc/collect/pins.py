@@ -11,9 +11,9 @@ threads) never changes what is measured and is only listed.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
 
 import pandas as pd
 
@@ -154,6 +154,13 @@ def merge_runs(shards: Iterable[str | Path], out: str | Path) -> Path:
             atomic_write_bytes(stage / "items_exact.parquet", _frame_bytes(items_exact))
         else:
             atomic_write_bytes(stage / "trials.parquet", _frame_bytes(trials))
-        info = {"merged_from": [str(shards[i]) for i in order], "merged_at": now_utc(), "started_at": min(r["info"].get("started_at", "") for r in records), "finished_at": max(r["info"].get("finished_at", "") for r in records)}
-        atomic_write_json(stage / "run.json", {"format": RUN_FORMAT, "status": "complete", "pins": pins, "info": info, "n_items_done": int(trials["item_index"].nunique()), "n_trials": 0 if exact else len(trials)})
+        info = {
+            "merged_from": [str(shards[i]) for i in order],
+            "merged_at": now_utc(),
+            "started_at": min(r["info"].get("started_at", "") for r in records),
+            "finished_at": max(r["info"].get("finished_at", "") for r in records),
+        }
+        atomic_write_json(
+            stage / "run.json", {"format": RUN_FORMAT, "status": "complete", "pins": pins, "info": info, "n_items_done": int(trials["item_index"].nunique()), "n_trials": 0 if exact else len(trials)}
+        )
     return out

@@ -31,7 +31,7 @@ import socket
 import sys
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pandas as pd
@@ -50,7 +50,7 @@ _PART = re.compile(r"^item-(\d{6,})\.parquet$")
 
 
 def now_utc() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 # -- locking ---------------------------------------------------------------------------
@@ -82,7 +82,7 @@ class RunLock:
             os.close(self.fd)
             self.fd = None
 
-    def __enter__(self) -> "RunLock":
+    def __enter__(self) -> RunLock:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -148,7 +148,23 @@ PIN_CATEGORIES = ("model", "items", "prompt", "sampling", "tooling", "runtime")
 PROMPT_BLOCKS = "shared+own/1: shared = rendered prompt up to the line break before the first item field, tokenised with BOS; own = the rest, tokenised without BOS; decoded as two batches, shared KV kept once per run"
 
 
-def make_pins(card: ModelCard, model: Model, bank: Bank, rng: tuple[int, int], sampling: Sampling, *, k: int, seed_stride: int, seed_offset: int, engine: str, label: str, shared: str = "", seed_rule: str = "version", epsilon: float | None = None, max_expansions: int | None = None) -> dict:
+def make_pins(
+    card: ModelCard,
+    model: Model,
+    bank: Bank,
+    rng: tuple[int, int],
+    sampling: Sampling,
+    *,
+    k: int,
+    seed_stride: int,
+    seed_offset: int,
+    engine: str,
+    label: str,
+    shared: str = "",
+    seed_rule: str = "version",
+    epsilon: float | None = None,
+    max_expansions: int | None = None,
+) -> dict:
     """The run's pins. An exact run (``epsilon`` given) has no K and no seeds, but its
     pruning threshold and expansion budget."""
     from bayesrc.data.seeds import seed_salt
@@ -446,7 +462,13 @@ def collect(
         }
         atomic_write_json(run_dir / "run.json", {"format": RUN_FORMAT, "status": "running", "pins": pins, "info": info})
         (run_dir / "parts").mkdir(exist_ok=True)
-        for stale in [*(run_dir / "parts").glob(".*.tmp"), *run_dir.glob(".run.json.*.tmp"), *run_dir.glob(".trials.parquet.*.tmp"), *run_dir.glob(".dist.parquet.*.tmp"), *run_dir.glob(".items_exact.parquet.*.tmp")]:  # a temp file left by a killed writer
+        for stale in [
+            *(run_dir / "parts").glob(".*.tmp"),
+            *run_dir.glob(".run.json.*.tmp"),
+            *run_dir.glob(".trials.parquet.*.tmp"),
+            *run_dir.glob(".dist.parquet.*.tmp"),
+            *run_dir.glob(".items_exact.parquet.*.tmp"),
+        ]:  # a temp file left by a killed writer
             stale.unlink(missing_ok=True)
         done = done_items(run_dir)
         pending = [it for it in selected if it.index not in done]

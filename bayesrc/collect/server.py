@@ -148,8 +148,7 @@ class ServerClient:
             text = choice["text"]
         except (KeyError, IndexError, TypeError):
             raise ServerError(f"completion without choices[0].text: {json.dumps(res)[:200]}", path=self.root, field="--base-url") from None
-        return {"text": text, "finish": choice.get("finish_reason"), "n_tokens": (res.get("usage") or {}).get("completion_tokens"),
-                "fingerprint": res.get("system_fingerprint")}
+        return {"text": text, "finish": choice.get("finish_reason"), "n_tokens": (res.get("usage") or {}).get("completion_tokens"), "fingerprint": res.get("system_fingerprint")}
 
 
 class ServerEngine:
@@ -191,8 +190,7 @@ class ServerEngine:
                     f.cancel()
 
 
-def server_pins(card: ModelCard, bank: Bank, rng: tuple[int, int], sampling: Sampling, *, k: int, seed_stride: int, seed_offset: int,
-                label: str, model_id: str, build: str | None) -> dict:
+def server_pins(card: ModelCard, bank: Bank, rng: tuple[int, int], sampling: Sampling, *, k: int, seed_stride: int, seed_offset: int, label: str, model_id: str, build: str | None) -> dict:
     """The run record's pins for a server run (same names as :func:`bayesrc.collect.run.make_pins` where they mean the same)."""
     tmpl = chat_template_text(card, None)
     return {
@@ -316,8 +314,7 @@ def collect_server(
         with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="bayesrc-server") as pool:
             eng = ServerEngine(client, model_id, sampling, pool)
             try:
-                for idx, samples in eng.sample_items({i: prompts[i] for i in by_index},
-                                                     {i: R.item_seeds(it, k, stride=seed_stride, offset=seed_offset) for i, it in by_index.items()}):
+                for idx, samples in eng.sample_items({i: prompts[i] for i in by_index}, {i: R.item_seeds(it, k, stride=seed_stride, offset=seed_offset) for i, it in by_index.items()}):
                     R.atomic_write_bytes(R._part_path(run_dir, idx), R._frame_bytes(R._rows(by_index[idx], samples, label=label, engine="server")))
                     bar.update(k)
             finally:

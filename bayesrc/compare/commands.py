@@ -16,8 +16,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("v1", type=Path, metavar="V1", help="baseline trials file (or run directory)")
     p.add_argument("v2", type=Path, metavar="V2", help="candidate trials file (or run directory)")
-    p.add_argument("--fail-on", choices=("deteriorated", "changed", "aggregate"), default="deteriorated",
-                   help="deteriorated: any item flagged worse (default); changed: any item flagged; aggregate: mean accuracy credibly lower")
+    p.add_argument(
+        "--fail-on",
+        choices=("deteriorated", "changed", "aggregate"),
+        default="deteriorated",
+        help="deteriorated: any item flagged worse (default); changed: any item flagged; aggregate: mean accuracy credibly lower",
+    )
     p.add_argument("--q", type=float, default=0.10, help="Bayesian FDR level of the item selection (default 0.10)")
     p.add_argument("--out", type=Path, required=True, help="folder for summary.md, compare.json, items.parquet")
     p.add_argument("--chains", type=int, default=4)

@@ -184,9 +184,6 @@ def markdown_summary(res: CompareResult, *, max_items: int = 10) -> str:
             lines.append(f"| {r['item_id']} | {r['domain']} | {r['bayes_class']} | {r['dp_mean']:+.2f} ({r['dp_lo90']:+.2f}, {r['dp_hi90']:+.2f}) | {pdir:.3f} | {r['rci_class']} |")
         lines += ["", "</details>"]
     d = b["diagnostics"]
-    fit_line = (
-        f"<sub>Fit: max R-hat {d.get('max_rhat', float('nan')):.3f}, min ESS bulk {d.get('min_ess_bulk', float('nan')):.0f}, "
-        f"{d.get('divergences', 0)} divergences; status {res.status}.</sub>"
-    )
+    fit_line = f"<sub>Fit: max R-hat {d.get('max_rhat', float('nan')):.3f}, min ESS bulk {d.get('min_ess_bulk', float('nan')):.0f}, {d.get('divergences', 0)} divergences; status {res.status}.</sub>"
     lines += ["", fit_line, ""]
     return "\n".join(lines)

@@ -73,7 +73,7 @@ def item_counts(
         per_item = t.groupby("item_id", sort=False)["domain"].agg(["first", "nunique"])
         multi = per_item[per_item["nunique"] > 1]
         if len(multi):
-            raise InputError(f"more than one domain for one item", path=src, item=multi.index[0], field="domain")
+            raise InputError("more than one domain for one item", path=src, item=multi.index[0], field="domain")
         for item, dom in per_item["first"].items():
             prev = item_domain.get(item)
             if prev is None:
@@ -90,8 +90,7 @@ def item_counts(
         src = sources[versions.index(v)]
         n_miss = len(unmatched[v])
         raise InputError(
-            f"present in another version but not in this file ({n_miss} such item{'s' if n_miss > 1 else ''}); "
-            "pass --allow-unmatched to analyse matched items only",
+            f"present in another version but not in this file ({n_miss} such item{'s' if n_miss > 1 else ''}); pass --allow-unmatched to analyse matched items only",
             path=src,
             item=unmatched[v][0],
             field="item_id",
@@ -230,18 +229,12 @@ def input_notes(ds: xr.Dataset, min_valid: int | None = None, valid_share: float
         if low.size:
             first = ds["item"].values[low[0]]
             rule = "" if min_valid is not None else f" (ceil({valid_share:g}·K) of the item's K = {k_item[low[0]]})"
-            notes.append(
-                f"{src}: item {first}: field 'is_missing': fewer than {need[low[0]]} valid responses "
-                f"({n_valid[low[0]]}); {low.size} such item(s) excluded by rule (a){rule}"
-            )
+            notes.append(f"{src}: item {first}: field 'is_missing': fewer than {need[low[0]]} valid responses ({n_valid[low[0]]}); {low.size} such item(s) excluded by rule (a){rule}")
         n_trials = ds["n_trials"].sel(version=v).values
         ks = np.unique(n_trials[n_trials > 0])
         if ks.size > 1:
             odd = np.flatnonzero(n_trials != modal_k(ds))
-            notes.append(
-                f"{src}: item {ds['item'].values[odd[0]]}: field 'k': K differs between items "
-                f"({', '.join(map(str, ks))} samples); analysed as given"
-            )
+            notes.append(f"{src}: item {ds['item'].values[odd[0]]}: field 'k': K differs between items ({', '.join(map(str, ks))} samples); analysed as given")
     for v, ids in (ds.attrs.get("unmatched") or {}).items():
         notes.append(f"version {v}: {len(ids)} item(s) missing (first: {ids[0]}); analysed matched items only")
     return notes + seed_notes(ds)

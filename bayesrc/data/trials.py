@@ -42,8 +42,8 @@ FIELD_ALIASES: dict[str, tuple[str, ...]] = {
     "extracted": ("extracted_answer", "parsed_response"),
 }
 
-_TRUE = {True, 1, "true", "True", "TRUE", "1"}
-_FALSE = {False, 0, "false", "False", "FALSE", "0"}
+_TRUE = {True, "true", "True", "TRUE", "1"}
+_FALSE = {False, "false", "False", "FALSE", "0"}
 
 
 def _check_required_keys(rec: dict, first: dict, *, path: Path, line: int) -> None:
@@ -202,12 +202,9 @@ EXACT_RUN_FILES = ("dist.parquet", "items_exact.parquet")
 def _refuse_exact_run(path: Path) -> None:
     """An exact run (answer distributions, no samples) is not a trials file: say so in one line."""
     run_dir = path if path.is_dir() else path.parent
-    if path.name in EXACT_RUN_FILES or (path.is_dir() and any((path / f).exists() for f in EXACT_RUN_FILES)) or (
-        path.name == "run.json" and any((run_dir / f).exists() for f in EXACT_RUN_FILES)
-    ):
+    if path.name in EXACT_RUN_FILES or (path.is_dir() and any((path / f).exists() for f in EXACT_RUN_FILES)) or (path.name == "run.json" and any((run_dir / f).exists() for f in EXACT_RUN_FILES)):
         raise InputError(
-            "is an exact run (per-item answer distributions), not K-sample trials; draw trials from it with "
-            "bayesrc.data.sample_from_exact or pass its trials where trials are needed",
+            "is an exact run (per-item answer distributions), not K-sample trials; draw trials from it with bayesrc.data.sample_from_exact or pass its trials where trials are needed",
             path=path,
         )
 

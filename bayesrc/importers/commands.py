@@ -54,8 +54,13 @@ def run_import(args: argparse.Namespace) -> int:
         if not args.model:
             raise InputError("lm-eval logs do not name the version; pass --model NAME", field="--model")
         trials = read_lm_eval(
-            args.src, model=args.model, metric=args.metric, filter=args.filter,
-            domain_field=args.domain_field, item_id_field=args.item_id_field, notes=notes,
+            args.src,
+            model=args.model,
+            metric=args.metric,
+            filter=args.filter,
+            domain_field=args.domain_field,
+            item_id_field=args.item_id_field,
+            notes=notes,
         )
     else:
         from bayesrc.importers import read_inspect
@@ -65,8 +70,11 @@ def run_import(args: argparse.Namespace) -> int:
         print(f"bayesrc: note: {note}", file=sys.stderr)
     save_trials(trials, args.out)
     k = trials.groupby("item_id")["k"].nunique()
-    print(f"wrote {args.out}: {trials['item_id'].nunique()} items, K = {k.min()}" + (f"-{k.max()}" if k.max() != k.min() else "")
-          + f", {len(trials)} trials, {int(trials['is_missing'].sum())} missing, model {trials['model'].iloc[0]!r}")
+    print(
+        f"wrote {args.out}: {trials['item_id'].nunique()} items, K = {k.min()}"
+        + (f"-{k.max()}" if k.max() != k.min() else "")
+        + f", {len(trials)} trials, {int(trials['is_missing'].sum())} missing, model {trials['model'].iloc[0]!r}"
+    )
     return 0
 
 

@@ -175,8 +175,7 @@ def read_inspect(
     status = log.get("status")
     if status not in (None, "success") and not allow_partial:
         raise InputError(
-            f"log status is {status!r}: the run did not finish, so items may lack epochs; "
-            f"pass --allow-partial to import the {len(samples)} samples it holds",
+            f"log status is {status!r}: the run did not finish, so items may lack epochs; pass --allow-partial to import the {len(samples)} samples it holds",
             path=path,
             field="status",
         )

@@ -85,8 +85,7 @@ def _metric_correct(rec: dict, metric: str | None, *, path: Path, line: int) -> 
             if isinstance(val, bool) or (isinstance(val, (int, float)) and val in (0, 1)):
                 return bool(val), name
             raise InputError(
-                f"expected 0 or 1 (one response's correctness), got {json.dumps(val)}; "
-                "for a multi-sample metric log each repeat (repeats: K with a per-repeat filter)",
+                f"expected 0 or 1 (one response's correctness), got {json.dumps(val)}; for a multi-sample metric log each repeat (repeats: K with a per-repeat filter)",
                 path=path,
                 line=line,
                 field=name,
@@ -125,9 +124,7 @@ def record_trials(
     if per_repeat:
         answers = filtered[0]
         if len(answers) != len(first_resps):
-            raise InputError(
-                f"{len(first_resps)} responses but {len(answers)} filtered answers", path=path, line=line, field="filtered_resps"
-            )
+            raise InputError(f"{len(first_resps)} responses but {len(answers)} filtered answers", path=path, line=line, field="filtered_resps")
         if target is None:
             raise InputError("missing required field (needed to score each repeat)", path=path, line=line, field="target")
         key = normalise_answer(as_text(target))
@@ -146,8 +143,7 @@ def record_trials(
         return out
     if len(resps) == 1 and len(first_resps) > 1:
         raise InputError(
-            f"{len(first_resps)} repeats but a single filtered answer (the filter aggregates repeats, e.g. majority vote); "
-            "choose a filter that keeps each repeat with --filter",
+            f"{len(first_resps)} repeats but a single filtered answer (the filter aggregates repeats, e.g. majority vote); choose a filter that keeps each repeat with --filter",
             path=path,
             line=line,
             field="filtered_resps",

@@ -92,8 +92,7 @@ def joint_probabilities(p_a: ArrayLike, p_b: ArrayLike, rho: ArrayLike) -> np.nd
         i = np.flatnonzero(bad.ravel())[0]
         lo, hi = rho_bounds(pa.ravel()[i], pb.ravel()[i])
         raise ParameterError(
-            f"rho = {r.ravel()[i]:g} is impossible for accuracies {pa.ravel()[i]:g} and {pb.ravel()[i]:g} "
-            f"(feasible range [{lo:.4g}, {hi:.4g}])",
+            f"rho = {r.ravel()[i]:g} is impossible for accuracies {pa.ravel()[i]:g} and {pb.ravel()[i]:g} (feasible range [{lo:.4g}, {hi:.4g}])",
             field="rho",
         )
     return np.clip(cells, 0.0, 1.0)
@@ -454,7 +453,7 @@ def clustered_required_n(
 def _mixture_ratio(alpha: np.ndarray) -> np.ndarray:
     """Optimal ``rho/n`` of the two-sided normal mixture (Howard et al. 2021, via Lambert W)::
 
-        minimise (1 + r)(log(1 + 1/r) + 2 log(1/alpha))  ->  r = 1 / (-W_{-1}(-alpha^2/e) - 1)
+    minimise (1 + r)(log(1 + 1/r) + 2 log(1/alpha))  ->  r = 1 / (-W_{-1}(-alpha^2/e) - 1)
     """
     x = -special.lambertw(-(alpha**2) / np.e, k=-1).real
     return 1 / (x - 1)

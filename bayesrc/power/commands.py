@@ -11,16 +11,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "power",
         help="resolution diagnostics (MDE, N*, q = N/N*, McNemar, stress tests) for paired comparisons",
-        description="Is the benchmark large enough to resolve the comparison? Two SCORES files give one pair; "
-        "more give a leaderboard ranked by accuracy and its adjacent-pair table.",
+        description="Is the benchmark large enough to resolve the comparison? Two SCORES files give one pair; more give a leaderboard ranked by accuracy and its adjacent-pair table.",
     )
     p.add_argument("scores", nargs="+", type=Path, metavar="SCORES", help="trials files (greedy single-shot or K samples), one per model")
     p.add_argument("--out", required=True, type=Path, help="output folder (power.json, power.md, pairs.csv)")
     p.add_argument("--cluster-by", choices=("domain", "none"), default="none", help="item clusters for the design effect (default none)")
-    p.add_argument("--aggregate", choices=("auto", "majority", "mean"), default="auto",
-                   help="per-item score from K samples: majority (auto for K > 1) or mean (non-binary: paired t-test)")
-    p.add_argument("--missing", choices=("drop", "incorrect"), default="drop",
-                   help="unparsed answers: drop the item (default) or score it as wrong")
+    p.add_argument("--aggregate", choices=("auto", "majority", "mean"), default="auto", help="per-item score from K samples: majority (auto for K > 1) or mean (non-binary: paired t-test)")
+    p.add_argument("--missing", choices=("drop", "incorrect"), default="drop", help="unparsed answers: drop the item (default) or score it as wrong")
     p.add_argument("--alpha", type=float, default=0.05)
     p.add_argument("--power", type=float, default=0.8)
     p.add_argument("--comparisons", type=int, default=None, help="size of the comparison family (default: number of adjacent pairs)")
@@ -63,8 +60,7 @@ def run_power(args: argparse.Namespace) -> int:
         raise InputError("fewer than 2 items scored in every file", path=args.scores[0], field="is_correct")
     info.update(sources=[str(s) for s in args.scores], cluster_by=None if args.cluster_by == "none" else args.cluster_by)
     clusters = domain.to_numpy() if args.cluster_by == "domain" else None
-    lb = leaderboard_report(scores, clusters, alpha=args.alpha, power=args.power, comparisons=args.comparisons,
-                            anytime=args.anytime, binary=info["binary"], info=info)
+    lb = leaderboard_report(scores, clusters, alpha=args.alpha, power=args.power, comparisons=args.comparisons, anytime=args.anytime, binary=info["binary"], info=info)
     table = lb.to_frame()
     markdown = lb.to_markdown()
     with staged_output(args.out) as stage:
@@ -81,16 +77,20 @@ def run_plan(args: argparse.Namespace) -> int:
     from bayesrc.io import atomic_write_json, atomic_write_text, staged_output
     from bayesrc.power.planner import plan_k_n
 
-    plan = plan_k_n(args.delta_p, k_grid=args.k, n_grid=args.n, pi_change=args.pi_change, replicates=args.replicates,
-                    power=args.power, seed=args.seed, cache_dir=args.cache_dir)
+    plan = plan_k_n(args.delta_p, k_grid=args.k, n_grid=args.n, pi_change=args.pi_change, replicates=args.replicates, power=args.power, seed=args.seed, cache_dir=args.cache_dir)
     table = plan.to_frame()
     rec = plan.recommend()
     cols = ["k", "n_items", "sensitivity", "sensitivity_expected", "false_positive_rate", "mdc", "q_mean"]
-    lines = ["# K x N plan (classical RCI)", "", f"per-item change {args.delta_p}, share changed {args.pi_change}, "
-             f"target power {args.power}", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines = [
+        "# K x N plan (classical RCI)",
+        "",
+        f"per-item change {args.delta_p}, share changed {args.pi_change}, target power {args.power}",
+        "",
+        "| " + " | ".join(cols) + " |",
+        "|" + "---|" * len(cols),
+    ]
     lines += ["| " + " | ".join(f"{r[c]:.3g}" for c in cols) + " |" for _, r in table.iterrows()]
-    lines += ["", f"Recommendation: K = {rec['k']}, N = {rec['n_items']} (smallest K for per-item detection: "
-              f"{rec['k_per_item']}; smallest N with q >= 1: {rec['n_aggregate']})", ""]
+    lines += ["", f"Recommendation: K = {rec['k']}, N = {rec['n_items']} (smallest K for per-item detection: {rec['k_per_item']}; smallest N with q >= 1: {rec['n_aggregate']})", ""]
     with staged_output(args.out) as stage:
         atomic_write_json(stage / "plan.json", {"params": plan.params, "recommendation": rec, "grid": table.to_dict(orient="records")})
         atomic_write_text(stage / "plan.md", "\n".join(lines))

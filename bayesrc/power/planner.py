@@ -101,16 +101,14 @@ def simulate_cell(
     counts = item_counts(sim.trials_v1, sim.trials_v2)
     # Exclusion rule (a) scales with K: 0.6 K valid responses (6 at the paper's K = 10).
     min_valid = int(np.ceil(0.6 * k))
-    rci = reliable_change(counts, z=z, min_valid=min_valid, n_splits=n_splits, n_permutations=1, n_splits_by_k=1, n_null=0,
-                          s_diff=s_diff, seed=int(rng.integers(2**31)))
+    rci = reliable_change(counts, z=z, min_valid=min_valid, n_splits=n_splits, n_permutations=1, n_splits_by_k=1, n_null=0, s_diff=s_diff, seed=int(rng.integers(2**31)))
     items = rci.to_frame().set_index("item_id").loc[truth["item_id"]]
     changed = truth["changed"].to_numpy()
     cls = items["class"].to_numpy()
     hit = cls == "improved"
     flagged = (cls == "improved") | (cls == "deteriorated")
     analysable = ~items["excluded"].to_numpy(bool)
-    expected = rci_detection_probability(truth["p_v1"].to_numpy()[changed], truth["p_v2"].to_numpy()[changed], k,
-                                         None if s_diff == "binomial" else rci.s_diff, z)
+    expected = rci_detection_probability(truth["p_v1"].to_numpy()[changed], truth["p_v2"].to_numpy()[changed], k, None if s_diff == "binomial" else rci.s_diff, z)
     d = items["p_v2"].to_numpy() - items["p_v1"].to_numpy()
     mean_d, var_d = float(d.mean()), float(d.var())
     kk = float(z_sum(alpha, power))
@@ -227,8 +225,7 @@ def plan_k_n(
     for k in ks:
         for n in ns:
             for r in range(int(replicates)):
-                key = dict(v=PLANNER_VERSION, k=k, n=n, delta_p=delta_p, pi_change=pi_change, z=z, alpha=alpha,
-                           power=power, seed=seed, rep=r, n_splits=n_splits, s_diff=s_diff)
+                key = dict(v=PLANNER_VERSION, k=k, n=n, delta_p=delta_p, pi_change=pi_change, z=z, alpha=alpha, power=power, seed=seed, rep=r, n_splits=n_splits, s_diff=s_diff)
                 digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
                 path = cache / f"cell-{digest}.json"
                 if path.exists():
@@ -237,12 +234,10 @@ def plan_k_n(
                         continue
                     except (OSError, json.JSONDecodeError):
                         pass  # a damaged cache entry is recomputed
-                res = simulate_cell(k, n, delta_p, pi_change=pi_change, z=z, alpha=alpha, power=power,
-                                    seed=seed * 1000 + r, n_splits=n_splits, s_diff=s_diff)
+                res = simulate_cell(k, n, delta_p, pi_change=pi_change, z=z, alpha=alpha, power=power, seed=seed * 1000 + r, n_splits=n_splits, s_diff=s_diff)
                 from bayesrc.io import atomic_write_json
 
                 atomic_write_json(path, res)
                 rows.append(res)
-    params = dict(delta_p=delta_p, pi_change=pi_change, z=z, alpha=alpha, power=power, replicates=int(replicates),
-                  seed=seed, method="rci", s_diff=s_diff, max_fpr=float(max_fpr), cache_dir=str(cache))
+    params = dict(delta_p=delta_p, pi_change=pi_change, z=z, alpha=alpha, power=power, replicates=int(replicates), seed=seed, method="rci", s_diff=s_diff, max_fpr=float(max_fpr), cache_dir=str(cache))
     return KNPlan(cells=pd.DataFrame(rows), params=params)

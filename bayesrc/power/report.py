@@ -108,8 +108,7 @@ def _check_scores(x_a: ArrayLike, x_b: ArrayLike, *, binary: bool, names: tuple[
             bad = np.flatnonzero((arr != 0) & (arr != 1))
             if bad.size:
                 raise InputError(
-                    f"scores must be binary 0/1, got {arr[bad[0]]:g} ({bad.size} non-binary value(s)); "
-                    "for per-item means of K samples pass binary=False (CLI: --aggregate mean)",
+                    f"scores must be binary 0/1, got {arr[bad[0]]:g} ({bad.size} non-binary value(s)); for per-item means of K samples pass binary=False (CLI: --aggregate mean)",
                     path=name,
                     item=int(bad[0]),
                     field="scores",
@@ -177,8 +176,7 @@ class PairResolution:
         for m, d in self.multiplicity.items():
             rows.append(dict(paradigm=m, alpha=d["alpha"], inflation=d["inflation"], n_star=d["n_star"], q=d["q"], resolved=d["resolved"]))
         if self.design_effect is not None:
-            rows.append(dict(paradigm="clustered", alpha=self.alpha, inflation=self.design_effect, n_star=self.n_star_clustered,
-                             q=self.q / self.design_effect, resolved=self.q >= self.design_effect))
+            rows.append(dict(paradigm="clustered", alpha=self.alpha, inflation=self.design_effect, n_star=self.n_star_clustered, q=self.q / self.design_effect, resolved=self.q >= self.design_effect))
         else:
             rows.append(dict(paradigm="clustered", alpha=self.alpha, inflation=np.nan, n_star=np.nan, q=np.nan, resolved=None))
         a = self.anytime
@@ -315,10 +313,32 @@ def resolution_report(
     any_d = dict(method=anytime, u=u, inflation=infl_av, n_star=ns, q=qq, resolved=ok)
 
     return PairResolution(
-        name_a=names[0], name_b=names[1], n=n, p_a=pa, p_b=pb, delta=delta, rho=rho, sigma_d=float(np.sqrt(var_d)),
-        b=b, c=c, mde=mde, n_star=n_star, q=q, p_exact=p_exact, p_asymptotic=p_asym, p_paired_t=p_t,
-        alpha=alpha, power=power, binary=binary, comparisons=comparisons, multiplicity=multiplicity,
-        n_clusters=n_clusters, icc=icc, design_effect=de, anytime=any_d, notes=notes,
+        name_a=names[0],
+        name_b=names[1],
+        n=n,
+        p_a=pa,
+        p_b=pb,
+        delta=delta,
+        rho=rho,
+        sigma_d=float(np.sqrt(var_d)),
+        b=b,
+        c=c,
+        mde=mde,
+        n_star=n_star,
+        q=q,
+        p_exact=p_exact,
+        p_asymptotic=p_asym,
+        p_paired_t=p_t,
+        alpha=alpha,
+        power=power,
+        binary=binary,
+        comparisons=comparisons,
+        multiplicity=multiplicity,
+        n_clusters=n_clusters,
+        icc=icc,
+        design_effect=de,
+        anytime=any_d,
+        notes=notes,
     )
 
 
@@ -334,9 +354,7 @@ def cluster_icc_safe(d: np.ndarray, clusters: np.ndarray) -> float:
 # ---------------------------------------------------------------------------
 
 
-def multiplicity_verdicts(
-    q: ArrayLike, m: int, method: str, alpha: float = 0.05, power: float = 0.8
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def multiplicity_verdicts(q: ArrayLike, m: int, method: str, alpha: float = 0.05, power: float = 0.8) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Bonferroni / Holm (step-down) / BH (step-up) on the q scale; comparisons ranked by q (largest first).
 
     Rank k passes its step iff ``q_(k) >= multiplicity_inflation(m, method, rank=k)``.
@@ -448,8 +466,7 @@ def leaderboard_report(
     if m < m_pairs:
         raise an.ParameterError(f"comparisons = {m} but the leaderboard has {m_pairs} adjacent pairs", field="comparisons")
     pairs = [
-        resolution_report(frame[a], frame[b], clusters, names=(a, b), alpha=alpha, power=power, comparisons=m,
-                          anytime=anytime, binary=binary, cluster_mean=cluster_mean)
+        resolution_report(frame[a], frame[b], clusters, names=(a, b), alpha=alpha, power=power, comparisons=m, anytime=anytime, binary=binary, cluster_mean=cluster_mean)
         for a, b in zip(order[:-1], order[1:])
     ]
     q = np.array([p.q for p in pairs])
@@ -457,8 +474,12 @@ def leaderboard_report(
         ranks, infl, ok = multiplicity_verdicts(q, m, method, alpha, power)
         for pr, r, f, v in zip(pairs, ranks, infl, ok):
             pr.multiplicity[method].update(
-                rank=int(r), alpha=float(an.adjusted_alpha(m, method, alpha, r)), inflation=float(f),
-                n_star=pr.n_star * float(f), q=(pr.n / (pr.n_star * f)) if np.isfinite(pr.n_star) else 0.0, resolved=bool(v),
+                rank=int(r),
+                alpha=float(an.adjusted_alpha(m, method, alpha, r)),
+                inflation=float(f),
+                n_star=pr.n_star * float(f),
+                q=(pr.n / (pr.n_star * f)) if np.isfinite(pr.n_star) else 0.0,
+                resolved=bool(v),
             )
     return LeaderboardResolution(ranking=ranking, pairs=pairs, info=dict(info or {}, comparisons=m, alpha=alpha, power=power, anytime=anytime))
 
@@ -509,16 +530,14 @@ def render_markdown(lb: LeaderboardResolution) -> str:
         "",
         _md_table(
             ["rank", "pair", "N", "acc A", "acc B", "δ", "ρ", "b", "c", "MDE", "N*", "q", "McNemar exact p", "asymptotic p", "paired t p"],
-            [[i + 1, f"{p.name_a} vs {p.name_b}", p.n, p.p_a, p.p_b, p.delta, p.rho, p.b, p.c, p.mde, p.n_star, p.q, p.p_exact, p.p_asymptotic, p.p_paired_t]
-             for i, p in enumerate(lb.pairs)],
+            [[i + 1, f"{p.name_a} vs {p.name_b}", p.n, p.p_a, p.p_b, p.delta, p.rho, p.b, p.c, p.mde, p.n_star, p.q, p.p_exact, p.p_asymptotic, p.p_paired_t] for i, p in enumerate(lb.pairs)],
         ),
         "",
         "## Verdicts",
         "",
         _md_table(
             ["pair", *PARADIGMS, "DE", "N* clustered", "N* anytime"],
-            [[f"{p.name_a} vs {p.name_b}", *[p.verdicts[k] for k in PARADIGMS], p.design_effect, p.n_star_clustered, p.anytime["n_star"]]
-             for p in lb.pairs],
+            [[f"{p.name_a} vs {p.name_b}", *[p.verdicts[k] for k in PARADIGMS], p.design_effect, p.n_star_clustered, p.anytime["n_star"]] for p in lb.pairs],
         ),
         "",
         "## Unresolved pairs per paradigm",

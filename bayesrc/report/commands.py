@@ -17,8 +17,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_report)
 
     s = sub.add_parser("sensitivity", help="how the reliable-change conclusions move with the analysis choices")
-    s.add_argument("analysis", choices=("threshold", "exclusion", "k", "prior", "fdr", "all"),
-                   help="prior and fdr fit the paired change model (prior: one fit per prior of the grid)")
+    s.add_argument("analysis", choices=("threshold", "exclusion", "k", "prior", "fdr", "all"), help="prior and fdr fit the paired change model (prior: one fit per prior of the grid)")
     s.add_argument("v1", type=Path, help="trials of version 1")
     s.add_argument("v2", type=Path, help="trials of version 2")
     s.add_argument("--truth", type=Path, help="known truth of a simulated pair (item_id, delta_p, changed): adds realized FDP")
@@ -30,10 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--draws", type=int, default=1000)
     s.add_argument("--tune", type=int, default=500)
     s.add_argument("--sd-basis", choices=("analysable", "all"), default="analysable")
-    s.add_argument("--s-diff", action="append", choices=("reference", "binomial"),
-                   help="threshold: S_diff methods to tabulate (repeatable; default reference and binomial)")
-    s.add_argument("--reliability-basis", action="append", choices=("all", "analysed"),
-                   help="threshold: r_xx bases of the reference method (repeatable; default all and analysed)")
+    s.add_argument("--s-diff", action="append", choices=("reference", "binomial"), help="threshold: S_diff methods to tabulate (repeatable; default reference and binomial)")
+    s.add_argument("--reliability-basis", action="append", choices=("all", "analysed"), help="threshold: r_xx bases of the reference method (repeatable; default all and analysed)")
     s.add_argument("--null-replicates", type=int, default=200, help="threshold: replicates of the no-change null per method (default 200; 0: skip)")
     s.add_argument("--allow-unmatched", action="store_true")
     s.add_argument("--seed", type=int, default=0)

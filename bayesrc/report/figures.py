@@ -59,8 +59,9 @@ def item_scatter(items: pd.DataFrame, s_diff: float, z: float = 1.96, *, version
     for cls in ("excluded", *CLASS_ORDER):
         sel = (items["class"] == cls).to_numpy()
         if sel.any():
-            ax.scatter(items["p_v1"].to_numpy()[sel] + jx[sel], items["p_v2"].to_numpy()[sel] + jy[sel], s=7, alpha=0.55,
-                       color=CLASS_COLOURS[cls], label=f"{CLASS_LABELS[cls]} ({sel.sum()})", linewidths=0)
+            ax.scatter(
+                items["p_v1"].to_numpy()[sel] + jx[sel], items["p_v2"].to_numpy()[sel] + jy[sel], s=7, alpha=0.55, color=CLASS_COLOURS[cls], label=f"{CLASS_LABELS[cls]} ({sel.sum()})", linewidths=0
+            )
     x = np.array([0.0, 1.0])
     ax.plot(x, x, color="black", lw=0.8)
     if np.isfinite(s_diff):
@@ -81,8 +82,7 @@ def rci_histogram(items: pd.DataFrame, z: float = 1.96, *, title: str = "") -> F
     if r.size:
         lim = max(np.nanmax(np.abs(r)), z) * 1.05
         groups = [sub.loc[sub["class"] == c, "rci"].to_numpy() for c in CLASS_ORDER]
-        ax.hist(groups, bins=np.linspace(-lim, lim, 61), stacked=True, color=[CLASS_COLOURS[c] for c in CLASS_ORDER],
-                label=[CLASS_LABELS[c] for c in CLASS_ORDER])
+        ax.hist(groups, bins=np.linspace(-lim, lim, 61), stacked=True, color=[CLASS_COLOURS[c] for c in CLASS_ORDER], label=[CLASS_LABELS[c] for c in CLASS_ORDER])
         ax.legend(fontsize=7, frameon=False, loc="upper left")
     for s in (-z, z):
         ax.axvline(s, color="#d62728", ls="--", lw=1)
@@ -101,8 +101,7 @@ def domain_heatmap(table: pd.DataFrame, *, title: str = "", fmt: str = "{:d}") -
     for i in range(t.shape[0]):
         for j in range(t.shape[1]):
             v = share.iat[i, j]
-            ax.text(j, i, f"{int(t.iat[i, j])}\n{v:.0%}" if np.isfinite(v) else "0", ha="center", va="center", fontsize=7,
-                    color="white" if (np.isfinite(v) and v < 0.6) else "black")
+            ax.text(j, i, f"{int(t.iat[i, j])}\n{v:.0%}" if np.isfinite(v) else "0", ha="center", va="center", fontsize=7, color="white" if (np.isfinite(v) and v < 0.6) else "black")
     ax.set_xticks(range(t.shape[1]), [CLASS_LABELS[c] for c in t.columns], fontsize=8)
     ax.set_yticks(range(t.shape[0]), list(map(str, t.index)), fontsize=8)
     fig.colorbar(im, ax=ax, label="share of domain's items", shrink=0.8)
@@ -132,8 +131,7 @@ def p_changed_vs_rci(merged: pd.DataFrame, z: float = 1.96) -> Figure:
     for cls in ("excluded", *CLASS_ORDER):
         sel = merged["rci_class"] == cls
         if sel.any():
-            ax.scatter(merged.loc[sel, "rci"], merged.loc[sel, "p_changed"], s=7, alpha=0.6, color=CLASS_COLOURS.get(cls, "grey"),
-                       label=f"RCI: {CLASS_LABELS.get(cls, cls)}", linewidths=0)
+            ax.scatter(merged.loc[sel, "rci"], merged.loc[sel, "p_changed"], s=7, alpha=0.6, color=CLASS_COLOURS.get(cls, "grey"), label=f"RCI: {CLASS_LABELS.get(cls, cls)}", linewidths=0)
     for s in (-z, z):
         ax.axvline(s, color="#d62728", ls="--", lw=0.8)
     ax.set(xlabel="RCI", ylabel="posterior P(changed)", ylim=(-0.02, 1.02), title="Posterior probability of change vs RCI")
@@ -184,8 +182,9 @@ def truth_scores(per_replicate: pd.DataFrame, q: float = 0.10, *, title: str = "
     for i, m in enumerate(methods):
         g = per_replicate[per_replicate["method"] == m]
         kind = g["kind"].iloc[0]
-        a1.scatter(g["fdp_sign"] + rng.uniform(-0.004, 0.004, len(g)), np.full(len(g), i) + rng.uniform(-0.15, 0.15, len(g)),
-                   s=10, alpha=0.5, color="#4c72b0" if kind == "rci" else "#d95f02", linewidths=0)
+        a1.scatter(
+            g["fdp_sign"] + rng.uniform(-0.004, 0.004, len(g)), np.full(len(g), i) + rng.uniform(-0.15, 0.15, len(g)), s=10, alpha=0.5, color="#4c72b0" if kind == "rci" else "#d95f02", linewidths=0
+        )
         a1.scatter([g["fdp_sign"].mean()], [i], marker="|", s=300, color="black", zorder=3)
     a1.axvline(q, color="#d62728", ls="--", lw=0.8, label=f"q = {q:g}")
     a1.set_yticks(range(len(methods)), methods, fontsize=8)
@@ -194,8 +193,7 @@ def truth_scores(per_replicate: pd.DataFrame, q: float = 0.10, *, title: str = "
     bayes = per_replicate[(per_replicate["kind"] == "bayes") & per_replicate["rci_fdp_estimate"].notna()]
     colours = ["#d95f02", "#7570b3", "#1b9e77", "#e7298a", "#66a61e"]
     for j, (m, g) in enumerate(bayes.groupby("method", sort=False)):
-        a2.scatter(g["rci_fdp_realised"], g["rci_fdp_estimate"], s=14, alpha=0.6, color=colours[j % len(colours)], linewidths=0,
-                   label=f"{m} (coverage90 {g['coverage90'].mean():.2f})")
+        a2.scatter(g["rci_fdp_realised"], g["rci_fdp_estimate"], s=14, alpha=0.6, color=colours[j % len(colours)], linewidths=0, label=f"{m} (coverage90 {g['coverage90'].mean():.2f})")
     hi = float(np.nanmax(bayes[["rci_fdp_realised", "rci_fdp_estimate"]].to_numpy())) if len(bayes) else 1.0
     hi = max(hi, 0.1) * 1.1
     a2.plot([0, hi], [0, hi], color="black", lw=0.8)
@@ -221,7 +219,7 @@ def scalar_vars(dt, max_panels: int = 8) -> list[str]:
     for name, da in post.data_vars.items():
         name = str(name)
         extra = [d for d in da.dims if d not in ("chain", "draw")]
-        if "item" in extra or any(name.startswith(pre) and name[len(pre):] in names for pre in ("log_", "logit_")):
+        if "item" in extra or any(name.startswith(pre) and name[len(pre) :] in names for pre in ("log_", "logit_")):
             continue
         sized.append((int(np.prod([da.sizes[d] for d in extra])), name))
     out, used = [], 0

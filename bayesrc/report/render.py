@@ -72,8 +72,7 @@ def _table_html(t: Table) -> str:
 
 def _figure_html(f: Figure) -> str:
     b64 = base64.b64encode(f.png).decode("ascii")
-    return (f'<figure id="fig-{html.escape(f.name)}"><img alt="{html.escape(f.caption)}" src="data:image/png;base64,{b64}">'
-            f"<figcaption>{html.escape(f.caption)}</figcaption></figure>")
+    return f'<figure id="fig-{html.escape(f.name)}"><img alt="{html.escape(f.caption)}" src="data:image/png;base64,{b64}"><figcaption>{html.escape(f.caption)}</figcaption></figure>'
 
 
 def render_html(title: str, sections: list[Section], *, subtitle: str = "") -> str:
@@ -93,12 +92,10 @@ def render_html(title: str, sections: list[Section], *, subtitle: str = "") -> s
     from bayesrc import __version__
 
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-        f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{html.escape(title)}</title>"
-        f"<style>{CSS}</style></head><body data-report-status=\"loading\">"
-        f"<h1>{html.escape(title)}</h1><p>{html.escape(subtitle)}</p><nav><ul>{nav}</ul></nav>"
-        + "".join(parts)
-        + f"<footer>bayesrc {__version__}: self-contained report (figures embedded).</footer>"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1"><title>{html.escape(title)}</title>'
+        f'<style>{CSS}</style></head><body data-report-status="loading">'
+        f"<h1>{html.escape(title)}</h1><p>{html.escape(subtitle)}</p><nav><ul>{nav}</ul></nav>" + "".join(parts) + f"<footer>bayesrc {__version__}: self-contained report (figures embedded).</footer>"
         f"<script>{STATUS_JS}</script></body></html>\n"
     )
 

@@ -140,7 +140,7 @@ def load_run(run_dir: str | Path) -> Run:
             setattr(run, attr, res.payload)
             files[cls.main_file] = p
     for csv in sorted(root.glob("sensitivity_*.csv")):
-        name = csv.stem[len("sensitivity_"):]
+        name = csv.stem[len("sensitivity_") :]
         try:
             table = pd.read_csv(csv)
         except Exception as exc:

@@ -84,10 +84,7 @@ def pair_pins_frame(record: dict) -> pd.DataFrame:
     status = {d["field"]: d["status"] for d in (record.get("comparison") or {}).get("differences", [])}
     v1, v2 = dict(_flatten(record["v1"])), dict(_flatten(record["v2"]))
     short = lambda v: v if len(v) <= 28 else v[:16] + "…" + v[-6:]  # noqa: E731  (hashes: enough to tell apart)
-    rows = [
-        (f, short(str(v1.get(f, ""))), short(str(v2.get(f, ""))), status.get(f, "same" if v1.get(f) == v2.get(f) else "differs"))
-        for f in sorted(set(v1) | set(v2))
-    ]
+    rows = [(f, short(str(v1.get(f, ""))), short(str(v2.get(f, ""))), status.get(f, "same" if v1.get(f) == v2.get(f) else "differs")) for f in sorted(set(v1) | set(v2))]
     return pd.DataFrame(rows, columns=["pin", "v1", "v2", "status"])
 
 
@@ -130,8 +127,7 @@ def aggregate_frame(items: pd.DataFrame) -> pd.DataFrame:
     for label, sel in (("all scored items", scored), ("analysable items", scored & ~items["excluded"].astype(bool))):
         sub = items[sel]
         agg = _aggregate_change(sub["delta"].to_numpy())
-        rows.append({"items": label, "n": agg["n"], "acc_v1": sub["p_v1"].mean(), "acc_v2": sub["p_v2"].mean(),
-                     "delta": agg["mean_delta"], "ci95_lo": agg["ci95"][0], "ci95_hi": agg["ci95"][1]})
+        rows.append({"items": label, "n": agg["n"], "acc_v1": sub["p_v1"].mean(), "acc_v2": sub["p_v2"].mean(), "delta": agg["mean_delta"], "ci95_lo": agg["ci95"][0], "ci95_hi": agg["ci95"][1]})
     return pd.DataFrame(rows)
 
 
@@ -142,21 +138,22 @@ def section_aggregate(run: Run, c: Comparison) -> Section | None:
     a = agg.iloc[0]
     v1, v2 = c.versions
     sign = "rose" if a["ci95_lo"] > 0 else "fell" if a["ci95_hi"] < 0 else "did not change detectably"
-    text = (f"Mean accuracy over {a['n']} items scored in both versions: {v1} {a['acc_v1']:.3f}, {v2} {a['acc_v2']:.3f}; "
-            f"change {a['delta']:+.3f} (95% CI {a['ci95_lo']:+.3f} to {a['ci95_hi']:+.3f}) — the aggregate {sign}.")
+    text = (
+        f"Mean accuracy over {a['n']} items scored in both versions: {v1} {a['acc_v1']:.3f}, {v2} {a['acc_v2']:.3f}; "
+        f"change {a['delta']:+.3f} (95% CI {a['ci95_lo']:+.3f} to {a['ci95_hi']:+.3f}) — the aggregate {sign}."
+    )
     if c.rci is not None:
         cnt = c.rci["counts"]["analysable"]
-        text += (f" Beneath it, {cnt['improved']} items reliably improved and {cnt['deteriorated']} reliably deteriorated "
-                 f"(churn {_pct(cnt['churn'])} of {cnt['n']} analysable items)")
+        text += f" Beneath it, {cnt['improved']} items reliably improved and {cnt['deteriorated']} reliably deteriorated (churn {_pct(cnt['churn'])} of {cnt['n']} analysable items)"
         ns = c.rci.get("null_samples")
         if ns:
             flagged = cnt["improved"] + cnt["deteriorated"]
             if flagged > ns["flagged_p975"]:
-                text += (f", more than the {ns['flagged_p975']:.0f} that data with no change would give at most (97.5%): "
-                         "there is item-level change beyond chance" + (" that the aggregate hides." if sign == "did not change detectably" else "."))
+                text += f", more than the {ns['flagged_p975']:.0f} that data with no change would give at most (97.5%): there is item-level change beyond chance" + (
+                    " that the aggregate hides." if sign == "did not change detectably" else "."
+                )
             else:
-                text += (f", no more than data with no change give ({ns['flagged_p025']:.0f}-{ns['flagged_p975']:.0f}, 95%): "
-                         "this churn is no evidence of item-level change.")
+                text += f", no more than data with no change give ({ns['flagged_p025']:.0f}-{ns['flagged_p975']:.0f}, 95%): this churn is no evidence of item-level change."
         else:
             text += "."
     return Section("aggregate", "Aggregate accuracy change", [Text(text), Table(agg, "Aggregate change (mean item Δp, t interval)", latex=True, label="aggregate")])
@@ -202,9 +199,18 @@ def reliability_table(rci: dict) -> pd.DataFrame:
 def domain_table(rci: dict) -> pd.DataFrame:
     rows = []
     for d, v in rci["domain"]["per_domain"].items():
-        rows.append({"domain": d, "n": v["n"], "improved": v["improved"], "no change": v["no_change"], "deteriorated": v["deteriorated"],
-                     "churn %": 100 * (v["improved"] + v["deteriorated"]) / v["n"] if v["n"] else np.nan,
-                     "imp/det": v["ratio"] if v["ratio"] is not None else np.nan, "net": v["net"]})
+        rows.append(
+            {
+                "domain": d,
+                "n": v["n"],
+                "improved": v["improved"],
+                "no change": v["no_change"],
+                "deteriorated": v["deteriorated"],
+                "churn %": 100 * (v["improved"] + v["deteriorated"]) / v["n"] if v["n"] else np.nan,
+                "imp/det": v["ratio"] if v["ratio"] is not None else np.nan,
+                "net": v["net"],
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -215,10 +221,12 @@ def null_sentence(r: dict) -> str:
         return "The sample-level no-change null was not computed for this run."
     cnt = r["counts"]["analysable"]
     flagged = cnt["improved"] + cnt["deteriorated"]
-    return (f"No-change null ({ns['replicates']} replicates, each item's samples of both versions re-dealt at random): "
-            f"{ns['flagged_mean']:.1f} items flagged on average (95% range {ns['flagged_p025']:.0f}-{ns['flagged_p975']:.0f}), "
-            f"a false-positive rate of {_pct(ns['rate'])} per analysable item against the nominal {_pct(ns['nominal_rate'])}; "
-            f"observed {flagged}.")
+    return (
+        f"No-change null ({ns['replicates']} replicates, each item's samples of both versions re-dealt at random): "
+        f"{ns['flagged_mean']:.1f} items flagged on average (95% range {ns['flagged_p025']:.0f}-{ns['flagged_p975']:.0f}), "
+        f"a false-positive rate of {_pct(ns['rate'])} per analysable item against the nominal {_pct(ns['nominal_rate'])}; "
+        f"observed {flagged}."
+    )
 
 
 def section_rci(run: Run, c: Comparison) -> Section | None:
@@ -230,15 +238,18 @@ def section_rci(run: Run, c: Comparison) -> Section | None:
     null = r.get("direction_asymmetry") or r.get("null")
     method = r.get("s_diff_method", "reference")
     if method == "binomial":
-        sdiff = (f"S_diff per item from its binomial SE (method **binomial**; median {r['s_diff']:.4f}, so a typical item needs "
-                 f"|Δp| ≥ {r['min_detectable']:.3f})")
+        sdiff = f"S_diff per item from its binomial SE (method **binomial**; median {r['s_diff']:.4f}, so a typical item needs |Δp| ≥ {r['min_detectable']:.3f})"
     else:
-        sdiff = (f"S_diff = {r['s_diff']:.4f} (method **reference**, SD basis **{r['sd_basis']}**, r_xx over "
-                 f"{'the analysed' if r.get('reliability_basis') == 'analysed' else 'all'} items), so the minimum detectable change is "
-                 f"|Δp| ≥ {r['min_detectable']:.3f} ({r['min_detectable_samples']} of K = {r['params'].get('k', 'K')} samples)")
+        sdiff = (
+            f"S_diff = {r['s_diff']:.4f} (method **reference**, SD basis **{r['sd_basis']}**, r_xx over "
+            f"{'the analysed' if r.get('reliability_basis') == 'analysed' else 'all'} items), so the minimum detectable change is "
+            f"|Δp| ≥ {r['min_detectable']:.3f} ({r['min_detectable_samples']} of K = {r['params'].get('k', 'K')} samples)"
+        )
     blocks = [
-        Text(f"Reliable change (Jacobson–Truax RCI adapted to items), z = {z:g}. {sdiff}. {ex['n_after']} of {ex['n_before']} items are analysable "
-             f"({ex['low_valid']} with too few valid responses — rule (a): fewer than {ex.get('min_valid_rule', ex.get('min_valid'))} —, {ex['floor_ceiling']} at floor or ceiling in both versions)."),
+        Text(
+            f"Reliable change (Jacobson–Truax RCI adapted to items), z = {z:g}. {sdiff}. {ex['n_after']} of {ex['n_before']} items are analysable "
+            f"({ex['low_valid']} with too few valid responses — rule (a): fewer than {ex.get('min_valid_rule', ex.get('min_valid'))} —, {ex['floor_ceiling']} at floor or ceiling in both versions)."
+        ),
     ]
     for w in r.get("warnings") or []:
         blocks.append(Text(f"**Warning:** {w}"))
@@ -246,17 +257,23 @@ def section_rci(run: Run, c: Comparison) -> Section | None:
         Table(classification_table(r), "Reliable-change classification (cf. the reference study's Table 1/2) and the no-change null", latex=True, label="rci-classes"),
         Text(null_sentence(r)),
         Table(reliability_table(r), "Split-half reliability (Spearman–Brown), ICC(1,K) (comparable with r_xx), ICC(1,1) and SEM per version", latex=True, label="reliability"),
-        Text(f"Direction-asymmetry test ({null['n_permutations']} version-swap permutations over the {null.get('n_items', ex['n_after'])} analysable items; "
-             f"swapping keeps every |Δp|, so it tests only the balance of improvements and deteriorations): 95th percentile "
-             f"{null['improved_p95']:.0f} improved / {null['deteriorated_p95']:.0f} deteriorated, observed {null['observed_improved']} / "
-             f"{null['observed_deteriorated']} — improvement {'exceeds' if null['improved_exceeds_null'] else 'does not exceed'} and deterioration "
-             f"{'exceeds' if null['deteriorated_exceeds_null'] else 'does not exceed'} its share under a symmetric null."),
+        Text(
+            f"Direction-asymmetry test ({null['n_permutations']} version-swap permutations over the {null.get('n_items', ex['n_after'])} analysable items; "
+            f"swapping keeps every |Δp|, so it tests only the balance of improvements and deteriorations): 95th percentile "
+            f"{null['improved_p95']:.0f} improved / {null['deteriorated_p95']:.0f} deteriorated, observed {null['observed_improved']} / "
+            f"{null['observed_deteriorated']} — improvement {'exceeds' if null['improved_exceeds_null'] else 'does not exceed'} and deterioration "
+            f"{'exceeds' if null['deteriorated_exceeds_null'] else 'does not exceed'} its share under a symmetric null."
+        ),
     ]
     fl = r.get("flips")
     if fl:
-        blocks.append(Text(f"Majority-answer flips: {fl['negative_flips']} items correct-majority in v1 but not in v2 "
-                           f"(negative flip rate {_pct(fl['negative_flip_rate'])}) and {fl['positive_flips']} the reverse "
-                           f"({_pct(fl['positive_flip_rate'])}), of {fl['n']} items scored in both."))
+        blocks.append(
+            Text(
+                f"Majority-answer flips: {fl['negative_flips']} items correct-majority in v1 but not in v2 "
+                f"(negative flip rate {_pct(fl['negative_flip_rate'])}) and {fl['positive_flips']} the reverse "
+                f"({_pct(fl['positive_flip_rate'])}), of {fl['n']} items scored in both."
+            )
+        )
     return Section("rci", "Classical reliable change", blocks)
 
 
@@ -309,10 +326,14 @@ def section_bayes_items(run: Run, c: Comparison) -> Section | None:
         return Section("bayes_items", "Bayesian item posteriors", [Text(f"items.parquet lacks column(s) {', '.join(missing)}; section skipped.")], status="waiting")
     blocks: list = []
     if c.items is not None:
-        merged = b.drop(columns=[col for col in ("rci_class",) if col in b]).merge(
-            c.items[["item_id", "rci", "class"]].rename(columns={"class": "rci_class"}), on="item_id", how="inner")
-        blocks.append(_fig(lambda: F.p_changed_vs_rci(merged, c.rci["params"]["z"] if c.rci else 1.96),
-                           "Posterior probability that an item changed against its RCI: items outside ±z with low P(changed) are RCI's likely false discoveries.", "p_changed"))
+        merged = b.drop(columns=[col for col in ("rci_class",) if col in b]).merge(c.items[["item_id", "rci", "class"]].rename(columns={"class": "rci_class"}), on="item_id", how="inner")
+        blocks.append(
+            _fig(
+                lambda: F.p_changed_vs_rci(merged, c.rci["params"]["z"] if c.rci else 1.96),
+                "Posterior probability that an item changed against its RCI: items outside ±z with low P(changed) are RCI's likely false discoveries.",
+                "p_changed",
+            )
+        )
     blocks.append(_fig(lambda: F.dp_forest(b), "Δp posterior mean and 90% interval of the most changed items.", "forest"))
     if "bayes_class" in b:
         counts = b["bayes_class"].value_counts().reindex(list(F.CLASS_ORDER), fill_value=0)
@@ -320,15 +341,20 @@ def section_bayes_items(run: Run, c: Comparison) -> Section | None:
     if "p_rope" in b:
         rope = (c.fit or {}).get("params", {}).get("rope")
         sure = int((b["p_rope"] >= 0.95).sum())
-        blocks.append(Text(f"Practical significance: {sure} of {len(b)} items have P(|Δp| > {rope if rope is not None else 'ROPE'}) ≥ 0.95 "
-                           f"(expected number of items beyond the ROPE: {b['p_rope'].sum():.1f})."))
+        blocks.append(
+            Text(f"Practical significance: {sure} of {len(b)} items have P(|Δp| > {rope if rope is not None else 'ROPE'}) ≥ 0.95 (expected number of items beyond the ROPE: {b['p_rope'].sum():.1f}).")
+        )
         top = b.sort_values("p_rope", ascending=False).head(15)[[col for col in ("item_id", "domain", "dp_mean", "p_rope", "bayes_class") if col in b]]
         blocks.append(Table(top, "Items most likely to have changed by more than the ROPE", latex=True, label="bayes-rope"))
     fl = (c.fit or {}).get("flips")
     if fl:
         n, p = fl["expected_negative_flips"], fl["expected_positive_flips"]
-        blocks.append(Text(f"Expected real majority flips (true accuracy crossing 0.5): {n['mean']:.1f} negative (90% interval "
-                           f"{n['lo90']:.0f}-{n['hi90']:.0f}) and {p['mean']:.1f} positive ({p['lo90']:.0f}-{p['hi90']:.0f})."))
+        blocks.append(
+            Text(
+                f"Expected real majority flips (true accuracy crossing 0.5): {n['mean']:.1f} negative (90% interval "
+                f"{n['lo90']:.0f}-{n['hi90']:.0f}) and {p['mean']:.1f} positive ({p['lo90']:.0f}-{p['hi90']:.0f})."
+            )
+        )
     return Section("bayes_items", "Bayesian item posteriors", blocks)
 
 
@@ -336,9 +362,14 @@ def section_domain_shift(run: Run, c: Comparison) -> Section | None:
     if c.bayes is None or not c.bayes.domain_shift:
         return None
     frame = c.bayes.domain_shift_table()
-    return Section("domain_shift", "Domain shift posteriors",
-                   [_fig(lambda: F.domain_shift_forest(frame), "Per-domain shift of the change model: posterior mean and 90% interval.", "domain_shift"),
-                    Table(frame, "Domain shifts", latex=True, label="domain-shift")])
+    return Section(
+        "domain_shift",
+        "Domain shift posteriors",
+        [
+            _fig(lambda: F.domain_shift_forest(frame), "Per-domain shift of the change model: posterior mean and 90% interval.", "domain_shift"),
+            Table(frame, "Domain shifts", latex=True, label="domain-shift"),
+        ],
+    )
 
 
 def section_diagnostics(run: Run, c: Comparison) -> Section | None:
@@ -347,9 +378,10 @@ def section_diagnostics(run: Run, c: Comparison) -> Section | None:
         return _waiting("diagnostics", "Convergence diagnostics", "fit.json and posterior.nc") if c.rci is not None else None
     d = c.fit.get("diagnostics", {})
     passed = bool(d.get("passed"))
-    blocks: list = [Text("Diagnostics gate **passed**." if passed else
-                         "Diagnostics gate **FAILED**: the posterior summaries below are not trustworthy."),
-                    Table(gate_table(c.bayes), gate_caption(c.bayes), latex=True, label="gate")]
+    blocks: list = [
+        Text("Diagnostics gate **passed**." if passed else "Diagnostics gate **FAILED**: the posterior summaries below are not trustworthy."),
+        Table(gate_table(c.bayes), gate_caption(c.bayes), latex=True, label="gate"),
+    ]
     if c.posterior_path is not None:
         dt = read_posterior(c.posterior_path)
         names = F.scalar_vars(dt)
@@ -385,12 +417,16 @@ def crosscheck_sentence(fit, pair=None) -> str:
         return "The fit does not report RCI's estimated false-discovery proportion."
     if flagged is None:
         return f"The posterior estimates that {_pct(fdp)} of the RCI's reliable changes did not change in the flagged direction (estimated false-discovery proportion)."
-    text = (f"Of the {flagged} items the RCI calls reliably changed, the posterior estimates that about {_pct(fdp)} "
-            f"(≈ {fdp * flagged:.0f} items) did not change in the flagged direction: that is the estimated "
-            f"false-discovery proportion of the RCI classification.")
+    text = (
+        f"Of the {flagged} items the RCI calls reliably changed, the posterior estimates that about {_pct(fdp)} "
+        f"(≈ {fdp * flagged:.0f} items) did not change in the flagged direction: that is the estimated "
+        f"false-discovery proportion of the RCI classification."
+    )
     if pair is not None and pair.n_flagged != flagged:
-        text += (f" (The fit cross-checked an RCI run with other settings than this report's, which flags {pair.n_flagged} items;"
-                 f" pass the report's classical result to bayesrc.bayes.fit(rci=...) to use one classification.)")
+        text += (
+            f" (The fit cross-checked an RCI run with other settings than this report's, which flags {pair.n_flagged} items;"
+            f" pass the report's classical result to bayesrc.bayes.fit(rci=...) to use one classification.)"
+        )
     return text
 
 
@@ -409,8 +445,12 @@ def section_crosscheck(run: Run, c: Comparison) -> Section | None:
         blocks.append(Table(t.reset_index(), "RCI class (rows) × posterior class (columns)", latex=True, label="crosscheck"))
     sel = c.fit.get("selection")
     if sel:
-        blocks.append(Text(f"Posterior selection at FDR {sel.get('fdr')}: {sel.get('n_improved')} improved, {sel.get('n_deteriorated')} deteriorated, "
-                           f"expected false discoveries {float(sel.get('expected_false', float('nan'))):.1f}."))
+        blocks.append(
+            Text(
+                f"Posterior selection at FDR {sel.get('fdr')}: {sel.get('n_improved')} improved, {sel.get('n_deteriorated')} deteriorated, "
+                f"expected false discoveries {float(sel.get('expected_false', float('nan'))):.1f}."
+            )
+        )
     return Section("crosscheck", "RCI cross-check", blocks)
 
 
@@ -434,9 +474,18 @@ def power_pairs_table(pairs: list[dict]) -> pd.DataFrame:
     """One row per compared pair of ``power.json``: N, δ, ρ, discordant counts, MDE, N*, q, McNemar, verdicts."""
     rows = []
     for p in pairs:
-        row = {"pair": f"{p.get('name_a')} vs {p.get('name_b')}", "N": p.get("n"), "delta": p.get("delta"), "rho": p.get("rho"),
-               "b": p.get("b"), "c": p.get("c"), "MDE": p.get("mde"), "N*": p.get("n_star_ceil", p.get("n_star")), "q = N/N*": p.get("q"),
-               "p exact": p.get("p_exact")}
+        row = {
+            "pair": f"{p.get('name_a')} vs {p.get('name_b')}",
+            "N": p.get("n"),
+            "delta": p.get("delta"),
+            "rho": p.get("rho"),
+            "b": p.get("b"),
+            "c": p.get("c"),
+            "MDE": p.get("mde"),
+            "N*": p.get("n_star_ceil", p.get("n_star")),
+            "q = N/N*": p.get("q"),
+            "p exact": p.get("p_exact"),
+        }
         for k in VERDICT_PARADIGMS:
             if k in (p.get("verdicts") or {}):
                 row[k] = p["verdicts"][k]
@@ -460,12 +509,14 @@ def section_power(run: Run, c: Comparison | None = None) -> Section | None:
     for q in pairs[:3]:
         v = q.get("verdicts") or {}
         resolved = [k for k in VERDICT_PARADIGMS if v.get(k) == "resolved"]
-        blocks.append(Text(
-            f"**{q.get('name_a')} vs {q.get('name_b')}**: N = {q.get('n')} items, observed δ = {q.get('delta', float('nan')):+.3f}, "
-            f"minimum detectable effect {q.get('mde', float('nan')):.3f}; resolving a difference of the observed size (δ = {q.get('delta', float('nan')):+.3f}) "
-            f"needs N* ≈ {q.get('n_star_ceil') or q.get('n_star')} items, "
-            f"so q = N/N* = {q.get('q', float('nan')):.3g} — "
-            + (f"resolved under {', '.join(resolved)}." if resolved else "unresolved under every stress test.")))
+        blocks.append(
+            Text(
+                f"**{q.get('name_a')} vs {q.get('name_b')}**: N = {q.get('n')} items, observed δ = {q.get('delta', float('nan')):+.3f}, "
+                f"minimum detectable effect {q.get('mde', float('nan')):.3f}; resolving a difference of the observed size (δ = {q.get('delta', float('nan')):+.3f}) "
+                f"needs N* ≈ {q.get('n_star_ceil') or q.get('n_star')} items, "
+                f"so q = N/N* = {q.get('q', float('nan')):.3g} — " + (f"resolved under {', '.join(resolved)}." if resolved else "unresolved under every stress test.")
+            )
+        )
     blocks.append(Table(power_pairs_table(pairs), "Resolution per pair (verdicts under fixed n, multiplicity, clustering, anytime-valid)", latex=True, label="power"))
     if p.get("unresolved"):
         blocks.append(Table(pd.DataFrame(p["unresolved"]), "Unresolved pairs per paradigm"))
@@ -475,15 +526,24 @@ def section_power(run: Run, c: Comparison | None = None) -> Section | None:
 def switch_blocks(name: str, bench: dict) -> list:
     cells = pd.DataFrame(bench.get("cells") or [])
     floor = bench.get("noise_floor_r2") or {}
-    floor_txt = (f" Pure noise at the observed cell noise gives R² = {floor['mean']:.3f} on average (97.5%: {floor['p975']:.3f}); "
-                 + ("the fit explains more than noise does." if bench.get("r2", float("nan")) > floor["p975"] else "the fit's R² is within what noise alone explains.")) if floor else ""
+    floor_txt = (
+        (
+            f" Pure noise at the observed cell noise gives R² = {floor['mean']:.3f} on average (97.5%: {floor['p975']:.3f}); "
+            + ("the fit explains more than noise does." if bench.get("r2", float("nan")) > floor["p975"] else "the fit's R² is within what noise alone explains.")
+        )
+        if floor
+        else ""
+    )
     eff = pd.DataFrame(bench.get("effects") or [])
     sig_txt = ""
     if "significant_95_adjusted" in eff:
-        sig_txt = (f" {int((eff['stars'] != '').sum())} of {len(eff)} cells are significant at 95% before adjustment, "
-                   f"{int(eff['significant_95_adjusted'].astype(bool).sum())} after Benjamini-Hochberg over the cells.")
-    blocks: list = [Text(f"**{name}**: μ = {bench.get('mu', float('nan')):.3f}, R² = {bench.get('r2', float('nan')):.3f}, "
-                         f"leave-one-cell-out CV R² = {bench.get('cv_r2', float('nan')):.3f}." + floor_txt + sig_txt)]
+        sig_txt = (
+            f" {int((eff['stars'] != '').sum())} of {len(eff)} cells are significant at 95% before adjustment, "
+            f"{int(eff['significant_95_adjusted'].astype(bool).sum())} after Benjamini-Hochberg over the cells."
+        )
+    blocks: list = [
+        Text(f"**{name}**: μ = {bench.get('mu', float('nan')):.3f}, R² = {bench.get('r2', float('nan')):.3f}, leave-one-cell-out CV R² = {bench.get('cv_r2', float('nan')):.3f}." + floor_txt + sig_txt)
+    ]
     if {"prefix", "suffix", "observed"} <= set(cells):
         obs = cells.pivot(index="prefix", columns="suffix", values="observed")
         blocks.append(_fig(lambda: F.heatmap(obs, title=f"{name}: switch effects", label="Δ (a→b − b→b)"), f"{name}: observed switch effects (rows: prefix model).", f"switch_{name}"))
@@ -518,8 +578,12 @@ def section_sensitivity(run: Run, c: Comparison | None = None) -> Section | None
         "threshold": "RCI threshold and SD basis", "exclusion": "Exclusion rules", "k": "K-subsampling (first k samples per item)",
         "prior": "Prior grid (change model refitted)", "fdr": "Bayesian FDR level and posterior threshold",
     }  # fmt: skip
-    blocks: list = [Text("How the reliable-change conclusions move when one analysis choice changes"
-                         + (" (realized false-discovery proportion against the simulation's truth)." if any("realized_fdp" in t for t, _ in run.sensitivity.values()) else "."))]
+    blocks: list = [
+        Text(
+            "How the reliable-change conclusions move when one analysis choice changes"
+            + (" (realized false-discovery proportion against the simulation's truth)." if any("realized_fdp" in t for t, _ in run.sensitivity.values()) else ".")
+        )
+    ]
     order = sorted(run.sensitivity, key=lambda n: (list(titles).index(n) if n in titles else len(titles), n))
     for name in order:
         table, png = run.sensitivity[name]

@@ -169,7 +169,7 @@ def threshold_sensitivity(
             r1, r2 = (split_half_reliability(x[analysable], n_splits=200, seed=seed).r_xx for x in (a, b))
         else:
             r1, r2 = r_all
-        for basis in (sd_bases if s_diff == "reference" else ("-",)):
+        for basis in sd_bases if s_diff == "reference" else ("-",):
             null = None
             if null_replicates > 0:
                 null = sample_level_null(a, b, z=float(zs[0]), min_valid=min_valid, sd_basis=basis if basis != "-" else "analysable",
@@ -206,8 +206,7 @@ def exclusion_sensitivity(
     for fc in floor_ceiling:
         for m in min_valid_grid:
             cls = classify(p.items, r1, r2, z=z, min_valid=int(m), floor_ceiling=fc, sd_basis=sd_basis)
-            rows.append({"analysis": "exclusion", "min_valid": int(m), "floor_ceiling_excluded": bool(fc), "s_diff": cls.attrs["s_diff"],
-                         **score_against_truth(cls, truth)})
+            rows.append({"analysis": "exclusion", "min_valid": int(m), "floor_ceiling_excluded": bool(fc), "s_diff": cls.attrs["s_diff"], **score_against_truth(cls, truth)})
     return pd.DataFrame(rows)
 
 
@@ -244,12 +243,20 @@ def k_subsample_sensitivity(
         if not 2 <= k <= k_full:
             raise ValueError(f"k must be in 2..{k_full}, got {k}")
         mv = max(1, math.ceil(valid_share * k - 1e-9))
-        p = reliable_change(first_k(counts, k), z=z, min_valid=mv, sd_basis=sd_basis, n_splits=n_splits,
-                            n_permutations=20, n_splits_by_k=20, n_null=0, seed=seed + i)
+        p = reliable_change(first_k(counts, k), z=z, min_valid=mv, sd_basis=sd_basis, n_splits=n_splits, n_permutations=20, n_splits_by_k=20, n_null=0, seed=seed + i)
         cls = classify(p.items, p.reliability["v1"].r_xx, p.reliability["v2"].r_xx, z=z, min_valid=mv, sd_basis=sd_basis)
-        rows.append({"analysis": "k_subsample", "k": int(k), "min_valid": mv, "r_xx_v1": p.reliability["v1"].r_xx,
-                     "r_xx_v2": p.reliability["v2"].r_xx, "s_diff": p.s_diff, "min_detectable": p.min_detectable,
-                     **score_against_truth(cls, truth)})
+        rows.append(
+            {
+                "analysis": "k_subsample",
+                "k": int(k),
+                "min_valid": mv,
+                "r_xx_v1": p.reliability["v1"].r_xx,
+                "r_xx_v2": p.reliability["v2"].r_xx,
+                "s_diff": p.s_diff,
+                "min_detectable": p.min_detectable,
+                **score_against_truth(cls, truth),
+            }
+        )
     return pd.DataFrame(rows)
 
 

@@ -102,16 +102,29 @@ def factor_data(data: SwitchData, *, pairing_rho: float = 0.0) -> FactorData:
         si = df["suffix"].map(pos).to_numpy()
         se = df["se"].to_numpy(float)
         return FactorData(
-            "cells", models, df["delta"].to_numpy(float), df["prefix"].map(pos).to_numpy(), si,
-            se=se, base_var=base,
-            cell_labels=_cell_labels(models), benchmark=bench,
+            "cells",
+            models,
+            df["delta"].to_numpy(float),
+            df["prefix"].map(pos).to_numpy(),
+            si,
+            se=se,
+            base_var=base,
+            cell_labels=_cell_labels(models),
+            benchmark=bench,
         )
     df = data.frame
     episodes = list(dict.fromkeys(df["episode"]))
     epos = {e: i for i, e in enumerate(episodes)}
     return FactorData(
-        "episodes", models, df["score"].to_numpy(float), df["prefix"].map(pos).to_numpy(), df["suffix"].map(pos).to_numpy(),
-        episode_idx=df["episode"].map(epos).to_numpy(), episodes=episodes, cell_labels=_cell_labels(models), benchmark=bench,
+        "episodes",
+        models,
+        df["score"].to_numpy(float),
+        df["prefix"].map(pos).to_numpy(),
+        df["suffix"].map(pos).to_numpy(),
+        episode_idx=df["episode"].map(epos).to_numpy(),
+        episodes=episodes,
+        cell_labels=_cell_labels(models),
+        benchmark=bench,
     )
 
 
@@ -122,13 +135,23 @@ def _coords(fd: FactorData) -> dict[str, list[str]]:
     return coords
 
 
-DIMS = {"eta": ["suffix"], "eta_z": ["suffix"], "alpha": ["prefix"], "beta": ["suffix"], "alpha_z": ["prefix"], "beta_z": ["suffix"], "gamma": ["cell"], "gamma_z": ["cell"], "m": ["suffix"], "u": ["episode"], "u_z": ["episode"]}
+DIMS = {
+    "eta": ["suffix"],
+    "eta_z": ["suffix"],
+    "alpha": ["prefix"],
+    "beta": ["suffix"],
+    "alpha_z": ["prefix"],
+    "beta_z": ["suffix"],
+    "gamma": ["cell"],
+    "gamma_z": ["cell"],
+    "m": ["suffix"],
+    "u": ["episode"],
+    "u_z": ["episode"],
+}
 
 
 # ----------------------------------------------------------------------------- NumPyro
-def numpyro_model(
-    prefix_idx, suffix_idx, cell_idx, episode_idx=None, se=None, y=None, base_var=None, *, k: int, n_episodes: int = 0, priors: FactorPriors = FactorPriors()
-) -> None:
+def numpyro_model(prefix_idx, suffix_idx, cell_idx, episode_idx=None, se=None, y=None, base_var=None, *, k: int, n_episodes: int = 0, priors: FactorPriors = FactorPriors()) -> None:
     """The factor model as a NumPyro model function (see module docstring).
 
     Arrays are arguments (so one compiled sampler serves many data sets of the same

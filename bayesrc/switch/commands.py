@@ -23,7 +23,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_switch)
 
     r = sub.add_parser("switch-run", help="run a switch matrix (built-in kv-recall task) on local GGUF models; writes episode scores")
-    r.add_argument("--model", nargs=3, action="append", required=True, metavar=("LABEL", "CARD", "STYLE"), help="a model: label, model card (TOML), prompt style (plain|sentence, optionally @TEMPERATURE, e.g. plain@0.8); repeat, at least twice")
+    r.add_argument(
+        "--model",
+        nargs=3,
+        action="append",
+        required=True,
+        metavar=("LABEL", "CARD", "STYLE"),
+        help="a model: label, model card (TOML), prompt style (plain|sentence, optionally @TEMPERATURE, e.g. plain@0.8); repeat, at least twice",
+    )
     r.add_argument("--temperature", type=float, default=0.0, help="default temperature (0: greedy)")
     r.add_argument("--episodes", type=int, default=20)
     r.add_argument("--turns", type=int, default=3, help="assistant turns per episode; the suffix model writes the last (default 3)")
@@ -51,9 +58,7 @@ def run_switch(args: argparse.Namespace) -> int:
         raise InputError(f"must lie in (-1, 1), got {args.pairing_rho}", field="--pairing-rho")
     data = load_switch(args.input, benchmark=args.benchmark)
     backends = {"both": ("numpyro", "pymc"), "none": ()}.get(args.bayes, (args.bayes,))
-    analysis = analyse_switch(
-        data, n_boot=args.bootstrap, seed=args.seed, backends=backends, draws=args.draws, tune=args.tune, chains=args.chains, pairing_rho=args.pairing_rho
-    )
+    analysis = analyse_switch(data, n_boot=args.bootstrap, seed=args.seed, backends=backends, draws=args.draws, tune=args.tune, chains=args.chains, pairing_rho=args.pairing_rho)
     result = analysis.to_result()  # bayesrc.results.SwitchResult
     with staged_output(args.out) as stage:
         result.write_into(stage)

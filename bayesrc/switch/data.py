@@ -129,8 +129,7 @@ def _validate(df: pd.DataFrame, path: Path, benchmark: str | None) -> SwitchData
         kind, required = "cells", CELL_COLUMNS
     else:
         raise InputError(
-            "neither episode-level (episode, prefix_model, suffix_model, score) nor cell-level "
-            "(prefix_model, suffix_model, mean, ci_low, ci_high, n_episodes) columns",
+            "neither episode-level (episode, prefix_model, suffix_model, score) nor cell-level (prefix_model, suffix_model, mean, ci_low, ci_high, n_episodes) columns",
             path=path,
             line=1,
             field="score",

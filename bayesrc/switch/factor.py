@@ -98,9 +98,7 @@ class AdditiveFit:
 
     def summary(self) -> pd.DataFrame:
         """One row per model: α (prefix influence) and β (suffix susceptibility) with SEs."""
-        return pd.DataFrame(
-            {"model": self.models, "alpha": self.alpha.to_numpy(), "alpha_se": self.alpha_se.to_numpy(), "beta": self.beta.to_numpy(), "beta_se": self.beta_se.to_numpy()}
-        )
+        return pd.DataFrame({"model": self.models, "alpha": self.alpha.to_numpy(), "alpha_se": self.alpha_se.to_numpy(), "beta": self.beta.to_numpy(), "beta_se": self.beta_se.to_numpy()})
 
     def to_dict(self) -> dict:
         ci = self.intervals()

@@ -119,11 +119,7 @@ def _dataset(models: list[str], bench: str, **vars_: np.ndarray) -> xr.Dataset:
 def episode_array(data: SwitchData) -> xr.DataArray:
     """Scores as a DataArray (prefix, suffix, episode); NaN where a cell lacks an episode."""
     bench, models, df = _single(data)
-    da = (
-        df.set_index(["prefix", "suffix", "episode"])["score"]
-        .to_xarray()
-        .reindex(prefix=models, suffix=models)
-    )
+    da = df.set_index(["prefix", "suffix", "episode"])["score"].to_xarray().reindex(prefix=models, suffix=models)
     da.name = "score"
     da.attrs["benchmark"] = bench
     return da

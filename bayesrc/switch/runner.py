@@ -106,7 +106,7 @@ _EXAMPLE = Episode("example", (("drink", "tea"), ("tool", "hammer")), "drink")
 
 
 def _reply(style: str, ep: Episode, t: int) -> str:
-    k, v = (ep.facts[t] if t < len(ep.facts) else (ep.query, ep.target))
+    k, v = ep.facts[t] if t < len(ep.facts) else (ep.query, ep.target)
     return STYLES[style]["ack" if t < len(ep.facts) else "answer"].format(key=k, value=v)
 
 
@@ -196,9 +196,7 @@ def run_switch_matrix(
                 replies = _prefix(backend, pm, ep, i, cache)
                 for sm in models:
                     text = backend.generate(sm, build_prompt(sm, ep, replies), _seed(i, n_turns - 1))
-                    rows.append(
-                        {"benchmark": TASK, "episode": ep.id, "prefix_model": pm.label, "suffix_model": sm.label, "score": score_reply(ep, text), "response": text, "target": ep.target}
-                    )
+                    rows.append({"benchmark": TASK, "episode": ep.id, "prefix_model": pm.label, "suffix_model": sm.label, "score": score_reply(ep, text), "response": text, "target": ep.target})
     finally:
         if own:
             backend.close()

@@ -85,8 +85,7 @@ def make_inspect(out: Path) -> None:
         opts = it["options_raw"]
         key = LETTERS.index(it["answer"])
         keep = sorted({key, *[i for i in range(len(opts)) if i != key][:3]})
-        samples.append(Sample(input=it["question"], choices=[opts[i] for i in keep], target=LETTERS[keep.index(key)],
-                              id=f"mmlu-{it['item_id']}", metadata={"subject": it["domain"]}))
+        samples.append(Sample(input=it["question"], choices=[opts[i] for i in keep], target=LETTERS[keep.index(key)], id=f"mmlu-{it['item_id']}", metadata={"subject": it["domain"]}))
 
     def mock(version: str, acc: float):
         calls: dict[str, int] = {}
@@ -118,8 +117,7 @@ def make_inspect(out: Path) -> None:
         for fmt in ("eval", "json"):
             task = Task(dataset=MemoryDataset(samples, name="mmlu_pro_mini"), solver=multiple_choice(), scorer=choice(), name="mmlu_pro_mini")
             model = get_model("mockllm/model", custom_outputs=mock(version, acc), memoize=False)
-            logs = inspect_eval(task, model=model, epochs=INSPECT_EPOCHS, log_dir=str(target / f"tmp-{version}-{fmt}"), log_format=fmt,
-                                display="none", max_connections=1, log_level="warning")
+            logs = inspect_eval(task, model=model, epochs=INSPECT_EPOCHS, log_dir=str(target / f"tmp-{version}-{fmt}"), log_format=fmt, display="none", max_connections=1, log_level="warning")
             src = Path(logs[0].location)
             dest = target / f"{version}.{fmt}"
             src.rename(dest)
@@ -197,14 +195,36 @@ def make_lm_eval(out: Path, base_url: str, server_software: str) -> None:
             key = LETTERS.index(it["answer"])
             keep = sorted({key, *[i for i in range(len(it["options_raw"])) if i != key][:3]})
             opts = [it["options_raw"][i] for i in keep]
-            fh.write(json.dumps({"question_id": it["item_id"], "category": it["domain"], "question": it["question"],
-                                 "options_formatted": "\n".join(f"{LETTERS[j]}. {o}" for j, o in enumerate(opts)),
-                                 "answer": LETTERS[keep.index(key)]}) + "\n")
+            fh.write(
+                json.dumps(
+                    {
+                        "question_id": it["item_id"],
+                        "category": it["domain"],
+                        "question": it["question"],
+                        "options_formatted": "\n".join(f"{LETTERS[j]}. {o}" for j, o in enumerate(opts)),
+                        "answer": LETTERS[keep.index(key)],
+                    }
+                )
+                + "\n"
+            )
     (work / "tasks" / "mmlu_pro_mini.yaml").write_text(LM_EVAL_TASK.format(data=work / "items.jsonl", repeats=LM_EVAL_REPEATS))
     server = json.loads(subprocess.run(["curl", "-s", base_url.rstrip("/") + "/v1/models"], capture_output=True, text=True, check=True).stdout)
-    cmd = [sys.executable, "-m", "lm_eval", "--model", "local-completions",
-           "--model_args", f"model=gemma-3-270m,base_url={base_url.rstrip('/')}/v1/completions,tokenizer_backend=None,tokenized_requests=False,num_concurrent=1,max_retries=3",
-           "--tasks", "mmlu_pro_mini", "--include_path", str(work / "tasks"), "--log_samples", "--output_path", str(work / "out")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "lm_eval",
+        "--model",
+        "local-completions",
+        "--model_args",
+        f"model=gemma-3-270m,base_url={base_url.rstrip('/')}/v1/completions,tokenizer_backend=None,tokenized_requests=False,num_concurrent=1,max_retries=3",
+        "--tasks",
+        "mmlu_pro_mini",
+        "--include_path",
+        str(work / "tasks"),
+        "--log_samples",
+        "--output_path",
+        str(work / "out"),
+    ]
     env = {**__import__("os").environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     subprocess.run(cmd, check=True, env=env)
     samples = sorted((work / "out").rglob("samples_mmlu_pro_mini_*.jsonl"))
@@ -218,12 +238,18 @@ def make_lm_eval(out: Path, base_url: str, server_software: str) -> None:
     per_doc = {}
     for line in samples[0].read_text(encoding="utf-8").splitlines():
         rec = json.loads(line)
-        per_doc[str(rec["doc_id"])] = {"exact_match": rec["exact_match"], "filtered_resps": rec["filtered_resps"], "target": rec["target"],
-                                       "n_correct": round(rec["exact_match"] * LM_EVAL_REPEATS)}
+        per_doc[str(rec["doc_id"])] = {"exact_match": rec["exact_match"], "filtered_resps": rec["filtered_resps"], "target": rec["target"], "n_correct": round(rec["exact_match"] * LM_EVAL_REPEATS)}
     agg = json.loads(results[0].read_text(encoding="utf-8"))["results"]["mmlu_pro_mini"]
-    expected = {"tool": "lm-evaluation-harness", "version": md.version("lm_eval"), "repeats": LM_EVAL_REPEATS,
-                "server": server, "server_software": server_software,
-                "samples_file": samples[0].name, "docs": per_doc, "aggregate": agg}
+    expected = {
+        "tool": "lm-evaluation-harness",
+        "version": md.version("lm_eval"),
+        "repeats": LM_EVAL_REPEATS,
+        "server": server,
+        "server_software": server_software,
+        "samples_file": samples[0].name,
+        "docs": per_doc,
+        "aggregate": agg,
+    }
     (target / "expected.json").write_text(json.dumps(expected, indent=1, sort_keys=True) + "\n")
     shutil.rmtree(work)
     print(f"wrote {sorted(p.name for p in target.iterdir())}")
@@ -235,8 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("inspect")
     lm = sub.add_parser("lm-eval")
     lm.add_argument("--base-url", required=True)
-    lm.add_argument("--server-software", default="llama-cpp-python 0.3.36 (python -m llama_cpp.server), Gemma-3-270M Q4_K_M GGUF",
-                    help="what serves --base-url (recorded in expected.json)")
+    lm.add_argument("--server-software", default="llama-cpp-python 0.3.36 (python -m llama_cpp.server), Gemma-3-270M Q4_K_M GGUF", help="what serves --base-url (recorded in expected.json)")
     args = ap.parse_args(argv)
     if args.tool == "inspect":
         make_inspect(HERE)
