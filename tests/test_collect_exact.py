@@ -243,8 +243,11 @@ def test_quantized_card_differs_only_in_the_model(tmp_path):
     assert new.package is None and new.sha256 is None
     for f in ("system", "template", "format", "max_tokens", "n_ctx", "n_batch", "n_threads", "n_gpu_layers", "chat_format"):
         assert getattr(new, f) == getattr(src, f), f
-    changed = [a for a, b in zip(CARD.read_text().splitlines(), text.splitlines()) if a != b]
-    assert all(line.startswith(("label", "path", "package", "module", "sha256")) for line in changed), changed
+    import difflib
+
+    diff = [d for d in difflib.ndiff(CARD.read_text().splitlines(), text.splitlines()) if d[:2] in ("- ", "+ ")]
+    changed = [d[2:] for d in diff]
+    assert changed and all(line.startswith(("label", "path", "package", "module", "sha256")) for line in changed), changed
 
 
 def test_quantize_and_bank_commands_bad_input(tmp_path):
@@ -256,7 +259,7 @@ def test_quantize_and_bank_commands_bad_input(tmp_path):
     r = cli("bank", "demo", "--n", "300", "--seed", "0", "--out", tmp_path / "b.jsonl")
     assert r.returncode == 0, r.stderr
     bank = load_bank(tmp_path / "b.jsonl")
-    assert len(bank) == 300 and len({it.question for it in bank.items}) == 300
+    assert len(bank) == 300 and len({(it.question, it.options) for it in bank.items}) == 300  # repeat4 items reuse a question with 4 options
     assert {len(it.letters) for it in bank.items} == {2, 3, 4}
     # a smaller bank of the same seed keeps the earlier items (the demo's bank is unchanged)
     assert [it.question for it in load_bank(builtin_bank(tmp_path / "s.jsonl", n_items=40, seed=0)).items] == [it.question for it in bank.items[:40]]
