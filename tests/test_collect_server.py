@@ -84,10 +84,11 @@ def bank4(tmp_path_factory):
 def server_run(llama_server, bank4, tmp_path_factory):
     """A server run interrupted after one item, then resumed (CLI) to completion."""
     out = tmp_path_factory.mktemp("srv") / "run"
-    first = collect_server(CARD, bank4, out, base_url=llama_server, k=K, concurrency=2, max_items=1)
+    # the reference study's shared seed rule, so the local fast run below draws the very same seeds
+    first = collect_server(CARD, bank4, out, base_url=llama_server, k=K, concurrency=2, max_items=1, seed_rule="shared")
     assert first.n_items == 1 and not (out / "trials.parquet").exists()
     rc = main(["collect", "--model", str(CARD), "--items", str(bank4.path), "--out", str(out), "--k", str(K), "--engine", "server",
-               "--base-url", llama_server, "--concurrency", "3", "--resume", "--no-progress"])  # fmt: skip
+               "--base-url", llama_server, "--concurrency", "3", "--seed-rule", "shared", "--resume", "--no-progress"])  # fmt: skip
     assert rc == 0
     return out
 
@@ -101,7 +102,7 @@ def test_server_run_matches_local_fast_engine(server_run, bank4, tmp_path):
     remain if a server's logits were not bitwise equal (GPU kernels, another build).
     """
     srv = read_run_trials(server_run)
-    loc = collect(CARD, bank4, tmp_path / "local", k=K, engine="fast").trials()
+    loc = collect(CARD, bank4, tmp_path / "local", k=K, engine="fast", seed_rule="shared").trials()
     assert len(srv) == len(loc) == 4 * K
     srv, loc = (t.sort_values(["item_index", "k"]).reset_index(drop=True) for t in (srv, loc))
     assert (srv["seed"].to_numpy() == loc["seed"].to_numpy()).all() and (srv["engine"] == "server").all()

@@ -290,9 +290,11 @@ def check(result: BayesFit, allow_unconverged: bool = False) -> BayesFit:
     """Raise :class:`ConvergenceError` for a failed gate unless ``allow_unconverged``."""
     if not result.diagnostics.passed and not allow_unconverged:
         d = result.diagnostics
+        # non-finite R-hat / ESS (one chain, a constant draw) are stored as JSON null
+        num = lambda x, spec: "undefined" if x is None or not np.isfinite(x) else format(x, spec)  # noqa: E731
         raise ConvergenceError(
-            f"{result.model} ({result.backend}) failed the convergence gate: max R-hat {d.max_rhat:.4f}, "
-            f"min ESS bulk {d.min_ess_bulk:.0f} / tail {d.min_ess_tail:.0f}, {d.divergences} divergences "
+            f"{result.model} ({result.backend}) failed the convergence gate: max R-hat {num(d.max_rhat, '.4f')}, "
+            f"min ESS bulk {num(d.min_ess_bulk, '.0f')} / tail {num(d.min_ess_tail, '.0f')}, {d.divergences} divergences "
             f"[{d.worst}]; outputs are marked failed (pass --allow-unconverged to accept)"
         )
     return result

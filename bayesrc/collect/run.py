@@ -391,8 +391,8 @@ def collect(
         from bayesrc.collect.server import collect_server
 
         return collect_server(card, items, out, **(server or {}), k=k, temperature=temperature, resume=resume, items_range=items_range, shard=shard,
-                              seed_stride=seed_stride, seed_offset=seed_offset, top_k=top_k, top_p=top_p, min_p=min_p, label=label,
-                              progress=progress, max_items=max_items)  # fmt: skip
+                              seed_stride=seed_stride, seed_offset=seed_offset, seed_rule=seed_rule, top_k=top_k, top_p=top_p, min_p=min_p,
+                              label=label, progress=progress, max_items=max_items)  # fmt: skip
     t0 = time.monotonic()
     card = card if isinstance(card, ModelCard) else load_card(card)
     bank = items if isinstance(items, Bank) else load_bank(items)

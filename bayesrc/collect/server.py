@@ -190,10 +190,19 @@ class ServerEngine:
                     f.cancel()
 
 
-def server_pins(card: ModelCard, bank: Bank, rng: tuple[int, int], sampling: Sampling, *, k: int, seed_stride: int, seed_offset: int, label: str, model_id: str, build: str | None) -> dict:
-    """The run record's pins for a server run (same names as :func:`bayesrc.collect.run.make_pins` where they mean the same)."""
+def server_pins(
+    card: ModelCard, bank: Bank, rng: tuple[int, int], sampling: Sampling, *, k: int, seed_stride: int, seed_offset: int, label: str, model_id: str, build: str | None, seed_rule: str = "version"
+) -> dict:
+    """The run record's pins for a server run (same names as :func:`bayesrc.collect.run.make_pins` where they mean the same).
+
+    ``seed_rule = "version"`` (default) salts the seeds with the version's pin (the server's
+    model id standing in for the file hash), as local runs do, so two versions draw independently.
+    """
+    from bayesrc.collect.run import version_pin
+    from bayesrc.data.seeds import seed_salt
+
     tmpl = chat_template_text(card, None)
-    return {
+    pins = {
         "model.label": label,
         "model.server_model_id": model_id,
         "model.chat_template_sha256": sha256_text(tmpl),
@@ -216,6 +225,10 @@ def server_pins(card: ModelCard, bank: Bank, rng: tuple[int, int], sampling: Sam
         "tooling.server_build": build,
         "runtime.engine": "server",
     }
+    if seed_rule == "version":
+        pins["sampling.seed_rule"] = f"version: salt(model pin) + {seed_offset} + item_index * {seed_stride} + k"
+        pins["model.seed_salt"] = seed_salt(version_pin(pins) + f"|model.server_model_id={model_id}")
+    return pins
 
 
 def collect_server(
@@ -236,6 +249,7 @@ def collect_server(
     shard: str | None = None,
     seed_stride: int = 10,
     seed_offset: int = 0,
+    seed_rule: str = "version",
     top_k: int = 40,
     top_p: float = 0.95,
     min_p: float = 0.05,
@@ -264,6 +278,10 @@ def collect_server(
         raise InputError(f"K = {k} exceeds the seed stride {seed_stride}: seeds of neighbouring items would collide (raise --seed-stride)", field="k")
     if not 0.0 <= temperature <= 5.0:
         raise InputError(f"must be in [0, 5], got {temperature}", field="temperature")
+    from bayesrc.data.seeds import SEED_RULES
+
+    if seed_rule not in SEED_RULES:
+        raise InputError(f"must be one of {', '.join(SEED_RULES)}, got {seed_rule!r}", field="seed_rule")
     if concurrency < 1:
         raise InputError(f"must be >= 1, got {concurrency}", field="--concurrency")
     if items_range is not None and shard is not None:
@@ -286,7 +304,7 @@ def collect_server(
             raise InputError("run directory holds trial parts but no run.json; choose another --out", path=run_dir)
         model_id = client.model_id()
         pins = server_pins(card, bank, rng, sampling, k=k, seed_stride=seed_stride, seed_offset=seed_offset, label=label,
-                           model_id=model_id, build=client.build_info())  # fmt: skip
+                           model_id=model_id, build=client.build_info(), seed_rule=seed_rule)  # fmt: skip
         if record is not None:
             old = record.get("pins", {})
             diff = [f for f in sorted(set(pins) | set(old)) if pins.get(f) != old.get(f)]
@@ -314,7 +332,9 @@ def collect_server(
         with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="bayesrc-server") as pool:
             eng = ServerEngine(client, model_id, sampling, pool)
             try:
-                for idx, samples in eng.sample_items({i: prompts[i] for i in by_index}, {i: R.item_seeds(it, k, stride=seed_stride, offset=seed_offset) for i, it in by_index.items()}):
+                for idx, samples in eng.sample_items(
+                    {i: prompts[i] for i in by_index}, {i: R.item_seeds(it, k, stride=seed_stride, offset=seed_offset, salt=int(pins.get("model.seed_salt", 0))) for i, it in by_index.items()}
+                ):
                     R.atomic_write_bytes(R._part_path(run_dir, idx), R._frame_bytes(R._rows(by_index[idx], samples, label=label, engine="server")))
                     bar.update(k)
             finally:
