@@ -80,7 +80,7 @@ def paired_column_cov(arr: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarr
                 se[a, b] = x.std(ddof=1) / np.sqrt(x.size) if x.size > 1 else np.nan
         D = d[rows]
         if np.isfinite(D).all() and D.shape[1] > 1:  # the usual case: one covariance matrix
-            C = np.cov(D) / D.shape[1]
+            C = np.atleast_2d(np.cov(D)) / D.shape[1]  # two models: one cell per column, no pair
             covs = list(C[np.triu_indices(len(rows), 1)])
         else:
             covs = []
