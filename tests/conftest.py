@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+GEMMA_CARD = ROOT / "models" / "gemma-3-270m-q4_k_m.toml"
 sys.path.insert(0, str(Path(__file__).parent))
 
 
@@ -32,6 +33,23 @@ def sim_pair_b(sim_pair):
     from bayesrc.data import simulate_pair
 
     return simulate_pair(2000, 10, models=("qwen-sim-2.5", "qwen-sim-3"), seed=12, pi_change=0.7, sigma_delta=4.0)
+
+
+@pytest.fixture(scope="session")
+def gemma():
+    """The real Gemma-3-270M Q4_K_M, loaded once for every test that needs it."""
+    pytest.importorskip("llama_cpp")
+    from bayesrc.collect import Model, load_card, resolve_model
+    from bayesrc.errors import InputError
+
+    card = load_card(GEMMA_CARD)
+    try:
+        path = resolve_model(card)
+    except InputError as exc:
+        pytest.skip(f"Gemma GGUF not available: {exc}")
+    # One thread: on a loaded shared machine llama.cpp's spinning worker threads cost far more than
+    # they give; results do not depend on the thread count (the CLI tests below pass --threads 1 too).
+    return Model(path, n_ctx=card.n_ctx, n_batch=card.n_batch, n_threads=1, label=card.label)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from bayesrc.collect import Model, builtin_bank, collect, load_bank, load_card, resolve_model
+from bayesrc.collect import builtin_bank, collect, load_bank, load_card, resolve_model
 from bayesrc.collect.engines import FastEngine, Sampling
 from bayesrc.collect.exact import ExactEngine, check_epsilon, read_exact_run
 from bayesrc.collect.extract import extract
@@ -31,17 +31,6 @@ ALPHA = 0.001
 
 def cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "bayesrc", *map(str, args)], capture_output=True, text=True, cwd=ROOT, timeout=600)
-
-
-@pytest.fixture(scope="session")
-def gemma_x():
-    pytest.importorskip("llama_cpp")
-    card = load_card(CARD)
-    try:
-        path = resolve_model(card)
-    except InputError as exc:
-        pytest.skip(f"Gemma GGUF not available: {exc}")
-    return card, Model(path, n_ctx=card.n_ctx, n_batch=card.n_batch, label=card.label)
 
 
 def _prompt(card, model, item):
@@ -64,9 +53,9 @@ def g_items(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def exact_vs_sampled(gemma_x, g_items):
+def exact_vs_sampled(gemma, g_items):
     """Per item: exact distribution, fast-engine answer counts over 400 seeds, G-test."""
-    card, model = gemma_x
+    card, model = load_card(CARD), gemma
     # max_tokens 4 bounds the prefix tree (the base model rambles on MMLU-Pro prompts: thousands of
     # expansions per item at the card's 8); the check is the sampler-chain arithmetic, the same at any depth.
     s = Sampling(temperature=0.7, max_tokens=4)
@@ -155,9 +144,9 @@ def test_epsilon_outside_range_is_one_line_exit_2(tmp_path):
 
 
 @pytest.fixture(scope="session")
-def exact_runs(gemma_x, tmp_path_factory):
+def exact_runs(gemma, tmp_path_factory):
     """The same 4 items: in one go, interrupted after 2 and resumed, and in reversed bank order."""
-    card, model = gemma_x
+    model = gemma
     base = tmp_path_factory.mktemp("exact")
     bank = load_bank(builtin_bank(base / "bank.jsonl", n_items=4, seed=5))
     full = collect(CARD, bank, base / "full", engine="exact", model=model)

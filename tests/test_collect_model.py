@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bayesrc.collect import Model, builtin_bank, collect, load_bank, load_card, merge_runs, read_run_trials, resolve_model
+from bayesrc.collect import Model, builtin_bank, collect, load_bank, load_card, merge_runs, read_run_trials
 from bayesrc.collect.extract import extract
 from bayesrc.data import load_trials
 from bayesrc.errors import InputError
@@ -22,19 +22,6 @@ from bayesrc.errors import InputError
 ROOT = Path(__file__).resolve().parents[1]
 CARD = ROOT / "models" / "gemma-3-270m-q4_k_m.toml"
 K = 3
-
-
-@pytest.fixture(scope="session")
-def gemma():
-    pytest.importorskip("llama_cpp")
-    card = load_card(CARD)
-    try:
-        path = resolve_model(card)
-    except InputError as exc:
-        pytest.skip(f"Gemma GGUF not available: {exc}")
-    # One thread: on a loaded shared machine llama.cpp's spinning worker threads cost far more than
-    # they give; results do not depend on the thread count (the CLI tests below pass --threads 1 too).
-    return Model(path, n_ctx=card.n_ctx, n_batch=card.n_batch, n_threads=1, label=card.label)
 
 
 @pytest.fixture(scope="session")
