@@ -3,11 +3,12 @@
 Model (item i in domain d; logit scale)::
 
     mu_theta_d ~ Normal(0, 2)       sigma_theta_d ~ HalfNormal(5)
-    theta_i    ~ Normal(mu_theta_d, sigma_theta_d)                    # item easiness in v1
+    theta_i    ~ Normal(mu_theta_d + alpha_g[i], sigma_theta_d)        # item easiness in v1
     shift_d    ~ Normal(0, 1)       sigma_delta   ~ HalfNormal(3)
-    gamma_g    ~ ZeroSumNormal(1)   (item covariate with levels g, default the correct option's letter)
+    alpha_g    ~ ZeroSumNormal(1)   (item covariate with levels g, default the correct option's letter:
+    gamma_g    ~ ZeroSumNormal(1)    its effect on easiness and on change)
     slope      ~ Normal(0, 0.5)     (optional: regression toward the middle, paper 001 s. 4.2)
-    delta_i    ~ Normal(shift_d + gamma_g[i] + slope * (theta_i - mu_theta_d) / sigma_theta_d, sigma_delta)
+    delta_i    ~ Normal(shift_d + gamma_g[i] + slope * (theta_i - mu_theta_d - alpha_g[i]) / sigma_theta_d, sigma_delta)
     pi         ~ Beta(2, 2)         changed_i ~ Bernoulli(pi)
     y_i1 ~ Binomial(n_i1, expit(theta_i))
     y_i2 ~ Binomial(n_i2, expit(theta_i + changed_i * delta_i))
@@ -18,7 +19,10 @@ little, and the direction follows the correct option's letter (the new weights p
 A-keyed items rise, B-keyed items fall). Domain shifts cannot express that (both directions
 sit in every domain), so the model without it put the moves down to noise: it shrank Delta p
 about 3x, covered the exact Delta p with 68% of its 90% intervals and called 40% of RCI's
-flags false where none were. ``gamma`` pools each letter's common move; the trials carry the
+flags false where none were. ``gamma`` pools each letter's common move; ``alpha`` each
+letter's easiness (the same exact runs: Gemma answers C-keyed items correctly with p = 0.15 on
+average, B-keyed ones with p = 0.51; pooled towards the domain mean instead, C items' v1
+accuracy was overestimated and their change mis-signed). The trials carry the
 correct letter (``correct_answer``), so it is on by default (``covariate=None`` turns it off,
 another item coord can be named instead).
 
@@ -48,9 +52,9 @@ from scipy.special import expit, log_expit
 from bayesrc.bayes.inputs import ModelInputs
 from bayesrc.bayes.samplers import SamplerConfig, run_numpyro, run_pymc
 
-PRIOR = {"mu_theta_sd": 2.0, "sigma_theta_sd": 5.0, "shift_sd": 1.0, "sigma_delta_sd": 3.0, "slope_sd": 0.5, "pi_a": 2.0, "pi_b": 2.0, "group_shift_sd": 1.0}
-DIMS = {"mu_theta": ["domain"], "sigma_theta": ["domain"], "shift": ["domain"], "group_shift": ["group"], "theta": ["item"]}
-SAMPLED = ("mu_theta", "sigma_theta", "shift", "group_shift", "sigma_delta", "slope", "pi", "theta")
+PRIOR = {"mu_theta_sd": 2.0, "sigma_theta_sd": 5.0, "shift_sd": 1.0, "sigma_delta_sd": 3.0, "slope_sd": 0.5, "pi_a": 2.0, "pi_b": 2.0, "group_shift_sd": 1.0, "group_level_sd": 1.0}
+DIMS = {"mu_theta": ["domain"], "sigma_theta": ["domain"], "shift": ["domain"], "group_shift": ["group"], "group_level": ["group"], "theta": ["item"]}
+SAMPLED = ("mu_theta", "sigma_theta", "shift", "group_shift", "group_level", "sigma_delta", "slope", "pi", "theta")
 GRID_NODES = 49
 
 
@@ -123,29 +127,34 @@ def hyperpriors_pymc(slope: bool, prior: dict | None = None):
     return mu_theta, sigma_theta, shift, sigma_delta, b, pi
 
 
-def group_shift_numpyro(n_groups: int, prior: dict | None = None):
-    """Mean change per level of the item covariate (e.g. the correct option's letter), NumPyro.
+def group_effects_numpyro(n_groups: int, prior: dict | None = None):
+    """Per-level effects of the item covariate (e.g. the correct option's letter), NumPyro.
 
-    ``gamma ~ ZeroSumNormal(group_shift_sd)`` over the levels (sums to zero, so the domain
-    shifts keep their meaning); 0.0 when there is one level (no covariate).
+    Returns ``(alpha, gamma)``: ``alpha ~ ZeroSumNormal(group_level_sd)`` shifts the items'
+    easiness, ``gamma ~ ZeroSumNormal(group_shift_sd)`` their change (both sum to zero over
+    the levels, so the domain means keep their meaning); ``(0.0, 0.0)`` with one level.
     """
     if n_groups <= 1:
-        return 0.0
+        return 0.0, 0.0
     import numpyro
     import numpyro.distributions as dist
 
     pr = prior_settings(prior)
-    return numpyro.sample("group_shift", dist.ZeroSumNormal(pr["group_shift_sd"], event_shape=(n_groups,)))
+    alpha = numpyro.sample("group_level", dist.ZeroSumNormal(pr["group_level_sd"], event_shape=(n_groups,)))
+    gamma = numpyro.sample("group_shift", dist.ZeroSumNormal(pr["group_shift_sd"], event_shape=(n_groups,)))
+    return alpha, gamma
 
 
-def group_shift_pymc(n_groups: int, prior: dict | None = None):
+def group_effects_pymc(n_groups: int, prior: dict | None = None):
     """The same in PyMC, inside an open ``pm.Model`` with a ``group`` coord."""
     if n_groups <= 1:
-        return 0.0
+        return 0.0, 0.0
     import pymc as pm
 
     pr = prior_settings(prior)
-    return pm.ZeroSumNormal("group_shift", sigma=pr["group_shift_sd"], dims="group")
+    alpha = pm.ZeroSumNormal("group_level", sigma=pr["group_level_sd"], dims="group")
+    gamma = pm.ZeroSumNormal("group_shift", sigma=pr["group_shift_sd"], dims="group")
+    return alpha, gamma
 
 
 def _gather(gamma, idx):
@@ -161,10 +170,11 @@ def _numpyro_model(y, n, dom, n_domains: int, slope: bool, z, logw, prior=None, 
     from jax.scipy.special import logsumexp
 
     mu_theta, sigma_theta, shift, sigma_delta, b, pi = hyperpriors_numpyro(n_domains, slope, prior)
-    gamma = group_shift_numpyro(n_groups, prior)
+    alpha, gamma = group_effects_numpyro(n_groups, prior)
+    mu_i = mu_theta[dom] + _gather(alpha, grp)
     # Centred: most items carry enough data that the non-centred form mixed worse (ESS of mu_theta ~ 40 vs 1000+).
-    theta = numpyro.sample("theta", dist.Normal(mu_theta[dom], sigma_theta[dom]).to_event(1))
-    m = shift[dom] + _gather(gamma, grp) + b * (theta - mu_theta[dom]) / sigma_theta[dom]
+    theta = numpyro.sample("theta", dist.Normal(mu_i, sigma_theta[dom]).to_event(1))
+    m = shift[dom] + _gather(gamma, grp) + b * (theta - mu_i) / sigma_theta[dom]
 
     def binom(yy, nn, logit):  # binomial log-likelihood without the constant coefficient
         return yy * log_sigmoid(logit) + (nn - yy) * log_sigmoid(-logit)
@@ -197,9 +207,10 @@ def change_pymc(data: ModelInputs, *, slope: bool = False, prior: dict | None = 
     z, logw = z_grid()
     with pm.Model(coords=data.coords) as model:
         mu_theta, sigma_theta, shift, sigma_delta, b, pi = hyperpriors_pymc(slope, prior)
-        gamma = group_shift_pymc(data.n_groups, prior)
-        theta = pm.Normal("theta", mu_theta[data.dom], sigma_theta[data.dom], dims="item")
-        m = shift[data.dom] + _gather(gamma, data.grp) + b * (theta - mu_theta[data.dom]) / sigma_theta[data.dom]
+        alpha, gamma = group_effects_pymc(data.n_groups, prior)
+        mu_i = mu_theta[data.dom] + _gather(alpha, data.grp)
+        theta = pm.Normal("theta", mu_i, sigma_theta[data.dom], dims="item")
+        m = shift[data.dom] + _gather(gamma, data.grp) + b * (theta - mu_i) / sigma_theta[data.dom]
 
         def binom(yy, nn, logit):
             return yy * pt.log(pt.sigmoid(logit)) + (nn - yy) * pt.log(pt.sigmoid(-logit))
@@ -233,9 +244,10 @@ def item_conditionals(post, data: ModelInputs, rng: np.random.Generator, chunk: 
     shift, sigma_delta, pi = post["shift"].values, post["sigma_delta"].values, post["pi"].values
     b = post["slope"].values if "slope" in post else np.zeros_like(pi)
     gamma = post["group_shift"].values if "group_shift" in post else np.zeros((n_chain, n_draw, 1))
+    alpha = post["group_level"].values if "group_level" in post else np.zeros((n_chain, n_draw, 1))
     th = theta.reshape(-1, n_items)
     flat = lambda a: a.reshape(n_chain * n_draw, *a.shape[2:])  # noqa: E731
-    mu_t, sd_t, sh, sd_d, pp, bb, gg = map(flat, (mu_theta, sigma_theta, shift, sigma_delta, pi, b, gamma))
+    mu_t, sd_t, sh, sd_d, pp, bb, gg, aa = map(flat, (mu_theta, sigma_theta, shift, sigma_delta, pi, b, gamma, alpha))
     grp = data.grp if gamma.shape[-1] > 1 else np.zeros(n_items, np.int64)
     y2, n2 = data.y[:, 1], data.n[:, 1]
     out = {k: np.empty_like(th) for k in ("r", "p_up", "delta")}
@@ -243,7 +255,7 @@ def item_conditionals(post, data: ModelInputs, rng: np.random.Generator, chunk: 
     for s0 in range(0, th.shape[0], chunk):
         sl = slice(s0, s0 + chunk)
         t = th[sl]
-        m = sh[sl][:, data.dom] + gg[sl][:, grp] + bb[sl][:, None] * (t - mu_t[sl][:, data.dom]) / sd_t[sl][:, data.dom]
+        m = sh[sl][:, data.dom] + gg[sl][:, grp] + bb[sl][:, None] * (t - mu_t[sl][:, data.dom] - aa[sl][:, grp]) / sd_t[sl][:, data.dom]
         dgrid = m[..., None] + sd_d[sl][:, None, None] * z  # (s, item, node)
         lw = logw + _binom(y2[:, None], n2[:, None], t[..., None] + dgrid)
         ll_change = np.logaddexp.reduce(lw, axis=-1)

@@ -44,8 +44,8 @@ import numpy as np
 
 from bayesrc.bayes.change import DIMS as FULL_DIMS
 from bayesrc.bayes.change import (
-    group_shift_numpyro,
-    group_shift_pymc,
+    group_effects_numpyro,
+    group_effects_pymc,
     hyperpriors_numpyro,
     hyperpriors_pymc,
     prior_settings,
@@ -125,13 +125,13 @@ def cell_stats(data: ModelInputs) -> Cells:
     )  # fmt: skip
 
 
-def strata_hyper(cells: Cells, mu_theta, sigma_theta, shift, gamma):
-    """Per-domain ``mu_theta, sigma_theta, shift`` (+ per-level ``gamma``) expanded to the cells'
-    strata; unchanged without a covariate. Works on the last axis (numpy, jax or pytensor)."""
+def strata_hyper(cells: Cells, mu_theta, sigma_theta, shift, alpha, gamma):
+    """Per-domain ``mu_theta, sigma_theta, shift`` (+ per-level ``alpha``, ``gamma``) expanded to
+    the cells' strata; unchanged without a covariate. Works on the last axis (numpy, jax or pytensor)."""
     if cells.stratum_dom is None:
         return mu_theta, sigma_theta, shift
     sd, sg = cells.stratum_dom, cells.stratum_group
-    return mu_theta[..., sd], sigma_theta[..., sd], shift[..., sd] + gamma[..., sg]
+    return mu_theta[..., sd] + alpha[..., sg], sigma_theta[..., sd], shift[..., sd] + gamma[..., sg]
 
 
 def _ops(backend: str) -> SimpleNamespace:
@@ -189,8 +189,8 @@ def _numpyro_model(cells: Cells, n_domains: int, slope: bool, grid_u, grid_v, pr
     import numpyro
 
     mu_theta, sigma_theta, shift, sigma_delta, b, pi = hyperpriors_numpyro(n_domains, slope, prior)
-    gamma = group_shift_numpyro(n_groups, prior)
-    mu_s, sd_s, shift_s = strata_hyper(cells, mu_theta, sigma_theta, shift, gamma)
+    alpha, gamma = group_effects_numpyro(n_groups, prior)
+    mu_s, sd_s, shift_s = strata_hyper(cells, mu_theta, sigma_theta, shift, alpha, gamma)
     ll = cell_loglik(_ops("jax"), mu_s, sd_s, shift_s, sigma_delta, b, pi, cells, grid_u, grid_v)
     numpyro.factor("y", jnp.sum(cells.weight * ll))
 
@@ -214,8 +214,8 @@ def change_collapsed_pymc(data: ModelInputs, *, slope: bool = False, prior: dict
     cells = cell_stats(data)
     with pm.Model(coords=data.coords) as model:
         mu_theta, sigma_theta, shift, sigma_delta, b, pi = hyperpriors_pymc(slope, prior)
-        gamma = group_shift_pymc(data.n_groups, prior)
-        mu_s, sd_s, shift_s = strata_hyper(cells, mu_theta, sigma_theta, shift, gamma)
+        alpha, gamma = group_effects_pymc(data.n_groups, prior)
+        mu_s, sd_s, shift_s = strata_hyper(cells, mu_theta, sigma_theta, shift, alpha, gamma)
         grid_u, grid_v = trapezoid_grid(THETA_NODES, THETA_HALF), trapezoid_grid(DELTA_NODES, DELTA_HALF)
         ll = cell_loglik(_ops("pytensor"), mu_s, sd_s, shift_s, sigma_delta, b, pi, cells, grid_u, grid_v)
         pm.Potential("y", pt.sum(cells.weight * ll))
@@ -314,6 +314,12 @@ def item_draws(post, cells: Cells, seed: int, batch: int = 4) -> dict[str, np.nd
         return _item_draws(post, cells, seed, batch)
 
 
+def _group_draws(post) -> tuple[np.ndarray, np.ndarray]:
+    """Posterior draws of ``(group_level, group_shift)`` (zeros of one level without a covariate)."""
+    zero = np.zeros((*post["pi"].shape, 1))
+    return tuple(post[k].values if k in post else zero for k in ("group_level", "group_shift"))
+
+
 def _item_draws(post, cells: Cells, seed: int, batch: int) -> dict[str, np.ndarray]:
     import jax
     import jax.numpy as jnp
@@ -322,8 +328,7 @@ def _item_draws(post, cells: Cells, seed: int, batch: int) -> dict[str, np.ndarr
     n_s = n_chain * n_draw
     flat = lambda a: np.asarray(a, float).reshape(n_s, *np.shape(a)[2:])  # noqa: E731
     slope = post["slope"].values if "slope" in post else np.zeros((n_chain, n_draw))
-    gamma = post["group_shift"].values if "group_shift" in post else np.zeros((n_chain, n_draw, 1))
-    mu_s, sd_s, shift_s = strata_hyper(cells, post["mu_theta"].values, post["sigma_theta"].values, post["shift"].values, gamma)
+    mu_s, sd_s, shift_s = strata_hyper(cells, post["mu_theta"].values, post["sigma_theta"].values, post["shift"].values, *_group_draws(post))
     hyper = [flat(mu_s), flat(sd_s), flat(shift_s), flat(post["sigma_delta"].values)] + [flat(slope), flat(post["pi"].values)]
     cj = Cells(**{k: None if getattr(cells, k) is None else jnp.asarray(getattr(cells, k)) for k in Cells.__dataclass_fields__})
     grids = (
@@ -373,8 +378,7 @@ def pointwise_loglik(post, cells: Cells, batch: int = 64):
     n_s = n_chain * n_draw
     flat = lambda a: np.asarray(a, float).reshape(n_s, *np.shape(a)[2:])  # noqa: E731
     slope = post["slope"].values if "slope" in post else np.zeros((n_chain, n_draw))
-    gamma = post["group_shift"].values if "group_shift" in post else np.zeros((n_chain, n_draw, 1))
-    mu_s, sd_s, shift_s = strata_hyper(cells, post["mu_theta"].values, post["sigma_theta"].values, post["shift"].values, gamma)
+    mu_s, sd_s, shift_s = strata_hyper(cells, post["mu_theta"].values, post["sigma_theta"].values, post["shift"].values, *_group_draws(post))
     hyper = [flat(mu_s), flat(sd_s), flat(shift_s), flat(post["sigma_delta"].values), flat(slope), flat(post["pi"].values)]
     cj = Cells(**{k: None if getattr(cells, k) is None else jnp.asarray(getattr(cells, k)) for k in Cells.__dataclass_fields__})
     gu = tuple(map(jnp.asarray, trapezoid_grid(THETA_NODES, THETA_HALF)))
