@@ -120,7 +120,9 @@ def test_bayes_sections_render_from_fit_outputs(demo_run, minor_fit, tmp_path):
     shutil.copytree(demo_run, run, ignore=shutil.ignore_patterns("trials", "report_*"))
     res.save(run / "minor")
     r = load_run(run)
-    assert r.comparisons["minor"].fit is not None and r.comparisons["major"].fit is None
+    # the report reads the fit through its class: the very object that was saved, posterior included
+    assert r.comparisons["minor"].bayes == res and r.comparisons["major"].bayes is None
+    assert r.comparisons["minor"].pair.payload == pair.payload
     keys = {s.key: s.status for s in report_sections(r, r.comparisons["minor"])}
     assert keys["bayes_items"] == keys["crosscheck"] == keys["diagnostics"] == keys["domain_shift"] == "ok"
     text = build_report(run, pairs=["minor"])["minor"].read_text()
@@ -204,39 +206,34 @@ def test_report_renders_in_headless_chromium(html_reports, tmp_path):
     assert (img < 0.5).any(axis=2).mean() > 0.01  # dark pixels: text and figure axes were painted
 
 
-def test_pair_pins_side_by_side():
+def test_pair_pins_side_by_side(tmp_path):
+    """The comparison block is made by the real pin check (bayesrc.collect.pins.compare_runs) of two run records."""
+    from bayesrc.collect.pins import compare_runs
+    from bayesrc.io import atomic_write_json
     from bayesrc.report.sections import pair_pins_frame
 
-    record = {
-        "comparison": {"differences": [{"field": "model.file_sha256", "status": "allowed"}, {"field": "sampling.temperature", "status": "blocking"}]},
-        "v1": {"model.file_sha256": "a" * 64, "sampling.temperature": 0.7, "items.bank_sha256": "b" * 64},
-        "v2": {"model.file_sha256": "c" * 64, "sampling.temperature": 1.0, "items.bank_sha256": "b" * 64},
+    pins = {
+        "v1": {"model.file_sha256": "a" * 64, "sampling.temperature": 0.7, "items.bank_sha256": "b" * 64, "runtime.threads": 2},
+        "v2": {"model.file_sha256": "c" * 64, "sampling.temperature": 1.0, "items.bank_sha256": "b" * 64, "runtime.threads": 4},
     }
+    for v, p in pins.items():
+        atomic_write_json(tmp_path / v / "run.json", {"status": "complete", "pins": p})
+    record = {"comparison": compare_runs(tmp_path / "v1", tmp_path / "v2").to_dict(), **pins}
     df = pair_pins_frame(record).set_index("pin")
-    assert df.loc["model.file_sha256", "status"] == "allowed"
-    assert df.loc["sampling.temperature", "status"] == "blocking"
-    assert df.loc["items.bank_sha256", "status"] == "same"
+    assert df["status"].to_dict() == {"items.bank_sha256": "same", "model.file_sha256": "allowed", "runtime.threads": "ignored", "sampling.temperature": "blocking"}
     assert len(df.loc["model.file_sha256", "v1"]) < 64 and df.loc["model.file_sha256", "v1"] != df.loc["model.file_sha256", "v2"]
+    assert df.loc["sampling.temperature"].tolist()[:2] == ["0.7", "1.0"]
 
 
-def test_crosscheck_table_rows_are_rci_classes(tmp_path):
-    # fit.json stores table[posterior class][RCI class]; the report shows RCI classes as rows.
-    from bayesrc.report.sections import section_crosscheck
+def test_crosscheck_table_rows_are_rci_classes(minor_fit):
+    """fit.json stores table[posterior class][RCI class]; the report shows RCI classes as rows.
+    Checked against a crosstab of the fit's own item table (RCI-excluded items count as no change)."""
+    from bayesrc.report.sections import crosscheck_table
 
-    table = {
-        "improved": {"improved": 2, "no_change": 0, "deteriorated": 0},
-        "no_change": {"improved": 6, "no_change": 28, "deteriorated": 4},
-        "deteriorated": {"improved": 0, "no_change": 0, "deteriorated": 0},
-    }
-
-    from bayesrc.bayes import BayesFit
-
-    class C:  # the attributes section_crosscheck reads
-        fit = {"crosscheck": {"table": table, "kappa": 0.23, "rci_estimated_fdp": 0.39, "rci_n_flagged": 10}, "selection": None}
-        bayes = BayesFit(fit)
-        rci = pair = None
-
-    sec = section_crosscheck(None, C())
-    frame = next(b.frame for b in sec.blocks if hasattr(b, "frame")).set_index("RCI \\ posterior")
-    assert frame.loc["improved"].tolist() == [2, 6, 0]  # RCI improved: 8 items, 2 of them improved under the posterior
-    assert frame.sum(axis=1).tolist() == [8, 28, 4]
+    res, _ = minor_fit
+    frame = crosscheck_table(res).set_index("RCI \\ posterior")
+    items = res.items
+    order = ["improved", "no_change", "deteriorated"]
+    expect = pd.crosstab(items["rci_class"].replace("excluded", "no_change"), items["bayes_class"]).reindex(index=order, columns=order, fill_value=0)
+    assert frame.to_numpy().tolist() == expect.to_numpy().tolist()
+    assert frame.loc["improved"].sum() + frame.loc["deteriorated"].sum() == res.crosscheck["rci_n_flagged"]
