@@ -198,8 +198,8 @@ def quantize_card(card: str | Path, ftype: str, out_dir: str | Path, *, n_thread
     with its quantisation tag replaced, :func:`quantized_name`); the new card differs from
     the source only in ``label`` and ``[model]``. Refuses to overwrite either file.
 
-    Example
-    -------
+    Examples
+    --------
     >>> quantize_card("models/gemma-3-270m-q4_k_m.toml", "Q3_K_M", "models/q3")  # doctest: +SKIP
     (PosixPath('models/q3/gemma-3-270m-q3_k_m.gguf'), PosixPath('models/q3/gemma-3-270m-q3_k_m.toml'))
     """

@@ -175,8 +175,8 @@ def fit_additive(
     given, α, β and μ get the shared-baseline covariance (module docstring) and the
     noise-floor R² is computed from ``n_noise`` draws.
 
-    Example
-    -------
+    Examples
+    --------
     >>> from bayesrc.switch import simulate_switch, switch_effects
     >>> eff = switch_effects(simulate_switch(4, 60, seed=1).data, n_boot=200)
     >>> fit = fit_additive(eff["delta"], se=eff["se"], base_cov=eff["base_cov"])

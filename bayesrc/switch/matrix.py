@@ -38,8 +38,8 @@ MIN_BOOT_999 = 10_000
 def benjamini_hochberg(p: np.ndarray) -> np.ndarray:
     """BH-adjusted p-values (step-up, monotone); NaN entries stay NaN and are not counted.
 
-    Example
-    -------
+    Examples
+    --------
     >>> benjamini_hochberg(np.array([0.01, 0.04, 0.03])).round(3).tolist()
     [0.03, 0.04, 0.04]
     """
