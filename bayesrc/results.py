@@ -64,6 +64,13 @@ class Result:
     payload : the JSON-able record of the analysis (what ``main_file`` holds).
     tables : named DataFrames, each saved as ``table_files[name]`` (default ``NAME.parquet``).
     posterior : an ``xarray.DataTree`` (saved as ``posterior.nc``), or None.
+
+    Examples
+    --------
+    >>> from bayesrc.results import PowerReport
+    >>> rep = PowerReport({"pairs": [], "unresolved": []})
+    >>> PowerReport.from_dict(rep.to_dict()) == rep
+    True
     """
 
     main_file: ClassVar[str] = "result.json"
@@ -238,6 +245,12 @@ class PairResult:
     """One version pair of an :class:`RCIRun` (a view: its ``pairs.NAME`` block and item table).
 
     Typed accessors for the headline fields; every other key of the block is in ``payload``.
+
+    Examples
+    --------
+    >>> import bayesrc
+    >>> pair = bayesrc.load("runs/demo/rci.json")["minor"]  # doctest: +SKIP
+    >>> pair.n_flagged, pair.classification_table()  # doctest: +SKIP
     """
 
     def __init__(self, name: str, payload: dict, items=None) -> None:
@@ -472,7 +485,15 @@ class RCIRun(Result):
 # ====================================================================== switch
 @register
 class SwitchResult(Result):
-    """``bayesrc switch`` output (``switch.json``): switch effects, LS and Bayesian factor fits per benchmark."""
+    """``bayesrc switch`` output (``switch.json``): switch effects, LS and Bayesian factor fits per benchmark.
+
+    Examples
+    --------
+    >>> from bayesrc.switch import analyse_switch, simulate_switch
+    >>> res = analyse_switch(simulate_switch(4, 30, seed=3).data, n_boot=100, backends=()).to_result()
+    >>> res.benchmarks, res.effects().shape[0]
+    (['sim'], 12)
+    """
 
     main_file = "switch.json"
     kind = "switch"
@@ -565,7 +586,17 @@ VERDICT_PARADIGMS = ("fixed_n", "bonferroni", "holm", "bh", "clustered", "anytim
 
 @register
 class PowerReport(Result):
-    """``bayesrc power`` output (``power.json``): resolution of every leaderboard pair."""
+    """``bayesrc power`` output (``power.json``): resolution of every leaderboard pair.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bayesrc.power import leaderboard_report
+    >>> rng = np.random.default_rng(0)
+    >>> rep = leaderboard_report({m: (rng.random(500) < p).astype(float) for m, p in (("a", 0.7), ("b", 0.6))}).to_result()
+    >>> rep.pairs_table()["pair"].tolist()
+    ['a vs b']
+    """
 
     main_file = "power.json"
     kind = "power"
@@ -626,7 +657,15 @@ class PowerReport(Result):
 # ====================================================================== sensitivity
 @register
 class SensitivityTable(Result):
-    """``bayesrc sensitivity`` output: one table per analysis (``sensitivity_NAME.csv``, ``sensitivity.json``)."""
+    """``bayesrc sensitivity`` output: one table per analysis (``sensitivity_NAME.csv``, ``sensitivity.json``).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> t = SensitivityTable.from_tables({"threshold": pd.DataFrame({"z": [1.96, 2.58], "detections": [40, 22]})})
+    >>> t.analyses, SensitivityTable.from_dict(t.to_dict()) == t
+    (['threshold'], True)
+    """
 
     main_file = "sensitivity.json"
     kind = "sensitivity"

@@ -46,6 +46,11 @@ class Comparison:
     name : the pair's name (``rci.json``'s ``pairs`` key, or the fit folder).
     pair : its classical result (:class:`bayesrc.results.PairResult`), or None.
     bayes : its Bayesian fit (:class:`bayesrc.bayes.BayesFit`, posterior included), or None.
+
+    Examples
+    --------
+    >>> c = load_run("runs/demo").comparisons["minor"]  # doctest: +SKIP
+    >>> c.pair.n_flagged, c.bayes.summary()  # doctest: +SKIP
     """
 
     name: str
@@ -73,7 +78,13 @@ class Comparison:
 
 @dataclass
 class Run:
-    """A run directory's results, each read once through its typed class."""
+    """A run directory's results, each read once through its typed class.
+
+    Examples
+    --------
+    >>> run = load_run("runs/demo")  # doctest: +SKIP
+    >>> list(run.comparisons), run.power.pairs_table()  # doctest: +SKIP
+    """
 
     path: Path
     comparisons: dict[str, Comparison]
