@@ -27,6 +27,8 @@ VALID_SHARE = 0.6
 def min_valid_for(k: np.ndarray | int, valid_share: float = VALID_SHARE) -> np.ndarray:
     """Rule (a)'s threshold for an item given ``k`` samples: ``ceil(valid_share * k)`` (SPEC 2).
 
+    Examples
+    --------
     >>> min_valid_for(np.array([10, 5, 3])).tolist()
     [6, 3, 2]
     """

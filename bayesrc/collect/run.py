@@ -125,6 +125,14 @@ def shard_range(shard: str, n_items: int) -> tuple[int, int]:
 
 
 def item_seeds(item: Item, k: int, *, stride: int = 10, offset: int = 0, salt: int = 0) -> list[int]:
+    """The K sampling seeds of an item: ``salt + offset + index * stride + k`` (SPEC 6; :func:`bayesrc.data.seeds.sample_seeds`).
+
+    Examples
+    --------
+    >>> from bayesrc.collect.bank import Item
+    >>> item_seeds(Item(3, "q4", "math", "?", ("a", "b"), "A"), 4)
+    [30, 31, 32, 33]
+    """
     from bayesrc.data.seeds import sample_seeds
 
     return sample_seeds(item.index, k, stride=stride, offset=offset, salt=salt)
@@ -221,6 +229,14 @@ def _category(field: str) -> str:
 # -- collection --------------------------------------------------------------------------
 @dataclass
 class RunResult:
+    """What :func:`collect` did: the run directory, items and trials in it, items drawn by this call, wall and sampling seconds.
+
+    Examples
+    --------
+    >>> res = collect("models/gemma-3-270m-q4_k_m.toml", "bank.jsonl", "runs/v1", k=10)  # doctest: +SKIP
+    >>> res.n_trials / res.sample_seconds  # trials per second of this call  # doctest: +SKIP
+    """
+
     run_dir: Path
     n_items: int
     n_trials: int
@@ -298,7 +314,12 @@ def read_parts(run_dir: Path, indices=None) -> pd.DataFrame:
 
 
 def read_run_trials(run_dir: str | Path) -> pd.DataFrame:
-    """All trials of a run: ``trials.parquet`` if the run completed, else the journal parts."""
+    """All trials of a run: ``trials.parquet`` if the run completed, else the journal parts.
+
+    Examples
+    --------
+    >>> read_run_trials("runs/v1").groupby("item_id")["is_correct"].mean()  # doctest: +SKIP
+    """
     run_dir = Path(run_dir)
     if (run_dir / "trials.parquet").exists():
         return pd.read_parquet(run_dir / "trials.parquet")
@@ -306,7 +327,13 @@ def read_run_trials(run_dir: str | Path) -> pd.DataFrame:
 
 
 def read_run_record(run: str | Path) -> dict | None:
-    """The run.json of a run directory (or of the directory holding a trials file); None if absent."""
+    """The run.json of a run directory (or of the directory holding a trials file); None if absent.
+
+    Examples
+    --------
+    >>> read_run_record("runs/v1")["pins"]["sampling.k"]  # doctest: +SKIP
+    10
+    """
     run = Path(run)
     candidates = [run / "run.json"] if run.is_dir() else [run.parent / "run.json"] if run.name != "run.json" else [run]
     for c in candidates:
@@ -465,6 +492,11 @@ def collect(
     ``engine = "server"`` collects from an OpenAI-compatible endpoint instead of a local
     GGUF; ``server`` holds :func:`bayesrc.collect.server.collect_server`'s options
     (``base_url``, ``api_model``, ``concurrency``, ...).
+
+    Examples
+    --------
+    >>> res = collect("models/gemma-3-270m-q4_k_m.toml", "bank.jsonl", "runs/v1", k=10, temperature=0.7)  # doctest: +SKIP
+    >>> collect("models/gemma-3-270m-q4_k_m.toml", "bank.jsonl", "runs/v1", k=10, resume=True)  # after a crash  # doctest: +SKIP
     """
     if engine == "server":  # SPEC 9: same run directory, seeds, resume and lock; pins from the server
         from bayesrc.collect.server import collect_server
