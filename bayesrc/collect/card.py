@@ -213,7 +213,7 @@ def shared_block(card: ModelCard, *, gguf_template: str | None = None, bos: str 
 
     The card's template is rendered (system text, chat template, worked examples) with every
     item field (``{question}``, ``{options}``, ``{letters}``) replaced by a marker; the shared
-    block is the text before the marker, cut back to just after its last ``"\n"`` so that the
+    block is the text before the marker, cut back to just after its last ``"\\n"`` so that the
     block boundary falls at a line start (a natural token boundary). Empty if the first item
     field sits on the first line.
 
