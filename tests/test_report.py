@@ -79,7 +79,11 @@ def test_classification_table_counts_the_item_table(demo_run):
     items = pd.read_parquet(demo_run / "items_minor.parquet")
     table = pair.classification_table().set_index("class")
     labels = {"improved": "improved", "no_change": "no reliable change", "deteriorated": "deteriorated"}
-    for col, cls_col, rows in (("analysable n", "class", ~items["excluded"]), ("conservative z n", "class_conservative", ~items["excluded"]), ("all items n", "class_all_items", items["class_all_items"] != "excluded")):
+    for col, cls_col, rows in (
+        ("analysable n", "class", ~items["excluded"]),
+        ("conservative z n", "class_conservative", ~items["excluded"]),
+        ("all items n", "class_all_items", items["class_all_items"] != "excluded"),
+    ):
         counts = items.loc[rows, cls_col].value_counts()
         assert [table.loc[labels[c], col] for c in labels] == [counts.get(c, 0) for c in labels], col
         assert table.loc["total", col] == rows.sum()
