@@ -84,11 +84,7 @@ def betabinom_numpyro(data: ModelInputs, *, collapsed: bool = True, config: Samp
 
     Examples
     --------
-    >>> from bayesrc.bayes import model_inputs
-    >>> from bayesrc.data import item_counts, simulate_pair
-    >>> sim = simulate_pair(60, 10, seed=1)
-    >>> data = model_inputs(item_counts(sim.trials_v1, sim.trials_v2))
-    >>> dt = betabinom_numpyro(data, config=SamplerConfig(chains=2, draws=500))  # doctest: +SKIP
+    >>> dt = betabinom_numpyro(model_inputs(counts), config=SamplerConfig(chains=2, draws=500))  # doctest: +SKIP
     >>> dt["posterior"]["p"].dims  # doctest: +SKIP
     ('chain', 'draw', 'item', 'version')
     """
@@ -104,11 +100,7 @@ def betabinom_pymc(data: ModelInputs, *, collapsed: bool = True, config: Sampler
 
     Examples
     --------
-    >>> from bayesrc.bayes import model_inputs
-    >>> from bayesrc.data import item_counts, simulate_pair
-    >>> sim = simulate_pair(60, 10, seed=1)
-    >>> data = model_inputs(item_counts(sim.trials_v1, sim.trials_v2))
-    >>> dt = betabinom_pymc(data, config=SamplerConfig(chains=2, draws=500))  # doctest: +SKIP
+    >>> dt = betabinom_pymc(model_inputs(counts), config=SamplerConfig(chains=2, draws=500))  # doctest: +SKIP
     """
     import pymc as pm
     import pytensor.tensor as pt

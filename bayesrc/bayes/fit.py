@@ -31,11 +31,7 @@ def sample(
 
     Examples
     --------
-    >>> from bayesrc.bayes import model_inputs
-    >>> from bayesrc.data import item_counts, simulate_pair
-    >>> sim = simulate_pair(60, 10, seed=1)
-    >>> data = model_inputs(item_counts(sim.trials_v1, sim.trials_v2))
-    >>> dt = sample(data, "betabinom", config=SamplerConfig(chains=2, draws=500))  # doctest: +SKIP
+    >>> dt = sample(model_inputs(counts), "betabinom", config=SamplerConfig(chains=2, draws=500))  # doctest: +SKIP
     """
     if model == "betabinom":
         if prior:

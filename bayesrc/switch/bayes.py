@@ -68,11 +68,9 @@ class FactorData:
 
     Examples
     --------
-    >>> from bayesrc.switch import simulate_switch, switch_effects
-    >>> sim = simulate_switch(4, 30, seed=3)
-    >>> fd = factor_data(sim.data)
-    >>> fd.models
-    ['model-0', 'model-1', 'model-2', 'model-3']
+    >>> from bayesrc.switch import simulate_switch
+    >>> factor_data(simulate_switch(4, 30, seed=3).data).kind
+    'episodes'
     """
 
     kind: str  # "cells" | "episodes"
