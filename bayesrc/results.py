@@ -507,7 +507,12 @@ class SwitchResult(Result):
 
     @property
     def failed_fits(self) -> list[str]:
-        return [f"{b}/{n}" for b, r in self.payload.get("benchmarks", {}).items() for n, d in r.get("bayes", {}).items() if not d.get("passed")]
+        """``benchmark/backend`` of every Bayesian factor fit that failed the convergence gate."""
+        return list(self.failed_fit_reasons())
+
+    def failed_fit_reasons(self) -> dict[str, str]:
+        """``{benchmark/backend: the gate's worst diagnostic}`` of the failed Bayesian fits."""
+        return {f"{b}/{n}": (d.get("diagnostics") or {}).get("worst", "") for b, r in self.payload.get("benchmarks", {}).items() for n, d in r.get("bayes", {}).items() if not d.get("passed")}
 
     def effects(self, benchmark: str | None = None):
         """Switch effects (prefix, suffix, delta, interval, stars) of a benchmark."""
