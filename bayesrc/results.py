@@ -300,6 +300,12 @@ class PairResult:
     warnings = property(lambda self: list(self.payload.get("warnings") or []))
 
     @property
+    def min_valid_rule(self) -> str:
+        """Rule (a) in words (rci.json files written before it was stored give their fixed ``min_valid``)."""
+        ex = self.exclusions
+        return ex["min_valid_rule"] if "min_valid_rule" in ex else f"{ex['min_valid']} valid responses (fixed)"
+
+    @property
     def analysable(self) -> dict:
         """Counts of the analysable items: n, improved, no_change, deteriorated, churn, proportions."""
         return self.counts["analysable"]
@@ -376,7 +382,7 @@ class PairResult:
             ("min detectable |dp|", self.min_detectable),
             ("items", ex["n_before"]),
             ("analysable", ex["n_after"]),
-            ("rule (a) minimum valid", ex["min_valid_rule"]),
+            ("rule (a) minimum valid", self.min_valid_rule),
             ("excluded: low valid", ex["low_valid"]),
             ("excluded: floor/ceiling", ex["floor_ceiling"]),
             ("improved", c["improved"]),

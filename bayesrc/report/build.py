@@ -23,7 +23,7 @@ def report_sections(run: Run, comparison: Comparison | None) -> list[Section]:
     >>> [(s.title, s.status) for s in report_sections(run, run.comparisons["minor"])]  # doctest: +SKIP
     """
     if comparison is None:
-        return [s for b in (section_sensitivity, section_power, section_switch, section_truth) if (s := b(run, None)) is not None]
+        return build_sections(run, None, builders=[section_sensitivity, section_power, section_switch, section_truth])
     return build_sections(run, comparison)
 
 

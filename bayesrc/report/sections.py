@@ -191,7 +191,7 @@ def section_rci(run: Run, c: Comparison) -> Section | None:
     blocks = [
         Text(
             f"Reliable change (Jacobson–Truax RCI adapted to items), z = {z:g}. {sdiff}. {ex['n_after']} of {ex['n_before']} items are analysable "
-            f"({ex['low_valid']} with too few valid responses — rule (a): fewer than {ex['min_valid_rule']} —, {ex['floor_ceiling']} at floor or ceiling in both versions)."
+            f"({ex['low_valid']} with too few valid responses — rule (a): fewer than {r.min_valid_rule} —, {ex['floor_ceiling']} at floor or ceiling in both versions)."
         ),
     ]
     blocks += [Text(f"**Warning:** {w}") for w in r.warnings]
@@ -528,5 +528,21 @@ SECTION_BUILDERS: list[PairBuilder] = [
 ]
 
 
-def build_sections(run: Run, c: Comparison, *, builders: list[PairBuilder] | None = None) -> list[Section]:
-    return [s for b in (builders or SECTION_BUILDERS) if (s := b(run, c)) is not None]
+def build_sections(run: Run, c: Comparison | None, *, builders: list[PairBuilder] | None = None) -> list[Section]:
+    """The sections whose inputs the run holds, in order. A result file that lacks a field a
+    section needs (written by another bayesrc version, or edited) is one clear error, not a traceback."""
+    from bayesrc.errors import InputError
+
+    out = []
+    for b in builders or SECTION_BUILDERS:
+        try:
+            s = b(run, c)
+        except KeyError as exc:
+            where = (c.files.get("fit") if c is not None and b.__name__ in BAYES_SECTIONS else None) or next(iter(run.files.values()), run.path)
+            raise InputError(f"{b.__name__}: the result lacks field {exc} (rerun the analysis with this bayesrc)", path=where, field=str(exc.args[0])) from None
+        if s is not None:
+            out.append(s)
+    return out
+
+
+BAYES_SECTIONS = {"section_bayes_items", "section_domain_shift", "section_crosscheck", "section_diagnostics"}
