@@ -201,6 +201,12 @@ def test_bad_run_dir_is_a_clear_error(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "rci.json:1" in err and "malformed JSON" in err
     assert not list(tmp_path.glob("report_*"))
+    # a result lacking a field a section needs: one line naming the file and the field, no traceback
+    (tmp_path / "rci.json").write_text('{"pairs": {"p": {"versions": ["a", "b"]}}}')
+    assert main(["report", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "rci.json" in err and "'exclusions'" in err and "Traceback" not in err
+    assert not list(tmp_path.glob("report_*"))
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (apt-get install -y --no-install-recommends chromium)")
