@@ -102,11 +102,6 @@ class Run:
         return png if png.is_file() else None
 
 
-def _fit_owner(root: Path) -> str | None:
-    """The pair a plain ``fit.json`` belongs to (its ``pair`` key), read without its posterior."""
-    return read_json(root / "fit.json").get("pair") if (root / "fit.json").is_file() else None
-
-
 def load_run(run_dir: str | Path) -> Run:
     """Read every known result file of a run directory (absent files are fine).
 
@@ -137,10 +132,10 @@ def load_run(run_dir: str | Path) -> Run:
     run = Run(path=root, comparisons={})
     if (root / RCIRun.main_file).is_file():
         run.rci, run.files["rci.json"] = RCIRun.load(root), root / "rci.json"
-    has_plain_fit = (root / BayesFit.main_file).is_file()
-    owner = _fit_owner(root)
+    plain = BayesFit.load(root) if (root / BayesFit.main_file).is_file() else None  # a fit written into the run folder itself
+    owner = None if plain is None else plain.payload.get("pair")  # the pair it belongs to, when recorded
     names = run.rci.names if run.rci is not None else []
-    if not names and has_plain_fit:
+    if not names and plain is not None:
         names = [str(owner or "comparison")]
     for i, name in enumerate(names):
         c = Comparison(name=name)
@@ -148,12 +143,10 @@ def load_run(run_dir: str | Path) -> Run:
             c.pair = run.rci[name]
             if c.pair.items is not None:
                 c.files["items"] = root / f"items_{name}.parquet"
-        fit_dir = root / name if (root / name / BayesFit.main_file).is_file() else None
-        if fit_dir is None and has_plain_fit and (owner == name or (owner is None and i == 0) or len(names) == 1):
-            fit_dir = root
-        if fit_dir is not None:
-            c.bayes = BayesFit.load(fit_dir)
-            c.files["fit"] = fit_dir / "fit.json"
+        if (root / name / BayesFit.main_file).is_file():
+            c.bayes, c.files["fit"] = BayesFit.load(root / name), root / name / "fit.json"
+        elif plain is not None and (owner == name or (owner is None and i == 0) or len(names) == 1):
+            c.bayes, c.files["fit"] = plain, root / "fit.json"
         run.comparisons[name] = c
     for attr, cls in (("switch", SwitchResult), ("power", PowerReport), ("sensitivity", SensitivityTable)):
         if (root / cls.main_file).is_file():

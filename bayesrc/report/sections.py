@@ -106,7 +106,7 @@ def section_pins(run: Run, c: Comparison) -> Section | None:
         blocks.append(Table(pd.DataFrame(list(params.items()), columns=["parameter", "value"]).astype({"value": str}), "Analysis parameters (rci.json)"))
     if c.bayes is not None:
         fit = c.bayes
-        keys = {"model": fit.model, "backend": fit.backend, "runtime_s": fit.runtime_s, "seed": fit.params.get("seed")}
+        keys = {"model": fit.model, "backend": fit.backend, "runtime_s": fit.runtime_s, "seed": fit.params["seed"]}
         blocks.append(Table(pd.DataFrame(list(keys.items()), columns=["fit", "value"]).astype({"value": str}), "Posterior fit (fit.json)"))
     if not blocks:
         return None
@@ -186,7 +186,7 @@ def section_rci(run: Run, c: Comparison) -> Section | None:
         sdiff = (
             f"S_diff = {r.s_diff:.4f} (method **reference**, SD basis **{r.sd_basis}**, r_xx over "
             f"{'the analysed' if r.reliability_basis == 'analysed' else 'all'} items), so the minimum detectable change is "
-            f"|Δp| ≥ {r.min_detectable:.3f} ({r.min_detectable_samples} of K = {r.params.get('k', 'K')} samples)"
+            f"|Δp| ≥ {r.min_detectable:.3f} ({r.min_detectable_samples} of K = {r.params['k']} samples)"
         )
     blocks = [
         Text(
@@ -271,7 +271,7 @@ def section_bayes_items(run: Run, c: Comparison) -> Section | None:
     counts = b["bayes_class"].value_counts().reindex(list(F.CLASS_ORDER), fill_value=0)
     blocks.append(Table(counts.rename_axis("class").reset_index(name="items"), "Posterior classification", latex=True, label="bayes-classes"))
     if "p_rope" in b:
-        rope = fit.params.get("rope")
+        rope = fit.params["rope"]
         sure = int((b["p_rope"] >= 0.95).sum())
         blocks.append(Text(f"Practical significance: {sure} of {len(b)} items have P(|Δp| > {rope}) ≥ 0.95 (expected number of items beyond the ROPE: {b['p_rope'].sum():.1f})."))
         top = b.sort_values("p_rope", ascending=False).head(15)[["item_id", "domain", "dp_mean", "p_rope", "bayes_class"]]
