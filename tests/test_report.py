@@ -161,14 +161,21 @@ def test_bayes_sections_render_from_fit_outputs(demo_run, minor_fit, tmp_path):
     assert len(re.findall(r'src="data:image/png', text)) == 4 + 3 + 2  # + P(change) vs RCI, forest, domain shifts, trace, rank
 
 
-def test_crosscheck_sentence_refuses_to_mix_two_rci_runs(minor_fit):
+def test_crosscheck_sentence_refuses_to_mix_two_rci_runs(demo_run, minor_fit):
+    """A report whose RCI pair used other settings (z = 2.58, a real second run) than the fit's cross-check says so."""
+    from bayesrc.classical import reliable_change
+    from bayesrc.data import load_counts
     from bayesrc.report.sections import crosscheck_sentence
     from bayesrc.results import PairResult
 
     res, pair = minor_fit
-    other = PairResult("minor", {**pair.payload, "counts": {"analysable": {"improved": pair.n_flagged + 7, "deteriorated": 0}}}, pair.items)
+    counts = load_counts([demo_run / "trials" / "minor_v1.parquet", demo_run / "trials" / "minor_v2.parquet"])
+    strict = reliable_change(counts, z=2.58, n_splits=50, n_permutations=50, n_null=0, name="minor")
+    other = PairResult("minor", strict.to_dict(), strict.to_frame())
+    assert other.n_flagged < pair.n_flagged
     text = crosscheck_sentence(res, other)
-    assert f"Of the {res.crosscheck['rci_n_flagged']} items" in text and f"flags {pair.n_flagged + 7} items" in text
+    assert f"Of the {res.crosscheck['rci_n_flagged']} items" in text and f"flags {other.n_flagged} items" in text
+    assert "other settings" not in crosscheck_sentence(res, pair)
 
 
 def test_power_and_switch_sections_from_their_commands(demo_run, tmp_path):
