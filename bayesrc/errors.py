@@ -6,7 +6,15 @@ from pathlib import Path
 
 
 class BayesrcError(Exception):
-    """Base class: a user-facing problem, reported without a traceback."""
+    """Base class: a user-facing problem, reported without a traceback.
+
+    Examples
+    --------
+    >>> from bayesrc.errors import InputError
+    >>> err = InputError("expected true, false or null", path="trials.jsonl", line=17, field="is_correct")
+    >>> isinstance(err, BayesrcError), err.exit_code
+    (True, 2)
+    """
 
     exit_code = 2
 
@@ -16,6 +24,11 @@ class InputError(BayesrcError):
 
     ``str(err)`` is the one line the CLI prints, e.g.
     ``trials.jsonl:17: field 'is_correct': expected true, false or null, got "yes"``.
+
+    Examples
+    --------
+    >>> print(InputError("expected true, false or null", path="trials.jsonl", line=17, field="is_correct"))
+    trials.jsonl:17: field 'is_correct': expected true, false or null
     """
 
     def __init__(
@@ -43,6 +56,12 @@ class InputError(BayesrcError):
 
 
 class ConvergenceError(BayesrcError):
-    """A posterior fit failed the diagnostics gate (CLI exit status 3)."""
+    """A posterior fit failed the diagnostics gate (CLI exit status 3).
+
+    Examples
+    --------
+    >>> from bayesrc.bayes import check, fit
+    >>> check(fit(counts))  # raises ConvergenceError (CLI exit 3) when the gate fails  # doctest: +SKIP
+    """
 
     exit_code = 3

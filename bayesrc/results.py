@@ -64,6 +64,13 @@ class Result:
     payload : the JSON-able record of the analysis (what ``main_file`` holds).
     tables : named DataFrames, each saved as ``table_files[name]`` (default ``NAME.parquet``).
     posterior : an ``xarray.DataTree`` (saved as ``posterior.nc``), or None.
+
+    Examples
+    --------
+    >>> from bayesrc.results import PowerReport
+    >>> rep = PowerReport({"pairs": [], "unresolved": []})
+    >>> PowerReport.from_dict(rep.to_dict()) == rep
+    True
     """
 
     main_file: ClassVar[str] = "result.json"
@@ -231,10 +238,19 @@ def _new_figure(**kw):
 
 
 # ====================================================================== classical
+CLASS_LABELS = {"improved": "improved", "no_change": "no reliable change", "deteriorated": "deteriorated", "excluded": "excluded"}
+
+
 class PairResult:
     """One version pair of an :class:`RCIRun` (a view: its ``pairs.NAME`` block and item table).
 
     Typed accessors for the headline fields; every other key of the block is in ``payload``.
+
+    Examples
+    --------
+    >>> import bayesrc
+    >>> pair = bayesrc.load("runs/demo/rci.json")["minor"]  # doctest: +SKIP
+    >>> pair.n_flagged, pair.classification_table()  # doctest: +SKIP
     """
 
     def __init__(self, name: str, payload: dict, items=None) -> None:
@@ -267,53 +283,133 @@ class PairResult:
         c = self.counts.get("analysable", {})
         return int(c.get("improved", 0)) + int(c.get("deteriorated", 0))
 
+    # typed views of the pairs.NAME block (keys as PairRCI.to_dict writes them) --------------
+    exclusions = property(lambda self: self.payload["exclusions"])  # n_before, n_after, low_valid, floor_ceiling, min_valid_rule
+    reliability = property(lambda self: self.payload["reliability"])  # v1/v2: r_xx, ci, icc, icc_1_k
+    sem = property(lambda self: self.payload["sem"])
+    s_diff_method = property(lambda self: self.payload["s_diff_method"])  # "reference" | "binomial"
+    sd_basis = property(lambda self: self.payload["sd_basis"])
+    reliability_basis = property(lambda self: self.payload["reliability_basis"])
+    min_detectable = property(lambda self: self.payload["min_detectable"])
+    min_detectable_samples = property(lambda self: self.payload["min_detectable_samples"])
+    null_samples = property(lambda self: self.payload.get("null_samples"))  # None when n_null = 0
+    direction_asymmetry = property(lambda self: self.payload["direction_asymmetry"])
+    flips = property(lambda self: self.payload.get("flips") or {})
+    domain = property(lambda self: self.payload["domain"])  # chi2, p, cramers_v, per_domain, table
+    difficulty_bins = property(lambda self: self.payload["difficulty_bins"])
+    warnings = property(lambda self: list(self.payload.get("warnings") or []))
+
+    @property
+    def min_valid_rule(self) -> str:
+        """Rule (a) in words (rci.json files written before it was stored give their fixed ``min_valid``)."""
+        ex = self.exclusions
+        return ex["min_valid_rule"] if "min_valid_rule" in ex else f"{ex['min_valid']} valid responses (fixed)"
+
+    @property
+    def analysable(self) -> dict:
+        """Counts of the analysable items: n, improved, no_change, deteriorated, churn, proportions."""
+        return self.counts["analysable"]
+
+    def classification_table(self):
+        """The reference study's Table 1/2 layout: class x analysis set, counts and shares (%),
+        with the sample-level no-change null's expected counts (analysable items) when computed."""
+        import numpy as np
+        import pandas as pd
+
+        sets = (("analysable", "analysable"), ("conservative", "conservative z"), ("all", "all items"))
+        ns = self.null_samples
+        null_mean = {"improved": "improved_mean", "deteriorated": "deteriorated_mean"}
+        rows = []
+        for cls in ("improved", "no_change", "deteriorated"):
+            row: dict = {"class": CLASS_LABELS[cls]}
+            for key, label in sets:
+                cnt = self.counts[key]
+                row[f"{label} n"] = cnt[cls]
+                row[f"{label} %"] = 100 * cnt["proportions"][cls] if cnt["n"] else np.nan
+            if ns:
+                row["no-change null n"] = ns[null_mean[cls]] if cls in null_mean else ns["n_analysable_mean"] - ns["flagged_mean"]
+            rows.append(row)
+        total: dict = {"class": "total"} | {k: v for key, label in sets for k, v in ((f"{label} n", self.counts[key]["n"]), (f"{label} %", 100.0))}
+        if ns:
+            total["no-change null n"] = ns["n_analysable_mean"]
+        return pd.DataFrame([*rows, total])
+
+    def reliability_table(self):
+        """Per version: split-half r_xx with its interval, ICC(1,K), ICC(1,1) and SEM."""
+        import pandas as pd
+
+        rel = self.reliability
+        return pd.DataFrame([
+            {"version": v, "r_xx": rel[v]["r_xx"], "ci_lo": rel[v]["ci"][0], "ci_hi": rel[v]["ci"][1], "ICC(1,K)": rel[v]["icc_1_k"],
+             "ICC(1,1)": rel[v]["icc"], "SEM": self.sem[v]}
+            for v in ("v1", "v2")
+        ])  # fmt: skip
+
+    def domain_table(self):
+        """Per domain: analysable items, class counts, churn (%), improved/deteriorated ratio and net."""
+        import numpy as np
+        import pandas as pd
+
+        rows = []
+        for d, v in self.domain["per_domain"].items():
+            churn = 100 * (v["improved"] + v["deteriorated"]) / v["n"] if v["n"] else np.nan
+            rows.append({"domain": d, "n": v["n"], "improved": v["improved"], "no change": v["no_change"], "deteriorated": v["deteriorated"],
+                         "churn %": churn, "imp/det": np.nan if v["ratio"] is None else v["ratio"], "net": v["net"]})  # fmt: skip
+        return pd.DataFrame(rows)
+
+    def domain_crosstab(self):
+        """Domain x class counts of the analysable items (rows domains)."""
+        import pandas as pd
+
+        return pd.DataFrame(self.domain["table"]).T
+
     def summary(self):
         """Headline numbers as a tidy table (pair, metric, value)."""
         import pandas as pd
 
-        p, c = self.payload, self.counts.get("analysable", {})
-        rel, ex, dom = p.get("reliability", {}), p.get("exclusions", {}), p.get("domain", {})
-        asym, fl, nan = p.get("direction_asymmetry") or p.get("null") or {}, p.get("flips") or {}, float("nan")
-        method = p.get("s_diff_method", "reference")
+        c, rel, ex = self.analysable, self.reliability, self.exclusions
+        asym, fl, nan = self.direction_asymmetry, self.flips, float("nan")
+        method = self.s_diff_method
         rows = [
             ("versions", f"{self.versions[0]} -> {self.versions[1]}"),
             ("S_diff method", method),
-            ("sd_basis", p.get("sd_basis")),
-            ("reliability basis", p.get("reliability_basis", "all")),
-            *((f"{name} {v}", rel.get(v, {}).get(key, nan)) for key, name in (("r_xx", "r_xx"), ("icc_1_k", "ICC(1,K)"), ("icc", "ICC(1,1)")) for v in ("v1", "v2")),
-            ("SEM v1", p.get("sem", {}).get("v1")),
-            ("SEM v2", p.get("sem", {}).get("v2")),
-            ("S_diff (median per item)" if method == "binomial" else "S_diff", p.get("s_diff")),
-            ("min detectable |dp|", p.get("min_detectable")),
-            ("items", ex.get("n_before")),
-            ("analysable", ex.get("n_after")),
-            ("rule (a) minimum valid", ex.get("min_valid_rule", ex.get("min_valid"))),
-            ("excluded: low valid", ex.get("low_valid")),
-            ("excluded: floor/ceiling", ex.get("floor_ceiling")),
-            ("improved", c.get("improved")),
-            ("no change", c.get("no_change")),
-            ("deteriorated", c.get("deteriorated")),
-            ("churn (analysable)", c.get("churn")),
-            ("churn (all items)", self.counts.get("all", {}).get("churn")),
+            ("sd_basis", self.sd_basis),
+            ("reliability basis", self.reliability_basis),
+            *((f"{name} {v}", rel[v][key]) for key, name in (("r_xx", "r_xx"), ("icc_1_k", "ICC(1,K)"), ("icc", "ICC(1,1)")) for v in ("v1", "v2")),
+            ("SEM v1", self.sem["v1"]),
+            ("SEM v2", self.sem["v2"]),
+            ("S_diff (median per item)" if method == "binomial" else "S_diff", self.s_diff),
+            ("min detectable |dp|", self.min_detectable),
+            ("items", ex["n_before"]),
+            ("analysable", ex["n_after"]),
+            ("rule (a) minimum valid", self.min_valid_rule),
+            ("excluded: low valid", ex["low_valid"]),
+            ("excluded: floor/ceiling", ex["floor_ceiling"]),
+            ("improved", c["improved"]),
+            ("no change", c["no_change"]),
+            ("deteriorated", c["deteriorated"]),
+            ("churn (analysable)", c["churn"]),
+            ("churn (all items)", self.counts["all"]["churn"]),
         ]
-        if ns := p.get("null_samples"):
+        if ns := self.null_samples:
             rows += [
                 ("no-change null: flagged mean", ns["flagged_mean"]),
                 ("no-change null: flagged 95% range", f"{ns['flagged_p025']:.0f}-{ns['flagged_p975']:.0f}"),
                 ("no-change null: false-positive rate", ns["rate"]),
                 ("nominal rate", ns["nominal_rate"]),
             ]
+        dom = self.domain
         rows += [
-            ("direction test: improved p95", asym.get("improved_p95")),
-            ("direction test: deteriorated p95", asym.get("deteriorated_p95")),
+            ("direction test: improved p95", asym["improved_p95"]),
+            ("direction test: deteriorated p95", asym["deteriorated_p95"]),
             ("negative flip rate", fl.get("negative_flip_rate", nan)),
             ("positive flip rate", fl.get("positive_flip_rate", nan)),
             ("domain chi2", dom.get("chi2")),
             ("domain p", dom.get("p")),
             ("Cramer's V", dom.get("cramers_v")),
-            ("aggregate dp", p.get("aggregate", {}).get("mean_delta")),
+            ("aggregate dp", self.payload["aggregate"]["mean_delta"]),
         ]
-        rows += [("warning", w) for w in p.get("warnings") or []]
+        rows += [("warning", w) for w in self.warnings]
         return pd.DataFrame(rows, columns=["metric", "value"]).assign(pair=self.name)[["pair", "metric", "value"]]
 
     def plot_rci(self, ax=None):
@@ -395,7 +491,15 @@ class RCIRun(Result):
 # ====================================================================== switch
 @register
 class SwitchResult(Result):
-    """``bayesrc switch`` output (``switch.json``): switch effects, LS and Bayesian factor fits per benchmark."""
+    """``bayesrc switch`` output (``switch.json``): switch effects, LS and Bayesian factor fits per benchmark.
+
+    Examples
+    --------
+    >>> from bayesrc.switch import analyse_switch, simulate_switch
+    >>> res = analyse_switch(simulate_switch(4, 30, seed=3).data, n_boot=100, backends=()).to_result()
+    >>> res.benchmarks, res.effects().shape[0]
+    (['sim'], 12)
+    """
 
     main_file = "switch.json"
     kind = "switch"
@@ -409,13 +513,32 @@ class SwitchResult(Result):
 
     @property
     def failed_fits(self) -> list[str]:
-        return [f"{b}/{n}" for b, r in self.payload.get("benchmarks", {}).items() for n, d in r.get("bayes", {}).items() if not d.get("passed")]
+        """``benchmark/backend`` of every Bayesian factor fit that failed the convergence gate."""
+        return list(self.failed_fit_reasons())
+
+    def failed_fit_reasons(self) -> dict[str, str]:
+        """``{benchmark/backend: the gate's worst diagnostic}`` of the failed Bayesian fits."""
+        return {f"{b}/{n}": (d.get("diagnostics") or {}).get("worst", "") for b, r in self.payload.get("benchmarks", {}).items() for n, d in r.get("bayes", {}).items() if not d.get("passed")}
 
     def effects(self, benchmark: str | None = None):
         """Switch effects (prefix, suffix, delta, interval, stars) of a benchmark."""
         import pandas as pd
 
         return pd.DataFrame(self.benchmark(benchmark or self.benchmarks[0]).get("effects", []))
+
+    def cells(self, benchmark: str | None = None):
+        """Observed switch cells with the factor model's fit (prefix, suffix, observed, fitted, resid, ...)."""
+        import pandas as pd
+
+        return pd.DataFrame(self.benchmark(benchmark or self.benchmarks[0]).get("cells") or [])
+
+    def factors(self, benchmark: str | None = None):
+        """The additive factor model's α (prefix influence) and β (suffix susceptibility) per model."""
+        import pandas as pd
+
+        b = self.benchmark(benchmark or self.benchmarks[0])
+        ab = pd.DataFrame({"alpha (prefix influence)": pd.Series(b.get("alpha") or {}, dtype=float), "beta (suffix susceptibility)": pd.Series(b.get("beta") or {}, dtype=float)})
+        return ab.rename_axis("model").reset_index()
 
     def factor_table(self, benchmark: str | None = None):
         """Posterior summary of μ, τ, α and β for every backend fitted (long format)."""
@@ -468,9 +591,23 @@ class SwitchResult(Result):
 
 
 # ====================================================================== power
+#: the stress tests of a power verdict, in report order
+VERDICT_PARADIGMS = ("fixed_n", "bonferroni", "holm", "bh", "clustered", "anytime")
+
+
 @register
 class PowerReport(Result):
-    """``bayesrc power`` output (``power.json``): resolution of every leaderboard pair."""
+    """``bayesrc power`` output (``power.json``): resolution of every leaderboard pair.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bayesrc.power import leaderboard_report
+    >>> rng = np.random.default_rng(0)
+    >>> rep = leaderboard_report({m: (rng.random(500) < p).astype(float) for m, p in (("a", 0.7), ("b", 0.6))}).to_result()
+    >>> rep.pairs_table()["pair"].tolist()
+    ['a vs b']
+    """
 
     main_file = "power.json"
     kind = "power"
@@ -481,7 +618,29 @@ class PowerReport(Result):
 
         return pd.json_normalize(self.payload.get("pairs", []), sep=".")
 
+    def pair_records(self, versions: tuple[str, str] | None = None) -> list[dict]:
+        """The ``pairs`` records of ``power.json`` (keys of :meth:`bayesrc.power.PairResolution.to_dict`);
+        with ``versions``, only the pair comparing those two (all pairs when none does)."""
+        recs = list(self.payload["pairs"])
+        if versions is not None:
+            mine = [q for q in recs if {str(q["name_a"]), str(q["name_b"])} == set(map(str, versions))]
+            recs = mine or recs
+        return recs
+
+    def pairs_table(self, versions: tuple[str, str] | None = None):
+        """One row per pair: N, δ, ρ, discordant counts, MDE, N*, q = N/N*, exact p and each paradigm's verdict."""
+        import pandas as pd
+
+        rows = []
+        for p in self.pair_records(versions):
+            row = {"pair": f"{p['name_a']} vs {p['name_b']}", "N": p["n"], "delta": p["delta"], "rho": p["rho"], "b": p["b"], "c": p["c"],
+                   "MDE": p["mde"], "N*": p["n_star_ceil"], "q = N/N*": p["q"], "p exact": p["p_exact"]}  # fmt: skip
+            row.update({k: p["verdicts"][k] for k in VERDICT_PARADIGMS if k in p["verdicts"]})
+            rows.append(row)
+        return pd.DataFrame(rows)
+
     def summary(self):
+        """Unresolved pairs per paradigm (the ``unresolved`` records)."""
         import pandas as pd
 
         return pd.DataFrame(self.payload.get("unresolved", []))
@@ -509,7 +668,15 @@ class PowerReport(Result):
 # ====================================================================== sensitivity
 @register
 class SensitivityTable(Result):
-    """``bayesrc sensitivity`` output: one table per analysis (``sensitivity_NAME.csv``, ``sensitivity.json``)."""
+    """``bayesrc sensitivity`` output: one table per analysis (``sensitivity_NAME.csv``, ``sensitivity.json``).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> t = SensitivityTable.from_tables({"threshold": pd.DataFrame({"z": [1.96, 2.58], "detections": [40, 22]})})
+    >>> t.analyses, SensitivityTable.from_dict(t.to_dict()) == t
+    (['threshold'], True)
+    """
 
     main_file = "sensitivity.json"
     kind = "sensitivity"

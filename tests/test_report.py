@@ -71,6 +71,25 @@ def test_html_is_self_contained_with_sections_figures_and_tables(demo_run, html_
     assert f"<td>{rci['counts']['analysable']['improved']}</td>" in text
 
 
+def test_classification_table_counts_the_item_table(demo_run):
+    """The report's Table 1/2 (PairResult.classification_table) against class counts of items_NAME.parquet."""
+    import bayesrc
+
+    pair = bayesrc.load(demo_run)["rci.json"]["minor"]
+    items = pd.read_parquet(demo_run / "items_minor.parquet")
+    table = pair.classification_table().set_index("class")
+    labels = {"improved": "improved", "no_change": "no reliable change", "deteriorated": "deteriorated"}
+    for col, cls_col, rows in (
+        ("analysable n", "class", ~items["excluded"]),
+        ("conservative z n", "class_conservative", ~items["excluded"]),
+        ("all items n", "class_all_items", items["class_all_items"] != "excluded"),
+    ):
+        counts = items.loc[rows, cls_col].value_counts()
+        assert [table.loc[labels[c], col] for c in labels] == [counts.get(c, 0) for c in labels], col
+        assert table.loc["total", col] == rows.sum()
+    assert table.loc["total", "analysable %"] == 100.0 and np.isclose(table.loc[list(labels.values()), "analysable %"].sum(), 100.0)
+
+
 def test_aggregate_matches_independent_formula(demo_run):
     from scipy import stats
 
@@ -120,7 +139,9 @@ def test_bayes_sections_render_from_fit_outputs(demo_run, minor_fit, tmp_path):
     shutil.copytree(demo_run, run, ignore=shutil.ignore_patterns("trials", "report_*"))
     res.save(run / "minor")
     r = load_run(run)
-    assert r.comparisons["minor"].fit is not None and r.comparisons["major"].fit is None
+    # the report reads the fit through its class: the very object that was saved, posterior included
+    assert r.comparisons["minor"].bayes == res and r.comparisons["major"].bayes is None
+    assert r.comparisons["minor"].pair.payload == pair.payload
     keys = {s.key: s.status for s in report_sections(r, r.comparisons["minor"])}
     assert keys["bayes_items"] == keys["crosscheck"] == keys["diagnostics"] == keys["domain_shift"] == "ok"
     text = build_report(run, pairs=["minor"])["minor"].read_text()
@@ -133,19 +154,28 @@ def test_bayes_sections_render_from_fit_outputs(demo_run, minor_fit, tmp_path):
     # the gate table states the thresholds this fit used, not fixed ones
     assert "R-hat ≤ 1.02, bulk and tail ESS ≥ 200" in text and "≥ 400" not in text
     # domain shifts: the interval fit.json holds (lo90/hi90), shown in the table
-    d0, v0 = next(iter(res.domain_shift.items()))
-    assert f"{v0['lo90']:.3f}"[:5] in text or f"{v0['lo90']:.4f}"[:6] in text
+    from bayesrc.report.render import fmt_value
+
+    for dom, v in res.domain_shift.items():
+        assert f"<td>{dom}</td><td>{fmt_value(v['mean'])}</td><td>{fmt_value(v['lo90'])}</td><td>{fmt_value(v['hi90'])}</td>" in text
     assert len(re.findall(r'src="data:image/png', text)) == 4 + 3 + 2  # + P(change) vs RCI, forest, domain shifts, trace, rank
 
 
-def test_crosscheck_sentence_refuses_to_mix_two_rci_runs(minor_fit):
+def test_crosscheck_sentence_refuses_to_mix_two_rci_runs(demo_run, minor_fit):
+    """A report whose RCI pair used other settings (z = 2.58, a real second run) than the fit's cross-check says so."""
+    from bayesrc.classical import reliable_change
+    from bayesrc.data import load_counts
     from bayesrc.report.sections import crosscheck_sentence
     from bayesrc.results import PairResult
 
     res, pair = minor_fit
-    other = PairResult("minor", {**pair.payload, "counts": {"analysable": {"improved": pair.n_flagged + 7, "deteriorated": 0}}}, pair.items)
+    counts = load_counts([demo_run / "trials" / "minor_v1.parquet", demo_run / "trials" / "minor_v2.parquet"])
+    strict = reliable_change(counts, z=2.58, n_splits=50, n_permutations=50, n_null=0, name="minor")
+    other = PairResult("minor", strict.to_dict(), strict.to_frame())
+    assert other.n_flagged < pair.n_flagged
     text = crosscheck_sentence(res, other)
-    assert f"Of the {res.crosscheck['rci_n_flagged']} items" in text and f"flags {pair.n_flagged + 7} items" in text
+    assert f"Of the {res.crosscheck['rci_n_flagged']} items" in text and f"flags {other.n_flagged} items" in text
+    assert "other settings" not in crosscheck_sentence(res, pair)
 
 
 def test_power_and_switch_sections_from_their_commands(demo_run, tmp_path):
@@ -178,6 +208,12 @@ def test_bad_run_dir_is_a_clear_error(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "rci.json:1" in err and "malformed JSON" in err
     assert not list(tmp_path.glob("report_*"))
+    # a result lacking a field a section needs: one line naming the file and the field, no traceback
+    (tmp_path / "rci.json").write_text('{"pairs": {"p": {"versions": ["a", "b"]}}}')
+    assert main(["report", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "rci.json" in err and "'exclusions'" in err and "Traceback" not in err
+    assert not list(tmp_path.glob("report_*"))
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (apt-get install -y --no-install-recommends chromium)")
@@ -204,39 +240,34 @@ def test_report_renders_in_headless_chromium(html_reports, tmp_path):
     assert (img < 0.5).any(axis=2).mean() > 0.01  # dark pixels: text and figure axes were painted
 
 
-def test_pair_pins_side_by_side():
+def test_pair_pins_side_by_side(tmp_path):
+    """The comparison block is made by the real pin check (bayesrc.collect.pins.compare_runs) of two run records."""
+    from bayesrc.collect.pins import compare_runs
+    from bayesrc.io import atomic_write_json
     from bayesrc.report.sections import pair_pins_frame
 
-    record = {
-        "comparison": {"differences": [{"field": "model.file_sha256", "status": "allowed"}, {"field": "sampling.temperature", "status": "blocking"}]},
-        "v1": {"model.file_sha256": "a" * 64, "sampling.temperature": 0.7, "items.bank_sha256": "b" * 64},
-        "v2": {"model.file_sha256": "c" * 64, "sampling.temperature": 1.0, "items.bank_sha256": "b" * 64},
+    pins = {
+        "v1": {"model.file_sha256": "a" * 64, "sampling.temperature": 0.7, "items.bank_sha256": "b" * 64, "runtime.threads": 2},
+        "v2": {"model.file_sha256": "c" * 64, "sampling.temperature": 1.0, "items.bank_sha256": "b" * 64, "runtime.threads": 4},
     }
+    for v, p in pins.items():
+        atomic_write_json(tmp_path / v / "run.json", {"status": "complete", "pins": p})
+    record = {"comparison": compare_runs(tmp_path / "v1", tmp_path / "v2").to_dict(), **pins}
     df = pair_pins_frame(record).set_index("pin")
-    assert df.loc["model.file_sha256", "status"] == "allowed"
-    assert df.loc["sampling.temperature", "status"] == "blocking"
-    assert df.loc["items.bank_sha256", "status"] == "same"
+    assert df["status"].to_dict() == {"items.bank_sha256": "same", "model.file_sha256": "allowed", "runtime.threads": "ignored", "sampling.temperature": "blocking"}
     assert len(df.loc["model.file_sha256", "v1"]) < 64 and df.loc["model.file_sha256", "v1"] != df.loc["model.file_sha256", "v2"]
+    assert df.loc["sampling.temperature"].tolist()[:2] == ["0.7", "1.0"]
 
 
-def test_crosscheck_table_rows_are_rci_classes(tmp_path):
-    # fit.json stores table[posterior class][RCI class]; the report shows RCI classes as rows.
-    from bayesrc.report.sections import section_crosscheck
+def test_crosscheck_table_rows_are_rci_classes(minor_fit):
+    """fit.json stores table[posterior class][RCI class]; the report shows RCI classes as rows.
+    Checked against a crosstab of the fit's own item table (RCI-excluded items count as no change)."""
+    from bayesrc.report.sections import crosscheck_table
 
-    table = {
-        "improved": {"improved": 2, "no_change": 0, "deteriorated": 0},
-        "no_change": {"improved": 6, "no_change": 28, "deteriorated": 4},
-        "deteriorated": {"improved": 0, "no_change": 0, "deteriorated": 0},
-    }
-
-    from bayesrc.bayes import BayesFit
-
-    class C:  # the attributes section_crosscheck reads
-        fit = {"crosscheck": {"table": table, "kappa": 0.23, "rci_estimated_fdp": 0.39, "rci_n_flagged": 10}, "selection": None}
-        bayes = BayesFit(fit)
-        rci = pair = None
-
-    sec = section_crosscheck(None, C())
-    frame = next(b.frame for b in sec.blocks if hasattr(b, "frame")).set_index("RCI \\ posterior")
-    assert frame.loc["improved"].tolist() == [2, 6, 0]  # RCI improved: 8 items, 2 of them improved under the posterior
-    assert frame.sum(axis=1).tolist() == [8, 28, 4]
+    res, _ = minor_fit
+    frame = crosscheck_table(res).set_index("RCI \\ posterior")
+    items = res.items
+    order = ["improved", "no_change", "deteriorated"]
+    expect = pd.crosstab(items["rci_class"].replace("excluded", "no_change"), items["bayes_class"]).reindex(index=order, columns=order, fill_value=0)
+    assert frame.to_numpy().tolist() == expect.to_numpy().tolist()
+    assert frame.loc["improved"].sum() + frame.loc["deteriorated"].sum() == res.crosscheck["rci_n_flagged"]

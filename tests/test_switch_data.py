@@ -147,6 +147,10 @@ def test_cli_episode_file_with_both_bayesian_backends(tmp_path, capsys):
         assert b["likelihood"] == "episodes"
         assert set(b["alpha"]) == set(sim.models) and set(b["diagnostics"]) == {"max_rhat", "min_ess_bulk", "min_ess_tail", "divergences", "passed", "thresholds", "worst"}
         assert b["passed"] is False  # one chain of 100 draws cannot pass the gate (no R-hat, ESS < 400)
+    # the typed result names each failed fit and the diagnostic that failed it (the CLI's exit-3 message)
+    import bayesrc
+
+    assert bayesrc.load(out).failed_fit_reasons() == {f"sim/{b}": res["bayes"][b]["diagnostics"]["worst"] for b in ("numpyro", "pymc")}
     assert {e["stars"] for e in res["effects"]} <= {"", "*", "**", "***"}
 
 

@@ -34,6 +34,16 @@ def sufficient_stats(data: ModelInputs) -> tuple[np.ndarray, ...]:
     The collapsed likelihood depends on the data only through these counts, so it is a
     weighted sum over at most ``D x 2 x (K + 1)`` beta-binomial terms whatever the item count.
     The binomial coefficient is constant in the parameters and left out.
+
+    Examples
+    --------
+    >>> from bayesrc.bayes import model_inputs
+    >>> from bayesrc.data import item_counts, simulate_pair
+    >>> sim = simulate_pair(60, 10, seed=1)
+    >>> data = model_inputs(item_counts(sim.trials_v1, sim.trials_v2))
+    >>> cells = sufficient_stats(data)
+    >>> int(cells[-1].sum()) == 2 * data.n_items  # every (item, version) counted once
+    True
     """
     dd = np.repeat(data.dom, 2)
     vv = np.tile([0, 1], data.n_items)
@@ -70,7 +80,14 @@ def jax_expit(x):
 
 
 def betabinom_numpyro(data: ModelInputs, *, collapsed: bool = True, config: SamplerConfig | None = None):
-    """Fit the hierarchical beta-binomial with NumPyro; ``p`` (item, version) is always in the posterior."""
+    """Fit the hierarchical beta-binomial with NumPyro; ``p`` (item, version) is always in the posterior.
+
+    Examples
+    --------
+    >>> dt = betabinom_numpyro(model_inputs(counts), config=SamplerConfig(chains=2, draws=500))  # doctest: +SKIP
+    >>> dt["posterior"]["p"].dims  # doctest: +SKIP
+    ('chain', 'draw', 'item', 'version')
+    """
     cfg = config or SamplerConfig()
     kwargs = dict(y=data.y, n=data.n, dom=data.dom, n_domains=data.n_domains, collapsed=collapsed, suff=sufficient_stats(data) if collapsed else None)
     dims = DIMS if collapsed else {**DIMS, "y": ["item", "version"]}
@@ -79,7 +96,12 @@ def betabinom_numpyro(data: ModelInputs, *, collapsed: bool = True, config: Samp
 
 
 def betabinom_pymc(data: ModelInputs, *, collapsed: bool = True, config: SamplerConfig | None = None):
-    """Fit the same model with PyMC (nutpie); same priors, names and dims as the NumPyro twin."""
+    """Fit the same model with PyMC (nutpie); same priors, names and dims as the NumPyro twin.
+
+    Examples
+    --------
+    >>> dt = betabinom_pymc(model_inputs(counts), config=SamplerConfig(chains=2, draws=500))  # doctest: +SKIP
+    """
     import pymc as pm
     import pytensor.tensor as pt
 
@@ -107,6 +129,11 @@ def conjugate_p(mu: np.ndarray, kappa: np.ndarray, data: ModelInputs, rng: np.ra
     ``mu, kappa``: (chain, draw, domain, version) -> returns (chain, draw, item, version).
     Drawn per (domain, version) block: gathering ``a, b`` to every item first builds four
     (chain, draw, item, version) temporaries and took 2.7x as long at 2,000 items.
+
+    Examples
+    --------
+    >>> p = conjugate_p(mu, kappa, data, np.random.default_rng(0))  # doctest: +SKIP
+    >>> p.shape  # (chain, draw, item, version)  # doctest: +SKIP
     """
     a, b = mu * kappa, (1.0 - mu) * kappa
     out = np.empty((*mu.shape[:2], data.n_items, 2))

@@ -17,6 +17,25 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_fit)
 
 
+def add_sampler_arguments(p: argparse.ArgumentParser) -> None:
+    """NUTS settings and the convergence gate (``fit``, ``fit-many``, ``compare``): see :func:`sampler_config`."""
+    p.add_argument("--chains", type=int, default=4)
+    p.add_argument("--draws", type=int, default=1000)
+    p.add_argument("--tune", type=int, default=1000)
+    p.add_argument("--target-accept", type=float, default=0.85)
+    p.add_argument("--max-rhat", type=float, default=1.01)
+    p.add_argument("--min-ess", type=float, default=400.0)
+    p.add_argument("--max-divergences", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0)
+
+
+def add_pairing_arguments(p: argparse.ArgumentParser, what: str = "fit") -> None:
+    """How two versions' trials are paired: unmatched items and run pins (SPEC 6)."""
+    p.add_argument("--allow-unmatched", action="store_true", help="analyse items present in both versions")
+    p.add_argument("--allow-pin", action="append", default=[], metavar="FIELD", help="a run pin (or category) that may differ between the versions")
+    p.add_argument("--force", action="store_true", help=f"{what} runs whose pins differ (item bank, sampling, ...)")
+
+
 def add_fit_arguments(p: argparse.ArgumentParser) -> None:
     """The model, sampler, gate and pin options of ``fit`` (shared with ``fit-many``)."""
     p.add_argument("--model", choices=("betabinom", "change"), default="change")
@@ -32,31 +51,29 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rule", choices=("fdr", "threshold"), default="fdr", help="selection rule (default fdr)")
     p.add_argument("--threshold", type=float, default=0.975, help="threshold rule: P(direction) >= this")
     p.add_argument("--rope", type=float, default=None, help="ROPE on |dp|: items.parquet gets p_rope = P(|dp| > ROPE) (both models); betabinom also uses it for P(change)")
-    p.add_argument("--chains", type=int, default=4)
-    p.add_argument("--draws", type=int, default=1000)
-    p.add_argument("--tune", type=int, default=1000)
-    p.add_argument("--target-accept", type=float, default=0.85)
-    p.add_argument("--max-rhat", type=float, default=1.01)
-    p.add_argument("--min-ess", type=float, default=400.0)
-    p.add_argument("--max-divergences", type=int, default=0)
+    add_sampler_arguments(p)
     p.add_argument("--allow-unconverged", action="store_true", help="exit 0 even if the gate fails (outputs still marked failed)")
-    p.add_argument("--allow-unmatched", action="store_true")
-    p.add_argument("--allow-pin", action="append", default=[], metavar="FIELD", help="a run pin (or category) that may differ between the versions")
-    p.add_argument("--force", action="store_true", help="fit runs whose pins differ (item bank, sampling, ...)")
-    p.add_argument("--seed", type=int, default=0)
+    add_pairing_arguments(p)
+
+
+def sampler_config(args: argparse.Namespace):
+    """The :class:`~bayesrc.bayes.SamplerConfig` of :func:`add_sampler_arguments`' options (validated: exit 2 on bad values)."""
+    from bayesrc.bayes.samplers import SamplerConfig
+    from bayesrc.errors import InputError
+
+    if args.chains < 1 or args.draws < 1 or args.tune < 0:
+        raise InputError("chains and draws must be >= 1, tune >= 0", field="--chains")
+    return SamplerConfig(chains=args.chains, draws=args.draws, tune=args.tune, target_accept=args.target_accept, seed=args.seed)
 
 
 def fit_kwargs(args: argparse.Namespace) -> dict:
     """Keywords of :func:`bayesrc.bayes.fit` from the options of :func:`add_fit_arguments` (validated)."""
-    from bayesrc.bayes.samplers import SamplerConfig
     from bayesrc.errors import InputError
 
     if not 0 < args.fdr < 1:
         raise InputError(f"must be in (0, 1), got {args.fdr}", field="--fdr")
-    if args.chains < 1 or args.draws < 1 or args.tune < 0:
-        raise InputError("chains and draws must be >= 1, tune >= 0", field="--chains")
     collapsed = not args.full  # the Python API's default for both models
-    cfg = SamplerConfig(chains=args.chains, draws=args.draws, tune=args.tune, target_accept=args.target_accept, seed=args.seed)
+    cfg = sampler_config(args)
     return {
         "model": args.model, "backend": args.backend, "collapsed": collapsed, "slope": args.slope, "config": cfg,
         "rule": args.rule, "fdr": args.fdr, "threshold": args.threshold, "rope": args.rope,

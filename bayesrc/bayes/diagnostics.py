@@ -14,6 +14,19 @@ import numpy as np
 
 @dataclass(frozen=True)
 class Diagnostics:
+    """The convergence gate's verdict (:func:`gate`): worst R-hat, bulk and tail ESS, divergences.
+
+    ``passed`` iff max R-hat <= ``thresholds["max_rhat"]``, both ESS >= ``thresholds["min_ess"]``
+    and divergences <= ``thresholds["max_divergences"]`` (Vehtari et al. 2021's rank-normalised
+    R-hat and ESS, via arviz_stats); ``worst`` names the variable that decided it.
+
+    Examples
+    --------
+    >>> d = Diagnostics(1.004, 812.0, 655.0, 0, True, {"max_rhat": 1.01, "min_ess": 400.0, "max_divergences": 0}, "sigma_delta")
+    >>> d.passed, d.to_dict()["min_ess_tail"]
+    (True, 655.0)
+    """
+
     max_rhat: float
     min_ess_bulk: float
     min_ess_tail: float
@@ -52,7 +65,15 @@ def gate(
     min_ess: float = 400.0,
     max_divergences: int = 0,
 ) -> Diagnostics:
-    """Check the posterior of ``var_names`` against the gate's thresholds."""
+    """Check the posterior of ``var_names`` against the gate's thresholds.
+
+    Examples
+    --------
+    >>> from bayesrc.bayes import fit
+    >>> res = fit(counts, model="betabinom")  # doctest: +SKIP
+    >>> gate(res.posterior, ["logit_mu", "log_kappa"], min_ess=400).passed  # doctest: +SKIP
+    True
+    """
     import arviz_stats as azs
 
     post = dt["posterior"].to_dataset()[[v for v in var_names if v in dt["posterior"]]]

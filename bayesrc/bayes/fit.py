@@ -28,6 +28,10 @@ def sample(
     """Dispatch to one of the four model functions; returns the posterior DataTree.
 
     ``prior`` overrides the change model's ``PRIOR`` entries (prior sensitivity).
+
+    Examples
+    --------
+    >>> dt = sample(model_inputs(counts), "betabinom", config=SamplerConfig(chains=2, draws=500))  # doctest: +SKIP
     """
     if model == "betabinom":
         if prior:
@@ -55,6 +59,11 @@ def gated_vars(model: str, slope: bool = False, collapsed: bool = False, covaria
     The collapsed change model samples only the hyperparameters (``theta`` is an exact
     conditional draw, independent given them), so only those are gated. ``covariate``: the
     change model has an item covariate (its ``group_level`` and ``group_shift`` are gated too).
+
+    Examples
+    --------
+    >>> gated_vars("change", collapsed=True)
+    ['mu_theta', 'sigma_theta', 'shift', 'sigma_delta', 'pi']
     """
     if model == "betabinom":
         return ["logit_mu", "log_kappa", "p"]
@@ -287,7 +296,14 @@ def _rci_classes(counts: xr.Dataset, data: ModelInputs, rci, rci_kwargs: dict | 
 
 
 def check(result: BayesFit, allow_unconverged: bool = False) -> BayesFit:
-    """Raise :class:`ConvergenceError` for a failed gate unless ``allow_unconverged``."""
+    """Raise :class:`ConvergenceError` for a failed gate unless ``allow_unconverged``.
+
+    Examples
+    --------
+    >>> res = check(fit(counts))  # doctest: +SKIP
+    Traceback (most recent call last):
+    bayesrc.errors.ConvergenceError: change (numpyro) failed the convergence gate: ...
+    """
     if not result.diagnostics.passed and not allow_unconverged:
         d = result.diagnostics
         # non-finite R-hat / ESS (one chain, a constant draw) are stored as JSON null
@@ -301,7 +317,14 @@ def check(result: BayesFit, allow_unconverged: bool = False) -> BayesFit:
 
 
 def realised_fdp(classes: np.ndarray, true_dp: np.ndarray) -> float:
-    """Share of flagged items whose true dp is zero or of the opposite sign (needs the truth)."""
+    """Share of flagged items whose true dp is zero or of the opposite sign (needs the truth).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> realised_fdp(np.array(["improved", "improved", "deteriorated", "no_change"]), np.array([0.2, -0.1, -0.3, 0.0]))
+    0.3333333333333333
+    """
     classes = np.asarray(classes, dtype=object)
     up, down = classes == "improved", classes == "deteriorated"
     n = up.sum() + down.sum()

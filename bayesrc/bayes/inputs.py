@@ -21,6 +21,14 @@ class ModelInputs:
     ``y[i, v]`` correct of ``n[i, v]`` valid responses; ``dom[i]`` the domain index of
     item ``i`` into ``domains``. Items with no valid response in a version keep
     ``n = 0`` (they add nothing to the likelihood of that version).
+
+    Examples
+    --------
+    >>> from bayesrc.data import item_counts, simulate_pair
+    >>> sim = simulate_pair(60, 10, seed=1)
+    >>> data = model_inputs(item_counts(sim.trials_v1, sim.trials_v2))
+    >>> bool((data.y <= data.n).all()), data.versions
+    (True, ('model-v1', 'model-v2'))
     """
 
     y: np.ndarray
@@ -83,6 +91,15 @@ def model_inputs(counts: xr.Dataset, v1: str | None = None, v2: str | None = Non
     (``delta_i ~ Normal(shift_d + gamma_g, sigma_delta)``); ``"auto"`` (default) uses
     ``correct_answer`` when the counts carry it with more than one level and at most
     ``AUTO_MAX_STRATA`` (domain, level) pairs; ``None`` none.
+
+    Examples
+    --------
+    >>> from bayesrc.bayes import model_inputs
+    >>> from bayesrc.data import item_counts, simulate_pair
+    >>> sim = simulate_pair(60, 10, seed=1)
+    >>> data = model_inputs(item_counts(sim.trials_v1, sim.trials_v2))
+    >>> data.n_items, data.y.shape
+    (60, (60, 2))
     """
     versions = [str(v) for v in counts["version"].values]
     if len(versions) < 2:

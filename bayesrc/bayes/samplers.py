@@ -23,7 +23,14 @@ import numpy as np
 
 @dataclass(frozen=True)
 class SamplerConfig:
-    """NUTS settings shared by both backends."""
+    """NUTS settings shared by both backends.
+
+    Examples
+    --------
+    >>> from bayesrc.bayes import fit
+    >>> cfg = SamplerConfig(chains=2, draws=500, tune=500, seed=1)
+    >>> res = fit(counts, config=cfg)  # doctest: +SKIP
+    """
 
     chains: int = 4
     draws: int = 1000
@@ -37,6 +44,10 @@ def configure_host_devices(n: int | None = None) -> None:
     """Let JAX see ``n`` CPU devices (parallel chains). Effective only before JAX starts.
 
     See :func:`bayesrc.configure` for every JAX setting bayesrc uses and when it applies them.
+
+    Examples
+    --------
+    >>> configure_host_devices(4)  # before the first fit: 4 chains run in parallel  # doctest: +SKIP
     """
     from bayesrc.config import request_host_devices
 

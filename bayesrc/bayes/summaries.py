@@ -72,6 +72,11 @@ def item_summary(dt, data, *, rope: float | None = 0.0) -> pd.DataFrame:
 
     With a ROPE (``rope > 0``) also ``p_rope = P(|dp| > rope)`` from the item draws, for
     either model (SPEC section 3); ``rope = None`` or 0: no ROPE.
+
+    Examples
+    --------
+    >>> items = item_summary(res.posterior, data, rope=0.05)  # doctest: +SKIP
+    >>> items[["item_id", "dp_mean", "dp_lo90", "dp_hi90", "p_changed"]].head()  # doctest: +SKIP
     """
     rope = float(rope or 0.0)
     post = dt["posterior"]
@@ -123,7 +128,15 @@ def expected_flips(dt, data) -> dict:
 
 
 def select(p_improve: np.ndarray, p_deteriorate: np.ndarray, *, rule: str = "fdr", fdr: float = 0.10, threshold: float = 0.975) -> tuple[np.ndarray, dict]:
-    """Classify items as improved / deteriorated / no_change; return (classes, summary)."""
+    """Classify items as improved / deteriorated / no_change; return (classes, summary).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> cls, summ = select(np.array([0.999, 0.5, 0.01]), np.array([0.001, 0.5, 0.99]), fdr=0.10)
+    >>> cls.tolist(), summ["n_improved"], summ["n_deteriorated"]
+    (['improved', 'no_change', 'deteriorated'], 1, 1)
+    """
     p_imp, p_det = np.asarray(p_improve, float), np.asarray(p_deteriorate, float)
     up = p_imp >= p_det
     best = np.where(up, p_imp, p_det)
@@ -155,14 +168,29 @@ def select(p_improve: np.ndarray, p_deteriorate: np.ndarray, *, rule: str = "fdr
 
 
 def agreement_table(a: np.ndarray, b: np.ndarray) -> pd.DataFrame:
-    """3 x 3 counts: rows ``a`` (model), columns ``b`` (RCI), in the order improved, no_change, deteriorated."""
+    """3 x 3 counts: rows ``a`` (model), columns ``b`` (RCI), in the order improved, no_change, deteriorated.
+
+    Examples
+    --------
+    >>> agreement_table(["improved", "no_change"], ["improved", "deteriorated"]).to_numpy().tolist()
+    [[1, 0, 0], [0, 0, 1], [0, 0, 0]]
+    """
     tab = pd.crosstab(pd.Categorical(a, CLASSES), pd.Categorical(b, CLASSES), dropna=False)
     tab.index.name, tab.columns.name = "bayes", "rci"
     return tab.reindex(index=list(CLASSES), columns=list(CLASSES), fill_value=0)
 
 
 def cohen_kappa(table: np.ndarray) -> float:
-    """Cohen's kappa ``(p_o - p_e) / (1 - p_e)`` from a square agreement table."""
+    """Cohen's kappa ``(p_o - p_e) / (1 - p_e)`` from a square agreement table.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> cohen_kappa(np.diag([5, 7, 3]))  # perfect agreement
+    1.0
+    >>> round(cohen_kappa(np.array([[20, 5], [10, 15]])), 3)
+    0.4
+    """
     t = np.asarray(table, float)
     n = t.sum()
     if n == 0:
@@ -197,6 +225,11 @@ def crosscheck(items: pd.DataFrame, rci_items: pd.DataFrame, s_diff: float) -> t
     RCI-excluded items count as ``no_change`` in the table (RCI claims no change for them).
     ``rci_estimated_fdp``: mean over RCI-flagged items of the posterior probability that the
     item did not change in the flagged direction, ``1 - P(improve)`` or ``1 - P(deteriorate)``.
+
+    Examples
+    --------
+    >>> cc, discordant = crosscheck(res.items, pair.to_frame(), pair.s_diff)  # doctest: +SKIP
+    >>> cc["kappa"], cc["rci_estimated_fdp"]  # doctest: +SKIP
     """
     rci = rci_items.set_index("item_id").reindex(items["item_id"])
     raw = rci["class"].fillna("excluded").to_numpy(dtype=object)
@@ -233,7 +266,12 @@ def crosscheck(items: pd.DataFrame, rci_items: pd.DataFrame, s_diff: float) -> t
 
 def domain_shift(dt, data) -> dict:
     """Per-domain shift: posterior mean and 90% interval of the mean dp over the domain's items,
-    and (change model) of the logit-scale mean change ``shift_d`` among changed items."""
+    and (change model) of the logit-scale mean change ``shift_d`` among changed items.
+
+    Examples
+    --------
+    >>> domain_shift(res.posterior, data)["physics"]  # {'mean': ..., 'lo90': ..., 'hi90': ...}  # doctest: +SKIP
+    """
     import xarray as xr
 
     post = dt["posterior"]

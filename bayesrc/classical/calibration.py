@@ -29,7 +29,13 @@ RELIABILITY_BASES = ("all", "analysed")
 
 
 def nominal_rate(z: float) -> float:
-    """Two-sided rate of ``|N(0, 1)| > z`` (0.05 at z = 1.96)."""
+    """Two-sided rate of ``|N(0, 1)| > z`` (0.05 at z = 1.96).
+
+    Examples
+    --------
+    >>> round(nominal_rate(1.96), 3)
+    0.05
+    """
     return float(2 * stats.norm.sf(z))
 
 
@@ -39,10 +45,10 @@ def binomial_s_diff(y1: np.ndarray, n1: np.ndarray, y2: np.ndarray, n2: np.ndarr
     The +0.5 / +1 smoothing keeps items at 0 or 1 from getting SE = 0. NaN where a
     version has no valid response.
 
-    Example
-    -------
+    Examples
+    --------
     >>> float(binomial_s_diff(5, 10, 5, 10).round(4))
-    0.2132
+    0.2236
     """
     y1, n1, y2, n2 = (np.asarray(a, float) for a in (y1, n1, y2, n2))
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -135,6 +141,16 @@ def classify_counts(
     to use instead of estimating them (shape (R,) each). Returns arrays per replicate:
     ``improved``, ``deteriorated``, ``flagged``, ``n_analysable`` (R,), ``analysable``
     and ``rci`` (R, items), ``s_diff`` (R,) (NaN for "binomial").
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> x1 = (rng.random((2, 50, 10)) < 0.6).astype(float)  # 2 replicates x 50 items x K = 10
+    >>> x2 = (rng.random((2, 50, 10)) < 0.6).astype(float)
+    >>> out = classify_counts(x1, x2, s_diff="binomial")
+    >>> out["flagged"].shape
+    (2,)
     """
     n1, n2 = (~np.isnan(x1)).sum(-1), (~np.isnan(x2)).sum(-1)
     y1, y2 = np.nansum(x1, -1), np.nansum(x2, -1)
@@ -239,8 +255,8 @@ def sample_level_null(
     (``rate``) and the nominal two-sided rate of ``z``. ``zs``: further thresholds
     evaluated on the same replicates (``by_z``: flagged mean, 97.5 % and rate per z).
 
-    Example
-    -------
+    Examples
+    --------
     >>> from bayesrc.data import simulate_pair, item_counts
     >>> s = simulate_pair(300, 10, pi_change=0.0, seed=1)
     >>> c = item_counts(s.trials_v1, s.trials_v2)

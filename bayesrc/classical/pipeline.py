@@ -51,7 +51,17 @@ SD_BASES = ("analysable", "all")
 
 @dataclass
 class PairRCI:
-    """Classical reliable-change results for one version pair."""
+    """Classical reliable-change results for one version pair.
+
+    Examples
+    --------
+    >>> from bayesrc.data import item_counts, simulate_pair
+    >>> sim = simulate_pair(200, 10, seed=1)
+    >>> counts = item_counts(sim.trials_v1, sim.trials_v2)
+    >>> pair = reliable_change(counts, n_splits=50, n_permutations=50, n_null=0)
+    >>> pair.summary().head(3)  # doctest: +SKIP
+    >>> pair.to_frame()[["item_id", "rci", "class"]].head()  # doctest: +SKIP
+    """
 
     name: str
     versions: tuple[str, str]
@@ -151,6 +161,13 @@ def flip_metrics(p_v1: np.ndarray, p_v2: np.ndarray) -> dict:
 
     An item flips negatively when it is correct-majority in v1 (p > 0.5) and not in
     v2 (p <= 0.5), positively for the reverse; rates are per item scored in both.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> f = flip_metrics(np.array([0.8, 0.3, 0.9, 0.6]), np.array([0.4, 0.7, 0.9, 0.7]))
+    >>> f["negative_flips"], f["positive_flips"], f["negative_flip_rate"]
+    (1, 1, 0.25)
     """
     p1, p2 = np.asarray(p_v1, float), np.asarray(p_v2, float)
     ok = ~(np.isnan(p1) | np.isnan(p2))
@@ -200,13 +217,13 @@ def reliable_change(
     n_null, null_splits : replicates of the sample-level null and split halves per replicate.
     seed : seeds every random step (reproducible).
 
-    Example
-    -------
+    Examples
+    --------
     >>> from bayesrc.data import simulate_pair, item_counts
     >>> s = simulate_pair(500, 10, seed=1)
     >>> res = reliable_change(item_counts(s.trials_v1, s.trials_v2), s_diff="binomial", n_null=20)
     >>> sorted(res.null_samples)[:3]
-    ['deteriorated_mean', 'flagged_mean', 'flagged_p025']
+    ['by_z', 'deteriorated_mean', 'flagged_draws']
     """
     from bayesrc.classical.calibration import RELIABILITY_BASES, S_DIFF_METHODS, binomial_s_diff, null_warnings, sample_level_null
 
@@ -366,6 +383,13 @@ def cross_pair(a: PairRCI, b: PairRCI) -> dict:
     two-proportion z-test of the reliable-change rates (``z``, ``p``) is kept for
     reference; it is the primary test only when the item sets are disjoint. Pearson r
     of RCI over the items analysable in both pairs.
+
+    Examples
+    --------
+    >>> from bayesrc.data import item_counts, simulate_pair
+    >>> a, b = (simulate_pair(200, 10, seed=s) for s in (1, 2))
+    >>> ra, rb = (reliable_change(item_counts(s.trials_v1, s.trials_v2), n_splits=50, n_permutations=50, n_null=0) for s in (a, b))
+    >>> cross_pair(ra, rb)["z"]  # doctest: +SKIP
     """
     ca, cb = a.counts["analysable"], b.counts["analysable"]
     z, p = two_proportion_z(ca["improved"] + ca["deteriorated"], ca["n"], cb["improved"] + cb["deteriorated"], cb["n"])
@@ -398,7 +422,14 @@ def cross_pair(a: PairRCI, b: PairRCI) -> dict:
 
 
 def greedy_flips(greedy_counts: xr.Dataset, v1: str | None = None, v2: str | None = None) -> pd.DataFrame:
-    """Per-item single-shot result of two versions: items scored in both, with their change."""
+    """Per-item single-shot result of two versions: items scored in both, with their change.
+
+    Examples
+    --------
+    >>> from bayesrc.data import load_counts
+    >>> g = load_counts(["v1_greedy.jsonl", "v2_greedy.jsonl"], greedy=True)  # doctest: +SKIP
+    >>> greedy_flips(g)["change"].value_counts()  # doctest: +SKIP
+    """
     versions = list(map(str, greedy_counts["version"].values))
     v1 = versions[0] if v1 is None else v1
     v2 = versions[1] if v2 is None else v2
@@ -410,7 +441,12 @@ def greedy_flips(greedy_counts: xr.Dataset, v1: str | None = None, v2: str | Non
 
 
 def greedy_comparison(greedy_counts: xr.Dataset, pair: PairRCI) -> dict:
-    """Greedy flips against RCI classes of the full-set analysis, as in paper 001 (3.9)."""
+    """Greedy flips against RCI classes of the full-set analysis, as in paper 001 (3.9).
+
+    Examples
+    --------
+    >>> greedy_comparison(greedy_counts, pair)["rci_changed_missed_by_greedy"]  # doctest: +SKIP
+    """
     flips = greedy_flips(greedy_counts)
     joined = flips.merge(pair.items[["item_id", "class_all_items"]], on="item_id")
     joined = joined[joined["class_all_items"] != _rci.EXCLUDED]
@@ -422,7 +458,16 @@ def greedy_comparison(greedy_counts: xr.Dataset, pair: PairRCI) -> dict:
 
 @dataclass
 class RCIAnalysis:
-    """Several pairs, their cross-pair comparisons and greedy comparisons."""
+    """Several pairs, their cross-pair comparisons and greedy comparisons.
+
+    Examples
+    --------
+    >>> from bayesrc.data import item_counts, simulate_pair
+    >>> sim = simulate_pair(200, 10, seed=1)
+    >>> counts = item_counts(sim.trials_v1, sim.trials_v2)
+    >>> run = analyse_pairs({"demo": counts}, n_splits=50, n_permutations=50, n_null=0)  # doctest: +SKIP
+    >>> run.to_result().save("out/rci")  # doctest: +SKIP
+    """
 
     pairs: dict[str, PairRCI]
     cross_pairs: list[dict]
@@ -469,7 +514,17 @@ def analyse_pairs(
     **kwargs,
 ) -> RCIAnalysis:
     """Run :func:`reliable_change` on every pair; cross-pair tests for every two pairs;
-    greedy comparisons for the pairs with greedy data (keyed by pair name)."""
+    greedy comparisons for the pairs with greedy data (keyed by pair name).
+
+    Examples
+    --------
+    >>> from bayesrc.data import item_counts, simulate_pair
+    >>> sim = simulate_pair(200, 10, seed=1)
+    >>> counts = item_counts(sim.trials_v1, sim.trials_v2)
+    >>> run = analyse_pairs({"demo": counts}, n_splits=50, n_permutations=50, n_null=0)
+    >>> run.to_result()["demo"].n_flagged >= 0
+    True
+    """
     results = {name: reliable_change(ds, name=name, **kwargs) for name, ds in pairs.items()}
     crosses = [cross_pair(results[x], results[y]) for x, y in combinations(results, 2)]
     greedy_out = {}

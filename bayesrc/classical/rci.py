@@ -27,6 +27,8 @@ VALID_SHARE = 0.6
 def min_valid_for(k: np.ndarray | int, valid_share: float = VALID_SHARE) -> np.ndarray:
     """Rule (a)'s threshold for an item given ``k`` samples: ``ceil(valid_share * k)`` (SPEC 2).
 
+    Examples
+    --------
     >>> min_valid_for(np.array([10, 5, 3])).tolist()
     [6, 3, 2]
     """
@@ -35,7 +37,15 @@ def min_valid_for(k: np.ndarray | int, valid_share: float = VALID_SHARE) -> np.n
 
 
 def min_valid_rule(min_valid: int | None = None, valid_share: float = VALID_SHARE, ks=()) -> str:
-    """The rule (a) in words, for every output: ``"ceil(0.6·K) of the item's K (K = 5: 3)"`` or ``"6 (fixed)"``."""
+    """The rule (a) in words, for every output: ``"ceil(0.6·K) of the item's K (K = 5: 3)"`` or ``"6 (fixed)"``.
+
+    Examples
+    --------
+    >>> min_valid_rule(None, ks=[5])
+    "ceil(0.6·K) valid responses of the item's K (K = 5: 3)"
+    >>> min_valid_rule(6)
+    '6 valid responses (fixed)'
+    """
     if min_valid is not None:
         return f"{int(min_valid)} valid responses (fixed)"
     ks = sorted({int(k) for k in np.asarray(ks).ravel() if k > 0})
@@ -47,6 +57,12 @@ def standard_error_of_measurement(p: np.ndarray, r_xx: float) -> float:
     """``SEM = SD(p) * sqrt(1 - r_xx)`` with the sample SD (ddof = 1), NaNs ignored.
 
     A NaN reliability gives a NaN SEM (never 0, which would shrink S_diff).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> round(standard_error_of_measurement(np.array([0.2, 0.4, 0.6, 0.8]), 0.8), 4)
+    0.1155
     """
     p = np.asarray(p, dtype=float)
     p = p[~np.isnan(p)]
@@ -56,12 +72,25 @@ def standard_error_of_measurement(p: np.ndarray, r_xx: float) -> float:
 
 
 def standard_error_of_difference(sem_v1: float, sem_v2: float) -> float:
-    """``S_diff = sqrt(SEM_v1^2 + SEM_v2^2)``."""
+    """``S_diff = sqrt(SEM_v1^2 + SEM_v2^2)``.
+
+    Examples
+    --------
+    >>> standard_error_of_difference(0.3, 0.4)
+    0.5
+    """
     return float(np.hypot(sem_v1, sem_v2))
 
 
 def reliable_change_index(delta: np.ndarray, s_diff: float) -> np.ndarray:
-    """``RCI = delta / S_diff``; NaN where ``S_diff`` is 0 or undefined."""
+    """``RCI = delta / S_diff``; NaN where ``S_diff`` is 0 or undefined.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> reliable_change_index(np.array([0.3, -0.1]), 0.1).round(6)
+    array([ 3., -1.])
+    """
     delta = np.asarray(delta, dtype=float)
     if not np.isfinite(s_diff) or s_diff <= 0:
         return np.full_like(delta, np.nan)
@@ -72,6 +101,12 @@ def classify_rci(rci: np.ndarray, z: float = 1.96) -> np.ndarray:
     """Three classes: ``RCI > z`` improved, ``RCI < -z`` deteriorated, else no change.
 
     NaN RCI (no S_diff) is no change: nothing exceeds an undefined threshold.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> classify_rci(np.array([2.5, -0.5, -3.0])).tolist()
+    ['improved', 'no_change', 'deteriorated']
     """
     rci = np.asarray(rci, dtype=float)
     out = np.full(rci.shape, NO_CHANGE, dtype=object)
@@ -96,6 +131,12 @@ def exclusion_reasons(
     Rule (a): fewer than ``ceil(valid_share * K)`` valid responses in either version, with
     ``k_v1`` / ``k_v2`` the samples each item was given (:func:`min_valid_for`); a fixed
     ``min_valid`` replaces the rule (6 is the paper's rule at K = 10).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> exclusion_reasons(np.array([10, 3]), np.array([10, 10]), np.array([0.5, 0.5]), np.array([0.6, 0.5]), min_valid=6).tolist()
+    ['', 'low_valid']
     """
     if min_valid is None:
         if k_v1 is None or k_v2 is None:

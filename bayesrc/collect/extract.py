@@ -25,6 +25,15 @@ _LETTER = re.compile(r"(?<![A-Za-z0-9])([A-Z])(?![A-Za-z0-9])")
 
 @dataclass(frozen=True)
 class Extraction:
+    """What :func:`extract` read from a reply: the option letter (None: no valid answer), whether a
+    ``<think>`` block was present, and whether the answer is final for any continuation.
+
+    Examples
+    --------
+    >>> extract("The answer is (B).", "ABCD")
+    Extraction(answer='B', thinking=False, decided=True)
+    """
+
     answer: str | None
     thinking: bool  # a non-empty <think> block was present
     decided: bool  # no continuation of this text can change ``answer``
@@ -35,6 +44,11 @@ def strip_think(text: str) -> tuple[str, bool]:
 
     A closed block is removed (flag set if it had non-whitespace content); an unclosed
     ``<think>`` cuts the text there (the flag is set: a trace was started).
+
+    Examples
+    --------
+    >>> strip_think("<think>hmm</think> B")
+    (' B', True)
     """
     thinking = any(m.group(1).strip() for m in _THINK_BLOCK.finditer(text))
     rest = _THINK_BLOCK.sub("", text)
@@ -52,6 +66,13 @@ def extract(text: str, letters: str, *, final: bool = True) -> Extraction:
     ``text`` is a prefix of a longer response: ``decided`` is true only when the answer
     cannot change (a valid letter followed by at least one more character, before any
     ``<think>`` that is still open).
+
+    Examples
+    --------
+    >>> extract("The answer is (B).", "ABCD").answer
+    'B'
+    >>> extract("<think>maybe A</think> C", "ABCD").answer, extract("none of these", "ABCD").answer
+    ('C', None)
     """
     rest, thinking = strip_think(text)
     for m in _LETTER.finditer(rest):
@@ -70,5 +91,11 @@ def extract(text: str, letters: str, *, final: bool = True) -> Extraction:
 
 
 def decided(text: str, letters: str) -> bool:
-    """True when no continuation of the prefix ``text`` can change the extracted answer."""
+    """True when no continuation of the prefix ``text`` can change the extracted answer.
+
+    Examples
+    --------
+    >>> decided("The answer is (B).", "ABCD"), decided("The answer is", "ABCD")
+    (True, False)
+    """
     return extract(text, letters, final=False).decided

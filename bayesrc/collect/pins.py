@@ -27,7 +27,13 @@ IGNORED = ("runtime",)
 
 @dataclass
 class Comparison:
-    """Result of comparing the pins of two runs."""
+    """Result of comparing the pins of two runs.
+
+    Examples
+    --------
+    >>> comp = compare_runs("runs/v1", "runs/v2")  # doctest: +SKIP
+    >>> comp.comparable, comp.differences[["field", "status"]]  # doctest: +SKIP
+    """
 
     run_a: str
     run_b: str
@@ -71,6 +77,12 @@ def compare_runs(run_a: str | Path, run_b: str | Path, *, allow: Iterable[str] =
 
     ``allow`` names extra fields (``"prompt.template_sha256"``) or whole categories
     (``"prompt"``) that may differ, e.g. when the comparison *is* a prompt change.
+
+    Examples
+    --------
+    >>> print(compare_runs("runs/v1", "runs/v2").summary())  # doctest: +SKIP
+    comparable: runs/v1 vs runs/v2
+      allowed   model.file_sha256: ... | ...
     """
     ra, rb = read_run_record(run_a), read_run_record(run_b)
     cols = ["field", "category", "a", "b", "status"]
@@ -93,6 +105,10 @@ def check_comparable(run_a: str | Path, run_b: str | Path, *, allow: Iterable[st
 
     Runs without a run record (e.g. the reference study's files) pass unchecked
     (``Comparison.pinned`` is False). Call this from ``rci``/``fit`` before pairing runs.
+
+    Examples
+    --------
+    >>> check_comparable("runs/v1", "runs/v2", allow=["prompt"])  # a prompt change is the comparison  # doctest: +SKIP
     """
     comp = compare_runs(run_a, run_b, allow=allow)
     if comp.pinned and not comp.comparable and not force:
@@ -107,6 +123,10 @@ def merge_runs(shards: Iterable[str | Path], out: str | Path) -> Path:
     All pins must match except ``items.range`` (and ``runtime``); every shard must be
     complete, ranges must not overlap, and the merged record's range is their union (which
     must be contiguous).
+
+    Examples
+    --------
+    >>> merge_runs(["runs/v1_shard0", "runs/v1_shard1"], "runs/v1")  # doctest: +SKIP
     """
     shards = [Path(s) for s in shards]
     if not shards:

@@ -125,6 +125,14 @@ def shard_range(shard: str, n_items: int) -> tuple[int, int]:
 
 
 def item_seeds(item: Item, k: int, *, stride: int = 10, offset: int = 0, salt: int = 0) -> list[int]:
+    """The K sampling seeds of an item: ``salt + offset + index * stride + k`` (SPEC 6; :func:`bayesrc.data.seeds.sample_seeds`).
+
+    Examples
+    --------
+    >>> from bayesrc.collect.bank import Item
+    >>> item_seeds(Item(3, "q4", "math", "?", ("a", "b"), "A"), 4)
+    [30, 31, 32, 33]
+    """
     from bayesrc.data.seeds import sample_seeds
 
     return sample_seeds(item.index, k, stride=stride, offset=offset, salt=salt)
@@ -221,6 +229,14 @@ def _category(field: str) -> str:
 # -- collection --------------------------------------------------------------------------
 @dataclass
 class RunResult:
+    """What :func:`collect` did: the run directory, items and trials in it, items drawn by this call, wall and sampling seconds.
+
+    Examples
+    --------
+    >>> res = collect("models/gemma-3-270m-q4_k_m.toml", "bank.jsonl", "runs/v1", k=10)  # doctest: +SKIP
+    >>> res.n_trials / res.sample_seconds  # trials per second of this call  # doctest: +SKIP
+    """
+
     run_dir: Path
     n_items: int
     n_trials: int
@@ -298,7 +314,12 @@ def read_parts(run_dir: Path, indices=None) -> pd.DataFrame:
 
 
 def read_run_trials(run_dir: str | Path) -> pd.DataFrame:
-    """All trials of a run: ``trials.parquet`` if the run completed, else the journal parts."""
+    """All trials of a run: ``trials.parquet`` if the run completed, else the journal parts.
+
+    Examples
+    --------
+    >>> read_run_trials("runs/v1").groupby("item_id")["is_correct"].mean()  # doctest: +SKIP
+    """
     run_dir = Path(run_dir)
     if (run_dir / "trials.parquet").exists():
         return pd.read_parquet(run_dir / "trials.parquet")
@@ -306,7 +327,13 @@ def read_run_trials(run_dir: str | Path) -> pd.DataFrame:
 
 
 def read_run_record(run: str | Path) -> dict | None:
-    """The run.json of a run directory (or of the directory holding a trials file); None if absent."""
+    """The run.json of a run directory (or of the directory holding a trials file); None if absent.
+
+    Examples
+    --------
+    >>> read_run_record("runs/v1")["pins"]["sampling.k"]  # doctest: +SKIP
+    10
+    """
     run = Path(run)
     candidates = [run / "run.json"] if run.is_dir() else [run.parent / "run.json"] if run.name != "run.json" else [run]
     for c in candidates:
@@ -341,6 +368,85 @@ def _progress(total: int, enabled: bool, unit: str = "trial"):
     from tqdm import tqdm
 
     return tqdm(total=total, unit=unit, disable=not enabled, dynamic_ncols=True, file=sys.stderr, smoothing=0.1)
+
+
+def check_sampling_args(*, k: int, seed_stride: int, temperature: float, seed_rule: str, items_range=None, shard: str | None = None) -> None:
+    """The checks every engine makes before touching a run directory (:class:`InputError`, exit 2)."""
+    from bayesrc.data.seeds import SEED_RULES
+
+    if k < 1:
+        raise InputError(f"must be >= 1, got {k}", field="k")
+    if seed_rule not in SEED_RULES:
+        raise InputError(f"must be one of {', '.join(SEED_RULES)}, got {seed_rule!r}", field="seed_rule")
+    if k > seed_stride:
+        raise InputError(f"K = {k} exceeds the seed stride {seed_stride}: seeds of neighbouring items would collide (raise --seed-stride)", field="k")
+    if not 0.0 <= temperature <= 5.0:
+        raise InputError(f"must be in [0, 5], got {temperature}", field="temperature")
+    if items_range is not None and shard is not None:
+        raise InputError("give --items-range or --shard, not both", field="shard")
+
+
+def select_range(n_items: int, items_range=None, shard: str | None = None) -> tuple[int, int]:
+    """The bank slice ``[start, stop)`` a run collects: a shard ``i/n``, a range ``a:b`` (text or pair), or all."""
+    if shard:
+        return shard_range(shard, n_items)
+    if isinstance(items_range, str):
+        return parse_range(items_range, n_items)
+    return tuple(items_range) if items_range else (0, n_items)
+
+
+def existing_record(run_dir: Path, resume: bool) -> dict | None:
+    """The run record to resume (None for a new run); refuses a used folder without ``resume``. Call under :class:`RunLock`."""
+    record = read_run_record(run_dir) if (run_dir / "run.json").exists() else None
+    if record is not None and not resume:
+        raise InputError("run directory already holds a run; pass --resume to continue it or choose another --out", path=run_dir)
+    if record is None and not resume and done_items(run_dir):
+        raise InputError("run directory holds trial parts but no run.json; choose another --out", path=run_dir)
+    return record
+
+
+def check_resume_pins(record: dict | None, pins: dict, run_dir: Path) -> None:
+    """A resumed run must have the pins it started with (SPEC 6)."""
+    if record is None:
+        return
+    old = record.get("pins", {})
+    diff = [f for f in sorted(set(pins) | set(old)) if pins.get(f) != old.get(f)]
+    if diff:
+        raise InputError(f"cannot resume: settings differ from the run's pins in {', '.join(diff)}", path=run_dir / "run.json")
+
+
+def run_times(record: dict | None) -> dict:
+    """``started_at`` (kept from the first start) and ``resumed_at`` (one stamp per resume) for a run's ``info``."""
+    old = (record or {}).get("info", {})
+    return {"started_at": old.get("started_at", now_utc()), "resumed_at": (old.get("resumed_at", []) + [now_utc()]) if record is not None else []}
+
+
+def begin_run(run_dir: Path, pins: dict, info: dict) -> None:
+    """Mark the run running, make ``parts/`` and remove temp files a killed writer left."""
+    atomic_write_json(run_dir / "run.json", {"format": RUN_FORMAT, "status": "running", "pins": pins, "info": info})
+    (run_dir / "parts").mkdir(exist_ok=True)
+    for pattern in ("parts/.*.tmp", ".run.json.*.tmp", ".trials.parquet.*.tmp", ".dist.parquet.*.tmp", ".items_exact.parquet.*.tmp"):
+        for stale in run_dir.glob(pattern):
+            stale.unlink(missing_ok=True)
+
+
+def end_run(run_dir: Path, selected, pins: dict, info: dict, *, per_item: int, outputs) -> int:
+    """Write the run's outputs once every selected item has its part, and the final record; returns items done.
+
+    ``outputs(parts) -> {file name: frame}``: what a complete run writes (``trials.parquet``, or the
+    exact engine's tables); ``per_item`` trials per item (0 for the exact engine).
+    """
+    n_done = len(done_items(run_dir) & {it.index for it in selected})
+    complete = n_done == len(selected)
+    if complete:
+        for name, frame in outputs(read_parts(run_dir, [it.index for it in selected])).items():
+            atomic_write_bytes(run_dir / name, _frame_bytes(frame))
+        info["finished_at"] = now_utc()
+        status = "complete"
+    else:
+        status = "running"
+    atomic_write_json(run_dir / "run.json", {"format": RUN_FORMAT, "status": status, "pins": pins, "info": info, "n_items_done": n_done, "n_trials": n_done * per_item})
+    return n_done
 
 
 def collect(
@@ -386,6 +492,11 @@ def collect(
     ``engine = "server"`` collects from an OpenAI-compatible endpoint instead of a local
     GGUF; ``server`` holds :func:`bayesrc.collect.server.collect_server`'s options
     (``base_url``, ``api_model``, ``concurrency``, ...).
+
+    Examples
+    --------
+    >>> res = collect("models/gemma-3-270m-q4_k_m.toml", "bank.jsonl", "runs/v1", k=10, temperature=0.7)  # doctest: +SKIP
+    >>> collect("models/gemma-3-270m-q4_k_m.toml", "bank.jsonl", "runs/v1", k=10, resume=True)  # after a crash  # doctest: +SKIP
     """
     if engine == "server":  # SPEC 9: same run directory, seeds, resume and lock; pins from the server
         from bayesrc.collect.server import collect_server
@@ -405,32 +516,17 @@ def collect(
         if max_expansions < 1:
             raise InputError(f"must be >= 1, got {max_expansions}", field="max-expansions")
         k = 1  # unused: no samples are drawn
-    if k < 1:
-        raise InputError(f"must be >= 1, got {k}", field="k")
     if threads is not None and threads < 1:
         raise InputError(f"must be >= 1, got {threads}", field="threads")
-    from bayesrc.data.seeds import SEED_RULES
-
-    if seed_rule not in SEED_RULES:
-        raise InputError(f"must be one of {', '.join(SEED_RULES)}, got {seed_rule!r}", field="seed_rule")
-    if k > seed_stride:
-        raise InputError(f"K = {k} exceeds the seed stride {seed_stride}: seeds of neighbouring items would collide (raise --seed-stride)", field="k")
-    if not 0.0 <= temperature <= 5.0:
-        raise InputError(f"must be in [0, 5], got {temperature}", field="temperature")
-    if items_range is not None and shard is not None:
-        raise InputError("give --items-range or --shard, not both", field="shard")
-    rng = shard_range(shard, len(bank)) if shard else parse_range(items_range, len(bank)) if isinstance(items_range, str) else tuple(items_range) if items_range else (0, len(bank))
+    check_sampling_args(k=k, seed_stride=seed_stride, temperature=temperature, seed_rule=seed_rule, items_range=items_range, shard=shard)
+    rng = select_range(len(bank), items_range, shard)
     sampling = Sampling(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, max_tokens=card.max_tokens)
     label = label or card.label
 
     run_dir = Path(out)
     _check_writable(run_dir)
     with RunLock(run_dir):
-        record = read_run_record(run_dir) if (run_dir / "run.json").exists() else None
-        if record is not None and not resume:
-            raise InputError("run directory already holds a run; pass --resume to continue it or choose another --out", path=run_dir)
-        if record is None and not resume and done_items(run_dir):
-            raise InputError("run directory holds trial parts but no run.json; choose another --out", path=run_dir)
+        record = existing_record(run_dir, resume)
         if model is None:
             gguf = resolve_model(card)
             model = Model(gguf, n_ctx=card.n_ctx, n_batch=card.n_batch, n_gpu_layers=card.n_gpu_layers, n_threads=threads or card.n_threads, label=label)
@@ -442,10 +538,7 @@ def collect(
         pins = make_pins(card, model, bank, rng, sampling, k=k, seed_stride=seed_stride, seed_offset=seed_offset, engine=engine, label=label, shared=shared, seed_rule=seed_rule,
                          epsilon=epsilon if exact else None, max_expansions=max_expansions)  # fmt: skip
         salt = int(pins.get("model.seed_salt", 0))
-        if record is not None:
-            diff = [f for f in sorted(set(pins) | set(record.get("pins", {}))) if pins.get(f) != record.get("pins", {}).get(f)]
-            if diff:
-                raise InputError(f"cannot resume: settings differ from the run's pins in {', '.join(diff)}", path=run_dir / "run.json")
+        check_resume_pins(record, pins, run_dir)
         if exact:
             eng = exact_mod.ExactEngine(model, sampling, epsilon=epsilon, max_expansions=max_expansions)
         else:
@@ -455,21 +548,11 @@ def collect(
             "model_path": str(model.path),
             "bank_path": str(bank.path),
             "host": socket.gethostname(),
-            "started_at": (record or {}).get("info", {}).get("started_at", now_utc()),
-            "resumed_at": ((record or {}).get("info", {}).get("resumed_at", []) + [now_utc()]) if record is not None else [],
+            **run_times(record),
             "n_threads": model.n_threads,
             "n_shared_tokens": len(next(iter(prompts.values())).shared) if prompts else None,
         }
-        atomic_write_json(run_dir / "run.json", {"format": RUN_FORMAT, "status": "running", "pins": pins, "info": info})
-        (run_dir / "parts").mkdir(exist_ok=True)
-        for stale in [
-            *(run_dir / "parts").glob(".*.tmp"),
-            *run_dir.glob(".run.json.*.tmp"),
-            *run_dir.glob(".trials.parquet.*.tmp"),
-            *run_dir.glob(".dist.parquet.*.tmp"),
-            *run_dir.glob(".items_exact.parquet.*.tmp"),
-        ]:  # a temp file left by a killed writer
-            stale.unlink(missing_ok=True)
+        begin_run(run_dir, pins, info)
         done = done_items(run_dir)
         pending = [it for it in selected if it.index not in done]
         if max_items is not None:
@@ -489,17 +572,9 @@ def collect(
         finally:
             bar.close()
         t_sample = time.monotonic() - t_sample
-        n_done = len(done_items(run_dir) & {it.index for it in selected})
-        complete = n_done == len(selected)
-        if complete:
-            parts = read_parts(run_dir, [it.index for it in selected])
-            if exact:
-                dist, items_exact = exact_mod.compact(parts)
-                atomic_write_bytes(run_dir / "dist.parquet", _frame_bytes(dist))
-                atomic_write_bytes(run_dir / "items_exact.parquet", _frame_bytes(items_exact))
-            else:
-                atomic_write_bytes(run_dir / "trials.parquet", _frame_bytes(parts))
-            info["finished_at"] = now_utc()
-        n_trials = 0 if exact else n_done * k
-        atomic_write_json(run_dir / "run.json", {"format": RUN_FORMAT, "status": "complete" if complete else "running", "pins": pins, "info": info, "n_items_done": n_done, "n_trials": n_trials})
-    return RunResult(run_dir, n_done, n_trials, len(pending), time.monotonic() - t0, t_sample)
+        if exact:
+            outputs = lambda parts: dict(zip(("dist.parquet", "items_exact.parquet"), exact_mod.compact(parts)))  # noqa: E731
+        else:
+            outputs = lambda parts: {"trials.parquet": parts}  # noqa: E731
+        n_done = end_run(run_dir, selected, pins, info, per_item=0 if exact else k, outputs=outputs)
+    return RunResult(run_dir, n_done, 0 if exact else n_done * k, len(pending), time.monotonic() - t0, t_sample)

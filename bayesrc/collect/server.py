@@ -272,24 +272,13 @@ def collect_server(
     t0 = time.monotonic()
     card = card if isinstance(card, ModelCard) else load_card(card)
     bank = items if isinstance(items, Bank) else load_bank(items)
-    if k < 1:
-        raise InputError(f"must be >= 1, got {k}", field="k")
-    if k > seed_stride:
-        raise InputError(f"K = {k} exceeds the seed stride {seed_stride}: seeds of neighbouring items would collide (raise --seed-stride)", field="k")
-    if not 0.0 <= temperature <= 5.0:
-        raise InputError(f"must be in [0, 5], got {temperature}", field="temperature")
-    from bayesrc.data.seeds import SEED_RULES
-
-    if seed_rule not in SEED_RULES:
-        raise InputError(f"must be one of {', '.join(SEED_RULES)}, got {seed_rule!r}", field="seed_rule")
+    R.check_sampling_args(k=k, seed_stride=seed_stride, temperature=temperature, seed_rule=seed_rule, items_range=items_range, shard=shard)
     if concurrency < 1:
         raise InputError(f"must be >= 1, got {concurrency}", field="--concurrency")
-    if items_range is not None and shard is not None:
-        raise InputError("give --items-range or --shard, not both", field="shard")
     if card.format == "chat" and card.chat_template is None and card.chat_format == "gguf":
         raise InputError("the server engine cannot read the GGUF's chat template: give the card a chat_template or a named chat_format",
                          path=card.card_path, field="prompt.chat_format")  # fmt: skip
-    rng = R.shard_range(shard, len(bank)) if shard else R.parse_range(items_range, len(bank)) if isinstance(items_range, str) else tuple(items_range) if items_range else (0, len(bank))
+    rng = R.select_range(len(bank), items_range, shard)
     sampling = Sampling(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, max_tokens=card.max_tokens)
     label = label or card.label
     client = ServerClient(base_url, api_model, timeout=timeout, retries=retries, backoff=backoff)
@@ -297,31 +286,18 @@ def collect_server(
     run_dir = Path(out)
     R._check_writable(run_dir)
     with R.RunLock(run_dir):
-        record = R.read_run_record(run_dir) if (run_dir / "run.json").exists() else None
-        if record is not None and not resume:
-            raise InputError("run directory already holds a run; pass --resume to continue it or choose another --out", path=run_dir)
-        if record is None and not resume and R.done_items(run_dir):
-            raise InputError("run directory holds trial parts but no run.json; choose another --out", path=run_dir)
+        record = R.existing_record(run_dir, resume)
         model_id = client.model_id()
         pins = server_pins(card, bank, rng, sampling, k=k, seed_stride=seed_stride, seed_offset=seed_offset, label=label,
                            model_id=model_id, build=client.build_info(), seed_rule=seed_rule)  # fmt: skip
-        if record is not None:
-            old = record.get("pins", {})
-            diff = [f for f in sorted(set(pins) | set(old)) if pins.get(f) != old.get(f)]
-            if diff:
-                raise InputError(f"cannot resume: settings differ from the run's pins in {', '.join(diff)}", path=run_dir / "run.json")
+        R.check_resume_pins(record, pins, run_dir)
         selected = bank.items[rng[0] : rng[1]]
         prompts = {it.index: build_prompt(card, it) for it in selected}
         info = {
             "card": str(card.card_path), "bank_path": str(bank.path), "host": socket.gethostname(), "base_url": client.root,
-            "concurrency": concurrency,
-            "started_at": (record or {}).get("info", {}).get("started_at", R.now_utc()),
-            "resumed_at": ((record or {}).get("info", {}).get("resumed_at", []) + [R.now_utc()]) if record is not None else [],
+            "concurrency": concurrency, **R.run_times(record),
         }  # fmt: skip
-        R.atomic_write_json(run_dir / "run.json", {"format": R.RUN_FORMAT, "status": "running", "pins": pins, "info": info})
-        (run_dir / "parts").mkdir(exist_ok=True)
-        for stale in [*(run_dir / "parts").glob(".*.tmp"), *run_dir.glob(".run.json.*.tmp"), *run_dir.glob(".trials.parquet.*.tmp")]:
-            stale.unlink(missing_ok=True)
+        R.begin_run(run_dir, pins, info)
         done = R.done_items(run_dir)
         pending = [it for it in selected if it.index not in done]
         if max_items is not None:
@@ -341,12 +317,5 @@ def collect_server(
                 bar.close()
         t_sample = time.monotonic() - t_sample
         info["system_fingerprint"] = eng.fingerprint
-        n_done = len(R.done_items(run_dir) & {it.index for it in selected})
-        complete = n_done == len(selected)
-        if complete:
-            trials = R.read_parts(run_dir, [it.index for it in selected])
-            R.atomic_write_bytes(run_dir / "trials.parquet", R._frame_bytes(trials))
-            info["finished_at"] = R.now_utc()
-        R.atomic_write_json(run_dir / "run.json", {"format": R.RUN_FORMAT, "status": "complete" if complete else "running", "pins": pins,
-                                                   "info": info, "n_items_done": n_done, "n_trials": n_done * k})  # fmt: skip
+        n_done = R.end_run(run_dir, selected, pins, info, per_item=k, outputs=lambda parts: {"trials.parquet": parts})
     return R.RunResult(run_dir, n_done, n_done * k, len(pending), time.monotonic() - t0, t_sample)

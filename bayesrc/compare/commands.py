@@ -24,15 +24,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--q", type=float, default=0.10, help="Bayesian FDR level of the item selection (default 0.10)")
     p.add_argument("--out", type=Path, required=True, help="folder for summary.md, compare.json, items.parquet")
-    p.add_argument("--chains", type=int, default=4)
-    p.add_argument("--draws", type=int, default=1000)
-    p.add_argument("--tune", type=int, default=1000)
-    p.add_argument("--max-rhat", type=float, default=1.01)
-    p.add_argument("--min-ess", type=float, default=400.0)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--allow-unmatched", action="store_true", help="analyse items present in both versions")
-    p.add_argument("--allow-pin", action="append", default=[], metavar="FIELD", help="a run pin (or category) that may differ")
-    p.add_argument("--force", action="store_true", help="compare runs whose pins differ (item bank, sampling, ...)")
+    from bayesrc.bayes.commands import add_pairing_arguments, add_sampler_arguments  # fit's options, one definition
+
+    add_sampler_arguments(p)
+    add_pairing_arguments(p, "compare")
     p.set_defaults(func=run_compare)
 
 
@@ -53,8 +48,9 @@ def run_compare(args: argparse.Namespace) -> int:
 
     if not 0 < args.q < 1:
         raise InputError(f"must be in (0, 1), got {args.q}", field="--q")
-    if args.chains < 1 or args.draws < 1 or args.tune < 0:
-        raise InputError("chains and draws must be >= 1, tune >= 0", field="--chains")
+    from bayesrc.bayes.commands import sampler_config
+
+    cfg = sampler_config(args)
     v1, v2 = _trials_path(args.v1), _trials_path(args.v2)
     from bayesrc.collect.pins import check_comparable
 
@@ -69,12 +65,10 @@ def run_compare(args: argparse.Namespace) -> int:
     from bayesrc.bayes.samplers import configure_host_devices
 
     configure_host_devices(min(args.chains, os.cpu_count() or 1))
-    from bayesrc.bayes import SamplerConfig
     from bayesrc.compare import compare, markdown_summary
     from bayesrc.io import atomic_write_json, atomic_write_text, staged_output
 
-    cfg = SamplerConfig(chains=args.chains, draws=args.draws, tune=args.tune, seed=args.seed)
-    res = compare(counts, fail_on=args.fail_on, q=args.q, config=cfg, max_rhat=args.max_rhat, min_ess=args.min_ess)
+    res = compare(counts, fail_on=args.fail_on, q=args.q, config=cfg, max_rhat=args.max_rhat, min_ess=args.min_ess, max_divergences=args.max_divergences)
     md = markdown_summary(res)
     with staged_output(args.out) as stage:
         atomic_write_text(stage / "summary.md", md)

@@ -30,7 +30,13 @@ FAIL_ON = ("deteriorated", "changed", "aggregate")
 
 @dataclass
 class CompareResult:
-    """A gate decision with the evidence behind it."""
+    """A gate decision with the evidence behind it.
+
+    Examples
+    --------
+    >>> res = compare(counts, fail_on="deteriorated", q=0.10)  # doctest: +SKIP
+    >>> res.exit_code, res.summary()  # doctest: +SKIP
+    """
 
     versions: tuple[str, str]
     fail_on: str
@@ -150,7 +156,12 @@ def compare(
 
 
 def markdown_summary(res: CompareResult, *, max_items: int = 10) -> str:
-    """A short Markdown summary for a pull-request comment."""
+    """A short Markdown summary for a pull-request comment.
+
+    Examples
+    --------
+    >>> print(markdown_summary(compare(counts)))  # a pull-request comment  # doctest: +SKIP
+    """
     b, c, a = res.bayes, res.classical, res.bayes["aggregate"]
     v1, v2 = res.versions
     if res.status != "ok":

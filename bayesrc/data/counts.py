@@ -51,6 +51,14 @@ def item_counts(
     on_unmatched : ``"raise"`` (an item missing from a version is an error) or
         ``"drop"`` (keep items present in every version; the dropped ones are listed in
         ``attrs["unmatched"]``).
+
+    Examples
+    --------
+    >>> from bayesrc.data import item_counts, simulate_pair
+    >>> sim = simulate_pair(50, 10, seed=1)
+    >>> ds = item_counts(sim.trials_v1, sim.trials_v2)
+    >>> dict(ds.sizes)
+    {'item': 50, 'version': 2, 'k': 10}
     """
     if not trials:
         raise ValueError("item_counts needs at least one trials frame")
@@ -179,7 +187,16 @@ def _correct_answers(trials: Sequence[pd.DataFrame], items: list[str]) -> np.nda
 
 
 def modal_k(ds: xr.Dataset) -> int:
-    """The most common number of trials per item (K of the design)."""
+    """The most common number of trials per item (K of the design).
+
+    Examples
+    --------
+    >>> from bayesrc.data import item_counts, simulate_pair
+    >>> sim = simulate_pair(50, 10, seed=1)
+    >>> ds = item_counts(sim.trials_v1, sim.trials_v2)
+    >>> modal_k(ds)
+    10
+    """
     n = ds["n_trials"].values.ravel()
     n = n[n > 0]
     if n.size == 0:
@@ -189,7 +206,16 @@ def modal_k(ds: xr.Dataset) -> int:
 
 
 def counts_frame(ds: xr.Dataset) -> pd.DataFrame:
-    """Tidy long table: one row per (item, version) with n_valid, n_correct, p."""
+    """Tidy long table: one row per (item, version) with n_valid, n_correct, p.
+
+    Examples
+    --------
+    >>> from bayesrc.data import item_counts, simulate_pair
+    >>> sim = simulate_pair(50, 10, seed=1)
+    >>> ds = item_counts(sim.trials_v1, sim.trials_v2)
+    >>> counts_frame(ds).columns.tolist()[:6]
+    ['item', 'version', 'n_trials', 'n_valid', 'n_correct', 'p']
+    """
     return ds[["n_trials", "n_valid", "n_correct", "p"]].to_dataframe().reset_index()
 
 
@@ -200,7 +226,13 @@ def load_counts(
     on_unmatched: str = "raise",
     greedy: bool | None = None,
 ) -> xr.Dataset:
-    """Load one trials file per version and build their item counts."""
+    """Load one trials file per version and build their item counts.
+
+    Examples
+    --------
+    >>> ds = load_counts(["runs/v1/trials.parquet", "runs/v2/trials.parquet"])  # doctest: +SKIP
+    >>> ds["p"].sel(version=ds["version"][0]).mean()  # doctest: +SKIP
+    """
     from bayesrc.data.trials import load_trials
 
     trials = [load_trials(p, greedy=greedy) for p in paths]
@@ -218,6 +250,14 @@ def input_notes(ds: xr.Dataset, min_valid: int | None = None, valid_share: float
     Items below rule (a)'s minimum of valid responses (``min_valid``, default
     ``ceil(valid_share * K)`` of the item's K) are excluded, K that
     differs between items is supported, and unmatched items that were dropped.
+
+    Examples
+    --------
+    >>> from bayesrc.data import item_counts, simulate_pair
+    >>> sim = simulate_pair(50, 10, seed=1)
+    >>> ds = item_counts(sim.trials_v1, sim.trials_v2)
+    >>> input_notes(ds)
+    []
     """
     notes = []
     sources = ds.attrs.get("sources") or [str(v) for v in ds["version"].values]
@@ -277,7 +317,13 @@ def save_counts(ds: xr.Dataset, path: str | Path) -> Path:
 
 
 def open_counts(path: str | Path) -> xr.Dataset:
-    """Read item counts written by :func:`save_counts` (into memory; the file is closed)."""
+    """Read item counts written by :func:`save_counts` (into memory; the file is closed).
+
+    Examples
+    --------
+    >>> save_counts(ds, "counts.nc"); open_counts("counts.nc").identical(ds)  # doctest: +SKIP
+    True
+    """
     import json
 
     try:

@@ -43,6 +43,12 @@ class ExactRun:
     n_expanded``, plus ``p`` (accuracy among valid answers) and ``correct_answer`` (the
     correct option's letter, from ``dist``; null when no correct answer has mass).
     ``dist``: ``item_id, domain, answer, prob, is_correct``.
+
+    Examples
+    --------
+    >>> from bayesrc.data import load_exact
+    >>> run = load_exact("runs/exact_q4")  # doctest: +SKIP
+    >>> run.items[["item_id", "p"]].head()  # doctest: +SKIP
     """
 
     path: Path
@@ -146,6 +152,11 @@ def exact_truth(run_v1, run_v2) -> pd.DataFrame:
     Returns ``item_id, domain, correct_answer, p_v1, p_v2, delta_p`` (accuracy among valid
     answers, see module docstring) and ``p_correct_v1, p_correct_v2``. Items present in only
     one run are an error naming the first.
+
+    Examples
+    --------
+    >>> truth = exact_truth("runs/exact_q4", "runs/exact_q3")  # doctest: +SKIP
+    >>> truth["delta_p"].abs().median()  # doctest: +SKIP
     """
     a, b = _as_exact(run_v1), _as_exact(run_v2)
     ia, ib = a.items.set_index("item_id"), b.items.set_index("item_id")
@@ -235,6 +246,12 @@ def write_exact_run(path: str | Path, dist: pd.DataFrame, *, label: str, p_unres
     is "no valid answer"). ``p_unresolved``: item -> unexpanded mass (default 0); each item's
     probabilities must sum to ``1 - p_unresolved``. Writes ``items_exact.parquet``,
     ``dist.parquet`` and a ``run.json`` whose pins hold ``model.label`` (plus ``pins``).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> dist = pd.DataFrame({"item_id": ["q1", "q1"], "domain": ["d", "d"], "answer": ["A", "B"], "prob": [0.7, 0.3], "is_correct": [True, False]})
+    >>> write_exact_run("runs/toy_exact", dist, label="toy")  # doctest: +SKIP
     """
     from bayesrc.io import atomic_write_json, staged_output
 

@@ -19,8 +19,8 @@ _SALT_MOD = 1 << 30  # seeds stay below 2**31 for banks of up to ~10^8 samples
 def seed_salt(pin: str) -> int:
     """A salt in [0, 2**30) from a version's pin (e.g. model file and prompt hashes).
 
-    Example
-    -------
+    Examples
+    --------
     >>> seed_salt("abc") == seed_salt("abc") != seed_salt("abd")
     True
     """

@@ -30,7 +30,14 @@ DEFAULT_DOMAINS = ("physics", "law", "psychology", "economics")
 
 @dataclass(frozen=True)
 class SimulatedPair:
-    """Two versions' trials and the truth that generated them."""
+    """Two versions' trials and the truth that generated them.
+
+    Examples
+    --------
+    >>> sim = simulate_pair(50, 10, seed=1)
+    >>> {"item_id", "p_v1", "p_v2", "delta_p", "changed"} <= set(sim.truth.columns)
+    True
+    """
 
     trials_v1: pd.DataFrame
     trials_v2: pd.DataFrame
@@ -48,7 +55,14 @@ def item_truth(
     pi_change: float = 0.5,
     seed: int | np.random.Generator = 0,
 ) -> pd.DataFrame:
-    """Draw per-item true accuracies for two versions (see module docstring)."""
+    """Draw per-item true accuracies for two versions (see module docstring).
+
+    Examples
+    --------
+    >>> t = item_truth(100, seed=1)
+    >>> len(t), bool(((t["p_v1"] > 0) & (t["p_v1"] < 1)).all())
+    (100, True)
+    """
     rng = np.random.default_rng(seed)
     domains = list(domains)
     domain_mean = dict(domain_mean or {d: m for d, m in zip(domains, np.linspace(-1.0, 0.6, len(domains)))})
@@ -91,6 +105,13 @@ def trials_from_accuracy(
     ``seed = salt(model) + item_index * 10 + k`` (:mod:`bayesrc.data.seeds`): the
     versions' draws are independent, and the seeds say so. Answers are letters A-J; ``answers`` fixes
     each item's correct letter (default: drawn at random).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> t = trials_from_accuracy(["q1", "q2"], ["d", "d"], np.array([0.9, 0.1]), model="m", k=5, seed=0)
+    >>> len(t)
+    10
     """
     from bayesrc.data.seeds import seed_salt
 
@@ -137,7 +158,14 @@ def simulate_pair(
     truth: pd.DataFrame | None = None,
     **truth_kwargs,
 ) -> SimulatedPair:
-    """Simulate a version pair: truth (or the one given) plus K-sample trials of each."""
+    """Simulate a version pair: truth (or the one given) plus K-sample trials of each.
+
+    Examples
+    --------
+    >>> sim = simulate_pair(50, 10, seed=1)
+    >>> len(sim.trials_v1), int(sim.truth["changed"].sum()) >= 0
+    (500, True)
+    """
     ss = np.random.SeedSequence(seed)
     s_truth, s1, s2 = ss.spawn(3)
     if truth is None:
@@ -170,6 +198,12 @@ def letter_shift_truth(
         delta_i = changed_i * Normal(letter_shift[letter_i], sigma_delta)
 
     Returns the columns of :func:`item_truth` plus ``correct_answer``.
+
+    Examples
+    --------
+    >>> t = letter_shift_truth(30, seed=0)
+    >>> sorted(t["correct_answer"].unique())
+    ['A', 'B', 'C']
     """
     rng = np.random.default_rng(seed)
     shifts = dict(letter_shift or {"A": 0.8, "B": -0.5, "C": -0.3})

@@ -96,6 +96,13 @@ def normalise_trials(
 
     ``greedy=None`` detects a single-shot file (no ``k`` column): every row gets
     ``k = 0``. The result carries a ``_line`` column for error messages.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> raw = pd.DataFrame({"item_id": [1, 1], "k": [0, 1], "domain": ["d", "d"], "model": ["m", "m"], "is_correct": [True, False]})
+    >>> normalise_trials(raw)["item_id"].tolist()
+    ['1', '1']
     """
     path = Path(path)
     df = raw.copy()
@@ -218,6 +225,11 @@ def load_trials(path: str | Path, *, model: str | None = None, greedy: bool | No
     model : version label; overrides the file's ``model`` field (default: the
         field, else the file stem).
     greedy : single-shot file without ``k`` (``None`` detects it).
+
+    Examples
+    --------
+    >>> trials = load_trials("runs/v1/trials.parquet")  # doctest: +SKIP
+    >>> trials.groupby("item_id")["is_correct"].mean().head()  # doctest: +SKIP
     """
     path = Path(path)
     _refuse_exact_run(path)
@@ -227,7 +239,13 @@ def load_trials(path: str | Path, *, model: str | None = None, greedy: bool | No
 
 
 def save_trials(trials: pd.DataFrame, path: str | Path) -> None:
-    """Write trials as Parquet, atomically."""
+    """Write trials as Parquet, atomically.
+
+    Examples
+    --------
+    >>> from bayesrc.data import simulate_pair
+    >>> save_trials(simulate_pair(50, 10, seed=1).trials_v1, "v1.parquet")  # doctest: +SKIP
+    """
     import io
 
     import pyarrow as pa

@@ -2,8 +2,8 @@
 
 See ``README.md`` in this folder for each file's source and licence.
 
-Example
--------
+Examples
+--------
 >>> from bayesrc.datasets import path
 >>> path("mmlu_pro_2000.jsonl").name
 'mmlu_pro_2000.jsonl'

@@ -58,6 +58,13 @@ def lm_eval_records(trials: pd.DataFrame, *, temperature: float = 0.7) -> dict[s
     Items with K > 1 samples use the repeats layout (``resps = [[r_1..r_K]]``,
     ``filtered_resps = [[a_1..a_K]]``, unanswered repeats as ``"[invalid]"``); items
     with one sample use the single-response layout with ``exact_match`` 0 / 1.
+
+    Examples
+    --------
+    >>> from bayesrc.data import simulate_pair
+    >>> recs = lm_eval_records(simulate_pair(8, 3, seed=0).trials_v1)
+    >>> all(t.startswith("mmlu_pro_") for t in recs)
+    True
     """
     out: dict[str, list[dict]] = {}
     for item_id, g in _by_item(trials):
@@ -102,6 +109,11 @@ def write_lm_eval_example(trials: pd.DataFrame, out_dir: str | Path, *, stamp: s
 
     Also writes ``results_<stamp>.json`` with the aggregate metric per task, as
     lm-eval does. Returns the samples files.
+
+    Examples
+    --------
+    >>> from bayesrc.data import simulate_pair
+    >>> write_lm_eval_example(simulate_pair(8, 3, seed=0).trials_v1, "examples/lm_eval_v1")  # doctest: +SKIP
     """
     out_dir = Path(out_dir)
     paths = []
@@ -176,7 +188,13 @@ def inspect_log(trials: pd.DataFrame, *, task: str = "mmlu_pro", model: str | No
 
 
 def write_inspect_example(trials: pd.DataFrame, path: str | Path, *, task: str = "mmlu_pro") -> Path:
-    """Write an Inspect log: JSON for ``.json``, the zipped ``.eval`` layout for ``.eval``."""
+    """Write an Inspect log: JSON for ``.json``, the zipped ``.eval`` layout for ``.eval``.
+
+    Examples
+    --------
+    >>> from bayesrc.data import simulate_pair
+    >>> write_inspect_example(simulate_pair(8, 3, seed=0).trials_v1, "examples/v1.eval")  # doctest: +SKIP
+    """
     path = Path(path)
     log = inspect_log(trials, task=task)
     if path.suffix == ".eval":
@@ -204,7 +222,12 @@ def example_trials(n_items: int = 24, k: int = 5, *, seed: int = 0, missing_rate
 
 
 def write_examples(out_dir: str | Path, *, n_items: int = 24, k: int = 5, seed: int = 0) -> dict[str, list[Path]]:
-    """Write example lm-eval folders and Inspect logs for two versions under ``out_dir``."""
+    """Write example lm-eval folders and Inspect logs for two versions under ``out_dir``.
+
+    Examples
+    --------
+    >>> write_examples("examples", n_items=24, k=5)  # {'lm-eval': [...], 'inspect': [...]}  # doctest: +SKIP
+    """
     out_dir = Path(out_dir)
     written: dict[str, list[Path]] = {"lm-eval": [], "inspect": []}
     for t in example_trials(n_items, k, seed=seed):

@@ -115,7 +115,13 @@ def _load_eval_zip(path: Path) -> tuple[dict, list[tuple[str, Any]]]:
 
 
 def score_correct(value: Any) -> bool | None:
-    """Binary correctness of an Inspect score value; ``None`` for no answer. Raises ValueError."""
+    """Binary correctness of an Inspect score value; ``None`` for no answer. Raises ValueError.
+
+    Examples
+    --------
+    >>> score_correct("C"), score_correct("I"), score_correct("N"), score_correct(1.0)
+    (True, False, None, True)
+    """
     if isinstance(value, bool):
         return value
     if isinstance(value, (int, float)):
@@ -165,6 +171,11 @@ def read_inspect(
     domain_field : dotted path in the sample (e.g. ``metadata.subject``); default
         the first of ``metadata.domain / category / subject``, else the task name.
     allow_partial : import a log whose status is not ``success`` (an interrupted run).
+
+    Examples
+    --------
+    >>> trials = read_inspect("logs/2025-01-01_mmlu-pro_v1.eval")  # doctest: +SKIP
+    >>> trials.groupby("item_id")["is_correct"].mean().head()  # doctest: +SKIP
     """
     path = Path(path)
     notes = notes if notes is not None else []

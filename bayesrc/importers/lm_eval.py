@@ -45,7 +45,13 @@ INVALID_ANSWERS = frozenset({"", "[invalid]"})
 
 
 def task_from_filename(path: str | Path) -> str:
-    """``samples_mmlu_pro_law_2025-01-02T10-11-12.345.jsonl`` -> ``mmlu_pro_law``."""
+    """``samples_mmlu_pro_law_2025-01-02T10-11-12.345.jsonl`` -> ``mmlu_pro_law``.
+
+    Examples
+    --------
+    >>> task_from_filename("samples_mmlu_pro_law_2025-01-02T10-11-12.345.jsonl")
+    'mmlu_pro_law'
+    """
     name = Path(path).name
     m = SAMPLES_NAME.match(name)
     if m:
@@ -183,6 +189,10 @@ def read_lm_eval(
     item_id_field : dotted path giving a stable item id (e.g. ``doc.question_id``);
         default ``<task>/<doc_id>``.
     notes : a list that receives one-line notes (filter chosen, files stacked).
+
+    Examples
+    --------
+    >>> trials = read_lm_eval("lm_eval_out/gemma", model="gemma")  # doctest: +SKIP
     """
     if isinstance(sources, (str, Path)):
         sources = [sources]

@@ -23,7 +23,16 @@ ANYTIME_METHODS = ("normal_mixture", "stitched")
 
 
 class ParameterError(InputError, ValueError):
-    """A parameter outside its domain: a ``ValueError`` for the API, one line (exit 2) at the CLI."""
+    """A parameter outside its domain: a ``ValueError`` for the API, one line (exit 2) at the CLI.
+
+    Examples
+    --------
+    >>> from bayesrc.power import required_n
+    >>> required_n(0.6, 0.5, 2.0)
+    Traceback (most recent call last):
+    ...
+    bayesrc.power.analytic.ParameterError: <parameters>: field 'rho': a correlation must lie in [-1, 1], got 2
+    """
 
     def __init__(self, message: str, *, field: str | None = None) -> None:
         super().__init__(message, path="<parameters>", field=field)
@@ -62,7 +71,13 @@ def _check_rho(rho: ArrayLike) -> np.ndarray:
 
 
 def z_sum(alpha: ArrayLike = 0.05, power: ArrayLike = 0.8) -> np.ndarray:
-    """``K = z_{1-alpha/2} + z_{power}`` (two-sided level alpha, power 1 - beta)."""
+    """``K = z_{1-alpha/2} + z_{power}`` (two-sided level alpha, power 1 - beta).
+
+    Examples
+    --------
+    >>> round(float(z_sum()), 4)  # 1.96 + 0.8416
+    2.8016
+    """
     a = _check_open_unit("alpha", alpha)
     pw = _check_open_unit("power", power)
     return _out(stats.norm.isf(a / 2) + stats.norm.ppf(pw))
@@ -79,6 +94,11 @@ def joint_probabilities(p_a: ArrayLike, p_b: ArrayLike, rho: ArrayLike) -> np.nd
     ``p11 = p_a p_b + rho sqrt(p_a q_a p_b q_b)``; ``p10 = p_a - p11`` is the
     discordant cell "A right, B wrong" (McNemar's b), ``p01`` is c.
     Raises ``ParameterError`` when rho is outside the Frechet bounds for the margins.
+
+    Examples
+    --------
+    >>> joint_probabilities(0.6, 0.5, 0.3).round(4)  # p11, p10, p01, p00
+    array([0.3735, 0.2265, 0.1265, 0.2735])
     """
     pa = _check_open_unit("p_a", p_a)
     pb = _check_open_unit("p_b", p_b)
@@ -99,7 +119,14 @@ def joint_probabilities(p_a: ArrayLike, p_b: ArrayLike, rho: ArrayLike) -> np.nd
 
 
 def rho_bounds(p_a: ArrayLike, p_b: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
-    """Frechet bounds on the phi correlation of two Bernoullis with these margins."""
+    """Frechet bounds on the phi correlation of two Bernoullis with these margins.
+
+    Examples
+    --------
+    >>> lo, hi = rho_bounds(0.9, 0.5)
+    >>> round(float(lo), 4), round(float(hi), 4)
+    (-0.3333, 0.3333)
+    """
     pa = np.asarray(p_a, dtype=float)
     pb = np.asarray(p_b, dtype=float)
     s = np.sqrt(pa * (1 - pa) * pb * (1 - pb))
@@ -114,6 +141,11 @@ def paired_variance(p_a: ArrayLike, p_b: ArrayLike, rho: ArrayLike) -> np.ndarra
         sigma_D^2 = p_A q_A + p_B q_B - 2 rho sqrt(p_A q_A p_B q_B)
 
     Equals ``psi - delta^2`` with ``psi = p10 + p01`` the discordant proportion.
+
+    Examples
+    --------
+    >>> round(float(paired_variance(0.6, 0.5, 0.3)), 4)
+    0.343
     """
     cells = joint_probabilities(p_a, p_b, rho)  # validates and checks feasibility
     pa = cells[..., 0] + cells[..., 1]
@@ -143,6 +175,11 @@ def required_n(
 
     Continuous (not rounded up; ``ceil`` it for a design). ``delta = 0`` gives
     ``inf``: no finite benchmark resolves a zero difference.
+
+    Examples
+    --------
+    >>> round(float(required_n(0.62, 0.58, 0.5)))  # 4 pp apart, rho 0.5: about 1,176 paired items
+    1176
     """
     var = paired_variance(p_a, p_b, rho)
     delta = np.asarray(p_a, dtype=float) - np.asarray(p_b, dtype=float)
@@ -162,6 +199,11 @@ def resolution_ratio(
 
     ``inflation`` multiplies N* for a stress test (multiplicity, design effect,
     anytime validity). ``q = 0`` where ``delta = 0`` (N* infinite).
+
+    Examples
+    --------
+    >>> round(float(resolution_ratio(500, 0.62, 0.58, 0.5)), 3)  # 500 items resolve 43% of N*
+    0.425
     """
     n_arr = _as_float("n", n)
     if (n_arr <= 0).any():
@@ -187,6 +229,11 @@ def mde(
     Solved by vectorised bisection (N* falls monotonically in delta). NaN where
     no feasible delta (margins in (0, 1), rho within its Frechet bounds) is
     detectable with ``n`` items.
+
+    Examples
+    --------
+    >>> round(float(mde(1000, 0.6, 0.5)), 4)  # 1,000 paired items at p = 0.6, rho = 0.5
+    0.0434
     """
     n_arr = _as_float("n", n)
     if (n_arr <= 0).any():
@@ -238,7 +285,14 @@ def mde(
 
 @dataclass(frozen=True)
 class McNemarResult:
-    """McNemar test on discordant counts ``b`` (A right, B wrong) and ``c`` (A wrong, B right)."""
+    """McNemar test on discordant counts ``b`` (A right, B wrong) and ``c`` (A wrong, B right).
+
+    Examples
+    --------
+    >>> r = mcnemar(296, 250)
+    >>> round(float(r.p_exact), 3), round(float(r.p_asymptotic), 3)
+    (0.054, 0.049)
+    """
 
     b: np.ndarray
     c: np.ndarray
@@ -262,6 +316,12 @@ def mcnemar(b: ArrayLike, c: ArrayLike, exact: bool = True, correction: bool = F
 
     ``b + c = 0`` gives statistic 0 and p = 1 (no evidence either way). ``p_value``
     is the exact one when ``exact`` is true.
+
+    Examples
+    --------
+    >>> r = mcnemar(296, 250)  # paper 002's HellaSwag boundary case
+    >>> round(float(r.p_exact), 3), round(float(r.p_asymptotic), 3)
+    (0.054, 0.049)
     """
     b_arr = _as_float("b", b)
     c_arr = _as_float("c", c)
@@ -286,12 +346,24 @@ def mcnemar(b: ArrayLike, c: ArrayLike, exact: bool = True, correction: bool = F
 
 
 def cohens_h(p_a: ArrayLike, p_b: ArrayLike) -> np.ndarray:
-    """Cohen's ``h = 2 arcsin sqrt(p_A) - 2 arcsin sqrt(p_B)``."""
+    """Cohen's ``h = 2 arcsin sqrt(p_A) - 2 arcsin sqrt(p_B)``.
+
+    Examples
+    --------
+    >>> round(float(cohens_h(0.62, 0.58)), 4)
+    0.0817
+    """
     return _out(2 * np.arcsin(np.sqrt(np.asarray(p_a, float))) - 2 * np.arcsin(np.sqrt(np.asarray(p_b, float))))
 
 
 def shortcut_n(p_a: ArrayLike, p_b: ArrayLike, rho: ArrayLike, alpha: ArrayLike = 0.05, power: ArrayLike = 0.8) -> np.ndarray:
-    """The calculator shortcut: single-arm ``n_h = (K / h)^2`` times ``(1 - rho)``."""
+    """The calculator shortcut: single-arm ``n_h = (K / h)^2`` times ``(1 - rho)``.
+
+    Examples
+    --------
+    >>> round(float(shortcut_n(0.62, 0.58, 0.5)))  # about half of required_n's 1,176 (Lemma 1)
+    588
+    """
     pa = _check_open_unit("p_a", p_a)
     pb = _check_open_unit("p_b", p_b)
     r = _check_rho(rho)
@@ -306,6 +378,11 @@ def shortcut_ratio(p: ArrayLike, delta: ArrayLike, rho: ArrayLike, alpha: ArrayL
     Tends to 1/2 as ``delta -> 0`` (the shortcut halves the paired sample size):
     ``ratio = 1/2 + C(p, rho) delta^2 + O(delta^4)``, see :func:`shortcut_constant`.
     alpha and power cancel; they are accepted for symmetry with the other calls.
+
+    Examples
+    --------
+    >>> round(float(shortcut_ratio(0.6, 0.04, 0.5)), 3)
+    0.5
     """
     p_arr = _check_open_unit("p", p)
     d = _as_float("delta", delta)
@@ -321,6 +398,11 @@ def shortcut_constant(p: ArrayLike, rho: ArrayLike) -> np.ndarray:
         C(p, rho) = [1 / (6u) - (1 + rho)(1 - 2p)^2 / (16 (1 - rho) u^2)] / 2,   u = p(1 - p)
 
     ``C(1/2, rho) = 1/3`` for every rho.
+
+    Examples
+    --------
+    >>> round(float(shortcut_constant(0.5, 0.0)), 4)  # 1/3 at p = 0.5, rho = 0
+    0.3333
     """
     p_arr = _check_open_unit("p", p)
     r = _check_rho(rho)
@@ -342,6 +424,11 @@ def adjusted_alpha(m: ArrayLike, method: str = "bonferroni", alpha: ArrayLike = 
     Bonferroni ``alpha/m`` at every rank; Holm (step-down) ``alpha/(m - rank + 1)``;
     Benjamini-Hochberg (step-up) ``rank * alpha / m``. Without ``rank`` the first,
     most stringent step is used, where all three equal ``alpha/m``.
+
+    Examples
+    --------
+    >>> float(adjusted_alpha(40))  # Bonferroni over 40 comparisons
+    0.00125
     """
     if method not in MULTIPLICITY_METHODS:
         raise ParameterError(f"unknown method {method!r}; expected one of {', '.join(MULTIPLICITY_METHODS)}", field="method")
@@ -374,6 +461,11 @@ def multiplicity_inflation(
 
     with ``alpha'`` from :func:`adjusted_alpha` (Bonferroni ``alpha/m``; Holm and BH at
     the given ``rank``, default the first step). Bonferroni, m = 40: about 2.11.
+
+    Examples
+    --------
+    >>> round(float(multiplicity_inflation(40)), 2)  # paper 002: N* grows 2.11-fold
+    2.11
     """
     a_adj = np.asarray(adjusted_alpha(m, method, alpha, rank))
     return _out((np.asarray(z_sum(a_adj, power)) / np.asarray(z_sum(alpha, power))) ** 2)
@@ -387,6 +479,12 @@ def design_effect(icc: ArrayLike, cluster_sizes: ArrayLike, *, mean: str = "arit
     ``"size_weighted"`` (``sum m_g^2 / N``, the usual choice for unequal clusters, larger).
     Example (paper 002): ICC 0.036, 14 subjects, N = 12,032: ``m_bar = 859.4``, DE = 31.9
     (the paper's 31.5 corresponds to the unrounded ICC of about 0.0355).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> round(float(design_effect(0.036, np.full(14, 12032 / 14))), 1)  # MMLU-Pro's 14 subjects
+    31.9
     """
     icc_arr = _as_float("icc", icc)
     if ((icc_arr < -1) | (icc_arr > 1)).any():
@@ -411,6 +509,12 @@ def cluster_icc(values: ArrayLike, clusters: ArrayLike) -> float:
     ``ICC = (MSB - MSW) / (MSB + (n0 - 1) MSW)`` with ``n0 = (N - sum n_g^2 / N) / (G - 1)``
     for unequal cluster sizes; truncated at 0 (a negative estimate means no
     clustering, DE = 1). NaN with fewer than two clusters.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> round(float(cluster_icc(np.array([1.0, 1, 0, 0, 1, 0]), np.array([0, 0, 1, 1, 2, 2]))), 3)
+    0.5
     """
     y = _as_float("values", values).ravel()
     g = np.asarray(clusters).ravel()
@@ -445,6 +549,12 @@ def clustered_required_n(
     """``N*`` under item clustering: the IID ``N*`` times :func:`design_effect`.
 
     Paper 002: N* = 432 with DE = 31.5 becomes about 13,600 items.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> round(float(clustered_required_n(0.62, 0.58, 0.5, 0.036, np.full(14, 100))))
+    5365
     """
     de = np.asarray(design_effect(icc, cluster_sizes, mean=mean))
     return _out(np.asarray(required_n(p_a, p_b, rho, alpha, power)) * de)
@@ -477,6 +587,11 @@ def anytime_boundary(
       tuned for the benchmark's size, where ``u`` no longer depends on ``n``).
     - ``"stitched"``: Howard et al. (2021, eq. 10) ``1.7 sqrt(log log(2n) + 0.72 log(5.2 / (alpha/2)))``,
       one-sided at alpha/2 per side, valid for ``n >= 2`` with no tuning.
+
+    Examples
+    --------
+    >>> round(float(anytime_boundary(12032)), 3)  # vs 1.96 for one look
+    3.035
     """
     n_arr = _as_float("n", n)
     a = _check_open_unit("alpha", alpha)
@@ -506,6 +621,11 @@ def anytime_inflation(
 
     (alpha = 0.05, power 0.8: 1.91 for the horizon-tuned normal mixture).
     A pair is resolved under anytime validity iff ``q >= anytime_inflation(N)``.
+
+    Examples
+    --------
+    >>> round(float(anytime_inflation(12032)), 2)
+    1.91
     """
     u = np.asarray(anytime_boundary(n, alpha, method, n_opt))
     zb = stats.norm.ppf(_check_open_unit("power", power))
@@ -524,6 +644,11 @@ def anytime_required_n(
 
     For the horizon-tuned normal mixture the inflation does not depend on N, so
     this is ``N* x`` a constant; for the stitched boundary it is solved numerically.
+
+    Examples
+    --------
+    >>> round(float(anytime_required_n(0.55, 0.5, 0.3)))
+    2094
     """
     base = np.asarray(required_n(p_a, p_b, rho, alpha, power), dtype=float)
     if method == "normal_mixture":

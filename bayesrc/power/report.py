@@ -57,6 +57,14 @@ def scores_from_counts(
         ``"incorrect"``: a missing answer counts as wrong, as leaderboards score it.
 
     Returns ``(scores, domain, info)``; ``info`` says what was done (for the report).
+
+    Examples
+    --------
+    >>> from bayesrc.data import item_counts, simulate_pair
+    >>> sim = simulate_pair(100, 10, seed=1)
+    >>> scores, domain, info = scores_from_counts(item_counts(sim.trials_v1, sim.trials_v2))
+    >>> sorted(scores)
+    ['model-v1', 'model-v2']
     """
     if aggregate not in AGGREGATES:
         raise an.ParameterError(f"aggregate must be one of {AGGREGATES}", field="aggregate")
@@ -127,7 +135,13 @@ def _check_scores(x_a: ArrayLike, x_b: ArrayLike, *, binary: bool, names: tuple[
 
 @dataclass
 class PairResolution:
-    """Resolution diagnostics of one paired comparison (A minus B)."""
+    """Resolution diagnostics of one paired comparison (A minus B).
+
+    Examples
+    --------
+    >>> r = resolution_report(scores_a, scores_b, names=("A", "B"))  # doctest: +SKIP
+    >>> r.q, r.verdicts, r.summary()  # doctest: +SKIP
+    """
 
     name_a: str
     name_b: str
@@ -247,6 +261,15 @@ def resolution_report(
     The observed ``sigma_D^2 = (b + c)/N - delta^2`` equals ``paired_variance`` at the
     observed accuracies and phi correlation; ``N*`` uses it with the observed gap, so
     ``q = T_N^2 / K^2`` with the paired Wald statistic ``T_N``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> a = (rng.random(2000) < 0.62).astype(float); b = np.where(rng.random(2000) < 0.8, a, 1 - a)
+    >>> r = resolution_report(a, b, names=("A", "B"))
+    >>> bool(r.q == r.n / r.n_star)
+    True
     """
     alpha = float(an._check_open_unit("alpha", alpha))
     power = float(an._check_open_unit("power", power))
@@ -362,6 +385,13 @@ def multiplicity_verdicts(q: ArrayLike, m: int, method: str, alpha: float = 0.05
     largest passing one; Bonferroni judges each on its own.
 
     Returns per pair (in input order): rank, the step's inflation, resolved.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> ranks, inflation, resolved = multiplicity_verdicts(np.array([3.0, 1.2, 0.5]), 3, "holm")
+    >>> resolved.tolist()
+    [True, False, False]
     """
     q = np.asarray(q, dtype=float)
     order = np.argsort(-q, kind="stable")
@@ -384,7 +414,16 @@ def multiplicity_verdicts(q: ArrayLike, m: int, method: str, alpha: float = 0.05
 
 @dataclass
 class LeaderboardResolution:
-    """Adjacent-pair resolution table of a leaderboard (models ranked by accuracy)."""
+    """Adjacent-pair resolution table of a leaderboard (models ranked by accuracy).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> lb = leaderboard_report({m: (rng.random(500) < p).astype(float) for m, p in (("a", 0.7), ("b", 0.6), ("c", 0.5))})
+    >>> len(lb.pairs)  # adjacent pairs of the ranking
+    2
+    """
 
     ranking: pd.DataFrame  # rank, model, accuracy
     pairs: list[PairResolution]
@@ -448,6 +487,14 @@ def leaderboard_report(
     number of adjacent pairs, M - 1). Bonferroni applies ``alpha/m`` to each pair;
     Holm and BH are run as step procedures over the adjacent pairs on the q scale.
     With two models this is the single pair's report.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> lb = leaderboard_report({m: (rng.random(500) < p).astype(float) for m, p in (("a", 0.7), ("b", 0.6), ("c", 0.5))})
+    >>> lb.to_frame()["pair"].tolist()[:1]  # doctest: +SKIP
+    >>> lb.to_result().save("out/power")  # doctest: +SKIP
     """
     if isinstance(scores, Mapping):
         lengths = {str(k): np.size(v) for k, v in scores.items()}
@@ -513,7 +560,12 @@ def _md_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
 
 
 def render_markdown(lb: LeaderboardResolution) -> str:
-    """Markdown report: ranking, per-pair figures, verdicts per paradigm, unresolved counts."""
+    """Markdown report: ranking, per-pair figures, verdicts per paradigm, unresolved counts.
+
+    Examples
+    --------
+    >>> print(render_markdown(lb)[:60])  # doctest: +SKIP
+    """
     info = lb.info
     parts = [
         "# Resolution report",

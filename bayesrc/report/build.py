@@ -15,9 +15,15 @@ SUFFIX = {"html": ".html", "md": ".md", "latex": ".tex"}
 
 
 def report_sections(run: Run, comparison: Comparison | None) -> list[Section]:
-    """Sections of one comparison (or, for a run with no pair, the run-wide ones)."""
+    """Sections of one comparison (or, for a run with no pair, the run-wide ones).
+
+    Examples
+    --------
+    >>> run = load_run("runs/demo")  # doctest: +SKIP
+    >>> [(s.title, s.status) for s in report_sections(run, run.comparisons["minor"])]  # doctest: +SKIP
+    """
     if comparison is None:
-        return [s for b in (section_sensitivity, section_power, section_switch, section_truth) if (s := b(run, None)) is not None]
+        return build_sections(run, None, builders=[section_sensitivity, section_power, section_switch, section_truth])
     return build_sections(run, comparison)
 
 
@@ -39,6 +45,11 @@ def build_report(
     pairs : only these comparisons (default: all).
 
     Returns the written report paths keyed by comparison name.
+
+    Examples
+    --------
+    >>> from bayesrc.report import build_report
+    >>> build_report("runs/demo", fmt="html")  # {'minor': PosixPath('runs/demo/report_minor.html'), ...}  # doctest: +SKIP
     """
     if fmt not in FORMATS:
         raise InputError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}", field="--format")

@@ -1,29 +1,25 @@
-"""Reading a run directory: whichever result files exist, per comparison.
+"""Reading a run directory: whichever result files exist, per comparison, as typed results.
 
 A run directory may hold (each optional; a report shows what is there):
 
-=========================  ====================================================
-``rci.json``               ``bayesrc rci`` / ``bayesrc demo``: every pair's classical analysis
-``items_NAME.parquet``     per-item RCI table of pair NAME
-``fit.json``               ``bayesrc fit``: diagnostics, selection, crosscheck, domain_shift
-``items.parquet``          ``bayesrc fit``: per-item posterior summaries
-``posterior.nc``           ``bayesrc fit``: the posterior (InferenceData / DataTree)
-``switch.json``            ``bayesrc switch``: switch matrices and factor model
-``power.json``             ``bayesrc power``: resolution diagnostics
-``run.json``               collection: the run record with its pins
-``sensitivity_NAME.csv``   ``bayesrc sensitivity``: one table (+ ``.png`` figure) per analysis
-``truth.json``             ``bayesrc truth``: real-model truth (+ ``truth_replicates.parquet``)
-=========================  ====================================================
+=========================  ====================================================  ==========================================
+file                       written by                                            opened as
+=========================  ====================================================  ==========================================
+``rci.json``               ``bayesrc rci`` / ``bayesrc demo`` (+ ``items_NAME``)  :class:`~bayesrc.results.RCIRun`
+``NAME/fit.json``          ``bayesrc fit`` (+ ``items.parquet``, ``posterior.nc``)  :class:`~bayesrc.bayes.BayesFit`
+``switch.json``            ``bayesrc switch``                                    :class:`~bayesrc.results.SwitchResult`
+``power.json``             ``bayesrc power``                                     :class:`~bayesrc.results.PowerReport`
+``sensitivity.json``       ``bayesrc sensitivity`` (+ ``sensitivity_NAME.png``)  :class:`~bayesrc.results.SensitivityTable`
+``truth.json``             ``bayesrc truth`` (+ ``truth_replicates.parquet``)     :class:`~bayesrc.truth.TruthResult`
+``run.json``               collection: the run record with its pins              :func:`bayesrc.collect.run.read_run_record`
+=========================  ====================================================  ==========================================
 
-Every file is opened through its typed result class (:mod:`bayesrc.results`):
-``Comparison.pair`` is a :class:`~bayesrc.results.PairResult`, ``Comparison.bayes`` a
-:class:`~bayesrc.bayes.BayesFit`, ``Run.switch_result`` a :class:`~bayesrc.results.SwitchResult`,
-``Run.power_result`` a :class:`~bayesrc.results.PowerReport`; the ``rci`` / ``fit`` / ``switch``
-/ ``power`` dicts are those objects' payloads (kept for the section builders).
+Each file is read once, by its class's own reader (the same one :func:`bayesrc.load` uses);
+the section builders use only those objects' attributes and tables.
 
 Bayesian files of pair NAME are looked up as ``NAME/fit.json`` (with ``items.parquet``
-and ``posterior.nc`` beside it), then plain ``fit.json`` (used for the pair named in its ``pair`` key, or for the
-only / first pair); ``items.parquet`` and ``posterior.nc`` follow the same rule.
+and ``posterior.nc`` beside it), then plain ``fit.json`` (used for the pair named in its
+``pair`` key, or for the only / first pair).
 """
 
 from __future__ import annotations
@@ -35,124 +31,135 @@ from typing import Any
 import pandas as pd
 
 from bayesrc.errors import InputError
-from bayesrc.results import _read_json as read_json  # noqa: E402,F401
-from bayesrc.results import _read_parquet as read_parquet
+
+# kept for callers that read single files the way results do (bayesrc.truth.score)
+from bayesrc.results import _read_json as read_json  # noqa: F401
+from bayesrc.results import _read_parquet as read_parquet  # noqa: F401
 
 
 @dataclass
 class Comparison:
-    """Everything the run directory holds about one version pair."""
+    """Everything the run directory holds about one version pair.
+
+    Attributes
+    ----------
+    name : the pair's name (``rci.json``'s ``pairs`` key, or the fit folder).
+    pair : its classical result (:class:`bayesrc.results.PairResult`), or None.
+    bayes : its Bayesian fit (:class:`bayesrc.bayes.BayesFit`, posterior included), or None.
+
+    Examples
+    --------
+    >>> c = load_run("runs/demo").comparisons["minor"]  # doctest: +SKIP
+    >>> c.pair.n_flagged, c.bayes.summary()  # doctest: +SKIP
+    """
 
     name: str
-    rci: dict | None = None
-    items: pd.DataFrame | None = None
-    fit: dict | None = None
-    bayes_items: pd.DataFrame | None = None
-    posterior_path: Path | None = None
-    files: dict[str, Path] = field(default_factory=dict)
     pair: Any = None  # bayesrc.results.PairResult
-    bayes: Any = None  # bayesrc.bayes.BayesFit (posterior read lazily from posterior_path)
+    bayes: Any = None  # bayesrc.bayes.BayesFit
+    files: dict[str, Path] = field(default_factory=dict)
+
+    @property
+    def items(self) -> pd.DataFrame | None:
+        """The RCI item table (``items_NAME.parquet``)."""
+        return None if self.pair is None else self.pair.items
+
+    @property
+    def bayes_items(self) -> pd.DataFrame | None:
+        """The fit's item table (``items.parquet``)."""
+        return None if self.bayes is None else self.bayes.items
 
     @property
     def versions(self) -> tuple[str, str]:
-        for src in (self.rci, self.fit):
-            if src and src.get("versions"):
-                v = src["versions"]
-                return str(v[0]), str(v[1])
+        for res in (self.pair, self.bayes):
+            if res is not None:
+                return res.versions
         return "v1", "v2"
 
 
 @dataclass
 class Run:
-    """A run directory's files, read once."""
+    """A run directory's results, each read once through its typed class.
+
+    Examples
+    --------
+    >>> run = load_run("runs/demo")  # doctest: +SKIP
+    >>> list(run.comparisons), run.power.pairs_table()  # doctest: +SKIP
+    """
 
     path: Path
     comparisons: dict[str, Comparison]
-    rci: dict | None = None
-    run_record: dict | None = None
-    switch: dict | None = None
-    power: dict | None = None
-    sensitivity: dict[str, tuple[pd.DataFrame, Path | None]] = field(default_factory=dict)
+    rci: Any = None  # bayesrc.results.RCIRun
+    run_record: dict | None = None  # run.json (collection pins)
+    switch: Any = None  # bayesrc.results.SwitchResult
+    power: Any = None  # bayesrc.results.PowerReport
+    sensitivity: Any = None  # bayesrc.results.SensitivityTable
+    truth: Any = None  # bayesrc.truth.TruthResult
     files: dict[str, Path] = field(default_factory=dict)
-    rci_result: Any = None  # bayesrc.results.RCIRun
-    switch_result: Any = None  # bayesrc.results.SwitchResult
-    power_result: Any = None  # bayesrc.results.PowerReport
-    truth: dict | None = None
-    truth_replicates: pd.DataFrame | None = None
 
-
-def _load_fit(cls, folder: Path):
-    """The fit's record and tables; the posterior stays on disk until a section needs it."""
-    obj = cls(read_json(folder / "fit.json"))
-    obj.tables = {n: read_parquet(p) for n, p in obj.table_names_on_disk(folder).items()}
-    obj.path = folder
-    return obj
+    def sensitivity_png(self, name: str) -> Path | None:
+        """The figure ``bayesrc sensitivity`` drew for analysis ``name``, if it is there."""
+        png = self.path / f"sensitivity_{name}.png"
+        return png if png.is_file() else None
 
 
 def load_run(run_dir: str | Path) -> Run:
-    """Read every known result file of a run directory (absent files are fine)."""
+    """Read every known result file of a run directory (absent files are fine).
+
+    Parameters
+    ----------
+    run_dir : a folder the analysis commands wrote into (``bayesrc demo --out``, or
+        ``bayesrc rci|fit|power|switch|sensitivity|truth --out`` pointed at one folder).
+
+    Returns
+    -------
+    Run
+        The typed results by comparison (``run.comparisons[NAME].pair`` / ``.bayes``) and
+        run-wide (``run.power``, ``run.switch``, ``run.sensitivity``, ``run.truth``).
+
+    Examples
+    --------
+    >>> from bayesrc.report import load_run, report_sections
+    >>> run = load_run("runs/demo")                                   # doctest: +SKIP
+    >>> run.comparisons["minor"].pair.n_flagged                       # doctest: +SKIP
+    >>> [s.title for s in report_sections(run, run.comparisons["minor"])]  # doctest: +SKIP
+    """
     from bayesrc.bayes.fit import BayesFit
-    from bayesrc.results import RCIRun
+    from bayesrc.results import PowerReport, RCIRun, SensitivityTable, SwitchResult
 
     root = Path(run_dir)
     if not root.is_dir():
         raise InputError("not a run directory", path=root)
-    files: dict[str, Path] = {}
-    rci_run = RCIRun.load(root) if (root / "rci.json").is_file() else None
-    rci = rci_run.payload if rci_run is not None else None
-    if rci_run is not None:
-        files["rci.json"] = root / "rci.json"
-    names = rci_run.names if rci_run is not None else []
-    plain_fit = read_json(root / "fit.json") if (root / "fit.json").is_file() else None
-    if not names:
-        names = [str((plain_fit or {}).get("pair") or "comparison")] if plain_fit is not None else []
-    comps: dict[str, Comparison] = {}
+    run = Run(path=root, comparisons={})
+    if (root / RCIRun.main_file).is_file():
+        run.rci, run.files["rci.json"] = RCIRun.load(root), root / "rci.json"
+    plain = BayesFit.load(root) if (root / BayesFit.main_file).is_file() else None  # a fit written into the run folder itself
+    owner = None if plain is None else plain.payload.get("pair")  # the pair it belongs to, when recorded
+    names = run.rci.names if run.rci is not None else []
+    if not names and plain is not None:
+        names = [str(owner or "comparison")]
     for i, name in enumerate(names):
         c = Comparison(name=name)
-        if rci_run is not None and name in rci_run.names:
-            c.pair = rci_run[name]
-            c.rci, c.items = c.pair.payload, c.pair.items
-            if c.items is not None:
+        if run.rci is not None and name in run.rci.names:
+            c.pair = run.rci[name]
+            if c.pair.items is not None:
                 c.files["items"] = root / f"items_{name}.parquet"
-        fit_dir = root / name if (root / name / "fit.json").is_file() else None
-        owner = (plain_fit or {}).get("pair")
-        plain_is_mine = plain_fit is not None and (owner == name or (owner is None and i == 0) or len(names) == 1)
-        if fit_dir is None and plain_is_mine:
-            fit_dir = root
-        if fit_dir is not None:
-            c.bayes = _load_fit(BayesFit, fit_dir)
-            c.fit, c.bayes_items, c.files["fit"] = c.bayes.payload, c.bayes.items, fit_dir / "fit.json"
-            if c.bayes_items is not None:
-                c.files["bayes_items"] = fit_dir / "items.parquet"
-            if (fit_dir / "posterior.nc").is_file():
-                c.posterior_path = c.files["posterior"] = fit_dir / "posterior.nc"
-        comps[name] = c
-    run = Run(path=root, comparisons=comps, rci=rci, files=files, rci_result=rci_run)
-    if (root / "run.json").is_file():
-        run.run_record, files["run.json"] = read_json(root / "run.json"), root / "run.json"
-    from bayesrc.results import PowerReport, SwitchResult
-
-    for attr, cls in (("switch", SwitchResult), ("power", PowerReport)):
-        p = root / cls.main_file
-        if p.is_file():
-            res = cls.load(root)
-            setattr(run, f"{attr}_result", res)
-            setattr(run, attr, res.payload)
-            files[cls.main_file] = p
-    for csv in sorted(root.glob("sensitivity_*.csv")):
-        name = csv.stem[len("sensitivity_") :]
-        try:
-            table = pd.read_csv(csv)
-        except Exception as exc:
-            raise InputError(f"unreadable CSV ({type(exc).__name__})", path=csv) from None
-        png = csv.with_suffix(".png")
-        run.sensitivity[name] = (table, png if png.is_file() else None)
-        files[csv.name] = csv
+        if (root / name / BayesFit.main_file).is_file():
+            c.bayes, c.files["fit"] = BayesFit.load(root / name), root / name / "fit.json"
+        elif plain is not None and (owner == name or (owner is None and i == 0) or len(names) == 1):
+            c.bayes, c.files["fit"] = plain, root / "fit.json"
+        run.comparisons[name] = c
+    for attr, cls in (("switch", SwitchResult), ("power", PowerReport), ("sensitivity", SensitivityTable)):
+        if (root / cls.main_file).is_file():
+            setattr(run, attr, cls.load(root))
+            run.files[cls.main_file] = root / cls.main_file
     if (root / "truth.json").is_file():
-        run.truth, files["truth.json"] = read_json(root / "truth.json"), root / "truth.json"
-    if run.truth is not None and (root / "truth_replicates.parquet").is_file():
-        run.truth_replicates = read_parquet(root / "truth_replicates.parquet")
-        files["truth_replicates.parquet"] = root / "truth_replicates.parquet"
-    if not comps and run.switch is None and run.power is None and not run.sensitivity and run.truth is None:
-        raise InputError("no result files (rci.json, fit.json, switch.json, power.json, truth.json or sensitivity_*.csv) in this run directory", path=root)
+        from bayesrc.truth import TruthResult
+
+        run.truth, run.files["truth.json"] = TruthResult.read(root), root / "truth.json"
+    if (root / "run.json").is_file():
+        from bayesrc.collect.run import read_run_record
+
+        run.run_record, run.files["run.json"] = read_run_record(root), root / "run.json"
+    if not run.comparisons and run.switch is None and run.power is None and run.sensitivity is None and run.truth is None:
+        raise InputError("no result files (rci.json, fit.json, switch.json, power.json, truth.json or sensitivity.json) in this run directory", path=root)
     return run

@@ -106,7 +106,13 @@ def unwrap(exc: BaseException) -> BaseException:
 
 
 def serial_map(fn: Callable, arg_tuples: Sequence[tuple]) -> list:
-    """``[fn(*a) for a in arg_tuples]``: the reference a Ray map must equal."""
+    """``[fn(*a) for a in arg_tuples]``: the reference a Ray map must equal.
+
+    Examples
+    --------
+    >>> serial_map(pow, [(2, 3), (3, 2)])
+    [8, 9]
+    """
     return [fn(*a) for a in arg_tuples]
 
 
@@ -116,6 +122,12 @@ def ray_map(fn: Callable, arg_tuples: Sequence[tuple], *, num_cpus: float = 1, m
     Results come back in input order. A task whose worker dies is retried up to
     ``max_retries`` times; a :class:`BayesrcError` raised by ``fn`` is re-raised as is.
     ``fn`` must be importable (module level) so workers resolve it by name.
+
+    Examples
+    --------
+    >>> with ray_session(num_cpus=2):  # doctest: +SKIP
+    ...     ray_map(pow, [(2, 3), (3, 2)])
+    [8, 9]
     """
     ray = import_ray()
     remote = ray.remote(num_cpus=num_cpus, max_retries=max_retries)(fn)

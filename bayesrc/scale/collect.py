@@ -43,7 +43,13 @@ PLAN_FORMAT = "bayesrc-ray-plan/1"
 
 @dataclass
 class RayRunResult(RunResult):
-    """:class:`RunResult` plus what the Ray run did (for trials/s and the benchmark)."""
+    """:class:`RunResult` plus what the Ray run did (for trials/s and the benchmark).
+
+    Examples
+    --------
+    >>> res = collect_ray("models/gemma.toml", "bank.jsonl", "runs/v1", workers=2, k=10)  # doctest: +SKIP
+    >>> res.n_trials / res.seconds, res.retries  # doctest: +SKIP
+    """
 
     n_shards: int = 0
     workers: int = 0

@@ -42,6 +42,18 @@ class BenchmarkResult:
 
 @dataclass
 class SwitchAnalysis:
+    """Every benchmark's switch effects, LS factor fit and Bayesian factor fits (:func:`analyse_switch`);
+    ``to_result()`` gives the saveable :class:`bayesrc.results.SwitchResult`.
+
+    Examples
+    --------
+    >>> from bayesrc.switch import simulate_switch
+    >>> sim = simulate_switch(4, 30, seed=3)
+    >>> analysis = analyse_switch(sim.data, n_boot=100, backends=())
+    >>> analysis.to_result().summary()["models"].tolist()
+    [4]
+    """
+
     data: SwitchData
     results: dict[str, BenchmarkResult]
     settings: dict
@@ -102,7 +114,16 @@ def analyse_switch(
     chains: int = 2,
     pairing_rho: float = 0.0,
 ) -> SwitchAnalysis:
-    """Cell means, switch effects, LS and Bayesian factor fits for every benchmark."""
+    """Cell means, switch effects, LS and Bayesian factor fits for every benchmark.
+
+    Examples
+    --------
+    >>> from bayesrc.switch import simulate_switch, switch_effects
+    >>> sim = simulate_switch(4, 30, seed=3)
+    >>> res = analyse_switch(sim.data, n_boot=100, backends=()).to_result()
+    >>> res.effects().shape[0]  # off-diagonal cells
+    12
+    """
     from bayesrc.switch.bayes import factor_data, fit_factor_bayes
 
     results: dict[str, BenchmarkResult] = {}

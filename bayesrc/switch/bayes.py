@@ -46,6 +46,15 @@ BACKENDS: tuple[str, ...] = ("numpyro", "pymc")
 
 @dataclass(frozen=True)
 class FactorPriors:
+    """Prior scales of the Bayesian factor model (SPEC 8): μ ~ Normal(0, mu_sd), τ_α, τ_β ~
+    HalfNormal(scale_sd), the baseline and noise scales; ``pooled=False`` fixes α, β's scale.
+
+    Examples
+    --------
+    >>> FactorPriors(scale_sd=0.25).mu_sd
+    1.0
+    """
+
     mu_sd: float = 1.0
     scale_sd: float = 0.5
     base_sd: float = 1.0
@@ -55,7 +64,14 @@ class FactorPriors:
 
 @dataclass(frozen=True)
 class FactorData:
-    """Arrays the models condition on (built by :func:`factor_data`)."""
+    """Arrays the models condition on (built by :func:`factor_data`).
+
+    Examples
+    --------
+    >>> from bayesrc.switch import simulate_switch
+    >>> factor_data(simulate_switch(4, 30, seed=3).data).kind
+    'episodes'
+    """
 
     kind: str  # "cells" | "episodes"
     models: list[str]
@@ -88,7 +104,16 @@ def _cell_labels(models: list[str]) -> list[str]:
 
 def factor_data(data: SwitchData, *, pairing_rho: float = 0.0) -> FactorData:
     """Cell data -> off-diagonal Δ̂ with SEs (see :func:`switch_effects` for
-    ``pairing_rho``); episode data -> every score row."""
+    ``pairing_rho``); episode data -> every score row.
+
+    Examples
+    --------
+    >>> from bayesrc.switch import simulate_switch, switch_effects
+    >>> sim = simulate_switch(4, 30, seed=3)
+    >>> fd = factor_data(sim.data)
+    >>> fd.models
+    ['model-0', 'model-1', 'model-2', 'model-3']
+    """
     if len(data.benchmarks) != 1:
         raise ValueError(f"select one benchmark first; have {data.benchmarks}")
     bench = data.benchmarks[0]
@@ -275,7 +300,13 @@ def diagnostics(idata, var_names: tuple[str, ...] = GATED, **thresholds):
 
 @dataclass
 class BayesFactorFit:
-    """A Bayesian factor-model fit: DataTree plus tidy summaries."""
+    """A Bayesian factor-model fit: DataTree plus tidy summaries.
+
+    Examples
+    --------
+    >>> res = fit_factor_numpyro(factor_data(sim.data))  # doctest: +SKIP
+    >>> res.summary()[["term", "mean", "ci_low", "ci_high"]]  # doctest: +SKIP
+    """
 
     backend: str
     data: FactorData

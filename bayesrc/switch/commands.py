@@ -70,9 +70,9 @@ def run_switch(args: argparse.Namespace) -> int:
         c = analysis.correlation
         print(f"correlation across benchmarks: alpha r = {c['alpha']:.2f}, beta r = {c['beta']:.2f}")
     print(f"wrote {args.out / 'switch.json'}")
-    failed = result.failed_fits
+    failed = result.failed_fit_reasons()
     if failed and not args.allow_unconverged:
-        worst = "; ".join(f"{f}: {result.benchmark(f.split('/')[0])['bayes'][f.split('/')[1]]['diagnostics']['worst']}" for f in failed)
+        worst = "; ".join(f"{f}: {why}" for f, why in failed.items())
         raise ConvergenceError(f"Bayesian fit(s) failed the diagnostics gate ({worst}); outputs are marked passed=false")
     return 0
 

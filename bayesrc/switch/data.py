@@ -36,6 +36,11 @@ class SwitchData:
     ``kind`` is ``"episodes"`` (columns benchmark, episode, prefix, suffix, score) or
     ``"cells"`` (benchmark, metric, prefix, suffix, mean, ci_low, ci_high, n, se); ``models``
     maps each benchmark to its models in order of first appearance.
+
+    Examples
+    --------
+    >>> data = load_switch("switch_matrix_cells.csv", benchmark="coqa")  # doctest: +SKIP
+    >>> data.models["coqa"][:2]  # doctest: +SKIP
     """
 
     kind: str
@@ -113,6 +118,13 @@ def load_switch(path: str | Path, *, benchmark: str | None = None) -> SwitchData
     Raises :class:`InputError` for a missing column, a non-numeric score/mean/interval,
     an interval that does not contain its mean, duplicate cells (or duplicate
     episode rows), a model without its diagonal cell, or a matrix with one model.
+
+    Examples
+    --------
+    >>> from bayesrc.datasets import path
+    >>> data = load_switch(path("switch_matrix_cells.csv"), benchmark="coqa")
+    >>> len(data.models["coqa"])
+    9
     """
     path = Path(path)
     df, _ = read_table(path, kind="switch-matrix")
@@ -185,14 +197,27 @@ def _validate(df: pd.DataFrame, path: Path, benchmark: str | None) -> SwitchData
 
 def episodes_from_frame(frame: pd.DataFrame, *, name: str = "<episodes>") -> SwitchData:
     """Validated :class:`SwitchData` from an in-memory episode table
-    (columns episode, prefix_model|prefix, suffix_model|suffix, score[, benchmark])."""
+    (columns episode, prefix_model|prefix, suffix_model|suffix, score[, benchmark]).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> frame = pd.DataFrame({"episode": [0, 0, 0, 0], "prefix": ["a", "a", "b", "b"], "suffix": ["a", "b", "a", "b"], "score": [1.0, 0.0, 1.0, 1.0]})
+    >>> list(episodes_from_frame(frame).models.values())
+    [['a', 'b']]
+    """
     df = frame.rename(columns={"prefix": "prefix_model", "suffix": "suffix_model"}).copy()
     df["_line"] = np.arange(len(df)) + 1
     return _validate(df, Path(name), None)
 
 
 def save_episodes(frame: pd.DataFrame, path: str | Path) -> None:
-    """Write episode-level scores (columns benchmark, episode, prefix_model, suffix_model, score)."""
+    """Write episode-level scores (columns benchmark, episode, prefix_model, suffix_model, score).
+
+    Examples
+    --------
+    >>> save_episodes(sim.data.frame, "episodes.csv")  # doctest: +SKIP
+    """
     from bayesrc.io import atomic_write_bytes, atomic_write_text
 
     path = Path(path)

@@ -64,6 +64,14 @@ class AdditiveFit:
     ``alpha`` / ``beta``: pandas Series indexed by model (sum zero); ``alpha_se`` /
     ``beta_se``: OLS standard errors; ``cells``: prefix, suffix, observed, pred, resid,
     loo_pred, loo_resid sorted by |resid| (largest first).
+
+    Examples
+    --------
+    >>> from bayesrc.switch import simulate_switch, switch_effects
+    >>> sim = simulate_switch(4, 30, seed=3)
+    >>> fit = fit_additive(switch_effects(sim.data, n_boot=0)["delta"])
+    >>> list(fit.alpha.index) == sim.models
+    True
     """
 
     benchmark: str
@@ -175,8 +183,8 @@ def fit_additive(
     given, α, β and μ get the shared-baseline covariance (module docstring) and the
     noise-floor R² is computed from ``n_noise`` draws.
 
-    Example
-    -------
+    Examples
+    --------
     >>> from bayesrc.switch import simulate_switch, switch_effects
     >>> eff = switch_effects(simulate_switch(4, 60, seed=1).data, n_boot=200)
     >>> fit = fit_additive(eff["delta"], se=eff["se"], base_cov=eff["base_cov"])
@@ -253,7 +261,12 @@ def fit_additive(
 
 
 def factor_correlation(fit_a: AdditiveFit, fit_b: AdditiveFit) -> dict[str, float]:
-    """Pearson correlation of α and of β across two benchmarks (models in common)."""
+    """Pearson correlation of α and of β across two benchmarks (models in common).
+
+    Examples
+    --------
+    >>> factor_correlation(fit_coqa, fit_gsm8k)  # {'alpha': r, 'beta': r}  # doctest: +SKIP
+    """
     common = [m for m in fit_a.models if m in set(fit_b.models)]
     if len(common) < 3:
         return {"alpha": float("nan"), "beta": float("nan"), "n_models": len(common)}

@@ -38,8 +38,8 @@ MIN_BOOT_999 = 10_000
 def benjamini_hochberg(p: np.ndarray) -> np.ndarray:
     """BH-adjusted p-values (step-up, monotone); NaN entries stay NaN and are not counted.
 
-    Example
-    -------
+    Examples
+    --------
     >>> benjamini_hochberg(np.array([0.01, 0.04, 0.03])).round(3).tolist()
     [0.03, 0.04, 0.04]
     """
@@ -117,7 +117,15 @@ def _dataset(models: list[str], bench: str, **vars_: np.ndarray) -> xr.Dataset:
 
 
 def episode_array(data: SwitchData) -> xr.DataArray:
-    """Scores as a DataArray (prefix, suffix, episode); NaN where a cell lacks an episode."""
+    """Scores as a DataArray (prefix, suffix, episode); NaN where a cell lacks an episode.
+
+    Examples
+    --------
+    >>> from bayesrc.switch import simulate_switch, switch_effects
+    >>> sim = simulate_switch(4, 30, seed=3)
+    >>> episode_array(sim.data).dims
+    ('prefix', 'suffix', 'episode')
+    """
     bench, models, df = _single(data)
     da = df.set_index(["prefix", "suffix", "episode"])["score"].to_xarray().reindex(prefix=models, suffix=models)
     da.name = "score"
@@ -129,6 +137,13 @@ def cell_means(data: SwitchData, *, n_boot: int = 1000, level: float = 0.95, see
     """Cell means with BCa intervals (episodes) or the published intervals (cells).
 
     Returns a Dataset (prefix, suffix) with ``mean``, ``ci_low``, ``ci_high``, ``n``.
+
+    Examples
+    --------
+    >>> from bayesrc.switch import simulate_switch, switch_effects
+    >>> sim = simulate_switch(4, 30, seed=3)
+    >>> cell_means(sim.data, n_boot=100)["mean"].dims
+    ('prefix', 'suffix')
     """
     bench, models, df = _single(data)
     k = len(models)
@@ -207,6 +222,14 @@ def switch_effects(data: SwitchData, *, n_boot: int = 1000, seed: int | None = 0
     correlation of a → b and b → b scores, SE² = SE_ab² + SE_bb² − 2ρ SE_ab SE_bb
     (0: the unpaired upper bound). ``n_boot = 0`` (episode data): no BCa intervals or stars,
     only Δ, SE, ``base_cov`` and the BH-adjusted significance.
+
+    Examples
+    --------
+    >>> from bayesrc.switch import simulate_switch, switch_effects
+    >>> sim = simulate_switch(4, 30, seed=3)
+    >>> eff = switch_effects(sim.data, n_boot=100)
+    >>> eff["delta"].dims, float(eff["delta"][0, 0])  # the diagonal is the reference: 0
+    (('prefix', 'suffix'), 0.0)
     """
     bench, models, df = _single(data)
     k = len(models)
@@ -238,7 +261,15 @@ def switch_effects(data: SwitchData, *, n_boot: int = 1000, seed: int | None = 0
 
 
 def effects_frame(effects: xr.Dataset, *, off_diagonal: bool = True) -> pd.DataFrame:
-    """Tidy table (prefix, suffix, delta, ci_low, ci_high, se, n, stars, p, p_adjusted, significant_95_adjusted)."""
+    """Tidy table (prefix, suffix, delta, ci_low, ci_high, se, n, stars, p, p_adjusted, significant_95_adjusted).
+
+    Examples
+    --------
+    >>> from bayesrc.switch import simulate_switch, switch_effects
+    >>> sim = simulate_switch(4, 30, seed=3)
+    >>> len(effects_frame(switch_effects(sim.data, n_boot=0)))  # off-diagonal cells
+    12
+    """
     df = effects.drop_vars("base_cov", errors="ignore").to_dataframe().reset_index()
     if off_diagonal:
         df = df[df["prefix"] != df["suffix"]]
@@ -246,7 +277,15 @@ def effects_frame(effects: xr.Dataset, *, off_diagonal: bool = True) -> pd.DataF
 
 
 def format_matrix(effects: xr.Dataset, *, digits: int = 3) -> pd.DataFrame:
-    """The paper's table: Δ with stars, rows prefix, columns suffix."""
+    """The paper's table: Δ with stars, rows prefix, columns suffix.
+
+    Examples
+    --------
+    >>> from bayesrc.switch import simulate_switch, switch_effects
+    >>> sim = simulate_switch(4, 30, seed=3)
+    >>> format_matrix(switch_effects(sim.data, n_boot=0)).shape
+    (4, 4)
+    """
     d = effects["delta"].to_numpy()
     s = effects["stars"].to_numpy()
     text = np.vectorize(lambda v, st: "" if not np.isfinite(v) else f"{v:+.{digits}f}{st}")(d, s)

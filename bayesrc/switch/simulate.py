@@ -17,6 +17,16 @@ from bayesrc.switch.data import SwitchData, episodes_from_frame
 
 @dataclass(frozen=True)
 class SimulatedSwitch:
+    """Switch data drawn from the additive factor model with known truth (SPEC 8):
+    Δ_ab = μ + α_a + β_b + interaction, ``delta`` the true (prefix, suffix) matrix.
+
+    Examples
+    --------
+    >>> sim = simulate_switch(4, 30, seed=3)
+    >>> sim.delta.shape, len(sim.alpha)
+    ((4, 4), 4)
+    """
+
     data: SwitchData
     models: list[str]
     mu: float
@@ -44,7 +54,15 @@ def simulate_switch(
     seed: int | None = 0,
     benchmark: str = "sim",
 ) -> SimulatedSwitch:
-    """Simulate a full k × k switch matrix over ``n_episodes`` paired episodes."""
+    """Simulate a full k × k switch matrix over ``n_episodes`` paired episodes.
+
+    Examples
+    --------
+    >>> from bayesrc.switch import simulate_switch, switch_effects
+    >>> sim = simulate_switch(4, 30, seed=3)
+    >>> len(sim.data.frame) == 4 * 4 * 30  # prefix x suffix x episodes
+    True
+    """
     rng = np.random.default_rng(seed)
     k = n_models
     models = [f"model-{i}" for i in range(k)]
