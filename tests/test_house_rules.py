@@ -80,9 +80,7 @@ def test_ruff(args):
 # public objects whose modules other work streams own right now (the change model, truth scoring,
 # the collection engines): their Examples sections are still to write. Nothing may join this list.
 EXAMPLES_PENDING = {
-    "bayesrc.bayes": {"cell_stats", "change_collapsed_numpyro", "change_collapsed_pymc", "change_numpyro", "change_pymc", "item_conditionals", "item_draws"},
     "bayesrc.collect": {"ExactEngine", "FastEngine", "ItemDistribution", "Model", "NaiveEngine", "Prompt", "Sample", "Sampling", "make_engine", "physical_cores", "read_exact_run"},
-    "bayesrc.truth": {"TruthResult", "score_classes", "score_replicate", "truth"},
 }
 
 

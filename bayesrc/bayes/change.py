@@ -189,7 +189,14 @@ def _numpyro_model(y, n, dom, n_domains: int, slope: bool, z, logw, prior=None, 
 def change_numpyro(data: ModelInputs, *, slope: bool = False, prior: dict | None = None, config: SamplerConfig | None = None):
     """Fit the paired change model with NumPyro; returns a DataTree with derived item quantities.
 
-    ``prior`` overrides entries of ``PRIOR`` (see :func:`prior_settings`)."""
+    ``prior`` overrides entries of ``PRIOR`` (see :func:`prior_settings`).
+
+    Examples
+    --------
+    >>> from bayesrc.bayes.inputs import model_inputs
+    >>> dt = change_numpyro(model_inputs(counts), config=SamplerConfig(chains=2))   # doctest: +SKIP
+    >>> dt["posterior"]["dp"].mean(("chain", "draw"))                              # doctest: +SKIP
+    """
     cfg = config or SamplerConfig()
     z, logw = z_grid()
     kwargs = dict(y=data.y, n=data.n, dom=data.dom, n_domains=data.n_domains, slope=slope, z=z, logw=logw, prior=prior_settings(prior), grp=data.grp, n_groups=data.n_groups)
@@ -198,7 +205,12 @@ def change_numpyro(data: ModelInputs, *, slope: bool = False, prior: dict | None
 
 
 def change_pymc(data: ModelInputs, *, slope: bool = False, prior: dict | None = None, config: SamplerConfig | None = None):
-    """Fit the same model with PyMC (nutpie); same priors, names and dims as the NumPyro twin."""
+    """Fit the same model with PyMC (nutpie); same priors, names and dims as the NumPyro twin.
+
+    Examples
+    --------
+    >>> dt = change_pymc(model_inputs(counts))           # doctest: +SKIP
+    """
     import pymc as pm
     import pytensor.tensor as pt
 
@@ -235,6 +247,11 @@ def item_conditionals(post, data: ModelInputs, rng: np.random.Generator, chunk: 
     ``r_i = P(changed_i | .)``, ``P(delta_i > 0 | changed_i, .)``, and a draw of
     ``delta_i | changed_i = 1`` and of ``changed_i ~ Bernoulli(r_i)`` (on the same grid as the
     likelihood, jittered within its cell).
+
+    Examples
+    --------
+    >>> c = item_conditionals(dt["posterior"].to_dataset(), data, np.random.default_rng(0))   # doctest: +SKIP
+    >>> c["r"].mean((0, 1))   # P(changed) per item                                          # doctest: +SKIP
     """
     z, logw = z_grid()
     h = z[1] - z[0]

@@ -107,6 +107,15 @@ def cell_stats(data: ModelInputs) -> Cells:
     """Sufficient statistics of the change model: distinct cells with item counts.
 
     Without a covariate a cell's first entry is the domain; with one, the stratum (see :class:`Cells`).
+
+    Examples
+    --------
+    >>> from bayesrc.bayes.inputs import ModelInputs
+    >>> d = ModelInputs(items=("a", "b", "c"), versions=("v1", "v2"), domains=("x",), dom=np.zeros(3, int),
+    ...                 y=np.array([[3, 4], [3, 4], [5, 5]]), n=np.full((3, 2), 10))
+    >>> cells = cell_stats(d)
+    >>> cells.n_cells, cells.weight.tolist(), cells.item_cell.tolist()
+    (2, [2.0, 1.0], [0, 0, 1])
     """
     strata = None
     if data.n_groups > 1:
@@ -196,7 +205,14 @@ def _numpyro_model(cells: Cells, n_domains: int, slope: bool, grid_u, grid_v, pr
 
 
 def change_collapsed_numpyro(data: ModelInputs, *, slope: bool = False, prior: dict | None = None, config: SamplerConfig | None = None):
-    """Collapsed change model with NumPyro: NUTS on the hyperparameters, exact item draws after."""
+    """Collapsed change model with NumPyro: NUTS on the hyperparameters, exact item draws after.
+
+    Examples
+    --------
+    >>> from bayesrc.bayes.inputs import model_inputs
+    >>> dt = change_collapsed_numpyro(model_inputs(counts))   # doctest: +SKIP
+    >>> dt["posterior"]["pi"].mean()                          # doctest: +SKIP
+    """
     cfg = config or SamplerConfig()
     cells = cell_stats(data)
     grids = dict(grid_u=trapezoid_grid(THETA_NODES, THETA_HALF), grid_v=trapezoid_grid(DELTA_NODES, DELTA_HALF))
@@ -206,7 +222,12 @@ def change_collapsed_numpyro(data: ModelInputs, *, slope: bool = False, prior: d
 
 
 def change_collapsed_pymc(data: ModelInputs, *, slope: bool = False, prior: dict | None = None, config: SamplerConfig | None = None):
-    """The same collapsed model with PyMC (nutpie); same priors, names and dims as the NumPyro twin."""
+    """The same collapsed model with PyMC (nutpie); same priors, names and dims as the NumPyro twin.
+
+    Examples
+    --------
+    >>> dt = change_collapsed_pymc(model_inputs(counts))   # doctest: +SKIP
+    """
     import pymc as pm
     import pytensor.tensor as pt
 
@@ -306,6 +327,11 @@ def item_draws(post, cells: Cells, seed: int, batch: int = 4) -> dict[str, np.nd
     spread over the JAX devices).
 
     Returns ``theta, delta, changed, r, p_up`` with shape (chain, draw, item).
+
+    Examples
+    --------
+    >>> c = item_draws(dt["posterior"].to_dataset(), cell_stats(data), seed=0)   # doctest: +SKIP
+    >>> c["changed"].mean((0, 1))   # posterior share of draws in which each item changed  # doctest: +SKIP
     """
     from bayesrc.config import precision, prepare_jax
 

@@ -53,6 +53,12 @@ def score_classes(classes, dp_exact: np.ndarray, delta_min: float = 0.05) -> dic
     """Flagged items and false discoveries of one classification against exact Delta p.
 
     ``classes``: "improved" / "deteriorated" / anything else (not flagged).
+
+    Examples
+    --------
+    >>> s = score_classes(["improved", "deteriorated", "no_change"], [0.2, 0.01, -0.3])
+    >>> s["flagged"], s["false_sign"], s["false_material"]
+    (2, 1, 1)
     """
     cls = np.asarray(classes, dtype=object)
     dp = np.asarray(dp_exact, float)
@@ -78,7 +84,13 @@ def _model_scores(items: pd.DataFrame, dp: np.ndarray) -> dict:
 
 def score_replicate(counts, dp_exact: np.ndarray, *, methods=DEFAULT_METHODS, delta_min: float = 0.05, q: float = 0.10,
                     config=None, seed: int = 0, rci_kwargs: dict | None = None, backend: str = "numpyro") -> list[dict]:  # fmt: skip
-    """Score RCI (every variant) and each Bayesian method on one K-sample dataset: one row per method."""
+    """Score RCI (every variant) and each Bayesian method on one K-sample dataset: one row per method.
+
+    Examples
+    --------
+    >>> rows = score_replicate(counts, dp_exact, methods=("change",))   # doctest: +SKIP
+    >>> pd.DataFrame(rows)[["method", "flagged", "fdp_sign"]]          # doctest: +SKIP
+    """
     from bayesrc.bayes import fit
     from bayesrc.classical import reliable_change
 
@@ -153,7 +165,13 @@ def _exact_summary(items: pd.DataFrame, delta_min: float) -> dict:
 class TruthResult:
     """Real-model truth of one exact pair: per-method aggregates, the per-replicate table and the
     items' exact Delta p. ``methods["rci"]`` is RCI's reference classification and
-    ``methods[default_model]`` the default change model."""
+    ``methods[default_model]`` the default change model.
+
+    Examples
+    --------
+    >>> res = TruthResult.read("runs/truth_q3")   # doctest: +SKIP
+    >>> res.summary()                            # doctest: +SKIP
+    """
 
     k: int
     replicates: int
@@ -228,6 +246,11 @@ def truth(
     methods : Bayesian methods, names of :data:`MODEL_SPECS`.
     fast : cheaper NUTS settings (2 x 400 draws after 300 warm-up) for many replicates.
     progress : optional callable ``(replicate, rows)`` called after each replicate.
+
+    Examples
+    --------
+    >>> res = truth("runs/exact_q4", "runs/exact_q3", k=10, replicates=20, fast=True)   # doctest: +SKIP
+    >>> res.methods["change"]["coverage90"]                                          # doctest: +SKIP
     """
     from bayesrc.bayes import SamplerConfig
     from bayesrc.data import item_counts
