@@ -134,3 +134,39 @@ def test_cli_truth_writes_scores_and_a_report_section(tmp_path, exact_pair):
     assert main(["truth", str(a), str(tmp_path), "--out", str(tmp_path / "t2")]) == 2
     assert main(["truth", str(a), str(b), "--delta-min", "1.5", "--out", str(tmp_path / "t3")]) == 2
     assert not (tmp_path / "t2").exists() and not (tmp_path / "t3").exists()
+
+
+@pytest.mark.parametrize("version, card", [("q4", "gemma-3-270m-q4_k_m.toml"), ("q4-prompt2", "gemma-3-270m-q4_k_m-prompt2.toml")])
+def test_bundled_exact_gemma_runs_match_the_repository_cards_and_bank(version, card):
+    """The bundled real-model truth (bayesrc/datasets/exact_gemma) was computed from the cards and
+    bank in this repository: its pins equal the hashes of today's card prompt and bank file, so
+    `bayesrc truth` on it scores the versions a user would collect."""
+    from pathlib import Path
+
+    from bayesrc.collect.card import load_card, sha256_file, sha256_text
+    from bayesrc.datasets import path
+
+    pins = json.loads((path(f"exact_gemma/{version}") / "run.json").read_text())["pins"]
+    c = load_card(Path(__file__).parents[1] / "models" / card)
+    assert pins["prompt.system_sha256"] == sha256_text(c.system)
+    assert pins["prompt.template_sha256"] == sha256_text(c.template)
+    assert pins["items.bank_sha256"] == sha256_file(path("exact_gemma/demo300.jsonl"))
+    assert pins["model.label"] == c.label
+
+
+def test_bundled_exact_gemma_pair_is_a_real_letter_shaped_change():
+    """The real Q4_K_M -> Q3_K_M truth: every item's distribution sums to 1 - p_unresolved, and the
+    change follows the correct letter (A-keyed items rise, B-keyed fall) - the structure the
+    change model's covariate is for."""
+    from bayesrc.datasets import path
+
+    q4, q3 = load_exact(path("exact_gemma/q4")), load_exact(path("exact_gemma/q3"))
+    t = exact_truth(q4, q3)
+    assert len(t) == 300
+    for run in ("q4", "q3"):
+        dist = pd.read_parquet(path(f"exact_gemma/{run}") / "dist.parquet")
+        items = pd.read_parquet(path(f"exact_gemma/{run}") / "items_exact.parquet").set_index("item_id")
+        total = dist.groupby("item_id")["prob"].sum()
+        np.testing.assert_allclose(total, 1 - items.loc[total.index, "p_unresolved"], atol=1e-9)
+    by = t.groupby("correct_answer")["delta_p"].mean()
+    assert by["A"] > 0.1 and by["B"] < -0.1, by

@@ -182,6 +182,7 @@ def letter_shift_truth(
     domains: Sequence[str] = ("repeat", "forward", "backward"),
     letters: str = "ABC",
     letter_shift: Mapping[str, float] | None = None,
+    letter_level: Mapping[str, float] | None = None,
     mu_theta: float = -0.5,
     sigma_theta: float = 1.0,
     sigma_delta: float = 0.35,
@@ -191,9 +192,11 @@ def letter_shift_truth(
     """Per-item truth shaped like a real quantisation change (issue 12's exact Gemma pair).
 
     Near-universal small changes whose direction follows the correct option's letter: the
-    new version prefers some letters, so items keyed on them rise and the others fall::
+    new version prefers some letters, so items keyed on them rise and the others fall; the old
+    version already has letter preferences of its own (the real Q4_K_M run answers C-keyed
+    items correctly with p = 0.15 on average, B-keyed ones with p = 0.51)::
 
-        theta_i ~ Normal(mu_theta, sigma_theta),  letter_i uniform over ``letters``
+        theta_i ~ Normal(mu_theta + letter_level[letter_i], sigma_theta),  letter_i uniform over ``letters``
         changed_i ~ Bernoulli(pi_change)
         delta_i = changed_i * Normal(letter_shift[letter_i], sigma_delta)
 
@@ -207,9 +210,10 @@ def letter_shift_truth(
     """
     rng = np.random.default_rng(seed)
     shifts = dict(letter_shift or {"A": 0.8, "B": -0.5, "C": -0.3})
+    levels = dict(letter_level or {"A": 0.0, "B": 0.6, "C": -1.2})
     dom = np.array([domains[i * len(domains) // n_items] for i in range(n_items)], dtype=object)
     letter = np.array(list(letters))[rng.integers(0, len(letters), n_items)]
-    theta = mu_theta + rng.normal(0.0, sigma_theta, n_items)
+    theta = mu_theta + np.array([levels.get(x, 0.0) for x in letter]) + rng.normal(0.0, sigma_theta, n_items)
     changed = rng.random(n_items) < pi_change
     delta = np.where(changed, np.array([shifts.get(x, 0.0) for x in letter]) + rng.normal(0.0, sigma_delta, n_items), 0.0)
     p1, p2 = expit(theta), expit(theta + delta)

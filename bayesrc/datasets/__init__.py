@@ -24,12 +24,13 @@ SWITCH_CELLS = "switch_matrix_cells.csv"
 
 
 def path(name: str) -> Path:
-    """Path of a bundled data file (``name`` relative to this folder).
+    """Path of a bundled data file or folder (``name`` relative to this folder).
 
     Parameters
     ----------
     name : str
-        e.g. ``"mmlu_pro_2000.jsonl"`` or ``"greedy/llama3-8b_greedy.jsonl"``.
+        e.g. ``"mmlu_pro_2000.jsonl"``, ``"greedy/llama3-8b_greedy.jsonl"`` or an exact run
+        directory, ``"exact_gemma/q3"``.
 
     Raises
     ------
@@ -37,6 +38,6 @@ def path(name: str) -> Path:
         If no such file is bundled.
     """
     p = _HERE / name
-    if not p.is_file():
+    if not p.exists():
         raise FileNotFoundError(f"no bundled data file {name!r} in {_HERE}")
     return p
