@@ -505,40 +505,39 @@ class FastEngine:
         results: list[dict[int, Sample]] = [{} for _ in prompts]
         free = list(range(seq.n_seq - 1, 0, -1))  # sequence ids, smallest popped first
         try:
-            # Level 0: each item's own block in a sequence of its own.
+            def expand(node, out: int) -> list:
+                """Draw the node's samples from output ``out``; its children (the first keeps its sequence)."""
+                i, sid, prefix, ks = node
+                if use_shared:
+                    drawn = draws[i].draw(ks, ctx=seq.ctx, index=out)
+                else:
+                    drawn = [samplers[i][k].sample(_SeqCtx(seq.ctx), out) for k in ks]
+                groups = _settle(model, prompts[i], prefix, ks, drawn, seeds[i], letters[i], max_tokens, vocab, results[i])
+                kids = []
+                for tok, group in groups.items():
+                    child = sid if not kids else free.pop()
+                    if kids:
+                        seq.fork(sid, child)  # before anything is added to the parent's sequence
+                    kids.append((i, child, prefix + [tok], group))
+                if not kids:  # the branch is done
+                    seq.drop(sid)
+                    free.append(sid)
+                    free.sort(reverse=True)
+                return kids
+
+            # Level 0: each item's own block in a sequence of its own, one decode per item (the
+            # own blocks together in one decode would make attention cost grow with the batch).
             nodes = []  # (item, seq_id, prefix, ks)
-            runs = []
             for i, p in enumerate(prompts):
                 sid = free.pop()
                 seq.fork(0, sid)
-                nodes.append((i, sid, [], list(range(len(seeds[i])))))
-                runs.append((sid, len(shared), p.own))
-            outs = seq.decode(runs)
+                (out,) = seq.decode([(sid, len(shared), p.own)])
+                nodes += expand((i, sid, [], list(range(len(seeds[i])))), out)
+            # Deeper levels: every open branch of every item, one token each, all in one decode.
             while nodes:
-                children = []
-                for out, (i, sid, prefix, ks) in zip(outs, nodes):
-                    if use_shared:
-                        drawn = draws[i].draw(ks, ctx=seq.ctx, index=out)
-                    else:
-                        drawn = [samplers[i][k].sample(_SeqCtx(seq.ctx), out) for k in ks]
-                    groups = _settle(model, prompts[i], prefix, ks, drawn, seeds[i], letters[i], max_tokens, vocab, results[i])
-                    first = True
-                    for tok, group in groups.items():
-                        if first:  # the first child continues in the parent's sequence
-                            child = sid
-                            first = False
-                        else:
-                            child = free.pop()
-                            seq.fork(sid, child)
-                        children.append((i, child, prefix + [tok], group))
-                    if first:  # no child: the branch is done
-                        seq.drop(sid)
-                        free.append(sid)
-                        free.sort(reverse=True)
-                nodes = children
-                if nodes:
-                    outs = seq.decode([(sid, len(prompts[i]) + len(prefix) - 1, [prefix[-1]]) for i, sid, prefix, _ in nodes])
-                    self.n_decodes += 1
+                outs = seq.decode([(sid, len(prompts[i]) + len(prefix) - 1, [prefix[-1]]) for i, sid, prefix, _ in nodes])
+                self.n_decodes += 1
+                nodes = [kid for node, out in zip(nodes, outs) for kid in expand(node, out)]
         finally:
             for d in draws:
                 if d is not None:
