@@ -505,6 +505,7 @@ class FastEngine:
         results: list[dict[int, Sample]] = [{} for _ in prompts]
         free = list(range(seq.n_seq - 1, 0, -1))  # sequence ids, smallest popped first
         try:
+
             def expand(node, out: int) -> list:
                 """Draw the node's samples from output ``out``; its children (the first keeps its sequence)."""
                 i, sid, prefix, ks = node
