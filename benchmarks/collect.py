@@ -21,8 +21,9 @@ so that load changes on a shared machine hit all alike), same card, items and se
 ``naive`` / ``fast`` (and any other engine registered in ``ENGINES``)
     ``bayesrc.collect`` engines on the canonical two-block prompts (``Model.eval_prompt``).
 ``fast/N`` (one per ``--items-per-batch`` value)
-    The fast engine with N items per decode (``FastEngine.sample_items``: the own blocks
-    and then the answer continuations of N items as separate sequences of one decode),
+    The fast engine with N items per decode (``FastEngine.sample_items``: each own block
+    in a sequence of its own, then the answer continuations of the N items as separate
+    sequences of one decode per tree level),
     batches fixed by item index as ``collect(items_per_batch=N)`` forms them.
 
 The floor, per item, measured in the same loop: ``own`` = one evaluation of the item's own

@@ -45,7 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--items-per-batch",
         type=int,
         default=1,
-        help="fast engine: evaluate N items (own blocks and answer continuations) as separate sequences in one decode; "
+        help="fast engine: continue the answers of N items as separate sequences of one decode per token position; "
         "batches are fixed by item index (items i with the same i // N), so order and resume do not change a trial; "
         "N > 1 changes the logits in their last bits, so trials agree with N = 1 in distribution, not one by one (pinned). Default 1",
     )

@@ -477,9 +477,10 @@ class FastEngine:
     def sample_items(self, prompts: list[Prompt], seeds: list[list[int]], letters: list[str]) -> list[list[Sample]]:
         """Samples of several items evaluated together: :meth:`sample_item` of each, batched.
 
-        With ``items_per_batch = 1`` this is :meth:`sample_item` item by item. Otherwise the
-        items' own blocks are decoded as separate sequences in one batch on the shared
-        block's KV (one sequence per item), then the prefix trees of all the items are
+        With ``items_per_batch = 1`` this is :meth:`sample_item` item by item. Otherwise each
+        item's own block is decoded into a sequence of its own on the shared block's KV (one
+        decode per item: decoded together, every token would attend over all the items'
+        cells, which costs more than it saves), then the prefix trees of all the items are
         continued breadth first: every distinct prefix one level deeper is one sequence, all
         of them in one decode (a branch's sequence shares its parent's cells). The batch's
         composition and the order of its sequences are fixed by the caller's item order and
