@@ -90,6 +90,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_collect(args: argparse.Namespace) -> int:
+    if args.ray and args.items_per_batch != 1:
+        from bayesrc.errors import InputError
+
+        raise InputError("--items-per-batch is not available with --ray (Ray shards do not keep batches whole)", field="--items-per-batch")
     if args.ray:
         from bayesrc.scale.commands import run_collect_ray
 

@@ -211,7 +211,9 @@ def make_pins(
         pins["sampling.seed_rule"] = f"version: salt(model pin) + {seed_offset} + item_index * {seed_stride} + k"
         pins["model.seed_salt"] = seed_salt(version_pin(pins))
     if items_per_batch != 1:  # batch shapes change the logits (like prompt.blocks); absent at 1, as before the option
-        pins["prompt.items_per_batch"] = f"{items_per_batch}: items i with the same i // {items_per_batch} as sequences of one decode, by index"
+        pins["prompt.items_per_batch"] = (
+            f"{items_per_batch}: items i with the same i // {items_per_batch} evaluated together (own blocks one decode each, continuations one decode per tree level), by index"
+        )
     if epsilon is not None:
         pins.update({"sampling.k": None, "sampling.seed_rule": None, "sampling.epsilon": epsilon, "sampling.max_expansions": max_expansions})
     return pins
