@@ -550,12 +550,13 @@ class FastEngine:
         """The multi-sequence context, (re)made when these items need more cells or sequences."""
         n_seq = 1 + self.items_per_batch * k
         own = max(len(p.own) for p in prompts)
-        need = len(prompts[0].shared) + self.items_per_batch * (own + k * self.sampling.max_tokens)
-        if self._seq is None or self._seq.n_seq < n_seq or self._seq.n_ctx < need:
-            if self._seq is not None:
-                self._seq.close()
-            n_ctx = -(-max(need, self.model.llm.context_params.n_ctx) // 256) * 256
-            self._seq = SeqContext(self.model, n_seq=n_seq, n_ctx=n_ctx)
+        per_seq = -(-(len(prompts[0].shared) + own + self.sampling.max_tokens) // 256) * 256
+        n_batch = max(512, own, n_seq)  # an own block, or one token of every open branch
+        s = self._seq
+        if s is None or s.n_seq < n_seq or s.n_per_seq < per_seq or s.n_batch < n_batch:
+            if s is not None:
+                s.close()
+            self._seq = SeqContext(self.model, n_seq=n_seq, n_per_seq=per_seq, n_batch=n_batch)
         return self._seq
 
     def close(self) -> None:
@@ -604,25 +605,29 @@ class SeqContext:
     """A second llama context on the loaded weights holding several KV sequences: several items per decode.
 
     Made with the :class:`Model` context's own parameters (so a one-sequence decode gives the
-    logits ``Model.eval_prompt`` gives) but ``n_seq_max`` sequences in one unified KV cache,
-    where ``llama_memory_seq_cp`` shares cells instead of copying them. Sequence 0 holds
-    the shared block, decoded once; every item and every branch of an item's prefix tree is
-    a sequence of its own on top of it. Used by :meth:`FastEngine.sample_items`.
+    logits ``Model.eval_prompt`` gives) but ``n_seq`` sequences of ``n_per_seq`` cells, each
+    in a KV stream of its own (``kv_unified = false``): a sequence's cells sit where a
+    one-item context puts them and its tokens attend over its own cells only (in a unified
+    cache every token attends over all sequences' cells, which made batches slower than one
+    item at a time on long prompts). ``llama_memory_seq_cp`` copies a stream. Sequence 0
+    holds the shared block, decoded once; every item and every branch of an item's prefix
+    tree is a sequence of its own, a copy of its parent. KV memory is ``n_seq * n_per_seq``
+    cells. Used by :meth:`FastEngine.sample_items`.
     """
 
-    def __init__(self, model: Model, *, n_seq: int, n_ctx: int):
+    def __init__(self, model: Model, *, n_seq: int, n_per_seq: int, n_batch: int):
         import llama_cpp as lc
 
         self.lc, self.model = lc, model
         p = lc.llama_context_params.from_buffer_copy(model.llm.context_params)
-        p.n_ctx, p.n_batch, p.n_ubatch, p.n_seq_max, p.kv_unified = n_ctx, n_ctx, n_ctx, n_seq, True
+        p.n_ctx, p.n_batch, p.n_ubatch, p.n_seq_max, p.kv_unified = n_seq * n_per_seq, n_batch, n_batch, n_seq, False
         with _quiet_stderr():
             self.ctx = lc.llama_init_from_model(model.llm._model.model, p)  # noqa: SLF001
         if not self.ctx:
-            raise InputError(f"llama.cpp could not make a context of {n_ctx} cells and {n_seq} sequences", field="items_per_batch")
+            raise InputError(f"llama.cpp could not make a context of {n_seq} sequences x {n_per_seq} cells", field="items_per_batch")
         self.mem = lc.llama_get_memory(self.ctx)
-        self.batch = lc.llama_batch_init(n_ctx, 0, 1)
-        self.n_ctx, self.n_seq = n_ctx, n_seq
+        self.batch = lc.llama_batch_init(n_batch, 0, 1)
+        self.n_seq, self.n_per_seq, self.n_batch = n_seq, n_per_seq, n_batch
         self.shared: tuple[int, ...] | None = None
         self.n_decodes = 0
 
@@ -660,7 +665,7 @@ class SeqContext:
             self.lc.llama_memory_seq_rm(self.mem, seq, -1, -1)
 
     def fork(self, src: int, dst: int) -> None:
-        """Sequence ``dst`` := sequence ``src`` (cells shared, not copied)."""
+        """Sequence ``dst`` := sequence ``src`` (its stream's cells copied)."""
         self.lc.llama_memory_seq_cp(self.mem, src, dst, -1, -1)
 
     def drop(self, seq: int) -> None:
