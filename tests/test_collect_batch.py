@@ -141,7 +141,7 @@ def test_batched_engine_agrees_with_one_item_engine_in_distribution(gemma, bank4
             assert y.finish in ("decided", "stop", "length") and (y.finish == "length") == (y.n_tokens >= 8)
             same += extract(x.response, it.letters).answer == extract(y.response, it.letters).answer
             total += 1
-    assert same >= 0.75 * total, (same, total)  # measured 100% (24/24) here, 99-100% on 16 demo and 8 MMLU-Pro items
+    assert same >= 0.75 * total, (same, total)  # measured 99-100% on 16 demo-bank and 8 MMLU-Pro items at K = 10
 
 
 def test_items_per_batch_bad_values_are_input_errors(bank4, tmp_path):
