@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/collect.py [--bank builtin|mmlu] [--items 12] [--k 10] [--temperature 0.7]
                                            [--threads N] [--engines reference,naive,fast] [--naive-items 4]
+                                           [--items-per-batch 4,8]
 
 The exact engine (SPEC section 7) computes each item's answer distribution instead of
 sampling it: its items/s is printed beside the sampling engines' items/s at K, with the K
@@ -19,6 +20,11 @@ so that load changes on a shared machine hit all alike), same card, items and se
     in one piece, as the study did. Every ratio below is against this loop.
 ``naive`` / ``fast`` (and any other engine registered in ``ENGINES``)
     ``bayesrc.collect`` engines on the canonical two-block prompts (``Model.eval_prompt``).
+``fast/N`` (one per ``--items-per-batch`` value)
+    The fast engine with N items per decode (``FastEngine.sample_items``: each own block
+    in a sequence of its own, then the answer continuations of the N items as separate
+    sequences of one decode per tree level),
+    batches fixed by item index as ``collect(items_per_batch=N)`` forms them.
 
 The floor, per item, measured in the same loop: ``own`` = one evaluation of the item's own
 block with the shared block's KV cached (what any engine must at least do per item),
@@ -29,6 +35,9 @@ tokens (BOS first) decoded into an emptied cache of a fresh context, one warm-up
 of ``--reps`` timed runs; ``pp512`` (``n_batch`` tokens) and ``pp<own>`` (the mean own-block
 length), and ``tg`` (single-token decodes). Finally the multi-item batch: B items' own
 blocks as B sequences in one decode, against B single-item decodes (time per item).
+
+Times are wall-clock unless ``--clock cpu`` (the process's CPU time: on a machine shared with
+other jobs it leaves out the time spent waiting for a core, which otherwise swamps the ratios).
 
 Prints: trials/s, time per item, speed-up over the reference loop, time per item as a
 multiple of the ``own`` and ``full`` floors, own-block tokens/s as a share of pp throughput;
@@ -51,6 +60,7 @@ import numpy as np
 from scipy import stats
 
 ROOT = Path(__file__).resolve().parents[1]
+clock = time.perf_counter  # --clock cpu: time.process_time
 
 
 def g_test(a: dict[str, list], b: dict[str, list]) -> tuple[float, int, float]:
@@ -153,11 +163,11 @@ def pp_throughput(model, n: int, *, reps: int, n_batch: int) -> float:
         for r in range(reps + 1):  # the first run warms up
             toks = [llama_cpp.llama_vocab_bos(vocab)] + [rng.randrange(n_vocab) for _ in range(n - 1)]
             bc.clear()
-            t0 = time.perf_counter()
+            t0 = clock()
             for i in range(0, n, n_batch):
                 bc.decode([(0, i, toks[i : i + n_batch])])
             if r:
-                times.append(time.perf_counter() - t0)
+                times.append(clock() - t0)
         return n / statistics.median(times)
     finally:
         bc.close()
@@ -174,11 +184,11 @@ def tg_throughput(model, n: int, *, reps: int) -> float:
         for r in range(reps + 1):
             bc.clear()
             tok = llama_cpp.llama_vocab_bos(vocab)
-            t0 = time.perf_counter()
+            t0 = clock()
             for i in range(n):
                 bc.decode([(0, i, [tok])])
             if r:
-                times.append(time.perf_counter() - t0)
+                times.append(clock() - t0)
         return n / statistics.median(times)
     finally:
         bc.close()
@@ -209,14 +219,14 @@ def multi_item_decode(model, prompts, *, group: int, reps: int) -> tuple[float, 
         one, sep = [], []
         for r in range(reps + 1):
             reset()
-            t0 = time.perf_counter()
+            t0 = clock()
             bc.decode([(s, len(shared), o) for s, o in enumerate(own)])
-            t1 = time.perf_counter()
+            t1 = clock()
             reset()
-            t2 = time.perf_counter()
+            t2 = clock()
             for s, o in enumerate(own):
                 bc.decode([(s, len(shared), o)])
-            t3 = time.perf_counter()
+            t3 = clock()
             if r:
                 one.append(t1 - t0)
                 sep.append(t3 - t2)
@@ -249,24 +259,36 @@ def main() -> None:
     ap.add_argument("--naive-items", type=int, default=None, help="run the naive engine on the first N items only (it is slow)")
     ap.add_argument("--reps", type=int, default=3, help="repetitions of each floor / throughput timing (median)")
     ap.add_argument("--group", type=int, default=4, help="items per decode in the multi-item measurement")
+    ap.add_argument("--items-per-batch", default="4", help="comma list of N > 1: a fast/N engine for each (N items per decode); '' for none")
     ap.add_argument("--epsilon", type=float, default=1e-6, help="exact engine: pruning threshold")
+    ap.add_argument(
+        "--clock",
+        choices=("wall", "cpu"),
+        default="wall",
+        help="wall: elapsed time; cpu: this process's CPU time (on an oversubscribed machine it leaves out the time the process waits for a core; with --threads 1 it is the work done)",
+    )
     ap.add_argument("--card", default=str(ROOT / "models" / "gemma-3-270m-q4_k_m.toml"))
     args = ap.parse_args()
+    global clock
+    clock = time.process_time if args.clock == "cpu" else time.perf_counter
 
     import pandas as pd
 
     from bayesrc.collect import Model, build_prompt, load_card, resolve_model
-    from bayesrc.collect.engines import ENGINES, Sampling, make_engine
+    from bayesrc.collect.engines import ENGINES, FastEngine, Sampling, make_engine
     from bayesrc.collect.run import _rows, item_seeds, render_prompts
 
     card = load_card(args.card)
     load = dict(n_ctx=card.n_ctx, n_batch=card.n_batch, n_gpu_layers=card.n_gpu_layers, n_threads=args.threads or card.n_threads, label=card.label)
     model = Model(resolve_model(card), **load)
     names = args.engines.split(",") if args.engines else ["reference", *ENGINES, "exact"]
+    batched = {f"fast/{n}": int(n) for n in args.items_per_batch.split(",") if n.strip() and int(n) > 1}
+    names += [n for n in batched if n not in names]
     sampling = Sampling(temperature=args.temperature, max_tokens=card.max_tokens)
     from bayesrc.collect.exact import ExactEngine
 
-    engines = {n: (ReferenceLoop(Model(resolve_model(card), **load), sampling) if n == "reference" else ExactEngine(model, sampling, epsilon=args.epsilon) if n == "exact" else make_engine(n, model, sampling)) for n in names}  # fmt: skip
+    engines = {n: (ReferenceLoop(Model(resolve_model(card), **load), sampling) if n == "reference" else ExactEngine(model, sampling, epsilon=args.epsilon) if n == "exact"
+                   else FastEngine(model, sampling, items_per_batch=batched[n]) if n in batched else make_engine(n, model, sampling)) for n in names}  # fmt: skip
 
     with tempfile.TemporaryDirectory() as tmp:
         bank = load_items(args.bank, args.items, Path(tmp))
@@ -287,25 +309,36 @@ def main() -> None:
         for name in order:
             if name == "naive" and args.naive_items is not None and j >= args.naive_items:
                 continue
-            t0 = time.perf_counter()
+            if name in batched:  # the batch of items j .. j+N-1 (bank order = index order), timed whole at its first item
+                n_b = batched[name]
+                if j % n_b:
+                    continue
+                members = bank.items[j : j + n_b]
+                t0 = clock()
+                out = engines[name].sample_items([prompts[m.index] for m in members], [item_seeds(m, args.k) for m in members], [m.letters for m in members])
+                secs[name] += clock() - t0
+                n_items[name] += len(members)
+                rows[name] += [_rows(m, smp, label=card.label, engine=name) for m, smp in zip(members, out)]
+                continue
+            t0 = clock()
             if name == "reference":
                 samples = engines[name].sample_item(texts[it.index], seeds)
             elif name == "exact":
                 dists.append((it, engines[name].item_distribution(p, it.letters)))
             else:
                 samples = engines[name].sample_item(p, seeds, it.letters)
-            secs[name] += time.perf_counter() - t0
+            secs[name] += clock() - t0
             n_items[name] += 1
             if name != "exact":
                 rows[name].append(_rows(it, samples, label=card.label, engine=name))
         # The floor for this item, between the engines' turns (same load).
         t_full, t_own = [], []
         for _ in range(args.reps):
-            t0 = time.perf_counter()
+            t0 = clock()
             model.eval_prompt(p, fresh=True)
-            t1 = time.perf_counter()
+            t1 = clock()
             model.eval_prompt(p)
-            t2 = time.perf_counter()
+            t2 = clock()
             t_full.append(t1 - t0)
             t_own.append(t2 - t1)
         floor_full.append(statistics.median(t_full))
@@ -324,7 +357,7 @@ def main() -> None:
     per_item = {n: secs[n] / n_items[n] for n in names if n_items[n]}
     ref = per_item.get("reference")
     print(
-        f"{args.items} {args.bank} items, K = {args.k}, T = {args.temperature}, {model.n_threads} threads, n_batch {card.n_batch}; "
+        f"{args.items} {args.bank} items, K = {args.k}, T = {args.temperature}, {model.n_threads} threads, n_batch {card.n_batch}, {args.clock} clock; "
         f"prompt = shared {n_shared} + own {n_own:.1f} tokens on average (one-piece tokenisation equals the blocks' concatenation for {joint_same}/{len(texts)} items)"
     )
     print(f"floor per item: own block {own_floor * 1e3:.1f} ms ({n_own / own_floor:.0f} tok/s), full prompt from an emptied cache {full_floor * 1e3:.1f} ms")
@@ -345,11 +378,16 @@ def main() -> None:
 
     key = ["item_index", "k"]
     canon = [n for n in res if n != "reference"]
-    for a_name, b_name in zip(canon, canon[1:]):
+    one = [n for n in canon if n not in batched]
+    for a_name, b_name in [*zip(one, one[1:]), *(("fast", n) for n in batched if "fast" in res and n in res)]:
         a, b = res[a_name], res[b_name]
         both = a.merge(b, on=key, suffixes=("_a", "_b"))
         same = (both["extracted_a"].fillna("-") == both["extracted_b"].fillna("-")).mean()
-        print(f"exact per-trial agreement {a_name} vs {b_name} (same item, k, seed): {same:.4f} ({int(round(same * len(both)))}/{len(both)})")
+        line = f"per-trial agreement {a_name} vs {b_name} (same item, k, seed): {same:.4f} ({int(round(same * len(both)))}/{len(both)})"
+        if b_name in batched:  # batching changes the logits' last bits: the distributions must agree
+            g, df, p = g_test(a.groupby("item_id")["extracted"].apply(list).to_dict(), b.groupby("item_id")["extracted"].apply(list).to_dict())
+            line += f"; G-test G = {g:.2f}, df = {df}, p = {p:.3f}"
+        print(line)
     if "reference" in res:
         for n in canon:
             a, b = res["reference"], res[n]
@@ -362,6 +400,10 @@ def main() -> None:
     print(f"generated tokens per trial: {tokens}")
     if "fast" in engines and n_items.get("fast"):
         print(f"fast engine: {engines['fast'].n_decodes / n_items['fast']:.2f} single-token decodes per item (prefix-tree nodes past the prompt)")
+    for name, n_b in batched.items():
+        if n_items[name]:
+            n_batches = -(-n_items[name] // n_b)
+            print(f"{name}: {engines[name].n_decodes / n_batches:.2f} continuation decodes per batch of {n_b} items (one per tree level, all branches of all items)")
     acc = ", ".join(f"{n} {r['is_correct'].mean():.3f}/{r['is_missing'].mean():.3f}" for n, r in res.items())
     print(f"accuracy/missing: {acc}")
     if dists:

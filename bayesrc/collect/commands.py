@@ -41,6 +41,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--label", help="version label for the trials' model column (default: the card's)")
     p.add_argument("--threads", type=int, help="CPU threads (default: the card's n_threads, else all physical cores)")
+    p.add_argument(
+        "--items-per-batch",
+        type=int,
+        default=1,
+        help="fast engine: continue the answers of N items as separate sequences of one decode per token position; "
+        "batches are fixed by item index (items i with the same i // N), so order and resume do not change a trial; "
+        "N > 1 changes the logits in their last bits, so trials agree with N = 1 in distribution, not one by one (pinned). Default 1",
+    )
     p.add_argument("--no-progress", action="store_true")
     from bayesrc.scale.commands import add_ray_arguments
 
@@ -82,6 +90,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_collect(args: argparse.Namespace) -> int:
+    if args.ray and args.items_per_batch != 1:
+        from bayesrc.errors import InputError
+
+        raise InputError("--items-per-batch is not available with --ray (Ray shards do not keep batches whole)", field="--items-per-batch")
     if args.ray:
         from bayesrc.scale.commands import run_collect_ray
 
@@ -118,6 +130,7 @@ def run_collect(args: argparse.Namespace) -> int:
         min_p=args.min_p,
         label=args.label,
         threads=args.threads,
+        items_per_batch=args.items_per_batch,
         progress=not args.no_progress and sys.stderr.isatty(),
         server=server,
         epsilon=args.epsilon if exact else 1e-6,

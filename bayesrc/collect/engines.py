@@ -373,12 +373,12 @@ class SharedDraws:
         """Whether the shared path reproduces the chain: temperature > 0 and penalties off."""
         return sampling.temperature > 0 and sampling.repeat_penalty == 1.0
 
-    def draw(self, ks: list[int]) -> list[int]:
-        """One token for each sample in ``ks`` from the context's last logits."""
+    def draw(self, ks: list[int], *, ctx=None, index: int = -1) -> list[int]:
+        """One token for each sample in ``ks`` from the logits of output ``index`` of ``ctx`` (default: the model's context, its last output)."""
         import ctypes
 
         lc, np = self.lc, self.np
-        logits = np.ctypeslib.as_array(lc.llama_get_logits_ith(self.ctx, -1), shape=(self.n_vocab,))
+        logits = np.ctypeslib.as_array(lc.llama_get_logits_ith(self.ctx if ctx is None else ctx, index), shape=(self.n_vocab,))
         self.arr["id"] = self.ids
         self.arr["logit"] = logits
         self.arr["p"] = 0.0
@@ -399,6 +399,28 @@ class SharedDraws:
         for d in self.dists:
             self.lc.llama_sampler_free(d)
         self.dists = []
+
+
+def _settle(model: Model, prompt: Prompt, prefix: list[int], ks: list[int], drawn: list[int], seeds, letters: str, max_tokens: int, vocab, results: dict) -> dict[int, list[int]]:
+    """Record the samples ``ks`` that end with the token each drew after ``prefix`` (end of
+    generation, ``max_tokens``, answer decided) in ``results``; return the others grouped by
+    their token (in order of first draw), each group one child prefix to continue."""
+    import llama_cpp
+
+    groups: dict[int, list[int]] = {}
+    for k, tok in zip(ks, drawn):
+        if llama_cpp.llama_vocab_is_eog(vocab, tok):
+            results[k] = Sample(k, seeds[k], _text(model, prompt, prefix), len(prefix), "stop")
+            continue
+        toks = prefix + [tok]
+        text = _text(model, prompt, toks)
+        if len(toks) >= max_tokens:
+            results[k] = Sample(k, seeds[k], text, len(toks), "length")
+        elif decided(text, letters):
+            results[k] = Sample(k, seeds[k], text, len(toks), "decided")
+        else:
+            groups.setdefault(tok, []).append(k)
+    return groups
 
 
 class Engine(Protocol):
@@ -446,9 +468,101 @@ class FastEngine:
 
     name = "fast"
 
-    def __init__(self, model: Model, sampling: Sampling):
+    def __init__(self, model: Model, sampling: Sampling, *, items_per_batch: int = 1):
         self.model, self.sampling = model, sampling
         self.n_decodes = 0  # single-token decodes so far (prefix-tree nodes past the prompt), for benchmarks
+        self.items_per_batch = check_items_per_batch(items_per_batch)
+        self._seq: SeqContext | None = None
+
+    def sample_items(self, prompts: list[Prompt], seeds: list[list[int]], letters: list[str]) -> list[list[Sample]]:
+        """Samples of several items evaluated together: :meth:`sample_item` of each, batched.
+
+        With ``items_per_batch = 1`` this is :meth:`sample_item` item by item. Otherwise each
+        item's own block is decoded into a sequence of its own on the shared block's KV (one
+        decode per item: decoded together, every token would attend over all the items'
+        cells, which costs more than it saves), then the prefix trees of all the items are
+        continued breadth first: every distinct prefix one level deeper is one sequence, all
+        of them in one decode (a branch's sequence shares its parent's cells). The batch's
+        composition and the order of its sequences are fixed by the caller's item order and
+        by the samples' order (``k``), so the same items give the same samples whatever was
+        evaluated before. Batching changes the shapes llama.cpp computes in, hence the
+        logits in their last bits: samples agree in distribution, not trial by trial, with
+        one-item evaluation (the batch size is pinned, :func:`bayesrc.collect.run.make_pins`).
+        """
+        if self.items_per_batch == 1:
+            return [self.sample_item(p, s, ltr) for p, s, ltr in zip(prompts, seeds, letters)]
+        if len(prompts) > self.items_per_batch:
+            raise ValueError(f"{len(prompts)} items in a batch of {self.items_per_batch}")
+        prompts = [as_prompt(p) for p in prompts]
+        if len({p.shared for p in prompts}) != 1:
+            raise ValueError("items of one batch must share their shared block")
+        seq = self._seq_context(prompts, max(map(len, seeds)))
+        model, vocab, max_tokens = self.model, self.model.llm._model.vocab, self.sampling.max_tokens  # noqa: SLF001
+        shared = prompts[0].shared
+        seq.start(shared)
+        use_shared = SharedDraws.applies(self.sampling)
+        draws = [SharedDraws(model, self.sampling, s) if use_shared else None for s in seeds]
+        samplers = [None if use_shared else [make_sampler(model, self.sampling, x) for x in s] for s in seeds]
+        results: list[dict[int, Sample]] = [{} for _ in prompts]
+        free = list(range(seq.n_seq - 1, 0, -1))  # sequence ids, smallest popped first
+        try:
+
+            def expand(node, out: int) -> list:
+                """Draw the node's samples from output ``out``; its children (the first keeps its sequence)."""
+                i, sid, prefix, ks = node
+                if use_shared:
+                    drawn = draws[i].draw(ks, ctx=seq.ctx, index=out)
+                else:
+                    drawn = [samplers[i][k].sample(_SeqCtx(seq.ctx), out) for k in ks]
+                groups = _settle(model, prompts[i], prefix, ks, drawn, seeds[i], letters[i], max_tokens, vocab, results[i])
+                kids = []
+                for tok, group in groups.items():
+                    child = sid if not kids else free.pop()
+                    if kids:
+                        seq.fork(sid, child)  # before anything is added to the parent's sequence
+                    kids.append((i, child, prefix + [tok], group))
+                if not kids:  # the branch is done
+                    seq.drop(sid)
+                    free.append(sid)
+                    free.sort(reverse=True)
+                return kids
+
+            # Level 0: each item's own block in a sequence of its own, one decode per item (the
+            # own blocks together in one decode would make attention cost grow with the batch).
+            nodes = []  # (item, seq_id, prefix, ks)
+            for i, p in enumerate(prompts):
+                sid = free.pop()
+                seq.fork(0, sid)
+                (out,) = seq.decode([(sid, len(shared), p.own)])
+                nodes += expand((i, sid, [], list(range(len(seeds[i])))), out)
+            # Deeper levels: every open branch of every item, one token each, all in one decode.
+            while nodes:
+                outs = seq.decode([(sid, len(prompts[i]) + len(prefix) - 1, [prefix[-1]]) for i, sid, prefix, _ in nodes])
+                self.n_decodes += 1
+                nodes = [kid for node, out in zip(nodes, outs) for kid in expand(node, out)]
+        finally:
+            for d in draws:
+                if d is not None:
+                    d.close()
+        return [[r[k] for k in range(len(s))] for r, s in zip(results, seeds)]
+
+    def _seq_context(self, prompts: list[Prompt], k: int) -> SeqContext:
+        """The multi-sequence context, (re)made when these items need more cells or sequences."""
+        n_seq = 1 + self.items_per_batch * k
+        own = max(len(p.own) for p in prompts)
+        per_seq = -(-(len(prompts[0].shared) + own + self.sampling.max_tokens) // 256) * 256
+        n_batch = max(512, own, n_seq)  # an own block, or one token of every open branch
+        s = self._seq
+        if s is None or s.n_seq < n_seq or s.n_per_seq < per_seq or s.n_batch < n_batch:
+            if s is not None:
+                s.close()
+            self._seq = SeqContext(self.model, n_seq=n_seq, n_per_seq=per_seq, n_batch=n_batch)
+        return self._seq
+
+    def close(self) -> None:
+        if self._seq is not None:
+            self._seq.close()
+            self._seq = None
 
     def sample_item(self, prompt: Prompt | list[int], seeds: list[int], letters: str) -> list[Sample]:
         prompt, model = as_prompt(prompt), self.model
@@ -464,8 +578,6 @@ class FastEngine:
                 shared.close()
 
     def _tree(self, prompt, seeds, letters, n0, shared, samplers, vocab) -> list[Sample]:
-        import llama_cpp
-
         model, llm, max_tokens = self.model, self.model.llm, self.sampling.max_tokens
         results: dict[int, Sample] = {}
 
@@ -479,34 +591,125 @@ class FastEngine:
                 llm.eval([prefix[-1]])
                 self.n_decodes += 1
             first = False
-            groups: dict[int, list[int]] = {}
             if shared is not None:
                 drawn = shared.draw(ks)
             else:
                 drawn = [samplers[k].sample(llm._ctx, -1) for k in ks]  # noqa: SLF001 - also accepts tok into the chain
-            for k, tok in zip(ks, drawn):
-                if llama_cpp.llama_vocab_is_eog(vocab, tok):
-                    results[k] = Sample(k, seeds[k], _text(model, prompt, prefix), len(prefix), "stop")
-                    continue
-                toks = prefix + [tok]
-                text = _text(model, prompt, toks)
-                if len(toks) >= max_tokens:
-                    results[k] = Sample(k, seeds[k], text, len(toks), "length")
-                elif decided(text, letters):
-                    results[k] = Sample(k, seeds[k], text, len(toks), "decided")
-                else:
-                    groups.setdefault(tok, []).append(k)
+            groups = _settle(model, prompt, prefix, ks, drawn, seeds, letters, max_tokens, vocab, results)
             for tok, group in groups.items():
                 stack.append((prefix + [tok], group))
         return [results[k] for k in range(len(seeds))]
 
 
+class SeqContext:
+    """A second llama context on the loaded weights holding several KV sequences: several items per decode.
+
+    Made with the :class:`Model` context's own parameters (so a one-sequence decode gives the
+    logits ``Model.eval_prompt`` gives) but ``n_seq`` sequences of ``n_per_seq`` cells, each
+    in a KV stream of its own (``kv_unified = false``): a sequence's cells sit where a
+    one-item context puts them and its tokens attend over its own cells only (in a unified
+    cache every token attends over all sequences' cells, which made batches slower than one
+    item at a time on long prompts). ``llama_memory_seq_cp`` copies a stream. Sequence 0
+    holds the shared block, decoded once; every item and every branch of an item's prefix
+    tree is a sequence of its own, a copy of its parent. KV memory is ``n_seq * n_per_seq``
+    cells. Used by :meth:`FastEngine.sample_items`.
+    """
+
+    def __init__(self, model: Model, *, n_seq: int, n_per_seq: int, n_batch: int):
+        import llama_cpp as lc
+
+        self.lc, self.model = lc, model
+        p = lc.llama_context_params.from_buffer_copy(model.llm.context_params)
+        p.n_ctx, p.n_batch, p.n_ubatch, p.n_seq_max, p.kv_unified = n_seq * n_per_seq, n_batch, n_batch, n_seq, False
+        with _quiet_stderr():
+            self.ctx = lc.llama_init_from_model(model.llm._model.model, p)  # noqa: SLF001
+        if not self.ctx:
+            raise InputError(f"llama.cpp could not make a context of {n_seq} sequences x {n_per_seq} cells", field="items_per_batch")
+        self.mem = lc.llama_get_memory(self.ctx)
+        self.batch = lc.llama_batch_init(n_batch, 0, 1)
+        self.n_seq, self.n_per_seq, self.n_batch = n_seq, n_per_seq, n_batch
+        self.shared: tuple[int, ...] | None = None
+        self.n_decodes = 0
+
+    def decode(self, runs: list[tuple[int, int, list[int] | tuple[int, ...]]]) -> list[int]:
+        """One ``llama_decode`` of ``(seq_id, first_pos, tokens)`` runs, in the order given;
+        logits are kept for each run's last token. Returns their batch indices (for
+        ``llama_get_logits_ith``)."""
+        b, i, out = self.batch, 0, []
+        for seq, pos0, toks in runs:
+            for j, t in enumerate(toks):
+                b.token[i], b.pos[i], b.n_seq_id[i] = t, pos0 + j, 1
+                b.seq_id[i][0] = seq
+                b.logits[i] = j == len(toks) - 1
+                i += 1
+            out.append(i - 1)
+        b.n_tokens = i
+        if self.lc.llama_decode(self.ctx, b) != 0:
+            raise RuntimeError(f"llama_decode failed on a batch of {i} tokens in {len(runs)} sequences")
+        self.n_decodes += 1
+        return out
+
+    def start(self, shared: tuple[int, ...]) -> None:
+        """Drop every sequence but the shared block's (decoding it into sequence 0 if not held yet).
+
+        Removing sequences frees their cells and moves the cache's search head back to the
+        first freed cell, so the next decodes find the same cells whatever came before.
+        """
+        if self.shared != shared:
+            self.lc.llama_memory_clear(self.mem, True)
+            self.shared = None
+            if shared:
+                self.decode([(0, 0, shared)])
+            self.shared = shared
+        for seq in range(1, self.n_seq):
+            self.lc.llama_memory_seq_rm(self.mem, seq, -1, -1)
+
+    def fork(self, src: int, dst: int) -> None:
+        """Sequence ``dst`` := sequence ``src`` (its stream's cells copied)."""
+        self.lc.llama_memory_seq_cp(self.mem, src, dst, -1, -1)
+
+    def drop(self, seq: int) -> None:
+        self.lc.llama_memory_seq_rm(self.mem, seq, -1, -1)
+
+    def close(self) -> None:
+        if self.ctx:
+            self.lc.llama_batch_free(self.batch)
+            self.lc.llama_free(self.ctx)
+            self.ctx = None
+
+
+class _SeqCtx:
+    """What ``LlamaSampler.sample`` reads of a context (its ``ctx`` pointer)."""
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+
+
 ENGINES = {"naive": NaiveEngine, "fast": FastEngine}
 
 
-def make_engine(name: str, model: Model, sampling: Sampling) -> Engine:
+#: Most sequences one llama.cpp context holds (LLAMA_MAX_SEQ); a batch needs 1 + items x K.
+MAX_SEQ = 256
+
+
+def check_items_per_batch(n: int) -> int:
+    """Validate ``items_per_batch`` (>= 1)."""
+    try:
+        n = int(n)
+    except (TypeError, ValueError):
+        raise InputError(f"must be a whole number >= 1, got {n!r}", field="items_per_batch") from None
+    if n < 1:
+        raise InputError(f"must be >= 1, got {n}", field="items_per_batch")
+    return n
+
+
+def make_engine(name: str, model: Model, sampling: Sampling, *, items_per_batch: int = 1) -> Engine:
     if name not in ENGINES:
         raise InputError(f"unknown engine {name!r}; expected one of {sorted(ENGINES)}", field="engine")
+    if items_per_batch != 1:
+        if name != "fast":
+            raise InputError(f"several items per decode needs the fast engine, not {name!r}", field="items_per_batch")
+        return FastEngine(model, sampling, items_per_batch=items_per_batch)
     return ENGINES[name](model, sampling)
 
 

@@ -172,6 +172,7 @@ def make_pins(
     seed_rule: str = "version",
     epsilon: float | None = None,
     max_expansions: int | None = None,
+    items_per_batch: int = 1,
 ) -> dict:
     """The run's pins. An exact run (``epsilon`` given) has no K and no seeds, but its
     pruning threshold and expansion budget."""
@@ -217,6 +218,10 @@ def make_pins(
     if seed_rule == "version":
         pins["sampling.seed_rule"] = f"version: salt(model pin) + {seed_offset} + item_index * {seed_stride} + k"
         pins["model.seed_salt"] = seed_salt(version_pin(pins))
+    if items_per_batch != 1:  # batch shapes change the logits (like prompt.blocks); absent at 1, as before the option
+        pins["prompt.items_per_batch"] = (
+            f"{items_per_batch}: items i with the same i // {items_per_batch} evaluated together (own blocks one decode each, continuations one decode per tree level), by index"
+        )
     if epsilon is not None:
         pins.update({"sampling.k": None, "sampling.seed_rule": None, "sampling.epsilon": epsilon, "sampling.max_expansions": max_expansions})
     return pins
@@ -474,6 +479,7 @@ def collect(
     server: dict | None = None,
     epsilon: float = 1e-6,
     max_expansions: int | None = None,
+    items_per_batch: int = 1,
 ) -> RunResult:
     """Collect K samples per item into the run directory ``out`` (see module docstring).
 
@@ -489,6 +495,11 @@ def collect(
     ``threads`` overrides the card's ``n_threads`` (default: all physical cores; a worker
     that shares the machine with others passes its share). It is a runtime pin: it does
     not change the trials, but a resumed run must use the same.
+    ``items_per_batch = N > 1`` (fast engine) evaluates the items whose bank index has the
+    same ``index // N`` together, as separate sequences of one decode
+    (:meth:`~bayesrc.collect.engines.FastEngine.sample_items`); a batch is always evaluated
+    whole (members outside the range or already done are evaluated, not written), so item
+    order, shards and resume points do not change a trial. It is a prompt pin.
     ``engine = "server"`` collects from an OpenAI-compatible endpoint instead of a local
     GGUF; ``server`` holds :func:`bayesrc.collect.server.collect_server`'s options
     (``base_url``, ``api_model``, ``concurrency``, ...).
@@ -498,6 +509,11 @@ def collect(
     >>> res = collect("models/gemma-3-270m-q4_k_m.toml", "bank.jsonl", "runs/v1", k=10, temperature=0.7)  # doctest: +SKIP
     >>> collect("models/gemma-3-270m-q4_k_m.toml", "bank.jsonl", "runs/v1", k=10, resume=True)  # after a crash  # doctest: +SKIP
     """
+    from bayesrc.collect.engines import check_items_per_batch
+
+    items_per_batch = check_items_per_batch(items_per_batch)
+    if items_per_batch != 1 and engine != "fast":
+        raise InputError(f"several items per decode needs the fast engine, not {engine!r}", field="items_per_batch")
     if engine == "server":  # SPEC 9: same run directory, seeds, resume and lock; pins from the server
         from bayesrc.collect.server import collect_server
 
@@ -520,6 +536,10 @@ def collect(
         raise InputError(f"must be >= 1, got {threads}", field="threads")
     check_sampling_args(k=k, seed_stride=seed_stride, temperature=temperature, seed_rule=seed_rule, items_range=items_range, shard=shard)
     rng = select_range(len(bank), items_range, shard)
+    from bayesrc.collect.engines import MAX_SEQ
+
+    if 1 + items_per_batch * k > MAX_SEQ:
+        raise InputError(f"{items_per_batch} items x K = {k} needs {1 + items_per_batch * k} KV sequences; llama.cpp holds at most {MAX_SEQ}", field="items_per_batch")
     sampling = Sampling(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, max_tokens=card.max_tokens)
     label = label or card.label
 
@@ -536,13 +556,13 @@ def collect(
         selected = bank.items[rng[0] : rng[1]]
         shared, prompts = render_prompts(card, model, selected, max_tokens=sampling.max_tokens, bank_path=bank.path)
         pins = make_pins(card, model, bank, rng, sampling, k=k, seed_stride=seed_stride, seed_offset=seed_offset, engine=engine, label=label, shared=shared, seed_rule=seed_rule,
-                         epsilon=epsilon if exact else None, max_expansions=max_expansions)  # fmt: skip
+                         epsilon=epsilon if exact else None, max_expansions=max_expansions, items_per_batch=items_per_batch)  # fmt: skip
         salt = int(pins.get("model.seed_salt", 0))
         check_resume_pins(record, pins, run_dir)
         if exact:
             eng = exact_mod.ExactEngine(model, sampling, epsilon=epsilon, max_expansions=max_expansions)
         else:
-            eng = make_engine(engine, model, sampling)
+            eng = make_engine(engine, model, sampling, items_per_batch=items_per_batch)
         info = {
             "card": str(card.card_path),
             "model_path": str(model.path),
@@ -561,7 +581,23 @@ def collect(
         bar = _progress(len(pending) * per_item, progress, unit="item" if exact else "trial")
         t_sample = time.monotonic()
         try:
-            for it in pending:
+            if items_per_batch > 1:
+                by_batch: dict[int, list] = {}
+                for it in bank.items:  # fixed composition: bank index // N, whatever is selected or done
+                    by_batch.setdefault(it.index // items_per_batch, []).append(it)
+                todo = {it.index for it in pending}
+                for key in sorted({it.index // items_per_batch for it in pending}):
+                    members = by_batch[key]
+                    extra = [m for m in members if m.index not in prompts]
+                    if extra:  # batch-mates outside the range: evaluated, not written
+                        prompts.update(render_prompts(card, model, extra, max_tokens=sampling.max_tokens, bank_path=bank.path)[1])
+                    seeds = [item_seeds(m, k, stride=seed_stride, offset=seed_offset, salt=salt) for m in members]
+                    batch = eng.sample_items([prompts[m.index] for m in members], seeds, [m.letters for m in members])
+                    for m, samples in zip(members, batch):
+                        if m.index in todo:
+                            atomic_write_bytes(_part_path(run_dir, m.index), _frame_bytes(_rows(m, samples, label=label, engine=engine)))
+                            bar.update(per_item)
+            for it in pending if items_per_batch == 1 else ():
                 if exact:
                     frame = exact_mod.item_frame(it, eng.item_distribution(prompts[it.index], it.letters))
                 else:
@@ -571,6 +607,8 @@ def collect(
                 bar.update(per_item)
         finally:
             bar.close()
+            if hasattr(eng, "close"):
+                eng.close()  # the multi-sequence context, if any (the model stays loaded)
         t_sample = time.monotonic() - t_sample
         if exact:
             outputs = lambda parts: dict(zip(("dist.parquet", "items_exact.parquet"), exact_mod.compact(parts)))  # noqa: E731

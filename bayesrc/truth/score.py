@@ -82,6 +82,19 @@ def _model_scores(items: pd.DataFrame, dp: np.ndarray) -> dict:
     return {"coverage90": cov, "dp_slope": slope, "dp_rmse": float(np.sqrt(np.mean((mean - dp) ** 2)))}
 
 
+def _elpd_loo(res, counts) -> dict:
+    """PSIS-LOO over items of a collapsed fit (:func:`bayesrc.bayes.change_collapsed.loo`): the
+    models' predictive fit on the same replicate, beside their scores against the truth."""
+    from bayesrc.bayes.change_collapsed import loo
+    from bayesrc.bayes.inputs import model_inputs
+
+    if not res.params.get("collapsed", True):
+        return {"elpd_loo": float("nan"), "elpd_loo_se": float("nan"), "pareto_k_max": float("nan")}
+    data = model_inputs(counts, covariate=res.params.get("covariate"))
+    e = loo(res.posterior, data)
+    return {"elpd_loo": float(e.elpd), "elpd_loo_se": float(e.se), "pareto_k_max": float(np.nanmax(np.asarray(e.pareto_k)))}
+
+
 def score_replicate(counts, dp_exact: np.ndarray, *, methods=DEFAULT_METHODS, delta_min: float = 0.05, q: float = 0.10,
                     config=None, seed: int = 0, rci_kwargs: dict | None = None, backend: str = "numpyro") -> list[dict]:  # fmt: skip
     """Score RCI (every variant) and each Bayesian method on one K-sample dataset: one row per method.
@@ -112,6 +125,7 @@ def score_replicate(counts, dp_exact: np.ndarray, *, methods=DEFAULT_METHODS, de
         it = res.items.set_index("item_id").reindex(counts["item"].values)
         row = {"method": name, "kind": "bayes", **score_classes(it["bayes_class"].to_numpy(dtype=object), dp_exact, delta_min)}
         row.update(_model_scores(it, dp_exact))
+        row.update(_elpd_loo(res, counts))
         row.update(
             rci_fdp_estimate=res.crosscheck["rci_estimated_fdp"] if ref["flagged"] else float("nan"),
             rci_fdp_realised=ref["fdp_sign"] if ref["flagged"] else float("nan"),
@@ -145,6 +159,7 @@ def _aggregate(rep: pd.DataFrame) -> dict[str, dict]:
                 rci_fdp_realised_mean=float(g.loc[has, "rci_fdp_realised"].mean()) if has.any() else float("nan"),
                 expected_fdp_mean=float(g["expected_fdp"].mean()),
                 dp_slope_mean=float(g["dp_slope"].mean()),
+                elpd_loo_mean=float(g["elpd_loo"].mean()),
                 gate_pass_share=float(g["gate_passed"].mean()),
             )  # fmt: skip
             d["rci_fdp_error"] = d["rci_fdp_estimate_mean"] - d["rci_fdp_realised_mean"]
@@ -204,7 +219,7 @@ class TruthResult:
 
     def summary(self) -> pd.DataFrame:
         """One row per method: flagged per replicate, realised FDPs and, for models, coverage and RCI-FDP estimate."""
-        cols = ["flagged_mean", "fdp_sign", "fdp_material", "coverage90", "rci_fdp_estimate_mean", "rci_fdp_realised_mean", "dp_slope_mean", "gate_pass_share"]
+        cols = ["flagged_mean", "fdp_sign", "fdp_material", "coverage90", "rci_fdp_estimate_mean", "rci_fdp_realised_mean", "dp_slope_mean", "elpd_loo_mean", "gate_pass_share"]
         rows = []
         for name, m in self.methods.items():
             label = name + (" (default)" if name == self.default_model else "")
