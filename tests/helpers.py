@@ -7,6 +7,7 @@ import os
 import signal
 import socket
 import subprocess
+import time
 
 
 def free_port() -> int:
@@ -17,7 +18,7 @@ def free_port() -> int:
 
 
 def stop(*procs: subprocess.Popen, group: bool = False, grace: float = 15) -> None:
-    """Stop processes this session started: SIGTERM to all at once, then SIGKILL after ``grace`` s.
+    """Stop processes this session started: SIGTERM to all at once, SIGKILL to what is left after ``grace`` s.
 
     ``group=True`` for processes started with ``start_new_session=True`` (e.g. ``ray start --block``):
     their whole process group is signalled, and SIGKILLed at the end in any case so that nothing
@@ -32,9 +33,10 @@ def stop(*procs: subprocess.Popen, group: bool = False, grace: float = 15) -> No
 
     for p in procs:
         send(p, signal.SIGTERM)
+    deadline = time.monotonic() + grace  # one grace period for all of them, not one each
     for p in procs:
         try:
-            p.wait(grace)
+            p.wait(max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             pass
     for p in procs:

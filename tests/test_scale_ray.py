@@ -77,7 +77,7 @@ def ray_cluster():
         yield address
     finally:
         ray.shutdown()
-        stop(*procs, group=True)  # both nodes at once, each with everything it spawned
+        stop(*procs, group=True, grace=5)  # both nodes at once; what outlives SIGTERM is SIGKILLed with its group
         shutil.rmtree(tmp, ignore_errors=True)
         _restore(saved)
 
