@@ -56,7 +56,7 @@ demo: $(STAMP)
 	$(PY) -m bayesrc demo --out runs/demo
 
 test: $(STAMP) browser lint
-	BAYESRC_NO_SKIP=1 $(PY) -m pytest $(PYTEST_ARGS)
+	BAYESRC_NO_SKIP=1 $(PY) -m pytest --durations=30 $(PYTEST_ARGS)
 
 # House style (pyproject.toml [tool.ruff]); tests/test_house_rules.py runs the same two checks.
 lint: $(STAMP)

@@ -6,7 +6,6 @@ The server is started once per session on 127.0.0.1 at a free port and stopped a
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import free_port, stop
 from scipy import stats
 
 from bayesrc.cli import main
@@ -31,20 +31,14 @@ from bayesrc.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
 CARD = ROOT / "models" / "gemma-3-270m-q4_k_m.toml"
-K = 6
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+K = 4  # 16 trials each way: enough for trial-for-trial equality and the resume checks
 
 
 @pytest.fixture(scope="session")
 def llama_server(tmp_path_factory):
     """``python -m llama_cpp.server`` on the card's GGUF; yields its base URL."""
     gguf = resolve_model(load_card(CARD))
-    port = _free_port()
+    port = free_port()
     log = (tmp_path_factory.mktemp("server") / "server.log").open("w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", "gemma-3-270m", "--host", "127.0.0.1",
@@ -66,12 +60,7 @@ def llama_server(tmp_path_factory):
                 time.sleep(0.5)
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc, grace=30)
         log.close()
 
 
@@ -141,7 +130,7 @@ def test_server_run_record_pins_and_resume(server_run, llama_server, bank4):
 
 
 def test_unreachable_server_retries_then_one_line_exit_2(bank4, tmp_path, capsys):
-    port = _free_port()  # nothing listens here
+    port = free_port()  # nothing listens here
     client = ServerClient(f"http://127.0.0.1:{port}", retries=2, backoff=0.01, timeout=2)
     with pytest.raises(ServerError, match="after 3 attempt"):  # the first try and 2 retries, backing off between them
         client.model_id()

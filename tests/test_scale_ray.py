@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -20,6 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from helpers import free_port, stop
 
 from bayesrc.collect import (
     builtin_bank,
@@ -37,26 +37,6 @@ K = 3
 pytestmark = pytest.mark.slow
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    """Stop one `ray start --block` and everything it spawned (its own process group), by id."""
-    for sig, wait in ((signal.SIGTERM, 15), (signal.SIGKILL, 5)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(wait)
-            time.sleep(0.5)
-        except subprocess.TimeoutExpired:
-            continue
-
-
 def _start_node(args: list[str], env: dict) -> subprocess.Popen:
     ray_bin = Path(sys.executable).with_name("ray")
     return subprocess.Popen([str(ray_bin), "start", "--block", "--num-cpus=1", "--disable-usage-stats", *args], env=env,
@@ -68,7 +48,7 @@ def ray_cluster():
     """Head (1 CPU) + a second node (1 CPU) joined with ``ray start --address``; the test driver connects."""
     ray = pytest.importorskip("ray")
     tmp = tempfile.mkdtemp(prefix="brc-ray-", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
-    port = _free_port()
+    port = free_port()
     address = f"127.0.0.1:{port}"
     # Token auth with a one-off token in the environment (this process, the nodes, the CLI runs):
     # nothing read from or written to ~/.ray.
@@ -97,8 +77,7 @@ def ray_cluster():
         yield address
     finally:
         ray.shutdown()
-        for p in reversed(procs):
-            _stop(p)
+        stop(*procs, group=True, grace=5)  # both nodes at once; what outlives SIGTERM is SIGKILLed with its group
         shutil.rmtree(tmp, ignore_errors=True)
         _restore(saved)
 
@@ -242,10 +221,13 @@ def manifest(tmp_path_factory):
     return d / "pairs.csv"
 
 
+PRIOR = {"pi_a": 1.0, "pi_b": 9.0}  # not the default prior: the prior-grid test below reuses these fits
+
+
 def _fit_kwargs():
     from bayesrc.bayes import SamplerConfig
 
-    return {"model": "change", "config": SamplerConfig(chains=2, draws=100, tune=100, seed=7)}
+    return {"model": "change", "prior": PRIOR, "config": SamplerConfig(chains=2, draws=100, tune=100, seed=7)}
 
 
 def _n_devices() -> int:
@@ -254,33 +236,46 @@ def _n_devices() -> int:
     return _jax().local_device_count()  # Ray tasks use the driver's count: same chain rounds, same draws
 
 
-def test_fit_many_on_ray_equals_serial(ray_cluster, manifest, tmp_path):
+@pytest.fixture(scope="session")
+def serial_fits(manifest, tmp_path_factory):
+    """``fit_many`` in this process: the reference for fit-many and the prior grid on Ray."""
+    from bayesrc.scale import fit_many
+
+    out = tmp_path_factory.mktemp("fits") / "serial"
+    return out, fit_many(manifest, out, fit_kwargs=_fit_kwargs(), n_devices=_n_devices())
+
+
+def test_fit_many_on_ray_equals_serial(ray_cluster, manifest, serial_fits, tmp_path):
     from bayesrc.scale import fit_many, ray_map
 
-    n = _n_devices()
-    serial = fit_many(manifest, tmp_path / "serial", fit_kwargs=_fit_kwargs(), n_devices=n)
-    on_ray = fit_many(manifest, tmp_path / "ray", fit_kwargs=_fit_kwargs(), n_devices=n, mapper=ray_map)
+    serial_dir, serial = serial_fits
+    on_ray = fit_many(manifest, tmp_path / "ray", fit_kwargs=_fit_kwargs(), n_devices=_n_devices(), mapper=ray_map)
     assert list(serial["name"]) == ["pair-a", "pair-b"] and (tmp_path / "ray" / "summary.csv").exists()
     drop = ["runtime_s", "fit_dir"]
     pd.testing.assert_frame_equal(serial.drop(columns=drop), on_ray.drop(columns=drop))
     for name in serial["name"]:
-        a = pd.read_parquet(tmp_path / "serial" / name / "items.parquet")
+        a = pd.read_parquet(serial_dir / name / "items.parquet")
         b = pd.read_parquet(tmp_path / "ray" / name / "items.parquet")
         pd.testing.assert_frame_equal(a, b)
     assert serial["improved"].sum() + serial["deteriorated"].sum() > 0  # the simulated pairs do change
 
 
-def test_prior_grid_on_ray_equals_serial(ray_cluster, manifest):
+def test_prior_grid_on_ray_equals_serial(ray_cluster, manifest, serial_fits):
+    """One prior refitted as a Ray task against the same fit made serially (fit-many's pair-a,
+    given as ``result``: its row is computed from that fit, nothing refitted)."""
+    import bayesrc
+    from bayesrc.bayes.change import prior_settings
     from bayesrc.data import load_counts
     from bayesrc.report.sensitivity import prior_sensitivity
     from bayesrc.scale import ray_map
 
-    _n_devices()
     d = manifest.parent
     counts = load_counts([d / "pair-a-v1.parquet", d / "pair-a-v2.parquet"])
-    grid = {"pi ~ Beta(1, 9)": {"pi_a": 1.0, "pi_b": 9.0}}  # one fit each way: the mapping is what is tested
+    grid = {"pi ~ Beta(1, 9)": PRIOR}  # one fit: the mapping is what is tested
     cfg = _fit_kwargs()["config"]
-    serial = prior_sensitivity(counts, grid=grid, config=cfg, seed=7)
+    serial_fit = bayesrc.load(serial_fits[0] / "pair-a")
+    assert serial_fit.params["prior"] == prior_settings(PRIOR)  # so prior_sensitivity reuses it, not refits
+    serial = prior_sensitivity(counts, grid=grid, config=cfg, seed=7, result=serial_fit)
     on_ray = prior_sensitivity(counts, grid=grid, config=cfg, seed=7, mapper=ray_map)
     pd.testing.assert_frame_equal(serial, on_ray)
 

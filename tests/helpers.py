@@ -1,0 +1,45 @@
+"""Process helpers shared by the tests that start real servers and clusters (tests/conftest.py puts
+this folder on ``sys.path``): a free local port, and stopping what a test started, by process id."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def stop(*procs: subprocess.Popen, group: bool = False, grace: float = 15) -> None:
+    """Stop processes this session started: SIGTERM to all at once, SIGKILL to what is left after ``grace`` s.
+
+    ``group=True`` for processes started with ``start_new_session=True`` (e.g. ``ray start --block``):
+    their whole process group is signalled, and SIGKILLed at the end in any case so that nothing
+    they spawned outlives them.
+    """
+
+    def send(p: subprocess.Popen, sig: int) -> None:
+        try:
+            os.killpg(p.pid, sig) if group else p.send_signal(sig)
+        except ProcessLookupError:
+            pass
+
+    for p in procs:
+        send(p, signal.SIGTERM)
+    deadline = time.monotonic() + grace  # one grace period for all of them, not one each
+    for p in procs:
+        try:
+            p.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
+    for p in procs:
+        if group or p.poll() is None:
+            send(p, signal.SIGKILL)
+            p.wait(5)
