@@ -228,8 +228,8 @@ def fit(
         so report and fit share one RCI classification. Default: run
         :func:`bayesrc.classical.reliable_change` with ``rci_kwargs``.
     rci_kwargs : settings of that classical run (default 200 splits and permutations).
-    covariate : change model: an item coord of ``counts`` whose levels shift the mean change
-        (``"auto"``: ``correct_answer`` when present; ``None``: none; see :func:`model_inputs`).
+    covariate : change model: an item coord of ``counts`` whose levels shift the items' mean
+        easiness and mean change (``"auto"``: ``correct_answer`` when present; ``None``: none; see :func:`model_inputs`).
 
     Returns
     -------

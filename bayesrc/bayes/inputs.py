@@ -87,8 +87,9 @@ AUTO_MAX_STRATA = 24
 def model_inputs(counts: xr.Dataset, v1: str | None = None, v2: str | None = None, *, covariate: str | None = AUTO) -> ModelInputs:
     """Extract ``y, n`` (item x version), the domain index and an item covariate from item counts.
 
-    ``covariate``: the name of an item coord whose levels shift the change model's mean change
-    (``delta_i ~ Normal(shift_d + gamma_g, sigma_delta)``); ``"auto"`` (default) uses
+    ``covariate``: the name of an item coord whose levels shift the change model's mean easiness
+    and mean change (``theta_i ~ Normal(mu_theta_d + alpha_g, .)``,
+    ``delta_i ~ Normal(shift_d + gamma_g, sigma_delta)``); ``"auto"`` (default) uses
     ``correct_answer`` when the counts carry it with more than one level and at most
     ``AUTO_MAX_STRATA`` (domain, level) pairs; ``None`` none.
 
