@@ -126,6 +126,10 @@ def test_cli_truth_writes_scores_and_a_report_section(tmp_path, exact_pair):
     # Scores recomputed from the replicate table agree with truth.json.
     assert tj["rci"]["fdp_sign"] == pytest.approx(rep.loc[rep["method"] == "rci", "fdp_sign"].mean())
     assert 0 <= tj["model"]["coverage90"] <= 1
+    # PSIS-LOO of each collapsed fit is recorded beside its truth scores (choosing models on both).
+    bayes = rep[rep["kind"] == "bayes"]
+    assert np.isfinite(bayes["elpd_loo"]).all() and (bayes["elpd_loo_se"] > 0).all()
+    assert tj["methods"]["change"]["elpd_loo_mean"] == pytest.approx(bayes.loc[bayes["method"] == "change", "elpd_loo"].mean())
     res = TruthResult.read(out)
     assert res.to_dict() == tj and TruthResult.from_dict(res.to_dict()).summary().shape[0] == 6
     html = build_report(out)["run"].read_text()
