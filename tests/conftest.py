@@ -52,6 +52,14 @@ def gemma():
     return Model(path, n_ctx=card.n_ctx, n_batch=card.n_batch, n_threads=1, label=card.label)
 
 
+@pytest.fixture(scope="session")
+def gemma_bank4(tmp_path_factory):
+    """Four built-in letter-pattern items (seed 7): the bank the local collection tests share."""
+    from bayesrc.collect import builtin_bank, load_bank
+
+    return load_bank(builtin_bank(tmp_path_factory.mktemp("bank4") / "bank.jsonl", n_items=4, seed=7))
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """Under ``BAYESRC_NO_SKIP=1`` (set by ``make test``) a skipped test fails: green means everything ran."""

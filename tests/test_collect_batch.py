@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bayesrc.collect import builtin_bank, collect, load_bank, load_card, merge_runs, read_run_trials
+from bayesrc.collect import collect, load_card, merge_runs, read_run_trials
 from bayesrc.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,15 +29,10 @@ K, N = 2, 2
 
 
 @pytest.fixture(scope="session")
-def bank4(tmp_path_factory):
-    return load_bank(builtin_bank(tmp_path_factory.mktemp("bank4") / "bank.jsonl", n_items=4, seed=7))
-
-
-@pytest.fixture(scope="session")
-def batched_run(gemma, bank4, tmp_path_factory):
+def batched_run(gemma, gemma_bank4, tmp_path_factory):
     """An uninterrupted run, two items per decode (batches {0, 1} and {2, 3})."""
     out = tmp_path_factory.mktemp("batched") / "full"
-    collect(CARD, bank4, out, k=K, model=gemma, items_per_batch=N)
+    collect(CARD, gemma_bank4, out, k=K, model=gemma, items_per_batch=N)
     return out
 
 
@@ -46,25 +41,25 @@ def _core(df: pd.DataFrame) -> pd.DataFrame:
     return df[cols].sort_values(["item_id", "k"]).reset_index(drop=True)
 
 
-def test_batched_trials_do_not_depend_on_order_shards_or_resume_point(gemma, bank4, batched_run, tmp_path):
+def test_batched_trials_do_not_depend_on_order_shards_or_resume_point(gemma, gemma_bank4, batched_run, tmp_path):
     full = _core(read_run_trials(batched_run))
     assert len(full) == 4 * K
     pins = json.loads((batched_run / "run.json").read_text())["pins"]
     assert pins["prompt.items_per_batch"].startswith(f"{N}:")
     # Shards cut inside a batch ({0, 1}), the later shard collected first: batch-mates outside a
     # shard are evaluated with it (not written), so every item sees the same batch.
-    collect(CARD, bank4, tmp_path / "s1", k=K, model=gemma, items_range=(1, 4), items_per_batch=N)
-    collect(CARD, bank4, tmp_path / "s0", k=K, model=gemma, items_range=(0, 1), items_per_batch=N)
+    collect(CARD, gemma_bank4, tmp_path / "s1", k=K, model=gemma, items_range=(1, 4), items_per_batch=N)
+    collect(CARD, gemma_bank4, tmp_path / "s0", k=K, model=gemma, items_range=(0, 1), items_per_batch=N)
     merged = merge_runs([tmp_path / "s1", tmp_path / "s0"], tmp_path / "merged")
     pd.testing.assert_frame_equal(full, _core(read_run_trials(merged)))
     # Stopped after every item (inside batches too) and resumed.
     out = tmp_path / "resumed"
-    for step in range(len(bank4.items)):
-        collect(CARD, bank4, out, k=K, model=gemma, resume=step > 0, max_items=1, items_per_batch=N)
+    for step in range(len(gemma_bank4.items)):
+        collect(CARD, gemma_bank4, out, k=K, model=gemma, resume=step > 0, max_items=1, items_per_batch=N)
     pd.testing.assert_frame_equal(full, _core(read_run_trials(out)))
     # The batch size is pinned: a run cannot be resumed with another.
     with pytest.raises(InputError, match="prompt.items_per_batch"):
-        collect(CARD, bank4, out, k=K, model=gemma, resume=True, items_per_batch=3)
+        collect(CARD, gemma_bank4, out, k=K, model=gemma, resume=True, items_per_batch=3)
 
 
 def _softmax(x: np.ndarray, t: float = 0.7) -> np.ndarray:
@@ -72,7 +67,7 @@ def _softmax(x: np.ndarray, t: float = 0.7) -> np.ndarray:
     return z / z.sum()
 
 
-def test_batched_logits_are_the_one_item_logits_up_to_batch_shape_rounding(gemma, bank4):
+def test_batched_logits_are_the_one_item_logits_up_to_batch_shape_rounding(gemma, gemma_bank4):
     """In the multi-sequence context (one KV stream per sequence) an own block decoded into a
     sequence of its own gives bitwise Model.eval_prompt's logits, whatever the other sequences
     hold; several own blocks in one decode move each item's next-token distribution only by
@@ -82,8 +77,8 @@ def test_batched_logits_are_the_one_item_logits_up_to_batch_shape_rounding(gemma
     from bayesrc.collect.engines import SeqContext
     from bayesrc.collect.run import render_prompts
 
-    prompts = render_prompts(load_card(CARD), gemma, bank4.items[:3], max_tokens=8)[1]
-    plist = [prompts[it.index] for it in bank4.items[:3]]
+    prompts = render_prompts(load_card(CARD), gemma, gemma_bank4.items[:3], max_tokens=8)[1]
+    plist = [prompts[it.index] for it in gemma_bank4.items[:3]]
     n_vocab = llama_cpp.llama_vocab_n_tokens(gemma.llm._model.vocab)
 
     def logits(ctx, i):
@@ -117,14 +112,14 @@ def test_batched_logits_are_the_one_item_logits_up_to_batch_shape_rounding(gemma
         seq.close()
 
 
-def test_batched_engine_agrees_with_one_item_engine_in_distribution(gemma, bank4):
+def test_batched_engine_agrees_with_one_item_engine_in_distribution(gemma, gemma_bank4):
     """The K answers of each item, batched vs one at a time (same seeds): mostly the same trials,
     every sample decided the same way (the batched tree ends samples exactly where one-item does)."""
     from bayesrc.collect.engines import FastEngine, Sampling
     from bayesrc.collect.extract import extract
     from bayesrc.collect.run import item_seeds, render_prompts
 
-    items = bank4.items[:3]
+    items = gemma_bank4.items[:3]
     prompts = render_prompts(load_card(CARD), gemma, items, max_tokens=8)[1]
     s = Sampling(temperature=0.7, max_tokens=8)
     seeds = [item_seeds(it, 8) for it in items]
@@ -144,16 +139,16 @@ def test_batched_engine_agrees_with_one_item_engine_in_distribution(gemma, bank4
     assert same >= 0.75 * total, (same, total)  # measured 99-100% on 16 demo-bank and 8 MMLU-Pro items at K = 10
 
 
-def test_items_per_batch_bad_values_are_input_errors(bank4, tmp_path):
+def test_items_per_batch_bad_values_are_input_errors(gemma_bank4, tmp_path):
     with pytest.raises(InputError, match="items_per_batch"):
-        collect(CARD, bank4, tmp_path / "a", k=K, items_per_batch=0)
+        collect(CARD, gemma_bank4, tmp_path / "a", k=K, items_per_batch=0)
     with pytest.raises(InputError, match="fast engine"):
-        collect(CARD, bank4, tmp_path / "b", k=K, engine="naive", items_per_batch=2)
+        collect(CARD, gemma_bank4, tmp_path / "b", k=K, engine="naive", items_per_batch=2)
     with pytest.raises(InputError, match="KV sequences"):
-        collect(CARD, bank4, tmp_path / "c", k=10, items_per_batch=26)
+        collect(CARD, gemma_bank4, tmp_path / "c", k=10, items_per_batch=26)
     assert not any(tmp_path.iterdir())  # nothing written
     res = subprocess.run(
-        [sys.executable, "-m", "bayesrc", "collect", "--model", str(CARD), "--items", str(bank4.path), "--out", str(tmp_path / "d"), "--items-per-batch", "0"],
+        [sys.executable, "-m", "bayesrc", "collect", "--model", str(CARD), "--items", str(gemma_bank4.path), "--out", str(tmp_path / "d"), "--items-per-batch", "0"],
         cwd=ROOT, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert res.returncode == 2 and "items_per_batch" in res.stderr and "Traceback" not in res.stderr

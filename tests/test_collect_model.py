@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bayesrc.collect import Model, builtin_bank, collect, load_bank, load_card, merge_runs, read_run_trials
+from bayesrc.collect import Model, collect, load_card, merge_runs, read_run_trials
 from bayesrc.collect.extract import extract
 from bayesrc.data import load_trials
 from bayesrc.errors import InputError
@@ -25,15 +25,10 @@ K = 3
 
 
 @pytest.fixture(scope="session")
-def bank6(tmp_path_factory):
-    return load_bank(builtin_bank(tmp_path_factory.mktemp("bank") / "bank.jsonl", n_items=4, seed=7))
-
-
-@pytest.fixture(scope="session")
-def full_run(gemma, bank6, tmp_path_factory):
+def full_run(gemma, gemma_bank4, tmp_path_factory):
     """An uninterrupted fast run over the 4 items: the reference for the other tests."""
     out = tmp_path_factory.mktemp("runs") / "full"
-    collect(CARD, bank6, out, k=K, model=gemma)
+    collect(CARD, gemma_bank4, out, k=K, model=gemma)
     return out
 
 
@@ -42,8 +37,8 @@ def _core(df: pd.DataFrame) -> pd.DataFrame:
     return df[cols].sort_values(["item_id", "k"]).reset_index(drop=True)
 
 
-def test_same_seeds_twice_identical_trials(gemma, bank6, full_run, tmp_path):
-    again = collect(CARD, bank6, tmp_path / "again", k=K, model=gemma)
+def test_same_seeds_twice_identical_trials(gemma, gemma_bank4, full_run, tmp_path):
+    again = collect(CARD, gemma_bank4, tmp_path / "again", k=K, model=gemma)
     pd.testing.assert_frame_equal(_core(read_run_trials(full_run)), _core(again.trials()))
     t = load_trials(full_run / "trials.parquet")  # the canonical loader reads the run
     assert len(t) == 4 * K and set(t["k"]) == set(range(K))
@@ -54,10 +49,10 @@ def test_same_seeds_twice_identical_trials(gemma, bank6, full_run, tmp_path):
     assert salt > 0 and list(t["seed"].head(K)) == [salt, salt + 1, salt + 2] and t["seed"].iloc[K] == salt + 10
 
 
-def test_shards_in_any_order_merge_to_the_full_run(gemma, bank6, full_run, tmp_path):
+def test_shards_in_any_order_merge_to_the_full_run(gemma, gemma_bank4, full_run, tmp_path):
     """Item order and history do not matter: the second shard collected first gives the same trials."""
-    collect(CARD, bank6, tmp_path / "s1", k=K, shard="1/2", model=gemma)
-    collect(CARD, bank6, tmp_path / "s0", k=K, shard="0/2", model=gemma)
+    collect(CARD, gemma_bank4, tmp_path / "s1", k=K, shard="1/2", model=gemma)
+    collect(CARD, gemma_bank4, tmp_path / "s0", k=K, shard="0/2", model=gemma)
     merged = merge_runs([tmp_path / "s1", tmp_path / "s0"], tmp_path / "merged")
     pd.testing.assert_frame_equal(_core(read_run_trials(full_run)), _core(read_run_trials(merged)))
     from bayesrc.collect import compare_runs
@@ -71,14 +66,14 @@ def _prompts(model, items):
     return render_prompts(load_card(CARD), model, items, max_tokens=8)[1]
 
 
-def test_fast_equals_naive_per_trial(gemma, bank6):
+def test_fast_equals_naive_per_trial(gemma, gemma_bank4):
     """Same (item, k, seed): the naive engine's full completion extracts the fast engine's answer."""
     from bayesrc.collect.engines import FastEngine, NaiveEngine, Sampling
 
     s = Sampling(temperature=0.7, max_tokens=load_card(CARD).max_tokens)
-    prompts = _prompts(gemma, bank6.items[:1])
+    prompts = _prompts(gemma, gemma_bank4.items[:1])
     agree = total = 0
-    for item in bank6.items[:1]:
+    for item in gemma_bank4.items[:1]:
         seeds = [item.index * 10 + k for k in range(K)]
         fast = FastEngine(gemma, s).sample_item(prompts[item.index], seeds, item.letters)
         naive = NaiveEngine(gemma, s).sample_item(prompts[item.index], seeds, item.letters)
@@ -97,12 +92,12 @@ def _last_logits(model):
     return np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(model.llm._ctx.ctx, -1), shape=(n_vocab,)).copy()
 
 
-def test_shared_prefix_cache_gives_the_logits_of_a_fresh_evaluation(gemma, bank6):
+def test_shared_prefix_cache_gives_the_logits_of_a_fresh_evaluation(gemma, gemma_bank4):
     """Own block on the cached shared KV == whole prompt from an emptied cache, bitwise, whatever came before."""
     import numpy as np
 
-    prompts = _prompts(gemma, bank6.items[:3])
-    order = [it.index for it in bank6.items[:3]]
+    prompts = _prompts(gemma, gemma_bank4.items[:3])
+    order = [it.index for it in gemma_bank4.items[:3]]
     assert len({p.shared for p in prompts.values()}) == 1 and all(p.own for p in prompts.values())
     fresh = {}
     for i in order:
@@ -115,12 +110,12 @@ def test_shared_prefix_cache_gives_the_logits_of_a_fresh_evaluation(gemma, bank6
     assert not np.array_equal(fresh[order[0]], fresh[order[1]])  # the check can fail
 
 
-def test_any_resume_point_gives_identical_trials(gemma, bank6, full_run, tmp_path):
+def test_any_resume_point_gives_identical_trials(gemma, gemma_bank4, full_run, tmp_path):
     """A run stopped after every item and resumed (shared block re-evaluated each time) gives the uninterrupted trials."""
     out = tmp_path / "resumed"
-    for step in range(len(bank6.items)):
+    for step in range(len(gemma_bank4.items)):
         gemma.forget_prefix()
-        collect(CARD, bank6, out, k=K, model=gemma, resume=step > 0, max_items=1)
+        collect(CARD, gemma_bank4, out, k=K, model=gemma, resume=step > 0, max_items=1)
     pd.testing.assert_frame_equal(_core(read_run_trials(out)), _core(read_run_trials(full_run)))
     rec = json.loads((out / "run.json").read_text())
     assert rec["pins"]["runtime.n_threads"] == gemma.n_threads == 1 and rec["pins"]["prompt.blocks"].startswith("shared+own/")
@@ -130,10 +125,10 @@ def _cli(*args: str, **kw) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "bayesrc", *args], cwd=ROOT, capture_output=True, text=True, timeout=120, **kw)
 
 
-def test_sigkill_at_random_points_then_resume_gives_the_uninterrupted_trials(bank6, full_run, tmp_path):
+def test_sigkill_at_random_points_then_resume_gives_the_uninterrupted_trials(gemma_bank4, full_run, tmp_path):
     out = tmp_path / "killed"
     rng = random.Random(20260101)
-    base = ["collect", "--model", str(CARD), "--items", str(bank6.path), "--k", str(K), "--out", str(out), "--no-progress", "--threads", "1"]
+    base = ["collect", "--model", str(CARD), "--items", str(gemma_bank4.path), "--k", str(K), "--out", str(out), "--no-progress", "--threads", "1"]
     kills = 0
     for _attempt in range(3):
         args = base + (["--resume"] if (out / "run.json").exists() else [])
@@ -155,7 +150,7 @@ def test_sigkill_at_random_points_then_resume_gives_the_uninterrupted_trials(ban
     pd.testing.assert_frame_equal(_core(got), _core(want))
 
 
-def test_bad_inputs_one_line_exit_2_nothing_lost(bank6, full_run, tmp_path):
+def test_bad_inputs_one_line_exit_2_nothing_lost(gemma_bank4, full_run, tmp_path):
     junk = tmp_path / "junk.gguf"
     junk.write_bytes(b"GGUF" + os.urandom(4096))
     card = tmp_path / "junk.toml"
@@ -163,15 +158,15 @@ def test_bad_inputs_one_line_exit_2_nothing_lost(bank6, full_run, tmp_path):
     missing = tmp_path / "missing.toml"
     missing.write_text('[model]\npath = "no-such-model.gguf"\n')
     bad_bank = tmp_path / "bad.jsonl"
-    bad_bank.write_text(bank6.path.read_text().splitlines()[0] + '\n{"item_id": "x", "question": "Q?", "options": ["a", "b"]}\n')
+    bad_bank.write_text(gemma_bank4.path.read_text().splitlines()[0] + '\n{"item_id": "x", "question": "Q?", "options": ["a", "b"]}\n')
     blocker = tmp_path / "a_file"
     blocker.write_text("")
     cases = {
-        "GGUF": (str(card), str(bank6.path), str(tmp_path / "r1")),
-        "not found": (str(missing), str(bank6.path), str(tmp_path / "r2")),
+        "GGUF": (str(card), str(gemma_bank4.path), str(tmp_path / "r1")),
+        "not found": (str(missing), str(gemma_bank4.path), str(tmp_path / "r2")),
         "missing answer": (str(CARD), str(bad_bank), str(tmp_path / "r3")),
-        "run directory": (str(CARD), str(bank6.path), str(blocker / "sub")),
-        "already holds a run": (str(CARD), str(bank6.path), str(full_run)),
+        "run directory": (str(CARD), str(gemma_bank4.path), str(blocker / "sub")),
+        "already holds a run": (str(CARD), str(gemma_bank4.path), str(full_run)),
     }
     before = (full_run / "trials.parquet").read_bytes()
     for words, (c, b, o) in cases.items():
@@ -185,7 +180,7 @@ def test_bad_inputs_one_line_exit_2_nothing_lost(bank6, full_run, tmp_path):
 
     (tmp_path / "locked").mkdir()
     with RunLock(tmp_path / "locked"):
-        res = _cli("collect", "--model", str(CARD), "--items", str(bank6.path), "--out", str(tmp_path / "locked"), "--k", "2", "--no-progress")
+        res = _cli("collect", "--model", str(CARD), "--items", str(gemma_bank4.path), "--out", str(tmp_path / "locked"), "--k", "2", "--no-progress")
     assert res.returncode == 2 and "another collector" in res.stderr and len(res.stderr.strip().splitlines()) == 1
 
 
@@ -200,7 +195,7 @@ def test_garbage_gguf_in_process_is_input_error(tmp_path):
 
 
 @pytest.mark.slow
-def test_shared_seeds_couple_versions_and_the_version_rule_removes_it(gemma, bank6):
+def test_shared_seeds_couple_versions_and_the_version_rule_removes_it(gemma, gemma_bank4):
     """Two prompt versions of the real Gemma, sample k of an item drawn with the same seed in both
     (the reference study's rule) vs version-salted seeds (the default): with shared seeds the
     versions' answers agree far from what independent draws give (llama.cpp draws one uniform
@@ -222,7 +217,7 @@ def test_shared_seeds_couple_versions_and_the_version_rule_removes_it(gemma, ban
     eng = FastEngine(gemma, Sampling(temperature=0.7, max_tokens=card.max_tokens))
     n = 40
     shared_dev, salted_dev, shared_agree, expected_agree = [], [], [], []
-    for item in bank6.items:
+    for item in gemma_bank4.items:
         shared = sample_seeds(item.index, n, stride=1000)
         salted = sample_seeds(item.index, n, stride=1000, salt=seed_salt("version 2"))
         a1 = [extract(x.response, item.letters).answer for x in eng.sample_item(gemma.tokenize(build_prompt(card, item)), shared, item.letters)]
