@@ -157,6 +157,12 @@ def group_effects_pymc(n_groups: int, prior: dict | None = None):
     return alpha, gamma
 
 
+def group_draws(post) -> tuple[np.ndarray, np.ndarray]:
+    """Posterior draws of ``(group_level, group_shift)`` (zeros of one level without a covariate)."""
+    zero = np.zeros((*post["pi"].shape, 1))
+    return tuple(post[k].values if k in post else zero for k in ("group_level", "group_shift"))
+
+
 def _gather(gamma, idx):
     """``gamma[idx]``, or 0.0 when there is no covariate."""
     return 0.0 if isinstance(gamma, float) else gamma[idx]
@@ -260,8 +266,7 @@ def item_conditionals(post, data: ModelInputs, rng: np.random.Generator, chunk: 
     mu_theta, sigma_theta = post["mu_theta"].values, post["sigma_theta"].values
     shift, sigma_delta, pi = post["shift"].values, post["sigma_delta"].values, post["pi"].values
     b = post["slope"].values if "slope" in post else np.zeros_like(pi)
-    gamma = post["group_shift"].values if "group_shift" in post else np.zeros((n_chain, n_draw, 1))
-    alpha = post["group_level"].values if "group_level" in post else np.zeros((n_chain, n_draw, 1))
+    alpha, gamma = group_draws(post)
     th = theta.reshape(-1, n_items)
     flat = lambda a: a.reshape(n_chain * n_draw, *a.shape[2:])  # noqa: E731
     mu_t, sd_t, sh, sd_d, pp, bb, gg, aa = map(flat, (mu_theta, sigma_theta, shift, sigma_delta, pi, b, gamma, alpha))

@@ -44,6 +44,7 @@ import numpy as np
 
 from bayesrc.bayes.change import DIMS as FULL_DIMS
 from bayesrc.bayes.change import (
+    group_draws,
     group_effects_numpyro,
     group_effects_pymc,
     hyperpriors_numpyro,
@@ -340,12 +341,6 @@ def item_draws(post, cells: Cells, seed: int, batch: int = 4) -> dict[str, np.nd
         return _item_draws(post, cells, seed, batch)
 
 
-def _group_draws(post) -> tuple[np.ndarray, np.ndarray]:
-    """Posterior draws of ``(group_level, group_shift)`` (zeros of one level without a covariate)."""
-    zero = np.zeros((*post["pi"].shape, 1))
-    return tuple(post[k].values if k in post else zero for k in ("group_level", "group_shift"))
-
-
 def _item_draws(post, cells: Cells, seed: int, batch: int) -> dict[str, np.ndarray]:
     import jax
     import jax.numpy as jnp
@@ -354,7 +349,7 @@ def _item_draws(post, cells: Cells, seed: int, batch: int) -> dict[str, np.ndarr
     n_s = n_chain * n_draw
     flat = lambda a: np.asarray(a, float).reshape(n_s, *np.shape(a)[2:])  # noqa: E731
     slope = post["slope"].values if "slope" in post else np.zeros((n_chain, n_draw))
-    mu_s, sd_s, shift_s = strata_hyper(cells, post["mu_theta"].values, post["sigma_theta"].values, post["shift"].values, *_group_draws(post))
+    mu_s, sd_s, shift_s = strata_hyper(cells, post["mu_theta"].values, post["sigma_theta"].values, post["shift"].values, *group_draws(post))
     hyper = [flat(mu_s), flat(sd_s), flat(shift_s), flat(post["sigma_delta"].values)] + [flat(slope), flat(post["pi"].values)]
     cj = Cells(**{k: None if getattr(cells, k) is None else jnp.asarray(getattr(cells, k)) for k in Cells.__dataclass_fields__})
     grids = (
@@ -404,7 +399,7 @@ def pointwise_loglik(post, cells: Cells, batch: int = 64):
     n_s = n_chain * n_draw
     flat = lambda a: np.asarray(a, float).reshape(n_s, *np.shape(a)[2:])  # noqa: E731
     slope = post["slope"].values if "slope" in post else np.zeros((n_chain, n_draw))
-    mu_s, sd_s, shift_s = strata_hyper(cells, post["mu_theta"].values, post["sigma_theta"].values, post["shift"].values, *_group_draws(post))
+    mu_s, sd_s, shift_s = strata_hyper(cells, post["mu_theta"].values, post["sigma_theta"].values, post["shift"].values, *group_draws(post))
     hyper = [flat(mu_s), flat(sd_s), flat(shift_s), flat(post["sigma_delta"].values), flat(slope), flat(post["pi"].values)]
     cj = Cells(**{k: None if getattr(cells, k) is None else jnp.asarray(getattr(cells, k)) for k in Cells.__dataclass_fields__})
     gu = tuple(map(jnp.asarray, trapezoid_grid(THETA_NODES, THETA_HALF)))
