@@ -298,8 +298,9 @@ def test_change_model_with_covariate_pymc_and_numpyro_agree(letter_pair, letter_
     assert d.covariate == "correct_answer"
     b = change_collapsed_pymc(d, config=SamplerConfig(chains=2, draws=600, tune=400, seed=13))
     a = letter_fit.posterior
-    for var in ("group_level", "group_shift", "sigma_delta", "pi", "mu_theta", "shift"):
+    for var in ("group_level", "group_shift", "stratum_shift", "sigma_delta", "pi", "mu_theta", "shift"):
         _agree(a, b, var, sd_share=0.0)
     assert b["posterior"]["group_shift"].dims == ("chain", "draw", "group")
+    assert a["posterior"]["stratum_shift"].dims == b["posterior"]["stratum_shift"].dims == ("chain", "draw", "stratum")
     dp_a, dp_b = (f["posterior"]["dp"].mean(("chain", "draw")).values for f in (a, b))
     assert np.max(np.abs(dp_a - dp_b)) < 0.03

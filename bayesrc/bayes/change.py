@@ -4,12 +4,13 @@ Model (item i in domain d; logit scale)::
 
     mu_theta_d ~ Normal(0, 2)       sigma_theta_d ~ HalfNormal(5)
     theta_i    ~ Normal(mu_theta_d + alpha_g[i], sigma_theta_d)        # item easiness in v1
-    shift_d    ~ Normal(0, 1)       sigma_delta   ~ HalfNormal(3)
+    shift_d    ~ Normal(0, 1)       sigma_delta   ~ InverseGamma(2, 0.6)
     alpha_g    ~ ZeroSumNormal(1)   (item covariate with levels g, default the correct option's letter:
     gamma_g    ~ ZeroSumNormal(1)    its effect on easiness and on change)
+    eta_s      ~ Normal(0, tau)     tau ~ HalfNormal(0.5)   (stratum s = (domain, level): its own change)
     slope      ~ Normal(0, 0.5)     (optional: regression toward the middle, paper 001 s. 4.2)
-    delta_i    ~ Normal(shift_d + gamma_g[i] + slope * (theta_i - mu_theta_d - alpha_g[i]) / sigma_theta_d, sigma_delta)
-    pi         ~ Beta(2, 2)         changed_i ~ Bernoulli(pi)
+    delta_i    ~ Normal(shift_d + gamma_g[i] + eta_s[i] + slope * (theta_i - mu_theta_d - alpha_g[i]) / sigma_theta_d, sigma_delta)
+    pi         ~ Beta(4, 1)         changed_i ~ Bernoulli(pi)
     y_i1 ~ Binomial(n_i1, expit(theta_i))
     y_i2 ~ Binomial(n_i2, expit(theta_i + changed_i * delta_i))
 
@@ -25,6 +26,18 @@ average, B-keyed ones with p = 0.51; pooled towards the domain mean instead, C i
 accuracy was overestimated and their change mis-signed). The trials carry the
 correct letter (``correct_answer``), so it is on by default (``covariate=None`` turns it off,
 another item coord can be named instead).
+
+Why these priors and ``eta`` (issue 12, the same exact runs; measured with ``bayesrc truth``):
+with K = 10 an item's own deviation from its stratum's change (SD 0.2-0.3 logits in both real
+pairs) is far below its binomial noise, so the data hardly identify ``sigma_delta``; under
+``HalfNormal(3)`` its posterior sat near 0.13 and the 90% intervals missed 1 item in 5. The
+inverse gamma keeps the "changed" component non-local (off a second point mass at no
+change; P(sigma_delta < 0.1) = 0.02) and keeps a heavy right tail (a re-trained model's
+changes of several logits). ``Beta(4, 1)``: between two real versions nearly every item
+moves; under ``Beta(2, 2)`` small systematic moves (a prompt change) were put on the "no
+change" spike and RCI's flags called false twice as often as they were. ``eta``: the
+letter's effect on change differs between domains (Q4_K_M to Q3_K_M: +1.0 logits for
+A-keyed items in one domain, +0.6 in another), which an additive ``shift_d + gamma_g`` mis-centred.
 
 "No change" is a point mass at zero (an unchanged item has the same accuracy in both
 versions), "change" the wide normal population with domain mean shifts. NUTS needs
@@ -52,9 +65,17 @@ from scipy.special import expit, log_expit
 from bayesrc.bayes.inputs import ModelInputs
 from bayesrc.bayes.samplers import SamplerConfig, run_numpyro, run_pymc
 
-PRIOR = {"mu_theta_sd": 2.0, "sigma_theta_sd": 5.0, "shift_sd": 1.0, "sigma_delta_sd": 3.0, "slope_sd": 0.5, "pi_a": 2.0, "pi_b": 2.0, "group_shift_sd": 1.0, "group_level_sd": 1.0}
-DIMS = {"mu_theta": ["domain"], "sigma_theta": ["domain"], "shift": ["domain"], "group_shift": ["group"], "group_level": ["group"], "theta": ["item"]}
-SAMPLED = ("mu_theta", "sigma_theta", "shift", "group_shift", "group_level", "sigma_delta", "slope", "pi", "theta")
+PRIOR = {
+    "mu_theta_sd": 2.0, "sigma_theta_sd": 5.0, "shift_sd": 1.0, "slope_sd": 0.5, "group_shift_sd": 1.0, "group_level_sd": 1.0,
+    "stratum_shift_sd": 0.5,
+    "sigma_delta_shape": 2.0, "sigma_delta_scale": 0.6, "pi_a": 4.0, "pi_b": 1.0,
+    "sigma_delta_sd": None,  # set: the HalfNormal(sigma_delta_sd) prior of the model before issue 12 instead
+}  # fmt: skip
+DIMS = {
+    "mu_theta": ["domain"], "sigma_theta": ["domain"], "shift": ["domain"], "group_shift": ["group"], "group_level": ["group"],
+    "stratum_shift": ["stratum"], "stratum_shift_z": ["stratum"], "theta": ["item"],
+}  # fmt: skip
+SAMPLED = ("mu_theta", "sigma_theta", "shift", "group_shift", "group_level", "stratum_shift_sd", "stratum_shift_z", "stratum_shift", "sigma_delta", "slope", "pi", "theta")
 GRID_NODES = 49
 
 
@@ -77,6 +98,8 @@ def prior_settings(prior: dict | None = None) -> dict:
     scales raise ``ValueError``."""
     out = dict(PRIOR)
     for key, value in (prior or {}).items():
+        if value is None and key in PRIOR and PRIOR[key] is None:
+            continue
         if key not in PRIOR:
             raise ValueError(f"unknown prior setting {key!r}; known: {', '.join(PRIOR)}")
         if not float(value) > 0:
@@ -94,6 +117,16 @@ def share_above_zero(delta, spacing):
     return (delta / spacing + 0.5).clip(0.0, 1.0)
 
 
+def _sigma_delta_prior(lib, pr: dict, *name):
+    """``InverseGamma(sigma_delta_shape, sigma_delta_scale)``, or ``HalfNormal(sigma_delta_sd)`` when that is set.
+
+    ``lib`` is ``numpyro.distributions`` (no ``name``) or ``pymc`` (``name``: the variable's name).
+    """
+    if pr["sigma_delta_sd"] is not None:
+        return lib.HalfNormal(*name, pr["sigma_delta_sd"])
+    return lib.InverseGamma(*name, pr["sigma_delta_shape"], pr["sigma_delta_scale"])
+
+
 def hyperpriors_numpyro(n_domains: int, slope: bool, prior: dict | None = None):
     """The hyperpriors of the change model (``PRIOR``, or ``prior_settings(prior)``), NumPyro;
     shared by the full and collapsed models.
@@ -107,7 +140,7 @@ def hyperpriors_numpyro(n_domains: int, slope: bool, prior: dict | None = None):
     mu_theta = numpyro.sample("mu_theta", dist.Normal(0.0, pr["mu_theta_sd"]).expand([n_domains]).to_event(1))
     sigma_theta = numpyro.sample("sigma_theta", dist.HalfNormal(pr["sigma_theta_sd"]).expand([n_domains]).to_event(1))
     shift = numpyro.sample("shift", dist.Normal(0.0, pr["shift_sd"]).expand([n_domains]).to_event(1))
-    sigma_delta = numpyro.sample("sigma_delta", dist.HalfNormal(pr["sigma_delta_sd"]))
+    sigma_delta = numpyro.sample("sigma_delta", _sigma_delta_prior(dist, pr))
     b = numpyro.sample("slope", dist.Normal(0.0, pr["slope_sd"])) if slope else 0.0
     pi = numpyro.sample("pi", dist.Beta(pr["pi_a"], pr["pi_b"]))
     return mu_theta, sigma_theta, shift, sigma_delta, b, pi
@@ -121,46 +154,54 @@ def hyperpriors_pymc(slope: bool, prior: dict | None = None):
     mu_theta = pm.Normal("mu_theta", 0.0, pr["mu_theta_sd"], dims="domain")
     sigma_theta = pm.HalfNormal("sigma_theta", pr["sigma_theta_sd"], dims="domain")
     shift = pm.Normal("shift", 0.0, pr["shift_sd"], dims="domain")
-    sigma_delta = pm.HalfNormal("sigma_delta", pr["sigma_delta_sd"])
+    sigma_delta = _sigma_delta_prior(pm, pr, "sigma_delta")
     b = pm.Normal("slope", 0.0, pr["slope_sd"]) if slope else 0.0
     pi = pm.Beta("pi", pr["pi_a"], pr["pi_b"])
     return mu_theta, sigma_theta, shift, sigma_delta, b, pi
 
 
-def group_effects_numpyro(n_groups: int, prior: dict | None = None):
+def group_effects_numpyro(n_groups: int, prior: dict | None = None, n_strata: int = 1):
     """Per-level effects of the item covariate (e.g. the correct option's letter), NumPyro.
 
-    Returns ``(alpha, gamma)``: ``alpha ~ ZeroSumNormal(group_level_sd)`` shifts the items'
+    Returns ``(alpha, gamma, eta)``: ``alpha ~ ZeroSumNormal(group_level_sd)`` shifts the items'
     easiness, ``gamma ~ ZeroSumNormal(group_shift_sd)`` their change (both sum to zero over
-    the levels, so the domain means keep their meaning); ``(0.0, 0.0)`` with one level.
+    the levels, so the domain means keep their meaning), and ``eta_s = stratum_shift_sd_ *
+    z_s`` (``z_s ~ Normal(0, 1)``, ``stratum_shift_sd_ ~ HalfNormal(stratum_shift_sd)``,
+    non-centred) each (domain, level) stratum's own change beyond ``shift_d + gamma_g``;
+    ``(0.0, 0.0, 0.0)`` with one level.
     """
     if n_groups <= 1:
-        return 0.0, 0.0
+        return 0.0, 0.0, 0.0
     import numpyro
     import numpyro.distributions as dist
 
     pr = prior_settings(prior)
     alpha = numpyro.sample("group_level", dist.ZeroSumNormal(pr["group_level_sd"], event_shape=(n_groups,)))
     gamma = numpyro.sample("group_shift", dist.ZeroSumNormal(pr["group_shift_sd"], event_shape=(n_groups,)))
-    return alpha, gamma
+    sd = numpyro.sample("stratum_shift_sd", dist.HalfNormal(pr["stratum_shift_sd"]))
+    z = numpyro.sample("stratum_shift_z", dist.Normal(0.0, 1.0).expand([n_strata]).to_event(1))
+    return alpha, gamma, numpyro.deterministic("stratum_shift", sd * z)
 
 
 def group_effects_pymc(n_groups: int, prior: dict | None = None):
-    """The same in PyMC, inside an open ``pm.Model`` with a ``group`` coord."""
+    """The same in PyMC, inside an open ``pm.Model`` with ``group`` and ``stratum`` coords."""
     if n_groups <= 1:
-        return 0.0, 0.0
+        return 0.0, 0.0, 0.0
     import pymc as pm
 
     pr = prior_settings(prior)
     alpha = pm.ZeroSumNormal("group_level", sigma=pr["group_level_sd"], dims="group")
     gamma = pm.ZeroSumNormal("group_shift", sigma=pr["group_shift_sd"], dims="group")
-    return alpha, gamma
+    sd = pm.HalfNormal("stratum_shift_sd", pr["stratum_shift_sd"])
+    z = pm.Normal("stratum_shift_z", 0.0, 1.0, dims="stratum")
+    return alpha, gamma, pm.Deterministic("stratum_shift", sd * z, dims="stratum")
 
 
-def group_draws(post) -> tuple[np.ndarray, np.ndarray]:
-    """Posterior draws of ``(group_level, group_shift)`` (zeros of one level without a covariate)."""
+def group_draws(post) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Posterior draws of ``(group_level, group_shift, stratum_shift)`` (zeros of one level
+    without a covariate)."""
     zero = np.zeros((*post["pi"].shape, 1))
-    return tuple(post[k].values if k in post else zero for k in ("group_level", "group_shift"))
+    return tuple(post[k].values if k in post else zero for k in ("group_level", "group_shift", "stratum_shift"))
 
 
 def _gather(gamma, idx):
@@ -168,7 +209,7 @@ def _gather(gamma, idx):
     return 0.0 if isinstance(gamma, float) else gamma[idx]
 
 
-def _numpyro_model(y, n, dom, n_domains: int, slope: bool, z, logw, prior=None, grp=None, n_groups: int = 1):
+def _numpyro_model(y, n, dom, n_domains: int, slope: bool, z, logw, prior=None, grp=None, n_groups: int = 1, stratum=None):
     import jax.numpy as jnp
     import numpyro
     import numpyro.distributions as dist
@@ -176,11 +217,11 @@ def _numpyro_model(y, n, dom, n_domains: int, slope: bool, z, logw, prior=None, 
     from jax.scipy.special import logsumexp
 
     mu_theta, sigma_theta, shift, sigma_delta, b, pi = hyperpriors_numpyro(n_domains, slope, prior)
-    alpha, gamma = group_effects_numpyro(n_groups, prior)
+    alpha, gamma, eta = group_effects_numpyro(n_groups, prior, 1 if stratum is None else int(stratum.max()) + 1)
     mu_i = mu_theta[dom] + _gather(alpha, grp)
     # Centred: most items carry enough data that the non-centred form mixed worse (ESS of mu_theta ~ 40 vs 1000+).
     theta = numpyro.sample("theta", dist.Normal(mu_i, sigma_theta[dom]).to_event(1))
-    m = shift[dom] + _gather(gamma, grp) + b * (theta - mu_i) / sigma_theta[dom]
+    m = shift[dom] + _gather(gamma, grp) + _gather(eta, stratum) + b * (theta - mu_i) / sigma_theta[dom]
 
     def binom(yy, nn, logit):  # binomial log-likelihood without the constant coefficient
         return yy * log_sigmoid(logit) + (nn - yy) * log_sigmoid(-logit)
@@ -205,7 +246,8 @@ def change_numpyro(data: ModelInputs, *, slope: bool = False, prior: dict | None
     """
     cfg = config or SamplerConfig()
     z, logw = z_grid()
-    kwargs = dict(y=data.y, n=data.n, dom=data.dom, n_domains=data.n_domains, slope=slope, z=z, logw=logw, prior=prior_settings(prior), grp=data.grp, n_groups=data.n_groups)
+    stratum = data.strata()[0] if data.n_groups > 1 else None
+    kwargs = dict(y=data.y, n=data.n, dom=data.dom, n_domains=data.n_domains, slope=slope, z=z, logw=logw, prior=prior_settings(prior), grp=data.grp, n_groups=data.n_groups, stratum=stratum)
     dt = run_numpyro(_numpyro_model, kwargs, cfg, data.coords, DIMS)
     return _finish(dt, data, cfg.seed, slope, prior)
 
@@ -225,10 +267,10 @@ def change_pymc(data: ModelInputs, *, slope: bool = False, prior: dict | None = 
     z, logw = z_grid()
     with pm.Model(coords=data.coords) as model:
         mu_theta, sigma_theta, shift, sigma_delta, b, pi = hyperpriors_pymc(slope, prior)
-        alpha, gamma = group_effects_pymc(data.n_groups, prior)
+        alpha, gamma, eta = group_effects_pymc(data.n_groups, prior)
         mu_i = mu_theta[data.dom] + _gather(alpha, data.grp)
         theta = pm.Normal("theta", mu_i, sigma_theta[data.dom], dims="item")
-        m = shift[data.dom] + _gather(gamma, data.grp) + b * (theta - mu_i) / sigma_theta[data.dom]
+        m = shift[data.dom] + _gather(gamma, data.grp) + _gather(eta, data.strata()[0]) + b * (theta - mu_i) / sigma_theta[data.dom]
 
         def binom(yy, nn, logit):
             return yy * pt.log(pt.sigmoid(logit)) + (nn - yy) * pt.log(pt.sigmoid(-logit))
@@ -266,18 +308,19 @@ def item_conditionals(post, data: ModelInputs, rng: np.random.Generator, chunk: 
     mu_theta, sigma_theta = post["mu_theta"].values, post["sigma_theta"].values
     shift, sigma_delta, pi = post["shift"].values, post["sigma_delta"].values, post["pi"].values
     b = post["slope"].values if "slope" in post else np.zeros_like(pi)
-    alpha, gamma = group_draws(post)
+    alpha, gamma, eta = group_draws(post)
     th = theta.reshape(-1, n_items)
     flat = lambda a: a.reshape(n_chain * n_draw, *a.shape[2:])  # noqa: E731
-    mu_t, sd_t, sh, sd_d, pp, bb, gg, aa = map(flat, (mu_theta, sigma_theta, shift, sigma_delta, pi, b, gamma, alpha))
+    mu_t, sd_t, sh, sd_d, pp, bb, gg, aa, ee = map(flat, (mu_theta, sigma_theta, shift, sigma_delta, pi, b, gamma, alpha, eta))
     grp = data.grp if gamma.shape[-1] > 1 else np.zeros(n_items, np.int64)
+    stratum = data.strata()[0] if eta.shape[-1] > 1 else np.zeros(n_items, np.int64)
     y2, n2 = data.y[:, 1], data.n[:, 1]
     out = {k: np.empty_like(th) for k in ("r", "p_up", "delta")}
     out["changed"] = np.empty(th.shape, dtype=bool)
     for s0 in range(0, th.shape[0], chunk):
         sl = slice(s0, s0 + chunk)
         t = th[sl]
-        m = sh[sl][:, data.dom] + gg[sl][:, grp] + bb[sl][:, None] * (t - mu_t[sl][:, data.dom] - aa[sl][:, grp]) / sd_t[sl][:, data.dom]
+        m = sh[sl][:, data.dom] + gg[sl][:, grp] + ee[sl][:, stratum] + bb[sl][:, None] * (t - mu_t[sl][:, data.dom] - aa[sl][:, grp]) / sd_t[sl][:, data.dom]
         dgrid = m[..., None] + sd_d[sl][:, None, None] * z  # (s, item, node)
         lw = logw + _binom(y2[:, None], n2[:, None], t[..., None] + dgrid)
         ll_change = np.logaddexp.reduce(lw, axis=-1)

@@ -135,13 +135,14 @@ def cell_stats(data: ModelInputs) -> Cells:
     )  # fmt: skip
 
 
-def strata_hyper(cells: Cells, mu_theta, sigma_theta, shift, alpha, gamma):
-    """Per-domain ``mu_theta, sigma_theta, shift`` (+ per-level ``alpha``, ``gamma``) expanded to
-    the cells' strata; unchanged without a covariate. Works on the last axis (numpy, jax or pytensor)."""
+def strata_hyper(cells: Cells, mu_theta, sigma_theta, shift, alpha, gamma, eta):
+    """Per-domain ``mu_theta, sigma_theta, shift`` (+ per-level ``alpha``, ``gamma`` and per-stratum
+    ``eta``) expanded to the cells' strata; unchanged without a covariate. Works on the last axis
+    (numpy, jax or pytensor)."""
     if cells.stratum_dom is None:
         return mu_theta, sigma_theta, shift
     sd, sg = cells.stratum_dom, cells.stratum_group
-    return mu_theta[..., sd] + alpha[..., sg], sigma_theta[..., sd], shift[..., sd] + gamma[..., sg]
+    return mu_theta[..., sd] + alpha[..., sg], sigma_theta[..., sd], shift[..., sd] + gamma[..., sg] + eta
 
 
 def _ops(backend: str) -> SimpleNamespace:
@@ -199,8 +200,9 @@ def _numpyro_model(cells: Cells, n_domains: int, slope: bool, grid_u, grid_v, pr
     import numpyro
 
     mu_theta, sigma_theta, shift, sigma_delta, b, pi = hyperpriors_numpyro(n_domains, slope, prior)
-    alpha, gamma = group_effects_numpyro(n_groups, prior)
-    mu_s, sd_s, shift_s = strata_hyper(cells, mu_theta, sigma_theta, shift, alpha, gamma)
+    n_strata = 1 if cells.stratum_dom is None else len(cells.stratum_dom)
+    alpha, gamma, eta = group_effects_numpyro(n_groups, prior, n_strata)
+    mu_s, sd_s, shift_s = strata_hyper(cells, mu_theta, sigma_theta, shift, alpha, gamma, eta)
     ll = cell_loglik(_ops("jax"), mu_s, sd_s, shift_s, sigma_delta, b, pi, cells, grid_u, grid_v)
     numpyro.factor("y", jnp.sum(cells.weight * ll))
 
@@ -236,8 +238,8 @@ def change_collapsed_pymc(data: ModelInputs, *, slope: bool = False, prior: dict
     cells = cell_stats(data)
     with pm.Model(coords=data.coords) as model:
         mu_theta, sigma_theta, shift, sigma_delta, b, pi = hyperpriors_pymc(slope, prior)
-        alpha, gamma = group_effects_pymc(data.n_groups, prior)
-        mu_s, sd_s, shift_s = strata_hyper(cells, mu_theta, sigma_theta, shift, alpha, gamma)
+        alpha, gamma, eta = group_effects_pymc(data.n_groups, prior)
+        mu_s, sd_s, shift_s = strata_hyper(cells, mu_theta, sigma_theta, shift, alpha, gamma, eta)
         grid_u, grid_v = trapezoid_grid(THETA_NODES, THETA_HALF), trapezoid_grid(DELTA_NODES, DELTA_HALF)
         ll = cell_loglik(_ops("pytensor"), mu_s, sd_s, shift_s, sigma_delta, b, pi, cells, grid_u, grid_v)
         pm.Potential("y", pt.sum(cells.weight * ll))

@@ -68,6 +68,8 @@ class ModelInputs:
         out = {"item": list(map(str, self.items)), "version": list(self.versions), "domain": list(self.domains)}
         if self.n_groups > 1:
             out["group"] = list(self.groups)
+            _, s_dom, s_grp = self.strata()
+            out["stratum"] = [f"{self.domains[d]}:{self.groups[g]}" for d, g in zip(s_dom, s_grp)]
         return out
 
     def p_obs(self) -> np.ndarray:

@@ -42,7 +42,7 @@ Z_GRID: tuple[float, ...] = (1.645, 1.96, 2.326, 2.58, 3.0)
 MIN_VALID_GRID: tuple[int, ...] = (2, 4, 6, 8, 10)
 FDR_GRID: tuple[float, ...] = (0.01, 0.05, 0.10, 0.20)
 THRESHOLD_GRID: tuple[float, ...] = (0.90, 0.95, 0.975, 0.99)
-_SCALES = ("mu_theta_sd", "sigma_theta_sd", "shift_sd", "sigma_delta_sd", "slope_sd")
+_SCALES = ("mu_theta_sd", "sigma_theta_sd", "shift_sd", "sigma_delta_scale", "slope_sd")
 
 
 def _prior_grid() -> dict[str, dict]:

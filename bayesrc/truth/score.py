@@ -33,10 +33,10 @@ import pandas as pd
 
 # Each Bayesian method: keyword arguments of bayesrc.bayes.fit. "change" is the default change
 # model; "change_v0" the change model as it was before issue 12 (no item covariate, Beta(2, 2)
-# share of changed items), kept to show what the change fixed.
+# share of changed items, HalfNormal(3) spread of changes), kept to show what the change fixed.
 MODEL_SPECS: dict[str, dict] = {
     "change": {"model": "change", "covariate": "auto"},
-    "change_v0": {"model": "change", "covariate": None, "prior": {"pi_a": 2.0, "pi_b": 2.0}},
+    "change_v0": {"model": "change", "covariate": None, "prior": {"pi_a": 2.0, "pi_b": 2.0, "sigma_delta_sd": 3.0}},
     "betabinom": {"model": "betabinom", "covariate": None},
 }
 DEFAULT_MODEL = "change"
