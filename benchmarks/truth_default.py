@@ -19,8 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 
-import numpy as np
-
 
 def main() -> None:
     ap = argparse.ArgumentParser()
@@ -32,30 +30,21 @@ def main() -> None:
 
     from bayesrc import datasets
     from bayesrc.bayes import SamplerConfig, fit
-    from bayesrc.data import item_counts
-    from bayesrc.data.exact import exact_truth, load_exact, sample_from_exact
-    from bayesrc.truth.score import _model_scores, score_classes
+    from bayesrc.data.exact import load_exact
+    from bayesrc.truth.score import _model_scores, replicate_datasets, score_classes
 
     root = datasets.path("exact_gemma")
     base = load_exact(root / "q4")
-    numbers = range(args.first, args.first + args.replicates)
-    seeds = np.random.SeedSequence(args.seed).generate_state(2 * numbers[-1])
+    numbers = range(args.first - 1, args.first - 1 + args.replicates)  # 0-based, as bayesrc truth counts them
     for pair in args.pairs.split(","):
-        other = load_exact(root / pair)
-        truth = exact_truth(base, other).set_index("item_id")
-        for number in numbers:
-            r = number - 1
-            t1 = sample_from_exact(base, 10, int(seeds[2 * r]), model="v1")
-            t2 = sample_from_exact(other, 10, int(seeds[2 * r + 1]), model="v2")
-            counts = item_counts(t1, t2, versions=("v1", "v2"))
-            dp = truth.loc[list(counts["item"].values), "delta_p"].to_numpy(float)
+        for r, counts, dp, _ in replicate_datasets(base, load_exact(root / pair), k=10, seed=args.seed, replicates=numbers):
             res = fit(counts, config=SamplerConfig(chains=2, tune=300, draws=400, seed=1), fdr=0.1, model="change", covariate="auto")
             it = res.items.set_index("item_id").reindex(counts["item"].values)
             own = score_classes(it["bayes_class"].to_numpy(dtype=object), dp)
             rci = score_classes(it["rci_class"].to_numpy(dtype=object), dp)
             post = res.posterior["posterior"]
             row = {
-                "pair": pair, "replicate": number, "selected": own["flagged"], "fdp_sign": own["fdp_sign"], "fdp_material": own["fdp_material"],
+                "pair": pair, "replicate": r + 1, "selected": own["flagged"], "fdp_sign": own["fdp_sign"], "fdp_material": own["fdp_material"],
                 "coverage90": _model_scores(it, dp)["coverage90"], "rci_fdp_estimate": res.crosscheck["rci_estimated_fdp"],
                 "rci_fdp_realised": rci["fdp_sign"], "rci_flagged": rci["flagged"],
                 "sigma_delta": [float(post["sigma_delta"].mean()), float(post["sigma_delta"].std())], "pi": float(post["pi"].mean()),

@@ -248,6 +248,33 @@ class TruthResult:
         return cls.from_dict(read_json(root / "truth.json"), read_parquet(rep) if rep.is_file() else None, read_parquet(items) if items.is_file() else None)
 
 
+def replicate_datasets(ex1, ex2, *, k: int, seed: int, replicates, labels: tuple[str, str] = ("v1", "v2")):
+    """The K-sample datasets :func:`truth` scores: ``(r, counts, dp_exact, sampler_seed)`` for each
+    replicate number ``r`` in ``replicates`` (0-based; replicate ``r`` is the same whatever else is drawn).
+
+    Replicate ``r`` samples version 1 and 2 with words ``2 r`` and ``2 r + 1`` of
+    ``SeedSequence(seed)``; ``dp_exact`` is the exact Delta p in the counts' item order.
+
+    Examples
+    --------
+    >>> from bayesrc import datasets
+    >>> from bayesrc.data.exact import load_exact
+    >>> ex = load_exact(datasets.path("exact_gemma/q4"))                                 # doctest: +SKIP
+    >>> r, counts, dp, _ = next(replicate_datasets(ex, ex, k=10, seed=0, replicates=[0]))  # doctest: +SKIP
+    """
+    from bayesrc.data import item_counts
+    from bayesrc.data.exact import exact_truth, sample_from_exact
+
+    delta_p = exact_truth(ex1, ex2).set_index("item_id")["delta_p"]
+    replicates = list(replicates)
+    seeds = np.random.SeedSequence(seed).generate_state(2 * (max(replicates) + 1))
+    for r in replicates:
+        t1 = sample_from_exact(ex1, k, int(seeds[2 * r]), model=labels[0])
+        t2 = sample_from_exact(ex2, k, int(seeds[2 * r + 1]), model=labels[1])
+        counts = item_counts(t1, t2, versions=labels)
+        yield r, counts, delta_p.loc[list(counts["item"].values)].to_numpy(float), int(seeds[2 * r]) % 2**31
+
+
 def truth(
     exact_v1, exact_v2, *, k: int = 10, replicates: int = 20, seed: int = 0, delta_min: float = 0.05, q: float = 0.10,
     methods=DEFAULT_METHODS, fast: bool = False, backend: str = "numpyro", progress=None,
@@ -268,8 +295,7 @@ def truth(
     >>> res.methods["change"]["coverage90"]                                          # doctest: +SKIP
     """
     from bayesrc.bayes import SamplerConfig
-    from bayesrc.data import item_counts
-    from bayesrc.data.exact import _as_exact, exact_truth, sample_from_exact
+    from bayesrc.data.exact import _as_exact, exact_truth
     from bayesrc.errors import InputError
 
     if not 0 < delta_min < 1:
@@ -284,13 +310,8 @@ def truth(
     labels = (ex1.label, ex2.label) if ex1.label != ex2.label else (f"{ex1.label} (v1)", f"{ex2.label} (v2)")
     st = SETTINGS["fast" if fast else "default"]
     rows = []
-    seeds = np.random.SeedSequence(seed).generate_state(2 * replicates)
-    for r in range(replicates):
-        t1 = sample_from_exact(ex1, k, int(seeds[2 * r]), model=labels[0])
-        t2 = sample_from_exact(ex2, k, int(seeds[2 * r + 1]), model=labels[1])
-        counts = item_counts(t1, t2, versions=labels)
-        dp = items.set_index("item_id").loc[list(counts["item"].values), "delta_p"].to_numpy(float)
-        cfg = SamplerConfig(**st, seed=int(seeds[2 * r]) % 2**31)
+    for r, counts, dp, sampler_seed in replicate_datasets(ex1, ex2, k=k, seed=seed, replicates=range(replicates), labels=labels):
+        cfg = SamplerConfig(**st, seed=sampler_seed)
         rep = score_replicate(counts, dp, methods=methods, delta_min=delta_min, q=q, config=cfg, seed=r, backend=backend)
         for row in rep:
             row["replicate"] = r
