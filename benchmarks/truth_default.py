@@ -1,17 +1,21 @@
 """The default change model against real truth, replicate by replicate (issue 12).
 
-    .venv/bin/python benchmarks/truth_default.py [--pairs q3,q4-prompt2,q4] [--replicates 2] [--first 1] [--seed 0]
+    .venv/bin/python benchmarks/truth_default.py [--pairs q3,q4-prompt2,q4] [--replicates 2] [--first 1] [--seed 0] [--model change]
+    .venv/bin/python benchmarks/truth_default.py --summarise ROWS.jsonl
 
 For each bundled exact pair (Gemma-3-270M Q4_K_M against ``q3``: its Q3_K_M re-quantisation,
 ``q4-prompt2``: a prompt change, ``q4``: itself, a null pair with exact Delta p = 0) it draws
 the same K = 10 replicate datasets as ``bayesrc truth --seed S`` (replicate r from
-``SeedSequence(S)``), fits the default change model with the ``--fast`` settings (2 chains x 400
-draws after 300 warm-up, sampler seed 1) and prints one row per replicate: items selected at
-q = 0.10 and their realised FDP (sign / material), coverage of the exact Delta p by the 90%
-intervals, the model's estimate of RCI's FDP beside RCI's realised one (RCI as the fit
-cross-checks it), and the posterior of ``sigma_delta`` and ``pi``. One fit takes 5-10 minutes
-on 2 cores. ``bayesrc truth`` runs the same on every method with its own aggregation; this
-script is the quick per-replicate view that the README's "current default" table comes from.
+``SeedSequence(S)``), fits the change model (``--model``: ``change``, the default, or
+``change_v0``, the model before issue 12) with the ``--fast`` settings (2 chains x 400 draws
+after 300 warm-up, sampler seed 1) and prints one JSON row per replicate and pair, replicate by
+replicate: items selected at q = 0.10 and their realised FDP (sign / material), coverage of the
+exact Delta p by the 90% intervals, the model's estimate of RCI's FDP beside RCI's realised one
+(RCI as the fit cross-checks it), the posterior of ``sigma_delta`` and ``pi``, and PSIS-LOO.
+``--first`` continues an earlier run (rows append to the same file); ``--summarise`` prints the
+per-pair table of such a file. One fit takes 5-7 minutes on 2 cores. ``bayesrc truth`` runs the
+same on every method with its own aggregation; this script is the per-replicate view that the
+README's "current default" table comes from.
 """
 
 from __future__ import annotations
@@ -26,31 +30,58 @@ def main() -> None:
     ap.add_argument("--replicates", type=int, default=2)
     ap.add_argument("--first", type=int, default=1, help="number of the first replicate (1-based)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--model", default="change", help="a model of bayesrc truth: change (the default) or change_v0 (before issue 12)")
+    ap.add_argument("--summarise", metavar="JSONL", help="print the per-pair table of rows this script printed earlier, and stop")
     args = ap.parse_args()
+    if args.summarise:
+        print(summarise(args.summarise))
+        return
 
     from bayesrc import datasets
     from bayesrc.bayes import SamplerConfig, fit
     from bayesrc.data.exact import load_exact
-    from bayesrc.truth.score import _model_scores, replicate_datasets, score_classes
+    from bayesrc.truth.score import MODEL_SPECS, _elpd_loo, _model_scores, replicate_datasets, score_classes
 
     root = datasets.path("exact_gemma")
     base = load_exact(root / "q4")
-    numbers = range(args.first - 1, args.first - 1 + args.replicates)  # 0-based, as bayesrc truth counts them
-    for pair in args.pairs.split(","):
-        for r, counts, dp, _ in replicate_datasets(base, load_exact(root / pair), k=10, seed=args.seed, replicates=numbers):
-            res = fit(counts, config=SamplerConfig(chains=2, tune=300, draws=400, seed=1), fdr=0.1, model="change", covariate="auto")
+    exact = {pair: load_exact(root / pair) for pair in args.pairs.split(",")}
+    # Replicate by replicate, every pair in each: a run cut short still covers the pairs evenly.
+    for number in range(args.first - 1, args.first - 1 + args.replicates):  # 0-based, as bayesrc truth counts them
+        for pair, other in exact.items():
+            [(r, counts, dp, _)] = replicate_datasets(base, other, k=10, seed=args.seed, replicates=[number])
+            res = fit(counts, config=SamplerConfig(chains=2, tune=300, draws=400, seed=1), fdr=0.1, **MODEL_SPECS[args.model])
             it = res.items.set_index("item_id").reindex(counts["item"].values)
             own = score_classes(it["bayes_class"].to_numpy(dtype=object), dp)
             rci = score_classes(it["rci_class"].to_numpy(dtype=object), dp)
             post = res.posterior["posterior"]
             row = {
-                "pair": pair, "replicate": r + 1, "selected": own["flagged"], "fdp_sign": own["fdp_sign"], "fdp_material": own["fdp_material"],
+                "model": args.model, "pair": pair, "replicate": r + 1, "selected": own["flagged"], "fdp_sign": own["fdp_sign"], "fdp_material": own["fdp_material"],
                 "coverage90": _model_scores(it, dp)["coverage90"], "rci_fdp_estimate": res.crosscheck["rci_estimated_fdp"],
                 "rci_fdp_realised": rci["fdp_sign"], "rci_flagged": rci["flagged"],
                 "sigma_delta": [float(post["sigma_delta"].mean()), float(post["sigma_delta"].std())], "pi": float(post["pi"].mean()),
-                "max_rhat": float(res.diagnostics.max_rhat), "runtime_s": res.runtime_s,
+                "max_rhat": float(res.diagnostics.max_rhat), "runtime_s": res.runtime_s, **_elpd_loo(res, counts),
             }  # fmt: skip
             print(json.dumps(row), flush=True)
+
+
+def summarise(path: str) -> str:
+    """Per (model, pair): replicates, mean items selected, the model's own FDP (mean over
+    replicates and pooled over its selections), mean 90% coverage, and the mean estimate of RCI's
+    FDP beside RCI's mean realised FDP (replicates where RCI flagged something)."""
+    import pandas as pd
+
+    rows = pd.read_json(path, lines=True)
+    rows["false_sign"] = rows["fdp_sign"] * rows["selected"]
+    out = []
+    for (model, pair), g in rows.groupby(["model", "pair"], sort=False):
+        has = g["rci_flagged"] > 0
+        out.append({
+            "model": model, "pair": pair, "replicates": len(g), "selected": g["selected"].mean(), "fdp_sign": g["fdp_sign"].mean(),
+            "fdp_sign_pooled": g["false_sign"].sum() / max(g["selected"].sum(), 1), "coverage90": g["coverage90"].mean(),
+            "coverage90_min": g["coverage90"].min(), "rci_fdp_estimate": g.loc[has, "rci_fdp_estimate"].mean(),
+            "rci_fdp_realised": g.loc[has, "rci_fdp_realised"].mean(), "gate_max_rhat": g["max_rhat"].max(), "elpd_loo": g["elpd_loo"].mean(), "runtime_s": g["runtime_s"].mean(),
+        })  # fmt: skip
+    return pd.DataFrame(out).round(3).to_string(index=False)
 
 
 if __name__ == "__main__":

@@ -181,6 +181,25 @@ def _cells(rows):
     return cell_stats(data)
 
 
+@pytest.mark.parametrize("sigma_delta", [0.05, 0.5, 4.0, 9.5])
+def test_collapsed_change_product_form_equals_the_direct_sum(sigma_delta):
+    """The matrix-product form of the delta integral vs the direct logsumexp over its integrand,
+    trial counts below, at and above FAST_MAX_N (the direct path), theta nodes out to +-60 logits."""
+    from scipy.special import logsumexp
+
+    from bayesrc.bayes.change_collapsed import DELTA_HALF, DELTA_NODES, FAST_MAX_N, _ops, change_integrand, log_change_integral, trapezoid_grid
+
+    rows = [(n, y) for n in (3, 10, FAST_MAX_N, FAST_MAX_N + 9) for y in range(n + 1)]
+    cells = _cells([(10, 4, n, y) for n, y in rows])
+    cells = type(cells)(**{**cells.__dict__, "key_dom": np.arange(len(cells.key_y)) % 2})  # two strata
+    s = np.stack([np.linspace(-60, 60, 41), np.linspace(-3, 5, 41)])  # (stratum, theta node)
+    grid_v = trapezoid_grid(DELTA_NODES, DELTA_HALF)
+    fast = log_change_integral(_ops("numpy"), s, sigma_delta, cells, grid_v)
+    direct = logsumexp(change_integrand(_ops("numpy"), s, sigma_delta, cells.key_y, cells.key_n, cells.key_dom, grid_v), axis=-1)
+    assert np.isfinite(fast).all()
+    np.testing.assert_allclose(fast, direct, rtol=1e-12, atol=1e-9)
+
+
 def test_collapsed_change_item_draws_match_a_fine_grid_reference():
     """Per-item draws given fixed hyperparameters vs the exact conditionals on 2,001 x 1,201 nodes:
     P(changed) to 1e-5, and the draws of u = (theta - mu) / sigma_theta and, for changed draws,

@@ -146,52 +146,111 @@ def strata_hyper(cells: Cells, mu_theta, sigma_theta, shift, alpha, gamma, eta):
 
 
 def _ops(backend: str) -> SimpleNamespace:
-    """The handful of array functions :func:`cell_terms` needs, for numpy, jax or pytensor."""
+    """The handful of array functions the likelihood needs, for numpy, jax or pytensor."""
     if backend == "numpy":
         from scipy.special import log_expit, logsumexp
 
-        return SimpleNamespace(log_sigmoid=log_expit, logsumexp=logsumexp, logaddexp=np.logaddexp, log=np.log, log1p=np.log1p)
+        return SimpleNamespace(
+            log_sigmoid=log_expit, logsumexp=logsumexp, logaddexp=np.logaddexp, log=np.log, log1p=np.log1p, exp=np.exp, concatenate=np.concatenate,
+            stop_gradient=lambda a: a,
+        )  # fmt: skip
     if backend == "jax":
+        import jax
         import jax.numpy as jnp
         from jax.nn import log_sigmoid
         from jax.scipy.special import logsumexp
 
-        return SimpleNamespace(log_sigmoid=log_sigmoid, logsumexp=logsumexp, logaddexp=jnp.logaddexp, log=jnp.log, log1p=jnp.log1p)
+        return SimpleNamespace(
+            log_sigmoid=log_sigmoid, logsumexp=logsumexp, logaddexp=jnp.logaddexp, log=jnp.log, log1p=jnp.log1p, exp=jnp.exp, concatenate=jnp.concatenate,
+            stop_gradient=jax.lax.stop_gradient,
+        )  # fmt: skip
     import pytensor.tensor as pt
+    from pytensor.gradient import zero_grad
 
-    return SimpleNamespace(log_sigmoid=lambda x: -pt.softplus(-x), logsumexp=pt.logsumexp, logaddexp=pt.logaddexp, log=pt.log, log1p=pt.log1p)
+    return SimpleNamespace(
+        log_sigmoid=lambda x: -pt.softplus(-x), logsumexp=pt.logsumexp, logaddexp=pt.logaddexp, log=pt.log, log1p=pt.log1p, exp=pt.exp, concatenate=pt.concatenate,
+        stop_gradient=zero_grad,
+    )  # fmt: skip
 
 
-def cell_terms(ops, mu_theta, sigma_theta, shift, sigma_delta, slope, pi, cells: Cells, grid_u, grid_v):
-    """Per cell and theta node: ``log phi_k B1`` plus the version-2 terms (see module docstring).
+def cell_terms(ops, mu_theta, sigma_theta, shift, slope, cells: Cells, grid_u):
+    """Per cell and theta node, the terms that do not involve ``delta`` (see module docstring).
 
-    Returns ``(a, l_same, l_change_v)`` of shapes (cell, node), (key, node), (key, node, v-node):
+    Returns ``(a, l_same, s)`` of shapes (cell, node), (key, node), (stratum, node):
     ``a = log(h phi(u_k)) + log Bin(y1 | n1, expit theta_k)``, ``l_same = log Bin(y2 | theta_k)``
-    and the log integrand of ``g(u_k)`` at each v-node (``log g = logsumexp`` over its last axis).
+    and ``s = theta_k + m(u_k)``, the centre of the version-2 logit when changed.
     Binomial coefficients are left out (constant), and each binomial term uses one log-sigmoid:
     ``y log expit(x) + (n - y) log expit(-x) = n log expit(x) - (n - y) x``.
     """
     u, lwu = grid_u
-    v, lwv = grid_v
-    theta = mu_theta[:, None] + sigma_theta[:, None] * u  # (domain, node)
-    m = shift[:, None] + slope * u
+    theta = mu_theta[:, None] + sigma_theta[:, None] * u  # (stratum, node)
     lp = ops.log_sigmoid(theta)
-    x = (theta + m)[:, :, None] + sigma_delta * v  # (domain, node, v-node)
-    xp = ops.log_sigmoid(x)
     ky, kn, kd = cells.key_y[:, None], cells.key_n[:, None], cells.key_dom
-    l_change_v = lwv + kn[..., None] * xp[kd] - (kn - ky)[..., None] * x[kd]
     l_same = kn * lp[kd] - (kn - ky) * theta[kd]
     y1, n1, cd = cells.y1[:, None], cells.n1[:, None], cells.dom
     a = lwu + n1 * lp[cd] - (n1 - y1) * theta[cd]
-    return a, l_same, l_change_v
+    return a, l_same, theta + shift[:, None] + slope * u
+
+
+def change_integrand(ops, s, sigma_delta, key_y, key_n, key_dom, grid_v):
+    """Log integrand of ``g`` per (key, theta node, v-node):
+    ``log(h phi(v)) + log Bin(y2 | n2, expit(s + sigma_delta v))`` (``log g`` = its logsumexp over v)."""
+    v, lwv = grid_v
+    x = s[key_dom][..., None] + sigma_delta * v
+    return lwv + key_n[:, None, None] * ops.log_sigmoid(x) - (key_n - key_y)[:, None, None] * x
+
+
+FAST_MAX_N = 11  # log_change_integral's product form for n2 <= this (see there)
+
+
+def log_change_integral(ops, s, sigma_delta, cells: Cells, grid_v):
+    """``log g`` per (key, theta node): ``log int phi(v) Bin(y2 | n2, expit(s + sigma_delta v)) dv``.
+
+    The trapezoid sum over the v-nodes of :func:`change_integrand`, computed as one matrix
+    product per trial count ``n``: with ``x = s + sigma_delta v``,
+    ``p^y q^(n-y) = q^n e^(y s) e^(y sigma_delta v)`` (``p = expit x``; for ``y > n/2`` the
+    mirror ``p^n e^(-(n-y) s) e^(-(n-y) sigma_delta v)``), so
+    ``sum_v w_v q_v^n e^(y sigma_delta v)`` is a (stratum x node, v) @ (v, y) product. That
+    needs log-sigmoids on stratum x node x v instead of exponentials on key x node x v
+    (value and gradient of the K = 10 covariate model: 1.8x faster; same sums to rounding).
+    Only the first factor is scaled (by its maximum over v, ``amax``): the summand at v = 0 is
+    then at least ``e^(-6 n sigma_delta)`` and the linear factor at most ``e^(3 n sigma_delta)``,
+    so nothing under- or overflows in float64 while ``n sigma_delta < 110`` (``n <= FAST_MAX_N``:
+    ``sigma_delta < 10``; beyond that the log-likelihood is ``-inf`` and NUTS rejects the
+    point); larger ``n`` sum directly.
+    """
+    v, lwv = grid_v
+    x = s[..., None] + sigma_delta * v  # (stratum, node, v-node)
+    lq = ops.log_sigmoid(-x)
+    lp = lq + x  # log expit(x) = log expit(-x) + x: one log-sigmoid, the costly part
+    blocks, order = [], []
+    for n in np.unique(cells.key_n):
+        for upper in (False, True):
+            idx = np.flatnonzero((cells.key_n == n) & ((cells.key_y > n / 2) == upper))
+            if idx.size == 0:
+                continue
+            ky, kd = cells.key_y[idx], cells.key_dom[idx]
+            if n > FAST_MAX_N:
+                blocks.append(ops.logsumexp(change_integrand(ops, s, sigma_delta, ky, np.full(idx.size, n), kd, grid_v), axis=-1))
+            else:
+                sign = -1.0 if upper else 1.0
+                k = n - ky if upper else ky  # the power of the linear factor e^(sign (s + sigma_delta v))
+                ks, col = np.unique(k, return_inverse=True)
+                la = lwv + n * (lp if upper else lq)  # (stratum, node, v-node)
+                lb = sign * sigma_delta * v[:, None] * ks  # (v-node, distinct k)
+                amax = ops.stop_gradient(la.max(-1, keepdims=True))  # any shift is exact: no gradient through the max
+                logg = ops.log(ops.exp(la - amax) @ ops.exp(lb)) + amax  # (stratum, node, distinct k)
+                blocks.append(logg.transpose(0, 2, 1)[kd, col.ravel()] + sign * k[:, None] * s[kd])
+            order.append(idx)
+    return ops.concatenate(blocks, 0)[np.argsort(np.concatenate(order))]
 
 
 def cell_loglik(ops, mu_theta, sigma_theta, shift, sigma_delta, slope, pi, cells: Cells, grid_u=None, grid_v=None):
     """``log L(c)`` per cell: ``logsumexp_k [a_ck + log((1 - pi) B2_same + pi g)]``."""
     grid_u = grid_u or trapezoid_grid(THETA_NODES, THETA_HALF)
     grid_v = grid_v or trapezoid_grid(DELTA_NODES, DELTA_HALF)
-    a, l_same, l_change_v = cell_terms(ops, mu_theta, sigma_theta, shift, sigma_delta, slope, pi, cells, grid_u, grid_v)
-    l2 = ops.logaddexp(ops.log1p(-pi) + l_same, ops.log(pi) + ops.logsumexp(l_change_v, axis=-1))
+    a, l_same, s = cell_terms(ops, mu_theta, sigma_theta, shift, slope, cells, grid_u)
+    l2 = ops.logaddexp(ops.log1p(-pi) + l_same, ops.log(pi) + log_change_integral(ops, s, sigma_delta, cells, grid_v))
     return ops.logsumexp(a + l2[cells.key], axis=-1)
 
 
@@ -290,7 +349,9 @@ def _draws_one(hyper, key, cells, item_cell, grids):
 
     mu_theta, sigma_theta, shift, sigma_delta, b, pi = hyper
     grid_u, grid_v, fine_v = grids
-    a, l_same, l_change_v = cell_terms(_ops("jax"), mu_theta, sigma_theta, shift, sigma_delta, b, pi, cells, grid_u, grid_v)
+    ops = _ops("jax")
+    a, l_same, s = cell_terms(ops, mu_theta, sigma_theta, shift, b, cells, grid_u)
+    l_change_v = change_integrand(ops, s, sigma_delta, cells.key_y, cells.key_n, cells.key_dom, grid_v)
     # log g and P(delta > 0 | changed, theta_k) from one pass of exponentials over the v-nodes.
     top = l_change_v.max(-1, keepdims=True)
     e = jnp.exp(l_change_v - top)
@@ -403,10 +464,10 @@ def pointwise_loglik(post, cells: Cells, batch: int = 64):
     slope = post["slope"].values if "slope" in post else np.zeros((n_chain, n_draw))
     mu_s, sd_s, shift_s = strata_hyper(cells, post["mu_theta"].values, post["sigma_theta"].values, post["shift"].values, *group_draws(post))
     hyper = [flat(mu_s), flat(sd_s), flat(shift_s), flat(post["sigma_delta"].values), flat(slope), flat(post["pi"].values)]
-    cj = Cells(**{k: None if getattr(cells, k) is None else jnp.asarray(getattr(cells, k)) for k in Cells.__dataclass_fields__})
     gu = tuple(map(jnp.asarray, trapezoid_grid(THETA_NODES, THETA_HALF)))
     gv = tuple(map(jnp.asarray, trapezoid_grid(DELTA_NODES, DELTA_HALF)))
-    one = jax.jit(jax.vmap(lambda m, s, sh, sdd, b, p: cell_loglik(_ops("jax"), m, s, sh, sdd, b, p, cj, gu, gv)))
+    # numpy cells: the likelihood groups its keys by trial count when it is traced
+    one = jax.jit(jax.vmap(lambda m, s, sh, sdd, b, p: cell_loglik(_ops("jax"), m, s, sh, sdd, b, p, cells, gu, gv)))
     out = np.concatenate([np.asarray(one(*(h[i : i + batch] for h in hyper))) for i in range(0, n_s, batch)])
     return out[:, cells.item_cell].reshape(n_chain, n_draw, -1)
 
