@@ -16,7 +16,7 @@ with ``m(u) = shift_d + slope * u``::
     g(u) = int phi(v) Bin(y2 | n2, expit(theta + m(u) + sigma_delta v)) dv
 
 Both integrals use the trapezoid rule on fixed standardised nodes (``u``: 169 nodes on
-[-6.3, 6.3], spacing 0.075; ``v``: 49 nodes on [-6, 6]), in log space with logsumexp. The integrands are
+[-6.3, 6.3], spacing 0.075; ``v``: 49 nodes on [-6, 6]), in log space (``g`` as one matrix product per trial count, :func:`log_change_integral`). The integrands are
 analytic in a strip (the binomial's poles sit at ``theta = +- i pi``), so the trapezoid rule
 converges geometrically in the logit-scale spacing ``sigma h``: relative error below 1e-6
 while ``sigma_theta <= 6`` and ``0.2 <= sigma_delta <= 4`` (1e-5 at ``sigma_theta = 8``;
