@@ -13,7 +13,7 @@ replicate: items selected at q = 0.10 and their realised FDP (sign / material), 
 exact Delta p by the 90% intervals, the model's estimate of RCI's FDP beside RCI's realised one
 (RCI as the fit cross-checks it), the posterior of ``sigma_delta`` and ``pi``, and PSIS-LOO.
 ``--first`` continues an earlier run (rows append to the same file); ``--summarise`` prints the
-per-pair table of such a file. One fit takes 5-7 minutes on 2 cores. ``bayesrc truth`` runs the
+per-pair table of such a file. One fit takes 3-9 minutes on 2 cores. ``bayesrc truth`` runs the
 same on every method with its own aggregation; this script is the per-replicate view that the
 README's "current default" table comes from.
 """

@@ -212,12 +212,18 @@ def log_change_integral(ops, s, sigma_delta, cells: Cells, grid_v):
     mirror ``p^n e^(-(n-y) s) e^(-(n-y) sigma_delta v)``), so
     ``sum_v w_v q_v^n e^(y sigma_delta v)`` is a (stratum x node, v) @ (v, y) product. That
     needs log-sigmoids on stratum x node x v instead of exponentials on key x node x v
-    (value and gradient of the K = 10 covariate model: 1.8x faster; same sums to rounding).
+    (value and gradient of the K = 10 covariate model: 1.7x faster, ``benchmarks/change_likelihood.py``;
+    the same sums to rounding).
     Only the first factor is scaled (by its maximum over v, ``amax``): the summand at v = 0 is
     then at least ``e^(-6 n sigma_delta)`` and the linear factor at most ``e^(3 n sigma_delta)``,
     so nothing under- or overflows in float64 while ``n sigma_delta < 110`` (``n <= FAST_MAX_N``:
     ``sigma_delta < 10``; beyond that the log-likelihood is ``-inf`` and NUTS rejects the
     point); larger ``n`` sum directly.
+
+    Examples
+    --------
+    >>> a, l_same, s = cell_terms(_ops("numpy"), mu, sd, shift, 0.0, cells, trapezoid_grid(THETA_NODES, THETA_HALF))  # doctest: +SKIP
+    >>> log_g = log_change_integral(_ops("numpy"), s, 0.3, cells, trapezoid_grid(DELTA_NODES, DELTA_HALF))          # doctest: +SKIP
     """
     v, lwv = grid_v
     x = s[..., None] + sigma_delta * v  # (stratum, node, v-node)
