@@ -1,6 +1,6 @@
 """The default change model against real truth, replicate by replicate (issue 12).
 
-    .venv/bin/python benchmarks/truth_default.py [--pairs q3,q4-prompt2,q4] [--replicates 2] [--first 1] [--seed 0] [--model change]
+    .venv/bin/python benchmarks/truth_default.py [--pairs q3,q4-prompt2,q4] [--replicates 2] [--first 1] [--seed 0] [--model change] [--jobs 1]
     .venv/bin/python benchmarks/truth_default.py --summarise ROWS.jsonl
 
 For each bundled exact pair (Gemma-3-270M Q4_K_M against ``q3``: its Q3_K_M re-quantisation,
@@ -13,7 +13,8 @@ replicate: items selected at q = 0.10 and their realised FDP (sign / material), 
 exact Delta p by the 90% intervals, the model's estimate of RCI's FDP beside RCI's realised one
 (RCI as the fit cross-checks it), the posterior of ``sigma_delta`` and ``pi``, and PSIS-LOO.
 ``--first`` continues an earlier run (rows append to the same file); ``--summarise`` prints the
-per-pair table of such a file. One fit takes 3-9 minutes on 2 cores. ``bayesrc truth`` runs the
+per-pair table of such a file. One fit takes 3-9 minutes on 2 cores; ``--jobs N`` runs N fits at
+a time (2N cores; rows then come in the order the fits finish). ``bayesrc truth`` runs the
 same on every method with its own aggregation; this script is the per-replicate view that the
 README's "current default" table comes from.
 """
@@ -30,38 +31,55 @@ def main() -> None:
     ap.add_argument("--replicates", type=int, default=2)
     ap.add_argument("--first", type=int, default=1, help="number of the first replicate (1-based)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--model", default="change", help="a model of bayesrc truth: change (the default) or change_v0 (before issue 12)")
+    ap.add_argument("--model", default="change", help="a model of bayesrc truth: change (the default) or change_v0 (before issue 12); several: comma-separated")
+    ap.add_argument("--jobs", type=int, default=1, help="fits at a time, each in its own process (2 cores each: one per chain)")
     ap.add_argument("--summarise", metavar="JSONL", help="print the per-pair table of rows this script printed earlier, and stop")
     args = ap.parse_args()
     if args.summarise:
         print(summarise(args.summarise))
         return
+    # Replicate by replicate, every pair and model in each: a run cut short still covers them evenly.
+    tasks = [
+        (number, pair, model, args.seed)
+        for number in range(args.first - 1, args.first - 1 + args.replicates)  # 0-based, as bayesrc truth counts them
+        for pair in args.pairs.split(",")
+        for model in args.model.split(",")
+    ]
+    if args.jobs <= 1:
+        for task in tasks:
+            print(json.dumps(fit_row(*task)), flush=True)
+        return
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor, as_completed
 
+    with ProcessPoolExecutor(args.jobs, mp_context=mp.get_context("spawn")) as pool:
+        for job in as_completed([pool.submit(fit_row, *task) for task in tasks]):
+            print(json.dumps(job.result()), flush=True)
+
+
+def fit_row(number: int, pair: str, model: str, seed: int) -> dict:
+    """Fit ``model`` to replicate ``number`` (0-based) of Q4_K_M against the bundled exact run ``pair``; one row."""
     from bayesrc import datasets
     from bayesrc.bayes import SamplerConfig, fit
     from bayesrc.data.exact import load_exact
     from bayesrc.truth.score import MODEL_SPECS, _elpd_loo, _model_scores, replicate_datasets, score_classes
 
     root = datasets.path("exact_gemma")
-    base = load_exact(root / "q4")
-    exact = {pair: load_exact(root / pair) for pair in args.pairs.split(",")}
-    # Replicate by replicate, every pair in each: a run cut short still covers the pairs evenly.
-    for number in range(args.first - 1, args.first - 1 + args.replicates):  # 0-based, as bayesrc truth counts them
-        for pair, other in exact.items():
-            [(r, counts, dp, _)] = replicate_datasets(base, other, k=10, seed=args.seed, replicates=[number])
-            res = fit(counts, config=SamplerConfig(chains=2, tune=300, draws=400, seed=1), fdr=0.1, **MODEL_SPECS[args.model])
-            it = res.items.set_index("item_id").reindex(counts["item"].values)
-            own = score_classes(it["bayes_class"].to_numpy(dtype=object), dp)
-            rci = score_classes(it["rci_class"].to_numpy(dtype=object), dp)
-            post = res.posterior["posterior"]
-            row = {
-                "model": args.model, "pair": pair, "replicate": r + 1, "selected": own["flagged"], "fdp_sign": own["fdp_sign"], "fdp_material": own["fdp_material"],
-                "coverage90": _model_scores(it, dp)["coverage90"], "rci_fdp_estimate": res.crosscheck["rci_estimated_fdp"],
-                "rci_fdp_realised": rci["fdp_sign"], "rci_flagged": rci["flagged"],
-                "sigma_delta": [float(post["sigma_delta"].mean()), float(post["sigma_delta"].std())], "pi": float(post["pi"].mean()),
-                "max_rhat": float(res.diagnostics.max_rhat), "runtime_s": res.runtime_s, **_elpd_loo(res, counts),
-            }  # fmt: skip
-            print(json.dumps(row), flush=True)
+    [(r, counts, dp, _)] = replicate_datasets(load_exact(root / "q4"), load_exact(root / pair), k=10, seed=seed, replicates=[number])
+    res = fit(counts, config=SamplerConfig(chains=2, tune=300, draws=400, seed=1), fdr=0.1, **MODEL_SPECS[model])
+    it = res.items.set_index("item_id").reindex(counts["item"].values)
+    own = score_classes(it["bayes_class"].to_numpy(dtype=object), dp)
+    rci = score_classes(it["rci_class"].to_numpy(dtype=object), dp)
+    sd = res.posterior["posterior"]["sigma_delta"]
+    return {
+        "model": model, "pair": pair, "replicate": r + 1, "selected": own["flagged"], "fdp_sign": own["fdp_sign"], "fdp_material": own["fdp_material"],
+        "coverage90": _model_scores(it, dp)["coverage90"], "rci_fdp_estimate": res.crosscheck["rci_estimated_fdp"],
+        "rci_fdp_realised": rci["fdp_sign"], "rci_flagged": rci["flagged"],
+        "rci_fdp_estimate_material": res.crosscheck["rci_estimated_fdp_material"], "rci_fdp_realised_material": rci["fdp_material"],
+        "sigma_delta": [float(sd.mean()), float(sd.std())], "pi": float(res.posterior["posterior"]["pi"].mean()),
+        "sigma_delta_by_level": dict(zip(map(str, sd["group"].values), map(float, sd.mean(("chain", "draw")).values))) if "group" in sd.dims else None,
+        "max_rhat": float(res.diagnostics.max_rhat), "runtime_s": res.runtime_s, **_elpd_loo(res, counts),
+    }  # fmt: skip
 
 
 def summarise(path: str) -> str:
@@ -79,7 +97,10 @@ def summarise(path: str) -> str:
             "model": model, "pair": pair, "replicates": len(g), "selected": g["selected"].mean(), "fdp_sign": g["fdp_sign"].mean(),
             "fdp_sign_pooled": g["false_sign"].sum() / max(g["selected"].sum(), 1), "coverage90": g["coverage90"].mean(),
             "coverage90_min": g["coverage90"].min(), "rci_fdp_estimate": g.loc[has, "rci_fdp_estimate"].mean(),
-            "rci_fdp_realised": g.loc[has, "rci_fdp_realised"].mean(), "gate_max_rhat": g["max_rhat"].max(), "elpd_loo": g["elpd_loo"].mean(), "runtime_s": g["runtime_s"].mean(),
+            "rci_fdp_realised": g.loc[has, "rci_fdp_realised"].mean(),
+            "rci_fdp_estimate_material": g.loc[has, "rci_fdp_estimate_material"].mean() if "rci_fdp_estimate_material" in g else float("nan"),
+            "rci_fdp_realised_material": g.loc[has, "rci_fdp_realised_material"].mean() if "rci_fdp_realised_material" in g else float("nan"),
+            "gate_max_rhat": g["max_rhat"].max(), "elpd_loo": g["elpd_loo"].mean(), "runtime_s": g["runtime_s"].mean(),
         })  # fmt: skip
     return pd.DataFrame(out).round(3).to_string(index=False)
 

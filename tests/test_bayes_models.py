@@ -114,7 +114,7 @@ def test_change_model_simulation_validation():
     covered, n_items, fdp, rci_est, rci_false, rci_flagged = 0, 0, [], [], 0, 0
     for seed in (101, 102, 103):  # several datasets: the FDP goal is an average
         sim, counts = _counts(300, seed)
-        res = fit(counts, model="change", config=SamplerConfig(chains=2, draws=600, tune=400, seed=seed))
+        res = fit(counts, model="change", config=SamplerConfig(chains=2, draws=600, tune=1000, seed=seed))  # the default warm-up: 400 left R-hat 1.016 on one dataset
         assert res.diagnostics.passed, res.diagnostics
         it = res.items
         truth = sim.truth.set_index("item_id").loc[it["item_id"], "delta_p"].to_numpy()
@@ -213,8 +213,9 @@ def test_cli_fit_writes_outputs_and_exits_3_on_failed_gate(tmp_path):
         assert key in fj["diagnostics"]
     for key in ("fdr", "n_improved", "n_deteriorated", "expected_false"):
         assert key in fj["selection"]
-    for key in ("table", "kappa", "rci_estimated_fdp"):
+    for key in ("table", "kappa", "rci_estimated_fdp", "rci_estimated_fdp_material"):
         assert key in fj["crosscheck"]
+    assert fj["params"]["delta_min"] == 0.05
     assert set(fj["domain_shift"]) == set(sim.truth["domain"]) and {"runtime_s", "backend", "model"} <= set(fj)
     import xarray as xr
 
@@ -227,6 +228,7 @@ def test_cli_fit_writes_outputs_and_exits_3_on_failed_gate(tmp_path):
     assert json.loads((bad / "fit.json").read_text())["status"] == "failed"
     assert pd.read_parquet(bad / "items.parquet").attrs["status"] == "failed"
     assert main(["fit", *fail, "--allow-unconverged"]) == 0
+    assert main(["fit", *args, "--delta-min", "0", "--out", str(tmp_path / "dm")]) == 2 and not (tmp_path / "dm").exists()
     with pytest.raises(SystemExit) as exc:  # --collapsed and --full exclude each other
         main(["fit", *args[:2], "--model", "change", "--collapsed", "--full", "--out", str(bad)])
     assert exc.value.code == 2
@@ -243,6 +245,11 @@ def test_change_model_reports_p_rope_and_expected_flips(change_pair, change_coll
     items = item_summary(change_collapsed_fit, d, rope=0.1)
     np.testing.assert_allclose(items["p_rope"], (np.abs(dp) > 0.1).mean(0))
     assert (items["p_rope"] <= items["p_changed"] + 0.05).all()  # an unchanged item has dp = 0 exactly (p_changed is Rao-Blackwellised)
+    # Material change (SPEC 7's delta_min) in each direction, from the same draws.
+    np.testing.assert_allclose(items["p_improve_material"], (dp >= 0.05).mean(0))
+    np.testing.assert_allclose(items["p_deteriorate_material"], (dp <= -0.05).mean(0))
+    strict = item_summary(change_collapsed_fit, d, delta_min=0.2)
+    assert (strict["p_improve_material"] <= items["p_improve_material"]).all() and (strict["p_improve_material"] < items["p_improve_material"]).any()
     p = change_collapsed_fit.posterior["p"].values.reshape(-1, d.n_items, 2)
     flips = expected_flips(change_collapsed_fit, d)
     assert flips["expected_negative_flips"]["mean"] == pytest.approx(((p[:, :, 0] > 0.5) & (p[:, :, 1] <= 0.5)).sum(1).mean())
@@ -253,7 +260,7 @@ def test_change_model_reports_p_rope_and_expected_flips(change_pair, change_coll
 def letter_pair():
     from bayesrc.data import letter_shift_truth
 
-    tr = letter_shift_truth(200, seed=12)
+    tr = letter_shift_truth(200, sigma_delta={"A": 1.0, "B": 0.25, "C": 0.25}, seed=12)
     sim = simulate_pair(k=10, truth=tr, seed=12)
     return tr, item_counts(sim.trials_v1, sim.trials_v2)
 
@@ -268,9 +275,10 @@ def test_change_model_on_letter_shaped_real_like_change(letter_pair, letter_fit)
     """Issue 12: real version changes move nearly every item a little, in the direction of the
     correct option's letter, and the old version's accuracy already depends on that letter.
     Simulated so (letter_shift_truth: 95% of items changed, letter means of the change +0.8 / -0.5 /
-    -0.3 logits, SD 0.35; letter levels 0 / +0.6 / -1.2), the default change model (letter
+    -0.3 logits, SDs 1.0 / 0.25 / 0.25 about them; letter levels 0 / +0.6 / -1.2), the default change model (letter
     covariate) must cover the true dp (90% intervals: 0.84-0.96, about 3 binomial SEs at 200
-    items), keep its own FDR and estimate RCI's FDP; its letter effects must recover the truth."""
+    items), keep its own FDR and estimate RCI's FDP; its letter effects, and which letter's changes
+    spread most, must recover the truth."""
     tr, res = letter_pair[0], letter_fit
     assert res.params["covariate"] == "correct_answer" and res.params["covariate_levels"] == ["A", "B", "C"]
     it = res.items
@@ -282,6 +290,12 @@ def test_change_model_on_letter_shaped_real_like_change(letter_pair, letter_fit)
     assert gamma[0] > 0.3 and gamma[1] < 0 and gamma[2] < 0.1, gamma  # A up, B and C down (zero-sum)
     alpha = res.posterior["posterior"]["group_level"].mean(("chain", "draw")).values
     assert alpha[2] < alpha[0] < alpha[1], alpha  # C hardest, B easiest
+    spread = res.posterior["posterior"]["sigma_delta"]
+    assert spread.dims == ("chain", "draw", "group")
+    sd = spread.mean(("chain", "draw")).values
+    # A's changes spread widest (truth 1.0 vs 0.25; at 67 items per letter and K = 10 the
+    # InverseGamma(2, 0.6) prior pulls the three towards each other: seen 0.49 vs 0.28 / 0.32).
+    assert sd[0] > 1.3 * max(sd[1], sd[2]), sd
     flagged = it["rci_class"].isin(["improved", "deteriorated"]).to_numpy()
     if flagged.sum() >= 5:
         assert abs(res.crosscheck["rci_estimated_fdp"] - realised_fdp(it["rci_class"], truth)) <= 0.15

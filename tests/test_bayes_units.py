@@ -32,6 +32,28 @@ def test_cohen_kappa_matches_independent_formula():
     assert cohen_kappa(np.diag([5, 7, 3])) == pytest.approx(1.0)
 
 
+def test_crosscheck_estimates_rcis_sign_and_material_false_discoveries_by_hand():
+    """RCI's estimated FDP: mean over RCI's flags of 1 - P(change in the flagged direction), and
+    of 1 - P(change of at least delta_min in that direction) for material false discoveries."""
+    import pandas as pd
+
+    from bayesrc.bayes.summaries import crosscheck
+
+    items = pd.DataFrame({
+        "item_id": ["a", "b", "c", "d"], "domain": "x", "dp_mean": [0.3, 0.1, -0.2, 0.0], "bayes_class": ["improved", "no_change", "deteriorated", "no_change"],
+        "p_improve": [0.99, 0.70, 0.01, 0.4], "p_deteriorate": [0.01, 0.10, 0.97, 0.4],
+        "p_improve_material": [0.95, 0.30, 0.00, 0.1], "p_deteriorate_material": [0.00, 0.05, 0.90, 0.1],
+    })  # fmt: skip
+    rci = pd.DataFrame({
+        "item_id": ["a", "b", "c", "d"], "class": ["improved", "improved", "deteriorated", "no_change"],
+        "p_v1": [0.2, 0.4, 0.8, 0.5], "p_v2": [0.6, 0.8, 0.3, 0.5], "n_v1": 10, "n_v2": 10,
+    })  # fmt: skip
+    cc, _ = crosscheck(items, rci, s_diff=0.15)
+    assert cc["rci_n_flagged"] == 3
+    assert cc["rci_estimated_fdp"] == pytest.approx(((1 - 0.99) + (1 - 0.70) + (1 - 0.97)) / 3)
+    assert cc["rci_estimated_fdp_material"] == pytest.approx(((1 - 0.95) + (1 - 0.30) + (1 - 0.90)) / 3)
+
+
 def test_fdr_selection_is_largest_set_with_mean_error_below_q():
     rng = np.random.default_rng(1)
     p_imp = rng.beta(0.5, 0.5, 300) * 0.5
@@ -165,7 +187,7 @@ def test_collapsed_change_cell_likelihood_matches_dblquad(mu, sd, shift, tau, sl
         dom=np.zeros(len(a), int), n1=a[:, 0], y1=a[:, 1], n2=a[:, 2], y2=a[:, 3], weight=np.ones(len(a)), key=key.ravel(),
         key_dom=np.zeros(len(keys), int), key_n=keys[:, 0], key_y=keys[:, 1], item_cell=np.arange(len(a)),
     )  # fmt: skip
-    ll = cell_loglik(_ops("numpy"), np.array([mu]), np.array([sd]), np.array([shift]), tau, slope, 0.4, cells)
+    ll = cell_loglik(_ops("numpy"), np.array([mu]), np.array([sd]), np.array([shift]), np.array([tau]), slope, 0.4, cells)
     ll += np.log(comb(a[:, 0], a[:, 1]) * comb(a[:, 2], a[:, 3]))  # the model leaves the constant out
     ref = np.array([_cell_reference(mu, sd, shift, tau, slope, 0.4, *map(int, c)) for c in cells_list])
     np.testing.assert_allclose(np.exp(ll), ref, rtol=1e-6)
@@ -184,7 +206,8 @@ def _cells(rows):
 @pytest.mark.parametrize("sigma_delta", [0.05, 0.5, 4.0, 9.5])
 def test_collapsed_change_product_form_equals_the_direct_sum(sigma_delta):
     """The matrix-product form of the delta integral vs the direct logsumexp over its integrand,
-    trial counts below, at and above FAST_MAX_N (the direct path), theta nodes out to +-60 logits."""
+    trial counts below, at and above FAST_MAX_N (the direct path), theta nodes out to +-60 logits,
+    two strata with their own sigma_delta."""
     from scipy.special import logsumexp
 
     from bayesrc.bayes.change_collapsed import DELTA_HALF, DELTA_NODES, FAST_MAX_N, _ops, change_integrand, log_change_integral, trapezoid_grid
@@ -194,10 +217,27 @@ def test_collapsed_change_product_form_equals_the_direct_sum(sigma_delta):
     cells = type(cells)(**{**cells.__dict__, "key_dom": np.arange(len(cells.key_y)) % 2})  # two strata
     s = np.stack([np.linspace(-60, 60, 41), np.linspace(-3, 5, 41)])  # (stratum, theta node)
     grid_v = trapezoid_grid(DELTA_NODES, DELTA_HALF)
-    fast = log_change_integral(_ops("numpy"), s, sigma_delta, cells, grid_v)
-    direct = logsumexp(change_integrand(_ops("numpy"), s, sigma_delta, cells.key_y, cells.key_n, cells.key_dom, grid_v), axis=-1)
+    sd = np.array([sigma_delta, 0.4 * sigma_delta])
+    fast = log_change_integral(_ops("numpy"), s, sd, cells, grid_v)
+    direct = logsumexp(change_integrand(_ops("numpy"), s, sd, cells.key_y, cells.key_n, cells.key_dom, grid_v), axis=-1)
     assert np.isfinite(fast).all()
     np.testing.assert_allclose(fast, direct, rtol=1e-12, atol=1e-9)
+
+
+def test_collapsed_change_integral_caps_the_spread_where_the_product_form_would_overflow():
+    """Spreads above SIGMA_DELTA_CAP (e^(k sigma v) overflows float64 past ~23 logits) enter as the
+    cap: finite, and equal to the direct sum at the cap."""
+    from scipy.special import logsumexp
+
+    from bayesrc.bayes.change_collapsed import DELTA_HALF, DELTA_NODES, SIGMA_DELTA_CAP, _ops, change_integrand, log_change_integral, trapezoid_grid
+
+    cells = _cells([(10, 4, 10, y2) for y2 in range(11)] + [(14, 5, 14, 3)])
+    s = np.linspace(-4, 4, 21)[None, :]
+    grid_v = trapezoid_grid(DELTA_NODES, DELTA_HALF)
+    capped = log_change_integral(_ops("numpy"), s, np.array([60.0]), cells, grid_v)
+    at_cap = logsumexp(change_integrand(_ops("numpy"), s, np.array([SIGMA_DELTA_CAP]), cells.key_y, cells.key_n, cells.key_dom, grid_v), axis=-1)
+    assert np.isfinite(capped).all()
+    np.testing.assert_allclose(capped, at_cap, rtol=1e-12, atol=1e-9)
 
 
 def test_collapsed_change_item_draws_match_a_fine_grid_reference():

@@ -130,10 +130,20 @@ def test_sigkill_at_random_points_then_resume_gives_the_uninterrupted_trials(gem
     rng = random.Random(20260101)
     base = ["collect", "--model", str(CARD), "--items", str(gemma_bank4.path), "--k", str(K), "--out", str(out), "--no-progress", "--threads", "1"]
     kills = 0
+
+    def n_parts() -> int:
+        return len(list((out / "parts").glob("item-*"))) if (out / "parts").exists() else 0
+
     for _attempt in range(3):
         args = base + (["--resume"] if (out / "run.json").exists() else [])
+        # Kill at a random point of the run's progress, not of the clock: after 0-2 more items are on
+        # disk, plus up to 0.3 s (a fixed 3-8 s sleep let a fast machine finish all 4 items first).
+        target = n_parts() + rng.randint(0, 2)
         proc = subprocess.Popen([sys.executable, "-m", "bayesrc", *args], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(rng.uniform(3.0, 8.0))
+        deadline = time.monotonic() + 120
+        while proc.poll() is None and n_parts() < target and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(rng.uniform(0.0, 0.3))
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGKILL)
             kills += 1

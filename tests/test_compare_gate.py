@@ -12,9 +12,10 @@ from bayesrc.compare.gate import aggregate_change, decide
 from bayesrc.data import save_trials, simulate_pair
 
 N_ITEMS = 60
-# Small fits, a looser gate: 2 x 150 draws give a bulk ESS of 142-164 on these pairs (seed 1), over the
-# 100 asked; the selection matches 2 x 300 draws (5 deteriorated in the worse pair, none in the same pair).
-FAST = ["--chains", "2", "--draws", "150", "--tune", "150", "--min-ess", "100", "--max-rhat", "1.05", "--seed", "1"]
+# Small fits, a looser gate (ESS >= 100, R-hat <= 1.05): 2 x 300 draws. 2 x 150 gave a bulk ESS of
+# 142-164 on these pairs, but pi's tail ESS on the no-change pair (pi near 0) fell under 100 after a
+# change of the likelihood's floating-point order alone: too close to the gate for a test.
+FAST = ["--chains", "2", "--draws", "300", "--tune", "300", "--min-ess", "100", "--max-rhat", "1.05", "--seed", "1"]
 DOWN = {d: -2.0 for d in ("physics", "law", "psychology", "economics")}
 
 

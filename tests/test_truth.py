@@ -119,12 +119,18 @@ def test_cli_truth_writes_scores_and_a_report_section(tmp_path, exact_pair):
         assert key in tj
     assert (tj["k"], tj["replicates"], tj["n_items"]) == (10, 2, 60)
     assert {"flagged_mean", "fdp_sign", "fdp_material"} <= set(tj["rci"])
-    assert {"selected_mean", "fdp_sign", "fdp_material", "coverage90", "rci_fdp_estimate_mean"} <= set(tj["model"])
+    assert {"selected_mean", "fdp_sign", "fdp_material", "coverage90", "rci_fdp_estimate_mean", "rci_fdp_estimate_material_mean"} <= set(tj["model"])
     assert {"rci", "rci_conservative", "rci_all_items", "rci_sd_all", "change", "betabinom"} == set(tj["methods"])
     rep = pd.read_parquet(out / "truth_replicates.parquet")
     assert len(rep) == 2 * 6 and set(rep["replicate"]) == {0, 1}
     # Scores recomputed from the replicate table agree with truth.json.
     assert tj["rci"]["fdp_sign"] == pytest.approx(rep.loc[rep["method"] == "rci", "fdp_sign"].mean())
+    # The material estimate is set beside RCI's realised material FDP of the same replicates.
+    by = {m: g.set_index("replicate") for m, g in rep.groupby("method")}
+    scored = by["change"].index[by["change"]["rci_fdp_estimate"].notna()]
+    assert tj["model"]["rci_fdp_realised_material_mean"] == pytest.approx(by["rci"].loc[scored, "fdp_material"].mean())
+    # A material false discovery includes a sign one (up to Monte Carlo error: P(improve) is Rao-Blackwellised).
+    assert tj["model"]["rci_fdp_estimate_material_mean"] >= tj["model"]["rci_fdp_estimate_mean"] - 0.02
     assert 0 <= tj["model"]["coverage90"] <= 1
     # PSIS-LOO of each collapsed fit is recorded beside its truth scores (choosing models on both).
     bayes = rep[rep["kind"] == "bayes"]

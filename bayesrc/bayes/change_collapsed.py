@@ -42,13 +42,13 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from bayesrc.bayes.change import DIMS as FULL_DIMS
 from bayesrc.bayes.change import (
     group_draws,
     group_effects_numpyro,
     group_effects_pymc,
     hyperpriors_numpyro,
     hyperpriors_pymc,
+    model_dims,
     prior_settings,
     share_above_zero,
     store_item_quantities,
@@ -59,8 +59,6 @@ from bayesrc.bayes.samplers import SamplerConfig, run_numpyro, run_pymc
 THETA_NODES, THETA_HALF = 169, 6.3  # 241 on [-7.5, 7.5] gave the same accuracy at 1.4x the cost
 DELTA_NODES, DELTA_HALF = 49, 6.0
 DRAW_DELTA_NODES, DRAW_DELTA_HALF = 121, 6.0
-HYPER = ("mu_theta", "sigma_theta", "shift", "sigma_delta", "pi")  # + group_shift with an item covariate
-DIMS = {k: v for k, v in FULL_DIMS.items() if k != "theta"}
 
 
 def trapezoid_grid(n_nodes: int, half_width: float) -> tuple[np.ndarray, np.ndarray]:
@@ -135,14 +133,15 @@ def cell_stats(data: ModelInputs) -> Cells:
     )  # fmt: skip
 
 
-def strata_hyper(cells: Cells, mu_theta, sigma_theta, shift, alpha, gamma, eta):
-    """Per-domain ``mu_theta, sigma_theta, shift`` (+ per-level ``alpha``, ``gamma`` and per-stratum
-    ``eta``) expanded to the cells' strata; unchanged without a covariate. Works on the last axis
-    (numpy, jax or pytensor)."""
+def strata_hyper(cells: Cells, mu_theta, sigma_theta, shift, alpha, gamma, eta, sigma_delta):
+    """Per-domain ``mu_theta, sigma_theta, shift`` (+ per-level ``alpha``, ``gamma``, ``sigma_delta`` and
+    per-stratum ``eta``) expanded to the cells' strata; without a covariate the strata are the
+    domains and the one ``sigma_delta`` is repeated for each. Works on the last axis (numpy, jax
+    or pytensor)."""
     if cells.stratum_dom is None:
-        return mu_theta, sigma_theta, shift
+        return mu_theta, sigma_theta, shift, sigma_delta[..., None] + 0.0 * shift
     sd, sg = cells.stratum_dom, cells.stratum_group
-    return mu_theta[..., sd] + alpha[..., sg], sigma_theta[..., sd], shift[..., sd] + gamma[..., sg] + eta
+    return mu_theta[..., sd] + alpha[..., sg], sigma_theta[..., sd], shift[..., sd] + gamma[..., sg] + eta, sigma_delta[..., sg]
 
 
 def _ops(backend: str) -> SimpleNamespace:
@@ -152,7 +151,7 @@ def _ops(backend: str) -> SimpleNamespace:
 
         return SimpleNamespace(
             log_sigmoid=log_expit, logsumexp=logsumexp, logaddexp=np.logaddexp, log=np.log, log1p=np.log1p, exp=np.exp, concatenate=np.concatenate,
-            stop_gradient=lambda a: a,
+            stop_gradient=lambda a: a, minimum=np.minimum,
         )  # fmt: skip
     if backend == "jax":
         import jax
@@ -162,14 +161,14 @@ def _ops(backend: str) -> SimpleNamespace:
 
         return SimpleNamespace(
             log_sigmoid=log_sigmoid, logsumexp=logsumexp, logaddexp=jnp.logaddexp, log=jnp.log, log1p=jnp.log1p, exp=jnp.exp, concatenate=jnp.concatenate,
-            stop_gradient=jax.lax.stop_gradient,
+            stop_gradient=jax.lax.stop_gradient, minimum=jnp.minimum,
         )  # fmt: skip
     import pytensor.tensor as pt
     from pytensor.gradient import zero_grad
 
     return SimpleNamespace(
         log_sigmoid=lambda x: -pt.softplus(-x), logsumexp=pt.logsumexp, logaddexp=pt.logaddexp, log=pt.log, log1p=pt.log1p, exp=pt.exp, concatenate=pt.concatenate,
-        stop_gradient=zero_grad,
+        stop_gradient=zero_grad, minimum=pt.minimum,
     )  # fmt: skip
 
 
@@ -194,26 +193,33 @@ def cell_terms(ops, mu_theta, sigma_theta, shift, slope, cells: Cells, grid_u):
 
 def change_integrand(ops, s, sigma_delta, key_y, key_n, key_dom, grid_v):
     """Log integrand of ``g`` per (key, theta node, v-node):
-    ``log(h phi(v)) + log Bin(y2 | n2, expit(s + sigma_delta v))`` (``log g`` = its logsumexp over v)."""
+    ``log(h phi(v)) + log Bin(y2 | n2, expit(s + sigma_delta v))`` (``log g`` = its logsumexp over v;
+    ``sigma_delta`` per stratum)."""
     v, lwv = grid_v
-    x = s[key_dom][..., None] + sigma_delta * v
+    x = s[key_dom][..., None] + sigma_delta[key_dom][:, None, None] * v
     return lwv + key_n[:, None, None] * ops.log_sigmoid(x) - (key_n - key_y)[:, None, None] * x
 
 
 FAST_MAX_N = 11  # log_change_integral's product form for n2 <= this (see there)
+SIGMA_DELTA_CAP = 20.0  # log_change_integral's spread of changes at most this many logits (see there)
 
 
 def log_change_integral(ops, s, sigma_delta, cells: Cells, grid_v):
     """``log g`` per (key, theta node): ``log int phi(v) Bin(y2 | n2, expit(s + sigma_delta v)) dv``.
 
-    The trapezoid sum over the v-nodes of :func:`change_integrand`, computed as one matrix
-    product per trial count ``n``: with ``x = s + sigma_delta v``,
+    ``s``: (stratum, node); ``sigma_delta``: (stratum,). The trapezoid sum over the v-nodes of
+    :func:`change_integrand`, computed as one (per-stratum batched) matrix product per trial
+    count ``n``: with ``x = s + sigma_delta v``,
     ``p^y q^(n-y) = q^n e^(y s) e^(y sigma_delta v)`` (``p = expit x``; for ``y > n/2`` the
     mirror ``p^n e^(-(n-y) s) e^(-(n-y) sigma_delta v)``), so
-    ``sum_v w_v q_v^n e^(y sigma_delta v)`` is a (stratum x node, v) @ (v, y) product. That
+    ``sum_v w_v q_v^n e^(y sigma_delta v)`` is a (node, v) @ (v, y) product per stratum. That
     needs log-sigmoids on stratum x node x v instead of exponentials on key x node x v
     (value and gradient of the K = 10 covariate model: 1.7x faster, ``benchmarks/change_likelihood.py``;
-    the same sums to rounding).
+    the same sums to rounding). ``e^(k sigma_delta v)`` overflows float64 for ``k sigma_delta v > 709``
+    (``k <= 5``, ``|v| <= 6``: ``sigma_delta`` above ~23), so the spread enters capped at
+    ``SIGMA_DELTA_CAP`` = 20 logits, on both paths: a spread that wide puts every changed item's
+    version-2 accuracy at 0 or 1 whichever it is, and the inverse-gamma prior gives it mass 5e-4
+    (uncapped, a per-level spread of 20 items drew such values and made the PSIS-LOO likelihood NaN).
     Only the first factor is scaled (by its maximum over v, ``amax``): the summand at v = 0 is
     then at least ``e^(-6 n sigma_delta)`` and the linear factor at most ``e^(3 n sigma_delta)``,
     so nothing under- or overflows in float64 while ``n sigma_delta < 110`` (``n <= FAST_MAX_N``:
@@ -223,10 +229,12 @@ def log_change_integral(ops, s, sigma_delta, cells: Cells, grid_v):
     Examples
     --------
     >>> a, l_same, s = cell_terms(_ops("numpy"), mu, sd, shift, 0.0, cells, trapezoid_grid(THETA_NODES, THETA_HALF))  # doctest: +SKIP
-    >>> log_g = log_change_integral(_ops("numpy"), s, 0.3, cells, trapezoid_grid(DELTA_NODES, DELTA_HALF))          # doctest: +SKIP
+    >>> log_g = log_change_integral(_ops("numpy"), s, np.full(len(s), 0.3), cells, trapezoid_grid(DELTA_NODES, DELTA_HALF))  # doctest: +SKIP
     """
     v, lwv = grid_v
-    x = s[..., None] + sigma_delta * v  # (stratum, node, v-node)
+    sigma_delta = ops.minimum(sigma_delta, SIGMA_DELTA_CAP)
+    sd = sigma_delta[:, None, None]
+    x = s[..., None] + sd * v  # (stratum, node, v-node)
     lq = ops.log_sigmoid(-x)
     lp = lq + x  # log expit(x) = log expit(-x) + x: one log-sigmoid, the costly part
     blocks, order = [], []
@@ -243,7 +251,7 @@ def log_change_integral(ops, s, sigma_delta, cells: Cells, grid_v):
                 k = n - ky if upper else ky  # the power of the linear factor e^(sign (s + sigma_delta v))
                 ks, col = np.unique(k, return_inverse=True)
                 la = lwv + n * (lp if upper else lq)  # (stratum, node, v-node)
-                lb = sign * sigma_delta * v[:, None] * ks  # (v-node, distinct k)
+                lb = sign * sd * v[:, None] * ks  # (stratum, v-node, distinct k)
                 amax = ops.stop_gradient(la.max(-1, keepdims=True))  # any shift is exact: no gradient through the max
                 logg = ops.log(ops.exp(la - amax) @ ops.exp(lb)) + amax  # (stratum, node, distinct k)
                 blocks.append(logg.transpose(0, 2, 1)[kd, col.ravel()] + sign * k[:, None] * s[kd])
@@ -264,11 +272,10 @@ def _numpyro_model(cells: Cells, n_domains: int, slope: bool, grid_u, grid_v, pr
     import jax.numpy as jnp
     import numpyro
 
-    mu_theta, sigma_theta, shift, sigma_delta, b, pi = hyperpriors_numpyro(n_domains, slope, prior)
+    mu_theta, sigma_theta, shift, sigma_delta, b, pi = hyperpriors_numpyro(n_domains, slope, prior, n_groups)
     n_strata = 1 if cells.stratum_dom is None else len(cells.stratum_dom)
     alpha, gamma, eta = group_effects_numpyro(n_groups, prior, n_strata)
-    mu_s, sd_s, shift_s = strata_hyper(cells, mu_theta, sigma_theta, shift, alpha, gamma, eta)
-    ll = cell_loglik(_ops("jax"), mu_s, sd_s, shift_s, sigma_delta, b, pi, cells, grid_u, grid_v)
+    ll = cell_loglik(_ops("jax"), *strata_hyper(cells, mu_theta, sigma_theta, shift, alpha, gamma, eta, sigma_delta), b, pi, cells, grid_u, grid_v)
     numpyro.factor("y", jnp.sum(cells.weight * ll))
 
 
@@ -285,7 +292,8 @@ def change_collapsed_numpyro(data: ModelInputs, *, slope: bool = False, prior: d
     cells = cell_stats(data)
     grids = dict(grid_u=trapezoid_grid(THETA_NODES, THETA_HALF), grid_v=trapezoid_grid(DELTA_NODES, DELTA_HALF))
     kwargs = dict(cells=cells, n_domains=data.n_domains, slope=slope, prior=prior_settings(prior), n_groups=data.n_groups, **grids)
-    dt = run_numpyro(_numpyro_model, kwargs, cfg, data.coords, DIMS)
+    dims = {k: v for k, v in model_dims(data.n_groups).items() if k != "theta"}  # theta is not sampled here
+    dt = run_numpyro(_numpyro_model, kwargs, cfg, data.coords, dims)
     return _finish(dt, cells, cfg.seed, slope, prior)
 
 
@@ -302,11 +310,11 @@ def change_collapsed_pymc(data: ModelInputs, *, slope: bool = False, prior: dict
     cfg = config or SamplerConfig()
     cells = cell_stats(data)
     with pm.Model(coords=data.coords) as model:
-        mu_theta, sigma_theta, shift, sigma_delta, b, pi = hyperpriors_pymc(slope, prior)
+        mu_theta, sigma_theta, shift, sigma_delta, b, pi = hyperpriors_pymc(slope, prior, data.n_groups)
         alpha, gamma, eta = group_effects_pymc(data.n_groups, prior)
-        mu_s, sd_s, shift_s = strata_hyper(cells, mu_theta, sigma_theta, shift, alpha, gamma, eta)
+        strata = strata_hyper(cells, mu_theta, sigma_theta, shift, alpha, gamma, eta, sigma_delta)
         grid_u, grid_v = trapezoid_grid(THETA_NODES, THETA_HALF), trapezoid_grid(DELTA_NODES, DELTA_HALF)
-        ll = cell_loglik(_ops("pytensor"), mu_s, sd_s, shift_s, sigma_delta, b, pi, cells, grid_u, grid_v)
+        ll = cell_loglik(_ops("pytensor"), *strata, b, pi, cells, grid_u, grid_v)
         pm.Potential("y", pt.sum(cells.weight * ll))
     dt = run_pymc(model, cfg)
     return _finish(dt, cells, cfg.seed, slope, prior)
@@ -364,8 +372,9 @@ def _draws_one(hyper, key, cells, item_cell, grids):
     total = e.sum(-1)
     l_change = top[..., 0] + jnp.log(total)
     u, v = grid_u[0], grid_v[0]
-    delta = (shift[:, None] + b * u)[:, :, None] + sigma_delta * v  # (domain, node, v-node)
-    p_up_node = jnp.sum(e * share_above_zero(delta, sigma_delta * (v[1] - v[0]))[cells.key_dom], -1) / total  # (key, node)
+    sd_v = sigma_delta[:, None, None]
+    delta = (shift[:, None] + b * u)[:, :, None] + sd_v * v  # (stratum, node, v-node)
+    p_up_node = jnp.sum(e * share_above_zero(delta, sd_v * (v[1] - v[0]))[cells.key_dom], -1) / total  # (key, node)
     # Joint log density of (changed, u) per cell on the theta nodes; r_c and P(up) Rao-Blackwellised.
     l0 = a + jnp.log1p(-pi) + l_same[cells.key]
     l1 = a + jnp.log(pi) + l_change[cells.key]
@@ -383,13 +392,13 @@ def _draws_one(hyper, key, cells, item_cell, grids):
     theta = mu_theta[d] + sigma_theta[d] * zu
     m_i = shift[d] + b * zu
     # delta_i | theta_i, changed_i = 1 on a fine v grid; the prior when changed_i = 0 (delta_i is not in the likelihood).
-    xi = (theta + m_i)[:, None] + sigma_delta * fine_v
+    xi = (theta + m_i)[:, None] + sigma_delta[d][:, None] * fine_v
     y2, n2 = cells.y2[item_cell][:, None], cells.n2[item_cell][:, None]
     fd, cdfd = _pwlinear_tables(-0.5 * fine_v**2 + n2 * log_sigmoid(xi) - (n2 - y2) * xi)
     hv = fine_v[1] - fine_v[0]
     zv = _pwlinear_draw(fd, cdfd, jnp.arange(n_items), jax.random.uniform(k4, (n_items,)), jax.random.uniform(k5, (n_items,)), fine_v[0], hv)
     zv = jnp.where(changed, zv, jax.random.normal(k6, (n_items,)))
-    return theta, m_i + sigma_delta * zv, changed, r[item_cell], p_up[item_cell]
+    return theta, m_i + sigma_delta[d] * zv, changed, r[item_cell], p_up[item_cell]
 
 
 def item_draws(post, cells: Cells, seed: int, batch: int = 4) -> dict[str, np.ndarray]:
@@ -418,8 +427,8 @@ def _item_draws(post, cells: Cells, seed: int, batch: int) -> dict[str, np.ndarr
     n_s = n_chain * n_draw
     flat = lambda a: np.asarray(a, float).reshape(n_s, *np.shape(a)[2:])  # noqa: E731
     slope = post["slope"].values if "slope" in post else np.zeros((n_chain, n_draw))
-    mu_s, sd_s, shift_s = strata_hyper(cells, post["mu_theta"].values, post["sigma_theta"].values, post["shift"].values, *group_draws(post))
-    hyper = [flat(mu_s), flat(sd_s), flat(shift_s), flat(post["sigma_delta"].values)] + [flat(slope), flat(post["pi"].values)]
+    hyper = [flat(h) for h in strata_hyper(cells, *(post[k].values for k in ("mu_theta", "sigma_theta", "shift")), *group_draws(post), post["sigma_delta"].values)]
+    hyper += [flat(slope), flat(post["pi"].values)]
     cj = Cells(**{k: None if getattr(cells, k) is None else jnp.asarray(getattr(cells, k)) for k in Cells.__dataclass_fields__})
     grids = (
         tuple(map(jnp.asarray, trapezoid_grid(THETA_NODES, THETA_HALF))),
@@ -458,18 +467,23 @@ def pointwise_loglik(post, cells: Cells, batch: int = 64):
     (:func:`loo`) for comparing change-model variants with each other and with the collapsed
     beta-binomial, whose marginal leaves out the same constants.
     """
+    from bayesrc.config import precision, prepare_jax
+
+    prepare_jax()
+    with precision():  # float64 like the sampler: in float32 e^(k sigma_delta v) overflows past sigma_delta ~ 3
+        return _pointwise_loglik(post, cells, batch)
+
+
+def _pointwise_loglik(post, cells: Cells, batch: int):
     import jax
     import jax.numpy as jnp
 
-    from bayesrc.bayes.samplers import _jax
-
-    _jax()
     n_chain, n_draw = post["pi"].shape
     n_s = n_chain * n_draw
     flat = lambda a: np.asarray(a, float).reshape(n_s, *np.shape(a)[2:])  # noqa: E731
     slope = post["slope"].values if "slope" in post else np.zeros((n_chain, n_draw))
-    mu_s, sd_s, shift_s = strata_hyper(cells, post["mu_theta"].values, post["sigma_theta"].values, post["shift"].values, *group_draws(post))
-    hyper = [flat(mu_s), flat(sd_s), flat(shift_s), flat(post["sigma_delta"].values), flat(slope), flat(post["pi"].values)]
+    hyper = [flat(h) for h in strata_hyper(cells, *(post[k].values for k in ("mu_theta", "sigma_theta", "shift")), *group_draws(post), post["sigma_delta"].values)]
+    hyper += [flat(slope), flat(post["pi"].values)]
     gu = tuple(map(jnp.asarray, trapezoid_grid(THETA_NODES, THETA_HALF)))
     gv = tuple(map(jnp.asarray, trapezoid_grid(DELTA_NODES, DELTA_HALF)))
     # numpy cells: the likelihood groups its keys by trial count when it is traced

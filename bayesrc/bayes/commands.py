@@ -51,6 +51,7 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rule", choices=("fdr", "threshold"), default="fdr", help="selection rule (default fdr)")
     p.add_argument("--threshold", type=float, default=0.975, help="threshold rule: P(direction) >= this")
     p.add_argument("--rope", type=float, default=None, help="ROPE on |dp|: items.parquet gets p_rope = P(|dp| > ROPE) (both models); betabinom also uses it for P(change)")
+    p.add_argument("--delta-min", type=float, default=0.05, help="a material change in accuracy (default 0.05): items get P(dp >= it) and P(dp <= -it), the cross-check RCI's material FDP")
     add_sampler_arguments(p)
     p.add_argument("--allow-unconverged", action="store_true", help="exit 0 even if the gate fails (outputs still marked failed)")
     add_pairing_arguments(p)
@@ -72,11 +73,13 @@ def fit_kwargs(args: argparse.Namespace) -> dict:
 
     if not 0 < args.fdr < 1:
         raise InputError(f"must be in (0, 1), got {args.fdr}", field="--fdr")
+    if not 0 < args.delta_min < 1:
+        raise InputError(f"must be in (0, 1), got {args.delta_min}", field="--delta-min")
     collapsed = not args.full  # the Python API's default for both models
     cfg = sampler_config(args)
     return {
         "model": args.model, "backend": args.backend, "collapsed": collapsed, "slope": args.slope, "config": cfg,
-        "rule": args.rule, "fdr": args.fdr, "threshold": args.threshold, "rope": args.rope,
+        "rule": args.rule, "fdr": args.fdr, "threshold": args.threshold, "rope": args.rope, "delta_min": args.delta_min,
         "max_rhat": args.max_rhat, "min_ess": args.min_ess, "max_divergences": args.max_divergences,
         "covariate": None if args.covariate in ("none", "") else args.covariate,
     }  # fmt: skip

@@ -13,7 +13,7 @@ from bayesrc.bayes.change import prior_settings
 from bayesrc.bayes.diagnostics import Diagnostics, gate
 from bayesrc.bayes.inputs import ModelInputs, model_inputs
 from bayesrc.bayes.samplers import SamplerConfig
-from bayesrc.bayes.summaries import ITEM_COLUMNS, crosscheck, domain_shift, expected_flips, item_summary, select
+from bayesrc.bayes.summaries import DELTA_MIN, ITEM_COLUMNS, crosscheck, domain_shift, expected_flips, item_summary, select
 from bayesrc.errors import ConvergenceError
 from bayesrc.results import Result, register
 
@@ -135,6 +135,7 @@ class BayesFit(Result):
             ("max R-hat", d.max_rhat), ("min ESS bulk", d.min_ess_bulk), ("min ESS tail", d.min_ess_tail), ("divergences", d.divergences),
             ("improved", s["n_improved"]), ("deteriorated", s["n_deteriorated"]), ("expected false", s["expected_false"]),
             ("kappa vs RCI (RCI-analysed items)", c["kappa"]), ("RCI flagged", c.get("rci_n_flagged")), ("RCI estimated FDP", c["rci_estimated_fdp"]),
+            (f"RCI estimated FDP, material (|dp| >= {self.params.get('delta_min', DELTA_MIN):g})", c.get("rci_estimated_fdp_material")),
         ]  # fmt: skip
         if self.flips:
             rows.append(("expected negative flips", self.flips["expected_negative_flips"]["mean"]))
@@ -204,6 +205,7 @@ def fit(
     fdr: float = 0.10,
     threshold: float = 0.975,
     rope: float | None = None,
+    delta_min: float = DELTA_MIN,
     max_rhat: float = 1.01,
     min_ess: float = 400.0,
     max_divergences: int = 0,
@@ -223,6 +225,8 @@ def fit(
         conjugate; change model: :mod:`bayesrc.bayes.change_collapsed`); ``False`` samples
         every item parameter with NUTS (the cross-check).
     rule, fdr, threshold : selection (Bayesian FDR at level ``fdr``, or P(direction) >= ``threshold``).
+    delta_min : a material change in accuracy (SPEC 7): items get ``P(dp >= delta_min)`` and
+        ``P(dp <= -delta_min)``, the cross-check RCI's estimated *material* false-discovery proportion.
     max_rhat, min_ess, max_divergences : the convergence gate (stored with the result).
     rci : the classical result to cross-check against: a :class:`bayesrc.classical.PairRCI`
         or a loaded :class:`bayesrc.results.PairResult` (its item table is used as it is),
@@ -254,7 +258,9 @@ def fit(
     dt = sample(data, model, backend, collapsed=collapsed, slope=slope, prior=prior, config=cfg)
     runtime = time.perf_counter() - t0
     diag = gate(dt, gated_vars(model, slope, collapsed, data.n_groups > 1), max_rhat=max_rhat, min_ess=min_ess, max_divergences=max_divergences)
-    items = item_summary(dt, data, rope=rope)
+    if not 0 < delta_min < 1:
+        raise ValueError(f"delta_min must be in (0, 1), got {delta_min}")
+    items = item_summary(dt, data, rope=rope, delta_min=delta_min)
     cls, sel = select(items["p_improve"], items["p_deteriorate"], rule=rule, fdr=fdr, threshold=threshold)
     items["bayes_class"] = cls
     rci_items, s_diff, rci_params = _rci_classes(counts, data, rci, rci_kwargs)
@@ -267,7 +273,7 @@ def fit(
         "prior": prior_settings(prior) if model == "change" else None,
         "chains": cfg.chains, "draws": cfg.draws, "tune": cfg.tune, "target_accept": cfg.target_accept, "seed": cfg.seed,
         "covariate": data.covariate, "covariate_levels": list(data.groups) if data.covariate else None,
-        "rope": rope, "versions": list(data.versions), "n_items": data.n_items, "domains": list(data.domains),
+        "rope": rope, "delta_min": float(delta_min), "versions": list(data.versions), "n_items": data.n_items, "domains": list(data.domains),
         "rci_sd_basis": rci_params.get("sd_basis"), "rci_s_diff": s_diff, "rci_params": rci_params,
     }  # fmt: skip
     payload = {

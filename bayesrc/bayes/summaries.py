@@ -7,7 +7,9 @@ Item probabilities (columns of ``items.parquet``):
   that direction (an unchanged item has dp = 0 exactly), so ``p_improve + p_deteriorate =
   p_changed``;
 * beta-binomial model (no change component): ``p_improve = P(dp > rope)``,
-  ``p_deteriorate = P(dp < -rope)``, ``p_changed = P(|dp| > rope)``.
+  ``p_deteriorate = P(dp < -rope)``, ``p_changed = P(|dp| > rope)``;
+* both: ``p_improve_material = P(dp >= delta_min)``, ``p_deteriorate_material = P(dp <= -delta_min)``
+  from the item draws (a *material* change: SPEC 7's ``delta_min``, default 0.05).
 
 Selection: an item's candidate direction is the more probable one, its posterior error
 ``e_i = 1 - P(direction)``. **Bayesian FDR** (Mueller et al. 2004; Storey's q-value
@@ -25,8 +27,9 @@ IMPROVED, NO_CHANGE, DETERIORATED = "improved", "no_change", "deteriorated"
 CLASSES = (IMPROVED, NO_CHANGE, DETERIORATED)
 ITEM_COLUMNS = (
     "item_id", "domain", "p_v1_mean", "p_v2_mean", "dp_mean", "dp_lo90", "dp_hi90", "dp_ess_bulk", "dp_mcse",
-    "p_changed", "p_improve", "p_deteriorate", "bayes_class", "rci_class",
+    "p_changed", "p_improve", "p_deteriorate", "p_improve_material", "p_deteriorate_material", "bayes_class", "rci_class",
 )  # fmt: skip
+DELTA_MIN = 0.05  # a material change in accuracy (SPEC 7)
 
 
 def draws_summary(da, *, prob: float = 0.9, ci_kind: str = "eti") -> pd.DataFrame:
@@ -66,9 +69,12 @@ def draws_summary(da, *, prob: float = 0.9, ci_kind: str = "eti") -> pd.DataFram
     return ds.to_dataframe().reset_index()
 
 
-def item_summary(dt, data, *, rope: float | None = 0.0) -> pd.DataFrame:
+def item_summary(dt, data, *, rope: float | None = 0.0, delta_min: float = DELTA_MIN) -> pd.DataFrame:
     """Posterior means, 90% equal-tailed interval of dp (arviz_stats, with its bulk ESS and
     Monte Carlo SE) and the change probabilities per item.
+
+    ``p_improve_material`` / ``p_deteriorate_material``: ``P(dp >= delta_min)`` / ``P(dp <= -delta_min)``,
+    a change in that direction of at least ``delta_min`` (SPEC 7's material change).
 
     With a ROPE (``rope > 0``) also ``p_rope = P(|dp| > rope)`` from the item draws, for
     either model (SPEC section 3); ``rope = None`` or 0: no ROPE.
@@ -104,6 +110,8 @@ def item_summary(dt, data, *, rope: float | None = 0.0) -> pd.DataFrame:
             "p_changed": p_chg,
             "p_improve": p_imp,
             "p_deteriorate": p_det,
+            "p_improve_material": (dp >= delta_min).mean(0),
+            "p_deteriorate_material": (dp <= -delta_min).mean(0),
         }
     )
     if rope > 0:
@@ -224,7 +232,15 @@ def crosscheck(items: pd.DataFrame, rci_items: pd.DataFrame, s_diff: float) -> t
 
     RCI-excluded items count as ``no_change`` in the table (RCI claims no change for them).
     ``rci_estimated_fdp``: mean over RCI-flagged items of the posterior probability that the
-    item did not change in the flagged direction, ``1 - P(improve)`` or ``1 - P(deteriorate)``.
+    item did not change in the flagged direction, ``1 - P(improve)`` or ``1 - P(deteriorate)``
+    (SPEC 7's *sign* false discovery). ``rci_estimated_fdp_material``: the same with a change of
+    at least ``delta_min`` (:func:`item_summary`'s) in the flagged direction, ``1 - p_improve_material``
+    or ``1 - p_deteriorate_material`` (a *material* false discovery: wrong sign or ``|dp| < delta_min``).
+
+    Why both: where a version change moves every item a little (a prompt change: median
+    ``|dp|`` 0.03) K = 10 samples cannot tell "exactly unchanged" from "changed by a few
+    hundredths" (README, "Real-model truth"), so the sign estimate rests on the prior there;
+    whether a flagged change is at least ``delta_min`` is identified.
 
     Examples
     --------
@@ -237,6 +253,7 @@ def crosscheck(items: pd.DataFrame, rci_items: pd.DataFrame, s_diff: float) -> t
     tab = agreement_table(items["bayes_class"].to_numpy(dtype=object), rci_cls)
     flagged_up, flagged_down = rci_cls == IMPROVED, rci_cls == DETERIORATED
     err = np.concatenate([1 - items["p_improve"].to_numpy()[flagged_up], 1 - items["p_deteriorate"].to_numpy()[flagged_down]])
+    err_material = np.concatenate([1 - items["p_improve_material"].to_numpy()[flagged_up], 1 - items["p_deteriorate_material"].to_numpy()[flagged_down]])
     disc = items.assign(
         rci_class_raw=raw,
         p_v1_obs=rci["p_v1"].to_numpy(),
@@ -256,6 +273,7 @@ def crosscheck(items: pd.DataFrame, rci_items: pd.DataFrame, s_diff: float) -> t
         "kappa_n": int(analysed.sum()),
         "kappa_all_items": cohen_kappa(tab.to_numpy()),
         "rci_estimated_fdp": float(err.mean()) if err.size else float("nan"),
+        "rci_estimated_fdp_material": float(err_material.mean()) if err.size else float("nan"),
         "rci_n_flagged": int(err.size),
         "n_discordant": int(len(disc)),
         "discordant_reasons": {k: int(v) for k, v in disc["reason"].value_counts().items()} if len(disc) else {},

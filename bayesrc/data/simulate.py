@@ -185,7 +185,7 @@ def letter_shift_truth(
     letter_level: Mapping[str, float] | None = None,
     mu_theta: float = -0.5,
     sigma_theta: float = 1.0,
-    sigma_delta: float = 0.35,
+    sigma_delta: float | Mapping[str, float] = 0.35,
     pi_change: float = 0.95,
     seed: int | np.random.Generator = 0,
 ) -> pd.DataFrame:
@@ -198,9 +198,10 @@ def letter_shift_truth(
 
         theta_i ~ Normal(mu_theta + letter_level[letter_i], sigma_theta),  letter_i uniform over ``letters``
         changed_i ~ Bernoulli(pi_change)
-        delta_i = changed_i * Normal(letter_shift[letter_i], sigma_delta)
+        delta_i = changed_i * Normal(letter_shift[letter_i], sigma_delta[letter_i])
 
-    Returns the columns of :func:`item_truth` plus ``correct_answer``.
+    ``sigma_delta``: one spread, or one per letter (the real pair's items spread 0.20-0.47 logits
+    about their letter's change, by letter). Returns the columns of :func:`item_truth` plus ``correct_answer``.
 
     Examples
     --------
@@ -215,7 +216,8 @@ def letter_shift_truth(
     letter = np.array(list(letters))[rng.integers(0, len(letters), n_items)]
     theta = mu_theta + np.array([levels.get(x, 0.0) for x in letter]) + rng.normal(0.0, sigma_theta, n_items)
     changed = rng.random(n_items) < pi_change
-    delta = np.where(changed, np.array([shifts.get(x, 0.0) for x in letter]) + rng.normal(0.0, sigma_delta, n_items), 0.0)
+    spread = np.array([sigma_delta[x] for x in letter]) if isinstance(sigma_delta, Mapping) else np.full(n_items, float(sigma_delta))
+    delta = np.where(changed, np.array([shifts.get(x, 0.0) for x in letter]) + rng.normal(0.0, 1.0, n_items) * spread, 0.0)
     p1, p2 = expit(theta), expit(theta + delta)
     return pd.DataFrame(
         {

@@ -193,8 +193,11 @@ def truth_scores(per_replicate: pd.DataFrame, q: float = 0.10, *, title: str = "
     bayes = per_replicate[(per_replicate["kind"] == "bayes") & per_replicate["rci_fdp_estimate"].notna()]
     colours = ["#d95f02", "#7570b3", "#1b9e77", "#e7298a", "#66a61e"]
     for j, (m, g) in enumerate(bayes.groupby("method", sort=False)):
-        a2.scatter(g["rci_fdp_realised"], g["rci_fdp_estimate"], s=14, alpha=0.6, color=colours[j % len(colours)], linewidths=0, label=f"{m} (coverage90 {g['coverage90'].mean():.2f})")
-    hi = float(np.nanmax(bayes[["rci_fdp_realised", "rci_fdp_estimate"]].to_numpy())) if len(bayes) else 1.0
+        a2.scatter(g["rci_fdp_realised"], g["rci_fdp_estimate"], s=14, alpha=0.6, color=colours[j % len(colours)], linewidths=0, label=f"{m}, sign (coverage90 {g['coverage90'].mean():.2f})")
+        if "rci_fdp_estimate_material" in g:  # material false discoveries (|exact dp| < delta_min counts too): hollow
+            a2.scatter(g["rci_fdp_realised_material"], g["rci_fdp_estimate_material"], s=14, alpha=0.6, facecolors="none", edgecolors=colours[j % len(colours)], label=f"{m}, material")
+    cols = [c for c in ("rci_fdp_realised", "rci_fdp_estimate", "rci_fdp_realised_material", "rci_fdp_estimate_material") if c in bayes]
+    hi = float(np.nanmax(bayes[cols].to_numpy())) if len(bayes) else 1.0
     hi = max(hi, 0.1) * 1.1
     a2.plot([0, hi], [0, hi], color="black", lw=0.8)
     a2.set(xlim=(-0.01, hi), ylim=(-0.01, hi), xlabel="RCI's realised FDP", ylabel="model's estimate of RCI's FDP", title="Estimating RCI's false discoveries")

@@ -335,6 +335,10 @@ def crosscheck_sentence(fit, pair=None) -> str:
         f"(≈ {fdp * flagged:.0f} items) did not change in the flagged direction: that is the estimated "
         f"false-discovery proportion of the RCI classification."
     )
+    material = cc.get("rci_estimated_fdp_material")
+    if material is not None and np.isfinite(material):
+        dmin = fit.params.get("delta_min", 0.05)
+        text += f" Counting also changes smaller than {dmin:g} in accuracy as false (a material false discovery), the estimate is {_pct(material)}."
     if pair is not None and pair.n_flagged != flagged:
         text += (
             f" (The fit cross-checked an RCI run with other settings than this report's, which flags {pair.n_flagged} items;"
@@ -485,7 +489,9 @@ def section_truth(run: Run, c: Comparison | None = None) -> Section | None:
         f"{t.n_items} items, median |Δp| {ex['median_abs_dp']:.3f}, {ex['n_material']} moved by ≥ {t.delta_min} "
         f"({ex['n_up']} up, {ex['n_down']} down). On {t.replicates} replicate datasets of K = {t.k} samples drawn from them, "
         f"RCI flagged {rci.get('flagged_mean', nan):.1f} items per replicate with realised FDP {_pct(rci.get('fdp_sign'))} (sign) / "
-        f"{_pct(rci.get('fdp_material'))} (material); the default change model estimated it as {_pct(model.get('rci_fdp_estimate_mean'))}, "
+        f"{_pct(rci.get('fdp_material'))} (material); the default change model estimated it as {_pct(model.get('rci_fdp_estimate_mean'))} (sign) / "
+        f"{_pct(model.get('rci_fdp_estimate_material_mean'))} (material; RCI's realised on the same replicates: "
+        f"{_pct(model.get('rci_fdp_realised_mean'))} / {_pct(model.get('rci_fdp_realised_material_mean'))}), "
         f"selected {model.get('selected_mean', nan):.1f} items at q = {t.q} with realised FDP {_pct(model.get('fdp_sign'))} "
         f"and its 90% intervals covered the exact Δp of {_pct(model.get('coverage90'))} of items."
     )
@@ -500,6 +506,7 @@ def section_truth(run: Run, c: Comparison | None = None) -> Section | None:
 TRUTH_COLUMNS = {
     "method": "method", "flagged_mean": "flagged / replicate", "fdp_sign": "FDP (sign)", "fdp_material": "FDP (material)",
     "coverage90": "coverage90", "rci_fdp_estimate_mean": "est. RCI FDP", "rci_fdp_realised_mean": "RCI FDP (same replicates)",
+    "rci_fdp_estimate_material_mean": "est. RCI FDP (material)", "rci_fdp_realised_material_mean": "RCI FDP (material, same replicates)",
     "dp_slope_mean": "Δp slope", "gate_pass_share": "gate passed",
 }  # fmt: skip
 

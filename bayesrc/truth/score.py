@@ -14,6 +14,8 @@ each, and scores them against the exact Delta p:
 * models: ``coverage90`` (share of items whose 90% interval holds the exact Delta p), the
   estimate of RCI's FDP (``rci_fdp_estimate_mean``, mean over replicates where RCI flagged
   something) beside RCI's realised one over the same replicates (``rci_fdp_realised_mean``),
+  the same for material false discoveries (``rci_fdp_estimate_material_mean`` /
+  ``rci_fdp_realised_material_mean``, the fit's ``delta_min`` = this ``delta_min``),
   and the model's own FDR selection at ``q``.
 
 Example
@@ -121,7 +123,7 @@ def score_replicate(counts, dp_exact: np.ndarray, *, methods=DEFAULT_METHODS, de
     ref = rows[0]
     for name in methods:
         spec = dict(MODEL_SPECS[name])
-        res = fit(counts, backend=backend, config=config, fdr=q, rci_kwargs=rk, **spec)
+        res = fit(counts, backend=backend, config=config, fdr=q, delta_min=delta_min, rci_kwargs=rk, **spec)
         it = res.items.set_index("item_id").reindex(counts["item"].values)
         row = {"method": name, "kind": "bayes", **score_classes(it["bayes_class"].to_numpy(dtype=object), dp_exact, delta_min)}
         row.update(_model_scores(it, dp_exact))
@@ -129,6 +131,8 @@ def score_replicate(counts, dp_exact: np.ndarray, *, methods=DEFAULT_METHODS, de
         row.update(
             rci_fdp_estimate=res.crosscheck["rci_estimated_fdp"] if ref["flagged"] else float("nan"),
             rci_fdp_realised=ref["fdp_sign"] if ref["flagged"] else float("nan"),
+            rci_fdp_estimate_material=res.crosscheck["rci_estimated_fdp_material"] if ref["flagged"] else float("nan"),
+            rci_fdp_realised_material=ref["fdp_material"] if ref["flagged"] else float("nan"),
             expected_fdp=res.selection["expected_fdp"], gate_passed=bool(res.diagnostics.passed),
             max_rhat=float(res.diagnostics.max_rhat), min_ess=float(res.diagnostics.min_ess_bulk), runtime_s=res.runtime_s,
         )  # fmt: skip
@@ -157,12 +161,15 @@ def _aggregate(rep: pd.DataFrame) -> dict[str, dict]:
                 coverage90=float(g["coverage90"].mean()),
                 rci_fdp_estimate_mean=float(g.loc[has, "rci_fdp_estimate"].mean()) if has.any() else float("nan"),
                 rci_fdp_realised_mean=float(g.loc[has, "rci_fdp_realised"].mean()) if has.any() else float("nan"),
+                rci_fdp_estimate_material_mean=float(g.loc[has, "rci_fdp_estimate_material"].mean()) if has.any() else float("nan"),
+                rci_fdp_realised_material_mean=float(g.loc[has, "rci_fdp_realised_material"].mean()) if has.any() else float("nan"),
                 expected_fdp_mean=float(g["expected_fdp"].mean()),
                 dp_slope_mean=float(g["dp_slope"].mean()),
                 elpd_loo_mean=float(g["elpd_loo"].mean()),
                 gate_pass_share=float(g["gate_passed"].mean()),
             )  # fmt: skip
             d["rci_fdp_error"] = d["rci_fdp_estimate_mean"] - d["rci_fdp_realised_mean"]
+            d["rci_fdp_material_error"] = d["rci_fdp_estimate_material_mean"] - d["rci_fdp_realised_material_mean"]
         out[str(name)] = d
     return out
 
@@ -219,7 +226,10 @@ class TruthResult:
 
     def summary(self) -> pd.DataFrame:
         """One row per method: flagged per replicate, realised FDPs and, for models, coverage and RCI-FDP estimate."""
-        cols = ["flagged_mean", "fdp_sign", "fdp_material", "coverage90", "rci_fdp_estimate_mean", "rci_fdp_realised_mean", "dp_slope_mean", "elpd_loo_mean", "gate_pass_share"]
+        cols = [
+            "flagged_mean", "fdp_sign", "fdp_material", "coverage90", "rci_fdp_estimate_mean", "rci_fdp_realised_mean",
+            "rci_fdp_estimate_material_mean", "rci_fdp_realised_material_mean", "dp_slope_mean", "elpd_loo_mean", "gate_pass_share",
+        ]  # fmt: skip
         rows = []
         for name, m in self.methods.items():
             label = name + (" (default)" if name == self.default_model else "")
