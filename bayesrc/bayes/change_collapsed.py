@@ -419,16 +419,24 @@ def item_draws(post, cells: Cells, seed: int, batch: int = 4) -> dict[str, np.nd
         return _item_draws(post, cells, seed, batch)
 
 
+def flat_hyper(post, cells: Cells) -> list[np.ndarray]:
+    """The likelihood's hyperparameters per posterior draw, chains flattened: ``mu_theta, sigma_theta,
+    shift, sigma_delta`` expanded to the cells' strata (:func:`strata_hyper`), then ``slope`` (0 when
+    absent) and ``pi``; each (chain x draw, ...)."""
+    n_chain, n_draw = post["pi"].shape
+    flat = lambda a: np.asarray(a, float).reshape(n_chain * n_draw, *np.shape(a)[2:])  # noqa: E731
+    slope = post["slope"].values if "slope" in post else np.zeros((n_chain, n_draw))
+    strata = strata_hyper(cells, *(post[k].values for k in ("mu_theta", "sigma_theta", "shift")), *group_draws(post), post["sigma_delta"].values)
+    return [flat(h) for h in (*strata, slope, post["pi"].values)]
+
+
 def _item_draws(post, cells: Cells, seed: int, batch: int) -> dict[str, np.ndarray]:
     import jax
     import jax.numpy as jnp
 
     n_chain, n_draw = post["pi"].shape
     n_s = n_chain * n_draw
-    flat = lambda a: np.asarray(a, float).reshape(n_s, *np.shape(a)[2:])  # noqa: E731
-    slope = post["slope"].values if "slope" in post else np.zeros((n_chain, n_draw))
-    hyper = [flat(h) for h in strata_hyper(cells, *(post[k].values for k in ("mu_theta", "sigma_theta", "shift")), *group_draws(post), post["sigma_delta"].values)]
-    hyper += [flat(slope), flat(post["pi"].values)]
+    hyper = flat_hyper(post, cells)
     cj = Cells(**{k: None if getattr(cells, k) is None else jnp.asarray(getattr(cells, k)) for k in Cells.__dataclass_fields__})
     grids = (
         tuple(map(jnp.asarray, trapezoid_grid(THETA_NODES, THETA_HALF))),
@@ -480,10 +488,7 @@ def _pointwise_loglik(post, cells: Cells, batch: int):
 
     n_chain, n_draw = post["pi"].shape
     n_s = n_chain * n_draw
-    flat = lambda a: np.asarray(a, float).reshape(n_s, *np.shape(a)[2:])  # noqa: E731
-    slope = post["slope"].values if "slope" in post else np.zeros((n_chain, n_draw))
-    hyper = [flat(h) for h in strata_hyper(cells, *(post[k].values for k in ("mu_theta", "sigma_theta", "shift")), *group_draws(post), post["sigma_delta"].values)]
-    hyper += [flat(slope), flat(post["pi"].values)]
+    hyper = flat_hyper(post, cells)
     gu = tuple(map(jnp.asarray, trapezoid_grid(THETA_NODES, THETA_HALF)))
     gv = tuple(map(jnp.asarray, trapezoid_grid(DELTA_NODES, DELTA_HALF)))
     # numpy cells: the likelihood groups its keys by trial count when it is traced
