@@ -76,6 +76,7 @@ def fit_row(number: int, pair: str, model: str, seed: int) -> dict:
         "coverage90": _model_scores(it, dp)["coverage90"], "rci_fdp_estimate": res.crosscheck["rci_estimated_fdp"],
         "rci_fdp_realised": rci["fdp_sign"], "rci_flagged": rci["flagged"],
         "rci_fdp_estimate_material": res.crosscheck["rci_estimated_fdp_material"], "rci_fdp_realised_material": rci["fdp_material"],
+        "prior_sensitivity": res.crosscheck.get("prior_sensitivity"),
         "sigma_delta": [float(sd.mean()), float(sd.std())], "pi": float(res.posterior["posterior"]["pi"].mean()),
         "sigma_delta_by_level": dict(zip(map(str, sd["group"].values), map(float, sd.mean(("chain", "draw")).values))) if "group" in sd.dims else None,
         "max_rhat": float(res.diagnostics.max_rhat), "runtime_s": res.runtime_s, **_elpd_loo(res, counts),
@@ -84,8 +85,9 @@ def fit_row(number: int, pair: str, model: str, seed: int) -> dict:
 
 def summarise(path: str) -> str:
     """Per (model, pair): replicates, mean items selected, the model's own FDP (mean over
-    replicates and pooled over its selections), mean 90% coverage, and the mean estimate of RCI's
-    FDP beside RCI's mean realised FDP (replicates where RCI flagged something)."""
+    replicates and pooled over its selections), mean 90% coverage, the mean estimate of RCI's
+    FDP beside RCI's mean realised FDP (replicates where RCI flagged something), and how often
+    the fit warned that the estimate moves with its priors (:func:`_warned`)."""
     import pandas as pd
 
     rows = pd.read_json(path, lines=True)
@@ -100,9 +102,24 @@ def summarise(path: str) -> str:
             "rci_fdp_realised": g.loc[has, "rci_fdp_realised"].mean(),
             "rci_fdp_estimate_material": g.loc[has, "rci_fdp_estimate_material"].mean() if "rci_fdp_estimate_material" in g else float("nan"),
             "rci_fdp_realised_material": g.loc[has, "rci_fdp_realised_material"].mean() if "rci_fdp_realised_material" in g else float("nan"),
-            "gate_max_rhat": g["max_rhat"].max(), "elpd_loo": g["elpd_loo"].mean(), "runtime_s": g["runtime_s"].mean(),
+            **_warned(g[has]), "gate_max_rhat": g["max_rhat"].max(), "elpd_loo": g["elpd_loo"].mean(), "runtime_s": g["runtime_s"].mean(),
         })  # fmt: skip
     return pd.DataFrame(out).round(3).to_string(index=False)
+
+
+def _warned(g) -> dict:
+    """Replicates whose estimate the fit warned about (it moves with the priors), and how many of
+    the others are within +-0.05 of RCI's realised FDP: ``warned/replicates``, ``within/unwarned``
+    (sign; material); blank for rows from before the warning."""
+    if "prior_sensitivity" not in g or g["prior_sensitivity"].isna().any():
+        return {"warned_sign": "", "unwarned_within_sign": "", "warned_material": "", "unwarned_within_material": ""}
+    out = {}
+    for kind, est, real, flag in (("sign", "rci_fdp_estimate", "rci_fdp_realised", "sensitive"), ("material", "rci_fdp_estimate_material", "rci_fdp_realised_material", "sensitive_material")):
+        warned = g["prior_sensitivity"].map(lambda d, f=flag: bool(d.get(f)))
+        within = (g[est] - g[real]).abs() <= 0.05
+        out[f"warned_{kind}"] = f"{int(warned.sum())}/{len(g)}"
+        out[f"unwarned_within_{kind}"] = f"{int(within[~warned].sum())}/{int((~warned).sum())}"
+    return out
 
 
 if __name__ == "__main__":

@@ -54,6 +54,34 @@ def test_crosscheck_estimates_rcis_sign_and_material_false_discoveries_by_hand()
     assert cc["rci_estimated_fdp_material"] == pytest.approx(((1 - 0.95) + (1 - 0.30) + (1 - 0.90)) / 3)
 
 
+def test_prior_sensitivity_of_rcis_estimated_fdp_matches_the_power_scaled_posterior():
+    """Known answer: posterior pi ~ Beta(5, 2) = prior Beta(4, 1) x likelihood pi (1 - pi); an RCI flag whose
+    item changed with probability r = pi (upward for sure when changed) is false with 1 - pi. Raising the prior
+    to alpha gives the posterior Beta(4 alpha + 1, alpha + 1): E[1 - pi] = 0.364 at alpha = 0.5, 0.286
+    unscaled, 0.2 at alpha = 2. A fixed sigma_delta cancels from the weights."""
+    import xarray as xr
+
+    from bayesrc.bayes.change import change_structure_log_prior
+    from bayesrc.bayes.summaries import rci_fdp_prior_sensitivity
+
+    rng = np.random.default_rng(4)
+    pi = rng.beta(5, 2, size=(4, 2000))
+    r = np.repeat(pi[..., None], 3, axis=-1)  # three items, the same r
+    dims = ("chain", "draw", "item")
+    post = xr.Dataset({
+        "pi": (("chain", "draw"), pi), "sigma_delta": (("chain", "draw"), np.full_like(pi, 0.5)),
+        "r": (dims, r), "p_up": (dims, np.ones_like(r)), "dp": (dims, np.where(r > 0.5, 0.1, 0.0)),
+    })  # fmt: skip
+    flags = np.array(["improved", "improved", "no_change"])
+    s = rci_fdp_prior_sensitivity(post, 3, flags, change_structure_log_prior(post), alphas=(0.5, 1.0, 2.0))
+    assert s["rci_estimated_fdp"] == pytest.approx([1 - 3.5 / 5.5, 1 - 5 / 7, 1 - 8 / 10], abs=0.01)
+    assert s["rci_estimated_fdp_material"][1] == pytest.approx(float((pi <= 0.5).mean()), abs=1e-9)  # alpha = 1: no reweighting
+    assert max(s["pareto_k"]) < 0.7 and s["sensitive"] is True
+    # no flag: nothing to estimate
+    none = rci_fdp_prior_sensitivity(post, 3, np.array(["no_change"] * 3), change_structure_log_prior(post))
+    assert none["rci_estimated_fdp"] is None and none["sensitive"] is None
+
+
 def test_fdr_selection_is_largest_set_with_mean_error_below_q():
     rng = np.random.default_rng(1)
     p_imp = rng.beta(0.5, 0.5, 300) * 0.5

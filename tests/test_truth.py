@@ -132,6 +132,10 @@ def test_cli_truth_writes_scores_and_a_report_section(tmp_path, exact_pair):
     # A material false discovery includes a sign one (up to Monte Carlo error: P(improve) is Rao-Blackwellised).
     assert tj["model"]["rci_fdp_estimate_material_mean"] >= tj["model"]["rci_fdp_estimate_mean"] - 0.02
     assert 0 <= tj["model"]["coverage90"] <= 1
+    # Whether each change-model fit warned that its estimate moves with the priors; the beta-binomial has no such check.
+    warned = by["change"].loc[scored, "rci_fdp_prior_sensitive"]
+    assert set(warned) <= {0.0, 1.0} and tj["model"]["rci_fdp_prior_sensitive_share"] == pytest.approx(by["change"]["rci_fdp_prior_sensitive"].mean())
+    assert by["betabinom"]["rci_fdp_prior_sensitive"].isna().all()
     # PSIS-LOO of each collapsed fit is recorded beside its truth scores (choosing models on both).
     bayes = rep[rep["kind"] == "bayes"]
     assert np.isfinite(bayes["elpd_loo"]).all() and (bayes["elpd_loo_se"] > 0).all()

@@ -133,6 +133,31 @@ def _sigma_delta_prior(lib, pr: dict, *name, **dims):
     return lib.InverseGamma(*name, pr["sigma_delta_shape"], pr["sigma_delta_scale"], **dims)
 
 
+def change_structure_log_prior(post, prior: dict | None = None) -> np.ndarray:
+    """Per posterior draw (chain-major, flat): the log prior density of ``pi`` and ``sigma_delta``
+    (summed over levels), the priors that decide how many items changed and by how much.
+
+    For the prior-sensitivity check of RCI's estimated FDP (:func:`bayesrc.bayes.summaries.rci_fdp_prior_sensitivity`).
+
+    Examples
+    --------
+    >>> import xarray as xr
+    >>> post = xr.Dataset({"pi": (("chain", "draw"), [[0.5]]), "sigma_delta": (("chain", "draw"), [[0.6]])})
+    >>> round(float(change_structure_log_prior(post)[0]), 4)  # log Beta(0.5 | 4, 1) + log InvGamma(0.6 | 2, 0.6)
+    -1.1823
+    """
+    from scipy import stats
+
+    pr = prior_settings(prior)
+    pi = post["pi"].values.reshape(-1)
+    sd = post["sigma_delta"].values.reshape(pi.size, -1)
+    if pr["sigma_delta_sd"] is not None:
+        lp_sd = stats.halfnorm.logpdf(sd, scale=pr["sigma_delta_sd"])
+    else:
+        lp_sd = stats.invgamma.logpdf(sd, pr["sigma_delta_shape"], scale=pr["sigma_delta_scale"])
+    return stats.beta.logpdf(pi, pr["pi_a"], pr["pi_b"]) + lp_sd.sum(1)
+
+
 def model_dims(n_groups: int) -> dict:
     """``DIMS``, with ``sigma_delta`` per covariate level when there is an item covariate."""
     return DIMS | {"sigma_delta": ["group"]} if n_groups > 1 else DIMS

@@ -104,6 +104,8 @@ def run_fit(args: argparse.Namespace) -> int:
     res.write(args.out)  # written (marked failed if so) before the gate decides the exit status
     print(res.summary().to_string(index=False))
     print(f"wrote {args.out / 'fit.json'}")
+    for w in res.warnings:
+        print(f"bayesrc: warning: {w}", file=sys.stderr)
     if not res.diagnostics.passed:
         print(f"bayesrc: warning: convergence gate FAILED ({res.diagnostics.worst}); every output is marked status=failed", file=sys.stderr)
     check(res, allow_unconverged=args.allow_unconverged)

@@ -9,11 +9,11 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bayesrc.bayes.change import prior_settings
+from bayesrc.bayes.change import change_structure_log_prior, prior_settings
 from bayesrc.bayes.diagnostics import Diagnostics, gate
 from bayesrc.bayes.inputs import ModelInputs, model_inputs
 from bayesrc.bayes.samplers import SamplerConfig
-from bayesrc.bayes.summaries import DELTA_MIN, ITEM_COLUMNS, crosscheck, domain_shift, expected_flips, item_summary, select
+from bayesrc.bayes.summaries import DELTA_MIN, ITEM_COLUMNS, PRIOR_ALPHAS, crosscheck, domain_shift, expected_flips, item_summary, rci_fdp_prior_sensitivity, select
 from bayesrc.errors import ConvergenceError
 from bayesrc.results import Result, register
 
@@ -119,6 +119,7 @@ class BayesFit(Result):
     domain_shift = property(lambda self: self.payload.get("domain_shift") or {})
     params = property(lambda self: self.payload.get("params") or {})
     flips = property(lambda self: self.payload.get("flips") or {})  # expected real majority flips (SPEC 2.1)
+    warnings = property(lambda self: list(self.payload.get("warnings") or []))  # estimates the data do not decide
     items = property(lambda self: self.tables.get("items"))
     discordant = property(lambda self: self.tables.get("discordant"))
 
@@ -137,8 +138,13 @@ class BayesFit(Result):
             ("kappa vs RCI (RCI-analysed items)", c["kappa"]), ("RCI flagged", c.get("rci_n_flagged")), ("RCI estimated FDP", c["rci_estimated_fdp"]),
             (f"RCI estimated FDP, material (|dp| >= {self.params.get('delta_min', DELTA_MIN):g})", c.get("rci_estimated_fdp_material")),
         ]  # fmt: skip
+        sens = c.get("prior_sensitivity") or {}
+        if sens.get("rci_estimated_fdp"):
+            for key, label in (("rci_estimated_fdp", "RCI estimated FDP"), ("rci_estimated_fdp_material", "RCI estimated FDP, material")):
+                rows.append((f"{label}, priors power-scaled x{sens['alphas'][0]:g} / x{sens['alphas'][-1]:g}", " / ".join(f"{v:.3f}" for v in sens[key])))
         if self.flips:
             rows.append(("expected negative flips", self.flips["expected_negative_flips"]["mean"]))
+        rows += [("warning", w) for w in self.warnings]
         return pd.DataFrame(rows, columns=["metric", "value"])
 
     def gate_table(self) -> pd.DataFrame:
@@ -266,6 +272,13 @@ def fit(
     rci_items, s_diff, rci_params = _rci_classes(counts, data, rci, rci_kwargs)
     items["rci_class"] = rci_items.set_index("item_id")["class"].reindex(items["item_id"]).fillna("excluded").to_numpy(dtype=object)
     cc, disc = crosscheck(items, rci_items, s_diff)
+    warnings = []
+    if model == "change":
+        cc["prior_sensitivity"] = rci_fdp_prior_sensitivity(
+            dt["posterior"], data.n_items, _flag_classes(items["rci_class"].to_numpy(dtype=object)),
+            change_structure_log_prior(dt["posterior"], prior), delta_min=delta_min, rope=float(rope or 0.0),
+        )  # fmt: skip
+        warnings += prior_sensitivity_warnings(cc["prior_sensitivity"], cc, delta_min)
     items = items[[c for c in ITEM_COLUMNS if c in items] + (["p_rope"] if "p_rope" in items else [])]
     params = {
         "collapsed": bool(collapsed),
@@ -279,9 +292,29 @@ def fit(
     payload = {
         "status": "ok" if diag.passed else "failed", "model": model, "backend": backend, "runtime_s": runtime,
         "diagnostics": diag.to_dict(), "selection": sel, "crosscheck": cc, "domain_shift": domain_shift(dt, data), "params": params,
-        "flips": expected_flips(dt, data),
+        "flips": expected_flips(dt, data), "warnings": warnings,
     }  # fmt: skip
     return BayesFit(payload, {"items": items.reset_index(drop=True), "discordant": disc}, dt)
+
+
+def _flag_classes(classes: np.ndarray) -> np.ndarray:
+    """RCI classes with everything but a flag (excluded, missing) as no_change."""
+    return np.where(np.isin(classes, ("improved", "deteriorated")), classes, "no_change")
+
+
+def prior_sensitivity_warnings(sens: dict, cc: dict, delta_min: float) -> list[str]:
+    """One line per estimate of RCI's false-discovery proportion that the data do not decide
+    (it moves by more than the tolerance when the change-structure priors are power-scaled)."""
+    out = []
+    for key, label, flag in (("rci_estimated_fdp", "sign", "sensitive"), ("rci_estimated_fdp_material", f"material, |dp| >= {delta_min:g}", "sensitive_material")):
+        if not sens.get(flag):
+            continue
+        advice = "use the material estimate, or more samples per item" if flag == "sensitive" and not sens.get("sensitive_material") else "more samples per item would"
+        out.append(
+            f"RCI's estimated false-discovery proportion ({label}) is {cc[key]:.1%}, but {min(sens[key]):.1%}-{max(sens[key]):.1%} with the priors "
+            f"on the share and spread of changes power-scaled by {PRIOR_ALPHAS[0]:g}-{PRIOR_ALPHAS[-1]:g}: the data do not decide it, so it is not calibrated ({advice})"
+        )
+    return out
 
 
 def _rci_classes(counts: xr.Dataset, data: ModelInputs, rci, rci_kwargs: dict | None) -> tuple[pd.DataFrame, float, dict]:

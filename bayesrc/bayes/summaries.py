@@ -89,13 +89,8 @@ def item_summary(dt, data, *, rope: float | None = 0.0, delta_min: float = DELTA
     p = post["p"].values.reshape(-1, data.n_items, 2)
     dp = post["dp"].values.reshape(-1, data.n_items)
     dps = draws_summary(post["dp"], prob=0.9)
-    if "r" in post:
-        r = post["r"].values.reshape(-1, data.n_items)
-        up = post["p_up"].values.reshape(-1, data.n_items)
-        p_imp, p_det, p_chg = (r * up).mean(0), (r * (1 - up)).mean(0), r.mean(0)
-    else:
-        p_imp, p_det = (dp > rope).mean(0), (dp < -rope).mean(0)
-        p_chg = (np.abs(dp) > rope).mean(0)
+    d = direction_draws(post, data.n_items, rope=rope, delta_min=delta_min)
+    p_chg = post["r"].values.reshape(-1, data.n_items).mean(0) if "r" in post else (np.abs(dp) > rope).mean(0)
     out = pd.DataFrame(
         {
             "item_id": data.items,
@@ -108,15 +103,32 @@ def item_summary(dt, data, *, rope: float | None = 0.0, delta_min: float = DELTA
             "dp_ess_bulk": dps["ess_bulk"].to_numpy(),
             "dp_mcse": dps["mcse_mean"].to_numpy(),
             "p_changed": p_chg,
-            "p_improve": p_imp,
-            "p_deteriorate": p_det,
-            "p_improve_material": (dp >= delta_min).mean(0),
-            "p_deteriorate_material": (dp <= -delta_min).mean(0),
+            **{name: v.mean(0) for name, v in d.items()},
         }
     )
     if rope > 0:
         out["p_rope"] = (np.abs(dp) > rope).mean(0)
     return out
+
+
+def direction_draws(post, n_items: int, *, rope: float = 0.0, delta_min: float = DELTA_MIN) -> dict[str, np.ndarray]:
+    """Per posterior draw (rows) and item (columns): the four direction probabilities of :func:`item_summary`.
+
+    Change model: ``p_improve = r * P(delta > 0 | changed)`` (Rao-Blackwellised), beta-binomial:
+    ``dp > rope``; both: ``p_improve_material = dp >= delta_min``. Their means over draws are the
+    item table's columns; weighted means give them under another prior (:func:`rci_fdp_prior_sensitivity`).
+    """
+    dp = post["dp"].values.reshape(-1, n_items)
+    if "r" in post:
+        r = post["r"].values.reshape(-1, n_items)
+        up = post["p_up"].values.reshape(-1, n_items)
+        imp, det = r * up, r * (1 - up)
+    else:
+        imp, det = (dp > rope).astype(float), (dp < -rope).astype(float)
+    return {
+        "p_improve": imp, "p_deteriorate": det,
+        "p_improve_material": (dp >= delta_min).astype(float), "p_deteriorate_material": (dp <= -delta_min).astype(float),
+    }  # fmt: skip
 
 
 def expected_flips(dt, data) -> dict:
@@ -251,9 +263,7 @@ def crosscheck(items: pd.DataFrame, rci_items: pd.DataFrame, s_diff: float) -> t
     raw = rci["class"].fillna("excluded").to_numpy(dtype=object)
     rci_cls = np.where(np.isin(raw, CLASSES), raw, NO_CHANGE)
     tab = agreement_table(items["bayes_class"].to_numpy(dtype=object), rci_cls)
-    flagged_up, flagged_down = rci_cls == IMPROVED, rci_cls == DETERIORATED
-    err = np.concatenate([1 - items["p_improve"].to_numpy()[flagged_up], 1 - items["p_deteriorate"].to_numpy()[flagged_down]])
-    err_material = np.concatenate([1 - items["p_improve_material"].to_numpy()[flagged_up], 1 - items["p_deteriorate_material"].to_numpy()[flagged_down]])
+    err, err_material = flag_errors({k: items[k].to_numpy()[None] for k in ("p_improve", "p_deteriorate", "p_improve_material", "p_deteriorate_material")}, rci_cls)
     disc = items.assign(
         rci_class_raw=raw,
         p_v1_obs=rci["p_v1"].to_numpy(),
@@ -272,14 +282,90 @@ def crosscheck(items: pd.DataFrame, rci_items: pd.DataFrame, s_diff: float) -> t
         "kappa_items": f"the {int(analysed.sum())} items RCI analysed (excluded items left out)",
         "kappa_n": int(analysed.sum()),
         "kappa_all_items": cohen_kappa(tab.to_numpy()),
-        "rci_estimated_fdp": float(err.mean()) if err.size else float("nan"),
-        "rci_estimated_fdp_material": float(err_material.mean()) if err.size else float("nan"),
-        "rci_n_flagged": int(err.size),
+        "rci_estimated_fdp": float(err[0]) if np.isfinite(err[0]) else float("nan"),
+        "rci_estimated_fdp_material": float(err_material[0]) if np.isfinite(err[0]) else float("nan"),
+        "rci_n_flagged": int(np.isin(rci_cls, (IMPROVED, DETERIORATED)).sum()),
         "n_discordant": int(len(disc)),
         "discordant_reasons": {k: int(v) for k, v in disc["reason"].value_counts().items()} if len(disc) else {},
     }
     cols = ["item_id", "domain", "p_v1_obs", "p_v2_obs", "dp_mean", "p_improve", "p_deteriorate", "bayes_class", "rci_class_raw", "reason"]
     return out, disc[cols].rename(columns={"rci_class_raw": "rci_class"}).reset_index(drop=True)
+
+
+def flag_errors(direction: dict[str, np.ndarray], rci_cls: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of ``direction`` (draws, or one row of posterior means): the mean over RCI's flagged
+    items of the probability that the flag is false, in sign and material (NaN with no flag).
+
+    Examples
+    --------
+    >>> d = {"p_improve": np.array([[0.9, 0.2]]), "p_deteriorate": np.array([[0.0, 0.7]]),
+    ...      "p_improve_material": np.array([[0.8, 0.1]]), "p_deteriorate_material": np.array([[0.0, 0.5]])}
+    >>> flag_errors(d, np.array(["improved", "deteriorated"]))
+    (array([0.2]), array([0.35]))
+    """
+    up, down = rci_cls == IMPROVED, rci_cls == DETERIORATED
+    n = up.sum() + down.sum()
+    if n == 0:
+        nan = np.full(len(direction["p_improve"]), np.nan)
+        return nan, nan.copy()
+
+    def err(imp: str, det: str) -> np.ndarray:
+        return ((1 - direction[imp][:, up]).sum(1) + (1 - direction[det][:, down]).sum(1)) / n
+
+    return err("p_improve", "p_deteriorate"), err("p_improve_material", "p_deteriorate_material")
+
+
+PRIOR_ALPHAS = (0.5, 2.0)  # power-scaling of the change-structure priors: each prior's density raised to alpha
+PRIOR_TOLERANCE = 0.05  # SPEC 7's goal for RCI's estimated FDP: within +-0.05 of the realised one
+
+
+def rci_fdp_prior_sensitivity(
+    post, n_items: int, rci_cls: np.ndarray, log_prior: np.ndarray, *, delta_min: float = DELTA_MIN, rope: float = 0.0,
+    alphas: tuple[float, ...] = PRIOR_ALPHAS, tolerance: float = PRIOR_TOLERANCE,
+) -> dict:  # fmt: skip
+    """How far RCI's estimated FDP moves when the priors that decide "changed or not" are power-scaled.
+
+    Power-scaling (Kallioinen et al. 2024, Stat Comput 34:57): the prior ``p(phi)`` becomes
+    ``p(phi)^alpha``; the posterior under it is the fitted one reweighted by
+    ``p(phi_s)^(alpha - 1)`` per draw (Pareto-smoothed importance weights, no refit). ``log_prior``:
+    per draw, the log density of those priors (the change model's share of changed items ``pi`` and
+    the spreads ``sigma_delta``, :func:`bayesrc.bayes.change.change_structure_log_prior`); ``alpha``
+    0.5 and 2 turn Beta(4, 1) on ``pi`` into about Beta(2.5, 1) and Beta(7, 1).
+
+    Why (issue 12): where every item moves by less than K samples can resolve (a prompt change,
+    median ``|dp|`` 0.03 at K = 10), the data hardly tell "nothing moved" from "everything moved
+    a little", ``pi`` is set by its prior, and so is the share of RCI's flags whose sign is wrong
+    (estimated 0.43 where 0.23 were). That shows as an estimate that moves with the prior:
+    ``sensitive`` when some alpha moves it by more than ``tolerance``; then the estimate is not
+    calibrated and the tool says so (:func:`crosscheck_warnings`).
+
+    Returns ``{"alphas", "rci_estimated_fdp", "rci_estimated_fdp_material", "pareto_k",
+    "sensitive", "sensitive_material"}`` (lists per alpha; ``None`` values when RCI flags nothing).
+
+    Examples
+    --------
+    >>> s = rci_fdp_prior_sensitivity(dt["posterior"], n, rci_cls, change_structure_log_prior(dt["posterior"]))  # doctest: +SKIP
+    >>> s["rci_estimated_fdp"], s["sensitive"]                                                                   # doctest: +SKIP
+    ([0.52, 0.31], True)
+    """
+    from arviz_stats.base import array_stats
+    from scipy.special import logsumexp
+
+    err, err_material = flag_errors(direction_draws(post, n_items, rope=rope, delta_min=delta_min), rci_cls)
+    out = {"alphas": list(alphas), "rci_estimated_fdp": [], "rci_estimated_fdp_material": [], "pareto_k": []}
+    if not np.isfinite(err).all():
+        return out | {k: None for k in ("rci_estimated_fdp", "rci_estimated_fdp_material", "pareto_k", "sensitive", "sensitive_material")}
+    for alpha in alphas:
+        log_ratio = (alpha - 1.0) * np.asarray(log_prior, float).ravel()
+        # psislw smooths the weights exp(-x) (its LOO use: x = log-likelihood), hence -log_ratio;
+        # equal ratios (alpha = 1) are the posterior itself, with no tail to fit
+        lw, khat = array_stats.psislw(-log_ratio, r_eff=1.0) if np.ptp(log_ratio) > 0 else (np.zeros_like(log_ratio), 0.0)
+        w = np.exp(lw - logsumexp(lw))
+        out["rci_estimated_fdp"].append(float(w @ err))
+        out["rci_estimated_fdp_material"].append(float(w @ err_material))
+        out["pareto_k"].append(float(khat))
+    moved = lambda est, base: bool(np.max(np.abs(np.asarray(est) - base)) > tolerance)  # noqa: E731
+    return out | {"sensitive": moved(out["rci_estimated_fdp"], err.mean()), "sensitive_material": moved(out["rci_estimated_fdp_material"], err_material.mean())}
 
 
 def domain_shift(dt, data) -> dict:

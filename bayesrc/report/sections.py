@@ -339,6 +339,7 @@ def crosscheck_sentence(fit, pair=None) -> str:
     if material is not None and np.isfinite(material):
         dmin = fit.params.get("delta_min", 0.05)
         text += f" Counting also changes smaller than {dmin:g} in accuracy as false (a material false discovery), the estimate is {_pct(material)}."
+    text += "".join(f" **Warning:** {w}." for w in getattr(fit, "warnings", []))
     if pair is not None and pair.n_flagged != flagged:
         text += (
             f" (The fit cross-checked an RCI run with other settings than this report's, which flags {pair.n_flagged} items;"
@@ -495,6 +496,12 @@ def section_truth(run: Run, c: Comparison | None = None) -> Section | None:
         f"selected {model.get('selected_mean', nan):.1f} items at q = {t.q} with realised FDP {_pct(model.get('fdp_sign'))} "
         f"and its 90% intervals covered the exact Δp of {_pct(model.get('coverage90'))} of items."
     )
+    warned = model.get("rci_fdp_prior_sensitive_share", nan)
+    if np.isfinite(warned):
+        text += (
+            f" On {_pct(warned)} of the replicates the fit warned that its sign estimate of RCI's FDP moves by more than 0.05 "
+            f"with its priors (material: {_pct(model.get('rci_fdp_material_prior_sensitive_share'))}): there the data do not decide it."
+        )
     blocks: list = [Text(text), Table(truth_table(t), "Real-model truth: every analysis against the exact Δp (means over replicates)", latex=True, label="truth")]
     if t.per_replicate is not None and len(t.per_replicate):
         reps = t.per_replicate
@@ -507,6 +514,7 @@ TRUTH_COLUMNS = {
     "method": "method", "flagged_mean": "flagged / replicate", "fdp_sign": "FDP (sign)", "fdp_material": "FDP (material)",
     "coverage90": "coverage90", "rci_fdp_estimate_mean": "est. RCI FDP", "rci_fdp_realised_mean": "RCI FDP (same replicates)",
     "rci_fdp_estimate_material_mean": "est. RCI FDP (material)", "rci_fdp_realised_material_mean": "RCI FDP (material, same replicates)",
+    "rci_fdp_prior_sensitive_share": "est. moved by priors (share)", "rci_fdp_material_prior_sensitive_share": "est. moved by priors (material, share)",
     "dp_slope_mean": "Δp slope", "gate_pass_share": "gate passed",
 }  # fmt: skip
 

@@ -57,6 +57,9 @@ def run_fit_many(args: argparse.Namespace) -> int:
         )  # fmt: skip
     print(table.drop(columns=["v1", "v2", "fit_dir"]).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     print(f"wrote {len(table)} fits and {args.out / 'summary.csv'}")
+    sensitive = table.loc[table["rci_fdp_prior_sensitive"].eq(True), "name"].tolist()
+    if sensitive:
+        print(f"bayesrc: warning: RCI's estimated FDP moves with the priors (not calibrated) for {', '.join(sensitive)}; see their fit.json warnings", file=sys.stderr)
     failed = table.loc[table["status"] != "ok", "name"].tolist()
     if failed:
         print(f"bayesrc: warning: convergence gate FAILED for {', '.join(failed)}; their outputs are marked status=failed", file=sys.stderr)

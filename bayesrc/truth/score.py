@@ -15,7 +15,10 @@ each, and scores them against the exact Delta p:
   estimate of RCI's FDP (``rci_fdp_estimate_mean``, mean over replicates where RCI flagged
   something) beside RCI's realised one over the same replicates (``rci_fdp_realised_mean``),
   the same for material false discoveries (``rci_fdp_estimate_material_mean`` /
-  ``rci_fdp_realised_material_mean``, the fit's ``delta_min`` = this ``delta_min``),
+  ``rci_fdp_realised_material_mean``, the fit's ``delta_min`` = this ``delta_min``), and the
+  share of replicates whose fit warned that the estimate moves with its priors
+  (``rci_fdp_prior_sensitive_share``, ``rci_fdp_material_prior_sensitive_share``; see
+  :func:`bayesrc.bayes.summaries.rci_fdp_prior_sensitivity`),
   and the model's own FDR selection at ``q``.
 
 Example
@@ -133,11 +136,19 @@ def score_replicate(counts, dp_exact: np.ndarray, *, methods=DEFAULT_METHODS, de
             rci_fdp_realised=ref["fdp_sign"] if ref["flagged"] else float("nan"),
             rci_fdp_estimate_material=res.crosscheck["rci_estimated_fdp_material"] if ref["flagged"] else float("nan"),
             rci_fdp_realised_material=ref["fdp_material"] if ref["flagged"] else float("nan"),
+            **_prior_sensitive(res.crosscheck, ref["flagged"]),
             expected_fdp=res.selection["expected_fdp"], gate_passed=bool(res.diagnostics.passed),
             max_rhat=float(res.diagnostics.max_rhat), min_ess=float(res.diagnostics.min_ess_bulk), runtime_s=res.runtime_s,
         )  # fmt: skip
         rows.append(row)
     return rows
+
+
+def _prior_sensitive(cc: dict, rci_flagged: int) -> dict:
+    """Whether the fit warned that its RCI-FDP estimates move with the priors (NaN: no flag or no such check)."""
+    sens = cc.get("prior_sensitivity") or {}
+    flag = lambda key: float(sens[key]) if rci_flagged and sens.get(key) is not None else float("nan")  # noqa: E731
+    return {"rci_fdp_prior_sensitive": flag("sensitive"), "rci_fdp_material_prior_sensitive": flag("sensitive_material")}
 
 
 def _aggregate(rep: pd.DataFrame) -> dict[str, dict]:
@@ -163,6 +174,8 @@ def _aggregate(rep: pd.DataFrame) -> dict[str, dict]:
                 rci_fdp_realised_mean=float(g.loc[has, "rci_fdp_realised"].mean()) if has.any() else float("nan"),
                 rci_fdp_estimate_material_mean=float(g.loc[has, "rci_fdp_estimate_material"].mean()) if has.any() else float("nan"),
                 rci_fdp_realised_material_mean=float(g.loc[has, "rci_fdp_realised_material"].mean()) if has.any() else float("nan"),
+                rci_fdp_prior_sensitive_share=float(g["rci_fdp_prior_sensitive"].mean()) if "rci_fdp_prior_sensitive" in g else float("nan"),
+                rci_fdp_material_prior_sensitive_share=float(g["rci_fdp_material_prior_sensitive"].mean()) if "rci_fdp_material_prior_sensitive" in g else float("nan"),
                 expected_fdp_mean=float(g["expected_fdp"].mean()),
                 dp_slope_mean=float(g["dp_slope"].mean()),
                 elpd_loo_mean=float(g["elpd_loo"].mean()),
@@ -228,7 +241,8 @@ class TruthResult:
         """One row per method: flagged per replicate, realised FDPs and, for models, coverage and RCI-FDP estimate."""
         cols = [
             "flagged_mean", "fdp_sign", "fdp_material", "coverage90", "rci_fdp_estimate_mean", "rci_fdp_realised_mean",
-            "rci_fdp_estimate_material_mean", "rci_fdp_realised_material_mean", "dp_slope_mean", "elpd_loo_mean", "gate_pass_share",
+            "rci_fdp_estimate_material_mean", "rci_fdp_realised_material_mean", "rci_fdp_prior_sensitive_share",
+            "rci_fdp_material_prior_sensitive_share", "dp_slope_mean", "elpd_loo_mean", "gate_pass_share",
         ]  # fmt: skip
         rows = []
         for name, m in self.methods.items():
