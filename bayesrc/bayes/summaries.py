@@ -317,6 +317,7 @@ def flag_errors(direction: dict[str, np.ndarray], rci_cls: np.ndarray) -> tuple[
 
 PRIOR_ALPHAS = (0.5, 2.0)  # power-scaling of the change-structure priors: each prior's density raised to alpha
 PRIOR_TOLERANCE = 0.05  # SPEC 7's goal for RCI's estimated FDP: within +-0.05 of the realised one
+PARETO_K_MAX = 0.7  # PSIS weights are reliable below this
 
 
 def rci_fdp_prior_sensitivity(
@@ -336,7 +337,8 @@ def rci_fdp_prior_sensitivity(
     median ``|dp|`` 0.03 at K = 10), the data hardly tell "nothing moved" from "everything moved
     a little", ``pi`` is set by its prior, and so is the share of RCI's flags whose sign is wrong
     (estimated 0.43 where 0.23 were). That shows as an estimate that moves with the prior:
-    ``sensitive`` when some alpha moves it by more than ``tolerance``; then the estimate is not
+    ``sensitive`` when some alpha moves it by more than ``tolerance`` (or the weights of one are
+    unreliable, Pareto k > 0.7: the prior moves the posterior far); then the estimate is not
     calibrated and the tool says so (:func:`crosscheck_warnings`).
 
     Returns ``{"alphas", "rci_estimated_fdp", "rci_estimated_fdp_material", "pareto_k",
@@ -364,7 +366,10 @@ def rci_fdp_prior_sensitivity(
         out["rci_estimated_fdp"].append(float(w @ err))
         out["rci_estimated_fdp_material"].append(float(w @ err_material))
         out["pareto_k"].append(float(khat))
-    moved = lambda est, base: bool(np.max(np.abs(np.asarray(est) - base)) > tolerance)  # noqa: E731
+    # Pareto k > 0.7: the power-scaled posterior is too far from the fitted one for the weights to
+    # say where it is (Vehtari et al. 2024, PSIS) - the prior moves it a lot, so count that as moved too
+    unreliable = max(out["pareto_k"]) > PARETO_K_MAX
+    moved = lambda est, base: unreliable or bool(np.max(np.abs(np.asarray(est) - base)) > tolerance)  # noqa: E731
     return out | {"sensitive": moved(out["rci_estimated_fdp"], err.mean()), "sensitive_material": moved(out["rci_estimated_fdp_material"], err_material.mean())}
 
 
