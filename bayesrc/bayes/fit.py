@@ -275,7 +275,7 @@ def fit(
     warnings = []
     if model == "change":
         cc["prior_sensitivity"] = rci_fdp_prior_sensitivity(
-            dt["posterior"], data.n_items, _flag_classes(items["rci_class"].to_numpy(dtype=object)),
+            dt["posterior"], data.n_items, items["rci_class"].to_numpy(dtype=object),
             change_structure_log_prior(dt["posterior"], prior), delta_min=delta_min, rope=float(rope or 0.0),
         )  # fmt: skip
         warnings += prior_sensitivity_warnings(cc["prior_sensitivity"], cc, delta_min)
@@ -295,11 +295,6 @@ def fit(
         "flips": expected_flips(dt, data), "warnings": warnings,
     }  # fmt: skip
     return BayesFit(payload, {"items": items.reset_index(drop=True), "discordant": disc}, dt)
-
-
-def _flag_classes(classes: np.ndarray) -> np.ndarray:
-    """RCI classes with everything but a flag (excluded, missing) as no_change."""
-    return np.where(np.isin(classes, ("improved", "deteriorated")), classes, "no_change")
 
 
 def prior_sensitivity_warnings(sens: dict, cc: dict, delta_min: float) -> list[str]:

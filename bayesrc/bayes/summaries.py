@@ -282,8 +282,8 @@ def crosscheck(items: pd.DataFrame, rci_items: pd.DataFrame, s_diff: float) -> t
         "kappa_items": f"the {int(analysed.sum())} items RCI analysed (excluded items left out)",
         "kappa_n": int(analysed.sum()),
         "kappa_all_items": cohen_kappa(tab.to_numpy()),
-        "rci_estimated_fdp": float(err[0]) if np.isfinite(err[0]) else float("nan"),
-        "rci_estimated_fdp_material": float(err_material[0]) if np.isfinite(err[0]) else float("nan"),
+        "rci_estimated_fdp": float(err[0]),  # NaN when RCI flags nothing
+        "rci_estimated_fdp_material": float(err_material[0]),
         "rci_n_flagged": int(np.isin(rci_cls, (IMPROVED, DETERIORATED)).sum()),
         "n_discordant": int(len(disc)),
         "discordant_reasons": {k: int(v) for k, v in disc["reason"].value_counts().items()} if len(disc) else {},
@@ -294,7 +294,8 @@ def crosscheck(items: pd.DataFrame, rci_items: pd.DataFrame, s_diff: float) -> t
 
 def flag_errors(direction: dict[str, np.ndarray], rci_cls: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per row of ``direction`` (draws, or one row of posterior means): the mean over RCI's flagged
-    items of the probability that the flag is false, in sign and material (NaN with no flag).
+    items (``rci_cls`` "improved" / "deteriorated"; any other class is no flag) of the probability
+    that the flag is false, in sign and material (NaN with no flag).
 
     Examples
     --------
@@ -339,7 +340,7 @@ def rci_fdp_prior_sensitivity(
     (estimated 0.43 where 0.23 were). That shows as an estimate that moves with the prior:
     ``sensitive`` when some alpha moves it by more than ``tolerance`` (or the weights of one are
     unreliable, Pareto k > 0.7: the prior moves the posterior far); then the estimate is not
-    calibrated and the tool says so (:func:`crosscheck_warnings`).
+    calibrated and the fit says so (:func:`bayesrc.bayes.fit.prior_sensitivity_warnings`).
 
     Returns ``{"alphas", "rci_estimated_fdp", "rci_estimated_fdp_material", "pareto_k",
     "sensitive", "sensitive_material"}`` (lists per alpha; ``None`` values when RCI flags nothing).
