@@ -11,7 +11,8 @@ the same K = 10 replicate datasets as ``bayesrc truth --seed S`` (replicate r fr
 after 300 warm-up, sampler seed 1) and prints one JSON row per replicate and pair, replicate by
 replicate: items selected at q = 0.10 and their realised FDP (sign / material), coverage of the
 exact Delta p by the 90% intervals, the model's estimate of RCI's FDP beside RCI's realised one
-(RCI as the fit cross-checks it), the posterior of ``sigma_delta`` and ``pi``, and PSIS-LOO.
+(RCI as the fit cross-checks it) with the same estimates under power-scaled priors
+(``prior_sensitivity``: does the fit warn), the posterior of ``sigma_delta`` and ``pi``, and PSIS-LOO.
 ``--first`` continues an earlier run (rows append to the same file); ``--summarise`` prints the
 per-pair table of such a file. One fit takes 3-9 minutes on 2 cores; ``--jobs N`` runs N fits at
 a time (2N cores; rows then come in the order the fits finish). ``bayesrc truth`` runs the
