@@ -13,7 +13,7 @@ from bayesrc.bayes.change import change_structure_log_prior, prior_settings
 from bayesrc.bayes.diagnostics import Diagnostics, gate
 from bayesrc.bayes.inputs import ModelInputs, model_inputs
 from bayesrc.bayes.samplers import SamplerConfig
-from bayesrc.bayes.summaries import DELTA_MIN, ITEM_COLUMNS, PRIOR_ALPHAS, crosscheck, domain_shift, expected_flips, item_summary, rci_fdp_prior_sensitivity, select
+from bayesrc.bayes.summaries import DELTA_MIN, ITEM_COLUMNS, crosscheck, domain_shift, expected_flips, item_summary, rci_fdp_prior_sensitivity, select
 from bayesrc.errors import ConvergenceError
 from bayesrc.results import Result, register
 
@@ -307,7 +307,7 @@ def prior_sensitivity_warnings(sens: dict, cc: dict, delta_min: float) -> list[s
         advice = "use the material estimate, or more samples per item" if flag == "sensitive" and not sens.get("sensitive_material") else "more samples per item would"
         out.append(
             f"RCI's estimated false-discovery proportion ({label}) is {cc[key]:.1%}, but {min(sens[key]):.1%}-{max(sens[key]):.1%} with the priors "
-            f"on the share and spread of changes power-scaled by {PRIOR_ALPHAS[0]:g}-{PRIOR_ALPHAS[-1]:g}: the data do not decide it, so it is not calibrated ({advice})"
+            f"on the share and spread of changes power-scaled by {min(sens['alphas']):g}-{max(sens['alphas']):g}: the data do not decide it, so it is not calibrated ({advice})"
         )
     return out
 

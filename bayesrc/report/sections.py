@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from bayesrc.bayes.summaries import PRIOR_TOLERANCE
 from bayesrc.report import figures as F
 from bayesrc.report.run import Comparison, Run
 from bayesrc.results import VERDICT_PARADIGMS, PairResult
@@ -499,7 +500,7 @@ def section_truth(run: Run, c: Comparison | None = None) -> Section | None:
     warned = model.get("rci_fdp_prior_sensitive_share", nan)
     if np.isfinite(warned):
         text += (
-            f" On {_pct(warned)} of the replicates the fit warned that its sign estimate of RCI's FDP moves by more than 0.05 "
+            f" On {_pct(warned)} of the replicates the fit warned that its sign estimate of RCI's FDP moves by more than {PRIOR_TOLERANCE:g} "
             f"with its priors (material: {_pct(model.get('rci_fdp_material_prior_sensitive_share'))}): there the data do not decide it."
         )
     blocks: list = [Text(text), Table(truth_table(t), "Real-model truth: every analysis against the exact Δp (means over replicates)", latex=True, label="truth")]
