@@ -1,11 +1,11 @@
 """The default change model against real truth, replicate by replicate (issue 12).
 
-    .venv/bin/python benchmarks/truth_default.py [--pairs q3,q4-prompt2,q4] [--replicates 2] [--first 1] [--seed 0] [--model change] [--jobs 1]
+    .venv/bin/python benchmarks/truth_default.py [--pairs q3,q4-prompt2,q4] [--replicates 2] [--first 1] [--seed 0] [--k 10] [--model change] [--jobs 1]
     .venv/bin/python benchmarks/truth_default.py --summarise ROWS.jsonl
 
 For each bundled exact pair (Gemma-3-270M Q4_K_M against ``q3``: its Q3_K_M re-quantisation,
 ``q4-prompt2``: a prompt change, ``q4``: itself, a null pair with exact Delta p = 0) it draws
-the same K = 10 replicate datasets as ``bayesrc truth --seed S`` (replicate r from
+the same K = 10 (``--k``) replicate datasets as ``bayesrc truth --seed S`` (replicate r from
 ``SeedSequence(S)``), fits the change model (``--model``: ``change``, the default, or
 ``change_v0``, the model before issue 12) with the ``--fast`` settings (2 chains x 400 draws
 after 300 warm-up, sampler seed 1) and prints one JSON row per replicate and pair, replicate by
@@ -32,6 +32,7 @@ def main() -> None:
     ap.add_argument("--replicates", type=int, default=2)
     ap.add_argument("--first", type=int, default=1, help="number of the first replicate (1-based)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--k", type=int, default=10, help="samples per item and version in each replicate dataset")
     ap.add_argument("--model", default="change", help="a model of bayesrc truth: change (the default) or change_v0 (before issue 12); several: comma-separated")
     ap.add_argument("--jobs", type=int, default=1, help="fits at a time, each in its own process (2 cores each: one per chain)")
     ap.add_argument("--summarise", metavar="JSONL", help="print the per-pair table of rows this script printed earlier, and stop")
@@ -41,7 +42,7 @@ def main() -> None:
         return
     # Replicate by replicate, every pair and model in each: a run cut short still covers them evenly.
     tasks = [
-        (number, pair, model, args.seed)
+        (number, pair, model, args.seed, args.k)
         for number in range(args.first - 1, args.first - 1 + args.replicates)  # 0-based, as bayesrc truth counts them
         for pair in args.pairs.split(",")
         for model in args.model.split(",")
@@ -58,22 +59,23 @@ def main() -> None:
             print(json.dumps(job.result()), flush=True)
 
 
-def fit_row(number: int, pair: str, model: str, seed: int) -> dict:
-    """Fit ``model`` to replicate ``number`` (0-based) of Q4_K_M against the bundled exact run ``pair``; one row."""
+def fit_row(number: int, pair: str, model: str, seed: int, k: int = 10) -> dict:
+    """Fit ``model`` to replicate ``number`` (0-based, ``k`` samples per item and version) of Q4_K_M
+    against the bundled exact run ``pair``; one row."""
     from bayesrc import datasets
     from bayesrc.bayes import SamplerConfig, fit
     from bayesrc.data.exact import load_exact
     from bayesrc.truth.score import MODEL_SPECS, _elpd_loo, _model_scores, replicate_datasets, score_classes
 
     root = datasets.path("exact_gemma")
-    [(r, counts, dp, _)] = replicate_datasets(load_exact(root / "q4"), load_exact(root / pair), k=10, seed=seed, replicates=[number])
+    [(r, counts, dp, _)] = replicate_datasets(load_exact(root / "q4"), load_exact(root / pair), k=k, seed=seed, replicates=[number])
     res = fit(counts, config=SamplerConfig(chains=2, tune=300, draws=400, seed=1), fdr=0.1, **MODEL_SPECS[model])
     it = res.items.set_index("item_id").reindex(counts["item"].values)
     own = score_classes(it["bayes_class"].to_numpy(dtype=object), dp)
     rci = score_classes(it["rci_class"].to_numpy(dtype=object), dp)
     sd = res.posterior["posterior"]["sigma_delta"]
     return {
-        "model": model, "pair": pair, "replicate": r + 1, "selected": own["flagged"], "fdp_sign": own["fdp_sign"], "fdp_material": own["fdp_material"],
+        "model": model, "pair": pair, "k": k, "replicate": r + 1, "selected": own["flagged"], "fdp_sign": own["fdp_sign"], "fdp_material": own["fdp_material"],
         "coverage90": _model_scores(it, dp)["coverage90"], "rci_fdp_estimate": res.crosscheck["rci_estimated_fdp"],
         "rci_fdp_realised": rci["fdp_sign"], "rci_flagged": rci["flagged"],
         "rci_fdp_estimate_material": res.crosscheck["rci_estimated_fdp_material"], "rci_fdp_realised_material": rci["fdp_material"],
@@ -85,7 +87,7 @@ def fit_row(number: int, pair: str, model: str, seed: int) -> dict:
 
 
 def summarise(path: str) -> str:
-    """Per (model, pair): replicates, mean items selected, the model's own FDP (mean over
+    """Per (model, pair, K): replicates, mean items selected, the model's own FDP (mean over
     replicates and pooled over its selections), mean 90% coverage, the mean estimate of RCI's
     FDP beside RCI's mean realised FDP (replicates where RCI flagged something), and how often
     the fit warned that the estimate moves with its priors (:func:`_warned`)."""
@@ -93,11 +95,12 @@ def summarise(path: str) -> str:
 
     rows = pd.read_json(path, lines=True)
     rows["false_sign"] = rows["fdp_sign"] * rows["selected"]
+    rows["k"] = rows["k"].fillna(10).astype(int) if "k" in rows else 10  # rows from before --k: K = 10
     out = []
-    for (model, pair), g in rows.groupby(["model", "pair"], sort=False):
+    for (model, pair, k), g in rows.groupby(["model", "pair", "k"], sort=False):
         has = g["rci_flagged"] > 0
         out.append({
-            "model": model, "pair": pair, "replicates": len(g), "selected": g["selected"].mean(), "fdp_sign": g["fdp_sign"].mean(),
+            "model": model, "pair": pair, "k": k, "replicates": len(g), "selected": g["selected"].mean(), "fdp_sign": g["fdp_sign"].mean(),
             "fdp_sign_pooled": g["false_sign"].sum() / max(g["selected"].sum(), 1), "coverage90": g["coverage90"].mean(),
             "coverage90_min": g["coverage90"].min(), "rci_fdp_estimate": g.loc[has, "rci_fdp_estimate"].mean(),
             "rci_fdp_realised": g.loc[has, "rci_fdp_realised"].mean(),
