@@ -79,6 +79,8 @@ def fit_row(number: int, pair: str, model: str, seed: int, k: int = 10) -> dict:
         "coverage90": _model_scores(it, dp)["coverage90"], "rci_fdp_estimate": res.crosscheck["rci_estimated_fdp"],
         "rci_fdp_realised": rci["fdp_sign"], "rci_flagged": rci["flagged"],
         "rci_fdp_estimate_material": res.crosscheck["rci_estimated_fdp_material"], "rci_fdp_realised_material": rci["fdp_material"],
+        "rci_fdp_interval90": res.crosscheck.get("rci_estimated_fdp_interval90"),
+        "rci_fdp_material_interval90": res.crosscheck.get("rci_estimated_fdp_material_interval90"),
         "prior_sensitivity": res.crosscheck.get("prior_sensitivity"),
         "sigma_delta": [float(sd.mean()), float(sd.std())], "pi": float(res.posterior["posterior"]["pi"].mean()),
         "sigma_delta_by_level": dict(zip(map(str, sd["group"].values), map(float, sd.mean(("chain", "draw")).values))) if "group" in sd.dims else None,
@@ -106,7 +108,7 @@ def summarise(path: str) -> str:
             "rci_fdp_realised": g.loc[has, "rci_fdp_realised"].mean(),
             "rci_fdp_estimate_material": g.loc[has, "rci_fdp_estimate_material"].mean() if "rci_fdp_estimate_material" in g else float("nan"),
             "rci_fdp_realised_material": g.loc[has, "rci_fdp_realised_material"].mean() if "rci_fdp_realised_material" in g else float("nan"),
-            **_warned(g[has]), "gate_max_rhat": g["max_rhat"].max(), "elpd_loo": g["elpd_loo"].mean(), "runtime_s": g["runtime_s"].mean(),
+            **_warned(g[has]), **_held(g[has]), "gate_max_rhat": g["max_rhat"].max(), "elpd_loo": g["elpd_loo"].mean(), "runtime_s": g["runtime_s"].mean(),
         })  # fmt: skip
     return pd.DataFrame(out).round(3).to_string(index=False)
 
@@ -123,6 +125,17 @@ def _warned(g) -> dict:
         within = (g[est] - g[real]).abs() <= 0.05
         out[f"warned_{kind}"] = f"{int(warned.sum())}/{len(g)}"
         out[f"unwarned_within_{kind}"] = f"{int(within[~warned].sum())}/{int((~warned).sum())}"
+    return out
+
+
+def _held(g) -> dict:
+    """Replicates whose 90% interval of RCI's FDP held RCI's realised FDP: ``held/replicates with an
+    interval`` (sign; material); blank for rows from before the interval."""
+    out = {}
+    for kind, col, real in (("sign", "rci_fdp_interval90", "rci_fdp_realised"), ("material", "rci_fdp_material_interval90", "rci_fdp_realised_material")):
+        rows = g[g[col].notna()] if col in g else g.iloc[:0]
+        held = sum(lo - 1e-12 <= r <= hi + 1e-12 for (lo, hi), r in zip(rows[col], rows[real]))
+        out[f"interval_held_{kind}"] = f"{held}/{len(rows)}" if len(rows) else ""
     return out
 
 

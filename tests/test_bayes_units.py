@@ -82,6 +82,36 @@ def test_prior_sensitivity_of_rcis_estimated_fdp_matches_the_power_scaled_poster
     assert none["rci_estimated_fdp"] is None and none["sensitive"] is None
 
 
+def test_interval_of_rcis_fdp_is_the_binomial_of_independent_false_flags():
+    """Known answer: 20 flagged items, each (independently in every draw) unchanged with probability
+    0.25, so a draw's false proportion is Binomial(20, 0.25) / 20: 90% interval 0.10-0.40 (its 5% and
+    95% quantiles 2 and 8 of 20), mean 0.25 = the Rao-Blackwellised point estimate. A material
+    false flag needs |dp| < delta_min too: changed items move by 0.03 on 5 of the 20."""
+    import pandas as pd
+    import xarray as xr
+
+    from bayesrc.bayes.summaries import crosscheck, direction_draws, rci_fdp_interval
+
+    rng = np.random.default_rng(5)
+    changed = rng.random((2, 4000, 20)) >= 0.25
+    step = np.where(np.arange(20) < 5, 0.03, 0.2)
+    dims = ("chain", "draw", "item")
+    post = xr.Dataset({"r": (dims, np.full(changed.shape, 0.75)), "p_up": (dims, np.ones(changed.shape)), "dp": (dims, changed * step)})
+    flags = np.array(["improved"] * 20)
+    got = rci_fdp_interval(post, 20, flags)
+    assert got["rci_estimated_fdp_interval90"] == pytest.approx([0.10, 0.40], abs=1e-9)
+    # material: 5 items always false, the other 15 false when unchanged: (5 + Binomial(15, 0.25)) / 20
+    lo, hi = stats.binom(15, 0.25).ppf([0.05, 0.95])
+    assert got["rci_estimated_fdp_material_interval90"] == pytest.approx([(5 + lo) / 20, (5 + hi) / 20], abs=1e-9)
+    # the draws' mean is the Rao-Blackwellised estimate of crosscheck (up to Monte Carlo error)
+    items = pd.DataFrame({"item_id": range(20), **{k: v.mean(0) for k, v in direction_draws(post, 20).items()}, "bayes_class": "no_change", "domain": "x", "dp_mean": 0.1})
+    rci = pd.DataFrame({"item_id": range(20), "class": flags, "p_v1": 0.4, "p_v2": 0.6, "n_v1": 10, "n_v2": 10})
+    assert crosscheck(items, rci, s_diff=0.1)[0]["rci_estimated_fdp"] == pytest.approx(0.25)
+    assert float(np.mean(1 - changed)) == pytest.approx(0.25, abs=0.005)
+    # no flag: no interval
+    assert rci_fdp_interval(post, 20, np.array(["no_change"] * 20)) == {"rci_estimated_fdp_interval90": None, "rci_estimated_fdp_material_interval90": None}
+
+
 def test_fdr_selection_is_largest_set_with_mean_error_below_q():
     rng = np.random.default_rng(1)
     p_imp = rng.beta(0.5, 0.5, 300) * 0.5

@@ -258,6 +258,8 @@ def test_fit_many_on_ray_equals_serial(ray_cluster, manifest, serial_fits, tmp_p
         b = pd.read_parquet(tmp_path / "ray" / name / "items.parquet")
         pd.testing.assert_frame_equal(a, b)
     assert serial["improved"].sum() + serial["deteriorated"].sum() > 0  # the simulated pairs do change
+    has = serial["rci_estimated_fdp"].notna()  # each fit's 90% interval of RCI's FDP beside its estimate
+    assert (serial.loc[has, "rci_estimated_fdp_lo90"] <= serial.loc[has, "rci_estimated_fdp_hi90"]).all()
 
 
 def test_prior_grid_on_ray_equals_serial(ray_cluster, manifest, serial_fits):

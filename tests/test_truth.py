@@ -136,6 +136,13 @@ def test_cli_truth_writes_scores_and_a_report_section(tmp_path, exact_pair):
     warned = by["change"].loc[scored, "rci_fdp_prior_sensitive"]
     assert set(warned) <= {0.0, 1.0} and tj["model"]["rci_fdp_prior_sensitive_share"] == pytest.approx(by["change"]["rci_fdp_prior_sensitive"].mean())
     assert by["betabinom"]["rci_fdp_prior_sensitive"].isna().all()
+    # Each model's 90% interval of RCI's FDP, and whether it held RCI's realised FDP of that replicate.
+    for m in ("change", "betabinom"):
+        g = by[m].loc[scored]
+        assert (g["rci_fdp_lo90"] <= g["rci_fdp_estimate"] + 0.02).all() and (g["rci_fdp_estimate"] - 0.02 <= g["rci_fdp_hi90"]).all()
+        held = ((g["rci_fdp_lo90"] <= by["rci"].loc[scored, "fdp_sign"]) & (by["rci"].loc[scored, "fdp_sign"] <= g["rci_fdp_hi90"])).astype(float)
+        assert g["rci_fdp_covered90"].tolist() == held.tolist()
+        assert tj["methods"][m]["rci_fdp_interval_coverage"] == pytest.approx(held.mean())
     # PSIS-LOO of each collapsed fit is recorded beside its truth scores (choosing models on both).
     bayes = rep[rep["kind"] == "bayes"]
     assert np.isfinite(bayes["elpd_loo"]).all() and (bayes["elpd_loo_se"] > 0).all()

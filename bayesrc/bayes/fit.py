@@ -13,7 +13,7 @@ from bayesrc.bayes.change import change_structure_log_prior, prior_settings
 from bayesrc.bayes.diagnostics import Diagnostics, gate
 from bayesrc.bayes.inputs import ModelInputs, model_inputs
 from bayesrc.bayes.samplers import SamplerConfig
-from bayesrc.bayes.summaries import DELTA_MIN, ITEM_COLUMNS, crosscheck, domain_shift, expected_flips, item_summary, rci_fdp_prior_sensitivity, select
+from bayesrc.bayes.summaries import DELTA_MIN, ITEM_COLUMNS, crosscheck, domain_shift, expected_flips, item_summary, rci_fdp_interval, rci_fdp_prior_sensitivity, select
 from bayesrc.errors import ConvergenceError
 from bayesrc.results import Result, register
 
@@ -138,6 +138,9 @@ class BayesFit(Result):
             ("kappa vs RCI (RCI-analysed items)", c["kappa"]), ("RCI flagged", c.get("rci_n_flagged")), ("RCI estimated FDP", c["rci_estimated_fdp"]),
             (f"RCI estimated FDP, material (|dp| >= {self.params.get('delta_min', DELTA_MIN):g})", c.get("rci_estimated_fdp_material")),
         ]  # fmt: skip
+        for key, label in (("rci_estimated_fdp_interval90", "RCI estimated FDP, 90% interval"), ("rci_estimated_fdp_material_interval90", "RCI estimated FDP, material, 90% interval")):
+            if c.get(key):
+                rows.append((label, " - ".join(f"{v:.3f}" for v in c[key])))
         sens = c.get("prior_sensitivity") or {}
         if sens.get("rci_estimated_fdp"):
             for key, label in (("rci_estimated_fdp", "RCI estimated FDP"), ("rci_estimated_fdp_material", "RCI estimated FDP, material")):
@@ -272,6 +275,7 @@ def fit(
     rci_items, s_diff, rci_params = _rci_classes(counts, data, rci, rci_kwargs)
     items["rci_class"] = rci_items.set_index("item_id")["class"].reindex(items["item_id"]).fillna("excluded").to_numpy(dtype=object)
     cc, disc = crosscheck(items, rci_items, s_diff)
+    cc |= rci_fdp_interval(dt["posterior"], data.n_items, items["rci_class"].to_numpy(dtype=object), rope=float(rope or 0.0), delta_min=delta_min)
     warnings = []
     if model == "change":
         cc["prior_sensitivity"] = rci_fdp_prior_sensitivity(

@@ -111,20 +111,23 @@ def item_summary(dt, data, *, rope: float | None = 0.0, delta_min: float = DELTA
     return out
 
 
-def direction_draws(post, n_items: int, *, rope: float = 0.0, delta_min: float = DELTA_MIN) -> dict[str, np.ndarray]:
+def direction_draws(post, n_items: int, *, rope: float = 0.0, delta_min: float = DELTA_MIN, rao_blackwell: bool = True) -> dict[str, np.ndarray]:
     """Per posterior draw (rows) and item (columns): the four direction probabilities of :func:`item_summary`.
 
     Change model: ``p_improve = r * P(delta > 0 | changed)`` (Rao-Blackwellised), beta-binomial:
     ``dp > rope``; both: ``p_improve_material = dp >= delta_min``. Their means over draws are the
     item table's columns; weighted means give them under another prior (:func:`rci_fdp_prior_sensitivity`).
+    ``rao_blackwell=False``: the change model's indicators of the draw itself, ``dp > 0`` (an item
+    unchanged in the draw has ``dp = 0``), so each row is one possible world (:func:`rci_fdp_interval`).
     """
     dp = post["dp"].values.reshape(-1, n_items)
-    if "r" in post:
+    if "r" in post and rao_blackwell:
         r = post["r"].values.reshape(-1, n_items)
         up = post["p_up"].values.reshape(-1, n_items)
         imp, det = r * up, r * (1 - up)
     else:
-        imp, det = (dp > rope).astype(float), (dp < -rope).astype(float)
+        cut = 0.0 if "r" in post else rope  # the change model's directions have no ROPE (module docstring)
+        imp, det = (dp > cut).astype(float), (dp < -cut).astype(float)
     return {
         "p_improve": imp, "p_deteriorate": det,
         "p_improve_material": (dp >= delta_min).astype(float), "p_deteriorate_material": (dp <= -delta_min).astype(float),
@@ -314,6 +317,33 @@ def flag_errors(direction: dict[str, np.ndarray], rci_cls: np.ndarray) -> tuple[
         return ((1 - direction[imp][:, up]).sum(1) + (1 - direction[det][:, down]).sum(1)) / n
 
     return err("p_improve", "p_deteriorate"), err("p_improve_material", "p_deteriorate_material")
+
+
+def rci_fdp_interval(post, n_items: int, rci_cls: np.ndarray, *, prob: float = 0.9, rope: float = 0.0, delta_min: float = DELTA_MIN) -> dict:
+    """Equal-tailed posterior interval of the proportion of RCI's flags that are false (sign and material).
+
+    In each posterior draw every item has a direction (its ``dp`` in the draw: up, down, or
+    exactly 0 where the change model leaves it unchanged), so each draw gives one realised false
+    proportion of RCI's flags, ``mean_i 1[dp_i not in the flagged direction]`` over the flagged
+    ``i``; their mean is :func:`crosscheck`'s point estimate (up to Monte Carlo error: that one is
+    Rao-Blackwellised), their ``(1 - prob) / 2`` and ``(1 + prob) / 2`` quantiles the interval. It
+    holds both the uncertainty about the model's parameters and which of the flags are false,
+    so it is the interval for *this* classification's realised proportion, not for a rate.
+
+    Returns ``{"rci_estimated_fdp_interval90": [lo, hi], "rci_estimated_fdp_material_interval90": [lo, hi]}``
+    (``None`` values when RCI flags nothing; the key says 90 whatever ``prob``: the report's convention).
+
+    Examples
+    --------
+    >>> import xarray as xr
+    >>> dp = xr.DataArray(np.tile([[0.3], [-0.2]], (50, 1))[None], dims=("chain", "draw", "item"))  # 2 worlds
+    >>> rci_fdp_interval(xr.Dataset({"dp": dp}), 1, np.array(["improved"]))["rci_estimated_fdp_interval90"]
+    [0.0, 1.0]
+    """
+    sign, material = flag_errors(direction_draws(post, n_items, rope=rope, delta_min=delta_min, rao_blackwell=False), rci_cls)
+    bounds = [(1 - prob) / 2, (1 + prob) / 2]
+    interval = lambda x: [float(v) for v in np.quantile(x, bounds)] if np.isfinite(x).all() else None  # noqa: E731
+    return {"rci_estimated_fdp_interval90": interval(sign), "rci_estimated_fdp_material_interval90": interval(material)}
 
 
 PRIOR_ALPHAS = (0.5, 2.0)  # power-scaling of the change-structure priors: each prior's density raised to alpha

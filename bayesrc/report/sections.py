@@ -65,6 +65,11 @@ def _pct(x: float | None) -> str:
     return "n/a" if x is None or not np.isfinite(x) else f"{100 * x:.1f}%"
 
 
+def _interval(bounds: list[float] | None, after: str = "") -> str:
+    """``"90% interval a–b"`` + ``after`` for a crosscheck's interval of RCI's FDP; empty for fits from before it."""
+    return f"90% interval {_pct(bounds[0])}–{_pct(bounds[1])}{after}" if bounds else ""
+
+
 def _flatten(d: dict, prefix: str = "") -> list[tuple[str, str]]:
     rows = []
     for k, v in d.items():
@@ -333,13 +338,14 @@ def crosscheck_sentence(fit, pair=None) -> str:
         return f"The RCI flagged {flagged} items, so there is no false-discovery proportion to estimate."
     text = (
         f"Of the {flagged} items the RCI calls reliably changed, the posterior estimates that about {_pct(fdp)} "
-        f"(≈ {fdp * flagged:.0f} items) did not change in the flagged direction: that is the estimated "
-        f"false-discovery proportion of the RCI classification."
+        f"({_interval(cc.get('rci_estimated_fdp_interval90'), '; ')}≈ {fdp * flagged:.0f} items) did not change in the flagged direction: "
+        f"that is the estimated false-discovery proportion of the RCI classification."
     )
     material = cc.get("rci_estimated_fdp_material")
     if material is not None and np.isfinite(material):
         dmin = fit.params.get("delta_min", 0.05)
-        text += f" Counting also changes smaller than {dmin:g} in accuracy as false (a material false discovery), the estimate is {_pct(material)}."
+        bounds = _interval(cc.get("rci_estimated_fdp_material_interval90"))
+        text += f" Counting also changes smaller than {dmin:g} in accuracy as false (a material false discovery), the estimate is {_pct(material)}{f' ({bounds})' if bounds else ''}."
     text += "".join(f" **Warning:** {w}." for w in getattr(fit, "warnings", []))
     if pair is not None and pair.n_flagged != flagged:
         text += (
@@ -497,6 +503,12 @@ def section_truth(run: Run, c: Comparison | None = None) -> Section | None:
         f"selected {model.get('selected_mean', nan):.1f} items at q = {t.q} with realised FDP {_pct(model.get('fdp_sign'))} "
         f"and its 90% intervals covered the exact Δp of {_pct(model.get('coverage90'))} of items."
     )
+    held = model.get("rci_fdp_interval_coverage", nan)
+    if np.isfinite(held):
+        text += (
+            f" Its 90% interval of RCI's FDP held the realised proportion on {_pct(held)} of the replicates (sign; "
+            f"material: {_pct(model.get('rci_fdp_material_interval_coverage'))}; calibrated near 90%)."
+        )
     warned = model.get("rci_fdp_prior_sensitive_share", nan)
     if np.isfinite(warned):
         text += (
@@ -515,6 +527,7 @@ TRUTH_COLUMNS = {
     "method": "method", "flagged_mean": "flagged / replicate", "fdp_sign": "FDP (sign)", "fdp_material": "FDP (material)",
     "coverage90": "coverage90", "rci_fdp_estimate_mean": "est. RCI FDP", "rci_fdp_realised_mean": "RCI FDP (same replicates)",
     "rci_fdp_estimate_material_mean": "est. RCI FDP (material)", "rci_fdp_realised_material_mean": "RCI FDP (material, same replicates)",
+    "rci_fdp_interval_coverage": "90% interval held RCI FDP", "rci_fdp_material_interval_coverage": "90% interval held RCI FDP (material)",
     "rci_fdp_prior_sensitive_share": "est. moved by priors (share)", "rci_fdp_material_prior_sensitive_share": "est. moved by priors (material, share)",
     "dp_slope_mean": "Δp slope", "gate_pass_share": "gate passed",
 }  # fmt: skip

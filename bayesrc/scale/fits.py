@@ -19,7 +19,8 @@ from bayesrc.errors import InputError
 MANIFEST_COLUMNS = ("name", "v1", "v2")
 SUMMARY_COLUMNS = (
     "name", "v1", "v2", "status", "n_items", "improved", "deteriorated", "expected_false", "max_rhat",
-    "min_ess_bulk", "divergences", "kappa_vs_rci", "rci_estimated_fdp", "rci_fdp_prior_sensitive", "runtime_s", "fit_dir",
+    "min_ess_bulk", "divergences", "kappa_vs_rci", "rci_estimated_fdp", "rci_estimated_fdp_lo90", "rci_estimated_fdp_hi90",
+    "rci_fdp_prior_sensitive", "runtime_s", "fit_dir",
 )  # fmt: skip
 
 
@@ -91,6 +92,7 @@ def _summary_row(name: str, v1: Path, v2: Path, res, fit_dir: Path) -> dict:
         "improved": s["n_improved"], "deteriorated": s["n_deteriorated"], "expected_false": s["expected_false"],
         "max_rhat": d.max_rhat, "min_ess_bulk": d.min_ess_bulk, "divergences": d.divergences,
         "kappa_vs_rci": c["kappa"], "rci_estimated_fdp": c["rci_estimated_fdp"],
+        **dict(zip(("rci_estimated_fdp_lo90", "rci_estimated_fdp_hi90"), c.get("rci_estimated_fdp_interval90") or (None, None))),
         "rci_fdp_prior_sensitive": (c.get("prior_sensitivity") or {}).get("sensitive"), "runtime_s": res.runtime_s, "fit_dir": str(fit_dir),
     }  # fmt: skip
 

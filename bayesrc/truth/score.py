@@ -15,7 +15,10 @@ each, and scores them against the exact Delta p:
   estimate of RCI's FDP (``rci_fdp_estimate_mean``, mean over replicates where RCI flagged
   something) beside RCI's realised one over the same replicates (``rci_fdp_realised_mean``),
   the same for material false discoveries (``rci_fdp_estimate_material_mean`` /
-  ``rci_fdp_realised_material_mean``, the fit's ``delta_min`` = this ``delta_min``), and the
+  ``rci_fdp_realised_material_mean``, the fit's ``delta_min`` = this ``delta_min``), the share
+  of those replicates whose 90% interval of RCI's FDP held the realised one
+  (``rci_fdp_interval_coverage``, ``rci_fdp_material_interval_coverage``; see
+  :func:`bayesrc.bayes.summaries.rci_fdp_interval`), and the
   share of replicates whose fit warned that the estimate moves with its priors
   (``rci_fdp_prior_sensitive_share``, ``rci_fdp_material_prior_sensitive_share``; see
   :func:`bayesrc.bayes.summaries.rci_fdp_prior_sensitivity`),
@@ -137,6 +140,7 @@ def score_replicate(counts, dp_exact: np.ndarray, *, methods=DEFAULT_METHODS, de
             rci_fdp_estimate_material=res.crosscheck["rci_estimated_fdp_material"] if ref["flagged"] else float("nan"),
             rci_fdp_realised_material=ref["fdp_material"] if ref["flagged"] else float("nan"),
             **_prior_sensitive(res.crosscheck, ref["flagged"]),
+            **_interval_scores(res.crosscheck, ref),
             expected_fdp=res.selection["expected_fdp"], gate_passed=bool(res.diagnostics.passed),
             max_rhat=float(res.diagnostics.max_rhat), min_ess=float(res.diagnostics.min_ess_bulk), runtime_s=res.runtime_s,
         )  # fmt: skip
@@ -149,6 +153,17 @@ def _prior_sensitive(cc: dict, rci_flagged: int) -> dict:
     sens = cc.get("prior_sensitivity") or {}
     flag = lambda key: float(sens[key]) if rci_flagged and sens.get(key) is not None else float("nan")  # noqa: E731
     return {"rci_fdp_prior_sensitive": flag("sensitive"), "rci_fdp_material_prior_sensitive": flag("sensitive_material")}
+
+
+def _interval_scores(cc: dict, ref: dict) -> dict:
+    """The fit's 90% intervals of RCI's FDP and whether they hold RCI's realised FDP (NaN: no flag,
+    or a fit without intervals)."""
+    out = {}
+    for kind, key, name in (("sign", "rci_estimated_fdp_interval90", "rci_fdp"), ("material", "rci_estimated_fdp_material_interval90", "rci_fdp_material")):
+        lo, hi = cc.get(key) or (float("nan"), float("nan"))  # None when RCI flagged nothing
+        real = ref[f"fdp_{kind}"]
+        out |= {f"{name}_lo90": lo, f"{name}_hi90": hi, f"{name}_covered90": float(lo - 1e-12 <= real <= hi + 1e-12) if np.isfinite(lo) else float("nan")}
+    return out
 
 
 def _aggregate(rep: pd.DataFrame) -> dict[str, dict]:
@@ -174,6 +189,8 @@ def _aggregate(rep: pd.DataFrame) -> dict[str, dict]:
                 rci_fdp_realised_mean=float(g.loc[has, "rci_fdp_realised"].mean()) if has.any() else float("nan"),
                 rci_fdp_estimate_material_mean=float(g.loc[has, "rci_fdp_estimate_material"].mean()) if has.any() else float("nan"),
                 rci_fdp_realised_material_mean=float(g.loc[has, "rci_fdp_realised_material"].mean()) if has.any() else float("nan"),
+                rci_fdp_interval_coverage=float(g["rci_fdp_covered90"].mean()),
+                rci_fdp_material_interval_coverage=float(g["rci_fdp_material_covered90"].mean()),
                 rci_fdp_prior_sensitive_share=float(g["rci_fdp_prior_sensitive"].mean()),
                 rci_fdp_material_prior_sensitive_share=float(g["rci_fdp_material_prior_sensitive"].mean()),
                 expected_fdp_mean=float(g["expected_fdp"].mean()),
@@ -241,7 +258,8 @@ class TruthResult:
         """One row per method: flagged per replicate, realised FDPs and, for models, coverage and RCI-FDP estimate."""
         cols = [
             "flagged_mean", "fdp_sign", "fdp_material", "coverage90", "rci_fdp_estimate_mean", "rci_fdp_realised_mean",
-            "rci_fdp_estimate_material_mean", "rci_fdp_realised_material_mean", "rci_fdp_prior_sensitive_share",
+            "rci_fdp_estimate_material_mean", "rci_fdp_realised_material_mean", "rci_fdp_interval_coverage",
+            "rci_fdp_material_interval_coverage", "rci_fdp_prior_sensitive_share",
             "rci_fdp_material_prior_sensitive_share", "dp_slope_mean", "elpd_loo_mean", "gate_pass_share",
         ]  # fmt: skip
         rows = []
