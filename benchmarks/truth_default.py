@@ -133,8 +133,8 @@ def _held(g) -> dict:
     interval`` (sign; material); blank for rows from before the interval."""
     out = {}
     for kind, col, real in (("sign", "rci_fdp_interval90", "rci_fdp_realised"), ("material", "rci_fdp_material_interval90", "rci_fdp_realised_material")):
-        rows = g[g[col].notna()] if col in g else g.iloc[:0]
-        held = sum(lo - 1e-12 <= r <= hi + 1e-12 for (lo, hi), r in zip(rows[col], rows[real]))
+        rows = g[g[col].notna()] if col in g else []
+        held = sum(lo - 1e-12 <= r <= hi + 1e-12 for (lo, hi), r in zip(rows[col], rows[real])) if len(rows) else 0
         out[f"interval_held_{kind}"] = f"{held}/{len(rows)}" if len(rows) else ""
     return out
 

@@ -319,19 +319,19 @@ def flag_errors(direction: dict[str, np.ndarray], rci_cls: np.ndarray) -> tuple[
     return err("p_improve", "p_deteriorate"), err("p_improve_material", "p_deteriorate_material")
 
 
-def rci_fdp_interval(post, n_items: int, rci_cls: np.ndarray, *, prob: float = 0.9, rope: float = 0.0, delta_min: float = DELTA_MIN) -> dict:
-    """Equal-tailed posterior interval of the proportion of RCI's flags that are false (sign and material).
+def rci_fdp_interval(post, n_items: int, rci_cls: np.ndarray, *, rope: float = 0.0, delta_min: float = DELTA_MIN) -> dict:
+    """Equal-tailed 90% posterior interval of the proportion of RCI's flags that are false (sign and material).
 
     In each posterior draw every item has a direction (its ``dp`` in the draw: up, down, or
     exactly 0 where the change model leaves it unchanged), so each draw gives one realised false
     proportion of RCI's flags, ``mean_i 1[dp_i not in the flagged direction]`` over the flagged
     ``i``; their mean is :func:`crosscheck`'s point estimate (up to Monte Carlo error: that one is
-    Rao-Blackwellised), their ``(1 - prob) / 2`` and ``(1 + prob) / 2`` quantiles the interval. It
+    Rao-Blackwellised), their 5% and 95% quantiles the interval. It
     holds both the uncertainty about the model's parameters and which of the flags are false,
     so it is the interval for *this* classification's realised proportion, not for a rate.
 
     Returns ``{"rci_estimated_fdp_interval90": [lo, hi], "rci_estimated_fdp_material_interval90": [lo, hi]}``
-    (``None`` values when RCI flags nothing; the key says 90 whatever ``prob``: the report's convention).
+    (``None`` values when RCI flags nothing).
 
     Examples
     --------
@@ -341,8 +341,7 @@ def rci_fdp_interval(post, n_items: int, rci_cls: np.ndarray, *, prob: float = 0
     [0.0, 1.0]
     """
     sign, material = flag_errors(direction_draws(post, n_items, rope=rope, delta_min=delta_min, rao_blackwell=False), rci_cls)
-    bounds = [(1 - prob) / 2, (1 + prob) / 2]
-    interval = lambda x: [float(v) for v in np.quantile(x, bounds)] if np.isfinite(x).all() else None  # noqa: E731
+    interval = lambda x: [float(v) for v in np.quantile(x, [0.05, 0.95])] if np.isfinite(x).all() else None  # noqa: E731
     return {"rci_estimated_fdp_interval90": interval(sign), "rci_estimated_fdp_material_interval90": interval(material)}
 
 
