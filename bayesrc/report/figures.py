@@ -174,7 +174,8 @@ def truth_scores(per_replicate: pd.DataFrame, q: float = 0.10, *, title: str = "
 
     Left: realised false-discovery proportion (sign) of every method, with the FDR level q.
     Right: each Bayesian model's estimate of RCI's FDP against RCI's realised FDP (the diagonal
-    is a perfect estimate), with its 90% coverage of the exact Delta p in the legend.
+    is a perfect estimate; bars: the fit's 90% interval of it, sign), with its 90% coverage of the
+    exact Delta p in the legend.
     """
     fig, (a1, a2) = subplots(1, 2, figsize=(10.5, 4.2))
     methods = list(dict.fromkeys(per_replicate["method"]))
@@ -194,9 +195,12 @@ def truth_scores(per_replicate: pd.DataFrame, q: float = 0.10, *, title: str = "
     colours = ["#d95f02", "#7570b3", "#1b9e77", "#e7298a", "#66a61e"]
     for j, (m, g) in enumerate(bayes.groupby("method", sort=False)):
         a2.scatter(g["rci_fdp_realised"], g["rci_fdp_estimate"], s=14, alpha=0.6, color=colours[j % len(colours)], linewidths=0, label=f"{m}, sign (coverage90 {g['coverage90'].mean():.2f})")
+        if "rci_fdp_lo90" in g:  # the fit's 90% interval of the realised proportion (tables from before it have none)
+            below, above = (g["rci_fdp_estimate"] - g["rci_fdp_lo90"]).clip(lower=0), (g["rci_fdp_hi90"] - g["rci_fdp_estimate"]).clip(lower=0)
+            a2.errorbar(g["rci_fdp_realised"], g["rci_fdp_estimate"], yerr=[below, above], fmt="none", ecolor=colours[j % len(colours)], alpha=0.3, lw=0.8)
         if "rci_fdp_estimate_material" in g:  # material false discoveries (|exact dp| < delta_min counts too): hollow
             a2.scatter(g["rci_fdp_realised_material"], g["rci_fdp_estimate_material"], s=14, alpha=0.6, facecolors="none", edgecolors=colours[j % len(colours)], label=f"{m}, material")
-    cols = [c for c in ("rci_fdp_realised", "rci_fdp_estimate", "rci_fdp_realised_material", "rci_fdp_estimate_material") if c in bayes]
+    cols = [c for c in ("rci_fdp_realised", "rci_fdp_estimate", "rci_fdp_realised_material", "rci_fdp_estimate_material", "rci_fdp_hi90") if c in bayes]
     hi = float(np.nanmax(bayes[cols].to_numpy())) if len(bayes) else 1.0
     hi = max(hi, 0.1) * 1.1
     a2.plot([0, hi], [0, hi], color="black", lw=0.8)
