@@ -131,11 +131,16 @@ def _warned(g) -> dict:
 def _held(g) -> dict:
     """Replicates whose 90% interval of RCI's FDP held RCI's realised FDP: ``held/replicates with an
     interval`` (sign; material); blank for rows from before the interval."""
+    from bayesrc.truth.score import interval_holds
+
     out = {}
     for kind, col, real in (("sign", "rci_fdp_interval90", "rci_fdp_realised"), ("material", "rci_fdp_material_interval90", "rci_fdp_realised_material")):
-        rows = g[g[col].notna()] if col in g else []
-        held = sum(lo - 1e-12 <= r <= hi + 1e-12 for (lo, hi), r in zip(rows[col], rows[real])) if len(rows) else 0
-        out[f"interval_held_{kind}"] = f"{held}/{len(rows)}" if len(rows) else ""
+        rows = g[g[col].notna()] if col in g else g.iloc[:0]
+        if rows.empty:
+            out[f"interval_held_{kind}"] = ""
+            continue
+        held = sum(interval_holds(bounds, r) for bounds, r in zip(rows[col], rows[real]))
+        out[f"interval_held_{kind}"] = f"{int(held)}/{len(rows)}"
     return out
 
 

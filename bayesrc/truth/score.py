@@ -155,14 +155,28 @@ def _prior_sensitive(cc: dict, rci_flagged: int) -> dict:
     return {"rci_fdp_prior_sensitive": flag("sensitive"), "rci_fdp_material_prior_sensitive": flag("sensitive_material")}
 
 
+def interval_holds(bounds, realised: float) -> float:
+    """1.0 when ``realised`` lies in the closed interval ``bounds = [lo, hi]`` (to rounding), 0.0 when
+    not, NaN without an interval (``None``, or NaN bounds).
+
+    Examples
+    --------
+    >>> interval_holds([0.1, 0.4], 0.4), interval_holds([0.1, 0.4], 0.05), interval_holds(None, 0.2)
+    (1.0, 0.0, nan)
+    """
+    if bounds is None or not np.isfinite(bounds[0]):
+        return float("nan")
+    return float(bounds[0] - 1e-12 <= realised <= bounds[1] + 1e-12)
+
+
 def _interval_scores(cc: dict, ref: dict) -> dict:
     """The fit's 90% intervals of RCI's FDP and whether they hold RCI's realised FDP (NaN: no flag,
     or a fit without intervals)."""
     out = {}
     for kind, key, name in (("sign", "rci_estimated_fdp_interval90", "rci_fdp"), ("material", "rci_estimated_fdp_material_interval90", "rci_fdp_material")):
-        lo, hi = cc.get(key) or (float("nan"), float("nan"))  # None when RCI flagged nothing
-        real = ref[f"fdp_{kind}"]
-        out |= {f"{name}_lo90": lo, f"{name}_hi90": hi, f"{name}_covered90": float(lo - 1e-12 <= real <= hi + 1e-12) if np.isfinite(lo) else float("nan")}
+        bounds = cc.get(key)  # None when RCI flagged nothing
+        lo, hi = bounds or (float("nan"), float("nan"))
+        out |= {f"{name}_lo90": lo, f"{name}_hi90": hi, f"{name}_covered90": interval_holds(bounds, ref[f"fdp_{kind}"])}
     return out
 
 
