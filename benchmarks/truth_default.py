@@ -4,7 +4,9 @@
     .venv/bin/python benchmarks/truth_default.py --summarise ROWS.jsonl
 
 For each bundled exact pair (Gemma-3-270M Q4_K_M against ``q3``: its Q3_K_M re-quantisation,
-``q4-prompt2``: a prompt change, ``q4``: itself, a null pair with exact Delta p = 0) it draws
+``q4-prompt2``: a prompt change, ``q4``: itself, a null pair with exact Delta p = 0; a pair
+with ``-reset`` appended, e.g. ``q4-prompt2-reset``: that change with its changes below 0.05 undone,
+:func:`reset_small_changes`) it draws
 the same K = 10 (``--k``) replicate datasets as ``bayesrc truth --seed S`` (replicate r from
 ``SeedSequence(S)``), fits the change model (``--model``: ``change``, the default, or
 ``change_v0``, the model before issue 12) with the ``--fast`` settings (2 chains x 400 draws
@@ -24,6 +26,9 @@ from __future__ import annotations
 
 import argparse
 import json
+
+import numpy as np
+import pandas as pd
 
 
 def main() -> None:
@@ -68,7 +73,9 @@ def fit_row(number: int, pair: str, model: str, seed: int, k: int = 10) -> dict:
     from bayesrc.truth.score import MODEL_SPECS, _elpd_loo, _model_scores, replicate_datasets, score_classes
 
     root = datasets.path("exact_gemma")
-    [(r, counts, dp, _)] = replicate_datasets(load_exact(root / "q4"), load_exact(root / pair), k=k, seed=seed, replicates=[number])
+    v1 = load_exact(root / "q4")
+    v2 = reset_small_changes(v1, load_exact(root / pair.removesuffix(RESET))) if pair.endswith(RESET) else load_exact(root / pair)
+    [(r, counts, dp, _)] = replicate_datasets(v1, v2, k=k, seed=seed, replicates=[number])
     res = fit(counts, config=SamplerConfig(chains=2, tune=300, draws=400, seed=1), fdr=0.1, **MODEL_SPECS[model])
     it = res.items.set_index("item_id").reindex(counts["item"].values)
     own = score_classes(it["bayes_class"].to_numpy(dtype=object), dp)
@@ -88,13 +95,40 @@ def fit_row(number: int, pair: str, model: str, seed: int, k: int = 10) -> dict:
     }  # fmt: skip
 
 
+RESET = "-reset"  # pair suffix: that version change with its changes below delta_min undone (reset_small_changes)
+
+
+def reset_small_changes(v1, v2, below: float = 0.05):
+    """``v2`` with every item whose exact ``|Delta p|`` is below ``below`` given ``v1``'s answer
+    distribution (exact Delta p = 0), the others as they are: a second truth whose K-sample data
+    hardly differ from ``v2``'s where the changes undone are small next to K-sample noise.
+
+    Why: on a prompt change every item moves a little (median ``|Delta p|`` 0.03), so a flag on a
+    tiny mover is a sign false discovery half the time; here every such flag is one. The material
+    FDP (``|Delta p| < delta_min`` counts as false) is the same in both truths, the sign FDP is
+    not: how far apart the change model's two estimates are, against how far apart the realised
+    FDPs are, says what K-sample data can decide. Same answer order per item, so a replicate's
+    draws (``replicate_datasets``) coincide wherever the two distributions nearly do.
+    """
+    from dataclasses import replace
+
+    from bayesrc.data.exact import exact_truth
+
+    dp = exact_truth(v1, v2).set_index("item_id")["delta_p"]
+    undo = set(dp.index[dp.abs() < below])
+    keep = lambda df: ~df["item_id"].isin(undo)  # noqa: E731
+    items = pd.concat([v2.items[keep(v2.items)], v1.items[~keep(v1.items)]]).set_index("item_id").loc[v2.items["item_id"]].reset_index()
+    dist = pd.concat([v2.dist[keep(v2.dist)], v1.dist[~keep(v1.dist)]], ignore_index=True)
+    order = pd.Series(range(len(items)), index=items["item_id"])
+    dist = dist.iloc[np.lexsort((np.arange(len(dist)), dist["item_id"].map(order).to_numpy()))].reset_index(drop=True)
+    return replace(v2, label=v2.label + RESET, items=items, dist=dist)
+
+
 def summarise(path: str) -> str:
     """Per (model, pair, K): replicates, mean items selected, the model's own FDP (mean over
     replicates and pooled over its selections), mean 90% coverage, the mean estimate of RCI's
     FDP beside RCI's mean realised FDP (replicates where RCI flagged something), and how often
     the fit warned that the estimate moves with its priors (:func:`_warned`)."""
-    import pandas as pd
-
     rows = pd.read_json(path, lines=True)
     rows["false_sign"] = rows["fdp_sign"] * rows["selected"]
     rows["k"] = rows["k"].fillna(10).astype(int) if "k" in rows else 10  # rows from before --k: K = 10
