@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 
-import numpy as np
 import pandas as pd
 
 
@@ -100,13 +99,13 @@ RESET = "-reset"  # pair suffix: that version change with its changes below delt
 
 def reset_small_changes(v1, v2, below: float = 0.05):
     """``v2`` with every item whose exact ``|Delta p|`` is below ``below`` given ``v1``'s answer
-    distribution (exact Delta p = 0), the others as they are: a second truth whose K-sample data
+    distribution instead (exact Delta p = 0), the others as they are: a second truth whose K-sample data
     hardly differ from ``v2``'s where the changes undone are small next to K-sample noise.
 
     Why: on a prompt change every item moves a little (median ``|Delta p|`` 0.03), so a flag on a
-    tiny mover is a sign false discovery half the time; here every such flag is one. The material
-    FDP (``|Delta p| < delta_min`` counts as false) is the same in both truths, the sign FDP is
-    not: how far apart the change model's two estimates are, against how far apart the realised
+    tiny mover is a sign false discovery half the time; here every such flag is one. A flag is a
+    material false discovery (``|Delta p| < delta_min`` counts as false) in both truths or in
+    neither, so the material FDP hardly differs between them; the sign FDP does: how far apart the change model's two estimates are, against how far apart the realised
     FDPs are, says what K-sample data can decide. Same answer order per item, so a replicate's
     draws (``replicate_datasets``) coincide wherever the two distributions nearly do.
     """
@@ -120,7 +119,7 @@ def reset_small_changes(v1, v2, below: float = 0.05):
     items = pd.concat([v2.items[keep(v2.items)], v1.items[~keep(v1.items)]]).set_index("item_id").loc[v2.items["item_id"]].reset_index()
     dist = pd.concat([v2.dist[keep(v2.dist)], v1.dist[~keep(v1.dist)]], ignore_index=True)
     order = pd.Series(range(len(items)), index=items["item_id"])
-    dist = dist.iloc[np.lexsort((np.arange(len(dist)), dist["item_id"].map(order).to_numpy()))].reset_index(drop=True)
+    dist = dist.sort_values("item_id", key=lambda ids: ids.map(order), kind="stable", ignore_index=True)
     return replace(v2, label=v2.label + RESET, items=items, dist=dist)
 
 
