@@ -5,7 +5,7 @@
 
 For each bundled exact pair (Gemma-3-270M Q4_K_M against ``q3``: its Q3_K_M re-quantisation,
 ``q4-prompt2``: a prompt change, ``q4``: itself, a null pair with exact Delta p = 0; a pair
-with ``-reset`` appended, e.g. ``q4-prompt2-reset``: that change with its changes below 0.05 undone,
+with ``-reset`` appended, e.g. ``q4-prompt2-reset``: that change with its changes below delta_min = 0.05 undone,
 :func:`reset_small_changes`) it draws
 the same K = 10 (``--k``) replicate datasets as ``bayesrc truth --seed S`` (replicate r from
 ``SeedSequence(S)``), fits the change model (``--model``: ``change``, the default, or
@@ -28,6 +28,8 @@ import argparse
 import json
 
 import pandas as pd
+
+from bayesrc.bayes.summaries import DELTA_MIN
 
 
 def main() -> None:
@@ -94,10 +96,10 @@ def fit_row(number: int, pair: str, model: str, seed: int, k: int = 10) -> dict:
     }  # fmt: skip
 
 
-RESET = "-reset"  # pair suffix: that version change with its changes below delta_min undone (reset_small_changes)
+RESET = "-reset"  # pair suffix: that version change with its changes below DELTA_MIN undone (reset_small_changes)
 
 
-def reset_small_changes(v1, v2, below: float = 0.05):
+def reset_small_changes(v1, v2, below: float = DELTA_MIN):
     """``v2`` with every item whose exact ``|Delta p|`` is below ``below`` given ``v1``'s answer
     distribution instead (exact Delta p = 0), the others as they are: a second truth whose K-sample data
     hardly differ from ``v2``'s where the changes undone are small next to K-sample noise.
@@ -105,8 +107,9 @@ def reset_small_changes(v1, v2, below: float = 0.05):
     Why: on a prompt change every item moves a little (median ``|Delta p|`` 0.03), so a flag on a
     tiny mover is a sign false discovery half the time; here every such flag is one. A flag is a
     material false discovery (``|Delta p| < delta_min`` counts as false) in both truths or in
-    neither, so the material FDP hardly differs between them; the sign FDP does: how far apart the change model's two estimates are, against how far apart the realised
-    FDPs are, says what K-sample data can decide. Same answer order per item, so a replicate's
+    neither, so the material FDP hardly differs between them; the sign FDP does: how far apart
+    the change model's two estimates are, against how far apart the realised FDPs are, says what
+    K-sample data can decide. Same answer order per item, so a replicate's
     draws (``replicate_datasets``) coincide wherever the two distributions nearly do.
     """
     from dataclasses import replace

@@ -33,7 +33,8 @@ import numpy as np
 import pandas as pd
 from truth_default import RESET, reset_small_changes
 
-DELTA_MIN = 0.05
+from bayesrc.bayes.fit import CROSSCHECK_RCI_KWARGS
+from bayesrc.bayes.summaries import DELTA_MIN
 
 
 def main() -> None:
@@ -77,8 +78,7 @@ def rci_in_both(v1, v2, reset, *, k: int, seed: int, replicates: int) -> pd.Data
     for (r, counts, dp, _), (_, counts_reset, dp_reset, _) in pairs:
         classes, scores = [], []
         for c, d in ((counts, dp), (counts_reset, dp_reset)):
-            # the change model's cross-check settings (bayesrc.bayes.fit._rci_classes)
-            rci = reliable_change(c, "v1", "v2", n_splits=200, n_permutations=200, n_null=0).to_frame().set_index("item_id")["class"]
+            rci = reliable_change(c, "v1", "v2", **CROSSCHECK_RCI_KWARGS).to_frame().set_index("item_id")["class"]  # as the fits' cross-check
             cls = rci.reindex(c["item"].values).fillna("excluded").to_numpy(dtype=object)
             classes.append(cls)
             scores.append(score_classes(cls, d))
@@ -88,8 +88,7 @@ def rci_in_both(v1, v2, reset, *, k: int, seed: int, replicates: int) -> pd.Data
             "fdp_sign": s_real["fdp_sign"], "fdp_sign_reset": s_reset["fdp_sign"],
             "fdp_material": s_real["fdp_material"], "fdp_material_reset": s_reset["fdp_material"],
         })  # fmt: skip
-    out = pd.DataFrame(rows)
-    return pd.concat([out, out.drop(columns="replicate").mean().to_frame().T.assign(replicate="mean")], ignore_index=True)
+    return with_mean_row(pd.DataFrame(rows))
 
 
 def best_test(p0: np.ndarray, p1: np.ndarray, k: int, *, signs_known: bool, n: int, rng) -> dict:
@@ -129,7 +128,12 @@ def model_in_both(paths: list[str], pair: str) -> pd.DataFrame:
     cols = ["replicate", "rci_fdp_estimate", "rci_fdp_realised", "rci_fdp_estimate_material", "rci_fdp_realised_material"]
     both = rows[rows["pair"].eq(pair)][cols].merge(rows[rows["pair"].eq(pair + RESET)][cols], on="replicate", suffixes=("", "_reset"))
     both["estimates_differ_by"] = (both["rci_fdp_estimate"] - both["rci_fdp_estimate_reset"]).abs()
-    return pd.concat([both, both.drop(columns="replicate").mean().to_frame().T.assign(replicate="mean")], ignore_index=True)
+    return with_mean_row(both)
+
+
+def with_mean_row(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` (one row per replicate) with a last row ``replicate = "mean"`` of its columns' means."""
+    return pd.concat([table, table.drop(columns="replicate").mean().to_frame().T.assign(replicate="mean")], ignore_index=True)
 
 
 if __name__ == "__main__":

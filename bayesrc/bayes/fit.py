@@ -18,6 +18,7 @@ from bayesrc.errors import ConvergenceError
 from bayesrc.results import Result, register
 
 MODELS = ("betabinom", "change")
+CROSSCHECK_RCI_KWARGS = {"n_splits": 200, "n_permutations": 200, "n_null": 0}  # the classical run fit() cross-checks when given none
 BACKENDS = ("numpyro", "pymc")
 
 
@@ -321,7 +322,7 @@ def _rci_classes(counts: xr.Dataset, data: ModelInputs, rci, rci_kwargs: dict | 
     if rci is None:
         from bayesrc.classical import reliable_change
 
-        rci = reliable_change(counts, data.versions[0], data.versions[1], **(rci_kwargs or {"n_splits": 200, "n_permutations": 200, "n_null": 0}))
+        rci = reliable_change(counts, data.versions[0], data.versions[1], **(rci_kwargs or CROSSCHECK_RCI_KWARGS))
         return rci.to_frame(), float(rci.s_diff), dict(rci.params)
     if rci_kwargs:
         raise ValueError("give either rci (an existing classical result) or rci_kwargs, not both")
