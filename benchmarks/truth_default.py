@@ -89,7 +89,7 @@ def fit_row(number: int, pair: str, model: str, seed: int, k: int = 10) -> dict:
         "rci_fdp_estimate_material": res.crosscheck["rci_estimated_fdp_material"], "rci_fdp_realised_material": rci["fdp_material"],
         "rci_fdp_interval90": res.crosscheck.get("rci_estimated_fdp_interval90"),
         "rci_fdp_material_interval90": res.crosscheck.get("rci_estimated_fdp_material_interval90"),
-        "prior_sensitivity": res.crosscheck.get("prior_sensitivity"),
+        "prior_sensitivity": res.crosscheck.get("prior_sensitivity"), "no_change_p": res.crosscheck["no_change_test"]["p_value"],
         "sigma_delta": [float(sd.mean()), float(sd.std())], "pi": float(res.posterior["posterior"]["pi"].mean()),
         "sigma_delta_by_level": dict(zip(map(str, sd["group"].values), map(float, sd.mean(("chain", "draw")).values))) if "group" in sd.dims else None,
         "max_rhat": float(res.diagnostics.max_rhat), "runtime_s": res.runtime_s, **_elpd_loo(res, counts),

@@ -313,6 +313,8 @@ def test_change_model_on_letter_shaped_real_like_change(letter_pair, letter_fit)
     sens = res.crosscheck["prior_sensitivity"]
     assert sens["alphas"] == [0.5, 2.0] and max(sens["pareto_k"]) < 0.7
     assert sens["rci_estimated_fdp"][0] >= sens["rci_estimated_fdp"][1]
+    # the letters moved: "nothing changed" is rejected, so the intervals are the posterior's own
+    assert res.crosscheck["no_change_test"]["p_value"] < 0.01 and not res.crosscheck["rci_fdp_interval_includes_no_change"]
     assert bool(res.warnings) == (sens["sensitive"] or sens["sensitive_material"])
 
 
@@ -333,3 +335,27 @@ def test_change_model_with_covariate_pymc_and_numpyro_agree(letter_pair, letter_
     assert a["posterior"]["stratum_shift"].dims == b["posterior"]["stratum_shift"].dims == ("chain", "draw", "stratum")
     dp_a, dp_b = (f["posterior"]["dp"].mean(("chain", "draw")).values for f in (a, b))
     assert np.max(np.abs(dp_a - dp_b)) < 0.03
+
+
+def test_rci_fdp_interval_reaches_one_where_nothing_changed_is_not_rejected(tmp_path):
+    """On identical versions every RCI flag is false (realised FDP 1), which a posterior interval
+    from a model that lets items change cannot reach; where the no-change permutation test does not
+    reject, the fit widens the 90% intervals to 1 and warns, and keeps the posterior's own where it
+    does (a changed pair). Both kept in fit.json."""
+    from bayesrc import load
+
+    config = SamplerConfig(chains=2, draws=400, tune=300, seed=2)
+    for pi_change, seed in ((0.0, 3), (0.5, 3)):
+        sim, counts = _counts(200, seed, pi_change=pi_change)
+        res = fit(counts, model="betabinom", config=config)
+        cc, flagged = res.crosscheck, res.crosscheck["rci_n_flagged"]
+        p = cc["no_change_test"]["p_value"]
+        assert flagged > 0
+        if pi_change == 0.0:
+            assert p >= 0.10 and realised_fdp(res.items["rci_class"], sim.truth.set_index("item_id").loc[res.items["item_id"], "delta_p"].to_numpy()) == 1.0
+            assert cc["rci_estimated_fdp_interval90"][1] == 1.0 and cc["rci_estimated_fdp_material_interval90"][1] == 1.0
+            assert cc["rci_fdp_interval_includes_no_change"] and any("do not reject that nothing changed" in w for w in res.warnings)
+        else:
+            assert p < 0.01 and not cc["rci_fdp_interval_includes_no_change"] and cc["rci_estimated_fdp_interval90"][1] < 0.5
+        res.save(tmp_path / f"fit{pi_change}")
+        assert load(tmp_path / f"fit{pi_change}").crosscheck["no_change_test"] == cc["no_change_test"]

@@ -13,7 +13,8 @@ from bayesrc.bayes.change import change_structure_log_prior, prior_settings
 from bayesrc.bayes.diagnostics import Diagnostics, gate
 from bayesrc.bayes.inputs import ModelInputs, model_inputs
 from bayesrc.bayes.samplers import SamplerConfig
-from bayesrc.bayes.summaries import DELTA_MIN, ITEM_COLUMNS, crosscheck, domain_shift, expected_flips, item_summary, rci_fdp_interval, rci_fdp_prior_sensitivity, select
+from bayesrc.bayes.summaries import DELTA_MIN, ITEM_COLUMNS, allow_no_change, crosscheck, domain_shift, expected_flips, item_summary, rci_fdp_interval, rci_fdp_prior_sensitivity, select
+from bayesrc.classical.calibration import no_change_test
 from bayesrc.errors import ConvergenceError
 from bayesrc.results import Result, register
 
@@ -139,6 +140,8 @@ class BayesFit(Result):
             ("kappa vs RCI (RCI-analysed items)", c["kappa"]), ("RCI flagged", c.get("rci_n_flagged")), ("RCI estimated FDP", c["rci_estimated_fdp"]),
             (f"RCI estimated FDP, material (|dp| >= {self.params.get('delta_min', DELTA_MIN):g})", c.get("rci_estimated_fdp_material")),
         ]  # fmt: skip
+        if c.get("no_change_test"):
+            rows.append(("no-change test p (within-item permutation)", c["no_change_test"]["p_value"]))
         for key, label in (("rci_estimated_fdp_interval90", "RCI estimated FDP, 90% interval"), ("rci_estimated_fdp_material_interval90", "RCI estimated FDP, material, 90% interval")):
             if c.get(key):
                 rows.append((label, " - ".join(f"{v:.3f}" for v in c[key])))
@@ -277,7 +280,9 @@ def fit(
     items["rci_class"] = rci_items.set_index("item_id")["class"].reindex(items["item_id"]).fillna("excluded").to_numpy(dtype=object)
     cc, disc = crosscheck(items, rci_items, s_diff)
     cc |= rci_fdp_interval(dt["posterior"], data.n_items, items["rci_class"].to_numpy(dtype=object), rope=float(rope or 0.0), delta_min=delta_min)
-    warnings = []
+    # strata (domain, correct letter) whatever the model's covariate: they only give the test power
+    cc["no_change_test"] = no_change_test(data.y, data.n, model_inputs(counts).strata()[0], seed=cfg.seed)
+    cc, warnings = allow_no_change(cc, cc["no_change_test"], cc["rci_n_flagged"])
     if model == "change":
         cc["prior_sensitivity"] = rci_fdp_prior_sensitivity(
             dt["posterior"], data.n_items, items["rci_class"].to_numpy(dtype=object),

@@ -345,6 +345,43 @@ def rci_fdp_interval(post, n_items: int, rci_cls: np.ndarray, *, rope: float = 0
     return {"rci_estimated_fdp_interval90": interval(sign), "rci_estimated_fdp_material_interval90": interval(material)}
 
 
+NO_CHANGE_ALPHA = 0.10  # one minus the intervals' level: they then hold on identical versions at least 90% of the time
+
+
+def allow_no_change(intervals: dict, no_change: dict, n_flagged: int) -> tuple[dict, list[str]]:
+    """Widen the 90% intervals of RCI's FDP to 1 where the data do not reject "nothing changed".
+
+    On identical versions every flag is false (realised FDP 1). A model that lets most items
+    change cannot put posterior mass there when the data hardly tell "nothing moved" from
+    "everything moved a little" (issue 12: the change model's interval held on 0 of 11 null
+    replicates). With ``no_change`` the result of :func:`bayesrc.classical.calibration.no_change_test`:
+    when its ``p_value >= NO_CHANGE_ALPHA`` the upper ends become 1. Then on identical
+    versions the interval holds whenever the test does not reject, with probability at least
+    ``1 - NO_CHANGE_ALPHA = 0.90``; on changed versions it holds at least as often as the
+    posterior interval (it only grows). Returns the intervals (with
+    ``rci_fdp_interval_includes_no_change``) and the warning to print.
+
+    Examples
+    --------
+    >>> out, warn = allow_no_change({"rci_estimated_fdp_interval90": [0.3, 0.8], "rci_estimated_fdp_material_interval90": [0.4, 0.9]}, {"p_value": 0.4}, 20)
+    >>> out["rci_estimated_fdp_interval90"], out["rci_fdp_interval_includes_no_change"]
+    ([0.3, 1.0], True)
+    """
+    keys = ("rci_estimated_fdp_interval90", "rci_estimated_fdp_material_interval90")
+    widen = bool(no_change["p_value"] >= NO_CHANGE_ALPHA and n_flagged > 0)
+    out = dict(intervals) | {"rci_fdp_interval_includes_no_change": widen}
+    if not widen:
+        return out, []
+    for key in keys:
+        if out.get(key) is not None:
+            out[key] = [out[key][0], 1.0]
+    warning = (
+        f"the data do not reject that nothing changed between the versions (within-item permutation test, p = {no_change['p_value']:.2f}); "
+        f"if nothing did, all {n_flagged} of RCI's flags are false, so the 90% intervals of its false-discovery proportion run to 100%"
+    )
+    return out, [warning]
+
+
 PRIOR_ALPHAS = (0.5, 2.0)  # power-scaling of the change-structure priors: each prior's density raised to alpha
 PRIOR_TOLERANCE = 0.05  # SPEC 7's goal for RCI's estimated FDP: within +-0.05 of the realised one
 PARETO_K_MAX = 0.7  # PSIS weights are reliable below this

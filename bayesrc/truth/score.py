@@ -18,7 +18,9 @@ each, and scores them against the exact Delta p:
   ``rci_fdp_realised_material_mean``, the fit's ``delta_min`` = this ``delta_min``), the share
   of those replicates whose 90% interval of RCI's FDP held the realised one
   (``rci_fdp_interval_coverage``, ``rci_fdp_material_interval_coverage``; see
-  :func:`bayesrc.bayes.summaries.rci_fdp_interval`), and the
+  :func:`bayesrc.bayes.summaries.rci_fdp_interval`, widened to 1 where the no-change test does
+  not reject, :func:`bayesrc.bayes.summaries.allow_no_change`; its p-value per replicate
+  ``no_change_p``), and the
   share of replicates whose fit warned that the estimate moves with its priors
   (``rci_fdp_prior_sensitive_share``, ``rci_fdp_material_prior_sensitive_share``; see
   :func:`bayesrc.bayes.summaries.rci_fdp_prior_sensitivity`),
@@ -141,6 +143,7 @@ def score_replicate(counts, dp_exact: np.ndarray, *, methods=DEFAULT_METHODS, de
             rci_fdp_realised_material=ref["fdp_material"] if ref["flagged"] else float("nan"),
             **_prior_sensitive(res.crosscheck, ref["flagged"]),
             **_interval_scores(res.crosscheck, ref),
+            no_change_p=res.crosscheck["no_change_test"]["p_value"],
             expected_fdp=res.selection["expected_fdp"], gate_passed=bool(res.diagnostics.passed),
             max_rhat=float(res.diagnostics.max_rhat), min_ess=float(res.diagnostics.min_ess_bulk), runtime_s=res.runtime_s,
         )  # fmt: skip
