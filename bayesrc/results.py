@@ -293,6 +293,7 @@ class PairResult:
     min_detectable = property(lambda self: self.payload["min_detectable"])
     min_detectable_samples = property(lambda self: self.payload["min_detectable_samples"])
     null_samples = property(lambda self: self.payload.get("null_samples"))  # None when n_null = 0
+    no_change_test = property(lambda self: self.payload.get("no_change_test"))  # None in rci.json files from before it
     direction_asymmetry = property(lambda self: self.payload["direction_asymmetry"])
     flips = property(lambda self: self.payload.get("flips") or {})
     domain = property(lambda self: self.payload["domain"])  # chi2, p, cramers_v, per_domain, table
@@ -398,6 +399,8 @@ class PairResult:
                 ("no-change null: false-positive rate", ns["rate"]),
                 ("nominal rate", ns["nominal_rate"]),
             ]
+        if nc := self.no_change_test:
+            rows.append(("no-change test p (within-item permutation)", nc["p_value"]))
         dom = self.domain
         rows += [
             ("direction test: improved p95", asym["improved_p95"]),

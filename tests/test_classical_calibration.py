@@ -70,6 +70,24 @@ def test_binomial_flags_at_most_seven_percent_of_unchanged_items(no_change):
     assert not any("nominal" in w for r in no_change for w in r["binomial"].warnings)
 
 
+def test_rci_runs_say_when_nothing_changed_is_not_rejected(no_change):
+    """Every RCI run carries the no-change permutation test (rci.json and the summary); on 30
+    datasets of identical versions it rejects at 0.10 in at most 8 (expected 3; P(> 8) < 0.002),
+    its p-value depends on the data only (the same under both S_diff methods), and where it does
+    not reject a run with flags says they may all be chance."""
+    from bayesrc.results import PairResult
+
+    p = np.array([r["reference"].no_change["p_value"] for r in no_change])
+    assert np.sum(p < 0.10) <= 8, p
+    for r in no_change:
+        assert r["binomial"].no_change == r["reference"].no_change
+        for res in r.values():
+            said = any("do not reject that nothing changed" in w for w in res.warnings)
+            assert said == (res.no_change["p_value"] >= 0.10 and _flagged(res) > 0)
+    table = PairResult("pair", no_change[0]["reference"].to_dict()).summary().set_index("metric")["value"]
+    assert table["no-change test p (within-item permutation)"] == p[0]
+
+
 def test_binomial_s_diff_by_hand():
     # y = 3 of 10 and 6 of 8: p~ = 3.5/11 and 6.5/9
     a, b = 3.5 / 11, 6.5 / 9

@@ -143,6 +143,10 @@ def test_cli_truth_writes_scores_and_a_report_section(tmp_path, exact_pair):
         held = ((g["rci_fdp_lo90"] <= by["rci"].loc[scored, "fdp_sign"]) & (by["rci"].loc[scored, "fdp_sign"] <= g["rci_fdp_hi90"])).astype(float)
         assert g["rci_fdp_covered90"].tolist() == held.tolist()
         assert tj["methods"][m]["rci_fdp_interval_coverage"] == pytest.approx(held.mean())
+        # where the no-change test did not reject, the interval runs to 1 (every flag false if nothing changed)
+        assert (g.loc[g["no_change_p"] >= 0.10, "rci_fdp_hi90"] == 1.0).all()
+        assert tj["methods"][m]["no_change_rejected_share"] == pytest.approx((by[m]["no_change_p"] < 0.10).mean())
+    assert (by["change"]["no_change_p"] == by["betabinom"]["no_change_p"]).all()  # a function of the data alone
     # PSIS-LOO of each collapsed fit is recorded beside its truth scores (choosing models on both).
     bayes = rep[rep["kind"] == "bayes"]
     assert np.isfinite(bayes["elpd_loo"]).all() and (bayes["elpd_loo_se"] > 0).all()

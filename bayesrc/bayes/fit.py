@@ -14,7 +14,7 @@ from bayesrc.bayes.diagnostics import Diagnostics, gate
 from bayesrc.bayes.inputs import ModelInputs, model_inputs
 from bayesrc.bayes.samplers import SamplerConfig
 from bayesrc.bayes.summaries import DELTA_MIN, ITEM_COLUMNS, allow_no_change, crosscheck, domain_shift, expected_flips, item_summary, rci_fdp_interval, rci_fdp_prior_sensitivity, select
-from bayesrc.classical.calibration import no_change_test
+from bayesrc.classical.pipeline import pair_no_change_test
 from bayesrc.errors import ConvergenceError
 from bayesrc.results import Result, register
 
@@ -280,8 +280,7 @@ def fit(
     items["rci_class"] = rci_items.set_index("item_id")["class"].reindex(items["item_id"]).fillna("excluded").to_numpy(dtype=object)
     cc, disc = crosscheck(items, rci_items, s_diff)
     cc |= rci_fdp_interval(dt["posterior"], data.n_items, items["rci_class"].to_numpy(dtype=object), rope=float(rope or 0.0), delta_min=delta_min)
-    # strata (domain, correct letter) whatever the model's covariate: they only give the test power
-    cc["no_change_test"] = no_change_test(data.y, data.n, model_inputs(counts).strata()[0], seed=cfg.seed)
+    cc["no_change_test"] = pair_no_change_test(counts, *data.versions)  # the same p-value as the RCI run's
     cc, warnings = allow_no_change(cc, cc["no_change_test"], cc["rci_n_flagged"])
     if model == "change":
         cc["prior_sensitivity"] = rci_fdp_prior_sensitivity(

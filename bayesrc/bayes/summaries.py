@@ -23,6 +23,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from bayesrc.classical.calibration import NO_CHANGE_ALPHA
+
 IMPROVED, NO_CHANGE, DETERIORATED = "improved", "no_change", "deteriorated"
 CLASSES = (IMPROVED, NO_CHANGE, DETERIORATED)
 ITEM_COLUMNS = (
@@ -345,9 +347,6 @@ def rci_fdp_interval(post, n_items: int, rci_cls: np.ndarray, *, rope: float = 0
     return {"rci_estimated_fdp_interval90": interval(sign), "rci_estimated_fdp_material_interval90": interval(material)}
 
 
-NO_CHANGE_ALPHA = 0.10  # one minus the intervals' level: they then hold on identical versions at least 90% of the time
-
-
 def allow_no_change(intervals: dict, no_change: dict, n_flagged: int) -> tuple[dict, list[str]]:
     """Widen the 90% intervals of RCI's FDP to 1 where the data do not reject "nothing changed".
 
@@ -355,7 +354,7 @@ def allow_no_change(intervals: dict, no_change: dict, n_flagged: int) -> tuple[d
     change cannot put posterior mass there when the data hardly tell "nothing moved" from
     "everything moved a little" (issue 12: the change model's interval held on 0 of 11 null
     replicates). With ``no_change`` the result of :func:`bayesrc.classical.calibration.no_change_test`:
-    when its ``p_value >= NO_CHANGE_ALPHA`` the upper ends become 1. Then on identical
+    when its ``p_value >= NO_CHANGE_ALPHA`` (0.10, one minus their level) the upper ends become 1. Then on identical
     versions the interval holds whenever the test does not reject, with probability at least
     ``1 - NO_CHANGE_ALPHA = 0.90``; on changed versions it holds at least as often as the
     posterior interval (it only grows). Returns the intervals (with

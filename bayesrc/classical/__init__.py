@@ -1,6 +1,6 @@
 """Classical reliable change (Jacobson-Truax RCI adapted to items; SPEC section 2)."""
 
-from bayesrc.classical.calibration import binomial_s_diff, classify_counts, nominal_rate, sample_level_null
+from bayesrc.classical.calibration import binomial_s_diff, classify_counts, no_change_test, nominal_rate, sample_level_null
 from bayesrc.classical.pipeline import (
     PairRCI,
     RCIAnalysis,
@@ -9,6 +9,7 @@ from bayesrc.classical.pipeline import (
     flip_metrics,
     greedy_comparison,
     greedy_flips,
+    pair_no_change_test,
     reliable_change,
 )
 from bayesrc.classical.rci import (
@@ -50,7 +51,9 @@ __all__ = [
     "flip_metrics",
     "icc_1_k",
     "mcnemar",
+    "no_change_test",
     "nominal_rate",
+    "pair_no_change_test",
     "sample_level_null",
     "classify_rci",
     "cross_pair",

@@ -25,6 +25,7 @@ from scipy import stats
 from bayesrc.classical.reliability import _split_masks, spearman_brown
 
 S_DIFF_METHODS = ("reference", "binomial")
+NO_CHANGE_ALPHA = 0.10  # no_change_test's level for "the data do not reject that nothing changed" (one minus 90% intervals' level)
 RELIABILITY_BASES = ("all", "analysed")
 
 

@@ -32,6 +32,7 @@ import xarray as xr
 from scipy import stats
 
 from bayesrc.classical import rci as _rci
+from bayesrc.classical.calibration import NO_CHANGE_ALPHA, no_change_test
 from bayesrc.classical.reliability import SplitHalfReliability, icc_1_1, icc_1_k, k_for_reliability, reliability_vs_k, split_half_reliability
 from bayesrc.classical.secondary import (
     difficulty_bins,
@@ -86,6 +87,7 @@ class PairRCI:
     items: pd.DataFrame = field(repr=False)
     icc_k: dict[str, float] = field(default_factory=dict)
     null_samples: dict | None = None
+    no_change: dict | None = None  # calibration.no_change_test on the pair's counts
     warnings: list[str] = field(default_factory=list)
     flips: dict = field(default_factory=dict)
 
@@ -126,6 +128,7 @@ class PairRCI:
                 "observed_flagged": self.counts["analysable"]["improved"] + self.counts["analysable"]["deteriorated"],
                 "observed_rate": self.counts["analysable"]["churn"],
             },
+            "no_change_test": self.no_change,
             "direction_asymmetry": {
                 **strip(self.null),
                 "observed_improved": self.counts["analysable"]["improved"],
@@ -154,6 +157,25 @@ def _aggregate_change(delta: np.ndarray) -> dict:
         return {"n": int(n), "mean_delta": float(d.mean()) if n else float("nan"), "ci95": [float("nan"), float("nan")]}
     half = stats.t.ppf(0.975, n - 1) * d.std(ddof=1) / np.sqrt(n)
     return {"n": int(n), "mean_delta": float(d.mean()), "ci95": [float(d.mean() - half), float(d.mean() + half)]}
+
+
+def pair_no_change_test(counts: xr.Dataset, v1: str, v2: str) -> dict:
+    """:func:`bayesrc.classical.calibration.no_change_test` on the pair's counts, strata (domain,
+    correct letter) where known; its fixed seed makes the p-value a function of the data, the same
+    in ``rci.json`` and in a fit's cross-check.
+
+    Examples
+    --------
+    >>> from bayesrc.data import item_counts, simulate_pair
+    >>> sim = simulate_pair(100, 10, pi_change=0.0, seed=2)
+    >>> out = pair_no_change_test(item_counts(sim.trials_v1, sim.trials_v2), "model-v1", "model-v2")
+    >>> 0 < out["p_value"] <= 1
+    True
+    """
+    from bayesrc.bayes.inputs import model_inputs
+
+    data = model_inputs(counts, v1, v2)
+    return no_change_test(data.y, data.n, data.strata()[0])
 
 
 def flip_metrics(p_v1: np.ndarray, p_v2: np.ndarray) -> dict:
@@ -315,7 +337,11 @@ def reliable_change(
         reliability_basis=reliability_basis, n_replicates=n_null, n_splits=null_splits, seed=s_sample_null,
     ) if n_null > 0 else None  # fmt: skip
     flagged = counts_out["analysable"]["improved"] + counts_out["analysable"]["deteriorated"]
+    no_change = pair_no_change_test(counts, v1, v2)
     warnings = null_warnings(samples, flagged, int(analysable.sum())) if samples is not None else []
+    if no_change["p_value"] >= NO_CHANGE_ALPHA and flagged:
+        warnings.append(f"The data do not reject that nothing changed between the versions (within-item permutation test, p = {no_change['p_value']:.2f}): "
+                        f"the {flagged} reliable changes may all be chance.")  # fmt: skip
     if not (np.isfinite(r1) and np.isfinite(r2)) and s_diff == "reference":
         warnings.insert(0, "The split-half reliability of a version is undefined (too few items with varying accuracy): "
                            "SEM and S_diff are NaN and no item is classified; use --s-diff binomial.")  # fmt: skip
@@ -370,6 +396,7 @@ def reliable_change(
         items=items,
         icc_k=icc_k,
         null_samples=samples,
+        no_change=no_change,
         warnings=warnings,
         flips=flip_metrics(items["p_v1"], items["p_v2"]),
     )

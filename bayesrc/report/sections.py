@@ -170,14 +170,18 @@ def section_aggregate(run: Run, c: Comparison) -> Section | None:
 
 def null_sentence(pair: PairResult) -> str:
     """The sample-level null in words: expected flagged count with no change, and the rate."""
-    ns = pair.null_samples
+    ns, nc = pair.null_samples, pair.no_change_test
+    test = (
+        f" Did anything change at all? Within-item permutation test of identical versions ({nc['n_permutations']} re-deals; each item's and each "
+        f"(domain, letter) stratum's chi-square): p = {nc['p_value']:.3g}." if nc else ""
+    )  # fmt: skip
     if not ns:
-        return "The sample-level no-change null was not computed for this run."
+        return "The sample-level no-change null was not computed for this run." + test
     return (
         f"No-change null ({ns['replicates']} replicates, each item's samples of both versions re-dealt at random): "
         f"{ns['flagged_mean']:.1f} items flagged on average (95% range {ns['flagged_p025']:.0f}-{ns['flagged_p975']:.0f}), "
         f"a false-positive rate of {_pct(ns['rate'])} per analysable item against the nominal {_pct(ns['nominal_rate'])}; "
-        f"observed {pair.n_flagged}."
+        f"observed {pair.n_flagged}." + test
     )
 
 
@@ -509,6 +513,12 @@ def section_truth(run: Run, c: Comparison | None = None) -> Section | None:
             f" Its 90% interval of RCI's FDP held the realised proportion on {_pct(held)} of the replicates (sign; "
             f"material: {_pct(model.get('rci_fdp_material_interval_coverage'))}; calibrated near 90%)."
         )
+    rejected = model.get("no_change_rejected_share", nan)
+    if np.isfinite(rejected):
+        text += (
+            f" The no-change permutation test rejected identical versions at 0.10 on {_pct(rejected)} of the replicates; "
+            "on the others the intervals of RCI's FDP run to 100% (if nothing changed, every flag is false)."
+        )
     warned = model.get("rci_fdp_prior_sensitive_share", nan)
     if np.isfinite(warned):
         text += (
@@ -527,7 +537,7 @@ TRUTH_COLUMNS = {
     "method": "method", "flagged_mean": "flagged / replicate", "fdp_sign": "FDP (sign)", "fdp_material": "FDP (material)",
     "coverage90": "coverage90", "rci_fdp_estimate_mean": "est. RCI FDP", "rci_fdp_realised_mean": "RCI FDP (same replicates)",
     "rci_fdp_estimate_material_mean": "est. RCI FDP (material)", "rci_fdp_realised_material_mean": "RCI FDP (material, same replicates)",
-    "rci_fdp_interval_coverage": "90% interval held RCI FDP", "rci_fdp_material_interval_coverage": "90% interval held RCI FDP (material)",
+    "rci_fdp_interval_coverage": "90% interval held RCI FDP", "rci_fdp_material_interval_coverage": "90% interval held RCI FDP (material)", "no_change_rejected_share": "no-change test rejected",
     "rci_fdp_prior_sensitive_share": "est. moved by priors (share)", "rci_fdp_material_prior_sensitive_share": "est. moved by priors (material, share)",
     "dp_slope_mean": "Δp slope", "gate_pass_share": "gate passed",
 }  # fmt: skip

@@ -20,7 +20,7 @@ each, and scores them against the exact Delta p:
   (``rci_fdp_interval_coverage``, ``rci_fdp_material_interval_coverage``; see
   :func:`bayesrc.bayes.summaries.rci_fdp_interval`, widened to 1 where the no-change test does
   not reject, :func:`bayesrc.bayes.summaries.allow_no_change`; its p-value per replicate
-  ``no_change_p``), and the
+  ``no_change_p``; the share of replicates where it rejected at 0.10, ``no_change_rejected_share``), and the
   share of replicates whose fit warned that the estimate moves with its priors
   (``rci_fdp_prior_sensitive_share``, ``rci_fdp_material_prior_sensitive_share``; see
   :func:`bayesrc.bayes.summaries.rci_fdp_prior_sensitivity`),
@@ -40,6 +40,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from bayesrc.classical.calibration import NO_CHANGE_ALPHA
 
 # Each Bayesian method: keyword arguments of bayesrc.bayes.fit. "change" is the default change
 # model; "change_v0" the change model as it was before issue 12 (no item covariate, Beta(2, 2)
@@ -208,6 +210,7 @@ def _aggregate(rep: pd.DataFrame) -> dict[str, dict]:
                 rci_fdp_realised_material_mean=float(g.loc[has, "rci_fdp_realised_material"].mean()) if has.any() else float("nan"),
                 rci_fdp_interval_coverage=float(g["rci_fdp_covered90"].mean()),
                 rci_fdp_material_interval_coverage=float(g["rci_fdp_material_covered90"].mean()),
+                no_change_rejected_share=float((g["no_change_p"] < NO_CHANGE_ALPHA).mean()),
                 rci_fdp_prior_sensitive_share=float(g["rci_fdp_prior_sensitive"].mean()),
                 rci_fdp_material_prior_sensitive_share=float(g["rci_fdp_material_prior_sensitive"].mean()),
                 expected_fdp_mean=float(g["expected_fdp"].mean()),
@@ -276,7 +279,7 @@ class TruthResult:
         cols = [
             "flagged_mean", "fdp_sign", "fdp_material", "coverage90", "rci_fdp_estimate_mean", "rci_fdp_realised_mean",
             "rci_fdp_estimate_material_mean", "rci_fdp_realised_material_mean", "rci_fdp_interval_coverage",
-            "rci_fdp_material_interval_coverage", "rci_fdp_prior_sensitive_share",
+            "rci_fdp_material_interval_coverage", "no_change_rejected_share", "rci_fdp_prior_sensitive_share",
             "rci_fdp_material_prior_sensitive_share", "dp_slope_mean", "elpd_loo_mean", "gate_pass_share",
         ]  # fmt: skip
         rows = []
