@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from bayesrc.classical.calibration import NO_CHANGE_ALPHA
+from bayesrc.classical.calibration import NO_CHANGE_ALPHA, not_rejected_phrase
 
 IMPROVED, NO_CHANGE, DETERIORATED = "improved", "no_change", "deteriorated"
 CLASSES = (IMPROVED, NO_CHANGE, DETERIORATED)
@@ -374,10 +374,7 @@ def allow_no_change(intervals: dict, no_change: dict, n_flagged: int) -> tuple[d
     for key in keys:
         if out.get(key) is not None:
             out[key] = [out[key][0], 1.0]
-    warning = (
-        f"the data do not reject that nothing changed between the versions (within-item permutation test, p = {no_change['p_value']:.2f}); "
-        f"if nothing did, all {n_flagged} of RCI's flags are false, so the 90% intervals of its false-discovery proportion run to 100%"
-    )
+    warning = f"{not_rejected_phrase(no_change)}; if nothing did, all {n_flagged} of RCI's flags are false, so the 90% intervals of its false-discovery proportion run to 100%"
     return out, [warning]
 
 

@@ -352,6 +352,11 @@ def null_warnings(null: dict, observed_flagged: int, n_analysable: int) -> list[
     return out
 
 
+def not_rejected_phrase(no_change: dict) -> str:
+    """The start of a warning where :func:`no_change_test` does not reject (RCI runs and fits say it alike)."""
+    return f"the data do not reject that nothing changed between the versions (within-item permutation test, p = {no_change['p_value']:.2f})"
+
+
 def _deviations(y1: np.ndarray, t: np.ndarray, total: np.ndarray, n1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each item's ``y1 - E[y1]`` and ``Var[y1]`` under the hypergeometric null (0 and 0 where
     the item's outcomes cannot be rearranged: all alike, or a version without valid responses)."""
@@ -371,7 +376,7 @@ def _upper_p(draws: np.ndarray) -> np.ndarray:
 
 def no_change_test(
     y: np.ndarray, n: np.ndarray, strata: np.ndarray | None = None, *, n_permutations: int = 999,
-    seed: int | np.random.Generator | np.random.SeedSequence = 0,
+    seed: int | np.random.Generator | np.random.SeedSequence = 0, batch: int = 100,
 ) -> dict:  # fmt: skip
     """Did anything change between two versions? A within-item permutation test of "identical".
 
@@ -405,6 +410,8 @@ def no_change_test(
     ----------
     y, n : (item, 2) correct and valid counts of the two versions.
     strata : stratum index per item (default: one stratum).
+    n_permutations : draws from the null; ``seed`` seeds them (fixed: the p-value is then a function of the data).
+    batch : draws at a time (memory: ``batch x items``).
 
     Returns
     -------
@@ -424,15 +431,20 @@ def no_change_test(
     member = np.zeros((len(y), int(strata.max()) + 1))
     member[np.arange(len(y)), strata] = 1.0
     dev_obs, var = _deviations(y[:, 0], t, total, n1)
-    rng = np.random.default_rng(seed)
-    fixed = var == 0  # nothing to re-deal; drawing would only add 0
-    y1 = rng.hypergeometric(np.where(fixed, 0, t).astype(np.int64), np.where(fixed, 1, total - t).astype(np.int64), np.where(fixed, 0, n1).astype(np.int64), size=(n_permutations, len(y)))
-    dev = np.vstack([dev_obs, _deviations(y1.astype(float), t, total, n1)[0]])  # row 0: the observed data
     stratum_var = var @ member
-    with np.errstate(invalid="ignore", divide="ignore"):
-        items = np.where(var > 0, dev**2 / np.where(var > 0, var, 1.0), 0.0).sum(1)
-        by_stratum = (dev @ member) ** 2 / np.where(stratum_var > 0, stratum_var, 1.0)
-    strat = by_stratum.sum(1)
+    inv_var, inv_stratum_var = 1.0 / np.where(var > 0, var, np.inf), 1.0 / np.where(stratum_var > 0, stratum_var, np.inf)
+
+    def statistics(dev: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return dev**2 @ inv_var, (dev @ member) ** 2 @ inv_stratum_var
+
+    rng = np.random.default_rng(seed)
+    movable = np.flatnonzero(var > 0)  # the others' draws would only add 0
+    items, strat = [np.atleast_1d(v) for v in statistics(dev_obs)]  # first: the observed data
+    for start in range(0, n_permutations, batch):
+        y1 = np.zeros((min(batch, n_permutations - start), len(y)))
+        y1[:, movable] = rng.hypergeometric(t[movable].astype(np.int64), (total - t)[movable].astype(np.int64), n1[movable].astype(np.int64), size=(len(y1), len(movable)))
+        a, b = statistics(_deviations(y1, t, total, n1)[0])
+        items, strat = np.concatenate([items, a]), np.concatenate([strat, b])
     p_items, p_strata = _upper_p(items), _upper_p(strat)
     smallest = np.minimum(p_items, p_strata)
     return {

@@ -32,7 +32,7 @@ import xarray as xr
 from scipy import stats
 
 from bayesrc.classical import rci as _rci
-from bayesrc.classical.calibration import NO_CHANGE_ALPHA, no_change_test
+from bayesrc.classical.calibration import NO_CHANGE_ALPHA, no_change_test, not_rejected_phrase
 from bayesrc.classical.reliability import SplitHalfReliability, icc_1_1, icc_1_k, k_for_reliability, reliability_vs_k, split_half_reliability
 from bayesrc.classical.secondary import (
     difficulty_bins,
@@ -340,8 +340,7 @@ def reliable_change(
     no_change = pair_no_change_test(counts, v1, v2)
     warnings = null_warnings(samples, flagged, int(analysable.sum())) if samples is not None else []
     if no_change["p_value"] >= NO_CHANGE_ALPHA and flagged:
-        warnings.append(f"The data do not reject that nothing changed between the versions (within-item permutation test, p = {no_change['p_value']:.2f}): "
-                        f"the {flagged} reliable changes may all be chance.")  # fmt: skip
+        warnings.append(f"{not_rejected_phrase(no_change).capitalize()}: the {flagged} reliable changes may all be chance.")
     if not (np.isfinite(r1) and np.isfinite(r2)) and s_diff == "reference":
         warnings.insert(0, "The split-half reliability of a version is undefined (too few items with varying accuracy): "
                            "SEM and S_diff are NaN and no item is classified; use --s-diff binomial.")  # fmt: skip
