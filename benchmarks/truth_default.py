@@ -30,6 +30,7 @@ import json
 import pandas as pd
 
 from bayesrc.bayes.summaries import DELTA_MIN
+from bayesrc.classical.calibration import NO_CHANGE_ALPHA
 
 
 def main() -> None:
@@ -130,7 +131,8 @@ def summarise(path: str) -> str:
     """Per (model, pair, K): replicates, mean items selected, the model's own FDP (mean over
     replicates and pooled over its selections), mean 90% coverage, the mean estimate of RCI's
     FDP beside RCI's mean realised FDP (replicates where RCI flagged something), and how often
-    the fit warned that the estimate moves with its priors (:func:`_warned`)."""
+    the fit warned that the estimate moves with its priors (:func:`_warned`), whether its 90% interval
+    held RCI's realised FDP (:func:`_held`) and how often the no-change test rejected (:func:`_rejected`)."""
     rows = pd.read_json(path, lines=True)
     rows["false_sign"] = rows["fdp_sign"] * rows["selected"]
     rows["k"] = rows["k"].fillna(10).astype(int) if "k" in rows else 10  # rows from before --k: K = 10
@@ -144,7 +146,7 @@ def summarise(path: str) -> str:
             "rci_fdp_realised": g.loc[has, "rci_fdp_realised"].mean(),
             "rci_fdp_estimate_material": g.loc[has, "rci_fdp_estimate_material"].mean() if "rci_fdp_estimate_material" in g else float("nan"),
             "rci_fdp_realised_material": g.loc[has, "rci_fdp_realised_material"].mean() if "rci_fdp_realised_material" in g else float("nan"),
-            **_warned(g[has]), **_held(g[has]), "gate_max_rhat": g["max_rhat"].max(), "elpd_loo": g["elpd_loo"].mean(), "runtime_s": g["runtime_s"].mean(),
+            **_warned(g[has]), **_held(g[has]), **_rejected(g), "gate_max_rhat": g["max_rhat"].max(), "elpd_loo": g["elpd_loo"].mean(), "runtime_s": g["runtime_s"].mean(),
         })  # fmt: skip
     return pd.DataFrame(out).round(3).to_string(index=False)
 
@@ -162,6 +164,13 @@ def _warned(g) -> dict:
         out[f"warned_{kind}"] = f"{int(warned.sum())}/{len(g)}"
         out[f"unwarned_within_{kind}"] = f"{int(within[~warned].sum())}/{int((~warned).sum())}"
     return out
+
+
+def _rejected(g) -> dict:
+    """Replicates where the no-change test rejected identical versions (elsewhere the intervals run to 1); blank for rows from before it."""
+    if "no_change_p" not in g or g["no_change_p"].isna().any():
+        return {"no_change_rejected": ""}
+    return {"no_change_rejected": f"{int((g['no_change_p'] < NO_CHANGE_ALPHA).sum())}/{len(g)}"}
 
 
 def _held(g) -> dict:
