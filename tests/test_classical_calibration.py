@@ -77,13 +77,13 @@ def test_rci_runs_say_when_nothing_changed_is_not_rejected(no_change):
     not reject a run with flags says they may all be chance."""
     from bayesrc.results import PairResult
 
-    p = np.array([r["reference"].no_change["p_value"] for r in no_change])
+    p = np.array([r["reference"].no_change_test["p_value"] for r in no_change])
     assert np.sum(p < 0.10) <= 8, p
     for r in no_change:
-        assert r["binomial"].no_change == r["reference"].no_change
+        assert r["binomial"].no_change_test == r["reference"].no_change_test
         for res in r.values():
             said = any("do not reject that nothing changed" in w for w in res.warnings)
-            assert said == (res.no_change["p_value"] >= 0.10 and _flagged(res) > 0)
+            assert said == (res.no_change_test["p_value"] >= 0.10 and _flagged(res) > 0)
     table = PairResult("pair", no_change[0]["reference"].to_dict()).summary().set_index("metric")["value"]
     assert table["no-change test p (within-item permutation)"] == p[0]
 

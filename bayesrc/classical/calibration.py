@@ -369,9 +369,12 @@ def _deviations(y1: np.ndarray, t: np.ndarray, total: np.ndarray, n1: np.ndarray
 
 
 def _upper_p(draws: np.ndarray) -> np.ndarray:
-    """Share of ``draws`` at or above each draw (its Monte Carlo permutation p-value, itself counted)."""
+    """Share of ``draws`` at or above each draw (its Monte Carlo permutation p-value, itself counted).
+
+    Equal statistics can differ in their last bits (summed in another order), so draws within
+    1e-9 (relative) count as ties: the conservative side."""
     ordered = np.sort(draws)
-    return 1.0 - np.searchsorted(ordered, draws, side="left") / len(draws)
+    return 1.0 - np.searchsorted(ordered, draws - 1e-9 * np.abs(draws), side="left") / len(draws)
 
 
 def no_change_test(

@@ -87,7 +87,7 @@ class PairRCI:
     items: pd.DataFrame = field(repr=False)
     icc_k: dict[str, float] = field(default_factory=dict)
     null_samples: dict | None = None
-    no_change: dict | None = None  # calibration.no_change_test on the pair's counts
+    no_change_test: dict | None = None  # calibration.no_change_test on the pair's counts (pair_no_change_test)
     warnings: list[str] = field(default_factory=list)
     flips: dict = field(default_factory=dict)
 
@@ -128,7 +128,7 @@ class PairRCI:
                 "observed_flagged": self.counts["analysable"]["improved"] + self.counts["analysable"]["deteriorated"],
                 "observed_rate": self.counts["analysable"]["churn"],
             },
-            "no_change_test": self.no_change,
+            "no_change_test": self.no_change_test,
             "direction_asymmetry": {
                 **strip(self.null),
                 "observed_improved": self.counts["analysable"]["improved"],
@@ -395,7 +395,7 @@ def reliable_change(
         items=items,
         icc_k=icc_k,
         null_samples=samples,
-        no_change=no_change,
+        no_change_test=no_change,
         warnings=warnings,
         flips=flip_metrics(items["p_v1"], items["p_v2"]),
     )
