@@ -357,17 +357,6 @@ def not_rejected_phrase(no_change: dict) -> str:
     return f"the data do not reject that nothing changed between the versions (within-item permutation test, p = {no_change['p_value']:.2f})"
 
 
-def _deviations(y1: np.ndarray, t: np.ndarray, total: np.ndarray, n1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each item's ``y1 - E[y1]`` and ``Var[y1]`` under the hypergeometric null (0 and 0 where
-    the item's outcomes cannot be rearranged: all alike, or a version without valid responses)."""
-    n2 = total - n1
-    with np.errstate(invalid="ignore", divide="ignore"):
-        var = n1 * n2 * t * (total - t) / (total**2 * (total - 1.0))
-        dev = y1 - n1 * t / total
-    ok = np.isfinite(var) & (var > 0)
-    return np.where(ok, dev, 0.0), np.where(ok, var, 0.0)
-
-
 def _upper_p(draws: np.ndarray) -> np.ndarray:
     """Share of ``draws`` at or above each draw (its Monte Carlo permutation p-value, itself counted).
 
@@ -433,21 +422,27 @@ def no_change_test(
     strata = np.zeros(len(y), np.int64) if strata is None else np.asarray(strata, np.int64)
     member = np.zeros((len(y), int(strata.max()) + 1))
     member[np.arange(len(y)), strata] = 1.0
-    dev_obs, var = _deviations(y[:, 0], t, total, n1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        var = n1 * (total - n1) * t * (total - t) / (total**2 * (total - 1.0))
+        expected = n1 * t / total
+    # items whose outcomes cannot be rearranged (all alike, or a version without valid responses) add nothing
+    movable = np.isfinite(var) & (var > 0)
+    var = np.where(movable, var, 0.0)
     stratum_var = var @ member
-    inv_var, inv_stratum_var = 1.0 / np.where(var > 0, var, np.inf), 1.0 / np.where(stratum_var > 0, stratum_var, np.inf)
+    inv_var, inv_stratum_var = 1.0 / np.where(movable, var, np.inf), 1.0 / np.where(stratum_var > 0, stratum_var, np.inf)
 
-    def statistics(dev: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return dev**2 @ inv_var, (dev @ member) ** 2 @ inv_stratum_var
+    def statistics(y1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        dev = np.where(movable, y1 - expected, 0.0)
+        return np.atleast_1d(dev**2 @ inv_var), np.atleast_1d((dev @ member) ** 2 @ inv_stratum_var)
 
     rng = np.random.default_rng(seed)
-    movable = np.flatnonzero(var > 0)  # the others' draws would only add 0
-    items, strat = [np.atleast_1d(v) for v in statistics(dev_obs)]  # first: the observed data
+    cols = np.flatnonzero(movable)  # only these are re-dealt
+    stats_all = [statistics(y[:, 0])]  # first: the observed data
     for start in range(0, n_permutations, batch):
         y1 = np.zeros((min(batch, n_permutations - start), len(y)))
-        y1[:, movable] = rng.hypergeometric(t[movable].astype(np.int64), (total - t)[movable].astype(np.int64), n1[movable].astype(np.int64), size=(len(y1), len(movable)))
-        a, b = statistics(_deviations(y1, t, total, n1)[0])
-        items, strat = np.concatenate([items, a]), np.concatenate([strat, b])
+        y1[:, cols] = rng.hypergeometric(t[cols].astype(np.int64), (total - t)[cols].astype(np.int64), n1[cols].astype(np.int64), size=(len(y1), len(cols)))
+        stats_all.append(statistics(y1))
+    items, strat = (np.concatenate(part) for part in zip(*stats_all))
     p_items, p_strata = _upper_p(items), _upper_p(strat)
     smallest = np.minimum(p_items, p_strata)
     return {
@@ -457,6 +452,6 @@ def no_change_test(
         "statistic_items": float(items[0]),
         "statistic_strata": float(strat[0]),
         "n_permutations": int(n_permutations),
-        "n_items": int((var > 0).sum()),
+        "n_items": int(movable.sum()),
         "n_strata": int((stratum_var > 0).sum()),
     }

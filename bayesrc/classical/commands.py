@@ -20,7 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "a warning says by how much) or 'binomial' (per-item binomial SE; calibrated). Default reference",
     )
     p.add_argument("--reliability-basis", choices=("all", "analysed"), default="all", help="items whose split halves give r_xx (default all, the paper)")
-    p.add_argument("--null-replicates", type=int, default=200, help="replicates of the sample-level no-change null (default 200; 0: skip)")
+    p.add_argument("--null-replicates", type=int, default=200, help="replicates of the sample-level no-change null (default 200; 0: skip it and the no-change test)")
     p.add_argument("--z", type=float, default=1.96, help="RCI threshold (default 1.96)")
     p.add_argument("--z-conservative", type=float, default=2.58)
     p.add_argument("--min-valid", type=int, default=None, help="exclusion rule (a) as a fixed minimum of valid responses (default: ceil(0.6*K) of each item's K, 6 at K = 10)")

@@ -236,7 +236,9 @@ def reliable_change(
         ``S_diff,i`` from the items' own binomial SEs; calibrated, SPEC 2.1).
     reliability_basis : items whose split halves give r_xx: "all" (the paper) or "analysed".
     n_splits, n_permutations : random split-halves and direction-asymmetry permutations.
-    n_null, null_splits : replicates of the sample-level null and split halves per replicate.
+    n_null, null_splits : replicates of the sample-level null and split halves per replicate;
+        ``n_null=0`` skips both no-change checks, the null and :func:`pair_no_change_test`
+        (cross-checks and simulation loops that read only the classes).
     seed : seeds every random step (reproducible).
 
     Examples
@@ -337,9 +339,9 @@ def reliable_change(
         reliability_basis=reliability_basis, n_replicates=n_null, n_splits=null_splits, seed=s_sample_null,
     ) if n_null > 0 else None  # fmt: skip
     flagged = counts_out["analysable"]["improved"] + counts_out["analysable"]["deteriorated"]
-    no_change = pair_no_change_test(counts, v1, v2)
+    no_change = pair_no_change_test(counts, v1, v2) if n_null > 0 else None
     warnings = null_warnings(samples, flagged, int(analysable.sum())) if samples is not None else []
-    if no_change["p_value"] >= NO_CHANGE_ALPHA and flagged:
+    if no_change is not None and no_change["p_value"] >= NO_CHANGE_ALPHA and flagged:
         warnings.append(f"{not_rejected_phrase(no_change).capitalize()}: the {flagged} reliable changes may all be chance.")
     if not (np.isfinite(r1) and np.isfinite(r2)) and s_diff == "reference":
         warnings.insert(0, "The split-half reliability of a version is undefined (too few items with varying accuracy): "
