@@ -208,48 +208,24 @@ def test_gate_thresholds_on_synthetic_draws():
     assert not gate(tree(good[:, :100]), ["a"], min_ess=1000).passed
 
 
-def _cell_reference(mu, sd, shift, tau, slope, pi, n1, y1, n2, y2):
-    """The collapsed change model's cell likelihood by adaptive 2-D quadrature (scipy dblquad)."""
-    import math
+def _cell_reference(mu, sd, shift, tau, slope, pi, n1, y1, n2, y2, half=10.0):
+    """The collapsed change model's cell likelihood by brute force (Simpson's rule on 6,001 x 801
+    nodes spanning +-12 SD of each normal): theta ~ Normal(mu, sd), theta + delta ~ Normal(theta + m(theta), tau),
+    the binomials beyond +-half logits at their values there (what the grid's end nodes stand for;
+    4.5e-5 from the limit)."""
+    from scipy.integrate import simpson
+    from scipy.special import comb, expit
+    from scipy.stats import norm
 
-    from scipy.integrate import dblquad, quad
+    def binom(y, n, x):
+        p = expit(np.clip(x, -half, half))
+        return comb(n, y) * p**y * (1.0 - p) ** (n - y)
 
-    def binom(y, n, x):  # Bin(y | n, expit x)
-        p = 1.0 / (1.0 + math.exp(-x))
-        return math.comb(n, y) * p**y * (1.0 - p) ** (n - y)
-
-    def phi(u):
-        return math.exp(-0.5 * u * u) / math.sqrt(2 * math.pi)
-
-    same = quad(lambda u: phi(u) * binom(y1, n1, mu + sd * u) * binom(y2, n2, mu + sd * u), -12, 12, limit=400, epsabs=1e-14, epsrel=1e-10)[0]
-    change = dblquad(
-        lambda v, u: phi(u) * binom(y1, n1, mu + sd * u) * phi(v) * binom(y2, n2, mu + sd * u + shift + slope * u + tau * v),
-        -12, 12, -12, 12, epsabs=1e-14, epsrel=1e-10,
-    )[0]  # fmt: skip
-    return (1 - pi) * same + pi * change
-
-
-@pytest.mark.parametrize(
-    "mu, sd, shift, tau, slope",
-    [(-1.0, 5.0, 0.3, 3.0, 0.0), (0.5, 1.0, -0.6, 1.0, 0.0), (2.0, 6.0, 0.0, 4.0, 0.3), (0.0, 0.5, 0.2, 0.5, -0.2), (0.0, 3.0, 0.0, 0.2, 0.0)],
-)
-def test_collapsed_change_cell_likelihood_matches_dblquad(mu, sd, shift, tau, slope):
-    """Trapezoid quadrature of the collapsed change model vs scipy, floor / ceiling cells included."""
-    from scipy.special import comb
-
-    from bayesrc.bayes.change_collapsed import Cells, _ops, cell_loglik
-
-    cells_list = [(10, 0, 10, 0), (10, 10, 10, 10), (10, 0, 10, 10), (10, 5, 10, 6), (10, 9, 10, 2), (10, 1, 7, 7), (0, 0, 10, 3)]
-    a = np.array(cells_list, float)
-    keys, key = np.unique(a[:, 2:], axis=0, return_inverse=True)
-    cells = Cells(
-        dom=np.zeros(len(a), int), n1=a[:, 0], y1=a[:, 1], n2=a[:, 2], y2=a[:, 3], weight=np.ones(len(a)), key=key.ravel(),
-        key_dom=np.zeros(len(keys), int), key_n=keys[:, 0], key_y=keys[:, 1], item_cell=np.arange(len(a)),
-    )  # fmt: skip
-    ll = cell_loglik(_ops("numpy"), np.array([mu]), np.array([sd]), np.array([shift]), np.array([tau]), slope, 0.4, cells)
-    ll += np.log(comb(a[:, 0], a[:, 1]) * comb(a[:, 2], a[:, 3]))  # the model leaves the constant out
-    ref = np.array([_cell_reference(mu, sd, shift, tau, slope, 0.4, *map(int, c)) for c in cells_list])
-    np.testing.assert_allclose(np.exp(ll), ref, rtol=1e-6)
+    t = np.linspace(mu - 12 * sd, mu + 12 * sd, 6001)
+    v = np.linspace(-12, 12, 801)
+    g = np.concatenate([simpson(norm.pdf(v) * binom(y2, n2, (c + slope * (c - mu) / sd + shift)[:, None] + tau * v), x=v, axis=1) for c in np.array_split(t, 4)])
+    prior = norm.pdf(t, mu, sd) * binom(y1, n1, t)
+    return simpson(prior * ((1 - pi) * binom(y2, n2, t) + pi * g), x=t)
 
 
 def _cells(rows):
@@ -262,41 +238,74 @@ def _cells(rows):
     return cell_stats(data)
 
 
-@pytest.mark.parametrize("sigma_delta", [0.05, 0.5, 4.0, 9.5])
-def test_collapsed_change_product_form_equals_the_direct_sum(sigma_delta):
-    """The matrix-product form of the delta integral vs the direct logsumexp over its integrand,
-    trial counts below, at and above FAST_MAX_N (the direct path), theta nodes out to +-60 logits,
-    two strata with their own sigma_delta."""
-    from scipy.special import logsumexp
+@pytest.mark.parametrize(
+    "mu, sd, shift, tau, slope, rtol",
+    [
+        (0.5, 1.0, -0.6, 1.0, 0.0, 1e-5), (0.0, 0.5, 0.2, 0.5, -0.2, 1e-5), (0.0, 2.0, 0.0, 0.2, 0.0, 1e-5), (1.0, 1.8, -0.3, 0.25, 0.0, 1e-5),
+        (-1.0, 1.5, 1.5, 2.0, 0.3, 1e-5), (0.0, 3.0, 0.0, 0.2, 0.0, 1e-5), (-2.0, 2.5, 1.5, 2.0, 0.3, 1e-5),
+        # a tenth of the items beyond +-10 logits: the tails, lumped on the grid's end nodes, cost 0.1-0.3%
+        (-1.0, 5.0, 0.3, 3.0, 0.0, 5e-3), (2.0, 6.0, 0.0, 4.0, 0.3, 5e-3),
+    ],
+)  # fmt: skip
+def test_collapsed_change_cell_likelihood_matches_a_fine_reference(mu, sd, shift, tau, slope, rtol):
+    """The logit-grid quadrature of the collapsed change model vs brute force, floor / ceiling cells and an
+    item with no valid version-1 response included, with and without the slope: to 1e-5 (grid step 0.2
+    logits) while the items spread by at most 3 logits (as on every real benchmark seen)."""
+    from scipy.special import comb
 
-    from bayesrc.bayes.change_collapsed import DELTA_HALF, DELTA_NODES, FAST_MAX_N, _ops, change_integrand, log_change_integral, trapezoid_grid
+    from bayesrc.bayes.change_collapsed import _ops, cell_loglik, likelihood_tables
 
-    rows = [(n, y) for n in (3, 10, FAST_MAX_N, FAST_MAX_N + 9) for y in range(n + 1)]
-    cells = _cells([(10, 4, n, y) for n, y in rows])
-    cells = type(cells)(**{**cells.__dict__, "key_dom": np.arange(len(cells.key_y)) % 2})  # two strata
-    s = np.stack([np.linspace(-60, 60, 41), np.linspace(-3, 5, 41)])  # (stratum, theta node)
-    grid_v = trapezoid_grid(DELTA_NODES, DELTA_HALF)
-    sd = np.array([sigma_delta, 0.4 * sigma_delta])
-    fast = log_change_integral(_ops("numpy"), s, sd, cells, grid_v)
-    direct = logsumexp(change_integrand(_ops("numpy"), s, sd, cells.key_y, cells.key_n, cells.key_dom, grid_v), axis=-1)
-    assert np.isfinite(fast).all()
-    np.testing.assert_allclose(fast, direct, rtol=1e-12, atol=1e-9)
+    rows = [(10, 0, 10, 0), (10, 10, 10, 10), (10, 0, 10, 10), (10, 5, 10, 6), (10, 9, 10, 2), (10, 1, 7, 7), (0, 0, 10, 3)]
+    cells = _cells(rows)
+    tables = likelihood_tables(cells)
+    ll = cell_loglik(_ops("numpy"), np.array([mu]), np.array([sd]), np.array([shift]), np.array([tau]), slope, 0.4, tables)[: cells.n_cells]
+    a = np.stack([cells.n1, cells.y1, cells.n2, cells.y2], 1).astype(int)
+    ll += np.log(comb(a[:, 0], a[:, 1]) * comb(a[:, 2], a[:, 3]))  # the model leaves the constant out
+    ref = np.array([_cell_reference(mu, sd, shift, tau, slope, 0.4, *map(int, c)) for c in a])
+    np.testing.assert_allclose(np.exp(ll), ref, rtol=rtol)
 
 
-def test_collapsed_change_integral_caps_the_spread_where_the_product_form_would_overflow():
-    """Spreads above SIGMA_DELTA_CAP (e^(k sigma v) overflows float64 past ~23 logits) enter as the
-    cap: finite, and equal to the direct sum at the cap."""
-    from scipy.special import logsumexp
+@pytest.mark.parametrize("sigma_delta", [0.05, 0.3, 4.0, 60.0])
+def test_collapsed_change_kernel_toeplitz_form_equals_the_direct_one(sigma_delta):
+    """Without the slope the change kernel is built from one row of offsets; with a zero slope
+    passed as an array (the general path) it must be the same matrix; rows stay normalised,
+    finite, from a spread of a quarter of the grid's step to far above its width, two strata."""
+    from bayesrc.bayes.change_collapsed import _ops, change_kernel, likelihood_tables
 
-    from bayesrc.bayes.change_collapsed import DELTA_HALF, DELTA_NODES, SIGMA_DELTA_CAP, _ops, change_integrand, log_change_integral, trapezoid_grid
+    tables = likelihood_tables(_cells([(10, 4, 10, 6), (10, 0, 10, 1)]))
+    args = (np.array([0.2, -1.0]), np.array([1.5, 2.0]), np.array([0.37, -2.2]))
+    sd = np.array([sigma_delta, 2 * sigma_delta])
+    toeplitz = change_kernel(_ops("numpy"), tables, *args, 0.0, sd)
+    general = change_kernel(_ops("numpy"), tables, *args, np.float64(0.0), sd)
+    assert np.isfinite(toeplitz).all()
+    np.testing.assert_allclose(toeplitz, general, rtol=1e-12, atol=1e-300)
+    np.testing.assert_allclose(toeplitz.sum(-1), 1.0, rtol=1e-12)
 
-    cells = _cells([(10, 4, 10, y2) for y2 in range(11)] + [(14, 5, 14, 3)])
-    s = np.linspace(-4, 4, 21)[None, :]
-    grid_v = trapezoid_grid(DELTA_NODES, DELTA_HALF)
-    capped = log_change_integral(_ops("numpy"), s, np.array([60.0]), cells, grid_v)
-    at_cap = logsumexp(change_integrand(_ops("numpy"), s, np.array([SIGMA_DELTA_CAP]), cells.key_y, cells.key_n, cells.key_dom, grid_v), axis=-1)
-    assert np.isfinite(capped).all()
-    np.testing.assert_allclose(capped, at_cap, rtol=1e-12, atol=1e-9)
+
+def test_collapsed_change_likelihood_is_the_same_whatever_the_padding():
+    """Cells padded to shape buckets add nothing: the padded tables give each real cell the
+    log-likelihood that a direct logsumexp over the grid's nodes gives it."""
+    from scipy.special import log_expit, logsumexp
+
+    from bayesrc.bayes.change_collapsed import _ops, cell_loglik, change_kernel, likelihood_tables, prior_weights
+
+    rows = [(10, y1, 10, y2) for y1 in (0, 3, 10) for y2 in (1, 9)] + [(8, 2, 9, 4)]
+    cells = _cells(rows)
+    tables = likelihood_tables(cells)
+    assert tables["weight"].size > cells.n_cells and tables["weight"][cells.n_cells :].sum() == 0
+    mu, sd, shift, tau, pi = -0.4, 1.7, 0.5, 0.6, 0.3
+    ll = cell_loglik(_ops("numpy"), np.array([mu]), np.array([sd]), np.array([shift]), np.array([tau]), 0.0, pi, tables)
+    x = tables["x"]
+    lb = lambda n, y, t: n * log_expit(t) - (n - y) * t  # noqa: E731
+    lp = np.log(prior_weights(_ops("numpy"), x, np.array([mu]), np.array([sd])))[0]
+    with np.errstate(divide="ignore"):
+        lk = np.log(change_kernel(_ops("numpy"), tables, None, None, np.array([shift]), 0.0, np.array([tau])))[0]
+    for c in range(cells.n_cells):
+        n1, y1, n2, y2 = cells.n1[c], cells.y1[c], cells.n2[c], cells.y2[c]
+        lg = logsumexp(lk + lb(n2, y2, x)[None, :], axis=1)
+        direct = logsumexp(lp + lb(n1, y1, x) + np.logaddexp(np.log1p(-pi) + lb(n2, y2, x), np.log(pi) + lg))
+        assert np.isclose(ll[c], direct, rtol=1e-12, atol=1e-9), c
+    assert np.isfinite(ll).all()
 
 
 def test_collapsed_change_item_draws_match_a_fine_grid_reference():
@@ -308,7 +317,7 @@ def test_collapsed_change_item_draws_match_a_fine_grid_reference():
 
     from bayesrc.bayes.change_collapsed import item_draws
 
-    mu, sd, shift, tau, pi = 0.3, 2.5, 0.4, 1.5, 0.4
+    mu, sd, shift, tau, pi = 0.3, 2.0, 0.4, 1.5, 0.4  # the normals' mass inside the grid's +-10 logits
     rows = [(10, 5, 10, 5), (10, 2, 10, 9), (10, 10, 10, 10), (10, 0, 10, 1)]
     n_draw = 4000
     const = lambda v, dims=("chain", "draw"): (dims, np.full((1, n_draw, *np.shape(v)), v))  # noqa: E731

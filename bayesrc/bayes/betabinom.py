@@ -18,6 +18,8 @@ Two samplers of the same posterior:
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from bayesrc.bayes.inputs import ModelInputs
@@ -89,9 +91,10 @@ def betabinom_numpyro(data: ModelInputs, *, collapsed: bool = True, config: Samp
     ('chain', 'draw', 'item', 'version')
     """
     cfg = config or SamplerConfig()
-    kwargs = dict(y=data.y, n=data.n, dom=data.dom, n_domains=data.n_domains, collapsed=collapsed, suff=sufficient_stats(data) if collapsed else None)
+    model = partial(_numpyro_model, n_domains=data.n_domains, collapsed=collapsed)
+    arrays = dict(y=data.y, n=data.n, dom=data.dom, suff=sufficient_stats(data) if collapsed else None)
     dims = DIMS if collapsed else {**DIMS, "y": ["item", "version"]}
-    dt = run_numpyro(_numpyro_model, kwargs, cfg, data.coords, dims)
+    dt = run_numpyro(model, arrays, cfg, data.coords, dims)
     return _finish(dt, data, collapsed, cfg.seed)
 
 

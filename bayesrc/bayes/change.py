@@ -64,6 +64,7 @@ drawn from their exact conditionals given each posterior draw (:func:`item_condi
 from __future__ import annotations
 
 import json
+from functools import partial
 
 import numpy as np
 from scipy.special import expit, log_expit
@@ -248,7 +249,7 @@ def _gather(gamma, idx):
     return 0.0 if isinstance(gamma, float) else gamma[idx]
 
 
-def _numpyro_model(y, n, dom, n_domains: int, slope: bool, z, logw, prior=None, grp=None, n_groups: int = 1, stratum=None):
+def _numpyro_model(y, n, dom, z, logw, grp=None, stratum=None, *, n_domains: int, slope: bool, prior=None, n_groups: int = 1, n_strata: int = 1):
     import jax.numpy as jnp
     import numpyro
     import numpyro.distributions as dist
@@ -256,7 +257,7 @@ def _numpyro_model(y, n, dom, n_domains: int, slope: bool, z, logw, prior=None, 
     from jax.scipy.special import logsumexp
 
     mu_theta, sigma_theta, shift, sigma_delta, b, pi = hyperpriors_numpyro(n_domains, slope, prior, n_groups)
-    alpha, gamma, eta = group_effects_numpyro(n_groups, prior, 1 if stratum is None else int(stratum.max()) + 1)
+    alpha, gamma, eta = group_effects_numpyro(n_groups, prior, n_strata)
     sd_i = jnp.reshape(sigma_delta[grp] if n_groups > 1 else sigma_delta, (-1, 1))  # (item or 1, 1)
     mu_i = mu_theta[dom] + _gather(alpha, grp)
     # Centred: most items carry enough data that the non-centred form mixed worse (ESS of mu_theta ~ 40 vs 1000+).
@@ -287,8 +288,10 @@ def change_numpyro(data: ModelInputs, *, slope: bool = False, prior: dict | None
     cfg = config or SamplerConfig()
     z, logw = z_grid()
     stratum = data.strata()[0] if data.n_groups > 1 else None
-    kwargs = dict(y=data.y, n=data.n, dom=data.dom, n_domains=data.n_domains, slope=slope, z=z, logw=logw, prior=prior_settings(prior), grp=data.grp, n_groups=data.n_groups, stratum=stratum)
-    dt = run_numpyro(_numpyro_model, kwargs, cfg, data.coords, model_dims(data.n_groups))
+    n_strata = 1 if stratum is None else int(stratum.max()) + 1
+    model = partial(_numpyro_model, n_domains=data.n_domains, slope=slope, prior=prior_settings(prior), n_groups=data.n_groups, n_strata=n_strata)
+    arrays = dict(y=data.y, n=data.n, dom=data.dom, z=z, logw=logw, grp=data.grp, stratum=stratum)
+    dt = run_numpyro(model, arrays, cfg, data.coords, model_dims(data.n_groups))
     return _finish(dt, data, cfg.seed, slope, prior)
 
 

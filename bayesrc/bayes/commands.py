@@ -18,15 +18,23 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def add_sampler_arguments(p: argparse.ArgumentParser) -> None:
-    """NUTS settings and the convergence gate (``fit``, ``fit-many``, ``compare``): see :func:`sampler_config`."""
-    p.add_argument("--chains", type=int, default=4)
-    p.add_argument("--draws", type=int, default=1000)
-    p.add_argument("--tune", type=int, default=1000)
-    p.add_argument("--target-accept", type=float, default=0.85)
+    """NUTS settings and the convergence gate (``fit``, ``fit-many``, ``compare``): see :func:`sampler_config`.
+
+    The defaults are :class:`~bayesrc.bayes.SamplerConfig`'s, the one definition every command uses.
+    """
+    from bayesrc.bayes.samplers import SamplerConfig
+
+    d = SamplerConfig()
+    p.add_argument("--chains", type=int, default=d.chains)
+    p.add_argument("--draws", type=int, default=d.draws)
+    p.add_argument("--tune", type=int, default=d.tune)
+    p.add_argument("--target-accept", type=float, default=d.target_accept)
     p.add_argument("--max-rhat", type=float, default=1.01)
     p.add_argument("--min-ess", type=float, default=400.0)
     p.add_argument("--max-divergences", type=int, default=0)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--no-escalate", action="store_true", help="one sampling attempt only (default: after a failed gate, two more with longer warm-up, more draws, higher target acceptance)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars (default: on a terminal)")
 
 
 def add_pairing_arguments(p: argparse.ArgumentParser, what: str = "fit") -> None:
@@ -64,7 +72,8 @@ def sampler_config(args: argparse.Namespace):
 
     if args.chains < 1 or args.draws < 1 or args.tune < 0:
         raise InputError("chains and draws must be >= 1, tune >= 0", field="--chains")
-    return SamplerConfig(chains=args.chains, draws=args.draws, tune=args.tune, target_accept=args.target_accept, seed=args.seed)
+    progress = False if args.no_progress else None
+    return SamplerConfig(chains=args.chains, draws=args.draws, tune=args.tune, target_accept=args.target_accept, seed=args.seed, progress=progress)
 
 
 def fit_kwargs(args: argparse.Namespace) -> dict:
@@ -81,7 +90,7 @@ def fit_kwargs(args: argparse.Namespace) -> dict:
         "model": args.model, "backend": args.backend, "collapsed": collapsed, "slope": args.slope, "config": cfg,
         "rule": args.rule, "fdr": args.fdr, "threshold": args.threshold, "rope": args.rope, "delta_min": args.delta_min,
         "max_rhat": args.max_rhat, "min_ess": args.min_ess, "max_divergences": args.max_divergences,
-        "covariate": None if args.covariate in ("none", "") else args.covariate,
+        "covariate": None if args.covariate in ("none", "") else args.covariate, "escalate": not args.no_escalate,
     }  # fmt: skip
 
 

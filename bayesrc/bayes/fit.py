@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -225,6 +227,7 @@ def fit(
     rci=None,
     rci_kwargs: dict | None = None,
     covariate: str | None = "auto",
+    escalate: bool = True,
 ) -> BayesFit:
     """Fit ``model`` to a version pair, gate it, select changed items and cross-check against RCI.
 
@@ -248,6 +251,9 @@ def fit(
     rci_kwargs : settings of that classical run (default 200 splits and permutations).
     covariate : change model: an item coord of ``counts`` whose levels shift the items' mean
         easiness and mean change (``"auto"``: ``correct_answer`` when present; ``None``: none; see :func:`model_inputs`).
+    escalate : when the gate fails, sample again with longer warm-up, more draws and a higher
+        target acceptance (:data:`ESCALATION`) before giving up; every attempt is recorded in
+        ``payload["attempts"]`` (``fit.json``).
 
     Returns
     -------
@@ -263,14 +269,16 @@ def fit(
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-    cfg = config or SamplerConfig()
     if versions is not None:
         counts = counts.sel(version=[str(v) for v in versions])
     data = model_inputs(counts, covariate=covariate if model == "change" else None)
     t0 = time.perf_counter()
-    dt = sample(data, model, backend, collapsed=collapsed, slope=slope, prior=prior, config=cfg)
+    thresholds = {"max_rhat": max_rhat, "min_ess": min_ess, "max_divergences": max_divergences}
+    sampler = partial(sample, data, model, backend, collapsed=collapsed, slope=slope, prior=prior)
+    configs = escalated_configs(config or SamplerConfig(), escalate)
+    dt, diag, attempts = sample_gated(sampler, gated_vars(model, slope, collapsed, data.n_groups > 1), configs, thresholds)
+    cfg = configs[len(attempts) - 1]
     runtime = time.perf_counter() - t0
-    diag = gate(dt, gated_vars(model, slope, collapsed, data.n_groups > 1), max_rhat=max_rhat, min_ess=min_ess, max_divergences=max_divergences)
     if not 0 < delta_min < 1:
         raise ValueError(f"delta_min must be in (0, 1), got {delta_min}")
     items = item_summary(dt, data, rope=rope, delta_min=delta_min)
@@ -301,9 +309,50 @@ def fit(
     payload = {
         "status": "ok" if diag.passed else "failed", "model": model, "backend": backend, "runtime_s": runtime,
         "diagnostics": diag.to_dict(), "selection": sel, "crosscheck": cc, "domain_shift": domain_shift(dt, data), "params": params,
-        "flips": expected_flips(dt, data), "warnings": warnings,
+        "flips": expected_flips(dt, data), "warnings": warnings, "attempts": attempts,
     }  # fmt: skip
     return BayesFit(payload, {"items": items.reset_index(drop=True), "discordant": disc}, dt)
+
+
+# Each further attempt after a failed gate: warm-up and draws multiplied, target acceptance at least this.
+ESCALATION = ({"tune": 2, "draws": 2, "target_accept": 0.95}, {"tune": 4, "draws": 4, "target_accept": 0.99})
+
+
+def escalated_configs(cfg: SamplerConfig, escalate: bool = True) -> list[SamplerConfig]:
+    """The sampler settings to try in turn: ``cfg``, then each :data:`ESCALATION` step (new seed each).
+
+    Examples
+    --------
+    >>> [(c.tune, c.draws, c.target_accept) for c in escalated_configs(SamplerConfig(tune=500, draws=500))]
+    [(500, 500, 0.85), (1000, 1000, 0.95), (2000, 2000, 0.99)]
+    """
+    steps = ESCALATION if escalate else ()
+    more = [
+        replace(cfg, tune=cfg.tune * e["tune"], draws=cfg.draws * e["draws"], target_accept=max(cfg.target_accept, e["target_accept"]), seed=cfg.seed + i + 1)
+        for i, e in enumerate(steps)
+    ]  # fmt: skip
+    return [cfg, *more]
+
+
+def sample_gated(sampler, var_names: list[str], configs: list[SamplerConfig], thresholds: dict):
+    """``sampler(config=c)`` for each of ``configs`` (:func:`escalated_configs`) until the gate passes.
+
+    Returns the last posterior, its :class:`Diagnostics` and one record per attempt (settings,
+    gate values, wall time).
+    """
+    attempts = []
+    for attempt in configs:
+        t0 = time.perf_counter()
+        dt = sampler(config=attempt)
+        diag = gate(dt, var_names, **thresholds)
+        attempts.append(
+            {"chains": attempt.chains, "draws": attempt.draws, "tune": attempt.tune, "target_accept": attempt.target_accept, "seed": attempt.seed,
+             "max_rhat": diag.max_rhat, "min_ess_bulk": diag.min_ess_bulk, "min_ess_tail": diag.min_ess_tail, "divergences": diag.divergences,
+             "passed": diag.passed, "worst": diag.worst, "wall_s": round(time.perf_counter() - t0, 2)}
+        )  # fmt: skip
+        if diag.passed:
+            break
+    return dt, diag, attempts
 
 
 def prior_sensitivity_warnings(sens: dict, cc: dict, delta_min: float) -> list[str]:

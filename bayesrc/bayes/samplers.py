@@ -1,9 +1,9 @@
 """Run NUTS with either backend and return ArviZ data (an ``xarray.DataTree``).
 
-* NumPyro: :class:`numpyro.infer.MCMC` + :func:`arviz_base.from_numpyro`. Chains run
-  in parallel over host devices (``XLA_FLAGS=--xla_force_host_platform_device_count=N``
-  set before JAX starts, as :func:`configure_host_devices` does), in rounds when there
-  are more chains than devices.
+* NumPyro: its NUTS kernel (``numpyro.infer.hmc.hmc``) driven here, the data as arguments
+  of one compiled sampler per shape (:func:`run_numpyro`). Chains run in parallel over host
+  devices (``XLA_FLAGS=--xla_force_host_platform_device_count=N`` set before JAX starts, as
+  :func:`configure_host_devices` does), in rounds when there are more chains than devices.
 * PyMC: :func:`pymc.sample` with the nutpie sampler (``pymc`` itself is imported
   lazily: ``import pymc`` takes seconds).
 
@@ -33,11 +33,12 @@ class SamplerConfig:
     """
 
     chains: int = 4
-    draws: int = 1000
-    tune: int = 1000
+    draws: int = 500
+    tune: int = 500
     target_accept: float = 0.85
     seed: int = 0
     max_tree_depth: int = 10
+    progress: bool | None = None  # progress bars: None shows them on a terminal or in Jupyter
 
 
 def configure_host_devices(n: int | None = None) -> None:
@@ -60,51 +61,122 @@ def _jax():
     return prepare_jax()
 
 
-def run_numpyro(model: Callable, model_kwargs: dict[str, Any], cfg: SamplerConfig, coords: dict, dims: dict):
-    """Sample ``model(**model_kwargs)`` with NumPyro NUTS; return a DataTree.
+def run_numpyro(model: Callable, data: dict[str, Any], cfg: SamplerConfig, coords: dict, dims: dict):
+    """Sample ``model(**data)`` with NumPyro's NUTS kernel; return a DataTree.
 
-    Chains run in parallel, one per JAX device; with more chains than devices they run in
-    rounds of that many. Why not ``chain_method="vectorized"``: every vectorised step waits
-    for the longest of the chains' trees, and on CPU it was 4-8x slower per chain than
-    rounds of parallel chains (46 ms vs 5.4 ms per step for the collapsed change model).
+    ``model`` has its structure bound (``functools.partial``); ``data`` holds arrays only
+    (or ``None``), which enter the compiled sampler as *arguments*: every fit of the same
+    shapes and structure shares one compiled sampler, in this process and, through JAX's
+    persistent cache (:func:`bayesrc.configure`), in later ones. Chains run in parallel, one
+    per JAX device (``pmap``), in rounds when there are more chains than devices; each round
+    advances in chunks, so a progress bar can follow it (``cfg.progress``).
     """
     jax = _jax()
     from bayesrc.config import precision
 
     with precision():  # float64 for this fit only; the caller's jax_enable_x64 is untouched
-        return _run_numpyro(jax, model, model_kwargs, cfg, coords, dims)
+        return _run_numpyro(jax, model, data, cfg, coords, dims)
 
 
-def _run_numpyro(jax, model: Callable, model_kwargs: dict[str, Any], cfg: SamplerConfig, coords: dict, dims: dict):
-    import arviz_base as azb
-    import numpyro.infer.initialization  # noqa: F401  (arviz_base.from_numpyro needs it loaded)
-    from numpyro.infer import MCMC, NUTS
+def _chain_functions(jax, model: Callable, data: dict, cfg: SamplerConfig):
+    """Compiled ``(start, advance, constrain)`` for ``model``: NUTS state per chain from an
+    initial point, ``length`` transitions collecting (z, diverging, n_steps), and the
+    constrained values (deterministic sites included) of unconstrained draws."""
+    from numpyro.infer.hmc import hmc
+    from numpyro.infer.util import initialize_model
 
+    info = initialize_model(jax.random.PRNGKey(cfg.seed), model, model_kwargs=data, dynamic_args=True)
+    init_kernel, sample_kernel = hmc(potential_fn_gen=info.potential_fn, algo="NUTS")
+
+    def start(key, z0, data):
+        return init_kernel(z0, cfg.tune, target_accept_prob=cfg.target_accept, max_tree_depth=cfg.max_tree_depth, model_kwargs=data, rng_key=key)
+
+    def advance(state, data, length):
+        def step(st, _):
+            st = sample_kernel(st, model_kwargs=data)
+            return st, (st.z, st.diverging, st.num_steps)
+
+        return jax.lax.scan(step, state, None, length=length)
+
+    def constrain(z, data):
+        return info.postprocess_fn(**data)(z)
+
+    pmap_start = jax.pmap(start, in_axes=(0, 0, None))
+    pmap_advance = jax.pmap(advance, in_axes=(0, None, None), static_broadcasted_argnums=2)
+    return pmap_start, pmap_advance, jax.jit(jax.vmap(constrain, (0, None)))
+
+
+def _chunk(cfg: SamplerConfig) -> int:
+    """Transitions per compiled call: a common divisor of warm-up and draws (progress steps), or all of them."""
+    from math import gcd
+
+    step = gcd(cfg.tune, cfg.draws)
+    while step > 250 and step % 2 == 0:
+        step //= 2
+    return step if step >= 25 else cfg.tune + cfg.draws
+
+
+def _run_numpyro(jax, model: Callable, data: dict[str, Any], cfg: SamplerConfig, coords: dict, dims: dict):
+    import jax.numpy as jnp
+    from numpyro.infer.util import initialize_model
+
+    data = jax.tree.map(jnp.asarray, data)
+    start, advance, constrain = _chain_functions(jax, model, data, cfg)
     per_round = max(1, min(cfg.chains, jax.local_device_count()))
-    keys = jax.random.split(jax.random.PRNGKey(cfg.seed), cfg.chains)
-    kernel = NUTS(model, target_accept_prob=cfg.target_accept, max_tree_depth=cfg.max_tree_depth)
-    trees, mcmc = [], None
-    for start in range(0, cfg.chains, per_round):
-        size = min(per_round, cfg.chains - start)
-        if mcmc is None or mcmc.num_chains != size:  # one MCMC per round size: its compiled sampler is reused
-            method = "parallel" if size > 1 else "sequential"
-            mcmc = MCMC(kernel, num_warmup=cfg.tune, num_samples=cfg.draws, num_chains=size, chain_method=method, progress_bar=False)
-        mcmc.run(keys[start : start + size] if size > 1 else keys[start], **model_kwargs)
-        trees.append(azb.from_numpyro(mcmc, coords=coords, dims=dims, pred_dims={}))
-    return _clean(_concat_chains(trees), "numpyro")
+    keys = jax.random.split(jax.random.PRNGKey(cfg.seed), 2 * cfg.chains)
+    inits = initialize_model(keys[cfg.chains :], model, model_kwargs=data, dynamic_args=True).param_info.z  # per chain, from the prior
+    chunk, total = _chunk(cfg), cfg.tune + cfg.draws
+    draws, diverging, n_steps = [], [], []
+    with progress_bar(cfg, total * cfg.chains) as bar:
+        for first in range(0, cfg.chains, per_round):
+            idx = np.arange(first, first + per_round) % cfg.chains  # a short last round repeats chains, dropped below
+            state = start(keys[idx], jax.tree.map(lambda a: a[idx], inits), data)
+            out = []
+            for _ in range(0, total, chunk):
+                state, got = advance(state, data, chunk)
+                out.append(got)
+                bar.update(chunk * min(per_round, cfg.chains - first))
+            z, div, steps = (jax.tree.map(lambda *a: np.concatenate(a, 1)[:, cfg.tune :], *parts) for parts in zip(*out))
+            keep = slice(0, min(per_round, cfg.chains - first))
+            draws.append(jax.tree.map(lambda a: a[keep], z))
+            diverging.append(div[keep])
+            n_steps.append(steps[keep])
+    z = jax.tree.map(lambda *a: np.concatenate(a, 0), *draws)
+    return _datatree(jax, z, np.concatenate(diverging), np.concatenate(n_steps), constrain, data, coords, dims)
 
 
-def _concat_chains(trees: list):
-    """One DataTree from several with the same groups: posterior and sample stats joined along ``chain``."""
-    import xarray as xr
+def _datatree(jax, z: dict, diverging: np.ndarray, n_steps: np.ndarray, constrain, data: dict, coords: dict, dims: dict):
+    """ArviZ DataTree of the constrained draws (deterministic sites included) and sample stats."""
+    import arviz_base as azb
 
-    if len(trees) == 1:
-        return trees[0]
-    out = trees[0].copy()
-    for group in ("posterior", "sample_stats"):
-        ds = xr.concat([t[group].to_dataset() for t in trees], dim="chain")
-        out[group] = ds.assign_coords(chain=np.arange(ds.sizes["chain"]))
-    return out
+    n_chain, n_draw = diverging.shape
+    flat = jax.tree.map(lambda a: a.reshape(n_chain * n_draw, *a.shape[2:]), z)
+    values = {k: np.asarray(v).reshape(n_chain, n_draw, *v.shape[1:]) for k, v in constrain(flat, data).items()}
+    posterior = {k: v for k, v in values.items() if k not in data}
+    stats = {"diverging": diverging.astype(bool), "n_steps": n_steps.astype(np.int64)}
+    dims = {k: v for k, v in dims.items() if k in posterior}
+    coords = {k: v for k, v in coords.items() if any(k in d for d in dims.values())}
+    return _clean(azb.from_dict({"posterior": posterior, "sample_stats": stats}, coords=coords, dims=dims), "numpyro")
+
+
+def progress_bar(cfg: SamplerConfig, total: int, desc: str = "NUTS"):
+    """A tqdm progress bar (a widget in Jupyter) that appears after 2 s, or a silent one.
+
+    ``cfg.progress``: True shows it, False never, None (default) when standard error is a
+    terminal or the code runs in a Jupyter kernel.
+    """
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="draw", delay=2.0, disable=not show_progress(cfg.progress), leave=False)
+
+
+def show_progress(progress: bool | None) -> bool:
+    """Whether to draw progress bars: ``progress``, or, when None, on a terminal or in Jupyter."""
+    import sys
+
+    if progress is not None:
+        return bool(progress)
+    return sys.stderr.isatty() or "ipykernel" in sys.modules
 
 
 def run_pymc(model, cfg: SamplerConfig):
@@ -120,7 +192,7 @@ def run_pymc(model, cfg: SamplerConfig):
             random_seed=cfg.seed,
             nuts_sampler="nutpie",
             target_accept=cfg.target_accept,
-            progressbar=False,
+            progressbar=show_progress(cfg.progress),
             compute_convergence_checks=False,
             nuts={"maxdepth": cfg.max_tree_depth},
         )

@@ -68,7 +68,7 @@ def run_compare(args: argparse.Namespace) -> int:
     from bayesrc.compare import compare, markdown_summary
     from bayesrc.io import atomic_write_json, atomic_write_text, staged_output
 
-    res = compare(counts, fail_on=args.fail_on, q=args.q, config=cfg, max_rhat=args.max_rhat, min_ess=args.min_ess, max_divergences=args.max_divergences)
+    res = compare(counts, fail_on=args.fail_on, q=args.q, config=cfg, max_rhat=args.max_rhat, min_ess=args.min_ess, max_divergences=args.max_divergences, escalate=not args.no_escalate)
     md = markdown_summary(res)
     with staged_output(args.out) as stage:
         atomic_write_text(stage / "summary.md", md)

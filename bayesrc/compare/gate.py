@@ -103,6 +103,7 @@ def compare(
     max_rhat: float = 1.01,
     min_ess: float = 400.0,
     max_divergences: int = 0,
+    escalate: bool = True,
 ) -> CompareResult:
     """Fit the change model to a version pair and decide the gate.
 
@@ -112,7 +113,8 @@ def compare(
         version is the baseline.
     fail_on : "deteriorated", "changed" or "aggregate" (module docstring).
     q : Bayesian FDR level of the item selection, and the tail level of the aggregate rule.
-    config : :class:`bayesrc.bayes.SamplerConfig` (default 4 chains x 1000 draws).
+    config : :class:`bayesrc.bayes.SamplerConfig` (default: its defaults).
+    escalate : after a failed gate, sample again with longer warm-up (:func:`bayesrc.bayes.fit`).
 
     Examples
     --------
@@ -129,7 +131,7 @@ def compare(
     if not 0 < q < 1:
         raise ValueError(f"q must be in (0, 1), got {q}")
     res = fit(counts, model="change", collapsed=True, config=config, rule="fdr", fdr=q,
-              max_rhat=max_rhat, min_ess=min_ess, max_divergences=max_divergences,
+              max_rhat=max_rhat, min_ess=min_ess, max_divergences=max_divergences, escalate=escalate,
               rci_kwargs={"n_splits": 200, "n_permutations": 200})  # fmt: skip
     sel = res.selection
     dp = res.posterior["posterior"]["dp"].values
