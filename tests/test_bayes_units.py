@@ -221,10 +221,11 @@ def _cell_reference(mu, sd, shift, tau, slope, pi, n1, y1, n2, y2, half=10.0):
         p = expit(np.clip(x, -half, half))
         return comb(n, y) * p**y * (1.0 - p) ** (n - y)
 
-    t = np.linspace(mu - 12 * sd, mu + 12 * sd, 6001)
+    sd_grid, tau = np.hypot(sd, 0.1), np.hypot(tau, 0.1)  # the model's spreads on its grid (grid_spread: step 0.2)
+    t = np.linspace(mu - 12 * sd_grid, mu + 12 * sd_grid, 6001)
     v = np.linspace(-12, 12, 801)
     g = np.concatenate([simpson(norm.pdf(v) * binom(y2, n2, (c + slope * (c - mu) / sd + shift)[:, None] + tau * v), x=v, axis=1) for c in np.array_split(t, 4)])
-    prior = norm.pdf(t, mu, sd) * binom(y1, n1, t)
+    prior = norm.pdf(t, mu, sd_grid) * binom(y1, n1, t)
     return simpson(prior * ((1 - pi) * binom(y2, n2, t) + pi * g), x=t)
 
 
@@ -326,6 +327,7 @@ def test_collapsed_change_item_draws_match_a_fine_grid_reference():
          "shift": const([shift], ("chain", "draw", "domain")), "sigma_delta": const(tau), "pi": const(pi)}
     )  # fmt: skip
     out = item_draws(post, _cells(rows), seed=3)
+    sd, tau = np.hypot(sd, 0.1), np.hypot(tau, 0.1)  # the model's spreads on its grid (grid_spread: step 0.2)
     u, v = np.linspace(-9, 9, 2001), np.linspace(-8, 8, 1201)
     for i, (n1, y1, n2, y2) in enumerate(rows):
         theta = mu + sd * u

@@ -223,13 +223,29 @@ def _lump_tails(ops, weights, below, above):
     return ops.xp.concatenate([w[..., :1] + below[..., None], w[..., 1:-1], w[..., -1:] + above[..., None]], axis=-1)
 
 
+def grid_spread(ops, sigma, x):
+    """The spread a normal has on the grid: ``sqrt(sigma^2 + (h / 2)^2)``, never below half the step ``h``.
+
+    Why: a normal narrower than the step sits on one or two nodes, and its weights then jump as
+    its centre crosses a node: a likelihood NUTS cannot traverse (no-change data, where an
+    item's spread or change shrinks towards 0, diverged and hit the tree depth). Half a step
+    (0.1 logits) keeps neighbouring nodes within ``e^-2`` of each other, so the weights move
+    smoothly with the centre; the model reads it as an extra Normal(0, 0.1) logit jitter of
+    each item's easiness and change (0.5% of a 1-logit spread, 5% of a 0.3-logit one).
+    """
+    half = 0.5 * (x[1] - x[0])
+    return ops.xp.sqrt(sigma**2 + half**2)
+
+
 def prior_weights(ops, x, mu, sigma):
-    """Normal(mu_s, sigma_s) weights of the grid's nodes per stratum: (stratum, node).
+    """Normal(mu_s, sigma_s) weights of the grid's nodes per stratum: (stratum, node) (spread at least
+    half a step: :func:`grid_spread`).
 
     Inside the grid the nodes share the mass in proportion to the density (normalised: exact
     mass for any spread), the tails beyond its end cells sit on the end nodes (:func:`_lump_tails`).
     """
     half = 0.5 * (x[1] - x[0])
+    sigma = grid_spread(ops, sigma, x)
     lp = -0.5 * ((x[None, :] - mu[:, None]) / sigma[:, None]) ** 2
     inside = ops.xp.exp(lp - ops.logsumexp(lp, axis=-1, keepdims=True))
     return _lump_tails(ops, inside, ops.ndtr((x[0] - half - mu) / sigma), ops.ndtr((mu - x[-1] - half) / sigma))
@@ -237,7 +253,7 @@ def prior_weights(ops, x, mu, sigma):
 
 def change_kernel(ops, tables, mu, sigma, shift, slope, sigma_delta):
     """``K[s, j, k]``: the Normal(x_j + m_s(x_j), sigma_delta_s) weight of node ``x_k``, as
-    :func:`prior_weights` (rows sum to 1, tails on the end nodes).
+    :func:`prior_weights` (rows sum to 1, tails on the end nodes, :func:`grid_spread`).
 
     Without the slope (``slope`` the float 0.0) ``m_s`` is constant and ``K_s`` Toeplitz inside
     the grid: one row of exponentials over the ``2J - 1`` offsets per stratum, spread by index.
@@ -245,6 +261,7 @@ def change_kernel(ops, tables, mu, sigma, shift, slope, sigma_delta):
     """
     x = tables["x"]
     half = 0.5 * (x[1] - x[0])
+    sigma_delta = grid_spread(ops, sigma_delta, x)
     if isinstance(slope, float) and slope == 0.0:
         n = x.shape[0]
         offsets = (np.arange(2 * n - 1) - (n - 1)) * (x[1] - x[0])
@@ -400,13 +417,14 @@ def _draws_one(hyper, key, cells: Cells, tables, fine_v):
     d = cells.dom[item_cell]
     m_i = shift[d] + b * (theta - mu_theta[d]) / sigma_theta[d]
     # delta_i | theta_i, changed_i = 1 on a fine standardised grid; the prior when changed_i = 0 (delta_i is not in the likelihood).
-    xi = (theta + m_i)[:, None] + sigma_delta[d][:, None] * fine_v
+    spread = grid_spread(_ops("jax"), sigma_delta, x)[d]
+    xi = (theta + m_i)[:, None] + spread[:, None] * fine_v
     y2, n2 = cells.y2[item_cell][:, None], cells.n2[item_cell][:, None]
     fd, cdfd = _pwlinear_tables(jnp.exp(_max_shift(-0.5 * fine_v**2 + n2 * log_sigmoid(xi) - (n2 - y2) * xi)))
     hv = fine_v[1] - fine_v[0]
     zv = _pwlinear_draw(fd, cdfd, jnp.arange(n_items), jax.random.uniform(k4, (n_items,)), jax.random.uniform(k5, (n_items,)), fine_v[0], hv)
     zv = jnp.where(changed, zv, jax.random.normal(k6, (n_items,)))
-    return theta, m_i + sigma_delta[d] * zv, changed, r[item_cell], p_up[item_cell]
+    return theta, m_i + spread * zv, changed, r[item_cell], p_up[item_cell]
 
 
 def _max_shift(logf):
