@@ -114,7 +114,7 @@ def test_change_model_simulation_validation():
     covered, n_items, fdp, rci_est, rci_false, rci_flagged, held = 0, 0, [], [], 0, 0, []
     for seed in (101, 102, 103):  # several datasets: the FDP goal is an average
         sim, counts = _counts(300, seed)
-        res = fit(counts, model="change", config=SamplerConfig(chains=2, draws=600, tune=1000, seed=seed))  # the default warm-up: 400 left R-hat 1.016 on one dataset
+        res = fit(counts, model="change", config=SamplerConfig(seed=seed))  # the defaults a user gets (gate, sampler, escalation)
         assert res.diagnostics.passed, res.diagnostics
         it = res.items
         truth = sim.truth.set_index("item_id").loc[it["item_id"], "delta_p"].to_numpy()
@@ -273,7 +273,7 @@ def letter_pair():
 
 @pytest.fixture(scope="module")
 def letter_fit(letter_pair):
-    return fit(letter_pair[1], model="change", config=SamplerConfig(chains=2, draws=600, tune=400, seed=12))
+    return fit(letter_pair[1], model="change", config=SamplerConfig(seed=12))
 
 
 @pytest.mark.slow
@@ -344,7 +344,7 @@ def test_rci_fdp_interval_reaches_one_where_nothing_changed_is_not_rejected(tmp_
     does (a changed pair). Both kept in fit.json."""
     from bayesrc import load
 
-    config = SamplerConfig(chains=2, draws=400, tune=300, seed=2)
+    config = SamplerConfig(seed=2)
     for pi_change, seed in ((0.0, 3), (0.5, 3)):
         sim, counts = _counts(200, seed, pi_change=pi_change)
         res = fit(counts, model="betabinom", config=config)

@@ -128,7 +128,7 @@ def minor_fit(demo_run):
 
     counts = load_counts([demo_run / "trials" / "minor_v1.parquet", demo_run / "trials" / "minor_v2.parquet"])
     pair = bayesrc.load(demo_run / "rci.json")["minor"]
-    res = fit(counts, model="betabinom", config=SamplerConfig(chains=2, draws=500, tune=500, seed=1), min_ess=200.0, max_rhat=1.02, rci=pair)
+    res = fit(counts, model="betabinom", config=SamplerConfig(seed=1), rci=pair)
     return res, pair
 
 

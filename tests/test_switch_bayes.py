@@ -1,7 +1,7 @@
 """Bayesian additive factor model in NumPyro and PyMC: agreement with least squares,
 recovery and interval coverage on simulated episodes, the two backends side by side.
 
-Draw counts are small to keep the file fast; the checks allow for the Monte Carlo error.
+Fits use the defaults a user gets (sampler, gate, escalation); the checks allow for the Monte Carlo error.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def coqa():
 @pytest.mark.parametrize("backend", ["numpyro", "pymc"])
 def test_weak_prior_posterior_means_agree_with_least_squares(coqa, backend):
     data, ls = coqa
-    fit = fit_factor_bayes(data, backend=backend, priors=WEAK, draws=400, tune=400, chains=2, seed=1)
+    fit = fit_factor_bayes(data, backend=backend, priors=WEAK, seed=1)  # the defaults a user gets
     post = fit.idata.posterior
     assert post["alpha"].dims[-1] == "prefix" and post["beta"].dims[-1] == "suffix"
     assert list(post["alpha"]["prefix"].to_numpy()) == ls.models
@@ -39,8 +39,8 @@ def test_weak_prior_posterior_means_agree_with_least_squares(coqa, backend):
     mu = s[s["term"] == "mu"].iloc[0]
     assert abs(mu["mean"] - ls.mu) < 0.3 * mu["sd"]
     # the item models' gate (bayesrc.bayes.diagnostics.gate), same keys and non-finite handling
-    g = fit.gate(max_rhat=1.05, min_ess=100.0, max_divergences=5)
-    assert g.passed, g
+    g = fit.gate()  # the item models' gate and thresholds
+    assert g.passed, (g, fit.attempts)
     assert set(fit.diagnostics()) == {"max_rhat", "min_ess_bulk", "min_ess_tail", "divergences", "passed", "thresholds", "worst"}
     assert {"ess_bulk", "ess_tail", "mcse_mean", "r_hat"} <= set(s.columns)  # per term, from arviz_stats
 
@@ -88,7 +88,7 @@ def test_episode_model_recovers_known_factors_with_nominal_coverage(episode_fits
 def test_pymc_episode_model_matches_numpyro(episode_fits):
     sims, fits = episode_fits
     fd = fits[0].data
-    pm_fit = fit_factor_bayes(fd, backend="pymc", draws=300, tune=300, chains=1, seed=5)
+    pm_fit = fit_factor_bayes(fd, backend="pymc", draws=300, tune=300, chains=1, seed=5, escalate=False)  # one chain: agreement only, no gate
     a, b = pm_fit.summary(), fits[0].summary()
     # Same model, same priors: posterior means agree within Monte Carlo error.
     diff = np.abs(a["mean"].to_numpy() - b["mean"].to_numpy())

@@ -109,9 +109,9 @@ def analyse_switch(
     n_boot: int = 1000,
     seed: int = 0,
     backends: tuple[str, ...] = ("numpyro", "pymc"),
-    draws: int = 1000,
-    tune: int = 1000,
-    chains: int = 2,
+    draws: int = 500,
+    tune: int = 500,
+    chains: int = 4,
     pairing_rho: float = 0.0,
 ) -> SwitchAnalysis:
     """Cell means, switch effects, LS and Bayesian factor fits for every benchmark.

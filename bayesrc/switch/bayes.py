@@ -33,11 +33,13 @@ Both return an ArviZ DataTree with named dims ``prefix``, ``suffix``, ``cell``,
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 import pandas as pd
 import xarray as xr
 
+from bayesrc.bayes.fit import escalated_configs, sample_gated
 from bayesrc.switch.data import SwitchData
 from bayesrc.switch.matrix import switch_effects
 
@@ -214,14 +216,11 @@ def numpyro_model(prefix_idx, suffix_idx, cell_idx, episode_idx=None, se=None, y
     numpyro.sample("obs", dist.Normal(m[b] + u[episode_idx] + switch, sigma), obs=y)
 
 
-SWITCH_SAMPLER = {"chains": 2, "draws": 1000, "tune": 1000, "target_accept": 0.9, "seed": 0}  # defaults of the factor fits
-
-
 def _config(config=None, **sampler):
-    """A :class:`bayesrc.bayes.SamplerConfig` from the factor fits' defaults and overrides."""
+    """A :class:`bayesrc.bayes.SamplerConfig`: ``config``, or its defaults (every command's) with overrides."""
     from bayesrc.bayes.samplers import SamplerConfig
 
-    return config or SamplerConfig(**(SWITCH_SAMPLER | sampler))
+    return config or SamplerConfig(**sampler)
 
 
 def fit_numpyro(fd: FactorData, *, priors: FactorPriors = FactorPriors(), config=None, **sampler):
@@ -229,7 +228,7 @@ def fit_numpyro(fd: FactorData, *, priors: FactorPriors = FactorPriors(), config
     layer: parallel chains, boolean ``diverging``, compile cache); returns an ArviZ DataTree.
 
     ``config`` (a :class:`~bayesrc.bayes.SamplerConfig`) or ``draws``, ``tune``, ``chains``,
-    ``seed``, ``target_accept`` overriding :data:`SWITCH_SAMPLER`.
+    ``seed``, ``target_accept`` overriding :class:`~bayesrc.bayes.SamplerConfig`'s defaults.
     """
     from functools import partial
 
@@ -288,6 +287,7 @@ def fit_pymc(fd: FactorData, *, priors: FactorPriors = FactorPriors(), config=No
 
 # ----------------------------------------------------------------------------- results
 GATED = ("mu", "alpha", "beta", "tau")
+GATE = {"max_rhat": 1.01, "min_ess": 400.0, "max_divergences": 0}  # the item models' gate
 
 
 def diagnostics(idata, var_names: tuple[str, ...] = GATED, **thresholds):
@@ -312,6 +312,7 @@ class BayesFactorFit:
     data: FactorData
     idata: object
     level: float = 0.95
+    attempts: list = field(default_factory=list)  # one record per sampling attempt (gate values, settings)
 
     def posterior(self, name: str) -> xr.DataArray:
         da = self.idata.posterior[name]
@@ -388,11 +389,15 @@ class BayesFactorFit:
         return out
 
 
-def fit_factor_bayes(data: SwitchData | FactorData, *, backend: str = "numpyro", priors: FactorPriors = FactorPriors(), config=None, **sampler) -> BayesFactorFit:
+def fit_factor_bayes(data: SwitchData | FactorData, *, backend: str = "numpyro", priors: FactorPriors = FactorPriors(), config=None, escalate: bool = True, **sampler) -> BayesFactorFit:
     """Fit the Bayesian additive model with ``backend`` in {"numpyro", "pymc"}.
 
     Sampler settings: ``config`` (a :class:`bayesrc.bayes.SamplerConfig`) or keyword overrides of
-    :data:`SWITCH_SAMPLER` (``draws``, ``tune``, ``chains``, ``seed``, ``target_accept``).
+    :class:`~bayesrc.bayes.SamplerConfig`'s defaults (``draws``, ``tune``, ``chains``, ``seed``,
+    ``target_accept``). Gated like the item models (R-hat <= 1.01, ESS >= 400, no divergences on
+    mu, alpha, beta, tau); a failed gate is sampled again with longer warm-up, more draws and a
+    higher target acceptance (``escalate``, :func:`bayesrc.bayes.fit.escalated_configs`), every
+    attempt in ``attempts``.
 
     Examples
     --------
@@ -404,4 +409,6 @@ def fit_factor_bayes(data: SwitchData | FactorData, *, backend: str = "numpyro",
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     fn = fit_numpyro if backend == "numpyro" else fit_pymc
-    return BayesFactorFit(backend, fd, fn(fd, priors=priors, config=config, **sampler))
+    configs = escalated_configs(_config(config, **sampler), escalate)
+    idata, _, attempts = sample_gated(partial(fn, fd, priors=priors), list(GATED), configs, GATE)
+    return BayesFactorFit(backend, fd, idata, attempts=attempts)

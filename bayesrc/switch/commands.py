@@ -14,9 +14,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples of episodes (default 1000)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--bayes", choices=("both", "numpyro", "pymc", "none"), default="both", help="Bayesian backend(s) (default both)")
-    p.add_argument("--draws", type=int, default=1000)
-    p.add_argument("--tune", type=int, default=1000)
-    p.add_argument("--chains", type=int, default=2)
+    from bayesrc.bayes.samplers import SamplerConfig
+
+    d = SamplerConfig()  # every command's sampler defaults
+    p.add_argument("--draws", type=int, default=d.draws)
+    p.add_argument("--tune", type=int, default=d.tune)
+    p.add_argument("--chains", type=int, default=d.chains)
     p.add_argument("--pairing-rho", type=float, default=0.0, help="cell data: assumed within-episode correlation for the SE of Δ (default 0, the unpaired bound)")
     p.add_argument("--allow-unconverged", action="store_true", help="exit 0 even if a Bayesian fit fails the diagnostics gate")
     p.add_argument("--out", required=True, type=Path)
