@@ -10,7 +10,10 @@ import pandas as pd
 import pytest
 
 import bayesrc
-from bayesrc.results import PowerReport, RCIRun, SensitivityTable, SwitchResult
+from bayesrc.classical import RCIRun
+from bayesrc.power import PowerReport
+from bayesrc.sensitivity import SensitivityTable
+from bayesrc.switch import SwitchResult
 
 
 @pytest.fixture(scope="module")
@@ -126,7 +129,7 @@ def test_switch_result_roundtrip(tmp_path):
 
 
 def test_sensitivity_table_roundtrip(small_pair, tmp_path):
-    from bayesrc.report.sensitivity import run_sensitivity_analyses
+    from bayesrc.sensitivity import run_sensitivity_analyses
 
     _, counts = small_pair
     tables = run_sensitivity_analyses(counts, ("threshold",), seed=0)

@@ -25,6 +25,9 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from bayesrc.bayes import fit
+from bayesrc.classical import reliable_change
+
 FAIL_ON = ("deteriorated", "changed", "aggregate")
 
 
@@ -124,8 +127,6 @@ def compare(
     >>> res.exit_code  # doctest: +SKIP
     0
     """
-    from bayesrc.bayes import fit
-
     if fail_on not in FAIL_ON:
         raise ValueError(f"fail_on must be one of {FAIL_ON}, got {fail_on!r}")
     if not 0 < q < 1:
@@ -139,7 +140,6 @@ def compare(
     bayes = {"n_improved": int(sel["n_improved"]), "n_deteriorated": int(sel["n_deteriorated"]),
              "expected_false": float(sel["expected_false"]), "aggregate": agg, "diagnostics": res.diagnostics.to_dict(),
              "model": "change (collapsed)", "selection": f"Bayesian FDR q = {q:g}"}  # fmt: skip
-    from bayesrc.classical import reliable_change
 
     rci = reliable_change(counts, n_splits=200, n_permutations=200)
     ca = rci.counts["analysable"]

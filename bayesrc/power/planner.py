@@ -33,6 +33,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from bayesrc.classical import reliable_change
+from bayesrc.classical.calibration import binomial_s_diff
+from bayesrc.data import item_counts, item_truth, simulate_pair
+from bayesrc.io import atomic_write_json
 from bayesrc.power.analytic import ParameterError, _check_open_unit, z_sum
 
 PLANNER_VERSION = 4  # bump when the simulation changes, to invalidate caches
@@ -46,8 +50,6 @@ def default_cache_dir() -> Path:
 
 def _truth_with_change(n_items: int, delta_p: float, pi_change: float, rng: np.random.Generator) -> pd.DataFrame:
     """Item truth whose changed items move by exactly ``+delta_p`` (items above ``1 - delta_p`` cannot)."""
-    from bayesrc.data import item_truth
-
     truth = item_truth(n_items, pi_change=0.0, seed=rng)
     p1 = truth["p_v1"].to_numpy()
     eligible = p1 + delta_p <= 1.0
@@ -65,8 +67,6 @@ def rci_detection_probability(p_v1: np.ndarray, p_v2: np.ndarray, k: int, s_diff
     S_diff,i(Y1, Y2) of SPEC 2.1. Vectorised over items: an (items, K + 1, K + 1) pmf grid.
     """
     from scipy import stats
-
-    from bayesrc.classical.calibration import binomial_s_diff
 
     p1 = np.asarray(p_v1, dtype=float)[:, None, None]
     p2 = np.asarray(p_v2, dtype=float)[:, None, None]
@@ -92,9 +92,6 @@ def simulate_cell(
     s_diff: str = "binomial",
 ) -> dict:
     """One simulated benchmark: RCI sensitivity / false-positive rate (analysable items) and the aggregate q."""
-    from bayesrc.classical import reliable_change
-    from bayesrc.data import item_counts, simulate_pair
-
     rng = np.random.default_rng(np.random.SeedSequence([seed, k, n_items]))
     truth = _truth_with_change(n_items, delta_p, pi_change, rng)
     sim = simulate_pair(k=k, truth=truth, seed=int(rng.integers(2**31)))
@@ -235,7 +232,6 @@ def plan_k_n(
                     except (OSError, json.JSONDecodeError):
                         pass  # a damaged cache entry is recomputed
                 res = simulate_cell(k, n, delta_p, pi_change=pi_change, z=z, alpha=alpha, power=power, seed=seed * 1000 + r, n_splits=n_splits, s_diff=s_diff)
-                from bayesrc.io import atomic_write_json
 
                 atomic_write_json(path, res)
                 rows.append(res)

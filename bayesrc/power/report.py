@@ -27,6 +27,7 @@ from scipy import stats
 
 from bayesrc.errors import InputError
 from bayesrc.power import analytic as an
+from bayesrc.power.result import PowerReport
 
 PARADIGMS = ("fixed_n", "bonferroni", "holm", "bh", "clustered", "anytime")
 AGGREGATES = ("auto", "majority", "mean")
@@ -458,9 +459,7 @@ class LeaderboardResolution:
         }
 
     def to_result(self):
-        """The typed, saveable record (:class:`bayesrc.results.PowerReport`, ``power.json``)."""
-        from bayesrc.results import PowerReport
-
+        """The typed, saveable record (:class:`bayesrc.power.PowerReport`, ``power.json``)."""
         return PowerReport(self.to_dict())
 
     def to_markdown(self) -> str:

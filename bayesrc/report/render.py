@@ -16,6 +16,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from bayesrc import __version__
 from bayesrc.report.sections import Figure, Section, Table, Text
 
 CSS = """
@@ -89,7 +90,6 @@ def render_html(title: str, sections: list[Section], *, subtitle: str = "") -> s
             elif isinstance(b, Figure):
                 inner.append(_figure_html(b))
         parts.append(f'<section id="{s.key}" data-status="{s.status}"><h2>{html.escape(s.title)}</h2>{"".join(inner)}</section>')
-    from bayesrc import __version__
 
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'

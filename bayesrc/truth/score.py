@@ -41,7 +41,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from bayesrc.bayes import SamplerConfig, fit
+from bayesrc.bayes.change_collapsed import loo
+from bayesrc.bayes.inputs import model_inputs
+from bayesrc.classical import reliable_change
 from bayesrc.classical.calibration import NO_CHANGE_ALPHA
+from bayesrc.data import item_counts
+from bayesrc.data.exact import _as_exact, exact_truth, sample_from_exact
+from bayesrc.errors import InputError
+from bayesrc.io import atomic_write_json, staged_output
+from bayesrc.results import read_json, read_parquet
 
 # Each Bayesian method: keyword arguments of bayesrc.bayes.fit. "change" is the default change
 # model; "change_v0" the change model as it was before issue 12 (no item covariate, Beta(2, 2)
@@ -97,9 +106,6 @@ def _model_scores(items: pd.DataFrame, dp: np.ndarray) -> dict:
 def _elpd_loo(res, counts) -> dict:
     """PSIS-LOO over items of a collapsed fit (:func:`bayesrc.bayes.change_collapsed.loo`): the
     models' predictive fit on the same replicate, beside their scores against the truth."""
-    from bayesrc.bayes.change_collapsed import loo
-    from bayesrc.bayes.inputs import model_inputs
-
     if not res.params.get("collapsed", True):
         return {"elpd_loo": float("nan"), "elpd_loo_se": float("nan"), "pareto_k_max": float("nan")}
     data = model_inputs(counts, covariate=res.params.get("covariate"))
@@ -116,9 +122,6 @@ def score_replicate(counts, dp_exact: np.ndarray, *, methods=DEFAULT_METHODS, de
     >>> rows = score_replicate(counts, dp_exact, methods=("change",))   # doctest: +SKIP
     >>> pd.DataFrame(rows)[["method", "flagged", "fdp_sign"]]          # doctest: +SKIP
     """
-    from bayesrc.bayes import fit
-    from bayesrc.classical import reliable_change
-
     rk = {"n_splits": 200, "n_permutations": 200, "seed": seed, **(rci_kwargs or {})}
     rows = []
     t0 = time.perf_counter()
@@ -290,8 +293,6 @@ class TruthResult:
 
     def write(self, out_dir: str | Path) -> None:
         """``truth.json``, ``truth_replicates.parquet`` and ``truth_items.parquet``, all or nothing."""
-        from bayesrc.io import atomic_write_json, staged_output
-
         with staged_output(out_dir) as stage:
             atomic_write_json(stage / "truth.json", self.to_dict())
             if self.per_replicate is not None:
@@ -302,8 +303,6 @@ class TruthResult:
     @classmethod
     def read(cls, out_dir: str | Path) -> TruthResult:
         """Read what :meth:`write` wrote."""
-        from bayesrc.report.run import read_json, read_parquet
-
         root = Path(out_dir)
         rep = root / "truth_replicates.parquet"
         items = root / "truth_items.parquet"
@@ -324,9 +323,6 @@ def replicate_datasets(ex1, ex2, *, k: int, seed: int, replicates, labels: tuple
     >>> ex = load_exact(datasets.path("exact_gemma/q4"))                                 # doctest: +SKIP
     >>> r, counts, dp, _ = next(replicate_datasets(ex, ex, k=10, seed=0, replicates=[0]))  # doctest: +SKIP
     """
-    from bayesrc.data import item_counts
-    from bayesrc.data.exact import exact_truth, sample_from_exact
-
     delta_p = exact_truth(ex1, ex2).set_index("item_id")["delta_p"]
     replicates = list(replicates)
     seeds = np.random.SeedSequence(seed).generate_state(2 * (max(replicates) + 1))
@@ -356,10 +352,6 @@ def truth(
     >>> res = truth("runs/exact_q4", "runs/exact_q3", k=10, replicates=20, fast=True)   # doctest: +SKIP
     >>> res.methods["change"]["coverage90"]                                          # doctest: +SKIP
     """
-    from bayesrc.bayes import SamplerConfig
-    from bayesrc.data.exact import _as_exact, exact_truth
-    from bayesrc.errors import InputError
-
     if not 0 < delta_min < 1:
         raise InputError(f"must be in (0, 1), got {delta_min}", field="--delta-min")
     if replicates < 1 or k < 1:
