@@ -27,7 +27,6 @@ import hashlib
 import json
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -36,8 +35,9 @@ import pandas as pd
 from bayesrc.classical import reliable_change
 from bayesrc.classical.calibration import binomial_s_diff
 from bayesrc.data import item_counts, item_truth, simulate_pair
-from bayesrc.io import atomic_write_json
+from bayesrc.io import atomic_write_json, atomic_write_text
 from bayesrc.power.analytic import ParameterError, _check_open_unit, z_sum
+from bayesrc.results import Result, register
 
 PLANNER_VERSION = 4  # bump when the simulation changes, to invalidate caches
 
@@ -129,12 +129,37 @@ def simulate_cell(
     }
 
 
-@dataclass
-class KNPlan:
-    """Simulated K x N grid and the recommendation drawn from it."""
+@register
+class KNPlan(Result):
+    """Simulated K x N grid and the recommendation drawn from it (``plan.json`` + ``plan_cells.parquet``;
+    ``plan.md`` is written beside them).
 
-    cells: pd.DataFrame  # one row per (k, n_items, replicate)
-    params: dict = field(default_factory=dict)
+    Examples
+    --------
+    >>> plan = plan_k_n(0.35, k_grid=(4,), n_grid=(300,), replicates=1, n_splits=20)  # doctest: +SKIP
+    >>> plan.recommend()["k_per_item"], bayesrc.load(plan.save("runs/plan")) == plan   # doctest: +SKIP
+    """
+
+    main_file = "plan.json"
+    kind = "plan"
+
+    @classmethod
+    def from_cells(cls, cells: pd.DataFrame, params: dict) -> KNPlan:
+        """The plan of simulated ``cells`` (one row per (k, n_items, replicate)) under ``params``."""
+        draft = cls({"params": params}, {"cells": cells})
+        return cls({"params": params, "recommendation": draft.recommend(), "grid": draft.to_frame().to_dict(orient="records")}, {"cells": cells})
+
+    cells = property(lambda self: self.tables["cells"])  # one row per (k, n_items, replicate)
+    params = property(lambda self: self.payload.get("params", {}))
+
+    def table_file(self, name: str) -> str:
+        return f"plan_{name}.parquet"
+
+    def table_names_on_disk(self, folder: Path) -> dict[str, Path]:
+        return {"cells": folder / "plan_cells.parquet"} if (folder / "plan_cells.parquet").is_file() else {}
+
+    def _save_extra(self, stage: Path) -> None:
+        atomic_write_text(stage / "plan.md", plan_markdown(self))
 
     def to_frame(self) -> pd.DataFrame:
         """Mean over replicates per (k, n_items)."""
@@ -236,4 +261,29 @@ def plan_k_n(
                 atomic_write_json(path, res)
                 rows.append(res)
     params = dict(delta_p=delta_p, pi_change=pi_change, z=z, alpha=alpha, power=power, replicates=int(replicates), seed=seed, method="rci", s_diff=s_diff, max_fpr=float(max_fpr), cache_dir=str(cache))
-    return KNPlan(cells=pd.DataFrame(rows), params=params)
+    return KNPlan.from_cells(pd.DataFrame(rows), params)
+
+
+PLAN_COLUMNS = ("k", "n_items", "sensitivity", "sensitivity_expected", "false_positive_rate", "mdc", "q_mean")
+
+
+def plan_markdown(plan: KNPlan) -> str:
+    """``plan.md``: the grid's means per (K, N) and the recommendation.
+
+    Examples
+    --------
+    >>> print(plan_markdown(plan_k_n(0.35, k_grid=(10,), n_grid=(500,))))   # doctest: +SKIP
+    """
+    table, rec, prm = plan.to_frame(), plan.recommend(), plan.params
+    cols = list(PLAN_COLUMNS)
+    lines = [
+        "# K x N plan (classical RCI)",
+        "",
+        f"per-item change {prm['delta_p']}, share changed {prm['pi_change']}, target power {prm['power']}",
+        "",
+        "| " + " | ".join(cols) + " |",
+        "|" + "---|" * len(cols),
+    ]
+    lines += ["| " + " | ".join(f"{r[c]:.3g}" for c in cols) + " |" for _, r in table.iterrows()]
+    lines += ["", f"Recommendation: K = {rec['k']}, N = {rec['n_items']} (smallest K for per-item detection: {rec['k_per_item']}; smallest N with q >= 1: {rec['n_aggregate']})", ""]
+    return "\n".join(lines)
