@@ -9,11 +9,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from bayesrc.classical.rci import CLASS_LABELS, CLASSES
 from bayesrc.errors import InputError
 from bayesrc.plotting import new_figure
 from bayesrc.results import Result, register
-
-CLASS_LABELS = {"improved": "improved", "no_change": "no reliable change", "deteriorated": "deteriorated", "excluded": "excluded"}
 
 
 class PairResult:
@@ -93,7 +92,7 @@ class PairResult:
         ns = self.null_samples
         null_mean = {"improved": "improved_mean", "deteriorated": "deteriorated_mean"}
         rows = []
-        for cls in ("improved", "no_change", "deteriorated"):
+        for cls in CLASSES:
             row: dict = {"class": CLASS_LABELS[cls]}
             for key, label in sets:
                 cnt = self.counts[key]

@@ -36,6 +36,7 @@ from bayesrc.classical import reliable_change
 from bayesrc.classical.calibration import binomial_s_diff
 from bayesrc.data import item_counts, item_truth, simulate_pair
 from bayesrc.io import atomic_write_json, atomic_write_text
+from bayesrc.markdown import markdown_table
 from bayesrc.power.analytic import ParameterError, _check_open_unit, z_sum
 from bayesrc.results import Result, register
 
@@ -281,9 +282,7 @@ def plan_markdown(plan: KNPlan) -> str:
         "",
         f"per-item change {prm['delta_p']}, share changed {prm['pi_change']}, target power {prm['power']}",
         "",
-        "| " + " | ".join(cols) + " |",
-        "|" + "---|" * len(cols),
+        markdown_table(cols, ([r[c] for c in cols] for _, r in table.iterrows()), cell=lambda v: f"{v:.3g}"),
     ]
-    lines += ["| " + " | ".join(f"{r[c]:.3g}" for c in cols) + " |" for _, r in table.iterrows()]
     lines += ["", f"Recommendation: K = {rec['k']}, N = {rec['n_items']} (smallest K for per-item detection: {rec['k_per_item']}; smallest N with q >= 1: {rec['n_aggregate']})", ""]
     return "\n".join(lines)

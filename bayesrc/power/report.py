@@ -26,6 +26,7 @@ from numpy.typing import ArrayLike
 from scipy import stats
 
 from bayesrc.errors import InputError
+from bayesrc.markdown import markdown_table
 from bayesrc.power import analytic as an
 from bayesrc.power.result import PowerReport
 
@@ -553,9 +554,7 @@ def _fmt(x, digits: int = 3) -> str:
 
 
 def _md_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(_fmt(v) if not isinstance(v, str) else v for v in row) + " |" for row in rows]
-    return "\n".join(lines)
+    return markdown_table(header, rows, cell=lambda v: v if isinstance(v, str) else _fmt(v))
 
 
 def render_markdown(lb: LeaderboardResolution) -> str:

@@ -14,11 +14,11 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from bayesrc.classical.rci import CLASS_LABELS, CLASSES
 from bayesrc.plotting import subplots, to_png  # noqa: F401  (the report draws with them; sections call F.to_png)
 
 CLASS_COLOURS = {"improved": "#1b9e77", "no_change": "#9e9e9e", "deteriorated": "#d95f02", "excluded": "#d0d0d0"}
-CLASS_LABELS = {"improved": "improved", "no_change": "no reliable change", "deteriorated": "deteriorated", "excluded": "excluded"}
-CLASS_ORDER = ("improved", "no_change", "deteriorated")
+CLASS_ORDER = CLASSES
 
 
 def _jitter(n: int, scale: float, seed: int = 0) -> np.ndarray:

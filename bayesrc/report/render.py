@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from bayesrc import __version__
+from bayesrc.markdown import markdown_table
 from bayesrc.report.sections import Figure, Section, Table, Text
 
 CSS = """
@@ -101,10 +102,7 @@ def render_html(title: str, sections: list[Section], *, subtitle: str = "") -> s
 
 
 def table_markdown(frame: pd.DataFrame) -> str:
-    head = "| " + " | ".join(map(str, frame.columns)) + " |"
-    rule = "|" + "---|" * len(frame.columns)
-    body = ["| " + " | ".join(fmt_value(v).replace("|", "\\|") for v in row) + " |" for row in frame.itertuples(index=False)]
-    return "\n".join([head, rule, *body])
+    return markdown_table(frame.columns, frame.itertuples(index=False), cell=lambda v: fmt_value(v).replace("|", "\\|"))
 
 
 def render_markdown(title: str, sections: list[Section], *, figure_dir: str | None = None, subtitle: str = "") -> tuple[str, dict[str, bytes]]:
