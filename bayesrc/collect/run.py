@@ -2,14 +2,8 @@
 directory (SPEC section 6; paper 003). The directory's layout, lock, journal and record are
 :mod:`bayesrc.collect.rundir`'s; this module pins a run and runs an engine over its items.
 
-Seeds: sample ``k`` of the item at 0-based bank position ``i`` uses
-``seed = salt + seed_offset + i * seed_stride + k``, so shards and resumed runs draw
-exactly the trials of an uninterrupted run. ``seed_rule="version"`` (default) derives
-``salt`` from the version's pin (model file, chat template, prompt template and system
-prompt hashes, label; pinned as ``model.seed_salt``), so two versions draw
-independently; ``seed_rule="shared"`` uses salt 0, the reference study's
-``i * 10 + k`` for every model (paper 001 section 2.1), which couples the versions'
-draws (SPEC 2.1; :mod:`bayesrc.data.seeds`).
+Seeds: :func:`bayesrc.collect.rundir.item_seeds` (shards and resumed runs draw exactly the trials
+of an uninterrupted run; the seed rules: :mod:`bayesrc.data.seeds`).
 """
 
 from __future__ import annotations

@@ -33,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from bayesrc.collect import rundir as R  # the run directory every engine writes (R.begin_run, R.part_path, ...)
 from bayesrc.collect.bank import Bank, load_bank
 from bayesrc.collect.card import (
     ModelCard,
@@ -42,25 +43,6 @@ from bayesrc.collect.card import (
     sha256_text,
 )
 from bayesrc.collect.engines import Sample, Sampling
-from bayesrc.collect.rundir import (
-    RunLock,
-    RunResult,
-    begin_run,
-    check_resume_pins,
-    check_sampling_args,
-    check_writable,
-    done_items,
-    end_run,
-    existing_record,
-    frame_bytes,
-    item_seeds,
-    part_path,
-    progress_bar,
-    run_times,
-    select_range,
-    trial_rows,
-    version_pin,
-)
 from bayesrc.data.seeds import seed_salt
 from bayesrc.errors import InputError
 from bayesrc.io import atomic_write_bytes
@@ -245,7 +227,7 @@ def server_pins(
     }
     if seed_rule == "version":
         pins["sampling.seed_rule"] = f"version: salt(model pin) + {seed_offset} + item_index * {seed_stride} + k"
-        pins["model.seed_salt"] = seed_salt(version_pin(pins) + f"|model.server_model_id={model_id}")
+        pins["model.seed_salt"] = seed_salt(R.version_pin(pins) + f"|model.server_model_id={model_id}")
     return pins
 
 
@@ -288,50 +270,50 @@ def collect_server(
     t0 = time.monotonic()
     card = card if isinstance(card, ModelCard) else load_card(card)
     bank = items if isinstance(items, Bank) else load_bank(items)
-    check_sampling_args(k=k, seed_stride=seed_stride, temperature=temperature, seed_rule=seed_rule, items_range=items_range, shard=shard)
+    R.check_sampling_args(k=k, seed_stride=seed_stride, temperature=temperature, seed_rule=seed_rule, items_range=items_range, shard=shard)
     if concurrency < 1:
         raise InputError(f"must be >= 1, got {concurrency}", field="--concurrency")
     if card.format == "chat" and card.chat_template is None and card.chat_format == "gguf":
         raise InputError("the server engine cannot read the GGUF's chat template: give the card a chat_template or a named chat_format",
                          path=card.card_path, field="prompt.chat_format")  # fmt: skip
-    rng = select_range(len(bank), items_range, shard)
+    rng = R.select_range(len(bank), items_range, shard)
     sampling = Sampling(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, max_tokens=card.max_tokens)
     label = label or card.label
     client = ServerClient(base_url, api_model, timeout=timeout, retries=retries, backoff=backoff)
 
     run_dir = Path(out)
-    check_writable(run_dir)
-    with RunLock(run_dir):
-        record = existing_record(run_dir, resume)
+    R.check_writable(run_dir)
+    with R.RunLock(run_dir):
+        record = R.existing_record(run_dir, resume)
         model_id = client.model_id()
         pins = server_pins(card, bank, rng, sampling, k=k, seed_stride=seed_stride, seed_offset=seed_offset, label=label,
                            model_id=model_id, build=client.build_info(), seed_rule=seed_rule)  # fmt: skip
-        check_resume_pins(record, pins, run_dir)
+        R.check_resume_pins(record, pins, run_dir)
         selected = bank.items[rng[0] : rng[1]]
         prompts = {it.index: build_prompt(card, it) for it in selected}
         info = {
             "card": str(card.card_path), "bank_path": str(bank.path), "host": socket.gethostname(), "base_url": client.root,
-            "concurrency": concurrency, **run_times(record),
+            "concurrency": concurrency, **R.run_times(record),
         }  # fmt: skip
-        begin_run(run_dir, pins, info)
-        done = done_items(run_dir)
+        R.begin_run(run_dir, pins, info)
+        done = R.done_items(run_dir)
         pending = [it for it in selected if it.index not in done]
         if max_items is not None:
             pending = pending[:max_items]
         by_index = {it.index: it for it in pending}
-        bar = progress_bar(len(pending) * k, progress)
+        bar = R.progress_bar(len(pending) * k, progress)
         t_sample = time.monotonic()
         with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="bayesrc-server") as pool:
             eng = ServerEngine(client, model_id, sampling, pool)
             try:
                 for idx, samples in eng.sample_items(
-                    {i: prompts[i] for i in by_index}, {i: item_seeds(it, k, stride=seed_stride, offset=seed_offset, salt=int(pins.get("model.seed_salt", 0))) for i, it in by_index.items()}
+                    {i: prompts[i] for i in by_index}, {i: R.item_seeds(it, k, stride=seed_stride, offset=seed_offset, salt=int(pins.get("model.seed_salt", 0))) for i, it in by_index.items()}
                 ):
-                    atomic_write_bytes(part_path(run_dir, idx), frame_bytes(trial_rows(by_index[idx], samples, label=label, engine="server")))
+                    atomic_write_bytes(R.part_path(run_dir, idx), R.frame_bytes(R.trial_rows(by_index[idx], samples, label=label, engine="server")))
                     bar.update(k)
             finally:
                 bar.close()
         t_sample = time.monotonic() - t_sample
         info["system_fingerprint"] = eng.fingerprint
-        n_done = end_run(run_dir, selected, pins, info, per_item=k, outputs=lambda parts: {"trials.parquet": parts})
-    return RunResult(run_dir, n_done, n_done * k, len(pending), time.monotonic() - t0, t_sample)
+        n_done = R.end_run(run_dir, selected, pins, info, per_item=k, outputs=lambda parts: {"trials.parquet": parts})
+    return R.RunResult(run_dir, n_done, n_done * k, len(pending), time.monotonic() - t0, t_sample)
