@@ -58,10 +58,13 @@ demo: $(STAMP)
 test: $(STAMP) browser lint
 	BAYESRC_NO_SKIP=1 $(PY) -m pytest --durations=30 $(PYTEST_ARGS)
 
-# House style (pyproject.toml [tool.ruff]); tests/test_house_rules.py runs the same two checks.
+# House style (pyproject.toml [tool.ruff]) and the package's layers (pyproject.toml
+# [tool.importlinter]: no upward import, inside functions included); tests/test_house_rules.py
+# runs the same checks.
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
 
 # The HTML report is tested in a real headless browser (Debian's chromium).
 browser:

@@ -172,3 +172,22 @@ def read_table(
         df["_line"] = np.arange(len(df)) + 1
         return df, "parquet"
     raise InputError(f"unknown format {suffix!r}; expected .parquet, .jsonl or .csv", path=path)
+
+
+def read_run_record(run: str | Path) -> dict | None:
+    """The run.json of a run directory (or of the directory holding a trials file); None if absent.
+
+    Examples
+    --------
+    >>> read_run_record("runs/v1")["pins"]["sampling.k"]  # doctest: +SKIP
+    10
+    """
+    run = Path(run)
+    candidates = [run / "run.json"] if run.is_dir() else [run.parent / "run.json"] if run.name != "run.json" else [run]
+    for c in candidates:
+        if c.exists():
+            try:
+                return json.loads(c.read_text(encoding="utf-8"))
+            except json.JSONDecodeError as exc:
+                raise InputError(f"malformed run record ({exc.msg})", path=c, line=exc.lineno) from None
+    return None

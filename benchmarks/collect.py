@@ -276,7 +276,8 @@ def main() -> None:
 
     from bayesrc.collect import Model, build_prompt, load_card, resolve_model
     from bayesrc.collect.engines import ENGINES, FastEngine, Sampling, make_engine
-    from bayesrc.collect.run import _rows, item_seeds, render_prompts
+    from bayesrc.collect.run import render_prompts
+    from bayesrc.collect.rundir import item_seeds, trial_rows
 
     card = load_card(args.card)
     load = dict(n_ctx=card.n_ctx, n_batch=card.n_batch, n_gpu_layers=card.n_gpu_layers, n_threads=args.threads or card.n_threads, label=card.label)
@@ -318,7 +319,7 @@ def main() -> None:
                 out = engines[name].sample_items([prompts[m.index] for m in members], [item_seeds(m, args.k) for m in members], [m.letters for m in members])
                 secs[name] += clock() - t0
                 n_items[name] += len(members)
-                rows[name] += [_rows(m, smp, label=card.label, engine=name) for m, smp in zip(members, out)]
+                rows[name] += [trial_rows(m, smp, label=card.label, engine=name) for m, smp in zip(members, out)]
                 continue
             t0 = clock()
             if name == "reference":
@@ -330,7 +331,7 @@ def main() -> None:
             secs[name] += clock() - t0
             n_items[name] += 1
             if name != "exact":
-                rows[name].append(_rows(it, samples, label=card.label, engine=name))
+                rows[name].append(trial_rows(it, samples, label=card.label, engine=name))
         # The floor for this item, between the engines' turns (same load).
         t_full, t_own = [], []
         for _ in range(args.reps):

@@ -75,7 +75,7 @@ def test_rci_runs_say_when_nothing_changed_is_not_rejected(no_change):
     datasets of identical versions it rejects at 0.10 in at most 8 (expected 3; P(> 8) < 0.002),
     its p-value depends on the data only (the same under both S_diff methods), and where it does
     not reject a run with flags says they may all be chance."""
-    from bayesrc.results import PairResult
+    from bayesrc.classical import PairResult
 
     p = np.array([r["reference"].no_change_test["p_value"] for r in no_change])
     assert np.sum(p < 0.10) <= 8, p

@@ -117,7 +117,8 @@ def test_batched_engine_agrees_with_one_item_engine_in_distribution(gemma, gemma
     every sample decided the same way (the batched tree ends samples exactly where one-item does)."""
     from bayesrc.collect.engines import FastEngine, Sampling
     from bayesrc.collect.extract import extract
-    from bayesrc.collect.run import item_seeds, render_prompts
+    from bayesrc.collect.run import render_prompts
+    from bayesrc.collect.rundir import item_seeds
 
     items = gemma_bank4.items[:3]
     prompts = render_prompts(load_card(CARD), gemma, items, max_tokens=8)[1]

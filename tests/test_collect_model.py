@@ -186,7 +186,7 @@ def test_bad_inputs_one_line_exit_2_nothing_lost(gemma_bank4, full_run, tmp_path
         assert len(lines) == 1 and lines[0].startswith("bayesrc: error:") and words in lines[0], (words, res.stderr)
     assert (full_run / "trials.parquet").read_bytes() == before  # nothing lost or overwritten
     # A second collector on the same run directory is refused while the first holds the lock.
-    from bayesrc.collect.run import RunLock
+    from bayesrc.collect.rundir import RunLock
 
     (tmp_path / "locked").mkdir()
     with RunLock(tmp_path / "locked"):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bayesrc.collect import builtin_items, check_comparable, compare_runs, decided, extract, load_bank, merge_runs, render_chat_template
-from bayesrc.collect.run import RunLock, parse_range, shard_range
+from bayesrc.collect.rundir import RunLock, parse_range, shard_range
 from bayesrc.errors import InputError
 
 

@@ -7,6 +7,7 @@ does to a caller's process, which an already-warm pytest process cannot show.
 from __future__ import annotations
 
 import json
+import os
 import pkgutil
 import shutil
 import subprocess
@@ -74,6 +75,14 @@ def test_ruff(args):
     """`ruff check` and `ruff format --check` with the settings in pyproject.toml ([tool.ruff])."""
     ruff = shutil.which("ruff") or str(Path(sys.executable).with_name("ruff"))
     res = subprocess.run([ruff, *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
+
+
+def test_import_layers():
+    """`lint-imports`: no module imports a layer above its own ([tool.importlinter] in pyproject.toml),
+    inside functions included."""
+    lint = shutil.which("lint-imports") or str(Path(sys.executable).with_name("lint-imports"))
+    res = subprocess.run([lint], cwd=ROOT, capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
 
 

@@ -163,10 +163,9 @@ def test_bayes_sections_render_from_fit_outputs(demo_run, minor_fit, tmp_path):
 
 def test_crosscheck_sentence_refuses_to_mix_two_rci_runs(demo_run, minor_fit):
     """A report whose RCI pair used other settings (z = 2.58, a real second run) than the fit's cross-check says so."""
-    from bayesrc.classical import reliable_change
+    from bayesrc.classical import PairResult, reliable_change
     from bayesrc.data import load_counts
     from bayesrc.report.sections import crosscheck_sentence
-    from bayesrc.results import PairResult
 
     res, pair = minor_fit
     counts = load_counts([demo_run / "trials" / "minor_v1.parquet", demo_run / "trials" / "minor_v2.parquet"])

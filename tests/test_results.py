@@ -10,7 +10,10 @@ import pandas as pd
 import pytest
 
 import bayesrc
-from bayesrc.results import PowerReport, RCIRun, SensitivityTable, SwitchResult
+from bayesrc.classical import RCIRun
+from bayesrc.power import PowerReport
+from bayesrc.sensitivity import SensitivityTable
+from bayesrc.switch import SwitchResult
 
 
 @pytest.fixture(scope="module")
@@ -126,7 +129,7 @@ def test_switch_result_roundtrip(tmp_path):
 
 
 def test_sensitivity_table_roundtrip(small_pair, tmp_path):
-    from bayesrc.report.sensitivity import run_sensitivity_analyses
+    from bayesrc.sensitivity import run_sensitivity_analyses
 
     _, counts = small_pair
     tables = run_sensitivity_analyses(counts, ("threshold",), seed=0)
@@ -180,3 +183,78 @@ def test_notebook_session(small_pair, bayes_fit, tmp_path):
     assert np.corrcoef(again.items["dp_mean"], truth)[0, 1] > 0.6
     cover = np.mean((again.items["dp_lo90"] <= truth) & (truth <= again.items["dp_hi90"]))
     assert 0.85 <= cover <= 0.97
+
+
+# --- every output kind through bayesrc.load, produced by the code that writes it (issue 29) ------
+def test_every_payload_carries_its_format_and_files_without_it_still_load(rci_run, tmp_path):
+    from bayesrc.results import FORMAT
+
+    assert rci_run.payload["format"] == FORMAT == 1
+    rci_run.save(tmp_path / "r")
+    on_disk = json.loads((tmp_path / "r" / "rci.json").read_text())
+    assert next(iter(on_disk)) == "format" and on_disk["format"] == 1
+    del on_disk["format"]  # a file written before the key existed
+    (tmp_path / "r" / "rci.json").write_text(json.dumps(on_disk))
+    old = bayesrc.load(tmp_path / "r")
+    assert old.payload["format"] == 1 and old == rci_run
+
+
+def test_power_report_from_leaderboard_roundtrip(tmp_path):
+    from bayesrc.power import leaderboard_report
+
+    rng = np.random.default_rng(0)
+    res = leaderboard_report({m: (rng.random(400) < p).astype(float) for m, p in (("a", 0.7), ("b", 0.62), ("c", 0.6))}).to_result()
+    assert isinstance(res, PowerReport)
+    loaded = _roundtrip(res, tmp_path)
+    assert loaded.pairs_table()["pair"].tolist() == ["a vs b", "b vs c"]
+
+
+def test_plan_roundtrip(tmp_path):
+    from bayesrc.power.planner import KNPlan, plan_k_n
+
+    plan = plan_k_n(0.35, k_grid=(4,), n_grid=(200,), replicates=1, seed=3, n_splits=20, cache_dir=tmp_path / "cache")
+    assert isinstance(plan, KNPlan) and plan.payload["recommendation"] == plan.recommend()
+    loaded = _roundtrip(plan, tmp_path)
+    assert loaded.cells.equals(plan.cells) and loaded.to_frame().equals(plan.to_frame())
+    assert (tmp_path / "r" / "plan.md").read_text().startswith("# K x N plan")
+
+
+def test_compare_result_roundtrip(tmp_path):
+    from bayesrc.bayes import SamplerConfig
+    from bayesrc.compare import CompareResult, compare
+    from bayesrc.data import item_counts, simulate_pair
+
+    sim = simulate_pair(40, 10, models=("v1", "v2"), seed=4)
+    res = compare(item_counts(sim.trials_v1, sim.trials_v2), config=SamplerConfig(chains=2, draws=150, tune=150, seed=1), min_ess=10.0, max_rhat=1.5, max_divergences=1000)
+    assert isinstance(res, CompareResult) and res.fit is not None
+    loaded = _roundtrip(res, tmp_path)
+    assert loaded.exit_code == res.exit_code and loaded.versions == ("v1", "v2") and loaded.fit is None
+    assert loaded.items.equals(res.items) and (tmp_path / "r" / "summary.md").read_text().startswith("### bayesrc compare")
+
+
+def test_truth_result_roundtrip(tmp_path):
+    from bayesrc.data import letter_shift_truth, write_exact_run
+    from bayesrc.truth import TruthResult, truth
+
+    t = letter_shift_truth(30, seed=3)
+    runs = []
+    for v, col in (("v1", "p_v1"), ("v2", "p_v2")):
+        rows = [(r.item_id, r.domain, x, getattr(r, col) if x == r.correct_answer else (1 - getattr(r, col)) / 2, x == r.correct_answer) for r in t.itertuples() for x in "ABC"]
+        runs.append(write_exact_run(tmp_path / v, pd.DataFrame(rows, columns=["item_id", "domain", "answer", "prob", "is_correct"]), label=f"sim-{v}"))
+    res = truth(*runs, k=5, replicates=2, seed=1, methods=())
+    assert isinstance(res, TruthResult) and res.per_replicate is not None and res.items is not None
+    res.save(tmp_path / "r")
+    loaded = bayesrc.load(tmp_path / "r" / "truth.json")
+    assert type(loaded) is TruthResult and loaded == res and loaded.to_dict() == json.loads((tmp_path / "r" / "truth.json").read_text())
+    assert TruthResult.from_dict(loaded.to_dict(), per_replicate=loaded.per_replicate, items=loaded.items) == res
+    assert loaded.summary()["method"].tolist() == list(res.methods) and "<table" in loaded._repr_html_()
+
+
+def test_a_run_directory_opens_every_result_in_it(rci_run, tmp_path):
+    from bayesrc.power import leaderboard_report
+
+    rci_run.save(tmp_path)
+    rng = np.random.default_rng(1)
+    leaderboard_report({m: (rng.random(200) < p).astype(float) for m, p in (("a", 0.7), ("b", 0.6))}).to_result().save(tmp_path)
+    found = bayesrc.load(tmp_path)
+    assert set(found) == {"rci.json", "power.json"} and found["rci.json"] == rci_run

@@ -123,7 +123,7 @@ def test_ray_run_equals_single_process_trial_for_trial(ray_cluster, bank8, singl
 
 def test_killed_actor_has_its_shard_retried_nothing_lost_or_duplicated(ray_cluster, bank8, single_run, tmp_path):
     """SIGKILL the actor collecting shard 0 after its first item: a new actor resumes the shard."""
-    from bayesrc.collect.run import done_items
+    from bayesrc.collect.rundir import done_items
     from bayesrc.scale import collect_ray
 
     out, box = tmp_path / "killed", {}
@@ -159,7 +159,7 @@ def test_bad_setting_raised_by_the_actors_is_one_input_error(ray_cluster, bank8,
 
 def test_driver_killed_mid_run_then_resume(ray_cluster, bank8, single_run, tmp_path):
     """The CLI on the cluster (RAY_ADDRESS) killed as a whole mid-run; --resume finishes it exactly."""
-    from bayesrc.collect.run import done_items
+    from bayesrc.collect.rundir import done_items
     from bayesrc.errors import InputError
     from bayesrc.scale import collect_ray
 
@@ -268,8 +268,8 @@ def test_prior_grid_on_ray_equals_serial(ray_cluster, manifest, serial_fits):
     import bayesrc
     from bayesrc.bayes.change import prior_settings
     from bayesrc.data import load_counts
-    from bayesrc.report.sensitivity import prior_sensitivity
     from bayesrc.scale import ray_map
+    from bayesrc.sensitivity import prior_sensitivity
 
     d = manifest.parent
     counts = load_counts([d / "pair-a-v1.parquet", d / "pair-a-v2.parquet"])

@@ -16,6 +16,7 @@ from bayesrc.bayes.diagnostics import Diagnostics, gate
 from bayesrc.bayes.inputs import ModelInputs, model_inputs
 from bayesrc.bayes.samplers import SamplerConfig
 from bayesrc.bayes.summaries import DELTA_MIN, ITEM_COLUMNS, allow_no_change, crosscheck, domain_shift, expected_flips, item_summary, rci_fdp_interval, rci_fdp_prior_sensitivity, select
+from bayesrc.classical import reliable_change
 from bayesrc.classical.pipeline import pair_no_change_test
 from bayesrc.errors import ConvergenceError
 from bayesrc.results import Result, register
@@ -373,8 +374,6 @@ def prior_sensitivity_warnings(sens: dict, cc: dict, delta_min: float) -> list[s
 def _rci_classes(counts: xr.Dataset, data: ModelInputs, rci, rci_kwargs: dict | None) -> tuple[pd.DataFrame, float, dict]:
     """The RCI item table, S_diff and settings the cross-check uses (given, or run here)."""
     if rci is None:
-        from bayesrc.classical import reliable_change
-
         rci = reliable_change(counts, data.versions[0], data.versions[1], **(rci_kwargs or CROSSCHECK_RCI_KWARGS))
         return rci.to_frame(), float(rci.s_diff), dict(rci.params)
     if rci_kwargs:

@@ -24,9 +24,8 @@ import numpy as np
 import pandas as pd
 
 from bayesrc.classical.calibration import NO_CHANGE_ALPHA, not_rejected_phrase
+from bayesrc.classical.rci import CLASSES, DETERIORATED, IMPROVED, NO_CHANGE
 
-IMPROVED, NO_CHANGE, DETERIORATED = "improved", "no_change", "deteriorated"
-CLASSES = (IMPROVED, NO_CHANGE, DETERIORATED)
 ITEM_COLUMNS = (
     "item_id", "domain", "p_v1_mean", "p_v2_mean", "dp_mean", "dp_lo90", "dp_hi90", "dp_ess_bulk", "dp_mcse",
     "p_changed", "p_improve", "p_deteriorate", "p_improve_material", "p_deteriorate_material", "bayes_class", "rci_class",

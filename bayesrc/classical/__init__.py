@@ -30,6 +30,7 @@ from bayesrc.classical.reliability import (
     spearman_brown,
     split_half_reliability,
 )
+from bayesrc.classical.result import PairResult, RCIRun
 from bayesrc.classical.secondary import (
     difficulty_bins,
     domain_contingency,
@@ -42,6 +43,8 @@ from bayesrc.classical.secondary import (
 )
 
 __all__ = [
+    "PairResult",
+    "RCIRun",
     "CLASSES",
     "PairRCI",
     "RCIAnalysis",

@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
+from bayesrc.classical.rci import min_valid_for
 from bayesrc.classical.reliability import _split_masks, spearman_brown
 
 S_DIFF_METHODS = ("reference", "binomial")
@@ -160,8 +161,6 @@ def classify_counts(
         p2 = np.where(n2 > 0, y2 / np.maximum(n2, 1), np.nan)
     scored = (n1 > 0) & (n2 > 0)
     if min_valid is None:  # SPEC 2: ceil(0.6 K) of the K each version's matrix holds
-        from bayesrc.classical.rci import min_valid_for
-
         m1, m2 = min_valid_for(x1.shape[-1]), min_valid_for(x2.shape[-1])
     elif isinstance(min_valid, tuple):  # per-item thresholds of each version
         m1, m2 = min_valid

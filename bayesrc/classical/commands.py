@@ -73,7 +73,7 @@ def run_rci(args: argparse.Namespace) -> int:
         n_permutations=args.permutations,
         seed=args.seed,
     )
-    result = analysis.save(args.out)  # rci.json + items_NAME.parquet (bayesrc.results.RCIRun)
+    result = analysis.save(args.out)  # rci.json + items_NAME.parquet (bayesrc.classical.RCIRun)
     print(result.summary().to_string(index=False))
     for name, pair in analysis.pairs.items():
         for w in pair.warnings:

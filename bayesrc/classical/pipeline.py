@@ -32,8 +32,9 @@ import xarray as xr
 from scipy import stats
 
 from bayesrc.classical import rci as _rci
-from bayesrc.classical.calibration import NO_CHANGE_ALPHA, no_change_test, not_rejected_phrase
+from bayesrc.classical.calibration import NO_CHANGE_ALPHA, RELIABILITY_BASES, S_DIFF_METHODS, binomial_s_diff, no_change_test, not_rejected_phrase, null_warnings, sample_level_null
 from bayesrc.classical.reliability import SplitHalfReliability, icc_1_1, icc_1_k, k_for_reliability, reliability_vs_k, split_half_reliability
+from bayesrc.classical.result import PairResult, RCIRun
 from bayesrc.classical.secondary import (
     difficulty_bins,
     domain_contingency,
@@ -46,6 +47,7 @@ from bayesrc.classical.secondary import (
     two_proportion_z,
 )
 from bayesrc.data.counts import modal_k
+from bayesrc.data.inputs import model_inputs
 
 SD_BASES = ("analysable", "all")
 
@@ -96,9 +98,7 @@ class PairRCI:
         return self.items.copy()
 
     def summary(self) -> pd.DataFrame:
-        """Headline numbers as a tidy table (pair, metric, value): :meth:`bayesrc.results.PairResult.summary`."""
-        from bayesrc.results import PairResult
-
+        """Headline numbers as a tidy table (pair, metric, value): :meth:`bayesrc.classical.PairResult.summary`."""
         return PairResult(self.name, self.to_dict()).summary()
 
     def to_dict(self) -> dict:
@@ -172,8 +172,6 @@ def pair_no_change_test(counts: xr.Dataset, v1: str, v2: str) -> dict:
     >>> 0 < out["p_value"] <= 1
     True
     """
-    from bayesrc.bayes.inputs import model_inputs
-
     data = model_inputs(counts, v1, v2)
     return no_change_test(data.y, data.n, data.strata()[0])
 
@@ -249,8 +247,6 @@ def reliable_change(
     >>> sorted(res.null_samples)[:3]
     ['by_z', 'deteriorated_mean', 'flagged_draws']
     """
-    from bayesrc.classical.calibration import RELIABILITY_BASES, S_DIFF_METHODS, binomial_s_diff, null_warnings, sample_level_null
-
     if sd_basis not in SD_BASES:
         raise ValueError(f"sd_basis must be one of {SD_BASES}, got {sd_basis!r}")
     if s_diff not in S_DIFF_METHODS:
@@ -512,9 +508,7 @@ class RCIAnalysis:
         return pd.concat([p.to_frame().assign(pair=n) for n, p in self.pairs.items()], ignore_index=True)
 
     def to_result(self):
-        """The typed, saveable record (:class:`bayesrc.results.RCIRun`): ``rci.json`` + item tables."""
-        from bayesrc.results import RCIRun
-
+        """The typed, saveable record (:class:`bayesrc.classical.RCIRun`): ``rci.json`` + item tables."""
         return RCIRun(self.to_dict(), {n: p.to_frame() for n, p in self.pairs.items()})
 
     def save(self, out_dir):

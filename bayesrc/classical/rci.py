@@ -21,6 +21,8 @@ import pandas as pd
 IMPROVED, NO_CHANGE, DETERIORATED = "improved", "no_change", "deteriorated"
 CLASSES: tuple[str, str, str] = (IMPROVED, NO_CHANGE, DETERIORATED)
 EXCLUDED = "excluded"
+#: how reports and tables name each class
+CLASS_LABELS = {IMPROVED: "improved", NO_CHANGE: "no reliable change", DETERIORATED: "deteriorated", EXCLUDED: "excluded"}
 VALID_SHARE = 0.6
 
 

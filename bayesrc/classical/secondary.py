@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from bayesrc.classical.calibration import binomial_s_diff
 from bayesrc.classical.rci import CLASSES, DETERIORATED, IMPROVED, NO_CHANGE, classify_rci
 
 
@@ -219,8 +220,6 @@ def stratified_s_diff(
     >>> len(stratified_s_diff(p1, p2, n, n))  # one row per difficulty tercile
     3
     """
-    from bayesrc.classical.calibration import binomial_s_diff
-
     p1, p2 = np.asarray(p_v1, float), np.asarray(p_v2, float)
     n1, n2 = np.asarray(n_v1, float), np.asarray(n_v2, float)
     s_i = binomial_s_diff(np.round(p1 * n1), n1, np.round(p2 * n2), n2)

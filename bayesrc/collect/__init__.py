@@ -21,7 +21,8 @@ from bayesrc.collect.engines import FastEngine, Model, NaiveEngine, Prompt, Samp
 from bayesrc.collect.exact import ExactEngine, ItemDistribution, read_exact_run
 from bayesrc.collect.extract import Extraction, decided, extract, strip_think
 from bayesrc.collect.pins import Comparison, check_comparable, compare_runs, merge_runs
-from bayesrc.collect.run import RunResult, collect, item_seeds, read_run_record, read_run_trials
+from bayesrc.collect.run import collect
+from bayesrc.collect.rundir import RunResult, item_seeds, read_run_record, read_run_trials
 
 __all__ = [
     "Bank",

@@ -25,6 +25,10 @@ import random
 import re
 from pathlib import Path
 
+from bayesrc.collect.card import load_card, resolve_model
+from bayesrc.collect.engines import _quiet_stderr
+from bayesrc.collect.run import collect
+from bayesrc.errors import InputError
 from bayesrc.io import atomic_write_text
 
 ALPHABETS = ("AB", "ABC")  # option sets: 2 or 3 options, each option text is its letter
@@ -100,8 +104,6 @@ def builtin_items(n_items: int = 60, seed: int = 0) -> list[dict]:
     >>> builtin_items(2)[0]["item_id"], builtin_items(2)[0]["options"]
     ('demo-0000', ['A', 'B', 'C'])
     """
-    from bayesrc.errors import InputError
-
     if n_items < 1:
         raise InputError(f"must be >= 1, got {n_items}", field="n")
     rng = random.Random(seed)
@@ -145,9 +147,6 @@ def requantize(src: str | Path, dst: str | Path, ftype: str = "Q3_K_M", n_thread
     import tempfile
 
     import llama_cpp
-
-    from bayesrc.collect.engines import _quiet_stderr
-    from bayesrc.errors import InputError
 
     dst = Path(dst)
     if dst.exists():
@@ -226,9 +225,6 @@ def quantize_card(card: str | Path, ftype: str, out_dir: str | Path, *, n_thread
     """
     import llama_cpp
 
-    from bayesrc.collect.card import load_card, resolve_model
-    from bayesrc.errors import InputError
-
     src_card = load_card(card)
     if getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{ftype}", None) is None:
         known = sorted(n.removeprefix("LLAMA_FTYPE_MOSTLY_") for n in dir(llama_cpp) if n.startswith("LLAMA_FTYPE_MOSTLY_"))
@@ -271,9 +267,6 @@ def collect_demo_runs(
     --------
     >>> runs = collect_demo_runs("runs/demo", n_items=40, k=10)  # {'v1': ..., 'v2': ...}  # doctest: +SKIP
     """
-    from bayesrc.collect.card import load_card, resolve_model
-    from bayesrc.collect.run import collect
-
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     bank = builtin_bank(out_dir / "bank.jsonl", n_items=n_items, seed=seed)

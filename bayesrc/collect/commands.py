@@ -50,10 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "N > 1 changes the logits in their last bits, so trials agree with N = 1 in distribution, not one by one (pinned). Default 1",
     )
     p.add_argument("--no-progress", action="store_true")
-    from bayesrc.scale.commands import add_ray_arguments
-
-    add_ray_arguments(p, "item shards (one actor per worker, each loading the model once)")
-    p.set_defaults(func=run_collect)
+    p.set_defaults(func=run_collect)  # bayesrc.scale.commands adds --ray (item shards on Ray) to this parser
 
     q = sub.add_parser("pins", help="say whether two runs are comparable and list differing pins")
     q.add_argument("run_a", type=Path)
@@ -90,14 +87,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_collect(args: argparse.Namespace) -> int:
-    if args.ray and args.items_per_batch != 1:
-        from bayesrc.errors import InputError
-
-        raise InputError("--items-per-batch is not available with --ray (Ray shards do not keep batches whole)", field="--items-per-batch")
-    if args.ray:
-        from bayesrc.scale.commands import run_collect_ray
-
-        return run_collect_ray(args)
     from bayesrc.collect import collect
     from bayesrc.errors import InputError
 
@@ -176,7 +165,7 @@ def run_collect_demo(args: argparse.Namespace) -> int:
 
 def _report_exact(res) -> None:
     """One summary line; unresolved mass is reported, never hidden."""
-    from bayesrc.collect.run import read_parts
+    from bayesrc.collect.rundir import read_parts
 
     parts = read_parts(res.run_dir)
     rate = res.n_new_items / res.sample_seconds if res.sample_seconds > 0 else float("nan")

@@ -45,8 +45,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from bayesrc.collect.card import sha256_file
 from bayesrc.collect.extract import decided
-from bayesrc.errors import InputError
+from bayesrc.errors import BayesrcError, InputError
 
 #: llama-cpp-python versions whose private internals the engines use (``Llama._model.vocab``,
 #: ``Llama._ctx``, ``Llama._init_sampler`` and the ``llama_vocab_*`` C functions); the same
@@ -186,8 +187,6 @@ class Model:
     @property
     def sha256(self) -> str:
         if self._sha256 is None:
-            from bayesrc.collect.card import sha256_file
-
             self._sha256 = sha256_file(self.path)
         return self._sha256
 
@@ -297,8 +296,6 @@ def runtime_info(model: Model) -> dict:
     lib_hash = None
     for cand in ("libllama.so", "libllama.dylib", "llama.dll"):
         if (libdir / cand).exists():
-            from bayesrc.collect.card import sha256_file
-
             lib_hash = sha256_file(libdir / cand)
             break
     system_info = llama_cpp.llama_print_system_info().decode("utf-8", "replace").strip()
@@ -716,8 +713,6 @@ def make_engine(name: str, model: Model, sampling: Sampling, *, items_per_batch:
 def check_llama_cpp(llm) -> None:
     """Refuse a llama-cpp-python whose private internals differ from the ones the engines use."""
     import llama_cpp
-
-    from bayesrc.errors import BayesrcError
 
     missing = [name for name, ok in (
         ("Llama._model.vocab", hasattr(getattr(llm, "_model", None), "vocab")),

@@ -54,6 +54,7 @@ import pandas as pd
 from bayesrc.collect.engines import FastEngine, Model, Prompt, Sampling, as_prompt, make_sampler
 from bayesrc.collect.extract import decided, extract
 from bayesrc.errors import InputError
+from bayesrc.io import read_run_record
 
 DEFAULT_EPSILON = 1e-6
 DEFAULT_MAX_EXPANSIONS = 20_000
@@ -250,8 +251,6 @@ def is_exact_run(path: str | Path) -> bool:
 
 
 def _engine_of(run_dir: Path) -> str | None:
-    from bayesrc.collect.run import read_run_record
-
     try:
         rec = read_run_record(run_dir) if (run_dir / "run.json").exists() else None
     except InputError:

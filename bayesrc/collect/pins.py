@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from bayesrc.collect.run import RUN_FORMAT, _category, _frame_bytes, now_utc, read_run_record, read_run_trials
+from bayesrc.collect.exact import compact
+from bayesrc.collect.rundir import RUN_FORMAT, frame_bytes, now_utc, pin_category, read_parts, read_run_record, read_run_trials
 from bayesrc.errors import InputError
 from bayesrc.io import atomic_write_bytes, atomic_write_json, staged_output
 
@@ -69,7 +70,7 @@ def _short(v) -> str:
 
 
 def _allowed(fld: str, allow: Iterable[str]) -> bool:
-    return any(fld == a or _category(fld) == a for a in allow)
+    return any(fld == a or pin_category(fld) == a for a in allow)
 
 
 def compare_runs(run_a: str | Path, run_b: str | Path, *, allow: Iterable[str] = ()) -> Comparison:
@@ -94,7 +95,7 @@ def compare_runs(run_a: str | Path, run_b: str | Path, *, allow: Iterable[str] =
     for fld in sorted(set(pa) | set(pb)):
         if pa.get(fld) == pb.get(fld):
             continue
-        cat = _category(fld)
+        cat = pin_category(fld)
         status = "ignored" if cat in IGNORED else "allowed" if _allowed(fld, allow) else "blocking"
         rows.append((fld, cat, pa.get(fld), pb.get(fld), status))
     return Comparison(str(run_a), str(run_b), True, pd.DataFrame(rows, columns=cols))
@@ -141,7 +142,7 @@ def merge_runs(shards: Iterable[str | Path], out: str | Path) -> Path:
         records.append(rec)
     base = records[0]["pins"]
     for s, rec in zip(shards[1:], records[1:]):
-        diff = [f for f in sorted(set(base) | set(rec["pins"])) if base.get(f) != rec["pins"].get(f) and f != "items.range" and _category(f) not in IGNORED]
+        diff = [f for f in sorted(set(base) | set(rec["pins"])) if base.get(f) != rec["pins"].get(f) and f != "items.range" and pin_category(f) not in IGNORED]
         if diff:
             raise InputError(f"shard pins differ from {shards[0]} in {', '.join(diff)}", path=s / "run.json")
     order = sorted(range(len(shards)), key=lambda i: records[i]["pins"]["items.range"][0])
@@ -153,9 +154,6 @@ def merge_runs(shards: Iterable[str | Path], out: str | Path) -> Path:
             raise InputError(f"gap between item ranges {a0}:{b0} and {a1}:{b1}", path=shards[i])
     exact = base.get("runtime.engine") == "exact"
     if exact:  # exact shards: their per-item parts, compacted as one run
-        from bayesrc.collect.exact import compact
-        from bayesrc.collect.run import read_parts
-
         trials = pd.concat([read_parts(shards[i]) for i in order], ignore_index=True)
         if trials.drop_duplicates(["item_index", "answer"]).shape[0] != len(trials):
             raise InputError("duplicate items across shards", path=out)
@@ -170,10 +168,10 @@ def merge_runs(shards: Iterable[str | Path], out: str | Path) -> Path:
     with staged_output(out) as stage:
         if exact:
             dist, items_exact = compact(trials)
-            atomic_write_bytes(stage / "dist.parquet", _frame_bytes(dist))
-            atomic_write_bytes(stage / "items_exact.parquet", _frame_bytes(items_exact))
+            atomic_write_bytes(stage / "dist.parquet", frame_bytes(dist))
+            atomic_write_bytes(stage / "items_exact.parquet", frame_bytes(items_exact))
         else:
-            atomic_write_bytes(stage / "trials.parquet", _frame_bytes(trials))
+            atomic_write_bytes(stage / "trials.parquet", frame_bytes(trials))
         info = {
             "merged_from": [str(shards[i]) for i in order],
             "merged_at": now_utc(),

@@ -33,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from bayesrc.collect import rundir as R  # the run directory every engine writes (R.begin_run, R.part_path, ...)
 from bayesrc.collect.bank import Bank, load_bank
 from bayesrc.collect.card import (
     ModelCard,
@@ -42,7 +43,9 @@ from bayesrc.collect.card import (
     sha256_text,
 )
 from bayesrc.collect.engines import Sample, Sampling
+from bayesrc.data.seeds import seed_salt
 from bayesrc.errors import InputError
+from bayesrc.io import atomic_write_bytes
 
 RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 
@@ -198,9 +201,6 @@ def server_pins(
     ``seed_rule = "version"`` (default) salts the seeds with the version's pin (the server's
     model id standing in for the file hash), as local runs do, so two versions draw independently.
     """
-    from bayesrc.collect.run import version_pin
-    from bayesrc.data.seeds import seed_salt
-
     tmpl = chat_template_text(card, None)
     pins = {
         "model.label": label,
@@ -227,7 +227,7 @@ def server_pins(
     }
     if seed_rule == "version":
         pins["sampling.seed_rule"] = f"version: salt(model pin) + {seed_offset} + item_index * {seed_stride} + k"
-        pins["model.seed_salt"] = seed_salt(version_pin(pins) + f"|model.server_model_id={model_id}")
+        pins["model.seed_salt"] = seed_salt(R.version_pin(pins) + f"|model.server_model_id={model_id}")
     return pins
 
 
@@ -267,8 +267,6 @@ def collect_server(
     >>> collect_server("models/gemma-3-270m-q4_k_m.toml", "bank.jsonl", "runs/srv",
     ...                base_url="http://127.0.0.1:8080", k=5)  # doctest: +SKIP
     """
-    from bayesrc.collect import run as R
-
     t0 = time.monotonic()
     card = card if isinstance(card, ModelCard) else load_card(card)
     bank = items if isinstance(items, Bank) else load_bank(items)
@@ -284,7 +282,7 @@ def collect_server(
     client = ServerClient(base_url, api_model, timeout=timeout, retries=retries, backoff=backoff)
 
     run_dir = Path(out)
-    R._check_writable(run_dir)
+    R.check_writable(run_dir)
     with R.RunLock(run_dir):
         record = R.existing_record(run_dir, resume)
         model_id = client.model_id()
@@ -303,7 +301,7 @@ def collect_server(
         if max_items is not None:
             pending = pending[:max_items]
         by_index = {it.index: it for it in pending}
-        bar = R._progress(len(pending) * k, progress)
+        bar = R.progress_bar(len(pending) * k, progress)
         t_sample = time.monotonic()
         with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="bayesrc-server") as pool:
             eng = ServerEngine(client, model_id, sampling, pool)
@@ -311,7 +309,7 @@ def collect_server(
                 for idx, samples in eng.sample_items(
                     {i: prompts[i] for i in by_index}, {i: R.item_seeds(it, k, stride=seed_stride, offset=seed_offset, salt=int(pins.get("model.seed_salt", 0))) for i, it in by_index.items()}
                 ):
-                    R.atomic_write_bytes(R._part_path(run_dir, idx), R._frame_bytes(R._rows(by_index[idx], samples, label=label, engine="server")))
+                    atomic_write_bytes(R.part_path(run_dir, idx), R.frame_bytes(R.trial_rows(by_index[idx], samples, label=label, engine="server")))
                     bar.update(k)
             finally:
                 bar.close()

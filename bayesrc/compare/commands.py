@@ -65,15 +65,10 @@ def run_compare(args: argparse.Namespace) -> int:
     from bayesrc.bayes.samplers import configure_host_devices
 
     configure_host_devices(min(args.chains, os.cpu_count() or 1))
-    from bayesrc.compare import compare, markdown_summary
-    from bayesrc.io import atomic_write_json, atomic_write_text, staged_output
+    from bayesrc.compare import compare
 
     res = compare(counts, fail_on=args.fail_on, q=args.q, config=cfg, max_rhat=args.max_rhat, min_ess=args.min_ess, max_divergences=args.max_divergences, escalate=not args.no_escalate)
-    md = markdown_summary(res)
-    with staged_output(args.out) as stage:
-        atomic_write_text(stage / "summary.md", md)
-        atomic_write_json(stage / "compare.json", res.to_dict())
-        res.items.to_parquet(stage / "items.parquet", index=False)
+    res.save(args.out)  # compare.json, items.parquet and summary.md, all or nothing
     print(res.summary().to_string(index=False))
     print(f"wrote {args.out / 'summary.md'}")
     if res.status != "ok":

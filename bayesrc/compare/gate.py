@@ -19,18 +19,25 @@ nothing: the CLI exits 3 (outputs marked ``status = failed``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import xarray as xr
 
+from bayesrc.bayes import fit
+from bayesrc.classical import reliable_change
+from bayesrc.io import atomic_write_text
+from bayesrc.results import Result, register
+
 FAIL_ON = ("deteriorated", "changed", "aggregate")
 
 
-@dataclass
-class CompareResult:
-    """A gate decision with the evidence behind it.
+@register
+class CompareResult(Result):
+    """A gate decision with the evidence behind it (``compare.json`` + ``items.parquet``; ``summary.md``
+    is written beside them).
 
     Examples
     --------
@@ -38,15 +45,29 @@ class CompareResult:
     >>> res.exit_code, res.summary()  # doctest: +SKIP
     """
 
-    versions: tuple[str, str]
-    fail_on: str
-    q: float
-    found: bool
-    status: str  # "ok" or "failed" (convergence gate)
-    bayes: dict  # n_improved, n_deteriorated, expected_false, aggregate {mean, lo90, hi90, p_below_0}
-    classical: dict  # RCI counts, S_diff, aggregate mean dp with t interval, rule (a)
-    items: pd.DataFrame = field(repr=False)  # flagged items first (bayes class, posterior, RCI class)
-    fit: object = field(default=None, repr=False)  # the BayesFit
+    main_file = "compare.json"
+    kind = "compare"
+
+    def __init__(self, payload: dict, tables: dict | None = None, posterior: Any = None, *, fit: Any = None) -> None:
+        super().__init__(payload, tables, posterior)
+        self.fit = fit  # the BayesFit behind the decision (None for a loaded result)
+
+    @classmethod
+    def from_decision(cls, versions: tuple[str, str], fail_on: str, q: float, found: bool, status: str, bayes: dict, classical: dict, items: pd.DataFrame, fit: Any = None) -> CompareResult:
+        """The result from its parts: ``bayes`` (n_improved, n_deteriorated, expected_false, aggregate), ``classical``
+        (RCI counts, S_diff, aggregate, rule (a)), ``items`` (flagged items first) and the fit."""
+        exit_code = 3 if status != "ok" else (1 if found else 0)
+        payload = {"versions": list(versions), "fail_on": fail_on, "q": q, "found": found, "status": status, "exit_code": exit_code, "bayes": bayes, "classical": classical}
+        return cls(payload, {"items": items}, fit=fit)
+
+    versions = property(lambda self: tuple(self.payload["versions"]))
+    fail_on = property(lambda self: self.payload["fail_on"])
+    q = property(lambda self: self.payload["q"])
+    found = property(lambda self: self.payload["found"])
+    status = property(lambda self: self.payload["status"])  # "ok" or "failed" (convergence gate)
+    bayes = property(lambda self: self.payload["bayes"])  # n_improved, n_deteriorated, expected_false, aggregate {mean, lo90, hi90, p_below_0}
+    classical = property(lambda self: self.payload["classical"])  # RCI counts, S_diff, aggregate mean dp with t interval, rule (a)
+    items = property(lambda self: self.tables.get("items"))  # flagged items first (bayes class, posterior, RCI class)
 
     @property
     def exit_code(self) -> int:
@@ -55,11 +76,11 @@ class CompareResult:
             return 3
         return 1 if self.found else 0
 
-    def to_dict(self) -> dict:
-        return {
-            "versions": list(self.versions), "fail_on": self.fail_on, "q": self.q, "found": self.found,
-            "status": self.status, "exit_code": self.exit_code, "bayes": self.bayes, "classical": self.classical,
-        }  # fmt: skip
+    def table_names_on_disk(self, folder: Path) -> dict[str, Path]:
+        return {"items": folder / "items.parquet"} if (folder / "items.parquet").is_file() else {}
+
+    def _save_extra(self, stage: Path) -> None:
+        atomic_write_text(stage / "summary.md", markdown_summary(self))
 
     def summary(self) -> pd.DataFrame:
         b, c = self.bayes, self.classical
@@ -72,6 +93,14 @@ class CompareResult:
             ("RCI improved", c["improved"]), ("RCI deteriorated", c["deteriorated"]), ("RCI analysable", c["n_analysable"]),
         ]  # fmt: skip
         return pd.DataFrame(rows, columns=["metric", "value"])
+
+    def _headline(self) -> str:
+        return f"{self.versions[0]} -> {self.versions[1]}, fail on {self.fail_on}: {'found' if self.found else 'nothing found'} ({self.status})"
+
+
+def _num(v: float | None) -> float:
+    """A number for formatting (a JSON null, i.e. a NaN before saving, as NaN)."""
+    return float("nan") if v is None else v
 
 
 def aggregate_change(dp_draws: np.ndarray) -> dict:
@@ -124,8 +153,6 @@ def compare(
     >>> res.exit_code  # doctest: +SKIP
     0
     """
-    from bayesrc.bayes import fit
-
     if fail_on not in FAIL_ON:
         raise ValueError(f"fail_on must be one of {FAIL_ON}, got {fail_on!r}")
     if not 0 < q < 1:
@@ -139,7 +166,6 @@ def compare(
     bayes = {"n_improved": int(sel["n_improved"]), "n_deteriorated": int(sel["n_deteriorated"]),
              "expected_false": float(sel["expected_false"]), "aggregate": agg, "diagnostics": res.diagnostics.to_dict(),
              "model": "change (collapsed)", "selection": f"Bayesian FDR q = {q:g}"}  # fmt: skip
-    from bayesrc.classical import reliable_change
 
     rci = reliable_change(counts, n_splits=200, n_permutations=200)
     ca = rci.counts["analysable"]
@@ -154,7 +180,7 @@ def compare(
     items = items.assign(_r=rank, _p=-np.maximum(items["p_improve"], items["p_deteriorate"])).sort_values(["_r", "_p"], kind="stable")
     items = items.drop(columns=["_r", "_p"]).reset_index(drop=True)
     versions = tuple(map(str, res.params["versions"]))
-    return CompareResult(versions, fail_on, q, bool(found), res.status, bayes, classical, items, res)
+    return CompareResult.from_decision(versions, fail_on, q, bool(found), res.status, bayes, classical, items, res)
 
 
 def markdown_summary(res: CompareResult, *, max_items: int = 10) -> str:
@@ -179,7 +205,7 @@ def markdown_summary(res: CompareResult, *, max_items: int = 10) -> str:
         "",
         "| | improved | deteriorated | notes |",
         "|---|---:|---:|---|",
-        f"| Bayesian change model (FDR q = {res.q:g}) | {b['n_improved']} | {b['n_deteriorated']} | expected false discoveries {b['expected_false']:.2f} |",
+        f"| Bayesian change model (FDR q = {res.q:g}) | {b['n_improved']} | {b['n_deteriorated']} | expected false discoveries {_num(b['expected_false']):.2f} |",
         f"| Classical RCI (z = {c['z']:g}, no FDR control) | {c['improved']} | {c['deteriorated']} | {c['n_analysable']} of {c['n_items']} items analysable; rule (a): {c['min_valid_rule']} |",
         "",
         (
@@ -197,6 +223,6 @@ def markdown_summary(res: CompareResult, *, max_items: int = 10) -> str:
             lines.append(f"| {r['item_id']} | {r['domain']} | {r['bayes_class']} | {r['dp_mean']:+.2f} ({r['dp_lo90']:+.2f}, {r['dp_hi90']:+.2f}) | {pdir:.3f} | {r['rci_class']} |")
         lines += ["", "</details>"]
     d = b["diagnostics"]
-    fit_line = f"<sub>Fit: max R-hat {d.get('max_rhat', float('nan')):.3f}, min ESS bulk {d.get('min_ess_bulk', float('nan')):.0f}, {d.get('divergences', 0)} divergences; status {res.status}.</sub>"
+    fit_line = f"<sub>Fit: max R-hat {_num(d.get('max_rhat')):.3f}, min ESS bulk {_num(d.get('min_ess_bulk')):.0f}, {d.get('divergences', 0)} divergences; status {res.status}.</sub>"
     lines += ["", fit_line, ""]
     return "\n".join(lines)

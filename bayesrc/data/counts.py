@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from bayesrc.data.trials import load_trials
 from bayesrc.errors import InputError
 
 
@@ -233,8 +234,6 @@ def load_counts(
     >>> ds = load_counts(["runs/v1/trials.parquet", "runs/v2/trials.parquet"])  # doctest: +SKIP
     >>> ds["p"].sel(version=ds["version"][0]).mean()  # doctest: +SKIP
     """
-    from bayesrc.data.trials import load_trials
-
     trials = [load_trials(p, greedy=greedy) for p in paths]
     if versions is None:
         labels = [str(t["model"].iloc[0]) for t in trials]

@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from bayesrc.errors import InputError
+from bayesrc.io import atomic_write_json, read_run_record, staged_output
 
 ITEM_FIELDS = ("item_id", "domain", "p_correct", "p_missing", "p_unresolved", "n_expanded")
 DIST_FIELDS = ("item_id", "domain", "answer", "prob", "is_correct")
@@ -100,8 +101,6 @@ def load_exact(run: str | Path) -> ExactRun:
     >>> run = load_exact("runs/exact_q4")                       # doctest: +SKIP
     >>> run.items[["item_id", "p", "correct_answer"]].head()    # doctest: +SKIP
     """
-    from bayesrc.collect.run import read_run_record
-
     root = Path(run)
     if root.is_file():
         root = root.parent
@@ -253,8 +252,6 @@ def write_exact_run(path: str | Path, dist: pd.DataFrame, *, label: str, p_unres
     >>> dist = pd.DataFrame({"item_id": ["q1", "q1"], "domain": ["d", "d"], "answer": ["A", "B"], "prob": [0.7, 0.3], "is_correct": [True, False]})
     >>> write_exact_run("runs/toy_exact", dist, label="toy")  # doctest: +SKIP
     """
-    from bayesrc.io import atomic_write_json, staged_output
-
     d = dist[list(DIST_FIELDS)].copy()
     d["answer"] = d["answer"].astype("string")
     d["is_correct"] = d["is_correct"].astype("boolean")

@@ -24,6 +24,8 @@ import numpy as np
 import pandas as pd
 from scipy.special import expit
 
+from bayesrc.data.seeds import seed_salt
+
 LETTERS = "ABCDEFGHIJ"
 DEFAULT_DOMAINS = ("physics", "law", "psychology", "economics")
 
@@ -113,8 +115,6 @@ def trials_from_accuracy(
     >>> len(t)
     10
     """
-    from bayesrc.data.seeds import seed_salt
-
     rng = np.random.default_rng(seed)
     n = len(item_ids)
     ks = np.broadcast_to(np.asarray(k), (n,)).astype(int)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from bayesrc.data import simulate_pair
 from bayesrc.io import atomic_write_bytes, atomic_write_text
 
 LETTERS = "ABCDEFGHIJ"
@@ -215,8 +216,6 @@ def write_inspect_example(trials: pd.DataFrame, path: str | Path, *, task: str =
 
 def example_trials(n_items: int = 24, k: int = 5, *, seed: int = 0, missing_rate: float = 0.05) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Two versions' small simulated trials for the example files."""
-    from bayesrc.data import simulate_pair
-
     sim = simulate_pair(n_items, k, models=("example-v1", "example-v2"), seed=seed, missing_rate=missing_rate)
     return sim.trials_v1, sim.trials_v2
 

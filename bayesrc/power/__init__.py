@@ -43,8 +43,10 @@ from bayesrc.power.report import (
     resolution_report,
     scores_from_counts,
 )
+from bayesrc.power.result import PowerReport
 
 __all__ = [
+    "PowerReport",
     "ANYTIME_METHODS",
     "MULTIPLICITY_METHODS",
     "PARADIGMS",

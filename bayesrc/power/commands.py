@@ -64,7 +64,7 @@ def run_power(args: argparse.Namespace) -> int:
     table = lb.to_frame()
     markdown = lb.to_markdown()
     with staged_output(args.out) as stage:
-        lb.to_result().write_into(stage)  # power.json (bayesrc.results.PowerReport)
+        lb.to_result().write_into(stage)  # power.json (bayesrc.power.PowerReport)
         atomic_write_text(stage / "power.md", markdown)
         atomic_write_text(stage / "pairs.csv", table.to_csv(index=False))
     print(table[["rank", "pair", "n", "delta", "n_star", "q", "p_exact", "resolved_fixed_n"]].to_string(index=False))
@@ -74,26 +74,11 @@ def run_power(args: argparse.Namespace) -> int:
 
 
 def run_plan(args: argparse.Namespace) -> int:
-    from bayesrc.io import atomic_write_json, atomic_write_text, staged_output
-    from bayesrc.power.planner import plan_k_n
+    from bayesrc.power.planner import PLAN_COLUMNS, plan_k_n
 
     plan = plan_k_n(args.delta_p, k_grid=args.k, n_grid=args.n, pi_change=args.pi_change, replicates=args.replicates, power=args.power, seed=args.seed, cache_dir=args.cache_dir)
-    table = plan.to_frame()
+    plan.save(args.out)  # plan.json, plan_cells.parquet and plan.md, all or nothing
     rec = plan.recommend()
-    cols = ["k", "n_items", "sensitivity", "sensitivity_expected", "false_positive_rate", "mdc", "q_mean"]
-    lines = [
-        "# K x N plan (classical RCI)",
-        "",
-        f"per-item change {args.delta_p}, share changed {args.pi_change}, target power {args.power}",
-        "",
-        "| " + " | ".join(cols) + " |",
-        "|" + "---|" * len(cols),
-    ]
-    lines += ["| " + " | ".join(f"{r[c]:.3g}" for c in cols) + " |" for _, r in table.iterrows()]
-    lines += ["", f"Recommendation: K = {rec['k']}, N = {rec['n_items']} (smallest K for per-item detection: {rec['k_per_item']}; smallest N with q >= 1: {rec['n_aggregate']})", ""]
-    with staged_output(args.out) as stage:
-        atomic_write_json(stage / "plan.json", {"params": plan.params, "recommendation": rec, "grid": table.to_dict(orient="records")})
-        atomic_write_text(stage / "plan.md", "\n".join(lines))
-    print(table[cols].to_string(index=False))
+    print(plan.to_frame()[list(PLAN_COLUMNS)].to_string(index=False))
     print(f"recommendation: K = {rec['k']}, N = {rec['n_items']}")
     return 0

@@ -27,13 +27,18 @@ import hashlib
 import json
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from bayesrc.classical import reliable_change
+from bayesrc.classical.calibration import binomial_s_diff
+from bayesrc.data import item_counts, item_truth, simulate_pair
+from bayesrc.io import atomic_write_json, atomic_write_text
+from bayesrc.markdown import markdown_table
 from bayesrc.power.analytic import ParameterError, _check_open_unit, z_sum
+from bayesrc.results import Result, register
 
 PLANNER_VERSION = 4  # bump when the simulation changes, to invalidate caches
 
@@ -46,8 +51,6 @@ def default_cache_dir() -> Path:
 
 def _truth_with_change(n_items: int, delta_p: float, pi_change: float, rng: np.random.Generator) -> pd.DataFrame:
     """Item truth whose changed items move by exactly ``+delta_p`` (items above ``1 - delta_p`` cannot)."""
-    from bayesrc.data import item_truth
-
     truth = item_truth(n_items, pi_change=0.0, seed=rng)
     p1 = truth["p_v1"].to_numpy()
     eligible = p1 + delta_p <= 1.0
@@ -65,8 +68,6 @@ def rci_detection_probability(p_v1: np.ndarray, p_v2: np.ndarray, k: int, s_diff
     S_diff,i(Y1, Y2) of SPEC 2.1. Vectorised over items: an (items, K + 1, K + 1) pmf grid.
     """
     from scipy import stats
-
-    from bayesrc.classical.calibration import binomial_s_diff
 
     p1 = np.asarray(p_v1, dtype=float)[:, None, None]
     p2 = np.asarray(p_v2, dtype=float)[:, None, None]
@@ -92,9 +93,6 @@ def simulate_cell(
     s_diff: str = "binomial",
 ) -> dict:
     """One simulated benchmark: RCI sensitivity / false-positive rate (analysable items) and the aggregate q."""
-    from bayesrc.classical import reliable_change
-    from bayesrc.data import item_counts, simulate_pair
-
     rng = np.random.default_rng(np.random.SeedSequence([seed, k, n_items]))
     truth = _truth_with_change(n_items, delta_p, pi_change, rng)
     sim = simulate_pair(k=k, truth=truth, seed=int(rng.integers(2**31)))
@@ -132,12 +130,37 @@ def simulate_cell(
     }
 
 
-@dataclass
-class KNPlan:
-    """Simulated K x N grid and the recommendation drawn from it."""
+@register
+class KNPlan(Result):
+    """Simulated K x N grid and the recommendation drawn from it (``plan.json`` + ``plan_cells.parquet``;
+    ``plan.md`` is written beside them).
 
-    cells: pd.DataFrame  # one row per (k, n_items, replicate)
-    params: dict = field(default_factory=dict)
+    Examples
+    --------
+    >>> plan = plan_k_n(0.35, k_grid=(4,), n_grid=(300,), replicates=1, n_splits=20)  # doctest: +SKIP
+    >>> plan.recommend()["k_per_item"], bayesrc.load(plan.save("runs/plan")) == plan   # doctest: +SKIP
+    """
+
+    main_file = "plan.json"
+    kind = "plan"
+
+    @classmethod
+    def from_cells(cls, cells: pd.DataFrame, params: dict) -> KNPlan:
+        """The plan of simulated ``cells`` (one row per (k, n_items, replicate)) under ``params``."""
+        draft = cls({"params": params}, {"cells": cells})
+        return cls({"params": params, "recommendation": draft.recommend(), "grid": draft.to_frame().to_dict(orient="records")}, {"cells": cells})
+
+    cells = property(lambda self: self.tables["cells"])  # one row per (k, n_items, replicate)
+    params = property(lambda self: self.payload.get("params", {}))
+
+    def table_file(self, name: str) -> str:
+        return f"plan_{name}.parquet"
+
+    def table_names_on_disk(self, folder: Path) -> dict[str, Path]:
+        return {"cells": folder / "plan_cells.parquet"} if (folder / "plan_cells.parquet").is_file() else {}
+
+    def _save_extra(self, stage: Path) -> None:
+        atomic_write_text(stage / "plan.md", plan_markdown(self))
 
     def to_frame(self) -> pd.DataFrame:
         """Mean over replicates per (k, n_items)."""
@@ -235,9 +258,31 @@ def plan_k_n(
                     except (OSError, json.JSONDecodeError):
                         pass  # a damaged cache entry is recomputed
                 res = simulate_cell(k, n, delta_p, pi_change=pi_change, z=z, alpha=alpha, power=power, seed=seed * 1000 + r, n_splits=n_splits, s_diff=s_diff)
-                from bayesrc.io import atomic_write_json
 
                 atomic_write_json(path, res)
                 rows.append(res)
     params = dict(delta_p=delta_p, pi_change=pi_change, z=z, alpha=alpha, power=power, replicates=int(replicates), seed=seed, method="rci", s_diff=s_diff, max_fpr=float(max_fpr), cache_dir=str(cache))
-    return KNPlan(cells=pd.DataFrame(rows), params=params)
+    return KNPlan.from_cells(pd.DataFrame(rows), params)
+
+
+PLAN_COLUMNS = ("k", "n_items", "sensitivity", "sensitivity_expected", "false_positive_rate", "mdc", "q_mean")
+
+
+def plan_markdown(plan: KNPlan) -> str:
+    """``plan.md``: the grid's means per (K, N) and the recommendation.
+
+    Examples
+    --------
+    >>> print(plan_markdown(plan_k_n(0.35, k_grid=(10,), n_grid=(500,))))   # doctest: +SKIP
+    """
+    table, rec, prm = plan.to_frame(), plan.recommend(), plan.params
+    cols = list(PLAN_COLUMNS)
+    lines = [
+        "# K x N plan (classical RCI)",
+        "",
+        f"per-item change {prm['delta_p']}, share changed {prm['pi_change']}, target power {prm['power']}",
+        "",
+        markdown_table(cols, ([r[c] for c in cols] for _, r in table.iterrows()), cell=lambda v: f"{v:.3g}"),
+    ]
+    lines += ["", f"Recommendation: K = {rec['k']}, N = {rec['n_items']} (smallest K for per-item detection: {rec['k_per_item']}; smallest N with q >= 1: {rec['n_aggregate']})", ""]
+    return "\n".join(lines)

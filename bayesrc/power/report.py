@@ -26,7 +26,9 @@ from numpy.typing import ArrayLike
 from scipy import stats
 
 from bayesrc.errors import InputError
+from bayesrc.markdown import markdown_table
 from bayesrc.power import analytic as an
+from bayesrc.power.result import PowerReport
 
 PARADIGMS = ("fixed_n", "bonferroni", "holm", "bh", "clustered", "anytime")
 AGGREGATES = ("auto", "majority", "mean")
@@ -458,9 +460,7 @@ class LeaderboardResolution:
         }
 
     def to_result(self):
-        """The typed, saveable record (:class:`bayesrc.results.PowerReport`, ``power.json``)."""
-        from bayesrc.results import PowerReport
-
+        """The typed, saveable record (:class:`bayesrc.power.PowerReport`, ``power.json``)."""
         return PowerReport(self.to_dict())
 
     def to_markdown(self) -> str:
@@ -554,9 +554,7 @@ def _fmt(x, digits: int = 3) -> str:
 
 
 def _md_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(_fmt(v) if not isinstance(v, str) else v for v in row) + " |" for row in rows]
-    return "\n".join(lines)
+    return markdown_table(header, rows, cell=lambda v: v if isinstance(v, str) else _fmt(v))
 
 
 def render_markdown(lb: LeaderboardResolution) -> str:

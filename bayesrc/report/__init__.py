@@ -3,7 +3,7 @@
 ``build_report(run_dir, fmt="html")`` reads whatever result files the run directory
 holds (:mod:`bayesrc.report.run`), builds the sections whose inputs exist
 (:mod:`bayesrc.report.sections`) and renders them (:mod:`bayesrc.report.render`).
-Sensitivity analyses live in :mod:`bayesrc.report.sensitivity`.
+Sensitivity analyses live in :mod:`bayesrc.sensitivity` (this package draws their sections).
 """
 
 from bayesrc.report.build import FORMATS, build_report, report_sections

@@ -55,7 +55,7 @@ def run_sensitivity(args: argparse.Namespace) -> int:
 
     from bayesrc.data import input_notes, load_counts
     from bayesrc.errors import InputError
-    from bayesrc.report.sensitivity import run_sensitivity_analyses, write_sensitivity
+    from bayesrc.sensitivity import run_sensitivity_analyses, write_sensitivity
 
     counts = load_counts([args.v1, args.v2], on_unmatched="drop" if args.allow_unmatched else "raise")
     for note in input_notes(counts):

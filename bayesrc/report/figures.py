@@ -8,39 +8,17 @@ PNG bytes for embedding.
 
 from __future__ import annotations
 
-import io
 from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from bayesrc.classical.rci import CLASS_LABELS, CLASSES
+from bayesrc.plotting import subplots, to_png  # noqa: F401  (the report draws with them; sections call F.to_png)
+
 CLASS_COLOURS = {"improved": "#1b9e77", "no_change": "#9e9e9e", "deteriorated": "#d95f02", "excluded": "#d0d0d0"}
-CLASS_LABELS = {"improved": "improved", "no_change": "no reliable change", "deteriorated": "deteriorated", "excluded": "excluded"}
-CLASS_ORDER = ("improved", "no_change", "deteriorated")
-
-
-def subplots(nrows: int = 1, ncols: int = 1, **kw) -> tuple[Figure, object]:
-    """``(fig, axes)`` on an explicit :class:`~matplotlib.figure.Figure`, outside pyplot.
-
-    Why not ``plt.subplots``: the report must not pick or switch the caller's backend
-    (no ``matplotlib.use``); a bare Figure renders to PNG with the Agg canvas on save,
-    and a notebook displays it inline through its own backend.
-    """
-    fig_kw = {k: kw.pop(k) for k in ("figsize", "dpi", "layout") if k in kw}
-    fig = Figure(**fig_kw)
-    return fig, fig.subplots(nrows, ncols, **kw)
-
-
-def to_png(fig: Figure, dpi: int = 110) -> bytes:
-    """PNG bytes of a figure (a pyplot-managed one, e.g. from arviz-plots, is closed afterwards)."""
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
-    if getattr(fig.canvas, "manager", None) is not None:  # registered with pyplot: release it
-        import matplotlib.pyplot as plt
-
-        plt.close(fig)
-    return buf.getvalue()
+CLASS_ORDER = CLASSES
 
 
 def _jitter(n: int, scale: float, seed: int = 0) -> np.ndarray:

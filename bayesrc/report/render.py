@@ -16,6 +16,8 @@ import re
 import numpy as np
 import pandas as pd
 
+from bayesrc import __version__
+from bayesrc.markdown import markdown_table
 from bayesrc.report.sections import Figure, Section, Table, Text
 
 CSS = """
@@ -89,7 +91,6 @@ def render_html(title: str, sections: list[Section], *, subtitle: str = "") -> s
             elif isinstance(b, Figure):
                 inner.append(_figure_html(b))
         parts.append(f'<section id="{s.key}" data-status="{s.status}"><h2>{html.escape(s.title)}</h2>{"".join(inner)}</section>')
-    from bayesrc import __version__
 
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
@@ -101,10 +102,7 @@ def render_html(title: str, sections: list[Section], *, subtitle: str = "") -> s
 
 
 def table_markdown(frame: pd.DataFrame) -> str:
-    head = "| " + " | ".join(map(str, frame.columns)) + " |"
-    rule = "|" + "---|" * len(frame.columns)
-    body = ["| " + " | ".join(fmt_value(v).replace("|", "\\|") for v in row) + " |" for row in frame.itertuples(index=False)]
-    return "\n".join([head, rule, *body])
+    return markdown_table(frame.columns, frame.itertuples(index=False), cell=lambda v: fmt_value(v).replace("|", "\\|"))
 
 
 def render_markdown(title: str, sections: list[Section], *, figure_dir: str | None = None, subtitle: str = "") -> tuple[str, dict[str, bytes]]:

@@ -5,13 +5,13 @@ A run directory may hold (each optional; a report shows what is there):
 =========================  ====================================================  ==========================================
 file                       written by                                            opened as
 =========================  ====================================================  ==========================================
-``rci.json``               ``bayesrc rci`` / ``bayesrc demo`` (+ ``items_NAME``)  :class:`~bayesrc.results.RCIRun`
+``rci.json``               ``bayesrc rci`` / ``bayesrc demo`` (+ ``items_NAME``)  :class:`~bayesrc.classical.RCIRun`
 ``NAME/fit.json``          ``bayesrc fit`` (+ ``items.parquet``, ``posterior.nc``)  :class:`~bayesrc.bayes.BayesFit`
-``switch.json``            ``bayesrc switch``                                    :class:`~bayesrc.results.SwitchResult`
-``power.json``             ``bayesrc power``                                     :class:`~bayesrc.results.PowerReport`
-``sensitivity.json``       ``bayesrc sensitivity`` (+ ``sensitivity_NAME.png``)  :class:`~bayesrc.results.SensitivityTable`
+``switch.json``            ``bayesrc switch``                                    :class:`~bayesrc.switch.SwitchResult`
+``power.json``             ``bayesrc power``                                     :class:`~bayesrc.power.PowerReport`
+``sensitivity.json``       ``bayesrc sensitivity`` (+ ``sensitivity_NAME.png``)  :class:`~bayesrc.sensitivity.SensitivityTable`
 ``truth.json``             ``bayesrc truth`` (+ ``truth_replicates.parquet``)     :class:`~bayesrc.truth.TruthResult`
-``run.json``               collection: the run record with its pins              :func:`bayesrc.collect.run.read_run_record`
+``run.json``               collection: the run record with its pins              :func:`bayesrc.io.read_run_record`
 =========================  ====================================================  ==========================================
 
 Each file is read once, by its class's own reader (the same one :func:`bayesrc.load` uses);
@@ -30,11 +30,14 @@ from typing import Any
 
 import pandas as pd
 
+from bayesrc.bayes.fit import BayesFit
+from bayesrc.classical.result import RCIRun
 from bayesrc.errors import InputError
-
-# kept for callers that read single files the way results do (bayesrc.truth.score)
-from bayesrc.results import _read_json as read_json  # noqa: F401
-from bayesrc.results import _read_parquet as read_parquet  # noqa: F401
+from bayesrc.io import read_run_record
+from bayesrc.power.result import PowerReport
+from bayesrc.sensitivity.result import SensitivityTable
+from bayesrc.switch.result import SwitchResult
+from bayesrc.truth import TruthResult
 
 
 @dataclass
@@ -44,7 +47,7 @@ class Comparison:
     Attributes
     ----------
     name : the pair's name (``rci.json``'s ``pairs`` key, or the fit folder).
-    pair : its classical result (:class:`bayesrc.results.PairResult`), or None.
+    pair : its classical result (:class:`bayesrc.classical.PairResult`), or None.
     bayes : its Bayesian fit (:class:`bayesrc.bayes.BayesFit`, posterior included), or None.
 
     Examples
@@ -54,7 +57,7 @@ class Comparison:
     """
 
     name: str
-    pair: Any = None  # bayesrc.results.PairResult
+    pair: Any = None  # bayesrc.classical.PairResult
     bayes: Any = None  # bayesrc.bayes.BayesFit
     files: dict[str, Path] = field(default_factory=dict)
 
@@ -88,11 +91,11 @@ class Run:
 
     path: Path
     comparisons: dict[str, Comparison]
-    rci: Any = None  # bayesrc.results.RCIRun
+    rci: Any = None  # bayesrc.classical.RCIRun
     run_record: dict | None = None  # run.json (collection pins)
-    switch: Any = None  # bayesrc.results.SwitchResult
-    power: Any = None  # bayesrc.results.PowerReport
-    sensitivity: Any = None  # bayesrc.results.SensitivityTable
+    switch: Any = None  # bayesrc.switch.SwitchResult
+    power: Any = None  # bayesrc.power.PowerReport
+    sensitivity: Any = None  # bayesrc.sensitivity.SensitivityTable
     truth: Any = None  # bayesrc.truth.TruthResult
     files: dict[str, Path] = field(default_factory=dict)
 
@@ -123,9 +126,6 @@ def load_run(run_dir: str | Path) -> Run:
     >>> run.comparisons["minor"].pair.n_flagged                       # doctest: +SKIP
     >>> [s.title for s in report_sections(run, run.comparisons["minor"])]  # doctest: +SKIP
     """
-    from bayesrc.bayes.fit import BayesFit
-    from bayesrc.results import PowerReport, RCIRun, SensitivityTable, SwitchResult
-
     root = Path(run_dir)
     if not root.is_dir():
         raise InputError("not a run directory", path=root)
@@ -153,12 +153,8 @@ def load_run(run_dir: str | Path) -> Run:
             setattr(run, attr, cls.load(root))
             run.files[cls.main_file] = root / cls.main_file
     if (root / "truth.json").is_file():
-        from bayesrc.truth import TruthResult
-
         run.truth, run.files["truth.json"] = TruthResult.read(root), root / "truth.json"
     if (root / "run.json").is_file():
-        from bayesrc.collect.run import read_run_record
-
         run.run_record, run.files["run.json"] = read_run_record(root), root / "run.json"
     if not run.comparisons and run.switch is None and run.power is None and run.sensitivity is None and run.truth is None:
         raise InputError("no result files (rci.json, fit.json, switch.json, power.json, truth.json or sensitivity.json) in this run directory", path=root)

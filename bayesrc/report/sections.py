@@ -16,9 +16,13 @@ import numpy as np
 import pandas as pd
 
 from bayesrc.bayes.summaries import PRIOR_TOLERANCE
+from bayesrc.classical.pipeline import _aggregate_change
+from bayesrc.classical.result import PairResult
+from bayesrc.errors import InputError
+from bayesrc.power.result import VERDICT_PARADIGMS
 from bayesrc.report import figures as F
 from bayesrc.report.run import Comparison, Run
-from bayesrc.results import VERDICT_PARADIGMS, PairResult
+from bayesrc.sensitivity.figure import sensitivity_figure
 
 
 @dataclass
@@ -127,8 +131,6 @@ def section_pins(run: Run, c: Comparison) -> Section | None:
 def aggregate_frame(items: pd.DataFrame) -> pd.DataFrame:
     """Mean accuracy per version and mean item-level change with a 95% t interval,
     over every item scored in both versions and over the analysable items."""
-    from bayesrc.classical.pipeline import _aggregate_change
-
     rows = []
     scored = items[["p_v1", "p_v2"]].notna().all(axis=1)
     for label, sel in (("all scored items", scored), ("analysable items", scored & ~items["excluded"].astype(bool))):
@@ -418,7 +420,7 @@ def section_power(run: Run, c: Comparison | None = None) -> Section | None:
 
 
 def switch_blocks(result, name: str) -> list:
-    """Text, heatmaps and factor table of benchmark ``name`` of a :class:`~bayesrc.results.SwitchResult`."""
+    """Text, heatmaps and factor table of benchmark ``name`` of a :class:`~bayesrc.switch.SwitchResult`."""
     bench = result.benchmark(name)
     if bench["mu"] is None:  # fewer than 3 models: the factor model is not identified
         return [Text(f"**{name}**: {bench.get('note') or 'no factor model'}.")]
@@ -464,7 +466,7 @@ SENSITIVITY_TITLES = {
 
 
 def section_sensitivity(run: Run, c: Comparison | None = None) -> Section | None:
-    """Sensitivity analyses (:class:`~bayesrc.results.SensitivityTable` of ``bayesrc sensitivity``, with its figures)."""
+    """Sensitivity analyses (:class:`~bayesrc.sensitivity.SensitivityTable` of ``bayesrc sensitivity``, with its figures)."""
     sens = run.sensitivity
     if sens is None:
         return None
@@ -484,8 +486,6 @@ def section_sensitivity(run: Run, c: Comparison | None = None) -> Section | None
 
 
 def _sensitivity_figure(table: pd.DataFrame):
-    from bayesrc.report.sensitivity import sensitivity_figure
-
     return sensitivity_figure(table)
 
 
@@ -570,8 +570,6 @@ SECTION_BUILDERS: list[PairBuilder] = [
 def build_sections(run: Run, c: Comparison | None, *, builders: list[PairBuilder] | None = None) -> list[Section]:
     """The sections whose inputs the run holds, in order. A result file that lacks a field a
     section needs (written by another bayesrc version, or edited) is one clear error, not a traceback."""
-    from bayesrc.errors import InputError
-
     out = []
     for b in builders or SECTION_BUILDERS:
         try:

@@ -26,17 +26,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bayesrc.collect.bank import Bank, load_bank
-from bayesrc.collect.card import ModelCard, load_card
-from bayesrc.collect.run import (
-    RunLock,
-    RunResult,
-    _check_writable,
-    done_items,
-    parse_range,
-    read_run_record,
-)
+from bayesrc.collect.card import ModelCard, load_card, resolve_model
+from bayesrc.collect.engines import Model, require_gpu_offload
+from bayesrc.collect.pins import merge_runs
+from bayesrc.collect.run import collect
+from bayesrc.collect.rundir import RunLock, RunResult, check_writable, done_items, parse_range, progress_bar, read_run_record
 from bayesrc.errors import BayesrcError, InputError
 from bayesrc.io import atomic_write_json
+from bayesrc.scale.cluster import import_ray, ray_session, unwrap
 
 PLAN_FORMAT = "bayesrc-ray-plan/1"
 
@@ -65,9 +62,6 @@ class ShardCollector:
     def __init__(self, card: ModelCard, label: str | None):
         import os
 
-        from bayesrc.collect.card import resolve_model
-        from bayesrc.collect.engines import Model, require_gpu_offload
-
         self.pid, self.model, self.error = os.getpid(), None, None
         try:
             require_gpu_offload(card.n_gpu_layers, card.card_path)  # checked where the model runs
@@ -84,8 +78,6 @@ class ShardCollector:
     def run(self, card: ModelCard, bank: Bank, shard_dir: str, rng: tuple[int, int], settings: dict) -> int:
         """Collect (resuming) the items ``rng`` into ``shard_dir``; the engine comes from the same
         factory as a single-process run (``collect(engine=...)``), so every engine works here."""
-        from bayesrc.collect.run import collect
-
         _wait_for_lock(Path(shard_dir))
         res = collect(card, bank, shard_dir, items_range=rng, resume=True, model=self.model, progress=False, **settings)
         return res.n_new_items
@@ -180,10 +172,6 @@ def collect_ray(
     >>> res = collect_ray("models/gemma-3-270m-q4_k_m.toml", "bank.jsonl", "runs/big", k=10, workers=4)  # doctest: +SKIP
     >>> res.n_trials, res.retries  # doctest: +SKIP
     """
-    from bayesrc.collect.pins import merge_runs
-    from bayesrc.collect.run import _progress
-    from bayesrc.scale.cluster import import_ray, ray_session, unwrap
-
     t0 = time.monotonic()
     card = card if isinstance(card, ModelCard) else load_card(card)
     bank = items if isinstance(items, Bank) else load_bank(items)
@@ -198,7 +186,7 @@ def collect_ray(
     if label is not None:
         settings["label"] = label
     out = Path(out)
-    _check_writable(out)
+    check_writable(out)
     ray = import_ray()
     with RunLock(out):
         record = read_run_record(out) if (out / "run.json").exists() else None
@@ -221,7 +209,7 @@ def collect_ray(
                 res.cluster_seconds = session.startup_seconds
                 actor_cls = ray.remote(max_restarts=0, **opts)(ShardCollector)
                 attempts: collections.Counter = collections.Counter()
-                bar = _progress(n_items * k, progress)
+                bar = progress_bar(n_items * k, progress)
                 bar.update(done0 * k)
                 actors: list = []
                 try:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -23,12 +25,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, type=Path)
     add_ray_arguments(p, "fits (one task per pair)")
     p.set_defaults(func=run_fit_many)
+    collect = sub.choices.get("collect")
+    if collect is not None:  # Ray is another way to run collect's item shards: `bayesrc collect ... --ray`
+        add_ray_arguments(collect, "item shards (one actor per worker, each loading the model once)")
+        collect.set_defaults(func=functools.partial(run_collect_maybe_ray, collect.get_default("func")))
 
 
 def mapper_for(args: argparse.Namespace, num_cpus: float = 1):
     """(context manager, mapper) for ``--ray`` or serial runs."""
     import contextlib
-    import functools
 
     from bayesrc.errors import InputError
     from bayesrc.scale.cluster import ray_map, ray_session, serial_map
@@ -66,6 +71,17 @@ def run_fit_many(args: argparse.Namespace) -> int:
         if not args.allow_unconverged:
             raise ConvergenceError(f"{len(failed)} of {len(table)} fits failed the convergence gate ({', '.join(failed)}); pass --allow-unconverged to accept")
     return 0
+
+
+def run_collect_maybe_ray(run_collect: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    """``bayesrc collect``: on Ray with ``--ray`` (:func:`run_collect_ray`), else ``run_collect(args)`` (one process)."""
+    if not args.ray:
+        return run_collect(args)
+    if args.items_per_batch != 1:
+        from bayesrc.errors import InputError
+
+        raise InputError("--items-per-batch is not available with --ray (Ray shards do not keep batches whole)", field="--items-per-batch")
+    return run_collect_ray(args)
 
 
 def run_collect_ray(args: argparse.Namespace) -> int:

@@ -14,7 +14,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from bayesrc.bayes.task import fit_task
+from bayesrc.collect.pins import check_comparable
+from bayesrc.data import load_counts
 from bayesrc.errors import InputError
+from bayesrc.io import atomic_write_text, read_table, staged_output
+from bayesrc.scale.cluster import serial_map
 
 MANIFEST_COLUMNS = ("name", "v1", "v2")
 SUMMARY_COLUMNS = (
@@ -22,23 +27,6 @@ SUMMARY_COLUMNS = (
     "min_ess_bulk", "divergences", "kappa_vs_rci", "rci_estimated_fdp", "rci_estimated_fdp_lo90", "rci_estimated_fdp_hi90",
     "rci_fdp_prior_sensitive", "runtime_s", "fit_dir",
 )  # fmt: skip
-
-
-def fit_task(n_devices: int, counts, kwargs: dict):
-    """One :func:`bayesrc.bayes.fit` (a Ray task body): JAX gets the driver's device count first.
-
-    The device count decides how chains are grouped into parallel rounds, so it is set to
-    the driver's before JAX starts in the worker (a worker that already runs JAX keeps its own).
-    """
-    import re
-    import sys
-
-    if "jax" not in sys.modules:  # an inherited XLA_FLAGS device count is replaced, not kept
-        flags = re.sub(r"--xla_force_host_platform_device_count=\d+", "", os.environ.get("XLA_FLAGS", "")).strip()
-        os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={n_devices}".strip()
-    from bayesrc.bayes import fit
-
-    return fit(counts, **kwargs)
 
 
 def read_manifest(path: str | Path) -> pd.DataFrame:
@@ -52,8 +40,6 @@ def read_manifest(path: str | Path) -> pd.DataFrame:
         name,v1,v2
         llama,runs/llama-3/trials.parquet,runs/llama-3.1/trials.parquet
     """
-    from bayesrc.io import read_table
-
     path = Path(path)
     df, _ = read_table(path, kind="manifest")
     missing = [c for c in MANIFEST_COLUMNS if c not in df.columns]
@@ -120,11 +106,6 @@ def fit_many(
     --------
     >>> table = fit_many("pairs.csv", "fits/", fit_kwargs={"config": SamplerConfig(chains=2)})  # doctest: +SKIP
     """
-    from bayesrc.collect.pins import check_comparable
-    from bayesrc.data import load_counts
-    from bayesrc.io import atomic_write_text, staged_output
-    from bayesrc.scale.cluster import serial_map
-
     pairs = read_manifest(manifest)
     out = Path(out)
     taken = [n for n in pairs["name"] if (out / n / "fit.json").exists()]

@@ -13,9 +13,11 @@ from bayesrc.switch.bootstrap import bca_mean, bca_paired_diff, bca_unpaired_dif
 from bayesrc.switch.data import SwitchData, episodes_from_frame, load_switch, save_episodes
 from bayesrc.switch.factor import AdditiveFit, factor_correlation, fit_additive
 from bayesrc.switch.matrix import cell_means, effects_frame, episode_array, format_matrix, switch_effects
+from bayesrc.switch.result import SwitchResult
 from bayesrc.switch.simulate import SimulatedSwitch, simulate_switch
 
 __all__ = [
+    "SwitchResult",
     "AdditiveFit",
     "BayesFactorFit",
     "FactorData",

@@ -8,9 +8,12 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from bayesrc.io import atomic_write_bytes
+from bayesrc.switch.bayes import factor_data, fit_factor_bayes
 from bayesrc.switch.data import SwitchData
 from bayesrc.switch.factor import AdditiveFit, factor_correlation, fit_additive
 from bayesrc.switch.matrix import cell_means, effects_frame, switch_effects
+from bayesrc.switch.result import SwitchResult
 
 MIN_MODELS_NOTE = "the additive factor model needs at least 3 models (k(k-1) cells >= 2k-1 parameters); not fitted"
 
@@ -43,7 +46,7 @@ class BenchmarkResult:
 @dataclass
 class SwitchAnalysis:
     """Every benchmark's switch effects, LS factor fit and Bayesian factor fits (:func:`analyse_switch`);
-    ``to_result()`` gives the saveable :class:`bayesrc.results.SwitchResult`.
+    ``to_result()`` gives the saveable :class:`bayesrc.switch.SwitchResult`.
 
     Examples
     --------
@@ -88,9 +91,7 @@ class SwitchAnalysis:
         return pd.DataFrame(rows)
 
     def to_result(self):
-        """The typed, saveable record (:class:`bayesrc.results.SwitchResult`, ``switch.json``)."""
-        from bayesrc.results import SwitchResult
-
+        """The typed, saveable record (:class:`bayesrc.switch.SwitchResult`, ``switch.json``)."""
         return SwitchResult(self.to_dict())
 
     def to_dict(self) -> dict:
@@ -124,8 +125,6 @@ def analyse_switch(
     >>> res.effects().shape[0]  # off-diagonal cells
     12
     """
-    from bayesrc.switch.bayes import factor_data, fit_factor_bayes
-
     results: dict[str, BenchmarkResult] = {}
     for bench in data.benchmarks:
         sub = data.select(bench)
@@ -165,8 +164,6 @@ def _heatmap(values: np.ndarray, stars, models: list[str], title: str, path) -> 
     import io
 
     from matplotlib.figure import Figure  # an explicit Figure: no pyplot, the caller's backend untouched
-
-    from bayesrc.io import atomic_write_bytes
 
     k = len(models)
     lim = float(np.nanmax(np.abs(values))) or 1.0

@@ -62,7 +62,7 @@ def run_switch(args: argparse.Namespace) -> int:
     data = load_switch(args.input, benchmark=args.benchmark)
     backends = {"both": ("numpyro", "pymc"), "none": ()}.get(args.bayes, (args.bayes,))
     analysis = analyse_switch(data, n_boot=args.bootstrap, seed=args.seed, backends=backends, draws=args.draws, tune=args.tune, chains=args.chains, pairing_rho=args.pairing_rho)
-    result = analysis.to_result()  # bayesrc.results.SwitchResult
+    result = analysis.to_result()  # bayesrc.switch.SwitchResult
     with staged_output(args.out) as stage:
         result.write_into(stage)
         for bench, res in analysis.results.items():

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from bayesrc.errors import InputError
-from bayesrc.io import read_table
+from bayesrc.io import atomic_write_bytes, atomic_write_text, read_table
 
 EPISODE_COLUMNS: tuple[str, ...] = ("episode", "prefix_model", "suffix_model", "score")
 CELL_COLUMNS: tuple[str, ...] = ("prefix_model", "suffix_model", "mean", "ci_low", "ci_high", "n_episodes")
@@ -218,8 +218,6 @@ def save_episodes(frame: pd.DataFrame, path: str | Path) -> None:
     --------
     >>> save_episodes(sim.data.frame, "episodes.csv")  # doctest: +SKIP
     """
-    from bayesrc.io import atomic_write_bytes, atomic_write_text
-
     path = Path(path)
     df = frame.rename(columns={"prefix": "prefix_model", "suffix": "suffix_model"})
     cols = [c for c in ("benchmark", "episode", "prefix_model", "suffix_model", "score") if c in df.columns]

@@ -28,6 +28,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from bayesrc.collect.card import load_card, resolve_model
+from bayesrc.collect.engines import Model
 from bayesrc.errors import InputError
 from bayesrc.io import atomic_write_json
 
@@ -141,9 +143,6 @@ class _Backend:
         self.calls = 0
 
     def _llm(self, card_path: str | Path):
-        from bayesrc.collect.card import load_card, resolve_model
-        from bayesrc.collect.engines import Model
-
         card = load_card(card_path)
         path = resolve_model(card)
         if path not in self._models:

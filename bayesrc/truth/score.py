@@ -34,14 +34,23 @@ Example
 
 from __future__ import annotations
 
+import copy
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from bayesrc.bayes import SamplerConfig, fit
+from bayesrc.bayes.change_collapsed import loo
+from bayesrc.bayes.inputs import model_inputs
+from bayesrc.classical import reliable_change
 from bayesrc.classical.calibration import NO_CHANGE_ALPHA
+from bayesrc.data import item_counts
+from bayesrc.data.exact import _as_exact, exact_truth, sample_from_exact
+from bayesrc.errors import InputError
+from bayesrc.results import Result, register
 
 # Each Bayesian method: keyword arguments of bayesrc.bayes.fit. "change" is the default change
 # model; "change_v0" the change model as it was before issue 12 (no item covariate, Beta(2, 2)
@@ -97,9 +106,6 @@ def _model_scores(items: pd.DataFrame, dp: np.ndarray) -> dict:
 def _elpd_loo(res, counts) -> dict:
     """PSIS-LOO over items of a collapsed fit (:func:`bayesrc.bayes.change_collapsed.loo`): the
     models' predictive fit on the same replicate, beside their scores against the truth."""
-    from bayesrc.bayes.change_collapsed import loo
-    from bayesrc.bayes.inputs import model_inputs
-
     if not res.params.get("collapsed", True):
         return {"elpd_loo": float("nan"), "elpd_loo_se": float("nan"), "pareto_k_max": float("nan")}
     data = model_inputs(counts, covariate=res.params.get("covariate"))
@@ -116,9 +122,6 @@ def score_replicate(counts, dp_exact: np.ndarray, *, methods=DEFAULT_METHODS, de
     >>> rows = score_replicate(counts, dp_exact, methods=("change",))   # doctest: +SKIP
     >>> pd.DataFrame(rows)[["method", "flagged", "fdp_sign"]]          # doctest: +SKIP
     """
-    from bayesrc.bayes import fit
-    from bayesrc.classical import reliable_change
-
     rk = {"n_splits": 200, "n_permutations": 200, "seed": seed, **(rci_kwargs or {})}
     rows = []
     t0 = time.perf_counter()
@@ -233,46 +236,74 @@ def _exact_summary(items: pd.DataFrame, delta_min: float) -> dict:
     }  # fmt: skip
 
 
-@dataclass
-class TruthResult:
-    """Real-model truth of one exact pair: per-method aggregates, the per-replicate table and the
-    items' exact Delta p. ``methods["rci"]`` is RCI's reference classification and
+@register
+class TruthResult(Result):
+    """Real-model truth of one exact pair (``truth.json`` + ``truth_replicates.parquet`` +
+    ``truth_items.parquet``): per-method aggregates, the per-replicate table and the items'
+    exact Delta p. ``methods["rci"]`` is RCI's reference classification and
     ``methods[default_model]`` the default change model.
 
     Examples
     --------
-    >>> res = TruthResult.read("runs/truth_q3")   # doctest: +SKIP
-    >>> res.summary()                            # doctest: +SKIP
+    >>> import bayesrc
+    >>> res = bayesrc.load("runs/truth_q3")   # doctest: +SKIP
+    >>> res.summary()                         # doctest: +SKIP
     """
 
-    k: int
-    replicates: int
-    delta_min: float
-    q: float
-    seed: int
-    n_items: int
-    runs: dict
-    exact: dict
-    methods: dict[str, dict]
-    default_model: str = DEFAULT_MODEL
-    settings: dict = field(default_factory=dict)
-    per_replicate: pd.DataFrame | None = field(default=None, repr=False)
-    items: pd.DataFrame | None = field(default=None, repr=False)
-
-    def to_dict(self) -> dict:
-        """The content of ``truth.json``."""
-        return {
-            "k": self.k, "replicates": self.replicates, "delta_min": self.delta_min, "q": self.q, "seed": self.seed,
-            "n_items": self.n_items, "runs": self.runs, "exact": self.exact, "default_model": self.default_model,
-            "rci": self.methods.get("rci"), "model": self.methods.get(self.default_model),
-            "methods": self.methods, "settings": self.settings,
-        }  # fmt: skip
+    main_file = "truth.json"
+    kind = "truth"
 
     @classmethod
-    def from_dict(cls, d: dict, per_replicate: pd.DataFrame | None = None, items: pd.DataFrame | None = None) -> TruthResult:
-        keys = ("k", "replicates", "delta_min", "q", "seed", "n_items", "runs", "exact", "methods")
-        return cls(**{k: d[k] for k in keys}, default_model=d.get("default_model", DEFAULT_MODEL), settings=d.get("settings", {}),
-                   per_replicate=per_replicate, items=items)  # fmt: skip
+    def from_scores(
+        cls, *, k: int, replicates: int, delta_min: float, q: float, seed: int, n_items: int, runs: dict, exact: dict, methods: dict[str, dict],
+        default_model: str = DEFAULT_MODEL, settings: dict | None = None, per_replicate: pd.DataFrame | None = None, items: pd.DataFrame | None = None,
+    ) -> TruthResult:  # fmt: skip
+        """The result of :func:`truth` from its parts (``truth.json``'s keys, the two tables)."""
+        payload = {
+            "k": k, "replicates": replicates, "delta_min": delta_min, "q": q, "seed": seed, "n_items": n_items, "runs": runs, "exact": exact,
+            "default_model": default_model, "rci": methods.get("rci"), "model": methods.get(default_model), "methods": methods, "settings": settings or {},
+        }  # fmt: skip
+        tables = {name: t for name, t in (("replicates", per_replicate), ("items", items)) if t is not None}
+        return cls(payload, tables)
+
+    k = property(lambda self: self.payload["k"])
+    replicates = property(lambda self: self.payload["replicates"])
+    delta_min = property(lambda self: self.payload["delta_min"])
+    q = property(lambda self: self.payload["q"])
+    seed = property(lambda self: self.payload["seed"])
+    n_items = property(lambda self: self.payload["n_items"])
+    runs = property(lambda self: self.payload["runs"])
+    exact = property(lambda self: self.payload["exact"])
+    methods = property(lambda self: self.payload["methods"])
+    default_model = property(lambda self: self.payload.get("default_model", DEFAULT_MODEL))
+    settings = property(lambda self: self.payload.get("settings", {}))
+    per_replicate = property(lambda self: self.tables.get("replicates"))  # one row per replicate and method
+    items = property(lambda self: self.tables.get("items"))  # the items' exact p and Delta p
+
+    def table_file(self, name: str) -> str:
+        return f"truth_{name}.parquet"
+
+    def table_names_on_disk(self, folder: Path) -> dict[str, Path]:
+        return {n: folder / self.table_file(n) for n in ("replicates", "items") if (folder / self.table_file(n)).is_file()}
+
+    def to_dict(self) -> dict:
+        """The content of ``truth.json`` (the tables are saved beside it)."""
+        return copy.deepcopy(self.payload)
+
+    @classmethod
+    def from_dict(cls, d: dict, posterior: Any = None, *, per_replicate: pd.DataFrame | None = None, items: pd.DataFrame | None = None) -> TruthResult:
+        """Rebuild from ``truth.json``'s content (and the tables, if given)."""
+        tables = {name: t for name, t in (("replicates", per_replicate), ("items", items)) if t is not None}
+        return cls(copy.deepcopy(d), tables)
+
+    @classmethod
+    def read(cls, out_dir: str | Path) -> TruthResult:
+        """Read what :meth:`write` wrote (:meth:`load`)."""
+        return cls.load(out_dir)
+
+    def write(self, out_dir: str | Path) -> Path:
+        """``truth.json``, ``truth_replicates.parquet`` and ``truth_items.parquet``, all or nothing (:meth:`save`)."""
+        return self.save(out_dir)
 
     def summary(self) -> pd.DataFrame:
         """One row per method: flagged per replicate, realised FDPs and, for models, coverage and RCI-FDP estimate."""
@@ -285,29 +316,11 @@ class TruthResult:
         rows = []
         for name, m in self.methods.items():
             label = name + (" (default)" if name == self.default_model else "")
-            rows.append({"method": label, **{c: m.get(c, np.nan) for c in cols}})
+            rows.append({"method": label, **{c: np.nan if m.get(c) is None else m.get(c) for c in cols}})
         return pd.DataFrame(rows)
 
-    def write(self, out_dir: str | Path) -> None:
-        """``truth.json``, ``truth_replicates.parquet`` and ``truth_items.parquet``, all or nothing."""
-        from bayesrc.io import atomic_write_json, staged_output
-
-        with staged_output(out_dir) as stage:
-            atomic_write_json(stage / "truth.json", self.to_dict())
-            if self.per_replicate is not None:
-                self.per_replicate.to_parquet(stage / "truth_replicates.parquet", index=False)
-            if self.items is not None:
-                self.items.to_parquet(stage / "truth_items.parquet", index=False)
-
-    @classmethod
-    def read(cls, out_dir: str | Path) -> TruthResult:
-        """Read what :meth:`write` wrote."""
-        from bayesrc.report.run import read_json, read_parquet
-
-        root = Path(out_dir)
-        rep = root / "truth_replicates.parquet"
-        items = root / "truth_items.parquet"
-        return cls.from_dict(read_json(root / "truth.json"), read_parquet(rep) if rep.is_file() else None, read_parquet(items) if items.is_file() else None)
+    def _headline(self) -> str:
+        return f"K = {self.k}, {self.replicates} replicate(s), {self.n_items} items"
 
 
 def replicate_datasets(ex1, ex2, *, k: int, seed: int, replicates, labels: tuple[str, str] = ("v1", "v2")):
@@ -324,9 +337,6 @@ def replicate_datasets(ex1, ex2, *, k: int, seed: int, replicates, labels: tuple
     >>> ex = load_exact(datasets.path("exact_gemma/q4"))                                 # doctest: +SKIP
     >>> r, counts, dp, _ = next(replicate_datasets(ex, ex, k=10, seed=0, replicates=[0]))  # doctest: +SKIP
     """
-    from bayesrc.data import item_counts
-    from bayesrc.data.exact import exact_truth, sample_from_exact
-
     delta_p = exact_truth(ex1, ex2).set_index("item_id")["delta_p"]
     replicates = list(replicates)
     seeds = np.random.SeedSequence(seed).generate_state(2 * (max(replicates) + 1))
@@ -356,10 +366,6 @@ def truth(
     >>> res = truth("runs/exact_q4", "runs/exact_q3", k=10, replicates=20, fast=True)   # doctest: +SKIP
     >>> res.methods["change"]["coverage90"]                                          # doctest: +SKIP
     """
-    from bayesrc.bayes import SamplerConfig
-    from bayesrc.data.exact import _as_exact, exact_truth
-    from bayesrc.errors import InputError
-
     if not 0 < delta_min < 1:
         raise InputError(f"must be in (0, 1), got {delta_min}", field="--delta-min")
     if replicates < 1 or k < 1:
@@ -382,7 +388,7 @@ def truth(
             progress(r, rep)
     per_rep = pd.DataFrame(rows)
     per_rep = per_rep[["replicate"] + [c for c in per_rep.columns if c != "replicate"]]
-    return TruthResult(
+    return TruthResult.from_scores(
         k=int(k), replicates=int(replicates), delta_min=float(delta_min), q=float(q), seed=int(seed), n_items=len(items),
         runs={"v1": {"path": str(ex1.path), "label": ex1.label}, "v2": {"path": str(ex2.path), "label": ex2.label}},
         exact=_exact_summary(items, delta_min), methods=_aggregate(per_rep),

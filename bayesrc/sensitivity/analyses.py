@@ -29,14 +29,20 @@ module's formulas (SPEC section 2); at the defaults they equal ``bayesrc rci``.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 import xarray as xr
 
+from bayesrc.bayes import SamplerConfig, fit, select
+from bayesrc.bayes.change import PRIOR, prior_settings
+from bayesrc.bayes.task import fit_task
 from bayesrc.classical import rci as R
+from bayesrc.classical.calibration import binomial_s_diff, nominal_rate, sample_level_null
 from bayesrc.classical.pipeline import PairRCI, reliable_change
+from bayesrc.classical.reliability import split_half_reliability
 
 Z_GRID: tuple[float, ...] = (1.645, 1.96, 2.326, 2.58, 3.0)
 MIN_VALID_GRID: tuple[int, ...] = (2, 4, 6, 8, 10)
@@ -46,8 +52,6 @@ _SCALES = ("mu_theta_sd", "sigma_theta_sd", "shift_sd", "sigma_delta_scale", "sl
 
 
 def _prior_grid() -> dict[str, dict]:
-    from bayesrc.bayes.change import PRIOR
-
     return {
         "default": {},
         "scales x 0.5": {k: PRIOR[k] * 0.5 for k in _SCALES},
@@ -84,8 +88,6 @@ def classify(
     analysable &= scored
     basis = analysable if sd_basis == "analysable" else scored
     if s_diff == "binomial":
-        from bayesrc.classical.calibration import binomial_s_diff
-
         n1, n2 = items["n_v1"].to_numpy(float), items["n_v2"].to_numpy(float)
         s_item = binomial_s_diff(np.round(p1 * n1), n1, np.round(p2 * n2), n2)
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -155,10 +157,15 @@ def threshold_sensitivity(
     basis). Every row carries the observed counts and, from the sample-level no-change null
     (``null_replicates`` replicates, SPEC 2.1; 0 skips it), the flagged count expected
     with no change at all and the implied false-positive rate beside the nominal one.
-    """
-    from bayesrc.classical.calibration import nominal_rate, sample_level_null
-    from bayesrc.classical.reliability import split_half_reliability
 
+    Examples
+    --------
+    >>> from bayesrc.data import item_counts, simulate_pair
+    >>> sim = simulate_pair(60, 10, seed=1)
+    >>> t = threshold_sensitivity(item_counts(sim.trials_v1, sim.trials_v2), zs=(1.96,), null_replicates=0)
+    >>> t["z"].unique().tolist()
+    [1.96]
+    """
     p = _pair(counts, pair, seed, min_valid=min_valid)
     r_all = (p.reliability["v1"].r_xx, p.reliability["v2"].r_xx)
     analysable = ~p.items["excluded"].to_numpy(bool)
@@ -199,7 +206,15 @@ def exclusion_sensitivity(
     pair: PairRCI | None = None,
     seed: int = 0,
 ) -> pd.DataFrame:
-    """RCI classes over exclusion rule (a) ``min_valid`` and rule (b) floor/ceiling on or off."""
+    """RCI classes over exclusion rule (a) ``min_valid`` and rule (b) floor/ceiling on or off.
+
+    Examples
+    --------
+    >>> from bayesrc.data import item_counts, simulate_pair
+    >>> sim = simulate_pair(60, 10, seed=1)
+    >>> exclusion_sensitivity(item_counts(sim.trials_v1, sim.trials_v2), min_valid_grid=(6,))["min_valid"].tolist()
+    [6, 6]
+    """
     p = _pair(counts, pair, seed)
     r1, r2 = p.reliability["v1"].r_xx, p.reliability["v2"].r_xx
     rows = []
@@ -235,6 +250,10 @@ def k_subsample_sensitivity(
 
     Rule (a) scales with k: ``min_valid = ceil(valid_share * k)`` (6 at K = 10).
     Reliability is re-estimated at each k (split halves of the first k samples).
+
+    Examples
+    --------
+    >>> k_subsample_sensitivity(counts, ks=(3, 5))        # doctest: +SKIP
     """
     k_full = int(counts.sizes["k"])
     ks = sorted(set(ks if ks is not None else [*range(3, k_full, 2), k_full]))
@@ -267,27 +286,18 @@ def _bayes_scores(items: pd.DataFrame, classes: np.ndarray, truth: pd.DataFrame 
 
 
 def _change_fit(counts: xr.Dataset, config, seed: int, prior: dict | None = None, fdr: float = 0.10):
-    from bayesrc.bayes import SamplerConfig, fit
-
     cfg = config or SamplerConfig(chains=2, tune=500, draws=1000, seed=seed)
     return fit(counts, model="change", prior=prior, config=cfg, fdr=fdr)
 
 
 def _change_fit_task(n_devices: int, counts: xr.Dataset, config, seed: int, prior: dict | None, fdr: float):
     """One change-model fit of the grid (a Ray task body when mapped on Ray)."""
-    from bayesrc.bayes import SamplerConfig
-    from bayesrc.scale.fits import fit_task
-
     cfg = config or SamplerConfig(chains=2, tune=500, draws=1000, seed=seed)
     return fit_task(n_devices, counts, {"model": "change", "prior": prior, "config": cfg, "fdr": fdr})
 
 
 def _prior_fits(counts: xr.Dataset, grid: dict[str, dict], fdr: float, result, config, seed: int, mapper) -> dict:
     """The grid's fits by name: ``result`` reused where its prior matches, the rest through ``mapper``."""
-    import os
-
-    from bayesrc.bayes.change import prior_settings
-
     fits, todo = {}, []
     for name, prior in grid.items():
         if result is not None and result.model == "change" and result.params.get("prior") == prior_settings(prior):
@@ -322,14 +332,16 @@ def prior_sensitivity(
     so rows differ only by the prior. ``result``: a change-model fit to reuse for the grid entry
     with its prior (e.g. the default) instead of refitting it. ``mapper(fn, arg_tuples)`` runs
     the fits (e.g. :func:`bayesrc.scale.ray_map`: one Ray task per prior, same results).
+
+    Examples
+    --------
+    >>> prior_sensitivity(counts, truth=sim.truth, seed=0)   # doctest: +SKIP
     """
     grid = grid or PRIOR_GRID
     return _prior_rows(_prior_fits(counts, grid, fdr, result, config, seed, mapper), fdr, truth)
 
 
 def _prior_rows(fits: dict, fdr: float, truth: pd.DataFrame | None) -> pd.DataFrame:
-    from bayesrc.bayes import select
-
     rows = []
     for name, res in fits.items():
         cls, sel = select(res.items["p_improve"], res.items["p_deteriorate"], rule="fdr", fdr=fdr)
@@ -359,9 +371,11 @@ def fdr_sensitivity(
     ``result``: a :class:`bayesrc.bayes.BayesFit` of the change model to reuse (else one is
     fitted). ``error_level`` is what each setting allows: the mean posterior error of the
     selected set (``q``) or the largest posterior error of one selected item (``1 - t``).
-    """
-    from bayesrc.bayes import select
 
+    Examples
+    --------
+    >>> fdr_sensitivity(counts, qs=(0.05, 0.10), seed=0)     # doctest: +SKIP
+    """
     res = result if result is not None else _change_fit(counts, config, seed)
     items = res.items
     settings = [("fdr", float(q), float(q)) for q in qs] + [("threshold", float(t), 1.0 - float(t)) for t in thresholds]
@@ -372,53 +386,6 @@ def fdr_sensitivity(
                      "expected_fdp": sel["expected_fdp"], "expected_false": sel["expected_false"],
                      "gate_passed": bool(res.diagnostics.passed), **_bayes_scores(items, cls, truth)})  # fmt: skip
     return pd.DataFrame(rows)
-
-
-def sensitivity_figure(table: pd.DataFrame):
-    """Detections (improved, deteriorated, total) against the varied setting; realized FDP if known."""
-    from bayesrc.report.figures import subplots
-
-    analysis = table["analysis"].iloc[0]
-    x_col, group_col = {
-        "threshold": ("z", "method"), "exclusion": ("min_valid", "floor_ceiling_excluded"), "k_subsample": ("k", None),
-        "prior": ("prior", None), "fdr": ("error_level", "rule"),
-    }[analysis]  # fmt: skip
-    groups = [(None, table)] if group_col is None else list(table.groupby(group_col, sort=False))
-    has_truth = "realized_fdp" in table
-    has_model_fdp = "expected_fdp" in table
-    has_null = "null_rate" in table
-    second = has_truth or has_model_fdp or has_null
-    fig, axes = subplots(1, 2 if second else 1, figsize=(10 if second else 6, 3.8), squeeze=False)
-    ax = axes[0, 0]
-    styles = ["-", "--", ":", "-.", (0, (1, 3)), (0, (5, 1))]
-    for (g, sub), ls in zip(groups, styles):
-        tag = "" if g is None else f" ({group_col}={g})"
-        ax.plot(sub[x_col], sub["improved"], linestyle=ls, marker="o", color="#1b9e77", label="improved" + tag)
-        ax.plot(sub[x_col], sub["deteriorated"], linestyle=ls, marker="s", color="#d95f02", label="deteriorated" + tag)
-        ax.plot(sub[x_col], sub["detections"], linestyle=ls, marker="^", color="#4c72b0", label="all detections" + tag)
-    ax.set(xlabel=x_col, ylabel="items", title=f"Reliable changes vs {x_col}")
-    ax.legend(fontsize=6, frameon=False)
-    if second:
-        ax2 = axes[0, 1]
-        for (g, sub), ls in zip(groups, styles):
-            tag = "" if g is None else f" ({group_col}={g})"
-            if has_model_fdp:
-                ax2.plot(sub[x_col], sub["expected_fdp"], linestyle=ls, marker="D", color="#636363", label="model's expected FDP" + tag)
-            if has_null:
-                ax2.plot(sub[x_col], sub["null_rate"], linestyle=ls, marker="v", color="#e7298a", label="false-positive rate, no-change null" + tag)
-            if has_truth:
-                ax2.plot(sub[x_col], sub["realized_fdp"], linestyle=ls, marker="o", color="#d62728", label="realized FDP" + tag)
-                ax2.plot(sub[x_col], sub["share_changed_detected"], linestyle=ls, marker="s", color="#7570b3", label="share of changed items detected" + tag)
-        if has_null:
-            nominal = table.drop_duplicates(x_col)
-            ax2.plot(nominal[x_col], nominal["nominal_rate"], color="black", lw=0.8, label="nominal rate")
-        ax2.set(xlabel=x_col, ylabel="proportion", ylim=(0, 1), title="Against the simulation's truth" if has_truth else "False discoveries")
-        ax2.legend(fontsize=6, frameon=False)
-    if analysis == "prior":
-        for ax in axes.ravel():
-            ax.tick_params(axis="x", labelrotation=20, labelsize=7)
-    fig.tight_layout()
-    return fig
 
 
 ANALYSES = {
@@ -451,6 +418,12 @@ def run_sensitivity_analyses(
 
     ``mapper(fn, arg_tuples)``: how the prior grid's fits run (default serially here; e.g.
     :func:`bayesrc.scale.ray_map`). With a mapper the default-prior fit runs with the grid.
+
+    Examples
+    --------
+    >>> tables = run_sensitivity_analyses(counts, ("threshold", "k"))   # doctest: +SKIP
+    >>> sorted(tables)                                                    # doctest: +SKIP
+    ['k', 'threshold']
     """
     pair, base, prior_fits = None, None, None
     if mapper is not None and "prior" in names:
@@ -475,22 +448,3 @@ def run_sensitivity_analyses(
         else:
             raise ValueError(f"unknown sensitivity analysis {name!r}")
     return out
-
-
-def write_sensitivity(tables: dict[str, pd.DataFrame], out_dir) -> list:
-    """``sensitivity_<name>.csv`` + ``.png`` per analysis and ``sensitivity.json``, all together."""
-    from pathlib import Path
-
-    from bayesrc.io import atomic_write_bytes, atomic_write_json, atomic_write_text, staged_output
-    from bayesrc.report.figures import to_png
-
-    out_dir = Path(out_dir)
-    written = []
-    with staged_output(out_dir) as stage:
-        for name, t in tables.items():
-            atomic_write_text(stage / f"sensitivity_{name}.csv", t.to_csv(index=False))
-            atomic_write_bytes(stage / f"sensitivity_{name}.png", to_png(sensitivity_figure(t)))
-            written += [out_dir / f"sensitivity_{name}.csv", out_dir / f"sensitivity_{name}.png"]
-        atomic_write_json(stage / "sensitivity.json", {"analyses": {n: t.to_dict(orient="records") for n, t in tables.items()}})
-        written.append(out_dir / "sensitivity.json")
-    return written

@@ -11,7 +11,7 @@ import pytest
 from bayesrc.classical import reliable_change
 from bayesrc.cli import main
 from bayesrc.data import item_counts, save_trials, simulate_pair
-from bayesrc.report.sensitivity import (
+from bayesrc.sensitivity.analyses import (
     classify,
     exclusion_sensitivity,
     first_k,
@@ -167,7 +167,7 @@ def bayes_fit(bayes_sim, bayes_config):
 
 @pytest.mark.slow
 def test_fdr_level_sensitivity_from_one_fit(bayes_sim, bayes_fit):
-    from bayesrc.report.sensitivity import fdr_sensitivity
+    from bayesrc.sensitivity import fdr_sensitivity
 
     res = bayes_fit
     assert res.diagnostics.passed
@@ -189,7 +189,7 @@ def test_fdr_level_sensitivity_from_one_fit(bayes_sim, bayes_fit):
 
 @pytest.mark.slow
 def test_prior_grid_moves_the_share_changed_in_the_prior_direction(bayes_sim, bayes_config, bayes_fit, tmp_path):
-    from bayesrc.report.sensitivity import prior_sensitivity, write_sensitivity
+    from bayesrc.sensitivity import prior_sensitivity, write_sensitivity
 
     counts = item_counts(bayes_sim.trials_v1, bayes_sim.trials_v2)
     grid = {"sceptical": {"pi_a": 1.0, "pi_b": 9.0}, "default": {}, "eager": {"pi_a": 6.0, "pi_b": 1.0}}

@@ -1,0 +1,249 @@
+"""The classical RCI's typed result: :class:`RCIRun` (``rci.json`` + ``items_NAME.parquet``), one
+:class:`PairResult` view per version pair.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from bayesrc.classical.rci import CLASS_LABELS, CLASSES
+from bayesrc.errors import InputError
+from bayesrc.plotting import new_figure
+from bayesrc.results import Result, register
+
+
+class PairResult:
+    """One version pair of an :class:`RCIRun` (a view: its ``pairs.NAME`` block and item table).
+
+    Typed accessors for the headline fields; every other key of the block is in ``payload``.
+
+    Examples
+    --------
+    >>> import bayesrc
+    >>> pair = bayesrc.load("runs/demo/rci.json")["minor"]  # doctest: +SKIP
+    >>> pair.n_flagged, pair.classification_table()  # doctest: +SKIP
+    """
+
+    def __init__(self, name: str, payload: dict, items=None) -> None:
+        self.name, self.payload, self.items = name, payload, items
+
+    @property
+    def versions(self) -> tuple[str, str]:
+        v = self.payload.get("versions") or ["v1", "v2"]
+        return str(v[0]), str(v[1])
+
+    @property
+    def params(self) -> dict:
+        return self.payload.get("params", {})
+
+    @property
+    def z(self) -> float:
+        return float(self.params.get("z", 1.96))
+
+    @property
+    def s_diff(self) -> float | None:
+        return self.payload.get("s_diff")
+
+    @property
+    def counts(self) -> dict:
+        return self.payload.get("counts", {})
+
+    @property
+    def n_flagged(self) -> int:
+        """Items classified reliably changed (analysable items, primary threshold)."""
+        c = self.counts.get("analysable", {})
+        return int(c.get("improved", 0)) + int(c.get("deteriorated", 0))
+
+    # typed views of the pairs.NAME block (keys as PairRCI.to_dict writes them) --------------
+    exclusions = property(lambda self: self.payload["exclusions"])  # n_before, n_after, low_valid, floor_ceiling, min_valid_rule
+    reliability = property(lambda self: self.payload["reliability"])  # v1/v2: r_xx, ci, icc, icc_1_k
+    sem = property(lambda self: self.payload["sem"])
+    s_diff_method = property(lambda self: self.payload["s_diff_method"])  # "reference" | "binomial"
+    sd_basis = property(lambda self: self.payload["sd_basis"])
+    reliability_basis = property(lambda self: self.payload["reliability_basis"])
+    min_detectable = property(lambda self: self.payload["min_detectable"])
+    min_detectable_samples = property(lambda self: self.payload["min_detectable_samples"])
+    null_samples = property(lambda self: self.payload.get("null_samples"))  # None when n_null = 0
+    no_change_test = property(lambda self: self.payload.get("no_change_test"))  # None in rci.json files from before it
+    direction_asymmetry = property(lambda self: self.payload["direction_asymmetry"])
+    flips = property(lambda self: self.payload.get("flips") or {})
+    domain = property(lambda self: self.payload["domain"])  # chi2, p, cramers_v, per_domain, table
+    difficulty_bins = property(lambda self: self.payload["difficulty_bins"])
+    warnings = property(lambda self: list(self.payload.get("warnings") or []))
+
+    @property
+    def min_valid_rule(self) -> str:
+        """Rule (a) in words (rci.json files written before it was stored give their fixed ``min_valid``)."""
+        ex = self.exclusions
+        return ex["min_valid_rule"] if "min_valid_rule" in ex else f"{ex['min_valid']} valid responses (fixed)"
+
+    @property
+    def analysable(self) -> dict:
+        """Counts of the analysable items: n, improved, no_change, deteriorated, churn, proportions."""
+        return self.counts["analysable"]
+
+    def classification_table(self):
+        """The reference study's Table 1/2 layout: class x analysis set, counts and shares (%),
+        with the sample-level no-change null's expected counts (analysable items) when computed."""
+        sets = (("analysable", "analysable"), ("conservative", "conservative z"), ("all", "all items"))
+        ns = self.null_samples
+        null_mean = {"improved": "improved_mean", "deteriorated": "deteriorated_mean"}
+        rows = []
+        for cls in CLASSES:
+            row: dict = {"class": CLASS_LABELS[cls]}
+            for key, label in sets:
+                cnt = self.counts[key]
+                row[f"{label} n"] = cnt[cls]
+                row[f"{label} %"] = 100 * cnt["proportions"][cls] if cnt["n"] else np.nan
+            if ns:
+                row["no-change null n"] = ns[null_mean[cls]] if cls in null_mean else ns["n_analysable_mean"] - ns["flagged_mean"]
+            rows.append(row)
+        total: dict = {"class": "total"} | {k: v for key, label in sets for k, v in ((f"{label} n", self.counts[key]["n"]), (f"{label} %", 100.0))}
+        if ns:
+            total["no-change null n"] = ns["n_analysable_mean"]
+        return pd.DataFrame([*rows, total])
+
+    def reliability_table(self):
+        """Per version: split-half r_xx with its interval, ICC(1,K), ICC(1,1) and SEM."""
+        rel = self.reliability
+        return pd.DataFrame([
+            {"version": v, "r_xx": rel[v]["r_xx"], "ci_lo": rel[v]["ci"][0], "ci_hi": rel[v]["ci"][1], "ICC(1,K)": rel[v]["icc_1_k"],
+             "ICC(1,1)": rel[v]["icc"], "SEM": self.sem[v]}
+            for v in ("v1", "v2")
+        ])  # fmt: skip
+
+    def domain_table(self):
+        """Per domain: analysable items, class counts, churn (%), improved/deteriorated ratio and net."""
+        rows = []
+        for d, v in self.domain["per_domain"].items():
+            churn = 100 * (v["improved"] + v["deteriorated"]) / v["n"] if v["n"] else np.nan
+            rows.append({"domain": d, "n": v["n"], "improved": v["improved"], "no change": v["no_change"], "deteriorated": v["deteriorated"],
+                         "churn %": churn, "imp/det": np.nan if v["ratio"] is None else v["ratio"], "net": v["net"]})  # fmt: skip
+        return pd.DataFrame(rows)
+
+    def domain_crosstab(self):
+        """Domain x class counts of the analysable items (rows domains)."""
+        return pd.DataFrame(self.domain["table"]).T
+
+    def summary(self):
+        """Headline numbers as a tidy table (pair, metric, value)."""
+        c, rel, ex = self.analysable, self.reliability, self.exclusions
+        asym, fl, nan = self.direction_asymmetry, self.flips, float("nan")
+        method = self.s_diff_method
+        rows = [
+            ("versions", f"{self.versions[0]} -> {self.versions[1]}"),
+            ("S_diff method", method),
+            ("sd_basis", self.sd_basis),
+            ("reliability basis", self.reliability_basis),
+            *((f"{name} {v}", rel[v][key]) for key, name in (("r_xx", "r_xx"), ("icc_1_k", "ICC(1,K)"), ("icc", "ICC(1,1)")) for v in ("v1", "v2")),
+            ("SEM v1", self.sem["v1"]),
+            ("SEM v2", self.sem["v2"]),
+            ("S_diff (median per item)" if method == "binomial" else "S_diff", self.s_diff),
+            ("min detectable |dp|", self.min_detectable),
+            ("items", ex["n_before"]),
+            ("analysable", ex["n_after"]),
+            ("rule (a) minimum valid", self.min_valid_rule),
+            ("excluded: low valid", ex["low_valid"]),
+            ("excluded: floor/ceiling", ex["floor_ceiling"]),
+            ("improved", c["improved"]),
+            ("no change", c["no_change"]),
+            ("deteriorated", c["deteriorated"]),
+            ("churn (analysable)", c["churn"]),
+            ("churn (all items)", self.counts["all"]["churn"]),
+        ]
+        if ns := self.null_samples:
+            rows += [
+                ("no-change null: flagged mean", ns["flagged_mean"]),
+                ("no-change null: flagged 95% range", f"{ns['flagged_p025']:.0f}-{ns['flagged_p975']:.0f}"),
+                ("no-change null: false-positive rate", ns["rate"]),
+                ("nominal rate", ns["nominal_rate"]),
+            ]
+        if nc := self.no_change_test:
+            rows.append(("no-change test p (within-item permutation)", nc["p_value"]))
+        dom = self.domain
+        rows += [
+            ("direction test: improved p95", asym["improved_p95"]),
+            ("direction test: deteriorated p95", asym["deteriorated_p95"]),
+            ("negative flip rate", fl.get("negative_flip_rate", nan)),
+            ("positive flip rate", fl.get("positive_flip_rate", nan)),
+            ("domain chi2", dom.get("chi2")),
+            ("domain p", dom.get("p")),
+            ("Cramer's V", dom.get("cramers_v")),
+            ("aggregate dp", self.payload["aggregate"]["mean_delta"]),
+        ]
+        rows += [("warning", w) for w in self.warnings]
+        return pd.DataFrame(rows, columns=["metric", "value"]).assign(pair=self.name)[["pair", "metric", "value"]]
+
+    def plot_rci(self, ax=None):
+        """Histogram of item RCIs with the ±z thresholds; returns the Figure."""
+        fig = ax.figure if ax is not None else new_figure(figsize=(5, 3))
+        ax = ax or fig.add_subplot()
+        r = self.items["rci"].to_numpy(float) if self.items is not None else np.array([])
+        ax.hist(r[np.isfinite(r)], bins=40, color="#777")
+        for s in (-1, 1):
+            ax.axvline(s * self.z, color="#d62728", ls="--")
+        ax.set_xlabel("RCI")
+        ax.set_ylabel("items")
+        ax.set_title(f"{self.name}: {self.versions[0]} → {self.versions[1]}", fontsize=9)
+        return fig
+
+    def __repr__(self) -> str:
+        c = self.counts.get("analysable", {})
+        return f"<PairResult {self.name}: {self.versions[0]} -> {self.versions[1]}, {c.get('improved')} improved, {c.get('deteriorated')} deteriorated of {c.get('n')}>"
+
+
+@register
+class RCIRun(Result):
+    """``bayesrc rci`` output: every pair's classical analysis (``rci.json`` + ``items_NAME.parquet``).
+
+    Examples
+    --------
+    >>> from bayesrc.classical import analyse_pairs
+    >>> run = analyse_pairs({"demo": counts}).to_result()   # doctest: +SKIP
+    >>> run["demo"].n_flagged, run.summary()                   # doctest: +SKIP
+    """
+
+    main_file = "rci.json"
+    kind = "rci"
+
+    def table_file(self, name: str) -> str:
+        return f"items_{name}.parquet"
+
+    def table_names_on_disk(self, folder: Path) -> dict[str, Path]:
+        return {n: folder / f"items_{n}.parquet" for n in self.payload.get("pairs", {}) if (folder / f"items_{n}.parquet").is_file()}
+
+    @classmethod
+    def load(cls, path: str | Path) -> RCIRun:
+        obj = super().load(path)
+        if not isinstance(obj.payload, dict) or not isinstance(obj.payload.get("pairs"), dict):
+            raise InputError("expected an object with 'pairs' (output of bayesrc rci)", path=Path(obj.path) / cls.main_file, field="pairs")
+        return obj
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.payload.get("pairs", {}))
+
+    def __getitem__(self, name: str) -> PairResult:
+        return PairResult(name, self.payload["pairs"][name], self.tables.get(name))
+
+    def __iter__(self):
+        return iter(self.names)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    @property
+    def cross_pair(self) -> dict | None:
+        return self.payload.get("cross_pair")
+
+    def summary(self):
+        return pd.concat([self[n].summary() for n in self.names], ignore_index=True) if self.names else pd.DataFrame(columns=["pair", "metric", "value"])
+
+    def plot_rci(self, name: str | None = None, ax=None):
+        return self[name or self.names[0]].plot_rci(ax=ax)
+
+    def _headline(self) -> str:
+        return ", ".join(f"{n} ({self[n].n_flagged} reliably changed)" for n in self.names)

@@ -1,0 +1,333 @@
+"""The run directory: its layout, lock, journal, record and lifecycle, shared by every engine
+(:mod:`bayesrc.collect.run`, :mod:`bayesrc.collect.exact`, :mod:`bayesrc.collect.server`,
+:mod:`bayesrc.scale.collect`) and read by :mod:`bayesrc.collect.pins` (SPEC section 6; paper 003).
+
+Layout of ``runs/NAME/``::
+
+    run.json            the run record: pins (compared by ``bayesrc pins``) + info
+    parts/item-NNNNNN.parquet
+                        the journal: one part per completed item (all K trials), written
+                        to a temporary file, fsynced and renamed into place, so a killed
+                        run loses at most the item in flight and never leaves a torn part
+    trials.parquet      all trials in bank order (TRIAL_COLUMNS + extras), compacted from
+                        the parts when the run completes; ``bayesrc.data.load_trials`` reads it
+    .lock               held (flock) by the collector; a second collector is refused
+
+Seeds: sample ``k`` of the item at 0-based bank position ``i`` uses
+``seed = salt + seed_offset + i * seed_stride + k``, so shards and resumed runs draw
+exactly the trials of an uninterrupted run. ``seed_rule="version"`` (default) derives
+``salt`` from the version's pin (model file, chat template, prompt template and system
+prompt hashes, label; pinned as ``model.seed_salt``), so two versions draw
+independently; ``seed_rule="shared"`` uses salt 0, the reference study's
+``i * 10 + k`` for every model (paper 001 section 2.1), which couples the versions'
+draws (SPEC 2.1; :mod:`bayesrc.data.seeds`).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import io
+import os
+import re
+import sys
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+from tqdm import tqdm
+
+from bayesrc.collect.bank import Item
+from bayesrc.collect.extract import extract
+from bayesrc.data.seeds import SEED_RULES, sample_seeds
+from bayesrc.data.trials import TRIAL_COLUMNS
+from bayesrc.errors import InputError
+from bayesrc.io import atomic_write_bytes, atomic_write_json, read_run_record
+
+RUN_FORMAT = "bayesrc-run/1"
+EXTRA_COLUMNS = ("item_index", "thinking", "n_tokens", "finish", "engine")
+_PART = re.compile(r"^item-(\d{6,})\.parquet$")
+
+
+def now_utc() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+# -- locking ---------------------------------------------------------------------------
+class RunLock:
+    """An exclusive ``flock`` on ``run_dir/.lock`` (released by the OS if the process dies)."""
+
+    def __init__(self, run_dir: Path):
+        self.path = run_dir / ".lock"
+        try:
+            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise InputError(f"cannot write to the run directory ({exc.strerror})", path=run_dir) from None
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.pread(self.fd, 64, 0).decode(errors="replace").strip() or "?"
+            os.close(self.fd)
+            raise InputError(f"another collector (pid {holder}) is writing this run directory", path=run_dir) from None
+        os.ftruncate(self.fd, 0)
+        os.pwrite(self.fd, str(os.getpid()).encode(), 0)
+
+    def release(self) -> None:
+        if self.fd is not None:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            os.close(self.fd)
+            self.fd = None
+
+    def __enter__(self) -> RunLock:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def check_writable(run_dir: Path) -> None:
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"cannot create the run directory ({exc.strerror})", path=run_dir) from None
+    if not run_dir.is_dir():
+        raise InputError("exists and is not a directory", path=run_dir)
+    if not os.access(run_dir, os.W_OK | os.X_OK):
+        raise InputError("run directory is not writable", path=run_dir)
+
+
+# -- item selection --------------------------------------------------------------------
+def parse_range(text: str, n_items: int) -> tuple[int, int]:
+    """``"a:b"`` (0-based, end exclusive; either side may be empty) -> (a, b)."""
+    m = re.fullmatch(r"\s*(\d*)\s*:\s*(\d*)\s*", text or "")
+    if m is None:
+        raise InputError(f"expected A:B, got {text!r}", field="items-range")
+    a = int(m.group(1)) if m.group(1) else 0
+    b = int(m.group(2)) if m.group(2) else n_items
+    if not 0 <= a < b <= n_items:
+        raise InputError(f"range {a}:{b} is outside the bank's {n_items} items", field="items-range")
+    return a, b
+
+
+def shard_range(shard: str, n_items: int) -> tuple[int, int]:
+    """``"i/n"`` -> the i-th of n contiguous item ranges (0-based i)."""
+    m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", shard or "")
+    if m is None or not 0 <= int(m.group(1)) < int(m.group(2)):
+        raise InputError(f"expected I/N with 0 <= I < N, got {shard!r}", field="shard")
+    i, n = int(m.group(1)), int(m.group(2))
+    if n > n_items:
+        raise InputError(f"{n} shards for {n_items} items", field="shard")
+    return i * n_items // n, (i + 1) * n_items // n
+
+
+def item_seeds(item: Item, k: int, *, stride: int = 10, offset: int = 0, salt: int = 0) -> list[int]:
+    """The K sampling seeds of an item: ``salt + offset + index * stride + k`` (SPEC 6; :func:`bayesrc.data.seeds.sample_seeds`).
+
+    Examples
+    --------
+    >>> from bayesrc.collect.bank import Item
+    >>> item_seeds(Item(3, "q4", "math", "?", ("a", "b"), "A"), 4)
+    [30, 31, 32, 33]
+    """
+    return sample_seeds(item.index, k, stride=stride, offset=offset, salt=salt)
+
+
+def version_pin(pins: dict) -> str:
+    """What identifies a version for its seed salt: model file, templates, system prompt, label."""
+    keys = ("model.label", "model.file_sha256", "model.chat_template_sha256", "prompt.template_sha256", "prompt.system_sha256")
+    return "|".join(f"{k}={pins.get(k)}" for k in keys)
+
+
+# -- pins --------------------------------------------------------------------------------
+# Category of each pin: "model" fields define a comparison and may differ; "items",
+# "prompt", "sampling", "tooling" must match for two runs to be comparable; "runtime"
+# must match to resume a run but does not change what is measured.
+PIN_CATEGORIES = ("model", "items", "prompt", "sampling", "tooling", "runtime")
+
+
+# How a prompt is cut and evaluated (engines.Prompt, card.prompt_blocks): changing it changes
+# the tokens or the batch shapes, hence the logits, so it is a prompt pin.
+
+
+def pin_category(field: str) -> str:
+    return field.split(".", 1)[0]
+
+
+# -- collection --------------------------------------------------------------------------
+@dataclass
+class RunResult:
+    """What :func:`collect` did: the run directory, items and trials in it, items drawn by this call, wall and sampling seconds.
+
+    Examples
+    --------
+    >>> res = collect("models/gemma-3-270m-q4_k_m.toml", "bank.jsonl", "runs/v1", k=10)  # doctest: +SKIP
+    >>> res.n_trials / res.sample_seconds  # trials per second of this call  # doctest: +SKIP
+    """
+
+    run_dir: Path
+    n_items: int
+    n_trials: int
+    n_new_items: int
+    seconds: float  # whole call, including model load and hashing
+    sample_seconds: float = 0.0  # drawing the new trials only (for trials/s)
+
+    @property
+    def trials_path(self) -> Path:
+        return self.run_dir / "trials.parquet"
+
+    def trials(self) -> pd.DataFrame:
+        return read_run_trials(self.run_dir)
+
+
+def part_path(run_dir: Path, index: int) -> Path:
+    return run_dir / "parts" / f"item-{index:06d}.parquet"
+
+
+def frame_bytes(df: pd.DataFrame) -> bytes:
+    buf = io.BytesIO()
+    pq.write_table(pa.Table.from_pandas(df, preserve_index=False), buf)
+    return buf.getvalue()
+
+
+def trial_rows(item: Item, samples, *, label: str, engine: str) -> pd.DataFrame:
+    recs = []
+    for s in samples:
+        ex = extract(s.response, item.letters)
+        recs.append(
+            {
+                "item_id": item.item_id,
+                "domain": item.domain,
+                "model": label,
+                "k": s.k,
+                "seed": s.seed,
+                "response": s.response,
+                "extracted": ex.answer,
+                "correct_answer": item.answer,
+                "is_correct": None if ex.answer is None else ex.answer == item.answer,
+                "is_missing": ex.answer is None,
+                "item_index": item.index,
+                "thinking": ex.thinking,
+                "n_tokens": s.n_tokens,
+                "finish": s.finish,
+                "engine": engine,
+            }
+        )
+    df = pd.DataFrame.from_records(recs, columns=list(TRIAL_COLUMNS) + list(EXTRA_COLUMNS))
+    df["is_correct"] = df["is_correct"].astype("boolean")
+    df["seed"] = df["seed"].astype("int64")
+    return df
+
+
+def done_items(run_dir: Path) -> set[int]:
+    """Item indices whose part file is complete (temporary files are ignored)."""
+    parts = Path(run_dir) / "parts"
+    if not parts.is_dir():
+        return set()
+    return {int(m.group(1)) for p in parts.iterdir() if (m := _PART.match(p.name))}
+
+
+def read_parts(run_dir: Path, indices=None) -> pd.DataFrame:
+    parts = Path(run_dir) / "parts"
+    want = sorted(done_items(run_dir) if indices is None else indices)
+    frames = [pd.read_parquet(part_path(Path(run_dir), i)) for i in want]
+    if not frames:
+        return pd.DataFrame(columns=list(TRIAL_COLUMNS) + list(EXTRA_COLUMNS))
+    del parts
+    df = pd.concat(frames, ignore_index=True)
+    return df.sort_values([c for c in ("item_index", "k") if c in df], kind="stable").reset_index(drop=True)
+
+
+def read_run_trials(run_dir: str | Path) -> pd.DataFrame:
+    """All trials of a run: ``trials.parquet`` if the run completed, else the journal parts.
+
+    Examples
+    --------
+    >>> read_run_trials("runs/v1").groupby("item_id")["is_correct"].mean()  # doctest: +SKIP
+    """
+    run_dir = Path(run_dir)
+    if (run_dir / "trials.parquet").exists():
+        return pd.read_parquet(run_dir / "trials.parquet")
+    return read_parts(run_dir)
+
+
+def progress_bar(total: int, enabled: bool, unit: str = "trial"):
+    return tqdm(total=total, unit=unit, disable=not enabled, dynamic_ncols=True, file=sys.stderr, smoothing=0.1)
+
+
+def check_sampling_args(*, k: int, seed_stride: int, temperature: float, seed_rule: str, items_range=None, shard: str | None = None) -> None:
+    """The checks every engine makes before touching a run directory (:class:`InputError`, exit 2)."""
+    if k < 1:
+        raise InputError(f"must be >= 1, got {k}", field="k")
+    if seed_rule not in SEED_RULES:
+        raise InputError(f"must be one of {', '.join(SEED_RULES)}, got {seed_rule!r}", field="seed_rule")
+    if k > seed_stride:
+        raise InputError(f"K = {k} exceeds the seed stride {seed_stride}: seeds of neighbouring items would collide (raise --seed-stride)", field="k")
+    if not 0.0 <= temperature <= 5.0:
+        raise InputError(f"must be in [0, 5], got {temperature}", field="temperature")
+    if items_range is not None and shard is not None:
+        raise InputError("give --items-range or --shard, not both", field="shard")
+
+
+def select_range(n_items: int, items_range=None, shard: str | None = None) -> tuple[int, int]:
+    """The bank slice ``[start, stop)`` a run collects: a shard ``i/n``, a range ``a:b`` (text or pair), or all."""
+    if shard:
+        return shard_range(shard, n_items)
+    if isinstance(items_range, str):
+        return parse_range(items_range, n_items)
+    return tuple(items_range) if items_range else (0, n_items)
+
+
+def existing_record(run_dir: Path, resume: bool) -> dict | None:
+    """The run record to resume (None for a new run); refuses a used folder without ``resume``. Call under :class:`RunLock`."""
+    record = read_run_record(run_dir) if (run_dir / "run.json").exists() else None
+    if record is not None and not resume:
+        raise InputError("run directory already holds a run; pass --resume to continue it or choose another --out", path=run_dir)
+    if record is None and not resume and done_items(run_dir):
+        raise InputError("run directory holds trial parts but no run.json; choose another --out", path=run_dir)
+    return record
+
+
+def check_resume_pins(record: dict | None, pins: dict, run_dir: Path) -> None:
+    """A resumed run must have the pins it started with (SPEC 6)."""
+    if record is None:
+        return
+    old = record.get("pins", {})
+    diff = [f for f in sorted(set(pins) | set(old)) if pins.get(f) != old.get(f)]
+    if diff:
+        raise InputError(f"cannot resume: settings differ from the run's pins in {', '.join(diff)}", path=run_dir / "run.json")
+
+
+def run_times(record: dict | None) -> dict:
+    """``started_at`` (kept from the first start) and ``resumed_at`` (one stamp per resume) for a run's ``info``."""
+    old = (record or {}).get("info", {})
+    return {"started_at": old.get("started_at", now_utc()), "resumed_at": (old.get("resumed_at", []) + [now_utc()]) if record is not None else []}
+
+
+def begin_run(run_dir: Path, pins: dict, info: dict) -> None:
+    """Mark the run running, make ``parts/`` and remove temp files a killed writer left."""
+    atomic_write_json(run_dir / "run.json", {"format": RUN_FORMAT, "status": "running", "pins": pins, "info": info})
+    (run_dir / "parts").mkdir(exist_ok=True)
+    for pattern in ("parts/.*.tmp", ".run.json.*.tmp", ".trials.parquet.*.tmp", ".dist.parquet.*.tmp", ".items_exact.parquet.*.tmp"):
+        for stale in run_dir.glob(pattern):
+            stale.unlink(missing_ok=True)
+
+
+def end_run(run_dir: Path, selected, pins: dict, info: dict, *, per_item: int, outputs) -> int:
+    """Write the run's outputs once every selected item has its part, and the final record; returns items done.
+
+    ``outputs(parts) -> {file name: frame}``: what a complete run writes (``trials.parquet``, or the
+    exact engine's tables); ``per_item`` trials per item (0 for the exact engine).
+    """
+    n_done = len(done_items(run_dir) & {it.index for it in selected})
+    complete = n_done == len(selected)
+    if complete:
+        for name, frame in outputs(read_parts(run_dir, [it.index for it in selected])).items():
+            atomic_write_bytes(run_dir / name, frame_bytes(frame))
+        info["finished_at"] = now_utc()
+        status = "complete"
+    else:
+        status = "running"
+    atomic_write_json(run_dir / "run.json", {"format": RUN_FORMAT, "status": status, "pins": pins, "info": info, "n_items_done": n_done, "n_trials": n_done * per_item})
+    return n_done
