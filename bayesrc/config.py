@@ -113,3 +113,23 @@ def precision():
     if enable is None:  # older JAX
         from jax.experimental import enable_x64 as enable
     return enable(True)
+
+
+@dataclass(frozen=True)
+class SamplerConfig:
+    """NUTS settings shared by both backends.
+
+    Examples
+    --------
+    >>> from bayesrc.bayes import fit
+    >>> cfg = SamplerConfig(chains=2, draws=500, tune=500, seed=1)
+    >>> res = fit(counts, config=cfg)  # doctest: +SKIP
+    """
+
+    chains: int = 4
+    draws: int = 500
+    tune: int = 500
+    target_accept: float = 0.85
+    seed: int = 0
+    max_tree_depth: int = 10
+    progress: bool | None = None  # progress bars: None shows them on a terminal or in Jupyter

@@ -22,7 +22,7 @@ def add_sampler_arguments(p: argparse.ArgumentParser) -> None:
 
     The defaults are :class:`~bayesrc.bayes.SamplerConfig`'s, the one definition every command uses.
     """
-    from bayesrc.bayes.samplers import SamplerConfig
+    from bayesrc.config import SamplerConfig
 
     d = SamplerConfig()
     p.add_argument("--chains", type=int, default=d.chains)

@@ -15,30 +15,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-
-@dataclass(frozen=True)
-class SamplerConfig:
-    """NUTS settings shared by both backends.
-
-    Examples
-    --------
-    >>> from bayesrc.bayes import fit
-    >>> cfg = SamplerConfig(chains=2, draws=500, tune=500, seed=1)
-    >>> res = fit(counts, config=cfg)  # doctest: +SKIP
-    """
-
-    chains: int = 4
-    draws: int = 500
-    tune: int = 500
-    target_accept: float = 0.85
-    seed: int = 0
-    max_tree_depth: int = 10
-    progress: bool | None = None  # progress bars: None shows them on a terminal or in Jupyter
+from bayesrc.config import SamplerConfig  # noqa: F401  (re-exported; defined with the other settings: the CLI reads its defaults without loading JAX)
 
 
 def configure_host_devices(n: int | None = None) -> None:

@@ -14,7 +14,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples of episodes (default 1000)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--bayes", choices=("both", "numpyro", "pymc", "none"), default="both", help="Bayesian backend(s) (default both)")
-    from bayesrc.bayes.samplers import SamplerConfig
+    from bayesrc.config import SamplerConfig
 
     d = SamplerConfig()  # every command's sampler defaults
     p.add_argument("--draws", type=int, default=d.draws)
