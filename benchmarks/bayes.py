@@ -1,102 +1,89 @@
-"""Benchmark: Bayesian item models on 2,000 items x 2 versions x K = 10, side by side.
+"""Benchmark: the default fits in a fresh process, this code side by side with an earlier release.
 
-    .venv/bin/python benchmarks/bayes.py [--items 2000] [--skip-full] [--skip-change] [--skip-pymc]
-        [--skip-collapsed] [--full-draws 1000]
+    .venv/bin/python benchmarks/bayes.py [--sizes 40,300,2000,12000] [--baseline REF] [--skip-baseline-above N]
+        [--backends numpyro,pymc] [--warm]
 
-Prints wall time (sampling + conversion, compile included) and ESS per second
-(min bulk ESS over the gated quantities / wall time) for the collapsed beta-binomial
-(NumPyro, PyMC; cold = XLA / numba compile included, warm = compile cached, and one chain
-per core), full NUTS over every p (NumPyro, PyMC/nutpie; one chain per core, ``--full-draws``
-warm-up steps and draws: ESS per second is a rate, so shorter full runs still compare),
-with ratios to the first collapsed NumPyro run; then the paired change model's fit time and gate status: collapsed
-(NumPyro, PyMC/nutpie; NUTS on the hyperparameters, exact item draws) and full (NumPyro).
-Goals (issue 3): collapsed <= 3 s with ESS >= 1000; change model <= 120 s on 2 cores, gate passed.
+Each row is one fresh Python process that simulates the data, imports bayesrc and runs the
+default ``bayesrc.bayes.fit(counts)`` (change model; the beta-binomial at 2,000 items too):
+wall time of the whole process (import and compile included), the fit's own ``runtime_s``, the
+gate and peak memory. Cold (default): every process gets an empty JAX compilation cache, so it
+compiles; ``--warm``: one shared cache, the second run of a shape loads its compiled sampler.
+``--baseline REF`` (default ``bb41b19``, the last commit before issue 28) checks REF out in a
+``git worktree`` and runs the same processes on its code, interleaved with this code's on the
+same machine, and prints the ratio baseline / this. Goals (issue 28, 2 cores): change model
+40 items <= 5 s, 300 <= 15 s, 2,000 <= 30 s, 12,000 (14 domains x 10 letters) <= 120 s, peak
+<= 1.5 GB; beta-binomial at 2,000 <= 3 s; PyMC within 2x of NumPyro.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
+import sys
 import tempfile
-import time
+from pathlib import Path
 
-os.environ.setdefault("XLA_FLAGS", f"--xla_force_host_platform_device_count={os.cpu_count() or 1}")
-# A fresh XLA compile cache, so that "cold" runs really compile (bayesrc keeps one under ~/.cache).
-os.environ.setdefault("BAYESRC_JAX_CACHE", tempfile.mkdtemp(prefix="bayesrc-bench-jax-"))
+ROOT = Path(__file__).resolve().parent.parent
+
+CHILD = r"""
+import json, resource, sys, time
+t0 = time.perf_counter()
+import numpy as np
+from bayesrc.data import item_counts, simulate_pair
+from bayesrc.data.simulate import item_truth
+n, model, backend = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+domains = [f"d{i:02d}" for i in range(14)] if n >= 12000 else ["physics", "law", "psychology", "economics"]
+truth = item_truth(n, domains=domains, sigma_theta=2.0, sigma_delta=1.0, seed=1)
+truth["correct_answer"] = np.array(list("ABCDEFGHIJ" if n >= 12000 else "ABCD"))[np.random.default_rng(1).integers(0, 10 if n >= 12000 else 4, n)]
+sim = simulate_pair(truth=truth, k=10, seed=1)
+counts = item_counts(sim.trials_v1, sim.trials_v2)
+from bayesrc.bayes import fit
+t1 = time.perf_counter()
+res = fit(counts, model=model, backend=backend)
+print(json.dumps({"process_s": time.perf_counter() - t0, "fit_s": time.perf_counter() - t1, "runtime_s": res.runtime_s,
+                  "passed": bool(res.diagnostics.passed), "attempts": len(res.payload.get("attempts", [1])),
+                  "peak_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}))
+"""
+
+
+def run_child(tree: Path, n: int, model: str, backend: str, cache: str) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(tree), BAYESRC_JAX_CACHE=cache or tempfile.mkdtemp(prefix="bayesrc-bench-jax-"))
+    out = subprocess.run([sys.executable, "-c", CHILD, str(n), model, backend], env=env, cwd=tree, capture_output=True, text=True)
+    lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
+    if out.returncode or not lines:
+        return {"error": (out.stderr.strip().splitlines() or ["?"])[-1]}
+    return json.loads(lines[-1])
+
+
+def baseline_tree(ref: str) -> Path:
+    path = Path(tempfile.gettempdir()) / f"bayesrc-baseline-{ref}"
+    if not path.exists():
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(path), ref], check=True, capture_output=True)
+    return path
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--items", type=int, default=2000)
-    ap.add_argument("--chains", type=int, default=4)
-    ap.add_argument("--skip-full", action="store_true")
-    ap.add_argument("--skip-pymc", action="store_true")
-    ap.add_argument("--skip-change", action="store_true")
-    ap.add_argument("--skip-collapsed", action="store_true", help="only the full NUTS runs (and the change model)")
-    ap.add_argument("--full-draws", type=int, default=1000, help="draws (and warm-up steps) of the full NUTS runs")
-    ap.add_argument("--seed", type=int, default=0)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="40,300,2000,12000")
+    ap.add_argument("--backends", default="numpyro,pymc")
+    ap.add_argument("--baseline", default="bb41b19", help="git ref of the earlier code ('' to skip)")
+    ap.add_argument("--skip-baseline-above", type=int, default=300, help="baseline runs only up to this many items (it took 10-28 min at 120-300)")
+    ap.add_argument("--warm", action="store_true", help="one shared compilation cache (the second run of a shape is warm)")
     args = ap.parse_args()
-
-    from bayesrc.bayes import SamplerConfig, gate, gated_vars, model_inputs, sample
-    from bayesrc.data import item_counts, simulate_pair
-
-    sim = simulate_pair(args.items, 10, seed=args.seed)
-    data = model_inputs(item_counts(sim.trials_v1, sim.trials_v2))
-    print(f"{data.n_items} items x 2 versions x K = 10, {len(data.domains)} domains, {args.chains} chains, cores={os.cpu_count()}")
-
-    # The collapsed samplers twice: cold (XLA / numba compile included) and warm (compile cached);
-    # then one chain per core (one parallel round, as `make demo` runs the change model).
-    one_round = max(2, min(args.chains, os.cpu_count() or 1))
-    collapsed = SamplerConfig(chains=args.chains, draws=1000, tune=500, seed=args.seed)
-    per_core = SamplerConfig(chains=one_round, draws=1000, tune=500, seed=args.seed)
-    if args.skip_collapsed:
-        runs = [(f"collapsed, {one_round} chains", "numpyro", True, per_core)]  # the baseline of the ratios (cold)
-    else:
-        runs = [("collapsed", "numpyro", True, collapsed), ("collapsed, warm", "numpyro", True, collapsed)]
-        runs += [] if one_round == args.chains else [(f"collapsed, warm, {one_round} chains", "numpyro", True, per_core)]
-        if not args.skip_pymc:
-            runs += [("collapsed", "pymc", True, collapsed), ("collapsed, warm", "pymc", True, collapsed)]
-    if not args.skip_full:
-        full = SamplerConfig(chains=one_round, draws=args.full_draws, tune=args.full_draws, seed=args.seed)
-        runs.append((f"full, {one_round} chains", "numpyro", False, full))
-        if not args.skip_pymc:
-            runs.append((f"full, {one_round} chains", "pymc", False, full))
-    rows = []
-    for kind, backend, collapsed, cfg in runs:
-        t0 = time.perf_counter()
-        dt = sample(data, "betabinom", backend, collapsed=collapsed, config=cfg)
-        wall = time.perf_counter() - t0
-        hyper = gate(dt, ["logit_mu", "log_kappa"])
-        allp = gate(dt, gated_vars("betabinom"))
-        rows.append((f"bb {kind} [{backend}]", wall, hyper.min_ess_bulk, allp.min_ess_bulk, allp.passed))
-        print(f"  done: {rows[-1][0]}: {wall:.2f} s, min ESS bulk {allp.min_ess_bulk:.0f}", flush=True)
-    base = rows[0]
-    print(f"\n{'run':34s} {'wall s':>8s} {'ESS hyper':>10s} {'ESS all':>9s} {'ESS/s':>9s} {'time x':>7s} {'ESS/s x':>8s} gate")
-    for name, wall, ess_h, ess_all, passed in rows:
-        rate = ess_all / wall
-        print(f"{name:34s} {wall:8.2f} {ess_h:10.0f} {ess_all:9.0f} {rate:9.1f} {wall / base[1]:7.2f} {(base[3] / base[1]) / rate:8.1f} {'passed' if passed else 'FAILED'}")
-    print("(time x: wall / collapsed-numpyro wall; ESS/s x: collapsed-numpyro ESS/s over this run's)")
-    for name, wall, _, ess_all, _ in rows:
-        if "collapsed" in name:
-            print(f"goal collapsed <= 3 s with ESS >= 1000, {name}: {wall:.2f} s, min ESS {ess_all:.0f} -> {'met' if wall <= 3 and ess_all >= 1000 else 'NOT met'}")
-
-    if not args.skip_change:
-        change_runs = [("collapsed", "numpyro", True)] + ([] if args.skip_pymc else [("collapsed", "pymc", True)])
-        change_runs += [] if args.skip_full else [("full", "numpyro", False)]
-        print()
-        # Collapsed: one chain per core in one round (2 on 2 cores), 500 warm-up steps, as `make demo`.
-        for kind, backend, collapsed in change_runs:
-            cfg = SamplerConfig(chains=one_round if collapsed else args.chains, draws=1000, tune=500 if collapsed else 1000, seed=args.seed)
-            t0 = time.perf_counter()
-            dt = sample(data, "change", backend, collapsed=collapsed, config=cfg)
-            wall = time.perf_counter() - t0
-            g = gate(dt, gated_vars("change", collapsed=collapsed))
-            print(
-                f"change model {kind} [{backend}]: {wall:.1f} s, max R-hat {g.max_rhat:.4f}, min ESS bulk {g.min_ess_bulk:.0f} / "
-                f"tail {g.min_ess_tail:.0f}, divergences {g.divergences}, gate {'passed' if g.passed else 'FAILED: ' + g.worst}; "
-                f"goal <= 120 s with the gate passed -> {'met' if wall <= 120 and g.passed else 'NOT met'}",
-                flush=True,
-            )
+    cache = tempfile.mkdtemp(prefix="bayesrc-bench-jax-") if args.warm else ""
+    base = baseline_tree(args.baseline) if args.baseline else None
+    runs = [(n, "change", b) for n in map(int, args.sizes.split(",")) for b in args.backends.split(",") if not (b == "pymc" and n >= 12000)]
+    runs += [(2000, "betabinom", "numpyro")]
+    print(f"{'items':>6} {'model':>9} {'backend':>8} | {'this: process s':>15} {'fit s':>7} {'gate':>6} {'GB':>5} | {'baseline: process s':>19} {'gate':>6} | ratio")
+    for n, model, backend in runs:
+        this = run_child(ROOT, n, model, backend, cache)
+        old = run_child(base, n, model, backend, cache) if base and n <= args.skip_baseline_above else {}
+        ratio = f"{old['process_s'] / this['process_s']:.1f}x" if "process_s" in old and "process_s" in this else "-"
+        fmt = lambda r: f"{r['process_s']:15.1f} {r['fit_s']:7.1f} {('ok' if r['passed'] else 'FAIL'):>6} {r['peak_gb']:5.2f}" if "process_s" in r else f"{r.get('error', '-')[:40]:>37}"  # noqa: E731
+        old_s = f"{old['process_s']:19.1f} {('ok' if old['passed'] else 'FAIL'):>6}" if "process_s" in old else f"{'-':>19} {'':>6}"
+        print(f"{n:6d} {model:>9} {backend:>8} | {fmt(this)} | {old_s} | {ratio}", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""``bayesrc compare``: the CI gate's exit codes on simulated pairs with known truth (small, fast fits)."""
+"""``bayesrc compare``: the CI gate's exit codes on simulated pairs with known truth, with the defaults a user gets."""
 
 from __future__ import annotations
 
@@ -11,11 +11,8 @@ from bayesrc.cli import main
 from bayesrc.compare.gate import aggregate_change, decide
 from bayesrc.data import save_trials, simulate_pair
 
-N_ITEMS = 60
-# Small fits, a looser gate (ESS >= 100, R-hat <= 1.05): 2 x 300 draws. 2 x 150 gave a bulk ESS of
-# 142-164 on these pairs, but pi's tail ESS on the no-change pair (pi near 0) fell under 100 after a
-# change of the likelihood's floating-point order alone: too close to the gate for a test.
-FAST = ["--chains", "2", "--draws", "300", "--tune", "300", "--min-ess", "100", "--max-rhat", "1.05", "--seed", "1"]
+N_ITEMS = {"same": 2000, "worse": 60}  # the no-change pair a CI gate sees most, at benchmark size
+DEFAULTS = ["--seed", "1"]  # sampler, gate (R-hat <= 1.01, ESS >= 400, no divergences) and escalation as a user gets them
 DOWN = {d: -2.0 for d in ("physics", "law", "psychology", "economics")}
 
 
@@ -25,7 +22,7 @@ def pairs(tmp_path_factory):
     root = tmp_path_factory.mktemp("cmp")
     out = {}
     for name, kw in {"same": {"pi_change": 0.0}, "worse": {"pi_change": 0.4, "domain_shift": DOWN, "sigma_delta": 1.0}}.items():
-        sim = simulate_pair(N_ITEMS, 10, models=("base", "cand"), seed=21, **kw)
+        sim = simulate_pair(N_ITEMS[name], 10, models=("base", "cand"), seed=21, **kw)
         a, b = root / f"{name}-v1.parquet", root / f"{name}-v2.parquet"
         save_trials(sim.trials_v1, a)
         save_trials(sim.trials_v2, b)
@@ -37,7 +34,7 @@ def pairs(tmp_path_factory):
 def test_no_change_pair_exits_0(pairs, tmp_path, capsys):
     a, b, truth = pairs["same"]
     assert (truth["delta_p"] == 0).all()
-    rc = main(["compare", str(a), str(b), "--out", str(tmp_path), *FAST])
+    rc = main(["compare", str(a), str(b), "--out", str(tmp_path), *DEFAULTS])
     assert rc == 0, capsys.readouterr()
     res = json.loads((tmp_path / "compare.json").read_text())
     assert res["found"] is False and res["status"] == "ok" and res["bayes"]["n_deteriorated"] == 0 and res["exit_code"] == 0
@@ -48,7 +45,7 @@ def test_no_change_pair_exits_0(pairs, tmp_path, capsys):
 @pytest.mark.slow
 def test_real_deteriorations_exit_1(pairs, tmp_path, capsys):
     a, b, truth = pairs["worse"]
-    rc = main(["compare", str(a), str(b), "--out", str(tmp_path), *FAST])
+    rc = main(["compare", str(a), str(b), "--out", str(tmp_path), *DEFAULTS])
     assert rc == 1, capsys.readouterr()
     res = json.loads((tmp_path / "compare.json").read_text())
     assert res["found"] is True and res["bayes"]["n_deteriorated"] >= 3
@@ -86,7 +83,7 @@ def test_bad_input_exits_2_and_writes_nothing(pairs, tmp_path, capsys):
     cases.append(([str(a), str(bad)], "bad.jsonl"))
     for argv, msg in cases:
         capsys.readouterr()
-        assert main(["compare", *argv, "--out", str(out), *FAST]) == 2, argv
+        assert main(["compare", *argv, "--out", str(out), *DEFAULTS]) == 2, argv
         err = capsys.readouterr().err.strip()
         assert err.startswith("bayesrc: error:") and msg in err and len(err.splitlines()) == 1, err
     assert not out.exists()

@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -286,14 +287,23 @@ def _bayes_scores(items: pd.DataFrame, classes: np.ndarray, truth: pd.DataFrame 
 
 
 def _change_fit(counts: xr.Dataset, config, seed: int, prior: dict | None = None, fdr: float = 0.10):
-    cfg = config or SamplerConfig(chains=2, tune=500, draws=1000, seed=seed)
+    cfg = config or SamplerConfig(seed=seed)  # every command's sampler defaults
     return fit(counts, model="change", prior=prior, config=cfg, fdr=fdr)
 
 
 def _change_fit_task(n_devices: int, counts: xr.Dataset, config, seed: int, prior: dict | None, fdr: float):
     """One change-model fit of the grid (a Ray task body when mapped on Ray)."""
-    cfg = config or SamplerConfig(chains=2, tune=500, draws=1000, seed=seed)
+    cfg = config or SamplerConfig(seed=seed)
     return fit_task(n_devices, counts, {"model": "change", "prior": prior, "config": cfg, "fdr": fdr})
+
+
+def sweep_progress(config, total: int, desc: str):
+    """A progress bar over a sweep's fits (the fits' own bars off), shown as :func:`bayesrc.bayes.samplers.show_progress` says."""
+    from tqdm.auto import tqdm
+
+    from bayesrc.bayes.samplers import show_progress
+
+    return tqdm(total=total, desc=desc, unit="fit", disable=not show_progress(config.progress if config else None), leave=False)
 
 
 def _prior_fits(counts: xr.Dataset, grid: dict[str, dict], fdr: float, result, config, seed: int, mapper) -> dict:
@@ -305,9 +315,12 @@ def _prior_fits(counts: xr.Dataset, grid: dict[str, dict], fdr: float, result, c
         else:
             todo.append(name)
     if mapper is None:
-        fits.update({name: _change_fit(counts, config, seed, grid[name], fdr) for name in todo})
+        with sweep_progress(config, len(todo), "prior grid") as bar:
+            for name in todo:
+                fits[name] = _change_fit(counts, replace(config, progress=False) if config else SamplerConfig(seed=seed, progress=False), seed, grid[name], fdr)
+                bar.update()
     else:
-        chains = config.chains if config is not None else 2
+        chains = config.chains if config is not None else SamplerConfig().chains
         n_dev = max(1, min(chains, os.cpu_count() or 1))
         fits.update(zip(todo, mapper(_change_fit_task, [(n_dev, counts, config, seed, grid[n], fdr) for n in todo])))
     return {name: fits[name] for name in grid}
