@@ -9,6 +9,7 @@ written from each public package's ``__all__``.
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import shutil
 import sys
@@ -127,13 +128,22 @@ def write_api_pages() -> None:
 
 
 def copy_notebooks() -> None:
-    """The repository's notebooks, copied (when changed) next to the pages that render them."""
+    """The repository's notebooks, copied (when changed) next to the pages that render them.
+
+    The repository keeps them without outputs or kernel metadata; the copy names the Python kernel
+    (myst-nb's syntax highlighting reads it from there even when execution is off).
+    """
     dst = DOCS / "notebooks"
     dst.mkdir(exist_ok=True)
     for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        data = json.loads(nb.read_text())
+        meta = data.setdefault("metadata", {})
+        meta.setdefault("kernelspec", {"display_name": "Python 3", "language": "python", "name": "python3"})
+        meta.setdefault("language_info", {"name": "python", "pygments_lexer": "ipython3"})
+        text = json.dumps(data, indent=1, ensure_ascii=False) + "\n"
         target = dst / nb.name
-        if not target.exists() or target.read_bytes() != nb.read_bytes():
-            shutil.copyfile(nb, target)
+        if not target.exists() or target.read_text() != text:
+            target.write_text(text)
 
 
 write_api_pages()
