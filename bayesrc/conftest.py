@@ -1,4 +1,4 @@
-"""Root conftest: settings for the docstring examples that ``make test`` runs (``--doctest-modules bayesrc``).
+"""pytest settings for the docstring examples that ``make test`` runs (``--doctest-modules bayesrc``).
 
 - Examples run from the repository root, so a docstring may name a file of this repository
   (``models/gemma-3-270m-q4_k_m.toml``) as a user would from a clone.
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from _pytest.doctest import DoctestItem
 
-ROOT = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _all_skipped(item: DoctestItem) -> bool:
