@@ -58,7 +58,7 @@ demo: $(STAMP)
 # The suite with the docstrings' examples (--doctest-modules over bayesrc) and the docs built first,
 # so tests/test_docs.py screenshots the pages `make docs` just wrote instead of building them again.
 test: $(STAMP) browser lint docs
-	BAYESRC_NO_SKIP=1 BAYESRC_DOCS_HTML=docs/_build/html $(PY) -m pytest --doctest-modules bayesrc tests --durations=30 $(PYTEST_ARGS)
+	BAYESRC_NO_SKIP=1 $(PY) -m pytest --doctest-modules bayesrc tests --durations=30 $(PYTEST_ARGS)
 
 # The documentation site (Sphinx, pydata-sphinx-theme, numpydoc, myst-nb) into docs/_build/html.
 # Warnings are errors; the notebooks are executed and cached in docs/_build/.jupyter_cache.
