@@ -60,7 +60,8 @@ numpydoc_xref_param_type = False
 # --- HTML -------------------------------------------------------------------------------------
 html_theme = "pydata_sphinx_theme"
 html_title = f"bayesrc {release}"
-html_static_path: list[str] = []
+html_static_path = ["_static"]
+html_css_files = ["bayesrc.css"]
 html_theme_options = {
     "navigation_with_keys": False,
     "show_toc_level": 2,
