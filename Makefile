@@ -62,8 +62,11 @@ test: $(STAMP) browser lint docs
 
 # The documentation site (Sphinx, pydata-sphinx-theme, numpydoc, myst-nb) into docs/_build/html.
 # Warnings are errors; the notebooks are executed and cached in docs/_build/.jupyter_cache.
+# .built-with-W marks a build that passed: tests/test_docs.py reuses it while it is newer than every source.
 docs: $(STAMP)
+	rm -f docs/_build/html/.built-with-W
 	$(VENV)/bin/sphinx-build -W --keep-going -q -b html docs docs/_build/html
+	@touch docs/_build/html/.built-with-W
 
 # House style (pyproject.toml [tool.ruff]) and the package's layers (pyproject.toml
 # [tool.importlinter]: no upward import, inside functions included); tests/test_house_rules.py

@@ -2,8 +2,8 @@
 a notebook with its figure and an API page looked at in headless Chromium.
 
 The site is built once per session into a temporary folder (``python -m sphinx -W --keep-going``),
-unless ``docs/_build/html`` (what ``make docs`` writes; ``make test`` runs it first) is newer than every
-source of it: the pages in docs/, the notebooks and the package's docstrings. The executed notebooks
+unless ``docs/_build/html`` holds a build that passed with -W (``make docs`` marks it; ``make test`` runs
+it first) newer than every source of it: the pages in docs/, the notebooks and the package's docstrings. The executed notebooks
 come from the shared cache in ``docs/_build/.jupyter_cache`` either way, so only a changed notebook runs.
 """
 
@@ -49,8 +49,9 @@ def _sources() -> list[Path]:
 
 
 def _fresh(html: Path) -> bool:
-    index = html / "index.html"
-    return index.is_file() and index.stat().st_mtime >= max(p.stat().st_mtime for p in _sources())
+    """A build that passed with -W (``make docs`` touches ``.built-with-W`` after it) newer than every source."""
+    done = html / ".built-with-W"
+    return (html / "index.html").is_file() and done.is_file() and done.stat().st_mtime >= max(p.stat().st_mtime for p in _sources())
 
 
 @pytest.fixture(scope="session")
