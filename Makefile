@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 # llama-cpp-python is built once into a wheel cache keyed by version and build flags.
 # Not -march=native: on CPUs that report AMX (Sapphire Rapids and later), ggml's AMX
 # matmul kernels segfault in guests that do not grant the AMX tile state (seen on these
-# machines). AVX2 + FMA runs on any x86-64-v3 CPU; GPU builds: see the README.
+# machines). AVX2 + FMA runs on any x86-64-v3 CPU; GPU builds: see the docs (docs/guides/collect.md, "GPU").
 LLAMA_CPP_VERSION ?= 0.3.36
 LLAMA_CMAKE_ARGS  ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
 # CUDA build (`make gpu`, or GPU=cuda on any target): needs nvcc (CUDA toolkit >= 12) on the
