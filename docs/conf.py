@@ -82,6 +82,7 @@ API_MODULES = [
     ("bayesrc.results", "Typed results"),
     ("bayesrc.power", "Resolution diagnostics and planning"),
     ("bayesrc.switch", "Switch matrices"),
+    ("bayesrc.sensitivity", "Sensitivity analyses"),
     ("bayesrc.truth", "Real-model truth scoring"),
     ("bayesrc.importers", "lm-eval and Inspect importers"),
     ("bayesrc.collect", "Collection"),
