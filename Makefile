@@ -1,4 +1,4 @@
-# The README's two commands: `make demo` and `make test`. Both create .venv and
+# The README's two commands: `make demo` and `make test` (`make docs` builds the documentation site). Both create .venv and
 # install the project with all its extras first (llama-cpp-python compiles from
 # source the first time, ~7 min on 2 cores, into a wheel cache that later installs reuse).
 
@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 # llama-cpp-python is built once into a wheel cache keyed by version and build flags.
 # Not -march=native: on CPUs that report AMX (Sapphire Rapids and later), ggml's AMX
 # matmul kernels segfault in guests that do not grant the AMX tile state (seen on these
-# machines). AVX2 + FMA runs on any x86-64-v3 CPU; GPU builds: see the README.
+# machines). AVX2 + FMA runs on any x86-64-v3 CPU; GPU builds: see the docs (docs/guides/collect.md, "GPU").
 LLAMA_CPP_VERSION ?= 0.3.36
 LLAMA_CMAKE_ARGS  ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
 # CUDA build (`make gpu`, or GPU=cuda on any target): needs nvcc (CUDA toolkit >= 12) on the
@@ -24,7 +24,7 @@ endif
 # The cache key is the version and a checksum of the flags: CPU and CUDA wheels live side by side.
 WHEELS := $(HOME)/.cache/bayesrc/wheels/llama-cpp-python-$(LLAMA_CPP_VERSION)-$(shell echo '$(LLAMA_CMAKE_ARGS)' | cksum | cut -d' ' -f1)
 
-.PHONY: demo test lint venv browser clean llama-wheel gpu
+.PHONY: demo test docs lint venv browser clean llama-wheel gpu
 
 venv: $(STAMP)
 
@@ -55,8 +55,18 @@ gpu: $(STAMP)
 demo: $(STAMP)
 	$(PY) -m bayesrc demo --out runs/demo
 
-test: $(STAMP) browser lint
-	BAYESRC_NO_SKIP=1 $(PY) -m pytest --durations=30 $(PYTEST_ARGS)
+# The suite with the docstrings' examples (--doctest-modules over bayesrc) and the docs built first,
+# so tests/test_docs.py screenshots the pages `make docs` just wrote instead of building them again.
+test: $(STAMP) browser lint docs
+	BAYESRC_NO_SKIP=1 $(PY) -m pytest --doctest-modules bayesrc tests --durations=30 $(PYTEST_ARGS)
+
+# The documentation site (Sphinx, pydata-sphinx-theme, numpydoc, myst-nb) into docs/_build/html.
+# Warnings are errors; the notebooks are executed and cached in docs/_build/.jupyter_cache.
+# .built-with-W marks a build that passed: tests/test_docs.py reuses it while it is newer than every source.
+docs: $(STAMP)
+	rm -f docs/_build/html/.built-with-W
+	$(VENV)/bin/sphinx-build -W --keep-going -q -b html docs docs/_build/html
+	@touch docs/_build/html/.built-with-W
 
 # House style (pyproject.toml [tool.ruff]) and the package's layers (pyproject.toml
 # [tool.importlinter]: no upward import, inside functions included); tests/test_house_rules.py
@@ -73,4 +83,4 @@ browser:
 	  echo "warning: could not install chromium (needs root and Debian's registry); the browser test will fail"
 
 clean:
-	rm -rf $(VENV) .pytest_cache build *.egg-info
+	rm -rf $(VENV) .pytest_cache build *.egg-info docs/_build docs/jupyter_execute docs/api/generated docs/notebooks

@@ -6,7 +6,7 @@ Each command runs in a fresh interpreter (as a user's shell does); the median wa
 of each and their ratio are printed, plus whether `--help` imported pandas, xarray or
 JAX (it must not: command modules import them inside the command functions, see
 bayesrc/cli.py). Also times `bayesrc rci` end to end on 2 pairs x 2,000 items x K = 10
-(the README's "a second or two" figure) against the same numpy baseline.
+(the docs' performance page, "a second or two") against the same numpy baseline.
 """
 
 from __future__ import annotations

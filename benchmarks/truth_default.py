@@ -19,7 +19,7 @@ exact Delta p by the 90% intervals, the model's estimate of RCI's FDP beside RCI
 per-pair table of such a file. One fit takes 3-9 minutes on 2 cores; ``--jobs N`` runs N fits at
 a time (2N cores; rows then come in the order the fits finish). ``bayesrc truth`` runs the
 same on every method with its own aggregation; this script is the per-replicate view that the
-README's "current default" table comes from.
+docs' "current default" table (docs/validation/truth.md) comes from.
 """
 
 from __future__ import annotations

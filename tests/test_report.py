@@ -199,6 +199,24 @@ def test_power_and_switch_sections_from_their_commands(demo_run, tmp_path):
     assert len(re.findall(r'src="data:image/png', text)) == 4 + 2 * len(switch)
 
 
+def test_each_section_links_to_its_docs_page(demo_run, html_reports, monkeypatch, tmp_path):
+    """Every section heading links to the docs page that explains it (tests/test_docs.py checks the anchors exist)."""
+    from bayesrc.report import render
+
+    text = html_reports["minor"].read_text()
+    keys = re.findall(r'<section id="([^"]+)"', text)
+    assert {"pins", "aggregate", "rci", "figures", "power"} <= set(keys) and set(keys) <= set(render.SECTION_DOCS)
+    for key in keys:
+        heading = re.search(rf'<section id="{key}"[^>]*><h2>(.*?)</h2>', text).group(1)
+        assert f'<a class="docs" href="{render.DOCS_URL}/{render.SECTION_DOCS[key]}"' in heading, (key, heading)
+    # by default the links point at this checkout's docs/_build/html (a file: URI, no network); a published copy via BAYESRC_DOCS_URL
+    assert render.DOCS_URL.startswith("file:") and render.DOCS_URL.endswith("docs/_build/html")
+    monkeypatch.setenv("BAYESRC_DOCS_URL", "https://docs.example.org/bayesrc/")
+    monkeypatch.setattr(render, "DOCS_URL", render.default_docs_url())
+    page = build_report(shutil.copytree(demo_run, tmp_path / "run"), fmt="html")["minor"].read_text()
+    assert 'href="https://docs.example.org/bayesrc/methods/classical.html#what-uses-which-items"' in page
+
+
 def test_bad_run_dir_is_a_clear_error(tmp_path, capsys):
     with pytest.raises(InputError, match="no result files"):
         build_report(tmp_path)

@@ -28,7 +28,7 @@ correct letter (``correct_answer``), so it is on by default (``covariate=None`` 
 another item coord can be named instead).
 
 Why these priors and ``eta`` (issue 12, the same exact runs; per-replicate figures from
-``benchmarks/truth_default.py``, README "Real-model truth"):
+``benchmarks/truth_default.py``, docs/validation/truth.md):
 with K = 10 an item's own deviation from its stratum's change (SD 0.2-0.3 logits in both real
 pairs) is far below its binomial noise, so the data hardly identify ``sigma_delta``; under
 ``HalfNormal(3)`` its posterior sat near 0.13 and the 90% intervals missed 1 item in 5. The

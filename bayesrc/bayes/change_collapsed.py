@@ -84,7 +84,7 @@ def logit_grid(max_n: int) -> np.ndarray:
     Examples
     --------
     >>> x = logit_grid(10)
-    >>> len(x), float(x[1] - x[0])
+    >>> len(x), round(float(x[1] - x[0]), 12)
     (101, 0.2)
     """
     step = min(LOGIT_STEP, 2.0 / np.sqrt(max(int(max_n), 1)))

@@ -176,7 +176,7 @@ class BayesFit(Result):
         return pd.DataFrame(rows, columns=["domain", "mean", "lo90", "hi90"])
 
     def plot_forest(self, n: int = 30, **kwargs):
-        """Forest plot (arviz-plots) of the posterior Δp of the ``n`` items with the largest |mean Δp|.
+        """Forest plot (arviz-plots) of the posterior Δp of the ``n`` items with the largest ``|mean Δp|``.
 
         Returns the arviz-plots ``PlotCollection``; ``kwargs`` go to :func:`arviz_plots.plot_forest`
         (e.g. ``backend="matplotlib"``).

@@ -255,7 +255,7 @@ def crosscheck(items: pd.DataFrame, rci_items: pd.DataFrame, s_diff: float) -> t
 
     Why both: where a version change moves every item a little (a prompt change: median
     ``|dp|`` 0.03) K = 10 samples cannot tell "exactly unchanged" from "changed by a few
-    hundredths" (README, "Real-model truth"), so the sign estimate rests on the prior there;
+    hundredths" (docs/validation/truth.md, "Real-model truth"), so the sign estimate rests on the prior there;
     whether a flagged change is at least ``delta_min`` is identified.
 
     Examples

@@ -35,7 +35,7 @@ def empirical_null(
     ``RCI < -z`` among the ``count`` items (default: every item with both accuracies;
     the pipeline passes the analysable items, the set of the observed counts).
     ``s_item``: per-item S_diff (method "binomial"; symmetric in the versions, so a
-    swap only flips the sign). Swapping keeps every |Δp|, so this tests only whether
+    swap only flips the sign). Swapping keeps every ``|Δp|``, so this tests only whether
     improvements outnumber deteriorations (or the reverse), not whether the rule is
     calibrated: see :func:`bayesrc.classical.calibration.sample_level_null`.
     Vectorised over permutations.
@@ -166,7 +166,7 @@ def difficulty_bins(p_v1: np.ndarray, classes: np.ndarray, edges: tuple[float, .
 
 
 def effect_sizes(delta: np.ndarray, classes: np.ndarray) -> dict:
-    """|Δp| overall and among reliably changed items (paper 001, section 3.4).
+    """``|Δp|`` overall and among reliably changed items (paper 001, section 3.4).
 
     Examples
     --------

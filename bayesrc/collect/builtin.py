@@ -128,7 +128,10 @@ def builtin_bank(path: str | Path, n_items: int = 60, seed: int = 0) -> Path:
 
     Examples
     --------
-    >>> builtin_bank("bank.jsonl", n_items=40)  # doctest: +SKIP
+    >>> import tempfile
+    >>> bank = builtin_bank(tempfile.mkdtemp() + "/bank.jsonl", n_items=40)
+    >>> sum(1 for _ in open(bank))
+    40
     """
     path = Path(path)
     atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in builtin_items(n_items, seed)))

@@ -34,8 +34,9 @@ class ModelCard:
 
     Examples
     --------
-    >>> card = load_card("models/gemma-3-270m-q4_k_m.toml")  # doctest: +SKIP
-    >>> card.label, card.n_ctx  # doctest: +SKIP
+    >>> card = load_card("models/gemma-3-270m-q4_k_m.toml")  # a card of this repository
+    >>> card.label, card.n_ctx
+    ('gemma-3-270m-Q4_K_M', 1024)
     """
 
     card_path: Path
@@ -72,7 +73,9 @@ def load_card(path: str | Path) -> ModelCard:
 
     Examples
     --------
-    >>> card = load_card("models/gemma-3-270m-q4_k_m.toml")  # doctest: +SKIP
+    >>> card = load_card("models/gemma-3-270m-q4_k_m.toml")  # a card of this repository
+    >>> card.label
+    'gemma-3-270m-Q4_K_M'
     """
     path = Path(path)
     if not path.exists():
@@ -219,7 +222,9 @@ def shared_block(card: ModelCard, *, gguf_template: str | None = None, bos: str 
 
     Examples
     --------
-    >>> shared_block(card)  # the system prompt and template head every item starts with  # doctest: +SKIP
+    >>> card = load_card("models/gemma-3-270m-q4_k_m.toml")
+    >>> shared_block(card)[:40]  # the system prompt and template head every item starts with
+    'Answer each multiple-choice question wit'
     """
     probe = card.template.replace("{question}", _FIELD).replace("{options}", _FIELD).replace("{letters}", _FIELD)
     text = _render(card, probe, gguf_template=gguf_template, bos=bos, eos=eos)
@@ -238,8 +243,12 @@ def prompt_blocks(card: ModelCard, item: Item, *, gguf_template: str | None = No
 
     Examples
     --------
-    >>> shared, own = prompt_blocks(card, item)  # doctest: +SKIP
-    >>> own.startswith("Question: ")  # doctest: +SKIP
+    >>> import tempfile
+    >>> from bayesrc.collect import builtin_bank, load_bank
+    >>> item = load_bank(builtin_bank(tempfile.mkdtemp() + "/bank.jsonl", n_items=1)).items[0]
+    >>> card = load_card("models/gemma-3-270m-q4_k_m.toml")
+    >>> shared, own = prompt_blocks(card, item)
+    >>> own.startswith("Question: ")
     True
     """
     full = build_prompt(card, item, gguf_template=gguf_template, bos=bos, eos=eos)

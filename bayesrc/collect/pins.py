@@ -32,8 +32,10 @@ class Comparison:
 
     Examples
     --------
-    >>> comp = compare_runs("runs/v1", "runs/v2")  # doctest: +SKIP
-    >>> comp.comparable, comp.differences[["field", "status"]]  # doctest: +SKIP
+    >>> from bayesrc.datasets import path
+    >>> comp = compare_runs(path("exact_gemma/q4"), path("exact_gemma/q3"))  # bundled exact runs
+    >>> comp.comparable
+    True
     """
 
     run_a: str
@@ -81,8 +83,9 @@ def compare_runs(run_a: str | Path, run_b: str | Path, *, allow: Iterable[str] =
 
     Examples
     --------
-    >>> print(compare_runs("runs/v1", "runs/v2").summary())  # doctest: +SKIP
-    comparable: runs/v1 vs runs/v2
+    >>> from bayesrc.datasets import path
+    >>> print(compare_runs(path("exact_gemma/q4"), path("exact_gemma/q3")).summary())  # doctest: +ELLIPSIS
+    comparable: ...
       allowed   model.file_sha256: ... | ...
     """
     ra, rb = read_run_record(run_a), read_run_record(run_b)

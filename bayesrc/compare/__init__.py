@@ -1,4 +1,4 @@
-"""The upgrade gate: ``bayesrc compare V1 V2`` for CI (README "CI gate after an upgrade")."""
+"""The upgrade gate: ``bayesrc compare V1 V2`` for CI (docs/guides/ci_gate.md)."""
 
 from bayesrc.compare.gate import FAIL_ON, CompareResult, compare, markdown_summary
 

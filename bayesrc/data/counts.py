@@ -231,8 +231,10 @@ def load_counts(
 
     Examples
     --------
-    >>> ds = load_counts(["runs/v1/trials.parquet", "runs/v2/trials.parquet"])  # doctest: +SKIP
-    >>> ds["p"].sel(version=ds["version"][0]).mean()  # doctest: +SKIP
+    >>> from bayesrc.datasets import GREEDY_LLAMA3, path
+    >>> ds = load_counts([path(f) for f in GREEDY_LLAMA3], greedy=True, on_unmatched="drop")  # bundled greedy answers
+    >>> dict(ds.sizes)["item"], round(float(ds["p"].sel(version=ds["version"][0]).mean()), 3)
+    (2000, 0.384)
     """
     trials = [load_trials(p, greedy=greedy) for p in paths]
     if versions is None:
@@ -289,9 +291,12 @@ def save_counts(ds: xr.Dataset, path: str | Path) -> Path:
 
     Examples
     --------
-    >>> counts = load_counts(["v1.jsonl", "v2.jsonl"])         # doctest: +SKIP
-    >>> save_counts(counts, "counts.nc")                        # doctest: +SKIP
-    >>> open_counts("counts.nc").identical(counts)              # doctest: +SKIP
+    >>> import tempfile
+    >>> from bayesrc.data import item_counts, simulate_pair
+    >>> sim = simulate_pair(20, 5, seed=0)
+    >>> counts = item_counts(sim.trials_v1, sim.trials_v2)
+    >>> nc = save_counts(counts, tempfile.mkdtemp() + "/counts.nc")
+    >>> open_counts(nc).identical(counts)
     True
     """
     import json
@@ -320,7 +325,12 @@ def open_counts(path: str | Path) -> xr.Dataset:
 
     Examples
     --------
-    >>> save_counts(ds, "counts.nc"); open_counts("counts.nc").identical(ds)  # doctest: +SKIP
+    >>> import tempfile
+    >>> from bayesrc.data import item_counts, simulate_pair
+    >>> sim = simulate_pair(20, 5, seed=0)
+    >>> ds = item_counts(sim.trials_v1, sim.trials_v2)
+    >>> nc = save_counts(ds, tempfile.mkdtemp() + "/counts.nc")
+    >>> open_counts(nc).identical(ds)
     True
     """
     import json

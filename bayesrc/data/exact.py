@@ -98,8 +98,10 @@ def load_exact(run: str | Path) -> ExactRun:
 
     Examples
     --------
-    >>> run = load_exact("runs/exact_q4")                       # doctest: +SKIP
-    >>> run.items[["item_id", "p", "correct_answer"]].head()    # doctest: +SKIP
+    >>> from bayesrc.datasets import path
+    >>> run = load_exact(path("exact_gemma/q4"))  # bundled: Gemma-3-270M Q4_K_M, 300 items
+    >>> run.items[["item_id", "p", "correct_answer"]].shape
+    (300, 3)
     """
     root = Path(run)
     if root.is_file():
@@ -154,8 +156,10 @@ def exact_truth(run_v1, run_v2) -> pd.DataFrame:
 
     Examples
     --------
-    >>> truth = exact_truth("runs/exact_q4", "runs/exact_q3")  # doctest: +SKIP
-    >>> truth["delta_p"].abs().median()  # doctest: +SKIP
+    >>> from bayesrc.datasets import path
+    >>> truth = exact_truth(path("exact_gemma/q4"), path("exact_gemma/q3"))  # bundled real runs
+    >>> round(float(truth["delta_p"].abs().median()), 2), len(truth)
+    (0.17, 300)
     """
     a, b = _as_exact(run_v1), _as_exact(run_v2)
     ia, ib = a.items.set_index("item_id"), b.items.set_index("item_id")

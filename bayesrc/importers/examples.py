@@ -225,7 +225,9 @@ def write_examples(out_dir: str | Path, *, n_items: int = 24, k: int = 5, seed: 
 
     Examples
     --------
-    >>> write_examples("examples", n_items=24, k=5)  # {'lm-eval': [...], 'inspect': [...]}  # doctest: +SKIP
+    >>> import tempfile
+    >>> sorted(write_examples(tempfile.mkdtemp(), n_items=24, k=5))
+    ['inspect', 'lm-eval']
     """
     out_dir = Path(out_dir)
     written: dict[str, list[Path]] = {"lm-eval": [], "inspect": []}

@@ -174,8 +174,12 @@ def read_inspect(
 
     Examples
     --------
-    >>> trials = read_inspect("logs/2025-01-01_mmlu-pro_v1.eval")  # doctest: +SKIP
-    >>> trials.groupby("item_id")["is_correct"].mean().head()  # doctest: +SKIP
+    >>> import tempfile
+    >>> from bayesrc.importers import write_examples
+    >>> logs = write_examples(tempfile.mkdtemp(), n_items=24, k=5)["inspect"]  # generated Inspect logs
+    >>> trials = read_inspect(logs[0])
+    >>> trials["item_id"].nunique(), int(trials.groupby("item_id").size().max())
+    (24, 5)
     """
     path = Path(path)
     notes = notes if notes is not None else []

@@ -192,7 +192,13 @@ def read_lm_eval(
 
     Examples
     --------
-    >>> trials = read_lm_eval("lm_eval_out/gemma", model="gemma")  # doctest: +SKIP
+    >>> import tempfile
+    >>> from bayesrc.importers import write_examples
+    >>> out = tempfile.mkdtemp()
+    >>> _ = write_examples(out, n_items=24, k=5)  # generated lm-eval --log_samples files
+    >>> trials = read_lm_eval(out + "/lm-eval/example-v1", model="v1")
+    >>> trials["item_id"].nunique(), int(trials.groupby("item_id").size().max())
+    (24, 5)
     """
     if isinstance(sources, (str, Path)):
         sources = [sources]

@@ -57,7 +57,7 @@ class PowerReport(Result):
         return pd.DataFrame(self.payload.get("unresolved", []))
 
     def plot_resolution(self, ax=None):
-        """Observed |Δ| of each pair against its minimum resolvable Δ at the sample size; returns the Figure."""
+        """Observed ``|Δ|`` of each pair against its minimum resolvable Δ at the sample size; returns the Figure."""
         t = self.pairs()
         fig = ax.figure if ax is not None else new_figure(figsize=(5, 3))
         ax = ax or fig.add_subplot()

@@ -5,13 +5,19 @@ so the file opens anywhere (also offline, also in headless Chromium). A small
 inline script sets ``<body data-report-status="...">`` once the page has loaded:
 ``ok`` if every image decoded with a non-zero size, else ``broken:N`` — a check
 that ``chromium --dump-dom`` reveals.
+
+Each section's heading links to the documentation page that explains it: ``DOCS_URL`` (the
+environment variable ``BAYESRC_DOCS_URL`` if set, else the ``docs/_build/html`` folder that
+``make docs`` writes in this checkout, as a ``file:`` URI) joined with ``SECTION_DOCS[key]``.
 """
 
 from __future__ import annotations
 
 import base64
 import html
+import os
 import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -19,6 +25,52 @@ import pandas as pd
 from bayesrc import __version__
 from bayesrc.markdown import markdown_table
 from bayesrc.report.sections import Figure, Section, Table, Text
+
+
+def default_docs_url() -> str:
+    """Base address of the documentation: ``$BAYESRC_DOCS_URL``, else this checkout's ``docs/_build/html``.
+
+    Examples
+    --------
+    >>> default_docs_url().endswith("docs/_build/html") or "BAYESRC_DOCS_URL" in os.environ
+    True
+    """
+    env = os.environ.get("BAYESRC_DOCS_URL", "").strip()
+    return env.rstrip("/") if env else (Path(__file__).resolve().parents[2] / "docs" / "_build" / "html").as_uri()
+
+
+DOCS_URL = default_docs_url()
+
+# The docs page (and anchor) that explains each report section, relative to DOCS_URL.
+SECTION_DOCS = {
+    "pins": "guides/collect.html#pins",
+    "aggregate": "methods/classical.html#what-uses-which-items",
+    "rci": "methods/classical.html#is-the-classification-calibrated-spec-2-1",
+    "figures": "methods/classical.html#what-uses-which-items",
+    "bayes_items": "methods/bayesian.html#the-models",
+    "domain_shift": "methods/bayesian.html#the-models",
+    "diagnostics": "methods/bayesian.html#the-convergence-gate",
+    "crosscheck": "methods/bayesian.html#outputs-selection-and-the-cross-check",
+    "power": "guides/planning.html#resolution-diagnostics-of-existing-scores",
+    "switch": "guides/switch.html#shared-baselines-and-the-noise-floor-spec-4",
+    "sensitivity": "guides/reports.html#sensitivity-analyses",
+    "truth": "guides/exact_truth.html#scoring-methods-against-real-model-truth",
+}
+
+
+def docs_link(key: str, base: str | None = None) -> str | None:
+    """The documentation address for report section ``key`` (None for a section without a page).
+
+    Examples
+    --------
+    >>> docs_link("diagnostics", base="https://example.org/bayesrc")
+    'https://example.org/bayesrc/methods/bayesian.html#the-convergence-gate'
+    >>> docs_link("no-such-section") is None
+    True
+    """
+    page = SECTION_DOCS.get(key)
+    return None if page is None else f"{(DOCS_URL if base is None else base).rstrip('/')}/{page}"
+
 
 CSS = """
 body{font-family:DejaVu Sans,Helvetica,Arial,sans-serif;max-width:1100px;margin:1.5em auto;padding:0 1em;color:#222;line-height:1.45}
@@ -35,6 +87,7 @@ figure{margin:1em 0}
 figure img{max-width:100%;height:auto;border:1px solid #eee}
 figcaption{font-size:.85em;color:#555}
 .waiting{color:#777;font-style:italic}
+a.docs{font-size:.65em;font-weight:normal;margin-left:.8em;color:#4c72b0}
 footer{margin-top:3em;font-size:.8em;color:#777}
 """
 
@@ -90,7 +143,9 @@ def render_html(title: str, sections: list[Section], *, subtitle: str = "") -> s
                 inner.append(_table_html(b))
             elif isinstance(b, Figure):
                 inner.append(_figure_html(b))
-        parts.append(f'<section id="{s.key}" data-status="{s.status}"><h2>{html.escape(s.title)}</h2>{"".join(inner)}</section>')
+        link = docs_link(s.key)
+        doc = f' <a class="docs" href="{html.escape(link)}" title="What this section shows and how it is computed">docs</a>' if link else ""
+        parts.append(f'<section id="{s.key}" data-status="{s.status}"><h2>{html.escape(s.title)}{doc}</h2>{"".join(inner)}</section>')
 
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'

@@ -39,8 +39,10 @@ class SwitchData:
 
     Examples
     --------
-    >>> data = load_switch("switch_matrix_cells.csv", benchmark="coqa")  # doctest: +SKIP
-    >>> data.models["coqa"][:2]  # doctest: +SKIP
+    >>> from bayesrc.datasets import SWITCH_CELLS, path
+    >>> data = load_switch(path(SWITCH_CELLS), benchmark="coqa")  # the published cells, bundled
+    >>> len(data.models["coqa"])
+    9
     """
 
     kind: str

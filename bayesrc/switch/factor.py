@@ -63,7 +63,7 @@ class AdditiveFit:
 
     ``alpha`` / ``beta``: pandas Series indexed by model (sum zero); ``alpha_se`` /
     ``beta_se``: OLS standard errors; ``cells``: prefix, suffix, observed, pred, resid,
-    loo_pred, loo_resid sorted by |resid| (largest first).
+    loo_pred, loo_resid sorted by ``|resid|`` (largest first).
 
     Examples
     --------

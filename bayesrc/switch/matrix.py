@@ -217,7 +217,7 @@ def switch_effects(data: SwitchData, *, n_boot: int = 1000, seed: int | None = 0
     """Switch effects Δ_ab with intervals and significance stars, dims (prefix, suffix).
 
     Variables: ``delta`` (0 on the diagonal), ``ci_low``/``ci_high`` (95 %), ``se``,
-    ``n`` (paired episodes) and ``stars`` ('*' / '**' / '***': the 95 / 99 / 99.9 %
+    ``n`` (paired episodes) and ``stars`` (``'*'`` / ``'**'`` / ``'***'``: the 95 / 99 / 99.9 %
     interval excludes zero). ``pairing_rho`` (cell data only): assumed within-episode
     correlation of a → b and b → b scores, SE² = SE_ab² + SE_bb² − 2ρ SE_ab SE_bb
     (0: the unpaired upper bound). ``n_boot = 0`` (episode data): no BCa intervals or stars,
