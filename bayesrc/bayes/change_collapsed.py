@@ -25,7 +25,7 @@ once per fit (:func:`likelihood_tables`); what the sampler evaluates is
   product of the per-(stratum, outcome) weights with the version-1 binomial table.
 
 So a gradient costs a few dense matrix products and no transcendental function of the data
-(0.4-1.3 ms for 40-2,000 items against 13.5 ms before; ``benchmarks/change_likelihood.py``).
+(0.4-0.7 ms for 40-2,000 items on a loaded 2-core machine, against 13.5 ms before on 11 strata; ``benchmarks/change_likelihood.py`` compares them on one shape).
 The trapezoid rule on a fixed grid converges geometrically for these analytic integrands while
 the grid step is below the narrowest width involved (the binomial's ``2 / sqrt(n)`` logits,
 ``sigma_theta``, ``sigma_delta``): relative error below 1e-6 against ``scipy.integrate.dblquad``
