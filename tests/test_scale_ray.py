@@ -227,8 +227,7 @@ PRIOR = {"pi_a": 1.0, "pi_b": 9.0}  # not the default prior: the prior-grid test
 def _fit_kwargs():
     from bayesrc.bayes import SamplerConfig
 
-    # Ray plumbing, not convergence: short chains, one attempt (the gate verdict is compared serial vs Ray too)
-    return {"model": "change", "prior": PRIOR, "config": SamplerConfig(chains=2, draws=100, tune=100, seed=7), "escalate": False}
+    return {"model": "change", "prior": PRIOR, "config": SamplerConfig(seed=7)}  # the defaults a user gets
 
 
 def _n_devices() -> int:
