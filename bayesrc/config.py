@@ -95,8 +95,7 @@ def prepare_jax():
     cache = _default_cache() if SETTINGS.compile_cache == "" else SETTINGS.compile_cache
     if cache and cache != "off" and not jax.config.jax_compilation_cache_dir:
         jax.config.update("jax_compilation_cache_dir", cache)
-        # every compile, the many small ones of a model's first (eager) trace too: a later process loads them
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
         jax.config.update("jax_compilation_cache_max_size", 256 * 2**20)  # LRU-evicted; a sampler is ~1 MB, an eager op a few kB
     return jax
 

@@ -43,9 +43,12 @@ def _start_node(args: list[str], env: dict) -> subprocess.Popen:
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def ray_cluster():
-    """Head (1 CPU) + a second node (1 CPU) joined with ``ray start --address``; the test driver connects."""
+    """Head (1 CPU) + a second node (1 CPU) joined with ``ray start --address``; the test driver connects.
+
+    Module scope: the cluster and the driver's Ray threads are gone before the next test file
+    (two suite runs segfaulted inside XLA's compiler in later files while Ray was still attached)."""
     ray = pytest.importorskip("ray")
     tmp = tempfile.mkdtemp(prefix="brc-ray-", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
     port = free_port()
