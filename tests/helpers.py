@@ -1,13 +1,27 @@
-"""Process helpers shared by the tests that start real servers and clusters (tests/conftest.py puts
-this folder on ``sys.path``): a free local port, and stopping what a test started, by process id."""
+"""Process helpers shared by the tests that start real servers, clusters and browsers (tests/conftest.py puts
+this folder on ``sys.path``): a free local port, stopping what a test started, by process id, and headless chromium."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import time
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+]  # the browser tests' headless chromium (report, docs)
 
 
 def free_port() -> int:

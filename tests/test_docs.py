@@ -11,31 +11,19 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import CHROMIUM, CHROMIUM_FLAGS
 
 from bayesrc.report.render import SECTION_DOCS
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 BUILT = DOCS / "_build" / "html"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--hide-scrollbars",
-]
 GENERATED = ("_build", "jupyter_execute", "api/generated", "notebooks")
 GUIDES = ("compare_notebook", "ci_gate", "import_logs", "collect", "exact_truth", "switch", "planning", "reports")
 NOTEBOOKS = ("01_quickstart", "02_version_comparison", "03_switch_matrices", "04_planning")

@@ -12,23 +12,11 @@ import subprocess
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import CHROMIUM, CHROMIUM_FLAGS
 
 from bayesrc.cli import main
 from bayesrc.errors import InputError
 from bayesrc.report import build_report, load_run, report_sections
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--hide-scrollbars",
-]
 
 
 @pytest.fixture(scope="module")

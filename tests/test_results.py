@@ -225,7 +225,7 @@ def test_compare_result_roundtrip(tmp_path):
     from bayesrc.data import item_counts, simulate_pair
 
     sim = simulate_pair(40, 10, models=("v1", "v2"), seed=4)
-    res = compare(item_counts(sim.trials_v1, sim.trials_v2), config=SamplerConfig(chains=2, draws=150, tune=150, seed=1), min_ess=10.0, max_rhat=1.5, max_divergences=1000)
+    res = compare(item_counts(sim.trials_v1, sim.trials_v2), config=SamplerConfig(seed=1))  # the defaults a user gets
     assert isinstance(res, CompareResult) and res.fit is not None
     loaded = _roundtrip(res, tmp_path)
     assert loaded.exit_code == res.exit_code and loaded.versions == ("v1", "v2") and loaded.fit is None
