@@ -256,8 +256,9 @@ def change_kernel(ops, tables, mu, sigma, shift, slope, sigma_delta):
     :func:`prior_weights` (rows sum to 1, tails on the end nodes, :func:`grid_spread`).
 
     Without the slope (``slope`` the float 0.0) ``m_s`` is constant and ``K_s`` Toeplitz inside
-    the grid: one row of exponentials over the ``2J - 1`` offsets per stratum, spread by index.
-    A row whose centre lies so far outside the grid that its density underflows is all tail.
+    the grid: one row of squared distances over the ``2J - 1`` offsets per stratum, spread by index.
+    A row whose centre lies far outside the grid keeps its nearest node's weight (then scaled by its
+    tiny inside mass), never a 0 / 0.
     """
     x = tables["x"]
     half = 0.5 * (x[1] - x[0])
@@ -265,14 +266,15 @@ def change_kernel(ops, tables, mu, sigma, shift, slope, sigma_delta):
     if isinstance(slope, float) and slope == 0.0:
         n = x.shape[0]
         offsets = (np.arange(2 * n - 1) - (n - 1)) * (x[1] - x[0])
-        lk = -0.5 * ((offsets[None, :] - shift[:, None]) / sigma_delta[:, None]) ** 2
-        k = ops.xp.exp(lk - ops.xp.max(lk, axis=-1, keepdims=True))[:, tables["toeplitz"]]
+        lk = (-0.5 * ((offsets[None, :] - shift[:, None]) / sigma_delta[:, None]) ** 2)[:, tables["toeplitz"]]
         centre = x[None, :] + shift[:, None]
     else:
         centre = x[None, :] + shift[:, None] + slope * (x[None, :] - mu[:, None]) / sigma[:, None]  # (stratum, node)
         lk = -0.5 * ((x[None, None, :] - centre[:, :, None]) / sigma_delta[:, None, None]) ** 2
-        k = ops.xp.exp(lk - ops.xp.max(lk, axis=-1, keepdims=True))
-    inside = k / ops.maximum(k.sum(-1, keepdims=True), 1e-300)
+    # Each row's own maximum: a row centred far beyond the grid (all its exponentials below 1e-300
+    # relative to the whole kernel's peak) then still sums to >= 1; its gradient stays finite.
+    k = ops.xp.exp(lk - ops.xp.max(lk, axis=-1, keepdims=True))
+    inside = k / k.sum(-1, keepdims=True)
     sd = sigma_delta[:, None]
     return _lump_tails(ops, inside, ops.ndtr((x[0] - half - centre) / sd), ops.ndtr((centre - x[-1] - half) / sd))
 
