@@ -59,14 +59,18 @@ def run_numpyro(model: Callable, data: dict[str, Any], cfg: SamplerConfig, coord
         return _run_numpyro(jax, model, data, cfg, coords, dims)
 
 
-def _chain_functions(jax, model: Callable, data: dict, cfg: SamplerConfig):
-    """Compiled ``(start, advance, constrain)`` for ``model``: NUTS state per chain from an
-    initial point, ``length`` transitions collecting (z, diverging, n_steps), and the
-    constrained values (deterministic sites included) of unconstrained draws."""
+def _chain_functions(jax, model: Callable, data: dict, cfg: SamplerConfig, keys):
+    """Compiled ``(inits, start, advance, constrain)`` for ``model``: an initial point per key
+    (from the prior), NUTS state per chain, ``length`` transitions collecting (z, diverging,
+    n_steps), and the constrained values (deterministic sites included) of unconstrained draws.
+
+    ``start`` and ``advance`` take chains as (device, chain on that device): ``pmap`` over the
+    devices, ``vmap`` over each device's chains (all chains run at once, however many devices).
+    """
     from numpyro.infer.hmc import hmc
     from numpyro.infer.util import initialize_model
 
-    info = initialize_model(jax.random.PRNGKey(cfg.seed), model, model_kwargs=data, dynamic_args=True)
+    info = initialize_model(keys, model, model_kwargs=data, dynamic_args=True)  # one initial point per key
     init_kernel, sample_kernel = hmc(potential_fn_gen=info.potential_fn, algo="NUTS")
 
     def start(key, z0, data):
@@ -77,14 +81,14 @@ def _chain_functions(jax, model: Callable, data: dict, cfg: SamplerConfig):
             st = sample_kernel(st, model_kwargs=data)
             return st, (st.z, st.diverging, st.num_steps)
 
-        return jax.lax.scan(step, state, None, length=length)
+        return jax.vmap(lambda st: jax.lax.scan(step, st, None, length=length))(state)
 
     def constrain(z, data):
         return info.postprocess_fn(**data)(z)
 
-    pmap_start = jax.pmap(start, in_axes=(0, 0, None))
+    pmap_start = jax.pmap(jax.vmap(start, in_axes=(0, 0, None)), in_axes=(0, 0, None))
     pmap_advance = jax.pmap(advance, in_axes=(0, None, None), static_broadcasted_argnums=2)
-    return pmap_start, pmap_advance, jax.jit(jax.vmap(constrain, (0, None)))
+    return info.param_info.z, pmap_start, pmap_advance, jax.jit(jax.vmap(constrain, (0, None)))
 
 
 def _chunk(cfg: SamplerConfig) -> int:
@@ -99,31 +103,24 @@ def _chunk(cfg: SamplerConfig) -> int:
 
 def _run_numpyro(jax, model: Callable, data: dict[str, Any], cfg: SamplerConfig, coords: dict, dims: dict):
     import jax.numpy as jnp
-    from numpyro.infer.util import initialize_model
 
     data = jax.tree.map(jnp.asarray, data)
-    start, advance, constrain = _chain_functions(jax, model, data, cfg)
-    per_round = max(1, min(cfg.chains, jax.local_device_count()))
     keys = jax.random.split(jax.random.PRNGKey(cfg.seed), 2 * cfg.chains)
-    inits = initialize_model(keys[cfg.chains :], model, model_kwargs=data, dynamic_args=True).param_info.z  # per chain, from the prior
+    inits, start, advance, constrain = _chain_functions(jax, model, data, cfg, keys[cfg.chains :])
+    n_dev = max(1, min(cfg.chains, jax.local_device_count()))
+    per_dev = -(-cfg.chains // n_dev)
+    idx = np.arange(n_dev * per_dev) % cfg.chains  # chains beyond cfg.chains (uneven split) repeat one, dropped below
+    grid = lambda a: a[idx].reshape(n_dev, per_dev, *a.shape[1:])  # noqa: E731
     chunk, total = _chunk(cfg), cfg.tune + cfg.draws
-    draws, diverging, n_steps = [], [], []
+    state, out = start(grid(keys), jax.tree.map(grid, inits), data), []
     with progress_bar(cfg, total * cfg.chains) as bar:
-        for first in range(0, cfg.chains, per_round):
-            idx = np.arange(first, first + per_round) % cfg.chains  # a short last round repeats chains, dropped below
-            state = start(keys[idx], jax.tree.map(lambda a: a[idx], inits), data)
-            out = []
-            for _ in range(0, total, chunk):
-                state, got = advance(state, data, chunk)
-                out.append(got)
-                bar.update(chunk * min(per_round, cfg.chains - first))
-            z, div, steps = (jax.tree.map(lambda *a: np.concatenate(a, 1)[:, cfg.tune :], *parts) for parts in zip(*out))
-            keep = slice(0, min(per_round, cfg.chains - first))
-            draws.append(jax.tree.map(lambda a: a[keep], z))
-            diverging.append(div[keep])
-            n_steps.append(steps[keep])
-    z = jax.tree.map(lambda *a: np.concatenate(a, 0), *draws)
-    return _datatree(jax, z, np.concatenate(diverging), np.concatenate(n_steps), constrain, data, coords, dims)
+        for _ in range(0, total, chunk):
+            state, got = advance(state, data, chunk)
+            out.append(got)
+            bar.update(chunk * cfg.chains)
+    flat = lambda *a: np.concatenate(a, 2).reshape(n_dev * per_dev, total, *a[0].shape[3:])[: cfg.chains, cfg.tune :]  # noqa: E731
+    z, diverging, n_steps = (jax.tree.map(flat, *parts) for parts in zip(*out))
+    return _datatree(jax, z, diverging, n_steps, constrain, data, coords, dims)
 
 
 def _datatree(jax, z: dict, diverging: np.ndarray, n_steps: np.ndarray, constrain, data: dict, coords: dict, dims: dict):
