@@ -291,9 +291,12 @@ def iter_jsonl(path: str | Path, *, what: str = "a JSON object per line", hint: 
     (``hint`` is appended to the malformed-JSON message, e.g. "partial log?").
     """
     path = Path(path)
-    with path.open("r", encoding="utf-8") as fh:
+    with path.open("rb") as fh:
         for lineno, raw in enumerate(fh, start=1):
-            text = raw.strip()
+            try:
+                text = raw.decode("utf-8").strip()
+            except UnicodeDecodeError as exc:
+                raise InputError(f"not UTF-8 text ({exc.reason} at byte {exc.start} of the line)", path=path, line=lineno) from None
             if not text:
                 continue
             try:
@@ -371,4 +374,6 @@ def read_run_record(run: str | Path) -> dict | None:
                 return json.loads(c.read_text(encoding="utf-8"))
             except json.JSONDecodeError as exc:
                 raise InputError(f"malformed run record ({exc.msg})", path=c, line=exc.lineno) from None
+            except UnicodeDecodeError as exc:
+                raise InputError(f"run record is not UTF-8 text ({exc.reason} at byte {exc.start})", path=c) from None
     return None

@@ -173,6 +173,8 @@ class Result:
         if not main.is_file():
             raise InputError(f"no {cls.main_file} here", path=folder)
         payload = read_json(main)
+        if not isinstance(payload, dict):
+            raise InputError(f"expected a JSON object, got {type(payload).__name__}", path=main)
         obj = cls(payload)
         tables = {n: read_parquet(p) for n, p in obj.table_names_on_disk(folder).items()}
         if tables:
@@ -230,6 +232,8 @@ def read_json(path: Path) -> Any:
         return json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise InputError(f"malformed JSON ({exc.msg})", path=path, line=exc.lineno) from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", path=path) from None
 
 
 def read_parquet(path: Path) -> pd.DataFrame:

@@ -85,6 +85,16 @@ def _read(path: Path, fields: tuple[str, ...]) -> pd.DataFrame:
     return df
 
 
+def _as_boolean(col: pd.Series, path: Path) -> pd.Series:
+    """A true / false / null column as pandas' nullable boolean; anything else is an InputError."""
+    try:
+        return col.astype("boolean")
+    except (TypeError, ValueError):
+        ok = col.map(lambda v: v is None or v is pd.NA or isinstance(v, bool | np.bool_) or (isinstance(v, float) and np.isnan(v)))
+        i = int(np.flatnonzero(~ok.to_numpy(bool))[0]) if not ok.all() else 0
+        raise InputError(f"expected true, false or null, got {col.iloc[i]!r}", path=path, line=i + 1, field=str(col.name)) from None
+
+
 def _check_prob(df: pd.DataFrame, col: str, path: Path) -> None:
     v = pd.to_numeric(df[col], errors="coerce").to_numpy(float)
     bad = ~np.isfinite(v) | (v < -1e-12) | (v > 1 + 1e-9)
@@ -126,7 +136,7 @@ def load_exact(run: str | Path) -> ExactRun:
     dist = dist.copy()
     dist["item_id"] = dist["item_id"].astype(str)
     dist["answer"] = dist["answer"].astype("string")
-    dist["is_correct"] = dist["is_correct"].astype("boolean")
+    dist["is_correct"] = _as_boolean(dist["is_correct"], dist_p)
     unknown = ~dist["item_id"].isin(items["item_id"])
     if unknown.any():
         i = int(np.flatnonzero(unknown)[0])

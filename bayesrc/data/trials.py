@@ -178,7 +178,7 @@ def normalise_trials(
     df["model"] = df["model"].astype(str)
     models = df["model"].unique()
     if len(models) > 1:
-        raise InputError(f"one model per file expected, found {sorted(models)[:3]}", path=path, field="model")
+        raise InputError(f"one model per file expected, found {sorted(map(str, models))[:3]}", path=path, field="model")
 
     for col in ("seed", "response", "extracted", "correct_answer"):
         if col not in df:
