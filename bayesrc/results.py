@@ -50,6 +50,7 @@ import pandas as pd
 
 from bayesrc.errors import InputError
 from bayesrc.io import atomic_write_json, dumps_json, staged_output
+from bayesrc.io import read_parquet as io_read_parquet
 
 #: version of the result payloads' layout (the ``format`` key every payload carries)
 FORMAT = 1
@@ -238,10 +239,7 @@ def read_json(path: Path) -> Any:
 
 def read_parquet(path: Path) -> pd.DataFrame:
     """A Parquet file; an unreadable one is an :class:`InputError` naming the file."""
-    try:
-        return pd.read_parquet(path)
-    except Exception as exc:  # pyarrow raises many types for corrupt files
-        raise InputError(f"unreadable Parquet ({type(exc).__name__})", path=path) from None
+    return io_read_parquet(path)
 
 
 def read_posterior(path: str | Path):

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from bayesrc.errors import InputError
-from bayesrc.io import atomic_write_json, read_run_record, staged_output
+from bayesrc.io import atomic_write_json, read_parquet, read_run_record, staged_output
 
 ITEM_FIELDS = ("item_id", "domain", "p_correct", "p_missing", "p_unresolved", "n_expanded")
 DIST_FIELDS = ("item_id", "domain", "answer", "prob", "is_correct")
@@ -75,10 +75,7 @@ class ExactRun:
 def _read(path: Path, fields: tuple[str, ...]) -> pd.DataFrame:
     if not path.is_file():
         raise InputError("not an exact run (file missing; trials runs hold trials.parquet instead)", path=path)
-    try:
-        df = pd.read_parquet(path)
-    except Exception as exc:  # pyarrow raises many types for corrupt files
-        raise InputError(f"unreadable Parquet ({type(exc).__name__})", path=path) from None
+    df = read_parquet(path)
     for f in fields:
         if f not in df:
             raise InputError("missing required column", path=path, field=f)
