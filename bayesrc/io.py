@@ -30,7 +30,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from bayesrc.errors import InputError
-from bayesrc.locking import output_lock
+from bayesrc.locking import output_lock, swappable
 
 
 def _json_default(obj: Any) -> Any:
@@ -99,7 +99,9 @@ def staged_output(out_dir: str | Path) -> Iterator[Path]:
     exchange of the two names (``renameat2(RENAME_EXCHANGE)`` on Linux; elsewhere two
     renames, undone by :func:`recover_output` if the process dies between them), and the
     old folder is deleted. A reader or a crash therefore sees the whole old folder or the
-    whole new one, never a mix. On an exception nothing in ``out_dir`` changes. The writer
+    whole new one, never a mix. (A folder that cannot be renamed, a mount point or one in a
+    read-only parent, gets its entries replaced one by one instead, each atomically.) On an
+    exception nothing in ``out_dir`` changes. The writer
     lock (:func:`bayesrc.locking.output_lock`) is held throughout, so a second process
     writing the same folder is refused (:class:`~bayesrc.errors.InputError`).
 
@@ -118,12 +120,23 @@ def staged_output(out_dir: str | Path) -> Iterator[Path]:
     """
     with output_lock(out_dir) as target:
         recover_output(target)
-        stage = _new_dir_beside(target, "new")
+        in_place = not swappable(target)
+        stage = Path(tempfile.mkdtemp(prefix=".staging-", dir=target)) if in_place else _new_dir_beside(target, "new")
         try:
             yield stage
-            _commit(stage, target)
+            _replace_entries(stage, target) if in_place else _commit(stage, target)
         finally:
             shutil.rmtree(stage, ignore_errors=True)
+
+
+def _replace_entries(stage: Path, target: Path) -> None:
+    """Move each entry of ``stage`` into ``target`` (each atomic, not all together): for a
+    folder that cannot be swapped by renaming, such as a mount point."""
+    for entry in sorted(stage.iterdir()):
+        dest = target / entry.name
+        if entry.is_dir() and dest.exists():
+            shutil.rmtree(dest)
+        os.replace(entry, dest)
 
 
 def recover_output(out_dir: str | Path) -> Path:

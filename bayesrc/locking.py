@@ -26,8 +26,20 @@ _HELD: dict[Path, list[int]] = {}  # resolved output path -> [lock file descript
 _GUARD = threading.Lock()
 
 
+def swappable(target: Path) -> bool:
+    """Whether a folder can be replaced by renaming: not a mount point, its parent writable.
+
+    Examples
+    --------
+    >>> swappable(Path("/")), swappable(Path("/no/such/folder"))
+    (False, True)
+    """
+    return not target.is_dir() or not (os.path.ismount(target) or not os.access(target.parent, os.W_OK))
+
+
 def lock_path(out: str | Path) -> Path:
-    """The lock file of an output path: ``.NAME.lock`` beside it.
+    """The lock file of an output path: ``.NAME.lock`` beside it (inside it, ``.bayesrc.lock``,
+    for a folder that cannot be swapped by renaming, such as a mount point).
 
     Examples
     --------
@@ -35,7 +47,7 @@ def lock_path(out: str | Path) -> Path:
     '/runs/.rci.lock'
     """
     target = Path(out).resolve()
-    return target.parent / f".{target.name}.lock"
+    return target.parent / f".{target.name}.lock" if swappable(target) else target / ".bayesrc.lock"
 
 
 def _same_file(fd: int, path: Path) -> bool:

@@ -137,3 +137,21 @@ def small_pair_files(tmp_path):
     pair.trials_v1.to_parquet(a, index=False)
     pair.trials_v2.to_parquet(b, index=False)
     return a, b
+
+
+def test_mount_point_output_is_written_in_place(tmp_path):
+    """A folder that is a mount point (a container's output volume) cannot be renamed: its entries
+    are replaced one by one, the lock file inside it."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True).returncode != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    try:
+        io.atomic_write_text(mnt / "a.txt", "old")
+        io.atomic_write_text(mnt / "keep.txt", "kept")
+        with io.staged_output(mnt) as stage:
+            io.atomic_write_text(stage / "a.txt", "new")
+        assert {p.name: p.read_text() for p in mnt.iterdir()} == {"a.txt": "new", "keep.txt": "kept"}
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["mnt"]
+    finally:
+        subprocess.run(["umount", str(mnt)], check=True)
