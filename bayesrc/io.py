@@ -101,9 +101,9 @@ def staged_output(out_dir: str | Path) -> Iterator[Path]:
     old folder is deleted. A reader or a crash therefore sees the whole old folder or the
     whole new one, never a mix. (A folder that cannot be renamed, a mount point or one in a
     read-only parent, gets its entries replaced one by one instead, each atomically.) On an
-    exception nothing in ``out_dir`` changes. The writer
-    lock (:func:`bayesrc.locking.output_lock`) is held throughout, so a second process
-    writing the same folder is refused (:class:`~bayesrc.errors.InputError`).
+    exception nothing in ``out_dir`` changes. The writer lock
+    (:func:`bayesrc.locking.output_lock`) is held throughout, so a second process writing
+    the same folder is refused (:class:`~bayesrc.errors.InputError`).
 
     Parameters
     ----------
@@ -124,7 +124,10 @@ def staged_output(out_dir: str | Path) -> Iterator[Path]:
         stage = Path(tempfile.mkdtemp(prefix=".staging-", dir=target)) if in_place else _new_dir_beside(target, "new")
         try:
             yield stage
-            _replace_entries(stage, target) if in_place else _commit(stage, target)
+            if in_place:
+                _replace_entries(stage, target)
+            else:
+                _commit(stage, target)
         finally:
             shutil.rmtree(stage, ignore_errors=True)
 
