@@ -19,10 +19,12 @@ import importlib
 import importlib.util
 import sys
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 from bayesrc import __version__
 from bayesrc.errors import BayesrcError
+from bayesrc.locking import output_lock
 
 COMMAND_MODULES: tuple[str, ...] = (
     "bayesrc.classical.commands",
@@ -72,11 +74,27 @@ def _command_module(name: str):
     return module
 
 
+#: commands whose --out is a run directory guarded by its own lock (bayesrc.collect.rundir)
+OWN_LOCK_COMMANDS = frozenset({"collect", "collect-demo"})
+
+
+def _writer_lock(args: argparse.Namespace) -> AbstractContextManager:
+    """The writer lock of the command's ``--out`` for its whole run: a second process writing
+    the same output gets one line and exit 2 instead of interleaving its files. (Under a
+    parent folder that does not exist yet, the lock is taken when the output is committed, so
+    that bad input still leaves nothing behind.)"""
+    out = getattr(args, "out", None)
+    if not isinstance(out, Path) or args.command in OWN_LOCK_COMMANDS or not out.resolve().parent.is_dir():
+        return nullcontext()
+    return output_lock(out)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        with _writer_lock(args):
+            return int(args.func(args) or 0)
     except BayesrcError as exc:
         print(f"bayesrc: error: {exc}", file=sys.stderr)
         return exc.exit_code

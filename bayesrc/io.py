@@ -1,16 +1,24 @@
 """Atomic output: a command's files appear all together or not at all.
 
-Results are computed first, then written into a staging folder beside the target
-and moved into place with ``os.replace`` (atomic on one filesystem), so a failure
-part-way never leaves a torn or partial file behind and never overwrites the old
-output with half of the new one.
+Results are computed first. A file is written to a temporary name and moved into place
+with ``os.replace``; a result folder is built whole beside the target and swapped in by
+renaming (:func:`staged_output`). A failure or a kill part-way therefore never leaves a torn
+file or a folder mixing old and new files behind, and never overwrites the old output with
+half of the new one. One process writes an output at a time (:mod:`bayesrc.locking`).
 """
 
 from __future__ import annotations
 
+import csv
+import ctypes
+import errno
+import functools
+import glob
 import json
 import os
+import secrets
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -19,8 +27,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 
 from bayesrc.errors import InputError
+from bayesrc.locking import output_lock, swappable
 
 
 def _json_default(obj: Any) -> Any:
@@ -81,23 +91,212 @@ def atomic_write_json(path: str | Path, obj: Any) -> None:
 
 @contextmanager
 def staged_output(out_dir: str | Path) -> Iterator[Path]:
-    """Yield a staging folder; on success move every file in it into ``out_dir``.
+    """Yield a staging folder; on success swap a new ``out_dir`` in: all its files or none.
 
-    On an exception nothing in ``out_dir`` changes (the staging folder is removed).
-    Sub-folders are moved whole.
+    The new folder is built beside ``out_dir`` (``.NAME.new-XXXX``): the files the caller
+    writes into the stage, plus hard links to the old folder's other entries (a staged
+    sub-folder replaces the old one whole). It then takes ``out_dir``'s place in one atomic
+    exchange of the two names (``renameat2(RENAME_EXCHANGE)`` on Linux; elsewhere two
+    renames, undone by :func:`recover_output` if the process dies between them), and the
+    old folder is deleted. A reader or a crash therefore sees the whole old folder or the
+    whole new one, never a mix. (A folder that cannot be renamed, a mount point or one in a
+    read-only parent, gets its entries replaced one by one instead, each atomically.) On an
+    exception nothing in ``out_dir`` changes. The writer lock
+    (:func:`bayesrc.locking.output_lock`) is held throughout, so a second process writing
+    the same folder is refused (:class:`~bayesrc.errors.InputError`).
+
+    Parameters
+    ----------
+    out_dir : the result folder to write (created if absent).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     with staged_output(f"{tmp}/out") as stage:
+    ...         atomic_write_text(stage / "a.txt", "new")
+    ...     sorted(p.name for p in Path(tmp, "out").iterdir())
+    ['a.txt']
     """
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(prefix=".staging-", dir=out_dir))
-    try:
-        yield stage
-        for entry in sorted(stage.iterdir()):
-            target = out_dir / entry.name
-            if entry.is_dir() and target.exists():
-                shutil.rmtree(target)
-            os.replace(entry, target)
-    finally:
+    with output_lock(out_dir) as target:
+        recover_output(target)
+        in_place = not swappable(target)
+        stage = Path(tempfile.mkdtemp(prefix=".staging-", dir=target)) if in_place else _new_dir_beside(target, "new")
+        try:
+            yield stage
+            if in_place:
+                _replace_entries(stage, target)
+            else:
+                _commit(stage, target)
+        finally:
+            shutil.rmtree(stage, ignore_errors=True)
+
+
+def _replace_entries(stage: Path, target: Path) -> None:
+    """Move each entry of ``stage`` into ``target`` (each atomic, not all together): for a
+    folder that cannot be swapped by renaming, such as a mount point."""
+    for entry in sorted(stage.iterdir()):
+        dest = target / entry.name
+        if entry.is_dir() and dest.exists():
+            shutil.rmtree(dest)
+        os.replace(entry, dest)
+
+
+def recover_output(out_dir: str | Path) -> Path:
+    """Finish or undo a folder swap a killed process left half done; return the resolved path.
+
+    A ``.NAME.old-XXXX`` folder beside ``out_dir`` while ``out_dir`` is missing is the old
+    folder set aside by the two-rename swap: it is renamed back. Other leftovers
+    (``.NAME.new-XXXX`` stages, old folders whose replacement is in place) are deleted.
+    :func:`staged_output` calls it before each write; call it yourself before reading an
+    output a killed writer may have left (the caller should hold the writer lock).
+
+    Examples
+    --------
+    >>> recover_output("runs/rci")  # doctest: +SKIP
+    PosixPath('/home/me/runs/rci')
+    """
+    target = Path(out_dir).resolve()
+    if not target.parent.is_dir():
+        return target
+    for aside in sorted(target.parent.glob(f".{glob.escape(target.name)}.old-*")):
+        if target.exists() or target.is_symlink():
+            shutil.rmtree(aside, ignore_errors=True)
+        else:
+            os.rename(aside, target)
+    for stage in target.parent.glob(f".{glob.escape(target.name)}.new-*"):
         shutil.rmtree(stage, ignore_errors=True)
+    return target
+
+
+def _new_dir_beside(target: Path, tag: str) -> Path:
+    """A fresh empty folder ``.NAME.TAG-XXXXXXXX`` beside ``target`` (mode from the umask)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        path = target.parent / f".{target.name}.{tag}-{secrets.token_hex(4)}"
+        try:
+            os.mkdir(path)
+            return path
+        except FileExistsError:
+            continue
+
+
+def _commit(stage: Path, target: Path) -> None:
+    """Complete ``stage`` with the old folder's other entries and swap it in for ``target``."""
+    if target.exists() and not target.is_dir():
+        raise InputError("exists and is not a directory", path=target)
+    if target.is_dir():
+        _link_missing(target, stage)
+        shutil.copymode(target, stage)
+    _fsync_tree(stage)
+    cwd = _cwd_inside(target)
+    _swap(stage, target)
+    _fsync_dir(target.parent)
+    if cwd is not None:
+        _reenter(cwd, target)
+
+
+def _link_missing(old: Path, stage: Path) -> None:
+    """Hard-link (or copy) each entry of ``old`` that ``stage`` does not hold into ``stage``."""
+    for entry in os.scandir(old):
+        dst = stage / entry.name
+        if os.path.lexists(dst):
+            continue
+        if entry.is_symlink():
+            os.symlink(os.readlink(entry.path), dst)
+        elif entry.is_dir():
+            shutil.copytree(entry.path, dst, symlinks=True, copy_function=_link_or_copy)
+        else:
+            _link_or_copy(entry.path, dst)
+
+
+def _link_or_copy(src: str | Path, dst: str | Path) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:  # a filesystem without hard links
+        shutil.copy2(src, dst)
+
+
+def _fsync_tree(root: Path) -> None:
+    """Flush every file and folder under ``root`` to disk before it becomes visible."""
+    for folder, _, files in os.walk(root):
+        for name in files:
+            fd = os.open(os.path.join(folder, name), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        _fsync_dir(Path(folder))
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+#: use Linux's atomic exchange of two names when the filesystem supports it (the
+#: two-rename fallback is what other systems get; tests switch it off to cover both)
+USE_EXCHANGE = sys.platform == "linux"
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def _swap(stage: Path, target: Path) -> None:
+    """Put ``stage`` at ``target``; the old folder (if any) is deleted afterwards."""
+    if not target.exists():
+        os.rename(stage, target)
+        return
+    if _exchange(stage, target):  # stage now holds the old folder; the caller removes it
+        return
+    aside = _new_dir_beside(target, "old")
+    os.rename(target, aside)  # over the empty placeholder: a crash from here on is undone
+    os.rename(stage, target)  # by recover_output, which restores the old folder
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically exchange two paths with ``renameat2``; False where it is unavailable."""
+    renameat2 = _renameat2()
+    if renameat2 is None:
+        return False
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EPERM):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+def _renameat2() -> Callable[..., int] | None:
+    return _libc_renameat2() if USE_EXCHANGE else None
+
+
+@functools.cache
+def _libc_renameat2() -> Callable[..., int] | None:
+    try:
+        return ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):  # an older C library
+        return None
+
+
+def _cwd_inside(target: Path) -> Path | None:
+    """This process's working directory if it lies in ``target`` (the swap moves it away)."""
+    try:
+        cwd = Path.cwd()
+    except FileNotFoundError:
+        return None
+    return cwd if cwd.is_relative_to(target) else None
+
+
+def _reenter(cwd: Path, target: Path) -> None:
+    """Move the working directory into the new folder (the old one is being deleted)."""
+    try:
+        os.chdir(cwd)
+    except OSError:
+        os.chdir(target)
 
 
 # ---------------------------------------------------------------- reading input tables
@@ -110,9 +309,12 @@ def iter_jsonl(path: str | Path, *, what: str = "a JSON object per line", hint: 
     (``hint`` is appended to the malformed-JSON message, e.g. "partial log?").
     """
     path = Path(path)
-    with path.open("r", encoding="utf-8") as fh:
+    with path.open("rb") as fh:
         for lineno, raw in enumerate(fh, start=1):
-            text = raw.strip()
+            try:
+                text = raw.decode("utf-8").strip()
+            except UnicodeDecodeError as exc:
+                raise InputError(f"not UTF-8 text ({exc.reason} at byte {exc.start} of the line)", path=path, line=lineno) from None
             if not text:
                 continue
             try:
@@ -162,16 +364,43 @@ def read_table(
             raise InputError("file is empty", path=path) from None
         except (pd.errors.ParserError, UnicodeDecodeError) as exc:
             raise InputError(f"malformed CSV ({exc})", path=path) from None
+        if not isinstance(df.index, pd.RangeIndex):  # pandas made the extra leading fields an index
+            raise InputError(f"more fields than the header's {len(df.columns)} names", path=path, line=_first_long_row(path, len(df.columns)))
         df["_line"] = np.arange(len(df)) + 2  # header is line 1
         return df, "csv"
     if suffix in (".parquet", ".pq"):
-        try:
-            df = pd.read_parquet(path)
-        except Exception as exc:  # pyarrow raises many types for corrupt files
-            raise InputError(f"unreadable Parquet ({type(exc).__name__}: {exc})", path=path) from None
+        df = read_parquet(path)
         df["_line"] = np.arange(len(df)) + 1
         return df, "parquet"
     raise InputError(f"unknown format {suffix!r}; expected .parquet, .jsonl or .csv", path=path)
+
+
+def read_parquet(path: str | Path) -> pd.DataFrame:
+    """A Parquet file as a DataFrame, checked whole: a damaged file is one :class:`InputError`.
+
+    Besides what ``pd.read_parquet`` refuses, a damaged page can leave invalid UTF-8 in a
+    string column that would only fail when a value is used; Arrow's full validation finds it here.
+
+    Examples
+    --------
+    >>> read_parquet("runs/v1/trials.parquet").shape  # doctest: +SKIP
+    (3000, 12)
+    """
+    try:
+        pq.read_table(path).validate(full=True)
+        return pd.read_parquet(path)
+    except Exception as exc:  # pyarrow raises many types for corrupt files
+        raise InputError(f"unreadable Parquet ({type(exc).__name__}: {exc})", path=path) from None
+
+
+def _first_long_row(path: Path, n_names: int) -> int | None:
+    """The first CSV line with more than ``n_names`` fields (None if there is none)."""
+    with path.open(newline="", encoding="utf-8", errors="replace") as fh:
+        reader = csv.reader(fh)
+        for row in reader:
+            if len(row) > n_names:
+                return reader.line_num
+    return None
 
 
 def read_run_record(run: str | Path) -> dict | None:
@@ -190,4 +419,6 @@ def read_run_record(run: str | Path) -> dict | None:
                 return json.loads(c.read_text(encoding="utf-8"))
             except json.JSONDecodeError as exc:
                 raise InputError(f"malformed run record ({exc.msg})", path=c, line=exc.lineno) from None
+            except UnicodeDecodeError as exc:
+                raise InputError(f"run record is not UTF-8 text ({exc.reason} at byte {exc.start})", path=c) from None
     return None

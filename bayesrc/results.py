@@ -50,6 +50,7 @@ import pandas as pd
 
 from bayesrc.errors import InputError
 from bayesrc.io import atomic_write_json, dumps_json, staged_output
+from bayesrc.io import read_parquet as io_read_parquet
 
 #: version of the result payloads' layout (the ``format`` key every payload carries)
 FORMAT = 1
@@ -173,6 +174,8 @@ class Result:
         if not main.is_file():
             raise InputError(f"no {cls.main_file} here", path=folder)
         payload = read_json(main)
+        if not isinstance(payload, dict):
+            raise InputError(f"expected a JSON object, got {type(payload).__name__}", path=main)
         obj = cls(payload)
         tables = {n: read_parquet(p) for n, p in obj.table_names_on_disk(folder).items()}
         if tables:
@@ -230,14 +233,13 @@ def read_json(path: Path) -> Any:
         return json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise InputError(f"malformed JSON ({exc.msg})", path=path, line=exc.lineno) from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", path=path) from None
 
 
 def read_parquet(path: Path) -> pd.DataFrame:
     """A Parquet file; an unreadable one is an :class:`InputError` naming the file."""
-    try:
-        return pd.read_parquet(path)
-    except Exception as exc:  # pyarrow raises many types for corrupt files
-        raise InputError(f"unreadable Parquet ({type(exc).__name__})", path=path) from None
+    return io_read_parquet(path)
 
 
 def read_posterior(path: str | Path):

@@ -59,7 +59,7 @@ def _png_images(page: Path) -> list[Path]:
 
 
 def test_every_page_is_built(docs_html):
-    pages = ["index", "getting_started", "cli", "performance", "development", "methods/classical", "methods/bayesian", "validation/calibration", "validation/truth", "api/index"]
+    pages = ["index", "getting_started", "cli", "performance", "development", "methods/classical", "methods/bayesian", "validation/calibration", "validation/truth", "validation/faults", "api/index"]
     pages += [f"guides/{g}" for g in GUIDES] + [f"notebooks/{n}" for n in NOTEBOOKS]
     for page in pages:
         assert (docs_html / f"{page}.html").is_file(), page

@@ -213,7 +213,8 @@ class RCIRun(Result):
         return f"items_{name}.parquet"
 
     def table_names_on_disk(self, folder: Path) -> dict[str, Path]:
-        return {n: folder / f"items_{n}.parquet" for n in self.payload.get("pairs", {}) if (folder / f"items_{n}.parquet").is_file()}
+        pairs = self.payload.get("pairs")  # not an object: load() refuses the file
+        return {n: folder / f"items_{n}.parquet" for n in pairs if (folder / f"items_{n}.parquet").is_file()} if isinstance(pairs, dict) else {}
 
     @classmethod
     def load(cls, path: str | Path) -> RCIRun:

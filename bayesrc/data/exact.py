@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from bayesrc.errors import InputError
-from bayesrc.io import atomic_write_json, read_run_record, staged_output
+from bayesrc.io import atomic_write_json, read_parquet, read_run_record, staged_output
 
 ITEM_FIELDS = ("item_id", "domain", "p_correct", "p_missing", "p_unresolved", "n_expanded")
 DIST_FIELDS = ("item_id", "domain", "answer", "prob", "is_correct")
@@ -75,14 +75,21 @@ class ExactRun:
 def _read(path: Path, fields: tuple[str, ...]) -> pd.DataFrame:
     if not path.is_file():
         raise InputError("not an exact run (file missing; trials runs hold trials.parquet instead)", path=path)
-    try:
-        df = pd.read_parquet(path)
-    except Exception as exc:  # pyarrow raises many types for corrupt files
-        raise InputError(f"unreadable Parquet ({type(exc).__name__})", path=path) from None
+    df = read_parquet(path)
     for f in fields:
         if f not in df:
             raise InputError("missing required column", path=path, field=f)
     return df
+
+
+def _as_boolean(col: pd.Series, path: Path) -> pd.Series:
+    """A true / false / null column as pandas' nullable boolean; anything else is an InputError."""
+    try:
+        return col.astype("boolean")
+    except (TypeError, ValueError):
+        ok = col.map(lambda v: v is None or v is pd.NA or isinstance(v, bool | np.bool_) or (isinstance(v, float) and np.isnan(v)))
+        i = int(np.flatnonzero(~ok.to_numpy(bool))[0]) if not ok.all() else 0
+        raise InputError(f"expected true, false or null, got {col.iloc[i]!r}", path=path, line=i + 1, field=str(col.name)) from None
 
 
 def _check_prob(df: pd.DataFrame, col: str, path: Path) -> None:
@@ -126,7 +133,7 @@ def load_exact(run: str | Path) -> ExactRun:
     dist = dist.copy()
     dist["item_id"] = dist["item_id"].astype(str)
     dist["answer"] = dist["answer"].astype("string")
-    dist["is_correct"] = dist["is_correct"].astype("boolean")
+    dist["is_correct"] = _as_boolean(dist["is_correct"], dist_p)
     unknown = ~dist["item_id"].isin(items["item_id"])
     if unknown.any():
         i = int(np.flatnonzero(unknown)[0])

@@ -84,6 +84,16 @@ def _parse_bool(values: pd.Series, *, path: Path, fmt: str, lines: pd.Series, fi
     return out
 
 
+def _parse_seed(values: pd.Series, *, path: Path, lines: pd.Series) -> pd.Series:
+    """Integer seeds (nullable); a number that is not an integer is an error, text is null."""
+    num = pd.to_numeric(values, errors="coerce").astype(float)
+    bad = num.notna() & (~np.isfinite(num) | (num.abs() > 2**63 - 1) | (num != np.floor(num)))
+    if bad.any():
+        first = bad.idxmax()
+        raise InputError(f"expected an integer seed, got {values[first]!r}", path=path, line=int(lines[first]), field="seed")
+    return num.astype("Int64")
+
+
 def normalise_trials(
     raw: pd.DataFrame,
     *,
@@ -142,7 +152,7 @@ def normalise_trials(
         raise InputError("missing required field", path=path, line=int(lines.iloc[0]), field="is_correct")
 
     k_num = pd.to_numeric(df["k"], errors="coerce")
-    bad_k = k_num.isna() | (k_num < 0) | (k_num != np.floor(k_num))
+    bad_k = k_num.isna() | ~np.isfinite(k_num.astype(float)) | (k_num < 0) | (k_num > 2**53) | (k_num != np.floor(k_num))
     if bad_k.any():
         first = bad_k.idxmax()
         raise InputError(f"expected a non-negative integer, got {df['k'][first]!r}", path=path, line=int(lines[first]), field="k")
@@ -178,12 +188,12 @@ def normalise_trials(
     df["model"] = df["model"].astype(str)
     models = df["model"].unique()
     if len(models) > 1:
-        raise InputError(f"one model per file expected, found {sorted(models)[:3]}", path=path, field="model")
+        raise InputError(f"one model per file expected, found {sorted(map(str, models))[:3]}", path=path, field="model")
 
     for col in ("seed", "response", "extracted", "correct_answer"):
         if col not in df:
             df[col] = pd.NA
-    df["seed"] = pd.to_numeric(df["seed"], errors="coerce").astype("Int64")
+    df["seed"] = _parse_seed(df["seed"], path=path, lines=lines)
     for col in ("response", "extracted", "correct_answer"):
         df[col] = df[col].astype("string")
 

@@ -143,7 +143,7 @@ def score_correct(value: Any) -> bool | None:
 
 def _output_text(sample: dict) -> str | None:
     choices = lookup(sample, "output.choices", None) or []
-    if not choices:
+    if not isinstance(choices, list) or not choices:
         return None
     content = lookup(choices[0], "message.content", None)
     if isinstance(content, list):  # content parts: keep the text ones
@@ -211,11 +211,11 @@ def read_inspect(
                 raise InputError(f"{where}: missing required field; partial sample?", path=path, field=field)
         sid, epoch = s["id"], s["epoch"]
         ident = f"{where} (id {sid}, epoch {epoch})"
+        if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 1:
+            raise InputError(f"{ident}: expected an epoch number >= 1, got {epoch!r}", path=path, field="epoch")
         if (str(sid), epoch) in seen:
             raise InputError(f"{ident}: duplicate of {seen[(str(sid), epoch)]}", path=path, field="id")
         seen[(str(sid), epoch)] = where
-        if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 1:
-            raise InputError(f"{ident}: expected an epoch number >= 1, got {epoch!r}", path=path, field="epoch")
         if epochs is not None and epoch > epochs:
             raise InputError(f"{ident}: epoch beyond config.epochs = {epochs}", path=path, field="epoch")
         scores = s.get("scores")

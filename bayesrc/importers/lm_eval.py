@@ -80,6 +80,9 @@ def _read_records(path: Path) -> list[tuple[int, dict]]:
     out = list(iter_jsonl(path, what="one JSON object per line (an lm-eval sample record)", hint="; truncated or partial log?"))
     if not out:
         raise InputError("file is empty (no sample records)", path=path)
+    for line, rec in out:
+        if not isinstance(rec.get("filter"), str | None):
+            raise InputError(f"expected a filter name, got {json.dumps(rec['filter'])}", path=path, line=line, field="filter")
     return out
 
 

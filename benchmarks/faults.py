@@ -1,0 +1,110 @@
+"""Fault tolerance, counted: SIGKILL crash points of a result-folder write and fuzzed reader inputs.
+
+    .venv/bin/python benchmarks/faults.py [--quick] [--per-reader N] [--timed N]
+
+Two components, each a table (the suite, tests/test_faults.py and tests/test_fuzz.py, runs the
+same harnesses on a smaller seeded sample):
+
+``staged_output``
+    tests/crashpoints.py: a forked writer rewrites a result folder (old -> new) and is
+    SIGKILLed before each filesystem event of the write (every one), and at ``--timed``
+    times spread over a write slowed by an injected sleep; both swaps (Linux's
+    ``renameat2`` exchange and the two-rename fallback). *lost*: after recovery the folder
+    is not wholly old or wholly new (a mix counts as lost: the old version is gone);
+    *duplicated*: a stage or an old copy left behind after recovery.
+readers
+    tests/fuzzing.py: ``--per-reader`` Hypothesis-generated malformed or truncated inputs
+    (seeded) per reader the CLI uses, through the CLI in-process where a command reads it
+    (``power``, ``import``) and the Python reader otherwise (item banks, model cards, exact
+    runs, ``bayesrc.load``). *tracebacks*: any exception other than InputError (the CLI's
+    exit 2); *other faults*: an error not naming the file, output written by a failing
+    command, an exit status other than 0 or 2.
+
+The last line is ``lost L, duplicated D, tracebacks T`` over everything tried; the exit status
+is 1 when any count (other faults included) is not 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TESTS = ROOT / "tests"
+sys.path.insert(0, str(TESTS))
+
+import fuzzing  # noqa: E402  (tests/fuzzing.py: the readers, their seeds and mutations)
+
+
+def crash_rows(timed: int) -> list[dict]:
+    """One row per swap mode: every filesystem event a crash point, plus ``timed`` timed kills."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    rows = []
+    for mode in ("exchange", "rename"):
+        with tempfile.TemporaryDirectory() as tmp:
+            cmd = [sys.executable, str(TESTS / "crashpoints.py"), "--root", f"{tmp}/w", "--mode", mode, "--points", "100000", "--timed", str(timed)]
+            res = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env)
+        s = json.loads(res.stdout)
+        rows.append({
+            "component": f"staged_output ({mode})", "tried": s["tried"], "killed": s["killed"], "events": s["events"],
+            "states": ", ".join(f"{k} {v}" for k, v in sorted(s["states"].items())),
+            "lost": s["lost"] + s["mixed"] + s["next_failed"], "duplicated": s["duplicated"], "tracebacks": 0, "other": 0,
+        })  # fmt: skip
+    return rows
+
+
+def fuzz_rows(per_reader: int) -> tuple[list[dict], list[tuple]]:
+    rows, faults = [], []
+    for name, reader in fuzzing.READERS.items():
+        start = time.monotonic()
+        with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            counts, found = fuzzing.fuzz(reader, per_reader, Path(tmp))
+        faults += [(name, *f) for f in found]
+        rows.append({
+            "component": name, "tried": sum(counts.values()), "ok": counts["ok"], "input error": counts["input error"], "lost": 0, "duplicated": 0,
+            "tracebacks": counts["traceback"], "other": sum(counts[f] for f in fuzzing.FAULTS if f != "traceback"), "s": round(time.monotonic() - start, 1),
+        })  # fmt: skip
+    return rows, faults
+
+
+def table(rows: list[dict], columns: list[str]) -> str:
+    widths = {c: max(len(c), *(len(str(r.get(c, ""))) for r in rows)) for c in columns}
+    lines = [" | ".join(c.ljust(widths[c]) for c in columns), "-|-".join("-" * widths[c] for c in columns)]
+    lines += [" | ".join(str(r.get(c, "")).ljust(widths[c]) for c in columns) for r in rows]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="100 inputs per reader, 10 timed kills per swap mode")
+    ap.add_argument("--per-reader", type=int, help="fuzzed inputs per reader (default 1000; --quick 100)")
+    ap.add_argument("--timed", type=int, help="timed kills per swap mode (default 50; --quick 10)")
+    args = ap.parse_args()
+    per_reader = args.per_reader or (100 if args.quick else 1000)
+    timed = args.timed if args.timed is not None else (10 if args.quick else 50)
+    start = time.monotonic()
+    crash = crash_rows(timed)
+    print("crash points (SIGKILL) of staged_output: a result folder rewritten old -> new\n")
+    print(table(crash, ["component", "events", "tried", "killed", "states", "lost", "duplicated", "tracebacks"]))
+    fuzz, faults = fuzz_rows(per_reader)
+    print(f"\nfuzzed reader inputs ({per_reader} generated per reader, seeded)\n")
+    print(table(fuzz, ["component", "tried", "ok", "input error", "lost", "duplicated", "tracebacks", "other", "s"]))
+    for name, outcome, detail, data in faults[:20]:
+        print(f"\n{name}: {outcome}: {detail.strip().splitlines()[-1]}\n  input: {data[:120]!r}")
+    rows = crash + fuzz
+    totals = {k: sum(r[k] for r in rows) for k in ("tried", "lost", "duplicated", "tracebacks", "other")}
+    print(f"\n{totals['tried']} crash points and inputs in {time.monotonic() - start:.0f} s; other faults {totals['other']}")
+    print(f"lost {totals['lost']}, duplicated {totals['duplicated']}, tracebacks {totals['tracebacks']}")
+    return int(any(totals[k] for k in ("lost", "duplicated", "tracebacks", "other")))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

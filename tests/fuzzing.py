@@ -1,0 +1,377 @@
+"""Malformed and truncated inputs for every reader the CLI uses (tests/test_fuzz.py and
+benchmarks/faults.py).
+
+Each :class:`Reader` writes a small valid seed input, mutates it with a Hypothesis strategy
+(byte-level: truncation, deleted / inserted / replaced bytes, dropped or repeated lines;
+structural: a JSON value replaced by another or deleted, a CSV cell, a TOML value or a
+Parquet column changed) and feeds it to the reader the way the CLI does. :func:`try_input`
+says what happened: ``ok`` (still valid), ``input error`` (an :class:`~bayesrc.errors.InputError`
+or CLI exit 2 whose one line names the file), or a fault: ``traceback`` (any other exception),
+``unnamed`` (the error does not name the file), ``wrote`` (output left behind by a failure).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+import json
+import shutil
+import tempfile
+import traceback
+import zipfile
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+import bayesrc
+from bayesrc.cli import main
+from bayesrc.collect import builtin_bank, load_bank, load_card
+from bayesrc.data import load_exact, write_exact_run
+from bayesrc.datasets import path as data_path
+from bayesrc.errors import InputError
+from bayesrc.importers.examples import example_trials, write_inspect_example, write_lm_eval_example
+
+ROOT = Path(__file__).resolve().parents[1]
+CARD = ROOT / "models" / "gemma-3-270m-q4_k_m.toml"
+EVAL_LOG = Path(__file__).resolve().parent / "data" / "inspect" / "v1.eval"
+FAULTS = ("traceback", "unnamed", "wrote", "bad exit")
+
+# -- mutations -------------------------------------------------------------------------------
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False) | st.text(max_size=6),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=4,
+)
+TOML_VALUES = ('""', '"x"', "0", "-1", "1e400", "nan", "true", "[]", "[1, 2]", "{}", "{a = 1}", '"""\n"""', "1979-05-27", "'", "= =", "")
+
+
+@st.composite
+def byte_mutation(draw, data: bytes) -> bytes:
+    """Truncate, delete, insert or replace bytes; drop or repeat a line (1-3 times)."""
+    for _ in range(draw(st.integers(1, 3))):
+        n = len(data)
+        op = draw(st.sampled_from(["truncate", "delete", "insert", "replace", "drop_line", "repeat_line"]))
+        i = draw(st.integers(0, n))
+        if op == "truncate":
+            data = data[:i]
+        elif op == "delete":
+            data = data[:i] + data[i + draw(st.integers(1, 64)) :]
+        elif op == "insert":
+            data = data[:i] + draw(st.binary(min_size=1, max_size=8) | st.sampled_from([b"\n", b"{", b'"', b",", b"\xff", b"\x00"])) + data[i:]
+        elif op == "replace" and n:
+            data = data[: min(i, n - 1)] + draw(st.binary(min_size=1, max_size=1)) + data[min(i, n - 1) + 1 :]
+        else:
+            lines = data.splitlines(keepends=True)
+            if lines:
+                j = draw(st.integers(0, len(lines) - 1))
+                lines[j : j + 1] = [] if op == "drop_line" else [lines[j], lines[j]]
+                data = b"".join(lines)
+    return data
+
+
+def _slots(doc: object, path: tuple = ()) -> list[tuple]:
+    """Every (container path, key) in a JSON document, shallow ones first."""
+    out = []
+    items = doc.items() if isinstance(doc, dict) else enumerate(doc) if isinstance(doc, list) else ()
+    for key, value in items:
+        out.append((*path, key))
+        out.extend(_slots(value, (*path, key)))
+    return out
+
+
+@st.composite
+def json_mutation(draw, doc: object) -> object:
+    """Replace 1-3 values of a JSON document by random JSON or delete them."""
+    doc = copy.deepcopy(doc)
+    for _ in range(draw(st.integers(1, 3))):
+        slots = _slots(doc)
+        if not slots:
+            return draw(json_values)
+        *parent_path, key = draw(st.sampled_from(slots))
+        parent = doc
+        for k in parent_path:
+            parent = parent[k]
+        if draw(st.booleans()):
+            parent[key] = draw(json_values)
+        else:
+            del parent[key]
+    return doc
+
+
+def json_bytes(doc: object) -> st.SearchStrategy[bytes]:
+    return json_mutation(doc).map(lambda d: json.dumps(d).encode())
+
+
+def jsonl_mutations(data: bytes) -> st.SearchStrategy[bytes]:
+    return byte_mutation(data) | jsonl_record_mutation(data)
+
+
+@st.composite
+def jsonl_record_mutation(draw, data: bytes) -> bytes:
+    """One record of a JSONL file mutated structurally."""
+    lines = data.decode().splitlines()
+    j = draw(st.integers(0, len(lines) - 1))
+    lines[j] = json.dumps(draw(json_mutation(json.loads(lines[j]))))
+    return ("\n".join(lines) + "\n").encode()
+
+
+@st.composite
+def csv_mutation(draw, data: bytes) -> bytes:
+    """A cell of a CSV file replaced by random text (quotes, commas and newlines included)."""
+    df = pd.read_csv(io.BytesIO(data), dtype=str, keep_default_na=False)
+    i, j = draw(st.integers(0, len(df) - 1)), draw(st.integers(0, df.shape[1] - 1))
+    df.iat[i, j] = draw(st.text(max_size=6) | st.sampled_from(["", "nan", "True", "yes", "-1", "1e400", "1.5"]))
+    if draw(st.booleans()):
+        df = df.drop(columns=df.columns[draw(st.integers(0, df.shape[1] - 1))])
+    return df.to_csv(index=False).encode()
+
+
+@st.composite
+def toml_mutation(draw, data: bytes) -> bytes:
+    """The value of a ``key = value`` line replaced by another TOML literal (or garbage)."""
+    lines = data.decode().splitlines()
+    keyed = [j for j, line in enumerate(lines) if "=" in line and not line.lstrip().startswith("#")]
+    j = draw(st.sampled_from(keyed))
+    key = lines[j].split("=", 1)[0]
+    lines[j] = f"{key}= {draw(st.sampled_from(TOML_VALUES) | st.text(max_size=6).map(json.dumps))}"
+    return ("\n".join(lines) + "\n").encode()
+
+
+@st.composite
+def parquet_mutation(draw, data: bytes) -> bytes:
+    """A column of a Parquet table dropped, nulled, retyped or filled with text; rows dropped or repeated."""
+    df = pd.read_parquet(io.BytesIO(data))
+    col = df.columns[draw(st.integers(0, df.shape[1] - 1))]
+    op = draw(st.sampled_from(["drop", "null", "text", "float", "negate", "rows", "repeat"]))
+    if op == "drop":
+        df = df.drop(columns=col)
+    elif op == "null":
+        df[col] = None
+    elif op == "text":
+        df[col] = draw(st.text(max_size=4))
+    elif op == "float":
+        df[col] = draw(st.floats(allow_nan=True, allow_infinity=True))
+    elif op == "negate":
+        df[col] = -pd.to_numeric(df[col], errors="coerce")
+    elif op == "rows":
+        df = df.iloc[: draw(st.integers(0, len(df)))]
+    else:
+        df = pd.concat([df, df.iloc[:1]], ignore_index=True)
+    buf = io.BytesIO()
+    df.to_parquet(buf, index=False)
+    return buf.getvalue()
+
+
+def parquet_mutations(data: bytes) -> st.SearchStrategy[bytes]:
+    return byte_mutation(data) | parquet_mutation(data)
+
+
+@st.composite
+def zip_member_mutation(draw, data: bytes) -> bytes:
+    """One JSON member of a zip (.eval) mutated structurally and the zip rewritten (deflate)."""
+    from bayesrc.importers.inspect_log import read_zip_member
+
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        members = {i.filename: read_zip_member(zf, i) for i in zf.infolist()}
+    names = sorted(members)[:4]  # the header and the first samples
+    name = draw(st.sampled_from(names))
+    members[name] = draw(json_bytes(json.loads(members[name])) | byte_mutation(members[name]))
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for n, content in members.items():
+            zf.writestr(n, content)
+    return buf.getvalue()
+
+
+# -- readers ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Reader:
+    """A reader under test: its seed input, its mutations and how the CLI calls it.
+
+    ``seed(folder)`` writes a valid input into ``folder`` and returns the file to mutate;
+    ``mutate(seed bytes)`` is the strategy; ``run(file, out)`` reads the file as the CLI does
+    (returning the exit status; Python readers return 0 or raise InputError), ``out`` being
+    a path it may write to only on success.
+    """
+
+    name: str
+    seed: Callable[[Path], Path]
+    mutate: Callable[[bytes], st.SearchStrategy[bytes]]
+    run: Callable[[Path, Path], int]
+
+
+def _cli(argv: list[str]) -> int:
+    """Run the CLI in-process; exit 2 becomes an InputError carrying its error line."""
+    with contextlib.redirect_stderr(io.StringIO()) as err, contextlib.redirect_stdout(io.StringIO()):
+        code = main(argv)
+    if code == 2:
+        lines = [line for line in err.getvalue().splitlines() if line.startswith("bayesrc: error: ")]
+        raise InputError(lines[-1] if len(lines) == 1 else f"exit 2 with {len(lines)} error lines: {err.getvalue()!r}")
+    return code
+
+
+def _trials(folder: Path, fmt: str) -> Path:
+    t1, t2 = example_trials(n_items=6, k=4, seed=1)
+    other = folder / "v2.parquet"
+    t2.to_parquet(other, index=False)
+    target = folder / f"v1.{fmt}"
+    if fmt == "jsonl":
+        t1.to_json(target, orient="records", lines=True)
+    elif fmt == "csv":
+        t1.to_csv(target, index=False)
+    else:
+        t1.to_parquet(target, index=False)
+    return target
+
+
+def _power(path: Path, out: Path) -> int:
+    return _cli(["power", str(path), str(path.parent / "v2.parquet"), "--out", str(out)])
+
+
+def _lm_eval_seed(folder: Path) -> Path:
+    files = write_lm_eval_example(example_trials(n_items=6, k=4, seed=1)[0], folder / "lm")
+    for extra in files[1:]:
+        extra.unlink()
+    return files[0]
+
+
+def _inspect_seed(folder: Path) -> Path:
+    return write_inspect_example(example_trials(n_items=6, k=4, seed=1)[0], folder / "log.json")
+
+
+def _eval_seed(folder: Path) -> Path:
+    return Path(shutil.copy(EVAL_LOG, folder / "log.eval"))
+
+
+def _import(kind: str) -> Callable[[Path, Path], int]:
+    def run(path: Path, out: Path) -> int:
+        extra = ["--model", "m"] if kind == "lm-eval" else []
+        return _cli(["import", kind, str(path), *extra, "--out", str(out.with_suffix(".parquet"))])
+
+    return run
+
+
+def _bank_seed(folder: Path) -> Path:
+    return builtin_bank(folder / "bank.jsonl", n_items=5, seed=1)
+
+
+def _card_seed(folder: Path) -> Path:
+    return Path(shutil.copy(CARD, folder / "card.toml"))
+
+
+def _exact_seed(folder: Path) -> Path:
+    run = load_exact(data_path("exact_gemma/q4"))
+    keep = run.items["item_id"].iloc[:4]
+    dist = run.dist[run.dist["item_id"].isin(keep)]
+    unresolved = dict(zip(run.items["item_id"], run.items["p_unresolved"]))
+    write_exact_run(folder / "exact", dist, label="q4", p_unresolved={k: unresolved[k] for k in keep})
+    return folder / "exact" / "dist.parquet"
+
+
+def _exact_items(folder: Path) -> Path:
+    _exact_seed(folder)
+    return folder / "exact" / "items_exact.parquet"
+
+
+def _result_seed(kind: str, main_file: str) -> Callable[[Path], Path]:
+    def seed(folder: Path) -> Path:
+        a = _trials(folder, "parquet")
+        argv = {"rci": ["rci", "--pair", "A", str(a), str(folder / "v2.parquet"), "--splits", "50", "--permutations", "50"], "power": ["power", str(a), str(folder / "v2.parquet")]}[kind]
+        assert _cli([*argv, "--out", str(folder / "res")]) == 0
+        return folder / "res" / main_file
+
+    return seed
+
+
+def _python(reader: Callable[[Path], object], whole_folder: bool = False) -> Callable[[Path, Path], int]:
+    def run(path: Path, out: Path) -> int:
+        reader(path.parent if whole_folder else path)
+        return 0
+
+    return run
+
+
+READERS: dict[str, Reader] = {
+    r.name: r
+    for r in [
+        Reader("trials JSONL", lambda f: _trials(f, "jsonl"), jsonl_mutations, _power),
+        Reader("trials CSV", lambda f: _trials(f, "csv"), lambda d: byte_mutation(d) | csv_mutation(d), _power),
+        Reader("trials Parquet", lambda f: _trials(f, "parquet"), parquet_mutations, _power),
+        Reader("item bank", _bank_seed, jsonl_mutations, _python(load_bank)),
+        Reader("model card", _card_seed, lambda d: byte_mutation(d) | toml_mutation(d), _python(load_card)),
+        Reader("Inspect .json", _inspect_seed, lambda d: byte_mutation(d) | json_bytes(json.loads(d)), _import("inspect")),
+        Reader("Inspect .eval", _eval_seed, lambda d: byte_mutation(d) | zip_member_mutation(d), _import("inspect")),
+        Reader("lm-eval samples", _lm_eval_seed, jsonl_mutations, _import("lm-eval")),
+        Reader("exact run dist", _exact_seed, parquet_mutations, _python(load_exact, whole_folder=True)),
+        Reader("exact run items", _exact_items, parquet_mutations, _python(load_exact, whole_folder=True)),
+        Reader("result rci.json", _result_seed("rci", "rci.json"), lambda d: byte_mutation(d) | json_bytes(json.loads(d)), _python(bayesrc.load, whole_folder=True)),
+        Reader("result items table", _result_seed("rci", "items_A.parquet"), parquet_mutations, _python(bayesrc.load, whole_folder=True)),
+        Reader("result power.json", _result_seed("power", "power.json"), lambda d: byte_mutation(d) | json_bytes(json.loads(d)), _python(bayesrc.load, whole_folder=True)),
+    ]
+}
+
+
+@dataclass
+class Workspace:
+    """A reader's seed input, written once; each input is tried on a fresh copy of it."""
+
+    reader: Reader
+    folder: Path
+    target: Path
+    seed_bytes: bytes
+
+    @classmethod
+    def make(cls, reader: Reader, root: Path) -> Workspace:
+        folder = root / "seed"
+        folder.mkdir(parents=True)
+        target = reader.seed(folder)
+        return cls(reader, folder, target, target.read_bytes())
+
+
+def _listing(folder: Path) -> set[str]:
+    return {p.relative_to(folder).as_posix() for p in folder.rglob("*")}
+
+
+def try_input(ws: Workspace, data: bytes) -> tuple[str, str]:
+    """Feed ``data`` (in place of the seed file) to the reader: (outcome, detail)."""
+    with tempfile.TemporaryDirectory(prefix="fuzz-") as tmp:
+        folder = Path(tmp) / "in"
+        shutil.copytree(ws.folder, folder)
+        path = folder / ws.target.relative_to(ws.folder)
+        path.write_bytes(data)
+        before = _listing(Path(tmp))
+        out = Path(tmp) / "out"
+        try:
+            code = ws.reader.run(path, out)
+        except InputError as exc:
+            if _listing(Path(tmp)) != before:
+                return "wrote", str(sorted(_listing(Path(tmp)) - before))
+            named = path.name in str(exc) or path.parent.name in str(exc)
+            return ("input error" if named else "unnamed"), str(exc)
+        except Exception:  # noqa: BLE001 - what the fuzzing looks for
+            return "traceback", traceback.format_exc(limit=-3)
+        return ("ok", "") if code == 0 else ("bad exit", f"exit {code}")
+
+
+def fuzz(reader: Reader, n: int, root: Path) -> tuple[Counter, list[tuple[str, str, bytes]]]:
+    """Try ``n`` generated inputs (seeded: the same ones every run); count the outcomes, keep the faults."""
+    ws = Workspace.make(reader, root)
+    outcomes: Counter = Counter()
+    faults: list[tuple[str, str, bytes]] = []
+
+    @settings(max_examples=n, derandomize=True, database=None, deadline=None, phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+    @given(reader.mutate(ws.seed_bytes))
+    def one(data: bytes) -> None:
+        outcome, detail = try_input(ws, data)
+        outcomes[outcome] += 1
+        if outcome in FAULTS:
+            faults.append((outcome, detail, data))
+
+    one()
+    return outcomes, faults
