@@ -69,3 +69,11 @@ def pytest_runtest_makereport(item, call):
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         report.outcome = "failed"
         report.longrepr = f"skipped under BAYESRC_NO_SKIP=1 (make test runs everything): {reason}"
+
+
+def pytest_runtest_logreport(report):
+    """With ``BAYESRC_DURATIONS=FILE``, each phase's duration is appended as it ends (kept even if the run dies)."""
+    path = os.environ.get("BAYESRC_DURATIONS")
+    if path:
+        with open(path, "a") as fh:
+            fh.write(f"{report.duration:.2f}\t{report.when}\t{report.nodeid}\n")
