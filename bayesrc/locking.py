@@ -34,7 +34,7 @@ def swappable(target: Path) -> bool:
     >>> swappable(Path("/")), swappable(Path("/no/such/folder"))
     (False, True)
     """
-    return not target.is_dir() or not (os.path.ismount(target) or not os.access(target.parent, os.W_OK))
+    return not target.is_dir() or (not os.path.ismount(target) and os.access(target.parent, os.W_OK))
 
 
 def lock_path(out: str | Path) -> Path:

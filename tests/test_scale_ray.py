@@ -48,7 +48,8 @@ def ray_cluster():
     """Head (1 CPU) + a second node (1 CPU) joined with ``ray start --address``; the test driver connects.
 
     Module scope: the cluster and the driver's Ray threads are gone before the next test file
-    (two suite runs segfaulted inside XLA's compiler in later files while Ray was still attached)."""
+    (suite runs crashed in later files; the crash, in libgcc's unwinder, came back without Ray
+    attached too: docs/performance.md, "The test suite")."""
     ray = pytest.importorskip("ray")
     tmp = tempfile.mkdtemp(prefix="brc-ray-", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
     port = free_port()

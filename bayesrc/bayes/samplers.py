@@ -110,9 +110,9 @@ def _run_numpyro(jax, model: Callable, data: dict[str, Any], cfg: SamplerConfig,
     n_dev = max(1, min(cfg.chains, jax.local_device_count()))
     per_dev = -(-cfg.chains // n_dev)
     idx = np.arange(n_dev * per_dev) % cfg.chains  # chains beyond cfg.chains (uneven split) repeat one, dropped below
-    grid = lambda a: a[idx].reshape(n_dev, per_dev, *a.shape[1:])  # noqa: E731
+    by_device = lambda a: a[idx].reshape(n_dev, per_dev, *a.shape[1:])  # noqa: E731
     chunk, total = _chunk(cfg), cfg.tune + cfg.draws
-    state, out = start(grid(keys), jax.tree.map(grid, inits), data), []
+    state, out = start(by_device(keys), jax.tree.map(by_device, inits), data), []
     with progress_bar(cfg, total * cfg.chains) as bar:
         for _ in range(0, total, chunk):
             state, got = advance(state, data, chunk)
