@@ -43,16 +43,17 @@ import jax.numpy as jnp
 with precision():
     s = len(cells.stratum_dom)
     hyper = (jnp.full(s, -0.5), jnp.full(s, 1.5), jnp.full(s, 0.1), jnp.full(s, 0.4))
-    if hasattr(cc, "likelihood_tables"):  # the logit grid (this code)
+    if hasattr(cc, "likelihood_tables"):  # the logit grid: the data enter as arguments, as in the sampler
         tables = {k: jnp.asarray(v) for k, v in cc.likelihood_tables(cells).items()}
-        f = lambda h, pi: jnp.sum(tables["weight"] * cc.cell_loglik(cc._ops("jax"), *h, 0.0, pi, tables))
+        f = lambda h, pi, tables: jnp.sum(tables["weight"] * cc.cell_loglik(cc._ops("jax"), *h, 0.0, pi, tables))
     else:  # the standardised per-stratum grid (before issue 28)
-        f = lambda h, pi: jnp.sum(cells.weight * cc.cell_loglik(cc._ops("jax"), *h, 0.0, pi, cells))
+        tables = None
+        f = lambda h, pi, tables: jnp.sum(cells.weight * cc.cell_loglik(cc._ops("jax"), *h, 0.0, pi, cells))
     g = jax.jit(jax.value_and_grad(f, argnums=(0, 1)))
-    jax.block_until_ready(g(hyper, 0.8))
+    jax.block_until_ready(g(hyper, 0.8, tables))
     t0 = time.perf_counter()
     for _ in range(calls):
-        jax.block_until_ready(g(hyper, 0.8))
+        jax.block_until_ready(g(hyper, 0.8, tables))
 print(json.dumps({"ms": (time.perf_counter() - t0) / calls * 1e3, "strata": s, "cells": cells.n_cells}))
 """
 

@@ -20,9 +20,11 @@ once per fit (:func:`likelihood_tables`); what the sampler evaluates is
 
 * the prior weights of the theta nodes per stratum (a normal density, normalised over the grid),
 * the change kernel ``K_s[j, k]``, the normal density of ``x_k`` around ``x_j + m_s``, normalised
-  over ``k`` (a Toeplitz matrix without the slope: one row of ``2J - 1`` exponentials per stratum),
-* ``G = K @ Bin2`` per stratum and version-2 outcome ``(n2, y2)``, and ``L`` as one matrix
-  product of the per-(stratum, outcome) weights with the version-1 binomial table.
+  over ``k`` (a Toeplitz matrix without the slope: one row of ``2J - 1`` exponentials per stratum,
+  tiled into place),
+* ``G = K @ Bin2`` per stratum and version-2 outcome ``(n2, y2)`` (with the rows' normalisers in
+  the same product), and ``L`` as one matrix product of the per-(stratum, outcome) weights with
+  the version-1 binomial table.
 
 So a gradient costs a few dense matrix products and no transcendental function of the data
 (0.4-0.7 ms for 40-2,000 items on a loaded 2-core machine, against 13.5 ms before on 11 strata; ``benchmarks/change_likelihood.py`` compares them on one shape).
@@ -165,8 +167,7 @@ def binomial_table(x: np.ndarray, n: np.ndarray, y: np.ndarray) -> tuple[np.ndar
 def likelihood_tables(cells: Cells) -> dict[str, np.ndarray]:
     """Every data-dependent array of the collapsed likelihood, padded to shape buckets.
 
-    ``x`` the logit grid, ``toeplitz[j, k] = k - j + J - 1`` (the offset index of the change
-    kernel), ``e1`` / ``lm1`` the version-1 binomial table over distinct ``(n1, y1)`` outcomes,
+    ``x`` the logit grid, ``e1`` / ``lm1`` the version-1 binomial table over distinct ``(n1, y1)`` outcomes,
     ``e2`` / ``lm2`` the version-2 table over distinct ``(n2, y2)``; per cell its row ``cell_key
     = s T + t`` of the (stratum, version-2 outcome) table, its version-1 outcome ``cell_u`` and
     its weight (0 on padding). Outcomes and cells are padded to powers of two, so datasets of
@@ -179,9 +180,8 @@ def likelihood_tables(cells: Cells) -> dict[str, np.ndarray]:
     pad = lambda a, size: np.concatenate([a, np.zeros((size - len(a), *a.shape[1:]), a.dtype)])  # noqa: E731
     e1, lm1 = binomial_table(x, o1[:, 0], o1[:, 1])
     e2, lm2 = binomial_table(x, o2[:, 0], o2[:, 1])
-    j = np.arange(len(x))
     return {
-        "x": x, "toeplitz": j[None, :] - j[:, None] + len(x) - 1,
+        "x": x,
         "e1": pad(e1, n_u), "lm1": pad(lm1, n_u), "e2": pad(e2, n_t), "lm2": pad(lm2, n_t),
         "cell_key": pad(cells.dom * n_t + t.ravel(), n_c), "cell_t": pad(t.ravel(), n_c), "cell_u": pad(u.ravel(), n_c),
         "weight": pad(cells.weight, n_c),
@@ -251,41 +251,99 @@ def prior_weights(ops, x, mu, sigma):
     return _lump_tails(ops, inside, ops.ndtr((x[0] - half - mu) / sigma), ops.ndtr((mu - x[-1] - half) / sigma))
 
 
-def change_kernel(ops, tables, mu, sigma, shift, slope, sigma_delta):
-    """``K[s, j, k]``: the Normal(x_j + m_s(x_j), sigma_delta_s) weight of node ``x_k``, as
-    :func:`prior_weights` (rows sum to 1, tails on the end nodes, :func:`grid_spread`).
+def toeplitz(ops, row, n: int):
+    """``T[..., j, k] = row[..., k - j + n - 1]`` from the last axis's ``2n - 1`` entries.
 
-    Without the slope (``slope`` the float 0.0) ``m_s`` is constant and ``K_s`` Toeplitz inside
-    the grid: one row of squared distances over the ``2J - 1`` offsets per stratum, spread by index.
-    A row whose centre lies far outside the grid keeps its nearest node's weight (then scaled by its
-    tiny inside mass), never a 0 / 0.
+    By tiling and reshaping, not by an index gather: under a sampler the gather's index is data
+    (an argument), and its gradient, a scatter-add, cost most of a likelihood evaluation.
+
+    Examples
+    --------
+    >>> toeplitz(_ops("numpy"), np.arange(5.0)[None], 3)[0]
+    array([[2., 3., 4.],
+           [1., 2., 3.],
+           [0., 1., 2.]])
     """
-    x = tables["x"]
-    half = 0.5 * (x[1] - x[0])
+    xp = ops.xp
+    period = xp.concatenate([row, xp.zeros_like(row[..., :1])], axis=-1)  # length 2n
+    tiled = xp.tile(period, (1,) * (row.ndim - 1) + (n,))[..., : n * (2 * n - 1)]
+    return tiled.reshape((*row.shape[:-1], n, 2 * n - 1))[..., n - 1 :]
+
+
+def _kernel_rows(ops, x, mu, sigma, shift, slope, sigma_delta):
+    """Unnormalised change-kernel rows ``k[s, j, k]``, their centres ``x_j + m_s(x_j)`` and spread.
+
+    Without the slope (``slope`` the float 0.0) the rows are one Gaussian over the ``2J - 1``
+    offsets per stratum, scaled by its maximum and laid out as a Toeplitz matrix: a row centred
+    far beyond the grid may then underflow (its inside mass relative to the peak row's is below
+    1e-150: :func:`_safe_ratio` gives it none). With the slope each row is scaled by its own maximum.
+    """
     sigma_delta = grid_spread(ops, sigma_delta, x)
+    n = x.shape[0]
     if isinstance(slope, float) and slope == 0.0:
-        n = x.shape[0]
         offsets = (np.arange(2 * n - 1) - (n - 1)) * (x[1] - x[0])
-        lk = (-0.5 * ((offsets[None, :] - shift[:, None]) / sigma_delta[:, None]) ** 2)[:, tables["toeplitz"]]
+        lr = -0.5 * ((offsets[None, :] - shift[:, None]) / sigma_delta[:, None]) ** 2
+        k = toeplitz(ops, ops.xp.exp(lr - ops.xp.max(lr, axis=-1, keepdims=True)), n)
         centre = x[None, :] + shift[:, None]
     else:
         centre = x[None, :] + shift[:, None] + slope * (x[None, :] - mu[:, None]) / sigma[:, None]  # (stratum, node)
         lk = -0.5 * ((x[None, None, :] - centre[:, :, None]) / sigma_delta[:, None, None]) ** 2
-    # Each row's own maximum: a row centred far beyond the grid (all its exponentials below 1e-300
-    # relative to the whole kernel's peak) then still sums to >= 1; its gradient stays finite.
-    k = ops.xp.exp(lk - ops.xp.max(lk, axis=-1, keepdims=True))
-    inside = k / k.sum(-1, keepdims=True)
-    sd = sigma_delta[:, None]
-    return _lump_tails(ops, inside, ops.ndtr((x[0] - half - centre) / sd), ops.ndtr((centre - x[-1] - half) / sd))
+        k = ops.xp.exp(lk - ops.xp.max(lk, axis=-1, keepdims=True))
+    return k, centre, sigma_delta[:, None]
+
+
+def _safe_ratio(ops, num, den):
+    """``num / den``, 0 where ``den`` is below 1e-150 (a kernel row with no mass on the grid).
+
+    Why not smaller: the gradient divides by ``den ** 2``, which must not underflow to 0.
+    """
+    ok = den > 1e-150
+    return ops.xp.where(ok, num / ops.xp.where(ok, den, 1.0), 0.0)
+
+
+def _tails(ops, x, centre, sd):
+    """Mass of Normal(centre, sd) below / above the grid's end cells."""
+    half = 0.5 * (x[1] - x[0])
+    return ops.ndtr((x[0] - half - centre) / sd), ops.ndtr((centre - x[-1] - half) / sd)
+
+
+def change_kernel(ops, tables, mu, sigma, shift, slope, sigma_delta):
+    """``K[s, j, k]``: the Normal(x_j + m_s(x_j), sigma_delta_s) weight of node ``x_k``, as
+    :func:`prior_weights` (rows sum to 1, tails on the end nodes, :func:`grid_spread`).
+
+    Without the slope (``slope`` the float 0.0) ``m_s`` is constant and ``K_s`` Toeplitz inside the
+    grid (:func:`_kernel_rows`). The item draws use the kernel itself; the likelihood applies it to
+    the version-2 binomials without forming it normalised (:func:`change_convolution`).
+    """
+    x = tables["x"]
+    k, centre, sd = _kernel_rows(ops, x, mu, sigma, shift, slope, sigma_delta)
+    inside = _safe_ratio(ops, k, k.sum(-1, keepdims=True))
+    return _lump_tails(ops, inside, *_tails(ops, x, centre, sd))
+
+
+def change_convolution(ops, tables, mu, sigma, shift, slope, sigma_delta):
+    """``G[s, t, j] = sum_k K[s, j, k] e2[t, k]``: the change kernel (:func:`change_kernel`) applied
+    to each version-2 outcome's binomial, per stratum.
+
+    One product of the unnormalised rows with the binomials and a row of ones gives the sums and
+    the row normalisers together; the tails' mass goes to the end nodes' binomials. Equal to
+    ``tensordot(change_kernel(...), e2)`` to rounding, at a third of its cost.
+    """
+    x, e2 = tables["x"], tables["e2"]
+    k, centre, sd = _kernel_rows(ops, x, mu, sigma, shift, slope, sigma_delta)
+    e2_ones = ops.xp.concatenate([e2, ops.xp.ones_like(e2[:1])], axis=0)
+    sums = ops.tensordot(k, e2_ones, axes=[[2], [1]])  # (stratum, node, outcome2 + 1)
+    inside = _safe_ratio(ops, sums[..., :-1], sums[..., -1:])
+    below, above = _tails(ops, x, centre, sd)
+    g = inside * (1.0 - below - above)[..., None] + below[..., None] * e2[:, 0] + above[..., None] * e2[:, -1]
+    return g.transpose(0, 2, 1)  # (stratum, outcome2, node)
 
 
 def cell_loglik(ops, mu_theta, sigma_theta, shift, sigma_delta, slope, pi, tables):
     """``log L(c)`` per (padded) cell, hyperparameters per stratum (see the module docstring)."""
     prior = prior_weights(ops, tables["x"], mu_theta, sigma_theta)  # (stratum, node)
-    kern = change_kernel(ops, tables, mu_theta, sigma_theta, shift, slope, sigma_delta)  # (stratum, node, node)
-    e2 = tables["e2"]
-    g = ops.tensordot(kern, e2, axes=[[2], [1]])  # (stratum, node, outcome2)
-    w = prior[:, None, :] * ((1.0 - pi) * e2[None, :, :] + pi * g.transpose(0, 2, 1))  # (stratum, outcome2, node)
+    g = change_convolution(ops, tables, mu_theta, sigma_theta, shift, slope, sigma_delta)  # (stratum, outcome2, node)
+    w = prior[:, None, :] * ((1.0 - pi) * tables["e2"][None, :, :] + pi * g)  # (stratum, outcome2, node)
     lik = ops.tensordot(w.reshape((-1, w.shape[-1])), tables["e1"], axes=[[1], [1]])  # (stratum x outcome2, outcome1)
     per_cell = lik[tables["cell_key"], tables["cell_u"]]
     return ops.xp.log(ops.maximum(per_cell, 1e-300)) + tables["lm1"][tables["cell_u"]] + tables["lm2"][tables["cell_t"]]
