@@ -399,6 +399,12 @@ def reliable_change(
     )
 
 
+def _mcnemar_record(b: int, c: int) -> dict:
+    """rci.json's McNemar record: ``b``, ``c``, ``chi2`` (NaN without discordant items) and ``p_exact``."""
+    res = mcnemar(b, c)
+    return {"b": b, "c": c, "chi2": float(res.statistic) if b + c else float("nan"), "p_exact": float(res.p_exact)}
+
+
 def cross_pair(a: PairRCI, b: PairRCI) -> dict:
     """Compare two pairs (paper 001, section 3.8; SPEC 2.1).
 
@@ -427,7 +433,7 @@ def cross_pair(a: PairRCI, b: PairRCI) -> dict:
         r, r_p = float("nan"), float("nan")
     fa = shared["class_a"].isin([_rci.IMPROVED, _rci.DETERIORATED]).to_numpy()
     fb = shared["class_b"].isin([_rci.IMPROVED, _rci.DETERIORATED]).to_numpy()
-    mc = mcnemar(int(np.sum(fa & ~fb)), int(np.sum(~fa & fb)))
+    mc = _mcnemar_record(int(np.sum(fa & ~fb)), int(np.sum(~fa & fb)))
     paired = len(shared) > 0
     return {
         "pairs": [a.name, b.name],

@@ -25,6 +25,7 @@ import xarray as xr
 from numpy.typing import ArrayLike
 from scipy import stats
 
+from bayesrc.classical.secondary import mcnemar
 from bayesrc.errors import InputError
 from bayesrc.markdown import markdown_table
 from bayesrc.power import analytic as an
@@ -300,7 +301,7 @@ def resolution_report(
 
     if binary:
         b, c = int(np.sum((xa == 1) & (xb == 0))), int(np.sum((xa == 0) & (xb == 1)))
-        mc = an.mcnemar(b, c)
+        mc = mcnemar(b, c)
         p_exact, p_asym, p_t = float(mc.p_exact), float(mc.p_asymptotic), None
     else:
         b = c = None
