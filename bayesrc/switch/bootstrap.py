@@ -14,8 +14,8 @@ by bootstrapping the per-episode differences (paper 004 section 2).
 
 Why not ``scipy.stats.bootstrap(method="BCa")``: it draws its own resample indices
 (a different random stream for the same seed, so other limits and stars), one
-statistic per call (here every row shares one count matrix), no half-ties in z0
-and NaN with a warning for a constant row (here: the point estimate).
+statistic per call (here every row shares one count matrix), z0 is not clipped to
+[½/B, 1 − ½/B], and a constant row gives NaN with a warning (here: the point estimate).
 """
 
 from __future__ import annotations
