@@ -65,3 +65,19 @@ class ConvergenceError(BayesrcError):
     """
 
     exit_code = 3
+
+
+class ParameterError(InputError, ValueError):
+    """A parameter outside its domain: a ``ValueError`` for the API, one line (exit 2) at the CLI.
+
+    Examples
+    --------
+    >>> from bayesrc.power import required_n
+    >>> required_n(0.6, 0.5, 2.0)
+    Traceback (most recent call last):
+    ...
+    bayesrc.errors.ParameterError: <parameters>: field 'rho': a correlation must lie in [-1, 1], got 2
+    """
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message, path="<parameters>", field=field)

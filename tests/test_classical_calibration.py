@@ -138,11 +138,12 @@ def test_cross_pair_is_paired_on_shared_items(sim_pair, sim_pair_b):
     shared = ia.index[~ia["excluded"]].intersection(ib.index[~ib["excluded"]])
     fa = ia.loc[shared, "class"].isin(["improved", "deteriorated"])
     fb = ib.loc[shared, "class"].isin(["improved", "deteriorated"])
-    ref = mcnemar(int((fa & ~fb).sum()), int((~fa & fb).sum()))
-    assert out["mcnemar"]["b"] == ref["b"] and out["p_test"] == pytest.approx(ref["p_exact"])
+    b, c = int((fa & ~fb).sum()), int((~fa & fb).sum())
+    ref = mcnemar(b, c)
+    assert out["mcnemar"]["b"] == b and out["p_test"] == pytest.approx(ref.p_exact)
     from scipy import stats
 
-    assert ref["p_exact"] == pytest.approx(stats.binomtest(ref["b"], ref["b"] + ref["c"], 0.5).pvalue)
+    assert ref.p_exact == pytest.approx(stats.binomtest(b, b + c, 0.5).pvalue)
 
 
 def test_shared_seeds_are_detected_and_warned_about():

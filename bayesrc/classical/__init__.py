@@ -14,6 +14,7 @@ from bayesrc.classical.pipeline import (
 )
 from bayesrc.classical.rci import (
     CLASSES,
+    RCISettings,
     classify_rci,
     exclusion_reasons,
     min_valid_for,
@@ -46,6 +47,7 @@ __all__ = [
     "PairResult",
     "RCIRun",
     "CLASSES",
+    "RCISettings",
     "PairRCI",
     "RCIAnalysis",
     "analyse_pairs",

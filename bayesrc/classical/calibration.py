@@ -22,12 +22,12 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
-from bayesrc.classical.rci import min_valid_for
+from bayesrc.classical.rci import RCISettings, min_valid_for
 from bayesrc.classical.reliability import _split_masks, spearman_brown
 
-S_DIFF_METHODS = ("reference", "binomial")
+#: classify_counts' and sample_level_null's default rule: the paper's (rule (a) at 6 of K = 10)
+PAPER_SETTINGS = RCISettings(min_valid=6)
 NO_CHANGE_ALPHA = 0.10  # no_change_test's level for "the data do not reject that nothing changed" (one minus 90% intervals' level)
-RELIABILITY_BASES = ("all", "analysed")
 
 
 def nominal_rate(z: float) -> float:
@@ -127,18 +127,15 @@ def batched_split_half(x: np.ndarray, include: np.ndarray, masks: np.ndarray) ->
 def classify_counts(
     x1: np.ndarray,
     x2: np.ndarray,
+    settings: RCISettings = PAPER_SETTINGS,
     *,
-    z: float = 1.96,
-    min_valid: int | tuple[np.ndarray, np.ndarray] | None = 6,
-    sd_basis: str = "analysable",
-    s_diff: str = "reference",
-    reliability_basis: str = "all",
     masks: np.ndarray | None = None,
     r_xx: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> dict:
     """Reliable-change classification of R replicates of one pair, vectorised.
 
-    ``x1``, ``x2``: (R, items, K) correctness (1 / 0, NaN missing). ``masks`` (K, S):
+    ``x1``, ``x2``: (R, items, K) correctness (1 / 0, NaN missing); ``settings``: the
+    rule (default: the paper's, rule (a) at 6 valid responses). ``masks`` (K, S):
     split halves for the reliability (method "reference"); ``r_xx``: reliabilities
     to use instead of estimating them (shape (R,) each). Returns arrays per replicate:
     ``improved``, ``deteriorated``, ``flagged``, ``n_analysable`` (R,), ``analysable``
@@ -150,7 +147,7 @@ def classify_counts(
     >>> rng = np.random.default_rng(0)
     >>> x1 = (rng.random((2, 50, 10)) < 0.6).astype(float)  # 2 replicates x 50 items x K = 10
     >>> x2 = (rng.random((2, 50, 10)) < 0.6).astype(float)
-    >>> out = classify_counts(x1, x2, s_diff="binomial")
+    >>> out = classify_counts(x1, x2, RCISettings(min_valid=6, s_diff="binomial"))
     >>> out["flagged"].shape
     (2,)
     """
@@ -160,6 +157,7 @@ def classify_counts(
         p1 = np.where(n1 > 0, y1 / np.maximum(n1, 1), np.nan)
         p2 = np.where(n2 > 0, y2 / np.maximum(n2, 1), np.nan)
     scored = (n1 > 0) & (n2 > 0)
+    z, min_valid, sd_basis = settings.z, settings.min_valid, settings.sd_basis
     if min_valid is None:  # SPEC 2: ceil(0.6 K) of the K each version's matrix holds
         m1, m2 = min_valid_for(x1.shape[-1]), min_valid_for(x2.shape[-1])
     elif isinstance(min_valid, tuple):  # per-item thresholds of each version
@@ -170,16 +168,16 @@ def classify_counts(
     fc = ((p1 == 0) & (p2 == 0)) | ((p1 == 1) & (p2 == 1))
     analysable = ~low & ~fc & scored
     delta = p2 - p1
-    if s_diff == "binomial":
+    if settings.s_diff == "binomial":
         sd_i = binomial_s_diff(y1, n1, y2, n2)
         with np.errstate(invalid="ignore", divide="ignore"):
             rci = np.where(sd_i > 0, delta / sd_i, np.nan)
         s = np.full(x1.shape[0], np.nan)
-    elif s_diff == "reference":
+    else:  # "reference"
         if r_xx is None:
             if masks is None:
                 raise ValueError("method 'reference' needs split masks or r_xx")
-            rel_in = analysable if reliability_basis == "analysed" else None
+            rel_in = analysable if settings.reliability_basis == "analysed" else None
             r1 = batched_split_half(x1, rel_in if rel_in is not None else n1 > 0, masks)
             r2 = batched_split_half(x2, rel_in if rel_in is not None else n2 > 0, masks)
         else:
@@ -191,8 +189,6 @@ def classify_counts(
         s = np.hypot(_masked_sd(p1, basis) * f1, _masked_sd(p2, basis) * f2)
         with np.errstate(invalid="ignore", divide="ignore"):
             rci = np.where((s > 0)[:, None], delta / s[:, None], np.nan)
-    else:
-        raise ValueError(f"s_diff must be one of {S_DIFF_METHODS}, got {s_diff!r}")
     imp = (rci > z) & analysable
     det = (rci < -z) & analysable
     return {
@@ -231,12 +227,8 @@ def _deal(valid: np.ndarray, ones: np.ndarray, n_rep: int, rng: np.random.Genera
 def sample_level_null(
     correct_v1: np.ndarray,
     correct_v2: np.ndarray,
+    settings: RCISettings = PAPER_SETTINGS,
     *,
-    z: float = 1.96,
-    min_valid: int | tuple[np.ndarray, np.ndarray] | None = 6,
-    sd_basis: str = "analysable",
-    s_diff: str = "reference",
-    reliability_basis: str = "all",
     n_replicates: int = 200,
     n_splits: int = 50,
     batch: int = 20,
@@ -250,7 +242,7 @@ def sample_level_null(
     ``n_v2`` (a within-item permutation, so each item keeps its pooled accuracy and
     loses any change); exclusions, reliability (``n_splits`` random split halves, the
     same for every replicate), SD and S_diff are recomputed and the same rule is
-    applied. Returns the mean and 2.5 / 50 / 97.5 percentiles of the flagged counts
+    applied (``settings``; default: the paper's, rule (a) at 6 valid responses). Returns the mean and 2.5 / 50 / 97.5 percentiles of the flagged counts
     (improved + deteriorated), the implied false-positive rate per analysable item
     (``rate``) and the nominal two-sided rate of ``z``. ``zs``: further thresholds
     evaluated on the same replicates (``by_z``: flagged mean, 97.5 % and rate per z).
@@ -271,7 +263,7 @@ def sample_level_null(
     ones = np.where(valid, pooled, 0.0).sum(1)  # correct outcomes of the item, both versions pooled
     rng = np.random.default_rng(seed)
     k_all = max(k1, k2)
-    masks = _split_masks(k_all, n_splits, rng).T.astype(float) if s_diff == "reference" else None
+    masks = _split_masks(k_all, n_splits, rng).T.astype(float) if settings.s_diff == "reference" else None
     flagged, improved, deteriorated, n_an = [], [], [], []
     extra = {float(t): [] for t in (zs or ())}
     done = 0
@@ -279,10 +271,7 @@ def sample_level_null(
         b = min(batch, n_replicates - done)
         dealt = _deal(valid, ones, b, rng)
         a, c = dealt[..., :k1], dealt[..., k1:]
-        out = classify_counts(
-            _pad(a, k_all), _pad(c, k_all), z=z, min_valid=min_valid, sd_basis=sd_basis, s_diff=s_diff,
-            reliability_basis=reliability_basis, masks=masks,
-        )  # fmt: skip
+        out = classify_counts(_pad(a, k_all), _pad(c, k_all), settings, masks=masks)
         for t in extra:
             extra[t].append(((np.abs(out["rci"]) > t) & out["analysable"]).sum(-1))
         flagged.append(out["flagged"])
@@ -305,11 +294,11 @@ def sample_level_null(
         "deteriorated_mean": float(deteriorated.mean()),
         "n_analysable_mean": float(n_an.mean()),
         "rate": rate,
-        "nominal_rate": nominal_rate(z),
-        "s_diff_method": s_diff,
-        "reliability_basis": reliability_basis,
-        "sd_basis": sd_basis,
-        "n_splits": int(n_splits) if s_diff == "reference" else 0,
+        "nominal_rate": nominal_rate(settings.z),
+        "s_diff_method": settings.s_diff,
+        "reliability_basis": settings.reliability_basis,
+        "sd_basis": settings.sd_basis,
+        "n_splits": int(n_splits) if settings.s_diff == "reference" else 0,
         "flagged_draws": flagged,
         "by_z": {
             t: {

@@ -23,7 +23,7 @@ Which items each number uses (``sd_basis`` is stated in every output):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import combinations
 
 import numpy as np
@@ -32,7 +32,8 @@ import xarray as xr
 from scipy import stats
 
 from bayesrc.classical import rci as _rci
-from bayesrc.classical.calibration import NO_CHANGE_ALPHA, RELIABILITY_BASES, S_DIFF_METHODS, binomial_s_diff, no_change_test, not_rejected_phrase, null_warnings, sample_level_null
+from bayesrc.classical.calibration import NO_CHANGE_ALPHA, binomial_s_diff, no_change_test, not_rejected_phrase, null_warnings, sample_level_null
+from bayesrc.classical.rci import RCISettings
 from bayesrc.classical.reliability import SplitHalfReliability, icc_1_1, icc_1_k, k_for_reliability, reliability_vs_k, split_half_reliability
 from bayesrc.classical.result import PairResult, RCIRun
 from bayesrc.classical.secondary import (
@@ -48,8 +49,6 @@ from bayesrc.classical.secondary import (
 )
 from bayesrc.data.counts import modal_k
 from bayesrc.data.inputs import model_inputs
-
-SD_BASES = ("analysable", "all")
 
 
 @dataclass
@@ -247,12 +246,7 @@ def reliable_change(
     >>> sorted(res.null_samples)[:3]
     ['by_z', 'deteriorated_mean', 'flagged_draws']
     """
-    if sd_basis not in SD_BASES:
-        raise ValueError(f"sd_basis must be one of {SD_BASES}, got {sd_basis!r}")
-    if s_diff not in S_DIFF_METHODS:
-        raise ValueError(f"s_diff must be one of {S_DIFF_METHODS}, got {s_diff!r}")
-    if reliability_basis not in RELIABILITY_BASES:
-        raise ValueError(f"reliability_basis must be one of {RELIABILITY_BASES}, got {reliability_basis!r}")
+    settings = RCISettings(z=z, min_valid=min_valid, sd_basis=sd_basis, s_diff=s_diff, reliability_basis=reliability_basis)
     versions = list(map(str, counts["version"].values))
     v1 = versions[0] if v1 is None else v1
     v2 = versions[1] if v2 is None else v2
@@ -329,11 +323,10 @@ def reliable_change(
     # Direction-asymmetry test on the items of the observed counts (analysable).
     null = empirical_null(items["p_v1"], items["p_v2"], r1, r2, z=z, n_permutations=n_permutations, seed=s_null,
                           count=analysable, basis=basis, s_item=s_item if s_diff == "binomial" else None)  # fmt: skip
-    samples = sample_level_null(
-        a["correct"].values, b["correct"].values, z=z, sd_basis=sd_basis, s_diff=s_diff,
-        min_valid=min_valid if min_valid is not None else (_rci.min_valid_for(items["k_v1"].to_numpy(), valid_share), _rci.min_valid_for(items["k_v2"].to_numpy(), valid_share)),
-        reliability_basis=reliability_basis, n_replicates=n_null, n_splits=null_splits, seed=s_sample_null,
-    ) if n_null > 0 else None  # fmt: skip
+    null_settings = (
+        settings if min_valid is not None else replace(settings, min_valid=(_rci.min_valid_for(items["k_v1"].to_numpy(), valid_share), _rci.min_valid_for(items["k_v2"].to_numpy(), valid_share)))
+    )
+    samples = sample_level_null(a["correct"].values, b["correct"].values, null_settings, n_replicates=n_null, n_splits=null_splits, seed=s_sample_null) if n_null > 0 else None
     flagged = counts_out["analysable"]["improved"] + counts_out["analysable"]["deteriorated"]
     no_change = pair_no_change_test(counts, v1, v2) if n_null > 0 else None
     warnings = null_warnings(samples, flagged, int(analysable.sum())) if samples is not None else []
@@ -399,6 +392,12 @@ def reliable_change(
     )
 
 
+def _mcnemar_record(b: int, c: int) -> dict:
+    """rci.json's McNemar record: ``b``, ``c``, ``chi2`` (NaN without discordant items) and ``p_exact``."""
+    res = mcnemar(b, c)
+    return {"b": b, "c": c, "chi2": float(res.statistic) if b + c else float("nan"), "p_exact": float(res.p_exact)}
+
+
 def cross_pair(a: PairRCI, b: PairRCI) -> dict:
     """Compare two pairs (paper 001, section 3.8; SPEC 2.1).
 
@@ -427,7 +426,7 @@ def cross_pair(a: PairRCI, b: PairRCI) -> dict:
         r, r_p = float("nan"), float("nan")
     fa = shared["class_a"].isin([_rci.IMPROVED, _rci.DETERIORATED]).to_numpy()
     fb = shared["class_b"].isin([_rci.IMPROVED, _rci.DETERIORATED]).to_numpy()
-    mc = mcnemar(int(np.sum(fa & ~fb)), int(np.sum(~fa & fb)))
+    mc = _mcnemar_record(int(np.sum(fa & ~fb)), int(np.sum(~fa & fb)))
     paired = len(shared) > 0
     return {
         "pairs": [a.name, b.name],

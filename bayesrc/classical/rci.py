@@ -15,6 +15,8 @@ in both (floor / ceiling).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
@@ -24,6 +26,46 @@ EXCLUDED = "excluded"
 #: how reports and tables name each class
 CLASS_LABELS = {IMPROVED: "improved", NO_CHANGE: "no reliable change", DETERIORATED: "deteriorated", EXCLUDED: "excluded"}
 VALID_SHARE = 0.6
+
+
+SD_BASES = ("analysable", "all")
+S_DIFF_METHODS = ("reference", "binomial")
+RELIABILITY_BASES = ("all", "analysed")
+
+
+@dataclass(frozen=True)
+class RCISettings:
+    """The settings of one RCI classification, carried as one value through the classical layer.
+
+    ``z``: the threshold on ``|RCI|``; ``min_valid``: exclusion rule (a) as a fixed count,
+    per-item thresholds of each version (a pair of arrays) or ``None`` (``ceil(0.6 K)``);
+    ``sd_basis``: the items whose SD gives S_diff ("analysable" or "all"); ``s_diff``:
+    "reference" (the paper's SEM-based S_diff) or "binomial" (per item); ``reliability_basis``:
+    the items whose split halves give r_xx ("all" or "analysed"). A value outside its
+    choices is a ``ValueError``.
+
+    Examples
+    --------
+    >>> from dataclasses import replace
+    >>> s = RCISettings(s_diff="binomial")
+    >>> replace(s, z=2.58).z, s.sd_basis
+    (2.58, 'analysable')
+    >>> RCISettings(sd_basis="some")
+    Traceback (most recent call last):
+    ...
+    ValueError: sd_basis must be one of ('analysable', 'all'), got 'some'
+    """
+
+    z: float = 1.96
+    min_valid: int | tuple[np.ndarray, np.ndarray] | None = None
+    sd_basis: str = "analysable"
+    s_diff: str = "reference"
+    reliability_basis: str = "all"
+
+    def __post_init__(self) -> None:
+        for name, choices in (("sd_basis", SD_BASES), ("s_diff", S_DIFF_METHODS), ("reliability_basis", RELIABILITY_BASES)):
+            if getattr(self, name) not in choices:
+                raise ValueError(f"{name} must be one of {choices}, got {getattr(self, name)!r}")
 
 
 def min_valid_for(k: np.ndarray | int, valid_share: float = VALID_SHARE) -> np.ndarray:

@@ -6,10 +6,10 @@ models' per-item scores (:mod:`bayesrc.power.report`), simulated calibration of 
 (:mod:`bayesrc.power.calibration`) and the K-sample planner (:mod:`bayesrc.power.planner`).
 """
 
+from bayesrc.classical.secondary import McNemarResult, mcnemar
 from bayesrc.power.analytic import (
     ANYTIME_METHODS,
     MULTIPLICITY_METHODS,
-    McNemarResult,
     ParameterError,
     adjusted_alpha,
     anytime_boundary,
@@ -20,7 +20,6 @@ from bayesrc.power.analytic import (
     cohens_h,
     design_effect,
     joint_probabilities,
-    mcnemar,
     mde,
     multiplicity_inflation,
     paired_variance,

@@ -10,32 +10,14 @@ Notation: two models A and B scored 0/1 on the same N items, accuracies
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy import optimize, special, stats
 
-from bayesrc.errors import InputError
+from bayesrc.errors import ParameterError
 
 MULTIPLICITY_METHODS = ("bonferroni", "holm", "bh")
 ANYTIME_METHODS = ("normal_mixture", "stitched")
-
-
-class ParameterError(InputError, ValueError):
-    """A parameter outside its domain: a ``ValueError`` for the API, one line (exit 2) at the CLI.
-
-    Examples
-    --------
-    >>> from bayesrc.power import required_n
-    >>> required_n(0.6, 0.5, 2.0)
-    Traceback (most recent call last):
-    ...
-    bayesrc.power.analytic.ParameterError: <parameters>: field 'rho': a correlation must lie in [-1, 1], got 2
-    """
-
-    def __init__(self, message: str, *, field: str | None = None) -> None:
-        super().__init__(message, path="<parameters>", field=field)
 
 
 def _out(x: np.ndarray):
@@ -276,68 +258,6 @@ def mde(
             if np.all(b - a < tol):
                 break
     return _out(np.where(detectable & (hi > 0), (a + b) / 2, np.nan))
-
-
-# ---------------------------------------------------------------------------
-# McNemar
-# ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class McNemarResult:
-    """McNemar test on discordant counts ``b`` (A right, B wrong) and ``c`` (A wrong, B right).
-
-    Examples
-    --------
-    >>> r = mcnemar(296, 250)
-    >>> round(float(r.p_exact), 3), round(float(r.p_asymptotic), 3)
-    (0.054, 0.049)
-    """
-
-    b: np.ndarray
-    c: np.ndarray
-    statistic: np.ndarray  # chi-squared, 1 df
-    p_exact: np.ndarray  # exact conditional binomial, two-sided
-    p_asymptotic: np.ndarray  # chi-squared(1)
-    exact: bool
-
-    @property
-    def p_value(self) -> np.ndarray:
-        return self.p_exact if self.exact else self.p_asymptotic
-
-
-def mcnemar(b: ArrayLike, c: ArrayLike, exact: bool = True, correction: bool = False) -> McNemarResult:
-    """McNemar's test, both forms (vectorised over arrays of counts).
-
-    - exact conditional: given ``b + c`` discordant pairs, ``b ~ Binomial(b + c, 1/2)``
-      under H0; two-sided ``p = min(1, 2 P(X <= min(b, c)))``.
-    - asymptotic: ``X^2 = (b - c)^2 / (b + c)`` (``(|b - c| - 1)^2 / (b + c)`` with
-      ``correction``) referred to chi-squared with 1 df.
-
-    ``b + c = 0`` gives statistic 0 and p = 1 (no evidence either way). ``p_value``
-    is the exact one when ``exact`` is true.
-
-    Examples
-    --------
-    >>> r = mcnemar(296, 250)  # paper 002's HellaSwag boundary case
-    >>> round(float(r.p_exact), 3), round(float(r.p_asymptotic), 3)
-    (0.054, 0.049)
-    """
-    b_arr = _as_float("b", b)
-    c_arr = _as_float("c", c)
-    for name, arr in (("b", b_arr), ("c", c_arr)):
-        if (arr < 0).any() or (arr != np.round(arr)).any():
-            raise ParameterError("discordant counts must be non-negative integers", field=name)
-    b_arr, c_arr = np.broadcast_arrays(b_arr, c_arr)
-    m = b_arr + c_arr
-    diff = np.abs(b_arr - c_arr)
-    if correction:
-        diff = np.maximum(diff - 1, 0)
-    stat = np.where(m > 0, diff**2 / np.where(m > 0, m, 1), 0.0)
-    p_asym = stats.chi2.sf(stat, 1)
-    p_ex = np.minimum(1.0, 2 * stats.binom.cdf(np.minimum(b_arr, c_arr), m, 0.5))
-    p_ex = np.where(m > 0, p_ex, 1.0)
-    return McNemarResult(_out(b_arr), _out(c_arr), _out(stat), _out(p_ex), _out(p_asym), bool(exact))
 
 
 # ---------------------------------------------------------------------------

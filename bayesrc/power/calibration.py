@@ -12,7 +12,9 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
-from bayesrc.power.analytic import ParameterError, joint_probabilities, mcnemar, required_n
+from bayesrc.classical.secondary import mcnemar
+from bayesrc.errors import ParameterError
+from bayesrc.power.analytic import joint_probabilities, required_n
 
 
 def paired_bernoulli_counts(

@@ -16,7 +16,7 @@ ordered by q (equivalently by the Wald p-value).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -25,6 +25,7 @@ import xarray as xr
 from numpy.typing import ArrayLike
 from scipy import stats
 
+from bayesrc.classical.secondary import mcnemar
 from bayesrc.errors import InputError
 from bayesrc.markdown import markdown_table
 from bayesrc.power import analytic as an
@@ -300,7 +301,7 @@ def resolution_report(
 
     if binary:
         b, c = int(np.sum((xa == 1) & (xb == 0))), int(np.sum((xa == 0) & (xb == 1)))
-        mc = an.mcnemar(b, c)
+        mc = mcnemar(b, c)
         p_exact, p_asym, p_t = float(mc.p_exact), float(mc.p_asymptotic), None
     else:
         b = c = None
@@ -553,8 +554,9 @@ def _fmt(x, digits: int = 3) -> str:
     return f"{x:.{digits}g}"
 
 
-def _md_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    return markdown_table(header, rows, cell=lambda v: v if isinstance(v, str) else _fmt(v))
+def _md_cell(v: object) -> str:
+    """A Markdown cell of power.md: text as it is, numbers through :func:`_fmt`."""
+    return v if isinstance(v, str) else _fmt(v)
 
 
 def render_markdown(lb: LeaderboardResolution) -> str:
@@ -578,21 +580,23 @@ def render_markdown(lb: LeaderboardResolution) -> str:
         "",
         "## Pairs",
         "",
-        _md_table(
+        markdown_table(
             ["rank", "pair", "N", "acc A", "acc B", "δ", "ρ", "b", "c", "MDE", "N*", "q", "McNemar exact p", "asymptotic p", "paired t p"],
             [[i + 1, f"{p.name_a} vs {p.name_b}", p.n, p.p_a, p.p_b, p.delta, p.rho, p.b, p.c, p.mde, p.n_star, p.q, p.p_exact, p.p_asymptotic, p.p_paired_t] for i, p in enumerate(lb.pairs)],
+            cell=_md_cell,
         ),
         "",
         "## Verdicts",
         "",
-        _md_table(
+        markdown_table(
             ["pair", *PARADIGMS, "DE", "N* clustered", "N* anytime"],
             [[f"{p.name_a} vs {p.name_b}", *[p.verdicts[k] for k in PARADIGMS], p.design_effect, p.n_star_clustered, p.anytime["n_star"]] for p in lb.pairs],
+            cell=_md_cell,
         ),
         "",
         "## Unresolved pairs per paradigm",
         "",
-        _md_table(["paradigm", "unresolved", "pairs"], [[r.paradigm, r.unresolved, r.pairs] for r in lb.summary().itertuples()]),
+        markdown_table(["paradigm", "unresolved", "pairs"], [[r.paradigm, r.unresolved, r.pairs] for r in lb.summary().itertuples()], cell=_md_cell),
     ]
     notes = [f"- {p.name_a} vs {p.name_b}: {n}" for p in lb.pairs for n in p.notes]
     if notes:

@@ -43,6 +43,7 @@ from bayesrc.bayes.task import fit_task
 from bayesrc.classical import rci as R
 from bayesrc.classical.calibration import binomial_s_diff, nominal_rate, sample_level_null
 from bayesrc.classical.pipeline import PairRCI, reliable_change
+from bayesrc.classical.rci import RCISettings
 from bayesrc.classical.reliability import split_half_reliability
 
 Z_GRID: tuple[float, ...] = (1.645, 1.96, 2.326, 2.58, 3.0)
@@ -180,9 +181,8 @@ def threshold_sensitivity(
         for basis in sd_bases if s_diff == "reference" else ("-",):
             null = None
             if null_replicates > 0:
-                null = sample_level_null(a, b, z=float(zs[0]), min_valid=min_valid, sd_basis=basis if basis != "-" else "analysable",
-                                         s_diff=s_diff, reliability_basis=rel_basis, n_replicates=null_replicates, seed=seed,
-                                         zs=tuple(float(z) for z in zs))  # fmt: skip
+                settings = RCISettings(z=float(zs[0]), min_valid=min_valid, sd_basis=basis if basis != "-" else "analysable", s_diff=s_diff, reliability_basis=rel_basis)
+                null = sample_level_null(a, b, settings, n_replicates=null_replicates, seed=seed, zs=tuple(float(z) for z in zs))
             for z in zs:
                 cls = classify(p.items, r1, r2, z=z, min_valid=min_valid, sd_basis=basis if basis != "-" else "analysable", s_diff=s_diff)
                 row = {"analysis": "threshold", "z": float(z), "method": f"{s_diff}" + (f" (r_xx: {rel_basis}, SD: {basis})" if s_diff == "reference" else ""),

@@ -11,6 +11,11 @@ and the interval is the α'_lo and α'_hi quantiles of θ*. Resampling is vector
 one multinomial count matrix W (B × n) gives every replicate mean as x Wᵀ / n, for
 every row of x at once. The paired version resamples episodes and keeps the pairing
 by bootstrapping the per-episode differences (paper 004 section 2).
+
+Why not ``scipy.stats.bootstrap(method="BCa")``: it draws its own resample indices
+(a different random stream for the same seed, so other limits and stars), one
+statistic per call (here every row shares one count matrix), z0 is not clipped to
+[½/B, 1 − ½/B], and a constant row gives NaN with a warning (here: the point estimate).
 """
 
 from __future__ import annotations

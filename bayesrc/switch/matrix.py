@@ -38,6 +38,8 @@ MIN_BOOT_999 = 10_000
 def benjamini_hochberg(p: np.ndarray) -> np.ndarray:
     """BH-adjusted p-values (step-up, monotone); NaN entries stay NaN and are not counted.
 
+    :func:`scipy.stats.false_discovery_control` over the finite entries (it refuses NaN).
+
     Examples
     --------
     >>> benjamini_hochberg(np.array([0.01, 0.04, 0.03])).round(3).tolist()
@@ -46,16 +48,7 @@ def benjamini_hochberg(p: np.ndarray) -> np.ndarray:
     p = np.asarray(p, float)
     out = np.full(p.shape, np.nan)
     ok = np.isfinite(p)
-    q = p[ok]
-    m = q.size
-    if m == 0:
-        return out
-    order = np.argsort(q)
-    adj = q[order] * m / np.arange(1, m + 1)
-    adj = np.minimum.accumulate(adj[::-1])[::-1]
-    res = np.empty(m)
-    res[order] = np.clip(adj, 0, 1)
-    out[ok] = res
+    out[ok] = stats.false_discovery_control(p[ok])
     return out
 
 
