@@ -117,3 +117,19 @@ def test_merge_into_a_run_directory_a_collector_has_just_locked_is_refused(gemma
         first.send_signal(signal.SIGCONT)
     assert first.wait(timeout=120) == 0, first.stderr.read()
     assert _trials(out).equals(_trials(reference4))
+
+
+def test_full_disk_and_read_only_output_one_line_exit_2_then_resume_completes(tmp_path):
+    """A real tmpfs (mounted as root) with 40 KiB left: the collector stops after the parts that fit
+    with one line naming the file and exit 2; with space back the resume gives the uninterrupted
+    trials. On the tmpfs remounted read-only: one line, exit 2, nothing written."""
+    sys.path.insert(0, str(HERE))
+    import disk_faults
+
+    if not disk_faults.can_mount(tmp_path):
+        pytest.skip("mounting a tmpfs needs root")
+    s = disk_faults.disk_faults(tmp_path, [40], writers=False)
+    full, ro = s["cases"]
+    assert full["exit"] == 2 and full["parts_before"] >= 1 and "No space left on device" in full["stderr"], full
+    assert ro["exit"] == 2 and "Read-only file system" in ro["stderr"], ro
+    assert (s["tracebacks"], s["torn"], s["lost"], s["duplicated"]) == (0, 0, 0, 0), s["cases"]

@@ -88,8 +88,12 @@ class RunLock:
             os.close(self.fd)
             raise InputError(f"{what} this run directory", path=run_dir) from None
         if not shared:
-            os.ftruncate(self.fd, 0)
-            os.pwrite(self.fd, str(os.getpid()).encode(), 0)
+            try:
+                os.ftruncate(self.fd, 0)
+                os.pwrite(self.fd, str(os.getpid()).encode(), 0)
+            except OSError as exc:  # a full disk
+                self.release()
+                raise InputError(f"cannot write to the run directory ({exc.strerror})", path=run_dir) from None
 
     def release(self) -> None:
         if self.fd is not None:
