@@ -76,9 +76,29 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
+    except OSError as exc:  # a full disk, a read-only folder: name the file (the CLI's one line)
+        Path(tmp).unlink(missing_ok=True)
+        raise _named(exc, path) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _named(exc: OSError, path: str | Path) -> OSError:
+    """``exc`` itself if it names a file, else the same error naming ``path``.
+
+    Examples
+    --------
+    >>> _named(OSError(28, "No space left on device"), "out/a.txt").filename
+    'out/a.txt'
+    """
+    if exc.filename:
+        return exc
+    if exc.errno:
+        return type(exc)(exc.errno, exc.strerror or os.strerror(exc.errno), str(path))
+    named = OSError(str(exc))  # e.g. pyarrow's "Error writing bytes to file ... [errno 28] ..."
+    named.filename = str(path)
+    return named
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
@@ -128,6 +148,8 @@ def staged_output(out_dir: str | Path) -> Iterator[Path]:
                 _replace_entries(stage, target)
             else:
                 _commit(stage, target)
+        except OSError as exc:  # e.g. a table written straight into the stage on a full disk
+            raise _named(exc, target) from None
         finally:
             shutil.rmtree(stage, ignore_errors=True)
 

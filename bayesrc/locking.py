@@ -72,8 +72,12 @@ def _acquire(target: Path) -> int:
             os.close(fd)
             raise InputError(f"another bayesrc process (pid {holder}) is writing this output; wait for it or choose another --out", path=target) from None
         if _same_file(fd, path):
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, str(os.getpid()).encode(), 0)
+            try:
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, str(os.getpid()).encode(), 0)
+            except OSError as exc:  # a full disk
+                os.close(fd)
+                raise OSError(exc.errno, exc.strerror, str(path)) from None
             return fd
         os.close(fd)  # locked a file its holder had just removed: take the new one
 

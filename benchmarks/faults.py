@@ -42,10 +42,12 @@ sys.path.insert(0, str(TESTS))
 
 import fuzzing  # noqa: E402  (tests/fuzzing.py: the readers, their seeds and mutations)
 
+ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+
 
 def crash_rows(timed: int) -> list[dict]:
     """One row per swap mode: every filesystem event a crash point, plus ``timed`` timed kills."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    env = ENV
     rows = []
     for mode in ("exchange", "rename"):
         with tempfile.TemporaryDirectory() as tmp:
@@ -56,6 +58,42 @@ def crash_rows(timed: int) -> list[dict]:
             "component": f"staged_output ({mode})", "tried": s["tried"], "killed": s["killed"], "events": s["events"],
             "states": ", ".join(f"{k} {v}" for k, v in sorted(s["states"].items())),
             "lost": s["lost"] + s["mixed"] + s["next_failed"], "duplicated": s["duplicated"], "tracebacks": 0, "other": 0,
+        })  # fmt: skip
+    return rows
+
+
+def collect_crash_rows(calls: int) -> list[dict]:
+    """One row per engine (real Gemma GGUF): a collection SIGKILLed at every filesystem event and at
+    ``calls`` points spread over its calls, resumed, compared row for row with an uninterrupted run."""
+    rows = []
+    for engine, items in (("fast", 4), ("exact", 3)):
+        start = time.monotonic()
+        cmd = [sys.executable, "-W", "ignore", str(TESTS / "collect_crashpoints.py"), "--engine", engine, "--items", str(items), "--k", "3", "--calls", str(calls)]
+        s = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True, env=ENV).stdout)
+        rows.append({
+            "component": f"collect ({engine} engine)", "tried": s["tried"], "killed": s["killed"], "events": f"{s['events']['fs']} fs, {s['events']['call']} calls",
+            "lost": s["lost"] + s["torn"] + s["resume_failed"], "duplicated": s["duplicated"], "tracebacks": 0, "other": 0, "s": round(time.monotonic() - start),
+        })  # fmt: skip
+    return rows
+
+
+def disk_rows(sizes: list[int]) -> list[dict]:
+    """collect, rci and merge on a real tmpfs with ``sizes`` KiB free and read-only (needs root to mount)."""
+    sys.path.insert(0, str(TESTS))
+    import disk_faults
+
+    with tempfile.TemporaryDirectory() as tmp:
+        if not disk_faults.can_mount(Path(tmp)):
+            print("full disk / read-only: not run (mounting a tmpfs needs root)")
+            return []
+        s = disk_faults.disk_faults(Path(tmp) / "d", sizes)
+    rows = []
+    for name in ("collect", "rci", "merge"):
+        cases = [c for c in s["cases"] if c["case"].startswith(name + ",")]
+        rows.append({
+            "component": f"{name} (full disk, read-only)", "tried": len(cases), "exit 2": sum(c["exit"] == 2 for c in cases),
+            "lost": sum(c["lost"] + c["torn"] for c in cases), "duplicated": sum(c["duplicated"] for c in cases),
+            "tracebacks": sum(not c["clean"] for c in cases), "other": 0,
         })  # fmt: skip
     return rows
 
@@ -87,19 +125,28 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="100 inputs per reader, 10 timed kills per swap mode")
     ap.add_argument("--per-reader", type=int, help="fuzzed inputs per reader (default 1000; --quick 100)")
     ap.add_argument("--timed", type=int, help="timed kills per swap mode (default 50; --quick 10)")
+    ap.add_argument("--calls", type=int, help="collection kills spread over the collector's calls, per engine (default 60; --quick 18)")
     args = ap.parse_args()
+    calls = args.calls if args.calls is not None else (18 if args.quick else 60)
+    sizes = [0, 4, 40] if args.quick else [0, 4, 8, 16, 24, 32, 40, 48, 64]
     per_reader = args.per_reader or (100 if args.quick else 1000)
     timed = args.timed if args.timed is not None else (10 if args.quick else 50)
     start = time.monotonic()
     crash = crash_rows(timed)
     print("crash points (SIGKILL) of staged_output: a result folder rewritten old -> new\n")
     print(table(crash, ["component", "events", "tried", "killed", "states", "lost", "duplicated", "tracebacks"]))
+    collect_crash = collect_crash_rows(calls)
+    print(f"\ncrash points (SIGKILL) of a collection, resumed: every filesystem event + {calls} points over its calls\n")
+    print(table(collect_crash, ["component", "events", "tried", "killed", "lost", "duplicated", "tracebacks", "s"]))
+    disk = disk_rows(sizes)
+    print(f"\nfull disk ({', '.join(map(str, sizes))} KiB free on a tmpfs) and read-only outputs\n")
+    print(table(disk, ["component", "tried", "exit 2", "lost", "duplicated", "tracebacks"]))
     fuzz, faults = fuzz_rows(per_reader)
     print(f"\nfuzzed reader inputs ({per_reader} generated per reader, seeded)\n")
     print(table(fuzz, ["component", "tried", "ok", "input error", "lost", "duplicated", "tracebacks", "other", "s"]))
     for name, outcome, detail, data in faults[:20]:
         print(f"\n{name}: {outcome}: {detail.strip().splitlines()[-1]}\n  input: {data[:120]!r}")
-    rows = crash + fuzz
+    rows = crash + collect_crash + disk + fuzz
     totals = {k: sum(r[k] for r in rows) for k in ("tried", "lost", "duplicated", "tracebacks", "other")}
     print(f"\n{totals['tried']} crash points and inputs in {time.monotonic() - start:.0f} s; other faults {totals['other']}")
     print(f"lost {totals['lost']}, duplicated {totals['duplicated']}, tracebacks {totals['tracebacks']}")

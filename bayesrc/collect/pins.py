@@ -12,13 +12,14 @@ threads) never changes what is measured and is only listed.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
 from bayesrc.collect.exact import compact
-from bayesrc.collect.rundir import RUN_FORMAT, frame_bytes, now_utc, pin_category, read_parts, read_run_record, read_run_trials
+from bayesrc.collect.rundir import RUN_FORMAT, RunLock, check_writable, frame_bytes, now_utc, pin_category, read_parts, read_run_record, read_run_trials
 from bayesrc.errors import InputError
 from bayesrc.io import atomic_write_bytes, atomic_write_json, staged_output
 
@@ -135,6 +136,24 @@ def merge_runs(shards: Iterable[str | Path], out: str | Path) -> Path:
     shards = [Path(s) for s in shards]
     if not shards:
         raise InputError("no shards given", field="shards")
+    out = Path(out)
+    with ExitStack() as locks:
+        for s in shards:  # a shard's collector is refused while its run is read, and the other way round
+            if s.is_dir():
+                locks.enter_context(RunLock(s, shared=True))
+        records, order, trials = _read_shards(shards, out)
+        if (out / "run.json").exists():
+            raise InputError("output already holds a run", path=out)
+        check_writable(out)
+        locks.enter_context(RunLock(out))  # a collector on the output is refused, and waits for no swap
+        if (out / "run.json").exists():
+            raise InputError("output already holds a run", path=out)
+        _write_merged(out, shards, records, order, trials)
+    return out
+
+
+def _read_shards(shards: list[Path], out: Path) -> tuple[list[dict], list[int], pd.DataFrame]:
+    """Check the shards (complete, same pins, contiguous disjoint ranges); their records, order by range and trials."""
     records = []
     for s in shards:
         rec = read_run_record(s) if s.is_dir() else None
@@ -164,10 +183,15 @@ def merge_runs(shards: Iterable[str | Path], out: str | Path) -> Path:
         trials = pd.concat([read_run_trials(shards[i]) for i in order], ignore_index=True)
         if trials.duplicated(["item_index", "k"]).any():
             raise InputError("duplicate trials across shards", path=out)
+    return records, order, trials
+
+
+def _write_merged(out: Path, shards: list[Path], records: list[dict], order: list[int], trials: pd.DataFrame) -> None:
+    """Commit the merged run (all its files or none) into ``out``."""
+    base = records[0]["pins"]
+    exact = base.get("runtime.engine") == "exact"
+    ranges = [records[i]["pins"]["items.range"] for i in order]
     pins = dict(base, **{"items.range": [ranges[0][0], ranges[-1][1]]})
-    out = Path(out)
-    if (out / "run.json").exists():
-        raise InputError("output already holds a run", path=out)
     with staged_output(out) as stage:
         if exact:
             dist, items_exact = compact(trials)
@@ -184,4 +208,3 @@ def merge_runs(shards: Iterable[str | Path], out: str | Path) -> Path:
         atomic_write_json(
             stage / "run.json", {"format": RUN_FORMAT, "status": "complete", "pins": pins, "info": info, "n_items_done": int(trials["item_index"].nunique()), "n_trials": 0 if exact else len(trials)}
         )
-    return out

@@ -57,22 +57,43 @@ def now_utc() -> str:
 
 # -- locking ---------------------------------------------------------------------------
 class RunLock:
-    """An exclusive ``flock`` on ``run_dir/.lock`` (released by the OS if the process dies)."""
+    """An exclusive ``flock`` on ``run_dir/.lock`` (released by the OS if the process dies).
 
-    def __init__(self, run_dir: Path):
+    ``shared=True`` is a reader's lock (``bayesrc merge`` reading a shard): it excludes a
+    collector but not other readers, and needs no write access (a run directory that never had
+    a collector, or cannot be opened, is read without one).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp, RunLock(Path(tmp)):
+    ...     RunLock(Path(tmp))
+    Traceback (most recent call last):
+    bayesrc.errors.InputError: ...: another collector (pid ...) is writing this run directory
+    """
+
+    def __init__(self, run_dir: Path, *, shared: bool = False):
         self.path = run_dir / ".lock"
+        self.fd = None
         try:
-            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            self.fd = os.open(self.path, os.O_RDONLY if shared else os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
+            if shared:
+                return
             raise InputError(f"cannot write to the run directory ({exc.strerror})", path=run_dir) from None
         try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(self.fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
         except OSError:
-            holder = os.pread(self.fd, 64, 0).decode(errors="replace").strip() or "?"
+            what = _holder(self.fd, shared)
             os.close(self.fd)
-            raise InputError(f"another collector (pid {holder}) is writing this run directory", path=run_dir) from None
-        os.ftruncate(self.fd, 0)
-        os.pwrite(self.fd, str(os.getpid()).encode(), 0)
+            raise InputError(f"{what} this run directory", path=run_dir) from None
+        if not shared:
+            try:
+                os.ftruncate(self.fd, 0)
+                os.pwrite(self.fd, str(os.getpid()).encode(), 0)
+            except OSError as exc:  # a full disk
+                self.release()
+                raise InputError(f"cannot write to the run directory ({exc.strerror})", path=run_dir) from None
 
     def release(self) -> None:
         if self.fd is not None:
@@ -85,6 +106,18 @@ class RunLock:
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+
+def _holder(fd: int, shared: bool) -> str:
+    """Who holds a run's lock that ``fd`` could not take: readers (a shared lock is free) or a collector."""
+    if not shared:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            return "a merge is reading"  # only readers hold it (the shared lock dies with fd)
+        except OSError:
+            pass
+    pid = os.pread(fd, 64, 0).decode(errors="replace").strip() or "?"
+    return f"another collector (pid {pid}) is writing"
 
 
 def check_writable(run_dir: Path) -> None:
