@@ -5,7 +5,7 @@ against an earlier release, side by side.
 
 NUTS spends nearly all of a change-model fit in value-and-gradient calls of the collapsed
 likelihood. This times one jitted call (JAX, float64) on replicate 1 of a bundled real-truth
-pair with the letter covariate (the shape ``bayesrc truth`` fits) at the prior's centre, in a
+pair with the letter covariate (the shape ``bayesrc truth`` fits) at the prior's centre (the data as arguments, as in the sampler), in a
 fresh process per round for this code and for ``--baseline`` (checked out in a ``git worktree``;
 default the last commit before issue 28, whose likelihood integrated per stratum on a
 standardised grid), alternating, and prints ms per call and the ratio. The two are different
