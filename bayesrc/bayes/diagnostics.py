@@ -3,6 +3,11 @@
 A fit passes when every gated quantity has rank-normalised split R-hat <= ``max_rhat``,
 bulk and tail ESS >= ``min_ess`` and the sampler reported at most ``max_divergences``
 divergent transitions (after warm-up). Anything non-finite fails the gate.
+
+R-hat, ESS and the mean's Monte Carlo SE are Vehtari et al. (2021)'s, computed exactly as
+arviz-stats computes them (tests/test_bayes_units.py compares them), but for all of a
+variable's entries at once: arviz-stats loops over entries in Python, which took 11 s of a
+2,000-item beta-binomial fit whose item accuracies ``p`` (4,000 entries) are gated.
 """
 
 from __future__ import annotations
@@ -10,6 +15,118 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 import numpy as np
+from scipy import stats
+from scipy.special import ndtri
+
+# The tail ESS: the worse of two quantiles' ESS. These are arviz-stats' (its default interval,
+# rcParams["stats.ci_prob"] = 0.89), which the gate has always used; Vehtari et al. use 5% / 95%.
+TAIL_PROBS = (1 - 0.89, 0.89)
+
+
+def _valid(x: np.ndarray, min_chains: int) -> np.ndarray:
+    """Per entry of ``x`` (..., chain, draw): no NaN, enough chains and at least 4 draws."""
+    ok = ~np.isnan(x).any(axis=(-2, -1))
+    return ok & (x.shape[-2] >= min_chains) & (x.shape[-1] >= 4)
+
+
+def _split_chains(x: np.ndarray) -> np.ndarray:
+    """Each chain's first and last halves as two chains (the middle draw of an odd count dropped)."""
+    half = x.shape[-1] // 2
+    return np.concatenate([x[..., :half], x[..., -half:]], axis=-2)
+
+
+def _z_scale(x: np.ndarray) -> np.ndarray:
+    """Normal scores of the ranks over each entry's pooled draws (Blom's offset 3/8)."""
+    flat = x.reshape(*x.shape[:-2], -1)
+    rank = stats.rankdata(flat, method="average", axis=-1)
+    return ndtri((rank - 0.375) / (flat.shape[-1] + 0.25)).reshape(x.shape)
+
+
+def _rhat_basic(x: np.ndarray) -> np.ndarray:
+    """Gelman-Rubin R-hat of each entry's chains (``x``: ..., chain, draw)."""
+    n = x.shape[-1]
+    between = n * np.var(x.mean(-1), axis=-1, ddof=1)
+    within = np.var(x, axis=-1, ddof=1).mean(-1)
+    return np.sqrt((between / within + n - 1) / n)
+
+
+def _autocov(x: np.ndarray) -> np.ndarray:
+    """Autocovariance at every lag along the last axis (FFT, biased: divided by the length)."""
+    n = x.shape[-1]
+    m = 2 * n  # zero padding beyond the longest lag
+    f = np.fft.rfft(x - x.mean(-1, keepdims=True), n=m, axis=-1)
+    return np.fft.irfft(f * np.conj(f), n=m, axis=-1)[..., :n] / n
+
+
+def _ess_chains(x: np.ndarray) -> np.ndarray:
+    """ESS of each entry's chains (..., chain, draw) by Geyer's initial positive and monotone
+    sequences of paired autocorrelations, as arviz-stats ``_ess`` does it, loop-free."""
+    n_chain, n = x.shape[-2:]
+    acov = _autocov(x)
+    mean_var = acov[..., 0].mean(-1) * n / (n - 1.0)
+    var_plus = mean_var * (n - 1.0) / n + (np.var(x.mean(-1), axis=-1, ddof=1) if n_chain > 1 else 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rho = 1.0 - (mean_var[..., None] - acov.mean(-2)) / var_plus[..., None]
+    rho[..., 0] = 1.0
+    n_pairs = max((n - 2 + 1) // 2, 1)  # pairs 1.. are read while 2k - 1 < n - 3; pair 0 always
+    pairs = rho[..., 0 : 2 * n_pairs : 2] + rho[..., 1 : 2 * n_pairs : 2]  # (..., pair)
+    # K: the first pair after the 0th whose sum is <= 0 (else the last pair read).
+    stop = np.concatenate([np.zeros_like(pairs[..., :1], bool), pairs[..., 1:] <= 0], -1)
+    stop[..., -1] = True
+    k_stop = np.where(pairs[..., 0] > 0, np.argmax(stop, -1), 0)
+    monotone = np.minimum.accumulate(pairs, axis=-1)
+    summed = np.where(np.arange(pairs.shape[-1]) < k_stop[..., None], monotone, 0.0).sum(-1)
+    last = np.take_along_axis(rho, (2 * k_stop)[..., None], -1)[..., 0]
+    last_pair = np.take_along_axis(pairs, k_stop[..., None], -1)[..., 0]
+    last = np.where((last > 0) | ((last_pair >= 0) & (k_stop > 0)), last, 0.0)
+    size = n_chain * n
+    tau = np.maximum(-1.0 + 2.0 * summed + last, 1.0 / np.log10(size))
+    out = size / tau
+    constant = (x.max(axis=(-2, -1)) - x.min(axis=(-2, -1))) < np.finfo(float).resolution
+    return np.where(constant, float(size), np.where(np.isnan(rho).any(-1), np.nan, out))
+
+
+def _ess_tail(x: np.ndarray) -> np.ndarray:
+    """The worse of the :data:`TAIL_PROBS` quantiles' ESS (of each quantile's indicator)."""
+    q = np.quantile(x, TAIL_PROBS, axis=(-2, -1))  # (prob, ...)
+    return np.minimum(*(_ess_chains(_split_chains((x <= qi[..., None, None]).astype(float))) for qi in q))
+
+
+def convergence(x: np.ndarray) -> dict[str, np.ndarray]:
+    """Rank-normalised split R-hat (the larger of its bulk and folded values), bulk ESS and tail
+    ESS per entry of ``x`` (..., chain, draw). R-hat is NaN with one chain; all are NaN under 4
+    draws or with a NaN draw.
+
+    Examples
+    --------
+    >>> x = np.random.default_rng(0).normal(size=(3, 4, 500))
+    >>> c = convergence(x)
+    >>> bool((c["r_hat"] < 1.01).all()), bool((c["ess_bulk"] > 1500).all())
+    (True, True)
+    """
+    x = np.asarray(x, float)
+    split = _split_chains(x)
+    z = _z_scale(split)
+    folded = np.abs(split - np.median(split, axis=(-2, -1), keepdims=True))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r_hat = np.maximum(_rhat_basic(z), _rhat_basic(_z_scale(folded)))
+    ok = _valid(x, 1)
+    return {"r_hat": np.where(_valid(x, 2), r_hat, np.nan), "ess_bulk": np.where(ok, _ess_chains(z), np.nan), "ess_tail": np.where(ok, _ess_tail(x), np.nan)}
+
+
+def mcse_mean(x: np.ndarray) -> np.ndarray:
+    """Monte Carlo standard error of each entry's posterior mean (..., chain, draw): sd / sqrt(ESS
+    of the mean, on the split chains).
+
+    Examples
+    --------
+    >>> x = np.random.default_rng(0).normal(size=(4, 1000))
+    >>> round(float(mcse_mean(x)), 3)
+    0.016
+    """
+    x = np.asarray(x, float)
+    flat = x.reshape(*x.shape[:-2], -1)
+    return np.where(_valid(x, 1), np.std(flat, axis=-1, ddof=1) / np.sqrt(_ess_chains(_split_chains(x))), np.nan)
 
 
 @dataclass(frozen=True)
@@ -39,15 +156,15 @@ class Diagnostics:
         return asdict(self)
 
 
-def _extreme(ds, worst: str) -> tuple[float, str]:
+def _extreme(per_variable: dict[str, np.ndarray], worst: str) -> tuple[float, str]:
     """Largest (``worst="max"``, R-hat) or smallest (``"min"``, ESS) value over all variables.
 
     Non-finite values (a constant chain, NaN draws) count as the worst possible value.
     """
     bad = np.inf if worst == "max" else 0.0
     best, where = None, ""
-    for name, da in ds.data_vars.items():
-        vals = np.asarray(da.values, dtype=float).ravel()
+    for name, values in per_variable.items():
+        vals = np.asarray(values, dtype=float).ravel()
         if vals.size == 0:
             continue
         vals = np.where(np.isfinite(vals), vals, bad)
@@ -55,6 +172,11 @@ def _extreme(ds, worst: str) -> tuple[float, str]:
         if best is None or (v > best if worst == "max" else v < best):
             best, where = v, str(name)
     return (float("nan") if best is None else best), where
+
+
+def _chain_draw_last(da) -> np.ndarray:
+    """A posterior variable's values with ``chain`` and ``draw`` as the last two axes."""
+    return np.asarray(da.transpose(..., "chain", "draw").values, float)
 
 
 def gate(
@@ -74,16 +196,12 @@ def gate(
     >>> gate(res.posterior, ["logit_mu", "log_kappa"], min_ess=400).passed  # doctest: +SKIP
     True
     """
-    import arviz_stats as azs
-
     post = dt["posterior"].to_dataset()[[v for v in var_names if v in dt["posterior"]]]
-    rhat = azs.rhat(post)
-    ess_bulk = azs.ess(post, method="bulk")
-    ess_tail = azs.ess(post, method="tail")
+    per_variable = {name: convergence(_chain_draw_last(da)) for name, da in post.data_vars.items()}
     # A constant draw (e.g. a parameter pinned by the data) has undefined R-hat; treat as failed.
-    max_r, where_r = _extreme(rhat, "max")
-    min_b, where_b = _extreme(ess_bulk, "min")
-    min_t, where_t = _extreme(ess_tail, "min")
+    max_r, where_r = _extreme({k: v["r_hat"] for k, v in per_variable.items()}, "max")
+    min_b, where_b = _extreme({k: v["ess_bulk"] for k, v in per_variable.items()}, "min")
+    min_t, where_t = _extreme({k: v["ess_tail"] for k, v in per_variable.items()}, "min")
     div = int(np.asarray(dt["sample_stats"]["diverging"].values).sum())
     checks = {"rhat": max_r <= max_rhat, "ess_bulk": min_b >= min_ess, "ess_tail": min_t >= min_ess, "divergences": div <= max_divergences}
     failed = [f"{k} ({where})" for (k, ok), where in zip(checks.items(), (where_r, where_b, where_t, "")) if not ok]

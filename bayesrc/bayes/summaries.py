@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from bayesrc.bayes.diagnostics import convergence, mcse_mean
 from bayesrc.classical.calibration import NO_CHANGE_ALPHA, not_rejected_phrase
 from bayesrc.classical.rci import CLASSES, DETERIORATED, IMPROVED, NO_CHANGE
 
@@ -34,7 +35,8 @@ DELTA_MIN = 0.05  # a material change in accuracy (SPEC 7)
 
 
 def draws_summary(da, *, prob: float = 0.9, ci_kind: str = "eti") -> pd.DataFrame:
-    """Tidy per-element summary of posterior draws ``da`` (dims ``chain``, ``draw``, ...) from arviz_stats.
+    """Tidy per-element summary of posterior draws ``da`` (dims ``chain``, ``draw``, ...): intervals
+    from arviz_stats, R-hat, ESS and MCSE from :func:`~bayesrc.bayes.diagnostics.convergence`.
 
     One row per element of the non-sample dims (their labels as columns): ``mean``, ``sd``,
     ``ci_low`` / ``ci_high`` (equal-tailed, ``ci_kind="eti"``, or highest-density, ``"hdi"``,
@@ -54,15 +56,18 @@ def draws_summary(da, *, prob: float = 0.9, ci_kind: str = "eti") -> pd.DataFram
     sample = ["chain", "draw"]
     ci = (azs.eti if ci_kind == "eti" else azs.hdi)(da, prob=prob, dim=sample)
     bound = [d for d in ci.dims if d not in da.dims][0]
+    values = np.asarray(da.transpose(..., *sample).values, float)
+    conv = convergence(values)
+    per_entry = lambda a: da.mean(sample).copy(data=a)  # noqa: E731
     stats = {
         "mean": da.mean(sample),
         "sd": da.std(sample),
         "ci_low": ci.isel({bound: 0}, drop=True),
         "ci_high": ci.isel({bound: 1}, drop=True),
-        "ess_bulk": azs.ess(da, method="bulk"),
-        "ess_tail": azs.ess(da, method="tail"),
-        "mcse_mean": azs.mcse(da, method="mean"),
-        "r_hat": azs.rhat(da) if da.sizes["chain"] > 1 else xr.full_like(da.mean(sample), np.nan),
+        "ess_bulk": per_entry(conv["ess_bulk"]),
+        "ess_tail": per_entry(conv["ess_tail"]),
+        "mcse_mean": per_entry(mcse_mean(values)),
+        "r_hat": per_entry(conv["r_hat"]),
     }
     ds = xr.Dataset({k: v.reset_coords(drop=True) for k, v in stats.items()})
     if not [d for d in da.dims if d not in sample]:  # a scalar parameter: one row
