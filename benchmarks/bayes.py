@@ -6,7 +6,7 @@
 Each row is one fresh Python process that simulates the data, imports bayesrc and runs the
 default ``bayesrc.bayes.fit(counts)`` (change model; the beta-binomial at 2,000 items too):
 wall time of the whole process (import and compile included), the fit's own ``runtime_s``, the
-gate and peak memory. Cold (default): every process gets an empty JAX compilation cache, so it
+gate, its attempts (``#``: 2 or 3 when it escalated) and peak memory. Cold (default): every process gets an empty JAX compilation cache, so it
 compiles; ``--warm``: one shared cache, the second run of a shape loads its compiled sampler.
 ``--baseline REF`` (default ``bb41b19``, the last commit before issue 28) checks REF out in a
 ``git worktree`` and runs the same processes on its code, interleaved with this code's on the
@@ -57,6 +57,13 @@ def run_child(tree: Path, n: int, model: str, backend: str, cache: str) -> dict:
     return json.loads(lines[-1])
 
 
+def fit_columns(r: dict) -> str:
+    """A child's process time, fit time, gate, attempts and peak memory (or its error)."""
+    if "process_s" not in r:
+        return f"{r.get('error', '-')[:40]:>40}"
+    return f"{r['process_s']:15.1f} {r['fit_s']:7.1f} {('ok' if r['passed'] else 'FAIL'):>6} {r['attempts']:>2} {r['peak_gb']:5.2f}"
+
+
 def baseline_tree(ref: str) -> Path:
     path = Path(tempfile.gettempdir()) / f"bayesrc-baseline-{ref}"
     if not path.exists():
@@ -76,14 +83,13 @@ def main() -> None:
     base = baseline_tree(args.baseline) if args.baseline else None
     runs = [(n, "change", b) for n in map(int, args.sizes.split(",")) for b in args.backends.split(",") if not (b == "pymc" and n >= 12000)]
     runs += [(2000, "betabinom", "numpyro")]
-    print(f"{'items':>6} {'model':>9} {'backend':>8} | {'this: process s':>15} {'fit s':>7} {'gate':>6} {'GB':>5} | {'baseline: process s':>19} {'gate':>6} | ratio")
+    print(f"{'items':>6} {'model':>9} {'backend':>8} | {'this: process s':>15} {'fit s':>7} {'gate':>6} {'#':>2} {'GB':>5} | {'baseline: process s':>19} {'gate':>6} | ratio")
     for n, model, backend in runs:
         this = run_child(ROOT, n, model, backend, cache)
         old = run_child(base, n, model, backend, cache) if base and n <= args.skip_baseline_above else {}
         ratio = f"{old['process_s'] / this['process_s']:.1f}x" if "process_s" in old and "process_s" in this else "-"
-        fmt = lambda r: f"{r['process_s']:15.1f} {r['fit_s']:7.1f} {('ok' if r['passed'] else 'FAIL'):>6} {r['peak_gb']:5.2f}" if "process_s" in r else f"{r.get('error', '-')[:40]:>37}"  # noqa: E731
         old_s = f"{old['process_s']:19.1f} {('ok' if old['passed'] else 'FAIL'):>6}" if "process_s" in old else f"{'-':>19} {'':>6}"
-        print(f"{n:6d} {model:>9} {backend:>8} | {fmt(this)} | {old_s} | {ratio}", flush=True)
+        print(f"{n:6d} {model:>9} {backend:>8} | {fit_columns(this)} | {old_s} | {ratio}", flush=True)
 
 
 if __name__ == "__main__":
