@@ -122,12 +122,14 @@ def check_comparable(run_a: str | Path, run_b: str | Path, *, allow: Iterable[st
     return comp
 
 
-def merge_runs(shards: Iterable[str | Path], out: str | Path) -> Path:
+def merge_runs(shards: Iterable[str | Path], out: str | Path, *, lock_output: bool = True) -> Path:
     """Merge shard runs (disjoint item ranges of one run) into one run directory.
 
     All pins must match except ``items.range`` (and ``runtime``); every shard must be
     complete, ranges must not overlap, and the merged record's range is their union (which
-    must be contiguous).
+    must be contiguous). ``lock_output=False``: the caller already holds ``out``'s
+    :class:`RunLock` (Ray's driver holds it for the whole run; a second lock from the same
+    process would refuse it).
 
     Examples
     --------
@@ -145,7 +147,8 @@ def merge_runs(shards: Iterable[str | Path], out: str | Path) -> Path:
         if (out / "run.json").exists():
             raise InputError("output already holds a run", path=out)
         check_writable(out)
-        locks.enter_context(RunLock(out))  # a collector on the output is refused, and waits for no swap
+        if lock_output:
+            locks.enter_context(RunLock(out))  # a collector on the output is refused, and waits for no swap
         if (out / "run.json").exists():
             raise InputError("output already holds a run", path=out)
         _write_merged(out, shards, records, order, trials)

@@ -256,7 +256,7 @@ def collect_ray(
                 shutil.rmtree(out / "shards", ignore_errors=True)
                 (out / "ray.json").unlink(missing_ok=True)
             raise
-        merged = merge_runs(dirs, out)  # checks every shard's pins against the first
+        merged = merge_runs(dirs, out, lock_output=False)  # checks every shard's pins against the first; the lock is ours
         rec = read_run_record(merged)
     res.n_items, res.n_trials = rec["n_items_done"], rec["n_trials"]
     res.n_new_items = res.n_items - done0
