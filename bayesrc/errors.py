@@ -81,3 +81,26 @@ class ParameterError(InputError, ValueError):
 
     def __init__(self, message: str, *, field: str | None = None) -> None:
         super().__init__(message, path="<parameters>", field=field)
+
+
+def float_parameter(name: str, x):
+    """``x`` as a float array; not numbers, or a NaN, is a :class:`ParameterError` naming ``name``.
+
+    Examples
+    --------
+    >>> float_parameter("b", [3, 4]).tolist()
+    [3.0, 4.0]
+    >>> float_parameter("b", "x")
+    Traceback (most recent call last):
+    ...
+    bayesrc.errors.ParameterError: <parameters>: field 'b': expected numbers, got 'x'
+    """
+    import numpy as np  # numpy only where a parameter is checked: the CLI's error path stays light
+
+    try:
+        arr = np.asarray(x, dtype=float)
+    except (TypeError, ValueError):
+        raise ParameterError(f"expected numbers, got {x!r}", field=name) from None
+    if np.isnan(arr).any():
+        raise ParameterError("NaN is not a valid value", field=name)
+    return arr

@@ -15,7 +15,7 @@ from scipy import stats
 
 from bayesrc.classical.calibration import binomial_s_diff
 from bayesrc.classical.rci import CLASSES, DETERIORATED, IMPROVED, NO_CHANGE, classify_rci
-from bayesrc.errors import ParameterError
+from bayesrc.errors import ParameterError, float_parameter
 
 
 def empirical_null(
@@ -278,12 +278,7 @@ class McNemarResult:
 
 def _discordant(name: str, x: ArrayLike) -> np.ndarray:
     """Discordant counts as floats; anything but non-negative whole numbers is a :class:`ParameterError`."""
-    try:
-        arr = np.asarray(x, dtype=float)
-    except (TypeError, ValueError):
-        raise ParameterError(f"expected numbers, got {x!r}", field=name) from None
-    if np.isnan(arr).any():
-        raise ParameterError("NaN is not a valid value", field=name)
+    arr = float_parameter(name, x)
     if (arr < 0).any() or (arr != np.round(arr)).any():
         raise ParameterError("discordant counts must be non-negative integers", field=name)
     return arr

@@ -14,7 +14,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy import optimize, special, stats
 
-from bayesrc.errors import ParameterError
+from bayesrc.errors import ParameterError, float_parameter
 
 MULTIPLICITY_METHODS = ("bonferroni", "holm", "bh")
 ANYTIME_METHODS = ("normal_mixture", "stitched")
@@ -26,18 +26,8 @@ def _out(x: np.ndarray):
     return x[()] if x.ndim == 0 else x
 
 
-def _as_float(name: str, x: ArrayLike) -> np.ndarray:
-    try:
-        arr = np.asarray(x, dtype=float)
-    except (TypeError, ValueError):
-        raise ParameterError(f"expected numbers, got {x!r}", field=name) from None
-    if np.isnan(arr).any():
-        raise ParameterError("NaN is not a valid value", field=name)
-    return arr
-
-
 def _check_open_unit(name: str, x: ArrayLike) -> np.ndarray:
-    arr = _as_float(name, x)
+    arr = float_parameter(name, x)
     bad = (arr <= 0) | (arr >= 1)
     if bad.any():
         raise ParameterError(f"must lie strictly between 0 and 1, got {arr[bad].ravel()[0]:g}", field=name)
@@ -45,7 +35,7 @@ def _check_open_unit(name: str, x: ArrayLike) -> np.ndarray:
 
 
 def _check_rho(rho: ArrayLike) -> np.ndarray:
-    arr = _as_float("rho", rho)
+    arr = float_parameter("rho", rho)
     bad = (arr < -1) | (arr > 1)
     if bad.any():
         raise ParameterError(f"a correlation must lie in [-1, 1], got {arr[bad].ravel()[0]:g}", field="rho")
@@ -187,7 +177,7 @@ def resolution_ratio(
     >>> round(float(resolution_ratio(500, 0.62, 0.58, 0.5)), 3)  # 500 items resolve 43% of N*
     0.425
     """
-    n_arr = _as_float("n", n)
+    n_arr = float_parameter("n", n)
     if (n_arr <= 0).any():
         raise ParameterError("the number of items must be positive", field="n")
     n_star = np.asarray(required_n(p_a, p_b, rho, alpha, power)) * np.asarray(inflation, dtype=float)
@@ -217,7 +207,7 @@ def mde(
     >>> round(float(mde(1000, 0.6, 0.5)), 4)  # 1,000 paired items at p = 0.6, rho = 0.5
     0.0434
     """
-    n_arr = _as_float("n", n)
+    n_arr = float_parameter("n", n)
     if (n_arr <= 0).any():
         raise ParameterError("the number of items must be positive", field="n")
     p_arr = _check_open_unit("p", p)
@@ -305,7 +295,7 @@ def shortcut_ratio(p: ArrayLike, delta: ArrayLike, rho: ArrayLike, alpha: ArrayL
     0.5
     """
     p_arr = _check_open_unit("p", p)
-    d = _as_float("delta", delta)
+    d = float_parameter("delta", delta)
     if (d == 0).any():
         raise ParameterError("delta = 0: both N* and the shortcut are infinite, their ratio is undefined", field="delta")
     pa, pb = p_arr + d / 2, p_arr - d / 2
@@ -352,11 +342,11 @@ def adjusted_alpha(m: ArrayLike, method: str = "bonferroni", alpha: ArrayLike = 
     """
     if method not in MULTIPLICITY_METHODS:
         raise ParameterError(f"unknown method {method!r}; expected one of {', '.join(MULTIPLICITY_METHODS)}", field="method")
-    m_arr = _as_float("m", m)
+    m_arr = float_parameter("m", m)
     if (m_arr < 1).any() or (m_arr != np.round(m_arr)).any():
         raise ParameterError("the number of comparisons must be a positive integer", field="m")
     a = _check_open_unit("alpha", alpha)
-    k = np.ones_like(m_arr) if rank is None else _as_float("rank", rank)
+    k = np.ones_like(m_arr) if rank is None else float_parameter("rank", rank)
     if ((k < 1) | (k > m_arr) | (k != np.round(k))).any():
         raise ParameterError("rank must be an integer in 1..m", field="rank")
     if method == "bonferroni":
@@ -406,10 +396,10 @@ def design_effect(icc: ArrayLike, cluster_sizes: ArrayLike, *, mean: str = "arit
     >>> round(float(design_effect(0.036, np.full(14, 12032 / 14))), 1)  # MMLU-Pro's 14 subjects
     31.9
     """
-    icc_arr = _as_float("icc", icc)
+    icc_arr = float_parameter("icc", icc)
     if ((icc_arr < -1) | (icc_arr > 1)).any():
         raise ParameterError("an intra-class correlation must lie in [-1, 1]", field="icc")
-    sizes = _as_float("cluster_sizes", cluster_sizes)
+    sizes = float_parameter("cluster_sizes", cluster_sizes)
     if (sizes <= 0).any():
         raise ParameterError("cluster sizes must be positive", field="cluster_sizes")
     if sizes.ndim == 0:
@@ -436,7 +426,7 @@ def cluster_icc(values: ArrayLike, clusters: ArrayLike) -> float:
     >>> round(float(cluster_icc(np.array([1.0, 1, 0, 0, 1, 0]), np.array([0, 0, 1, 1, 2, 2]))), 3)
     0.5
     """
-    y = _as_float("values", values).ravel()
+    y = float_parameter("values", values).ravel()
     g = np.asarray(clusters).ravel()
     if y.size != g.size:
         raise ParameterError(f"{y.size} values but {g.size} cluster labels", field="clusters")
@@ -513,12 +503,12 @@ def anytime_boundary(
     >>> round(float(anytime_boundary(12032)), 3)  # vs 1.96 for one look
     3.035
     """
-    n_arr = _as_float("n", n)
+    n_arr = float_parameter("n", n)
     a = _check_open_unit("alpha", alpha)
     if method == "normal_mixture":
         if (n_arr <= 0).any():
             raise ParameterError("n must be positive", field="n")
-        t = n_arr if n_opt is None else _as_float("n_opt", n_opt)
+        t = n_arr if n_opt is None else float_parameter("n_opt", n_opt)
         rho = _mixture_ratio(a) * t
         return _out(np.sqrt((1 + rho / n_arr) * (np.log1p(n_arr / rho) + 2 * np.log(1 / a))))
     if method == "stitched":
