@@ -244,11 +244,10 @@ def prior_weights(ops, x, mu, sigma):
     Inside the grid the nodes share the mass in proportion to the density (normalised: exact
     mass for any spread), the tails beyond its end cells sit on the end nodes (:func:`_lump_tails`).
     """
-    half = 0.5 * (x[1] - x[0])
     sigma = grid_spread(ops, sigma, x)
     lp = -0.5 * ((x[None, :] - mu[:, None]) / sigma[:, None]) ** 2
     inside = ops.xp.exp(lp - ops.logsumexp(lp, axis=-1, keepdims=True))
-    return _lump_tails(ops, inside, ops.ndtr((x[0] - half - mu) / sigma), ops.ndtr((mu - x[-1] - half) / sigma))
+    return _lump_tails(ops, inside, *_tails(ops, x, mu, sigma))
 
 
 def toeplitz(ops, row, n: int):

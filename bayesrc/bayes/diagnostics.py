@@ -174,8 +174,16 @@ def _extreme(per_variable: dict[str, np.ndarray], worst: str) -> tuple[float, st
     return (float("nan") if best is None else best), where
 
 
-def _chain_draw_last(da) -> np.ndarray:
-    """A posterior variable's values with ``chain`` and ``draw`` as the last two axes."""
+def chain_draw_last(da) -> np.ndarray:
+    """A posterior variable's values with ``chain`` and ``draw`` as the last two axes (as
+    :func:`convergence` takes them).
+
+    Examples
+    --------
+    >>> import xarray as xr
+    >>> chain_draw_last(xr.DataArray(np.zeros((4, 100, 3)), dims=("chain", "draw", "item"))).shape
+    (3, 4, 100)
+    """
     return np.asarray(da.transpose(..., "chain", "draw").values, float)
 
 
@@ -197,7 +205,7 @@ def gate(
     True
     """
     post = dt["posterior"].to_dataset()[[v for v in var_names if v in dt["posterior"]]]
-    per_variable = {name: convergence(_chain_draw_last(da)) for name, da in post.data_vars.items()}
+    per_variable = {name: convergence(chain_draw_last(da)) for name, da in post.data_vars.items()}
     # A constant draw (e.g. a parameter pinned by the data) has undefined R-hat; treat as failed.
     max_r, where_r = _extreme({k: v["r_hat"] for k, v in per_variable.items()}, "max")
     min_b, where_b = _extreme({k: v["ess_bulk"] for k, v in per_variable.items()}, "min")

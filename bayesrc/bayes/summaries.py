@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from bayesrc.bayes.diagnostics import convergence, mcse_mean
+from bayesrc.bayes.diagnostics import chain_draw_last, convergence, mcse_mean
 from bayesrc.classical.calibration import NO_CHANGE_ALPHA, not_rejected_phrase
 from bayesrc.classical.rci import CLASSES, DETERIORATED, IMPROVED, NO_CHANGE
 
@@ -56,7 +56,7 @@ def draws_summary(da, *, prob: float = 0.9, ci_kind: str = "eti") -> pd.DataFram
     sample = ["chain", "draw"]
     ci = (azs.eti if ci_kind == "eti" else azs.hdi)(da, prob=prob, dim=sample)
     bound = [d for d in ci.dims if d not in da.dims][0]
-    values = np.asarray(da.transpose(..., *sample).values, float)
+    values = chain_draw_last(da)
     conv = convergence(values)
     per_entry = lambda a: da.mean(sample).copy(data=a)  # noqa: E731
     stats = {
