@@ -598,7 +598,6 @@ def pointwise_loglik(post, cells: Cells, batch: int = 64):
 
 
 def _pointwise_loglik(post, cells: Cells, batch: int):
-    import jax
     import jax.numpy as jnp
 
     n_chain, n_draw = post["pi"].shape
@@ -606,13 +605,24 @@ def _pointwise_loglik(post, cells: Cells, batch: int):
     hyper = flat_hyper(post, cells)
     has_slope = bool(np.any(hyper[4] != 0.0))
     tables = {k: jnp.asarray(v) for k, v in likelihood_tables(cells).items()}
-
-    def one(m, s, sh, sdd, b, p):
-        return cell_loglik(_ops("jax"), m, s, sh, sdd, b if has_slope else 0.0, p, tables)
-
-    f = jax.jit(jax.vmap(one))
-    out = np.concatenate([np.asarray(f(*(h[i : i + batch] for h in hyper))) for i in range(0, n_s, batch)])
+    pad = (-n_s) % batch  # every call the same shape: one compile
+    hyper = [np.concatenate([h, np.repeat(h[-1:], pad, 0)]) for h in hyper]
+    f = _jax_pointwise(has_slope)
+    out = np.concatenate([np.asarray(f(*(h[i : i + batch] for h in hyper), tables)) for i in range(0, n_s + pad, batch)])[:n_s]
     return out[:, : cells.n_cells][:, cells.item_cell].reshape(n_chain, n_draw, -1)
+
+
+@cache
+def _jax_pointwise(slope: bool):
+    """The per-cell log-likelihood for a batch of hyperparameter draws, compiled once per process and
+    shape bucket: the data tables are arguments, not constants, so fits of the same shape reuse it
+    (also from JAX's persistent cache in a later process)."""
+    import jax
+
+    def one(m, s, sh, sdd, b, p, tables):
+        return cell_loglik(_ops("jax"), m, s, sh, sdd, b if slope else 0.0, p, tables)
+
+    return jax.jit(jax.vmap(one, in_axes=(0, 0, 0, 0, 0, 0, None)))
 
 
 def loo(dt, data: ModelInputs):

@@ -13,6 +13,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("v1", type=Path, metavar="V1_TRIALS")
     p.add_argument("v2", type=Path, metavar="V2_TRIALS")
     add_fit_arguments(p)
+    p.add_argument(
+        "--compare", default=None, metavar="MODELS",
+        help="fit each of these models (comma-separated, e.g. change,betabinom) into OUT/MODEL/ and rank them by PSIS-LOO ELPD -> OUT/loo_compare.csv (--model is then ignored)",
+    )  # fmt: skip
     p.add_argument("--out", required=True, type=Path)
     p.set_defaults(func=run_fit)
 
@@ -109,13 +113,57 @@ def run_fit(args: argparse.Namespace) -> int:
 
     for note in seed_notes(counts):
         print(f"bayesrc: warning: {note}", file=sys.stderr)
+    if args.compare:
+        return _run_compare(args, counts, kwargs)
     res = fit(counts, **kwargs)
-    res.write(args.out)  # written (marked failed if so) before the gate decides the exit status
+    _report_fit(res, args.out)
+    check(res, allow_unconverged=args.allow_unconverged)
+    return 0
+
+
+def compare_models(spec: str) -> list[str]:
+    """The models of ``--compare`` (comma-separated, each once, at least two; exit 2 otherwise).
+
+    Examples
+    --------
+    >>> compare_models("change, betabinom")
+    ['change', 'betabinom']
+    """
+    from bayesrc.bayes.fit import MODELS
+    from bayesrc.errors import InputError
+
+    models = [m.strip() for m in spec.split(",") if m.strip()]
+    bad = [m for m in models if m not in MODELS]
+    if bad or len(models) < 2 or len(set(models)) < len(models):
+        raise InputError(f"give two or more different models of {', '.join(MODELS)}, got {spec!r}", field="--compare")
+    return models
+
+
+def _report_fit(res, out: Path) -> None:
+    """Write a fit (marked failed if so, before the gate decides the exit status), print its summary and warnings."""
+    res.write(out)
     print(res.summary().to_string(index=False))
-    print(f"wrote {args.out / 'fit.json'}")
+    print(f"wrote {out / 'fit.json'}")
     for w in res.warnings:
         print(f"bayesrc: warning: {w}", file=sys.stderr)
     if not res.diagnostics.passed:
         print(f"bayesrc: warning: convergence gate FAILED ({res.diagnostics.worst}); every output is marked status=failed", file=sys.stderr)
-    check(res, allow_unconverged=args.allow_unconverged)
+
+
+def _run_compare(args: argparse.Namespace, counts, kwargs: dict) -> int:
+    """``--compare``: one fit per model into ``OUT/MODEL/``, their PSIS-LOO ranking into ``OUT/loo_compare.csv``."""
+    from bayesrc.bayes import check, compare, fit
+    from bayesrc.io import atomic_write_bytes
+
+    fits = {}
+    for model in compare_models(args.compare):
+        res = fit(counts, **{**kwargs, "model": model})
+        _report_fit(res, args.out / model)
+        fits[model] = res
+    table = compare(fits)
+    atomic_write_bytes(args.out / "loo_compare.csv", table.to_csv().encode())
+    print(table.to_string())
+    print(f"wrote {args.out / 'loo_compare.csv'}")
+    for res in fits.values():
+        check(res, allow_unconverged=args.allow_unconverged)
     return 0

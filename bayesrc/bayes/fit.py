@@ -12,6 +12,7 @@ import pandas as pd
 import xarray as xr
 
 from bayesrc.bayes.change import change_structure_log_prior, prior_settings
+from bayesrc.bayes.checks import loo_checks, loo_warnings, posterior_predictive_check, ppc_warnings
 from bayesrc.bayes.diagnostics import Diagnostics, gate
 from bayesrc.bayes.inputs import ModelInputs, model_inputs
 from bayesrc.bayes.samplers import SamplerConfig
@@ -125,6 +126,8 @@ class BayesFit(Result):
     params = property(lambda self: self.payload.get("params") or {})
     flips = property(lambda self: self.payload.get("flips") or {})  # expected real majority flips (SPEC 2.1)
     warnings = property(lambda self: list(self.payload.get("warnings") or []))  # estimates the data do not decide
+    ppc = property(lambda self: self.payload.get("ppc") or {})  # posterior predictive check (bayesrc.bayes.checks)
+    loo = property(lambda self: self.payload.get("loo") or {})  # PSIS-LOO over items: ELPD, Pareto k
     items = property(lambda self: self.tables.get("items"))
     discordant = property(lambda self: self.tables.get("discordant"))
 
@@ -154,8 +157,27 @@ class BayesFit(Result):
                 rows.append((f"{label}, priors power-scaled x{sens['alphas'][0]:g} / x{sens['alphas'][-1]:g}", " / ".join(f"{v:.3f}" for v in sens[key])))
         if self.flips:
             rows.append(("expected negative flips", self.flips["expected_negative_flips"]["mean"]))
+        if self.ppc:
+            verdict = "passed" if not self.ppc["flagged"] else f"WARNS ({len(self.ppc['flagged'])} of {self.ppc['n_tests']} tests)"
+            rows += [("posterior predictive check", verdict), ("PPC smallest adjusted p", self.ppc["p_adjusted_min"])]
+        if self.loo:
+            rows += [("ELPD (PSIS-LOO) ± SE", f"{self.loo['elpd']:.1f} ± {self.loo['se']:.1f}"), (f"items with Pareto k > {self.loo['k_threshold']:g}", self.loo["n_high_k"])]
         rows += [("warning", w) for w in self.warnings]
         return pd.DataFrame(rows, columns=["metric", "value"])
+
+    def ppc_table(self) -> pd.DataFrame:
+        """The posterior predictive check, one row per (stratum, statistic): observed, replicated
+        mean and 90% range, p and min-p adjusted p (empty for a fit without checks)."""
+        cols = ["stratum", "n_items", "stat", "observed", "replicated_mean", "replicated_lo90", "replicated_hi90", "p", "p_adjusted"]
+        return pd.DataFrame(self.ppc.get("table") or [], columns=cols)
+
+    def plot_ppc(self, **kwargs):
+        """Figure of the posterior predictive check (:func:`bayesrc.bayes.check_figures.ppc_figure`)."""
+        from bayesrc.bayes.check_figures import ppc_figure
+
+        if not self.ppc:
+            raise ValueError("this fit has no posterior predictive check (fit(..., checks=False) or fitted before issue 31)")
+        return ppc_figure(self.ppc, **kwargs)
 
     def gate_table(self) -> pd.DataFrame:
         """Each gated diagnostic, its value and the requirement *this fit* used."""
@@ -229,6 +251,7 @@ def fit(
     rci_kwargs: dict | None = None,
     covariate: str | None = "auto",
     escalate: bool = True,
+    checks: bool = True,
 ) -> BayesFit:
     """Fit ``model`` to a version pair, gate it, select changed items and cross-check against RCI.
 
@@ -255,6 +278,10 @@ def fit(
     escalate : when the gate fails, sample again with longer warm-up, more draws and a higher
         target acceptance (:data:`ESCALATION`) before giving up; every attempt is recorded in
         ``payload["attempts"]`` (``fit.json``).
+    checks : the workflow checks (:mod:`bayesrc.bayes.checks`): a posterior predictive check per
+        stratum (domain x covariate level; ``payload["ppc"]``, a warning when the model does not
+        reproduce the data) and PSIS-LOO with Pareto k and LOO-PIT per item (``payload["loo"]``,
+        item columns ``elpd_loo``, ``pareto_k``, ``loo_pit``; :func:`bayesrc.bayes.compare`).
 
     Returns
     -------
@@ -297,6 +324,11 @@ def fit(
             change_structure_log_prior(dt["posterior"], prior), delta_min=delta_min, rope=float(rope or 0.0),
         )  # fmt: skip
         warnings += prior_sensitivity_warnings(cc["prior_sensitivity"], cc, delta_min)
+    ppc, loo_payload = None, None
+    if checks:
+        ppc, loo_payload, per_item = run_checks(dt, data, counts, items["item_id"], seed=cfg.seed)
+        items = pd.concat([items.reset_index(drop=True), per_item.drop(columns="item_id")], axis=1)
+        warnings += ppc_warnings(ppc) + loo_warnings(loo_payload)
     items = items[[c for c in ITEM_COLUMNS if c in items] + (["p_rope"] if "p_rope" in items else [])]
     params = {
         "collapsed": bool(collapsed),
@@ -310,9 +342,29 @@ def fit(
     payload = {
         "status": "ok" if diag.passed else "failed", "model": model, "backend": backend, "runtime_s": runtime,
         "diagnostics": diag.to_dict(), "selection": sel, "crosscheck": cc, "domain_shift": domain_shift(dt, data), "params": params,
-        "flips": expected_flips(dt, data), "warnings": warnings, "attempts": attempts,
+        "flips": expected_flips(dt, data), "warnings": warnings, "attempts": attempts, "ppc": ppc, "loo": loo_payload,
     }  # fmt: skip
     return BayesFit(payload, {"items": items.reset_index(drop=True), "discordant": disc}, dt)
+
+
+def run_checks(dt, data: ModelInputs, counts: xr.Dataset, item_ids, *, seed: int = 0) -> tuple[dict, dict, pd.DataFrame]:
+    """The posterior predictive check and PSIS-LOO of one fit: ``(ppc, loo, per-item table)``.
+
+    The check's strata are domain x covariate level whatever the model used: a model without the
+    item covariate is checked on the strata it leaves out (``covariate="auto"``: the correct
+    option's letter when the counts carry it), so a structure it misses shows.
+
+    Examples
+    --------
+    >>> ppc, loo, per_item = run_checks(res.posterior, model_inputs(counts), counts, res.items["item_id"])  # doctest: +SKIP
+    """
+    strata = data if data.covariate else model_inputs(counts, *data.versions, covariate="auto")
+    ppc = posterior_predictive_check(dt["posterior"]["p"].values, strata, seed=seed)
+    ids = np.asarray(item_ids).astype(str)
+    if not np.array_equal(ids, np.asarray(data.items).astype(str)):
+        raise ValueError("the item table is not in the model inputs' item order")
+    loo_payload, per_item = loo_checks(dt, data, ids, seed=seed)
+    return ppc, loo_payload, per_item
 
 
 # Each further attempt after a failed gate: warm-up and draws multiplied, target acceptance at least this.

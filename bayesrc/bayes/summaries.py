@@ -30,6 +30,7 @@ from bayesrc.classical.rci import CLASSES, DETERIORATED, IMPROVED, NO_CHANGE
 ITEM_COLUMNS = (
     "item_id", "domain", "p_v1_mean", "p_v2_mean", "dp_mean", "dp_lo90", "dp_hi90", "dp_ess_bulk", "dp_mcse",
     "p_changed", "p_improve", "p_deteriorate", "p_improve_material", "p_deteriorate_material", "bayes_class", "rci_class",
+    "elpd_loo", "pareto_k", "loo_pit",
 )  # fmt: skip
 DELTA_MIN = 0.05  # a material change in accuracy (SPEC 7)
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from bayesrc.bayes.check_figures import ppc_figure
 from bayesrc.bayes.summaries import PRIOR_TOLERANCE
 from bayesrc.classical.pipeline import _aggregate_change
 from bayesrc.classical.result import PairResult
@@ -331,6 +332,35 @@ def section_diagnostics(run: Run, c: Comparison) -> Section | None:
     return Section("diagnostics", "Convergence diagnostics", blocks)
 
 
+def ppc_sentence(fit) -> str:
+    """The posterior predictive check and PSIS-LOO of a fit in words (what to read first)."""
+    ppc, lo = fit.ppc, fit.loo
+    if not ppc["flagged"]:
+        text = (f"The model reproduces the data: no statistic in any stratum is outside what its replicated datasets give "
+                f"(smallest adjusted p = {ppc['p_adjusted_min']:.3f} over {ppc['n_tests']} tests, family-wise level {ppc['alpha']:g}).")  # fmt: skip
+    else:
+        text = f"**The model does not reproduce the data** in {len(ppc['flagged'])} of {ppc['n_tests']} (stratum, statistic) tests (red dots)."
+    if lo:
+        text += f" PSIS-LOO: ELPD {lo['elpd']:.1f} ± {lo['se']:.1f}; {lo['n_high_k']} items with Pareto k above {lo['k_threshold']:g}"
+        text += f" ({', '.join(lo['high_k_items'][:10])})." if lo["n_high_k"] else "."
+    return text
+
+
+def section_checks(run: Run, c: Comparison) -> Section | None:
+    """The posterior predictive check per stratum and PSIS-LOO (``fit.json`` ``ppc`` and ``loo``)."""
+    if c.bayes is None or not c.bayes.ppc:
+        return None
+    fit = c.bayes
+    blocks: list = [Text(ppc_sentence(fit))]
+    blocks += [Text(f"**Warning:** {w}") for w in fit.warnings if w.startswith(("posterior predictive check", "PSIS-LOO"))]
+    blocks.append(_fig(lambda: ppc_figure(fit.ppc), "Observed statistic (dot; red: flagged) against the replicated 90% range (bar) and mean (tick), per stratum.", "ppc"))
+    flagged = fit.ppc_table()
+    flagged = flagged[pd.to_numeric(flagged["p_adjusted"], errors="coerce") <= fit.ppc["alpha"]]
+    if len(flagged):
+        blocks.append(Table(flagged.round(4), "Flagged statistics", latex=True, label="ppc"))
+    return Section("checks", "Posterior predictive check and LOO", blocks)
+
+
 def crosscheck_sentence(fit, pair=None) -> str:
     """RCI's estimated false-discovery proportion stated in words.
 
@@ -560,6 +590,7 @@ SECTION_BUILDERS: list[PairBuilder] = [
     section_domain_shift,
     section_crosscheck,
     section_diagnostics,
+    section_checks,
     section_sensitivity,
     section_power,
     section_switch,
@@ -582,4 +613,4 @@ def build_sections(run: Run, c: Comparison | None, *, builders: list[PairBuilder
     return out
 
 
-BAYES_SECTIONS = {"section_bayes_items", "section_domain_shift", "section_crosscheck", "section_diagnostics"}
+BAYES_SECTIONS = {"section_bayes_items", "section_domain_shift", "section_crosscheck", "section_diagnostics", "section_checks"}

@@ -1,0 +1,59 @@
+"""Figures of the workflow checks (:mod:`bayesrc.bayes.checks`), drawn from ``fit.json`` alone.
+
+matplotlib is imported when a figure is drawn (through :mod:`bayesrc.plotting`), never at import.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from bayesrc.bayes.checks import PPC_ALPHA, STATS
+from bayesrc.plotting import subplots
+
+STAT_TITLES = {
+    "mean_v1": "mean accuracy v1", "mean_v2": "mean accuracy v2", "sd_v1": "SD of accuracies v1", "sd_v2": "SD of accuracies v2",
+    "mean_change": "mean change (y2 - y1)/n", "sd_change": "SD of change", "floor": "share at floor", "ceiling": "share at ceiling",
+    "corr": "corr(v1, v2)",
+}  # fmt: skip
+
+
+def ppc_figure(ppc: Mapping, *, title: str = ""):
+    """Posterior predictive check: per statistic (panel) and stratum (row), the replicated 90% range
+    (bar) and mean (tick) against the observed value (dot; red where the check flags it).
+
+    Examples
+    --------
+    >>> rows = [{"stratum": "all", "stat": s, "observed": 0.5, "replicated_mean": 0.5, "replicated_lo90": 0.4,
+    ...          "replicated_hi90": 0.6, "p": 0.9, "p_adjusted": 1.0} for s in STATS]
+    >>> type(ppc_figure({"table": rows, "alpha": 0.05})).__name__
+    'Figure'
+    """
+    table = pd.DataFrame(ppc["table"])
+    alpha = float(ppc.get("alpha", PPC_ALPHA))
+    strata = list(dict.fromkeys(table["stratum"]))
+    ncols = 3
+    nrows = int(np.ceil(len(STATS) / ncols))
+    fig, axes = subplots(nrows, ncols, figsize=(11, 0.8 + nrows * (0.6 + 0.22 * len(strata))), layout="constrained", squeeze=False)
+    ypos = np.arange(len(strata))[::-1]
+    for ax, stat in zip(axes.ravel(), STATS):
+        t = table[table["stat"] == stat].set_index("stratum").reindex(strata)
+        num = lambda c: pd.to_numeric(t[c], errors="coerce").to_numpy(float)  # noqa: E731  (JSON null -> NaN)
+        lo, hi, mean, obs, adj = num("replicated_lo90"), num("replicated_hi90"), num("replicated_mean"), num("observed"), num("p_adjusted")
+        ax.hlines(ypos, lo, hi, color="0.6", lw=4, label="replicated 90%")
+        ax.plot(mean, ypos, "|", color="0.2", ms=8, label="replicated mean")
+        bad = np.nan_to_num(adj, nan=1.0) <= alpha
+        ax.plot(obs[~bad], ypos[~bad], "o", color="tab:blue", ms=4, label="observed")
+        ax.plot(obs[bad], ypos[bad], "o", color="tab:red", ms=5, label=f"observed, flagged (adjusted p ≤ {alpha:g})")
+        ax.set_title(STAT_TITLES.get(stat, stat), fontsize=9)
+        ax.set_yticks(ypos, strata if ax in axes[:, 0] else [""] * len(strata), fontsize=7)
+        ax.tick_params(axis="x", labelsize=7)
+        ax.grid(axis="x", alpha=0.3)
+    for ax in axes.ravel()[len(STATS) :]:
+        ax.set_visible(False)
+    handles, labels = axes.ravel()[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=4, fontsize=8, frameon=False)
+    fig.suptitle(title or "Posterior predictive check per stratum (domain:level)", fontsize=10)
+    return fig

@@ -1,0 +1,449 @@
+"""Workflow checks on every fit (issue 31): posterior predictive checks, PSIS-LOO per item, LOO-PIT
+and model comparison by ELPD.
+
+**Posterior predictive check** (:func:`posterior_predictive_check`). For each posterior draw of the
+item accuracies ``p`` (item, version), replicate counts ``y_rep ~ Binomial(n, p)``; compare the
+replicated with the observed data per *stratum* (domain x covariate level, each domain, each
+level and all items: :func:`check_strata`) on :data:`STATS`: each version's mean and spread of the
+item accuracies, the mean and spread of the per-item change ``y2/n2 - y1/n1``, the share of
+item-versions at floor (0 correct) and ceiling (all correct), and the between-version correlation
+of item accuracies. Each (stratum, statistic) gets a two-sided posterior predictive p-value (mid-p
+for ties, :func:`predictive_pvalues`).
+
+Multiplicity: the single-step min-p adjustment (Westfall-Young) over all tests, calibrated on the
+replicates themselves (:func:`minp_adjust`): a test's adjusted p-value is the share of replicated
+datasets whose *smallest* p-value over every (stratum, statistic) is at most the observed p-value.
+The statistics overlap heavily (the means of the versions and of their change, nested strata),
+which Bonferroni or Holm would pay for in power; the replicates carry that dependence. A fit warns
+(``"posterior predictive check: ..."``) when an adjusted p-value is at most :data:`PPC_ALPHA`.
+Posterior predictive p-values are conservative (the data are used twice), so on data the model can
+have generated the warning rate stays below the nominal level (``benchmarks/ppc_calibration.py``).
+
+**LOO** (:func:`loo_checks`): PSIS-LOO over items (:func:`bayesrc.bayes.change_collapsed.loo`, the
+collapsed marginal likelihood of an item's two counts), Pareto k per item (items above
+:data:`K_THRESHOLD` listed), and LOO-PIT of each item's change ``y2 - y1`` against new items drawn
+from its stratum's population (:func:`new_item_p`: given the hyperparameters, the leave-one-out
+predictive of an item is that of a new item of its stratum). :func:`compare` ranks fits by ELPD
+(``arviz_stats.compare``).
+
+Pure numpy (and ``arviz_stats`` for PSIS); no JAX, PyMC or plotting here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from bayesrc.bayes.inputs import ModelInputs
+
+STATS = ("mean_v1", "mean_v2", "sd_v1", "sd_v2", "mean_change", "sd_change", "floor", "ceiling", "corr")
+STAT_LABELS = {
+    "mean_v1": "the mean accuracy in version 1", "mean_v2": "the mean accuracy in version 2",
+    "sd_v1": "the spread (SD) of item accuracies in version 1", "sd_v2": "the spread (SD) of item accuracies in version 2",
+    "mean_change": "the mean per-item change y2 - y1", "sd_change": "the spread (SD) of the per-item change y2 - y1",
+    "floor": "the share of items at floor (0 correct)", "ceiling": "the share of items at ceiling (all correct)",
+    "corr": "the between-version correlation of item accuracies",
+}  # fmt: skip
+PPC_ALPHA = 0.05  # family-wise level of the posterior predictive check's warning
+MIN_STRATUM_ITEMS = 5  # strata with fewer items (valid in both versions) are not tested on their own
+MAX_PPC_DRAWS = 2000  # posterior draws replicated (evenly thinned beyond)
+K_THRESHOLD = 0.7  # Pareto k above which an item's PSIS-LOO estimate is unreliable
+
+
+def check_strata(data: ModelInputs, min_items: int = MIN_STRATUM_ITEMS) -> tuple[np.ndarray, list[str]]:
+    """The strata the posterior predictive check compares: membership (item, stratum) and names.
+
+    Each domain x covariate level (``"domain:level"``), each domain (``"domain:*"``), each level
+    (``"*:level"``) and all items (``"all"``); without a covariate the domains and ``"all"``. Strata
+    with fewer than ``min_items`` items are left out, and a stratum with the same items as one
+    before it (a domain with one level) is kept once.
+
+    Examples
+    --------
+    >>> d = ModelInputs(y=np.zeros((6, 2), int), n=np.full((6, 2), 10), dom=np.array([0, 0, 0, 1, 1, 1]), items=np.arange(6),
+    ...                 versions=("a", "b"), domains=("x", "y"), group=np.array([0, 1, 0, 1, 0, 1]), groups=("A", "B"), covariate="letter")
+    >>> member, names = check_strata(d, min_items=3)
+    >>> names, member.sum(0).tolist()
+    (['x:*', 'y:*', '*:A', '*:B', 'all'], [3, 3, 3, 3, 6])
+    """
+    dom, grp = data.dom, data.grp
+    cols, names = [], []
+    if data.n_groups > 1:
+        for d, g in sorted(set(zip(dom.tolist(), grp.tolist()))):
+            cols.append((dom == d) & (grp == g))
+            names.append(f"{data.domains[d]}:{data.groups[g]}")
+    for d, name in enumerate(data.domains):
+        cols.append(dom == d)
+        names.append(f"{name}:*" if data.n_groups > 1 else name)
+    if data.n_groups > 1:
+        for g, name in enumerate(data.groups):
+            cols.append(grp == g)
+            names.append(f"*:{name}")
+    cols.append(np.ones(data.n_items, bool))
+    names.append("all")
+    valid = (data.n > 0).all(1)
+    keep, seen = [], set()
+    for j, col in enumerate(cols):
+        key = (col & valid).tobytes()
+        if (col & valid).sum() >= min_items and key not in seen:
+            seen.add(key)
+            keep.append(j)
+    return np.stack([cols[j] for j in keep], 1), [names[j] for j in keep]
+
+
+def stratum_statistics(y: np.ndarray, n: np.ndarray, member: np.ndarray) -> np.ndarray:
+    """:data:`STATS` per stratum, for observed or replicated counts: shape (..., stratum, stat).
+
+    ``y``: (..., item, 2) counts (leading axes: replicates), ``n``: (item, 2) trials,
+    ``member``: (item, stratum) booleans. Items without a valid response in a version are left
+    out; a statistic that is undefined (a correlation with no spread) is NaN.
+
+    Examples
+    --------
+    >>> y = np.array([[2, 3], [5, 5], [10, 9]]); n = np.full((3, 2), 10)
+    >>> s = stratum_statistics(y, n, np.ones((3, 1), bool))[0]
+    >>> dict(zip(STATS, s.round(3).tolist()))["mean_change"], dict(zip(STATS, s.round(3).tolist()))["ceiling"]
+    (0.0, 0.167)
+    """
+    valid = (n > 0).all(1)
+    w = (member & valid[:, None]).astype(float)  # (item, stratum)
+    cnt = w.sum(0)
+    a = y / np.maximum(n, 1)
+    d = a[..., 1] - a[..., 0]
+
+    def avg(x):  # (..., item) -> (..., stratum)
+        return (x @ w) / cnt
+
+    m1, m2, md = avg(a[..., 0]), avg(a[..., 1]), avg(d)
+    v1, v2, vd = avg(a[..., 0] ** 2) - m1**2, avg(a[..., 1] ** 2) - m2**2, avg(d**2) - md**2
+    v1, v2, vd = (np.maximum(v, 0.0) for v in (v1, v2, vd))
+    cov = avg(a[..., 0] * a[..., 1]) - m1 * m2
+    with np.errstate(invalid="ignore", divide="ignore"):
+        corr = np.where((v1 > 1e-12) & (v2 > 1e-12), cov / np.sqrt(v1 * v2), np.nan)
+    floor = 0.5 * avg((y == 0).sum(-1).astype(float))
+    ceiling = 0.5 * avg((y == n).sum(-1).astype(float))
+    return np.stack([m1, m2, np.sqrt(v1), np.sqrt(v2), md, np.sqrt(vd), floor, ceiling, corr], -1)
+
+
+def predictive_pvalues(obs: np.ndarray, rep: np.ndarray) -> np.ndarray:
+    """Two-sided posterior predictive p-values ``2 min(P(T_rep < T) + P(=)/2, P(T_rep > T) + P(=)/2)``.
+
+    ``obs``: (...), ``rep``: (draw, ...). NaN replicates are left out; NaN where ``obs`` is NaN.
+
+    Examples
+    --------
+    >>> predictive_pvalues(np.array([0.0, 3.0]), np.array([[-1.0, 0.0], [0.0, 1.0], [1.0, 2.0]])).tolist()
+    [1.0, 0.0]
+    """
+    ok = ~np.isnan(rep)
+    m = np.maximum(ok.sum(0), 1)
+    below = ((rep < obs) & ok).sum(0) / m
+    tie = ((rep == obs) & ok).sum(0) / m
+    above = 1.0 - below - tie
+    p = np.minimum(1.0, 2.0 * np.minimum(below + 0.5 * tie, above + 0.5 * tie))
+    return np.where(np.isnan(obs) | (ok.sum(0) == 0), np.nan, p)
+
+
+def replicate_pvalues(rep: np.ndarray) -> np.ndarray:
+    """Each replicate's own two-sided p-values against all replicates (the min-p reference): (draw, test).
+
+    Ranks per column (ties: mid-p); a NaN replicate gets p = 1 (untested).
+
+    Examples
+    --------
+    >>> replicate_pvalues(np.array([[0.0], [1.0], [2.0], [3.0]]))[:, 0].tolist()
+    [0.25, 0.75, 0.75, 0.25]
+    """
+    from scipy.stats import rankdata
+
+    s = rep.shape[0]
+    filled = np.where(np.isnan(rep), np.nanmedian(rep, axis=0) if s else 0.0, rep)
+    lo = rankdata(filled, method="min", axis=0)  # 1 + number below
+    hi = rankdata(filled, method="max", axis=0)  # number at or below
+    tie = hi - lo + 1
+    below, above = lo - 1, s - hi
+    p = np.minimum(1.0, 2.0 * np.minimum(below + 0.5 * tie, above + 0.5 * tie) / s)
+    return np.where(np.isnan(rep), 1.0, p)
+
+
+def minp_adjust(p_obs: np.ndarray, p_rep: np.ndarray) -> np.ndarray:
+    """Single-step min-p adjusted p-values: the share of replicates whose smallest p-value is at most each observed one.
+
+    ``p_obs``: (test,) with NaN for untested; ``p_rep``: (draw, test) from :func:`replicate_pvalues`.
+
+    Examples
+    --------
+    >>> p_rep = np.array([[0.5, 0.9], [0.02, 0.6], [0.3, 0.1], [0.8, 0.04]])
+    >>> minp_adjust(np.array([0.01, 0.3]), p_rep).tolist()
+    [0.0, 0.75]
+    """
+    tested = ~np.isnan(p_obs)
+    if not tested.any():
+        return np.full_like(p_obs, np.nan)
+    minp = p_rep[:, tested].min(1)
+    adj = (minp[:, None] <= p_obs[None, :]).mean(0)
+    return np.where(tested, adj, np.nan)
+
+
+def thin_draws(a: np.ndarray, max_draws: int = MAX_PPC_DRAWS) -> np.ndarray:
+    """Chains and draws of ``a`` (chain, draw, ...) flattened and evenly thinned to at most ``max_draws``.
+
+    Examples
+    --------
+    >>> thin_draws(np.zeros((4, 1000, 3)), 2000).shape
+    (2000, 3)
+    """
+    flat = np.asarray(a).reshape(-1, *np.shape(a)[2:])
+    if flat.shape[0] <= max_draws:
+        return flat
+    return flat[np.linspace(0, flat.shape[0] - 1, max_draws).round().astype(int)]
+
+
+def posterior_predictive_check(p: np.ndarray, data: ModelInputs, *, seed: int = 0, alpha: float = PPC_ALPHA, min_items: int = MIN_STRATUM_ITEMS, max_draws: int = MAX_PPC_DRAWS) -> dict:
+    """Posterior predictive check of item accuracy draws ``p`` (chain, draw, item, 2) against ``data``.
+
+    Replicates ``y_rep ~ Binomial(n, p)`` per draw, computes :data:`STATS` per stratum
+    (:func:`check_strata` over ``data``'s domains and covariate levels), two-sided predictive
+    p-values and their min-p adjustment. Returns the ``ppc`` payload: settings, one row per
+    (stratum, statistic) in ``table`` (observed, replicated mean and 90% range, p, adjusted p) and
+    the rows flagged at ``alpha`` in ``flagged``.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> n = np.full((40, 2), 10); p = rng.beta(2, 2, (40, 1)).repeat(2, 1)
+    >>> d = ModelInputs(y=rng.binomial(n, p), n=n, dom=np.zeros(40, int), items=np.arange(40), versions=("a", "b"), domains=("x",))
+    >>> out = posterior_predictive_check(np.broadcast_to(p, (2, 100, 40, 2)), d)
+    >>> out["n_tests"], out["flagged"]
+    (9, [])
+    """
+    member, names = check_strata(data, min_items)
+    draws = thin_draws(p, max_draws)
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 31]))
+    y_rep = rng.binomial(data.n[None], draws)
+    obs = stratum_statistics(data.y, data.n, member)  # (stratum, stat)
+    rep = stratum_statistics(y_rep, data.n, member)  # (draw, stratum, stat)
+    p_obs = predictive_pvalues(obs, rep)
+    adj = minp_adjust(p_obs.ravel(), replicate_pvalues(rep.reshape(rep.shape[0], -1))).reshape(p_obs.shape)
+    lo, hi = np.nanquantile(rep, [0.05, 0.95], axis=0) if rep.shape[0] else (np.full_like(obs, np.nan),) * 2
+    counts = (member & (data.n > 0).all(1)[:, None]).sum(0)
+    table = [
+        {"stratum": s, "n_items": int(counts[i]), "stat": st, "observed": obs[i, j], "replicated_mean": float(np.nanmean(rep[:, i, j])) if np.isfinite(rep[:, i, j]).any() else None,
+         "replicated_lo90": lo[i, j], "replicated_hi90": hi[i, j], "p": p_obs[i, j], "p_adjusted": adj[i, j]}
+        for i, s in enumerate(names) for j, st in enumerate(STATS)
+    ]  # fmt: skip
+    table = [{k: (float(v) if isinstance(v, np.floating) else v) for k, v in row.items()} for row in table]
+    flagged = sorted((r for r in table if r["p_adjusted"] is not None and np.isfinite(r["p_adjusted"]) and r["p_adjusted"] <= alpha), key=lambda r: (r["p_adjusted"], r["p"]))
+    n_tests = int(np.isfinite(p_obs).sum())
+    return {
+        "alpha": alpha, "method": "single-step min-p over the replicates (Westfall-Young)", "n_draws": int(draws.shape[0]), "n_tests": n_tests,
+        "covariate": data.covariate, "strata": names, "stats": list(STATS), "min_stratum_items": min_items,
+        "p_min": float(np.nanmin(p_obs)) if n_tests else None, "p_adjusted_min": float(np.nanmin(adj)) if n_tests else None,
+        "table": table, "flagged": flagged, "passed": not flagged,
+    }  # fmt: skip
+
+
+def ppc_warnings(ppc: Mapping, max_named: int = 3) -> list[str]:
+    """One warning line naming the strata and statistics the model does not reproduce (none if it does).
+
+    Examples
+    --------
+    >>> row = {"stratum": "repeat:A", "stat": "mean_change", "observed": 0.2, "replicated_lo90": 0.0, "replicated_hi90": 0.1, "p": 0.0, "p_adjusted": 0.0}
+    >>> ppc_warnings({"flagged": [row], "n_tests": 90, "alpha": 0.05})[0][:80]
+    'posterior predictive check: the model does not reproduce the mean per-item chang'
+    """
+    rows = list(ppc.get("flagged") or [])
+    if not rows:
+        return []
+    named = "; ".join(
+        f"{STAT_LABELS.get(r['stat'], r['stat'])} in stratum {r['stratum']} (observed {r['observed']:.3f}, replicated 90% range "
+        f"{r['replicated_lo90']:.3f} to {r['replicated_hi90']:.3f}, adjusted p = {r['p_adjusted']:.3f})"
+        for r in rows[:max_named]
+    )
+    more = f" and {len(rows) - max_named} more (fit.json: ppc.flagged)" if len(rows) > max_named else ""
+    return [
+        f"posterior predictive check: the model does not reproduce {named}{more}, at family-wise level {ppc['alpha']:g} over "
+        f"{ppc['n_tests']} tests; the model misses structure in these items (an item covariate such as the correct option's "
+        f"letter, a stratum with its own change): read its estimates there with care, and compare models (bayesrc fit --compare)"
+    ]
+
+
+def new_item_p(post, data: ModelInputs, rng: np.random.Generator, max_draws: int = MAX_PPC_DRAWS) -> np.ndarray:
+    """Accuracies (draw, item, 2) of a *new* item in each item's stratum, one per posterior draw of the hyperparameters.
+
+    Change model: ``theta ~ Normal(mu_s, sigma_s)``, ``changed ~ Bernoulli(pi)``,
+    ``delta ~ Normal(m_s(theta), sigma_delta_s)`` (spreads as on the likelihood's grid,
+    :func:`bayesrc.bayes.change_collapsed.grid_spread`); beta-binomial: ``p_v ~ Beta(mu kappa,
+    (1 - mu) kappa)`` per version. The leave-one-out predictive of an item given the
+    hyperparameters (the input of LOO-PIT).
+
+    Examples
+    --------
+    >>> p_new = new_item_p(fit.posterior["posterior"].to_dataset(), data, np.random.default_rng(0))  # doctest: +SKIP
+    """
+    from scipy.special import expit
+
+    if "sigma_delta" not in post:
+        mu, kappa = thin_draws(post["mu"].values, max_draws), thin_draws(post["kappa"].values, max_draws)  # (draw, domain, version)
+        a, b = (mu * kappa)[:, data.dom, :], ((1.0 - mu) * kappa)[:, data.dom, :]
+        return rng.beta(a, b)
+    from bayesrc.bayes.change_collapsed import _ops, cell_stats, flat_hyper, grid_spread, logit_grid
+
+    cells = cell_stats(data)
+    idx = np.linspace(0, post["pi"].size - 1, min(max_draws, post["pi"].size)).round().astype(int)
+    mu, sigma, shift, sd, slope, pi = (h[idx] for h in flat_hyper(post, cells))  # per stratum of the cells
+    stratum = cells.dom[cells.item_cell]
+    x = logit_grid(int(data.n.max()))
+    ops = _ops("numpy")
+    sigma, sd = grid_spread(ops, sigma, x), grid_spread(ops, sd, x)
+    m_s, s_s = mu[:, stratum], sigma[:, stratum]
+    theta = m_s + s_s * rng.standard_normal(m_s.shape)
+    centre = shift[:, stratum] + slope[:, None] * (theta - m_s) / s_s
+    delta = centre + sd[:, stratum] * rng.standard_normal(m_s.shape)
+    changed = rng.random(m_s.shape) < pi[:, None]
+    return np.stack([expit(theta), expit(theta + changed * delta)], -1)
+
+
+def loo_pit_change(elpd, p_new: np.ndarray, data: ModelInputs, seed: int = 0) -> np.ndarray:
+    """LOO-PIT of each item's change ``y2 - y1`` (randomised for ties): ``arviz_stats.loo_pit`` with
+    the PSIS weights of ``elpd`` (``arviz_stats.loo`` with ``pointwise=True``) and new-item replicates.
+
+    Examples
+    --------
+    >>> pit = loo_pit_change(elpd, new_item_p(post, data, rng), data)  # doctest: +SKIP
+    """
+    import arviz_stats as azs
+    import xarray as xr
+
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 32]))
+    y_new = rng.binomial(data.n[None], p_new)
+    t_new = (y_new[..., 1] - y_new[..., 0])[None]  # (chain=1, draw, item)
+    t_obs = data.y[:, 1] - data.y[:, 0]
+    lw = elpd.log_weights
+    lw = lw.stack(sample=("chain", "draw")).transpose("sample", ...).values if hasattr(lw, "stack") else np.asarray(lw)
+    idx = np.linspace(0, lw.shape[0] - 1, p_new.shape[0]).round().astype(int)
+    lw = lw[idx][None]
+    dims = ("chain", "draw", "item")
+    dt = xr.DataTree.from_dict(
+        {
+            "posterior": xr.Dataset({"draw_index": (("chain", "draw"), np.arange(t_new.shape[1], dtype=float)[None])}),  # one chain: r_eff 1
+            "posterior_predictive": xr.Dataset({"y": (dims, t_new.astype(float))}),
+            "observed_data": xr.Dataset({"y": (("item",), t_obs.astype(float))}),
+            "log_likelihood": xr.Dataset({"y": (dims, np.zeros_like(t_new, float))}),
+        }
+    )
+    out = azs.loo_pit(dt, var_names="y", log_weights=xr.Dataset({"y": (dims, lw)}), pareto_k=xr.Dataset({"y": (("item",), np.asarray(elpd.pareto_k))}), random_state=rng)
+    return np.asarray(out["y"].values, float)
+
+
+def loo_checks(dt, data: ModelInputs, item_ids: Sequence[str], *, seed: int = 0, k_threshold: float = K_THRESHOLD) -> tuple[dict, pd.DataFrame]:
+    """PSIS-LOO over items, Pareto k per item and LOO-PIT of the per-item change for one fit.
+
+    Returns the ``loo`` payload (ELPD, its SE, effective parameters, the items whose k exceeds
+    ``k_threshold``) and a table per item (``elpd_loo``, ``pareto_k``, ``loo_pit``) in ``data``'s item order.
+
+    Examples
+    --------
+    >>> payload, per_item = loo_checks(res.posterior, model_inputs(counts), res.items["item_id"])  # doctest: +SKIP
+    """
+    from bayesrc.bayes.change_collapsed import loo
+
+    elpd = loo(dt, data)
+    k = np.asarray(elpd.pareto_k, float)
+    ids = np.asarray(item_ids).astype(str)
+    try:
+        post = dt["posterior"].to_dataset()
+        pit = loo_pit_change(elpd, new_item_p(post, data, np.random.default_rng(np.random.SeedSequence([seed, 33]))), data, seed)
+    except (ValueError, KeyError, TypeError, AttributeError):  # an arviz_stats without log weights on the result: no PIT
+        pit = np.full(data.n_items, np.nan)
+    high = np.flatnonzero(k > k_threshold)
+    payload = {
+        "elpd": float(elpd.elpd), "se": float(elpd.se), "p_loo": float(elpd.p), "n_items": int(data.n_items), "n_draws": int(elpd.n_samples),
+        "k_threshold": k_threshold, "pareto_k_max": float(np.nanmax(k)) if k.size else None,
+        "n_high_k": int(high.size), "high_k_items": ids[high[np.argsort(-k[high])]].tolist(),
+        "loo_pit_ks_p": _uniform_ks_p(pit),
+    }  # fmt: skip
+    return payload, pd.DataFrame({"item_id": ids, "elpd_loo": np.asarray(elpd.elpd_i, float), "pareto_k": k, "loo_pit": pit})
+
+
+def _uniform_ks_p(pit: np.ndarray) -> float | None:
+    """Kolmogorov-Smirnov p-value of LOO-PIT values against uniform (None when there are none)."""
+    from scipy.stats import kstest
+
+    pit = pit[np.isfinite(pit)]
+    return float(kstest(pit, "uniform").pvalue) if pit.size else None
+
+
+def loo_warnings(loo_payload: Mapping, max_named: int = 5) -> list[str]:
+    """A warning naming the items whose Pareto k is above the threshold (none if no item is).
+
+    Examples
+    --------
+    >>> loo_warnings({"n_high_k": 2, "high_k_items": ["a", "b"], "k_threshold": 0.7})[0][:60]
+    'PSIS-LOO: 2 items have Pareto k above 0.7 (a, b): their leav'
+    """
+    n = int(loo_payload.get("n_high_k") or 0)
+    if not n:
+        return []
+    ids = list(loo_payload["high_k_items"])
+    named = ", ".join(ids[:max_named]) + (f" and {n - max_named} more" if n > max_named else "")
+    return [
+        f"PSIS-LOO: {n} item{'s have' if n > 1 else ' has'} Pareto k above {loo_payload['k_threshold']:g} ({named}): their leave-one-out "
+        "estimates are unreliable (the posterior moves a lot without them); treat ELPD comparisons of this fit with care"
+    ]
+
+
+def elpd_of(fit):
+    """The ``arviz_stats`` ELPD object of a fit, rebuilt from its saved per-item ``elpd_loo`` and ``pareto_k``.
+
+    Examples
+    --------
+    >>> elpd_of(res).elpd  # doctest: +SKIP
+    """
+    import arviz_stats as azs
+    import xarray as xr
+
+    items, payload = fit.items, (fit.payload.get("loo") or {})
+    if items is None or "elpd_loo" not in items or not payload:
+        raise ValueError(f"{fit.model} ({fit.backend}) fit has no per-item PSIS-LOO (fitted before issue 31?)")
+    ids = items["item_id"].astype(str).to_numpy()
+    da = lambda v: xr.DataArray(np.asarray(v, float), dims=["item"], coords={"item": ids})  # noqa: E731
+    return azs.ELPDData(
+        elpd=float(payload["elpd"]), se=float(payload["se"]), p=float(payload["p_loo"]), n_samples=int(payload["n_draws"]),
+        n_data_points=len(ids), scale="log", warning=bool(payload.get("n_high_k")), good_k=float(payload.get("k_threshold", K_THRESHOLD)),
+        elpd_i=da(items["elpd_loo"]), pareto_k=da(items["pareto_k"]),
+    )  # fmt: skip
+
+
+def compare(fits: Mapping | Sequence) -> pd.DataFrame:
+    """Rank fits of the same items by PSIS-LOO ELPD (``arviz_stats.compare``), best first.
+
+    ``fits``: a mapping name -> :class:`~bayesrc.bayes.BayesFit` (or a sequence, named
+    ``model`` or ``model_backend`` when models repeat). Columns: ``rank``, ``elpd``, ``se``,
+    ``p``, ``elpd_diff`` (against the best), ``dse`` (SE of the difference), ``p_worse``,
+    ``weight`` (stacking) and ``n_high_k`` (items with Pareto k above 0.7).
+
+    Examples
+    --------
+    >>> compare({"change": fit(counts), "betabinom": fit(counts, model="betabinom")})  # doctest: +SKIP
+    """
+    import arviz_stats as azs
+
+    if not isinstance(fits, Mapping):
+        fits = list(fits)
+        names = [f.model for f in fits]
+        if len(set(names)) < len(names):
+            names = [f"{f.model}_{f.backend}_{i}" for i, f in enumerate(fits)]
+        fits = dict(zip(names, fits))
+    if len(fits) < 2:
+        raise ValueError("compare needs at least two fits")
+    ids = {name: tuple(f.items["item_id"].astype(str)) for name, f in fits.items()}
+    if len(set(ids.values())) > 1:
+        raise ValueError("the fits compared must cover the same items in the same order")
+    table = azs.compare({name: elpd_of(f) for name, f in fits.items()}, round_to="none")
+    table = table.rename(columns={"elpd": "elpd"})
+    table["n_high_k"] = [int((fits[name].payload.get("loo") or {}).get("n_high_k") or 0) for name in table.index]
+    table.index.name = "model"
+    return table

@@ -1,0 +1,202 @@
+"""Workflow checks on every fit (issue 31): the posterior predictive check (its statistics and
+p-values by hand, its calibration on no-change data and on data drawn from the change model itself,
+the misfit it finds on the real Q4_K_M -> Q3_K_M pair), PSIS-LOO per item and model comparison.
+
+Fits use the default sampler settings and gate (``SamplerConfig()``); they are shared through
+module fixtures. The larger calibration run: ``benchmarks/ppc_calibration.py``.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bayesrc.bayes import ModelInputs, compare, fit
+from bayesrc.bayes.checks import STATS, check_strata, minp_adjust, posterior_predictive_check, predictive_pvalues, replicate_pvalues, stratum_statistics
+from bayesrc.data import item_counts, save_trials, simulate_pair
+
+N_ITEMS = 60  # per calibration replicate: two domains of 30
+
+
+def _inputs(y, n, dom, grp=None, groups=("all",)):
+    return ModelInputs(y=y, n=n, dom=dom, items=np.arange(len(y)).astype(str), versions=("a", "b"), domains=tuple(f"d{i}" for i in range(dom.max() + 1)),
+                       group=grp, groups=groups, covariate=None if grp is None else "letter")  # fmt: skip
+
+
+# ---------------------------------------------------------------- the statistics and p-values by hand
+
+
+def test_stratum_statistics_match_a_pandas_reference():
+    rng = np.random.default_rng(0)
+    n = rng.integers(8, 12, (50, 2))
+    n[3, 1] = 0  # no valid response in version 2: left out of every stratum
+    y = rng.binomial(n, rng.beta(0.7, 0.7, (50, 1)))
+    d = _inputs(y, n, rng.integers(0, 2, 50), rng.integers(0, 3, 50), ("A", "B", "C"))
+    member, names = check_strata(d, min_items=5)
+    got = stratum_statistics(y, n, member)
+    df = pd.DataFrame({"a1": y[:, 0] / n[:, 0], "a2": np.where(n[:, 1] > 0, y[:, 1] / np.maximum(n[:, 1], 1), np.nan)})
+    df["floor"] = ((y[:, 0] == 0).astype(int) + (y[:, 1] == 0)) / 2
+    df["ceiling"] = ((y[:, 0] == n[:, 0]).astype(int) + (y[:, 1] == n[:, 1])) / 2
+    for j, name in enumerate(names):
+        g = df[member[:, j] & (n > 0).all(1)]
+        ch = g["a2"] - g["a1"]
+        ref = [g["a1"].mean(), g["a2"].mean(), g["a1"].std(ddof=0), g["a2"].std(ddof=0), ch.mean(), ch.std(ddof=0), g["floor"].mean(), g["ceiling"].mean(), g["a1"].corr(g["a2"])]
+        np.testing.assert_allclose(got[j], ref, rtol=1e-9, atol=1e-12, err_msg=name)
+    # replicates along a leading axis give the same per replicate
+    stack = np.stack([y, y[::-1]])
+    np.testing.assert_allclose(stratum_statistics(stack, n, member)[0], got)
+    assert names[-1] == "all" and "*:A" in names and all(member.sum(0) >= 5)
+
+
+def test_pvalues_mid_p_and_minp_adjustment():
+    rep = np.arange(100.0)[:, None] * np.ones((1, 3))
+    p = predictive_pvalues(np.array([49.5, 0.0, 200.0]), rep)
+    assert p[0] == pytest.approx(1.0) and p[1] == pytest.approx(0.01) and p[2] == 0.0
+    assert np.isnan(predictive_pvalues(np.array([np.nan]), rep[:, :1]))[0]
+    # each replicate's own p-values are (near) uniform: a replicate is not special among replicates
+    rng = np.random.default_rng(1)
+    reps = rng.normal(size=(2000, 4))
+    pr = replicate_pvalues(reps)
+    assert abs(np.mean(pr < 0.1) - 0.1) < 0.01
+    # min-p: beyond every replicate -> 0; p = 0.5 -> P(min of three uniforms <= 0.5)
+    adj = minp_adjust(np.array([0.0, 0.5, np.nan, 0.3]), pr)
+    assert adj[0] == 0.0 and abs(adj[1] - (1 - 0.5**3)) < 0.03 and np.isnan(adj[2])  # three independent tests
+
+
+def test_ppc_with_the_true_accuracies_is_calibrated_and_a_wrong_model_warns():
+    """No MCMC: replicates from the true p pass at about the nominal rate; replicates from p
+    that ignore a letter effect (what a model without the covariate would give) warn."""
+    rng = np.random.default_rng(2)
+    warned = []
+    for _ in range(40):
+        grp = rng.integers(0, 3, 120)
+        p = np.clip(rng.beta(2, 2, (120, 1)) + np.array([0.2, 0.0, -0.2])[grp, None] * [[0, 1]], 0.01, 0.99)
+        n = np.full((120, 2), 10)
+        d = _inputs(rng.binomial(n, p), n, np.zeros(120, int), grp, ("A", "B", "C"))
+        warned.append(bool(posterior_predictive_check(np.broadcast_to(p, (1, 400, 120, 2)), d, seed=int(rng.integers(1e6)))["flagged"]))
+    assert np.mean(warned) <= 0.10
+    wrong = p.copy()
+    wrong[:, 1] = p[:, 0] + (p[:, 1] - p[:, 0]).mean()  # every item moves by the mean change: the letter's change is lost
+    out = posterior_predictive_check(np.broadcast_to(wrong, (1, 400, 120, 2)), d, seed=0)
+    assert out["flagged"] and {r["stat"] for r in out["flagged"]} & {"mean_v2", "mean_change"}
+    assert out["n_tests"] == len(out["strata"]) * len(STATS) - sum(r["p"] is None for r in out["table"])
+
+
+# ---------------------------------------------------------------- calibration with real fits (default sampler and gate)
+
+
+def _sim_counts(seed: int, **truth):
+    s = simulate_pair(N_ITEMS, 10, seed=seed, domains=("x", "y"), domain_mean={"x": -0.3, "y": 0.5}, domain_shift={"x": -0.2, "y": 0.2}, sigma_theta=1.2, **truth)
+    return item_counts(s.trials_v1, s.trials_v2), s
+
+
+@pytest.fixture(scope="module")
+def calibration_fits():
+    """Change-model fits (NumPyro) on two no-change datasets and two drawn from the change model
+    itself (``item_truth`` is its generative process), plus beta-binomial fits (NumPyro and PyMC)
+    on one of the latter; default sampler settings."""
+    out = {}
+    for seed in (101, 102):
+        out[("no_change", seed)] = fit(_sim_counts(seed, pi_change=0.0, sigma_delta=0.6)[0])
+    for seed in (201, 202):
+        out[("model", seed)] = fit(_sim_counts(seed, pi_change=0.7, sigma_delta=0.8)[0])
+    counts = _sim_counts(201, pi_change=0.7, sigma_delta=0.8)[0]
+    out["betabinom"] = fit(counts, model="betabinom")
+    out["betabinom_pymc"] = fit(counts, model="betabinom", backend="pymc")
+    return out
+
+
+def test_ppc_does_not_warn_on_no_change_or_model_data(calibration_fits):
+    for key, res in calibration_fits.items():
+        assert res.diagnostics.passed, key
+        ppc = res.ppc
+        assert ppc["n_tests"] >= 2 * len(STATS) and ppc["n_draws"] == 2000, key
+        assert ppc["flagged"] == [] and not any(w.startswith("posterior predictive check") for w in res.warnings), (key, ppc["flagged"][:2])
+        assert 0 < ppc["p_adjusted_min"] <= 1
+
+
+def test_fit_carries_the_checks_in_its_payload_items_and_files(calibration_fits, tmp_path):
+    import bayesrc
+
+    res = calibration_fits[("model", 201)]
+    lo = res.loo
+    assert np.isfinite(lo["elpd"]) and lo["se"] > 0 and lo["n_items"] == N_ITEMS and lo["pareto_k_max"] < 0.7 and lo["high_k_items"] == []
+    items = res.items
+    assert {"elpd_loo", "pareto_k", "loo_pit"} <= set(items) and np.isclose(items["elpd_loo"].sum(), lo["elpd"])
+    pit = items["loo_pit"].to_numpy(float)
+    assert np.all((pit >= 0) & (pit <= 1)) and lo["loo_pit_ks_p"] > 0.001
+    assert "posterior predictive check" in set(res.summary()["metric"])
+    res.save(tmp_path / "f")
+    fj = json.loads((tmp_path / "f" / "fit.json").read_text())
+    assert fj["ppc"]["stats"] == list(STATS) and len(fj["ppc"]["table"]) == len(fj["ppc"]["strata"]) * len(STATS)
+    back = bayesrc.load(tmp_path / "f")
+    assert back.ppc == res.ppc and compare({"a": back, "b": res})["elpd_diff"].abs().max() < 1e-9
+    fig = res.plot_ppc()
+    assert len(fig.axes) >= len(STATS)
+
+
+def test_compare_ranks_the_change_model_first_on_its_own_data(calibration_fits):
+    table = compare({"change": calibration_fits[("model", 201)], "betabinom": calibration_fits["betabinom"]})
+    assert list(table.index) == ["change", "betabinom"]
+    row = table.loc["betabinom"]
+    assert row["elpd_diff"] < 0 and row["dse"] > 0 and -row["elpd_diff"] > 2 * row["dse"]
+    assert {"rank", "elpd", "se", "weight", "n_high_k"} <= set(table)
+    with pytest.raises(ValueError, match="same items"):
+        compare({"a": calibration_fits[("model", 201)], "b": calibration_fits[("model", 202)]})
+
+
+# ---------------------------------------------------------------- the misfit issue 12 found through exact truth
+
+
+@pytest.fixture(scope="module")
+def q3_fits():
+    """Replicate 0 of the bundled exact Q4_K_M -> Q3_K_M pair at K = 10: the change model as before
+    issue 12 (``change_v0``, no item covariate) and the default (the correct option's letter)."""
+    from bayesrc import datasets
+    from bayesrc.data.exact import load_exact
+    from bayesrc.truth.score import MODEL_SPECS, replicate_datasets
+
+    root = datasets.path("exact_gemma")
+    [(_, counts, _, _)] = replicate_datasets(load_exact(root / "q4"), load_exact(root / "q3"), k=10, seed=0, replicates=[0])
+    return {name: fit(counts, **MODEL_SPECS[name]) for name in ("change_v0", "change")}
+
+
+@pytest.mark.slow
+def test_ppc_finds_the_letter_misfit_without_the_truth(q3_fits):
+    v0, default = q3_fits["change_v0"], q3_fits["change"]
+    assert v0.diagnostics.passed and default.diagnostics.passed
+    # the check stratifies by the letter even when the model has no letter covariate
+    assert v0.ppc["covariate"] == "correct_answer" and "repeat:A" in v0.ppc["strata"]
+    warn = [w for w in v0.warnings if w.startswith("posterior predictive check")]
+    assert len(warn) == 1 and "stratum" in warn[0] and v0.ppc["p_adjusted_min"] == 0.0
+    assert {r["stratum"].split(":")[1] for r in v0.ppc["flagged"]} - {"*"}  # a letter stratum is named
+    assert default.ppc["flagged"] == [], default.ppc["flagged"][:3]
+    assert not any(w.startswith("posterior predictive check") for w in default.warnings)
+    # and PSIS-LOO prefers the model with the covariate by many standard errors
+    table = compare({"change": default, "change_v0": v0})
+    assert table.index[0] == "change" and -table.loc["change_v0", "elpd_diff"] > 4 * table.loc["change_v0", "dse"]
+
+
+# ---------------------------------------------------------------- the CLI
+
+
+def test_cli_fit_compare_writes_each_fit_and_the_ranking(tmp_path):
+    from bayesrc.bayes.commands import compare_models
+    from bayesrc.cli import main
+    from bayesrc.errors import InputError
+
+    assert compare_models("change,betabinom") == ["change", "betabinom"]
+    for bad in ("change", "change,change", "change,nope"):
+        with pytest.raises(InputError):
+            compare_models(bad)
+    _, sim = _sim_counts(202, pi_change=0.7, sigma_delta=0.8)
+    save_trials(sim.trials_v1, tmp_path / "v1.parquet")
+    save_trials(sim.trials_v2, tmp_path / "v2.parquet")
+    out = tmp_path / "cmp"
+    assert main(["fit", str(tmp_path / "v1.parquet"), str(tmp_path / "v2.parquet"), "--compare", "betabinom,change", "--no-progress", "--out", str(out)]) == 0
+    table = pd.read_csv(out / "loo_compare.csv", index_col=0)
+    assert list(table.index) == ["change", "betabinom"] and (out / "change" / "fit.json").is_file() and (out / "betabinom" / "items.parquet").is_file()
+    assert main(["fit", str(tmp_path / "v1.parquet"), str(tmp_path / "v2.parquet"), "--compare", "change", "--out", str(tmp_path / "bad")]) == 2
