@@ -131,7 +131,7 @@ def test_bayes_sections_render_from_fit_outputs(demo_run, minor_fit, tmp_path):
     assert r.comparisons["minor"].bayes == res and r.comparisons["major"].bayes is None
     assert r.comparisons["minor"].pair.payload == pair.payload
     keys = {s.key: s.status for s in report_sections(r, r.comparisons["minor"])}
-    assert keys["bayes_items"] == keys["crosscheck"] == keys["diagnostics"] == keys["domain_shift"] == "ok"
+    assert keys["bayes_items"] == keys["crosscheck"] == keys["diagnostics"] == keys["domain_shift"] == keys["checks"] == "ok"
     text = build_report(run, pairs=["minor"])["minor"].read_text()
     # one classification: the fit cross-checked the very RCI classes the report shows
     cc = res.crosscheck
@@ -147,7 +147,9 @@ def test_bayes_sections_render_from_fit_outputs(demo_run, minor_fit, tmp_path):
 
     for dom, v in res.domain_shift.items():
         assert f"<td>{dom}</td><td>{fmt_value(v['mean'])}</td><td>{fmt_value(v['lo90'])}</td><td>{fmt_value(v['hi90'])}</td>" in text
-    assert len(re.findall(r'src="data:image/png', text)) == 4 + 3 + 2  # + P(change) vs RCI, forest, domain shifts, trace, rank
+    assert len(re.findall(r'src="data:image/png', text)) == 4 + 3 + 2 + 1  # + P(change) vs RCI, forest, domain shifts, trace, rank, posterior predictive check
+    # the workflow checks (issue 31): the posterior predictive check in words and its figure
+    assert "Posterior predictive check and LOO" in text and f"ELPD {res.loo['elpd']:.1f}" in text
 
 
 def test_crosscheck_sentence_refuses_to_mix_two_rci_runs(demo_run, minor_fit):

@@ -245,8 +245,14 @@ def posterior_predictive_check(p: np.ndarray, data: ModelInputs, *, seed: int = 
     }  # fmt: skip
 
 
-def ppc_warnings(ppc: Mapping, max_named: int = 3) -> list[str]:
+PAIRING_STATS = ("corr", "sd_change")  # what a model without pairing (the beta-binomial) cannot reproduce
+
+
+def ppc_warnings(ppc: Mapping, model: str = "change", max_named: int = 3) -> list[str]:
     """One warning line naming the strata and statistics the model does not reproduce (none if it does).
+
+    The advice depends on ``model``: the beta-binomial treats an item's two versions as independent,
+    so it misses the between-version correlation and the spread of the change on paired data.
 
     Examples
     --------
@@ -263,11 +269,14 @@ def ppc_warnings(ppc: Mapping, max_named: int = 3) -> list[str]:
         for r in rows[:max_named]
     )
     more = f" and {len(rows) - max_named} more (fit.json: ppc.flagged)" if len(rows) > max_named else ""
-    return [
-        f"posterior predictive check: the model does not reproduce {named}{more}, at family-wise level {ppc['alpha']:g} over "
-        f"{ppc['n_tests']} tests; the model misses structure in these items (an item covariate such as the correct option's "
-        f"letter, a stratum with its own change): read its estimates there with care, and compare models (bayesrc fit --compare)"
-    ]
+    if model == "betabinom" and all(r["stat"] in PAIRING_STATS for r in rows):
+        advice = "the beta-binomial treats an item's two versions as independent; for per-item change use the change model, which pairs them"
+    else:
+        advice = (
+            "the model misses structure in these items (an item covariate such as the correct option's letter, a stratum with its own "
+            "change): read its estimates there with care, and compare models (bayesrc fit --compare)"
+        )
+    return [f"posterior predictive check: the model does not reproduce {named}{more}, at family-wise level {ppc['alpha']:g} over {ppc['n_tests']} tests; {advice}"]
 
 
 def new_item_p(post, data: ModelInputs, rng: np.random.Generator, max_draws: int = MAX_PPC_DRAWS) -> np.ndarray:

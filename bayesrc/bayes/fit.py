@@ -328,7 +328,7 @@ def fit(
     if checks:
         ppc, loo_payload, per_item = run_checks(dt, data, counts, items["item_id"], seed=cfg.seed)
         items = pd.concat([items.reset_index(drop=True), per_item.drop(columns="item_id")], axis=1)
-        warnings += ppc_warnings(ppc) + loo_warnings(loo_payload)
+        warnings += ppc_warnings(ppc, model) + loo_warnings(loo_payload)
     items = items[[c for c in ITEM_COLUMNS if c in items] + (["p_rope"] if "p_rope" in items else [])]
     params = {
         "collapsed": bool(collapsed),
