@@ -66,7 +66,9 @@ def betabinom_truth(n_items: int, seed: int):
 def fit_kwargs(scenario: str) -> dict:
     from bayesrc.truth.score import MODEL_SPECS
 
-    return {"no_change": {}, "model": {}, "betabinom": {"model": "betabinom"}, "q3_v0": MODEL_SPECS["change_v0"], "q3_default": MODEL_SPECS["change"]}[scenario]
+    # The simulated scenarios have no letter structure (simulate_pair's letters are random): the change
+    # model without the covariate is their generating model, and the check's strata are the domains.
+    return {"no_change": {"covariate": None}, "model": {"covariate": None}, "betabinom": {"model": "betabinom"}, "q3_v0": MODEL_SPECS["change_v0"], "q3_default": MODEL_SPECS["change"]}[scenario]
 
 
 def one(scenario: str, replicate: int, n_items: int, backend: str) -> dict:

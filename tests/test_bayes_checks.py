@@ -96,13 +96,14 @@ def _sim_counts(seed: int, **truth):
 @pytest.fixture(scope="module")
 def calibration_fits():
     """Change-model fits (NumPyro) on two no-change datasets and two drawn from the change model
-    itself (``item_truth`` is its generative process), plus beta-binomial fits (NumPyro and PyMC)
-    on one of the latter; default sampler settings."""
+    itself (``item_truth`` is its generative process: no letter covariate, so none is fitted; the
+    check still stratifies by the simulated letters), plus beta-binomial fits (NumPyro and PyMC)
+    on one of the latter; default sampler settings. One model structure: one compiled sampler."""
     out = {}
     for seed in (101, 102):
-        out[("no_change", seed)] = fit(_sim_counts(seed, pi_change=0.0, sigma_delta=0.6)[0])
+        out[("no_change", seed)] = fit(_sim_counts(seed, pi_change=0.0, sigma_delta=0.6)[0], covariate=None)
     for seed in (201, 202):
-        out[("model", seed)] = fit(_sim_counts(seed, pi_change=0.7, sigma_delta=0.8)[0])
+        out[("model", seed)] = fit(_sim_counts(seed, pi_change=0.7, sigma_delta=0.8)[0], covariate=None)
     counts = _sim_counts(201, pi_change=0.7, sigma_delta=0.8)[0]
     out["betabinom"] = fit(counts, model="betabinom")
     out["betabinom_pymc"] = fit(counts, model="betabinom", backend="pymc")
@@ -116,6 +117,7 @@ def test_ppc_does_not_warn_on_no_change_or_model_data(calibration_fits):
             continue
         ppc = res.ppc
         assert ppc["n_tests"] >= 2 * len(STATS) and ppc["n_draws"] == 2000, key
+        assert ppc["covariate"] == "correct_answer" and any(":" in s and not s.endswith(":*") for s in ppc["strata"]), key
         assert ppc["flagged"] == [] and not any(w.startswith("posterior predictive check") for w in res.warnings), (key, ppc["flagged"][:2])
         assert 0 < ppc["p_adjusted_min"] <= 1
 
@@ -159,7 +161,9 @@ def test_compare_ranks_the_change_model_first_on_its_own_data(calibration_fits):
     assert row["elpd_diff"] < 0 and row["dse"] > 0 and -row["elpd_diff"] > 2 * row["dse"]
     assert {"rank", "elpd", "se", "weight", "n_high_k"} <= set(table)
     with pytest.raises(ValueError, match="same items"):
-        compare({"a": calibration_fits[("model", 201)], "b": calibration_fits[("model", 202)]})
+        res = calibration_fits[("model", 201)]
+        shuffled = type(res)(res.payload, {**res.tables, "items": res.items.assign(item_id=res.items["item_id"].to_numpy()[::-1])}, res.posterior)
+        compare({"a": res, "b": shuffled})
 
 
 # ---------------------------------------------------------------- the misfit issue 12 found through exact truth
@@ -210,7 +214,7 @@ def test_cli_fit_compare_writes_each_fit_and_the_ranking(tmp_path):
     save_trials(sim.trials_v1, tmp_path / "v1.parquet")
     save_trials(sim.trials_v2, tmp_path / "v2.parquet")
     out = tmp_path / "cmp"
-    assert main(["fit", str(tmp_path / "v1.parquet"), str(tmp_path / "v2.parquet"), "--compare", "betabinom,change", "--no-progress", "--out", str(out)]) == 0
+    assert main(["fit", str(tmp_path / "v1.parquet"), str(tmp_path / "v2.parquet"), "--compare", "betabinom,change", "--covariate", "none", "--no-progress", "--out", str(out)]) == 0
     table = pd.read_csv(out / "loo_compare.csv", index_col=0)
     assert list(table.index) == ["change", "betabinom"] and (out / "change" / "fit.json").is_file() and (out / "betabinom" / "items.parquet").is_file()
     assert main(["fit", str(tmp_path / "v1.parquet"), str(tmp_path / "v2.parquet"), "--compare", "change", "--out", str(tmp_path / "bad")]) == 2

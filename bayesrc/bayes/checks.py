@@ -452,7 +452,6 @@ def compare(fits: Mapping | Sequence) -> pd.DataFrame:
     if len(set(ids.values())) > 1:
         raise ValueError("the fits compared must cover the same items in the same order")
     table = azs.compare({name: elpd_of(f) for name, f in fits.items()}, round_to="none")
-    table = table.rename(columns={"elpd": "elpd"})
     table["n_high_k"] = [int((fits[name].payload.get("loo") or {}).get("n_high_k") or 0) for name in table.index]
     table.index.name = "model"
     return table
