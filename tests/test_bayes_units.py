@@ -283,6 +283,26 @@ def test_collapsed_change_kernel_toeplitz_form_equals_the_direct_one(sigma_delta
     np.testing.assert_allclose(toeplitz.sum(-1), 1.0, rtol=1e-12)
 
 
+@pytest.mark.parametrize("shift", [-12.0, -0.37, 0.0, 2.2, 25.0])
+@pytest.mark.parametrize("sigma_delta", [0.05, 0.3, 4.0, 60.0])
+def test_collapsed_change_convolution_band_form_equals_the_kernel_product(sigma_delta, shift):
+    """The slope-free likelihood applies the change kernel as its row of offsets times the
+    binomials' band table (``e2_band``); it must equal the normalised kernel matrix times the
+    binomials, and the path that forms the kernel (tables without the band table), from a spread
+    of a quarter of the grid's step to far above its width, kernels centred beyond the grid included."""
+    from bayesrc.bayes.change_collapsed import _ops, change_convolution, change_kernel, likelihood_tables
+
+    ops, tables = _ops("numpy"), likelihood_tables(_cells([(10, 4, 10, 6), (10, 0, 10, 1), (10, 10, 7, 7)]))
+    assert "e2_band" in tables
+    args = (np.array([0.2, -1.0]), np.array([1.5, 2.0]), np.array([shift, 0.5 * shift + 0.1]), 0.0, np.array([sigma_delta, 2 * sigma_delta]))
+    band = change_convolution(ops, tables, *args)
+    formed = change_convolution(ops, {k: v for k, v in tables.items() if k != "e2_band"}, *args)
+    product = np.tensordot(change_kernel(ops, tables, *args), tables["e2"], axes=[[2], [1]]).transpose(0, 2, 1)
+    assert np.isfinite(band).all()
+    np.testing.assert_allclose(band, formed, rtol=1e-12, atol=1e-300)
+    np.testing.assert_allclose(band, product, rtol=1e-10, atol=1e-300)
+
+
 @pytest.mark.parametrize("shift", [-7.0, 0.4, 6.5])
 def test_collapsed_change_likelihood_gradient_is_finite_and_matches_finite_differences(shift):
     """The sampler's gradient where rows of the change kernel are centred far beyond the grid
