@@ -44,9 +44,8 @@ from bayesrc.collect.extract import extract
 from bayesrc.data.seeds import SEED_RULES, sample_seeds
 from bayesrc.data.trials import TRIAL_COLUMNS
 from bayesrc.errors import InputError
-from bayesrc.io import atomic_write_bytes, atomic_write_json, read_run_record
+from bayesrc.io import RUN_FORMAT, atomic_write_bytes, atomic_write_json, read_run_record
 
-RUN_FORMAT = "bayesrc-run/1"
 EXTRA_COLUMNS = ("item_index", "thinking", "n_tokens", "finish", "engine")
 _PART = re.compile(r"^item-(\d{6,})\.parquet$")
 
