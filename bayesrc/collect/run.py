@@ -33,6 +33,7 @@ from bayesrc.collect.rundir import (
     part_path,
     progress_bar,
     run_times,
+    seed_stride_for,
     select_range,
     trial_rows,
     version_pin,
@@ -144,7 +145,7 @@ def collect(
     resume: bool = False,
     items_range: tuple[int, int] | str | None = None,
     shard: str | None = None,
-    seed_stride: int = 10,
+    seed_stride: int | None = None,
     seed_offset: int = 0,
     seed_rule: str = "version",
     top_k: int = 40,
@@ -204,6 +205,7 @@ def collect(
         k = 1  # unused: no samples are drawn
     if threads is not None and threads < 1:
         raise InputError(f"must be >= 1, got {threads}", field="threads")
+    seed_stride = seed_stride_for(k, seed_stride)
     check_sampling_args(k=k, seed_stride=seed_stride, temperature=temperature, seed_rule=seed_rule, items_range=items_range, shard=shard)
     rng = select_range(len(bank), items_range, shard)
     if 1 + items_per_batch * k > MAX_SEQ:
