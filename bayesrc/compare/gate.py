@@ -28,7 +28,9 @@ import xarray as xr
 
 from bayesrc.bayes import fit
 from bayesrc.classical import reliable_change
+from bayesrc.classical.rci import CLASS_LABELS, DETERIORATED, IMPROVED, NO_CHANGE
 from bayesrc.io import atomic_write_text
+from bayesrc.markdown import markdown_table
 from bayesrc.results import Result, register
 
 FAIL_ON = ("deteriorated", "changed", "aggregate")
@@ -176,11 +178,49 @@ def compare(
     }  # fmt: skip
     found = decide(fail_on, q, bayes["n_improved"], bayes["n_deteriorated"], agg["p_below_0"])
     items = res.items.copy()
-    rank = items["bayes_class"].map({"deteriorated": 0, "improved": 1}).fillna(2)
+    rank = items["bayes_class"].map({DETERIORATED: 0, IMPROVED: 1}).fillna(2)
     items = items.assign(_r=rank, _p=-np.maximum(items["p_improve"], items["p_deteriorate"])).sort_values(["_r", "_p"], kind="stable")
     items = items.drop(columns=["_r", "_p"]).reset_index(drop=True)
     versions = tuple(map(str, res.params["versions"]))
     return CompareResult.from_decision(versions, fail_on, q, bool(found), res.status, bayes, classical, items, res)
+
+
+def _verdict(res: CompareResult) -> str:
+    """The summary's first words: inconclusive (exit 3), found (exit 1) or nothing found (exit 0)."""
+    if res.status != "ok":
+        return "⚠️ **inconclusive**: the posterior fit failed its convergence gate (exit 3); rerun with more draws"
+    if res.found:
+        return f"❌ **{ {'deteriorated': 'deteriorated items found', 'changed': 'changed items found', 'aggregate': 'aggregate accuracy dropped'}[res.fail_on] }** (exit 1)"
+    return f"✅ **no {'deteriorated items' if res.fail_on == 'deteriorated' else 'changed items' if res.fail_on == 'changed' else 'credible aggregate drop'}** (exit 0)"
+
+
+def _counts_table(res: CompareResult) -> str:
+    """Both methods' counts side by side: the Bayesian one decides, the RCI is shown beside it."""
+    b, c = res.bayes, res.classical
+    rows = [
+        [f"Bayesian change model (FDR q = {res.q:g})", b["n_improved"], b["n_deteriorated"], f"expected false discoveries {_num(b['expected_false']):.2f}"],
+        [f"Classical RCI (z = {c['z']:g}, no FDR control)", c["improved"], c["deteriorated"], f"{c['n_analysable']} of {c['n_items']} items analysable; rule (a): {c['min_valid_rule']}"],
+    ]
+    return markdown_table(["", CLASS_LABELS[IMPROVED], CLASS_LABELS[DETERIORATED], "notes"], rows, align="lrrl")
+
+
+def _aggregate_line(res: CompareResult) -> str:
+    """The mean accuracy change: posterior with its 90% interval, classical with its 95% CI."""
+    c, a = res.classical, res.bayes["aggregate"]
+    return (
+        f"Mean accuracy change over {c['n_items']} items: {a['mean']:+.3f} (90% credible interval {a['lo90']:+.3f} to {a['hi90']:+.3f}; "
+        f"P(drop) = {a['p_below_0']:.3f}); classical {c['aggregate']['mean_delta']:+.3f} "
+        f"(95% CI {c['aggregate']['ci95'][0]:+.3f} to {c['aggregate']['ci95'][1]:+.3f})."
+    )
+
+
+def _flagged_table(flagged: pd.DataFrame) -> str:
+    """One row per flagged item: class, Δp with its 90% interval, P(direction), the RCI's class."""
+    rows = [
+        [r["item_id"], r["domain"], r["bayes_class"], f"{r['dp_mean']:+.2f} ({r['dp_lo90']:+.2f}, {r['dp_hi90']:+.2f})", f"{max(r['p_improve'], r['p_deteriorate']):.3f}", r["rci_class"]]
+        for _, r in flagged.iterrows()
+    ]
+    return markdown_table(["item", "domain", "class", "Δp (90% CrI)", "P(direction)", "RCI class"], rows, align="llllrl")
 
 
 def markdown_summary(res: CompareResult, *, max_items: int = 10) -> str:
@@ -190,39 +230,12 @@ def markdown_summary(res: CompareResult, *, max_items: int = 10) -> str:
     --------
     >>> print(markdown_summary(compare(counts)))  # a pull-request comment  # doctest: +SKIP
     """
-    b, c, a = res.bayes, res.classical, res.bayes["aggregate"]
     v1, v2 = res.versions
-    if res.status != "ok":
-        verdict = "⚠️ **inconclusive**: the posterior fit failed its convergence gate (exit 3); rerun with more draws"
-    elif res.found:
-        verdict = f"❌ **{ {'deteriorated': 'deteriorated items found', 'changed': 'changed items found', 'aggregate': 'aggregate accuracy dropped'}[res.fail_on] }** (exit 1)"
-    else:
-        verdict = f"✅ **no {'deteriorated items' if res.fail_on == 'deteriorated' else 'changed items' if res.fail_on == 'changed' else 'credible aggregate drop'}** (exit 0)"
-    lines = [
-        f"### bayesrc compare: `{v1}` → `{v2}`",
-        "",
-        f"{verdict} — gate `--fail-on {res.fail_on}`, q = {res.q:g}.",
-        "",
-        "| | improved | deteriorated | notes |",
-        "|---|---:|---:|---|",
-        f"| Bayesian change model (FDR q = {res.q:g}) | {b['n_improved']} | {b['n_deteriorated']} | expected false discoveries {_num(b['expected_false']):.2f} |",
-        f"| Classical RCI (z = {c['z']:g}, no FDR control) | {c['improved']} | {c['deteriorated']} | {c['n_analysable']} of {c['n_items']} items analysable; rule (a): {c['min_valid_rule']} |",
-        "",
-        (
-            f"Mean accuracy change over {c['n_items']} items: {a['mean']:+.3f} (90% credible interval {a['lo90']:+.3f} to {a['hi90']:+.3f}; "
-            f"P(drop) = {a['p_below_0']:.3f}); classical {c['aggregate']['mean_delta']:+.3f} "
-            f"(95% CI {c['aggregate']['ci95'][0]:+.3f} to {c['aggregate']['ci95'][1]:+.3f})."
-        ),
-    ]
-    flagged = res.items[res.items["bayes_class"] != "no_change"].head(max_items)
+    lines = [f"### bayesrc compare: `{v1}` → `{v2}`", "", f"{_verdict(res)} — gate `--fail-on {res.fail_on}`, q = {res.q:g}.", "", _counts_table(res), "", _aggregate_line(res)]
+    flagged = res.items[res.items["bayes_class"] != NO_CHANGE].head(max_items)
     if len(flagged):
-        lines += ["", f"<details><summary>Flagged items (first {len(flagged)})</summary>", "",
-                  "| item | domain | class | Δp (90% CrI) | P(direction) | RCI class |", "|---|---|---|---|---:|---|"]  # fmt: skip
-        for _, r in flagged.iterrows():
-            pdir = max(r["p_improve"], r["p_deteriorate"])
-            lines.append(f"| {r['item_id']} | {r['domain']} | {r['bayes_class']} | {r['dp_mean']:+.2f} ({r['dp_lo90']:+.2f}, {r['dp_hi90']:+.2f}) | {pdir:.3f} | {r['rci_class']} |")
-        lines += ["", "</details>"]
-    d = b["diagnostics"]
+        lines += ["", f"<details><summary>Flagged items (first {len(flagged)})</summary>", "", _flagged_table(flagged), "", "</details>"]
+    d = res.bayes["diagnostics"]
     fit_line = f"<sub>Fit: max R-hat {_num(d.get('max_rhat')):.3f}, min ESS bulk {_num(d.get('min_ess_bulk')):.0f}, {d.get('divergences', 0)} divergences; status {res.status}.</sub>"
     lines += ["", fit_line, ""]
     return "\n".join(lines)

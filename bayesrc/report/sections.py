@@ -17,6 +17,7 @@ import pandas as pd
 
 from bayesrc.bayes.summaries import PRIOR_TOLERANCE
 from bayesrc.classical.pipeline import _aggregate_change
+from bayesrc.classical.rci import CLASSES
 from bayesrc.classical.result import PairResult
 from bayesrc.errors import InputError
 from bayesrc.power.result import VERDICT_PARADIGMS
@@ -280,7 +281,7 @@ def section_bayes_items(run: Run, c: Comparison) -> Section | None:
             )
         )
     blocks.append(_fig(lambda: F.dp_forest(b), "Δp posterior mean and 90% interval of the most changed items.", "forest"))
-    counts = b["bayes_class"].value_counts().reindex(list(F.CLASS_ORDER), fill_value=0)
+    counts = b["bayes_class"].value_counts().reindex(list(CLASSES), fill_value=0)
     blocks.append(Table(counts.rename_axis("class").reset_index(name="items"), "Posterior classification", latex=True, label="bayes-classes"))
     if "p_rope" in b:
         rope = fit.params["rope"]
@@ -366,7 +367,7 @@ def crosscheck_table(fit) -> pd.DataFrame:
 
     ``fit.json`` stores ``table[posterior class][RCI class]``; the report turns it so RCI's
     classes are the rows, as in the reference study's tables."""
-    t = pd.DataFrame(fit.crosscheck["table"]).reindex(index=list(F.CLASS_ORDER), columns=list(F.CLASS_ORDER)).fillna(0).astype(int)
+    t = pd.DataFrame(fit.crosscheck["table"]).reindex(index=list(CLASSES), columns=list(CLASSES)).fillna(0).astype(int)
     t.index.name = "RCI \\ posterior"
     return t.reset_index()
 
