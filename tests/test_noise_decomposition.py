@@ -127,3 +127,53 @@ def test_counts_path_and_bad_input():
         noise_decomposition([1, 2], [10, 10], [1], [10])
     with pytest.raises(InputError, match="needs 2"):
         noise_decomposition([1, 2], [1, 10], [1, 2], [10, 10])
+
+
+def test_power_cli_reports_the_split_and_single_shot_has_none(tmp_path, capsys):
+    import json
+
+    import bayesrc
+    from bayesrc.cli import main
+    from bayesrc.data import save_trials
+
+    truth = item_truth(400, sigma_theta=1.5, sigma_delta=0.8, pi_change=0.4, seed=3)
+    sim = simulate_pair(truth=truth, k=10, models=("old", "new"), seed=4)
+    a, b = tmp_path / "old.parquet", tmp_path / "new.parquet"
+    save_trials(sim.trials_v1, a)
+    save_trials(sim.trials_v2, b)
+    assert main(["power", str(a), str(b), "--out", str(tmp_path / "p")]) == 0
+    assert "noise, " in capsys.readouterr().out
+    doc = json.loads((tmp_path / "p" / "power.json").read_text())
+    (row,) = doc["noise"]
+    counts = item_counts(sim.trials_v1, sim.trials_v2)
+    pair = doc["pairs"][0]
+    expect = noise_from_counts(counts, (pair["name_b"], pair["name_a"]))
+    assert row["var_total"] == pytest.approx(expect["var_total"]) and row["mean_diff"] == pytest.approx(expect["mean_diff"])
+    # ... and near the truth of these 400 items' population (one benchmark: loose)
+    items, sampling = true_parts(truth["p_v1"].to_numpy(), truth["p_v2"].to_numpy(), 10, 10, 400)
+    assert row["var_sampling"] == pytest.approx(sampling, rel=0.15)
+    assert "## Noise: more samples (K) or more items (N)?" in (tmp_path / "p" / "power.md").read_text()
+    table = bayesrc.load(tmp_path / "p").noise_table()
+    assert table.iloc[0]["N to halve"] == 800
+    # single-shot scores: the within-item variance is not estimable, no split is claimed
+    one = [t[t["k"] == 0] for t in (sim.trials_v1, sim.trials_v2)]
+    save_trials(one[0], a)
+    save_trials(one[1], b)
+    assert main(["power", str(a), str(b), "--out", str(tmp_path / "g")]) == 0
+    assert "noise" not in json.loads((tmp_path / "g" / "power.json").read_text())
+    assert "Noise" not in (tmp_path / "g" / "power.md").read_text()
+
+
+def test_report_noise_block_matches_counts():
+    from bayesrc.classical import reliable_change
+    from bayesrc.classical.noise import noise_from_items
+    from bayesrc.report.sections import noise_block
+
+    sim = simulate_pair(300, 10, seed=8, missing_rate=0.05)
+    counts = item_counts(sim.trials_v1, sim.trials_v2)
+    items = reliable_change(counts, n_splits=20, n_permutations=20).items
+    nd, direct = noise_from_items(items), noise_from_counts(counts)
+    assert {k: nd[k] for k in ("n_items", "n_half", "k_half")} == {k: direct[k] for k in ("n_items", "n_half", "k_half")}
+    assert nd["var_total"] == pytest.approx(direct["var_total"]) and nd["var_sampling"] == pytest.approx(direct["var_sampling"])
+    assert noise_block(items).text == f"**Noise.** {noise_sentence(direct)}"
+    assert noise_block(items.drop(columns=["n_v1"])) is None

@@ -141,6 +141,23 @@ def noise_from_counts(counts: xr.Dataset, versions: tuple[str, str] | None = Non
     return {"versions": v, **out}
 
 
+def noise_from_items(items) -> dict:
+    """:func:`noise_decomposition` from a pair's RCI item table (``p_v1``, ``n_v1``, ``p_v2``, ``n_v2``: accuracy and valid answers).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> items = pd.DataFrame({"p_v1": [0.5, 0.2, 0.9], "n_v1": [10, 10, 10], "p_v2": [0.6, 0.2, 0.7], "n_v2": [10, 10, 10]})
+    >>> nd = noise_from_items(items)
+    >>> nd["n_items"], round(nd["mean_diff"], 4)
+    (3, 0.0333)
+    """
+    n1, n2 = items["n_v1"].to_numpy(float), items["n_v2"].to_numpy(float)
+    y1 = np.rint(np.nan_to_num(items["p_v1"].to_numpy(float)) * n1)
+    y2 = np.rint(np.nan_to_num(items["p_v2"].to_numpy(float)) * n2)
+    return noise_decomposition(y1, n1, y2, n2)
+
+
 def noise_sentence(nd: dict) -> str:
     """The decomposition in one sentence (summaries and reports).
 
