@@ -193,7 +193,8 @@ def test_result_round_trip_and_old_payloads(tmp_path):
     assert old.decision == "pass" and old.exit_code == 0 and old.margin is None  # compare.json from before the margin
     assert "Noise:" not in markdown_summary(old) and "Why:" not in markdown_summary(old)
     failed = CompareResult.from_decision(("v1", "v2"), "deteriorated", 0.1, False, "failed", bayes, classical, items, margin=ev)
-    assert failed.exit_code == 3
+    assert failed.exit_code == 3 and failed.decision == "undecided" and failed.payload["decision"] == "undecided"
+    assert failed.summary().set_index("metric")["value"]["decision"].startswith("undecided")
 
 
 def test_bad_margin_exits_2_and_writes_nothing(tmp_path, capsys):

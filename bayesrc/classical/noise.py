@@ -150,7 +150,7 @@ def noise_from_items(items) -> dict:
     >>> items = pd.DataFrame({"p_v1": [0.5, 0.2, 0.9], "n_v1": [10, 10, 10], "p_v2": [0.6, 0.2, 0.7], "n_v2": [10, 10, 10]})
     >>> nd = noise_from_items(items)
     >>> nd["n_items"], round(nd["mean_diff"], 4)
-    (3, 0.0333)
+    (3, -0.0333)
     """
     n1, n2 = items["n_v1"].to_numpy(float), items["n_v2"].to_numpy(float)
     y1 = np.rint(np.nan_to_num(items["p_v1"].to_numpy(float)) * n1)

@@ -65,8 +65,8 @@ MARGIN_LABELS = {
     "aggregate": ("non-inferior", "inferior"),
 }
 
-#: exit status of each decision (3: the fit failed its convergence gate, decided nothing)
-EXIT_CODES = {"pass": 0, "fail": 1, "inconclusive": 4}
+#: exit status of each decision ("undecided", exit 3: the fit failed its convergence gate)
+EXIT_CODES = {"pass": 0, "fail": 1, "undecided": 3, "inconclusive": 4}
 
 
 @register
@@ -108,8 +108,8 @@ class CompareResult(Result):
         """The result from its parts: ``bayes`` (n_improved, n_deteriorated, expected_false, aggregate), ``classical``
         (RCI counts, S_diff, aggregate, rule (a)), ``items`` (flagged items first), the fit, the margin
         evidence (:func:`margin_evidence`, None without a margin) and the noise decomposition."""
-        decision = margin["decision"] if margin is not None else ("fail" if found else "pass")
-        exit_code = 3 if status != "ok" else EXIT_CODES[decision]
+        decision = "undecided" if status != "ok" else margin["decision"] if margin is not None else ("fail" if found else "pass")
+        exit_code = EXIT_CODES.get(decision, 3)
         payload = {
             "versions": list(versions), "fail_on": fail_on, "q": q, "found": found, "decision": decision, "status": status, "exit_code": exit_code,
             "margin": margin, "bayes": bayes, "classical": classical, "noise": noise,
@@ -129,15 +129,16 @@ class CompareResult(Result):
 
     @property
     def decision(self) -> str:
-        """The decision: "pass", "fail" or "inconclusive" (only with a margin); without a margin "fail" when found."""
+        """The decision: "pass", "fail", "inconclusive" (only with a margin) or "undecided" (the fit failed its
+        convergence gate); without a margin "fail" when found."""
+        if self.status != "ok":
+            return "undecided"
         return self.payload.get("decision") or ("fail" if self.found else "pass")
 
     @property
     def exit_code(self) -> int:
         """0 pass, 1 fail, 4 inconclusive (margin only), 3 fit failed its convergence gate."""
-        if self.status != "ok":
-            return 3
-        return EXIT_CODES[self.decision]
+        return EXIT_CODES.get(self.decision, 3)
 
     def table_names_on_disk(self, folder: Path) -> dict[str, Path]:
         return {"items": folder / "items.parquet"} if (folder / "items.parquet").is_file() else {}
@@ -159,7 +160,7 @@ class CompareResult(Result):
         if m is not None:
             rows += [
                 ("margin", m["margin"]),
-                ("decision", m["label"] if m["decision"] == "inconclusive" else f"{m['decision']}: {m['label']}"),
+                ("decision", "undecided (the fit failed its convergence gate)" if self.status != "ok" else m["label"] if m["decision"] == "inconclusive" else f"{m['decision']}: {m['label']}"),
                 (m["aggregate"]["within_text"], m["aggregate"]["p_within"]),
             ]
         nd = self.noise

@@ -550,7 +550,7 @@ def leaderboard_noise(counts: xr.Dataset, lb: LeaderboardResolution, items: Arra
     >>> scores, _, _ = scores_from_counts(counts)
     >>> rows = leaderboard_noise(counts, leaderboard_report(scores))
     >>> [(r["name_a"], r["n_half"]) for r in rows]
-    [('model-v1', 600)]
+    [('model-v2', 600)]
     """
     sub = counts if items is None else counts.sel(item=list(items))
     out = []

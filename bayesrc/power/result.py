@@ -60,7 +60,7 @@ class PowerReport(Result):
         --------
         >>> rep = PowerReport({"pairs": [], "noise": [{"name_a": "a", "name_b": "b", "n_items": 100, "k": 10.0, "se": 0.01,
         ...                    "share_sampling": 0.8, "share_items": 0.2, "n_half": 200, "k_half": 27}]})
-        >>> rep.noise_table().iloc[0]["K to halve"]
+        >>> int(rep.noise_table().iloc[0]["K to halve"])
         27
         """
         rows = [r for r in self.payload.get("noise", []) if versions is None or {r["name_a"], r["name_b"]} == set(map(str, versions))]
