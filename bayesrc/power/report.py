@@ -25,6 +25,7 @@ import xarray as xr
 from numpy.typing import ArrayLike
 from scipy import stats
 
+from bayesrc.classical.noise import noise_from_counts
 from bayesrc.classical.secondary import mcnemar
 from bayesrc.errors import InputError
 from bayesrc.markdown import markdown_table
@@ -446,6 +447,7 @@ class LeaderboardResolution:
     ranking: pd.DataFrame  # rank, model, accuracy
     pairs: list[PairResolution]
     info: dict = field(default_factory=dict)
+    noise: list[dict] = field(default_factory=list)  # per pair: K vs N noise of the mean-accuracy difference (leaderboard_noise)
 
     def to_frame(self) -> pd.DataFrame:
         """One row per adjacent pair (rank r vs r + 1): figures and verdict per paradigm."""
@@ -473,6 +475,7 @@ class LeaderboardResolution:
             "ranking": self.ranking.to_dict(orient="records"),
             "unresolved": self.summary().to_dict(orient="records"),
             "pairs": [p.to_dict() for p in self.pairs],
+            **({"noise": self.noise} if self.noise else {}),
         }
 
     def to_result(self):
@@ -547,6 +550,34 @@ def leaderboard_report(
     return LeaderboardResolution(ranking=ranking, pairs=pairs, info=dict(info or {}, comparisons=m, alpha=alpha, power=power, anytime=anytime))
 
 
+def leaderboard_noise(counts: xr.Dataset, lb: LeaderboardResolution, items: ArrayLike | None = None) -> list[dict]:
+    """Noise decomposition (:func:`bayesrc.classical.noise_decomposition`) of every adjacent pair's
+    mean-accuracy difference (A - B, per-item accuracy ``y / n``), from the K samples per item.
+
+    ``items``: the items analysed (default all). Empty when no item has two answers in both
+    versions (single-shot scores: the within-item variance is not estimable).
+
+    Examples
+    --------
+    >>> from bayesrc.data import item_counts, simulate_pair
+    >>> sim = simulate_pair(300, 10, seed=1)
+    >>> counts = item_counts(sim.trials_v1, sim.trials_v2)
+    >>> scores, _, _ = scores_from_counts(counts)
+    >>> rows = leaderboard_noise(counts, leaderboard_report(scores))
+    >>> [(r["name_a"], r["n_half"]) for r in rows]
+    [('model-v2', 600)]
+    """
+    sub = counts if items is None else counts.sel(item=list(items))
+    out = []
+    for p in lb.pairs:
+        try:
+            nd = noise_from_counts(sub, (str(p.name_b), str(p.name_a)))  # D = A - B, as the pair's delta
+        except InputError:
+            return []
+        out.append({"name_a": str(p.name_a), "name_b": str(p.name_b), **{k: v for k, v in nd.items() if k != "versions"}})
+    return out
+
+
 # ---------------------------------------------------------------------------
 # Markdown
 # ---------------------------------------------------------------------------
@@ -613,6 +644,23 @@ def render_markdown(lb: LeaderboardResolution) -> str:
         "",
         markdown_table(["paradigm", "unresolved", "pairs"], [[r.paradigm, r.unresolved, r.pairs] for r in lb.summary().itertuples()], cell=_md_cell),
     ]
+    if lb.noise:
+        parts += [
+            "",
+            "## Noise: more samples (K) or more items (N)?",
+            "",
+            "Variance of the mean-accuracy difference (per-item accuracy over the K samples), split by the law of total variance into "
+            "sampling within items and the item set; the N and K that would halve it (K: none when item-set noise is half or more).",
+            "",
+            markdown_table(
+                ["pair", "N", "K", "SE", "sampling share", "item-set share", "N to halve", "K to halve"],
+                [
+                    [f"{r['name_a']} vs {r['name_b']}", r["n_items"], r["k"], r["se"], r["share_sampling"], r["share_items"], r["n_half"], r["k_half"] if r["k_half"] is not None else "none"]
+                    for r in lb.noise
+                ],
+                cell=_md_cell,
+            ),
+        ]
     notes = [f"- {p.name_a} vs {p.name_b}: {n}" for p in lb.pairs for n in p.notes]
     if notes:
         parts += ["", "## Notes", "", *notes]

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from bayesrc.bayes.summaries import PRIOR_TOLERANCE
+from bayesrc.classical.noise import noise_from_items, noise_sentence
 from bayesrc.classical.pipeline import _aggregate_change
 from bayesrc.classical.rci import CLASSES
 from bayesrc.classical.result import PairResult
@@ -165,7 +166,21 @@ def section_aggregate(run: Run, c: Comparison) -> Section | None:
             text += f", no more than data with no change give ({ns['flagged_p025']:.0f}-{ns['flagged_p975']:.0f}, 95%): this churn is no evidence of item-level change."
     else:
         text += "."
-    return Section("aggregate", "Aggregate accuracy change", [Text(text), Table(agg, "Aggregate change (mean item Δp, t interval)", latex=True, label="aggregate")])
+    blocks = [Text(text), Table(agg, "Aggregate change (mean item Δp, t interval)", latex=True, label="aggregate")]
+    noise = noise_block(c.items)
+    return Section("aggregate", "Aggregate accuracy change", blocks + ([noise] if noise is not None else []))
+
+
+def noise_block(items: pd.DataFrame) -> Text | None:
+    """The noise decomposition of the aggregate change (sampling within items vs item set), or None
+    where the item table lacks the counts or too few items have two answers in both versions."""
+    if not {"p_v1", "p_v2", "n_v1", "n_v2"} <= set(items.columns):
+        return None
+    try:
+        nd = noise_from_items(items)
+    except InputError:
+        return None
+    return Text(f"**Noise.** {noise_sentence(nd)}")
 
 
 # ---------------------------------------------------------- classical (RCI)
@@ -414,6 +429,9 @@ def section_power(run: Run, c: Comparison | None = None) -> Section | None:
             )
         )
     blocks.append(Table(run.power.pairs_table(versions), "Resolution per pair (verdicts under fixed n, multiplicity, clustering, anytime-valid)", latex=True, label="power"))
+    noise = run.power.noise_table(versions)
+    if len(noise):
+        blocks.append(Table(noise, "Noise of the mean-accuracy difference: sampling within items (K) vs the item set (N), and what would halve it"))
     unresolved = run.power.summary()
     if len(unresolved):
         blocks.append(Table(unresolved, "Unresolved pairs per paradigm"))
