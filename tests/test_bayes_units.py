@@ -303,6 +303,27 @@ def test_collapsed_change_convolution_band_form_equals_the_kernel_product(sigma_
     np.testing.assert_allclose(band, product, rtol=1e-10, atol=1e-300)
 
 
+@pytest.mark.parametrize("slope", [0.0, 0.4])
+@pytest.mark.parametrize("sigma_delta", [0.05, 0.5, 30.0])
+def test_collapsed_change_weighted_convolutions_equal_the_weighted_kernel_product(sigma_delta, slope):
+    """The item draws' ``P(delta > 0)`` weights the change kernel by the share of each node's cell
+    above zero, a function of the change ``x_k - x_j``: it must equal the kernel matrix times that
+    weight matrix times the binomials, tails on the end nodes included, with and without the slope."""
+    from bayesrc.bayes.change import share_above_zero
+    from bayesrc.bayes.change_collapsed import _ops, change_kernel, likelihood_tables, weighted_convolutions
+
+    ops, tables = _ops("numpy"), likelihood_tables(_cells([(10, 4, 10, 6), (10, 0, 10, 1), (10, 10, 7, 7)]))
+    x = tables["x"]
+    n, h = x.size, x[1] - x[0]
+    up = share_above_zero((np.arange(2 * n - 1) - (n - 1)) * h, h)
+    args = (np.array([0.2, -1.0]), np.array([1.5, 2.0]), np.array([-0.8, 9.0]), slope if slope == 0.0 else np.float64(slope), np.array([sigma_delta, 2 * sigma_delta]))
+    got = weighted_convolutions(ops, tables, *args, np.stack([np.ones_like(up), up]))
+    kern = change_kernel(ops, tables, *args)
+    up_matrix = share_above_zero(x[None, :] - x[:, None], h)
+    want = np.tensordot(np.stack([kern, kern * up_matrix]), tables["e2"], axes=[[3], [1]]).transpose(0, 1, 3, 2)
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-300)
+
+
 @pytest.mark.parametrize("shift", [-7.0, 0.4, 6.5])
 def test_collapsed_change_likelihood_gradient_is_finite_and_matches_finite_differences(shift):
     """The sampler's gradient where rows of the change kernel are centred far beyond the grid

@@ -357,28 +357,45 @@ def change_kernel(ops, tables, mu, sigma, shift, slope, sigma_delta):
 
 def change_convolution(ops, tables, mu, sigma, shift, slope, sigma_delta):
     """``G[s, t, j] = sum_k K[s, j, k] e2[t, k]``: the change kernel (:func:`change_kernel`) applied
-    to each version-2 outcome's binomial, per stratum.
+    to each version-2 outcome's binomial, per stratum: (stratum, outcome2, node).
 
-    The sums and the rows' normalisers come out of one matrix product (a row of ones beside the
-    binomials); the tails' mass goes to the end nodes' binomials. Equal to
-    ``tensordot(change_kernel(...), e2)`` to rounding. Without the slope the product is the
-    kernel's one row per stratum times the binomials' band table (``e2_band``,
-    :func:`band_table`), a constant: forming the Toeplitz kernel from the parameters instead made
-    the gradient 4-9x slower (16-140 strata, ``benchmarks/change_likelihood.py``).
+    Equal to ``tensordot(change_kernel(...), e2)`` to rounding (:func:`weighted_convolutions`).
+    """
+    n = tables["x"].shape[0]
+    return weighted_convolutions(ops, tables, mu, sigma, shift, slope, sigma_delta, np.ones((1, 2 * n - 1)))[0]
+
+
+def weighted_convolutions(ops, tables, mu, sigma, shift, slope, sigma_delta, weights):
+    """``G_w[s, t, j] = sum_k K[s, j, k] w[k - j + J - 1] e2[t, k]`` for each row ``w`` of ``weights``
+    (W, 2J - 1), a function of the change ``x_k - x_j`` (a row of ones: :func:`change_convolution`;
+    the share of a node's cell above zero: the item draws' ``P(delta > 0)``): (W, stratum, outcome2, node).
+
+    The sums and the kernel rows' normalisers come out of one matrix product (a row of ones beside
+    the binomials); the tails' mass goes to the end nodes' binomials. ``weights[0]`` must be ones
+    (the normalisers come from it). Without the slope the product is the kernel's one row per
+    stratum times the binomials' band table (``e2_band``, :func:`band_table`), a constant: forming
+    the Toeplitz kernel from the parameters instead made the gradient 4-9x slower at 16-140 strata.
     """
     x, e2 = tables["x"], tables["e2"]
+    n = x.shape[0]
     if isinstance(slope, float) and slope == 0.0 and "e2_band" in tables:
         sd = grid_spread(ops, sigma_delta, x)
-        row = _kernel_offsets(ops, x, shift, sd)  # (stratum, 2J - 1)
-        sums = ops.tensordot(row, tables["e2_band"], axes=[[1], [2]])  # (stratum, outcome2 + 1, node)
+        rows = weights[:, None, :] * _kernel_offsets(ops, x, shift, sd)[None]  # (W, stratum, 2J - 1)
+        sums = ops.tensordot(rows, tables["e2_band"], axes=[[2], [2]])  # (W, stratum, outcome2 + 1, node)
         centre, sd = x[None, :] + shift[:, None], sd[:, None]
     else:
         k, centre, sd = _kernel_rows(ops, x, mu, sigma, shift, slope, sigma_delta)
+        kw = k[None] * toeplitz(ops, weights, n)[:, None]  # (W, stratum, node, node)
         e2_ones = ops.xp.concatenate([e2, ops.xp.ones_like(e2[:1])], axis=0)
-        sums = ops.tensordot(k, e2_ones, axes=[[2], [1]]).transpose(0, 2, 1)  # (stratum, outcome2 + 1, node)
-    inside = _safe_ratio(ops, sums[:, :-1], sums[:, -1:])
+        sums = ops.tensordot(kw, e2_ones, axes=[[3], [1]]).transpose(0, 1, 3, 2)  # (W, stratum, outcome2 + 1, node)
+    inside = _safe_ratio(ops, sums[:, :, :-1], sums[:1, :, -1:])
     below, above = _tails(ops, x, centre, sd)
-    return inside * (1.0 - below - above)[:, None, :] + below[:, None, :] * e2[None, :, :1] + above[:, None, :] * e2[None, :, -1:]
+    at_first, at_last = weights[:, n - 1 :: -1], weights[:, : n - 2 : -1]  # (W, node j): w of the change to node 0 / node J - 1
+    return (
+        inside * (1.0 - below - above)[None, :, None, :]
+        + (at_first[:, None, :] * below[None])[:, :, None, :] * e2[None, None, :, :1]
+        + (at_last[:, None, :] * above[None])[:, :, None, :] * e2[None, None, :, -1:]
+    )
 
 
 def cell_loglik(ops, mu_theta, sigma_theta, shift, sigma_delta, slope, pi, tables):
@@ -501,11 +518,10 @@ def _cell_posteriors(hyper, cells: Cells, tables):
     ops = _ops("jax")
     x = tables["x"]
     prior = prior_weights(ops, x, mu_theta, sigma_theta)
-    kern = change_kernel(ops, tables, mu_theta, sigma_theta, shift, b, sigma_delta)
-    up = share_above_zero(x[None, :] - x[:, None], x[1] - x[0])  # (node j, node k): delta = x_k - x_j above 0
+    n, h = x.shape[0], x[1] - x[0]
+    up = share_above_zero((jnp.arange(2 * n - 1) - (n - 1)) * h, h)  # per node offset k - j: the change x_k - x_j above 0
+    g, g_up = weighted_convolutions(ops, tables, mu_theta, sigma_theta, shift, b, sigma_delta, jnp.stack([jnp.ones_like(up), up]))
     e2 = tables["e2"]
-    both = jnp.tensordot(jnp.stack([kern, kern * up]), e2, axes=[[3], [1]])  # (2, stratum, node, outcome2)
-    g, g_up = both.transpose(0, 1, 3, 2)  # each (stratum, outcome2, node)
     s, t, u = cells.dom, tables["cell_t"], tables["cell_u"]
     base = prior[s] * tables["e1"][u]  # (cell, node)
     w0 = base * (1.0 - pi) * e2[t]
