@@ -71,9 +71,10 @@ from bayesrc.bayes.change import (
     store_item_quantities,
 )
 from bayesrc.bayes.inputs import ModelInputs
-from bayesrc.bayes.samplers import SamplerConfig, run_numpyro, run_pymc
+from bayesrc.bayes.samplers import SamplerConfig, progress_bar, run_numpyro, run_pymc
 
 LOGIT_HALF, LOGIT_STEP = 10.0, 0.2  # the logit grid: [-10, 10] in steps of at most 0.2
+ITEM_DRAW_STEPS_PER_CALL = 25  # item draws: vectorised steps per compiled call (the progress bar's step)
 DRAW_DELTA_NODES, DRAW_DELTA_HALF = 61, 6.0  # delta_i | theta_i: a piecewise-linear density through 61 nodes (0.2 SD apart)
 
 
@@ -449,7 +450,7 @@ def change_collapsed_numpyro(data: ModelInputs, *, slope: bool = False, prior: d
     model = partial(_numpyro_model, cells=cells, n_domains=data.n_domains, slope=slope, prior=prior_settings(prior), n_groups=data.n_groups)
     dims = {k: v for k, v in model_dims(data.n_groups).items() if k != "theta"}  # theta is not sampled here
     dt = run_numpyro(model, {"tables": likelihood_tables(cells)}, cfg, data.coords, dims)
-    return _finish(dt, cells, cfg.seed, slope, prior)
+    return _finish(dt, cells, cfg, slope, prior)
 
 
 def change_collapsed_pymc(data: ModelInputs, *, slope: bool = False, prior: dict | None = None, config: SamplerConfig | None = None):
@@ -472,7 +473,7 @@ def change_collapsed_pymc(data: ModelInputs, *, slope: bool = False, prior: dict
         ll = cell_loglik(_ops("pytensor"), *strata, b, pi, tables)
         pm.Potential("y", pt.sum(tables["weight"] * ll))
     dt = run_pymc(model, cfg)
-    return _finish(dt, cells, cfg.seed, slope, prior)
+    return _finish(dt, cells, cfg, slope, prior)
 
 
 # ---------------------------------------------------------------- exact conditional item draws
@@ -567,9 +568,10 @@ def _max_shift(logf):
     return logf - logf.max(-1, keepdims=True)
 
 
-def item_draws(post, cells: Cells, seed: int, batch: int = 4) -> dict[str, np.ndarray]:
+def item_draws(post, cells: Cells, seed: int, batch: int = 4, progress: bool | None = None) -> dict[str, np.ndarray]:
     """Exact conditional item draws for every posterior draw (JAX: ``batch`` draws vectorised,
-    spread over the JAX devices).
+    spread over the JAX devices, in calls of :data:`ITEM_DRAW_STEPS_PER_CALL` steps a progress
+    bar follows; ``progress`` as :class:`SamplerConfig`'s).
 
     Returns ``theta, delta, changed, r, p_up`` with shape (chain, draw, item).
 
@@ -582,7 +584,7 @@ def item_draws(post, cells: Cells, seed: int, batch: int = 4) -> dict[str, np.nd
 
     prepare_jax()
     with precision():  # float64 like the sampler, scoped to this call
-        return _item_draws(post, cells, seed, batch)
+        return _item_draws(post, cells, seed, batch, progress)
 
 
 def flat_hyper(post, cells: Cells) -> list[np.ndarray]:
@@ -604,7 +606,7 @@ def _unpadded_tables(cells: Cells):
     return {k: jnp.asarray(v[: cells.n_cells] if k.startswith("cell_") or k == "weight" else v) for k, v in tables.items()}
 
 
-def _item_draws(post, cells: Cells, seed: int, batch: int) -> dict[str, np.ndarray]:
+def _item_draws(post, cells: Cells, seed: int, batch: int, progress: bool | None) -> dict[str, np.ndarray]:
     import jax
     import jax.numpy as jnp
 
@@ -616,7 +618,10 @@ def _item_draws(post, cells: Cells, seed: int, batch: int) -> dict[str, np.ndarr
     tables = _unpadded_tables(cells)
     fine_v = jnp.linspace(-DRAW_DELTA_HALF, DRAW_DELTA_HALF, DRAW_DELTA_NODES)
     n_dev = jax.local_device_count()
-    pad = (-n_s) % (batch * n_dev)
+    steps = -(-n_s // (batch * n_dev))
+    n_calls = -(-steps // ITEM_DRAW_STEPS_PER_CALL)
+    chunk = -(-steps // n_calls)  # steps per compiled call: every call the same shape
+    pad = n_dev * n_calls * chunk * batch - n_s
     shape = lambda h: h.reshape(n_dev, -1, batch, *h.shape[1:])  # noqa: E731  (device, step, batch, ...)
     hyper = tuple(shape(np.concatenate([h, np.repeat(h[-1:], pad, 0)])) for h in hyper)
     keys = shape(np.asarray(jax.random.split(jax.random.PRNGKey(seed), n_s + pad)))
@@ -628,15 +633,23 @@ def _item_draws(post, cells: Cells, seed: int, batch: int) -> dict[str, np.ndarr
     def run(hyper, keys):
         return jax.lax.map(lambda hk: jax.vmap(one_draw)(*hk), (hyper, keys))
 
-    out = jax.pmap(run)(hyper, keys)
-    names = ("theta", "delta", "changed", "r", "p_up")
-    return {k: np.asarray(v).reshape(n_s + pad, -1)[:n_s].reshape(n_chain, n_draw, -1) for k, v in zip(names, out)}
+    run_all, out = jax.pmap(run), None
+    with progress_bar(progress, n_s, desc="item draws") as bar:
+        for i in range(0, n_calls * chunk, chunk):
+            got = run_all(*(jax.tree.map(lambda a: a[:, i : i + chunk], t) for t in (hyper, keys)))
+            if out is None:  # filled in place: a list of parts and their concatenation held the draws twice
+                out = [np.empty((n_dev, n_calls * chunk, *v.shape[2:]), v.dtype) for v in got]
+            for whole, part in zip(out, got):
+                whole[:, i : i + chunk] = part
+            bar.update(max(0, min(chunk * batch * n_dev, n_s - i * batch * n_dev)))
+    names = ("theta", "delta", "changed", "r", "p_up")  # each (device, step, batch, item)
+    return {k: v.reshape(n_s + pad, -1)[:n_s].reshape(n_chain, n_draw, -1) for k, v in zip(names, out)}
 
 
-def _finish(dt, cells: Cells, seed: int, slope: bool, prior: dict | None):
+def _finish(dt, cells: Cells, cfg: SamplerConfig, slope: bool, prior: dict | None):
     """Item draws, then ``p`` (item, version), ``dp`` and the change quantities in the full model's layout."""
     post = dt["posterior"].to_dataset()
-    c = item_draws(post, cells, seed)
+    c = item_draws(post, cells, cfg.seed, progress=cfg.progress)
     post["theta"] = (("chain", "draw", "item"), c["theta"])
     return store_item_quantities(dt, post, c["theta"], c, slope, prior, collapsed=1)
 

@@ -113,7 +113,7 @@ def _run_numpyro(jax, model: Callable, data: dict[str, Any], cfg: SamplerConfig,
     rounds = -(-cfg.chains // n_dev)
     chunk, total = _chunk(cfg), cfg.tune + cfg.draws
     out = []
-    with progress_bar(cfg, total * cfg.chains) as bar:
+    with progress_bar(cfg.progress, total * cfg.chains) as bar:
         for r in range(rounds):
             idx = np.arange(r * n_dev, (r + 1) * n_dev) % cfg.chains  # an uneven last round repeats a chain, dropped below
             state, parts = start(keys[idx], jax.tree.map(lambda a: a[idx], inits), data), []
@@ -141,15 +141,20 @@ def _datatree(jax, z: dict, diverging: np.ndarray, n_steps: np.ndarray, constrai
     return _clean(azb.from_dict({"posterior": posterior, "sample_stats": stats}, coords=coords, dims=dims), "numpyro")
 
 
-def progress_bar(cfg: SamplerConfig, total: int, desc: str = "NUTS"):
+def progress_bar(progress: bool | None, total: int, desc: str = "NUTS"):
     """A tqdm progress bar (a widget in Jupyter) that appears after 2 s, or a silent one.
 
-    ``cfg.progress``: True shows it, False never, None (default) when standard error is a
-    terminal or the code runs in a Jupyter kernel.
+    ``progress`` (:class:`SamplerConfig`'s): True shows it, False never, None when standard
+    error is a terminal or the code runs in a Jupyter kernel.
+
+    Examples
+    --------
+    >>> with progress_bar(False, 10) as bar:
+    ...     bar.update(10)
     """
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, desc=desc, unit="draw", delay=2.0, disable=not show_progress(cfg.progress), leave=False)
+    return tqdm(total=total, desc=desc, unit="draw", delay=2.0, disable=not show_progress(progress), leave=False)
 
 
 def show_progress(progress: bool | None) -> bool:
