@@ -460,3 +460,37 @@ def test_vectorised_convergence_diagnostics_equal_arviz_stats(case):
     ours = convergence(x) | {"mcse": mcse_mean(x)}
     for key, expected in ref.items():
         np.testing.assert_allclose(ours[key], expected.values, rtol=1e-12, equal_nan=True, err_msg=key)
+
+
+def test_sample_gated_escalates_by_what_failed():
+    """A gate failed on R-hat alone is retried with twice the draws from the same warm-up and
+    target acceptance; one failed on divergences with longer warm-up at 0.95; a passed gate stops."""
+    import arviz_base as azb
+
+    from bayesrc.bayes.fit import sample_gated
+    from bayesrc.config import SamplerConfig
+
+    def sampler(outcomes):
+        seen = []
+
+        def run(config):
+            seen.append(config)
+            kind = outcomes[len(seen) - 1]
+            rng = np.random.default_rng(len(seen))
+            x = rng.normal(size=(config.chains, config.draws)) + (np.arange(config.chains)[:, None] if kind == "stuck" else 0.0)
+            div = np.zeros(x.shape, bool)
+            div[0, 0] = kind == "divergent"
+            return azb.from_dict({"posterior": {"a": x}, "sample_stats": {"diverging": div}})
+
+        return run, seen
+
+    limits = {"max_rhat": 1.01, "min_ess": 400.0, "max_divergences": 0}
+    first = SamplerConfig(chains=4, tune=500, draws=500, seed=3)
+    run, seen = sampler(["stuck", "divergent", "ok"])
+    _, diag, attempts, last = sample_gated(run, ["a"], first, limits)
+    assert [(c.tune, c.draws, c.target_accept, c.seed) for c in seen] == [(500, 500, 0.85, 3), (500, 1000, 0.85, 4), (2000, 2000, 0.99, 5)]
+    assert [a["passed"] for a in attempts] == [False, False, True] and diag.passed and last is seen[-1]
+    run, seen = sampler(["divergent", "ok"])
+    assert [a["passed"] for a in sample_gated(run, ["a"], first, limits)[2]] == [False, True] and (seen[1].tune, seen[1].target_accept) == (1000, 0.95)
+    run, seen = sampler(["stuck"])
+    assert len(sample_gated(run, ["a"], first, limits, escalate=False)[2]) == 1
