@@ -489,8 +489,31 @@ def test_sample_gated_escalates_by_what_failed():
     run, seen = sampler(["stuck", "divergent", "ok"])
     _, diag, attempts, last = sample_gated(run, ["a"], first, limits)
     assert [(c.tune, c.draws, c.target_accept, c.seed) for c in seen] == [(500, 500, 0.85, 3), (500, 1000, 0.85, 4), (2000, 2000, 0.99, 5)]
-    assert [a["passed"] for a in attempts] == [False, False, True] and diag.passed and last is seen[-1]
+    assert [a["passed"] for a in attempts] == [False, False, True] and diag.passed and last == seen[-1]
     run, seen = sampler(["divergent", "ok"])
     assert [a["passed"] for a in sample_gated(run, ["a"], first, limits)[2]] == [False, True] and (seen[1].tune, seen[1].target_accept) == (1000, 0.95)
     run, seen = sampler(["stuck"])
     assert len(sample_gated(run, ["a"], first, limits, escalate=False)[2]) == 1
+
+
+def test_numpyro_chains_go_on_while_short_and_continue_exactly():
+    """Two chains of 100 draws cannot reach an ESS of 400: the sampler continues them in steps of
+    100 up to ``max_draws``, from where they were: the draws equal one run of that length (same
+    seed), and with ``max_draws = draws`` nothing is added."""
+    import numpyro
+    import numpyro.distributions as dist
+
+    from bayesrc.bayes.samplers import run_numpyro
+    from bayesrc.config import SamplerConfig
+
+    def model(scale):
+        numpyro.sample("a", dist.Normal(0.0, scale).expand([2]).to_event(1))
+
+    def draws(**kw):
+        dt = run_numpyro(model, {"scale": np.array(1.0)}, SamplerConfig(chains=2, tune=100, seed=4, **kw), {}, {})
+        return dt["posterior"]["a"].values
+
+    went_on, whole, alone = draws(draws=100, max_draws=300), draws(draws=300, max_draws=300), draws(draws=100, max_draws=100)
+    assert went_on.shape == whole.shape == (2, 300, 2) and alone.shape == (2, 100, 2)
+    np.testing.assert_array_equal(went_on, whole)
+    np.testing.assert_array_equal(alone, whole[:, :100])

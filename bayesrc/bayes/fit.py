@@ -359,6 +359,7 @@ def sample_gated(sampler, var_names: list[str], first: SamplerConfig, thresholds
             cfg = escalated_config(first, diag, attempt)
         t0 = time.perf_counter()
         dt = sampler(config=cfg)
+        cfg = replace(cfg, draws=int(dt["posterior"].sizes["draw"]))  # NumPyro's chains may have gone on (SamplerConfig.max_draws)
         diag = gate(dt, var_names, **thresholds)
         attempts.append(
             {"chains": cfg.chains, "draws": cfg.draws, "tune": cfg.tune, "target_accept": cfg.target_accept, "seed": cfg.seed,
