@@ -29,6 +29,7 @@ RESULT_MODULES: tuple[str, ...] = (
     "bayesrc.compare.gate",
     "bayesrc.truth.score",
     "bayesrc.sensitivity.result",
+    "bayesrc.collect.result",
 )
 
 
@@ -37,15 +38,16 @@ def load(path: str | Path):
 
     Parameters
     ----------
-    path : a result folder (``bayesrc rci|fit|switch|power|plan|compare|truth|sensitivity --out DIR``)
+    path : a result folder (``bayesrc rci|fit|switch|power|plan|compare|truth|sensitivity|collect --out DIR``)
         or one of its main files (``rci.json``, ``fit.json``, ``switch.json``, ``power.json``,
-        ``plan.json``, ``compare.json``, ``truth.json``, ``sensitivity.json`` / ``sensitivity_NAME.csv``).
+        ``plan.json``, ``compare.json``, ``truth.json``, ``sensitivity.json`` / ``sensitivity_NAME.csv``,
+        a complete run's ``run.json``, ``trials.parquet``, ``dist.parquet`` or ``items_exact.parquet``).
 
     Returns
     -------
     The typed result (a :class:`bayesrc.results.Result`: ``RCIRun``, ``BayesFit``,
     ``SwitchResult``, ``PowerReport``, ``KNPlan``, ``CompareResult``, ``TruthResult``,
-    ``SensitivityTable``). A folder holding several results (a run directory after
+    ``SensitivityTable``, ``CollectedRun``). A folder holding several results (a run directory after
     ``bayesrc demo``) gives a dict ``{main file: result}``; Bayesian fits kept in
     sub-folders (``NAME/fit.json``) appear as ``"NAME/fit.json"``.
 

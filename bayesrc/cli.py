@@ -3,7 +3,7 @@
 Each subpackage registers its own subcommands in ``<subpackage>/commands.py``
 (``register(subparsers)``); heavy imports happen inside the command functions so
 ``bayesrc --help`` stays fast. Exit status: 0 ok, 2 bad input, 3 failed
-convergence gate.
+convergence gate; ``bayesrc compare`` also 1 (fail) and, with a margin, 4 (inconclusive).
 
 Start-up: ``bayesrc --help`` and argument errors import no pandas, xarray or JAX. A
 ``commands.py`` imports only the standard library at module level, but importing it

@@ -132,3 +132,6 @@ class SamplerConfig:
     seed: int = 0
     max_tree_depth: int = 10
     progress: bool | None = None  # progress bars: None shows them on a terminal or in Jupyter
+    # NumPyro: while R-hat or ESS of a sampled quantity fall short (and nothing diverged), the chains
+    # go on from where they are, up to this many draws each (None: twice ``draws``; ``draws``: never).
+    max_draws: int | None = None

@@ -36,6 +36,7 @@ def _collect(out: Path, n_items: int, k: int, seed: int) -> tuple[dict, dict]:
     comparison = check_comparable(runs["v1"], runs["v2"])
     counts = load_counts([runs["v1"] / "trials.parquet", runs["v2"] / "trials.parquet"])
     record = {
+        "format": "bayesrc-demo/1",  # not a run's record (no trials beside it): the demo's two runs compared
         "comparison": comparison.to_dict(),
         "v1": read_run_record(runs["v1"]).get("pins", {}),
         "v2": read_run_record(runs["v2"]).get("pins", {}),

@@ -425,6 +425,10 @@ def _first_long_row(path: Path, n_names: int) -> int | None:
     return None
 
 
+#: the ``format`` key of every run directory's ``run.json`` (collected, merged or written exact runs)
+RUN_FORMAT = "bayesrc-run/1"
+
+
 def read_run_record(run: str | Path) -> dict | None:
     """The run.json of a run directory (or of the directory holding a trials file); None if absent.
 

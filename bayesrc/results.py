@@ -15,6 +15,7 @@ main file              class                                           written b
 ``compare.json``       :class:`bayesrc.compare.CompareResult`          ``bayesrc compare``
 ``truth.json``         :class:`bayesrc.truth.TruthResult`              ``bayesrc truth``
 ``sensitivity.json``   :class:`bayesrc.sensitivity.SensitivityTable`   ``bayesrc sensitivity``
+``run.json``           :class:`bayesrc.collect.result.CollectedRun`    ``bayesrc collect`` / ``bayesrc merge``
 =====================  ==============================================  ==========================================
 
 A result is its JSON **payload** (kept whole: keys another version of an analysis adds
@@ -118,17 +119,17 @@ class Result:
         return {}
 
     def to_dict(self) -> dict:
-        """A deep copy of the payload plus tables as records (``from_dict`` inverts it)."""
+        """A deep copy of the payload plus tables as records with their dtypes (``from_dict`` inverts it)."""
         out = copy.deepcopy(self.payload)
         if self.tables:
-            out["_tables"] = {n: _normalise(t.to_dict(orient="split", index=False)) for n, t in self.tables.items()}
+            out["_tables"] = {n: {**_normalise(t.to_dict(orient="split", index=False)), "dtypes": [str(d) for d in t.dtypes]} for n, t in self.tables.items()}
         return out
 
     @classmethod
     def from_dict(cls, d: dict, posterior: Any = None) -> Result:
         """Rebuild a result from :meth:`to_dict` output."""
         d = copy.deepcopy(d)
-        tables = {n: pd.DataFrame(t["data"], columns=t["columns"]) for n, t in d.pop("_tables", {}).items()}
+        tables = {n: _frame_of(t) for n, t in d.pop("_tables", {}).items()}
         return cls(d, tables, posterior)
 
     def save(self, out_dir: str | Path) -> Path:
@@ -159,6 +160,11 @@ class Result:
 
     def table_attrs(self, name: str) -> dict:
         return {}
+
+    @classmethod
+    def found_in(cls, folder: Path) -> bool:
+        """True if ``folder`` holds this result (its main file; subclasses may ask for more)."""
+        return (folder / cls.main_file).is_file()
 
     @classmethod
     def owns(cls, file_name: str) -> bool:
@@ -227,6 +233,14 @@ class Result:
         return f"<p><b>{html.escape(type(self).__name__)}</b> {html.escape(self._headline())}</p>" + self.summary().to_html(index=False, na_rep="")
 
 
+def _frame_of(records: dict) -> pd.DataFrame:
+    """A table from :meth:`Result.to_dict`'s records, its columns' dtypes restored (nullable
+    strings, booleans and integers read back as JSON values otherwise)."""
+    frame = pd.DataFrame(records["data"], columns=records["columns"])
+    dtypes = records.get("dtypes")  # absent in records written before dtypes were kept
+    return frame if dtypes is None else frame.astype(dict(zip(frame.columns, dtypes)))
+
+
 def read_json(path: Path) -> Any:
     """A JSON file; malformed JSON is an :class:`InputError` naming the file and line."""
     try:
@@ -276,7 +290,7 @@ def open_result(path: str | Path) -> Result | dict[str, Result]:
         return _result_class(path).load(path.parent)
     if not path.is_dir():
         raise InputError("no such file or folder", path=path)
-    found = {name: cls.load(path) for name, cls in REGISTRY.items() if (path / name).is_file()}
+    found = {name: cls.load(path) for name, cls in REGISTRY.items() if cls.found_in(path)}
     for sub in sorted(p for p in path.iterdir() if p.is_dir()):
         for name in NESTED_MAIN_FILES:
             if name in REGISTRY and (sub / name).is_file():

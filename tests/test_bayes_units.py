@@ -283,6 +283,47 @@ def test_collapsed_change_kernel_toeplitz_form_equals_the_direct_one(sigma_delta
     np.testing.assert_allclose(toeplitz.sum(-1), 1.0, rtol=1e-12)
 
 
+@pytest.mark.parametrize("shift", [-12.0, -0.37, 0.0, 2.2, 25.0])
+@pytest.mark.parametrize("sigma_delta", [0.05, 0.3, 4.0, 60.0])
+def test_collapsed_change_convolution_band_form_equals_the_kernel_product(sigma_delta, shift):
+    """The slope-free likelihood applies the change kernel as its row of offsets times the
+    binomials' band table (``e2_band``); it must equal the normalised kernel matrix times the
+    binomials, and the path that forms the kernel (tables without the band table), from a spread
+    of a quarter of the grid's step to far above its width, kernels centred beyond the grid included."""
+    from bayesrc.bayes.change_collapsed import _ops, change_convolution, change_kernel, likelihood_tables
+
+    ops, tables = _ops("numpy"), likelihood_tables(_cells([(10, 4, 10, 6), (10, 0, 10, 1), (10, 10, 7, 7)]))
+    assert "e2_band" in tables
+    args = (np.array([0.2, -1.0]), np.array([1.5, 2.0]), np.array([shift, 0.5 * shift + 0.1]), 0.0, np.array([sigma_delta, 2 * sigma_delta]))
+    band = change_convolution(ops, tables, *args)
+    formed = change_convolution(ops, {k: v for k, v in tables.items() if k != "e2_band"}, *args)
+    product = np.tensordot(change_kernel(ops, tables, *args), tables["e2"], axes=[[2], [1]]).transpose(0, 2, 1)
+    assert np.isfinite(band).all()
+    np.testing.assert_allclose(band, formed, rtol=1e-12, atol=1e-300)
+    np.testing.assert_allclose(band, product, rtol=1e-10, atol=1e-300)
+
+
+@pytest.mark.parametrize("slope", [0.0, 0.4])
+@pytest.mark.parametrize("sigma_delta", [0.05, 0.5, 30.0])
+def test_collapsed_change_weighted_convolutions_equal_the_weighted_kernel_product(sigma_delta, slope):
+    """The item draws' ``P(delta > 0)`` weights the change kernel by the share of each node's cell
+    above zero, a function of the change ``x_k - x_j``: it must equal the kernel matrix times that
+    weight matrix times the binomials, tails on the end nodes included, with and without the slope."""
+    from bayesrc.bayes.change import share_above_zero
+    from bayesrc.bayes.change_collapsed import _ops, change_kernel, likelihood_tables, weighted_convolutions
+
+    ops, tables = _ops("numpy"), likelihood_tables(_cells([(10, 4, 10, 6), (10, 0, 10, 1), (10, 10, 7, 7)]))
+    x = tables["x"]
+    n, h = x.size, x[1] - x[0]
+    up = share_above_zero((np.arange(2 * n - 1) - (n - 1)) * h, h)
+    args = (np.array([0.2, -1.0]), np.array([1.5, 2.0]), np.array([-0.8, 9.0]), slope if slope == 0.0 else np.float64(slope), np.array([sigma_delta, 2 * sigma_delta]))
+    got = weighted_convolutions(ops, tables, *args, np.stack([np.ones_like(up), up]))
+    kern = change_kernel(ops, tables, *args)
+    up_matrix = share_above_zero(x[None, :] - x[:, None], h)
+    want = np.tensordot(np.stack([kern, kern * up_matrix]), tables["e2"], axes=[[3], [1]]).transpose(0, 1, 3, 2)
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-300)
+
+
 @pytest.mark.parametrize("shift", [-7.0, 0.4, 6.5])
 def test_collapsed_change_likelihood_gradient_is_finite_and_matches_finite_differences(shift):
     """The sampler's gradient where rows of the change kernel are centred far beyond the grid
@@ -419,3 +460,60 @@ def test_vectorised_convergence_diagnostics_equal_arviz_stats(case):
     ours = convergence(x) | {"mcse": mcse_mean(x)}
     for key, expected in ref.items():
         np.testing.assert_allclose(ours[key], expected.values, rtol=1e-12, equal_nan=True, err_msg=key)
+
+
+def test_sample_gated_escalates_by_what_failed():
+    """A gate failed on R-hat alone is retried with twice the draws from the same warm-up and
+    target acceptance; one failed on divergences with longer warm-up at 0.95; a passed gate stops."""
+    import arviz_base as azb
+
+    from bayesrc.bayes.fit import sample_gated
+    from bayesrc.config import SamplerConfig
+
+    def sampler(outcomes):
+        seen = []
+
+        def run(config):
+            seen.append(config)
+            kind = outcomes[len(seen) - 1]
+            rng = np.random.default_rng(len(seen))
+            x = rng.normal(size=(config.chains, config.draws)) + (np.arange(config.chains)[:, None] if kind == "stuck" else 0.0)
+            div = np.zeros(x.shape, bool)
+            div[0, 0] = kind == "divergent"
+            return azb.from_dict({"posterior": {"a": x}, "sample_stats": {"diverging": div}})
+
+        return run, seen
+
+    limits = {"max_rhat": 1.01, "min_ess": 400.0, "max_divergences": 0}
+    first = SamplerConfig(chains=4, tune=500, draws=500, seed=3)
+    run, seen = sampler(["stuck", "divergent", "ok"])
+    _, diag, attempts, last = sample_gated(run, ["a"], first, limits)
+    assert [(c.tune, c.draws, c.target_accept, c.seed) for c in seen] == [(500, 500, 0.85, 3), (500, 1000, 0.85, 4), (2000, 2000, 0.99, 5)]
+    assert [a["passed"] for a in attempts] == [False, False, True] and diag.passed and last == seen[-1]
+    run, seen = sampler(["divergent", "ok"])
+    assert [a["passed"] for a in sample_gated(run, ["a"], first, limits)[2]] == [False, True] and (seen[1].tune, seen[1].target_accept) == (1000, 0.95)
+    run, seen = sampler(["stuck"])
+    assert len(sample_gated(run, ["a"], first, limits, escalate=False)[2]) == 1
+
+
+def test_numpyro_chains_go_on_while_short_and_continue_exactly():
+    """Two chains of 100 draws cannot reach an ESS of 400: the sampler continues them in steps of
+    100 up to ``max_draws``, from where they were: the draws equal one run of that length (same
+    seed), and with ``max_draws = draws`` nothing is added."""
+    import numpyro
+    import numpyro.distributions as dist
+
+    from bayesrc.bayes.samplers import run_numpyro
+    from bayesrc.config import SamplerConfig
+
+    def model(scale):
+        numpyro.sample("a", dist.Normal(0.0, scale).expand([2]).to_event(1))
+
+    def draws(**kw):
+        dt = run_numpyro(model, {"scale": np.array(1.0)}, SamplerConfig(chains=2, tune=100, seed=4, **kw), {}, {})
+        return dt["posterior"]["a"].values
+
+    went_on, whole, alone = draws(draws=100, max_draws=300), draws(draws=300, max_draws=300), draws(draws=100, max_draws=100)
+    assert went_on.shape == whole.shape == (2, 300, 2) and alone.shape == (2, 100, 2)
+    np.testing.assert_array_equal(went_on, whole)
+    np.testing.assert_array_equal(alone, whole[:, :100])

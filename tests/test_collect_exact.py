@@ -18,9 +18,9 @@ from scipy import stats
 
 from bayesrc.collect import builtin_bank, collect, load_bank, load_card, resolve_model
 from bayesrc.collect.engines import FastEngine, Sampling
-from bayesrc.collect.exact import ExactEngine, check_epsilon, read_exact_run
+from bayesrc.collect.exact import ExactEngine, check_epsilon
 from bayesrc.collect.extract import extract
-from bayesrc.data import load_trials
+from bayesrc.data import load_exact, load_trials
 from bayesrc.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -162,7 +162,8 @@ def exact_runs(gemma, tmp_path_factory):
 
 def test_exact_run_layout_and_sums(exact_runs):
     full = exact_runs[0]
-    dist, items = read_exact_run(full)
+    run = load_exact(full)
+    dist, items = run.dist, run.items
     assert list(dist.columns[:5]) == ["item_id", "domain", "answer", "prob", "is_correct"]
     assert list(items.columns[:6]) == ["item_id", "domain", "p_correct", "p_missing", "p_unresolved", "n_expanded"]
     assert len(items) == 4 and (items["n_expanded"] >= 1).all()
@@ -177,7 +178,7 @@ def test_exact_run_layout_and_sums(exact_runs):
 
 
 def test_item_order_and_resume_do_not_change_a_single_probability(exact_runs):
-    full, resumed, rev = (read_exact_run(r)[0].sort_values(["item_id", "answer"]).reset_index(drop=True) for r in exact_runs)
+    full, resumed, rev = (load_exact(r).dist.sort_values(["item_id", "answer"]).reset_index(drop=True) for r in exact_runs)
     cols = ["item_id", "answer", "prob", "is_correct"]
     pd.testing.assert_frame_equal(full[cols], resumed[cols], check_exact=True)
     pd.testing.assert_frame_equal(full[cols], rev[cols], check_exact=True)
@@ -195,9 +196,9 @@ def test_exact_run_where_trials_are_needed_and_the_reverse(exact_runs, tmp_path)
     trials.mkdir()
     pd.DataFrame({"item_id": ["a"], "k": [0], "model": ["m"], "extracted": ["A"], "is_correct": [True]}).to_parquet(trials / "trials.parquet")
     with pytest.raises(InputError, match="trials run, not an exact run"):
-        read_exact_run(trials / "trials.parquet")
+        load_exact(trials / "trials.parquet")
     with pytest.raises(InputError, match="trials run, not an exact run"):
-        read_exact_run(trials)
+        load_exact(trials)
 
 
 def test_undecidable_prompt_is_reported_as_unresolved(tmp_path):
@@ -212,7 +213,7 @@ def test_undecidable_prompt_is_reported_as_unresolved(tmp_path):
     bank = builtin_bank(tmp_path / "b.jsonl", n_items=2, seed=1)
     r = cli("collect", "--engine", "exact", "--max-expansions", "25", "--model", card, "--items", bank, "--out", tmp_path / "r", "--no-progress", "--temperature", "1.0")
     assert r.returncode == 0, r.stderr
-    _, items = read_exact_run(tmp_path / "r")
+    items = load_exact(tmp_path / "r").items
     assert (items["p_unresolved"] > 0.01).all()
     assert "p_unresolved" in r.stdout and "warning" in r.stderr and "p_unresolved > 0.01" in r.stderr
 

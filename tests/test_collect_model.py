@@ -247,3 +247,14 @@ def test_shared_seeds_couple_versions_and_the_version_rule_removes_it(gemma, gem
     )
     assert np.mean(shared_dev) > 0.15 and np.mean(salted_dev) < 0.12 and np.mean(shared_dev) > 2 * np.mean(salted_dev)
     assert np.mean(shared_agree) < np.mean(expected_agree)  # answer alike less often than independent draws would
+
+
+def test_k_above_ten_needs_no_seed_stride_and_k_up_to_ten_keeps_the_reference_seeds(gemma, gemma_bank4, full_run, tmp_path):
+    """K = 40 runs with no other flag (stride max(10, K): no seed shared between items); K <= 10 keeps i * 10 + k."""
+    res = _cli("collect", "--model", str(CARD), "--items", str(gemma_bank4.path), "--items-range", "0:2", "--k", "40", "--threads", "1", "--out", str(tmp_path / "k40"), "--no-progress")
+    assert res.returncode == 0, res.stderr
+    trials = load_trials(tmp_path / "k40" / "trials.parquet")
+    assert len(trials) == 80 and trials["seed"].nunique() == 80
+    pins = json.loads((tmp_path / "k40" / "run.json").read_text())["pins"]
+    assert "item_index * 40 + k" in pins["sampling.seed_rule"]
+    assert "item_index * 10 + k" in json.loads((full_run / "run.json").read_text())["pins"]["sampling.seed_rule"]

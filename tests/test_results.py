@@ -258,3 +258,35 @@ def test_a_run_directory_opens_every_result_in_it(rci_run, tmp_path):
     leaderboard_report({m: (rng.random(200) < p).astype(float) for m, p in (("a", 0.7), ("b", 0.6))}).to_result().save(tmp_path)
     found = bayesrc.load(tmp_path)
     assert set(found) == {"rci.json", "power.json"} and found["rci.json"] == rci_run
+
+
+def test_exact_run_roundtrip(tmp_path):
+    """``bayesrc collect --engine exact``'s run directory (here the bundled one it wrote) and one from write_exact_run."""
+    from bayesrc.collect.result import CollectedRun
+    from bayesrc.data import load_exact, write_exact_run
+    from bayesrc.datasets import path
+
+    bundled = bayesrc.load(path("exact_gemma/q4"))
+    assert isinstance(bundled, CollectedRun) and bundled.engine == "exact" and sorted(bundled.tables) == ["dist", "items_exact"]
+    loaded = _roundtrip(bundled, tmp_path / "bundled")
+    assert load_exact(tmp_path / "bundled" / "r").items.equals(load_exact(path("exact_gemma/q4")).items)  # still an exact run
+    dist = pd.DataFrame({"item_id": ["q1", "q1"], "domain": ["d", "d"], "answer": ["A", "B"], "prob": [0.7, 0.3], "is_correct": [True, False]})
+    written = bayesrc.load(write_exact_run(tmp_path / "toy", dist, label="toy") / "dist.parquet")
+    assert written.label == "toy" and written.payload["format"] == "bayesrc-run/1" and loaded.payload["format"] == "bayesrc-run/1"
+    _roundtrip(written, tmp_path / "toy-copy")
+
+
+def test_collected_trials_run_roundtrip(gemma, gemma_bank4, tmp_path):
+    """``bayesrc collect``'s run directory (two items, K = 2 on the real model) opens with bayesrc.load."""
+    from conftest import GEMMA_CARD
+
+    from bayesrc.collect import collect
+    from bayesrc.collect.result import CollectedRun
+    from bayesrc.data import load_trials
+
+    run = collect(GEMMA_CARD, gemma_bank4, tmp_path / "run", k=2, model=gemma, items_range=(0, 2)).run_dir
+    loaded = bayesrc.load(run)
+    assert isinstance(loaded, CollectedRun) and loaded.status == "complete" and loaded.engine == "fast"
+    assert list(loaded.tables) == ["trials"] and len(loaded.tables["trials"]) == 4 and loaded.payload["format"] == "bayesrc-run/1"
+    _roundtrip(loaded, tmp_path / "copy")
+    assert len(load_trials(tmp_path / "copy" / "r" / "trials.parquet")) == 4  # the copy is still a trials run

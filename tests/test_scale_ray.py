@@ -156,7 +156,7 @@ def test_bad_setting_raised_by_the_actors_is_one_input_error(ray_cluster, bank8,
     from bayesrc.scale import collect_ray
 
     with pytest.raises(InputError, match="exceeds the seed stride") as err:
-        collect_ray(CARD, bank8, tmp_path / "bad", k=11, workers=1)
+        collect_ray(CARD, bank8, tmp_path / "bad", k=11, seed_stride=10, workers=1)
     assert "\n" not in str(err.value) and "Traceback" not in str(err.value)
     assert not (tmp_path / "bad" / "run.json").exists() and not (tmp_path / "bad" / "ray.json").exists()
 

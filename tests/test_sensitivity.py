@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from bayesrc.classical import reliable_change
+from bayesrc.classical.rci import RCISettings
 from bayesrc.cli import main
 from bayesrc.data import item_counts, save_trials, simulate_pair
 from bayesrc.sensitivity.analyses import (
@@ -43,7 +44,7 @@ def test_defaults_reproduce_the_classical_pipeline(counts, pair):
     assert (cls["class"].to_numpy() == pair.items["class"].to_numpy()).all()
     assert np.isclose(cls.attrs["s_diff"], pair.s_diff)
     other = reliable_change(counts, n_permutations=20, seed=0, sd_basis="all")
-    cls_all = classify(pair.items, r1, r2, sd_basis="all")
+    cls_all = classify(pair.items, r1, r2, RCISettings(sd_basis="all"))
     assert (cls_all["class"].to_numpy() == other.items["class"].to_numpy()).all()
 
 

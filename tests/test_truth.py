@@ -89,6 +89,11 @@ def test_exact_reader_bad_input_is_one_clear_error(tmp_path, exact_pair):
     sample_from_exact(exact_pair[0], 2, 0).to_parquet(trials_run / "trials.parquet")
     with pytest.raises(InputError, match="trials.*exact run is needed"):
         load_exact(trials_run)
+    unfinished = tmp_path / "unfinished"  # a collected exact run stopped before its last two files
+    unfinished.mkdir()
+    (unfinished / "run.json").write_text('{"status": "running", "pins": {"runtime.engine": "exact"}}')
+    with pytest.raises(InputError, match="not complete: resume it"):
+        load_exact(unfinished)
     with pytest.raises(InputError, match="sum to"):
         write_exact_run(tmp_path / "x", pd.DataFrame({"item_id": ["a"], "domain": ["d"], "answer": ["A"], "prob": [0.5], "is_correct": [True]}), label="x")
 

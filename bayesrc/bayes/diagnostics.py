@@ -187,13 +187,17 @@ def chain_draw_last(da) -> np.ndarray:
     return np.asarray(da.transpose(..., "chain", "draw").values, float)
 
 
+#: The gate's thresholds (Vehtari et al. 2021's recommendations), the same for every fit and test.
+DEFAULT_GATE = {"max_rhat": 1.01, "min_ess": 400.0, "max_divergences": 0}
+
+
 def gate(
     dt,
     var_names: list[str],
     *,
-    max_rhat: float = 1.01,
-    min_ess: float = 400.0,
-    max_divergences: int = 0,
+    max_rhat: float = DEFAULT_GATE["max_rhat"],
+    min_ess: float = DEFAULT_GATE["min_ess"],
+    max_divergences: int = DEFAULT_GATE["max_divergences"],
 ) -> Diagnostics:
     """Check the posterior of ``var_names`` against the gate's thresholds.
 

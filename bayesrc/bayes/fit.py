@@ -275,8 +275,9 @@ def fit(
     rci_kwargs : settings of that classical run (default 200 splits and permutations).
     covariate : change model: an item coord of ``counts`` whose levels shift the items' mean
         easiness and mean change (``"auto"``: ``correct_answer`` when present; ``None``: none; see :func:`model_inputs`).
-    escalate : when the gate fails, sample again with longer warm-up, more draws and a higher
-        target acceptance (:data:`ESCALATION`) before giving up; every attempt is recorded in
+    escalate : when the gate fails, sample again before giving up (:func:`escalated_config`: more
+        draws when R-hat or ESS fell short, longer warm-up and a higher target acceptance after
+        divergences); every attempt is recorded in
         ``payload["attempts"]`` (``fit.json``).
     checks : the workflow checks (:mod:`bayesrc.bayes.checks`): a posterior predictive check per
         stratum (domain x covariate level; ``payload["ppc"]``, a warning when the model does not
@@ -303,9 +304,7 @@ def fit(
     t0 = time.perf_counter()
     thresholds = {"max_rhat": max_rhat, "min_ess": min_ess, "max_divergences": max_divergences}
     sampler = partial(sample, data, model, backend, collapsed=collapsed, slope=slope, prior=prior)
-    configs = escalated_configs(config or SamplerConfig(), escalate)
-    dt, diag, attempts = sample_gated(sampler, gated_vars(model, slope, collapsed, data.n_groups > 1), configs, thresholds)
-    cfg = configs[len(attempts) - 1]
+    dt, diag, attempts, cfg = sample_gated(sampler, gated_vars(model, slope, collapsed, data.n_groups > 1), config or SamplerConfig(), thresholds, escalate)
     runtime = time.perf_counter() - t0
     if not 0 < delta_min < 1:
         raise ValueError(f"delta_min must be in (0, 1), got {delta_min}")
@@ -367,45 +366,61 @@ def run_checks(dt, data: ModelInputs, counts: xr.Dataset, item_ids, *, seed: int
     return ppc, loo_payload, per_item
 
 
-# Each further attempt after a failed gate: warm-up and draws multiplied, target acceptance at least this.
-ESCALATION = ({"tune": 2, "draws": 2, "target_accept": 0.95}, {"tune": 4, "draws": 4, "target_accept": 0.99})
+# Each further attempt after a failed gate, by what failed (warm-up and draws as multiples of the first
+# attempt's, target acceptance at least this): divergences mean the step size was too large for the
+# geometry (longer warm-up, higher acceptance); R-hat or ESS alone, that the chains were too short
+# (more draws first, from the same warm-up and step size: half the cost of refitting at 0.95).
+ESCALATION = {
+    "divergences": ({"tune": 2, "draws": 2, "target_accept": 0.95}, {"tune": 4, "draws": 4, "target_accept": 0.99}),
+    "mixing": ({"tune": 1, "draws": 2, "target_accept": 0.0}, {"tune": 2, "draws": 4, "target_accept": 0.95}),
+}
 
 
-def escalated_configs(cfg: SamplerConfig, escalate: bool = True) -> list[SamplerConfig]:
-    """The sampler settings to try in turn: ``cfg``, then each :data:`ESCALATION` step (new seed each).
+def escalated_config(first: SamplerConfig, diag: Diagnostics, attempt: int) -> SamplerConfig:
+    """The settings of retry ``attempt`` (1 or 2) after the failed gate ``diag``: the :data:`ESCALATION`
+    step for what failed (divergences, else mixing), applied to the first attempt's settings, new seed.
 
     Examples
     --------
-    >>> [(c.tune, c.draws, c.target_accept) for c in escalated_configs(SamplerConfig(tune=500, draws=500))]
-    [(500, 500, 0.85), (1000, 1000, 0.95), (2000, 2000, 0.99)]
+    >>> limits = {"max_rhat": 1.01, "min_ess": 400.0, "max_divergences": 0}
+    >>> slow = Diagnostics(1.02, 300.0, 250.0, 0, False, limits, "rhat (pi)")
+    >>> c = escalated_config(SamplerConfig(tune=500, draws=500), slow, 1)
+    >>> (c.tune, c.draws, c.target_accept, c.seed)
+    (500, 1000, 0.85, 1)
+    >>> c = escalated_config(SamplerConfig(tune=500, draws=500), replace(slow, divergences=3), 2)
+    >>> (c.tune, c.draws, c.target_accept, c.seed)
+    (2000, 2000, 0.99, 2)
     """
-    steps = ESCALATION if escalate else ()
-    more = [
-        replace(cfg, tune=cfg.tune * e["tune"], draws=cfg.draws * e["draws"], target_accept=max(cfg.target_accept, e["target_accept"]), seed=cfg.seed + i + 1)
-        for i, e in enumerate(steps)
-    ]  # fmt: skip
-    return [cfg, *more]
+    kind = "divergences" if diag.divergences > diag.thresholds["max_divergences"] else "mixing"
+    e = ESCALATION[kind][attempt - 1]
+    return replace(
+        first, tune=first.tune * e["tune"], draws=first.draws * e["draws"], target_accept=max(first.target_accept, e["target_accept"]), seed=first.seed + attempt
+    )  # fmt: skip
 
 
-def sample_gated(sampler, var_names: list[str], configs: list[SamplerConfig], thresholds: dict):
-    """``sampler(config=c)`` for each of ``configs`` (:func:`escalated_configs`) until the gate passes.
+def sample_gated(sampler, var_names: list[str], first: SamplerConfig, thresholds: dict, escalate: bool = True):
+    """``sampler(config=c)`` with ``first``, then, while the gate fails and ``escalate``, with each
+    :func:`escalated_config` (two at most).
 
-    Returns the last posterior, its :class:`Diagnostics` and one record per attempt (settings,
-    gate values, wall time).
+    Returns the last posterior, its :class:`Diagnostics`, one record per attempt (settings, gate
+    values, wall time) and the last attempt's settings.
     """
-    attempts = []
-    for attempt in configs:
+    attempts, cfg, diag = [], first, None
+    for attempt in range(1 + len(ESCALATION["mixing"]) * escalate):
+        if diag is not None:
+            cfg = escalated_config(first, diag, attempt)
         t0 = time.perf_counter()
-        dt = sampler(config=attempt)
+        dt = sampler(config=cfg)
+        cfg = replace(cfg, draws=int(dt["posterior"].sizes["draw"]))  # NumPyro's chains may have gone on (SamplerConfig.max_draws)
         diag = gate(dt, var_names, **thresholds)
         attempts.append(
-            {"chains": attempt.chains, "draws": attempt.draws, "tune": attempt.tune, "target_accept": attempt.target_accept, "seed": attempt.seed,
+            {"chains": cfg.chains, "draws": cfg.draws, "tune": cfg.tune, "target_accept": cfg.target_accept, "seed": cfg.seed,
              "max_rhat": diag.max_rhat, "min_ess_bulk": diag.min_ess_bulk, "min_ess_tail": diag.min_ess_tail, "divergences": diag.divergences,
              "passed": diag.passed, "worst": diag.worst, "wall_s": round(time.perf_counter() - t0, 2)}
         )  # fmt: skip
         if diag.passed:
             break
-    return dt, diag, attempts
+    return dt, diag, attempts, cfg
 
 
 def prior_sensitivity_warnings(sens: dict, cc: dict, delta_min: float) -> list[str]:

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from bayesrc.bayes.diagnostics import DEFAULT_GATE, convergence
 from bayesrc.config import SamplerConfig  # noqa: F401  (re-exported; defined with the other settings: the CLI reads its defaults without loading JAX)
 
 
@@ -112,19 +113,58 @@ def _run_numpyro(jax, model: Callable, data: dict[str, Any], cfg: SamplerConfig,
     n_dev = max(1, min(cfg.chains, jax.local_device_count()))
     rounds = -(-cfg.chains // n_dev)
     chunk, total = _chunk(cfg), cfg.tune + cfg.draws
-    out = []
-    with progress_bar(cfg, total * cfg.chains) as bar:
+    states, parts = [], []
+    with progress_bar(cfg.progress, total * cfg.chains) as bar:
         for r in range(rounds):
             idx = np.arange(r * n_dev, (r + 1) * n_dev) % cfg.chains  # an uneven last round repeats a chain, dropped below
-            state, parts = start(keys[idx], jax.tree.map(lambda a: a[idx], inits), data), []
-            for _ in range(0, total, chunk):
-                state, got = advance(state, data, chunk)
-                parts.append(got)
-                bar.update(chunk * min(n_dev, cfg.chains - r * n_dev))
-            out.append(jax.tree.map(lambda *a: np.concatenate(a, 1), *parts))  # (device, transition, ...)
+            state = start(keys[idx], jax.tree.map(lambda a: a[idx], inits), data)
+            parts.append([])
+            states.append(_advance_chunks(advance, state, data, total, chunk, bar, min(n_dev, cfg.chains - r * n_dev), parts[r]))
+    draws = _gathered(jax, parts, cfg)
+    budget = (cfg.max_draws or 2 * cfg.draws) - cfg.draws
+    while budget >= chunk and _too_short(jax, draws, constrain, data):
+        more = max(chunk, min(budget, cfg.draws) // chunk * chunk)
+        with progress_bar(cfg.progress, more * cfg.chains, desc="NUTS (more draws)") as bar:
+            states = [_advance_chunks(advance, st, data, more, chunk, bar, min(n_dev, cfg.chains - r * n_dev), parts[r]) for r, st in enumerate(states)]
+        budget -= more
+        draws = _gathered(jax, parts, cfg)
+    return _datatree(jax, *draws, constrain, data, coords, dims)
+
+
+def _advance_chunks(advance, state, data, length: int, chunk: int, bar, n_chains: int, into: list):
+    """``length`` transitions of one round's chains in compiled calls of ``chunk`` (the progress bar's
+    step), each call's (z, diverging, n_steps) appended to ``into``; returns the last state."""
+    for _ in range(0, length, chunk):
+        state, got = advance(state, data, chunk)
+        into.append(got)
+        bar.update(chunk * n_chains)
+    return state
+
+
+def _gathered(jax, parts: list[list], cfg: SamplerConfig):
+    """(z, diverging, n_steps) of every chain after warm-up, (chain, draw, ...), from each round's calls."""
+    rounds = [jax.tree.map(lambda *a: np.concatenate(a, 1), *calls) for calls in parts]  # (device, transition, ...)
     flat = lambda *a: np.concatenate(a, 0)[: cfg.chains, cfg.tune :]  # noqa: E731
-    z, diverging, n_steps = (jax.tree.map(flat, *field) for field in zip(*out))
-    return _datatree(jax, z, diverging, n_steps, constrain, data, coords, dims)
+    return tuple(jax.tree.map(flat, *field) for field in zip(*rounds))
+
+
+def _too_short(jax, draws: tuple, constrain, data: dict) -> bool:
+    """Whether the chains should go on: nothing diverged (then more draws would not help: the fit
+    escalates instead), and some sampled or derived quantity's R-hat or bulk or tail ESS misses the
+    gate's defaults (:func:`bayesrc.bayes.diagnostics.gate`)."""
+    z, diverging, _ = draws
+    if diverging.any():
+        return False
+    n_chain, n_draw = diverging.shape
+    values = constrain(jax.tree.map(lambda a: a.reshape(n_chain * n_draw, *a.shape[2:]), z), data)
+    for name, v in values.items():
+        if name in data:
+            continue
+        c = convergence(np.moveaxis(np.asarray(v).reshape(n_chain, n_draw, -1), -1, 0))
+        with np.errstate(invalid="ignore"):  # NaN (a constant quantity): more draws would not help
+            if (c["r_hat"] > DEFAULT_GATE["max_rhat"]).any() or (np.minimum(c["ess_bulk"], c["ess_tail"]) < DEFAULT_GATE["min_ess"]).any():
+                return True
+    return False
 
 
 def _datatree(jax, z: dict, diverging: np.ndarray, n_steps: np.ndarray, constrain, data: dict, coords: dict, dims: dict):
@@ -141,15 +181,20 @@ def _datatree(jax, z: dict, diverging: np.ndarray, n_steps: np.ndarray, constrai
     return _clean(azb.from_dict({"posterior": posterior, "sample_stats": stats}, coords=coords, dims=dims), "numpyro")
 
 
-def progress_bar(cfg: SamplerConfig, total: int, desc: str = "NUTS"):
+def progress_bar(progress: bool | None, total: int, desc: str = "NUTS"):
     """A tqdm progress bar (a widget in Jupyter) that appears after 2 s, or a silent one.
 
-    ``cfg.progress``: True shows it, False never, None (default) when standard error is a
-    terminal or the code runs in a Jupyter kernel.
+    ``progress`` (:class:`SamplerConfig`'s): True shows it, False never, None when standard
+    error is a terminal or the code runs in a Jupyter kernel.
+
+    Examples
+    --------
+    >>> with progress_bar(False, 10) as bar:
+    ...     bar.update(10)
     """
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, desc=desc, unit="draw", delay=2.0, disable=not show_progress(cfg.progress), leave=False)
+    return tqdm(total=total, desc=desc, unit="draw", delay=2.0, disable=not show_progress(progress), leave=False)
 
 
 def show_progress(progress: bool | None) -> bool:

@@ -25,7 +25,7 @@ import pandas as pd
 
 from bayesrc.bayes.diagnostics import chain_draw_last, convergence, mcse_mean
 from bayesrc.classical.calibration import NO_CHANGE_ALPHA, not_rejected_phrase
-from bayesrc.classical.rci import CLASSES, DETERIORATED, IMPROVED, NO_CHANGE
+from bayesrc.classical.rci import CLASSES, DETERIORATED, EXCLUDED, IMPROVED, NO_CHANGE
 
 ITEM_COLUMNS = (
     "item_id", "domain", "p_v1_mean", "p_v2_mean", "dp_mean", "dp_lo90", "dp_hi90", "dp_ess_bulk", "dp_mcse",
@@ -241,7 +241,7 @@ def discordance_reason(row, s_diff: float) -> str:
       the item's estimate.
     """
     p1, p2, n1, n2 = row["p_v1_obs"], row["p_v2_obs"], max(row["n_v1"], 1), max(row["n_v2"], 1)
-    if row["rci_class_raw"] == "excluded" or p1 in (0.0, 1.0) or p2 in (0.0, 1.0):
+    if row["rci_class_raw"] == EXCLUDED or p1 in (0.0, 1.0) or p2 in (0.0, 1.0):
         return "floor_ceiling"
     se = np.sqrt(p1 * (1 - p1) / n1 + p2 * (1 - p2) / n2)
     if np.isfinite(s_diff) and se > s_diff:
@@ -270,7 +270,7 @@ def crosscheck(items: pd.DataFrame, rci_items: pd.DataFrame, s_diff: float) -> t
     >>> cc["kappa"], cc["rci_estimated_fdp"]  # doctest: +SKIP
     """
     rci = rci_items.set_index("item_id").reindex(items["item_id"])
-    raw = rci["class"].fillna("excluded").to_numpy(dtype=object)
+    raw = rci["class"].fillna(EXCLUDED).to_numpy(dtype=object)
     rci_cls = np.where(np.isin(raw, CLASSES), raw, NO_CHANGE)
     tab = agreement_table(items["bayes_class"].to_numpy(dtype=object), rci_cls)
     err, err_material = flag_errors({k: items[k].to_numpy()[None] for k in ("p_improve", "p_deteriorate", "p_improve_material", "p_deteriorate_material")}, rci_cls)

@@ -1,6 +1,7 @@
 """Classical reliable change (Jacobson-Truax RCI adapted to items; SPEC section 2)."""
 
 from bayesrc.classical.calibration import binomial_s_diff, classify_counts, no_change_test, nominal_rate, sample_level_null
+from bayesrc.classical.noise import noise_decomposition, noise_from_counts
 from bayesrc.classical.pipeline import (
     PairRCI,
     RCIAnalysis,
@@ -57,6 +58,8 @@ __all__ = [
     "icc_1_k",
     "mcnemar",
     "no_change_test",
+    "noise_decomposition",
+    "noise_from_counts",
     "nominal_rate",
     "pair_no_change_test",
     "sample_level_null",

@@ -255,8 +255,7 @@ def reliable_change(
     s_sample_null = np.random.SeedSequence([seed, 7])  # a separate stream: adding it moves no earlier number
 
     a, b = counts.sel(version=v1), counts.sel(version=v2)
-    items = _rci.pair_frame(a["p"].values, b["p"].values, a["n_valid"].values, b["n_valid"].values, counts["item"].values, counts["domain"].values)
-    items["k_v1"], items["k_v2"] = a["n_trials"].values.astype(np.int64), b["n_trials"].values.astype(np.int64)
+    items = _pair_items(counts, a, b)
     rule = _rci.min_valid_rule(min_valid, valid_share, np.concatenate([items["k_v1"], items["k_v2"]]))
     k_design = modal_k(counts)
 
@@ -267,21 +266,83 @@ def reliable_change(
     c1, c2 = a["correct"].values, b["correct"].values
     if reliability_basis == "analysed":
         c1, c2 = c1[analysable], c2[analysable]
-    rel = {
-        "v1": split_half_reliability(c1, n_splits=n_splits, seed=s_rel1),
-        "v2": split_half_reliability(c2, n_splits=n_splits, seed=s_rel2),
-    }
-    icc = {"v1": icc_1_1(c1), "v2": icc_1_1(c2)}
-    icc_k = {"v1": icc_1_k(c1), "v2": icc_1_k(c2)}
+    rel = {"v1": split_half_reliability(c1, n_splits=n_splits, seed=s_rel1), "v2": split_half_reliability(c2, n_splits=n_splits, seed=s_rel2)}
     r1, r2 = rel["v1"].r_xx, rel["v2"].r_xx
 
+    basis = analysable if sd_basis == "analysable" else scored
+    s_item = binomial_s_diff(a["n_correct"].values, items["n_v1"], b["n_correct"].values, items["n_v2"])
+    scale = _classify_items(items, settings, z_conservative, r1, r2, analysable=analysable, scored=scored, basis=basis, s_item=s_item)
+    items["excluded"] = ~analysable
+    items["reason"] = reason
+    counts_out = _class_counts(items, analysable, scored)
+
+    # Direction-asymmetry test on the items of the observed counts (analysable).
+    null = empirical_null(items["p_v1"], items["p_v2"], r1, r2, z=z, n_permutations=n_permutations, seed=s_null,
+                          count=analysable, basis=basis, s_item=s_item if s_diff == "binomial" else None)  # fmt: skip
+    null_settings = (
+        settings if min_valid is not None else replace(settings, min_valid=(_rci.min_valid_for(items["k_v1"].to_numpy(), valid_share), _rci.min_valid_for(items["k_v2"].to_numpy(), valid_share)))
+    )
+    samples = sample_level_null(a["correct"].values, b["correct"].values, null_settings, n_replicates=n_null, n_splits=null_splits, seed=s_sample_null) if n_null > 0 else None
+    no_change = pair_no_change_test(counts, v1, v2) if n_null > 0 else None
+    flagged = counts_out["analysable"]["improved"] + counts_out["analysable"]["deteriorated"]
+    warnings = _pair_warnings(samples, no_change, flagged, int(analysable.sum()), reliable=bool(np.isfinite(r1) and np.isfinite(r2)), s_diff=s_diff, seeds=counts.attrs.get("shared_seeds") or {})
+    by_k = {
+        "v1": reliability_vs_k(a["correct"].values, n_splits=n_splits_by_k, seed=s_k1),
+        "v2": reliability_vs_k(b["correct"].values, n_splits=n_splits_by_k, seed=s_k2),
+    }
+    k_for_r = {v: {str(t): k_for_reliability(rel[v].r_xx, rel[v].k, t) for t in (0.8, 0.9)} for v in ("v1", "v2")}
+    min_det = z * scale["s_diff"]
+    params = {
+        "z": z, "z_conservative": z_conservative, "min_valid": min_valid, "valid_share": valid_share, "min_valid_rule": rule,
+        "sd_basis": sd_basis, "s_diff": s_diff, "reliability_basis": reliability_basis, "n_splits": n_splits,
+        "n_permutations": n_permutations, "n_null": n_null, "null_splits": null_splits, "seed": seed, "k": k_design,
+        "null_basis": "analysable",
+    }  # fmt: skip
+    return PairRCI(
+        name=name,
+        versions=(v1, v2),
+        params=params,
+        reliability=rel,
+        icc={"v1": icc_1_1(c1), "v2": icc_1_1(c2)},
+        icc_k={"v1": icc_1_k(c1), "v2": icc_1_k(c2)},
+        exclusions=_exclusion_summary(items, analysable, reason, min_valid, rule),
+        sem={"v1": scale["sem_v1"], "v2": scale["sem_v2"]},
+        s_diff=scale["s_diff"],
+        s_diff_all=scale["s_diff_all"],
+        min_detectable=min_det,
+        min_detectable_samples=int(np.ceil(min_det * k_design - 1e-9)) if np.isfinite(min_det) else -1,
+        counts=counts_out,
+        null=null,
+        **_secondary_tables(items[analysable], z),
+        reliability_by_k=by_k,
+        k_for_r=k_for_r,
+        items=items,
+        null_samples=samples,
+        no_change_test=no_change,
+        warnings=warnings,
+        flips=flip_metrics(items["p_v1"], items["p_v2"]),
+    )
+
+
+def _pair_items(counts: xr.Dataset, a: xr.Dataset, b: xr.Dataset) -> pd.DataFrame:
+    """The pair's item table (p, n, delta per version) with the K each item was given (``k_v1``, ``k_v2``)."""
+    items = _rci.pair_frame(a["p"].values, b["p"].values, a["n_valid"].values, b["n_valid"].values, counts["item"].values, counts["domain"].values)
+    items["k_v1"], items["k_v2"] = a["n_trials"].values.astype(np.int64), b["n_trials"].values.astype(np.int64)
+    return items
+
+
+def _classify_items(
+    items: pd.DataFrame, settings: RCISettings, z_conservative: float, r1: float, r2: float, *, analysable: np.ndarray, scored: np.ndarray, basis: np.ndarray, s_item: np.ndarray
+) -> dict:
+    """S_diff, RCI and the three classifications (primary, conservative, all items), written into ``items``.
+
+    Returns the scale: ``sem_v1``, ``sem_v2``, ``s_diff`` (the pair's: the paper's S_diff, or the
+    median per-item one for "binomial") and ``s_diff_all`` (from the SD of every scored item).
+    """
     # Full-set analysis (pre-exclusion): SD over every item with both accuracies.
     _, _, s_diff_all = _rci.s_diff_from_accuracies(items["p_v1"][scored], items["p_v2"][scored], r1, r2)
-    basis = analysable if sd_basis == "analysable" else scored
     sem1, sem2, s_ref = _rci.s_diff_from_accuracies(items["p_v1"][basis], items["p_v2"][basis], r1, r2)
-    y1, y2 = a["n_correct"].values, b["n_correct"].values
-    s_item = binomial_s_diff(y1, items["n_v1"], y2, items["n_v2"])
-    if s_diff == "binomial":
+    if settings.s_diff == "binomial":
         with np.errstate(invalid="ignore", divide="ignore"):
             rci = items["delta"].to_numpy() / s_item
             rci_all = rci
@@ -290,21 +351,19 @@ def reliable_change(
         rci_all = _rci.reliable_change_index(items["delta"], s_diff_all)
         rci = _rci.reliable_change_index(items["delta"], s_ref)
         s_pair = s_ref
-    class_all = np.where(scored, _rci.classify_rci(rci_all, z), _rci.EXCLUDED)
-    cls = np.where(analysable, _rci.classify_rci(rci, z), _rci.EXCLUDED)
-    cls_cons = np.where(analysable, _rci.classify_rci(rci, z_conservative), _rci.EXCLUDED)
-
-    items["s_diff_item"] = s_item if s_diff == "binomial" else s_pair
+    items["s_diff_item"] = s_item if settings.s_diff == "binomial" else s_pair
     items["rci"] = np.where(scored, rci, np.nan)
-    items["class"] = cls
-    items["class_conservative"] = cls_cons
+    items["class"] = np.where(analysable, _rci.classify_rci(rci, settings.z), _rci.EXCLUDED)
+    items["class_conservative"] = np.where(analysable, _rci.classify_rci(rci, z_conservative), _rci.EXCLUDED)
     items["rci_all_items"] = np.where(scored, rci_all, np.nan)
-    items["class_all_items"] = class_all
-    items["excluded"] = ~analysable
-    items["reason"] = reason
+    items["class_all_items"] = np.where(scored, _rci.classify_rci(rci_all, settings.z), _rci.EXCLUDED)
+    return {"sem_v1": sem1, "sem_v2": sem2, "s_diff": s_pair, "s_diff_all": s_diff_all}
 
+
+def _exclusion_summary(items: pd.DataFrame, analysable: np.ndarray, reason: np.ndarray, min_valid: int | None, rule: str) -> dict:
+    """The ``exclusions`` block: how many items each rule removed, and the rule (a) in force."""
     n_before = len(items)
-    exclusions = {
+    return {
         "n_before": n_before,
         "n_after": int(analysable.sum()),
         "low_valid": int(np.sum(reason == "low_valid")),
@@ -315,81 +374,41 @@ def reliable_change(
         "min_valid_rule": rule,
         "share_excluded": float(1 - analysable.mean()) if n_before else float("nan"),
     }
-    counts_out = {
-        "analysable": _rci.counts_with_proportions(cls[analysable]),
-        "all": _rci.counts_with_proportions(class_all[scored]),
-        "conservative": _rci.counts_with_proportions(cls_cons[analysable]),
+
+
+def _class_counts(items: pd.DataFrame, analysable: np.ndarray, scored: np.ndarray) -> dict:
+    """Class counts and shares: primary (analysable items), all scored items, conservative threshold."""
+    return {
+        "analysable": _rci.counts_with_proportions(items["class"].to_numpy()[analysable]),
+        "all": _rci.counts_with_proportions(items["class_all_items"].to_numpy()[scored]),
+        "conservative": _rci.counts_with_proportions(items["class_conservative"].to_numpy()[analysable]),
     }
-    # Direction-asymmetry test on the items of the observed counts (analysable).
-    null = empirical_null(items["p_v1"], items["p_v2"], r1, r2, z=z, n_permutations=n_permutations, seed=s_null,
-                          count=analysable, basis=basis, s_item=s_item if s_diff == "binomial" else None)  # fmt: skip
-    null_settings = (
-        settings if min_valid is not None else replace(settings, min_valid=(_rci.min_valid_for(items["k_v1"].to_numpy(), valid_share), _rci.min_valid_for(items["k_v2"].to_numpy(), valid_share)))
-    )
-    samples = sample_level_null(a["correct"].values, b["correct"].values, null_settings, n_replicates=n_null, n_splits=null_splits, seed=s_sample_null) if n_null > 0 else None
-    flagged = counts_out["analysable"]["improved"] + counts_out["analysable"]["deteriorated"]
-    no_change = pair_no_change_test(counts, v1, v2) if n_null > 0 else None
-    warnings = null_warnings(samples, flagged, int(analysable.sum())) if samples is not None else []
+
+
+def _pair_warnings(samples: dict | None, no_change: dict | None, flagged: int, n_analysable: int, *, reliable: bool, s_diff: str, seeds: dict) -> list[str]:
+    """What the reader must know before trusting the classes: the null's verdicts, an undefined
+    reliability, and versions whose draws share seeds."""
+    warnings = null_warnings(samples, flagged, n_analysable) if samples is not None else []
     if no_change is not None and no_change["p_value"] >= NO_CHANGE_ALPHA and flagged:
         warnings.append(f"{not_rejected_phrase(no_change).capitalize()}: the {flagged} reliable changes may all be chance.")
-    if not (np.isfinite(r1) and np.isfinite(r2)) and s_diff == "reference":
+    if not reliable and s_diff == "reference":
         warnings.insert(0, "The split-half reliability of a version is undefined (too few items with varying accuracy): "
                            "SEM and S_diff are NaN and no item is classified; use --s-diff binomial.")  # fmt: skip
-    seeds = counts.attrs.get("shared_seeds") or {}
     if seeds.get("n_shared", 0) > 0 and seeds["share"] >= 0.5:
         warnings.append(f"{seeds['share']:.0%} of the (item, k) samples share their seed across the two versions: their draws are "
                         "coupled, while this analysis assumes independent versions (collect with the version-specific seed rule).")  # fmt: skip
-    sub = items[analysable]
-    by_k = {
-        "v1": reliability_vs_k(a["correct"].values, n_splits=n_splits_by_k, seed=s_k1),
-        "v2": reliability_vs_k(b["correct"].values, n_splits=n_splits_by_k, seed=s_k2),
+    return warnings
+
+
+def _secondary_tables(sub: pd.DataFrame, z: float) -> dict:
+    """The secondary analyses of the analysable items ``sub``: by domain, by difficulty, effect sizes, stratified S_diff, aggregate change."""
+    return {
+        "domain": domain_contingency(sub["domain"].to_numpy(), sub["class"].to_numpy()),
+        "difficulty": difficulty_bins(sub["p_v1"].to_numpy(), sub["class"].to_numpy()),
+        "effects": effect_sizes(sub["delta"].to_numpy(), sub["class"].to_numpy()),
+        "stratified": stratified_s_diff(sub["p_v1"].to_numpy(), sub["p_v2"].to_numpy(), sub["n_v1"].to_numpy(), sub["n_v2"].to_numpy(), z=z),
+        "aggregate": _aggregate_change(sub["delta"].to_numpy()),
     }
-    k_for_r = {v: {str(t): k_for_reliability(rel[v].r_xx, rel[v].k, t) for t in (0.8, 0.9)} for v in ("v1", "v2")}
-    min_det = z * s_pair
-    return PairRCI(
-        name=name,
-        versions=(v1, v2),
-        params={
-            "z": z,
-            "z_conservative": z_conservative,
-            "min_valid": min_valid,
-            "valid_share": valid_share,
-            "min_valid_rule": rule,
-            "sd_basis": sd_basis,
-            "s_diff": s_diff,
-            "reliability_basis": reliability_basis,
-            "n_splits": n_splits,
-            "n_permutations": n_permutations,
-            "n_null": n_null,
-            "null_splits": null_splits,
-            "seed": seed,
-            "k": k_design,
-            "null_basis": "analysable",
-        },
-        reliability=rel,
-        icc=icc,
-        exclusions=exclusions,
-        sem={"v1": sem1, "v2": sem2},
-        s_diff=s_pair,
-        s_diff_all=s_diff_all,
-        min_detectable=min_det,
-        min_detectable_samples=int(np.ceil(min_det * k_design - 1e-9)) if np.isfinite(min_det) else -1,
-        counts=counts_out,
-        null=null,
-        domain=domain_contingency(sub["domain"].to_numpy(), sub["class"].to_numpy()),
-        difficulty=difficulty_bins(sub["p_v1"].to_numpy(), sub["class"].to_numpy()),
-        effects=effect_sizes(sub["delta"].to_numpy(), sub["class"].to_numpy()),
-        stratified=stratified_s_diff(sub["p_v1"].to_numpy(), sub["p_v2"].to_numpy(), sub["n_v1"].to_numpy(), sub["n_v2"].to_numpy(), z=z),
-        reliability_by_k=by_k,
-        k_for_r=k_for_r,
-        aggregate=_aggregate_change(sub["delta"].to_numpy()),
-        items=items,
-        icc_k=icc_k,
-        null_samples=samples,
-        no_change_test=no_change,
-        warnings=warnings,
-        flips=flip_metrics(items["p_v1"], items["p_v2"]),
-    )
 
 
 def _mcnemar_record(b: int, c: int) -> dict:

@@ -25,6 +25,8 @@ CLASSES: tuple[str, str, str] = (IMPROVED, NO_CHANGE, DETERIORATED)
 EXCLUDED = "excluded"
 #: how reports and tables name each class
 CLASS_LABELS = {IMPROVED: "improved", NO_CHANGE: "no reliable change", DETERIORATED: "deteriorated", EXCLUDED: "excluded"}
+#: how figures colour each class (report and sensitivity figures alike)
+CLASS_COLOURS = {IMPROVED: "#1b9e77", NO_CHANGE: "#9e9e9e", DETERIORATED: "#d95f02", EXCLUDED: "#d0d0d0"}
 VALID_SHARE = 0.6
 
 

@@ -10,7 +10,7 @@ Public API::
     compare_runs(a, b, allow=()) -> Comparison;  check_comparable(a, b, allow=(), force=False)
     merge_runs(shard_dirs, out);  read_run_trials(run_dir);  read_run_record(run)
     builtin_bank(path, n_items, seed);  collect_demo_runs(out_dir, n_items, k)
-    quantize_card(card, "Q3_K_M", out_dir) -> (gguf, card);  read_exact_run(run) -> (dist, items_exact)
+    quantize_card(card, "Q3_K_M", out_dir) -> (gguf, card)  (exact runs read with bayesrc.data.load_exact)
     ExactEngine(model, sampling, epsilon=1e-6).item_distribution(prompt_tokens, letters)  (SPEC section 7)
 """
 
@@ -18,7 +18,7 @@ from bayesrc.collect.bank import Bank, Item, load_bank
 from bayesrc.collect.builtin import builtin_bank, builtin_capacity, builtin_items, collect_demo_runs, quantize_card, requantize
 from bayesrc.collect.card import ModelCard, build_prompt, load_card, prompt_blocks, render_chat_template, resolve_model, shared_block
 from bayesrc.collect.engines import FastEngine, Model, NaiveEngine, Prompt, Sample, Sampling, make_engine, physical_cores
-from bayesrc.collect.exact import ExactEngine, ItemDistribution, read_exact_run
+from bayesrc.collect.exact import ExactEngine, ItemDistribution
 from bayesrc.collect.extract import Extraction, decided, extract, strip_think
 from bayesrc.collect.pins import Comparison, check_comparable, compare_runs, merge_runs
 from bayesrc.collect.run import collect
@@ -57,7 +57,6 @@ __all__ = [
     "physical_cores",
     "prompt_blocks",
     "quantize_card",
-    "read_exact_run",
     "read_run_record",
     "read_run_trials",
     "render_chat_template",

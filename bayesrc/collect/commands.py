@@ -32,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--resume", action="store_true", help="continue a run directory (its pins must match)")
     p.add_argument("--shard", help="I/N: collect the I-th (0-based) of N contiguous item ranges")
     p.add_argument("--items-range", help="A:B: collect bank items A..B-1 (0-based)")
-    p.add_argument("--seed-stride", type=int, default=10, help="seed = salt + item_index * STRIDE + k (default 10)")
+    p.add_argument("--seed-stride", type=int, default=None, help="seed = salt + item_index * STRIDE + k (default max(10, K): the reference study's 10 up to K = 10)")
     p.add_argument(
         "--seed-rule",
         choices=("version", "shared"),

@@ -38,15 +38,14 @@ Example
 -------
 >>> from bayesrc.collect import collect
 >>> collect("models/gemma-3-270m-q4_k_m.toml", "bank.jsonl", "runs/exact-q4", engine="exact")  # doctest: +SKIP
->>> from bayesrc.collect.exact import read_exact_run
->>> dist, items = read_exact_run("runs/exact-q4")  # doctest: +SKIP
+>>> from bayesrc.data import load_exact
+>>> run = load_exact("runs/exact-q4")  # run.dist, run.items  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
 import ctypes
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -54,7 +53,6 @@ import pandas as pd
 from bayesrc.collect.engines import FastEngine, Model, Prompt, Sampling, as_prompt, make_sampler
 from bayesrc.collect.extract import decided, extract
 from bayesrc.errors import InputError
-from bayesrc.io import read_run_record
 
 DEFAULT_EPSILON = 1e-6
 DEFAULT_MAX_EXPANSIONS = 20_000
@@ -240,38 +238,3 @@ def compact(parts: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         }
     ).reset_index()
     return dist, items[[*ITEM_COLUMNS, "item_index", "correct_answer"]]
-
-
-def is_exact_run(path: str | Path) -> bool:
-    """True for an exact run directory or one of its files (``dist.parquet``, ``items_exact.parquet``)."""
-    path = Path(path)
-    if path.is_dir():
-        return (path / "dist.parquet").exists() or (path / "items_exact.parquet").exists() or _engine_of(path) == "exact"
-    return path.name in ("dist.parquet", "items_exact.parquet") or (path.name == "run.json" and _engine_of(path.parent) == "exact")
-
-
-def _engine_of(run_dir: Path) -> str | None:
-    try:
-        rec = read_run_record(run_dir) if (run_dir / "run.json").exists() else None
-    except InputError:
-        return None
-    return (rec or {}).get("pins", {}).get("runtime.engine")
-
-
-def read_exact_run(run: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """``(dist, items_exact)`` of a complete exact run directory (or of one of its files).
-
-    A trials run, or an exact run that has not completed, is an :class:`InputError`.
-    """
-    run = Path(run)
-    run_dir = run if run.is_dir() else run.parent
-    if not run.exists():
-        raise InputError("not found", path=run)
-    if not is_exact_run(run_dir):
-        if (run_dir / "trials.parquet").exists() or run.suffix in (".parquet", ".jsonl", ".csv"):
-            raise InputError("is a K-sample trials run, not an exact run (collect one with `bayesrc collect --engine exact`)", path=run)
-        raise InputError("not an exact run directory (no dist.parquet)", path=run)
-    for name in ("dist.parquet", "items_exact.parquet"):
-        if not (run_dir / name).exists():
-            raise InputError(f"exact run has no {name} (not complete: resume it with --resume)", path=run_dir)
-    return pd.read_parquet(run_dir / "dist.parquet"), pd.read_parquet(run_dir / "items_exact.parquet")

@@ -12,6 +12,8 @@ import socket
 import time
 from pathlib import Path
 
+import pandas as pd
+
 from bayesrc.collect import exact as exact_mod
 from bayesrc.collect.bank import Bank, load_bank
 from bayesrc.collect.card import ModelCard, chat_template_text, load_card, prompt_blocks, resolve_model, sha256_text, shared_block
@@ -31,6 +33,7 @@ from bayesrc.collect.rundir import (
     part_path,
     progress_bar,
     run_times,
+    seed_stride_for,
     select_range,
     trial_rows,
     version_pin,
@@ -142,7 +145,7 @@ def collect(
     resume: bool = False,
     items_range: tuple[int, int] | str | None = None,
     shard: str | None = None,
-    seed_stride: int = 10,
+    seed_stride: int | None = None,
     seed_offset: int = 0,
     seed_rule: str = "version",
     top_k: int = 40,
@@ -198,13 +201,11 @@ def collect(
     bank = items if isinstance(items, Bank) else load_bank(items)
     exact = engine == "exact"
     if exact:
-        epsilon = exact_mod.check_epsilon(epsilon)
-        max_expansions = exact_mod.DEFAULT_MAX_EXPANSIONS if max_expansions is None else int(max_expansions)
-        if max_expansions < 1:
-            raise InputError(f"must be >= 1, got {max_expansions}", field="max-expansions")
+        epsilon, max_expansions = _exact_args(epsilon, max_expansions)
         k = 1  # unused: no samples are drawn
     if threads is not None and threads < 1:
         raise InputError(f"must be >= 1, got {threads}", field="threads")
+    seed_stride = seed_stride_for(k, seed_stride)
     check_sampling_args(k=k, seed_stride=seed_stride, temperature=temperature, seed_rule=seed_rule, items_range=items_range, shard=shard)
     rng = select_range(len(bank), items_range, shard)
     if 1 + items_per_batch * k > MAX_SEQ:
@@ -216,11 +217,7 @@ def collect(
     check_writable(run_dir)
     with RunLock(run_dir):
         record = existing_record(run_dir, resume)
-        if model is None:
-            gguf = resolve_model(card)
-            model = Model(gguf, n_ctx=card.n_ctx, n_batch=card.n_batch, n_gpu_layers=card.n_gpu_layers, n_threads=threads or card.n_threads, label=label)
-        elif model.path.resolve() != resolve_model(card).resolve():
-            raise InputError(f"preloaded model {model.path} is not the card's {card.path}", path=card.card_path)
+        model = _card_model(card, model, threads=threads, label=label)
         # Render and tokenize every prompt first: a bad template or an over-long item fails before any trial.
         selected = bank.items[rng[0] : rng[1]]
         shared, prompts = render_prompts(card, model, selected, max_tokens=sampling.max_tokens, bank_path=bank.path)
@@ -232,15 +229,7 @@ def collect(
             eng = exact_mod.ExactEngine(model, sampling, epsilon=epsilon, max_expansions=max_expansions)
         else:
             eng = make_engine(engine, model, sampling, items_per_batch=items_per_batch)
-        info = {
-            "card": str(card.card_path),
-            "model_path": str(model.path),
-            "bank_path": str(bank.path),
-            "host": socket.gethostname(),
-            **run_times(record),
-            "n_threads": model.n_threads,
-            "n_shared_tokens": len(next(iter(prompts.values())).shared) if prompts else None,
-        }
+        info = _run_info(card, model, bank, record, prompts)
         begin_run(run_dir, pins, info)
         done = done_items(run_dir)
         pending = [it for it in selected if it.index not in done]
@@ -248,40 +237,87 @@ def collect(
             pending = pending[:max_items]
         per_item = 1 if exact else k  # progress: items (exact) or trials
         bar = progress_bar(len(pending) * per_item, progress, unit="item" if exact else "trial")
+        seeds_of = lambda it: item_seeds(it, k, stride=seed_stride, offset=seed_offset, salt=salt)  # noqa: E731
+
+        def write(it, frame: pd.DataFrame) -> None:  # one item's part, then the progress bar
+            atomic_write_bytes(part_path(run_dir, it.index), frame_bytes(frame))
+            bar.update(per_item)
+
         t_sample = time.monotonic()
         try:
             if items_per_batch > 1:
-                by_batch: dict[int, list] = {}
-                for it in bank.items:  # fixed composition: bank index // N, whatever is selected or done
-                    by_batch.setdefault(it.index // items_per_batch, []).append(it)
-                todo = {it.index for it in pending}
-                for key in sorted({it.index // items_per_batch for it in pending}):
-                    members = by_batch[key]
-                    extra = [m for m in members if m.index not in prompts]
-                    if extra:  # batch-mates outside the range: evaluated, not written
-                        prompts.update(render_prompts(card, model, extra, max_tokens=sampling.max_tokens, bank_path=bank.path)[1])
-                    seeds = [item_seeds(m, k, stride=seed_stride, offset=seed_offset, salt=salt) for m in members]
-                    batch = eng.sample_items([prompts[m.index] for m in members], seeds, [m.letters for m in members])
-                    for m, samples in zip(members, batch):
-                        if m.index in todo:
-                            atomic_write_bytes(part_path(run_dir, m.index), frame_bytes(trial_rows(m, samples, label=label, engine=engine)))
-                            bar.update(per_item)
+                render = lambda extra: render_prompts(card, model, extra, max_tokens=sampling.max_tokens, bank_path=bank.path)[1]  # noqa: E731
+                _sample_in_batches(eng, bank, pending, prompts, items_per_batch, seeds_of, render, lambda it, samples: write(it, trial_rows(it, samples, label=label, engine=engine)))
             for it in pending if items_per_batch == 1 else ():
                 if exact:
-                    frame = exact_mod.item_frame(it, eng.item_distribution(prompts[it.index], it.letters))
+                    write(it, exact_mod.item_frame(it, eng.item_distribution(prompts[it.index], it.letters)))
                 else:
-                    samples = eng.sample_item(prompts[it.index], item_seeds(it, k, stride=seed_stride, offset=seed_offset, salt=salt), it.letters)
-                    frame = trial_rows(it, samples, label=label, engine=engine)
-                atomic_write_bytes(part_path(run_dir, it.index), frame_bytes(frame))
-                bar.update(per_item)
+                    write(it, trial_rows(it, eng.sample_item(prompts[it.index], seeds_of(it), it.letters), label=label, engine=engine))
         finally:
             bar.close()
             if hasattr(eng, "close"):
                 eng.close()  # the multi-sequence context, if any (the model stays loaded)
         t_sample = time.monotonic() - t_sample
-        if exact:
-            outputs = lambda parts: dict(zip(("dist.parquet", "items_exact.parquet"), exact_mod.compact(parts)))  # noqa: E731
-        else:
-            outputs = lambda parts: {"trials.parquet": parts}  # noqa: E731
-        n_done = end_run(run_dir, selected, pins, info, per_item=0 if exact else k, outputs=outputs)
+        n_done = end_run(run_dir, selected, pins, info, per_item=0 if exact else k, outputs=_exact_outputs if exact else _trials_outputs)
     return RunResult(run_dir, n_done, 0 if exact else n_done * k, len(pending), time.monotonic() - t0, t_sample)
+
+
+def _exact_args(epsilon: float, max_expansions: int | None) -> tuple[float, int]:
+    """The exact engine's checked pruning threshold and per-item decode budget (default :data:`~bayesrc.collect.exact.DEFAULT_MAX_EXPANSIONS`)."""
+    epsilon = exact_mod.check_epsilon(epsilon)
+    max_expansions = exact_mod.DEFAULT_MAX_EXPANSIONS if max_expansions is None else int(max_expansions)
+    if max_expansions < 1:
+        raise InputError(f"must be >= 1, got {max_expansions}", field="max-expansions")
+    return epsilon, max_expansions
+
+
+def _card_model(card: ModelCard, model: Model | None, *, threads: int | None, label: str) -> Model:
+    """The card's model: loaded here, or the caller's preloaded one once it is checked to be the card's file."""
+    if model is None:
+        return Model(resolve_model(card), n_ctx=card.n_ctx, n_batch=card.n_batch, n_gpu_layers=card.n_gpu_layers, n_threads=threads or card.n_threads, label=label)
+    if model.path.resolve() != resolve_model(card).resolve():
+        raise InputError(f"preloaded model {model.path} is not the card's {card.path}", path=card.card_path)
+    return model
+
+
+def _run_info(card: ModelCard, model: Model, bank: Bank, record: dict | None, prompts: dict[int, Prompt]) -> dict:
+    """The run record's ``info``: where the card, model and bank came from, host, times, threads (not pins)."""
+    return {
+        "card": str(card.card_path),
+        "model_path": str(model.path),
+        "bank_path": str(bank.path),
+        "host": socket.gethostname(),
+        **run_times(record),
+        "n_threads": model.n_threads,
+        "n_shared_tokens": len(next(iter(prompts.values())).shared) if prompts else None,
+    }
+
+
+def _sample_in_batches(eng, bank: Bank, pending: list, prompts: dict[int, Prompt], items_per_batch: int, seeds_of, render, write) -> None:
+    """Sample the pending items ``items_per_batch`` at a time: the batch of bank index // N, whole.
+
+    Batch-mates outside the range or already done are rendered (``render``) and evaluated but
+    not written, so a batch's composition, and with it every trial, never depends on the range,
+    shards or resume points. ``write(item, samples)`` stores one pending item's samples.
+    """
+    by_batch: dict[int, list] = {}
+    for it in bank.items:  # fixed composition: bank index // N, whatever is selected or done
+        by_batch.setdefault(it.index // items_per_batch, []).append(it)
+    todo = {it.index for it in pending}
+    for key in sorted({it.index // items_per_batch for it in pending}):
+        members = by_batch[key]
+        extra = [m for m in members if m.index not in prompts]
+        if extra:  # batch-mates outside the range: evaluated, not written
+            prompts.update(render(extra))
+        batch = eng.sample_items([prompts[m.index] for m in members], [seeds_of(m) for m in members], [m.letters for m in members])
+        for m, samples in zip(members, batch):
+            if m.index in todo:
+                write(m, samples)
+
+
+def _trials_outputs(parts: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    return {"trials.parquet": parts}
+
+
+def _exact_outputs(parts: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    return dict(zip(("dist.parquet", "items_exact.parquet"), exact_mod.compact(parts)))

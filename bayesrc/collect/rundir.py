@@ -14,7 +14,8 @@ Layout of ``runs/NAME/``::
     .lock               held (flock) by the collector; a second collector is refused
 
 Seeds: sample ``k`` of the item at 0-based bank position ``i`` uses
-``seed = salt + seed_offset + i * seed_stride + k``, so shards and resumed runs draw
+``seed = salt + seed_offset + i * seed_stride + k`` (``seed_stride`` by default ``max(10, K)``:
+:func:`seed_stride_for`), so shards and resumed runs draw
 exactly the trials of an uninterrupted run. ``seed_rule="version"`` (default) derives
 ``salt`` from the version's pin (model file, chat template, prompt template and system
 prompt hashes, label; pinned as ``model.seed_salt``), so two versions draw
@@ -44,9 +45,8 @@ from bayesrc.collect.extract import extract
 from bayesrc.data.seeds import SEED_RULES, sample_seeds
 from bayesrc.data.trials import TRIAL_COLUMNS
 from bayesrc.errors import InputError
-from bayesrc.io import atomic_write_bytes, atomic_write_json, read_run_record
+from bayesrc.io import RUN_FORMAT, atomic_write_bytes, atomic_write_json, read_run_record
 
-RUN_FORMAT = "bayesrc-run/1"
 EXTRA_COLUMNS = ("item_index", "thinking", "n_tokens", "finish", "engine")
 _PART = re.compile(r"^item-(\d{6,})\.parquet$")
 
@@ -287,6 +287,24 @@ def read_run_trials(run_dir: str | Path) -> pd.DataFrame:
 
 def progress_bar(total: int, enabled: bool, unit: str = "trial"):
     return tqdm(total=total, unit=unit, disable=not enabled, dynamic_ncols=True, file=sys.stderr, smoothing=0.1)
+
+
+#: the reference study's seed stride (seed = i * 10 + k), kept for every K up to 10
+DEFAULT_SEED_STRIDE = 10
+
+
+def seed_stride_for(k: int, seed_stride: int | None = None) -> int:
+    """The seed stride a run uses: the one given, else ``max(10, K)``.
+
+    K <= 10 keeps the reference study's ``i * 10 + k`` trial for trial; a larger K gets a
+    stride of K, so any K runs without ``--seed-stride`` and no two items share a seed.
+
+    Examples
+    --------
+    >>> seed_stride_for(10), seed_stride_for(40), seed_stride_for(40, 100)
+    (10, 40, 100)
+    """
+    return max(DEFAULT_SEED_STRIDE, int(k)) if seed_stride is None else int(seed_stride)
 
 
 def check_sampling_args(*, k: int, seed_stride: int, temperature: float, seed_rule: str, items_range=None, shard: str | None = None) -> None:

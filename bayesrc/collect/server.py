@@ -247,7 +247,7 @@ def collect_server(
     resume: bool = False,
     items_range: tuple[int, int] | str | None = None,
     shard: str | None = None,
-    seed_stride: int = 10,
+    seed_stride: int | None = None,
     seed_offset: int = 0,
     seed_rule: str = "version",
     top_k: int = 40,
@@ -270,6 +270,7 @@ def collect_server(
     t0 = time.monotonic()
     card = card if isinstance(card, ModelCard) else load_card(card)
     bank = items if isinstance(items, Bank) else load_bank(items)
+    seed_stride = R.seed_stride_for(k, seed_stride)
     R.check_sampling_args(k=k, seed_stride=seed_stride, temperature=temperature, seed_rule=seed_rule, items_range=items_range, shard=shard)
     if concurrency < 1:
         raise InputError(f"must be >= 1, got {concurrency}", field="--concurrency")

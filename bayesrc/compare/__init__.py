@@ -1,5 +1,5 @@
 """The upgrade gate: ``bayesrc compare V1 V2`` for CI (docs/guides/ci_gate.md)."""
 
-from bayesrc.compare.gate import FAIL_ON, CompareResult, compare, markdown_summary
+from bayesrc.compare.gate import EXIT_CODES, FAIL_ON, CompareResult, compare, margin_evidence, markdown_summary
 
-__all__ = ["FAIL_ON", "CompareResult", "compare", "markdown_summary"]
+__all__ = ["EXIT_CODES", "FAIL_ON", "CompareResult", "compare", "margin_evidence", "markdown_summary"]

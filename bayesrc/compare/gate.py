@@ -15,6 +15,27 @@ RCI result (SPEC 2) beside it, and decides what the CI job should do:
 The decision is the Bayesian one; the RCI counts are reported beside it (they carry
 no FDR control, so they never decide). A fit that fails the convergence gate decides
 nothing: the CLI exits 3 (outputs marked ``status = failed``).
+
+**With a margin** (``margin = m``, the CLI's ``--rope`` / ``--min-delta`` / ``--margin``) the
+gate has three outcomes, from the same posterior. The quantities it weighs are the mean
+change over items ``M = mean_i dp_i`` and each item the FDR selection flags in the
+direction(s) ``fail_on`` names (none for ``"aggregate"``); for each, ``P(within)`` is the
+posterior mass inside the margin on the side ``fail_on`` guards:
+
+=================  ====================  ==========================  ======================
+``fail_on``        within                pass (exit 0)               fail (exit 1)
+=================  ====================  ==========================  ======================
+``deteriorated``   ``x >= -m``           no material deterioration   material deterioration
+``changed``        ``|x| <= m``          no material change          material change
+``aggregate``      ``M >= -m`` (only M)  non-inferior                inferior
+=================  ====================  ==========================  ======================
+
+**pass** when every one of them has ``P(within) >= 1 - q`` (with no flagged item: M's
+alone); **fail** when any has ``P(within) <= q`` (at least ``1 - q`` of its mass beyond the
+margin); otherwise **inconclusive** (exit 4): the data can neither show the change to be
+within the margin nor beyond it. ``q < 0.5`` keeps pass and fail apart.
+:func:`bayesrc.classical.noise_from_counts` beside it says whether more items (N) or more
+samples per item (K) would narrow the posterior.
 """
 
 from __future__ import annotations
@@ -28,10 +49,26 @@ import xarray as xr
 
 from bayesrc.bayes import fit
 from bayesrc.classical import reliable_change
+from bayesrc.classical.noise import noise_from_counts, noise_sentence
+from bayesrc.classical.rci import CLASS_LABELS, DETERIORATED, IMPROVED, NO_CHANGE
 from bayesrc.io import atomic_write_text
+from bayesrc.markdown import markdown_table
 from bayesrc.results import Result, register
 
 FAIL_ON = ("deteriorated", "changed", "aggregate")
+
+#: the side of the margin each ``fail_on`` guards: ``"lower"`` (``x >= -m``) or ``"two"`` (``|x| <= m``)
+MARGIN_SIDE = {"deteriorated": "lower", "changed": "two", "aggregate": "lower"}
+
+#: what a pass and a fail mean under a margin, per ``fail_on``
+MARGIN_LABELS = {
+    "deteriorated": ("no material deterioration", "material deterioration"),
+    "changed": ("no material change", "material change"),
+    "aggregate": ("non-inferior", "inferior"),
+}
+
+#: exit status of each decision ("undecided", exit 3: the fit failed its convergence gate)
+EXIT_CODES = {"pass": 0, "fail": 1, "undecided": 3, "inconclusive": 4}
 
 
 @register
@@ -43,6 +80,8 @@ class CompareResult(Result):
     --------
     >>> res = compare(counts, fail_on="deteriorated", q=0.10)  # doctest: +SKIP
     >>> res.exit_code, res.summary()  # doctest: +SKIP
+    >>> res = compare(counts, margin=0.02)  # pass / fail / inconclusive  # doctest: +SKIP
+    >>> res.decision, res.exit_code, res.margin["reasons"], res.noise["k_half"]  # doctest: +SKIP
     """
 
     main_file = "compare.json"
@@ -53,28 +92,55 @@ class CompareResult(Result):
         self.fit = fit  # the BayesFit behind the decision (None for a loaded result)
 
     @classmethod
-    def from_decision(cls, versions: tuple[str, str], fail_on: str, q: float, found: bool, status: str, bayes: dict, classical: dict, items: pd.DataFrame, fit: Any = None) -> CompareResult:
+    def from_decision(
+        cls,
+        versions: tuple[str, str],
+        fail_on: str,
+        q: float,
+        found: bool,
+        status: str,
+        bayes: dict,
+        classical: dict,
+        items: pd.DataFrame,
+        fit: Any = None,
+        *,
+        margin: dict | None = None,
+        noise: dict | None = None,
+    ) -> CompareResult:
         """The result from its parts: ``bayes`` (n_improved, n_deteriorated, expected_false, aggregate), ``classical``
-        (RCI counts, S_diff, aggregate, rule (a)), ``items`` (flagged items first) and the fit."""
-        exit_code = 3 if status != "ok" else (1 if found else 0)
-        payload = {"versions": list(versions), "fail_on": fail_on, "q": q, "found": found, "status": status, "exit_code": exit_code, "bayes": bayes, "classical": classical}
+        (RCI counts, S_diff, aggregate, rule (a)), ``items`` (flagged items first), the fit, the margin
+        evidence (:func:`margin_evidence`, None without a margin) and the noise decomposition."""
+        decision = "undecided" if status != "ok" else margin["decision"] if margin is not None else ("fail" if found else "pass")
+        exit_code = EXIT_CODES.get(decision, 3)
+        payload = {
+            "versions": list(versions), "fail_on": fail_on, "q": q, "found": found, "decision": decision, "status": status, "exit_code": exit_code,
+            "margin": margin, "bayes": bayes, "classical": classical, "noise": noise,
+        }  # fmt: skip
         return cls(payload, {"items": items}, fit=fit)
 
     versions = property(lambda self: tuple(self.payload["versions"]))
     fail_on = property(lambda self: self.payload["fail_on"])
     q = property(lambda self: self.payload["q"])
-    found = property(lambda self: self.payload["found"])
+    found = property(lambda self: self.payload["found"])  # the FDR selection flagged what fail_on names (no margin)
+    margin = property(lambda self: self.payload.get("margin"))  # margin evidence (margin_evidence) or None
+    noise = property(lambda self: self.payload.get("noise"))  # noise decomposition (bayesrc.classical.noise_from_counts) or None
     status = property(lambda self: self.payload["status"])  # "ok" or "failed" (convergence gate)
     bayes = property(lambda self: self.payload["bayes"])  # n_improved, n_deteriorated, expected_false, aggregate {mean, lo90, hi90, p_below_0}
     classical = property(lambda self: self.payload["classical"])  # RCI counts, S_diff, aggregate mean dp with t interval, rule (a)
     items = property(lambda self: self.tables.get("items"))  # flagged items first (bayes class, posterior, RCI class)
 
     @property
-    def exit_code(self) -> int:
-        """0 nothing found, 1 found, 3 fit failed its convergence gate."""
+    def decision(self) -> str:
+        """The decision: "pass", "fail", "inconclusive" (only with a margin) or "undecided" (the fit failed its
+        convergence gate); without a margin "fail" when found."""
         if self.status != "ok":
-            return 3
-        return 1 if self.found else 0
+            return "undecided"
+        return self.payload.get("decision") or ("fail" if self.found else "pass")
+
+    @property
+    def exit_code(self) -> int:
+        """0 pass, 1 fail, 4 inconclusive (margin only), 3 fit failed its convergence gate."""
+        return EXIT_CODES.get(self.decision, 3)
 
     def table_names_on_disk(self, folder: Path) -> dict[str, Path]:
         return {"items": folder / "items.parquet"} if (folder / "items.parquet").is_file() else {}
@@ -92,10 +158,22 @@ class CompareResult(Result):
             ("P(mean dp < 0)", b["aggregate"]["p_below_0"]),
             ("RCI improved", c["improved"]), ("RCI deteriorated", c["deteriorated"]), ("RCI analysable", c["n_analysable"]),
         ]  # fmt: skip
+        m = self.margin
+        if m is not None:
+            rows += [
+                ("margin", m["margin"]),
+                ("decision", "undecided (the fit failed its convergence gate)" if self.status != "ok" else m["label"] if m["decision"] == "inconclusive" else f"{m['decision']}: {m['label']}"),
+                (m["aggregate"]["within_text"], m["aggregate"]["p_within"]),
+            ]
+        nd = self.noise
+        if nd is not None:
+            rows += [("SE of mean dp (observed)", nd["se"]), ("sampling share of its variance", nd["share_sampling"]), ("N to halve it", nd["n_half"]), ("K to halve it", nd["k_half"])]
+        rows.append(("exit code", self.exit_code))
         return pd.DataFrame(rows, columns=["metric", "value"])
 
     def _headline(self) -> str:
-        return f"{self.versions[0]} -> {self.versions[1]}, fail on {self.fail_on}: {'found' if self.found else 'nothing found'} ({self.status})"
+        what = self.margin["label"] if self.margin is not None else ("found" if self.found else "nothing found")
+        return f"{self.versions[0]} -> {self.versions[1]}, fail on {self.fail_on}: {what} ({self.status})"
 
 
 def _num(v: float | None) -> float:
@@ -123,6 +201,134 @@ def decide(fail_on: str, q: float, n_improved: int, n_deteriorated: int, p_below
     raise ValueError(f"fail_on must be one of {FAIL_ON}, got {fail_on!r}")
 
 
+def p_within_margin(draws: np.ndarray, margin: float, side: str) -> np.ndarray:
+    """Posterior mass inside the margin, per column of ``draws`` (shape (draws, quantities)).
+
+    ``side="two"``: ``|x| <= margin``; ``"lower"``: ``x >= -margin`` (not materially worse).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> x = np.array([[-0.03, 0.0], [-0.01, 0.05], [0.01, 0.01], [0.03, -0.01]])
+    >>> p_within_margin(x, 0.02, "two").tolist(), p_within_margin(x, 0.02, "lower").tolist()
+    ([0.5, 0.75], [0.75, 1.0])
+    """
+    x = np.asarray(draws, float)
+    if side == "two":
+        return (np.abs(x) <= margin).mean(axis=0)
+    if side == "lower":
+        return (x >= -margin).mean(axis=0)
+    raise ValueError(f"side must be 'two' or 'lower', got {side!r}")
+
+
+def three_way(p_within: np.ndarray, q: float) -> str:
+    """ "pass" if every ``P(within) >= 1 - q``, "fail" if any ``<= q``, else "inconclusive".
+
+    Examples
+    --------
+    >>> three_way([0.99, 0.95], 0.10), three_way([0.99, 0.04], 0.10), three_way([0.99, 0.5], 0.10)
+    ('pass', 'fail', 'inconclusive')
+    """
+    p = np.asarray(p_within, float)
+    if np.any(p <= q):
+        return "fail"
+    return "pass" if np.all(p >= 1.0 - q) else "inconclusive"
+
+
+def within_text(side: str, margin: float, what: str = "mean dp") -> str:
+    """The event ``P(within)`` measures, in words (``"|mean dp| <= 0.02"``, ``"mean dp >= -0.02"``).
+
+    Examples
+    --------
+    >>> within_text("two", 0.02), within_text("lower", 0.02, "dp")
+    ('P(|mean dp| <= 0.02)', 'P(dp >= -0.02)')
+    """
+    return f"P(|{what}| <= {margin:g})" if side == "two" else f"P({what} >= -{margin:g})"
+
+
+def margin_evidence(dp_draws: np.ndarray, classes: np.ndarray, item_ids: np.ndarray, *, fail_on: str, margin: float, q: float) -> dict:
+    """The three-way decision under a margin (module docstring) and the evidence behind it.
+
+    Parameters
+    ----------
+    dp_draws : posterior draws of every item's dp, shape (draws, items).
+    classes : the FDR selection's class per item ("improved", "deteriorated", "no_change").
+    item_ids : the items' ids (same order).
+    fail_on, margin, q : the gate's settings.
+
+    Returns
+    -------
+    dict
+        ``margin``, ``side``, ``decision`` ("pass" / "fail" / "inconclusive"), ``label`` (what it
+        means for ``fail_on``), ``aggregate`` (``p_within`` of M on the guarded side, ``p_abs_within``,
+        ``p_below``, ``p_above`` the margin, ``within_text``), ``items`` (the flagged items
+        weighed, least within first: ``item_id``, ``bayes_class``, ``p_within``) and ``reasons``
+        (sentences for the summary).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> dp = rng.normal(0.0, 0.002, size=(1000, 50))   # every item within 0.02 of no change
+    >>> ev = margin_evidence(dp, np.array(["no_change"] * 50), np.arange(50).astype(str), fail_on="changed", margin=0.02, q=0.1)
+    >>> ev["decision"], ev["label"], ev["aggregate"]["p_within"]
+    ('pass', 'no material change', 1.0)
+    """
+    if fail_on not in FAIL_ON:
+        raise ValueError(f"fail_on must be one of {FAIL_ON}, got {fail_on!r}")
+    side = MARGIN_SIDE[fail_on]
+    x = np.asarray(dp_draws, float)
+    m = x.mean(axis=1)
+    classes = np.asarray(classes, dtype=object)
+    weighed = {"deteriorated": classes == DETERIORATED, "changed": classes != NO_CHANGE, "aggregate": np.zeros(classes.size, bool)}[fail_on]
+    p_items = p_within_margin(x[:, weighed], margin, side)
+    agg = {
+        "p_within": float(p_within_margin(m[:, None], margin, side)[0]), "p_abs_within": float(np.mean(np.abs(m) <= margin)),
+        "p_below": float(np.mean(m < -margin)), "p_above": float(np.mean(m > margin)), "within_text": within_text(side, margin),
+    }  # fmt: skip
+    order = np.argsort(p_items, kind="stable")
+    items = [{"item_id": str(i), "bayes_class": str(c), "p_within": float(p)} for i, c, p in zip(np.asarray(item_ids)[weighed][order], classes[weighed][order], p_items[order])]
+    decision = three_way(np.concatenate([[agg["p_within"]], p_items]), q)
+    label = {"pass": MARGIN_LABELS[fail_on][0], "fail": MARGIN_LABELS[fail_on][1], "inconclusive": "inconclusive"}[decision]
+    ev = {"margin": float(margin), "side": side, "decision": decision, "label": label, "aggregate": agg, "items": items}
+    return ev | {"reasons": margin_reasons(ev, fail_on, q)}
+
+
+def margin_reasons(ev: dict, fail_on: str, q: float) -> list[str]:
+    """Why the margin decision came out as it did, one sentence per quantity that decided it.
+
+    Examples
+    --------
+    >>> ev = {"margin": 0.02, "side": "lower", "decision": "inconclusive", "items": [],
+    ...       "aggregate": {"p_within": 0.87, "within_text": "P(mean dp >= -0.02)"}}
+    >>> margin_reasons(ev, "deteriorated", 0.1)
+    ['P(mean dp >= -0.02) = 0.870: neither >= 0.90 (within the margin) nor <= 0.10 (beyond it)', 'no item flagged deteriorated']
+    """
+    hi, lo = 1.0 - q, q
+    a, items = ev["aggregate"], ev["items"]
+    item_event = within_text(ev["side"], ev["margin"], "dp")
+
+    def verdict(p: float) -> str:
+        if p >= hi:
+            return f">= {hi:.2f} (within the margin)"
+        if p <= lo:
+            return f"<= {lo:.2f} (beyond the margin)"
+        return f"neither >= {hi:.2f} (within the margin) nor <= {lo:.2f} (beyond it)"
+
+    out = [f"{a['within_text']} = {a['p_within']:.3f}: {verdict(a['p_within'])}"]
+    if fail_on == "aggregate":
+        return out + ["items are not weighed (--fail-on aggregate: non-inferiority of the mean)"]
+    kind = "deteriorated" if fail_on == "deteriorated" else "changed (either direction)"
+    if not items:
+        return out + [f"no item flagged {kind}"]
+    worst = items[0]
+    out.append(f"{len(items)} item(s) flagged {kind}; the least within: {worst['item_id']} ({worst['bayes_class']}), {item_event} = {worst['p_within']:.3f}: {verdict(worst['p_within'])}")
+    n_beyond = sum(it["p_within"] <= lo for it in items)
+    if n_beyond > 1:
+        out.append(f"{n_beyond} flagged item(s) beyond the margin")
+    return out
+
+
 def compare(
     counts: xr.Dataset,
     *,
@@ -133,6 +339,7 @@ def compare(
     min_ess: float = 400.0,
     max_divergences: int = 0,
     escalate: bool = True,
+    margin: float | None = None,
 ) -> CompareResult:
     """Fit the change model to a version pair and decide the gate.
 
@@ -144,6 +351,8 @@ def compare(
     q : Bayesian FDR level of the item selection, and the tail level of the aggregate rule.
     config : :class:`bayesrc.bayes.SamplerConfig` (default: its defaults).
     escalate : after a failed gate, sample again with longer warm-up (:func:`bayesrc.bayes.fit`).
+    margin : a practical margin on dp (e.g. 0.02): the three-way decision of the module
+        docstring (pass / fail / inconclusive, exit 0 / 1 / 4); None: found / not found.
 
     Examples
     --------
@@ -157,6 +366,8 @@ def compare(
         raise ValueError(f"fail_on must be one of {FAIL_ON}, got {fail_on!r}")
     if not 0 < q < 1:
         raise ValueError(f"q must be in (0, 1), got {q}")
+    if margin is not None and not (0 < margin < 1 and q < 0.5):
+        raise ValueError(f"a margin needs 0 < margin < 1 and q < 0.5, got margin {margin}, q {q}")
     res = fit(counts, model="change", collapsed=True, config=config, rule="fdr", fdr=q,
               max_rhat=max_rhat, min_ess=min_ess, max_divergences=max_divergences, escalate=escalate,
               rci_kwargs={"n_splits": 200, "n_permutations": 200})  # fmt: skip
@@ -176,11 +387,56 @@ def compare(
     }  # fmt: skip
     found = decide(fail_on, q, bayes["n_improved"], bayes["n_deteriorated"], agg["p_below_0"])
     items = res.items.copy()
-    rank = items["bayes_class"].map({"deteriorated": 0, "improved": 1}).fillna(2)
+    rank = items["bayes_class"].map({DETERIORATED: 0, IMPROVED: 1}).fillna(2)
     items = items.assign(_r=rank, _p=-np.maximum(items["p_improve"], items["p_deteriorate"])).sort_values(["_r", "_p"], kind="stable")
     items = items.drop(columns=["_r", "_p"]).reset_index(drop=True)
     versions = tuple(map(str, res.params["versions"]))
-    return CompareResult.from_decision(versions, fail_on, q, bool(found), res.status, bayes, classical, items, res)
+    ev = None
+    if margin is not None:
+        ev = margin_evidence(dp.reshape(-1, dp.shape[-1]), res.items["bayes_class"].to_numpy(dtype=object), res.items["item_id"].to_numpy(), fail_on=fail_on, margin=margin, q=q)
+    noise = noise_from_counts(counts, versions)
+    return CompareResult.from_decision(versions, fail_on, q, bool(found), res.status, bayes, classical, items, res, margin=ev, noise=noise)
+
+
+def _verdict(res: CompareResult) -> str:
+    """The summary's first words: undecided (exit 3), the margin's decision (exit 0 / 1 / 4), found (exit 1) or nothing found (exit 0)."""
+    if res.status != "ok":
+        return "⚠️ **inconclusive**: the posterior fit failed its convergence gate (exit 3); rerun with more draws"
+    if res.margin is not None:
+        mark = {"pass": "✅", "fail": "❌", "inconclusive": "❔"}[res.decision]
+        return f"{mark} **{res.margin['label']}** (exit {res.exit_code}; margin {res.margin['margin']:g})"
+    if res.found:
+        return f"❌ **{ {'deteriorated': 'deteriorated items found', 'changed': 'changed items found', 'aggregate': 'aggregate accuracy dropped'}[res.fail_on] }** (exit 1)"
+    return f"✅ **no {'deteriorated items' if res.fail_on == 'deteriorated' else 'changed items' if res.fail_on == 'changed' else 'credible aggregate drop'}** (exit 0)"
+
+
+def _counts_table(res: CompareResult) -> str:
+    """Both methods' counts side by side: the Bayesian one decides, the RCI is shown beside it."""
+    b, c = res.bayes, res.classical
+    rows = [
+        [f"Bayesian change model (FDR q = {res.q:g})", b["n_improved"], b["n_deteriorated"], f"expected false discoveries {_num(b['expected_false']):.2f}"],
+        [f"Classical RCI (z = {c['z']:g}, no FDR control)", c["improved"], c["deteriorated"], f"{c['n_analysable']} of {c['n_items']} items analysable; rule (a): {c['min_valid_rule']}"],
+    ]
+    return markdown_table(["", CLASS_LABELS[IMPROVED], CLASS_LABELS[DETERIORATED], "notes"], rows, align="lrrl")
+
+
+def _aggregate_line(res: CompareResult) -> str:
+    """The mean accuracy change: posterior with its 90% interval, classical with its 95% CI."""
+    c, a = res.classical, res.bayes["aggregate"]
+    return (
+        f"Mean accuracy change over {c['n_items']} items: {a['mean']:+.3f} (90% credible interval {a['lo90']:+.3f} to {a['hi90']:+.3f}; "
+        f"P(drop) = {a['p_below_0']:.3f}); classical {c['aggregate']['mean_delta']:+.3f} "
+        f"(95% CI {c['aggregate']['ci95'][0]:+.3f} to {c['aggregate']['ci95'][1]:+.3f})."
+    )
+
+
+def _flagged_table(flagged: pd.DataFrame) -> str:
+    """One row per flagged item: class, Δp with its 90% interval, P(direction), the RCI's class."""
+    rows = [
+        [r["item_id"], r["domain"], r["bayes_class"], f"{r['dp_mean']:+.2f} ({r['dp_lo90']:+.2f}, {r['dp_hi90']:+.2f})", f"{max(r['p_improve'], r['p_deteriorate']):.3f}", r["rci_class"]]
+        for _, r in flagged.iterrows()
+    ]
+    return markdown_table(["item", "domain", "class", "Δp (90% CrI)", "P(direction)", "RCI class"], rows, align="llllrl")
 
 
 def markdown_summary(res: CompareResult, *, max_items: int = 10) -> str:
@@ -190,39 +446,32 @@ def markdown_summary(res: CompareResult, *, max_items: int = 10) -> str:
     --------
     >>> print(markdown_summary(compare(counts)))  # a pull-request comment  # doctest: +SKIP
     """
-    b, c, a = res.bayes, res.classical, res.bayes["aggregate"]
     v1, v2 = res.versions
-    if res.status != "ok":
-        verdict = "⚠️ **inconclusive**: the posterior fit failed its convergence gate (exit 3); rerun with more draws"
-    elif res.found:
-        verdict = f"❌ **{ {'deteriorated': 'deteriorated items found', 'changed': 'changed items found', 'aggregate': 'aggregate accuracy dropped'}[res.fail_on] }** (exit 1)"
-    else:
-        verdict = f"✅ **no {'deteriorated items' if res.fail_on == 'deteriorated' else 'changed items' if res.fail_on == 'changed' else 'credible aggregate drop'}** (exit 0)"
-    lines = [
-        f"### bayesrc compare: `{v1}` → `{v2}`",
-        "",
-        f"{verdict} — gate `--fail-on {res.fail_on}`, q = {res.q:g}.",
-        "",
-        "| | improved | deteriorated | notes |",
-        "|---|---:|---:|---|",
-        f"| Bayesian change model (FDR q = {res.q:g}) | {b['n_improved']} | {b['n_deteriorated']} | expected false discoveries {_num(b['expected_false']):.2f} |",
-        f"| Classical RCI (z = {c['z']:g}, no FDR control) | {c['improved']} | {c['deteriorated']} | {c['n_analysable']} of {c['n_items']} items analysable; rule (a): {c['min_valid_rule']} |",
-        "",
-        (
-            f"Mean accuracy change over {c['n_items']} items: {a['mean']:+.3f} (90% credible interval {a['lo90']:+.3f} to {a['hi90']:+.3f}; "
-            f"P(drop) = {a['p_below_0']:.3f}); classical {c['aggregate']['mean_delta']:+.3f} "
-            f"(95% CI {c['aggregate']['ci95'][0]:+.3f} to {c['aggregate']['ci95'][1]:+.3f})."
-        ),
-    ]
-    flagged = res.items[res.items["bayes_class"] != "no_change"].head(max_items)
+    gate = f" `--rope {res.margin['margin']:g}`" if res.margin is not None else ""
+    lines = [f"### bayesrc compare: `{v1}` → `{v2}`", "", f"{_verdict(res)} — gate `--fail-on {res.fail_on}`{gate}, q = {res.q:g}.", "", *margin_lines(res)]
+    lines += [_counts_table(res), "", _aggregate_line(res)]
+    if res.noise is not None:
+        lines += ["", f"Noise: {noise_sentence(res.noise)}"]
+    flagged = res.items[res.items["bayes_class"] != NO_CHANGE].head(max_items)
     if len(flagged):
-        lines += ["", f"<details><summary>Flagged items (first {len(flagged)})</summary>", "",
-                  "| item | domain | class | Δp (90% CrI) | P(direction) | RCI class |", "|---|---|---|---|---:|---|"]  # fmt: skip
-        for _, r in flagged.iterrows():
-            pdir = max(r["p_improve"], r["p_deteriorate"])
-            lines.append(f"| {r['item_id']} | {r['domain']} | {r['bayes_class']} | {r['dp_mean']:+.2f} ({r['dp_lo90']:+.2f}, {r['dp_hi90']:+.2f}) | {pdir:.3f} | {r['rci_class']} |")
-        lines += ["", "</details>"]
-    d = b["diagnostics"]
+        lines += ["", f"<details><summary>Flagged items (first {len(flagged)})</summary>", "", _flagged_table(flagged), "", "</details>"]
+    d = res.bayes["diagnostics"]
     fit_line = f"<sub>Fit: max R-hat {_num(d.get('max_rhat')):.3f}, min ESS bulk {_num(d.get('min_ess_bulk')):.0f}, {d.get('divergences', 0)} divergences; status {res.status}.</sub>"
     lines += ["", fit_line, ""]
     return "\n".join(lines)
+
+
+def margin_lines(res: CompareResult) -> list[str]:
+    """The margin decision's reasons as Markdown bullets (nothing without a margin, or after a failed fit).
+
+    Examples
+    --------
+    >>> print("\\n".join(margin_lines(compare(counts, margin=0.02))))  # doctest: +SKIP
+    """
+    m = res.margin
+    if m is None or res.status != "ok":
+        return []
+    weighed = "the mean change has" if res.fail_on == "aggregate" else "the mean change and every flagged item have"
+    within = f"|Δp| ≤ {m['margin']:g}" if m["side"] == "two" else f"Δp ≥ −{m['margin']:g}"
+    rule = f"Within the margin means {within}; pass when {weighed} posterior mass ≥ {1 - res.q:.2f} within it, fail when {'it' if res.fail_on == 'aggregate' else 'any'} has ≤ {res.q:.2f}, otherwise inconclusive. Why:"
+    return [rule, "", *[f"- {r}" for r in m["reasons"]], ""]

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from bayesrc.errors import InputError
-from bayesrc.io import atomic_write_json, read_parquet, read_run_record, staged_output
+from bayesrc.io import RUN_FORMAT, atomic_write_json, read_parquet, read_run_record, staged_output
 
 ITEM_FIELDS = ("item_id", "domain", "p_correct", "p_missing", "p_unresolved", "n_expanded")
 DIST_FIELDS = ("item_id", "domain", "answer", "prob", "is_correct")
@@ -100,8 +100,38 @@ def _check_prob(df: pd.DataFrame, col: str, path: Path) -> None:
         raise InputError(f"expected a probability in [0, 1], got {df[col].iloc[i]!r}", path=path, line=i + 1, field=col)
 
 
+def _exact_root(run: str | Path) -> Path:
+    """The run directory of ``run`` (a directory or one of its files), refusing what is not an exact run."""
+    root = Path(run)
+    if root.is_file():
+        root = root.parent
+    if not root.is_dir():
+        raise InputError("not a run directory", path=root)
+    if (root / "trials.parquet").is_file() and not (root / "items_exact.parquet").is_file():
+        raise InputError("is a K-sample trials run, not an exact run: an exact run is needed (collect one with `bayesrc collect --engine exact`)", path=root / "trials.parquet")
+    for name in ("items_exact.parquet", "dist.parquet"):
+        if not (root / name).is_file() and _collected_exact(root):
+            # collect --engine exact writes its per-item parts first and these two files last
+            raise InputError(f"exact run has no {name} (not complete: resume it with --resume)", path=root)
+    return root
+
+
+def _collected_exact(root: Path) -> bool:
+    """True if ``root/run.json`` pins the exact engine (a malformed record counts as no)."""
+    try:
+        record = read_run_record(root)
+    except InputError:
+        return False
+    pins = record.get("pins") if isinstance(record, dict) else None
+    return isinstance(pins, dict) and pins.get("runtime.engine") == "exact"
+
+
 def load_exact(run: str | Path) -> ExactRun:
     """Read an exact run directory (see module docstring); bad files raise :class:`InputError`.
+
+    The one reader of exact runs, whether collected (``bayesrc collect --engine exact``),
+    bundled or written by :func:`write_exact_run`. ``run`` may also name one of its files.
+    A trials run, or a collected exact run that has not completed, is an :class:`InputError`.
 
     Examples
     --------
@@ -110,13 +140,7 @@ def load_exact(run: str | Path) -> ExactRun:
     >>> run.items[["item_id", "p", "correct_answer"]].shape
     (300, 3)
     """
-    root = Path(run)
-    if root.is_file():
-        root = root.parent
-    if not root.is_dir():
-        raise InputError("not a run directory", path=root)
-    if (root / "trials.parquet").is_file() and not (root / "items_exact.parquet").is_file():
-        raise InputError("a sampled (trials) run where an exact run is needed; collect with --engine exact", path=root / "trials.parquet")
+    root = _exact_root(run)
     items_p, dist_p = root / "items_exact.parquet", root / "dist.parquet"
     items = _read(items_p, ITEM_FIELDS)
     dist = _read(dist_p, DIST_FIELDS)
@@ -281,5 +305,5 @@ def write_exact_run(path: str | Path, dist: pd.DataFrame, *, label: str, p_unres
     with staged_output(path) as stage:
         pd.DataFrame(rows).to_parquet(stage / "items_exact.parquet", index=False)
         d.to_parquet(stage / "dist.parquet", index=False)
-        atomic_write_json(stage / "run.json", {"format": "bayesrc-run/1", "status": "complete", "pins": {"model.label": label, "engine": "exact", **(pins or {})}})
+        atomic_write_json(stage / "run.json", {"format": RUN_FORMAT, "status": "complete", "pins": {"model.label": label, "engine": "exact", **(pins or {})}})
     return Path(path)

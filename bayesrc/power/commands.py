@@ -46,7 +46,7 @@ def run_power(args: argparse.Namespace) -> int:
     from bayesrc.data import load_counts
     from bayesrc.errors import InputError
     from bayesrc.io import atomic_write_text, staged_output
-    from bayesrc.power.report import leaderboard_report, scores_from_counts
+    from bayesrc.power.report import leaderboard_noise, leaderboard_report, scores_from_counts
 
     if len(args.scores) < 2:
         raise InputError("need at least two SCORES files (one per model)", path=args.scores[0], field="SCORES")
@@ -61,6 +61,7 @@ def run_power(args: argparse.Namespace) -> int:
     info.update(sources=[str(s) for s in args.scores], cluster_by=None if args.cluster_by == "none" else args.cluster_by)
     clusters = domain.to_numpy() if args.cluster_by == "domain" else None
     lb = leaderboard_report(scores, clusters, alpha=args.alpha, power=args.power, comparisons=args.comparisons, anytime=args.anytime, binary=info["binary"], info=info)
+    lb.noise = leaderboard_noise(counts, lb, scores.index)  # K vs N (empty for single-shot scores)
     table = lb.to_frame()
     markdown = lb.to_markdown()
     with staged_output(args.out) as stage:
@@ -69,6 +70,10 @@ def run_power(args: argparse.Namespace) -> int:
         atomic_write_text(stage / "pairs.csv", table.to_csv(index=False))
     print(table[["rank", "pair", "n", "delta", "n_star", "q", "p_exact", "resolved_fixed_n"]].to_string(index=False))
     print(lb.summary().to_string(index=False))
+    from bayesrc.classical.noise import noise_sentence
+
+    for r in lb.noise:
+        print(f"noise, {r['name_a']} vs {r['name_b']}: {noise_sentence(r)}")
     print(f"wrote {args.out / 'power.json'} and {args.out / 'power.md'}")
     return 0
 

@@ -34,6 +34,7 @@ import pandas as pd
 
 from bayesrc.classical import reliable_change
 from bayesrc.classical.calibration import binomial_s_diff
+from bayesrc.classical.rci import DETERIORATED, IMPROVED
 from bayesrc.data import item_counts, item_truth, simulate_pair
 from bayesrc.io import atomic_write_json, atomic_write_text
 from bayesrc.markdown import markdown_table
@@ -103,8 +104,8 @@ def simulate_cell(
     items = rci.to_frame().set_index("item_id").loc[truth["item_id"]]
     changed = truth["changed"].to_numpy()
     cls = items["class"].to_numpy()
-    hit = cls == "improved"
-    flagged = (cls == "improved") | (cls == "deteriorated")
+    hit = cls == IMPROVED
+    flagged = (cls == IMPROVED) | (cls == DETERIORATED)
     analysable = ~items["excluded"].to_numpy(bool)
     expected = rci_detection_probability(truth["p_v1"].to_numpy()[changed], truth["p_v2"].to_numpy()[changed], k, None if s_diff == "binomial" else rci.s_diff, z)
     d = items["p_v2"].to_numpy() - items["p_v1"].to_numpy()

@@ -25,6 +25,7 @@ import xarray as xr
 from numpy.typing import ArrayLike
 from scipy import stats
 
+from bayesrc.classical.noise import noise_from_counts
 from bayesrc.classical.secondary import mcnemar
 from bayesrc.errors import InputError
 from bayesrc.markdown import markdown_table
@@ -280,63 +281,25 @@ def resolution_report(
     n = xa.size
     k = float(an.z_sum(alpha, power))
     d = xa - xb
-    pa, pb = float(xa.mean()), float(xb.mean())
-    delta = pa - pb
-    var_d = float(np.mean(d**2) - np.mean(d) ** 2)  # ddof = 0, the plug-in of sigma_D^2
     notes: list[str] = []
-    sa, sb = xa.std(), xb.std()
-    rho = float(np.mean((xa - pa) * (xb - pb)) / (sa * sb)) if sa > 0 and sb > 0 else float("nan")
-    if not np.isfinite(rho):
-        notes.append("one model's scores are constant: rho is undefined (N* uses the observed variance of the difference)")
+    pa, pb, var_d, rho = _paired_moments(xa, xb, notes)
+    delta = pa - pb
     n_star = float(an._n_star(np.asarray(var_d), np.asarray(delta), np.asarray(k)))
     if delta == 0:
         notes.append("observed delta = 0: N* is infinite, no finite benchmark resolves this pair (q = 0)")
-    q = 0.0 if not np.isfinite(n_star) else (np.inf if n_star == 0 else n / n_star)
-
-    p_mean = (pa + pb) / 2
-    if binary and 0 < p_mean < 1 and np.isfinite(rho):
-        mde = float(an.mde(n, p_mean, rho, alpha, power))
-    else:  # fixed-variance MDE for continuous scores (or a degenerate binary pair)
-        mde = k * np.sqrt(var_d / n) if var_d > 0 else float("nan")
-
-    if binary:
-        b, c = int(np.sum((xa == 1) & (xb == 0))), int(np.sum((xa == 0) & (xb == 1)))
-        mc = mcnemar(b, c)
-        p_exact, p_asym, p_t = float(mc.p_exact), float(mc.p_asymptotic), None
-    else:
-        b = c = None
-        p_exact = p_asym = None
-        p_t = float(stats.ttest_rel(xa, xb).pvalue) if var_d > 0 else 1.0
-
-    def stressed(inflation: float) -> tuple[float, float, bool]:
-        ns = n_star * inflation
-        qq = 0.0 if not np.isfinite(ns) else n / ns if ns > 0 else np.inf
-        return ns, qq, bool(qq >= 1)
-
+    q = _stressed(n_star, n, 1.0)[1]
+    mde = _mde(n, (pa + pb) / 2, rho, var_d, k, alpha, power, binary)
+    b, c, p_exact, p_asym, p_t = _paired_tests(xa, xb, var_d, binary)
     comparisons = int(comparisons)
     multiplicity = {}
     for method in an.MULTIPLICITY_METHODS:
-        a_adj = float(an.adjusted_alpha(comparisons, method, alpha, rank))
         infl = float(an.multiplicity_inflation(comparisons, method, alpha, power, rank))
-        ns, qq, ok = stressed(infl)
-        multiplicity[method] = dict(alpha=a_adj, inflation=infl, n_star=ns, q=qq, resolved=ok)
-
-    n_clusters = icc = de = None
-    if clusters is not None:
-        g = np.asarray(clusters).ravel()
-        if g.size != n:
-            raise InputError(f"{g.size} cluster labels for {n} items", path=names[0], field="clusters")
-        n_clusters = int(np.unique(g).size)
-        if n_clusters >= 2:
-            icc = cluster_icc_safe(d, g)
-            de = float(an.design_effect(icc, np.unique(g, return_counts=True)[1], mean=cluster_mean))
-        else:
-            notes.append("one cluster only: the design effect is not estimable")
-
-    u = float(an.anytime_boundary(n, alpha, anytime))  # tuned at this N (normal mixture)
+        ns, qq, ok = _stressed(n_star, n, infl)
+        multiplicity[method] = dict(alpha=float(an.adjusted_alpha(comparisons, method, alpha, rank)), inflation=infl, n_star=ns, q=qq, resolved=ok)
+    n_clusters, icc, de = _clustering(clusters, d, names, cluster_mean, notes)
     infl_av = float(an.anytime_inflation(n, alpha, power, anytime))
-    ns, qq, ok = stressed(infl_av)
-    any_d = dict(method=anytime, u=u, inflation=infl_av, n_star=ns, q=qq, resolved=ok)
+    ns, qq, ok = _stressed(n_star, n, infl_av)
+    any_d = dict(method=anytime, u=float(an.anytime_boundary(n, alpha, anytime)), inflation=infl_av, n_star=ns, q=qq, resolved=ok)  # u: tuned at this N
 
     return PairResolution(
         name_a=names[0],
@@ -366,6 +329,59 @@ def resolution_report(
         anytime=any_d,
         notes=notes,
     )
+
+
+def _paired_moments(xa: np.ndarray, xb: np.ndarray, notes: list[str]) -> tuple[float, float, float, float]:
+    """Both accuracies, the plug-in variance of the difference (ddof = 0) and the correlation
+    (NaN, with a note, when one model's scores are constant)."""
+    d = xa - xb
+    pa, pb = float(xa.mean()), float(xb.mean())
+    var_d = float(np.mean(d**2) - np.mean(d) ** 2)  # ddof = 0, the plug-in of sigma_D^2
+    sa, sb = xa.std(), xb.std()
+    rho = float(np.mean((xa - pa) * (xb - pb)) / (sa * sb)) if sa > 0 and sb > 0 else float("nan")
+    if not np.isfinite(rho):
+        notes.append("one model's scores are constant: rho is undefined (N* uses the observed variance of the difference)")
+    return pa, pb, var_d, rho
+
+
+def _stressed(n_star: float, n: int, inflation: float) -> tuple[float, float, bool]:
+    """N* inflated by a stress test, the resulting q = N / N* and whether the pair is still resolved."""
+    ns = n_star * inflation
+    qq = 0.0 if not np.isfinite(ns) else n / ns if ns > 0 else np.inf
+    return ns, qq, bool(qq >= 1)
+
+
+def _mde(n: int, p_mean: float, rho: float, var_d: float, k: float, alpha: float, power: float, binary: bool) -> float:
+    """The minimum detectable effect: the paired-binary formula, or the fixed-variance one for
+    continuous scores (or a degenerate binary pair)."""
+    if binary and 0 < p_mean < 1 and np.isfinite(rho):
+        return float(an.mde(n, p_mean, rho, alpha, power))
+    return k * np.sqrt(var_d / n) if var_d > 0 else float("nan")
+
+
+def _paired_tests(xa: np.ndarray, xb: np.ndarray, var_d: float, binary: bool) -> tuple:
+    """``(b, c, p_exact, p_asymptotic, p_paired_t)``: McNemar on the discordant counts for
+    binary scores, the paired t-test otherwise (the other fields None)."""
+    if binary:
+        b, c = int(np.sum((xa == 1) & (xb == 0))), int(np.sum((xa == 0) & (xb == 1)))
+        mc = mcnemar(b, c)
+        return b, c, float(mc.p_exact), float(mc.p_asymptotic), None
+    return None, None, None, None, float(stats.ttest_rel(xa, xb).pvalue) if var_d > 0 else 1.0
+
+
+def _clustering(clusters: ArrayLike | None, d: np.ndarray, names: tuple[str, str], cluster_mean: str, notes: list[str]) -> tuple:
+    """``(n_clusters, icc, design_effect)`` of the score differences ``d`` (None where not estimable)."""
+    if clusters is None:
+        return None, None, None
+    g = np.asarray(clusters).ravel()
+    if g.size != d.size:
+        raise InputError(f"{g.size} cluster labels for {d.size} items", path=names[0], field="clusters")
+    n_clusters = int(np.unique(g).size)
+    if n_clusters < 2:
+        notes.append("one cluster only: the design effect is not estimable")
+        return n_clusters, None, None
+    icc = cluster_icc_safe(d, g)
+    return n_clusters, icc, float(an.design_effect(icc, np.unique(g, return_counts=True)[1], mean=cluster_mean))
 
 
 def cluster_icc_safe(d: np.ndarray, clusters: np.ndarray) -> float:
@@ -431,6 +447,7 @@ class LeaderboardResolution:
     ranking: pd.DataFrame  # rank, model, accuracy
     pairs: list[PairResolution]
     info: dict = field(default_factory=dict)
+    noise: list[dict] = field(default_factory=list)  # per pair: K vs N noise of the mean-accuracy difference (leaderboard_noise)
 
     def to_frame(self) -> pd.DataFrame:
         """One row per adjacent pair (rank r vs r + 1): figures and verdict per paradigm."""
@@ -458,6 +475,7 @@ class LeaderboardResolution:
             "ranking": self.ranking.to_dict(orient="records"),
             "unresolved": self.summary().to_dict(orient="records"),
             "pairs": [p.to_dict() for p in self.pairs],
+            **({"noise": self.noise} if self.noise else {}),
         }
 
     def to_result(self):
@@ -532,6 +550,34 @@ def leaderboard_report(
     return LeaderboardResolution(ranking=ranking, pairs=pairs, info=dict(info or {}, comparisons=m, alpha=alpha, power=power, anytime=anytime))
 
 
+def leaderboard_noise(counts: xr.Dataset, lb: LeaderboardResolution, items: ArrayLike | None = None) -> list[dict]:
+    """Noise decomposition (:func:`bayesrc.classical.noise_decomposition`) of every adjacent pair's
+    mean-accuracy difference (A - B, per-item accuracy ``y / n``), from the K samples per item.
+
+    ``items``: the items analysed (default all). Empty when no item has two answers in both
+    versions (single-shot scores: the within-item variance is not estimable).
+
+    Examples
+    --------
+    >>> from bayesrc.data import item_counts, simulate_pair
+    >>> sim = simulate_pair(300, 10, seed=1)
+    >>> counts = item_counts(sim.trials_v1, sim.trials_v2)
+    >>> scores, _, _ = scores_from_counts(counts)
+    >>> rows = leaderboard_noise(counts, leaderboard_report(scores))
+    >>> [(r["name_a"], r["n_half"]) for r in rows]
+    [('model-v2', 600)]
+    """
+    sub = counts if items is None else counts.sel(item=list(items))
+    out = []
+    for p in lb.pairs:
+        try:
+            nd = noise_from_counts(sub, (str(p.name_b), str(p.name_a)))  # D = A - B, as the pair's delta
+        except InputError:
+            return []
+        out.append({"name_a": str(p.name_a), "name_b": str(p.name_b), **{k: v for k, v in nd.items() if k != "versions"}})
+    return out
+
+
 # ---------------------------------------------------------------------------
 # Markdown
 # ---------------------------------------------------------------------------
@@ -598,6 +644,23 @@ def render_markdown(lb: LeaderboardResolution) -> str:
         "",
         markdown_table(["paradigm", "unresolved", "pairs"], [[r.paradigm, r.unresolved, r.pairs] for r in lb.summary().itertuples()], cell=_md_cell),
     ]
+    if lb.noise:
+        parts += [
+            "",
+            "## Noise: more samples (K) or more items (N)?",
+            "",
+            "Variance of the mean-accuracy difference (per-item accuracy over the K samples), split by the law of total variance into "
+            "sampling within items and the item set; the N and K that would halve it (K: none when item-set noise is half or more).",
+            "",
+            markdown_table(
+                ["pair", "N", "K", "SE", "sampling share", "item-set share", "N to halve", "K to halve"],
+                [
+                    [f"{r['name_a']} vs {r['name_b']}", r["n_items"], r["k"], r["se"], r["share_sampling"], r["share_items"], r["n_half"], r["k_half"] if r["k_half"] is not None else "none"]
+                    for r in lb.noise
+                ],
+                cell=_md_cell,
+            ),
+        ]
     notes = [f"- {p.name_a} vs {p.name_b}: {n}" for p in lb.pairs for n in p.notes]
     if notes:
         parts += ["", "## Notes", "", *notes]

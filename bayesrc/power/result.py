@@ -52,6 +52,24 @@ class PowerReport(Result):
             rows.append(row)
         return pd.DataFrame(rows)
 
+    def noise_table(self, versions: tuple[str, str] | None = None) -> pd.DataFrame:
+        """Per pair: the variance of the mean-accuracy difference split into sampling within items (K) and the
+        item set (N), with the N and K that would halve it (empty for single-shot scores or an older ``power.json``).
+
+        Examples
+        --------
+        >>> rep = PowerReport({"pairs": [], "noise": [{"name_a": "a", "name_b": "b", "n_items": 100, "k": 10.0, "se": 0.01,
+        ...                    "share_sampling": 0.8, "share_items": 0.2, "n_half": 200, "k_half": 27}]})
+        >>> int(rep.noise_table().iloc[0]["K to halve"])
+        27
+        """
+        rows = [r for r in self.payload.get("noise", []) if versions is None or {r["name_a"], r["name_b"]} == set(map(str, versions))]
+        rows = rows or ([] if versions is None else self.payload.get("noise", []))
+        return pd.DataFrame(
+            [{"pair": f"{r['name_a']} vs {r['name_b']}", "N": r["n_items"], "K": r["k"], "SE": r["se"], "sampling share": r["share_sampling"],
+              "item-set share": r["share_items"], "N to halve": r["n_half"], "K to halve": r["k_half"]} for r in rows]
+        )  # fmt: skip
+
     def summary(self):
         """Unresolved pairs per paradigm (the ``unresolved`` records)."""
         return pd.DataFrame(self.payload.get("unresolved", []))

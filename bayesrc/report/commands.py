@@ -53,6 +53,7 @@ def run_report(args: argparse.Namespace) -> int:
 def run_sensitivity(args: argparse.Namespace) -> int:
     import pandas as pd
 
+    from bayesrc.classical.rci import RCISettings
     from bayesrc.data import input_notes, load_counts
     from bayesrc.errors import InputError
     from bayesrc.sensitivity import run_sensitivity_analyses, write_sensitivity
@@ -98,7 +99,7 @@ def run_sensitivity(args: argparse.Namespace) -> int:
     session, mapper = mapper_for(args) if args.ray and "prior" in names else (contextlib.nullcontext(), None)
     with session:
         tables = run_sensitivity_analyses(
-            counts, names, truth=truth, sd_basis=args.sd_basis, seed=args.seed, config=config, mapper=mapper, methods=methods,
+            counts, names, truth=truth, settings=RCISettings(sd_basis=args.sd_basis), seed=args.seed, config=config, mapper=mapper, methods=methods,
             null_replicates=args.null_replicates,
             **{k: v for k, v in grids.items() if v},
         )  # fmt: skip

@@ -14,11 +14,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from bayesrc.classical.rci import CLASS_LABELS, CLASSES
+from bayesrc.classical.rci import CLASS_COLOURS, CLASS_LABELS, CLASSES, DETERIORATED, EXCLUDED, IMPROVED, NO_CHANGE
 from bayesrc.plotting import subplots, to_png  # noqa: F401  (the report draws with them; sections call F.to_png)
-
-CLASS_COLOURS = {"improved": "#1b9e77", "no_change": "#9e9e9e", "deteriorated": "#d95f02", "excluded": "#d0d0d0"}
-CLASS_ORDER = CLASSES
 
 
 def _jitter(n: int, scale: float, seed: int = 0) -> np.ndarray:
@@ -34,7 +31,7 @@ def item_scatter(items: pd.DataFrame, s_diff: float, z: float = 1.96, *, version
     n = len(items)
     k_grid = 1.0 / max(int(np.nanmax(items[["n_v1", "n_v2"]].to_numpy())) if {"n_v1", "n_v2"} <= set(items) else 10, 1)
     jx, jy = _jitter(n, 0.3 * k_grid, 1), _jitter(n, 0.3 * k_grid, 2)
-    for cls in ("excluded", *CLASS_ORDER):
+    for cls in (EXCLUDED, *CLASSES):
         sel = (items["class"] == cls).to_numpy()
         if sel.any():
             ax.scatter(
@@ -55,12 +52,12 @@ def item_scatter(items: pd.DataFrame, s_diff: float, z: float = 1.96, *, version
 def rci_histogram(items: pd.DataFrame, z: float = 1.96, *, title: str = "") -> Figure:
     """Distribution of RCI over analysable items with the ±z thresholds."""
     fig, ax = subplots(figsize=(6.4, 3.6))
-    sub = items.loc[(items["class"] != "excluded") & items["rci"].notna()]
+    sub = items.loc[(items["class"] != EXCLUDED) & items["rci"].notna()]
     r = sub["rci"].to_numpy()
     if r.size:
         lim = max(np.nanmax(np.abs(r)), z) * 1.05
-        groups = [sub.loc[sub["class"] == c, "rci"].to_numpy() for c in CLASS_ORDER]
-        ax.hist(groups, bins=np.linspace(-lim, lim, 61), stacked=True, color=[CLASS_COLOURS[c] for c in CLASS_ORDER], label=[CLASS_LABELS[c] for c in CLASS_ORDER])
+        groups = [sub.loc[sub["class"] == c, "rci"].to_numpy() for c in CLASSES]
+        ax.hist(groups, bins=np.linspace(-lim, lim, 61), stacked=True, color=[CLASS_COLOURS[c] for c in CLASSES], label=[CLASS_LABELS[c] for c in CLASSES])
         ax.legend(fontsize=7, frameon=False, loc="upper left")
     for s in (-z, z):
         ax.axvline(s, color="#d62728", ls="--", lw=1)
@@ -72,7 +69,7 @@ def rci_histogram(items: pd.DataFrame, z: float = 1.96, *, title: str = "") -> F
 
 def domain_heatmap(table: pd.DataFrame, *, title: str = "", fmt: str = "{:d}") -> Figure:
     """Domain x class counts (rows: domains) as an annotated heatmap of row shares."""
-    t = table.reindex(columns=[c for c in CLASS_ORDER if c in table.columns]).fillna(0)
+    t = table.reindex(columns=[c for c in CLASSES if c in table.columns]).fillna(0)
     share = t.div(t.sum(axis=1).replace(0, np.nan), axis=0)
     fig, ax = subplots(figsize=(5.2, 0.45 * len(t) + 1.4))
     im = ax.imshow(share.to_numpy(float), cmap="viridis", vmin=0, vmax=1, aspect="auto")
@@ -92,9 +89,9 @@ def difficulty_churn(bins: pd.DataFrame, *, title: str = "") -> Figure:
     fig, ax = subplots(figsize=(6.4, 3.6))
     x = np.arange(len(bins))
     n = bins["n"].replace(0, np.nan).to_numpy(float)
-    imp, det = bins["improved"].to_numpy(float) / n, bins["deteriorated"].to_numpy(float) / n
-    ax.bar(x, np.nan_to_num(imp), color=CLASS_COLOURS["improved"], label="improved")
-    ax.bar(x, np.nan_to_num(det), bottom=np.nan_to_num(imp), color=CLASS_COLOURS["deteriorated"], label="deteriorated")
+    imp, det = bins[IMPROVED].to_numpy(float) / n, bins[DETERIORATED].to_numpy(float) / n
+    ax.bar(x, np.nan_to_num(imp), color=CLASS_COLOURS[IMPROVED], label=CLASS_LABELS[IMPROVED])
+    ax.bar(x, np.nan_to_num(det), bottom=np.nan_to_num(imp), color=CLASS_COLOURS[DETERIORATED], label=CLASS_LABELS[DETERIORATED])
     for xi, ni, top in zip(x, bins["n"], np.nan_to_num(imp + det)):
         ax.text(xi, top + 0.01, f"n={int(ni)}", ha="center", fontsize=7)
     ax.set_xticks(x, list(bins["bin"]))
@@ -106,7 +103,7 @@ def difficulty_churn(bins: pd.DataFrame, *, title: str = "") -> Figure:
 def p_changed_vs_rci(merged: pd.DataFrame, z: float = 1.96) -> Figure:
     """Posterior P(changed) per item against its RCI, coloured by the RCI class."""
     fig, ax = subplots(figsize=(6.4, 4.0))
-    for cls in ("excluded", *CLASS_ORDER):
+    for cls in (EXCLUDED, *CLASSES):
         sel = merged["rci_class"] == cls
         if sel.any():
             ax.scatter(merged.loc[sel, "rci"], merged.loc[sel, "p_changed"], s=7, alpha=0.6, color=CLASS_COLOURS.get(cls, "grey"), label=f"RCI: {CLASS_LABELS.get(cls, cls)}", linewidths=0)
@@ -126,7 +123,7 @@ def dp_forest(items: pd.DataFrame, n: int = 25) -> Figure:
     top = items.reindex(items["dp_mean"].abs().sort_values(ascending=False).index).head(n).iloc[::-1]
     fig, ax = subplots(figsize=(6.4, 0.22 * len(top) + 1.2))
     y = np.arange(len(top))
-    colours = [CLASS_COLOURS.get(c, "grey") for c in top.get("bayes_class", pd.Series(["no_change"] * len(top)))]
+    colours = [CLASS_COLOURS.get(c, "grey") for c in top.get("bayes_class", pd.Series([NO_CHANGE] * len(top)))]
     ax.hlines(y, top["dp_lo90"], top["dp_hi90"], color=colours, lw=2)
     ax.scatter(top["dp_mean"], y, color=colours, s=14, zorder=3)
     ax.axvline(0, color="black", lw=0.8)

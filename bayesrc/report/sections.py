@@ -17,7 +17,9 @@ import pandas as pd
 
 from bayesrc.bayes.check_figures import ppc_figure
 from bayesrc.bayes.summaries import PRIOR_TOLERANCE
+from bayesrc.classical.noise import noise_from_items, noise_sentence
 from bayesrc.classical.pipeline import _aggregate_change
+from bayesrc.classical.rci import CLASSES
 from bayesrc.classical.result import PairResult
 from bayesrc.errors import InputError
 from bayesrc.power.result import VERDICT_PARADIGMS
@@ -165,7 +167,21 @@ def section_aggregate(run: Run, c: Comparison) -> Section | None:
             text += f", no more than data with no change give ({ns['flagged_p025']:.0f}-{ns['flagged_p975']:.0f}, 95%): this churn is no evidence of item-level change."
     else:
         text += "."
-    return Section("aggregate", "Aggregate accuracy change", [Text(text), Table(agg, "Aggregate change (mean item Δp, t interval)", latex=True, label="aggregate")])
+    blocks = [Text(text), Table(agg, "Aggregate change (mean item Δp, t interval)", latex=True, label="aggregate")]
+    noise = noise_block(c.items)
+    return Section("aggregate", "Aggregate accuracy change", blocks + ([noise] if noise is not None else []))
+
+
+def noise_block(items: pd.DataFrame) -> Text | None:
+    """The noise decomposition of the aggregate change (sampling within items vs item set), or None
+    where the item table lacks the counts or too few items have two answers in both versions."""
+    if not {"p_v1", "p_v2", "n_v1", "n_v2"} <= set(items.columns):
+        return None
+    try:
+        nd = noise_from_items(items)
+    except InputError:
+        return None
+    return Text(f"**Noise.** {noise_sentence(nd)}")
 
 
 # ---------------------------------------------------------- classical (RCI)
@@ -281,7 +297,7 @@ def section_bayes_items(run: Run, c: Comparison) -> Section | None:
             )
         )
     blocks.append(_fig(lambda: F.dp_forest(b), "Δp posterior mean and 90% interval of the most changed items.", "forest"))
-    counts = b["bayes_class"].value_counts().reindex(list(F.CLASS_ORDER), fill_value=0)
+    counts = b["bayes_class"].value_counts().reindex(list(CLASSES), fill_value=0)
     blocks.append(Table(counts.rename_axis("class").reset_index(name="items"), "Posterior classification", latex=True, label="bayes-classes"))
     if "p_rope" in b:
         rope = fit.params["rope"]
@@ -396,7 +412,7 @@ def crosscheck_table(fit) -> pd.DataFrame:
 
     ``fit.json`` stores ``table[posterior class][RCI class]``; the report turns it so RCI's
     classes are the rows, as in the reference study's tables."""
-    t = pd.DataFrame(fit.crosscheck["table"]).reindex(index=list(F.CLASS_ORDER), columns=list(F.CLASS_ORDER)).fillna(0).astype(int)
+    t = pd.DataFrame(fit.crosscheck["table"]).reindex(index=list(CLASSES), columns=list(CLASSES)).fillna(0).astype(int)
     t.index.name = "RCI \\ posterior"
     return t.reset_index()
 
@@ -443,6 +459,9 @@ def section_power(run: Run, c: Comparison | None = None) -> Section | None:
             )
         )
     blocks.append(Table(run.power.pairs_table(versions), "Resolution per pair (verdicts under fixed n, multiplicity, clustering, anytime-valid)", latex=True, label="power"))
+    noise = run.power.noise_table(versions)
+    if len(noise):
+        blocks.append(Table(noise, "Noise of the mean-accuracy difference: sampling within items (K) vs the item set (N), and what would halve it"))
     unresolved = run.power.summary()
     if len(unresolved):
         blocks.append(Table(unresolved, "Unresolved pairs per paradigm"))

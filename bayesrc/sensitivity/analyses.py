@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import asdict, replace
 
 import numpy as np
 import pandas as pd
@@ -66,30 +66,33 @@ def _prior_grid() -> dict[str, dict]:
 PRIOR_GRID: dict[str, dict] = _prior_grid()
 
 
-def classify(
-    items: pd.DataFrame,
-    r_v1: float,
-    r_v2: float,
-    *,
-    z: float = 1.96,
-    min_valid: int | None = None,
-    floor_ceiling: bool = True,
-    sd_basis: str = "analysable",
-    s_diff: str = "reference",
-) -> pd.DataFrame:
+def classify(items: pd.DataFrame, r_v1: float, r_v2: float, settings: RCISettings = RCISettings(), *, floor_ceiling: bool = True) -> pd.DataFrame:
     """Per-item class under one setting: ``items`` needs p_v1, p_v2, n_v1, n_v2 (an RCI items table).
 
-    Returns ``items`` with columns ``analysable``, ``rci`` and ``class`` and the
-    setting's S_diff in ``attrs["s_diff"]`` (the median per-item S_diff,i for ``s_diff = "binomial"``).
+    ``settings``: the classification (``z``, ``min_valid``, ``sd_basis``, ``s_diff``; the
+    reliabilities ``r_v1``, ``r_v2`` are given, so its ``reliability_basis`` is not read);
+    ``floor_ceiling``: apply exclusion rule (b). Returns ``items`` with columns
+    ``analysable``, ``rci`` and ``class`` and the setting's S_diff in ``attrs["s_diff"]``
+    (the median per-item S_diff,i for ``s_diff = "binomial"``).
+
+    Examples
+    --------
+    >>> from bayesrc.classical import reliable_change
+    >>> from bayesrc.data import item_counts, simulate_pair
+    >>> sim = simulate_pair(60, 10, seed=1)
+    >>> pair = reliable_change(item_counts(sim.trials_v1, sim.trials_v2), n_null=0, n_permutations=20)
+    >>> r1, r2 = pair.reliability["v1"].r_xx, pair.reliability["v2"].r_xx
+    >>> bool((classify(pair.items, r1, r2)["class"] == pair.items["class"]).all())  # the defaults are bayesrc rci's
+    True
     """
     p1, p2 = items["p_v1"].to_numpy(float), items["p_v2"].to_numpy(float)
     ks = {"k_v1": items["k_v1"], "k_v2": items["k_v2"]} if "k_v1" in items else {}
-    reason = R.exclusion_reasons(items["n_v1"], items["n_v2"], p1, p2, min_valid, **ks)
+    reason = R.exclusion_reasons(items["n_v1"], items["n_v2"], p1, p2, settings.min_valid, **ks)
     analysable = (reason == "") | ((reason == "floor_ceiling") & (not floor_ceiling))
     scored = ~(np.isnan(p1) | np.isnan(p2))
     analysable &= scored
-    basis = analysable if sd_basis == "analysable" else scored
-    if s_diff == "binomial":
+    basis = analysable if settings.sd_basis == "analysable" else scored
+    if settings.s_diff == "binomial":
         n1, n2 = items["n_v1"].to_numpy(float), items["n_v2"].to_numpy(float)
         s_item = binomial_s_diff(np.round(p1 * n1), n1, np.round(p2 * n2), n2)
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -101,7 +104,7 @@ def classify(
     out = items[["item_id", "domain", "p_v1", "p_v2"]].copy()
     out["analysable"] = analysable
     out["rci"] = rci
-    out["class"] = np.where(analysable, R.classify_rci(rci, z), R.EXCLUDED)
+    out["class"] = np.where(analysable, R.classify_rci(rci, settings.z), R.EXCLUDED)
     out.attrs["s_diff"] = s_diff
     return out
 
@@ -130,11 +133,11 @@ def score_against_truth(classes: pd.DataFrame, truth: pd.DataFrame | None) -> di
     return out
 
 
-def _pair(counts: xr.Dataset, pair: PairRCI | None, seed: int, **kw) -> PairRCI:
+def _pair(counts: xr.Dataset, pair: PairRCI | None, seed: int, settings: RCISettings) -> PairRCI:
     if pair is not None:
         return pair
     # The nulls are not needed here (threshold_sensitivity runs its own per method): keep them minimal.
-    return reliable_change(counts, n_permutations=kw.pop("n_permutations", 20), n_null=0, seed=seed, **kw)
+    return reliable_change(counts, n_permutations=20, n_null=0, seed=seed, **asdict(settings))
 
 
 METHODS: tuple[tuple[str, str], ...] = (("reference", "all"), ("reference", "analysed"), ("binomial", "all"))
@@ -168,7 +171,7 @@ def threshold_sensitivity(
     >>> t["z"].unique().tolist()
     [1.96]
     """
-    p = _pair(counts, pair, seed, min_valid=min_valid)
+    p = _pair(counts, pair, seed, RCISettings(min_valid=min_valid))
     r_all = (p.reliability["v1"].r_xx, p.reliability["v2"].r_xx)
     analysable = ~p.items["excluded"].to_numpy(bool)
     a, b = counts["correct"].isel(version=0).values, counts["correct"].isel(version=1).values
@@ -179,12 +182,12 @@ def threshold_sensitivity(
         else:
             r1, r2 = r_all
         for basis in sd_bases if s_diff == "reference" else ("-",):
+            settings = RCISettings(z=float(zs[0]), min_valid=min_valid, sd_basis=basis if basis != "-" else "analysable", s_diff=s_diff, reliability_basis=rel_basis)
             null = None
             if null_replicates > 0:
-                settings = RCISettings(z=float(zs[0]), min_valid=min_valid, sd_basis=basis if basis != "-" else "analysable", s_diff=s_diff, reliability_basis=rel_basis)
                 null = sample_level_null(a, b, settings, n_replicates=null_replicates, seed=seed, zs=tuple(float(z) for z in zs))
             for z in zs:
-                cls = classify(p.items, r1, r2, z=z, min_valid=min_valid, sd_basis=basis if basis != "-" else "analysable", s_diff=s_diff)
+                cls = classify(p.items, r1, r2, replace(settings, z=float(z)))
                 row = {"analysis": "threshold", "z": float(z), "method": f"{s_diff}" + (f" (r_xx: {rel_basis}, SD: {basis})" if s_diff == "reference" else ""),
                        "s_diff_method": s_diff, "reliability_basis": rel_basis if s_diff == "reference" else "-", "sd_basis": basis,
                        "s_diff": cls.attrs["s_diff"], "min_detectable": z * cls.attrs["s_diff"], **score_against_truth(cls, truth)}  # fmt: skip
@@ -201,13 +204,15 @@ def exclusion_sensitivity(
     *,
     min_valid_grid: Sequence[int] = MIN_VALID_GRID,
     floor_ceiling: Sequence[bool] = (True, False),
-    z: float = 1.96,
-    sd_basis: str = "analysable",
+    settings: RCISettings = RCISettings(),
     truth: pd.DataFrame | None = None,
     pair: PairRCI | None = None,
     seed: int = 0,
 ) -> pd.DataFrame:
     """RCI classes over exclusion rule (a) ``min_valid`` and rule (b) floor/ceiling on or off.
+
+    ``settings``: the rest of the classification (``z``, ``sd_basis``, ``s_diff``); its
+    ``min_valid`` is replaced by each value of the grid.
 
     Examples
     --------
@@ -216,12 +221,12 @@ def exclusion_sensitivity(
     >>> exclusion_sensitivity(item_counts(sim.trials_v1, sim.trials_v2), min_valid_grid=(6,))["min_valid"].tolist()
     [6, 6]
     """
-    p = _pair(counts, pair, seed)
+    p = _pair(counts, pair, seed, settings)
     r1, r2 = p.reliability["v1"].r_xx, p.reliability["v2"].r_xx
     rows = []
     for fc in floor_ceiling:
         for m in min_valid_grid:
-            cls = classify(p.items, r1, r2, z=z, min_valid=int(m), floor_ceiling=fc, sd_basis=sd_basis)
+            cls = classify(p.items, r1, r2, replace(settings, min_valid=int(m)), floor_ceiling=fc)
             rows.append({"analysis": "exclusion", "min_valid": int(m), "floor_ceiling_excluded": bool(fc), "s_diff": cls.attrs["s_diff"], **score_against_truth(cls, truth)})
     return pd.DataFrame(rows)
 
@@ -240,16 +245,16 @@ def k_subsample_sensitivity(
     counts: xr.Dataset,
     *,
     ks: Sequence[int] | None = None,
-    z: float = 1.96,
+    settings: RCISettings = RCISettings(),
     valid_share: float = 0.6,
-    sd_basis: str = "analysable",
     n_splits: int = 200,
     truth: pd.DataFrame | None = None,
     seed: int = 0,
 ) -> pd.DataFrame:
     """The classical analysis on the first ``k`` samples, for each ``k`` (default 3, 5, ..., K).
 
-    Rule (a) scales with k: ``min_valid = ceil(valid_share * k)`` (6 at K = 10).
+    Rule (a) scales with k: ``min_valid = ceil(valid_share * k)`` (6 at K = 10), replacing
+    ``settings.min_valid``; the rest of ``settings`` (``z``, ``sd_basis``, ...) is kept.
     Reliability is re-estimated at each k (split halves of the first k samples).
 
     Examples
@@ -263,8 +268,9 @@ def k_subsample_sensitivity(
         if not 2 <= k <= k_full:
             raise ValueError(f"k must be in 2..{k_full}, got {k}")
         mv = max(1, math.ceil(valid_share * k - 1e-9))
-        p = reliable_change(first_k(counts, k), z=z, min_valid=mv, sd_basis=sd_basis, n_splits=n_splits, n_permutations=20, n_splits_by_k=20, n_null=0, seed=seed + i)
-        cls = classify(p.items, p.reliability["v1"].r_xx, p.reliability["v2"].r_xx, z=z, min_valid=mv, sd_basis=sd_basis)
+        at_k = replace(settings, min_valid=mv)
+        p = reliable_change(first_k(counts, k), n_splits=n_splits, n_permutations=20, n_splits_by_k=20, n_null=0, seed=seed + i, **asdict(at_k))
+        cls = classify(p.items, p.reliability["v1"].r_xx, p.reliability["v2"].r_xx, at_k)
         rows.append(
             {
                 "analysis": "k_subsample",
@@ -415,7 +421,7 @@ def run_sensitivity_analyses(
     names: Sequence[str] = ("threshold", "exclusion", "k"),
     *,
     truth: pd.DataFrame | None = None,
-    sd_basis: str = "analysable",
+    settings: RCISettings = RCISettings(),
     seed: int = 0,
     zs: Sequence[float] = Z_GRID,
     methods: Sequence[tuple[str, str]] = METHODS,
@@ -428,6 +434,8 @@ def run_sensitivity_analyses(
 ) -> dict[str, pd.DataFrame]:
     """Run the named analyses (one shared reliability estimate for threshold / exclusion, one
     default-prior change-model fit for prior / fdr; ``config``: its sampler settings).
+    ``settings``: the RCI classification the exclusion and K analyses vary one part of
+    (:class:`bayesrc.classical.rci.RCISettings`; default the paper's).
 
     ``mapper(fn, arg_tuples)``: how the prior grid's fits run (default serially here; e.g.
     :func:`bayesrc.scale.ray_map`). With a mapper the default-prior fit runs with the grid.
@@ -447,13 +455,13 @@ def run_sensitivity_analyses(
         if name in ("prior", "fdr") and base is None:
             base = _change_fit(counts, config, seed)
         if name in ("threshold", "exclusion") and pair is None:
-            pair = _pair(counts, None, seed, sd_basis=sd_basis)
+            pair = _pair(counts, None, seed, settings)
         if name == "threshold":
             out[name] = threshold_sensitivity(counts, zs=zs, methods=methods, null_replicates=null_replicates, truth=truth, pair=pair, seed=seed)
         elif name == "exclusion":
-            out[name] = exclusion_sensitivity(counts, min_valid_grid=min_valid_grid, sd_basis=sd_basis, truth=truth, pair=pair, seed=seed)
+            out[name] = exclusion_sensitivity(counts, min_valid_grid=min_valid_grid, settings=settings, truth=truth, pair=pair, seed=seed)
         elif name == "k":
-            out[name] = k_subsample_sensitivity(counts, ks=ks, sd_basis=sd_basis, truth=truth, seed=seed)
+            out[name] = k_subsample_sensitivity(counts, ks=ks, settings=settings, truth=truth, seed=seed)
         elif name == "prior":
             out[name] = _prior_rows(prior_fits, 0.10, truth) if prior_fits is not None else prior_sensitivity(counts, result=base, config=config, truth=truth, seed=seed)
         elif name == "fdr":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from bayesrc.classical.rci import CLASS_COLOURS, DETERIORATED, IMPROVED
 from bayesrc.plotting import subplots
 
 
@@ -30,8 +31,8 @@ def sensitivity_figure(table: pd.DataFrame):
     styles = ["-", "--", ":", "-.", (0, (1, 3)), (0, (5, 1))]
     for (g, sub), ls in zip(groups, styles):
         tag = "" if g is None else f" ({group_col}={g})"
-        ax.plot(sub[x_col], sub["improved"], linestyle=ls, marker="o", color="#1b9e77", label="improved" + tag)
-        ax.plot(sub[x_col], sub["deteriorated"], linestyle=ls, marker="s", color="#d95f02", label="deteriorated" + tag)
+        ax.plot(sub[x_col], sub["improved"], linestyle=ls, marker="o", color=CLASS_COLOURS[IMPROVED], label="improved" + tag)
+        ax.plot(sub[x_col], sub["deteriorated"], linestyle=ls, marker="s", color=CLASS_COLOURS[DETERIORATED], label="deteriorated" + tag)
         ax.plot(sub[x_col], sub["detections"], linestyle=ls, marker="^", color="#4c72b0", label="all detections" + tag)
     ax.set(xlabel=x_col, ylabel="items", title=f"Reliable changes vs {x_col}")
     ax.legend(fontsize=6, frameon=False)

@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bayesrc.bayes.fit import escalated_configs, sample_gated
+from bayesrc.bayes.fit import sample_gated
 from bayesrc.switch.data import SwitchData
 from bayesrc.switch.matrix import switch_effects
 
@@ -396,7 +396,7 @@ def fit_factor_bayes(data: SwitchData | FactorData, *, backend: str = "numpyro",
     :class:`~bayesrc.bayes.SamplerConfig`'s defaults (``draws``, ``tune``, ``chains``, ``seed``,
     ``target_accept``). Gated like the item models (R-hat <= 1.01, ESS >= 400, no divergences on
     mu, alpha, beta, tau); a failed gate is sampled again with longer warm-up, more draws and a
-    higher target acceptance (``escalate``, :func:`bayesrc.bayes.fit.escalated_configs`), every
+    higher target acceptance (``escalate``, :func:`bayesrc.bayes.fit.escalated_config`), every
     attempt in ``attempts``.
 
     Examples
@@ -409,6 +409,5 @@ def fit_factor_bayes(data: SwitchData | FactorData, *, backend: str = "numpyro",
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     fn = fit_numpyro if backend == "numpyro" else fit_pymc
-    configs = escalated_configs(_config(config, **sampler), escalate)
-    idata, _, attempts = sample_gated(partial(fn, fd, priors=priors), list(GATED), configs, GATE)
+    idata, _, attempts, _ = sample_gated(partial(fn, fd, priors=priors), list(GATED), _config(config, **sampler), GATE, escalate)
     return BayesFactorFit(backend, fd, idata, attempts=attempts)

@@ -47,6 +47,7 @@ from bayesrc.bayes.change_collapsed import loo
 from bayesrc.bayes.inputs import model_inputs
 from bayesrc.classical import reliable_change
 from bayesrc.classical.calibration import NO_CHANGE_ALPHA
+from bayesrc.classical.rci import DETERIORATED, IMPROVED
 from bayesrc.data import item_counts
 from bayesrc.data.exact import _as_exact, exact_truth, sample_from_exact
 from bayesrc.errors import InputError
@@ -83,7 +84,7 @@ def score_classes(classes, dp_exact: np.ndarray, delta_min: float = 0.05) -> dic
     """
     cls = np.asarray(classes, dtype=object)
     dp = np.asarray(dp_exact, float)
-    up, down = cls == "improved", cls == "deteriorated"
+    up, down = cls == IMPROVED, cls == DETERIORATED
     flagged = int(up.sum() + down.sum())
     false_sign = up & (dp <= 0) | down & (dp >= 0)
     false_material = ((up | down) & (np.abs(dp) < delta_min)) | false_sign

@@ -1,0 +1,73 @@
+"""A collected run directory as a typed result: :class:`CollectedRun` (``run.json``).
+
+``bayesrc collect`` (and ``bayesrc merge``) write a run directory whose record is
+``run.json`` (pins, info, status) and whose data is ``trials.parquet`` (K samples per item)
+or, for ``--engine exact``, ``dist.parquet`` and ``items_exact.parquet``. Registered like
+every other output, so :func:`bayesrc.load` opens one; the analyses still read the data
+through :func:`bayesrc.data.load_trials` / :func:`bayesrc.data.load_exact`, which validate it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from bayesrc.results import Result, register
+
+#: the data tables a complete run directory holds (one kind or the other)
+RUN_TABLES = ("trials", "dist", "items_exact")
+
+
+@register
+class CollectedRun(Result):
+    """A complete run directory: its record and its tables (``trials``, or ``dist`` and ``items_exact``).
+
+    A run still in progress (parts only) is not a result yet: :func:`bayesrc.load` does not
+    list it.
+
+    Examples
+    --------
+    >>> import bayesrc
+    >>> from bayesrc.datasets import path
+    >>> run = bayesrc.load(path("exact_gemma/q4"))  # a bundled exact run
+    >>> sorted(run.tables), run.engine
+    (['dist', 'items_exact'], 'exact')
+    """
+
+    main_file = "run.json"
+    kind = "run"
+
+    @classmethod
+    def found_in(cls, folder: Path) -> bool:
+        # run.json alone (a run in progress, or the demo's record of its runs) is no result
+        return super().found_in(folder) and any((folder / f"{t}.parquet").is_file() for t in RUN_TABLES)
+
+    @classmethod
+    def owns(cls, file_name: str) -> bool:
+        return file_name == cls.main_file or file_name in {f"{t}.parquet" for t in RUN_TABLES}
+
+    def table_names_on_disk(self, folder: Path) -> dict[str, Path]:
+        return {t: folder / f"{t}.parquet" for t in RUN_TABLES if (folder / f"{t}.parquet").is_file()}
+
+    pins = property(lambda self: dict(self.payload.get("pins") or {}))
+    status = property(lambda self: self.payload.get("status"))  # "complete", or "failed" for a run that stopped
+
+    @property
+    def engine(self) -> str:
+        """The engine that wrote the run (``fast``, ``naive``, ``exact``, ``server``, ...)."""
+        pins = self.pins
+        return str(pins.get("runtime.engine") or pins.get("engine") or ("exact" if "dist" in self.tables else "fast"))
+
+    @property
+    def label(self) -> str:
+        return str(self.pins.get("model.label", ""))
+
+    def summary(self) -> pd.DataFrame:
+        rows = [("label", self.label), ("engine", self.engine), ("status", self.status)]
+        rows += [(f"{name} rows", len(t)) for name, t in self.tables.items()]
+        rows += sorted((k, v) for k, v in self.pins.items() if k.startswith(("sampling.", "items.")) and v is not None)
+        return pd.DataFrame([(k, str(v)) for k, v in rows], columns=["metric", "value"])
+
+    def _headline(self) -> str:
+        return f"{self.label or 'run'} ({self.engine}, {self.status})"

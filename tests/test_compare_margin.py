@@ -1,0 +1,211 @@
+"""``bayesrc compare --rope``: the gate with a margin (pass / fail / inconclusive, exit 0 / 1 / 4).
+
+Three change-model fits with the defaults a user gets (sampler, convergence gate, escalation) on
+simulated pairs with known truth: no change on 2,000 items (pass), a true mean drop of 0.01 on
+100 items (inconclusive: the posterior of the mean is too wide for a 0.02 margin) and a clear
+deterioration (fail). The decision rules themselves are checked on posterior draws whose answer is
+known, without a fit.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import bayesrc
+from bayesrc.cli import main
+from bayesrc.compare import CompareResult
+from bayesrc.compare.gate import margin_evidence, markdown_summary, p_within_margin, three_way
+from bayesrc.data import item_truth, save_trials, simulate_pair
+
+DEFAULTS = ["--seed", "1"]  # as test_compare_gate.py: the sampler and gate a user gets
+MARGIN = ["--rope", "0.02"]
+DOWN = {d: -2.0 for d in ("physics", "law", "psychology", "economics")}
+
+
+def drop_truth(n_items: int, drop: float, seed: int, n_changed: int = 10) -> pd.DataFrame:
+    """Item truth whose mean change is exactly ``-drop``: ``n_changed`` mid-range items each lose ``n_items * drop / n_changed``."""
+    t = item_truth(n_items, pi_change=0.0, seed=seed)
+    idx = np.argsort(np.abs(t["p_v1"].to_numpy() - 0.5), kind="stable")[:n_changed]
+    p2 = t["p_v1"].to_numpy().copy()
+    p2[idx] -= n_items * drop / n_changed
+    t["p_v2"], t["delta_p"] = p2, p2 - t["p_v1"]
+    t.loc[idx, "changed"] = True
+    return t
+
+
+@pytest.fixture(scope="module")
+def pairs(tmp_path_factory):
+    """name -> (v1 file, v2 file, truth): no change (N = 2,000), a 0.01 drop (N = 100), a clear deterioration (N = 60)."""
+    root = tmp_path_factory.mktemp("margin")
+    sims = {
+        "same": simulate_pair(2000, 10, models=("base", "cand"), seed=21, pi_change=0.0),
+        "small_drop": simulate_pair(100, 10, models=("base", "cand"), seed=2, truth=drop_truth(100, 0.01, seed=2)),
+        "worse": simulate_pair(60, 10, models=("base", "cand"), seed=21, pi_change=0.4, domain_shift=DOWN, sigma_delta=1.0),
+    }
+    out = {}
+    for name, sim in sims.items():
+        a, b = root / f"{name}-v1.parquet", root / f"{name}-v2.parquet"
+        save_trials(sim.trials_v1, a)
+        save_trials(sim.trials_v2, b)
+        out[name] = (a, b, sim.truth)
+    return out
+
+
+def run_gate(pairs, name: str, out, *extra: str) -> tuple[int, dict, str]:
+    a, b, _ = pairs[name]
+    rc = main(["compare", str(a), str(b), "--out", str(out), *MARGIN, *extra, *DEFAULTS])
+    return rc, json.loads((out / "compare.json").read_text()), (out / "summary.md").read_text()
+
+
+# ------------------------------------------------------------------ end to end (three fits)
+
+
+@pytest.mark.slow
+def test_no_change_on_2000_items_passes(pairs, tmp_path, capsys):
+    _, _, truth = pairs["same"]
+    assert (truth["delta_p"] == 0).all()
+    rc, res, md = run_gate(pairs, "same", tmp_path)
+    assert rc == 0, capsys.readouterr()
+    assert res["status"] == "ok" and res["decision"] == "pass" and res["exit_code"] == 0
+    m = res["margin"]
+    assert m["label"] == "no material deterioration" and m["aggregate"]["p_within"] >= 0.9 and m["items"] == []
+    assert m["aggregate"]["p_abs_within"] >= 0.9  # two-sided too: no material change either way
+    assert "no material deterioration" in md and "(exit 0" in md and "P(mean dp >= -0.02)" in md
+    # Noise decomposition against the truth: no item changes, so the item-set part is ~0 and sampling is all of it.
+    nd = res["noise"]
+    p1, p2 = truth["p_v1"].to_numpy(), truth["p_v2"].to_numpy()
+    sampling = np.mean(p1 * (1 - p1) / 10 + p2 * (1 - p2) / 10) / 2000
+    assert nd["var_sampling"] == pytest.approx(sampling, rel=0.1)
+    assert nd["var_total"] == pytest.approx(sampling, rel=0.2) and abs(nd["var_items"]) < 0.2 * sampling
+    assert nd["share_sampling"] > 0.8 and nd["n_half"] == 4000 and 18 <= nd["k_half"] <= 30
+    assert "Noise: Of the variance" in md
+    loaded = bayesrc.load(tmp_path)
+    assert isinstance(loaded, CompareResult) and loaded.decision == "pass" and loaded.exit_code == 0
+    loaded.save(tmp_path / "copy")
+    assert bayesrc.load(tmp_path / "copy") == loaded
+
+
+@pytest.mark.slow
+def test_mean_drop_of_001_on_100_items_is_inconclusive(pairs, tmp_path, capsys):
+    _, _, truth = pairs["small_drop"]
+    assert truth["delta_p"].mean() == pytest.approx(-0.01) and len(truth) == 100
+    rc, res, md = run_gate(pairs, "small_drop", tmp_path)
+    out = capsys.readouterr().out
+    assert rc == 4, out
+    assert res["status"] == "ok" and res["decision"] == "inconclusive" and res["exit_code"] == 4
+    agg = res["margin"]["aggregate"]
+    assert 0.1 < agg["p_within"] < 0.9 and 0.1 < agg["p_abs_within"] < 0.9  # neither side decided, one- or two-sided
+    assert "**inconclusive** (exit 4" in md and "neither >= 0.90" in md
+    assert "decision: inconclusive (exit 4)" in out
+    # The noise decomposition says what would narrow it: at K = 10 and N = 100 sampling dominates.
+    nd = res["noise"]
+    assert nd["n_items"] == 100 and nd["n_half"] == 200
+    assert bayesrc.load(tmp_path).exit_code == 4
+
+
+@pytest.mark.slow
+def test_clear_deterioration_fails(pairs, tmp_path, capsys):
+    _, _, truth = pairs["worse"]
+    assert truth["delta_p"].mean() < -0.05
+    rc, res, md = run_gate(pairs, "worse", tmp_path)
+    assert rc == 1, capsys.readouterr()
+    m = res["margin"]
+    assert res["decision"] == "fail" and m["label"] == "material deterioration"
+    assert m["aggregate"]["p_below"] >= 0.9 and m["aggregate"]["p_within"] <= 0.1
+    worst = m["items"][0]
+    assert worst["bayes_class"] == "deteriorated" and worst["p_within"] <= 0.1
+    assert truth.set_index("item_id").loc[worst["item_id"], "delta_p"] < -0.02  # the worst flagged item really dropped
+    assert "**material deterioration** (exit 1" in md and worst["item_id"] in md
+
+
+# ------------------------------------------------------------------ the rules on draws with a known answer
+
+
+def test_p_within_margin_and_three_way():
+    x = np.array([[-0.03], [-0.01], [0.0], [0.05]])
+    assert p_within_margin(x, 0.02, "two")[0] == 0.5 and p_within_margin(x, 0.02, "lower")[0] == 0.75
+    assert three_way([0.9, 0.95], 0.1) == "pass" and three_way([0.89, 0.95], 0.1) == "inconclusive"
+    assert three_way([0.9, 0.1], 0.1) == "fail" and three_way([0.11], 0.1) == "inconclusive"
+    with pytest.raises(ValueError, match="side"):
+        p_within_margin(x, 0.02, "upper")
+
+
+def draws(means: np.ndarray, sd: float, n_draws: int = 4000, seed: int = 0) -> np.ndarray:
+    """Posterior draws of each item's dp: Normal(mean_i, sd), independent (so M ~ Normal(mean, sd / sqrt(n)))."""
+    return np.random.default_rng(seed).normal(means, sd, size=(n_draws, len(means)))
+
+
+@pytest.mark.parametrize(
+    ("mean", "fail_on", "expected"),
+    [
+        (0.0, "deteriorated", "pass"),  # M ~ N(0, 0.005): inside 0.02 either way
+        (-0.05, "deteriorated", "fail"),
+        (-0.02, "deteriorated", "inconclusive"),  # half the mass each side of -0.02
+        (0.05, "deteriorated", "pass"),  # a material improvement is no deterioration ...
+        (0.05, "changed", "fail"),  # ... but is a material change
+        (0.05, "aggregate", "pass"),  # non-inferior
+        (-0.05, "aggregate", "fail"),  # inferior
+    ],
+)
+def test_aggregate_decisions_with_known_posterior(mean, fail_on, expected):
+    dp = draws(np.full(100, mean), sd=0.05)  # sd of M = 0.005
+    ev = margin_evidence(dp, np.array(["no_change"] * 100), np.arange(100).astype(str), fail_on=fail_on, margin=0.02, q=0.1)
+    assert ev["decision"] == expected, ev
+
+
+def test_flagged_items_decide_beside_the_mean():
+    means = np.zeros(100)
+    means[:3] = [-0.4, -0.3, 0.35]
+    dp = draws(means, sd=0.01)
+    cls = np.array(["deteriorated", "deteriorated", "improved"] + ["no_change"] * 97, dtype=object)
+    ids = np.array([f"q{i}" for i in range(100)])
+    det = margin_evidence(dp, cls, ids, fail_on="deteriorated", margin=0.02, q=0.1)
+    assert det["decision"] == "fail" and [it["item_id"] for it in det["items"]] == ["q0", "q1"]  # the improvement is not weighed
+    assert det["aggregate"]["p_within"] == 1.0  # the mean (-0.0035) alone would pass
+    assert margin_evidence(dp, cls, ids, fail_on="aggregate", margin=0.02, q=0.1)["decision"] == "pass"
+    small = margin_evidence(draws(np.r_[-0.021, np.zeros(99)], sd=0.01), cls, ids, fail_on="deteriorated", margin=0.02, q=0.1)
+    assert small["decision"] == "inconclusive" and "the least within: q0" in small["reasons"][1]  # flagged, change on the margin
+    up = margin_evidence(dp, np.where(np.arange(100) == 2, "improved", "no_change").astype(object), ids, fail_on="deteriorated", margin=0.02, q=0.1)
+    assert up["decision"] == "pass" and up["reasons"][1] == "no item flagged deteriorated"
+
+
+def test_result_round_trip_and_old_payloads(tmp_path):
+    dp = draws(np.full(50, -0.01), sd=0.1)
+    ev = margin_evidence(dp, np.array(["no_change"] * 50), np.arange(50).astype(str), fail_on="deteriorated", margin=0.02, q=0.1)
+    assert ev["decision"] == "inconclusive"
+    items = pd.DataFrame({"item_id": ["a"], "domain": ["law"], "bayes_class": ["no_change"], "p_improve": [0.1], "p_deteriorate": [0.1]})
+    bayes = {"n_improved": 0, "n_deteriorated": 0, "expected_false": 0.0, "aggregate": {"mean": -0.01, "lo90": -0.03, "hi90": 0.01, "p_below_0": 0.8}, "diagnostics": {}}
+    classical = {"improved": 0, "deteriorated": 0, "n_analysable": 1, "n_items": 50, "z": 1.96, "min_valid_rule": "6", "aggregate": {"mean_delta": -0.01, "ci95": [-0.03, 0.01]}}
+    noise = {"se": 0.01, "share_sampling": 0.7, "share_items": 0.3, "n_items": 50, "k": 10.0, "n_half": 100, "k_half": 29, "k_factor_half": 2.9}
+    res = CompareResult.from_decision(("v1", "v2"), "deteriorated", 0.1, False, "ok", bayes, classical, items, margin=ev, noise=noise)
+    assert res.exit_code == 4 and res.decision == "inconclusive"
+    s = res.summary().set_index("metric")["value"]
+    assert s["decision"] == "inconclusive" and s["exit code"] == 4 and s["K to halve it"] == 29
+    res.save(tmp_path / "r")
+    back = bayesrc.load(tmp_path / "r")
+    assert back == res and back.exit_code == 4 and back.margin == res.margin
+    assert "❔ **inconclusive** (exit 4; margin 0.02)" in (tmp_path / "r" / "summary.md").read_text()
+    old = CompareResult({k: v for k, v in res.payload.items() if k not in ("decision", "margin", "noise")}, {"items": items})
+    assert old.decision == "pass" and old.exit_code == 0 and old.margin is None  # compare.json from before the margin
+    assert "Noise:" not in markdown_summary(old) and "Why:" not in markdown_summary(old)
+    failed = CompareResult.from_decision(("v1", "v2"), "deteriorated", 0.1, False, "failed", bayes, classical, items, margin=ev)
+    assert failed.exit_code == 3 and failed.decision == "undecided" and failed.payload["decision"] == "undecided"
+    assert failed.summary().set_index("metric")["value"]["decision"].startswith("undecided")
+
+
+def test_bad_margin_exits_2_and_writes_nothing(tmp_path, capsys):
+    sim = simulate_pair(20, 5, models=("base", "cand"), seed=1)
+    a, b = tmp_path / "a.parquet", tmp_path / "b.parquet"
+    save_trials(sim.trials_v1, a)
+    save_trials(sim.trials_v2, b)
+    out = tmp_path / "out"
+    for argv, msg in [(["--rope", "1.5"], "field '--rope'"), (["--min-delta", "0"], "field '--rope'"), (["--margin", "nan"], "field '--rope'"), (["--rope", "0.02", "--q", "0.6"], "field '--q'")]:
+        capsys.readouterr()
+        assert main(["compare", str(a), str(b), "--out", str(out), *argv]) == 2, argv
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("bayesrc: error:") and msg in err and len(err.splitlines()) == 1, err
+    assert not out.exists()
