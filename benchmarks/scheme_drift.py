@@ -99,7 +99,7 @@ def g_test(probs: dict, answers: list) -> tuple[float, float, int]:
 
 
 def exact_runs(bank, model, out: Path) -> dict[str, object]:
-    """The exact run of ``bank`` under each scheme in ``out/exact-SCHEME`` (resumed if there); their :func:`load_exact`."""
+    """The exact run of ``bank`` under each scheme in ``out/exact-SCHEME`` (reused if complete); their :func:`load_exact`."""
     from bayesrc.collect import collect
     from bayesrc.data import load_exact
 
@@ -107,7 +107,8 @@ def exact_runs(bank, model, out: Path) -> dict[str, object]:
     for scheme in SCHEMES:
         run_dir = out / f"exact-{scheme}"
         t0 = time.monotonic()
-        collect(CARD, bank, run_dir, engine="exact", model=model, scheme=scheme, resume=(run_dir / "run.json").exists())
+        if not (run_dir / "dist.parquet").exists():  # complete runs are reused as they are
+            collect(CARD, bank, run_dir, engine="exact", model=model, scheme=scheme, resume=(run_dir / "run.json").exists())
         print(f"exact {scheme}: {time.monotonic() - t0:.0f} s", file=sys.stderr)
         runs[scheme] = load_exact(run_dir)
     return runs

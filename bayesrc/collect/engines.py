@@ -138,7 +138,7 @@ def check_scheme(scheme: str) -> str:
     'whole'
     >>> check_scheme("halves")
     Traceback (most recent call last):
-    bayesrc.errors.InputError: scheme: unknown evaluation scheme 'halves'; expected one of blocks, whole
+    bayesrc.errors.InputError: ...unknown evaluation scheme 'halves'; expected one of blocks, whole
     """
     if scheme not in SCHEMES:
         raise InputError(f"unknown evaluation scheme {scheme!r}; expected one of {', '.join(SCHEMES)}", field="scheme")
