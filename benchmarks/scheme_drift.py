@@ -1,7 +1,7 @@
 """How far apart are the two evaluation schemes, and does ``whole`` reproduce ``create_completion``?
 
-    .venv/bin/python benchmarks/scheme_drift.py [--items 40] [--draws 1000] [--gtest-items 6]
-                                                [--threads N] [--out runs/scheme_drift] [--no-drift]
+    .venv/bin/python benchmarks/scheme_drift.py [--items 40] [--draws 1000] [--fast-draws 1000]
+                                                [--gtest-items 6] [--threads N] [--out runs/scheme_drift]
 
 1. **Drift.** Exact runs (``bayesrc collect --engine exact``) of the demo bank (``bayesrc bank
    demo --seed 0``, its first ``--items`` items) under ``--scheme blocks`` and ``--scheme whole``:
@@ -12,10 +12,14 @@
    at them.
 2. **G-test.** On the first ``--gtest-items`` items, ``--draws`` draws of llama-cpp-python's own
    ``create_completion(prompt_text, seed=s)`` on a fresh context (``Llama.reset()`` before each
-   call, so the whole prompt is evaluated, as on a new ``Llama``), their extracted answers
-   tested against each scheme's exact distribution (G-test, categories with expected count < 5
-   pooled). Under ``whole`` no item should be rejected at Bonferroni ``0.001 / items``; under
-   ``blocks`` some may be (the drift of part 1). ``--draws 0`` skips it.
+   call, so the whole prompt is evaluated, as on a new ``Llama``) and ``--fast-draws`` samples
+   of the fast engine under ``--scheme whole`` (same seeds), their extracted answers tested
+   against each scheme's exact distribution (G-test, categories with expected count < 5
+   pooled), and the share of seeds on which create_completion and the fast engine give the same
+   answer. Under ``whole`` no item should be rejected at Bonferroni ``0.001 / items``; under
+   ``blocks`` some may be (the drift of part 1). Each create_completion draw evaluates the whole
+   prompt (seconds on a loaded 2-core machine: 1,000 draws x 6 items is hours there); the fast
+   engine evaluates it once per item. ``--draws 0 --fast-draws 0`` skips it.
 
 Writes ``--out/scheme_drift.json`` (per-item rows and the summary) and prints Markdown tables.
 """
@@ -130,8 +134,37 @@ def completion_draws(model, text: str, letters: str, seeds: range, sampling) -> 
     return out
 
 
-def gtest_rows(bank, model, runs: dict, n_items: int, n_draws: int) -> pd.DataFrame:
-    """Per item: answer counts of ``n_draws`` create_completion draws and the G-test against each scheme's exact run."""
+def fast_draws(model, shared: str, own: str, letters: str, seeds: range, sampling) -> list[str | None]:
+    """Extracted answers of the fast engine under the whole scheme, sample ``k`` seeded ``seeds[k]`` (one prompt evaluation)."""
+    from bayesrc.collect.engines import FastEngine
+    from bayesrc.collect.extract import extract
+
+    samples = FastEngine(model, sampling, scheme="whole").sample_item(model.prompt(shared, own), list(seeds), letters)
+    return [extract(x.response, letters).answer for x in samples]
+
+
+def exact_probs(run, item_id: str) -> dict[str | None, float]:
+    """One item's exact answer distribution (``None``: no valid answer) from a :func:`load_exact` run."""
+    d = run.dist[run.dist["item_id"] == item_id]
+    return {(None if pd.isna(a) else a): float(p) for a, p in zip(d["answer"], d["prob"])}
+
+
+def gtest_row(item, source: str, answers: list, runs: dict) -> dict:
+    """Answer counts of one item's draws and their G-test against each scheme's exact distribution."""
+    row = {"item_id": item.item_id, "source": source, "draws": len(answers)}
+    row.update({f"n_{c or 'none'}": sum(a == c for a in answers) for c in [*item.letters, None]})
+    for scheme in SCHEMES:
+        probs = exact_probs(runs[scheme], item.item_id)
+        row[f"exact_{scheme}"] = " ".join(f"{c or 'none'} {probs.get(c, 0.0):.3f}" for c in [*item.letters, None])
+        row[f"g_{scheme}"], row[f"p_{scheme}"], row[f"df_{scheme}"] = g_test(probs, answers)
+    return row
+
+
+def gtest_rows(bank, model, runs: dict, n_items: int, n_draws: int, n_fast: int) -> pd.DataFrame:
+    """Per item and source: ``n_draws`` create_completion draws on a fresh context and ``n_fast``
+    fast-engine samples under the whole scheme (seeds 0, 1, ...), G-tested against each scheme's
+    exact run; ``same_trials`` is the share of seeds both drew whose answers agree (1 expected:
+    the whole scheme *is* create_completion's evaluation)."""
     from bayesrc.collect import load_card
     from bayesrc.collect.card import prompt_blocks
     from bayesrc.collect.engines import Sampling
@@ -142,17 +175,16 @@ def gtest_rows(bank, model, runs: dict, n_items: int, n_draws: int) -> pd.DataFr
         shared, own = prompt_blocks(card, it)
         same_tokens = model.tokenize(shared + own) == model.prompt(shared, own).tokens
         t0 = time.monotonic()
-        answers = completion_draws(model, shared + own, it.letters, range(n_draws), sampling)
-        row = {"item_id": it.item_id, "draws": n_draws, "same_tokens": same_tokens, "seconds": round(time.monotonic() - t0, 1)}
-        row.update({f"n_{c or 'none'}": sum(a == c for a in answers) for c in [*it.letters, None]})
-        for scheme in SCHEMES:
-            d = runs[scheme].dist
-            d = d[d["item_id"] == it.item_id]
-            probs = {(None if pd.isna(a) else a): float(p) for a, p in zip(d["answer"], d["prob"])}
-            row.update({f"exact_{scheme}": " ".join(f"{c or 'none'} {probs.get(c, 0.0):.3f}" for c in [*it.letters, None])})
-            row[f"g_{scheme}"], row[f"p_{scheme}"], row[f"df_{scheme}"] = g_test(probs, answers)
-        rows.append(row)
-        print(f"item {it.item_id}: {row['seconds']} s, p whole {row['p_whole']:.3g}, p blocks {row['p_blocks']:.3g}", file=sys.stderr)
+        cc = completion_draws(model, shared + own, it.letters, range(n_draws), sampling)
+        t1 = time.monotonic()
+        fast = fast_draws(model, shared, own, it.letters, range(n_fast), sampling)
+        t2 = time.monotonic()
+        both = min(len(cc), len(fast))
+        agree = sum(a == b for a, b in zip(cc, fast)) / both if both else float("nan")
+        for source, answers, secs in (("create_completion", cc, t1 - t0), ("fast whole", fast, t2 - t1)):
+            if answers:
+                rows.append(gtest_row(it, source, answers, runs) | {"same_tokens": same_tokens, "same_trials": agree, "seconds": round(secs, 1)})
+        print(f"item {it.item_id}: create_completion {t1 - t0:.0f} s, fast {t2 - t1:.0f} s, same trials {agree:.3f}", file=sys.stderr)
     return pd.DataFrame(rows)
 
 
@@ -174,7 +206,8 @@ def md(df: pd.DataFrame) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--items", type=int, default=40, help="demo-bank items of the drift table (default 40)")
-    ap.add_argument("--draws", type=int, default=1000, help="create_completion draws per item for the G-test (default 1000; 0 skips it)")
+    ap.add_argument("--draws", type=int, default=1000, help="create_completion draws per item for the G-test (default 1000; each evaluates the whole prompt)")
+    ap.add_argument("--fast-draws", type=int, default=1000, help="fast-engine samples (whole scheme) per item for the G-test (default 1000)")
     ap.add_argument("--gtest-items", type=int, default=6, help="items of the G-test (the bank's first; default 6)")
     ap.add_argument("--threads", type=int, default=None, help="CPU threads (default: the card's, else all physical cores)")
     ap.add_argument("--alpha", type=float, default=0.001, help="family-wise level of the G-tests, Bonferroni over items (default 0.001)")
@@ -200,14 +233,15 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(md(pd.DataFrame([summary])))
     result = {"summary": summary, "drift": drift.to_dict("records"), "threads": model.n_threads}
-    if args.draws > 0:
-        g = gtest_rows(bank, model, runs, args.gtest_items, args.draws)
-        level = args.alpha / len(g)
+    if args.draws > 0 or args.fast_draws > 0:
+        g = gtest_rows(bank, model, runs, args.gtest_items, args.draws, args.fast_draws)
+        level = args.alpha / args.gtest_items
         for scheme in SCHEMES:
             g[f"rejected_{scheme}"] = g[f"p_{scheme}"] < level
         print()
         print(md(g))
-        print(f"\nBonferroni level {level:.2g}: rejected under whole {int(g['rejected_whole'].sum())}/{len(g)}, under blocks {int(g['rejected_blocks'].sum())}/{len(g)}")
+        for source, r in g.groupby("source", sort=False):
+            print(f"{source}: Bonferroni level {level:.2g}, rejected under whole {int(r['rejected_whole'].sum())}/{len(r)}, under blocks {int(r['rejected_blocks'].sum())}/{len(r)}")
         result["gtest"] = {"level": level, "rows": g.to_dict("records")}
     (args.out / "scheme_drift.json").write_text(json.dumps(result, indent=1, default=str))
     return 0

@@ -183,3 +183,29 @@ def test_scheme_option_errors_are_one_line(demo1, tmp_path):
     with pytest.raises(InputError, match="scheme"):
         collect(CARD, demo1, tmp_path / "b", engine="server", scheme="whole", server={"base_url": "http://127.0.0.1:9"})
     assert not (tmp_path / "b").exists()
+
+
+def test_whole_scheme_exact_distribution_passes_a_g_test_of_fast_samples(gemma, tmp_path):
+    """A small version of benchmarks/scheme_drift.py's G-test: on 2 demo items, 300 fast-engine samples
+    under the whole scheme (the draws of create_completion, seed for seed: test above) against the
+    exact engine's whole-scheme distribution; none rejected at Bonferroni 0.001."""
+    from test_collect_exact import g_test
+
+    from bayesrc.collect import builtin_bank, load_bank
+    from bayesrc.collect.engines import FastEngine, Sampling
+    from bayesrc.collect.exact import ExactEngine
+    from bayesrc.collect.extract import extract
+
+    bank = load_bank(builtin_bank(tmp_path / "bank.jsonl", n_items=2, seed=0))
+    s = Sampling(temperature=0.7, max_tokens=8)
+    exact, fast = ExactEngine(gemma, s, scheme="whole"), FastEngine(gemma, s, scheme="whole")
+    pvals = []
+    for it in bank.items:
+        p = _prompt(gemma, bank, it.index)
+        d = exact.item_distribution(p, it.letters)
+        answers = [extract(x.response, it.letters).answer for x in fast.sample_item(p, list(range(300)), it.letters)]
+        pval, df, impossible = g_test(d.probs, answers)
+        assert df >= 1 and not impossible and d.p_unresolved < 1e-3
+        pvals.append(pval)
+    print("G-test p, whole-scheme exact vs 300 fast samples:", pvals)
+    assert min(pvals) >= 0.001 / len(pvals), pvals
