@@ -7,7 +7,10 @@ shared block's KV state once per loaded model and, for each item, drops the cach
 it and decodes only the item's own tokens. The shared KV cells are computed once by the
 same decode, whatever came before, so an item's logits do not depend on which items came
 before, on item order, or on where a run was resumed; and every engine (naive, fast, exact)
-evaluates exactly the same blocks, so they agree trial by trial.
+evaluates exactly the same blocks, so they agree trial by trial. That is the default evaluation
+scheme, ``blocks``; under ``scheme="whole"`` (:data:`SCHEMES`) every engine evaluates the
+concatenated prompt in one piece from an emptied cache instead, as ``create_completion`` does on
+a fresh context (the same tokens, another batch split: other logits in their last bits).
 
 All engines draw sample ``k`` of item ``i`` with its own sampler chain, built exactly as
 ``Llama.create_completion`` builds it (penalties, top-k, typical, top-p, min-p,
