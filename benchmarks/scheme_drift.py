@@ -184,7 +184,9 @@ def gtest_rows(bank, model, runs: dict, n_items: int, n_draws: int, n_fast: int)
         for source, answers, secs in (("create_completion", cc, t1 - t0), ("fast whole", fast, t2 - t1)):
             if answers:
                 rows.append(gtest_row(it, source, answers, runs) | {"same_tokens": same_tokens, "same_trials": agree, "seconds": round(secs, 1)})
-        print(f"item {it.item_id}: create_completion {t1 - t0:.0f} s, fast {t2 - t1:.0f} s, same trials {agree:.3f}", file=sys.stderr)
+                r = rows[-1]
+                print(f"item {it.item_id}, {source}: {len(answers)} draws in {secs:.0f} s, G-test p vs whole {r['p_whole']:.3g}, vs blocks {r['p_blocks']:.3g}", file=sys.stderr)
+        print(f"item {it.item_id}: same answer for {agree:.3f} of the seeds both drew", file=sys.stderr)
     return pd.DataFrame(rows)
 
 
