@@ -49,6 +49,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "batches are fixed by item index (items i with the same i // N), so order and resume do not change a trial; "
         "N > 1 changes the logits in their last bits, so trials agree with N = 1 in distribution, not one by one (pinned). Default 1",
     )
+    p.add_argument(
+        "--scheme",
+        choices=("blocks", "whole"),
+        default="blocks",
+        help="how a prompt is evaluated (fast, naive, exact): blocks (default) = shared block kept, the item's own block decoded after it; "
+        "whole = the prompt in one piece on an emptied cache, as llama-cpp-python's create_completion. llama.cpp's logits depend on the split, so it is pinned",
+    )
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=run_collect)  # bayesrc.scale.commands adds --ray (item shards on Ray) to this parser
 
@@ -86,6 +93,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.set_defaults(func=run_collect_demo)
 
 
+def add_pin_arguments(p: argparse.ArgumentParser, what: str = "analyse") -> None:
+    """``--allow-pin`` and ``--force``: an analysis of runs whose pins differ (:func:`bayesrc.collect.pins.check_comparable`).
+
+    Examples
+    --------
+    >>> parser = argparse.ArgumentParser()
+    >>> add_pin_arguments(parser)
+    >>> parser.parse_args(["--allow-pin", "prompt", "--force"])
+    Namespace(allow_pin=['prompt'], force=True)
+    """
+    p.add_argument("--allow-pin", action="append", default=[], metavar="FIELD", help="a run pin (or category, e.g. prompt) that may differ between the runs (repeatable)")
+    p.add_argument("--force", action="store_true", help=f"{what} runs whose pins differ (item bank, sampling, evaluation scheme, ...), with a warning")
+
+
 def run_collect(args: argparse.Namespace) -> int:
     from bayesrc.collect import collect
     from bayesrc.errors import InputError
@@ -120,6 +141,7 @@ def run_collect(args: argparse.Namespace) -> int:
         label=args.label,
         threads=args.threads,
         items_per_batch=args.items_per_batch,
+        scheme=args.scheme,
         progress=not args.no_progress and sys.stderr.isatty(),
         server=server,
         epsilon=args.epsilon if exact else 1e-6,

@@ -7,7 +7,10 @@ shared block's KV state once per loaded model and, for each item, drops the cach
 it and decodes only the item's own tokens. The shared KV cells are computed once by the
 same decode, whatever came before, so an item's logits do not depend on which items came
 before, on item order, or on where a run was resumed; and every engine (naive, fast, exact)
-evaluates exactly the same blocks, so they agree trial by trial.
+evaluates exactly the same blocks, so they agree trial by trial. That is the default evaluation
+scheme, ``blocks``; under ``scheme="whole"`` (:data:`SCHEMES`) every engine evaluates the
+concatenated prompt in one piece from an emptied cache instead, as ``create_completion`` does on
+a fresh context (the same tokens, another batch split: other logits in their last bits).
 
 All engines draw sample ``k`` of item ``i`` with its own sampler chain, built exactly as
 ``Llama.create_completion`` builds it (penalties, top-k, typical, top-p, min-p,
@@ -39,6 +42,7 @@ reported as well, for engines or builds where bitwise-equal logits cannot be ass
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import os
 from dataclasses import dataclass
@@ -53,6 +57,17 @@ from bayesrc.errors import BayesrcError, InputError
 #: ``Llama._ctx``, ``Llama._init_sampler`` and the ``llama_vocab_*`` C functions); the same
 #: range as pyproject.toml. Checked when a model loads (:func:`check_llama_cpp`).
 LLAMA_CPP_SUPPORTED = ">=0.3.8,<0.4"
+
+#: Evaluation schemes: how a prompt's tokens are decoded (pinned as ``prompt.blocks``, the text
+#: below). llama.cpp's CPU kernels give other logits for other batch splits, so two runs of one
+#: model under different schemes differ in distribution (``benchmarks/scheme_drift.py``).
+#: ``blocks`` (default): shared block, then the item's own block, two batches, the shared KV kept
+#: once per model. ``whole``: the concatenated prompt decoded from an emptied cache in ``n_batch``
+#: pieces, as ``Llama.create_completion`` evaluates it on a fresh context.
+SCHEMES = {
+    "blocks": "shared+own/1: shared = rendered prompt up to the line break before the first item field, tokenised with BOS; own = the rest, tokenised without BOS; decoded as two batches, shared KV kept once per run",
+    "whole": "whole/1: shared + own tokens (tokenised as for blocks) decoded as one prompt from an emptied KV cache in n_batch pieces, as create_completion on a fresh context",
+}
 
 
 @dataclass(frozen=True)
@@ -115,6 +130,22 @@ class Prompt:
 
     def __len__(self) -> int:
         return len(self.shared) + len(self.own)
+
+
+def check_scheme(scheme: str) -> str:
+    """Validate an evaluation scheme name (a key of :data:`SCHEMES`).
+
+    Examples
+    --------
+    >>> check_scheme("whole")
+    'whole'
+    >>> check_scheme("halves")
+    Traceback (most recent call last):
+    bayesrc.errors.InputError: ...unknown evaluation scheme 'halves'; expected one of blocks, whole
+    """
+    if scheme not in SCHEMES:
+        raise InputError(f"unknown evaluation scheme {scheme!r}; expected one of {', '.join(SCHEMES)}", field="scheme")
+    return scheme
 
 
 def physical_cores() -> int:
@@ -227,8 +258,12 @@ class Model:
             self._shared_tokens[shared] = tuple(self.tokenize(shared))
         return Prompt(self._shared_tokens[shared], tuple(self.tokenize(own, add_bos=not shared)))
 
-    def eval_prompt(self, prompt: Prompt, *, fresh: bool = False) -> int:
+    def eval_prompt(self, prompt: Prompt, *, fresh: bool = False, scheme: str = "blocks") -> int:
         """Evaluate a prompt; afterwards the context holds the logits of its last token.
+
+        ``scheme="whole"`` decodes the whole prompt from an emptied cache (split at
+        ``n_batch`` by ``Llama.eval``), exactly as ``create_completion`` evaluates it on a
+        fresh context; the rest of this describes the default ``"blocks"`` scheme.
 
         The shared block is decoded (as one batch, from an emptied KV cache) only when the
         cache does not already hold it from an earlier call; otherwise the cache is cut
@@ -248,6 +283,11 @@ class Model:
         >>> tok = sampler.sample(model.llm._ctx, -1)  # doctest: +SKIP
         """
         llm, n_shared = self.llm, len(prompt.shared)
+        if check_scheme(scheme) == "whole":
+            llm.reset()
+            self._shared = None
+            llm.eval(prompt.tokens)
+            return len(prompt)
         cached = not fresh and self._shared == prompt.shared and llm.n_tokens >= n_shared and list(llm.input_ids[:n_shared]) == list(prompt.shared)
         n = 0
         if cached:
@@ -429,12 +469,12 @@ class Engine(Protocol):
 
 
 class NaiveEngine:
-    """Every trial from scratch: emptied KV cache, both prompt blocks decoded, full completion."""
+    """Every trial from scratch: emptied KV cache, the prompt decoded (under ``scheme``), full completion."""
 
     name = "naive"
 
-    def __init__(self, model: Model, sampling: Sampling):
-        self.model, self.sampling = model, sampling
+    def __init__(self, model: Model, sampling: Sampling, *, scheme: str = "blocks"):
+        self.model, self.sampling, self.scheme = model, sampling, check_scheme(scheme)
 
     def sample_item(self, prompt: Prompt | list[int], seeds: list[int], letters: str) -> list[Sample]:
         import llama_cpp
@@ -444,7 +484,7 @@ class NaiveEngine:
         out = []
         self.model.kv_prefix = None
         for k, seed in enumerate(seeds):
-            model.eval_prompt(prompt, fresh=True)
+            model.eval_prompt(prompt, fresh=True, scheme=self.scheme)
             sampler = make_sampler(model, self.sampling, seed)
             toks: list[int] = []
             finish = "length"
@@ -465,8 +505,8 @@ class FastEngine:
 
     name = "fast"
 
-    def __init__(self, model: Model, sampling: Sampling, *, items_per_batch: int = 1):
-        self.model, self.sampling = model, sampling
+    def __init__(self, model: Model, sampling: Sampling, *, items_per_batch: int = 1, scheme: str = "blocks"):
+        self.model, self.sampling, self.scheme = model, sampling, check_scheme(scheme)
         self.n_decodes = 0  # single-token decodes so far (prefix-tree nodes past the prompt), for benchmarks
         self.items_per_batch = check_items_per_batch(items_per_batch)
         self._seq: SeqContext | None = None
@@ -485,9 +525,22 @@ class FastEngine:
         evaluated before. Batching changes the shapes llama.cpp computes in, hence the
         logits in their last bits: samples agree in distribution, not trial by trial, with
         one-item evaluation (the batch size is pinned, :func:`bayesrc.collect.run.make_pins`).
+
+        A batch needs one KV sequence per open branch, up to ``1 + N * K``; when that exceeds
+        llama.cpp's :data:`MAX_SEQ`, the samples are drawn in chunks of ``k``
+        (:func:`sample_chunks`, fixed by N and K alone), each chunk one batched tree.
         """
         if self.items_per_batch == 1:
             return [self.sample_item(p, s, ltr) for p, s, ltr in zip(prompts, seeds, letters)]
+        out: list[list[Sample]] = [[] for _ in prompts]
+        for chunk in sample_chunks(self.items_per_batch, max(map(len, seeds))):
+            part = self._sample_batch(prompts, [s[chunk.start : chunk.stop] for s in seeds], letters)
+            for samples, new in zip(out, part):
+                samples += [dataclasses.replace(x, k=x.k + chunk.start) for x in new]
+        return out
+
+    def _sample_batch(self, prompts: list[Prompt], seeds: list[list[int]], letters: list[str]) -> list[list[Sample]]:
+        """:meth:`sample_items` for one chunk of samples (at most :data:`MAX_SEQ` sequences)."""
         if len(prompts) > self.items_per_batch:
             raise ValueError(f"{len(prompts)} items in a batch of {self.items_per_batch}")
         prompts = [as_prompt(p) for p in prompts]
@@ -495,7 +548,7 @@ class FastEngine:
             raise ValueError("items of one batch must share their shared block")
         seq = self._seq_context(prompts, max(map(len, seeds)))
         model, vocab, max_tokens = self.model, self.model.llm._model.vocab, self.sampling.max_tokens  # noqa: SLF001
-        shared = prompts[0].shared
+        shared = () if self.scheme == "whole" else prompts[0].shared
         seq.start(shared)
         use_shared = SharedDraws.applies(self.sampling)
         draws = [SharedDraws(model, self.sampling, s) if use_shared else None for s in seeds]
@@ -529,8 +582,7 @@ class FastEngine:
             nodes = []  # (item, seq_id, prefix, ks)
             for i, p in enumerate(prompts):
                 sid = free.pop()
-                seq.fork(0, sid)
-                (out,) = seq.decode([(sid, len(shared), p.own)])
+                out = seq.eval_item(sid, p, whole=self.scheme == "whole", n_batch=model.llm.n_batch)
                 nodes += expand((i, sid, [], list(range(len(seeds[i])))), out)
             # Deeper levels: every open branch of every item, one token each, all in one decode.
             while nodes:
@@ -548,7 +600,7 @@ class FastEngine:
         n_seq = 1 + self.items_per_batch * k
         own = max(len(p.own) for p in prompts)
         per_seq = -(-(len(prompts[0].shared) + own + self.sampling.max_tokens) // 256) * 256
-        n_batch = max(512, own, n_seq)  # an own block, or one token of every open branch
+        n_batch = max(512, own, n_seq, self.model.llm.n_batch)  # an own block (a whole prompt's n_batch piece), or one token of every open branch
         s = self._seq
         if s is None or s.n_seq < n_seq or s.n_per_seq < per_seq or s.n_batch < n_batch:
             if s is not None:
@@ -564,7 +616,7 @@ class FastEngine:
     def sample_item(self, prompt: Prompt | list[int], seeds: list[int], letters: str) -> list[Sample]:
         prompt, model = as_prompt(prompt), self.model
         vocab = model.llm._model.vocab  # noqa: SLF001
-        model.eval_prompt(prompt)
+        model.eval_prompt(prompt, scheme=self.scheme)
         n0 = len(prompt)
         shared = SharedDraws(model, self.sampling, seeds) if SharedDraws.applies(self.sampling) else None
         samplers = None if shared else [make_sampler(model, self.sampling, seed) for seed in seeds]
@@ -661,6 +713,21 @@ class SeqContext:
         for seq in range(1, self.n_seq):
             self.lc.llama_memory_seq_rm(self.mem, seq, -1, -1)
 
+    def eval_item(self, seq: int, prompt: Prompt, *, whole: bool, n_batch: int) -> int:
+        """Decode an item's prompt into the empty sequence ``seq``; the batch index of its last logits.
+
+        ``whole=False``: ``seq`` becomes a copy of the shared block's sequence 0 and the own
+        block is decoded after it (one decode). ``whole=True``: the whole prompt is decoded
+        from position 0 in ``n_batch`` pieces, as ``Llama.eval`` splits it.
+        """
+        if not whole:
+            self.fork(0, seq)
+            return self.decode([(seq, len(prompt.shared), prompt.own)])[0]
+        toks = prompt.tokens
+        for a in range(0, len(toks), n_batch):
+            (out,) = self.decode([(seq, a, toks[a : a + n_batch])])
+        return out
+
     def fork(self, src: int, dst: int) -> None:
         """Sequence ``dst`` := sequence ``src`` (its stream's cells copied)."""
         self.lc.llama_memory_seq_cp(self.mem, src, dst, -1, -1)
@@ -685,29 +752,63 @@ class _SeqCtx:
 ENGINES = {"naive": NaiveEngine, "fast": FastEngine}
 
 
-#: Most sequences one llama.cpp context holds (LLAMA_MAX_SEQ); a batch needs 1 + items x K.
+#: Most sequences one llama.cpp context holds (LLAMA_MAX_SEQ); a batch needs 1 + items x K
+#: (:func:`sample_chunks` cuts K to fit).
 MAX_SEQ = 256
 
 
 def check_items_per_batch(n: int) -> int:
-    """Validate ``items_per_batch`` (>= 1)."""
+    """Validate ``items_per_batch``: a whole number from 1 to ``MAX_SEQ - 1`` (each item needs a KV sequence of its own beside the shared one).
+
+    Examples
+    --------
+    >>> check_items_per_batch(4)
+    4
+    """
     try:
         n = int(n)
     except (TypeError, ValueError):
         raise InputError(f"must be a whole number >= 1, got {n!r}", field="items_per_batch") from None
     if n < 1:
         raise InputError(f"must be >= 1, got {n}", field="items_per_batch")
+    if n > MAX_SEQ - 1:
+        raise InputError(f"must be <= {MAX_SEQ - 1}, got {n}: each item of a decode needs a KV sequence and llama.cpp holds at most {MAX_SEQ}", field="items_per_batch")
     return n
 
 
-def make_engine(name: str, model: Model, sampling: Sampling, *, items_per_batch: int = 1) -> Engine:
+def sample_chunks(n_items: int, k: int, max_seq: int | None = None) -> list[range]:
+    """The ranges of ``k`` that one batched decode tree of ``n_items`` items draws together.
+
+    Every open branch of a batch is a KV sequence, beside the shared block's: at most
+    ``1 + n_items * len(chunk)`` of them, which must fit llama.cpp's ``max_seq`` (default :data:`MAX_SEQ`). The chunks
+    depend on ``n_items`` and ``k`` only, so a trial never depends on what else is collected;
+    a single chunk (all K) whenever it fits.
+
+    Examples
+    --------
+    >>> sample_chunks(4, 10)
+    [range(0, 10)]
+    >>> sample_chunks(2, 400)
+    [range(0, 127), range(127, 254), range(254, 381), range(381, 400)]
+    """
+    per = ((max_seq or MAX_SEQ) - 1) // check_items_per_batch(n_items)
+    return [range(a, min(a + per, k)) for a in range(0, k, per)]
+
+
+def make_engine(name: str, model: Model, sampling: Sampling, *, items_per_batch: int = 1, scheme: str = "blocks") -> Engine:
+    """The sampling engine ``name`` (:data:`ENGINES`) on ``model``, under the evaluation ``scheme``.
+
+    Examples
+    --------
+    >>> eng = make_engine("fast", model, Sampling(temperature=0.7), scheme="whole")  # doctest: +SKIP
+    """
     if name not in ENGINES:
         raise InputError(f"unknown engine {name!r}; expected one of {sorted(ENGINES)}", field="engine")
     if items_per_batch != 1:
         if name != "fast":
             raise InputError(f"several items per decode needs the fast engine, not {name!r}", field="items_per_batch")
-        return FastEngine(model, sampling, items_per_batch=items_per_batch)
-    return ENGINES[name](model, sampling)
+        return FastEngine(model, sampling, items_per_batch=items_per_batch, scheme=scheme)
+    return ENGINES[name](model, sampling, scheme=scheme)
 
 
 def check_llama_cpp(llm) -> None:

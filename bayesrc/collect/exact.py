@@ -6,7 +6,9 @@ seed, so the *distribution* of the answer over seeds is a function of the logits
 The exact engine computes it by walking the tree of token prefixes:
 
 1. The item's prompt is evaluated as the other engines evaluate it,
-   :meth:`Model.eval_prompt` on its two canonical blocks (the same logits).
+   :meth:`Model.eval_prompt` on its two canonical blocks (the same logits), or under
+   ``scheme="whole"`` in one piece from an emptied cache (the logits ``create_completion``
+   computes on a fresh context; :data:`~bayesrc.collect.engines.SCHEMES`).
 2. At each prefix, the next-token distribution is what ``create_completion``'s sampler
    chain draws from. The chain is *llama.cpp's own*: the engine builds it with the very
    call the fast engine uses (``Llama._init_sampler``: penalties, top-k, typical-p, top-p,
@@ -106,8 +108,8 @@ class ExactEngine(FastEngine):
 
     name = "exact"
 
-    def __init__(self, model: Model, sampling: Sampling, *, epsilon: float = DEFAULT_EPSILON, max_expansions: int = DEFAULT_MAX_EXPANSIONS):
-        super().__init__(model, sampling)
+    def __init__(self, model: Model, sampling: Sampling, *, epsilon: float = DEFAULT_EPSILON, max_expansions: int = DEFAULT_MAX_EXPANSIONS, scheme: str = "blocks"):
+        super().__init__(model, sampling, scheme=scheme)
         self.epsilon = check_epsilon(epsilon)
         if int(max_expansions) < 1:
             raise InputError(f"must be >= 1, got {max_expansions}", field="max_expansions")
@@ -158,7 +160,7 @@ class ExactEngine(FastEngine):
         llm, max_tokens, eps = self.model.llm, self.sampling.max_tokens, self.epsilon
         vocab = llm._model.vocab  # noqa: SLF001
         prompt = as_prompt(prompt)
-        self.model.eval_prompt(prompt)  # the same two blocks as the fast and naive engines
+        self.model.eval_prompt(prompt, scheme=self.scheme)  # evaluated as the fast and naive engines evaluate it
         n0 = len(prompt)
 
         def text_of(toks) -> str:  # as the fast engine decodes a response

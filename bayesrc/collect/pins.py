@@ -6,11 +6,14 @@ hashes) may differ, since the model is what is being compared. ``items.*`` (bank
 range), ``prompt.*`` (user template, system prompt), ``sampling.*`` (K, T, top-k/p, min-p,
 max_tokens, seed rule) and ``tooling.*`` (llama-cpp-python version, llama.cpp library
 hash, backend) must match unless explicitly allowed; ``runtime.*`` (engine, context,
-threads) never changes what is measured and is only listed.
+threads) never changes what is measured and is only listed. The evaluation pins
+(:data:`EVALUATION_PINS`: the scheme, items per decode) are allowed only by name, never by
+``--allow prompt``: a prompt change compared under two schemes would show spurious changes.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -18,6 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from bayesrc.collect.engines import SCHEMES
 from bayesrc.collect.exact import compact
 from bayesrc.collect.rundir import RUN_FORMAT, RunLock, check_writable, frame_bytes, now_utc, pin_category, read_parts, read_run_record, read_run_trials
 from bayesrc.errors import InputError
@@ -25,6 +29,20 @@ from bayesrc.io import atomic_write_bytes, atomic_write_json, staged_output
 
 ALLOWED_BY_DEFAULT = ("model",)
 IGNORED = ("runtime",)
+#: How prompts are evaluated: llama.cpp's logits depend on it, so these differ only when named.
+EVALUATION_PINS = ("prompt.blocks", "prompt.items_per_batch")
+
+
+def scheme_of(pins: dict) -> str | None:
+    """The evaluation scheme a run's pins name (``"blocks"``, ``"whole"``), None if unknown (e.g. a server run).
+
+    Examples
+    --------
+    >>> from bayesrc.collect.engines import SCHEMES
+    >>> scheme_of({"prompt.blocks": SCHEMES["whole"]})
+    'whole'
+    """
+    return next((name for name, text in SCHEMES.items() if pins.get("prompt.blocks") == text), None)
 
 
 @dataclass
@@ -73,7 +91,7 @@ def _short(v) -> str:
 
 
 def _allowed(fld: str, allow: Iterable[str]) -> bool:
-    return any(fld == a or pin_category(fld) == a for a in allow)
+    return any(fld == a or (pin_category(fld) == a and fld not in EVALUATION_PINS) for a in allow)
 
 
 def compare_runs(run_a: str | Path, run_b: str | Path, *, allow: Iterable[str] = ()) -> Comparison:
@@ -116,10 +134,30 @@ def check_comparable(run_a: str | Path, run_b: str | Path, *, allow: Iterable[st
     >>> check_comparable("runs/v1", "runs/v2", allow=["prompt"])  # a prompt change is the comparison  # doctest: +SKIP
     """
     comp = compare_runs(run_a, run_b, allow=allow)
-    if comp.pinned and not comp.comparable and not force:
-        fields = ", ".join(comp.blocking["field"])
-        raise InputError(f"runs are not comparable: pins differ in {fields} (see `bayesrc pins`; --force to override)", path=run_b)
+    if comp.pinned and not comp.comparable:
+        message = f"runs are not comparable: pins differ in {', '.join(comp.blocking['field'])}{_scheme_note(run_a, run_b)}"
+        if not force:
+            raise InputError(f"{message} (see `bayesrc pins`; --force to override)", path=run_b)
+        print(f"bayesrc: warning: {message}; analysed anyway (--force)", file=sys.stderr)
     return comp
+
+
+def check_all_comparable(runs: Iterable[str | Path], *, allow: Iterable[str] = (), force: bool = False) -> None:
+    """:func:`check_comparable` of every run against the first (``bayesrc power``'s score files).
+
+    Examples
+    --------
+    >>> check_all_comparable(["runs/v1", "runs/v2", "runs/v3"])  # doctest: +SKIP
+    """
+    runs = list(runs)
+    for other in runs[1:]:
+        check_comparable(runs[0], other, allow=allow, force=force)
+
+
+def _scheme_note(run_a: str | Path, run_b: str | Path) -> str:
+    """``"; evaluation schemes differ (blocks vs whole)"`` when they do, else ``""``."""
+    sa, sb = (scheme_of(read_run_record(r).get("pins", {})) for r in (run_a, run_b))
+    return f"; evaluation schemes differ ({sa} vs {sb}): llama.cpp's logits depend on how the prompt is evaluated" if sa != sb else ""
 
 
 def merge_runs(shards: Iterable[str | Path], out: str | Path, *, lock_output: bool = True) -> Path:

@@ -17,7 +17,7 @@ import pandas as pd
 from bayesrc.collect import exact as exact_mod
 from bayesrc.collect.bank import Bank, load_bank
 from bayesrc.collect.card import ModelCard, chat_template_text, load_card, prompt_blocks, resolve_model, sha256_text, shared_block
-from bayesrc.collect.engines import MAX_SEQ, Model, Prompt, Sampling, check_items_per_batch, make_engine, runtime_info
+from bayesrc.collect.engines import SCHEMES, Model, Prompt, Sampling, check_items_per_batch, check_scheme, make_engine, runtime_info
 from bayesrc.collect.rundir import (
     RunLock,
     RunResult,
@@ -43,7 +43,7 @@ from bayesrc.data.seeds import seed_salt
 from bayesrc.errors import InputError
 from bayesrc.io import atomic_write_bytes
 
-PROMPT_BLOCKS = "shared+own/1: shared = rendered prompt up to the line break before the first item field, tokenised with BOS; own = the rest, tokenised without BOS; decoded as two batches, shared KV kept once per run"
+PROMPT_BLOCKS = SCHEMES["blocks"]  # the default scheme's pin (runs from before the scheme option carry it)
 
 
 def make_pins(
@@ -63,9 +63,18 @@ def make_pins(
     epsilon: float | None = None,
     max_expansions: int | None = None,
     items_per_batch: int = 1,
+    scheme: str = "blocks",
 ) -> dict:
     """The run's pins. An exact run (``epsilon`` given) has no K and no seeds, but its
-    pruning threshold and expansion budget."""
+    pruning threshold and expansion budget. The evaluation ``scheme`` is pinned as
+    ``prompt.blocks`` (:data:`~bayesrc.collect.engines.SCHEMES`: the default's text is the
+    one runs carried before the option, so they stay comparable).
+
+    Examples
+    --------
+    >>> make_pins(card, model, bank, (0, 40), Sampling(), k=10, seed_stride=10, seed_offset=0, engine="fast", label="v1", scheme="whole")["prompt.blocks"]  # doctest: +SKIP
+    'whole/1: ...'
+    """
     tmpl = chat_template_text(card, model.gguf_chat_template)
     rt = runtime_info(model)
     pins = {
@@ -81,7 +90,7 @@ def make_pins(
         "prompt.chat_format": card.chat_format,
         "prompt.template_sha256": sha256_text(card.template),
         "prompt.system_sha256": sha256_text(card.system),
-        "prompt.blocks": PROMPT_BLOCKS,
+        "prompt.blocks": SCHEMES[scheme],
         "prompt.shared_sha256": sha256_text(shared),
         "sampling.k": k,
         "sampling.temperature": sampling.temperature,
@@ -160,6 +169,7 @@ def collect(
     epsilon: float = 1e-6,
     max_expansions: int | None = None,
     items_per_batch: int = 1,
+    scheme: str = "blocks",
 ) -> RunResult:
     """Collect K samples per item into the run directory ``out`` (see module docstring).
 
@@ -180,6 +190,11 @@ def collect(
     (:meth:`~bayesrc.collect.engines.FastEngine.sample_items`); a batch is always evaluated
     whole (members outside the range or already done are evaluated, not written), so item
     order, shards and resume points do not change a trial. It is a prompt pin.
+    ``scheme`` is how each prompt is evaluated (local engines: fast, naive, exact):
+    ``"blocks"`` (shared block's KV kept, own block decoded after it) or ``"whole"`` (the
+    prompt in one piece on an emptied cache, as ``create_completion``); pinned as
+    ``prompt.blocks``, since llama.cpp's logits depend on the batch split.
+    Any K runs: the batched path draws K in chunks that fit llama.cpp's sequence limit.
     ``engine = "server"`` collects from an OpenAI-compatible endpoint instead of a local
     GGUF; ``server`` holds :func:`bayesrc.collect.server.collect_server`'s options
     (``base_url``, ``api_model``, ``concurrency``, ...).
@@ -190,9 +205,12 @@ def collect(
     >>> collect("models/gemma-3-270m-q4_k_m.toml", "bank.jsonl", "runs/v1", k=10, resume=True)  # after a crash  # doctest: +SKIP
     """
     items_per_batch = check_items_per_batch(items_per_batch)
+    scheme = check_scheme(scheme)
     if items_per_batch != 1 and engine != "fast":
         raise InputError(f"several items per decode needs the fast engine, not {engine!r}", field="items_per_batch")
     if engine == "server":  # SPEC 9: same run directory, seeds, resume and lock; pins from the server
+        if scheme != "blocks":
+            raise InputError("the server evaluates prompts its own way; --scheme applies to the local engines (fast, naive, exact)", field="scheme")
         return collect_server(card, items, out, **(server or {}), k=k, temperature=temperature, resume=resume, items_range=items_range, shard=shard,
                               seed_stride=seed_stride, seed_offset=seed_offset, seed_rule=seed_rule, top_k=top_k, top_p=top_p, min_p=min_p,
                               label=label, progress=progress, max_items=max_items)  # fmt: skip
@@ -208,8 +226,6 @@ def collect(
     seed_stride = seed_stride_for(k, seed_stride)
     check_sampling_args(k=k, seed_stride=seed_stride, temperature=temperature, seed_rule=seed_rule, items_range=items_range, shard=shard)
     rng = select_range(len(bank), items_range, shard)
-    if 1 + items_per_batch * k > MAX_SEQ:
-        raise InputError(f"{items_per_batch} items x K = {k} needs {1 + items_per_batch * k} KV sequences; llama.cpp holds at most {MAX_SEQ}", field="items_per_batch")
     sampling = Sampling(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, max_tokens=card.max_tokens)
     label = label or card.label
 
@@ -222,13 +238,13 @@ def collect(
         selected = bank.items[rng[0] : rng[1]]
         shared, prompts = render_prompts(card, model, selected, max_tokens=sampling.max_tokens, bank_path=bank.path)
         pins = make_pins(card, model, bank, rng, sampling, k=k, seed_stride=seed_stride, seed_offset=seed_offset, engine=engine, label=label, shared=shared, seed_rule=seed_rule,
-                         epsilon=epsilon if exact else None, max_expansions=max_expansions, items_per_batch=items_per_batch)  # fmt: skip
+                         epsilon=epsilon if exact else None, max_expansions=max_expansions, items_per_batch=items_per_batch, scheme=scheme)  # fmt: skip
         salt = int(pins.get("model.seed_salt", 0))
         check_resume_pins(record, pins, run_dir)
         if exact:
-            eng = exact_mod.ExactEngine(model, sampling, epsilon=epsilon, max_expansions=max_expansions)
+            eng = exact_mod.ExactEngine(model, sampling, epsilon=epsilon, max_expansions=max_expansions, scheme=scheme)
         else:
-            eng = make_engine(engine, model, sampling, items_per_batch=items_per_batch)
+            eng = make_engine(engine, model, sampling, items_per_batch=items_per_batch, scheme=scheme)
         info = _run_info(card, model, bank, record, prompts)
         begin_run(run_dir, pins, info)
         done = done_items(run_dir)

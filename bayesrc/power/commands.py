@@ -21,6 +21,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--alpha", type=float, default=0.05)
     p.add_argument("--power", type=float, default=0.8)
     p.add_argument("--comparisons", type=int, default=None, help="size of the comparison family (default: number of adjacent pairs)")
+    from bayesrc.collect.commands import add_pin_arguments  # one definition of --allow-pin / --force
+
+    add_pin_arguments(p, "rank")
     p.add_argument("--anytime", choices=("normal_mixture", "stitched"), default="normal_mixture", help="anytime-valid boundary")
     p.set_defaults(func=run_power)
 
@@ -50,6 +53,9 @@ def run_power(args: argparse.Namespace) -> int:
 
     if len(args.scores) < 2:
         raise InputError("need at least two SCORES files (one per model)", path=args.scores[0], field="SCORES")
+    from bayesrc.collect.pins import check_all_comparable
+
+    check_all_comparable(args.scores, allow=args.allow_pin, force=args.force)  # only the model may differ (SPEC 6)
     counts = load_counts(args.scores, on_unmatched="drop")
     for v, ids in (counts.attrs.get("unmatched") or {}).items():
         print(f"bayesrc: note: version {v}: {len(ids)} item(s) not in every file (first: {ids[0]}); analysed matched items only", file=sys.stderr)

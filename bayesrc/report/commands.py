@@ -33,6 +33,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--reliability-basis", action="append", choices=("all", "analysed"), help="threshold: r_xx bases of the reference method (repeatable; default all and analysed)")
     s.add_argument("--null-replicates", type=int, default=200, help="threshold: replicates of the no-change null per method (default 200; 0: skip)")
     s.add_argument("--allow-unmatched", action="store_true")
+    from bayesrc.collect.commands import add_pin_arguments  # one definition of --allow-pin / --force
+
+    add_pin_arguments(s)
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--out", type=Path, required=True)
     from bayesrc.scale.commands import add_ray_arguments
@@ -54,10 +57,12 @@ def run_sensitivity(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from bayesrc.classical.rci import RCISettings
+    from bayesrc.collect.pins import check_comparable
     from bayesrc.data import input_notes, load_counts
     from bayesrc.errors import InputError
     from bayesrc.sensitivity import run_sensitivity_analyses, write_sensitivity
 
+    check_comparable(args.v1, args.v2, allow=args.allow_pin, force=args.force)  # only the model may differ (SPEC 6)
     counts = load_counts([args.v1, args.v2], on_unmatched="drop" if args.allow_unmatched else "raise")
     for note in input_notes(counts):
         print(f"bayesrc: note: {note}", file=sys.stderr)

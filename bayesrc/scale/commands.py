@@ -92,7 +92,7 @@ def run_collect_ray(args: argparse.Namespace) -> int:
         args.model, args.items, args.out, workers=args.workers, address=args.ray_address, resume=args.resume,
         items_range=args.items_range, progress=not args.no_progress and sys.stderr.isatty(), label=args.label,
         k=args.k, temperature=args.temperature, engine=args.engine, seed_stride=args.seed_stride,
-        top_k=args.top_k, top_p=args.top_p, min_p=args.min_p, **({"shard": args.shard} if args.shard else {}),
+        top_k=args.top_k, top_p=args.top_p, min_p=args.min_p, scheme=args.scheme, **({"shard": args.shard} if args.shard else {}),
     )  # fmt: skip
     print_summary(res, args.k)
     return 0

@@ -21,6 +21,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--backend", choices=("numpyro", "pymc"), default="numpyro")
     p.add_argument("--fast", action="store_true", help="cheaper NUTS settings (2 chains x 400 draws after 300 warm-up)")
     p.add_argument("--out", required=True, type=Path)
+    from bayesrc.collect.commands import add_pin_arguments  # one definition of --allow-pin / --force
+
+    add_pin_arguments(p, "score")
     p.set_defaults(func=run_truth)
 
 
@@ -32,10 +35,12 @@ def run_truth(args: argparse.Namespace) -> int:
     from bayesrc.bayes.samplers import configure_host_devices
 
     configure_host_devices(min(2, os.cpu_count() or 1))
+    from bayesrc.collect.pins import check_comparable
     from bayesrc.data.exact import load_exact
     from bayesrc.truth import DEFAULT_METHODS, truth
 
-    ex1, ex2 = load_exact(args.v1), load_exact(args.v2)  # bad input fails here, before any fit
+    ex1, ex2 = load_exact(args.v1), load_exact(args.v2)
+    check_comparable(args.v1, args.v2, allow=args.allow_pin, force=args.force)  # bad input fails here, before any fit; only the model may differ (SPEC 6)
     methods = tuple(m.strip() for m in args.methods.split(",") if m.strip()) if args.methods else DEFAULT_METHODS
 
     def progress(r, rows):
