@@ -57,10 +57,9 @@ demo: $(STAMP)
 
 # The suite with the docstrings' examples (--doctest-modules over bayesrc) and the docs built first,
 # so tests/test_docs.py screenshots the pages `make docs` just wrote instead of building them again.
-# Two worker processes, whole files each (--dist loadfile: a file's shared fits stay in one process):
-# both cores busy, and no process lives through the whole suite (a single process running every
-# file died twice in libgcc's unwinder after ~15 min of mixed JAX, numba and Ray work:
-# docs/performance.md, "The test suite").
+# Two worker processes, whole files each (--dist loadfile: a file's shared fits stay in one process,
+# and the notebooks are the docs build's executed copies). A test that hangs is stopped after 15 min
+# with every thread's stack printed (pytest-timeout, pyproject.toml): docs/performance.md, "The test suite".
 TEST_WORKERS ?= 2
 test: $(STAMP) browser lint docs
 	BAYESRC_NO_SKIP=1 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --doctest-modules bayesrc tests --durations=30 $(PYTEST_ARGS)

@@ -9,6 +9,12 @@ import signal
 import socket
 import subprocess
 import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+DOCS_HTML = DOCS / "_build" / "html"
+DOCS_GENERATED = ("_build", "jupyter_execute", "api/generated", "notebooks")  # written by the docs build
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMIUM_FLAGS = [
@@ -22,6 +28,18 @@ CHROMIUM_FLAGS = [
     "--disable-sync",
     "--hide-scrollbars",
 ]  # the browser tests' headless chromium (report, docs)
+
+
+def docs_sources() -> list[Path]:
+    """What the documentation site is built from: the pages in docs/, the notebooks and the package's docstrings."""
+    docs = [p for p in DOCS.rglob("*") if p.is_file() and not any(p.relative_to(DOCS).as_posix().startswith(g) for g in DOCS_GENERATED)]
+    return docs + sorted((ROOT / "notebooks").glob("*.ipynb")) + sorted((ROOT / "bayesrc").rglob("*.py"))
+
+
+def docs_build_is_fresh(html: Path = DOCS_HTML) -> bool:
+    """A build that passed with -W (``make docs`` touches ``.built-with-W`` after it) newer than every source."""
+    done = html / ".built-with-W"
+    return (html / "index.html").is_file() and done.is_file() and done.stat().st_mtime >= max(p.stat().st_mtime for p in docs_sources())
 
 
 def free_port() -> int:

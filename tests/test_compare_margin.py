@@ -87,6 +87,13 @@ def test_no_change_on_2000_items_passes(pairs, tmp_path, capsys):
     assert isinstance(loaded, CompareResult) and loaded.decision == "pass" and loaded.exit_code == 0
     loaded.save(tmp_path / "copy")
     assert bayesrc.load(tmp_path / "copy") == loaded
+    # The same fit read without a margin is the plain gate's pass (exit 0): nothing flagged, RCI beside it.
+    # (One 2,000-item fit for both gates: test_compare_gate.py fits only its small pairs.)
+    assert res["found"] is False and res["bayes"]["n_deteriorated"] == 0
+    plain = CompareResult({**loaded.payload, "margin": None, "decision": None, "exit_code": None}, loaded.tables)
+    assert plain.decision == "pass" and plain.exit_code == 0
+    plain_md = markdown_summary(plain)
+    assert "no deteriorated items** (exit 0)" in plain_md and "Classical RCI" in plain_md and "ceil(0.6·K)" in plain_md
 
 
 @pytest.mark.slow

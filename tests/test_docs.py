@@ -17,35 +17,20 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import CHROMIUM, CHROMIUM_FLAGS
+from helpers import CHROMIUM, CHROMIUM_FLAGS, DOCS, DOCS_HTML, ROOT, docs_build_is_fresh
 
 from bayesrc.report.render import SECTION_DOCS
 
-ROOT = Path(__file__).resolve().parents[1]
-DOCS = ROOT / "docs"
-BUILT = DOCS / "_build" / "html"
-GENERATED = ("_build", "jupyter_execute", "api/generated", "notebooks")
 GUIDES = ("compare_notebook", "ci_gate", "import_logs", "collect", "exact_truth", "switch", "planning", "reports")
 NOTEBOOKS = ("01_quickstart", "02_version_comparison", "03_switch_matrices", "04_planning")
 # the three pages looked at in the browser: home, a user guide notebook with its figure, an API page
 SHOTS = {"home": "index.html", "notebook": "notebooks/01_quickstart.html", "api": "api/generated/02_bayesrc.classical.html"}
 
 
-def _sources() -> list[Path]:
-    docs = [p for p in DOCS.rglob("*") if p.is_file() and not any(p.relative_to(DOCS).as_posix().startswith(g) for g in GENERATED)]
-    return docs + sorted((ROOT / "notebooks").glob("*.ipynb")) + sorted((ROOT / "bayesrc").rglob("*.py"))
-
-
-def _fresh(html: Path) -> bool:
-    """A build that passed with -W (``make docs`` touches ``.built-with-W`` after it) newer than every source."""
-    done = html / ".built-with-W"
-    return (html / "index.html").is_file() and done.is_file() and done.stat().st_mtime >= max(p.stat().st_mtime for p in _sources())
-
-
 @pytest.fixture(scope="session")
 def docs_html(tmp_path_factory) -> Path:
-    if _fresh(BUILT) and os.environ.get("BAYESRC_DOCS_REBUILD") != "1":
-        return BUILT
+    if docs_build_is_fresh() and os.environ.get("BAYESRC_DOCS_REBUILD") != "1":
+        return DOCS_HTML
     out = tmp_path_factory.mktemp("docs") / "html"
     res = subprocess.run([sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html", str(DOCS), str(out)], capture_output=True, text=True, timeout=1800, cwd=ROOT)
     assert res.returncode == 0, f"sphinx-build -W failed:\n{res.stdout[-2000:]}\n{res.stderr[-6000:]}"

@@ -216,7 +216,7 @@ def manifest(tmp_path_factory):
 
     d = tmp_path_factory.mktemp("pairs")
     rows = []
-    for name, seed in (("pair-a", 3), ("pair-b", 4)):
+    for name, seed in (("pair-a", 4),):  # one pair (seed 4: some items change): a default change fit on a 1-CPU Ray node takes minutes here
         sim = simulate_pair(60, 10, models=(f"{name}-v1", f"{name}-v2"), seed=seed)
         sim.trials_v1.to_parquet(d / f"{name}-v1.parquet", index=False)
         sim.trials_v2.to_parquet(d / f"{name}-v2.parquet", index=False)
@@ -254,7 +254,7 @@ def test_fit_many_on_ray_equals_serial(ray_cluster, manifest, serial_fits, tmp_p
 
     serial_dir, serial = serial_fits
     on_ray = fit_many(manifest, tmp_path / "ray", fit_kwargs=_fit_kwargs(), n_devices=_n_devices(), mapper=ray_map)
-    assert list(serial["name"]) == ["pair-a", "pair-b"] and (tmp_path / "ray" / "summary.csv").exists()
+    assert list(serial["name"]) == ["pair-a"] and (tmp_path / "ray" / "summary.csv").exists()
     drop = ["runtime_s", "fit_dir"]
     pd.testing.assert_frame_equal(serial.drop(columns=drop), on_ray.drop(columns=drop))
     for name in serial["name"]:

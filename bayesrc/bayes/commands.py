@@ -7,6 +7,8 @@ import os
 import sys
 from pathlib import Path
 
+from bayesrc.collect.commands import add_pin_arguments  # one definition of --allow-pin / --force
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("fit", help="Bayesian item model (beta-binomial or paired change) for a version pair")
@@ -44,8 +46,7 @@ def add_sampler_arguments(p: argparse.ArgumentParser) -> None:
 def add_pairing_arguments(p: argparse.ArgumentParser, what: str = "fit") -> None:
     """How two versions' trials are paired: unmatched items and run pins (SPEC 6)."""
     p.add_argument("--allow-unmatched", action="store_true", help="analyse items present in both versions")
-    p.add_argument("--allow-pin", action="append", default=[], metavar="FIELD", help="a run pin (or category) that may differ between the versions")
-    p.add_argument("--force", action="store_true", help=f"{what} runs whose pins differ (item bank, sampling, ...)")
+    add_pin_arguments(p, what)
 
 
 def add_fit_arguments(p: argparse.ArgumentParser) -> None:

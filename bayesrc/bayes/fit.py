@@ -19,6 +19,7 @@ from bayesrc.bayes.samplers import SamplerConfig
 from bayesrc.bayes.summaries import DELTA_MIN, ITEM_COLUMNS, allow_no_change, crosscheck, domain_shift, expected_flips, item_summary, rci_fdp_interval, rci_fdp_prior_sensitivity, select
 from bayesrc.classical import reliable_change
 from bayesrc.classical.pipeline import pair_no_change_test
+from bayesrc.config import releases_jax_caches
 from bayesrc.errors import ConvergenceError
 from bayesrc.results import Result, register
 
@@ -229,6 +230,7 @@ class BayesFit(Result):
                 f"{s['n_improved']} improved, {s['n_deteriorated']} deteriorated")  # fmt: skip
 
 
+@releases_jax_caches
 def fit(
     counts: xr.Dataset,
     *,

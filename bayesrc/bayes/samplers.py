@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from bayesrc.bayes.diagnostics import DEFAULT_GATE, convergence
+from bayesrc.bayes.diagnostics import gate
 from bayesrc.config import SamplerConfig  # noqa: F401  (re-exported; defined with the other settings: the CLI reads its defaults without loading JAX)
 
 
@@ -48,8 +48,8 @@ def run_numpyro(model: Callable, data: dict[str, Any], cfg: SamplerConfig, coord
 
     ``model`` has its structure bound (``functools.partial``); ``data`` holds arrays only
     (or ``None``), which enter the compiled sampler as *arguments*: every fit of the same
-    shapes and structure shares one compiled sampler, in this process and, through JAX's
-    persistent cache (:func:`bayesrc.configure`), in later ones. Chains run in parallel, one
+    shapes and structure shares one compiled sampler through JAX's persistent cache
+    (:func:`bayesrc.configure`; the in-process caches are cleared after each fit). Chains run in parallel, one
     per JAX device (``pmap``), in rounds when there are more chains than devices; each round
     advances in chunks, so a progress bar can follow it (``cfg.progress``).
     """
@@ -120,15 +120,15 @@ def _run_numpyro(jax, model: Callable, data: dict[str, Any], cfg: SamplerConfig,
             state = start(keys[idx], jax.tree.map(lambda a: a[idx], inits), data)
             parts.append([])
             states.append(_advance_chunks(advance, state, data, total, chunk, bar, min(n_dev, cfg.chains - r * n_dev), parts[r]))
-    draws = _gathered(jax, parts, cfg)
+    dt = _datatree(jax, *_gathered(jax, parts, cfg), constrain, data, coords, dims)
     budget = (cfg.max_draws or 2 * cfg.draws) - cfg.draws
-    while budget >= chunk and _too_short(jax, draws, constrain, data):
+    while budget >= chunk and _too_short(dt):
         more = max(chunk, min(budget, cfg.draws) // chunk * chunk)
         with progress_bar(cfg.progress, more * cfg.chains, desc="NUTS (more draws)") as bar:
             states = [_advance_chunks(advance, st, data, more, chunk, bar, min(n_dev, cfg.chains - r * n_dev), parts[r]) for r, st in enumerate(states)]
         budget -= more
-        draws = _gathered(jax, parts, cfg)
-    return _datatree(jax, *draws, constrain, data, coords, dims)
+        dt = _datatree(jax, *_gathered(jax, parts, cfg), constrain, data, coords, dims)
+    return dt
 
 
 def _advance_chunks(advance, state, data, length: int, chunk: int, bar, n_chains: int, into: list):
@@ -148,23 +148,15 @@ def _gathered(jax, parts: list[list], cfg: SamplerConfig):
     return tuple(jax.tree.map(flat, *field) for field in zip(*rounds))
 
 
-def _too_short(jax, draws: tuple, constrain, data: dict) -> bool:
+def _too_short(dt) -> bool:
     """Whether the chains should go on: nothing diverged (then more draws would not help: the fit
-    escalates instead), and some sampled or derived quantity's R-hat or bulk or tail ESS misses the
-    gate's defaults (:func:`bayesrc.bayes.diagnostics.gate`)."""
-    z, diverging, _ = draws
-    if diverging.any():
+    escalates instead) and the gate's defaults (:func:`bayesrc.bayes.diagnostics.gate`, every sampled
+    and derived quantity) fail on R-hat or ESS alone, all of them finite (a constant quantity's NaN
+    R-hat would not improve with more draws)."""
+    if dt["sample_stats"]["diverging"].values.any():
         return False
-    n_chain, n_draw = diverging.shape
-    values = constrain(jax.tree.map(lambda a: a.reshape(n_chain * n_draw, *a.shape[2:]), z), data)
-    for name, v in values.items():
-        if name in data:
-            continue
-        c = convergence(np.moveaxis(np.asarray(v).reshape(n_chain, n_draw, -1), -1, 0))
-        with np.errstate(invalid="ignore"):  # NaN (a constant quantity): more draws would not help
-            if (c["r_hat"] > DEFAULT_GATE["max_rhat"]).any() or (np.minimum(c["ess_bulk"], c["ess_tail"]) < DEFAULT_GATE["min_ess"]).any():
-                return True
-    return False
+    d = gate(dt, list(dt["posterior"].data_vars))
+    return not d.passed and np.isfinite(d.max_rhat) and min(d.min_ess_bulk, d.min_ess_tail) > 0
 
 
 def _datatree(jax, z: dict, diverging: np.ndarray, n_steps: np.ndarray, constrain, data: dict, coords: dict, dims: dict):

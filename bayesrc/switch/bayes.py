@@ -40,6 +40,7 @@ import pandas as pd
 import xarray as xr
 
 from bayesrc.bayes.fit import sample_gated
+from bayesrc.config import releases_jax_caches
 from bayesrc.switch.data import SwitchData
 from bayesrc.switch.matrix import switch_effects
 
@@ -389,6 +390,7 @@ class BayesFactorFit:
         return out
 
 
+@releases_jax_caches
 def fit_factor_bayes(data: SwitchData | FactorData, *, backend: str = "numpyro", priors: FactorPriors = FactorPriors(), config=None, escalate: bool = True, **sampler) -> BayesFactorFit:
     """Fit the Bayesian additive model with ``backend`` in {"numpyro", "pymc"}.
 
