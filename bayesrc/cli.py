@@ -27,9 +27,9 @@ from bayesrc.errors import BayesrcError
 from bayesrc.locking import output_lock
 
 COMMAND_MODULES: tuple[str, ...] = (
+    "bayesrc.collect.commands",  # first: the other commands take its --allow-pin / --force (add_pin_arguments) already loaded
     "bayesrc.classical.commands",
     "bayesrc.bayes.commands",
-    "bayesrc.collect.commands",
     "bayesrc.power.commands",
     "bayesrc.demo",
     "bayesrc.switch.commands",

@@ -7,8 +7,6 @@ import os
 import sys
 from pathlib import Path
 
-from bayesrc.collect.commands import add_pin_arguments  # one definition of --allow-pin / --force
-
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("fit", help="Bayesian item model (beta-binomial or paired change) for a version pair")
@@ -46,6 +44,8 @@ def add_sampler_arguments(p: argparse.ArgumentParser) -> None:
 def add_pairing_arguments(p: argparse.ArgumentParser, what: str = "fit") -> None:
     """How two versions' trials are paired: unmatched items and run pins (SPEC 6)."""
     p.add_argument("--allow-unmatched", action="store_true", help="analyse items present in both versions")
+    from bayesrc.collect.commands import add_pin_arguments  # one definition of --allow-pin / --force (not at the top: CLI start-up loads no heavy module)
+
     add_pin_arguments(p, what)
 
 

@@ -6,8 +6,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from bayesrc.collect.commands import add_pin_arguments  # one definition of --allow-pin / --force
-
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("rci", help="classical reliable change (Jacobson-Truax RCI) for version pairs")
@@ -29,6 +27,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--splits", type=int, default=1000, help="random split-halves (default 1000)")
     p.add_argument("--permutations", type=int, default=1000, help="direction-asymmetry test permutations (default 1000)")
     p.add_argument("--allow-unmatched", action="store_true", help="analyse items present in both versions; list the others")
+    from bayesrc.collect.commands import add_pin_arguments  # one definition of --allow-pin / --force (not at the top: CLI start-up loads no heavy module)
+
     add_pin_arguments(p)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True, type=Path)

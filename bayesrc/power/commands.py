@@ -6,8 +6,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from bayesrc.collect.commands import add_pin_arguments  # one definition of --allow-pin / --force
-
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -23,6 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--alpha", type=float, default=0.05)
     p.add_argument("--power", type=float, default=0.8)
     p.add_argument("--comparisons", type=int, default=None, help="size of the comparison family (default: number of adjacent pairs)")
+    from bayesrc.collect.commands import add_pin_arguments  # one definition of --allow-pin / --force
 
     add_pin_arguments(p, "rank")
     p.add_argument("--anytime", choices=("normal_mixture", "stitched"), default="normal_mixture", help="anytime-valid boundary")

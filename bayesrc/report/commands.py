@@ -7,8 +7,6 @@ import os
 import sys
 from pathlib import Path
 
-from bayesrc.collect.commands import add_pin_arguments  # one definition of --allow-pin / --force
-
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report", help="write one self-contained report per comparison of a run directory")
@@ -35,6 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--reliability-basis", action="append", choices=("all", "analysed"), help="threshold: r_xx bases of the reference method (repeatable; default all and analysed)")
     s.add_argument("--null-replicates", type=int, default=200, help="threshold: replicates of the no-change null per method (default 200; 0: skip)")
     s.add_argument("--allow-unmatched", action="store_true")
+    from bayesrc.collect.commands import add_pin_arguments  # one definition of --allow-pin / --force
 
     add_pin_arguments(s)
     s.add_argument("--seed", type=int, default=0)

@@ -7,8 +7,6 @@ import os
 import sys
 from pathlib import Path
 
-from bayesrc.collect.commands import add_pin_arguments  # one definition of --allow-pin / --force
-
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("truth", help="score RCI and the Bayesian models on K-sample replicates drawn from two exact runs")
@@ -23,6 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--backend", choices=("numpyro", "pymc"), default="numpyro")
     p.add_argument("--fast", action="store_true", help="cheaper NUTS settings (2 chains x 400 draws after 300 warm-up)")
     p.add_argument("--out", required=True, type=Path)
+    from bayesrc.collect.commands import add_pin_arguments  # one definition of --allow-pin / --force
 
     add_pin_arguments(p, "score")
     p.set_defaults(func=run_truth)
