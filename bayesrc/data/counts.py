@@ -36,6 +36,110 @@ def _version_label(trials: pd.DataFrame, fallback: str) -> str:
     return str(models[0]) if len(models) == 1 else fallback
 
 
+def _distinct_version_labels(trials: Sequence[pd.DataFrame], versions: Sequence[str] | None) -> list[str]:
+    """``versions`` as text, else each frame's ``model`` (``v1, v2, ...`` if those are ambiguous); they must be distinct."""
+    n_ver = len(trials)
+    if versions is None:
+        versions = [_version_label(t, f"v{i + 1}") for i, t in enumerate(trials)]
+        if len(set(versions)) < n_ver:
+            versions = [f"v{i + 1}" for i in range(n_ver)]
+    versions = [str(v) for v in versions]
+    if len(set(versions)) != n_ver:
+        raise ValueError(f"version labels must be distinct, got {versions}")
+    return versions
+
+
+def _item_domains(trials: Sequence[pd.DataFrame], sources: Sequence[str]) -> dict[str, str]:
+    """Each item's domain, items in first-seen order; an item must have one domain across every file."""
+    item_domain: dict[str, str] = {}
+    for src, t in zip(sources, trials):
+        per_item = t.groupby("item_id", sort=False)["domain"].agg(["first", "nunique"])
+        multi = per_item[per_item["nunique"] > 1]
+        if len(multi):
+            raise InputError("more than one domain for one item", path=src, item=multi.index[0], field="domain")
+        for item, dom in per_item["first"].items():
+            prev = item_domain.get(item)
+            if prev is None:
+                item_domain[item] = dom
+            elif prev != dom:
+                raise InputError(f"domain {dom!r} here but {prev!r} in another version", path=src, item=item, field="domain")
+    return item_domain
+
+
+def _matched_items(
+    trials: Sequence[pd.DataFrame],
+    order: list[str],
+    versions: list[str],
+    sources: Sequence[str],
+    on_unmatched: str,
+) -> tuple[list[str], dict[str, list[str]]]:
+    """``(items present in every version, in first-seen order; per version, the items it lacks)``.
+
+    A lacking version is an error unless ``on_unmatched == "drop"``; no common item always is.
+    """
+    present = [set(t["item_id"].unique()) for t in trials]
+    common = set.intersection(*present)
+    unmatched = {v: sorted(set(order) - p) for v, p in zip(versions, present) if set(order) - p}
+    if unmatched and on_unmatched == "raise":
+        v = next(iter(unmatched))
+        src = sources[versions.index(v)]
+        n_miss = len(unmatched[v])
+        raise InputError(
+            f"present in another version but not in this file ({n_miss} such item{'s' if n_miss > 1 else ''}); pass --allow-unmatched to analyse matched items only",
+            path=src,
+            item=unmatched[v][0],
+            field="item_id",
+        )
+    items = [i for i in order if i in common]
+    if not items:
+        raise InputError("no item is present in every version", path=sources[0], field="item_id")
+    return items, unmatched
+
+
+def _sample_grid(trials: Sequence[pd.DataFrame], items: list[str], n_k: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(correct, administered)`` over (item, version, k): 1.0 / 0.0 / NaN, and whether the sample was run.
+
+    Trials of items outside ``items`` (unmatched ones) are left out.
+    """
+    item_index = pd.Index(items)
+    correct = np.full((len(items), len(trials), n_k), np.nan)
+    administered = np.zeros((len(items), len(trials), n_k), dtype=bool)
+    for v, t in enumerate(trials):
+        rows = item_index.get_indexer(t["item_id"])
+        keep = rows >= 0
+        r, k = rows[keep], t["k"].to_numpy()[keep]
+        administered[r, v, k] = True
+        val = t["is_correct"].to_numpy(dtype="float64", na_value=np.nan)[keep]
+        correct[r, v, k] = val
+    return correct, administered
+
+
+def _count_variables(correct: np.ndarray, administered: np.ndarray) -> dict[str, tuple]:
+    """The dataset's variables: per (item, version) trials, valid and correct responses and ``p = y / n``, plus ``correct``."""
+    n_trials = administered.sum(axis=2)
+    n_valid = (~np.isnan(correct)).sum(axis=2)
+    n_correct = np.nansum(correct, axis=2).astype(np.int64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p = np.where(n_valid > 0, n_correct / np.maximum(n_valid, 1), np.nan)
+    return {
+        "n_trials": (("item", "version"), n_trials.astype(np.int64)),
+        "n_valid": (("item", "version"), n_valid.astype(np.int64)),
+        "n_correct": (("item", "version"), n_correct),
+        "p": (("item", "version"), p),
+        "correct": (("item", "version", "k"), correct),
+    }
+
+
+def _item_coords(trials: Sequence[pd.DataFrame], items: list[str], item_domain: dict[str, str]) -> dict[str, tuple]:
+    """Coords on the item dim: ``domain`` and, when the trials carry it, ``correct_answer``."""
+    coords = {"domain": ("item", np.array([item_domain[i] for i in items], dtype=object))}
+    key = _correct_answers(trials, items)
+    if key is not None:
+        # The correct option's letter: an item covariate the change model can use (delta by letter).
+        coords["correct_answer"] = ("item", key)
+    return coords
+
+
 def item_counts(
     *trials: pd.DataFrame,
     versions: Sequence[str] | None = None,
@@ -65,90 +169,23 @@ def item_counts(
         raise ValueError("item_counts needs at least one trials frame")
     if on_unmatched not in ("raise", "drop"):
         raise ValueError("on_unmatched must be 'raise' or 'drop'")
-    n_ver = len(trials)
-    sources = [str(s) for s in sources] if sources is not None else [f"<version {i + 1}>" for i in range(n_ver)]
-    if versions is None:
-        versions = [_version_label(t, f"v{i + 1}") for i, t in enumerate(trials)]
-        if len(set(versions)) < n_ver:
-            versions = [f"v{i + 1}" for i in range(n_ver)]
-    versions = [str(v) for v in versions]
-    if len(set(versions)) != n_ver:
-        raise ValueError(f"version labels must be distinct, got {versions}")
-
-    # Domain per item: must be one value per item across every file.
-    item_domain: dict[str, str] = {}
-    order: list[str] = []
-    for src, t in zip(sources, trials):
-        per_item = t.groupby("item_id", sort=False)["domain"].agg(["first", "nunique"])
-        multi = per_item[per_item["nunique"] > 1]
-        if len(multi):
-            raise InputError("more than one domain for one item", path=src, item=multi.index[0], field="domain")
-        for item, dom in per_item["first"].items():
-            prev = item_domain.get(item)
-            if prev is None:
-                item_domain[item] = dom
-                order.append(item)
-            elif prev != dom:
-                raise InputError(f"domain {dom!r} here but {prev!r} in another version", path=src, item=item, field="domain")
-
-    present = [set(t["item_id"].unique()) for t in trials]
-    common = set.intersection(*present)
-    unmatched = {v: sorted(set(order) - p) for v, p in zip(versions, present) if set(order) - p}
-    if unmatched and on_unmatched == "raise":
-        v = next(iter(unmatched))
-        src = sources[versions.index(v)]
-        n_miss = len(unmatched[v])
-        raise InputError(
-            f"present in another version but not in this file ({n_miss} such item{'s' if n_miss > 1 else ''}); pass --allow-unmatched to analyse matched items only",
-            path=src,
-            item=unmatched[v][0],
-            field="item_id",
-        )
-    items = [i for i in order if i in common]
-    if not items:
-        raise InputError("no item is present in every version", path=sources[0], field="item_id")
-    item_index = pd.Index(items)
+    sources = [str(s) for s in sources] if sources is not None else [f"<version {i + 1}>" for i in range(len(trials))]
+    versions = _distinct_version_labels(trials, versions)
+    item_domain = _item_domains(trials, sources)
+    items, unmatched = _matched_items(trials, list(item_domain), versions, sources, on_unmatched)
     n_k = int(max(t["k"].max() for t in trials)) + 1
-
-    correct = np.full((len(items), n_ver, n_k), np.nan)
-    administered = np.zeros((len(items), n_ver, n_k), dtype=bool)
-    for v, t in enumerate(trials):
-        rows = item_index.get_indexer(t["item_id"])
-        keep = rows >= 0
-        r, k = rows[keep], t["k"].to_numpy()[keep]
-        administered[r, v, k] = True
-        val = t["is_correct"].to_numpy(dtype="float64", na_value=np.nan)[keep]
-        correct[r, v, k] = val
-
-    n_trials = administered.sum(axis=2)
-    n_valid = (~np.isnan(correct)).sum(axis=2)
-    n_correct = np.nansum(correct, axis=2).astype(np.int64)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        p = np.where(n_valid > 0, n_correct / np.maximum(n_valid, 1), np.nan)
-
-    coords_extra = {}
-    key = _correct_answers(trials, items)
-    if key is not None:
-        # The correct option's letter: an item covariate the change model can use (delta by letter).
-        coords_extra["correct_answer"] = ("item", key)
+    correct, administered = _sample_grid(trials, items, n_k)
     ds = xr.Dataset(
-        {
-            "n_trials": (("item", "version"), n_trials.astype(np.int64)),
-            "n_valid": (("item", "version"), n_valid.astype(np.int64)),
-            "n_correct": (("item", "version"), n_correct),
-            "p": (("item", "version"), p),
-            "correct": (("item", "version", "k"), correct),
-        },
+        _count_variables(correct, administered),
         coords={
             "item": np.array(items, dtype=object),
             "version": np.array(versions, dtype=object),
             "k": np.arange(n_k),
-            "domain": ("item", np.array([item_domain[i] for i in items], dtype=object)),
-            **coords_extra,
+            **_item_coords(trials, items, item_domain),
         },
         attrs={"unmatched": {v: list(map(str, ids)) for v, ids in unmatched.items()}, "sources": list(sources)},
     )
-    if n_ver == 2:
+    if len(trials) == 2:
         ds.attrs["shared_seeds"] = shared_seeds(trials[0], trials[1])
     return ds
 

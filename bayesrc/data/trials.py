@@ -94,6 +94,119 @@ def _parse_seed(values: pd.Series, *, path: Path, lines: pd.Series) -> pd.Series
     return num.astype("Int64")
 
 
+def _aliased_columns(df: pd.DataFrame, *, path: Path, lines: pd.Series) -> dict[str, pd.Series]:
+    """Canonical columns the frame lacks, taken from the reference study's field names.
+
+    The first alias present wins; ``item_id`` may come from ``item_index`` and is required.
+    """
+    found = {}
+    for canon, aliases in FIELD_ALIASES.items():
+        alias = next((a for a in aliases if a in df), None)
+        if canon not in df and alias is not None:
+            found[canon] = df[alias]
+    if "item_id" not in df:
+        if "item_index" not in df:
+            raise InputError("missing required field (nor 'item_index')", path=path, line=int(lines.iloc[0]), field="item_id")
+        found["item_id"] = df["item_index"]
+    return found
+
+
+def _is_single_shot(df: pd.DataFrame, greedy: bool | None) -> bool:
+    """Whether every row gets ``k = 0``: a greedy file (``None``: one without a ``k`` column) whose ``k`` holds no value."""
+    if greedy is None:
+        greedy = "k" not in df
+    return bool(greedy) and not ("k" in df and df["k"].notna().any())
+
+
+def _check_required_fields(df: pd.DataFrame, *, path: Path, lines: pd.Series) -> None:
+    """Every row needs ``item_id`` and ``k``, and the file an ``is_correct`` field."""
+    # Required per row: item_id, k, and is_correct or is_missing (can't tell correctness otherwise).
+    for field in ("item_id", "k"):
+        missing = df[field].isna()
+        if missing.any():
+            first = missing.idxmax()
+            raise InputError("missing required field", path=path, line=int(lines[first]), field=field)
+    if "is_correct" not in df:
+        raise InputError("missing required field", path=path, line=int(lines.iloc[0]), field="is_correct")
+
+
+def _parse_k(values: pd.Series, *, path: Path, lines: pd.Series) -> pd.Series:
+    """Sample indices as int64; anything but a non-negative integer (at most 2**53, exact as a float) is an error."""
+    k_num = pd.to_numeric(values, errors="coerce")
+    bad_k = k_num.isna() | ~np.isfinite(k_num.astype(float)) | (k_num < 0) | (k_num > 2**53) | (k_num != np.floor(k_num))
+    if bad_k.any():
+        first = bad_k.idxmax()
+        raise InputError(f"expected a non-negative integer, got {values[first]!r}", path=path, line=int(lines[first]), field="k")
+    return k_num.astype(np.int64)
+
+
+def _parse_item_id(values: pd.Series, *, path: Path, lines: pd.Series) -> pd.Series:
+    """Item ids as stripped text; an empty one is an error."""
+    item_id = values.astype(str).str.strip()
+    if (item_id == "").any():
+        first = (item_id == "").idxmax()
+        raise InputError("empty value", path=path, line=int(lines[first]), field="item_id")
+    return item_id
+
+
+def _parse_correctness(df: pd.DataFrame, *, path: Path, fmt: str, lines: pd.Series) -> tuple[pd.Series, pd.Series]:
+    """``(is_correct, is_missing)``: a missing answer has no score, and an answer that is not missing must have one.
+
+    ``is_missing`` defaults to "no score" where absent or null.
+    """
+    is_correct = _parse_bool(df["is_correct"], path=path, fmt=fmt, lines=lines, field="is_correct")
+    if "is_missing" in df:
+        is_missing = _parse_bool(df["is_missing"], path=path, fmt=fmt, lines=lines, field="is_missing")
+        is_missing = is_missing.fillna(is_correct.isna())
+    else:
+        is_missing = is_correct.isna()
+    is_missing = is_missing.astype(bool)
+    contradiction = is_missing & is_correct.notna()
+    if contradiction.any():
+        # A missing answer cannot be scored; the reference study drops its score.
+        is_correct.loc[contradiction] = pd.NA
+    unscored = ~is_missing & is_correct.isna()
+    if unscored.any():
+        first = unscored.idxmax()
+        raise InputError("null but 'is_missing' is false", path=path, line=int(lines[first]), field="is_correct")
+    return is_correct, is_missing
+
+
+def _model_column(df: pd.DataFrame, model: str | None, path: Path) -> pd.Series:
+    """Every row's version label: ``model`` if given, else the file's ``model`` field, else the file stem; one per file."""
+    if model is not None or "model" not in df or df["model"].isna().all():
+        column = pd.Series(model if model is not None else path.stem, index=df.index)
+    else:
+        column = df["model"]
+    column = column.astype(str)
+    models = column.unique()
+    if len(models) > 1:
+        raise InputError(f"one model per file expected, found {sorted(map(str, models))[:3]}", path=path, field="model")
+    return column
+
+
+def _optional_columns(df: pd.DataFrame, *, path: Path, lines: pd.Series) -> dict[str, pd.Series]:
+    """``seed`` and the answer texts, typed; null where the file has no such field."""
+    absent = pd.Series(pd.NA, index=df.index)
+    found = {"seed": _parse_seed(df.get("seed", absent), path=path, lines=lines)}
+    for col in ("response", "extracted", "correct_answer"):
+        found[col] = df.get(col, absent).astype("string")
+    return found
+
+
+def _check_unique_trials(df: pd.DataFrame, *, path: Path, lines: pd.Series) -> None:
+    """Each (item, k) once: a repeated sample would be counted twice."""
+    dup = df.duplicated(["item_id", "k"], keep="first")
+    if dup.any():
+        first = dup.idxmax()
+        raise InputError(
+            f"duplicate trial (item {df['item_id'][first]}, k {df['k'][first]})",
+            path=path,
+            line=int(lines[first]),
+            field="k",
+        )
+
+
 def normalise_trials(
     raw: pd.DataFrame,
     *,
@@ -121,93 +234,22 @@ def normalise_trials(
     lines = df["_line"]
     if len(df) == 0:
         raise InputError("file is empty (no trials)", path=path)
-
-    for canon, aliases in FIELD_ALIASES.items():
-        if canon not in df:
-            for alias in aliases:
-                if alias in df:
-                    df[canon] = df[alias]
-                    break
-    if "item_id" not in df:
-        if "item_index" in df:
-            df["item_id"] = df["item_index"]
-        else:
-            raise InputError("missing required field (nor 'item_index')", path=path, line=int(lines.iloc[0]), field="item_id")
-
-    if greedy is None:
-        greedy = "k" not in df
-    if greedy:
-        if "k" in df and df["k"].notna().any():
-            pass
-        else:
-            df["k"] = 0
-
-    # Required per row: item_id, k, and is_correct or is_missing (can't tell correctness otherwise).
-    for field in ("item_id", "k"):
-        missing = df[field].isna()
-        if missing.any():
-            first = missing.idxmax()
-            raise InputError("missing required field", path=path, line=int(lines[first]), field=field)
-    if "is_correct" not in df:
-        raise InputError("missing required field", path=path, line=int(lines.iloc[0]), field="is_correct")
-
-    k_num = pd.to_numeric(df["k"], errors="coerce")
-    bad_k = k_num.isna() | ~np.isfinite(k_num.astype(float)) | (k_num < 0) | (k_num > 2**53) | (k_num != np.floor(k_num))
-    if bad_k.any():
-        first = bad_k.idxmax()
-        raise InputError(f"expected a non-negative integer, got {df['k'][first]!r}", path=path, line=int(lines[first]), field="k")
-    df["k"] = k_num.astype(np.int64)
-    df["item_id"] = df["item_id"].astype(str).str.strip()
-    if (df["item_id"] == "").any():
-        first = (df["item_id"] == "").idxmax()
-        raise InputError("empty value", path=path, line=int(lines[first]), field="item_id")
-
-    df["is_correct"] = _parse_bool(df["is_correct"], path=path, fmt=fmt, lines=lines, field="is_correct")
-    if "is_missing" in df:
-        df["is_missing"] = _parse_bool(df["is_missing"], path=path, fmt=fmt, lines=lines, field="is_missing")
-        df["is_missing"] = df["is_missing"].fillna(df["is_correct"].isna())
-    else:
-        df["is_missing"] = df["is_correct"].isna()
-    df["is_missing"] = df["is_missing"].astype(bool)
-    contradiction = df["is_missing"] & df["is_correct"].notna()
-    if contradiction.any():
-        # A missing answer cannot be scored; the reference study drops its score.
-        df.loc[contradiction, "is_correct"] = pd.NA
-    unscored = ~df["is_missing"] & df["is_correct"].isna()
-    if unscored.any():
-        first = unscored.idxmax()
-        raise InputError("null but 'is_missing' is false", path=path, line=int(lines[first]), field="is_correct")
-
-    if "domain" not in df:
-        df["domain"] = "all"
-    df["domain"] = df["domain"].fillna("all").astype(str)
-    if "model" not in df or df["model"].isna().all():
-        df["model"] = model if model is not None else path.stem
-    elif model is not None:
-        df["model"] = model
-    df["model"] = df["model"].astype(str)
-    models = df["model"].unique()
-    if len(models) > 1:
-        raise InputError(f"one model per file expected, found {sorted(map(str, models))[:3]}", path=path, field="model")
-
-    for col in ("seed", "response", "extracted", "correct_answer"):
-        if col not in df:
-            df[col] = pd.NA
-    df["seed"] = _parse_seed(df["seed"], path=path, lines=lines)
-    for col in ("response", "extracted", "correct_answer"):
-        df[col] = df[col].astype("string")
-
-    dup = df.duplicated(["item_id", "k"], keep="first")
-    if dup.any():
-        first = dup.idxmax()
-        raise InputError(
-            f"duplicate trial (item {df['item_id'][first]}, k {df['k'][first]})",
-            path=path,
-            line=int(lines[first]),
-            field="k",
-        )
+    for canon, column in _aliased_columns(df, path=path, lines=lines).items():
+        df[canon] = column
+    if _is_single_shot(df, greedy):
+        df["k"] = 0
+    # Keep this order: a file with several problems must keep reporting the same one first.
+    _check_required_fields(df, path=path, lines=lines)
+    df["k"] = _parse_k(df["k"], path=path, lines=lines)
+    df["item_id"] = _parse_item_id(df["item_id"], path=path, lines=lines)
+    df["is_correct"], df["is_missing"] = _parse_correctness(df, path=path, fmt=fmt, lines=lines)
+    df["domain"] = df.get("domain", pd.Series("all", index=df.index)).fillna("all").astype(str)
+    df["model"] = _model_column(df, model, path)
+    for col, column in _optional_columns(df, path=path, lines=lines).items():
+        df[col] = column
+    _check_unique_trials(df, path=path, lines=lines)
     if df["is_missing"].all():
-        raise InputError(f"all {len(df)} responses are missing for model {models[0]!r}: nothing to analyse", path=path, field="is_missing")
+        raise InputError(f"all {len(df)} responses are missing for model {df['model'].iloc[0]!r}: nothing to analyse", path=path, field="is_missing")
 
     keep = list(TRIAL_COLUMNS) + ["_line"]
     return df[keep].reset_index(drop=True)
