@@ -110,6 +110,8 @@ def _load_eval_zip(path: Path) -> tuple[dict, list[tuple[str, Any]]]:
             raise InputError(f"unreadable member {member} in the .eval log ({exc})", path=path) from None
     if not samples:
         raise InputError("log has no samples/ entries", path=path, field="samples")
+    if not isinstance(header, dict):
+        raise InputError(f"{head_name}: expected a JSON object", path=path, field="eval")
     log = {"eval": header.get("eval", {}), "status": header.get("status", "success" if "header.json" in names else None)}
     return log, samples
 
@@ -179,9 +181,18 @@ def _sample_ident(where: str, s: Any, *, seen: dict[tuple[str, int], str], epoch
     return sid, epoch, ident
 
 
-def _sample_score(s: dict, ident: str, scorer: str | None, *, path: Path) -> tuple[bool | None, Any]:
-    """``(correct, answer)`` from the ``scorer``'s score; ``(None, None)`` for an unscored sample that ended in an error."""
+def _sample_scores(s: dict, ident: str, *, path: Path) -> dict:
+    """The sample's ``scores`` (scorer name -> score), ``{}`` when it has none; anything but an object is refused."""
     scores = s.get("scores")
+    if scores is None:
+        return {}
+    if not isinstance(scores, dict):
+        raise InputError(f"{ident}: expected an object of scores by scorer name, got {json.dumps(scores)}", path=path, field="scores")
+    return scores
+
+
+def _sample_score(s: dict, scores: dict, ident: str, scorer: str | None, *, path: Path) -> tuple[bool | None, Any]:
+    """``(correct, answer)`` from the ``scorer``'s entry in ``scores``; ``(None, None)`` for an unscored sample that ended in an error."""
     if not scores:
         if s.get("error") is not None:
             return None, None
@@ -226,12 +237,12 @@ def _sample_rows(
     for idx, (where, s) in enumerate(samples, start=1):
         sid, epoch, ident = _sample_ident(where, s, seen=seen, epochs=epochs, path=path)
         seen[(str(sid), epoch)] = where
-        scores = s.get("scores")
+        scores = _sample_scores(s, ident, path=path)
         if scores and chosen is None:
             chosen = next(iter(scores))
             if len(scores) > 1:
                 notes.append(choice_note(path, field="scores", noun="scorers", options=scores, chosen=chosen, option="scorer"))
-        correct, answer = _sample_score(s, ident, chosen, path=path)
+        correct, answer = _sample_score(s, scores, ident, chosen, path=path)
         domain = _sample_domain(s, ident, domain_field=domain_field, task=task, path=path)
         missing = correct is None
         rows.append(
@@ -286,12 +297,16 @@ def read_inspect(
         raise InputError("file not found", path=path)
     log, samples = _load_eval_zip(path) if path.suffix == ".eval" else _load_json_log(path)
     spec = log.get("eval") or {}
+    if not isinstance(spec, dict):
+        raise InputError(f"expected an object (the eval spec), got {json.dumps(spec)}", path=path, field="eval")
     _check_finished(log.get("status"), n_samples=len(samples), allow_partial=allow_partial, path=path)
     task = str(spec.get("task") or path.stem).split("/")[-1]
     label = model or spec.get("model")
     if not label:
         raise InputError("no model name in the log; pass --model", path=path, field="eval.model")
     epochs = lookup(spec, "config.epochs", None)
+    if epochs is not None and (not isinstance(epochs, int) or isinstance(epochs, bool) or epochs < 1):
+        raise InputError(f"expected a number of epochs >= 1, got {json.dumps(epochs)}", path=path, field="eval.config.epochs")
     rows = _sample_rows(samples, path=path, task=task, epochs=epochs, scorer=scorer, domain_field=domain_field, notes=notes)
     n_err = sum(1 for _, s in samples if isinstance(s, dict) and s.get("error") is not None)
     if n_err:

@@ -94,7 +94,10 @@ def _require_fields(rec: dict, fields: Sequence[str], *, path: Path, line: int) 
 
 
 def _metric_correct(rec: dict, metric: str | None, *, path: Path, line: int) -> tuple[bool, str]:
-    names = [metric] if metric else [*(rec.get("metrics") or []), *DEFAULT_METRICS]
+    listed = rec.get("metrics") or []
+    if not metric and (not isinstance(listed, list) or not all(isinstance(m, str) for m in listed)):
+        raise InputError(f"expected a list of metric names, got {json.dumps(listed)}", path=path, line=line, field="metrics")
+    names = [metric] if metric else [*listed, *DEFAULT_METRICS]
     for name in names:
         if name in rec:
             val = rec[name]
@@ -111,13 +114,13 @@ def _metric_correct(rec: dict, metric: str | None, *, path: Path, line: int) -> 
     raise InputError(f"no correctness metric (looked for {', '.join(DEFAULT_METRICS)}); pass --metric", path=path, line=line, field="metrics")
 
 
-def _mc_choice(filtered: list) -> str | None:
+def _mc_choice(filtered: list, *, path: Path, line: int) -> str:
     """Multiple-choice (loglikelihood) records: ``[[ll, is_greedy], ...]`` -> index of the max ll."""
-    try:
-        lls = [float(f[0]) for f in filtered]
-    except (TypeError, ValueError, IndexError):
-        return None
-    return str(max(range(len(lls)), key=lls.__getitem__)) if lls else None
+    for f in filtered:
+        if not isinstance(f, list) or not f or isinstance(f[0], bool) or not isinstance(f[0], int | float):
+            raise InputError(f"expected one [loglikelihood, is_greedy] pair per option, got {json.dumps(f)}", path=path, line=line, field="filtered_resps")
+    lls = [float(f[0]) for f in filtered]
+    return str(max(range(len(lls)), key=lls.__getitem__))
 
 
 def record_trials(
@@ -164,7 +167,7 @@ def record_trials(
         )
     correct, _ = _metric_correct(rec, metric, path=path, line=line)
     if len(filtered) > 1:  # multiple-choice loglikelihood requests, one per option
-        extracted = _mc_choice(filtered)
+        extracted = _mc_choice(filtered, path=path, line=line)
         response = None
     else:
         extracted = as_text(filtered[0]) if not isinstance(filtered[0], list) else as_text(filtered[0][0] if filtered[0] else None)
