@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import io
 import json
 import shutil
@@ -35,6 +36,7 @@ from bayesrc.collect import builtin_bank, load_bank, load_card
 from bayesrc.data import load_exact, write_exact_run
 from bayesrc.datasets import path as data_path
 from bayesrc.errors import InputError
+from bayesrc.importers import read_inspect, read_lm_eval
 from bayesrc.importers.examples import example_trials, write_inspect_example, write_lm_eval_example
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -235,9 +237,14 @@ def _power(path: Path, out: Path) -> int:
 
 
 def _lm_eval_seed(folder: Path) -> Path:
+    """A samples file of repeats records and one multiple-choice (loglikelihood) record."""
     files = write_lm_eval_example(example_trials(n_items=6, k=4, seed=1)[0], folder / "lm")
     for extra in files[1:]:
         extra.unlink()
+    lls = [-2.5, -0.5, -3.0]
+    mc = {"doc_id": 1000, "target": 1, "filter": "custom-extract", "metrics": ["acc"], "resps": [[[ll, False]] for ll in lls], "filtered_resps": [[ll, False] for ll in lls], "acc": 1.0}
+    with files[0].open("a", encoding="utf-8") as f:
+        f.write(json.dumps(mc) + "\n")
     return files[0]
 
 
@@ -316,6 +323,59 @@ READERS: dict[str, Reader] = {
     ]
 }
 
+# The Python functions behind `bayesrc import`, for the many inputs of retyped_inputs (the CLI's
+# own error line is fuzzed above).
+RETYPED: dict[str, Callable[[Path, Path], int]] = {
+    "Inspect .json": _python(read_inspect),
+    "lm-eval samples": _python(functools.partial(read_lm_eval, model="m")),
+}
+
+
+# -- every field retyped ---------------------------------------------------------------------
+def _schema(slot: tuple) -> tuple:
+    """A slot with its list indices collapsed: ``("samples", 3, "scores")`` -> ``("samples", "*", "scores")``."""
+    return tuple("*" if isinstance(k, int) else k for k in slot)
+
+
+def _other_type(value: object) -> object:
+    """A value of another JSON type: a number for an object, an object for a list or a scalar."""
+    return 1.5 if isinstance(value, dict) else {"x": 1}
+
+
+def retyped_inputs(data: bytes, *, jsonl: bool) -> list[tuple[str, bytes]]:
+    """Every field of a JSON (or JSONL) seed given a value of another type, one at a time: ``(label, input)``.
+
+    A field is retyped where it first occurs (in the first sample of a log, say), once per
+    record layout in a JSONL file (a layout being the record's set of fields), so each
+    kind of record is covered; ``label`` names the record and the field.
+    """
+    docs = [json.loads(line) for line in data.decode().splitlines()] if jsonl else [json.loads(data)]
+    out: list[tuple[str, bytes]] = []
+    done: set[tuple] = set()
+    for i, doc in enumerate(docs):
+        slots = _slots(doc)
+        layout = frozenset(map(_schema, slots))
+        for slot in slots:
+            if (layout, _schema(slot)) in done:
+                continue
+            done.add((layout, _schema(slot)))
+            value = _other_type(_at(doc, slot))
+            new = copy.deepcopy(doc)
+            _set(new, slot, value)
+            text = "".join(json.dumps(d) + "\n" for d in [*docs[:i], new, *docs[i + 1 :]]) if jsonl else json.dumps(new)
+            out.append((f"record {i}: {'.'.join(map(str, slot))} = {json.dumps(value)}", text.encode()))
+    return out
+
+
+def _at(doc: object, slot: tuple) -> object:
+    for k in slot:
+        doc = doc[k]
+    return doc
+
+
+def _set(doc: object, slot: tuple, value: object) -> None:
+    _at(doc, slot[:-1])[slot[-1]] = value
+
 
 @dataclass
 class Workspace:
@@ -338,8 +398,8 @@ def _listing(folder: Path) -> set[str]:
     return {p.relative_to(folder).as_posix() for p in folder.rglob("*")}
 
 
-def try_input(ws: Workspace, data: bytes) -> tuple[str, str]:
-    """Feed ``data`` (in place of the seed file) to the reader: (outcome, detail)."""
+def try_input(ws: Workspace, data: bytes, run: Callable[[Path, Path], int] | None = None) -> tuple[str, str]:
+    """Feed ``data`` (in place of the seed file) to the reader (or to ``run``, e.g. its Python function): (outcome, detail)."""
     with tempfile.TemporaryDirectory(prefix="fuzz-") as tmp:
         folder = Path(tmp) / "in"
         shutil.copytree(ws.folder, folder)
@@ -348,7 +408,7 @@ def try_input(ws: Workspace, data: bytes) -> tuple[str, str]:
         before = _listing(Path(tmp))
         out = Path(tmp) / "out"
         try:
-            code = ws.reader.run(path, out)
+            code = (run or ws.reader.run)(path, out)
         except InputError as exc:
             if _listing(Path(tmp)) != before:
                 return "wrote", str(sorted(_listing(Path(tmp)) - before))

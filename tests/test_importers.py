@@ -192,3 +192,68 @@ def test_lm_eval_multiple_choice_and_several_filters(tmp_path):
     path.write_text(json.dumps(bad) + "\n")
     with pytest.raises(InputError, match=r":1: field 'acc': expected 0 or 1"):
         read_lm_eval(path, model="m")
+
+
+def _inspect_log_with(pair, tmp_path, change):
+    """The example Inspect log with ``change(log)`` applied, written to log.json."""
+    path = write_inspect_example(pair.trials_v1, tmp_path / "log.json")
+    log = json.loads(path.read_text())
+    change(log)
+    path.write_text(json.dumps(log))
+    return path
+
+
+@pytest.mark.parametrize("scores", [0.5, [1, 2], ["choice"]])
+def test_inspect_scores_not_an_object_names_sample_and_field(pair, tmp_path, scores):
+    path = _inspect_log_with(pair, tmp_path, lambda log: log["samples"][5].update(scores=scores))
+    with pytest.raises(InputError) as e:
+        read_inspect(path)
+    msg = str(e.value)
+    assert "log.json" in msg and "sample 5" in msg and "field 'scores'" in msg and "expected an object of scores" in msg
+
+
+@pytest.mark.parametrize("epochs", [{"n": 6}, "6", 2.5, 0])
+def test_inspect_epochs_not_a_count_names_field(pair, tmp_path, epochs):
+    path = _inspect_log_with(pair, tmp_path, lambda log: log["eval"]["config"].update(epochs=epochs))
+    with pytest.raises(InputError, match=r"log\.json: field 'eval\.config\.epochs': expected a number of epochs >= 1"):
+        read_inspect(path)
+
+
+def test_inspect_eval_spec_not_an_object_names_field(pair, tmp_path):
+    path = _inspect_log_with(pair, tmp_path, lambda log: log.update(eval=[1]))
+    with pytest.raises(InputError, match=r"log\.json: field 'eval': expected an object"):
+        read_inspect(path)
+
+
+def _mc_file(tmp_path, **change):
+    """A multiple-choice lm-eval samples file: two records, the second with ``change`` applied."""
+    path = tmp_path / "samples_arc_easy_2025-06-01T12-00-00.000000.jsonl"
+    lls = [-3.1, -0.4, -5.0]
+    recs = [{"doc_id": i, "target": 1, "filter": "other", "metrics": ["acc"], "resps": [[[ll, False]] for ll in lls], "filtered_resps": [[ll, False] for ll in lls], "acc": 1.0} for i in range(2)]
+    recs[1].update(change)
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    return path
+
+
+def test_lm_eval_multiple_choice_entries_not_pairs_names_line_and_field(tmp_path):
+    assert read_lm_eval(_mc_file(tmp_path), model="m")["extracted"].tolist() == ["1", "1"]
+    path = _mc_file(tmp_path, filtered_resps=[{"ll": -3.1}, {"ll": -0.4}, {"ll": -5.0}])
+    with pytest.raises(InputError) as e:
+        read_lm_eval(path, model="m")
+    msg = str(e.value)
+    assert f"{path.name}:2: field 'filtered_resps'" in msg and "[loglikelihood, is_greedy] pair" in msg
+
+
+def test_lm_eval_metrics_not_names_names_line_and_field(tmp_path):
+    with pytest.raises(InputError, match=r":2: field 'metrics': expected a list of metric names"):
+        read_lm_eval(_mc_file(tmp_path, metrics=[{"name": "acc"}]), model="m")
+
+
+def test_cli_import_non_object_scores_is_one_error_line(pair, tmp_path, capsys):
+    path = _inspect_log_with(pair, tmp_path, lambda log: log["samples"][2].update(scores=1.5))
+    out = tmp_path / "v1.parquet"
+    capsys.readouterr()
+    assert main(["import", "inspect", str(path), "--out", str(out)]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("bayesrc: error:") and "log.json" in lines[0] and "sample 2" in lines[0] and "'scores'" in lines[0]
+    assert not out.exists()

@@ -1,8 +1,9 @@
-"""Helpers shared by the importers: dotted-path look-ups, answer matching, finishing."""
+"""Helpers shared by the importers: dotted-path look-ups, answer matching, trial rows, notes, finishing."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,38 @@ def as_text(value: object) -> str | None:
     if isinstance(value, list):
         return "|".join(map(str, value))
     return str(value)
+
+
+def trial_row(
+    *,
+    item_id: str,
+    domain: str,
+    k: int,
+    response: str | None,
+    extracted: str | None,
+    correct_answer: str | None,
+    is_correct: bool | None,
+    is_missing: bool,
+    line: int,
+) -> dict:
+    """One imported trial in the canonical layout; ``line`` (the record's place in the log) names it in errors."""
+    return {
+        "item_id": item_id,
+        "domain": domain,
+        "k": k,
+        "seed": None,  # neither tool logs a per-sample seed
+        "response": response,
+        "extracted": extracted,
+        "correct_answer": correct_answer,
+        "is_correct": is_correct,
+        "is_missing": is_missing,
+        "_line": line,
+    }
+
+
+def choice_note(path: str | Path, *, field: str, noun: str, options: Collection[str], chosen: str, option: str) -> str:
+    """The note that a log offered several ``noun`` and the first was used, e.g. ``... 2 filters (a, b); used 'a' (choose with --filter)``."""
+    return f"{path}: field '{field}': {len(options)} {noun} ({', '.join(options)}); used {chosen!r} (choose with --{option})"
 
 
 def finish(rows: list[dict], *, path: str | Path, model: str) -> pd.DataFrame:

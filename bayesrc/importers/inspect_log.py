@@ -31,7 +31,7 @@ from typing import Any
 import pandas as pd
 
 from bayesrc.errors import InputError
-from bayesrc.importers._common import as_text, finish, lookup
+from bayesrc.importers._common import as_text, choice_note, finish, lookup, trial_row
 
 CORRECT, INCORRECT, NOANSWER, PARTIAL = "C", "I", "N", "P"
 DOMAIN_KEYS = ("domain", "category", "subject")
@@ -110,6 +110,8 @@ def _load_eval_zip(path: Path) -> tuple[dict, list[tuple[str, Any]]]:
             raise InputError(f"unreadable member {member} in the .eval log ({exc})", path=path) from None
     if not samples:
         raise InputError("log has no samples/ entries", path=path, field="samples")
+    if not isinstance(header, dict):
+        raise InputError(f"{head_name}: expected a JSON object", path=path, field="eval")
     log = {"eval": header.get("eval", {}), "status": header.get("status", "success" if "header.json" in names else None)}
     return log, samples
 
@@ -151,6 +153,114 @@ def _output_text(sample: dict) -> str | None:
     return None if content is None else str(content)
 
 
+def _check_finished(status: Any, *, n_samples: int, allow_partial: bool, path: Path) -> None:
+    """Refuse an unfinished run (its items may lack epochs) unless the caller allows it."""
+    if status not in (None, "success") and not allow_partial:
+        raise InputError(
+            f"log status is {status!r}: the run did not finish, so items may lack epochs; pass --allow-partial to import the {n_samples} samples it holds",
+            path=path,
+            field="status",
+        )
+
+
+def _sample_ident(where: str, s: Any, *, seen: dict[tuple[str, int], str], epochs: int | None, path: Path) -> tuple[Any, int, str]:
+    """A sample's ``(id, epoch, name for messages)``, checked: an object, an epoch >= 1, not a duplicate of one in ``seen``."""
+    if not isinstance(s, dict):
+        raise InputError(f"{where}: expected a JSON object", path=path, field="samples")
+    for field in ("id", "epoch"):
+        if s.get(field) is None:
+            raise InputError(f"{where}: missing required field; partial sample?", path=path, field=field)
+    sid, epoch = s["id"], s["epoch"]
+    ident = f"{where} (id {sid}, epoch {epoch})"
+    if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 1:
+        raise InputError(f"{ident}: expected an epoch number >= 1, got {epoch!r}", path=path, field="epoch")
+    if (str(sid), epoch) in seen:
+        raise InputError(f"{ident}: duplicate of {seen[(str(sid), epoch)]}", path=path, field="id")
+    if epochs is not None and epoch > epochs:
+        raise InputError(f"{ident}: epoch beyond config.epochs = {epochs}", path=path, field="epoch")
+    return sid, epoch, ident
+
+
+def _sample_scores(s: dict, ident: str, *, path: Path) -> dict:
+    """The sample's ``scores`` (scorer name -> score), ``{}`` when it has none; anything but an object is refused."""
+    scores = s.get("scores")
+    if scores is None:
+        return {}
+    if not isinstance(scores, dict):
+        raise InputError(f"{ident}: expected an object of scores by scorer name, got {json.dumps(scores)}", path=path, field="scores")
+    return scores
+
+
+def _sample_score(s: dict, scores: dict, ident: str, scorer: str | None, *, path: Path) -> tuple[bool | None, Any]:
+    """``(correct, answer)`` from the ``scorer``'s entry in ``scores``; ``(None, None)`` for an unscored sample that ended in an error."""
+    if not scores:
+        if s.get("error") is not None:
+            return None, None
+        raise InputError(f"{ident}: sample has no scores (unscored log? run `inspect score` first)", path=path, field="scores")
+    if scorer not in scores:
+        raise InputError(f"{ident}: no score from scorer {scorer!r} (has {', '.join(scores)})", path=path, field="scores")
+    score = scores[scorer]
+    if not isinstance(score, dict) or "value" not in score:
+        raise InputError(f"{ident}: expected a score object with a 'value'", path=path, field=f"scores.{scorer}")
+    try:
+        correct = score_correct(score["value"])
+    except ValueError as exc:
+        raise InputError(f"{ident}: {exc}", path=path, field=f"scores.{scorer}.value") from None
+    return correct, score.get("answer")
+
+
+def _sample_domain(s: dict, ident: str, *, domain_field: str | None, task: str, path: Path) -> Any:
+    """The ``domain_field`` value (required), else the first of ``metadata.domain / category / subject``, else the task."""
+    if domain_field:
+        domain = lookup(s, domain_field, None)
+        if domain is None:
+            raise InputError(f"{ident}: not in the sample", path=path, field=domain_field)
+        return domain
+    meta = s.get("metadata") or {}
+    return next((meta[k] for k in DOMAIN_KEYS if isinstance(meta, dict) and meta.get(k) is not None), task)
+
+
+def _sample_rows(
+    samples: list[tuple[str, Any]],
+    *,
+    path: Path,
+    task: str,
+    epochs: int | None,
+    scorer: str | None,
+    domain_field: str | None,
+    notes: list[str],
+) -> list[dict]:
+    """One trial row per sample (``k = epoch - 1``); without a ``scorer``, the first scored sample's first scorer is used."""
+    rows: list[dict] = []
+    chosen = scorer
+    seen: dict[tuple[str, int], str] = {}  # (id, epoch) -> where, to name the first of a duplicate
+    for idx, (where, s) in enumerate(samples, start=1):
+        sid, epoch, ident = _sample_ident(where, s, seen=seen, epochs=epochs, path=path)
+        seen[(str(sid), epoch)] = where
+        scores = _sample_scores(s, ident, path=path)
+        if scores and chosen is None:
+            chosen = next(iter(scores))
+            if len(scores) > 1:
+                notes.append(choice_note(path, field="scores", noun="scorers", options=scores, chosen=chosen, option="scorer"))
+        correct, answer = _sample_score(s, scores, ident, chosen, path=path)
+        domain = _sample_domain(s, ident, domain_field=domain_field, task=task, path=path)
+        missing = correct is None
+        rows.append(
+            trial_row(
+                item_id=str(sid),
+                domain=str(domain),
+                k=epoch - 1,
+                response=_output_text(s),
+                extracted=None if missing or answer is None else str(answer),
+                correct_answer=as_text(s.get("target")),
+                is_correct=None if missing else correct,
+                is_missing=missing,
+                line=idx,
+            )
+        )
+    return rows
+
+
 def read_inspect(
     path: str | Path,
     *,
@@ -187,81 +297,17 @@ def read_inspect(
         raise InputError("file not found", path=path)
     log, samples = _load_eval_zip(path) if path.suffix == ".eval" else _load_json_log(path)
     spec = log.get("eval") or {}
-    status = log.get("status")
-    if status not in (None, "success") and not allow_partial:
-        raise InputError(
-            f"log status is {status!r}: the run did not finish, so items may lack epochs; pass --allow-partial to import the {len(samples)} samples it holds",
-            path=path,
-            field="status",
-        )
+    if not isinstance(spec, dict):
+        raise InputError(f"expected an object (the eval spec), got {json.dumps(spec)}", path=path, field="eval")
+    _check_finished(log.get("status"), n_samples=len(samples), allow_partial=allow_partial, path=path)
     task = str(spec.get("task") or path.stem).split("/")[-1]
     label = model or spec.get("model")
     if not label:
         raise InputError("no model name in the log; pass --model", path=path, field="eval.model")
     epochs = lookup(spec, "config.epochs", None)
-
-    rows: list[dict] = []
-    chosen = scorer
-    seen: dict[tuple[str, int], str] = {}
-    for idx, (where, s) in enumerate(samples, start=1):
-        if not isinstance(s, dict):
-            raise InputError(f"{where}: expected a JSON object", path=path, field="samples")
-        for field in ("id", "epoch"):
-            if s.get(field) is None:
-                raise InputError(f"{where}: missing required field; partial sample?", path=path, field=field)
-        sid, epoch = s["id"], s["epoch"]
-        ident = f"{where} (id {sid}, epoch {epoch})"
-        if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 1:
-            raise InputError(f"{ident}: expected an epoch number >= 1, got {epoch!r}", path=path, field="epoch")
-        if (str(sid), epoch) in seen:
-            raise InputError(f"{ident}: duplicate of {seen[(str(sid), epoch)]}", path=path, field="id")
-        seen[(str(sid), epoch)] = where
-        if epochs is not None and epoch > epochs:
-            raise InputError(f"{ident}: epoch beyond config.epochs = {epochs}", path=path, field="epoch")
-        scores = s.get("scores")
-        errored = s.get("error") is not None
-        if not scores:
-            if errored:
-                correct, answer = None, None
-            else:
-                raise InputError(f"{ident}: sample has no scores (unscored log? run `inspect score` first)", path=path, field="scores")
-        else:
-            if chosen is None:
-                chosen = next(iter(scores))
-                if len(scores) > 1:
-                    notes.append(f"{path}: field 'scores': {len(scores)} scorers ({', '.join(scores)}); used {chosen!r} (choose with --scorer)")
-            if chosen not in scores:
-                raise InputError(f"{ident}: no score from scorer {chosen!r} (has {', '.join(scores)})", path=path, field="scores")
-            score = scores[chosen]
-            if not isinstance(score, dict) or "value" not in score:
-                raise InputError(f"{ident}: expected a score object with a 'value'", path=path, field=f"scores.{chosen}")
-            try:
-                correct = score_correct(score["value"])
-            except ValueError as exc:
-                raise InputError(f"{ident}: {exc}", path=path, field=f"scores.{chosen}.value") from None
-            answer = score.get("answer")
-        if domain_field:
-            domain = lookup(s, domain_field, None)
-            if domain is None:
-                raise InputError(f"{ident}: not in the sample", path=path, field=domain_field)
-        else:
-            meta = s.get("metadata") or {}
-            domain = next((meta[k] for k in DOMAIN_KEYS if isinstance(meta, dict) and meta.get(k) is not None), task)
-        missing = correct is None
-        rows.append(
-            {
-                "item_id": str(sid),
-                "domain": str(domain),
-                "k": epoch - 1,
-                "seed": None,
-                "response": _output_text(s),
-                "extracted": None if missing or answer is None else str(answer),
-                "correct_answer": as_text(s.get("target")),
-                "is_correct": None if missing else correct,
-                "is_missing": missing,
-                "_line": idx,
-            }
-        )
+    if epochs is not None and (not isinstance(epochs, int) or isinstance(epochs, bool) or epochs < 1):
+        raise InputError(f"expected a number of epochs >= 1, got {json.dumps(epochs)}", path=path, field="eval.config.epochs")
+    rows = _sample_rows(samples, path=path, task=task, epochs=epochs, scorer=scorer, domain_field=domain_field, notes=notes)
     n_err = sum(1 for _, s in samples if isinstance(s, dict) and s.get("error") is not None)
     if n_err:
         notes.append(f"{path}: {n_err} sample(s) ended in an error; counted as missing responses")

@@ -36,7 +36,7 @@ from pathlib import Path
 import pandas as pd
 
 from bayesrc.errors import InputError
-from bayesrc.importers._common import as_text, finish, lookup, normalise_answer
+from bayesrc.importers._common import as_text, choice_note, finish, lookup, normalise_answer, trial_row
 from bayesrc.io import iter_jsonl
 
 SAMPLES_NAME = re.compile(r"^samples_(?P<task>.+?)_(?P<date>\d{4}-\d{2}-\d{2}T[\d\-.:]+)\.jsonl$")
@@ -86,8 +86,18 @@ def _read_records(path: Path) -> list[tuple[int, dict]]:
     return out
 
 
+def _require_fields(rec: dict, fields: Sequence[str], *, path: Path, line: int) -> None:
+    """Refuse a record that lacks one of ``fields`` (the first missing is named)."""
+    for field in fields:
+        if field not in rec:
+            raise InputError("missing required field; partial record?", path=path, line=line, field=field)
+
+
 def _metric_correct(rec: dict, metric: str | None, *, path: Path, line: int) -> tuple[bool, str]:
-    names = [metric] if metric else [*(rec.get("metrics") or []), *DEFAULT_METRICS]
+    listed = rec.get("metrics") or []
+    if not metric and (not isinstance(listed, list) or not all(isinstance(m, str) for m in listed)):
+        raise InputError(f"expected a list of metric names, got {json.dumps(listed)}", path=path, line=line, field="metrics")
+    names = [metric] if metric else [*listed, *DEFAULT_METRICS]
     for name in names:
         if name in rec:
             val = rec[name]
@@ -104,13 +114,13 @@ def _metric_correct(rec: dict, metric: str | None, *, path: Path, line: int) -> 
     raise InputError(f"no correctness metric (looked for {', '.join(DEFAULT_METRICS)}); pass --metric", path=path, line=line, field="metrics")
 
 
-def _mc_choice(filtered: list) -> str | None:
+def _mc_choice(filtered: list, *, path: Path, line: int) -> str:
     """Multiple-choice (loglikelihood) records: ``[[ll, is_greedy], ...]`` -> index of the max ll."""
-    try:
-        lls = [float(f[0]) for f in filtered]
-    except (TypeError, ValueError, IndexError):
-        return None
-    return str(max(range(len(lls)), key=lls.__getitem__)) if lls else None
+    for f in filtered:
+        if not isinstance(f, list) or not f or isinstance(f[0], bool) or not isinstance(f[0], int | float):
+            raise InputError(f"expected one [loglikelihood, is_greedy] pair per option, got {json.dumps(f)}", path=path, line=line, field="filtered_resps")
+    lls = [float(f[0]) for f in filtered]
+    return str(max(range(len(lls)), key=lls.__getitem__))
 
 
 def record_trials(
@@ -121,9 +131,7 @@ def record_trials(
     metric: str | None = None,
 ) -> list[dict]:
     """One lm-eval sample record -> a list of ``{k, response, extracted, is_correct, is_missing}``."""
-    for field in ("doc_id", "resps", "filtered_resps"):
-        if field not in rec:
-            raise InputError("missing required field; partial record?", path=path, line=line, field=field)
+    _require_fields(rec, ("doc_id", "resps", "filtered_resps"), path=path, line=line)
     resps, filtered = rec["resps"], rec["filtered_resps"]
     if not isinstance(resps, list) or not isinstance(filtered, list) or not resps or not filtered:
         raise InputError("expected a non-empty list", path=path, line=line, field="resps" if not resps or not isinstance(resps, list) else "filtered_resps")
@@ -159,12 +167,89 @@ def record_trials(
         )
     correct, _ = _metric_correct(rec, metric, path=path, line=line)
     if len(filtered) > 1:  # multiple-choice loglikelihood requests, one per option
-        extracted = _mc_choice(filtered)
+        extracted = _mc_choice(filtered, path=path, line=line)
         response = None
     else:
         extracted = as_text(filtered[0]) if not isinstance(filtered[0], list) else as_text(filtered[0][0] if filtered[0] else None)
         response = as_text(first_resps[0]) if first_resps and not isinstance(first_resps[0], list) else None
     return [{"k": 0, "response": response, "extracted": extracted, "is_correct": correct, "is_missing": False}]
+
+
+def _files_by_task(files: list[Path]) -> dict[str, list[Path]]:
+    """Sample files grouped by task (from the file name), in the order given."""
+    by_task: dict[str, list[Path]] = {}
+    for f in files:
+        by_task.setdefault(task_from_filename(f), []).append(f)
+    return by_task
+
+
+def _chosen_filter(records: list[tuple[int, dict]], requested: str | None, *, path: Path, notes: list[str]) -> str | None:
+    """The filter whose records to keep: ``requested`` (must be in the file), else the first of several, else ``None`` (keep all)."""
+    filters = list(dict.fromkeys(r.get("filter") for _, r in records if r.get("filter") is not None))
+    if requested is not None and filters and requested not in filters:
+        raise InputError(f"filter {requested!r} not in this file (it has {', '.join(filters)})", path=path, field="filter")
+    if requested is None and len(filters) > 1:
+        notes.append(choice_note(path, field="filter", noun="filters", options=filters, chosen=filters[0], option="filter"))
+        return filters[0]
+    return requested
+
+
+def _record_field(rec: dict, dotted: str, *, path: Path, line: int) -> str:
+    """The record's value at a dotted path, as text; a missing one is an InputError naming the path."""
+    try:
+        return str(lookup(rec, dotted))
+    except KeyError:
+        raise InputError("not in the record", path=path, line=line, field=dotted) from None
+
+
+def _item_id(rec: dict, *, task: str, item_id_field: str | None, path: Path, line: int) -> str:
+    """The record's ``item_id_field`` value, else ``<task>/<doc_id>``."""
+    _require_fields(rec, ("doc_id",), path=path, line=line)
+    return _record_field(rec, item_id_field, path=path, line=line) if item_id_field else f"{task}/{rec['doc_id']}"
+
+
+def _file_rows(
+    path: Path,
+    *,
+    task: str,
+    offset: int,
+    metric: str | None,
+    filter_name: str | None,
+    domain_field: str | None,
+    item_id_field: str | None,
+    notes: list[str],
+) -> list[dict]:
+    """Trial rows of one samples file (one filter's records), their ``k`` counted from ``offset``."""
+    records = _read_records(path)
+    chosen = _chosen_filter(records, filter_name, path=path, notes=notes)
+    rows: list[dict] = []
+    seen: dict[str, int] = {}  # item id -> line, to name both lines of a duplicate
+    for line, rec in records:
+        if chosen is not None and rec.get("filter", chosen) != chosen:
+            continue
+        item_id = _item_id(rec, task=task, item_id_field=item_id_field, path=path, line=line)
+        if item_id in seen:
+            raise InputError(f"duplicate record for item {item_id} (also line {seen[item_id]})", path=path, line=line, field="doc_id")
+        seen[item_id] = line
+        domain = _record_field(rec, domain_field, path=path, line=line) if domain_field else task
+        target = as_text(rec.get("target"))
+        for t in record_trials(rec, path=path, line=line, metric=metric):
+            rows.append(
+                trial_row(
+                    item_id=item_id,
+                    domain=domain,
+                    k=offset + t["k"],
+                    response=t["response"],
+                    extracted=t["extracted"],
+                    correct_answer=target,
+                    is_correct=t["is_correct"],
+                    is_missing=t["is_missing"],
+                    line=line,
+                )
+            )
+    if not seen:
+        raise InputError(f"no records for filter {chosen!r}", path=path, field="filter")
+    return rows
 
 
 def read_lm_eval(
@@ -207,68 +292,13 @@ def read_lm_eval(
         sources = [sources]
     files = find_sample_files(sources)
     notes = notes if notes is not None else []
-    by_task: dict[str, list[Path]] = {}
-    for f in files:
-        by_task.setdefault(task_from_filename(f), []).append(f)
-
     rows: list[dict] = []
-    for task, task_files in by_task.items():
-        offset = 0
+    for task, task_files in _files_by_task(files).items():
+        offset = 0  # a task's later files are later runs: their samples follow the earlier files'
         for path in task_files:
-            records = _read_records(path)
-            filters = list(dict.fromkeys(r.get("filter") for _, r in records if r.get("filter") is not None))
-            chosen = filter
-            if chosen is not None and filters and chosen not in filters:
-                raise InputError(f"filter {chosen!r} not in this file (it has {', '.join(filters)})", path=path, field="filter")
-            if chosen is None and len(filters) > 1:
-                chosen = filters[0]
-                notes.append(f"{path}: field 'filter': {len(filters)} filters ({', '.join(filters)}); used {chosen!r} (choose with --filter)")
-            seen: dict[str, int] = {}
-            k_max = 0
-            for line, rec in records:
-                if chosen is not None and rec.get("filter", chosen) != chosen:
-                    continue
-                try:
-                    doc_id = rec["doc_id"]
-                except KeyError:
-                    raise InputError("missing required field; partial record?", path=path, line=line, field="doc_id") from None
-                if item_id_field:
-                    try:
-                        item_id = str(lookup(rec, item_id_field))
-                    except KeyError:
-                        raise InputError("not in the record", path=path, line=line, field=item_id_field) from None
-                else:
-                    item_id = f"{task}/{doc_id}"
-                if item_id in seen:
-                    raise InputError(f"duplicate record for item {item_id} (also line {seen[item_id]})", path=path, line=line, field="doc_id")
-                seen[item_id] = line
-                if domain_field:
-                    try:
-                        domain = str(lookup(rec, domain_field))
-                    except KeyError:
-                        raise InputError("not in the record", path=path, line=line, field=domain_field) from None
-                else:
-                    domain = task
-                target = as_text(rec.get("target"))
-                for t in record_trials(rec, path=path, line=line, metric=metric):
-                    k_max = max(k_max, t["k"] + 1)
-                    rows.append(
-                        {
-                            "item_id": item_id,
-                            "domain": domain,
-                            "k": offset + t["k"],
-                            "seed": None,
-                            "response": t["response"],
-                            "extracted": t["extracted"],
-                            "correct_answer": target,
-                            "is_correct": t["is_correct"],
-                            "is_missing": t["is_missing"],
-                            "_line": line,
-                        }
-                    )
-            if not seen:
-                raise InputError(f"no records for filter {chosen!r}", path=path, field="filter")
-            offset += k_max
+            file_rows = _file_rows(path, task=task, offset=offset, metric=metric, filter_name=filter, domain_field=domain_field, item_id_field=item_id_field, notes=notes)
+            rows += file_rows
+            offset = max((r["k"] + 1 for r in file_rows), default=offset)
         if len(task_files) > 1:
             notes.append(f"task {task}: {len(task_files)} files stacked as repeated runs ({offset} samples per item)")
     label = files[0] if len(files) == 1 else Path(files[0]).parent
