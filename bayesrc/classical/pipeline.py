@@ -250,25 +250,18 @@ def reliable_change(
     versions = list(map(str, counts["version"].values))
     v1 = versions[0] if v1 is None else v1
     v2 = versions[1] if v2 is None else v2
-    ss = np.random.SeedSequence(seed)
-    s_rel1, s_rel2, s_null, s_k1, s_k2 = ss.spawn(5)
-    s_sample_null = np.random.SeedSequence([seed, 7])  # a separate stream: adding it moves no earlier number
+    s_rel1, s_rel2, s_null, s_k1, s_k2 = np.random.SeedSequence(seed).spawn(5)
 
     a, b = counts.sel(version=v1), counts.sel(version=v2)
     items = _pair_items(counts, a, b)
     rule = _rci.min_valid_rule(min_valid, valid_share, np.concatenate([items["k_v1"], items["k_v2"]]))
-    k_design = modal_k(counts)
-
     reason = _rci.exclusion_reasons(items["n_v1"], items["n_v2"], items["p_v1"], items["p_v2"], min_valid, k_v1=items["k_v1"], k_v2=items["k_v2"], valid_share=valid_share)
     analysable = reason == ""
     scored = items[["p_v1", "p_v2"]].notna().all(axis=1).to_numpy()
 
-    c1, c2 = a["correct"].values, b["correct"].values
-    if reliability_basis == "analysed":
-        c1, c2 = c1[analysable], c2[analysable]
-    rel = {"v1": split_half_reliability(c1, n_splits=n_splits, seed=s_rel1), "v2": split_half_reliability(c2, n_splits=n_splits, seed=s_rel2)}
-    r1, r2 = rel["v1"].r_xx, rel["v2"].r_xx
-
+    correct = (a["correct"].values, b["correct"].values)
+    rel = _reliability_and_icc(correct, analysable if reliability_basis == "analysed" else None, n_splits=n_splits, seeds=(s_rel1, s_rel2))
+    r1, r2 = rel["reliability"]["v1"].r_xx, rel["reliability"]["v2"].r_xx
     basis = analysable if sd_basis == "analysable" else scored
     s_item = binomial_s_diff(a["n_correct"].values, items["n_v1"], b["n_correct"].values, items["n_v2"])
     scale = _classify_items(items, settings, z_conservative, r1, r2, analysable=analysable, scored=scored, basis=basis, s_item=s_item)
@@ -279,19 +272,11 @@ def reliable_change(
     # Direction-asymmetry test on the items of the observed counts (analysable).
     null = empirical_null(items["p_v1"], items["p_v2"], r1, r2, z=z, n_permutations=n_permutations, seed=s_null,
                           count=analysable, basis=basis, s_item=s_item if s_diff == "binomial" else None)  # fmt: skip
-    null_settings = (
-        settings if min_valid is not None else replace(settings, min_valid=(_rci.min_valid_for(items["k_v1"].to_numpy(), valid_share), _rci.min_valid_for(items["k_v2"].to_numpy(), valid_share)))
-    )
-    samples = sample_level_null(a["correct"].values, b["correct"].values, null_settings, n_replicates=n_null, n_splits=null_splits, seed=s_sample_null) if n_null > 0 else None
-    no_change = pair_no_change_test(counts, v1, v2) if n_null > 0 else None
+    checks = _no_change_checks(counts, (v1, v2), correct, _null_settings(settings, items, valid_share), n_null=n_null, null_splits=null_splits, seed=seed)
     flagged = counts_out["analysable"]["improved"] + counts_out["analysable"]["deteriorated"]
-    warnings = _pair_warnings(samples, no_change, flagged, int(analysable.sum()), reliable=bool(np.isfinite(r1) and np.isfinite(r2)), s_diff=s_diff, seeds=counts.attrs.get("shared_seeds") or {})
-    by_k = {
-        "v1": reliability_vs_k(a["correct"].values, n_splits=n_splits_by_k, seed=s_k1),
-        "v2": reliability_vs_k(b["correct"].values, n_splits=n_splits_by_k, seed=s_k2),
-    }
-    k_for_r = {v: {str(t): k_for_reliability(rel[v].r_xx, rel[v].k, t) for t in (0.8, 0.9)} for v in ("v1", "v2")}
-    min_det = z * scale["s_diff"]
+    warnings = _pair_warnings(checks["null_samples"], checks["no_change_test"], flagged, int(analysable.sum()),
+                              reliable=bool(np.isfinite(r1) and np.isfinite(r2)), s_diff=s_diff, seeds=counts.attrs.get("shared_seeds") or {})  # fmt: skip
+    k_design = modal_k(counts)
     params = {
         "z": z, "z_conservative": z_conservative, "min_valid": min_valid, "valid_share": valid_share, "min_valid_rule": rule,
         "sd_basis": sd_basis, "s_diff": s_diff, "reliability_basis": reliability_basis, "n_splits": n_splits,
@@ -302,26 +287,66 @@ def reliable_change(
         name=name,
         versions=(v1, v2),
         params=params,
-        reliability=rel,
-        icc={"v1": icc_1_1(c1), "v2": icc_1_1(c2)},
-        icc_k={"v1": icc_1_k(c1), "v2": icc_1_k(c2)},
+        **rel,
         exclusions=_exclusion_summary(items, analysable, reason, min_valid, rule),
-        sem={"v1": scale["sem_v1"], "v2": scale["sem_v2"]},
-        s_diff=scale["s_diff"],
-        s_diff_all=scale["s_diff_all"],
-        min_detectable=min_det,
-        min_detectable_samples=int(np.ceil(min_det * k_design - 1e-9)) if np.isfinite(min_det) else -1,
+        **_detection_limits(scale, z, k_design),
         counts=counts_out,
         null=null,
         **_secondary_tables(items[analysable], z),
-        reliability_by_k=by_k,
-        k_for_r=k_for_r,
+        **_reliability_growth(correct, rel["reliability"], n_splits=n_splits_by_k, seeds=(s_k1, s_k2)),
         items=items,
-        null_samples=samples,
-        no_change_test=no_change,
+        **checks,
         warnings=warnings,
         flips=flip_metrics(items["p_v1"], items["p_v2"]),
     )
+
+
+def _reliability_and_icc(correct: tuple[np.ndarray, np.ndarray], keep: np.ndarray | None, *, n_splits: int, seeds: tuple) -> dict:
+    """Split-half reliability, ICC(1,1) and ICC(1,k) of each version's (item, sample) scores ``correct``, on the items ``keep`` (None: every paired item)."""
+    c1, c2 = correct if keep is None else (correct[0][keep], correct[1][keep])
+    return {
+        "reliability": {"v1": split_half_reliability(c1, n_splits=n_splits, seed=seeds[0]), "v2": split_half_reliability(c2, n_splits=n_splits, seed=seeds[1])},
+        "icc": {"v1": icc_1_1(c1), "v2": icc_1_1(c2)},
+        "icc_k": {"v1": icc_1_k(c1), "v2": icc_1_k(c2)},
+    }
+
+
+def _null_settings(settings: RCISettings, items: pd.DataFrame, valid_share: float) -> RCISettings:
+    """The sample-level null's settings: without a fixed ``min_valid``, each version's rule (a) follows the K its items were given."""
+    if settings.min_valid is not None:
+        return settings
+    return replace(settings, min_valid=(_rci.min_valid_for(items["k_v1"].to_numpy(), valid_share), _rci.min_valid_for(items["k_v2"].to_numpy(), valid_share)))
+
+
+def _no_change_checks(counts: xr.Dataset, versions: tuple[str, str], correct: tuple[np.ndarray, np.ndarray], null_settings: RCISettings, *, n_null: int, null_splits: int, seed: int) -> dict:
+    """The sample-level null (the pair's samples re-dealt within item) and :func:`pair_no_change_test`; both None for ``n_null=0``."""
+    if n_null <= 0:
+        return {"null_samples": None, "no_change_test": None}
+    s_sample_null = np.random.SeedSequence([seed, 7])  # a separate stream: adding it moves no earlier number
+    return {
+        "null_samples": sample_level_null(*correct, null_settings, n_replicates=n_null, n_splits=null_splits, seed=s_sample_null),
+        "no_change_test": pair_no_change_test(counts, *versions),
+    }
+
+
+def _detection_limits(scale: dict, z: float, k_design: int) -> dict:
+    """SEMs, S_diff and the smallest reliable change: as an accuracy (z S_diff) and in samples of K."""
+    min_det = z * scale["s_diff"]
+    return {
+        "sem": {"v1": scale["sem_v1"], "v2": scale["sem_v2"]},
+        "s_diff": scale["s_diff"],
+        "s_diff_all": scale["s_diff_all"],
+        "min_detectable": min_det,
+        "min_detectable_samples": int(np.ceil(min_det * k_design - 1e-9)) if np.isfinite(min_det) else -1,
+    }
+
+
+def _reliability_growth(correct: tuple[np.ndarray, np.ndarray], rel: dict, *, n_splits: int, seeds: tuple) -> dict:
+    """Reliability against the number of samples per item, and the K that reaches r_xx = 0.8 and 0.9."""
+    return {
+        "reliability_by_k": {"v1": reliability_vs_k(correct[0], n_splits=n_splits, seed=seeds[0]), "v2": reliability_vs_k(correct[1], n_splits=n_splits, seed=seeds[1])},
+        "k_for_r": {v: {str(t): k_for_reliability(rel[v].r_xx, rel[v].k, t) for t in (0.8, 0.9)} for v in ("v1", "v2")},
+    }
 
 
 def _pair_items(counts: xr.Dataset, a: xr.Dataset, b: xr.Dataset) -> pd.DataFrame:

@@ -54,57 +54,24 @@ def run_report(args: argparse.Namespace) -> int:
 
 
 def run_sensitivity(args: argparse.Namespace) -> int:
-    import pandas as pd
-
     from bayesrc.classical.rci import RCISettings
     from bayesrc.collect.pins import check_comparable
     from bayesrc.data import input_notes, load_counts
-    from bayesrc.errors import InputError
     from bayesrc.sensitivity import run_sensitivity_analyses, write_sensitivity
 
     check_comparable(args.v1, args.v2, allow=args.allow_pin, force=args.force)  # only the model may differ (SPEC 6)
     counts = load_counts([args.v1, args.v2], on_unmatched="drop" if args.allow_unmatched else "raise")
     for note in input_notes(counts):
         print(f"bayesrc: note: {note}", file=sys.stderr)
-    truth = None
-    if args.truth is not None:
-        try:
-            truth = pd.read_parquet(args.truth) if args.truth.suffix in (".parquet", ".pq") else pd.read_csv(args.truth)
-        except FileNotFoundError:
-            raise InputError("file not found", path=args.truth) from None
-        except Exception as exc:
-            raise InputError(f"unreadable truth table ({type(exc).__name__})", path=args.truth) from None
-        missing = {"item_id", "delta_p", "changed"} - set(truth.columns)
-        if missing:
-            raise InputError("missing column(s) " + ", ".join(sorted(missing)), path=args.truth, field=sorted(missing)[0])
-        truth["item_id"] = truth["item_id"].astype(str)
+    truth = _read_truth(args.truth) if args.truth is not None else None
     names = ("threshold", "exclusion", "k", "prior", "fdr") if args.analysis == "all" else (args.analysis,)
     grids = {"zs": args.z_grid, "min_valid_grid": args.min_valid_grid, "ks": args.k_grid, "qs": args.q_grid}
-    if args.chains < 1 or args.draws < 1 or args.tune < 0:
-        raise InputError("chains and draws must be >= 1, tune >= 0", field="--chains")
-    if any(not 0 < q < 1 for q in args.q_grid or ()):
-        raise InputError("FDR levels must be in (0, 1)", field="--q-grid")
-    if args.null_replicates < 0:
-        raise InputError("must be >= 0", field="--null-replicates")
-    s_diffs = args.s_diff or ["reference", "binomial"]
-    bases = args.reliability_basis or ["all", "analysed"]
-    methods = [(m, b) for m in s_diffs for b in (bases if m == "reference" else ["all"])]
-    config = None
-    if {"prior", "fdr"} & set(names):
-        from bayesrc.bayes import SamplerConfig, configure_host_devices
-
-        configure_host_devices(min(args.chains, os.cpu_count() or 1))
-        config = SamplerConfig(chains=args.chains, draws=args.draws, tune=args.tune, seed=args.seed)
-    import contextlib
-
-    from bayesrc.scale.commands import mapper_for
-
-    if args.ray and "prior" not in names:
-        print("bayesrc: note: --ray runs the prior grid's fits; this analysis has none, it runs here", file=sys.stderr)
-    session, mapper = mapper_for(args) if args.ray and "prior" in names else (contextlib.nullcontext(), None)
+    _check_sensitivity_options(args)
+    config = _change_model_config(args, names)
+    session, mapper = _prior_grid_mapper(args, names)
     with session:
         tables = run_sensitivity_analyses(
-            counts, names, truth=truth, settings=RCISettings(sd_basis=args.sd_basis), seed=args.seed, config=config, mapper=mapper, methods=methods,
+            counts, names, truth=truth, settings=RCISettings(sd_basis=args.sd_basis), seed=args.seed, config=config, mapper=mapper, methods=_threshold_methods(args),
             null_replicates=args.null_replicates,
             **{k: v for k, v in grids.items() if v},
         )  # fmt: skip
@@ -114,3 +81,62 @@ def run_sensitivity(args: argparse.Namespace) -> int:
         print(table.drop(columns="analysis").to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     print("wrote " + ", ".join(str(p) for p in written))
     return 0
+
+
+def _read_truth(path: Path):
+    """The ``--truth`` table (Parquet or CSV) with its item ids as text; an unreadable one is an InputError."""
+    import pandas as pd
+
+    from bayesrc.errors import InputError
+
+    try:
+        truth = pd.read_parquet(path) if path.suffix in (".parquet", ".pq") else pd.read_csv(path)
+    except FileNotFoundError:
+        raise InputError("file not found", path=path) from None
+    except Exception as exc:
+        raise InputError(f"unreadable truth table ({type(exc).__name__})", path=path) from None
+    missing = {"item_id", "delta_p", "changed"} - set(truth.columns)
+    if missing:
+        raise InputError("missing column(s) " + ", ".join(sorted(missing)), path=path, field=sorted(missing)[0])
+    truth["item_id"] = truth["item_id"].astype(str)
+    return truth
+
+
+def _check_sensitivity_options(args: argparse.Namespace) -> None:
+    """Sampler sizes, FDR levels and null replicates in range (exit 2 otherwise)."""
+    from bayesrc.errors import InputError
+
+    if args.chains < 1 or args.draws < 1 or args.tune < 0:
+        raise InputError("chains and draws must be >= 1, tune >= 0", field="--chains")
+    if any(not 0 < q < 1 for q in args.q_grid or ()):
+        raise InputError("FDR levels must be in (0, 1)", field="--q-grid")
+    if args.null_replicates < 0:
+        raise InputError("must be >= 0", field="--null-replicates")
+
+
+def _threshold_methods(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """The threshold analysis' (S_diff method, r_xx basis) pairs: the bases apply to the reference method only."""
+    s_diffs = args.s_diff or ["reference", "binomial"]
+    bases = args.reliability_basis or ["all", "analysed"]
+    return [(m, b) for m in s_diffs for b in (bases if m == "reference" else ["all"])]
+
+
+def _change_model_config(args: argparse.Namespace, names: tuple[str, ...]):
+    """The change model's :class:`~bayesrc.bayes.SamplerConfig` when an analysis fits it (prior, fdr), else None."""
+    if not {"prior", "fdr"} & set(names):
+        return None
+    from bayesrc.bayes import SamplerConfig, configure_host_devices
+
+    configure_host_devices(min(args.chains, os.cpu_count() or 1))
+    return SamplerConfig(chains=args.chains, draws=args.draws, tune=args.tune, seed=args.seed)
+
+
+def _prior_grid_mapper(args: argparse.Namespace, names: tuple[str, ...]):
+    """(session, mapper) for the prior grid's fits: on Ray with ``--ray``, else here (mapper None)."""
+    import contextlib
+
+    from bayesrc.scale.commands import mapper_for
+
+    if args.ray and "prior" not in names:
+        print("bayesrc: note: --ray runs the prior grid's fits; this analysis has none, it runs here", file=sys.stderr)
+    return mapper_for(args) if args.ray and "prior" in names else (contextlib.nullcontext(), None)

@@ -134,8 +134,25 @@ def load_switch(path: str | Path, *, benchmark: str | None = None) -> SwitchData
 
 
 def _validate(df: pd.DataFrame, path: Path, benchmark: str | None) -> SwitchData:
+    """Checked switch data from a table with a ``_line`` column (the source line each error names)."""
     if len(df) == 0:
         raise InputError("file is empty (no rows)", path=path)
+    kind = _input_kind(df, path)
+    out = pd.DataFrame({"_line": df["_line"].to_numpy()})
+    columns = _model_columns(df, path)  # checked first: an empty model field is reported before a bad value
+    columns |= _episode_columns(df, path) if kind == "episodes" else _cell_columns(df, path)
+    for name, values in columns.items():
+        out[name] = values
+    keys = ["benchmark", "episode", "prefix", "suffix"] if kind == "episodes" else ["benchmark", "prefix", "suffix"]
+    out = _only_benchmark(out, benchmark, path)
+    models = _check_matrix(out, keys, path)
+    if kind == "episodes":
+        _check_episode_baselines(out, path)
+    return SwitchData(kind, out, models, str(path))
+
+
+def _input_kind(df: pd.DataFrame, path: Path) -> str:
+    """``"episodes"`` or ``"cells"``, told by the columns; every required column of that shape must be there."""
     cols = set(df.columns)
     if "score" in cols:
         kind, required = "episodes", EPISODE_COLUMNS
@@ -151,50 +168,70 @@ def _validate(df: pd.DataFrame, path: Path, benchmark: str | None) -> SwitchData
     for field in required:
         if field not in cols:
             raise InputError("missing required column", path=path, line=1, field=field)
-    out = pd.DataFrame({"_line": df["_line"].to_numpy()})
-    out["benchmark"] = _text(df, "benchmark", path).to_numpy() if "benchmark" in cols else DEFAULT_BENCHMARK
-    out["prefix"] = _text(df, "prefix_model", path).to_numpy()
-    out["suffix"] = _text(df, "suffix_model", path).to_numpy()
-    if kind == "episodes":
-        out["episode"] = _text(df, "episode", path).to_numpy()
-        out["score"] = _numeric(df, "score", path)
-        keys = ["benchmark", "episode", "prefix", "suffix"]
-    else:
-        out["metric"] = _text(df, "metric", path).to_numpy() if "metric" in cols else "score"
-        for field in ("mean", "ci_low", "ci_high"):
-            out[field] = _numeric(df, field, path)
-        n = _numeric(df, "n_episodes", path)
-        bad = (n < 1) | (n != np.round(n))
-        if bad.any():
-            i = int(np.argmax(bad))
-            raise InputError(f"expected a positive integer, got {df['n_episodes'].iloc[i]!r}", path=path, line=int(df["_line"].iloc[i]), field="n_episodes")
-        out["n"] = n.astype(int)
-        bad = ~((out["ci_low"] <= out["mean"]) & (out["mean"] <= out["ci_high"])).to_numpy()
-        if bad.any():
-            i = int(np.argmax(bad))
-            raise InputError("interval [ci_low, ci_high] does not contain mean", path=path, line=int(out["_line"].iloc[i]), field="ci_low")
-        # SE of a cell mean from its published 95% interval (normal approximation).
-        out["se"] = (out["ci_high"] - out["ci_low"]) / (2 * Z95)
-        keys = ["benchmark", "prefix", "suffix"]
-    if benchmark is not None and benchmark not in set(out["benchmark"]):
+    return kind
+
+
+def _model_columns(df: pd.DataFrame, path: Path) -> dict:
+    """``benchmark`` (default :data:`DEFAULT_BENCHMARK`), ``prefix`` and ``suffix``, as stripped text."""
+    return {
+        "benchmark": _text(df, "benchmark", path).to_numpy() if "benchmark" in df.columns else DEFAULT_BENCHMARK,
+        "prefix": _text(df, "prefix_model", path).to_numpy(),
+        "suffix": _text(df, "suffix_model", path).to_numpy(),
+    }
+
+
+def _episode_columns(df: pd.DataFrame, path: Path) -> dict:
+    """An episode-level table's own columns: ``episode`` (text) and ``score``."""
+    return {"episode": _text(df, "episode", path).to_numpy(), "score": _numeric(df, "score", path)}
+
+
+def _cell_columns(df: pd.DataFrame, path: Path) -> dict:
+    """A cell-level table's own columns: ``metric``, ``mean``, ``ci_low``, ``ci_high``, ``n`` and the SE ``se``."""
+    cols = {"metric": _text(df, "metric", path).to_numpy() if "metric" in df.columns else "score"}
+    for field in ("mean", "ci_low", "ci_high"):
+        cols[field] = _numeric(df, field, path)
+    cols["n"] = _episode_counts(df, path)
+    bad = ~((cols["ci_low"] <= cols["mean"]) & (cols["mean"] <= cols["ci_high"]))
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise InputError("interval [ci_low, ci_high] does not contain mean", path=path, line=int(df["_line"].iloc[i]), field="ci_low")
+    # SE of a cell mean from its published 95% interval (normal approximation).
+    cols["se"] = (cols["ci_high"] - cols["ci_low"]) / (2 * Z95)
+    return cols
+
+
+def _episode_counts(df: pd.DataFrame, path: Path) -> np.ndarray:
+    """``n_episodes`` as integers; the first one that is not a positive integer is an error."""
+    n = _numeric(df, "n_episodes", path)
+    bad = (n < 1) | (n != np.round(n))
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise InputError(f"expected a positive integer, got {df['n_episodes'].iloc[i]!r}", path=path, line=int(df["_line"].iloc[i]), field="n_episodes")
+    return n.astype(int)
+
+
+def _only_benchmark(out: pd.DataFrame, benchmark: str | None, path: Path) -> pd.DataFrame:
+    """The rows of ``benchmark`` (all rows for None); a benchmark the input lacks is an error."""
+    if benchmark is None:
+        return out
+    if benchmark not in set(out["benchmark"]):
         raise InputError(f"benchmark {benchmark!r} not in the input (has {sorted(set(out['benchmark']))})", path=path, field="benchmark")
-    if benchmark is not None:
-        out = out[out["benchmark"] == benchmark].reset_index(drop=True)
-    models = _check_matrix(out, keys, path)
-    if kind == "episodes":
-        # Pairing needs each (episode, suffix) to have its own no-switch score.
-        diag = out[out["prefix"] == out["suffix"]][["benchmark", "episode", "suffix"]]
-        merged = out.merge(diag.assign(_has=True), on=["benchmark", "episode", "suffix"], how="left")
-        missing = merged["_has"].isna().to_numpy()
-        if missing.any():
-            row = merged.iloc[int(np.argmax(missing))]
-            raise InputError(
-                f"episode {row['episode']!r} has no no-switch score {row['suffix']} -> {row['suffix']} to pair with",
-                path=path,
-                line=int(row["_line"]),
-                field="episode",
-            )
-    return SwitchData(kind, out, models, str(path))
+    return out[out["benchmark"] == benchmark].reset_index(drop=True)
+
+
+def _check_episode_baselines(out: pd.DataFrame, path: Path) -> None:
+    """Pairing needs each (episode, suffix) to have its own no-switch score."""
+    diag = out[out["prefix"] == out["suffix"]][["benchmark", "episode", "suffix"]]
+    merged = out.merge(diag.assign(_has=True), on=["benchmark", "episode", "suffix"], how="left")
+    missing = merged["_has"].isna().to_numpy()
+    if missing.any():
+        row = merged.iloc[int(np.argmax(missing))]
+        raise InputError(
+            f"episode {row['episode']!r} has no no-switch score {row['suffix']} -> {row['suffix']} to pair with",
+            path=path,
+            line=int(row["_line"]),
+            field="episode",
+        )
 
 
 def episodes_from_frame(frame: pd.DataFrame, *, name: str = "<episodes>") -> SwitchData:

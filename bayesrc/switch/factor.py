@@ -191,54 +191,19 @@ def fit_additive(
     >>> fit.covariance
     'shared_baseline'
     """
-    models = [str(m) for m in delta["prefix"].to_numpy()]
-    if list(map(str, delta["suffix"].to_numpy())) != models:
-        raise ValueError("delta must have the same models, in the same order, on prefix and suffix")
+    models = _matrix_models(delta)
     k = len(models)
     cells = off_diagonal_cells(delta)
-    pos = {m: i for i, m in enumerate(models)}
-    pi = cells["prefix"].map(pos).to_numpy()
-    si = cells["suffix"].map(pos).to_numpy()
+    X = _cells_design(cells, models)
     y = cells["observed"].to_numpy(float)
-    X = design_matrix(pi, si, k)
-    if np.linalg.matrix_rank(X) < X.shape[1]:
-        raise ValueError("too few off-diagonal cells to identify mu, alpha and beta")
-    XtX_inv = np.linalg.inv(X.T @ X)
-    coef = XtX_inv @ X.T @ y
-    pred = X @ coef
-    resid = y - pred
-    h = np.einsum("ij,jk,ik->i", X, XtX_inv, X)
-    loo_resid = resid / (1.0 - h)
+    ls = _least_squares(X, y)
+    noise = _cell_noise(cells, se, base_cov)
+    cov_coef, tau2 = _coef_covariance(X, ls, noise)
+    floor = noise_floor_r2(X, *noise, n_draws=n_noise, seed=seed) if noise is not None else None
+    M = _constraint_map(k, X.shape[1])
+    full = M @ ls.coef
+    se_full = np.sqrt(np.clip(np.diag(M @ cov_coef @ M.T), 0, None))
     sst = float(((y - y.mean()) ** 2).sum())
-    n, p = X.shape
-    df_resid = n - p
-    s2 = float(resid @ resid / df_resid) if df_resid > 0 else np.nan
-    C = sum_to_zero_basis(k)
-    # Map (μ, a, b) -> (μ, α, β) and carry the covariance through it.
-    M = np.zeros((1 + 2 * k, p))
-    M[0, 0] = 1.0
-    M[1 : 1 + k, 1:k] = C
-    M[1 + k :, k:] = C
-    full = M @ coef
-    extra: dict = {}
-    floor = None
-    noise = noise_covariance(cells, se, base_cov) if se is not None else None
-    if noise is not None and np.all(np.isfinite(noise[0])):
-        V = _dense(*noise)
-        A = XtX_inv @ X.T
-        tr = float(np.trace(V) - np.einsum("ij,ji->", X @ A, V))  # tr((I − H) V)
-        tau2 = max(0.0, (float(resid @ resid) - tr) / df_resid) if df_resid > 0 else 0.0
-        cov_coef = A @ V @ A.T + tau2 * XtX_inv
-        covariance = "shared_baseline"
-        extra["tau2"] = tau2
-        floor = noise_floor_r2(X, *noise, n_draws=n_noise, seed=seed)
-    else:
-        cov_coef = s2 * XtX_inv
-        covariance = "ols"
-    cov = M @ cov_coef @ M.T
-    se_full = np.sqrt(np.clip(np.diag(cov), 0, None))
-    cells = cells.assign(pred=pred, resid=resid, loo_pred=y - loo_resid, loo_resid=loo_resid)
-    cells = cells.reindex(cells["resid"].abs().sort_values(ascending=False).index).reset_index(drop=True)
     return AdditiveFit(
         benchmark=str(delta.attrs.get("benchmark", "")),
         models=models,
@@ -248,16 +213,92 @@ def fit_additive(
         mu_se=float(se_full[0]),
         alpha_se=pd.Series(se_full[1 : 1 + k], index=models, name="alpha_se"),
         beta_se=pd.Series(se_full[1 + k :], index=models, name="beta_se"),
-        r2=1.0 - float(resid @ resid) / sst if sst > 0 else np.nan,
-        cv_r2=1.0 - float(loo_resid @ loo_resid) / sst if sst > 0 else np.nan,
-        resid_sd=float(np.sqrt(s2)),
-        df_resid=int(df_resid),
-        cells=cells,
+        r2=1.0 - float(ls.resid @ ls.resid) / sst if sst > 0 else np.nan,
+        cv_r2=1.0 - float(ls.loo_resid @ ls.loo_resid) / sst if sst > 0 else np.nan,
+        resid_sd=float(np.sqrt(ls.s2)),
+        df_resid=int(ls.df_resid),
+        cells=_cells_table(cells, y, ls),
         level=level,
-        extra=extra,
-        covariance=covariance,
+        extra={} if tau2 is None else {"tau2": tau2},
+        covariance="ols" if noise is None else "shared_baseline",
         noise_floor=floor,
     )
+
+
+def _matrix_models(delta: xr.DataArray) -> list[str]:
+    """The models of ``delta``: the same, in the same order, on prefix and suffix."""
+    models = [str(m) for m in delta["prefix"].to_numpy()]
+    if list(map(str, delta["suffix"].to_numpy())) != models:
+        raise ValueError("delta must have the same models, in the same order, on prefix and suffix")
+    return models
+
+
+def _cells_design(cells: pd.DataFrame, models: list[str]) -> np.ndarray:
+    """The design X of the cells (:func:`design_matrix`); cells that cannot identify μ, α and β are an error."""
+    pos = {m: i for i, m in enumerate(models)}
+    X = design_matrix(cells["prefix"].map(pos).to_numpy(), cells["suffix"].map(pos).to_numpy(), len(models))
+    if np.linalg.matrix_rank(X) < X.shape[1]:
+        raise ValueError("too few off-diagonal cells to identify mu, alpha and beta")
+    return X
+
+
+@dataclass(frozen=True)
+class _LeastSquares:
+    """OLS of y on X in the sum-to-zero basis, with the leave-one-cell-out residuals."""
+
+    XtX_inv: np.ndarray
+    coef: np.ndarray
+    pred: np.ndarray
+    resid: np.ndarray
+    loo_resid: np.ndarray
+    df_resid: int
+    s2: float
+
+
+def _least_squares(X: np.ndarray, y: np.ndarray) -> _LeastSquares:
+    """OLS; the fit is linear, so leave-one-out residuals are exact from the hat matrix: e_i / (1 − h_ii)."""
+    XtX_inv = np.linalg.inv(X.T @ X)
+    coef = XtX_inv @ X.T @ y
+    pred = X @ coef
+    resid = y - pred
+    h = np.einsum("ij,jk,ik->i", X, XtX_inv, X)
+    n, p = X.shape
+    df_resid = n - p
+    s2 = float(resid @ resid / df_resid) if df_resid > 0 else np.nan
+    return _LeastSquares(XtX_inv=XtX_inv, coef=coef, pred=pred, resid=resid, loo_resid=resid / (1.0 - h), df_resid=df_resid, s2=s2)
+
+
+def _cell_noise(cells: pd.DataFrame, se: xr.DataArray | None, base_cov: xr.DataArray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """:func:`noise_covariance` of the cells; None without ``se`` or with a cell whose SE is unknown (the fit falls back to OLS)."""
+    noise = noise_covariance(cells, se, base_cov) if se is not None else None
+    return noise if noise is not None and np.all(np.isfinite(noise[0])) else None
+
+
+def _coef_covariance(X: np.ndarray, ls: _LeastSquares, noise: tuple[np.ndarray, np.ndarray, np.ndarray] | None) -> tuple[np.ndarray, float | None]:
+    """Covariance of the basis coefficients and τ̂²: A (V + τ̂² I) Aᵀ given the cells' noise, else s² (XᵀX)⁻¹ (τ̂² None)."""
+    if noise is None:
+        return ls.s2 * ls.XtX_inv, None
+    V = _dense(*noise)
+    A = ls.XtX_inv @ X.T
+    tr = float(np.trace(V) - np.einsum("ij,ji->", X @ A, V))  # tr((I − H) V)
+    tau2 = max(0.0, (float(ls.resid @ ls.resid) - tr) / ls.df_resid) if ls.df_resid > 0 else 0.0
+    return A @ V @ A.T + tau2 * ls.XtX_inv, tau2
+
+
+def _constraint_map(k: int, p: int) -> np.ndarray:
+    """M: (μ, a, b) -> (μ, α, β), α = C a and β = C b; M carries the estimates and their covariance."""
+    C = sum_to_zero_basis(k)
+    M = np.zeros((1 + 2 * k, p))
+    M[0, 0] = 1.0
+    M[1 : 1 + k, 1:k] = C
+    M[1 + k :, k:] = C
+    return M
+
+
+def _cells_table(cells: pd.DataFrame, y: np.ndarray, ls: _LeastSquares) -> pd.DataFrame:
+    """The cells with their fitted and leave-one-out values, largest ``|resid|`` first."""
+    cells = cells.assign(pred=ls.pred, resid=ls.resid, loo_pred=y - ls.loo_resid, loo_resid=ls.loo_resid)
+    return cells.reindex(cells["resid"].abs().sort_values(ascending=False).index).reset_index(drop=True)
 
 
 def factor_correlation(fit_a: AdditiveFit, fit_b: AdditiveFit) -> dict[str, float]:
