@@ -58,11 +58,13 @@ demo: $(STAMP)
 # The suite with the docstrings' examples (--doctest-modules over bayesrc) and the docs built first,
 # so tests/test_docs.py screenshots the pages `make docs` just wrote instead of building them again.
 # Two worker processes, whole files each (--dist loadfile: a file's shared fits stay in one process,
-# and the notebooks are the docs build's executed copies). A test that hangs is stopped after 15 min
-# with every thread's stack printed (pytest-timeout, pyproject.toml): docs/performance.md, "The test suite".
+# and the notebooks are the docs build's executed copies). A test that hangs is stopped after 30 min
+# with every thread's stack printed (pytest-timeout, pyproject.toml), and a worker that dies ends the
+# run (--max-worker-restart=0: with --dist loadfile, xdist's replacement worker can deadlock the run
+# until CI's limit): docs/performance.md, "The test suite".
 TEST_WORKERS ?= 2
 test: $(STAMP) browser lint docs
-	BAYESRC_NO_SKIP=1 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --doctest-modules bayesrc tests --durations=30 $(PYTEST_ARGS)
+	BAYESRC_NO_SKIP=1 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --max-worker-restart=0 --doctest-modules bayesrc tests --durations=30 $(PYTEST_ARGS)
 
 # The documentation site (Sphinx, pydata-sphinx-theme, numpydoc, myst-nb) into docs/_build/html.
 # Warnings are errors; the notebooks are executed and cached in docs/_build/.jupyter_cache.
