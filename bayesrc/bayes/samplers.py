@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from bayesrc.bayes.diagnostics import gate
+from bayesrc.bayes.diagnostics import DEFAULT_GATE, chain_draw_last, convergence
 from bayesrc.config import SamplerConfig  # noqa: F401  (re-exported; defined with the other settings: the CLI reads its defaults without loading JAX)
 
 
@@ -150,13 +150,18 @@ def _gathered(jax, parts: list[list], cfg: SamplerConfig):
 
 def _too_short(dt) -> bool:
     """Whether the chains should go on: nothing diverged (then more draws would not help: the fit
-    escalates instead) and the gate's defaults (:func:`bayesrc.bayes.diagnostics.gate`, every sampled
-    and derived quantity) fail on R-hat or ESS alone, all of them finite (a constant quantity's NaN
-    R-hat would not improve with more draws)."""
+    escalates instead), and some entry of a sampled or derived quantity has its R-hat or bulk or
+    tail ESS short of the gate's defaults (:data:`~bayesrc.bayes.diagnostics.DEFAULT_GATE`). Entries
+    with NaN diagnostics (a constant, e.g. a pinned reference level) are passed over: more draws
+    would not change them, and :func:`~bayesrc.bayes.diagnostics.gate` only sees the gated ones."""
     if dt["sample_stats"]["diverging"].values.any():
         return False
-    d = gate(dt, list(dt["posterior"].data_vars))
-    return not d.passed and np.isfinite(d.max_rhat) and min(d.min_ess_bulk, d.min_ess_tail) > 0
+    for da in dt["posterior"].data_vars.values():
+        c = convergence(chain_draw_last(da))
+        with np.errstate(invalid="ignore"):
+            if (c["r_hat"] > DEFAULT_GATE["max_rhat"]).any() or (np.minimum(c["ess_bulk"], c["ess_tail"]) < DEFAULT_GATE["min_ess"]).any():
+                return True
+    return False
 
 
 def _datatree(jax, z: dict, diverging: np.ndarray, n_steps: np.ndarray, constrain, data: dict, coords: dict, dims: dict):
