@@ -44,7 +44,7 @@ def add_sampler_arguments(p: argparse.ArgumentParser) -> None:
 def add_pairing_arguments(p: argparse.ArgumentParser, what: str = "fit") -> None:
     """How two versions' trials are paired: unmatched items and run pins (SPEC 6)."""
     p.add_argument("--allow-unmatched", action="store_true", help="analyse items present in both versions")
-    from bayesrc.collect.commands import add_pin_arguments  # one definition of --allow-pin / --force (not at the top: CLI start-up loads no heavy module)
+    from bayesrc.collect.commands import add_pin_arguments  # one definition of --allow-pin / --force; inside, as a commands.py imports only the standard library at module level
 
     add_pin_arguments(p, what)
 

@@ -27,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--splits", type=int, default=1000, help="random split-halves (default 1000)")
     p.add_argument("--permutations", type=int, default=1000, help="direction-asymmetry test permutations (default 1000)")
     p.add_argument("--allow-unmatched", action="store_true", help="analyse items present in both versions; list the others")
-    from bayesrc.collect.commands import add_pin_arguments  # one definition of --allow-pin / --force (not at the top: CLI start-up loads no heavy module)
+    from bayesrc.collect.commands import add_pin_arguments  # one definition of --allow-pin / --force; inside, as a commands.py imports only the standard library at module level
 
     add_pin_arguments(p)
     p.add_argument("--seed", type=int, default=0)
