@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -124,6 +125,65 @@ def _run(tmp_path: Path, name: str, **changes) -> Path:
     d.mkdir()
     (d / "run.json").write_text(json.dumps({"format": "bayesrc-run/1", "status": "complete", "pins": pins, "info": {}}))
     return d
+
+
+# -- the run specification -------------------------------------------------------------------
+def test_run_spec_fills_its_defaults_once():
+    """Any K runs without a seed stride (K <= 10 keeps the reference study's i * 10 + k); the exact
+    engine draws no samples (K 1, 0 trials per item) and gets its default decode budget."""
+    from bayesrc.collect import Item, RunSpec
+    from bayesrc.collect.exact import DEFAULT_MAX_EXPANSIONS
+
+    item = Item(3, "q3", "math", "?", ("a", "b"), "A")
+    assert RunSpec(k=10).seeds(item) == list(range(30, 40))
+    assert RunSpec(k=400).seed_stride == 400 and RunSpec(k=400).seeds(item, salt=7)[:2] == [7 + 1200, 7 + 1201]
+    assert RunSpec(k=40, seed_stride=100, seed_offset=5).seeds(item)[0] == 305
+    exact = RunSpec(engine="exact", k=50, epsilon="1e-4")
+    assert (exact.k, exact.per_item, exact.epsilon, exact.max_expansions) == (1, 0, 1e-4, DEFAULT_MAX_EXPANSIONS)
+    shard = RunSpec(k=4, shard="1/4").for_range((10, 20))
+    assert (shard.items_range, shard.shard, shard.item_range(40), shard.k) == ((10, 20), None, (10, 20), 4)
+    assert RunSpec(shard="1/4").item_range(40) == (10, 20) and RunSpec(items_range="3:7").item_range(40) == (3, 7)
+
+
+@pytest.mark.parametrize(
+    "settings, field, words",
+    [
+        ({"k": 0}, "k", "must be >= 1"),
+        ({"k": 11, "seed_stride": 10}, "k", "exceeds the seed stride"),
+        ({"temperature": 6.0}, "temperature", "in [0, 5]"),
+        ({"seed_rule": "mine"}, "seed_rule", "must be one of"),
+        ({"engine": "turbo"}, "engine", "unknown engine"),
+        ({"scheme": "halves"}, "scheme", "unknown evaluation scheme"),
+        ({"engine": "server", "scheme": "whole"}, "scheme", "the server evaluates prompts its own way"),
+        ({"engine": "naive", "items_per_batch": 2}, "items_per_batch", "fast engine"),
+        ({"items_per_batch": 256}, "items_per_batch", "must be <= 255"),
+        ({"threads": 0}, "threads", "must be >= 1"),
+        ({"engine": "exact", "epsilon": 0.5}, "epsilon", "in (0, 0.1)"),
+        ({"engine": "exact", "max_expansions": 0}, "max-expansions", "must be >= 1"),
+        ({"items_range": "0:2", "shard": "0/2"}, "shard", "not both"),
+    ],
+)
+def test_run_spec_refuses_a_bad_setting_naming_its_field(settings, field, words):
+    from bayesrc.collect import RunSpec
+
+    with pytest.raises(InputError, match=re.escape(words)) as err:
+        RunSpec(**settings)
+    assert err.value.field == field
+
+
+def test_cli_options_make_the_spec_collect_makes(tmp_path):
+    """``bayesrc collect`` (single process and --ray alike) and collect()'s keywords give one and the same spec."""
+    import argparse
+
+    from bayesrc.collect import RunSpec
+    from bayesrc.collect.commands import register, run_spec
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    argv = ["collect", "--model", "m.toml", "--items", "b.jsonl", "--out", str(tmp_path), "--k", "40", "--seed-rule", "shared", "--scheme", "whole", "--label", "v1"]
+    assert run_spec(parser.parse_args(argv)) == RunSpec(k=40, seed_rule="shared", scheme="whole", label="v1")
+    exact = parser.parse_args(["collect", "--model", "m", "--items", "b", "--out", "r", "--engine", "exact", "--epsilon", "1e-5"])
+    assert run_spec(exact) == RunSpec(engine="exact", epsilon=1e-5)
 
 
 def test_pins_model_fields_may_differ_others_block(tmp_path):

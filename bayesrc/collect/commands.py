@@ -137,8 +137,29 @@ def add_pin_arguments(p: argparse.ArgumentParser, what: str = "analyse") -> None
     p.add_argument("--force", action="store_true", help=f"{what} runs whose pins differ (item bank, sampling, evaluation scheme, ...), with a warning")
 
 
+def run_spec(args: argparse.Namespace):
+    """The :class:`~bayesrc.collect.spec.RunSpec` of ``bayesrc collect``'s options (checked: exit 2 before anything loads),
+    one for a single-process run and for ``--ray``.
+
+    Examples
+    --------
+    >>> parser = argparse.ArgumentParser()
+    >>> register(parser.add_subparsers())
+    >>> run_spec(parser.parse_args(["collect", "--model", "m.toml", "--items", "b.jsonl", "--out", "r", "--k", "40"])).seed_stride
+    40
+    """
+    from bayesrc.collect.spec import RunSpec
+
+    exact = args.engine == "exact"
+    return RunSpec(
+        k=args.k, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p, engine=args.engine, scheme=args.scheme,
+        items_per_batch=args.items_per_batch, seed_stride=args.seed_stride, seed_rule=args.seed_rule, items_range=args.items_range, shard=args.shard,
+        label=args.label, threads=args.threads, epsilon=args.epsilon if exact else 1e-6, max_expansions=args.max_expansions,
+    )  # fmt: skip
+
+
 def run_collect(args: argparse.Namespace) -> int:
-    from bayesrc.collect import collect
+    from bayesrc.collect.run import collect_run
     from bayesrc.errors import InputError
 
     server = None
@@ -148,36 +169,9 @@ def run_collect(args: argparse.Namespace) -> int:
         server = {"base_url": args.base_url, "api_model": args.api_model, "concurrency": args.concurrency, "retries": args.retries}
     elif args.base_url or args.api_model:
         raise InputError("--base-url / --api-model need --engine server", field="--engine")
-    exact = args.engine == "exact"
-    if exact:
-        from bayesrc.collect.exact import check_epsilon
-
-        check_epsilon(args.epsilon)  # before the model loads
-    res = collect(
-        args.model,
-        args.items,
-        args.out,
-        k=args.k,
-        temperature=args.temperature,
-        engine=args.engine,
-        resume=args.resume,
-        items_range=args.items_range,
-        shard=args.shard,
-        seed_stride=args.seed_stride,
-        seed_rule=args.seed_rule,
-        top_k=args.top_k,
-        top_p=args.top_p,
-        min_p=args.min_p,
-        label=args.label,
-        threads=args.threads,
-        items_per_batch=args.items_per_batch,
-        scheme=args.scheme,
-        progress=not args.no_progress and sys.stderr.isatty(),
-        server=server,
-        epsilon=args.epsilon if exact else 1e-6,
-        max_expansions=args.max_expansions,
-    )
-    if exact:
+    spec = run_spec(args)
+    res = collect_run(args.model, args.items, args.out, spec, resume=args.resume, progress=not args.no_progress and sys.stderr.isatty(), server=server)
+    if spec.exact:
         _report_exact(res)
         return 0
     rate = res.n_new_items * args.k / res.sample_seconds if res.sample_seconds > 0 else float("nan")

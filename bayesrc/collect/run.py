@@ -1,6 +1,9 @@
 """Collection: seeded, resumable, crash-safe, pinned draws of a bank's trials into a run
 directory (SPEC section 6; paper 003). The directory's layout, lock, journal and record are
 :mod:`bayesrc.collect.rundir`'s; this module pins a run and runs an engine over its items.
+A run's settings are one :class:`~bayesrc.collect.spec.RunSpec`, checked before anything
+loads: :func:`collect` makes it from keywords, :func:`collect_run` runs it (and the server
+engine and Ray's shards take the same object).
 
 Seeds: :func:`bayesrc.collect.rundir.item_seeds` (shards and resumed runs draw exactly the trials
 of an uninterrupted run; the seed rules: :mod:`bayesrc.data.seeds`).
@@ -10,6 +13,7 @@ from __future__ import annotations
 
 import socket
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -17,90 +21,65 @@ import pandas as pd
 from bayesrc.collect import exact as exact_mod
 from bayesrc.collect.bank import Bank, load_bank
 from bayesrc.collect.card import ModelCard, chat_template_text, load_card, prompt_blocks, resolve_model, sha256_text, shared_block
-from bayesrc.collect.engines import SCHEMES, Model, Prompt, Sampling, check_items_per_batch, check_scheme, make_engine, runtime_info
+from bayesrc.collect.engines import SCHEMES, Model, Prompt, Sampling, make_engine, runtime_info
 from bayesrc.collect.rundir import (
     RunLock,
     RunResult,
     begin_run,
     check_resume_pins,
-    check_sampling_args,
     check_writable,
-    done_items,
     end_run,
     existing_record,
-    frame_bytes,
-    item_seeds,
-    part_path,
+    pending_items,
     progress_bar,
     run_times,
-    seed_stride_for,
-    select_range,
     trial_rows,
-    version_pin,
+    write_part,
 )
 from bayesrc.collect.server import collect_server
-from bayesrc.data.seeds import seed_salt
+from bayesrc.collect.spec import RunSpec, items_pins, prompt_pins, salt_pins, sampling_pins
 from bayesrc.errors import InputError
-from bayesrc.io import atomic_write_bytes
 
 PROMPT_BLOCKS = SCHEMES["blocks"]  # the default scheme's pin (runs from before the scheme option carry it)
 
 
-def make_pins(
-    card: ModelCard,
-    model: Model,
-    bank: Bank,
-    rng: tuple[int, int],
-    sampling: Sampling,
-    *,
-    k: int,
-    seed_stride: int,
-    seed_offset: int,
-    engine: str,
-    label: str,
-    shared: str = "",
-    seed_rule: str = "version",
-    epsilon: float | None = None,
-    max_expansions: int | None = None,
-    items_per_batch: int = 1,
-    scheme: str = "blocks",
-) -> dict:
-    """The run's pins. An exact run (``epsilon`` given) has no K and no seeds, but its
-    pruning threshold and expansion budget. The evaluation ``scheme`` is pinned as
-    ``prompt.blocks`` (:data:`~bayesrc.collect.engines.SCHEMES`: the default's text is the
-    one runs carried before the option, so they stay comparable).
+def make_pins(card: ModelCard, model: Model, bank: Bank, rng: tuple[int, int], sampling: Sampling, spec: RunSpec, *, label: str, shared: str = "") -> dict:
+    """The run's pins. An exact run has no K and no seeds, but its pruning threshold and
+    expansion budget. The evaluation ``scheme`` is pinned as ``prompt.blocks``
+    (:data:`~bayesrc.collect.engines.SCHEMES`: the default's text is the one runs carried
+    before the option, so they stay comparable).
 
     Examples
     --------
-    >>> make_pins(card, model, bank, (0, 40), Sampling(), k=10, seed_stride=10, seed_offset=0, engine="fast", label="v1", scheme="whole")["prompt.blocks"]  # doctest: +SKIP
+    >>> make_pins(card, model, bank, (0, 40), Sampling(), RunSpec(k=10, scheme="whole"), label="v1")["prompt.blocks"]  # doctest: +SKIP
     'whole/1: ...'
     """
-    tmpl = chat_template_text(card, model.gguf_chat_template)
-    rt = runtime_info(model)
     pins = {
         "model.label": label,
         "model.file_name": model.path.name,
         "model.file_sha256": model.sha256,
         "model.tokenizer_sha256": model.tokenizer_sha256,
-        "model.chat_template_sha256": sha256_text(tmpl),
-        "items.bank_sha256": bank.sha256,
-        "items.n_bank": len(bank),
-        "items.range": [rng[0], rng[1]],
-        "prompt.format": card.format,
-        "prompt.chat_format": card.chat_format,
-        "prompt.template_sha256": sha256_text(card.template),
-        "prompt.system_sha256": sha256_text(card.system),
-        "prompt.blocks": SCHEMES[scheme],
+        "model.chat_template_sha256": sha256_text(chat_template_text(card, model.gguf_chat_template)),
+        **items_pins(bank, rng),
+        **prompt_pins(card),
+        "prompt.blocks": SCHEMES[spec.scheme],
         "prompt.shared_sha256": sha256_text(shared),
-        "sampling.k": k,
-        "sampling.temperature": sampling.temperature,
-        "sampling.top_k": sampling.top_k,
-        "sampling.top_p": sampling.top_p,
-        "sampling.min_p": sampling.min_p,
-        "sampling.typical_p": sampling.typical_p,
-        "sampling.repeat_penalty": sampling.repeat_penalty,
-        "sampling.max_tokens": sampling.max_tokens,
-        "sampling.seed_rule": f"{seed_offset} + item_index * {seed_stride} + k",
+        **sampling_pins(spec, sampling),
+        **_runtime_pins(card, model, spec.engine),
+    }
+    pins |= salt_pins(spec, pins)
+    if spec.items_per_batch != 1:  # batch shapes change the logits (like prompt.blocks); absent at 1, as before the option
+        n = spec.items_per_batch
+        pins["prompt.items_per_batch"] = f"{n}: items i with the same i // {n} evaluated together (own blocks one decode each, continuations one decode per tree level), by index"
+    if spec.exact:
+        pins |= {"sampling.k": None, "sampling.seed_rule": None, "sampling.epsilon": spec.epsilon, "sampling.max_expansions": spec.max_expansions}
+    return pins
+
+
+def _runtime_pins(card: ModelCard, model: Model, engine: str) -> dict:
+    """The llama.cpp build (tooling: changes what is measured) and how it ran (runtime: must match to resume)."""
+    rt = runtime_info(model)
+    return {
         "tooling.llama_cpp_python": rt["llama_cpp_python"],
         "tooling.llama_cpp_lib_sha256": rt["llama_cpp_lib_sha256"],
         "tooling.backend": rt["backend"],
@@ -112,16 +91,6 @@ def make_pins(
         "runtime.llama_cpp_libs": rt["llama_cpp_libs"],
         "runtime.system_info": rt["system_info"],
     }
-    if seed_rule == "version":
-        pins["sampling.seed_rule"] = f"version: salt(model pin) + {seed_offset} + item_index * {seed_stride} + k"
-        pins["model.seed_salt"] = seed_salt(version_pin(pins))
-    if items_per_batch != 1:  # batch shapes change the logits (like prompt.blocks); absent at 1, as before the option
-        pins["prompt.items_per_batch"] = (
-            f"{items_per_batch}: items i with the same i // {items_per_batch} evaluated together (own blocks one decode each, continuations one decode per tree level), by index"
-        )
-    if epsilon is not None:
-        pins.update({"sampling.k": None, "sampling.seed_rule": None, "sampling.epsilon": epsilon, "sampling.max_expansions": max_expansions})
-    return pins
 
 
 def render_prompts(card: ModelCard, model: Model, items, *, max_tokens: int, bank_path=None) -> tuple[str, dict[int, Prompt]]:
@@ -173,15 +142,21 @@ def collect(
 ) -> RunResult:
     """Collect K samples per item into the run directory ``out`` (see module docstring).
 
+    The settings that decide the trials make a :class:`~bayesrc.collect.spec.RunSpec`
+    (checked before anything is loaded); :func:`collect_run` runs it. The others:
+    ``resume`` continues a run whose pins match; ``model`` lets callers reuse a loaded
+    :class:`Model` (it must be the card's file); ``progress`` shows a bar; ``max_items``
+    stops after that many new items (used to simulate interruptions); ``server`` holds
+    :func:`bayesrc.collect.server.collect_server`'s endpoint options (``base_url``,
+    ``api_model``, ``concurrency``, ...) for ``engine = "server"``.
+
     ``engine="exact"`` computes each item's answer distribution instead
     (:mod:`bayesrc.collect.exact`; ``k`` is ignored, ``epsilon`` in (0, 0.1) is the pruning
     threshold, ``max_expansions`` the per-item decode budget) and writes ``dist.parquet``
     and ``items_exact.parquet`` instead of ``trials.parquet``.
 
-    Validation (card, bank, sampling, run directory, lock, model load, pins on resume)
+    Validation (settings, card, bank, run directory, lock, model load, pins on resume)
     happens before any trial is drawn; errors are :class:`InputError` (CLI exit 2).
-    ``model`` lets callers reuse a loaded :class:`Model` (it must be the card's file).
-    ``max_items`` stops after that many new items (used to simulate interruptions).
     ``threads`` overrides the card's ``n_threads`` (default: all physical cores; a worker
     that shares the machine with others passes its share). It is a runtime pin: it does
     not change the trials, but a resumed run must use the same.
@@ -194,97 +169,141 @@ def collect(
     ``"blocks"`` (shared block's KV kept, own block decoded after it) or ``"whole"`` (the
     prompt in one piece on an emptied cache, as ``create_completion``); pinned as
     ``prompt.blocks``, since llama.cpp's logits depend on the batch split.
-    Any K runs: the batched path draws K in chunks that fit llama.cpp's sequence limit.
-    ``engine = "server"`` collects from an OpenAI-compatible endpoint instead of a local
-    GGUF; ``server`` holds :func:`bayesrc.collect.server.collect_server`'s options
-    (``base_url``, ``api_model``, ``concurrency``, ...).
+    Any K runs: the seed stride defaults to ``max(10, K)`` and the batched path draws K in
+    chunks that fit llama.cpp's sequence limit.
 
     Examples
     --------
     >>> res = collect("models/gemma-3-270m-q4_k_m.toml", "bank.jsonl", "runs/v1", k=10, temperature=0.7)  # doctest: +SKIP
     >>> collect("models/gemma-3-270m-q4_k_m.toml", "bank.jsonl", "runs/v1", k=10, resume=True)  # after a crash  # doctest: +SKIP
     """
-    items_per_batch = check_items_per_batch(items_per_batch)
-    scheme = check_scheme(scheme)
-    if items_per_batch != 1 and engine != "fast":
-        raise InputError(f"several items per decode needs the fast engine, not {engine!r}", field="items_per_batch")
-    if engine == "server":  # SPEC 9: same run directory, seeds, resume and lock; pins from the server
-        if scheme != "blocks":
-            raise InputError("the server evaluates prompts its own way; --scheme applies to the local engines (fast, naive, exact)", field="scheme")
-        return collect_server(card, items, out, **(server or {}), k=k, temperature=temperature, resume=resume, items_range=items_range, shard=shard,
-                              seed_stride=seed_stride, seed_offset=seed_offset, seed_rule=seed_rule, top_k=top_k, top_p=top_p, min_p=min_p,
-                              label=label, progress=progress, max_items=max_items)  # fmt: skip
+    spec = RunSpec(k=k, temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, engine=engine, scheme=scheme, items_per_batch=items_per_batch,
+                   seed_stride=seed_stride, seed_offset=seed_offset, seed_rule=seed_rule, items_range=items_range, shard=shard, label=label,
+                   threads=threads, epsilon=epsilon, max_expansions=max_expansions)  # fmt: skip
+    return collect_run(card, items, out, spec, resume=resume, model=model, progress=progress, max_items=max_items, server=server)
+
+
+def collect_run(
+    card: str | Path | ModelCard,
+    items: str | Path | Bank,
+    out: str | Path,
+    spec: RunSpec,
+    *,
+    resume: bool = False,
+    model: Model | None = None,
+    progress: bool = False,
+    max_items: int | None = None,
+    server: dict | None = None,
+) -> RunResult:
+    """Run the collection ``spec`` into the run directory ``out``: :func:`collect` with its settings in one object.
+
+    A local engine's run: lock the directory, load the model, render every prompt (a bad
+    template or an over-long item fails before any trial), pin, draw the pending items
+    with the spec's engine, and write the run's outputs once every item is done.
+    ``engine = "server"`` goes to :func:`~bayesrc.collect.server.collect_server` with the
+    endpoint options ``server``.
+
+    Examples
+    --------
+    >>> spec = RunSpec(k=40, temperature=0.7)
+    >>> res = collect_run("models/gemma-3-270m-q4_k_m.toml", "bank.jsonl", "runs/v1", spec)  # doctest: +SKIP
+    >>> res.n_trials  # doctest: +SKIP
+    """
+    if spec.engine == "server":  # SPEC 9: same run directory, seeds, resume and lock; pins from the server
+        return collect_server(card, items, out, spec=spec, resume=resume, progress=progress, max_items=max_items, **(server or {}))
     t0 = time.monotonic()
     card = card if isinstance(card, ModelCard) else load_card(card)
     bank = items if isinstance(items, Bank) else load_bank(items)
-    exact = engine == "exact"
-    if exact:
-        epsilon, max_expansions = _exact_args(epsilon, max_expansions)
-        k = 1  # unused: no samples are drawn
-    if threads is not None and threads < 1:
-        raise InputError(f"must be >= 1, got {threads}", field="threads")
-    seed_stride = seed_stride_for(k, seed_stride)
-    check_sampling_args(k=k, seed_stride=seed_stride, temperature=temperature, seed_rule=seed_rule, items_range=items_range, shard=shard)
-    rng = select_range(len(bank), items_range, shard)
-    sampling = Sampling(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, max_tokens=card.max_tokens)
-    label = label or card.label
-
+    rng = spec.item_range(len(bank))
     run_dir = Path(out)
     check_writable(run_dir)
     with RunLock(run_dir):
         record = existing_record(run_dir, resume)
-        model = _card_model(card, model, threads=threads, label=label)
-        # Render and tokenize every prompt first: a bad template or an over-long item fails before any trial.
-        selected = bank.items[rng[0] : rng[1]]
-        shared, prompts = render_prompts(card, model, selected, max_tokens=sampling.max_tokens, bank_path=bank.path)
-        pins = make_pins(card, model, bank, rng, sampling, k=k, seed_stride=seed_stride, seed_offset=seed_offset, engine=engine, label=label, shared=shared, seed_rule=seed_rule,
-                         epsilon=epsilon if exact else None, max_expansions=max_expansions, items_per_batch=items_per_batch, scheme=scheme)  # fmt: skip
-        salt = int(pins.get("model.seed_salt", 0))
-        check_resume_pins(record, pins, run_dir)
-        if exact:
-            eng = exact_mod.ExactEngine(model, sampling, epsilon=epsilon, max_expansions=max_expansions, scheme=scheme)
-        else:
-            eng = make_engine(engine, model, sampling, items_per_batch=items_per_batch, scheme=scheme)
-        info = _run_info(card, model, bank, record, prompts)
-        begin_run(run_dir, pins, info)
-        done = done_items(run_dir)
-        pending = [it for it in selected if it.index not in done]
-        if max_items is not None:
-            pending = pending[:max_items]
-        per_item = 1 if exact else k  # progress: items (exact) or trials
-        bar = progress_bar(len(pending) * per_item, progress, unit="item" if exact else "trial")
-        seeds_of = lambda it: item_seeds(it, k, stride=seed_stride, offset=seed_offset, salt=salt)  # noqa: E731
-
-        def write(it, frame: pd.DataFrame) -> None:  # one item's part, then the progress bar
-            atomic_write_bytes(part_path(run_dir, it.index), frame_bytes(frame))
-            bar.update(per_item)
-
+        run = _open_local_run(card, bank, rng, spec, record, model)
+        check_resume_pins(record, run.pins, run_dir)
+        eng = _local_engine(run)  # made before the record is written (holds no llama.cpp memory until it draws)
+        begin_run(run_dir, run.pins, run.info)
+        pending = pending_items(run_dir, run.selected, max_items)
         t_sample = time.monotonic()
-        try:
-            if items_per_batch > 1:
-                render = lambda extra: render_prompts(card, model, extra, max_tokens=sampling.max_tokens, bank_path=bank.path)[1]  # noqa: E731
-                _sample_in_batches(eng, bank, pending, prompts, items_per_batch, seeds_of, render, lambda it, samples: write(it, trial_rows(it, samples, label=label, engine=engine)))
-            for it in pending if items_per_batch == 1 else ():
-                if exact:
-                    write(it, exact_mod.item_frame(it, eng.item_distribution(prompts[it.index], it.letters)))
-                else:
-                    write(it, trial_rows(it, eng.sample_item(prompts[it.index], seeds_of(it), it.letters), label=label, engine=engine))
-        finally:
-            bar.close()
-            if hasattr(eng, "close"):
-                eng.close()  # the multi-sequence context, if any (the model stays loaded)
+        _draw_items(run, eng, pending, lambda it, frame: write_part(run_dir, it.index, frame), progress=progress)
         t_sample = time.monotonic() - t_sample
-        n_done = end_run(run_dir, selected, pins, info, per_item=0 if exact else k, outputs=_exact_outputs if exact else _trials_outputs)
-    return RunResult(run_dir, n_done, 0 if exact else n_done * k, len(pending), time.monotonic() - t0, t_sample)
+        n_done = end_run(run_dir, run.selected, run.pins, run.info, per_item=spec.per_item, outputs=_exact_outputs if spec.exact else _trials_outputs)
+    return RunResult(run_dir, n_done, n_done * spec.per_item, len(pending), time.monotonic() - t0, t_sample)
 
 
-def _exact_args(epsilon: float, max_expansions: int | None) -> tuple[float, int]:
-    """The exact engine's checked pruning threshold and per-item decode budget (default :data:`~bayesrc.collect.exact.DEFAULT_MAX_EXPANSIONS`)."""
-    epsilon = exact_mod.check_epsilon(epsilon)
-    max_expansions = exact_mod.DEFAULT_MAX_EXPANSIONS if max_expansions is None else int(max_expansions)
-    if max_expansions < 1:
-        raise InputError(f"must be >= 1, got {max_expansions}", field="max-expansions")
-    return epsilon, max_expansions
+@dataclass
+class _LocalRun:
+    """A local run ready to draw: its spec, model, card, items, rendered prompts, pins and record ``info``."""
+
+    spec: RunSpec
+    card: ModelCard
+    bank: Bank
+    model: Model
+    sampling: Sampling
+    label: str
+    selected: list
+    prompts: dict[int, Prompt]
+    pins: dict
+    info: dict
+
+    @property
+    def salt(self) -> int:
+        return int(self.pins.get("model.seed_salt", 0))
+
+    def render(self, items) -> dict[int, Prompt]:
+        """More items' prompts (a batch's members outside the range)."""
+        return render_prompts(self.card, self.model, items, max_tokens=self.sampling.max_tokens, bank_path=self.bank.path)[1]
+
+
+def _open_local_run(card: ModelCard, bank: Bank, rng: tuple[int, int], spec: RunSpec, record: dict | None, model: Model | None) -> _LocalRun:
+    """Load (or check) the model, render the selected items' prompts and pin the run."""
+    label = spec.label or card.label
+    sampling = spec.sampling(card.max_tokens)
+    model = _card_model(card, model, threads=spec.threads, label=label)
+    selected = bank.items[rng[0] : rng[1]]
+    shared, prompts = render_prompts(card, model, selected, max_tokens=sampling.max_tokens, bank_path=bank.path)
+    pins = make_pins(card, model, bank, rng, sampling, spec, label=label, shared=shared)
+    return _LocalRun(spec, card, bank, model, sampling, label, selected, prompts, pins, _run_info(card, model, bank, record, prompts))
+
+
+def _draw_items(run: _LocalRun, eng, pending: list, write, *, progress: bool = False) -> None:
+    """Draw the ``pending`` items of ``run`` with the engine ``eng`` (closed at the end); ``write(item, frame)`` stores each item's part.
+
+    Sampling engines write the item's trials (:func:`~bayesrc.collect.rundir.trial_rows`),
+    the exact engine its answer distribution.
+    """
+    spec = run.spec
+    bar = progress_bar(len(pending) * max(spec.per_item, 1), progress, unit="item" if spec.exact else "trial")
+
+    def put(it, frame) -> None:
+        write(it, frame)
+        bar.update(max(spec.per_item, 1))
+
+    try:
+        if spec.exact:
+            for it in pending:
+                put(it, exact_mod.item_frame(it, eng.item_distribution(run.prompts[it.index], it.letters)))
+        elif spec.items_per_batch > 1:
+            _sample_in_batches(eng, pending, run, lambda it, samples: put(it, _trials(run, it, samples)))
+        else:
+            for it in pending:
+                put(it, _trials(run, it, eng.sample_item(run.prompts[it.index], spec.seeds(it, run.salt), it.letters)))
+    finally:
+        bar.close()
+        if hasattr(eng, "close"):
+            eng.close()  # the multi-sequence context, if any (the model stays loaded)
+
+
+def _local_engine(run: _LocalRun):
+    """The run's engine on its model: exact, or a sampling engine from :func:`make_engine`."""
+    spec = run.spec
+    if spec.exact:
+        return exact_mod.ExactEngine(run.model, run.sampling, epsilon=spec.epsilon, max_expansions=spec.max_expansions, scheme=spec.scheme)
+    return make_engine(spec.engine, run.model, run.sampling, items_per_batch=spec.items_per_batch, scheme=spec.scheme)
+
+
+def _trials(run: _LocalRun, item, samples) -> pd.DataFrame:
+    return trial_rows(item, samples, label=run.label, engine=run.spec.engine)
 
 
 def _card_model(card: ModelCard, model: Model | None, *, threads: int | None, label: str) -> Model:
@@ -309,23 +328,24 @@ def _run_info(card: ModelCard, model: Model, bank: Bank, record: dict | None, pr
     }
 
 
-def _sample_in_batches(eng, bank: Bank, pending: list, prompts: dict[int, Prompt], items_per_batch: int, seeds_of, render, write) -> None:
+def _sample_in_batches(eng, pending: list, run: _LocalRun, write) -> None:
     """Sample the pending items ``items_per_batch`` at a time: the batch of bank index // N, whole.
 
-    Batch-mates outside the range or already done are rendered (``render``) and evaluated but
-    not written, so a batch's composition, and with it every trial, never depends on the range,
+    Batch-mates outside the range or already done are rendered and evaluated but not
+    written, so a batch's composition, and with it every trial, never depends on the range,
     shards or resume points. ``write(item, samples)`` stores one pending item's samples.
     """
+    n, prompts = run.spec.items_per_batch, run.prompts
     by_batch: dict[int, list] = {}
-    for it in bank.items:  # fixed composition: bank index // N, whatever is selected or done
-        by_batch.setdefault(it.index // items_per_batch, []).append(it)
+    for it in run.bank.items:  # fixed composition: bank index // N, whatever is selected or done
+        by_batch.setdefault(it.index // n, []).append(it)
     todo = {it.index for it in pending}
-    for key in sorted({it.index // items_per_batch for it in pending}):
+    for key in sorted({it.index // n for it in pending}):
         members = by_batch[key]
         extra = [m for m in members if m.index not in prompts]
         if extra:  # batch-mates outside the range: evaluated, not written
-            prompts.update(render(extra))
-        batch = eng.sample_items([prompts[m.index] for m in members], [seeds_of(m) for m in members], [m.letters for m in members])
+            prompts.update(run.render(extra))
+        batch = eng.sample_items([prompts[m.index] for m in members], [run.spec.seeds(m, run.salt) for m in members], [m.letters for m in members])
         for m, samples in zip(members, batch):
             if m.index in todo:
                 write(m, samples)

@@ -261,6 +261,18 @@ def done_items(run_dir: Path) -> set[int]:
     return {int(m.group(1)) for p in parts.iterdir() if (m := _PART.match(p.name))}
 
 
+def pending_items(run_dir: Path, selected, max_items: int | None = None) -> list:
+    """The selected items without a complete part, in bank order; the first ``max_items`` of them if given."""
+    done = done_items(run_dir)
+    pending = [it for it in selected if it.index not in done]
+    return pending if max_items is None else pending[:max_items]
+
+
+def write_part(run_dir: Path, index: int, frame: pd.DataFrame) -> None:
+    """Journal one finished item: its part, written whole or not at all (:func:`~bayesrc.io.atomic_write_bytes`)."""
+    atomic_write_bytes(part_path(run_dir, index), frame_bytes(frame))
+
+
 def read_parts(run_dir: Path, indices=None) -> pd.DataFrame:
     parts = Path(run_dir) / "parts"
     want = sorted(done_items(run_dir) if indices is None else indices)

@@ -43,9 +43,8 @@ from bayesrc.collect.card import (
     sha256_text,
 )
 from bayesrc.collect.engines import Sample, Sampling
-from bayesrc.data.seeds import seed_salt
+from bayesrc.collect.spec import RunSpec, items_pins, prompt_pins, salt_pins, sampling_pins
 from bayesrc.errors import InputError
-from bayesrc.io import atomic_write_bytes
 
 RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 
@@ -193,42 +192,28 @@ class ServerEngine:
                     f.cancel()
 
 
-def server_pins(
-    card: ModelCard, bank: Bank, rng: tuple[int, int], sampling: Sampling, *, k: int, seed_stride: int, seed_offset: int, label: str, model_id: str, build: str | None, seed_rule: str = "version"
-) -> dict:
+def server_pins(card: ModelCard, bank: Bank, rng: tuple[int, int], sampling: Sampling, spec: RunSpec, *, label: str, model_id: str, build: str | None) -> dict:
     """The run record's pins for a server run (same names as :func:`bayesrc.collect.run.make_pins` where they mean the same).
 
     ``seed_rule = "version"`` (default) salts the seeds with the version's pin (the server's
     model id standing in for the file hash), as local runs do, so two versions draw independently.
+
+    Examples
+    --------
+    >>> server_pins(card, bank, (0, 4), Sampling(), RunSpec(k=6, engine="server"), label="srv", model_id="gemma", build=None)["runtime.engine"]  # doctest: +SKIP
+    'server'
     """
-    tmpl = chat_template_text(card, None)
     pins = {
         "model.label": label,
         "model.server_model_id": model_id,
-        "model.chat_template_sha256": sha256_text(tmpl),
-        "items.bank_sha256": bank.sha256,
-        "items.n_bank": len(bank),
-        "items.range": [rng[0], rng[1]],
-        "prompt.format": card.format,
-        "prompt.chat_format": card.chat_format,
-        "prompt.template_sha256": sha256_text(card.template),
-        "prompt.system_sha256": sha256_text(card.system),
-        "sampling.k": k,
-        "sampling.temperature": sampling.temperature,
-        "sampling.top_k": sampling.top_k,
-        "sampling.top_p": sampling.top_p,
-        "sampling.min_p": sampling.min_p,
-        "sampling.typical_p": sampling.typical_p,
-        "sampling.repeat_penalty": sampling.repeat_penalty,
-        "sampling.max_tokens": sampling.max_tokens,
-        "sampling.seed_rule": f"{seed_offset} + item_index * {seed_stride} + k",
+        "model.chat_template_sha256": sha256_text(chat_template_text(card, None)),
+        **items_pins(bank, rng),
+        **prompt_pins(card),
+        **sampling_pins(spec, sampling),
         "tooling.server_build": build,
         "runtime.engine": "server",
     }
-    if seed_rule == "version":
-        pins["sampling.seed_rule"] = f"version: salt(model pin) + {seed_offset} + item_index * {seed_stride} + k"
-        pins["model.seed_salt"] = seed_salt(R.version_pin(pins) + f"|model.server_model_id={model_id}")
-    return pins
+    return pins | salt_pins(spec, pins, f"|model.server_model_id={model_id}")
 
 
 def collect_server(
@@ -242,25 +227,18 @@ def collect_server(
     retries: int = 5,
     backoff: float = 0.5,
     timeout: float = 120.0,
-    k: int = 10,
-    temperature: float = 0.7,
     resume: bool = False,
-    items_range: tuple[int, int] | str | None = None,
-    shard: str | None = None,
-    seed_stride: int | None = None,
-    seed_offset: int = 0,
-    seed_rule: str = "version",
-    top_k: int = 40,
-    top_p: float = 0.95,
-    min_p: float = 0.05,
-    label: str | None = None,
     progress: bool = False,
     max_items: int | None = None,
+    spec: RunSpec | None = None,
+    **settings,
 ):
     """Collect K samples per item from a completions endpoint into the run directory ``out``.
 
     Same layout, seeds, resume and lock as :func:`bayesrc.collect.collect`; the card's
-    ``[model]`` file is not needed. Returns a :class:`bayesrc.collect.run.RunResult`.
+    ``[model]`` file is not needed. The run's settings are ``spec``, or
+    :class:`~bayesrc.collect.spec.RunSpec` fields as keywords (``k``, ``temperature``,
+    ``seed_rule``, ...). Returns a :class:`bayesrc.collect.run.RunResult`.
 
     Examples
     --------
@@ -268,53 +246,52 @@ def collect_server(
     ...                base_url="http://127.0.0.1:8080", k=5)  # doctest: +SKIP
     """
     t0 = time.monotonic()
+    spec = spec if spec is not None else RunSpec(engine="server", **settings)
     card = card if isinstance(card, ModelCard) else load_card(card)
     bank = items if isinstance(items, Bank) else load_bank(items)
-    seed_stride = R.seed_stride_for(k, seed_stride)
-    R.check_sampling_args(k=k, seed_stride=seed_stride, temperature=temperature, seed_rule=seed_rule, items_range=items_range, shard=shard)
+    _check_server_args(card, concurrency)
+    rng = spec.item_range(len(bank))
+    client = ServerClient(base_url, api_model, timeout=timeout, retries=retries, backoff=backoff)
+    run_dir = Path(out)
+    R.check_writable(run_dir)
+    with R.RunLock(run_dir):
+        record = R.existing_record(run_dir, resume)
+        sampling, label, model_id = spec.sampling(card.max_tokens), spec.label or card.label, client.model_id()
+        pins = server_pins(card, bank, rng, sampling, spec, label=label, model_id=model_id, build=client.build_info())
+        R.check_resume_pins(record, pins, run_dir)
+        selected = bank.items[rng[0] : rng[1]]
+        prompts = {it.index: build_prompt(card, it) for it in selected}  # a template that fails to render fails before the run starts
+        info = {"card": str(card.card_path), "bank_path": str(bank.path), "host": socket.gethostname(), "base_url": client.root, "concurrency": concurrency, **R.run_times(record)}
+        R.begin_run(run_dir, pins, info)
+        pending = R.pending_items(run_dir, selected, max_items)
+        salt = int(pins.get("model.seed_salt", 0))
+        write = lambda it, samples: R.write_part(run_dir, it.index, R.trial_rows(it, samples, label=label, engine="server"))  # noqa: E731
+        t_sample = time.monotonic()
+        with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="bayesrc-server") as pool:
+            eng = ServerEngine(client, model_id, sampling, pool)
+            _draw_from_server(eng, prompts, spec, pending, salt, write, progress)
+        t_sample = time.monotonic() - t_sample
+        info["system_fingerprint"] = eng.fingerprint
+        n_done = R.end_run(run_dir, selected, pins, info, per_item=spec.k, outputs=lambda parts: {"trials.parquet": parts})
+    return R.RunResult(run_dir, n_done, n_done * spec.k, len(pending), time.monotonic() - t0, t_sample)
+
+
+def _check_server_args(card: ModelCard, concurrency: int) -> None:
+    """What a server run needs beyond the spec: requests in flight, and a chat template it can render without the GGUF."""
     if concurrency < 1:
         raise InputError(f"must be >= 1, got {concurrency}", field="--concurrency")
     if card.format == "chat" and card.chat_template is None and card.chat_format == "gguf":
         raise InputError("the server engine cannot read the GGUF's chat template: give the card a chat_template or a named chat_format",
                          path=card.card_path, field="prompt.chat_format")  # fmt: skip
-    rng = R.select_range(len(bank), items_range, shard)
-    sampling = Sampling(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, max_tokens=card.max_tokens)
-    label = label or card.label
-    client = ServerClient(base_url, api_model, timeout=timeout, retries=retries, backoff=backoff)
 
-    run_dir = Path(out)
-    R.check_writable(run_dir)
-    with R.RunLock(run_dir):
-        record = R.existing_record(run_dir, resume)
-        model_id = client.model_id()
-        pins = server_pins(card, bank, rng, sampling, k=k, seed_stride=seed_stride, seed_offset=seed_offset, label=label,
-                           model_id=model_id, build=client.build_info(), seed_rule=seed_rule)  # fmt: skip
-        R.check_resume_pins(record, pins, run_dir)
-        selected = bank.items[rng[0] : rng[1]]
-        prompts = {it.index: build_prompt(card, it) for it in selected}
-        info = {
-            "card": str(card.card_path), "bank_path": str(bank.path), "host": socket.gethostname(), "base_url": client.root,
-            "concurrency": concurrency, **R.run_times(record),
-        }  # fmt: skip
-        R.begin_run(run_dir, pins, info)
-        done = R.done_items(run_dir)
-        pending = [it for it in selected if it.index not in done]
-        if max_items is not None:
-            pending = pending[:max_items]
-        by_index = {it.index: it for it in pending}
-        bar = R.progress_bar(len(pending) * k, progress)
-        t_sample = time.monotonic()
-        with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="bayesrc-server") as pool:
-            eng = ServerEngine(client, model_id, sampling, pool)
-            try:
-                for idx, samples in eng.sample_items(
-                    {i: prompts[i] for i in by_index}, {i: R.item_seeds(it, k, stride=seed_stride, offset=seed_offset, salt=int(pins.get("model.seed_salt", 0))) for i, it in by_index.items()}
-                ):
-                    atomic_write_bytes(R.part_path(run_dir, idx), R.frame_bytes(R.trial_rows(by_index[idx], samples, label=label, engine="server")))
-                    bar.update(k)
-            finally:
-                bar.close()
-        t_sample = time.monotonic() - t_sample
-        info["system_fingerprint"] = eng.fingerprint
-        n_done = R.end_run(run_dir, selected, pins, info, per_item=k, outputs=lambda parts: {"trials.parquet": parts})
-    return R.RunResult(run_dir, n_done, n_done * k, len(pending), time.monotonic() - t0, t_sample)
+
+def _draw_from_server(eng: ServerEngine, prompts: dict[int, str], spec: RunSpec, pending: list, salt: int, write, progress: bool) -> None:
+    """Request the pending items' K samples each; ``write(item, samples)`` stores an item as soon as it is complete."""
+    by_index = {it.index: it for it in pending}
+    bar = R.progress_bar(len(pending) * spec.k, progress)
+    try:
+        for idx, samples in eng.sample_items({i: prompts[i] for i in by_index}, {i: spec.seeds(it, salt) for i, it in by_index.items()}):
+            write(by_index[idx], samples)
+            bar.update(spec.k)
+    finally:
+        bar.close()

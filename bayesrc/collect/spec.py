@@ -1,0 +1,176 @@
+"""What a collection run is asked to do, validated once: :class:`RunSpec`.
+
+Every way of running a collection reads the same object: the local engines
+(:func:`bayesrc.collect.run.collect_run`), the server engine
+(:func:`bayesrc.collect.server.collect_server`) and Ray's shards
+(:func:`bayesrc.scale.collect.collect_ray`, one copy of the spec per shard with its item
+range). It holds the settings that decide which trials are drawn (K, sampling, seeds, the
+item selection, the engine and its evaluation scheme), not how a call runs (resume, progress,
+a preloaded model), and refuses a bad setting before anything is loaded or written
+(:class:`~bayesrc.errors.InputError`, CLI exit 2).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from bayesrc.collect.bank import Bank, Item
+from bayesrc.collect.card import ModelCard, sha256_text
+from bayesrc.collect.engines import ENGINES, Sampling, check_items_per_batch, check_scheme
+from bayesrc.collect.exact import DEFAULT_MAX_EXPANSIONS, check_epsilon
+from bayesrc.collect.rundir import check_sampling_args, item_seeds, seed_stride_for, select_range, version_pin
+from bayesrc.data.seeds import seed_salt
+from bayesrc.errors import InputError
+
+#: every engine a run can name: the sampling engines, the exact distribution, a server
+ENGINE_NAMES = (*ENGINES, "exact", "server")
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """A collection run's settings, checked and completed when made.
+
+    ``seed_stride`` ``None`` becomes :func:`~bayesrc.collect.rundir.seed_stride_for` K (any
+    K runs without it); the exact engine's ``k`` becomes 1 (it draws no samples) and its
+    ``max_expansions`` ``None`` the default budget. Field meanings are
+    :func:`bayesrc.collect.collect`'s keywords of the same names.
+
+    Examples
+    --------
+    >>> spec = RunSpec(k=40)
+    >>> spec.seed_stride, spec.per_item
+    (40, 40)
+    >>> RunSpec(k=0)
+    Traceback (most recent call last):
+    bayesrc.errors.InputError: <input>: field 'k': must be >= 1, got 0
+    """
+
+    k: int = 10
+    temperature: float = 0.7
+    top_k: int = 40
+    top_p: float = 0.95
+    min_p: float = 0.05
+    engine: str = "fast"
+    scheme: str = "blocks"
+    items_per_batch: int = 1
+    seed_stride: int | None = None
+    seed_offset: int = 0
+    seed_rule: str = "version"
+    items_range: tuple[int, int] | str | None = None
+    shard: str | None = None
+    label: str | None = None
+    threads: int | None = None
+    epsilon: float = 1e-6
+    max_expansions: int | None = None
+
+    def __post_init__(self) -> None:
+        # Frozen: completed fields are set through object.__setattr__, once, here.
+        for name, value in _completed(self).items():
+            object.__setattr__(self, name, value)
+
+    @property
+    def exact(self) -> bool:
+        """Whether the run computes answer distributions (no samples, no seeds)."""
+        return self.engine == "exact"
+
+    @property
+    def per_item(self) -> int:
+        """Trials each item adds to the run: K, or 0 for an exact run."""
+        return 0 if self.exact else self.k
+
+    def sampling(self, max_tokens: int) -> Sampling:
+        """The engines' sampling settings; ``max_tokens`` is the card's."""
+        return Sampling(temperature=self.temperature, top_k=self.top_k, top_p=self.top_p, min_p=self.min_p, max_tokens=max_tokens)
+
+    def item_range(self, n_items: int) -> tuple[int, int]:
+        """The bank slice ``[start, stop)`` the run collects from a bank of ``n_items``."""
+        return select_range(n_items, self.items_range, self.shard)
+
+    def seeds(self, item: Item, salt: int = 0) -> list[int]:
+        """The K sampling seeds of ``item`` (``salt``: the run's ``model.seed_salt`` pin, 0 under the shared rule)."""
+        return item_seeds(item, self.k, stride=self.seed_stride, offset=self.seed_offset, salt=salt)
+
+    def for_range(self, rng: tuple[int, int]) -> RunSpec:
+        """This spec restricted to the items ``rng`` (a Ray shard's)."""
+        return dataclasses.replace(self, items_range=tuple(rng), shard=None)
+
+
+def _completed(spec: RunSpec) -> dict:
+    """The spec's checked fields with their defaults filled in (:class:`InputError` for a bad one)."""
+    engine = _check_engine(spec.engine)
+    out = {"scheme": check_scheme(spec.scheme), "items_per_batch": check_items_per_batch(spec.items_per_batch)}
+    if out["items_per_batch"] != 1 and engine != "fast":
+        raise InputError(f"several items per decode needs the fast engine, not {engine!r}", field="items_per_batch")
+    if engine == "server" and out["scheme"] != "blocks":
+        raise InputError("the server evaluates prompts its own way; --scheme applies to the local engines (fast, naive, exact)", field="scheme")
+    if spec.threads is not None and spec.threads < 1:
+        raise InputError(f"must be >= 1, got {spec.threads}", field="threads")
+    if engine == "exact":
+        out |= {"k": 1, **_exact_args(spec.epsilon, spec.max_expansions)}  # k unused: no samples are drawn
+    k = out.get("k", spec.k)
+    out["seed_stride"] = seed_stride_for(k, spec.seed_stride)
+    check_sampling_args(k=k, seed_stride=out["seed_stride"], temperature=spec.temperature, seed_rule=spec.seed_rule, items_range=spec.items_range, shard=spec.shard)
+    return out
+
+
+def _check_engine(engine: str) -> str:
+    if engine not in ENGINE_NAMES:
+        raise InputError(f"unknown engine {engine!r}; expected one of {sorted(ENGINE_NAMES)}", field="engine")
+    return engine
+
+
+def _exact_args(epsilon: float, max_expansions: int | None) -> dict:
+    """The exact engine's checked pruning threshold and per-item decode budget (default :data:`~bayesrc.collect.exact.DEFAULT_MAX_EXPANSIONS`)."""
+    budget = DEFAULT_MAX_EXPANSIONS if max_expansions is None else int(max_expansions)
+    if budget < 1:
+        raise InputError(f"must be >= 1, got {budget}", field="max-expansions")
+    return {"epsilon": check_epsilon(epsilon), "max_expansions": budget}
+
+
+# -- pins every engine records alike (bayesrc.collect.run.make_pins, bayesrc.collect.server.server_pins) --
+def items_pins(bank: Bank, rng: tuple[int, int]) -> dict:
+    """Which items a run draws: the bank's hash and size, the range."""
+    return {"items.bank_sha256": bank.sha256, "items.n_bank": len(bank), "items.range": [rng[0], rng[1]]}
+
+
+def prompt_pins(card: ModelCard) -> dict:
+    """How the card renders a prompt (format, chat format, template and system prompt hashes)."""
+    return {
+        "prompt.format": card.format,
+        "prompt.chat_format": card.chat_format,
+        "prompt.template_sha256": sha256_text(card.template),
+        "prompt.system_sha256": sha256_text(card.system),
+    }
+
+
+def sampling_pins(spec: RunSpec, sampling: Sampling) -> dict:
+    """K, the sampler settings and the seed rule's text (see :func:`salt_pins` for the version rule).
+
+    Examples
+    --------
+    >>> sampling_pins(RunSpec(k=4), Sampling())["sampling.seed_rule"]
+    '0 + item_index * 10 + k'
+    """
+    s = sampling
+    return {
+        "sampling.k": spec.k,
+        "sampling.temperature": s.temperature,
+        "sampling.top_k": s.top_k,
+        "sampling.top_p": s.top_p,
+        "sampling.min_p": s.min_p,
+        "sampling.typical_p": s.typical_p,
+        "sampling.repeat_penalty": s.repeat_penalty,
+        "sampling.max_tokens": s.max_tokens,
+        "sampling.seed_rule": f"{spec.seed_offset} + item_index * {spec.seed_stride} + k",
+    }
+
+
+def salt_pins(spec: RunSpec, pins: dict, identity: str = "") -> dict:
+    """The seed rule's pins under ``seed_rule = "version"``: the rule's text and ``model.seed_salt``,
+    the salt drawn from the version's pin (plus ``identity``, what else names the version:
+    a server's model id); nothing under the shared rule (salt 0, the plain rule's text)."""
+    if spec.seed_rule != "version":
+        return {}
+    rule = f"version: salt(model pin) + {spec.seed_offset} + item_index * {spec.seed_stride} + k"
+    return {"sampling.seed_rule": rule, "model.seed_salt": seed_salt(version_pin(pins) + identity)}
