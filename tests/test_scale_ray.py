@@ -150,8 +150,8 @@ def test_killed_actor_has_its_shard_retried_nothing_lost_or_duplicated(ray_clust
     _assert_same_run(out, single_run)
 
 
-def test_bad_setting_raised_by_the_actors_is_one_input_error(ray_cluster, bank8, tmp_path):
-    """Validation that happens on the actors (inside collect) reaches the driver as the same InputError."""
+def test_bad_setting_is_one_input_error_before_ray_starts(ray_cluster, bank8, tmp_path):
+    """A bad setting is the single-process run's InputError (the RunSpec is checked on the driver, before Ray starts), nothing written."""
     from bayesrc.errors import InputError
     from bayesrc.scale import collect_ray
 

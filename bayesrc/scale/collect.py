@@ -29,8 +29,9 @@ from bayesrc.collect.bank import Bank, load_bank
 from bayesrc.collect.card import ModelCard, load_card, resolve_model
 from bayesrc.collect.engines import Model, require_gpu_offload
 from bayesrc.collect.pins import merge_runs
-from bayesrc.collect.run import collect
-from bayesrc.collect.rundir import RunLock, RunResult, check_writable, done_items, parse_range, progress_bar, read_run_record
+from bayesrc.collect.run import collect_run
+from bayesrc.collect.rundir import RunLock, RunResult, check_writable, done_items, progress_bar, read_run_record
+from bayesrc.collect.spec import RunSpec
 from bayesrc.errors import BayesrcError, InputError
 from bayesrc.io import atomic_write_json
 from bayesrc.scale.cluster import import_ray, ray_session, unwrap
@@ -75,12 +76,11 @@ class ShardCollector:
             raise self.error
         return self.pid
 
-    def run(self, card: ModelCard, bank: Bank, shard_dir: str, rng: tuple[int, int], settings: dict) -> int:
-        """Collect (resuming) the items ``rng`` into ``shard_dir``; the engine comes from the same
-        factory as a single-process run (``collect(engine=...)``), so every engine works here."""
+    def run(self, card: ModelCard, bank: Bank, shard_dir: str, spec: RunSpec) -> int:
+        """Collect (resuming) the shard's items (``spec.items_range``) into ``shard_dir``: the same
+        pipeline as a single-process run (:func:`~bayesrc.collect.run.collect_run`), so every engine works here."""
         _wait_for_lock(Path(shard_dir))
-        res = collect(card, bank, shard_dir, items_range=rng, resume=True, model=self.model, progress=False, **settings)
-        return res.n_new_items
+        return collect_run(card, bank, shard_dir, spec, resume=True, model=self.model).n_new_items
 
 
 def _wait_for_lock(run_dir: Path, timeout: float = 120.0) -> None:
@@ -154,14 +154,15 @@ def collect_ray(
     progress: bool = False,
     max_retries: int = 3,
     label: str | None = None,
+    spec: RunSpec | None = None,
     **settings,
 ) -> RayRunResult:
     """Collect like :func:`bayesrc.collect.collect`, with item shards on ``workers`` Ray actors.
 
-    ``settings`` are :func:`~bayesrc.collect.collect`'s sampling keywords (``k``,
-    ``temperature``, ``engine``, ``seed_stride``, ``seed_offset``, ``top_k``, ``top_p``,
-    ``min_p``), passed unchanged to each shard, so the merged run holds exactly the trials
-    of a single-process run (same items, k, seeds, answers). ``shards`` (default
+    The run's settings are ``spec``, or :class:`~bayesrc.collect.spec.RunSpec` fields as
+    keywords (``k``, ``temperature``, ``engine``, ``seed_rule``, ...), checked here before Ray
+    starts; each shard runs the same spec on its items, so the merged run holds exactly the
+    trials of a single-process run (same items, k, seeds, answers). ``shards`` (default
     ``4 * workers``, at most one per item) is fixed by the first run of ``out``. Actors ask
     for ``num_gpus=1`` when the card offloads layers (``runtime.n_gpu_layers != 0``), else
     ``num_cpus = runtime.n_threads`` (1 if unset). An actor lost mid-run has its shard
@@ -173,18 +174,15 @@ def collect_ray(
     >>> res.n_trials, res.retries  # doctest: +SKIP
     """
     t0 = time.monotonic()
-    card = card if isinstance(card, ModelCard) else load_card(card)
-    bank = items if isinstance(items, Bank) else load_bank(items)
-    if "shard" in settings:
+    if "shard" in settings or (spec is not None and spec.shard):
         raise InputError("--ray cuts the items into shards itself; give --items-range instead of --shard", field="shard")
     if workers < 1:
         raise InputError(f"must be >= 1, got {workers}", field="workers")
-    k = int(settings.get("k", 10))
-    rng = parse_range(items_range, len(bank)) if isinstance(items_range, str) else tuple(items_range) if items_range else (0, len(bank))
-    n_items = rng[1] - rng[0]
-    n_shards = max(1, min(n_items, shards or 4 * workers))
-    if label is not None:
-        settings["label"] = label
+    spec = spec if spec is not None else RunSpec(items_range=items_range, label=label, **settings)
+    card = card if isinstance(card, ModelCard) else load_card(card)
+    bank = items if isinstance(items, Bank) else load_bank(items)
+    rng = spec.item_range(len(bank))
+    n_shards = max(1, min(rng[1] - rng[0], shards or 4 * workers))
     out = Path(out)
     check_writable(out)
     ray = import_ray()
@@ -192,76 +190,112 @@ def collect_ray(
         record = read_run_record(out) if (out / "run.json").exists() else None
         new_plan = not (out / "ray.json").exists()
         plan = _load_plan(out, rng, n_shards, resume)
-        dirs = [_shard_dir(out, i) for i in range(len(plan))]
-
-        def total_done() -> int:
-            return sum(len(done_items(d) & set(range(*r))) for d, r in zip(dirs, plan))
-
-        done0 = total_done()
+        job = _ShardJob(card, bank, spec, [_shard_dir(out, i) for i in range(len(plan))], plan)
+        done0 = job.items_done()
         res = RayRunResult(out, 0, 0, 0, 0.0, n_shards=len(plan), workers=workers)
         if record is not None and record.get("status") == "complete":  # resumed a finished run: nothing to do
             res.n_items, res.n_trials, res.seconds = record["n_items_done"], record["n_trials"], time.monotonic() - t0
             return res
-        queue = collections.deque(i for i, (d, r) in enumerate(zip(dirs, plan)) if not _shard_complete(d, r))
-        opts = {"num_gpus": 1, "num_cpus": 1} if card.n_gpu_layers != 0 else {"num_cpus": card.n_threads or 1}
         try:
-            with ray_session(address, num_cpus=None if address else workers * opts["num_cpus"]) as session:
-                res.cluster_seconds = session.startup_seconds
-                actor_cls = ray.remote(max_restarts=0, **opts)(ShardCollector)
-                attempts: collections.Counter = collections.Counter()
-                bar = progress_bar(n_items * k, progress)
-                bar.update(done0 * k)
-                actors: list = []
-                try:
-                    t_start = time.monotonic()
-                    actors = [actor_cls.remote(card, settings.get("label")) for _ in range(min(workers, len(queue)))]
-                    try:
-                        ray.get([a.ready.remote() for a in actors])
-                    except ray.exceptions.RayTaskError as exc:  # the model failed to load (bad card, no GPU build, ...)
-                        raise unwrap(exc) from None
-                    res.actor_start_seconds = time.monotonic() - t_start
-                    t_sample = time.monotonic()
-                    idle, inflight = list(actors), {}
-                    while queue or inflight:
-                        while idle and queue:
-                            i, actor = queue.popleft(), idle.pop()
-                            inflight[actor.run.remote(card, bank, str(dirs[i]), plan[i], settings)] = (i, actor)
-                        ready, _ = ray.wait(list(inflight), num_returns=1, timeout=0.5)
-                        bar.n = total_done() * k
-                        bar.refresh()
-                        for ref in ready:
-                            i, actor = inflight.pop(ref)
-                            try:
-                                ray.get(ref)
-                                idle.append(actor)
-                            except ray.exceptions.RayActorError as exc:  # actor or its node died: resume the shard elsewhere
-                                attempts[i] += 1
-                                res.retries += 1
-                                res.lost.append((i, type(exc).__name__))
-                                if attempts[i] > max_retries:
-                                    raise InputError(f"shard {i} ({plan[i][0]}:{plan[i][1]}) lost its worker {attempts[i]} times; its parts are kept, rerun with --resume", path=dirs[i]) from None
-                                queue.appendleft(i)
-                                replacement = actor_cls.remote(card, settings.get("label"))
-                                actors.append(replacement)
-                                idle.append(replacement)
-                            except ray.exceptions.RayTaskError as exc:
-                                raise unwrap(exc) from None
-                    res.sample_seconds = time.monotonic() - t_sample
-                finally:
-                    bar.close()
-                    for a in actors:
-                        ray.kill(a)
+            _run_shards(ray, job, res, address=address, max_retries=max_retries, progress=progress)
         except BayesrcError:
-            if new_plan and total_done() == 0:  # refused before any trial: leave OUT as it was
+            if new_plan and job.items_done() == 0:  # refused before any trial: leave OUT as it was
                 shutil.rmtree(out / "shards", ignore_errors=True)
                 (out / "ray.json").unlink(missing_ok=True)
             raise
-        merged = merge_runs(dirs, out, lock_output=False)  # checks every shard's pins against the first; the lock is ours
-        rec = read_run_record(merged)
+        rec = read_run_record(merge_runs(job.dirs, out, lock_output=False))  # checks every shard's pins against the first; the lock is ours
     res.n_items, res.n_trials = rec["n_items_done"], rec["n_trials"]
     res.n_new_items = res.n_items - done0
     res.seconds = time.monotonic() - t0
     return res
+
+
+@dataclass
+class _ShardJob:
+    """A Ray run's shards: what every actor collects (card, bank, spec) and each shard's directory and items."""
+
+    card: ModelCard
+    bank: Bank
+    spec: RunSpec
+    dirs: list[Path]
+    plan: list[tuple[int, int]]
+
+    def items_done(self) -> int:
+        return sum(len(done_items(d) & set(range(*r))) for d, r in zip(self.dirs, self.plan))
+
+    def todo(self) -> collections.deque:
+        """Shards not yet complete, in plan order."""
+        return collections.deque(i for i, (d, r) in enumerate(zip(self.dirs, self.plan)) if not _shard_complete(d, r))
+
+    def submit(self, actor, i: int):
+        """Shard ``i`` on ``actor``: the run's spec restricted to the shard's items."""
+        return actor.run.remote(self.card, self.bank, str(self.dirs[i]), self.spec.for_range(self.plan[i]))
+
+
+def _actor_options(card: ModelCard) -> dict:
+    """An actor's resources: a GPU when the card offloads layers, else the card's threads as CPUs."""
+    return {"num_gpus": 1, "num_cpus": 1} if card.n_gpu_layers != 0 else {"num_cpus": card.n_threads or 1}
+
+
+def _run_shards(ray, job: _ShardJob, res: RayRunResult, *, address: str | None, max_retries: int, progress: bool) -> None:
+    """Start the actors (each loads the model once) and run the pending shards on them; fills ``res``'s times and retries."""
+    queue, opts = job.todo(), _actor_options(job.card)
+    per_item = max(job.spec.per_item, 1)
+    with ray_session(address, num_cpus=None if address else res.workers * opts["num_cpus"]) as session:
+        res.cluster_seconds = session.startup_seconds
+        actor_cls = ray.remote(max_restarts=0, **opts)(ShardCollector)
+        bar = progress_bar(sum(b - a for a, b in job.plan) * per_item, progress)
+        actors: list = []
+        try:
+            t_start = time.monotonic()
+            actors += [actor_cls.remote(job.card, job.spec.label) for _ in range(min(res.workers, len(queue)))]
+            try:
+                ray.get([a.ready.remote() for a in actors])
+            except ray.exceptions.RayTaskError as exc:  # the model failed to load (bad card, no GPU build, ...)
+                raise unwrap(exc) from None
+            res.actor_start_seconds = time.monotonic() - t_start
+            t_sample = time.monotonic()
+            _drain(ray, job, queue, actors, lambda: actor_cls.remote(job.card, job.spec.label), res, max_retries, lambda: _show(bar, job.items_done() * per_item))
+            res.sample_seconds = time.monotonic() - t_sample
+        finally:
+            bar.close()
+            for a in actors:
+                ray.kill(a)
+
+
+def _show(bar, n: int) -> None:
+    bar.n = n
+    bar.refresh()
+
+
+def _drain(ray, job: _ShardJob, queue: collections.deque, actors: list, new_actor, res: RayRunResult, max_retries: int, tick) -> None:
+    """Give each idle actor the next shard until every shard is done; a shard whose actor died goes
+    back to the front of the queue on a new actor (appended to ``actors``), at most ``max_retries`` times."""
+    attempts: collections.Counter = collections.Counter()
+    idle, inflight = list(actors), {}
+    while queue or inflight:
+        while idle and queue:
+            i, actor = queue.popleft(), idle.pop()
+            inflight[job.submit(actor, i)] = (i, actor)
+        ready, _ = ray.wait(list(inflight), num_returns=1, timeout=0.5)
+        tick()
+        for ref in ready:
+            i, actor = inflight.pop(ref)
+            try:
+                ray.get(ref)
+                idle.append(actor)
+            except ray.exceptions.RayActorError as exc:  # actor or its node died: resume the shard elsewhere
+                attempts[i] += 1
+                res.retries += 1
+                res.lost.append((i, type(exc).__name__))
+                if attempts[i] > max_retries:
+                    a, b = job.plan[i]
+                    raise InputError(f"shard {i} ({a}:{b}) lost its worker {attempts[i]} times; its parts are kept, rerun with --resume", path=job.dirs[i]) from None
+                queue.appendleft(i)
+                actors.append(new_actor())
+                idle.append(actors[-1])
+            except ray.exceptions.RayTaskError as exc:
+                raise unwrap(exc) from None
 
 
 def print_summary(res: RayRunResult, k: int, file=sys.stdout) -> None:

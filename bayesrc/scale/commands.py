@@ -86,13 +86,11 @@ def run_collect_maybe_ray(run_collect: Callable[[argparse.Namespace], int], args
 
 def run_collect_ray(args: argparse.Namespace) -> int:
     """``bayesrc collect ... --ray``: the same options as a single-process run."""
+    from bayesrc.collect.commands import run_spec
     from bayesrc.scale.collect import collect_ray, print_summary
 
-    res = collect_ray(
-        args.model, args.items, args.out, workers=args.workers, address=args.ray_address, resume=args.resume,
-        items_range=args.items_range, progress=not args.no_progress and sys.stderr.isatty(), label=args.label,
-        k=args.k, temperature=args.temperature, engine=args.engine, seed_stride=args.seed_stride,
-        top_k=args.top_k, top_p=args.top_p, min_p=args.min_p, scheme=args.scheme, **({"shard": args.shard} if args.shard else {}),
-    )  # fmt: skip
+    spec = run_spec(args)  # the single-process run's spec (seed rule, label, scheme, ... alike)
+    progress = not args.no_progress and sys.stderr.isatty()
+    res = collect_ray(args.model, args.items, args.out, workers=args.workers, address=args.ray_address, resume=args.resume, progress=progress, spec=spec)
     print_summary(res, args.k)
     return 0
