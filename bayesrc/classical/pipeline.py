@@ -254,10 +254,7 @@ def reliable_change(
 
     a, b = counts.sel(version=v1), counts.sel(version=v2)
     items = _pair_items(counts, a, b)
-    rule = _rci.min_valid_rule(min_valid, valid_share, np.concatenate([items["k_v1"], items["k_v2"]]))
-    reason = _rci.exclusion_reasons(items["n_v1"], items["n_v2"], items["p_v1"], items["p_v2"], min_valid, k_v1=items["k_v1"], k_v2=items["k_v2"], valid_share=valid_share)
-    analysable = reason == ""
-    scored = items[["p_v1", "p_v2"]].notna().all(axis=1).to_numpy()
+    rule, reason, analysable, scored = _exclusions(items, min_valid, valid_share)
 
     correct = (a["correct"].values, b["correct"].values)
     rel = _reliability_and_icc(correct, analysable if reliability_basis == "analysed" else None, n_splits=n_splits, seeds=(s_rel1, s_rel2))
@@ -299,6 +296,15 @@ def reliable_change(
         warnings=warnings,
         flips=flip_metrics(items["p_v1"], items["p_v2"]),
     )
+
+
+def _exclusions(items: pd.DataFrame, min_valid: int | None, valid_share: float) -> tuple[str, np.ndarray, np.ndarray, np.ndarray]:
+    """SPEC 2's exclusions on the pair's item table: rule (a) in force (text), each item's reason
+    (``""`` if kept), the analysable items (kept) and the scored ones (an accuracy in both versions)."""
+    rule = _rci.min_valid_rule(min_valid, valid_share, np.concatenate([items["k_v1"], items["k_v2"]]))
+    reason = _rci.exclusion_reasons(items["n_v1"], items["n_v2"], items["p_v1"], items["p_v2"], min_valid, k_v1=items["k_v1"], k_v2=items["k_v2"], valid_share=valid_share)
+    scored = items[["p_v1", "p_v2"]].notna().all(axis=1).to_numpy()
+    return rule, reason, reason == "", scored
 
 
 def _reliability_and_icc(correct: tuple[np.ndarray, np.ndarray], keep: np.ndarray | None, *, n_splits: int, seeds: tuple) -> dict:
