@@ -13,6 +13,7 @@ import csv
 import ctypes
 import errno
 import functools
+import gc
 import glob
 import json
 import os
@@ -415,6 +416,36 @@ def read_parquet(path: str | Path) -> pd.DataFrame:
         raise InputError(f"unreadable Parquet ({type(exc).__name__}: {exc})", path=path) from None
 
 
+def read_hdf5[T](path: str | Path, load: Callable[[Path], T], *, what: str) -> T:
+    """``load(path)`` of a NetCDF / HDF5 file; a damaged file is one :class:`InputError` naming it.
+
+    h5py raises many types for a damaged file (``KeyError`` and ``RuntimeError`` among them),
+    and h5netcdf's half-opened file then fails again when it is garbage-collected, which
+    Python prints as "Exception ignored in ..." with a traceback; that cleanup runs here,
+    silenced, so a bad file gives only the one line.
+
+    Examples
+    --------
+    >>> import xarray as xr
+    >>> read_hdf5("README.md", lambda p: xr.open_dataset(p, engine="h5netcdf"), what="NetCDF")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    bayesrc.errors.InputError: README.md: unreadable NetCDF (...)
+    """
+    path = Path(path)
+    hook = sys.unraisablehook
+    sys.unraisablehook = lambda _: None
+    try:
+        try:
+            return load(path)
+        except Exception as exc:  # noqa: BLE001 - see above: any error of the HDF5 stack means a file it cannot read
+            message = f"unreadable {what} ({type(exc).__name__}: {exc})"
+        gc.collect()  # the half-opened file goes now, while its second failure is silenced
+    finally:
+        sys.unraisablehook = hook
+    raise InputError(message, path=path)  # outside the except block: the HDF5 error is not kept alive as its context
+
+
 def _first_long_row(path: Path, n_names: int) -> int | None:
     """The first CSV line with more than ``n_names`` fields (None if there is none)."""
     with path.open(newline="", encoding="utf-8", errors="replace") as fh:
@@ -442,9 +473,15 @@ def read_run_record(run: str | Path) -> dict | None:
     for c in candidates:
         if c.exists():
             try:
-                return json.loads(c.read_text(encoding="utf-8"))
+                record = json.loads(c.read_text(encoding="utf-8"))
             except json.JSONDecodeError as exc:
                 raise InputError(f"malformed run record ({exc.msg})", path=c, line=exc.lineno) from None
             except UnicodeDecodeError as exc:
                 raise InputError(f"run record is not UTF-8 text ({exc.reason} at byte {exc.start})", path=c) from None
+            # every reader of a run looks up record["pins"][...]: check the two levels once, here
+            if not isinstance(record, dict):
+                raise InputError(f"expected a JSON object (a run record), got {type(record).__name__}", path=c)
+            if not isinstance(record.get("pins", {}), dict):
+                raise InputError(f"expected an object, got {json.dumps(record['pins'])}", path=c, field="pins")
+            return record
     return None

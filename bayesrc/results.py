@@ -50,7 +50,7 @@ from typing import Any, ClassVar
 import pandas as pd
 
 from bayesrc.errors import InputError
-from bayesrc.io import atomic_write_json, dumps_json, staged_output
+from bayesrc.io import atomic_write_json, dumps_json, read_hdf5, staged_output
 from bayesrc.io import read_parquet as io_read_parquet
 
 #: version of the result payloads' layout (the ``format`` key every payload carries)
@@ -260,11 +260,11 @@ def read_posterior(path: str | Path):
     """``posterior.nc`` as an xarray DataTree (the ArviZ 1.x InferenceData), read into memory."""
     import xarray as xr
 
-    try:
-        with xr.open_datatree(path, engine="h5netcdf") as dt:
+    def load(p: Path):
+        with xr.open_datatree(p, engine="h5netcdf") as dt:
             return dt.load()
-    except (OSError, ValueError, ImportError) as exc:
-        raise InputError(f"unreadable posterior ({type(exc).__name__}: {exc})", path=path) from None
+
+    return read_hdf5(path, load, what="posterior")
 
 
 def _result_class(path: Path) -> type[Result]:

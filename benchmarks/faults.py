@@ -16,7 +16,11 @@ readers
     tests/fuzzing.py: ``--per-reader`` Hypothesis-generated malformed or truncated inputs
     (seeded) per reader the CLI uses, through the CLI in-process where a command reads it
     (``power``, ``import``) and the Python reader otherwise (item banks, model cards, exact
-    runs, ``bayesrc.load``). *tracebacks*: any exception other than InputError (the CLI's
+    runs, ``bayesrc.load``, counts NetCDF); besides, every field of a JSON / JSONL / TOML /
+    ``.eval`` seed retyped once, ``--per-reader`` (options, input) pairs through the importers'
+    and trials loaders' Python functions, and ``--per-reader`` in-memory frames through
+    ``normalise_trials``. The fit.json / compare.json / posterior.nc seeds come from one real
+    ``compare`` (about 90 s; the suite leaves them out). *tracebacks*: any exception other than InputError (the CLI's
     exit 2); *other faults*: an error not naming the file, output written by a failing
     command, an exit status other than 0 or 2.
 
@@ -34,7 +38,11 @@ import sys
 import tempfile
 import time
 import warnings
+from collections import Counter
 from pathlib import Path
+
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests"
@@ -98,19 +106,80 @@ def disk_rows(sizes: list[int]) -> list[dict]:
     return rows
 
 
+def retyped_counts(name: str, root: Path) -> tuple[Counter, list[tuple]]:
+    """Every field of the reader's seed retyped once (tests/fuzzing.py: retyped); none for readers without fields."""
+    counts, faults = Counter(), []
+    if name not in fuzzing.RETYPED:
+        return counts, faults
+    ws = fuzzing.Workspace.make(fuzzing.READERS[name], root)
+    for label, data in fuzzing.retyped(ws.target, ws.seed_bytes):
+        outcome, detail = fuzzing.try_input(ws, data, run=fuzzing.RETYPED[name])
+        counts[outcome] += 1
+        if outcome in fuzzing.FAULTS:
+            faults.append((outcome, f"{label}: {detail}", data))
+    return counts, faults
+
+
+def options_counts(name: str, n: int, root: Path) -> tuple[Counter, list[tuple]]:
+    """``n`` seeded (options, input) pairs through the reader's Python function (tests/fuzzing.py: OPTIONS)."""
+    counts, faults = Counter(), []
+    if name not in fuzzing.OPTIONS:
+        return counts, faults
+    ws = fuzzing.Workspace.make(fuzzing.READERS[name], root)
+
+    @settings(max_examples=n, derandomize=True, database=None, deadline=None, phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+    @given(fuzzing.OPTIONS[name][0], st.just(ws.seed_bytes) | ws.reader.mutate(ws.seed_bytes))
+    def one(options: dict, data: bytes) -> None:
+        outcome, detail = fuzzing.try_input(ws, data, run=fuzzing.with_options(name, options))
+        counts[outcome] += 1
+        if outcome in fuzzing.FAULTS:
+            faults.append((outcome, f"{options}: {detail}", data))
+
+    one()
+    return counts, faults
+
+
+def frame_row(n: int) -> tuple[dict, list[tuple]]:
+    """``n`` seeded in-memory frames through normalise_trials (tests/fuzzing.py: trial_frames)."""
+    counts, faults = Counter(), []
+    start = time.monotonic()
+
+    @settings(max_examples=n, derandomize=True, database=None, deadline=None, phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+    @given(fuzzing.trial_frames())
+    def one(case: tuple) -> None:
+        outcome, detail = fuzzing.try_frame(*case)
+        counts[outcome] += 1
+        if outcome in fuzzing.FAULTS:
+            faults.append(("normalise_trials frames", outcome, detail, repr(case[0].to_dict()).encode()))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        one()
+    row = {
+        "component": "normalise_trials frames", "tried": sum(counts.values()), "generated": sum(counts.values()), "retyped": 0, "options": 0, "ok": counts["ok"], "input error": counts["input error"],
+        "lost": 0, "duplicated": 0, "tracebacks": counts["traceback"], "other": sum(counts[f] for f in fuzzing.FAULTS if f != "traceback"), "s": round(time.monotonic() - start, 1),
+    }  # fmt: skip
+    return row, faults
+
+
 def fuzz_rows(per_reader: int) -> tuple[list[dict], list[tuple]]:
+    """Per reader: ``per_reader`` generated inputs, every field retyped once, and ``per_reader`` (options, input) pairs where it takes options."""
     rows, faults = [], []
     for name, reader in fuzzing.READERS.items():
         start = time.monotonic()
         with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            counts, found = fuzzing.fuzz(reader, per_reader, Path(tmp))
-        faults += [(name, *f) for f in found]
+            generated, found = fuzzing.fuzz(reader, per_reader, Path(tmp) / "gen")
+            retyped, found_retyped = retyped_counts(name, Path(tmp) / "retyped")
+            options, found_options = options_counts(name, per_reader, Path(tmp) / "options")
+        counts = generated + retyped + options
+        faults += [(name, *f) for f in found + found_retyped + found_options]
         rows.append({
-            "component": name, "tried": sum(counts.values()), "ok": counts["ok"], "input error": counts["input error"], "lost": 0, "duplicated": 0,
+            "component": name, "tried": sum(counts.values()), "generated": sum(generated.values()), "retyped": sum(retyped.values()), "options": sum(options.values()), "ok": counts["ok"], "input error": counts["input error"], "lost": 0, "duplicated": 0,
             "tracebacks": counts["traceback"], "other": sum(counts[f] for f in fuzzing.FAULTS if f != "traceback"), "s": round(time.monotonic() - start, 1),
         })  # fmt: skip
-    return rows, faults
+    row, found = frame_row(per_reader)
+    return [*rows, row], faults + found
 
 
 def table(rows: list[dict], columns: list[str]) -> str:
@@ -126,24 +195,27 @@ def main() -> int:
     ap.add_argument("--per-reader", type=int, help="fuzzed inputs per reader (default 1000; --quick 100)")
     ap.add_argument("--timed", type=int, help="timed kills per swap mode (default 50; --quick 10)")
     ap.add_argument("--calls", type=int, help="collection kills spread over the collector's calls, per engine (default 60; --quick 18)")
+    ap.add_argument("--fuzz-only", action="store_true", help="only the fuzzed reader inputs (no crash points, collection or disk rows)")
     args = ap.parse_args()
     calls = args.calls if args.calls is not None else (18 if args.quick else 60)
     sizes = [0, 4, 40] if args.quick else [0, 4, 8, 16, 24, 32, 40, 48, 64]
     per_reader = args.per_reader or (100 if args.quick else 1000)
     timed = args.timed if args.timed is not None else (10 if args.quick else 50)
     start = time.monotonic()
-    crash = crash_rows(timed)
-    print("crash points (SIGKILL) of staged_output: a result folder rewritten old -> new\n")
-    print(table(crash, ["component", "events", "tried", "killed", "states", "lost", "duplicated", "tracebacks"]))
-    collect_crash = collect_crash_rows(calls)
-    print(f"\ncrash points (SIGKILL) of a collection, resumed: every filesystem event + {calls} points over its calls\n")
-    print(table(collect_crash, ["component", "events", "tried", "killed", "lost", "duplicated", "tracebacks", "s"]))
-    disk = disk_rows(sizes)
-    print(f"\nfull disk ({', '.join(map(str, sizes))} KiB free on a tmpfs) and read-only outputs\n")
-    print(table(disk, ["component", "tried", "exit 2", "lost", "duplicated", "tracebacks"]))
+    crash, collect_crash, disk = [], [], []
+    if not args.fuzz_only:
+        crash = crash_rows(timed)
+        print("crash points (SIGKILL) of staged_output: a result folder rewritten old -> new\n")
+        print(table(crash, ["component", "events", "tried", "killed", "states", "lost", "duplicated", "tracebacks"]))
+        collect_crash = collect_crash_rows(calls)
+        print(f"\ncrash points (SIGKILL) of a collection, resumed: every filesystem event + {calls} points over its calls\n")
+        print(table(collect_crash, ["component", "events", "tried", "killed", "lost", "duplicated", "tracebacks", "s"]))
+        disk = disk_rows(sizes)
+        print(f"\nfull disk ({', '.join(map(str, sizes))} KiB free on a tmpfs) and read-only outputs\n")
+        print(table(disk, ["component", "tried", "exit 2", "lost", "duplicated", "tracebacks"]))
     fuzz, faults = fuzz_rows(per_reader)
-    print(f"\nfuzzed reader inputs ({per_reader} generated per reader, seeded)\n")
-    print(table(fuzz, ["component", "tried", "ok", "input error", "lost", "duplicated", "tracebacks", "other", "s"]))
+    print(f"\nfuzzed reader inputs ({per_reader} generated per reader, every field retyped once, {per_reader} option sets where a reader takes options; seeded)\n")
+    print(table(fuzz, ["component", "tried", "generated", "retyped", "options", "ok", "input error", "lost", "duplicated", "tracebacks", "other", "s"]))
     for name, outcome, detail, data in faults[:20]:
         print(f"\n{name}: {outcome}: {detail.strip().splitlines()[-1]}\n  input: {data[:120]!r}")
     rows = crash + collect_crash + disk + fuzz

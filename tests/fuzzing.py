@@ -12,6 +12,7 @@ or CLI exit 2 whose one line names the file), or a fault: ``traceback`` (any oth
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import copy
 import functools
@@ -33,7 +34,7 @@ from hypothesis import strategies as st
 import bayesrc
 from bayesrc.cli import main
 from bayesrc.collect import builtin_bank, load_bank, load_card
-from bayesrc.data import load_exact, write_exact_run
+from bayesrc.data import load_exact, load_trials, open_counts, write_exact_run
 from bayesrc.datasets import path as data_path
 from bayesrc.errors import InputError
 from bayesrc.importers import read_inspect, read_lm_eval
@@ -108,6 +109,10 @@ def json_mutation(draw, doc: object) -> object:
 
 def json_bytes(doc: object) -> st.SearchStrategy[bytes]:
     return json_mutation(doc).map(lambda d: json.dumps(d).encode())
+
+
+def json_file_mutations(data: bytes) -> st.SearchStrategy[bytes]:
+    return byte_mutation(data) | json_bytes(json.loads(data))
 
 
 def jsonl_mutations(data: bytes) -> st.SearchStrategy[bytes]:
@@ -206,6 +211,7 @@ class Reader:
     seed: Callable[[Path], Path]
     mutate: Callable[[bytes], st.SearchStrategy[bytes]]
     run: Callable[[Path, Path], int]
+    slow_seed: bool = False  # the seed needs a NUTS fit: benchmarks/faults.py only
 
 
 def _cli(argv: list[str]) -> int:
@@ -296,6 +302,81 @@ def _result_seed(kind: str, main_file: str) -> Callable[[Path], Path]:
     return seed
 
 
+def _analysis_seed(name: str, main_file: str) -> Callable[[Path], Path]:
+    """A result folder written by the analysis's own code (small settings), for the results the
+    suite cannot make through a quick CLI run; returns its file ``main_file``."""
+
+    def seed(folder: Path) -> Path:
+        _ANALYSES[name](folder / "res")
+        return folder / "res" / main_file
+
+    return seed
+
+
+def _small_counts():
+    from bayesrc.data import item_counts, simulate_pair
+
+    sim = simulate_pair(30, 6, models=("v1", "v2"), seed=5)
+    return item_counts(sim.trials_v1, sim.trials_v2)
+
+
+def _sensitivity(out: Path) -> None:
+    from bayesrc.sensitivity import SensitivityTable, run_sensitivity_analyses
+
+    SensitivityTable.from_tables(run_sensitivity_analyses(_small_counts(), ("threshold",), seed=0)).save(out)
+
+
+def _switch(out: Path) -> None:
+    from bayesrc.switch import analyse_switch, simulate_switch
+
+    analyse_switch(simulate_switch(3, 20, seed=5).data, n_boot=50, backends=()).to_result().save(out)
+
+
+def _plan(out: Path) -> None:
+    from bayesrc.power.planner import plan_k_n
+
+    plan_k_n(0.35, k_grid=(4,), n_grid=(50,), replicates=1, seed=3, n_splits=20, cache_dir=out.parent / "plan-cache").save(out)
+
+
+def _truth(out: Path) -> None:
+    from bayesrc.data import letter_shift_truth
+    from bayesrc.truth import truth
+
+    t = letter_shift_truth(10, seed=3)
+    runs = []
+    for v, col in (("v1", "p_v1"), ("v2", "p_v2")):
+        rows = [(r.item_id, r.domain, x, getattr(r, col) if x == r.correct_answer else (1 - getattr(r, col)) / 2, x == r.correct_answer) for r in t.itertuples() for x in "ABC"]
+        runs.append(write_exact_run(out.parent / f"exact-{v}", pd.DataFrame(rows, columns=["item_id", "domain", "answer", "prob", "is_correct"]), label=f"sim-{v}"))
+    truth(*runs, k=3, replicates=1, seed=1, methods=()).save(out)
+
+
+@functools.cache
+def _compare_folders() -> Path:
+    """One real ``compare`` (a NUTS fit, about 90 s on 2 cores) and its fit, written once per process."""
+    from bayesrc.bayes import SamplerConfig
+    from bayesrc.compare import compare
+
+    root = Path(tempfile.mkdtemp(prefix="fuzz-fit-"))
+    atexit.register(shutil.rmtree, root, True)
+    res = compare(_small_counts(), config=SamplerConfig(seed=1, chains=2, draws=50, tune=50, max_draws=50, progress=False))
+    res.save(root / "compare")
+    res.fit.save(root / "fit")
+    return root
+
+
+def _fitted(name: str) -> Callable[[Path], None]:
+    return lambda out: shutil.copytree(_compare_folders() / name, out)
+
+
+def _counts_seed(folder: Path) -> Path:
+    from bayesrc.data import save_counts
+
+    return save_counts(_small_counts(), folder / "counts.nc")
+
+
+_ANALYSES: dict[str, Callable[[Path], None]] = {"sensitivity": _sensitivity, "switch": _switch, "plan": _plan, "truth": _truth, "compare": _fitted("compare"), "fit": _fitted("fit")}
+
+
 def _python(reader: Callable[[Path], object], whole_folder: bool = False) -> Callable[[Path, Path], int]:
     def run(path: Path, out: Path) -> int:
         reader(path.parent if whole_folder else path)
@@ -303,6 +384,8 @@ def _python(reader: Callable[[Path], object], whole_folder: bool = False) -> Cal
 
     return run
 
+
+LOAD = _python(bayesrc.load, whole_folder=True)
 
 READERS: dict[str, Reader] = {
     r.name: r
@@ -312,22 +395,41 @@ READERS: dict[str, Reader] = {
         Reader("trials Parquet", lambda f: _trials(f, "parquet"), parquet_mutations, _power),
         Reader("item bank", _bank_seed, jsonl_mutations, _python(load_bank)),
         Reader("model card", _card_seed, lambda d: byte_mutation(d) | toml_mutation(d), _python(load_card)),
-        Reader("Inspect .json", _inspect_seed, lambda d: byte_mutation(d) | json_bytes(json.loads(d)), _import("inspect")),
+        Reader("Inspect .json", _inspect_seed, json_file_mutations, _import("inspect")),
         Reader("Inspect .eval", _eval_seed, lambda d: byte_mutation(d) | zip_member_mutation(d), _import("inspect")),
         Reader("lm-eval samples", _lm_eval_seed, jsonl_mutations, _import("lm-eval")),
         Reader("exact run dist", _exact_seed, parquet_mutations, _python(load_exact, whole_folder=True)),
         Reader("exact run items", _exact_items, parquet_mutations, _python(load_exact, whole_folder=True)),
-        Reader("result rci.json", _result_seed("rci", "rci.json"), lambda d: byte_mutation(d) | json_bytes(json.loads(d)), _python(bayesrc.load, whole_folder=True)),
-        Reader("result items table", _result_seed("rci", "items_A.parquet"), parquet_mutations, _python(bayesrc.load, whole_folder=True)),
-        Reader("result power.json", _result_seed("power", "power.json"), lambda d: byte_mutation(d) | json_bytes(json.loads(d)), _python(bayesrc.load, whole_folder=True)),
+        Reader("result rci.json", _result_seed("rci", "rci.json"), json_file_mutations, LOAD),
+        Reader("result items table", _result_seed("rci", "items_A.parquet"), parquet_mutations, LOAD),
+        Reader("result power.json", _result_seed("power", "power.json"), json_file_mutations, LOAD),
+        Reader("result sensitivity.json", _analysis_seed("sensitivity", "sensitivity.json"), json_file_mutations, LOAD),
+        Reader("result switch.json", _analysis_seed("switch", "switch.json"), json_file_mutations, LOAD),
+        Reader("result plan.json", _analysis_seed("plan", "plan.json"), json_file_mutations, LOAD),
+        Reader("result plan table", _analysis_seed("plan", "plan_cells.parquet"), parquet_mutations, LOAD),
+        Reader("result truth.json", _analysis_seed("truth", "truth.json"), json_file_mutations, LOAD),
+        Reader("result truth table", _analysis_seed("truth", "truth_replicates.parquet"), parquet_mutations, LOAD),
+        Reader("exact run run.json", lambda f: _exact_seed(f).with_name("run.json"), json_file_mutations, _python(load_exact, whole_folder=True)),
+        Reader("result run.json", lambda f: _exact_seed(f).with_name("run.json"), json_file_mutations, LOAD),
+        Reader("counts NetCDF", _counts_seed, byte_mutation, _python(open_counts)),
+        Reader("result compare.json", _analysis_seed("compare", "compare.json"), json_file_mutations, LOAD, slow_seed=True),
+        Reader("result fit.json", _analysis_seed("fit", "fit.json"), json_file_mutations, LOAD, slow_seed=True),
+        Reader("result posterior.nc", _analysis_seed("fit", "posterior.nc"), byte_mutation, LOAD, slow_seed=True),
     ]
 }
 
-# The Python functions behind `bayesrc import`, for the many inputs of retyped_inputs (the CLI's
-# own error line is fuzzed above).
+# Readers whose every field tests/test_fuzz_retyped.py and benchmarks/faults.py retype one at a
+# time (retyped()): the Python function behind each (faster than the CLI in-process, whose own
+# error line the mutations above already check).
 RETYPED: dict[str, Callable[[Path, Path], int]] = {
+    "trials JSONL": _python(load_trials),
+    "item bank": _python(load_bank),
+    "model card": _python(load_card),
     "Inspect .json": _python(read_inspect),
+    "Inspect .eval": _python(read_inspect),
     "lm-eval samples": _python(functools.partial(read_lm_eval, model="m")),
+    "exact run run.json": READERS["exact run run.json"].run,
+    **{name: LOAD for name in READERS if name.startswith("result ") and name.endswith(".json")},
 }
 
 
@@ -367,6 +469,65 @@ def retyped_inputs(data: bytes, *, jsonl: bool) -> list[tuple[str, bytes]]:
     return out
 
 
+def _zip_with(data: bytes, name: str, content: bytes) -> bytes:
+    """The zip ``data`` with member ``name`` replaced by ``content`` (deflate), the others unchanged."""
+    from bayesrc.importers.inspect_log import read_zip_member
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(data)) as src, zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as dst:
+        for info in src.infolist():
+            dst.writestr(info.filename, content if info.filename == name else read_zip_member(src, info))
+    return buf.getvalue()
+
+
+def retyped_zip_inputs(data: bytes) -> list[tuple[str, bytes]]:
+    """:func:`retyped_inputs` of an Inspect ``.eval`` log's header and its first sample, each in the rewritten zip."""
+    from bayesrc.importers.inspect_log import read_zip_member
+
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        names = [n for n in ("header.json", "_journal/start.json") if n in zf.namelist()]
+        names += sorted(n for n in zf.namelist() if n.startswith("samples/"))[:1]
+        members = {n: read_zip_member(zf, zf.getinfo(n)) for n in names}
+    return [(f"{name}: {label}", _zip_with(data, name, text)) for name, member in members.items() for label, text in retyped_inputs(member, jsonl=False)]
+
+
+def toml_value(value: object) -> str:
+    """A TOML literal for a JSON-like value (a JSON string is a TOML basic string; objects become inline tables)."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{json.dumps(k)} = {toml_value(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(map(toml_value, value)) + "]"
+    return json.dumps(value)
+
+
+def retyped_toml_inputs(data: bytes) -> list[tuple[str, bytes]]:
+    """Every key of a TOML document (a model card) given a value of another type, one at a time.
+
+    The document is written back as top-level keys with inline tables, which TOML reads as
+    the same tables as the original's ``[section]`` headers.
+    """
+    import tomllib
+
+    doc = tomllib.loads(data.decode())
+    out = []
+    for slot in _slots(doc):
+        new = copy.deepcopy(doc)
+        value = _other_type(_at(doc, slot))
+        _set(new, slot, value)
+        text = "".join(f"{json.dumps(k)} = {toml_value(v)}\n" for k, v in new.items())
+        out.append((f"{'.'.join(map(str, slot))} = {toml_value(value)}", text.encode()))
+    return out
+
+
+def retyped(target: Path, data: bytes) -> list[tuple[str, bytes]]:
+    """Every field of a reader's seed input retyped, by the seed's format (JSON, JSONL, ``.eval`` zip or TOML)."""
+    if target.suffix == ".eval":
+        return retyped_zip_inputs(data)
+    if target.suffix == ".toml":
+        return retyped_toml_inputs(data)
+    return retyped_inputs(data, jsonl=target.suffix == ".jsonl")
+
+
 def _at(doc: object, slot: tuple) -> object:
     for k in slot:
         doc = doc[k]
@@ -375,6 +536,94 @@ def _at(doc: object, slot: tuple) -> object:
 
 def _set(doc: object, slot: tuple, value: object) -> None:
     _at(doc, slot[:-1])[slot[-1]] = value
+
+
+# -- the Python API's options and in-memory frames -------------------------------------------
+_CELLS = (
+    st.none()
+    | st.booleans()
+    | st.integers(-3, 5)
+    | st.floats()
+    | st.text(max_size=3)
+    | st.sampled_from(["true", "1", "", "nan"])
+    | st.lists(st.integers(), max_size=2)
+    | st.dictionaries(st.text(max_size=2), st.integers(), max_size=1)
+)
+_TRIAL_FIELDS = (
+    "item_id",
+    "item_index",
+    "domain",
+    "model",
+    "k",
+    "seed",
+    "response",
+    "raw_response",
+    "raw_text",
+    "extracted",
+    "extracted_answer",
+    "parsed_response",
+    "correct_answer",
+    "is_correct",
+    "is_missing",
+    "_line",
+)
+
+
+@st.composite
+def trial_frames(draw) -> tuple[pd.DataFrame, dict]:
+    """A frame of 0-4 rows with some trial fields (aliases and ``_line`` included) holding any values, and
+    :func:`~bayesrc.data.normalise_trials` options (``greedy``, ``fmt``, ``model``)."""
+    cols = draw(st.lists(st.sampled_from(_TRIAL_FIELDS), unique=True, max_size=8))
+    n = draw(st.integers(0, 4))
+    frame = pd.DataFrame({c: pd.Series([draw(_CELLS) for _ in range(n)], dtype=object) for c in cols}, index=range(n))
+    options = {"greedy": draw(st.sampled_from([None, True, False])), "fmt": draw(st.sampled_from(["jsonl", "csv", "parquet"])), "model": draw(st.sampled_from([None, "m"]))}
+    return frame, options
+
+
+_DOTTED = st.none() | st.sampled_from(["doc", "doc.category", "metadata", "metadata.subject", "id", "target", "x.y", "", ".", "resps", "input", "scores", "epoch"])
+
+#: reader -> (strategy of keyword options, the Python function taking them): every option a user can pass
+OPTIONS: dict[str, tuple[st.SearchStrategy[dict], Callable[..., object]]] = {
+    "trials JSONL": (st.fixed_dictionaries({"greedy": st.sampled_from([None, True, False]), "model": st.sampled_from([None, "m"])}), load_trials),
+    "trials CSV": (st.fixed_dictionaries({"greedy": st.sampled_from([None, True, False])}), load_trials),
+    "Inspect .json": (
+        st.fixed_dictionaries(
+            {"scorer": st.none() | st.sampled_from(["choice", "match", "x", ""]), "domain_field": _DOTTED, "allow_partial": st.booleans(), "model": st.sampled_from([None, "m", ""])}
+        ),
+        read_inspect,
+    ),
+    "Inspect .eval": (st.fixed_dictionaries({"scorer": st.none() | st.sampled_from(["choice", "match", "x", ""]), "domain_field": _DOTTED, "allow_partial": st.booleans()}), read_inspect),
+    "lm-eval samples": (
+        st.fixed_dictionaries(
+            {
+                "model": st.sampled_from(["m", ""]),
+                "metric": st.none() | st.sampled_from(["acc", "exact_match", "x", "doc", "resps"]),
+                "filter": st.none() | st.sampled_from(["custom-extract", "none", "x"]),
+                "domain_field": _DOTTED,
+                "item_id_field": _DOTTED,
+            }
+        ),
+        read_lm_eval,
+    ),
+}
+
+
+def with_options(name: str, options: dict) -> Callable[[Path, Path], int]:
+    """The reader's Python function called with ``options`` (for :func:`try_input`)."""
+    return _python(functools.partial(OPTIONS[name][1], **options))
+
+
+def try_frame(frame: pd.DataFrame, options: dict) -> tuple[str, str]:
+    """:func:`~bayesrc.data.normalise_trials` of an in-memory frame: ``ok``, ``input error`` (naming the path), ``unnamed`` or ``traceback``."""
+    from bayesrc.data import normalise_trials
+
+    try:
+        normalise_trials(frame, path="frame.jsonl", **options)
+    except InputError as exc:
+        return ("input error" if "frame.jsonl" in str(exc) else "unnamed"), str(exc)
+    except Exception:  # noqa: BLE001 - what the fuzzing looks for
+        return "traceback", traceback.format_exc(limit=-3)
+    return "ok", ""
 
 
 @dataclass

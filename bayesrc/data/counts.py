@@ -29,6 +29,7 @@ import xarray as xr
 
 from bayesrc.data.trials import load_trials
 from bayesrc.errors import InputError
+from bayesrc.io import read_hdf5
 
 
 def _version_label(trials: pd.DataFrame, fallback: str) -> str:
@@ -372,11 +373,11 @@ def open_counts(path: str | Path) -> xr.Dataset:
     """
     import json
 
-    try:
-        with xr.open_dataset(path, engine="h5netcdf") as f:
-            ds = f.load()
-    except (OSError, ValueError) as exc:
-        raise InputError(f"unreadable NetCDF counts ({type(exc).__name__}: {exc})", path=path) from None
+    def load(p: Path) -> xr.Dataset:
+        with xr.open_dataset(p, engine="h5netcdf") as f:
+            return f.load()
+
+    ds = read_hdf5(path, load, what="NetCDF counts")
     encoded = json.loads(ds.attrs.pop(_JSON_ATTR, "[]"))
     ds.attrs = {k: (json.loads(v) if k in encoded else v) for k, v in ds.attrs.items()}
     for name in ("item", "version", "domain"):

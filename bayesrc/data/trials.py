@@ -46,6 +46,20 @@ _TRUE = {True, "true", "True", "TRUE", "1"}
 _FALSE = {False, "false", "False", "FALSE", "0"}
 
 
+def _source_lines(df: pd.DataFrame) -> pd.Series:
+    """Each row's line in its source file: the readers' ``_line`` column where it holds whole numbers, else the row number.
+
+    ``_line`` is the readers' own column (they overwrite a file's); a caller's frame may carry
+    one of its own, which must not turn an error message into a traceback.
+    """
+    rows = pd.Series(np.arange(len(df)) + 1, index=df.index)
+    if "_line" not in df:
+        return rows
+    given = pd.to_numeric(df["_line"], errors="coerce")
+    whole = given.notna().all() and bool(np.isfinite(given.astype(float)).all()) and bool((given == np.floor(given)).all()) and bool((given.abs() < 2**53).all())
+    return given.astype(np.int64) if whole else rows
+
+
 def _check_required_keys(rec: dict, first: dict, *, path: Path, line: int) -> None:
     """A JSONL record must carry the key fields itself (an absent key is not a null).
 
@@ -121,6 +135,8 @@ def _is_single_shot(df: pd.DataFrame, greedy: bool | None) -> bool:
 def _check_required_fields(df: pd.DataFrame, *, path: Path, lines: pd.Series) -> None:
     """Every row needs ``item_id`` and ``k``, and the file an ``is_correct`` field."""
     # Required per row: item_id, k, and is_correct or is_missing (can't tell correctness otherwise).
+    if "k" not in df:  # only when greedy=False: otherwise a file without k is single-shot (k = 0)
+        raise InputError("missing required field (a K-sample file needs one; greedy=True reads single-shot answers)", path=path, line=int(lines.iloc[0]), field="k")
     for field in ("item_id", "k"):
         missing = df[field].isna()
         if missing.any():
@@ -229,8 +245,7 @@ def normalise_trials(
     """
     path = Path(path)
     df = raw.copy()
-    if "_line" not in df:
-        df["_line"] = np.arange(len(df)) + 1
+    df["_line"] = _source_lines(df)
     lines = df["_line"]
     if len(df) == 0:
         raise InputError("file is empty (no trials)", path=path)

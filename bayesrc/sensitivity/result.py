@@ -10,6 +10,7 @@ from typing import Any
 
 import pandas as pd
 
+from bayesrc.errors import InputError
 from bayesrc.io import atomic_write_bytes, atomic_write_json, atomic_write_text, staged_output
 from bayesrc.plotting import to_png
 from bayesrc.results import Result, register
@@ -26,6 +27,20 @@ def sensitivity_payload(tables: dict[str, pd.DataFrame]) -> dict:
     {'analyses': {'k': [{'k': 3, 'detections': 4}]}}
     """
     return {"analyses": {n: t.to_dict(orient="records") for n, t in tables.items()}}
+
+
+def _analyses(payload: dict) -> dict[str, list[dict]] | None:
+    """The payload's ``analyses`` (none: an empty object), or None where it is not an object of lists of row objects.
+
+    Examples
+    --------
+    >>> _analyses({"analyses": {"k": [{"k": 3}]}}), _analyses({"analyses": {"k": 3}})
+    ({'k': [{'k': 3}]}, None)
+    """
+    analyses = payload.get("analyses", {}) if isinstance(payload, dict) else None
+    if not isinstance(analyses, dict) or not all(isinstance(recs, list) and all(isinstance(r, dict) for r in recs) for recs in analyses.values()):
+        return None
+    return analyses
 
 
 @register
@@ -50,7 +65,14 @@ class SensitivityTable(Result):
     def __init__(self, payload: dict, tables: dict | None = None, posterior: Any = None) -> None:
         super().__init__(payload, tables, posterior)
         if not self.tables:  # the tables are the payload's records; keep frames for use
-            self.tables = {n: pd.DataFrame(recs) for n, recs in self.payload.get("analyses", {}).items()}
+            self.tables = {n: pd.DataFrame(recs) for n, recs in (_analyses(self.payload) or {}).items()}
+
+    @classmethod
+    def load(cls, path: str | Path) -> SensitivityTable:
+        obj = super().load(path)
+        if _analyses(obj.payload) is None:
+            raise InputError("expected an object of lists of row objects (output of bayesrc sensitivity)", path=Path(obj.path) / cls.main_file, field="analyses")
+        return obj
 
     @classmethod
     def from_tables(cls, tables: dict) -> SensitivityTable:
