@@ -44,7 +44,8 @@ with precision():
     s = len(cells.stratum_dom)
     hyper = (jnp.full(s, -0.5), jnp.full(s, 1.5), jnp.full(s, 0.1), jnp.full(s, 0.4))
     if hasattr(cc, "likelihood_tables"):  # the logit grid: the data enter as arguments, as in the sampler
-        tables = {k: jnp.asarray(v) for k, v in cc.likelihood_tables(cells).items()}
+        band = getattr(cc, "SAMPLER_BAND_DTYPE", None)  # the samplers' band table precision, where the code has one
+        tables = {k: jnp.asarray(v) for k, v in (cc.likelihood_tables(cells, band) if band else cc.likelihood_tables(cells)).items()}
         f = lambda h, pi, tables: jnp.sum(tables["weight"] * cc.cell_loglik(cc._ops("jax"), *h, 0.0, pi, tables))
     else:  # the standardised per-stratum grid (before issue 28)
         tables = None

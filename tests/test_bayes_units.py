@@ -350,6 +350,37 @@ def test_collapsed_change_likelihood_gradient_is_finite_and_matches_finite_diffe
     np.testing.assert_allclose(grad, np.asarray(fd), rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.parametrize("sigma_delta", [0.05, 0.4, 3.0])
+def test_collapsed_change_sampler_band_precision_keeps_the_likelihood_and_gradient(sigma_delta):
+    """The samplers' band table is float32 (SAMPLER_BAND_DTYPE): the summed log-likelihood and its
+    gradient must stay within 1e-6 (relative) of the float64 tables' on a dataset with floor,
+    ceiling and large-change cells, 11 outcomes, 8 strata, narrow to wide changes."""
+    import jax
+    import jax.numpy as jnp
+
+    from bayesrc.bayes.change_collapsed import SAMPLER_BAND_DTYPE, _ops, cell_loglik, cell_stats, likelihood_tables
+    from bayesrc.bayes.inputs import ModelInputs
+    from bayesrc.config import precision
+
+    assert np.dtype(SAMPLER_BAND_DTYPE) == np.float32
+    rng = np.random.default_rng(5)
+    y = np.concatenate([rng.integers(0, 11, (200, 2)), [[0, 0], [10, 10], [0, 10], [10, 0]]])
+    data = ModelInputs(y=y, n=np.full_like(y, 10), dom=np.arange(len(y)) % 8, items=np.arange(len(y)).astype(str), versions=("v1", "v2"), domains=tuple("abcdefgh"))
+    cells = cell_stats(data)
+
+    def loglik(v, tables):  # v: 8 mu, 8 log sigma_theta, 8 shift, 8 log sigma_delta, logit pi
+        ll = cell_loglik(_ops("jax"), v[:8], jnp.exp(v[8:16]), v[16:24], jnp.exp(v[24:32]), 0.0, jax.nn.sigmoid(v[32]), tables)
+        return jnp.sum(tables["weight"] * ll)
+
+    with precision():
+        v = jnp.asarray(np.concatenate([rng.normal(0, 1, 8), np.log(rng.uniform(0.5, 2.5, 8)), rng.normal(0, 1, 8), np.full(8, np.log(sigma_delta)), [0.5]]))
+        got = [jax.value_and_grad(loglik)(v, jax.tree.map(jnp.asarray, likelihood_tables(cells, dt))) for dt in (np.float64, SAMPLER_BAND_DTYPE)]
+    (v64, g64), (v32, g32) = got
+    assert np.isfinite(float(v32)) and np.isfinite(np.asarray(g32)).all()
+    assert abs(float(v32) - float(v64)) <= 1e-6 * abs(float(v64))
+    np.testing.assert_allclose(np.asarray(g32), np.asarray(g64), rtol=1e-6, atol=1e-6 * float(np.abs(g64).max()))
+
+
 def test_collapsed_change_likelihood_is_the_same_whatever_the_padding():
     """Cells padded to shape buckets add nothing: the padded tables give each real cell the
     log-likelihood that a direct logsumexp over the grid's nodes gives it."""

@@ -28,6 +28,8 @@ once per fit (:func:`likelihood_tables`); what the sampler evaluates is
 
 So a gradient costs a few dense matrix products and no transcendental function of the data
 (0.4-0.7 ms for 40-2,000 items on a loaded 2-core machine, against 13.5 ms before on 11 strata; ``benchmarks/change_likelihood.py`` compares them on one shape).
+The largest, the kernel rows times the band table, runs in single precision in the samplers
+(:data:`SAMPLER_BAND_DTYPE`): its terms are all positive, so the sums keep a relative error near 1e-7.
 The trapezoid rule on a fixed grid converges geometrically for these analytic integrands while
 the grid step is below the narrowest width involved (the binomial's ``2 / sqrt(n)`` logits,
 ``sigma_theta``, ``sigma_delta``): relative error below 1e-6 against ``scipy.integrate.dblquad``
@@ -166,6 +168,11 @@ def binomial_table(x: np.ndarray, n: np.ndarray, y: np.ndarray) -> tuple[np.ndar
 
 
 BAND_TABLE_MAX_BYTES = 64 * 2**20  # above it (K in the hundreds) the likelihood forms the Toeplitz kernel instead
+# The samplers' band table is single precision: its product with the kernel rows is most of a
+# gradient's cost, and twice as fast in float32. Every term is positive (no cancellation), so the
+# sums keep a relative error near 1e-7 (tests/test_bayes_units.py); the item draws, LOO and the
+# checks keep float64.
+SAMPLER_BAND_DTYPE = np.float32
 
 
 def band_table(e: np.ndarray) -> np.ndarray:
@@ -190,7 +197,7 @@ def band_table(e: np.ndarray) -> np.ndarray:
     return np.where((k >= 0) & (k < n), e[:, np.clip(k, 0, n - 1)], 0.0)
 
 
-def likelihood_tables(cells: Cells) -> dict[str, np.ndarray]:
+def likelihood_tables(cells: Cells, band_dtype=np.float64) -> dict[str, np.ndarray]:
     """Every data-dependent array of the collapsed likelihood, padded to shape buckets.
 
     ``x`` the logit grid, ``e1`` / ``lm1`` the version-1 binomial table over distinct ``(n1, y1)`` outcomes,
@@ -198,7 +205,8 @@ def likelihood_tables(cells: Cells) -> dict[str, np.ndarray]:
     (:func:`band_table`; left out when over :data:`BAND_TABLE_MAX_BYTES`); per cell its row ``cell_key
     = s T + t`` of the (stratum, version-2 outcome) table, its version-1 outcome ``cell_u`` and
     its weight (0 on padding). Outcomes and cells are padded to powers of two, so datasets of
-    similar size share one compiled likelihood.
+    similar size share one compiled likelihood. ``band_dtype``: the band table's precision (the
+    samplers pass :data:`SAMPLER_BAND_DTYPE`).
     """
     x = logit_grid(int(max(cells.n1.max(), cells.n2.max())))
     o1, u = np.unique(np.stack([cells.n1, cells.y1], 1), axis=0, return_inverse=True)
@@ -213,8 +221,8 @@ def likelihood_tables(cells: Cells) -> dict[str, np.ndarray]:
         "cell_key": pad(cells.dom * n_t + t.ravel(), n_c), "cell_t": pad(t.ravel(), n_c), "cell_u": pad(u.ravel(), n_c),
         "weight": pad(cells.weight, n_c),
     }  # fmt: skip
-    if (n_t + 1) * len(x) * (2 * len(x) - 1) * 8 <= BAND_TABLE_MAX_BYTES:
-        tables["e2_band"] = band_table(tables["e2"])
+    if (n_t + 1) * len(x) * (2 * len(x) - 1) * np.dtype(band_dtype).itemsize <= BAND_TABLE_MAX_BYTES:
+        tables["e2_band"] = band_table(tables["e2"]).astype(band_dtype)
     return tables
 
 
@@ -382,7 +390,8 @@ def weighted_convolutions(ops, tables, mu, sigma, shift, slope, sigma_delta, wei
     if isinstance(slope, float) and slope == 0.0 and "e2_band" in tables:
         sd = grid_spread(ops, sigma_delta, x)
         rows = weights[:, None, :] * _kernel_offsets(ops, x, shift, sd)[None]  # (W, stratum, 2J - 1)
-        sums = ops.tensordot(rows, tables["e2_band"], axes=[[2], [2]])  # (W, stratum, outcome2 + 1, node)
+        band = tables["e2_band"]  # in its own precision (likelihood_tables' band_dtype), the sums back in the rows'
+        sums = ops.tensordot(rows.astype(band.dtype), band, axes=[[2], [2]]).astype(rows.dtype)  # (W, stratum, outcome2 + 1, node)
         centre, sd = x[None, :] + shift[:, None], sd[:, None]
     else:
         k, centre, sd = _kernel_rows(ops, x, mu, sigma, shift, slope, sigma_delta)
@@ -449,7 +458,7 @@ def change_collapsed_numpyro(data: ModelInputs, *, slope: bool = False, prior: d
     cells = cell_stats(data)
     model = partial(_numpyro_model, cells=cells, n_domains=data.n_domains, slope=slope, prior=prior_settings(prior), n_groups=data.n_groups)
     dims = {k: v for k, v in model_dims(data.n_groups).items() if k != "theta"}  # theta is not sampled here
-    dt = run_numpyro(model, {"tables": likelihood_tables(cells)}, cfg, data.coords, dims)
+    dt = run_numpyro(model, {"tables": likelihood_tables(cells, SAMPLER_BAND_DTYPE)}, cfg, data.coords, dims)
     return _finish(dt, cells, cfg, slope, prior)
 
 
@@ -465,7 +474,7 @@ def change_collapsed_pymc(data: ModelInputs, *, slope: bool = False, prior: dict
 
     cfg = config or SamplerConfig()
     cells = cell_stats(data)
-    tables = likelihood_tables(cells)
+    tables = likelihood_tables(cells, SAMPLER_BAND_DTYPE)
     with pm.Model(coords=data.coords) as model:
         mu_theta, sigma_theta, shift, sigma_delta, b, pi = hyperpriors_pymc(slope, prior, data.n_groups)
         alpha, gamma, eta = group_effects_pymc(data.n_groups, prior)
