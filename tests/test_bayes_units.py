@@ -548,3 +548,19 @@ def test_numpyro_chains_go_on_while_short_and_continue_exactly():
     assert went_on.shape == whole.shape == (2, 300, 2) and alone.shape == (2, 100, 2)
     np.testing.assert_array_equal(went_on, whole)
     np.testing.assert_array_equal(alone, whole[:, :100])
+
+
+@pytest.mark.parametrize("progress", [True, False])
+def test_progress_bar_appears_after_its_delay_unless_turned_off(progress, capsys):
+    """Fits and sweeps (sensitivity, truth) show a bar once they take over 2 s; ``progress=False``
+    (``--no-progress``) never does."""
+    import time
+
+    from bayesrc.bayes.samplers import progress_bar
+
+    with progress_bar(progress, 3, desc="truth", unit="replicate") as bar:
+        for _ in range(3):
+            time.sleep(0.8)
+            bar.update()
+    err = capsys.readouterr().err
+    assert ("truth" in err and "replicate" in err) == progress, err

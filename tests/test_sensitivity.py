@@ -122,6 +122,7 @@ def test_cli_sensitivity_writes_tables_figures_and_report_section(sim, tmp_path,
                 "all",
                 "--null-replicates",
                 "20",
+                "--no-progress",
                 "--out",
                 str(out),
             ]

@@ -137,7 +137,7 @@ def test_cli_episode_file_with_both_bayesian_backends(tmp_path, capsys):
     path = tmp_path / "episodes.jsonl"
     save_episodes(sim.data.frame, path)
     out = tmp_path / "out"
-    args = ["switch", str(path), "--bootstrap", "200", "--draws", "100", "--tune", "100", "--chains", "1", "--out", str(out)]
+    args = ["switch", str(path), "--bootstrap", "200", "--draws", "100", "--tune", "100", "--chains", "1", "--no-progress", "--out", str(out)]
     rc = main(args + ["--allow-unconverged"])
     assert rc == 0
     res = json.loads((out / "switch.json").read_text())["benchmarks"]["sim"]

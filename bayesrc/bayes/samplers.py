@@ -178,11 +178,12 @@ def _datatree(jax, z: dict, diverging: np.ndarray, n_steps: np.ndarray, constrai
     return _clean(azb.from_dict({"posterior": posterior, "sample_stats": stats}, coords=coords, dims=dims), "numpyro")
 
 
-def progress_bar(progress: bool | None, total: int, desc: str = "NUTS"):
+def progress_bar(progress: bool | None, total: int, desc: str = "NUTS", unit: str = "draw"):
     """A tqdm progress bar (a widget in Jupyter) that appears after 2 s, or a silent one.
 
     ``progress`` (:class:`SamplerConfig`'s): True shows it, False never, None when standard
-    error is a terminal or the code runs in a Jupyter kernel.
+    error is a terminal or the code runs in a Jupyter kernel. Sweeps over fits (sensitivity,
+    truth) count fits or replicates (``unit``), their fits' own bars off.
 
     Examples
     --------
@@ -191,7 +192,7 @@ def progress_bar(progress: bool | None, total: int, desc: str = "NUTS"):
     """
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, desc=desc, unit="draw", delay=2.0, disable=not show_progress(progress), leave=False)
+    return tqdm(total=total, desc=desc, unit=unit, delay=2.0, disable=not show_progress(progress), leave=False)
 
 
 def show_progress(progress: bool | None) -> bool:

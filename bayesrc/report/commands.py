@@ -28,6 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--chains", type=int, default=2, help="change-model chains (prior, fdr; default 2)")
     s.add_argument("--draws", type=int, default=1000)
     s.add_argument("--tune", type=int, default=500)
+    s.add_argument("--no-progress", action="store_true", help="no progress bar over the prior grid's fits (default: on a terminal)")
     s.add_argument("--sd-basis", choices=("analysable", "all"), default="analysable")
     s.add_argument("--s-diff", action="append", choices=("reference", "binomial"), help="threshold: S_diff methods to tabulate (repeatable; default reference and binomial)")
     s.add_argument("--reliability-basis", action="append", choices=("all", "analysed"), help="threshold: r_xx bases of the reference method (repeatable; default all and analysed)")
@@ -128,7 +129,7 @@ def _change_model_config(args: argparse.Namespace, names: tuple[str, ...]):
     from bayesrc.bayes import SamplerConfig, configure_host_devices
 
     configure_host_devices(min(args.chains, os.cpu_count() or 1))
-    return SamplerConfig(chains=args.chains, draws=args.draws, tune=args.tune, seed=args.seed)
+    return SamplerConfig(chains=args.chains, draws=args.draws, tune=args.tune, seed=args.seed, progress=False if args.no_progress else None)
 
 
 def _prior_grid_mapper(args: argparse.Namespace, names: tuple[str, ...]):

@@ -39,6 +39,7 @@ import xarray as xr
 
 from bayesrc.bayes import SamplerConfig, fit, select
 from bayesrc.bayes.change import PRIOR, prior_settings
+from bayesrc.bayes.samplers import progress_bar
 from bayesrc.bayes.task import fit_task
 from bayesrc.classical import rci as R
 from bayesrc.classical.calibration import binomial_s_diff, nominal_rate, sample_level_null
@@ -303,15 +304,6 @@ def _change_fit_task(n_devices: int, counts: xr.Dataset, config, seed: int, prio
     return fit_task(n_devices, counts, {"model": "change", "prior": prior, "config": cfg, "fdr": fdr})
 
 
-def sweep_progress(config, total: int, desc: str):
-    """A progress bar over a sweep's fits (the fits' own bars off), shown as :func:`bayesrc.bayes.samplers.show_progress` says."""
-    from tqdm.auto import tqdm
-
-    from bayesrc.bayes.samplers import show_progress
-
-    return tqdm(total=total, desc=desc, unit="fit", disable=not show_progress(config.progress if config else None), leave=False)
-
-
 def _prior_fits(counts: xr.Dataset, grid: dict[str, dict], fdr: float, result, config, seed: int, mapper) -> dict:
     """The grid's fits by name: ``result`` reused where its prior matches, the rest through ``mapper``."""
     fits, todo = {}, []
@@ -321,7 +313,7 @@ def _prior_fits(counts: xr.Dataset, grid: dict[str, dict], fdr: float, result, c
         else:
             todo.append(name)
     if mapper is None:
-        with sweep_progress(config, len(todo), "prior grid") as bar:
+        with progress_bar(config.progress if config else None, len(todo), "prior grid", unit="fit") as bar:
             for name in todo:
                 fits[name] = _change_fit(counts, replace(config, progress=False) if config else SamplerConfig(seed=seed, progress=False), seed, grid[name], fdr)
                 bar.update()

@@ -114,8 +114,10 @@ def analyse_switch(
     tune: int = 500,
     chains: int = 4,
     pairing_rho: float = 0.0,
+    progress: bool | None = None,
 ) -> SwitchAnalysis:
-    """Cell means, switch effects, LS and Bayesian factor fits for every benchmark.
+    """Cell means, switch effects, LS and Bayesian factor fits for every benchmark (``progress``:
+    the fits' progress bars, as :class:`~bayesrc.bayes.SamplerConfig`'s).
 
     Examples
     --------
@@ -136,7 +138,7 @@ def analyse_switch(
         if backends and factor:
             fd = factor_data(sub, pairing_rho=pairing_rho)
             for backend in backends:
-                res.bayes[backend] = fit_factor_bayes(fd, backend=backend, draws=draws, tune=tune, chains=chains, seed=seed)
+                res.bayes[backend] = fit_factor_bayes(fd, backend=backend, draws=draws, tune=tune, chains=chains, seed=seed, progress=progress)
         results[bench] = res
     settings = {"n_boot": n_boot, "seed": seed, "backends": list(backends), "draws": draws, "tune": tune, "chains": chains, "pairing_rho": pairing_rho}
     return SwitchAnalysis(data, results, settings)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from pathlib import Path
 
 
@@ -20,6 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--methods", default=None, help="comma-separated Bayesian methods (default: all; see bayesrc.truth.MODEL_SPECS)")
     p.add_argument("--backend", choices=("numpyro", "pymc"), default="numpyro")
     p.add_argument("--fast", action="store_true", help="cheaper NUTS settings (2 chains x 400 draws after 300 warm-up)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar over the replicates (default: on a terminal)")
     p.add_argument("--out", required=True, type=Path)
     from bayesrc.collect.commands import add_pin_arguments  # one definition of --allow-pin / --force
 
@@ -42,13 +42,8 @@ def run_truth(args: argparse.Namespace) -> int:
     ex1, ex2 = load_exact(args.v1), load_exact(args.v2)
     check_comparable(args.v1, args.v2, allow=args.allow_pin, force=args.force)  # bad input fails here, before any fit; only the model may differ (SPEC 6)
     methods = tuple(m.strip() for m in args.methods.split(",") if m.strip()) if args.methods else DEFAULT_METHODS
-
-    def progress(r, rows):
-        if sys.stderr.isatty():
-            print(f"replicate {r + 1}/{args.replicates} done", file=sys.stderr)
-
     res = truth(ex1, ex2, k=args.k, replicates=args.replicates, seed=args.seed, delta_min=args.delta_min, q=args.fdr,
-                methods=methods, fast=args.fast, backend=args.backend, progress=progress)  # fmt: skip
+                methods=methods, fast=args.fast, backend=args.backend, progress=False if args.no_progress else None)  # fmt: skip
     res.write(args.out)
     print(res.summary().to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     print(f"wrote {args.out / 'truth.json'}")

@@ -45,6 +45,7 @@ import pandas as pd
 from bayesrc.bayes import SamplerConfig, fit
 from bayesrc.bayes.change_collapsed import loo
 from bayesrc.bayes.inputs import model_inputs
+from bayesrc.bayes.samplers import progress_bar
 from bayesrc.classical import reliable_change
 from bayesrc.classical.calibration import NO_CHANGE_ALPHA
 from bayesrc.classical.rci import DETERIORATED, IMPROVED
@@ -350,7 +351,7 @@ def replicate_datasets(ex1, ex2, *, k: int, seed: int, replicates, labels: tuple
 
 def truth(
     exact_v1, exact_v2, *, k: int = 10, replicates: int = 20, seed: int = 0, delta_min: float = 0.05, q: float = 0.10,
-    methods=DEFAULT_METHODS, fast: bool = False, backend: str = "numpyro", progress=None,
+    methods=DEFAULT_METHODS, fast: bool = False, backend: str = "numpyro", progress: bool | None = None,
 ) -> TruthResult:  # fmt: skip
     """Score RCI and the Bayesian models on ``replicates`` K-sample datasets drawn from two exact runs.
 
@@ -360,7 +361,8 @@ def truth(
     k : samples per item and version in each replicate.
     methods : Bayesian methods, names of :data:`MODEL_SPECS`.
     fast : cheaper NUTS settings (2 x 400 draws after 300 warm-up) for many replicates.
-    progress : optional callable ``(replicate, rows)`` called after each replicate.
+    progress : a progress bar over the replicates (their fits' own bars off): True, False, or
+        None (the default) on a terminal or in Jupyter.
 
     Examples
     --------
@@ -379,14 +381,12 @@ def truth(
     labels = (ex1.label, ex2.label) if ex1.label != ex2.label else (f"{ex1.label} (v1)", f"{ex2.label} (v2)")
     st = SETTINGS["fast" if fast else "default"]
     rows = []
-    for r, counts, dp, sampler_seed in replicate_datasets(ex1, ex2, k=k, seed=seed, replicates=range(replicates), labels=labels):
-        cfg = SamplerConfig(**st, seed=sampler_seed)
-        rep = score_replicate(counts, dp, methods=methods, delta_min=delta_min, q=q, config=cfg, seed=r, backend=backend)
-        for row in rep:
-            row["replicate"] = r
-        rows += rep
-        if progress is not None:
-            progress(r, rep)
+    with progress_bar(progress, replicates, desc="truth", unit="replicate") as bar:
+        for r, counts, dp, sampler_seed in replicate_datasets(ex1, ex2, k=k, seed=seed, replicates=range(replicates), labels=labels):
+            cfg = SamplerConfig(**st, seed=sampler_seed, progress=False)
+            rep = score_replicate(counts, dp, methods=methods, delta_min=delta_min, q=q, config=cfg, seed=r, backend=backend)
+            rows += [row | {"replicate": r} for row in rep]
+            bar.update()
     per_rep = pd.DataFrame(rows)
     per_rep = per_rep[["replicate"] + [c for c in per_rep.columns if c != "replicate"]]
     return TruthResult.from_scores(
