@@ -264,6 +264,28 @@ def check_shard_record(record: dict, path: str | Path) -> None:
             raise InputError(f"expected a string, got {_short(json.dumps(info[key]))}", path=path, field=f"info.{key}")
 
 
+def check_shard_items(trials: pd.DataFrame, rng: tuple[int, int], shard: str | Path, *, keys: tuple[str, ...] = ("item_index", "k")) -> None:
+    """Refuse a complete shard whose trials lack the ``keys`` merging reads, or do not hold exactly the items of its pinned range.
+
+    A range edited into another valid one would otherwise be merged into a record whose
+    ``items.range`` does not describe its trials (a complete shard holds every item of its range).
+
+    Examples
+    --------
+    >>> check_shard_items(pd.DataFrame({"item_index": [0, 1], "k": [0, 0]}), (0, 2), "s0")
+    >>> check_shard_items(pd.DataFrame({"item_index": [0, 3], "k": [0, 0]}), (0, 2), "s0")
+    Traceback (most recent call last):
+    bayesrc.errors.InputError: s0: field 'items.range': the trials hold items 0, 3, not the range 0:2
+    """
+    missing = [k for k in keys if k not in trials.columns]
+    if missing:
+        raise InputError(f"the shard's trials have no {', '.join(missing)} column", path=shard, field=missing[0])
+    held = set(trials["item_index"].tolist())
+    if held != set(range(*rng)):
+        listed = ", ".join(str(v) for v in sorted(held, key=str)[:6]) + (", ..." if len(held) > 6 else "")
+        raise InputError(f"the trials hold items {listed}, not the range {rng[0]}:{rng[1]}", path=shard, field="items.range")
+
+
 def _read_shards(shards: list[Path], out: Path) -> tuple[list[dict], list[int], pd.DataFrame]:
     """Check the shards (complete, same pins, contiguous disjoint ranges); their records, order by range and trials."""
     records = []
@@ -288,12 +310,15 @@ def _read_shards(shards: list[Path], out: Path) -> tuple[list[dict], list[int], 
         if a1 > b0:
             raise InputError(f"gap between item ranges {a0}:{b0} and {a1}:{b1}", path=shards[i])
     exact = base.get("runtime.engine") == "exact"
+    frames = [read_parts(shards[i]) if exact else read_run_trials(shards[i]) for i in order]
+    for i, frame in zip(order, frames):
+        check_shard_items(frame, pinned_range(records[i]["pins"], shards[i] / "run.json"), shards[i], keys=("item_index",) if exact else ("item_index", "k"))
     if exact:  # exact shards: their per-item parts, compacted as one run
-        trials = pd.concat([read_parts(shards[i]) for i in order], ignore_index=True)
+        trials = pd.concat(frames, ignore_index=True)
         if trials.drop_duplicates(["item_index", "answer"]).shape[0] != len(trials):
             raise InputError("duplicate items across shards", path=out)
     else:
-        trials = pd.concat([read_run_trials(shards[i]) for i in order], ignore_index=True)
+        trials = pd.concat(frames, ignore_index=True)
         if trials.duplicated(["item_index", "k"]).any():
             raise InputError("duplicate trials across shards", path=out)
     return records, order, trials
