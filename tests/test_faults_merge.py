@@ -138,3 +138,50 @@ def test_pins_compares_any_other_damaged_record_without_a_traceback(shard_pair, 
     _, s0, s1 = _damaged_pair(shard_pair, tmp_path, 1, damage)
     code, err = _cli(capsys, "pins", str(s0), str(s1))
     assert code in (0, 1) and err == [], (case, err)
+
+
+def _refused_untouched(capsys, s0: Path, s1: Path, out: Path, *words: str) -> None:
+    """A merge into an existing ``out`` holding a user's file: exit 2, one line with ``words``, ``out`` as it was."""
+    out.mkdir()
+    (out / "notes.txt").write_text("a user's file\n")
+    before = _snapshot(out)
+    code, err = _cli(capsys, "merge", str(s0), str(s1), "--out", str(out))
+    assert code == 2 and len(err) == 1 and all(w in err[0] for w in words), err
+    assert _snapshot(out) == before
+
+
+def test_range_edited_into_another_valid_range_is_refused(shard_pair, tmp_path, capsys):
+    """s1's items.range 2:4 made 2:5 (still contiguous with s0's 0:2): its trials do not hold item 4."""
+    record, s0, s1 = _damaged_pair(shard_pair, tmp_path, 1, _set_pin("items.range", [2, 5]))
+    _refused_untouched(capsys, s0, s1, tmp_path / "out", str(s1), "field 'items.range'", "2:5")
+
+
+@pytest.mark.parametrize("which", [0, 1])
+def test_damaged_trials_parquet_is_one_line_naming_it(shard_pair, tmp_path, capsys, which):
+    _, s0, s1 = _damaged_pair(shard_pair, tmp_path, which, lambda rec: rec)
+    trials = (s0, s1)[which] / "trials.parquet"
+    trials.write_bytes(trials.read_bytes()[: trials.stat().st_size // 2])
+    _refused_untouched(capsys, s0, s1, tmp_path / "out", str(trials), "Parquet")
+
+
+@pytest.mark.parametrize("column", ["item_index", "k"])
+def test_trials_without_a_merge_key_are_refused(shard_pair, tmp_path, capsys, column):
+    import pandas as pd
+
+    _, s0, s1 = _damaged_pair(shard_pair, tmp_path, 1, lambda rec: rec)
+    trials = s1 / "trials.parquet"
+    pd.read_parquet(trials).drop(columns=[column]).to_parquet(trials, index=False)
+    _refused_untouched(capsys, s0, s1, tmp_path / "out", str(s1), f"field {column!r}")
+
+
+def test_exact_shards_merge_and_a_range_their_parts_do_not_cover_is_refused(gemma, gemma_bank4, tmp_path, capsys):
+    """Exact shards are merged from their per-item parts: the same range check, on item_index alone."""
+    from bayesrc.collect import collect
+
+    for i in range(2):
+        collect(CARD, gemma_bank4, tmp_path / f"s{i}", engine="exact", shard=f"{i}/2", model=gemma)
+    s0, s1 = tmp_path / "s0", tmp_path / "s1"
+    assert _cli(capsys, "merge", str(s1), str(s0), "--out", str(tmp_path / "merged")) == (0, [])
+    record = s0 / "run.json"
+    record.write_text(json.dumps(_set_pin("items.range", [1, 2])(json.loads(record.read_text()))))
+    _refused_untouched(capsys, s0, s1, tmp_path / "out", str(s0), "field 'items.range'", "1:2")
