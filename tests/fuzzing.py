@@ -377,6 +377,23 @@ def _counts_seed(folder: Path) -> Path:
 _ANALYSES: dict[str, Callable[[Path], None]] = {"sensitivity": _sensitivity, "switch": _switch, "plan": _plan, "truth": _truth, "compare": _fitted("compare"), "fit": _fitted("fit")}
 
 
+def _shard_pair_seed(folder: Path) -> Path:
+    """Two shards (items 0:2 and 2:4, K = 2) of a real Gemma collection; the second's run.json is the one mutated."""
+    from bayesrc.collect import Model, collect, resolve_model
+
+    card = load_card(CARD)
+    model = Model(resolve_model(card), n_ctx=card.n_ctx, n_batch=card.n_batch, n_threads=1, label=card.label)
+    bank = load_bank(builtin_bank(folder / "bank.jsonl", n_items=4, seed=7))
+    for i in range(2):
+        collect(CARD, bank, folder / f"s{i}", k=2, shard=f"{i}/2", model=model, seed_rule="shared")
+    return folder / "s1" / "run.json"
+
+
+def _merge(path: Path, out: Path) -> int:
+    """``bayesrc merge`` of the seed's two shards, the mutated one (``path``'s run directory) second."""
+    return _cli(["merge", str(path.parent.with_name("s0")), str(path.parent), "--out", str(out)])
+
+
 def _python(reader: Callable[[Path], object], whole_folder: bool = False) -> Callable[[Path, Path], int]:
     def run(path: Path, out: Path) -> int:
         reader(path.parent if whole_folder else path)
@@ -411,6 +428,7 @@ READERS: dict[str, Reader] = {
         Reader("result truth table", _analysis_seed("truth", "truth_replicates.parquet"), parquet_mutations, LOAD),
         Reader("exact run run.json", lambda f: _exact_seed(f).with_name("run.json"), json_file_mutations, _python(load_exact, whole_folder=True)),
         Reader("result run.json", lambda f: _exact_seed(f).with_name("run.json"), json_file_mutations, LOAD),
+        Reader("merge shard run.json", _shard_pair_seed, json_file_mutations, _merge),
         Reader("counts NetCDF", _counts_seed, byte_mutation, _python(open_counts)),
         Reader("result compare.json", _analysis_seed("compare", "compare.json"), json_file_mutations, LOAD, slow_seed=True),
         Reader("result fit.json", _analysis_seed("fit", "fit.json"), json_file_mutations, LOAD, slow_seed=True),
@@ -429,6 +447,7 @@ RETYPED: dict[str, Callable[[Path, Path], int]] = {
     "Inspect .eval": _python(read_inspect),
     "lm-eval samples": _python(functools.partial(read_lm_eval, model="m")),
     "exact run run.json": READERS["exact run run.json"].run,
+    "merge shard run.json": _merge,
     **{name: LOAD for name in READERS if name.startswith("result ") and name.endswith(".json")},
 }
 

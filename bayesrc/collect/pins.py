@@ -13,6 +13,7 @@ threads) never changes what is measured and is only listed. The evaluation pins
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterable
 from contextlib import ExitStack
@@ -111,7 +112,7 @@ def compare_runs(run_a: str | Path, run_b: str | Path, *, allow: Iterable[str] =
     cols = ["field", "category", "a", "b", "status"]
     if ra is None or rb is None:
         return Comparison(str(run_a), str(run_b), False, pd.DataFrame(columns=cols))
-    pa, pb = ra.get("pins", {}), rb.get("pins", {})
+    pa, pb = record_pins(ra, run_a), record_pins(rb, run_b)
     allow = tuple(ALLOWED_BY_DEFAULT) + tuple(allow)
     rows = []
     for fld in sorted(set(pa) | set(pb)):
@@ -156,7 +157,7 @@ def check_all_comparable(runs: Iterable[str | Path], *, allow: Iterable[str] = (
 
 def _scheme_note(run_a: str | Path, run_b: str | Path) -> str:
     """``"; evaluation schemes differ (blocks vs whole)"`` when they do, else ``""``."""
-    sa, sb = (scheme_of(read_run_record(r).get("pins", {})) for r in (run_a, run_b))
+    sa, sb = (scheme_of(record_pins(read_run_record(r), r)) for r in (run_a, run_b))
     return f"; evaluation schemes differ ({sa} vs {sb}): llama.cpp's logits depend on how the prompt is evaluated" if sa != sb else ""
 
 
@@ -193,6 +194,98 @@ def merge_runs(shards: Iterable[str | Path], out: str | Path, *, lock_output: bo
     return out
 
 
+def record_pins(record: dict, run: str | Path) -> dict:
+    """A run record's pins; a record without them is refused (``InputError`` naming ``run``).
+
+    :func:`~bayesrc.io.read_run_record` has checked that ``pins``, when present, is an
+    object; every collector writes it, so a record without it was edited or damaged, and
+    comparing it as "no pins" would report every pin as a difference.
+
+    Examples
+    --------
+    >>> record_pins({"status": "complete", "pins": {"sampling.k": 10}}, "runs/v1")
+    {'sampling.k': 10}
+    >>> record_pins({"status": "complete"}, "runs/v1")
+    Traceback (most recent call last):
+    bayesrc.errors.InputError: runs/v1: field 'pins': missing from the run record
+    """
+    if "pins" not in record:
+        raise InputError("missing from the run record", path=run, field="pins")
+    return record["pins"]
+
+
+def pinned_range(pins: dict, path: str | Path) -> tuple[int, int]:
+    """A run's ``items.range`` pin as ``(start, stop)``: two integers with ``0 <= start <= stop``.
+
+    Examples
+    --------
+    >>> pinned_range({"items.range": [0, 4]}, "s0/run.json")
+    (0, 4)
+    >>> pinned_range({"items.range": [4, 2]}, "s0/run.json")
+    Traceback (most recent call last):
+    bayesrc.errors.InputError: s0/run.json: field 'items.range': expected [start, stop] with 0 <= start <= stop, got [4, 2]
+    """
+    if "items.range" not in pins:
+        raise InputError("missing from the run's pins", path=path, field="items.range")
+    value = pins["items.range"]
+    # bool is an int subclass, but true/false is no item index
+    ints = isinstance(value, list) and len(value) == 2 and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value)
+    if not ints or value[0] > value[1]:
+        raise InputError(f"expected [start, stop] with 0 <= start <= stop, got {_short(json.dumps(value))}", path=path, field="items.range")
+    return value[0], value[1]
+
+
+def check_shard_record(record: dict, path: str | Path) -> None:
+    """Refuse a shard's run record (``path``) lacking, or mistyping, a field that merging reads.
+
+    Merging reads ``status``, the pins (``items.range``, ``runtime.engine``) and the
+    ``info`` times; each is checked here, before anything is read or written, so a damaged
+    record is one line naming its field rather than a traceback half-way through.
+
+    Examples
+    --------
+    >>> rec = {"status": "complete", "pins": {"items.range": [0, 2], "runtime.engine": "fast"}, "info": {"started_at": "2025-01-01T00:00:00Z"}}
+    >>> check_shard_record(rec, "s0/run.json")
+    >>> check_shard_record(dict(rec, info=[]), "s0/run.json")
+    Traceback (most recent call last):
+    bayesrc.errors.InputError: s0/run.json: field 'info': expected an object, got []
+    """
+    if record.get("status") != "complete":
+        raise InputError(f"shard is not complete ({_short(json.dumps(record.get('n_items_done', 0)))} items done); resume it first", path=path, field="status")
+    pins = record_pins(record, path)
+    pinned_range(pins, path)
+    if not isinstance(pins.get("runtime.engine", ""), str):
+        raise InputError(f"expected a string, got {_short(json.dumps(pins['runtime.engine']))}", path=path, field="runtime.engine")
+    info = record.get("info", {})
+    if not isinstance(info, dict):
+        raise InputError(f"expected an object, got {_short(json.dumps(info))}", path=path, field="info")
+    for key in ("started_at", "finished_at"):  # compared across shards (min / max)
+        if not isinstance(info.get(key, ""), str):
+            raise InputError(f"expected a string, got {_short(json.dumps(info[key]))}", path=path, field=f"info.{key}")
+
+
+def check_shard_items(trials: pd.DataFrame, rng: tuple[int, int], shard: str | Path, *, keys: tuple[str, ...] = ("item_index", "k")) -> None:
+    """Refuse a complete shard whose trials lack the ``keys`` merging reads, or do not hold exactly the items of its pinned range.
+
+    A range edited into another valid one would otherwise be merged into a record whose
+    ``items.range`` does not describe its trials (a complete shard holds every item of its range).
+
+    Examples
+    --------
+    >>> check_shard_items(pd.DataFrame({"item_index": [0, 1], "k": [0, 0]}), (0, 2), "s0")
+    >>> check_shard_items(pd.DataFrame({"item_index": [0, 3], "k": [0, 0]}), (0, 2), "s0")
+    Traceback (most recent call last):
+    bayesrc.errors.InputError: s0: field 'items.range': the trials hold items 0, 3, not the range 0:2
+    """
+    missing = [k for k in keys if k not in trials.columns]
+    if missing:
+        raise InputError(f"the shard's trials have no {', '.join(missing)} column", path=shard, field=missing[0])
+    held = set(trials["item_index"].tolist())
+    if held != set(range(*rng)):
+        listed = ", ".join(str(v) for v in sorted(held, key=str)[:6]) + (", ..." if len(held) > 6 else "")
+        raise InputError(f"the trials hold items {listed}, not the range {rng[0]}:{rng[1]}", path=shard, field="items.range")
+
+
 def _read_shards(shards: list[Path], out: Path) -> tuple[list[dict], list[int], pd.DataFrame]:
     """Check the shards (complete, same pins, contiguous disjoint ranges); their records, order by range and trials."""
     records = []
@@ -200,14 +293,15 @@ def _read_shards(shards: list[Path], out: Path) -> tuple[list[dict], list[int], 
         rec = read_run_record(s) if s.is_dir() else None
         if rec is None:
             raise InputError("not a run directory (no run.json)", path=s)
-        if rec.get("status") != "complete":
-            raise InputError(f"shard is not complete ({rec.get('n_items_done', 0)} items done); resume it first", path=s)
+        check_shard_record(rec, s / "run.json")
         records.append(rec)
     base = records[0]["pins"]
     for s, rec in zip(shards[1:], records[1:]):
         diff = [f for f in sorted(set(base) | set(rec["pins"])) if base.get(f) != rec["pins"].get(f) and f != "items.range" and pin_category(f) not in IGNORED]
         if diff:
             raise InputError(f"shard pins differ from {shards[0]} in {', '.join(diff)}", path=s / "run.json")
+        if (rec["pins"].get("runtime.engine") == "exact") != (base.get("runtime.engine") == "exact"):  # exact parts and sampled trials do not mix
+            raise InputError(f"exact and sampled shards cannot be merged ({shards[0] / 'run.json'} has {base.get('runtime.engine')!r})", path=s / "run.json", field="runtime.engine")
     order = sorted(range(len(shards)), key=lambda i: records[i]["pins"]["items.range"][0])
     ranges = [records[i]["pins"]["items.range"] for i in order]
     for (a0, b0), (a1, b1), i in zip(ranges, ranges[1:], order[1:]):
@@ -216,12 +310,15 @@ def _read_shards(shards: list[Path], out: Path) -> tuple[list[dict], list[int], 
         if a1 > b0:
             raise InputError(f"gap between item ranges {a0}:{b0} and {a1}:{b1}", path=shards[i])
     exact = base.get("runtime.engine") == "exact"
+    frames = [read_parts(shards[i]) if exact else read_run_trials(shards[i]) for i in order]
+    for i, frame in zip(order, frames):
+        check_shard_items(frame, pinned_range(records[i]["pins"], shards[i] / "run.json"), shards[i], keys=("item_index",) if exact else ("item_index", "k"))
     if exact:  # exact shards: their per-item parts, compacted as one run
-        trials = pd.concat([read_parts(shards[i]) for i in order], ignore_index=True)
+        trials = pd.concat(frames, ignore_index=True)
         if trials.drop_duplicates(["item_index", "answer"]).shape[0] != len(trials):
             raise InputError("duplicate items across shards", path=out)
     else:
-        trials = pd.concat([read_run_trials(shards[i]) for i in order], ignore_index=True)
+        trials = pd.concat(frames, ignore_index=True)
         if trials.duplicated(["item_index", "k"]).any():
             raise InputError("duplicate trials across shards", path=out)
     return records, order, trials
@@ -243,8 +340,8 @@ def _write_merged(out: Path, shards: list[Path], records: list[dict], order: lis
         info = {
             "merged_from": [str(shards[i]) for i in order],
             "merged_at": now_utc(),
-            "started_at": min(r["info"].get("started_at", "") for r in records),
-            "finished_at": max(r["info"].get("finished_at", "") for r in records),
+            "started_at": min(r.get("info", {}).get("started_at", "") for r in records),
+            "finished_at": max(r.get("info", {}).get("finished_at", "") for r in records),
         }
         atomic_write_json(
             stage / "run.json", {"format": RUN_FORMAT, "status": "complete", "pins": pins, "info": info, "n_items_done": int(trials["item_index"].nunique()), "n_trials": 0 if exact else len(trials)}

@@ -45,7 +45,7 @@ from bayesrc.collect.extract import extract
 from bayesrc.data.seeds import SEED_RULES, sample_seeds
 from bayesrc.data.trials import TRIAL_COLUMNS
 from bayesrc.errors import InputError
-from bayesrc.io import RUN_FORMAT, atomic_write_bytes, atomic_write_json, read_run_record
+from bayesrc.io import RUN_FORMAT, atomic_write_bytes, atomic_write_json, read_parquet, read_run_record
 
 EXTRA_COLUMNS = ("item_index", "thinking", "n_tokens", "finish", "engine")
 _PART = re.compile(r"^item-(\d{6,})\.parquet$")
@@ -276,7 +276,7 @@ def write_part(run_dir: Path, index: int, frame: pd.DataFrame) -> None:
 def read_parts(run_dir: Path, indices=None) -> pd.DataFrame:
     parts = Path(run_dir) / "parts"
     want = sorted(done_items(run_dir) if indices is None else indices)
-    frames = [pd.read_parquet(part_path(Path(run_dir), i)) for i in want]
+    frames = [read_parquet(part_path(Path(run_dir), i)) for i in want]  # a damaged part is one InputError naming it
     if not frames:
         return pd.DataFrame(columns=list(TRIAL_COLUMNS) + list(EXTRA_COLUMNS))
     del parts
@@ -293,7 +293,7 @@ def read_run_trials(run_dir: str | Path) -> pd.DataFrame:
     """
     run_dir = Path(run_dir)
     if (run_dir / "trials.parquet").exists():
-        return pd.read_parquet(run_dir / "trials.parquet")
+        return read_parquet(run_dir / "trials.parquet")
     return read_parts(run_dir)
 
 
