@@ -424,8 +424,8 @@ def cell_loglik(ops, mu_theta, sigma_theta, shift, sigma_delta, slope, pi, table
 
     ``L = sum_j prior[s, j] e1[u, j] ((1 - pi) e2[t, j] + pi G[s, t, j])`` with ``G`` from the parts of
     :func:`convolution_parts` contracted one by one against ``prior e1``: ``G`` itself (stratum x
-    outcome x node) is never formed, which saved the elementwise passes over it that cost a
-    third of a gradient.
+    outcome x node) is never formed, nor the elementwise passes over it (1.1-1.5x per value and
+    gradient on the q3 pair's shape, docs/performance.md).
     """
     e1, e2 = tables["e1"], tables["e2"]
     ones = np.ones((1, 2 * e1.shape[-1] - 1))
