@@ -290,13 +290,14 @@ def test_collapsed_change_convolution_band_form_equals_the_kernel_product(sigma_
     binomials' band table (``e2_band``); it must equal the normalised kernel matrix times the
     binomials, and the path that forms the kernel (tables without the band table), from a spread
     of a quarter of the grid's step to far above its width, kernels centred beyond the grid included."""
-    from bayesrc.bayes.change_collapsed import _ops, change_convolution, change_kernel, likelihood_tables
+    from bayesrc.bayes.change_collapsed import _ops, change_kernel, likelihood_tables, weighted_convolutions
 
     ops, tables = _ops("numpy"), likelihood_tables(_cells([(10, 4, 10, 6), (10, 0, 10, 1), (10, 10, 7, 7)]))
     assert "e2_band" in tables
     args = (np.array([0.2, -1.0]), np.array([1.5, 2.0]), np.array([shift, 0.5 * shift + 0.1]), 0.0, np.array([sigma_delta, 2 * sigma_delta]))
-    band = change_convolution(ops, tables, *args)
-    formed = change_convolution(ops, {k: v for k, v in tables.items() if k != "e2_band"}, *args)
+    ones = np.ones((1, 2 * tables["x"].size - 1))  # no weighting: G = K @ e2
+    band = weighted_convolutions(ops, tables, *args, ones)[0]
+    formed = weighted_convolutions(ops, {k: v for k, v in tables.items() if k != "e2_band"}, *args, ones)[0]
     product = np.tensordot(change_kernel(ops, tables, *args), tables["e2"], axes=[[2], [1]]).transpose(0, 2, 1)
     assert np.isfinite(band).all()
     np.testing.assert_allclose(band, formed, rtol=1e-12, atol=1e-300)

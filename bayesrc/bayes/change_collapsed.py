@@ -181,7 +181,7 @@ def band_table(e: np.ndarray) -> np.ndarray:
 
     The slope-free change kernel is one row ``r[m]`` over the ``2J - 1`` node offsets, so
     ``sum_k K[j, k] e[t, k] = sum_m r[m] B[t, j, m]``: a product of the parameters' row with this
-    constant (:func:`change_convolution`); the ones give each kernel row's mass inside the grid.
+    constant (:func:`convolution_parts`); the ones give each kernel row's mass inside the grid.
 
     Examples
     --------
@@ -357,7 +357,7 @@ def change_kernel(ops, tables, mu, sigma, shift, slope, sigma_delta):
 
     Without the slope (``slope`` the float 0.0) ``m_s`` is constant and ``K_s`` Toeplitz inside the
     grid (:func:`_kernel_rows`). The item draws use the kernel itself; the likelihood applies it to
-    the version-2 binomials without forming it normalised (:func:`change_convolution`).
+    the version-2 binomials without forming it normalised (:func:`convolution_parts`).
     """
     x = tables["x"]
     k, centre, sd = _kernel_rows(ops, x, mu, sigma, shift, slope, sigma_delta)
@@ -365,19 +365,9 @@ def change_kernel(ops, tables, mu, sigma, shift, slope, sigma_delta):
     return _lump_tails(ops, inside, *_tails(ops, x, centre, sd))
 
 
-def change_convolution(ops, tables, mu, sigma, shift, slope, sigma_delta):
-    """``G[s, t, j] = sum_k K[s, j, k] e2[t, k]``: the change kernel (:func:`change_kernel`) applied
-    to each version-2 outcome's binomial, per stratum: (stratum, outcome2, node).
-
-    Equal to ``tensordot(change_kernel(...), e2)`` to rounding (:func:`weighted_convolutions`).
-    """
-    n = tables["x"].shape[0]
-    return weighted_convolutions(ops, tables, mu, sigma, shift, slope, sigma_delta, np.ones((1, 2 * n - 1)))[0]
-
-
 def weighted_convolutions(ops, tables, mu, sigma, shift, slope, sigma_delta, weights):
     """``G_w[s, t, j] = sum_k K[s, j, k] w[k - j + J - 1] e2[t, k]`` for each row ``w`` of ``weights``
-    (W, 2J - 1), a function of the change ``x_k - x_j`` (a row of ones: :func:`change_convolution`;
+    (W, 2J - 1), a function of the change ``x_k - x_j`` (a row of ones: ``G = K @ e2`` itself;
     the share of a node's cell above zero: the item draws' ``P(delta > 0)``): (W, stratum, outcome2, node).
 
     Assembled from :func:`convolution_parts`: the kernel's sums inside the grid, scaled per node by
