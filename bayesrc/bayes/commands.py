@@ -38,7 +38,17 @@ def add_sampler_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-divergences", type=int, default=0)
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument("--no-escalate", action="store_true", help="one sampling attempt only (default: after a failed gate, two more with longer warm-up, more draws, higher target acceptance)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars (default: on a terminal)")
+    add_progress_argument(p)
+
+
+def add_progress_argument(p: argparse.ArgumentParser, what: str = "progress bars") -> None:
+    """``--no-progress``, as every command that fits or sweeps fits takes it (read by :func:`progress_setting`)."""
+    p.add_argument("--no-progress", action="store_true", help=f"no {what} (default: on a terminal)")
+
+
+def progress_setting(args: argparse.Namespace) -> bool | None:
+    """:class:`~bayesrc.bayes.SamplerConfig`'s ``progress`` of ``--no-progress``: False, else None (bars on a terminal or in Jupyter)."""
+    return False if args.no_progress else None
 
 
 def add_pairing_arguments(p: argparse.ArgumentParser, what: str = "fit") -> None:
@@ -77,8 +87,7 @@ def sampler_config(args: argparse.Namespace):
 
     if args.chains < 1 or args.draws < 1 or args.tune < 0:
         raise InputError("chains and draws must be >= 1, tune >= 0", field="--chains")
-    progress = False if args.no_progress else None
-    return SamplerConfig(chains=args.chains, draws=args.draws, tune=args.tune, target_accept=args.target_accept, seed=args.seed, progress=progress)
+    return SamplerConfig(chains=args.chains, draws=args.draws, tune=args.tune, target_accept=args.target_accept, seed=args.seed, progress=progress_setting(args))
 
 
 def fit_kwargs(args: argparse.Namespace) -> dict:

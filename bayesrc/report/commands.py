@@ -28,7 +28,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--chains", type=int, default=2, help="change-model chains (prior, fdr; default 2)")
     s.add_argument("--draws", type=int, default=1000)
     s.add_argument("--tune", type=int, default=500)
-    s.add_argument("--no-progress", action="store_true", help="no progress bar over the prior grid's fits (default: on a terminal)")
+    from bayesrc.bayes.commands import add_progress_argument  # one definition; inside, as a commands.py imports only the standard library at module level
+
+    add_progress_argument(s, "progress bar over the prior grid's fits")
     s.add_argument("--sd-basis", choices=("analysable", "all"), default="analysable")
     s.add_argument("--s-diff", action="append", choices=("reference", "binomial"), help="threshold: S_diff methods to tabulate (repeatable; default reference and binomial)")
     s.add_argument("--reliability-basis", action="append", choices=("all", "analysed"), help="threshold: r_xx bases of the reference method (repeatable; default all and analysed)")
@@ -127,9 +129,10 @@ def _change_model_config(args: argparse.Namespace, names: tuple[str, ...]):
     if not {"prior", "fdr"} & set(names):
         return None
     from bayesrc.bayes import SamplerConfig, configure_host_devices
+    from bayesrc.bayes.commands import progress_setting
 
     configure_host_devices(min(args.chains, os.cpu_count() or 1))
-    return SamplerConfig(chains=args.chains, draws=args.draws, tune=args.tune, seed=args.seed, progress=False if args.no_progress else None)
+    return SamplerConfig(chains=args.chains, draws=args.draws, tune=args.tune, seed=args.seed, progress=progress_setting(args))
 
 
 def _prior_grid_mapper(args: argparse.Namespace, names: tuple[str, ...]):

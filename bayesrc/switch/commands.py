@@ -20,7 +20,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--draws", type=int, default=d.draws)
     p.add_argument("--tune", type=int, default=d.tune)
     p.add_argument("--chains", type=int, default=d.chains)
-    p.add_argument("--no-progress", action="store_true", help="no progress bars on the Bayesian fits (default: on a terminal)")
+    from bayesrc.bayes.commands import add_progress_argument  # one definition; inside, as a commands.py imports only the standard library at module level
+
+    add_progress_argument(p, "progress bars on the Bayesian fits")
     p.add_argument("--pairing-rho", type=float, default=0.0, help="cell data: assumed within-episode correlation for the SE of Δ (default 0, the unpaired bound)")
     p.add_argument("--allow-unconverged", action="store_true", help="exit 0 even if a Bayesian fit fails the diagnostics gate")
     p.add_argument("--out", required=True, type=Path)
@@ -49,6 +51,7 @@ def _safe(name: str) -> str:
 
 
 def run_switch(args: argparse.Namespace) -> int:
+    from bayesrc.bayes.commands import progress_setting
     from bayesrc.errors import ConvergenceError, InputError
     from bayesrc.io import staged_output
     from bayesrc.switch.analysis import analyse_switch, plot_effects, plot_residuals
@@ -63,7 +66,7 @@ def run_switch(args: argparse.Namespace) -> int:
     data = load_switch(args.input, benchmark=args.benchmark)
     backends = {"both": ("numpyro", "pymc"), "none": ()}.get(args.bayes, (args.bayes,))
     analysis = analyse_switch(
-        data, n_boot=args.bootstrap, seed=args.seed, backends=backends, draws=args.draws, tune=args.tune, chains=args.chains, pairing_rho=args.pairing_rho, progress=False if args.no_progress else None
+        data, n_boot=args.bootstrap, seed=args.seed, backends=backends, draws=args.draws, tune=args.tune, chains=args.chains, pairing_rho=args.pairing_rho, progress=progress_setting(args)
     )
     result = analysis.to_result()  # bayesrc.switch.SwitchResult
     with staged_output(args.out) as stage:

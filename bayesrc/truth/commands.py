@@ -19,7 +19,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--methods", default=None, help="comma-separated Bayesian methods (default: all; see bayesrc.truth.MODEL_SPECS)")
     p.add_argument("--backend", choices=("numpyro", "pymc"), default="numpyro")
     p.add_argument("--fast", action="store_true", help="cheaper NUTS settings (2 chains x 400 draws after 300 warm-up)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar over the replicates (default: on a terminal)")
+    from bayesrc.bayes.commands import add_progress_argument  # one definition; inside, as a commands.py imports only the standard library at module level
+
+    add_progress_argument(p, "progress bar over the replicates")
     p.add_argument("--out", required=True, type=Path)
     from bayesrc.collect.commands import add_pin_arguments  # one definition of --allow-pin / --force
 
@@ -32,6 +34,7 @@ def run_truth(args: argparse.Namespace) -> int:
 
     if not 0 < args.fdr < 1:
         raise InputError(f"must be in (0, 1), got {args.fdr}", field="--fdr")
+    from bayesrc.bayes.commands import progress_setting
     from bayesrc.bayes.samplers import configure_host_devices
 
     configure_host_devices(min(2, os.cpu_count() or 1))
@@ -43,7 +46,7 @@ def run_truth(args: argparse.Namespace) -> int:
     check_comparable(args.v1, args.v2, allow=args.allow_pin, force=args.force)  # bad input fails here, before any fit; only the model may differ (SPEC 6)
     methods = tuple(m.strip() for m in args.methods.split(",") if m.strip()) if args.methods else DEFAULT_METHODS
     res = truth(ex1, ex2, k=args.k, replicates=args.replicates, seed=args.seed, delta_min=args.delta_min, q=args.fdr,
-                methods=methods, fast=args.fast, backend=args.backend, progress=False if args.no_progress else None)  # fmt: skip
+                methods=methods, fast=args.fast, backend=args.backend, progress=progress_setting(args))  # fmt: skip
     res.write(args.out)
     print(res.summary().to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     print(f"wrote {args.out / 'truth.json'}")
