@@ -37,7 +37,7 @@ from bayesrc.collect.rundir import (
     write_part,
 )
 from bayesrc.collect.server import collect_server
-from bayesrc.collect.spec import RunSpec, items_pins, prompt_pins, salt_pins, sampling_pins
+from bayesrc.collect.spec import RunSpec, items_pins, pinned_salt, prompt_pins, salt_pins, sampling_pins
 from bayesrc.errors import InputError
 
 PROMPT_BLOCKS = SCHEMES["blocks"]  # the default scheme's pin (runs from before the scheme option carry it)
@@ -246,10 +246,6 @@ class _LocalRun:
     pins: dict
     info: dict
 
-    @property
-    def salt(self) -> int:
-        return int(self.pins.get("model.seed_salt", 0))
-
     def render(self, items) -> dict[int, Prompt]:
         """More items' prompts (a batch's members outside the range)."""
         return render_prompts(self.card, self.model, items, max_tokens=self.sampling.max_tokens, bank_path=self.bank.path)[1]
@@ -273,11 +269,12 @@ def _draw_items(run: _LocalRun, eng, pending: list, write, *, progress: bool = F
     the exact engine its answer distribution.
     """
     spec = run.spec
-    bar = progress_bar(len(pending) * max(spec.per_item, 1), progress, unit="item" if spec.exact else "trial")
+    unit, per_item = spec.progress_unit
+    bar = progress_bar(len(pending) * per_item, progress, unit=unit)
 
     def put(it, frame) -> None:
         write(it, frame)
-        bar.update(max(spec.per_item, 1))
+        bar.update(per_item)
 
     try:
         if spec.exact:
@@ -287,7 +284,7 @@ def _draw_items(run: _LocalRun, eng, pending: list, write, *, progress: bool = F
             _sample_in_batches(eng, pending, run, lambda it, samples: put(it, _trials(run, it, samples)))
         else:
             for it in pending:
-                put(it, _trials(run, it, eng.sample_item(run.prompts[it.index], spec.seeds(it, run.salt), it.letters)))
+                put(it, _trials(run, it, eng.sample_item(run.prompts[it.index], spec.seeds(it, pinned_salt(run.pins)), it.letters)))
     finally:
         bar.close()
         if hasattr(eng, "close"):

@@ -43,7 +43,7 @@ from bayesrc.collect.card import (
     sha256_text,
 )
 from bayesrc.collect.engines import Sample, Sampling
-from bayesrc.collect.spec import RunSpec, items_pins, prompt_pins, salt_pins, sampling_pins
+from bayesrc.collect.spec import RunSpec, items_pins, pinned_salt, prompt_pins, salt_pins, sampling_pins
 from bayesrc.errors import InputError
 
 RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
@@ -264,7 +264,7 @@ def collect_server(
         info = {"card": str(card.card_path), "bank_path": str(bank.path), "host": socket.gethostname(), "base_url": client.root, "concurrency": concurrency, **R.run_times(record)}
         R.begin_run(run_dir, pins, info)
         pending = R.pending_items(run_dir, selected, max_items)
-        salt = int(pins.get("model.seed_salt", 0))
+        salt = pinned_salt(pins)
         write = lambda it, samples: R.write_part(run_dir, it.index, R.trial_rows(it, samples, label=label, engine="server"))  # noqa: E731
         t_sample = time.monotonic()
         with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="bayesrc-server") as pool:

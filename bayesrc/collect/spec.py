@@ -79,6 +79,11 @@ class RunSpec:
         """Trials each item adds to the run: K, or 0 for an exact run."""
         return 0 if self.exact else self.k
 
+    @property
+    def progress_unit(self) -> tuple[str, int]:
+        """What a progress bar counts and how many of it each item adds: trials (K), or items for an exact run."""
+        return ("item", 1) if self.exact else ("trial", self.k)
+
     def sampling(self, max_tokens: int) -> Sampling:
         """The engines' sampling settings; ``max_tokens`` is the card's."""
         return Sampling(temperature=self.temperature, top_k=self.top_k, top_p=self.top_p, min_p=self.min_p, max_tokens=max_tokens)
@@ -174,3 +179,14 @@ def salt_pins(spec: RunSpec, pins: dict, identity: str = "") -> dict:
         return {}
     rule = f"version: salt(model pin) + {spec.seed_offset} + item_index * {spec.seed_stride} + k"
     return {"sampling.seed_rule": rule, "model.seed_salt": seed_salt(version_pin(pins) + identity)}
+
+
+def pinned_salt(pins: dict) -> int:
+    """The seed salt a run's ``pins`` hold (``model.seed_salt``; 0 under the shared rule: :func:`salt_pins`).
+
+    Examples
+    --------
+    >>> pinned_salt({"model.seed_salt": 12345}), pinned_salt({})
+    (12345, 0)
+    """
+    return int(pins.get("model.seed_salt", 0))

@@ -240,11 +240,11 @@ def _actor_options(card: ModelCard) -> dict:
 def _run_shards(ray, job: _ShardJob, res: RayRunResult, *, address: str | None, max_retries: int, progress: bool) -> None:
     """Start the actors (each loads the model once) and run the pending shards on them; fills ``res``'s times and retries."""
     queue, opts = job.todo(), _actor_options(job.card)
-    per_item = max(job.spec.per_item, 1)
+    unit, per_item = job.spec.progress_unit
     with ray_session(address, num_cpus=None if address else res.workers * opts["num_cpus"]) as session:
         res.cluster_seconds = session.startup_seconds
         actor_cls = ray.remote(max_restarts=0, **opts)(ShardCollector)
-        bar = progress_bar(sum(b - a for a, b in job.plan) * per_item, progress)
+        bar = progress_bar(sum(b - a for a, b in job.plan) * per_item, progress, unit=unit)
         actors: list = []
         try:
             t_start = time.monotonic()
