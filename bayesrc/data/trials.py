@@ -46,6 +46,11 @@ _TRUE = {True, "true", "True", "TRUE", "1"}
 _FALSE = {False, "false", "False", "FALSE", "0"}
 
 
+def _not_whole(num: pd.Series) -> pd.Series:
+    """Where ``num`` (numeric, NaN for text) is not a whole number of at most 2**53 in size (exact as a float)."""
+    return num.isna() | ~np.isfinite(num.astype(float)) | (num.abs() > 2**53) | (num != np.floor(num))
+
+
 def _source_lines(df: pd.DataFrame) -> pd.Series:
     """Each row's line in its source file: the readers' ``_line`` column where it holds whole numbers, else the row number.
 
@@ -56,8 +61,7 @@ def _source_lines(df: pd.DataFrame) -> pd.Series:
     if "_line" not in df:
         return rows
     given = pd.to_numeric(df["_line"], errors="coerce")
-    whole = given.notna().all() and bool(np.isfinite(given.astype(float)).all()) and bool((given == np.floor(given)).all()) and bool((given.abs() < 2**53).all())
-    return given.astype(np.int64) if whole else rows
+    return rows if _not_whole(given).any() else given.astype(np.int64)
 
 
 def _check_required_keys(rec: dict, first: dict, *, path: Path, line: int) -> None:
@@ -149,7 +153,7 @@ def _check_required_fields(df: pd.DataFrame, *, path: Path, lines: pd.Series) ->
 def _parse_k(values: pd.Series, *, path: Path, lines: pd.Series) -> pd.Series:
     """Sample indices as int64; anything but a non-negative integer (at most 2**53, exact as a float) is an error."""
     k_num = pd.to_numeric(values, errors="coerce")
-    bad_k = k_num.isna() | ~np.isfinite(k_num.astype(float)) | (k_num < 0) | (k_num > 2**53) | (k_num != np.floor(k_num))
+    bad_k = _not_whole(k_num) | (k_num < 0)
     if bad_k.any():
         first = bad_k.idxmax()
         raise InputError(f"expected a non-negative integer, got {values[first]!r}", path=path, line=int(lines[first]), field="k")
