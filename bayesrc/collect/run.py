@@ -332,7 +332,7 @@ def _sample_in_batches(eng, pending: list, run: _LocalRun, write) -> None:
     written, so a batch's composition, and with it every trial, never depends on the range,
     shards or resume points. ``write(item, samples)`` stores one pending item's samples.
     """
-    n, prompts = run.spec.items_per_batch, run.prompts
+    n, prompts, salt = run.spec.items_per_batch, run.prompts, pinned_salt(run.pins)
     by_batch: dict[int, list] = {}
     for it in run.bank.items:  # fixed composition: bank index // N, whatever is selected or done
         by_batch.setdefault(it.index // n, []).append(it)
@@ -342,7 +342,7 @@ def _sample_in_batches(eng, pending: list, run: _LocalRun, write) -> None:
         extra = [m for m in members if m.index not in prompts]
         if extra:  # batch-mates outside the range: evaluated, not written
             prompts.update(run.render(extra))
-        batch = eng.sample_items([prompts[m.index] for m in members], [run.spec.seeds(m, run.salt) for m in members], [m.letters for m in members])
+        batch = eng.sample_items([prompts[m.index] for m in members], [run.spec.seeds(m, salt) for m in members], [m.letters for m in members])
         for m, samples in zip(members, batch):
             if m.index in todo:
                 write(m, samples)
