@@ -1,19 +1,23 @@
 """Benchmark: how the change model's stratum shifts are parametrised vs divergences on a real pair.
 
     .venv/bin/python benchmarks/stratum_geometry.py [--pair q3] [--replicate 0] [--seeds 0,1,2,3]
-        [--variants noncentred,partial25,centred]
+        [--variants model,noncentred,partial25,centred,projcentred,marginal]
 
 The default change fit on the bundled exact Q4_K_M -> Q3_K_M pair (K = 10, the letter covariate:
-11 strata of 3-66 items) diverges now and then after warm-up, at any target acceptance, so its
-gate fails (issue 28). This fits the collapsed change model with ``numpyro.infer.MCMC`` (2 chains
+11 strata of 3-66 items) diverged now and then after warm-up, at any target acceptance, so its
+gate failed (issue 28), with one non-centred shift per stratum. This fits the collapsed change model with ``numpyro.infer.MCMC`` (2 chains
 in parallel, 500 warm-up steps, 500 draws, target acceptance 0.85) under each parametrisation of
 the per-stratum shifts ``eta_s ~ Normal(0, sd)`` and prints, per seed, the divergences per chain,
 the mean leapfrog steps, the step sizes and the worst-mixing quantity:
 
-* ``noncentred`` (the model's): ``z_s ~ N(0, 1)``, ``eta_s = sd z_s``;
+* ``model`` (the model's since then): ``eta = sd Q z``, ``z ~ N(0, 1)`` per interaction contrast
+  (``Q``: :func:`bayesrc.data.inputs.interaction_basis`, the shifts no domain or level shift can make);
+* ``noncentred`` (the model's before): ``z_s ~ N(0, 1)``, ``eta_s = sd z_s``;
 * ``partialN``: ``z_s ~ N(0, sd^l_s)``, ``eta_s = sd^(1 - l_s) z_s`` with ``l_s = n_s / (n_s + N)``
   (``n_s`` the stratum's items: centred where the data pin the shift down);
-* ``centred``: ``eta_s ~ N(0, sd)``.
+* ``centred``: ``eta_s ~ N(0, sd)``;
+* ``projcentred``: ``eta = Q u``, ``u ~ N(0, sd)`` per contrast;
+* ``marginal``: each stratum's whole shift ``shift_d + gamma_g + eta_s`` from its marginal prior.
 
 Same priors and likelihood as :func:`bayesrc.bayes.change_collapsed.change_collapsed_numpyro`.
 """
@@ -28,7 +32,7 @@ import numpy as np
 from bayesrc.config import request_host_devices
 
 
-def stratum_shifts(variant: str, sd, sizes: np.ndarray):
+def stratum_shifts(variant: str, sd, cells, sizes: np.ndarray):
     """``eta`` (one per stratum) under ``variant``, sampled as NumPyro sites."""
     import jax.numpy as jnp
     import numpyro
@@ -36,9 +40,28 @@ def stratum_shifts(variant: str, sd, sizes: np.ndarray):
 
     if variant == "centred":
         return numpyro.sample("stratum_shift", dist.Normal(0.0, sd).expand([sizes.size]).to_event(1))
+    if variant == "projcentred":
+        q = cells.contrasts
+        u = numpyro.sample("stratum_shift_u", dist.Normal(0.0, sd).expand([q.shape[1]]).to_event(1))
+        return numpyro.deterministic("stratum_shift", jnp.asarray(q) @ u)
     lam = jnp.zeros(sizes.size) if variant == "noncentred" else jnp.asarray(sizes / (sizes + float(variant.removeprefix("partial"))))
     z = numpyro.sample("stratum_shift_z", dist.Normal(0.0, sd**lam).to_event(1))
     return numpyro.deterministic("stratum_shift", sd ** (1.0 - lam) * z)
+
+
+def marginal_shifts(sd, cells, pr):
+    """Each stratum's whole change shift ``shift_d + gamma_g + eta_s``, sampled from its marginal
+    prior ``MVN(0, s^2 D D' + g^2 G (I - 11'/L) G' + sd^2 I)`` (the domain and level shifts integrated out)."""
+    import jax.numpy as jnp
+    import numpyro
+    import numpyro.distributions as dist
+
+    d = np.eye(int(cells.stratum_dom.max()) + 1)[cells.stratum_dom]
+    g = np.eye(int(cells.stratum_group.max()) + 1)[cells.stratum_group]
+    zero_sum = np.eye(g.shape[1]) - 1.0 / g.shape[1]
+    fixed = pr["shift_sd"] ** 2 * d @ d.T + pr["group_shift_sd"] ** 2 * g @ zero_sum @ g.T
+    cov = jnp.asarray(fixed) + sd**2 * jnp.eye(fixed.shape[0])
+    return numpyro.sample("stratum_total_shift", dist.MultivariateNormal(jnp.zeros(fixed.shape[0]), covariance_matrix=cov))
 
 
 def model(tables, *, cells, data, variant: str):
@@ -47,14 +70,20 @@ def model(tables, *, cells, data, variant: str):
     import numpyro.distributions as dist
 
     from bayesrc.bayes import change_collapsed as cc
-    from bayesrc.bayes.change import hyperpriors_numpyro, prior_settings
+    from bayesrc.bayes.change import group_effects_numpyro, hyperpriors_numpyro, prior_settings
 
     pr = prior_settings(None)
     mu_theta, sigma_theta, shift, sigma_delta, b, pi = hyperpriors_numpyro(data.n_domains, False, pr, data.n_groups)
-    alpha = numpyro.sample("group_level", dist.ZeroSumNormal(pr["group_level_sd"], event_shape=(data.n_groups,)))
-    gamma = numpyro.sample("group_shift", dist.ZeroSumNormal(pr["group_shift_sd"], event_shape=(data.n_groups,)))
-    sd = numpyro.sample("stratum_shift_sd", dist.HalfNormal(pr["stratum_shift_sd"]))
-    eta = stratum_shifts(variant, sd, np.bincount(data.strata()[0], minlength=cells.n_strata))
+    if variant == "model":
+        alpha, gamma, eta = group_effects_numpyro(data.n_groups, pr, cells.contrasts)
+    else:
+        alpha = numpyro.sample("group_level", dist.ZeroSumNormal(pr["group_level_sd"], event_shape=(data.n_groups,)))
+        gamma = numpyro.sample("group_shift", dist.ZeroSumNormal(pr["group_shift_sd"], event_shape=(data.n_groups,)))
+        sd = numpyro.sample("stratum_shift_sd", dist.HalfNormal(pr["stratum_shift_sd"]))
+        if variant == "marginal":  # the whole shift per stratum: shift and gamma are prior-only sites here
+            shift, gamma, eta = 0.0 * shift, 0.0 * gamma, marginal_shifts(sd, cells, pr)
+        else:
+            eta = stratum_shifts(variant, sd, cells, np.bincount(data.strata()[0], minlength=cells.n_strata))
     strata = cc.strata_hyper(cells, mu_theta, sigma_theta, shift, alpha, gamma, eta, sigma_delta)
     numpyro.factor("y", cc._jax_loglik(False)(*strata, b, pi, tables))
 
@@ -98,7 +127,7 @@ def main() -> None:
     ap.add_argument("--pair", default="q3")
     ap.add_argument("--replicate", type=int, default=0)
     ap.add_argument("--seeds", default="0,1,2,3")
-    ap.add_argument("--variants", default="noncentred,partial25,centred")
+    ap.add_argument("--variants", default="model,noncentred")
     args = ap.parse_args()
     request_host_devices(2)  # both chains in parallel: before JAX starts
     from bayesrc import datasets

@@ -240,6 +240,59 @@ def _cells(rows):
 
 
 @pytest.mark.parametrize(
+    "dom, grp",
+    [
+        ([0, 0, 1, 1, 2, 2, 2, 3, 3, 3, 3], [0, 1, 1, 2, 0, 1, 2, 0, 1, 2, 3]),  # the bundled q3 pair's 11 strata
+        ([0, 0, 0, 1, 1, 1], [0, 1, 2, 0, 1, 2]),  # a full 2 x 3 design
+        ([0, 0, 0, 0], [0, 1, 2, 3]),  # one domain: the levels take up every shift
+        ([0, 1, 2], [0, 0, 0]),  # one level
+    ],
+)
+def test_interaction_basis_spans_what_no_domain_or_level_shift_can_make(dom, grp):
+    """Orthonormal, orthogonal to every domain and level indicator, and of the dimension left
+    over (strata minus the indicators' rank), so ``shift_d + gamma_g + Q z`` reaches every
+    per-stratum shift exactly once."""
+    from bayesrc.bayes.inputs import interaction_basis
+
+    dom, grp = np.asarray(dom), np.asarray(grp)
+    x = np.concatenate([np.eye(dom.max() + 1)[dom], np.eye(grp.max() + 1)[grp]], axis=1)
+    q = interaction_basis(dom, grp)
+    assert q.shape == (dom.size, dom.size - np.linalg.matrix_rank(x))
+    np.testing.assert_allclose(q.T @ q, np.eye(q.shape[1]), atol=1e-12)
+    np.testing.assert_allclose(x.T @ q, 0.0, atol=1e-12)
+    assert np.linalg.matrix_rank(np.concatenate([x, q], axis=1)) == dom.size
+
+
+def test_stratum_shift_prior_is_the_normal_shifts_projected_on_the_interactions():
+    """The stratum shifts both twins sample have, given ``stratum_shift_sd``, the covariance
+    ``sd^2 Q Q'`` of ``Normal(0, sd)`` shifts projected off the domain and level shifts."""
+    import pymc as pm
+    from jax import random
+    from numpyro.infer import Predictive
+
+    from bayesrc.bayes.change import group_effects_numpyro, group_effects_pymc
+    from bayesrc.bayes.inputs import interaction_basis
+
+    dom, grp = np.array([0, 0, 1, 1, 2, 2, 2]), np.array([0, 1, 1, 2, 0, 1, 2])
+    q = interaction_basis(dom, grp)
+    draws = {}
+
+    def model():
+        group_effects_numpyro(3, None, q)
+
+    prior = Predictive(model, num_samples=40_000)(random.PRNGKey(0))
+    draws["numpyro"] = {k: np.asarray(prior[k]) for k in ("stratum_shift", "stratum_shift_sd")}
+    with pm.Model(coords={"group": list("abc"), "stratum": list(range(7)), "contrast": list(range(q.shape[1]))}):
+        group_effects_pymc(3, None, q)
+        idata = pm.sample_prior_predictive(draws=40_000, random_seed=0, var_names=["stratum_shift", "stratum_shift_sd"])
+    draws["pymc"] = {k: idata.prior[k].values.reshape(40_000, -1).squeeze() for k in ("stratum_shift", "stratum_shift_sd")}
+    for name, d in draws.items():
+        scaled = d["stratum_shift"] / d["stratum_shift_sd"][:, None]
+        np.testing.assert_allclose(np.cov(scaled.T), q @ q.T, atol=0.03, err_msg=name)
+        assert stats.kstest(d["stratum_shift_sd"], stats.halfnorm(scale=0.5).cdf).pvalue > 1e-3, name
+
+
+@pytest.mark.parametrize(
     "mu, sd, shift, tau, slope, rtol",
     [
         (0.5, 1.0, -0.6, 1.0, 0.0, 1e-5), (0.0, 0.5, 0.2, 0.5, -0.2, 1e-5), (0.0, 2.0, 0.0, 0.2, 0.0, 1e-5), (1.0, 1.8, -0.3, 0.25, 0.0, 1e-5),

@@ -80,7 +80,7 @@ PRIOR = {
 }  # fmt: skip
 DIMS = {
     "mu_theta": ["domain"], "sigma_theta": ["domain"], "shift": ["domain"], "group_shift": ["group"], "group_level": ["group"],
-    "stratum_shift": ["stratum"], "stratum_shift_z": ["stratum"], "theta": ["item"],
+    "stratum_shift": ["stratum"], "stratum_shift_z": ["contrast"], "theta": ["item"],
 }  # fmt: skip
 SAMPLED = ("mu_theta", "sigma_theta", "shift", "group_shift", "group_level", "stratum_shift_sd", "stratum_shift_z", "stratum_shift", "sigma_delta", "slope", "pi", "theta")
 GRID_NODES = 49
@@ -200,41 +200,49 @@ def hyperpriors_pymc(slope: bool, prior: dict | None = None, n_groups: int = 1):
     return mu_theta, sigma_theta, shift, sigma_delta, b, pi
 
 
-def group_effects_numpyro(n_groups: int, prior: dict | None = None, n_strata: int = 1):
+def group_effects_numpyro(n_groups: int, prior: dict | None = None, contrasts: np.ndarray | None = None):
     """Per-level effects of the item covariate (e.g. the correct option's letter), NumPyro.
 
     Returns ``(alpha, gamma, eta)``: ``alpha ~ ZeroSumNormal(group_level_sd)`` shifts the items'
     easiness, ``gamma ~ ZeroSumNormal(group_shift_sd)`` their change (both sum to zero over
-    the levels, so the domain means keep their meaning), and ``eta_s = stratum_shift_sd_ *
-    z_s`` (``z_s ~ Normal(0, 1)``, ``stratum_shift_sd_ ~ HalfNormal(stratum_shift_sd)``,
-    non-centred) each (domain, level) stratum's own change beyond ``shift_d + gamma_g``;
-    ``(0.0, 0.0, 0.0)`` with one level.
+    the levels, so the domain means keep their meaning), and ``eta = stratum_shift_sd_ * Q z``
+    (``z ~ Normal(0, 1)`` per contrast, ``stratum_shift_sd_ ~ HalfNormal(stratum_shift_sd)``,
+    ``Q = contrasts``: :func:`bayesrc.data.inputs.interaction_basis`) each (domain, level)
+    stratum's own change beyond ``shift_d + gamma_g``: the part of ``Normal(0, sd)`` shifts that
+    no domain or level shift can take up (that part only widens their priors, by ``sd`` against
+    their scale 1), so nothing trades off along a ridge; ``(0.0, 0.0, 0.0)`` with one level.
     """
     if n_groups <= 1:
         return 0.0, 0.0, 0.0
+    import jax.numpy as jnp
     import numpyro
     import numpyro.distributions as dist
 
     pr = prior_settings(prior)
     alpha = numpyro.sample("group_level", dist.ZeroSumNormal(pr["group_level_sd"], event_shape=(n_groups,)))
     gamma = numpyro.sample("group_shift", dist.ZeroSumNormal(pr["group_shift_sd"], event_shape=(n_groups,)))
+    if contrasts.shape[1] == 0:
+        return alpha, gamma, numpyro.deterministic("stratum_shift", jnp.zeros(contrasts.shape[0]))
     sd = numpyro.sample("stratum_shift_sd", dist.HalfNormal(pr["stratum_shift_sd"]))
-    z = numpyro.sample("stratum_shift_z", dist.Normal(0.0, 1.0).expand([n_strata]).to_event(1))
-    return alpha, gamma, numpyro.deterministic("stratum_shift", sd * z)
+    z = numpyro.sample("stratum_shift_z", dist.Normal(0.0, 1.0).expand([contrasts.shape[1]]).to_event(1))
+    return alpha, gamma, numpyro.deterministic("stratum_shift", sd * (jnp.asarray(contrasts) @ z))
 
 
-def group_effects_pymc(n_groups: int, prior: dict | None = None):
-    """The same in PyMC, inside an open ``pm.Model`` with ``group`` and ``stratum`` coords."""
+def group_effects_pymc(n_groups: int, prior: dict | None = None, contrasts: np.ndarray | None = None):
+    """The same in PyMC, inside an open ``pm.Model`` with ``group``, ``stratum`` and ``contrast`` coords."""
     if n_groups <= 1:
         return 0.0, 0.0, 0.0
     import pymc as pm
+    import pytensor.tensor as pt
 
     pr = prior_settings(prior)
     alpha = pm.ZeroSumNormal("group_level", sigma=pr["group_level_sd"], dims="group")
     gamma = pm.ZeroSumNormal("group_shift", sigma=pr["group_shift_sd"], dims="group")
+    if contrasts.shape[1] == 0:
+        return alpha, gamma, pm.Deterministic("stratum_shift", pt.zeros(contrasts.shape[0]), dims="stratum")
     sd = pm.HalfNormal("stratum_shift_sd", pr["stratum_shift_sd"])
-    z = pm.Normal("stratum_shift_z", 0.0, 1.0, dims="stratum")
-    return alpha, gamma, pm.Deterministic("stratum_shift", sd * z, dims="stratum")
+    z = pm.Normal("stratum_shift_z", 0.0, 1.0, dims="contrast")
+    return alpha, gamma, pm.Deterministic("stratum_shift", sd * pt.dot(contrasts, z), dims="stratum")
 
 
 def group_draws(post) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -249,7 +257,7 @@ def _gather(gamma, idx):
     return 0.0 if isinstance(gamma, float) else gamma[idx]
 
 
-def _numpyro_model(y, n, dom, z, logw, grp=None, stratum=None, *, n_domains: int, slope: bool, prior=None, n_groups: int = 1, n_strata: int = 1):
+def _numpyro_model(y, n, dom, z, logw, grp=None, stratum=None, *, n_domains: int, slope: bool, prior=None, n_groups: int = 1, contrasts=None):
     import jax.numpy as jnp
     import numpyro
     import numpyro.distributions as dist
@@ -257,7 +265,7 @@ def _numpyro_model(y, n, dom, z, logw, grp=None, stratum=None, *, n_domains: int
     from jax.scipy.special import logsumexp
 
     mu_theta, sigma_theta, shift, sigma_delta, b, pi = hyperpriors_numpyro(n_domains, slope, prior, n_groups)
-    alpha, gamma, eta = group_effects_numpyro(n_groups, prior, n_strata)
+    alpha, gamma, eta = group_effects_numpyro(n_groups, prior, contrasts)
     sd_i = jnp.reshape(sigma_delta[grp] if n_groups > 1 else sigma_delta, (-1, 1))  # (item or 1, 1)
     mu_i = mu_theta[dom] + _gather(alpha, grp)
     # Centred: most items carry enough data that the non-centred form mixed worse (ESS of mu_theta ~ 40 vs 1000+).
@@ -288,8 +296,7 @@ def change_numpyro(data: ModelInputs, *, slope: bool = False, prior: dict | None
     cfg = config or SamplerConfig()
     z, logw = z_grid()
     stratum = data.strata()[0] if data.n_groups > 1 else None
-    n_strata = 1 if stratum is None else int(stratum.max()) + 1
-    model = partial(_numpyro_model, n_domains=data.n_domains, slope=slope, prior=prior_settings(prior), n_groups=data.n_groups, n_strata=n_strata)
+    model = partial(_numpyro_model, n_domains=data.n_domains, slope=slope, prior=prior_settings(prior), n_groups=data.n_groups, contrasts=data.stratum_contrasts())
     arrays = dict(y=data.y, n=data.n, dom=data.dom, z=z, logw=logw, grp=data.grp, stratum=stratum)
     dt = run_numpyro(model, arrays, cfg, data.coords, model_dims(data.n_groups))
     return _finish(dt, data, cfg.seed, slope, prior)
@@ -310,7 +317,7 @@ def change_pymc(data: ModelInputs, *, slope: bool = False, prior: dict | None = 
     z, logw = z_grid()
     with pm.Model(coords=data.coords) as model:
         mu_theta, sigma_theta, shift, sigma_delta, b, pi = hyperpriors_pymc(slope, prior, data.n_groups)
-        alpha, gamma, eta = group_effects_pymc(data.n_groups, prior)
+        alpha, gamma, eta = group_effects_pymc(data.n_groups, prior, data.stratum_contrasts())
         sd_i = (sigma_delta[data.grp] if data.n_groups > 1 else sigma_delta * np.ones(data.n_items))[:, None]
         mu_i = mu_theta[data.dom] + _gather(alpha, data.grp)
         theta = pm.Normal("theta", mu_i, sigma_theta[data.dom], dims="item")

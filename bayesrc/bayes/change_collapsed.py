@@ -73,7 +73,7 @@ from bayesrc.bayes.change import (
     share_above_zero,
     store_item_quantities,
 )
-from bayesrc.bayes.inputs import ModelInputs
+from bayesrc.bayes.inputs import ModelInputs, interaction_basis
 from bayesrc.bayes.samplers import SamplerConfig, progress_bar, run_numpyro, run_pymc
 
 LOGIT_HALF, LOGIT_STEP = 10.0, 0.2  # the logit grid: [-10, 10] in steps of at most 0.2
@@ -123,6 +123,13 @@ class Cells:
     def n_cells(self) -> int:
         return int(self.weight.size)
 
+    @property
+    def contrasts(self) -> np.ndarray:
+        """The strata's interaction contrasts (:func:`bayesrc.data.inputs.interaction_basis`; none without a covariate)."""
+        if self.stratum_dom is None:
+            return np.zeros((self.n_strata, 0))
+        return interaction_basis(np.asarray(self.stratum_dom), np.asarray(self.stratum_group))
+
 
 def cell_stats(data: ModelInputs) -> Cells:
     """Sufficient statistics of the change model: distinct cells with item counts.
@@ -131,7 +138,7 @@ def cell_stats(data: ModelInputs) -> Cells:
 
     Examples
     --------
-    >>> from bayesrc.bayes.inputs import ModelInputs
+    >>> from bayesrc.bayes.inputs import ModelInputs, interaction_basis
     >>> d = ModelInputs(items=("a", "b", "c"), versions=("v1", "v2"), domains=("x",), dom=np.zeros(3, int),
     ...                 y=np.array([[3, 4], [3, 4], [5, 5]]), n=np.full((3, 2), 10))
     >>> cells = cell_stats(d)
@@ -453,7 +460,7 @@ def _numpyro_model(tables, *, cells: Cells, n_domains: int, slope: bool, prior=N
     import numpyro
 
     mu_theta, sigma_theta, shift, sigma_delta, b, pi = hyperpriors_numpyro(n_domains, slope, prior, n_groups)
-    alpha, gamma, eta = group_effects_numpyro(n_groups, prior, cells.n_strata if n_groups > 1 else 1)
+    alpha, gamma, eta = group_effects_numpyro(n_groups, prior, cells.contrasts)
     strata = strata_hyper(cells, mu_theta, sigma_theta, shift, alpha, gamma, eta, sigma_delta)
     numpyro.factor("y", _jax_loglik(slope)(*strata, b, pi, tables))
 
@@ -490,7 +497,7 @@ def change_collapsed_pymc(data: ModelInputs, *, slope: bool = False, prior: dict
     tables = likelihood_tables(cells, SAMPLER_BAND_DTYPE)
     with pm.Model(coords=data.coords) as model:
         mu_theta, sigma_theta, shift, sigma_delta, b, pi = hyperpriors_pymc(slope, prior, data.n_groups)
-        alpha, gamma, eta = group_effects_pymc(data.n_groups, prior)
+        alpha, gamma, eta = group_effects_pymc(data.n_groups, prior, cells.contrasts)
         strata = strata_hyper(cells, mu_theta, sigma_theta, shift, alpha, gamma, eta, sigma_delta)
         ll = cell_loglik(_ops("pytensor"), *strata, b, pi, tables)
         pm.Potential("y", pt.sum(tables["weight"] * ll))

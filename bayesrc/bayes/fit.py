@@ -66,7 +66,8 @@ def gated_vars(model: str, slope: bool = False, collapsed: bool = False, covaria
     The collapsed change model samples only the hyperparameters (``theta`` is an exact
     conditional draw, independent given them), so only those are gated. ``covariate``: the
     change model has an item covariate (its ``group_level``, ``group_shift``, ``stratum_shift_sd`` and
-    ``stratum_shift`` are gated too).
+    ``stratum_shift_z`` are gated too; ``stratum_shift`` is their product, exactly 0 in a stratum
+    with no interaction contrast).
 
     Examples
     --------
@@ -75,7 +76,7 @@ def gated_vars(model: str, slope: bool = False, collapsed: bool = False, covaria
     """
     if model == "betabinom":
         return ["logit_mu", "log_kappa", "p"]
-    extra = (["slope"] if slope else []) + (["group_level", "group_shift", "stratum_shift_sd", "stratum_shift"] if covariate else [])
+    extra = (["slope"] if slope else []) + (["group_level", "group_shift", "stratum_shift_sd", "stratum_shift_z"] if covariate else [])
     return ["mu_theta", "sigma_theta", "shift", "sigma_delta", "pi"] + ([] if collapsed else ["theta"]) + extra
 
 

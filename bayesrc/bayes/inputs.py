@@ -3,6 +3,6 @@
 are re-exported here, where the models import them.
 """
 
-from bayesrc.data.inputs import AUTO, AUTO_MAX_STRATA, DEFAULT_COVARIATE, ModelInputs, model_inputs
+from bayesrc.data.inputs import AUTO, AUTO_MAX_STRATA, DEFAULT_COVARIATE, ModelInputs, interaction_basis, model_inputs
 
-__all__ = ["AUTO", "AUTO_MAX_STRATA", "DEFAULT_COVARIATE", "ModelInputs", "model_inputs"]
+__all__ = ["AUTO", "AUTO_MAX_STRATA", "DEFAULT_COVARIATE", "ModelInputs", "interaction_basis", "model_inputs"]

@@ -55,6 +55,13 @@ class ModelInputs:
         pairs, stratum = np.unique(np.stack([self.dom, self.grp], 1), axis=0, return_inverse=True)
         return stratum.ravel().astype(np.int64), pairs[:, 0].astype(np.int64), pairs[:, 1].astype(np.int64)
 
+    def stratum_contrasts(self) -> np.ndarray:
+        """:func:`interaction_basis` of the strata (stratum x contrast; no column without a covariate)."""
+        if self.n_groups <= 1:
+            return np.zeros((self.n_domains, 0))
+        _, s_dom, s_grp = self.strata()
+        return interaction_basis(s_dom, s_grp)
+
     @property
     def n_items(self) -> int:
         return int(self.y.shape[0])
@@ -70,12 +77,38 @@ class ModelInputs:
             out["group"] = list(self.groups)
             _, s_dom, s_grp = self.strata()
             out["stratum"] = [f"{self.domains[d]}:{self.groups[g]}" for d, g in zip(s_dom, s_grp)]
+            out["contrast"] = [f"c{j}" for j in range(self.stratum_contrasts().shape[1])]
         return out
 
     def p_obs(self) -> np.ndarray:
         """Observed accuracies ``y / n`` (NaN where ``n = 0``)."""
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(self.n > 0, self.y / np.maximum(self.n, 1), np.nan)
+
+
+def interaction_basis(stratum_dom: np.ndarray, stratum_group: np.ndarray) -> np.ndarray:
+    """An orthonormal basis (stratum x contrast) of the per-stratum values that no domain effect
+    plus level effect can make: the orthogonal complement of the domain and level indicators.
+
+    The change model's stratum shifts live in this space (``eta = sd * basis @ z``), so they
+    cannot trade off against the domain and level shifts: with every stratum's total shift pinned
+    by data, such a trade-off left a ridge that NUTS diverged on. Each column's largest entry is
+    positive, so the basis does not depend on the LAPACK build.
+
+    Examples
+    --------
+    >>> q = interaction_basis(np.array([0, 0, 1, 1]), np.array([0, 1, 0, 1]))   # 2 domains x 2 levels
+    >>> q.shape, np.round(np.abs(q.ravel()), 3).tolist()
+    ((4, 1), [0.5, 0.5, 0.5, 0.5])
+    >>> interaction_basis(np.array([0, 0, 0]), np.array([0, 1, 2])).shape         # one domain: no interaction
+    (3, 0)
+    """
+    ind = lambda codes: np.eye(int(codes.max()) + 1)[codes]  # noqa: E731
+    x = np.concatenate([ind(np.asarray(stratum_dom)), ind(np.asarray(stratum_group))], axis=1)
+    u, sv, _ = np.linalg.svd(x, full_matrices=True)
+    q = u[:, int((sv > 1e-9 * sv[0]).sum()) :]
+    q[np.abs(q) < 1e-12] = 0.0  # a stratum with no interaction (its level only here) gets exactly zero
+    return q * np.sign(q[np.abs(q).argmax(axis=0), np.arange(q.shape[1])])
 
 
 AUTO = "auto"
