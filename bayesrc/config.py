@@ -152,6 +152,12 @@ def precision():
     return enable(True)
 
 
+#: The convergence gate's thresholds (Vehtari et al. 2021's recommendations), the same for every fit
+#: and test (:func:`bayesrc.bayes.diagnostics.gate`); here, beside the sampler defaults, so the CLI's
+#: options read them without importing the Bayesian layer.
+DEFAULT_GATE = {"max_rhat": 1.01, "min_ess": 400.0, "max_divergences": 0}
+
+
 @dataclass(frozen=True)
 class SamplerConfig:
     """NUTS settings shared by both backends.

@@ -199,6 +199,26 @@ def test_bad_input_one_line_exit_2_no_output(tmp_path, small_pair, capsys, case)
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("command", ["fit", "compare", "sensitivity", "switch"])
+def test_every_command_that_fits_takes_the_same_sampler_sizes(tmp_path, small_pair, capsys, command):
+    """--chains/--draws/--tune: SamplerConfig's defaults on every command, and one clear line, exit 2,
+    nothing written when out of range (issue 29: the sensitivity command had its own defaults)."""
+    from bayesrc import datasets
+    from bayesrc.cli import build_parser
+    from bayesrc.config import SamplerConfig
+
+    a = write_jsonl(tmp_path / "v1.jsonl", small_pair.trials_v1)
+    b = write_jsonl(tmp_path / "v2.jsonl", small_pair.trials_v2)
+    inputs = {"sensitivity": ["sensitivity", "prior", str(a), str(b)], "switch": ["switch", str(datasets.path("switch_matrix_cells.csv"))]}.get(command, [command, str(a), str(b)])
+    args = build_parser().parse_args([*inputs, "--out", str(tmp_path / "out")])
+    d = SamplerConfig()
+    assert (args.chains, args.draws, args.tune) == (d.chains, d.draws, d.tune)
+    for bad in (["--chains", "0"], ["--draws", "0"], ["--tune", "-1"]):
+        code, _, err = run_cli([*inputs, *bad, "--out", str(tmp_path / "out")], capsys)
+        assert code == 2 and err.strip().splitlines() == ["bayesrc: error: <input>: field '--chains': chains and draws must be >= 1, tune >= 0"], err
+    assert not (tmp_path / "out").exists()
+
+
 def test_bad_input_leaves_previous_output_untouched(tmp_path, small_pair, capsys):
     a = write_jsonl(tmp_path / "v1.jsonl", small_pair.trials_v1)
     b = write_jsonl(tmp_path / "v2.jsonl", small_pair.trials_v2)

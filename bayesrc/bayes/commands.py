@@ -26,19 +26,36 @@ def add_sampler_arguments(p: argparse.ArgumentParser) -> None:
 
     The defaults are :class:`~bayesrc.bayes.SamplerConfig`'s, the one definition every command uses.
     """
-    from bayesrc.config import SamplerConfig
+    from bayesrc.config import DEFAULT_GATE, SamplerConfig
 
     d = SamplerConfig()
-    p.add_argument("--chains", type=int, default=d.chains)
-    p.add_argument("--draws", type=int, default=d.draws)
-    p.add_argument("--tune", type=int, default=d.tune)
+    add_sampler_size_arguments(p)
     p.add_argument("--target-accept", type=float, default=d.target_accept)
-    p.add_argument("--max-rhat", type=float, default=1.01)
-    p.add_argument("--min-ess", type=float, default=400.0)
-    p.add_argument("--max-divergences", type=int, default=0)
+    p.add_argument("--max-rhat", type=float, default=DEFAULT_GATE["max_rhat"])
+    p.add_argument("--min-ess", type=float, default=DEFAULT_GATE["min_ess"])
+    p.add_argument("--max-divergences", type=int, default=DEFAULT_GATE["max_divergences"])
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument("--no-escalate", action="store_true", help="one sampling attempt only (default: after a failed gate, two more with longer warm-up, more draws, higher target acceptance)")
     add_progress_argument(p)
+
+
+def add_sampler_size_arguments(p: argparse.ArgumentParser) -> None:
+    """``--chains``, ``--draws``, ``--tune`` with :class:`~bayesrc.bayes.SamplerConfig`'s defaults, as every
+    command that fits takes them (checked by :func:`check_sampler_sizes`)."""
+    from bayesrc.config import SamplerConfig
+
+    d = SamplerConfig()
+    p.add_argument("--chains", type=int, default=d.chains, help=f"NUTS chains (default {d.chains})")
+    p.add_argument("--draws", type=int, default=d.draws, help=f"draws per chain after warm-up (default {d.draws})")
+    p.add_argument("--tune", type=int, default=d.tune, help=f"warm-up steps per chain (default {d.tune})")
+
+
+def check_sampler_sizes(args: argparse.Namespace) -> None:
+    """Exit 2 (an :class:`~bayesrc.errors.InputError`) unless chains and draws are >= 1 and tune >= 0."""
+    from bayesrc.errors import InputError
+
+    if args.chains < 1 or args.draws < 1 or args.tune < 0:
+        raise InputError("chains and draws must be >= 1, tune >= 0", field="--chains")
 
 
 def add_progress_argument(p: argparse.ArgumentParser, what: str = "progress bars") -> None:
@@ -83,10 +100,8 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
 def sampler_config(args: argparse.Namespace):
     """The :class:`~bayesrc.bayes.SamplerConfig` of :func:`add_sampler_arguments`' options (validated: exit 2 on bad values)."""
     from bayesrc.bayes.samplers import SamplerConfig
-    from bayesrc.errors import InputError
 
-    if args.chains < 1 or args.draws < 1 or args.tune < 0:
-        raise InputError("chains and draws must be >= 1, tune >= 0", field="--chains")
+    check_sampler_sizes(args)
     return SamplerConfig(chains=args.chains, draws=args.draws, tune=args.tune, target_accept=args.target_accept, seed=args.seed, progress=progress_setting(args))
 
 

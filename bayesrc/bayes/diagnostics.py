@@ -18,6 +18,8 @@ import numpy as np
 from scipy import stats
 from scipy.special import ndtri
 
+from bayesrc.config import DEFAULT_GATE
+
 # The tail ESS: the worse of two quantiles' ESS. These are arviz-stats' (its default interval,
 # rcParams["stats.ci_prob"] = 0.89), which the gate has always used; Vehtari et al. use 5% / 95%.
 TAIL_PROBS = (1 - 0.89, 0.89)
@@ -185,10 +187,6 @@ def chain_draw_last(da) -> np.ndarray:
     (3, 4, 100)
     """
     return np.asarray(da.transpose(..., "chain", "draw").values, float)
-
-
-#: The gate's thresholds (Vehtari et al. 2021's recommendations), the same for every fit and test.
-DEFAULT_GATE = {"max_rhat": 1.01, "min_ess": 400.0, "max_divergences": 0}
 
 
 def gate(

@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from bayesrc.bayes.diagnostics import DEFAULT_GATE, chain_draw_last, convergence
-from bayesrc.config import SamplerConfig  # noqa: F401  (re-exported; defined with the other settings: the CLI reads its defaults without loading JAX)
+from bayesrc.bayes.diagnostics import chain_draw_last, convergence
+from bayesrc.config import DEFAULT_GATE, SamplerConfig  # noqa: F401  (re-exported; defined with the other settings: the CLI reads its defaults without loading JAX)
 
 
 def configure_host_devices(n: int | None = None) -> None:
@@ -151,7 +151,7 @@ def _gathered(jax, parts: list[list], cfg: SamplerConfig):
 def _too_short(dt) -> bool:
     """Whether the chains should go on: nothing diverged (then more draws would not help: the fit
     escalates instead), and some entry of a sampled or derived quantity has its R-hat or bulk or
-    tail ESS short of the gate's defaults (:data:`~bayesrc.bayes.diagnostics.DEFAULT_GATE`). Entries
+    tail ESS short of the gate's defaults (:data:`~bayesrc.config.DEFAULT_GATE`). Entries
     with NaN diagnostics (a constant, e.g. a pinned reference level) are passed over: more draws
     would not change them, and :func:`~bayesrc.bayes.diagnostics.gate` only sees the gated ones."""
     if dt["sample_stats"]["diverging"].values.any():

@@ -25,11 +25,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--min-valid-grid", type=int, nargs="+", help="rule (a) grid (default 2 4 6 8 10)")
     s.add_argument("--k-grid", type=int, nargs="+", help="samples per item to keep (default 3 5 ... K)")
     s.add_argument("--q-grid", type=float, nargs="+", help="Bayesian FDR levels (default 0.01 0.05 0.10 0.20)")
-    s.add_argument("--chains", type=int, default=2, help="change-model chains (prior, fdr; default 2)")
-    s.add_argument("--draws", type=int, default=1000)
-    s.add_argument("--tune", type=int, default=500)
-    from bayesrc.bayes.commands import add_progress_argument  # one definition; inside, as a commands.py imports only the standard library at module level
+    from bayesrc.bayes.commands import add_progress_argument, add_sampler_size_arguments  # one definition; inside, as a commands.py imports only the standard library at module level
 
+    add_sampler_size_arguments(s)  # the change model's fits (prior, fdr)
     add_progress_argument(s, "progress bar over the prior grid's fits")
     s.add_argument("--sd-basis", choices=("analysable", "all"), default="analysable")
     s.add_argument("--s-diff", action="append", choices=("reference", "binomial"), help="threshold: S_diff methods to tabulate (repeatable; default reference and binomial)")
@@ -107,10 +105,10 @@ def _read_truth(path: Path):
 
 def _check_sensitivity_options(args: argparse.Namespace) -> None:
     """Sampler sizes, FDR levels and null replicates in range (exit 2 otherwise)."""
+    from bayesrc.bayes.commands import check_sampler_sizes
     from bayesrc.errors import InputError
 
-    if args.chains < 1 or args.draws < 1 or args.tune < 0:
-        raise InputError("chains and draws must be >= 1, tune >= 0", field="--chains")
+    check_sampler_sizes(args)
     if any(not 0 < q < 1 for q in args.q_grid or ()):
         raise InputError("FDR levels must be in (0, 1)", field="--q-grid")
     if args.null_replicates < 0:

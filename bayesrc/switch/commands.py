@@ -14,14 +14,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples of episodes (default 1000)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--bayes", choices=("both", "numpyro", "pymc", "none"), default="both", help="Bayesian backend(s) (default both)")
-    from bayesrc.config import SamplerConfig
+    from bayesrc.bayes.commands import add_progress_argument, add_sampler_size_arguments  # one definition; inside, as a commands.py imports only the standard library at module level
 
-    d = SamplerConfig()  # every command's sampler defaults
-    p.add_argument("--draws", type=int, default=d.draws)
-    p.add_argument("--tune", type=int, default=d.tune)
-    p.add_argument("--chains", type=int, default=d.chains)
-    from bayesrc.bayes.commands import add_progress_argument  # one definition; inside, as a commands.py imports only the standard library at module level
-
+    add_sampler_size_arguments(p)
     add_progress_argument(p, "progress bars on the Bayesian fits")
     p.add_argument("--pairing-rho", type=float, default=0.0, help="cell data: assumed within-episode correlation for the SE of Δ (default 0, the unpaired bound)")
     p.add_argument("--allow-unconverged", action="store_true", help="exit 0 even if a Bayesian fit fails the diagnostics gate")
@@ -51,7 +46,7 @@ def _safe(name: str) -> str:
 
 
 def run_switch(args: argparse.Namespace) -> int:
-    from bayesrc.bayes.commands import progress_setting
+    from bayesrc.bayes.commands import check_sampler_sizes, progress_setting
     from bayesrc.errors import ConvergenceError, InputError
     from bayesrc.io import staged_output
     from bayesrc.switch.analysis import analyse_switch, plot_effects, plot_residuals
@@ -59,8 +54,7 @@ def run_switch(args: argparse.Namespace) -> int:
 
     if args.bootstrap < 100:
         raise InputError(f"need at least 100 resamples, got {args.bootstrap}", field="--bootstrap")
-    if args.draws < 1 or args.tune < 0 or args.chains < 1:
-        raise InputError("draws and chains must be positive, tune non-negative", field="--draws")
+    check_sampler_sizes(args)
     if not -1.0 < args.pairing_rho < 1.0:
         raise InputError(f"must lie in (-1, 1), got {args.pairing_rho}", field="--pairing-rho")
     data = load_switch(args.input, benchmark=args.benchmark)
