@@ -5,8 +5,10 @@ PSIS-LOO per item and model comparison.
 Fits use the default sampler settings and gate (``SamplerConfig()``); they are shared through
 module fixtures. The larger calibration run, and the misfit the check finds on the real
 Q4_K_M -> Q3_K_M pair (``--scenarios q3_v0 q3_default``): ``benchmarks/ppc_calibration.py``. That
-real-pair check left the suite: the default fit with the letter covariate ran past its 500 draws,
-failed its gate and escalated, past the suite's 30-min test limit on a loaded 2-core machine (issue 28).
+real-pair check left the suite when the default fit with the letter covariate diverged on the pair
+and escalated past the suite's 30-min test limit (issue 28); since the stratum shifts are interaction
+contrasts a fit passes first time in ~1.5 min, but two of them (with and without the covariate)
+would still add ~3 min to a suite already over its 8-min goal, so the check stays in the benchmark.
 """
 
 from __future__ import annotations
@@ -91,8 +93,8 @@ def test_ppc_with_the_true_accuracies_is_calibrated_and_a_wrong_model_warns():
 # ---------------------------------------------------------------- calibration with real fits (default sampler and gate)
 
 
-def _sim_counts(seed: int, **truth):
-    s = simulate_pair(N_ITEMS, 10, seed=seed, domains=("x", "y"), domain_mean={"x": -0.3, "y": 0.5}, domain_shift={"x": -0.2, "y": 0.2}, sigma_theta=1.2, **truth)
+def _sim_counts(seed: int, n_items: int = N_ITEMS, **truth):
+    s = simulate_pair(n_items, 10, seed=seed, domains=("x", "y"), domain_mean={"x": -0.3, "y": 0.5}, domain_shift={"x": -0.2, "y": 0.2}, sigma_theta=1.2, **truth)
     return item_counts(s.trials_v1, s.trials_v2), s
 
 
@@ -101,22 +103,25 @@ def calibration_fits():
     """Change-model fits (NumPyro) on two no-change datasets and two drawn from the change model
     itself (``item_truth`` is its generative process: no letter covariate, so none is fitted; the
     check still stratifies by the simulated letters), plus beta-binomial fits (NumPyro and PyMC)
-    on one of the latter; default sampler settings. One model structure: one compiled sampler."""
+    on a larger one drawn the same way; default sampler settings. One model structure: one compiled sampler."""
     out = {}
     for seed in (101, 102):
         out[("no_change", seed)] = fit(_sim_counts(seed, pi_change=0.0, sigma_delta=0.6)[0], covariate=None)
     for seed in (201, 202):
         out[("model", seed)] = fit(_sim_counts(seed, pi_change=0.7, sigma_delta=0.8)[0], covariate=None)
-    counts = _sim_counts(201, pi_change=0.7, sigma_delta=0.8)[0]
+    # 240 items: on 60 the beta-binomial's missed correlation sat at a tail probability of ~0.001,
+    # short of the family-wise level over ~100 tests (adjusted p ~0.08)
+    counts = _sim_counts(201, n_items=4 * N_ITEMS, pi_change=0.7, sigma_delta=0.8)[0]
     out["betabinom"] = fit(counts, model="betabinom")
     out["betabinom_pymc"] = fit(counts, model="betabinom", backend="pymc")
+    out["betabinom_model_201"] = fit(_sim_counts(201, pi_change=0.7, sigma_delta=0.8)[0], model="betabinom")  # the items of ("model", 201), for compare
     return out
 
 
 def test_ppc_does_not_warn_on_no_change_or_model_data(calibration_fits):
     for key, res in calibration_fits.items():
         assert res.diagnostics.passed, key
-        if key in ("betabinom", "betabinom_pymc"):
+        if str(key).startswith("betabinom"):
             continue
         ppc = res.ppc
         assert ppc["n_tests"] >= 2 * len(STATS) and ppc["n_draws"] == 2000, key
@@ -131,9 +136,9 @@ def test_ppc_finds_that_the_betabinomial_does_not_pair_the_versions(calibration_
     for key in ("betabinom", "betabinom_pymc"):
         res = calibration_fits[key]
         stats = {r["stat"] for r in res.ppc["flagged"]}
-        assert "corr" in stats and stats <= {"corr", "sd_change"}, (key, stats)
+        assert ("all", "corr") in {(r["stratum"], r["stat"]) for r in res.ppc["flagged"]} and stats <= {"corr", "sd_change"}, (key, stats)
         [warn] = [w for w in res.warnings if w.startswith("posterior predictive check")]
-        assert "stratum all" in warn and "treats an item's two versions as independent" in warn
+        assert "treats an item's two versions as independent" in warn
         assert res.loo["loo_pit_ks_p"] < 0.05  # LOO-PIT of the change: the new-item predictive is too wide
 
 
@@ -158,7 +163,7 @@ def test_fit_carries_the_checks_in_its_payload_items_and_files(calibration_fits,
 
 
 def test_compare_ranks_the_change_model_first_on_its_own_data(calibration_fits):
-    table = compare({"change": calibration_fits[("model", 201)], "betabinom": calibration_fits["betabinom"]})
+    table = compare({"change": calibration_fits[("model", 201)], "betabinom": calibration_fits["betabinom_model_201"]})
     assert list(table.index) == ["change", "betabinom"]
     row = table.loc["betabinom"]
     assert row["elpd_diff"] < 0 and row["dse"] > 0 and -row["elpd_diff"] > 2 * row["dse"]

@@ -22,11 +22,11 @@ def _n_mappings() -> int:
         return sum(1 for _ in fh)
 
 
-def _mappings_added_by_a_fit() -> int:
+def _mappings_added_by_a_fit(backend: str = "numpyro") -> int:
     """Memory mappings one small change-model fit leaves behind in this process."""
     sim = simulate_pair(30, 10, seed=0)
     before = _n_mappings()
-    fit(item_counts(sim.trials_v1, sim.trials_v2), model="change", config=SMALL, escalate=False, checks=False)
+    fit(item_counts(sim.trials_v1, sim.trials_v2), model="change", backend=backend, config=SMALL, escalate=False, checks=False)
     return _n_mappings() - before
 
 
@@ -37,8 +37,10 @@ def restore_settings():
     bayesrc.configure(release_compiled=before["release_compiled"])
 
 
-def test_fits_release_their_compiled_code(restore_settings):
-    _mappings_added_by_a_fit()  # the first fit loads what every fit shares (libraries, the JAX client)
-    assert _mappings_added_by_a_fit() < 300  # ~0 measured
-    bayesrc.configure(release_compiled=False)  # the control: the caches kept, ~2,000 more per fit
-    assert _mappings_added_by_a_fit() > 500
+@pytest.mark.parametrize("backend", ["numpyro", "pymc"])
+def test_fits_release_their_compiled_code(restore_settings, backend):
+    """Both twins: the PyMC twin's model runs as JAX functions too (nutpie's JAX mode)."""
+    _mappings_added_by_a_fit(backend)  # the first fit loads what every fit shares (libraries, the JAX client)
+    assert _mappings_added_by_a_fit(backend) < 300  # ~0 measured
+    bayesrc.configure(release_compiled=False)  # the control: the caches kept, hundreds more per fit
+    assert _mappings_added_by_a_fit(backend) > 200

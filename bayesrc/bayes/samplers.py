@@ -4,8 +4,8 @@
   of one compiled sampler per shape (:func:`run_numpyro`). Chains run in parallel over host
   devices (``XLA_FLAGS=--xla_force_host_platform_device_count=N`` set before JAX starts, as
   :func:`configure_host_devices` does), in rounds when there are more chains than devices.
-* PyMC: :func:`pymc.sample` with the nutpie sampler (``pymc`` itself is imported
-  lazily: ``import pymc`` takes seconds).
+* PyMC: :func:`pymc.sample` with the nutpie sampler on the model compiled by JAX
+  (:func:`run_pymc`; ``pymc`` itself is imported lazily: ``import pymc`` takes seconds).
 
 Both return a DataTree whose ``sample_stats`` holds a boolean ``diverging``
 (post-warm-up draws only); object-typed statistics that NetCDF cannot store are dropped.
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -205,10 +206,16 @@ def show_progress(progress: bool | None) -> bool:
 
 
 def run_pymc(model, cfg: SamplerConfig):
-    """Sample a built ``pymc.Model`` with nutpie via :func:`pymc.sample`; return a DataTree."""
+    """Sample a built ``pymc.Model`` with nutpie via :func:`pymc.sample`; return a DataTree.
+
+    nutpie runs the model's log density and gradient as JAX functions (PyTensor's JAX mode), not
+    numba's: on the change model numba's compilation alone took ~23 s and its sampling was several
+    times slower (docs/performance.md, "Issue 28's fifth session").
+    """
     import pymc as pm
 
-    with model:
+    jax = _jax()
+    with _global_x64(jax), model:
         dt = pm.sample(
             draws=cfg.draws,
             tune=cfg.tune,
@@ -220,8 +227,25 @@ def run_pymc(model, cfg: SamplerConfig):
             progressbar=show_progress(cfg.progress),
             compute_convergence_checks=False,
             nuts={"maxdepth": cfg.max_tree_depth},
+            compile_kwargs={"mode": "JAX", "gradient_backend": "jax"},
         )
     return _clean(dt, "pymc")
+
+
+@contextmanager
+def _global_x64(jax):
+    """``jax_enable_x64`` on for the whole process while nutpie samples, then as it was.
+
+    Why global: nutpie calls the JAX functions from its own threads, which a ``jax.enable_x64``
+    context (thread-local) does not reach, and PyTensor's JAX mode sets the flag when it is first
+    imported; without float64 the binomial terms near p = 0 / 1 lose their precision.
+    """
+    before = bool(jax.config.jax_enable_x64)
+    jax.config.update("jax_enable_x64", True)
+    try:
+        yield
+    finally:
+        jax.config.update("jax_enable_x64", before)
 
 
 def _clean(dt, backend: str):
