@@ -1,6 +1,6 @@
 """Benchmark: how the change model's stratum shifts are parametrised vs divergences on a real pair.
 
-    .venv/bin/python benchmarks/stratum_geometry.py [--pair q3] [--replicate 0] [--seeds 0,1,2,3]
+    .venv/bin/python benchmarks/stratum_geometry.py [--pair q3] [--replicate 0] [--k 10] [--seeds 0,1,2,3]
         [--variants model,noncentred,partial25,centred,projcentred,marginal]
 
 The default change fit on the bundled exact Q4_K_M -> Q3_K_M pair (K = 10, the letter covariate:
@@ -126,6 +126,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pair", default="q3")
     ap.add_argument("--replicate", type=int, default=0)
+    ap.add_argument("--k", type=int, default=10, help="samples per item (default 10)")
     ap.add_argument("--seeds", default="0,1,2,3")
     ap.add_argument("--variants", default="model,noncentred")
     args = ap.parse_args()
@@ -135,7 +136,7 @@ def main() -> None:
     from bayesrc.truth.score import replicate_datasets
 
     v1, v2 = load_exact(datasets.path("exact_gemma") / "q4"), load_exact(datasets.path("exact_gemma") / args.pair)
-    [(_, counts, _, _)] = replicate_datasets(v1, v2, k=10, seed=0, replicates=[args.replicate])
+    [(_, counts, _, _)] = replicate_datasets(v1, v2, k=args.k, seed=0, replicates=[args.replicate])
     for variant in args.variants.split(","):
         for seed in map(int, args.seeds.split(",")):
             print(run(counts, variant, seed), flush=True)
