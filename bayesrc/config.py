@@ -5,7 +5,9 @@ is chosen (figures are explicit :class:`matplotlib.figure.Figure` objects), JAX 
 imported, and neither ``jax.config`` nor ``XLA_FLAGS`` is touched. A NumPyro fit then
 
 * runs in float64 inside ``jax.enable_x64`` (binomial log-likelihoods near p = 0 / 1
-  need it) and leaves the caller's ``jax_enable_x64`` as it was;
+  need it) and leaves the caller's ``jax_enable_x64`` as it was (a PyMC fit, whose model nutpie
+  runs as JAX functions from its own threads, sets the flag process-wide while it samples and
+  then restores it);
 * asks for ``host_devices`` CPU devices (parallel chains) through ``XLA_FLAGS`` only if
   JAX has not been imported yet (after that, JAX's device count is fixed) and only if
   the caller's ``XLA_FLAGS`` does not set it already;
