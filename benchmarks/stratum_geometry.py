@@ -32,7 +32,7 @@ import numpy as np
 from bayesrc.config import request_host_devices
 
 
-def stratum_shifts(variant: str, sd, cells, sizes: np.ndarray):
+def stratum_shifts(variant: str, sd, data, sizes: np.ndarray):
     """``eta`` (one per stratum) under ``variant``, sampled as NumPyro sites."""
     import jax.numpy as jnp
     import numpyro
@@ -41,7 +41,7 @@ def stratum_shifts(variant: str, sd, cells, sizes: np.ndarray):
     if variant == "centred":
         return numpyro.sample("stratum_shift", dist.Normal(0.0, sd).expand([sizes.size]).to_event(1))
     if variant == "projcentred":
-        q = cells.contrasts
+        q = data.stratum_contrasts()
         u = numpyro.sample("stratum_shift_u", dist.Normal(0.0, sd).expand([q.shape[1]]).to_event(1))
         return numpyro.deterministic("stratum_shift", jnp.asarray(q) @ u)
     lam = jnp.zeros(sizes.size) if variant == "noncentred" else jnp.asarray(sizes / (sizes + float(variant.removeprefix("partial"))))
@@ -75,7 +75,7 @@ def model(tables, *, cells, data, variant: str):
     pr = prior_settings(None)
     mu_theta, sigma_theta, shift, sigma_delta, b, pi = hyperpriors_numpyro(data.n_domains, False, pr, data.n_groups)
     if variant == "model":
-        alpha, gamma, eta = group_effects_numpyro(data.n_groups, pr, cells.contrasts)
+        alpha, gamma, eta = group_effects_numpyro(data.n_groups, pr, data.stratum_contrasts())
     else:
         alpha = numpyro.sample("group_level", dist.ZeroSumNormal(pr["group_level_sd"], event_shape=(data.n_groups,)))
         gamma = numpyro.sample("group_shift", dist.ZeroSumNormal(pr["group_shift_sd"], event_shape=(data.n_groups,)))
@@ -83,7 +83,7 @@ def model(tables, *, cells, data, variant: str):
         if variant == "marginal":  # the whole shift per stratum: shift and gamma are prior-only sites here
             shift, gamma, eta = 0.0 * shift, 0.0 * gamma, marginal_shifts(sd, cells, pr)
         else:
-            eta = stratum_shifts(variant, sd, cells, np.bincount(data.strata()[0], minlength=cells.n_strata))
+            eta = stratum_shifts(variant, sd, data, np.bincount(data.strata()[0], minlength=cells.n_strata))
     strata = cc.strata_hyper(cells, mu_theta, sigma_theta, shift, alpha, gamma, eta, sigma_delta)
     numpyro.factor("y", cc._jax_loglik(False)(*strata, b, pi, tables))
 

@@ -73,7 +73,7 @@ from bayesrc.bayes.change import (
     share_above_zero,
     store_item_quantities,
 )
-from bayesrc.bayes.inputs import ModelInputs, interaction_basis
+from bayesrc.bayes.inputs import ModelInputs
 from bayesrc.bayes.samplers import SamplerConfig, progress_bar, run_numpyro, run_pymc
 
 LOGIT_HALF, LOGIT_STEP = 10.0, 0.2  # the logit grid: [-10, 10] in steps of at most 0.2
@@ -123,13 +123,6 @@ class Cells:
     def n_cells(self) -> int:
         return int(self.weight.size)
 
-    @property
-    def contrasts(self) -> np.ndarray:
-        """The strata's interaction contrasts (:func:`bayesrc.data.inputs.interaction_basis`; none without a covariate)."""
-        if self.stratum_dom is None:
-            return np.zeros((self.n_strata, 0))
-        return interaction_basis(np.asarray(self.stratum_dom), np.asarray(self.stratum_group))
-
 
 def cell_stats(data: ModelInputs) -> Cells:
     """Sufficient statistics of the change model: distinct cells with item counts.
@@ -138,7 +131,7 @@ def cell_stats(data: ModelInputs) -> Cells:
 
     Examples
     --------
-    >>> from bayesrc.bayes.inputs import ModelInputs, interaction_basis
+    >>> from bayesrc.bayes.inputs import ModelInputs
     >>> d = ModelInputs(items=("a", "b", "c"), versions=("v1", "v2"), domains=("x",), dom=np.zeros(3, int),
     ...                 y=np.array([[3, 4], [3, 4], [5, 5]]), n=np.full((3, 2), 10))
     >>> cells = cell_stats(d)
@@ -456,11 +449,11 @@ def _jax_loglik(slope: bool):
     return jax.jit(total)
 
 
-def _numpyro_model(tables, *, cells: Cells, n_domains: int, slope: bool, prior=None, n_groups: int = 1):
+def _numpyro_model(tables, *, cells: Cells, n_domains: int, slope: bool, prior=None, n_groups: int = 1, contrasts=None):
     import numpyro
 
     mu_theta, sigma_theta, shift, sigma_delta, b, pi = hyperpriors_numpyro(n_domains, slope, prior, n_groups)
-    alpha, gamma, eta = group_effects_numpyro(n_groups, prior, cells.contrasts)
+    alpha, gamma, eta = group_effects_numpyro(n_groups, prior, contrasts)
     strata = strata_hyper(cells, mu_theta, sigma_theta, shift, alpha, gamma, eta, sigma_delta)
     numpyro.factor("y", _jax_loglik(slope)(*strata, b, pi, tables))
 
@@ -476,7 +469,7 @@ def change_collapsed_numpyro(data: ModelInputs, *, slope: bool = False, prior: d
     """
     cfg = config or SamplerConfig()
     cells = cell_stats(data)
-    model = partial(_numpyro_model, cells=cells, n_domains=data.n_domains, slope=slope, prior=prior_settings(prior), n_groups=data.n_groups)
+    model = partial(_numpyro_model, cells=cells, n_domains=data.n_domains, slope=slope, prior=prior_settings(prior), n_groups=data.n_groups, contrasts=data.stratum_contrasts())
     dims = {k: v for k, v in model_dims(data.n_groups).items() if k != "theta"}  # theta is not sampled here
     dt = run_numpyro(model, {"tables": likelihood_tables(cells, SAMPLER_BAND_DTYPE)}, cfg, data.coords, dims)
     return _finish(dt, cells, cfg, slope, prior)
@@ -497,7 +490,7 @@ def change_collapsed_pymc(data: ModelInputs, *, slope: bool = False, prior: dict
     tables = likelihood_tables(cells, SAMPLER_BAND_DTYPE)
     with pm.Model(coords=data.coords) as model:
         mu_theta, sigma_theta, shift, sigma_delta, b, pi = hyperpriors_pymc(slope, prior, data.n_groups)
-        alpha, gamma, eta = group_effects_pymc(data.n_groups, prior, cells.contrasts)
+        alpha, gamma, eta = group_effects_pymc(data.n_groups, prior, data.stratum_contrasts())
         strata = strata_hyper(cells, mu_theta, sigma_theta, shift, alpha, gamma, eta, sigma_delta)
         ll = cell_loglik(_ops("pytensor"), *strata, b, pi, tables)
         pm.Potential("y", pt.sum(tables["weight"] * ll))

@@ -313,14 +313,12 @@ def _read_shards(shards: list[Path], out: Path) -> tuple[list[dict], list[int], 
     frames = [read_parts(shards[i]) if exact else read_run_trials(shards[i]) for i in order]
     for i, frame in zip(order, frames):
         check_shard_items(frame, pinned_range(records[i]["pins"], shards[i] / "run.json"), shards[i], keys=("item_index",) if exact else ("item_index", "k"))
+    trials = pd.concat(frames, ignore_index=True)
     if exact:  # exact shards: their per-item parts, compacted as one run
-        trials = pd.concat(frames, ignore_index=True)
         if trials.drop_duplicates(["item_index", "answer"]).shape[0] != len(trials):
             raise InputError("duplicate items across shards", path=out)
-    else:
-        trials = pd.concat(frames, ignore_index=True)
-        if trials.duplicated(["item_index", "k"]).any():
-            raise InputError("duplicate trials across shards", path=out)
+    elif trials.duplicated(["item_index", "k"]).any():
+        raise InputError("duplicate trials across shards", path=out)
     return records, order, trials
 
 
