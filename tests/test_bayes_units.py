@@ -54,6 +54,79 @@ def test_crosscheck_estimates_rcis_sign_and_material_false_discoveries_by_hand()
     assert cc["rci_estimated_fdp_material"] == pytest.approx(((1 - 0.95) + (1 - 0.30) + (1 - 0.90)) / 3)
 
 
+def test_change_log_prior_moves_between_priors_as_numpyros_own_densities():
+    """Independent code: the NumPyro model's hyperprior sites (log_density) under two prior
+    settings differ per draw by what change_log_prior says, every site and setting included
+    (InvGamma and HalfNormal sigma_delta, ZeroSumNormal level effects, the slope)."""
+    import jax
+    import xarray as xr
+    from numpyro.infer.util import log_density
+
+    from bayesrc.bayes.change import PRIOR, change_log_prior, group_effects_numpyro, hyperpriors_numpyro
+    from bayesrc.bayes.inputs import interaction_basis
+
+    q = interaction_basis(np.array([0, 0, 0, 1, 1, 1]), np.array([0, 1, 2, 0, 1, 2]))
+    rng = np.random.default_rng(8)
+    centred = lambda n: (lambda x: x - x.mean())(rng.normal(0, 0.7, n))  # noqa: E731  a ZeroSumNormal draw
+    draws = [
+        {"mu_theta": rng.normal(0, 1, 2), "sigma_theta": rng.gamma(2, 0.5, 2), "shift": rng.normal(0, 1, 2), "sigma_delta": rng.gamma(2, 0.4, 3),
+         "slope": rng.normal(0, 0.3), "pi": rng.beta(3, 2), "group_level": centred(3), "group_shift": centred(3),
+         "stratum_shift_sd": rng.gamma(2, 0.2), "stratum_shift_z": rng.normal(0, 1, q.shape[1])}
+        for _ in range(5)
+    ]  # fmt: skip
+
+    def model(prior):
+        hyperpriors_numpyro(2, True, prior, n_groups=3)
+        group_effects_numpyro(3, prior, contrasts=q)
+
+    post = xr.Dataset({k: (("chain", "draw", *[f"{k}_dim{i}" for i in range(np.ndim(draws[0][k]))]), np.array([[d[k] for d in draws]])) for k in draws[0]})
+    settings = [{}, {k: PRIOR[k] * 2.0 for k in ("mu_theta_sd", "sigma_theta_sd", "shift_sd", "sigma_delta_scale", "slope_sd", "group_level_sd", "group_shift_sd", "stratum_shift_sd")},
+                {"pi_a": 1.0, "pi_b": 9.0}, {"sigma_delta_sd": 0.7}]  # fmt: skip
+    with jax.default_device(jax.devices("cpu")[0]):
+        theirs = np.array([[float(log_density(model, (p,), {}, d)[0]) for d in draws] for p in settings])
+    ours = np.array([change_log_prior(post, p) for p in settings])
+    assert np.allclose(theirs[1:] - theirs[0], ours[1:] - ours[0], atol=1e-4)
+    assert not np.allclose(ours[1:] - ours[0], 0.0)
+
+
+def test_reweighting_to_another_prior_gives_the_conjugate_posterior():
+    """Known answer: draws of pi ~ Beta(5, 2) (prior Beta(4, 1) x likelihood pi (1 - pi)) moved to the
+    prior Beta(2, 2) are the posterior Beta(3, 3), mean 1/2; to the fitted prior, the draws themselves.
+    Items changed with probability r = pi (upward): P(improve) follows pi's posterior mean."""
+    import pandas as pd
+    import xarray as xr
+
+    from bayesrc.bayes.change import prior_settings
+    from bayesrc.bayes.diagnostics import Diagnostics
+    from bayesrc.bayes.fit import BayesFit
+    from bayesrc.sensitivity.analyses import fitted_posterior, reweighted_posterior
+
+    rng = np.random.default_rng(5)
+    pi = rng.beta(5, 2, size=(4, 4000))
+    r = np.repeat(pi[..., None], 2, axis=-1)
+    dims = ("chain", "draw", "item")
+    post = xr.Dataset({
+        "pi": (("chain", "draw"), pi), "sigma_delta": (("chain", "draw"), np.full_like(pi, 0.5)),
+        "r": (dims, r), "p_up": (dims, np.ones_like(r)), "dp": (dims, np.where(r > 0.5, 0.1, 0.0)),
+    })  # fmt: skip
+    items = pd.DataFrame({"item_id": ["a", "b"], "p_improve": r.mean((0, 1)), "p_deteriorate": [0.0, 0.0], "rci_class": ["improved", "no_change"]})
+    diag = Diagnostics(1.0, 16000.0, 16000.0, 0, True, {"max_rhat": 1.01, "min_ess": 400.0, "max_divergences": 0}, "")
+    payload = {"model": "change", "diagnostics": diag.to_dict(), "crosscheck": {"rci_estimated_fdp": 1 - float(pi.mean())},
+               "params": {"prior": prior_settings({}), "rope": None, "delta_min": 0.05}}  # fmt: skip
+    res = BayesFit(payload, {"items": items}, xr.DataTree.from_dict({"posterior": post}))
+    same = reweighted_posterior(res, {})
+    own = fitted_posterior(res)
+    assert same.pi_mean == pytest.approx(own.pi_mean, abs=1e-12) and same.rci_estimated_fdp == pytest.approx(own.rci_estimated_fdp, abs=1e-12)
+    assert np.allclose(same.items["p_improve"], own.items["p_improve"]) and same.pareto_k == 0.0 and same.gate_passed
+    moved = reweighted_posterior(res, {"pi_a": 2.0, "pi_b": 2.0})
+    assert moved.pi_mean == pytest.approx(0.5, abs=0.01) and moved.rci_estimated_fdp == pytest.approx(0.5, abs=0.01)
+    assert moved.items["p_improve"].tolist() == pytest.approx([0.5, 0.5], abs=0.01)
+    assert moved.pareto_k < 0.7 and 400 < moved.ess < 16000 * 0.5 and moved.gate_passed and moved.method == "reweighted"
+    # Beta(1, 9) puts the posterior (Beta(2, 10)) where the draws hardly go: the weights fail their gate
+    far = reweighted_posterior(res, {"pi_a": 1.0, "pi_b": 9.0})
+    assert far.pareto_k > 0.7 and not far.gate_passed
+
+
 def test_prior_sensitivity_of_rcis_estimated_fdp_matches_the_power_scaled_posterior():
     """Known answer: posterior pi ~ Beta(5, 2) = prior Beta(4, 1) x likelihood pi (1 - pi); an RCI flag whose
     item changed with probability r = pi (upward for sure when changed) is false with 1 - pi. Raising the prior
@@ -61,7 +134,7 @@ def test_prior_sensitivity_of_rcis_estimated_fdp_matches_the_power_scaled_poster
     unscaled, 0.2 at alpha = 2. A fixed sigma_delta cancels from the weights."""
     import xarray as xr
 
-    from bayesrc.bayes.change import change_structure_log_prior
+    from bayesrc.bayes.change import STRUCTURE_SITES, change_log_prior
     from bayesrc.bayes.summaries import rci_fdp_prior_sensitivity
 
     rng = np.random.default_rng(4)
@@ -73,12 +146,12 @@ def test_prior_sensitivity_of_rcis_estimated_fdp_matches_the_power_scaled_poster
         "r": (dims, r), "p_up": (dims, np.ones_like(r)), "dp": (dims, np.where(r > 0.5, 0.1, 0.0)),
     })  # fmt: skip
     flags = np.array(["improved", "improved", "no_change"])
-    s = rci_fdp_prior_sensitivity(post, 3, flags, change_structure_log_prior(post), alphas=(0.5, 1.0, 2.0))
+    s = rci_fdp_prior_sensitivity(post, 3, flags, change_log_prior(post, sites=STRUCTURE_SITES), alphas=(0.5, 1.0, 2.0))
     assert s["rci_estimated_fdp"] == pytest.approx([1 - 3.5 / 5.5, 1 - 5 / 7, 1 - 8 / 10], abs=0.01)
     assert s["rci_estimated_fdp_material"][1] == pytest.approx(float((pi <= 0.5).mean()), abs=1e-9)  # alpha = 1: no reweighting
     assert max(s["pareto_k"]) < 0.7 and s["sensitive"] is True
     # no flag: nothing to estimate
-    none = rci_fdp_prior_sensitivity(post, 3, np.array(["no_change"] * 3), change_structure_log_prior(post))
+    none = rci_fdp_prior_sensitivity(post, 3, np.array(["no_change"] * 3), change_log_prior(post, sites=STRUCTURE_SITES))
     assert none["rci_estimated_fdp"] is None and none["sensitive"] is None
 
 

@@ -199,10 +199,10 @@ def test_bad_input_one_line_exit_2_no_output(tmp_path, small_pair, capsys, case)
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("command", ["fit", "compare", "sensitivity", "switch"])
+@pytest.mark.parametrize("command", ["fit", "compare", "sensitivity", "switch", "truth"])
 def test_every_command_that_fits_takes_the_same_sampler_sizes(tmp_path, small_pair, capsys, command):
     """--chains/--draws/--tune: SamplerConfig's defaults on every command, and one clear line, exit 2,
-    nothing written when out of range (issue 29: the sensitivity command had its own defaults)."""
+    nothing written when out of range (issue 29: the sensitivity and truth commands had their own defaults)."""
     from bayesrc import datasets
     from bayesrc.cli import build_parser
     from bayesrc.config import SamplerConfig

@@ -191,19 +191,27 @@ def test_fdr_level_sensitivity_from_one_fit(bayes_sim, bayes_fit):
 
 @pytest.mark.slow
 def test_prior_grid_moves_the_share_changed_in_the_prior_direction(bayes_sim, bayes_config, bayes_fit, tmp_path):
+    """The default fit reused, moved to a near prior by importance weights (they pass their gate)
+    and refitted under a far one (they do not); the reweighted row agrees with a refit."""
     from bayesrc.sensitivity import prior_sensitivity, write_sensitivity
 
     counts = item_counts(bayes_sim.trials_v1, bayes_sim.trials_v2)
     grid = {"sceptical": {"pi_a": 1.0, "pi_b": 9.0}, "default": {}, "eager": {"pi_a": 6.0, "pi_b": 1.0}}
     t = prior_sensitivity(counts, grid=grid, result=bayes_fit, config=bayes_config, truth=bayes_sim.truth).set_index("prior")
-    # the default entry is the reused fit, not a refit
-    assert t.loc["default", "pi_mean"] == float(bayes_fit.posterior["posterior"]["pi"].mean())
-    assert t["gate_passed"].all()
+    assert t.loc["default", "pi_mean"] == float(bayes_fit.posterior["posterior"]["pi"].mean())  # the reused fit
+    assert t["method"].to_dict() == {"sceptical": "fit", "default": "fit", "eager": "reweighted"}
+    assert t["gate_passed"].all() and t.loc["eager", "pareto_k"] <= 0.7 and t.loc["eager", "ess"] >= 400
     assert t.loc["sceptical", "pi_mean"] < t.loc["default", "pi_mean"] < t.loc["eager", "pi_mean"]
     assert t.loc["sceptical", "detections"] <= t.loc["eager", "detections"]
     assert t.loc["default", "pi_a"] == 4.0 and t.loc["eager", "pi_a"] == 6.0
     # the data dominate: the default prior's conclusions are within a few items of the others'
     assert (t["detections"] - t.loc["default", "detections"]).abs().max() <= 0.25 * max(t.loc["default", "detections"], 4)
+    refit = prior_sensitivity(counts, grid={"eager": grid["eager"]}, config=bayes_config, truth=bayes_sim.truth, reweight=False).iloc[0]
+    assert refit["method"] == "fit" and refit["gate_passed"]
+    # pi's posterior SD is ~0.06 here: each Monte Carlo error is ~0.003 at ESS >= 400
+    assert abs(t.loc["eager", "pi_mean"] - refit["pi_mean"]) <= 0.015
+    assert abs(t.loc["eager", "detections"] - refit["detections"]) <= 2
+    assert abs(t.loc["eager", "rci_estimated_fdp"] - refit["rci_estimated_fdp"]) <= 0.03
     written = write_sensitivity({"prior": t.reset_index()}, tmp_path)
     assert (tmp_path / "sensitivity_prior.png").read_bytes()[:4] == b"\x89PNG" and len(written) == 3
 

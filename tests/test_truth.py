@@ -117,7 +117,7 @@ def test_cli_truth_writes_scores_and_a_report_section(tmp_path, exact_pair):
 
     a, b, truth = exact_pair
     out = tmp_path / "truth"
-    args = ["truth", str(a), str(b), "--k", "10", "--replicates", "2", "--seed", "1", "--fast", "--methods", "change,betabinom", "--no-progress", "--out", str(out)]
+    args = ["truth", str(a), str(b), "--k", "10", "--replicates", "2", "--seed", "1", "--methods", "change,betabinom", "--no-progress", "--out", str(out)]
     assert main(args) == 0
     tj = json.loads((out / "truth.json").read_text())
     for key in ("k", "replicates", "delta_min", "n_items"):

@@ -134,29 +134,58 @@ def _sigma_delta_prior(lib, pr: dict, *name, **dims):
     return lib.InverseGamma(*name, pr["sigma_delta_shape"], pr["sigma_delta_scale"], **dims)
 
 
-def change_structure_log_prior(post, prior: dict | None = None) -> np.ndarray:
-    """Per posterior draw (chain-major, flat): the log prior density of ``pi`` and ``sigma_delta``
-    (summed over levels), the priors that decide how many items changed and by how much.
+#: The hyperpriors whose density is evaluated per draw (:func:`change_log_prior`); the rest
+#: (``stratum_shift_z``, the items) have priors that no prior setting changes.
+HYPERPRIOR_SITES = ("mu_theta", "sigma_theta", "shift", "group_level", "group_shift", "stratum_shift_sd", "sigma_delta", "slope", "pi")
+#: The priors that decide how many items changed and by how much (the fit's own prior-sensitivity check).
+STRUCTURE_SITES = ("pi", "sigma_delta")
 
-    For the prior-sensitivity check of RCI's estimated FDP (:func:`bayesrc.bayes.summaries.rci_fdp_prior_sensitivity`).
+
+def change_log_prior(post, prior: dict | None = None, sites: tuple[str, ...] = HYPERPRIOR_SITES) -> np.ndarray:
+    """Per posterior draw (chain-major, flat): the log density of the change model's hyperpriors
+    under the settings ``prior`` (:func:`prior_settings`), summed over ``sites`` that ``post`` has.
+
+    Differences between two settings are the log importance ratios that move a fit to another
+    prior without refitting (:func:`bayesrc.bayes.summaries.psis_weights`): the likelihood, and the
+    priors no setting changes, cancel. ``ZeroSumNormal(s)`` over n levels has density
+    ``exp(-|x|^2 / 2s^2) / s^(n-1)`` up to a constant (it lives on n - 1 dimensions).
 
     Examples
     --------
     >>> import xarray as xr
     >>> post = xr.Dataset({"pi": (("chain", "draw"), [[0.5]]), "sigma_delta": (("chain", "draw"), [[0.6]])})
-    >>> round(float(change_structure_log_prior(post)[0]), 4)  # log Beta(0.5 | 4, 1) + log InvGamma(0.6 | 2, 0.6)
+    >>> round(float(change_log_prior(post, sites=STRUCTURE_SITES)[0]), 4)  # log Beta(0.5 | 4, 1) + log InvGamma(0.6 | 2, 0.6)
     -1.1823
     """
     from scipy import stats
 
     pr = prior_settings(prior)
-    pi = post["pi"].values.reshape(-1)
-    sd = post["sigma_delta"].values.reshape(pi.size, -1)
+    n_draws = post.sizes["chain"] * post.sizes["draw"]
+
+    def zero_sum_normal(x, sd):
+        return -0.5 * (x**2).sum(1) / sd**2 - (x.shape[1] - 1) * np.log(sd)
+
     if pr["sigma_delta_sd"] is not None:
-        lp_sd = stats.halfnorm.logpdf(sd, scale=pr["sigma_delta_sd"])
+        sigma_delta = partial(stats.halfnorm.logpdf, scale=pr["sigma_delta_sd"])
     else:
-        lp_sd = stats.invgamma.logpdf(sd, pr["sigma_delta_shape"], scale=pr["sigma_delta_scale"])
-    return stats.beta.logpdf(pi, pr["pi_a"], pr["pi_b"]) + lp_sd.sum(1)
+        sigma_delta = partial(stats.invgamma.logpdf, a=pr["sigma_delta_shape"], scale=pr["sigma_delta_scale"])
+    density = {
+        "mu_theta": partial(stats.norm.logpdf, scale=pr["mu_theta_sd"]),
+        "sigma_theta": partial(stats.halfnorm.logpdf, scale=pr["sigma_theta_sd"]),
+        "shift": partial(stats.norm.logpdf, scale=pr["shift_sd"]),
+        "group_level": lambda x: zero_sum_normal(x, pr["group_level_sd"]),
+        "group_shift": lambda x: zero_sum_normal(x, pr["group_shift_sd"]),
+        "stratum_shift_sd": partial(stats.halfnorm.logpdf, scale=pr["stratum_shift_sd"]),
+        "sigma_delta": sigma_delta,
+        "slope": partial(stats.norm.logpdf, scale=pr["slope_sd"]),
+        "pi": partial(stats.beta.logpdf, a=pr["pi_a"], b=pr["pi_b"]),
+    }
+    total = np.zeros(n_draws)
+    for site in sites:
+        if site in post:
+            lp = np.asarray(density[site](post[site].values.reshape(n_draws, -1)), float)
+            total += lp.reshape(n_draws, -1).sum(1)
+    return total
 
 
 def model_dims(n_groups: int) -> dict:

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bayesrc.bayes.change import change_structure_log_prior, prior_settings
+from bayesrc.bayes.change import STRUCTURE_SITES, change_log_prior, prior_settings
 from bayesrc.bayes.checks import loo_checks, loo_warnings, posterior_predictive_check, ppc_warnings
 from bayesrc.bayes.diagnostics import Diagnostics, gate
 from bayesrc.bayes.inputs import ModelInputs, model_inputs
@@ -323,7 +323,7 @@ def fit(
     if model == "change":
         cc["prior_sensitivity"] = rci_fdp_prior_sensitivity(
             dt["posterior"], data.n_items, items["rci_class"].to_numpy(dtype=object),
-            change_structure_log_prior(dt["posterior"], prior), delta_min=delta_min, rope=float(rope or 0.0),
+            change_log_prior(dt["posterior"], prior, STRUCTURE_SITES), delta_min=delta_min, rope=float(rope or 0.0),
         )  # fmt: skip
         warnings += prior_sensitivity_warnings(cc["prior_sensitivity"], cc, delta_min)
     ppc, loo_payload = None, None

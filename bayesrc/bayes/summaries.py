@@ -388,6 +388,27 @@ PRIOR_TOLERANCE = 0.05  # SPEC 7's goal for RCI's estimated FDP: within +-0.05 o
 PARETO_K_MAX = 0.7  # PSIS weights are reliable below this
 
 
+def psis_weights(log_ratio: np.ndarray) -> tuple[np.ndarray, float]:
+    """Pareto-smoothed importance weights (normalised) for draws with log importance ratios
+    ``log_ratio``, and the Pareto k of their tail (Vehtari et al. 2024; reliable up to :data:`PARETO_K_MAX`).
+
+    Examples
+    --------
+    >>> w, k = psis_weights(np.zeros(100))  # equal ratios: the draws themselves
+    >>> round(float(w.sum()), 12), float(w.max()), k
+    (1.0, 0.01, 0.0)
+    """
+    from arviz_stats.base import array_stats
+    from scipy.special import logsumexp
+
+    log_ratio = np.asarray(log_ratio, float).ravel()
+    if not np.ptp(log_ratio) > 0:  # equal ratios have no tail to fit
+        return np.full(log_ratio.size, 1.0 / log_ratio.size), 0.0
+    # psislw smooths the weights exp(-x) (its LOO use: x = log-likelihood), hence -log_ratio
+    lw, khat = array_stats.psislw(-log_ratio, r_eff=1.0)
+    return np.exp(lw - logsumexp(lw)), float(khat)
+
+
 def rci_fdp_prior_sensitivity(
     post, n_items: int, rci_cls: np.ndarray, log_prior: np.ndarray, *, delta_min: float = DELTA_MIN, rope: float = 0.0,
     alphas: tuple[float, ...] = PRIOR_ALPHAS, tolerance: float = PRIOR_TOLERANCE,
@@ -398,7 +419,7 @@ def rci_fdp_prior_sensitivity(
     ``p(phi)^alpha``; the posterior under it is the fitted one reweighted by
     ``p(phi_s)^(alpha - 1)`` per draw (Pareto-smoothed importance weights, no refit). ``log_prior``:
     per draw, the log density of those priors (the change model's share of changed items ``pi`` and
-    the spreads ``sigma_delta``, :func:`bayesrc.bayes.change.change_structure_log_prior`); ``alpha``
+    the spreads ``sigma_delta``, :func:`bayesrc.bayes.change.change_log_prior` over ``STRUCTURE_SITES``); ``alpha``
     0.5 and 2 turn Beta(4, 1) on ``pi`` into about Beta(2.5, 1) and Beta(7, 1).
 
     Why (issue 12): where every item moves by less than K samples can resolve (a prompt change,
@@ -414,23 +435,16 @@ def rci_fdp_prior_sensitivity(
 
     Examples
     --------
-    >>> s = rci_fdp_prior_sensitivity(dt["posterior"], n, rci_cls, change_structure_log_prior(dt["posterior"]))  # doctest: +SKIP
+    >>> s = rci_fdp_prior_sensitivity(dt["posterior"], n, rci_cls, change_log_prior(dt["posterior"], sites=STRUCTURE_SITES))  # doctest: +SKIP
     >>> s["rci_estimated_fdp"], s["sensitive"]                                                                   # doctest: +SKIP
     ([0.52, 0.31], True)
     """
-    from arviz_stats.base import array_stats
-    from scipy.special import logsumexp
-
     err, err_material = flag_errors(direction_draws(post, n_items, rope=rope, delta_min=delta_min), rci_cls)
     out = {"alphas": list(alphas), "rci_estimated_fdp": [], "rci_estimated_fdp_material": [], "pareto_k": []}
     if not np.isfinite(err).all():
         return out | {k: None for k in ("rci_estimated_fdp", "rci_estimated_fdp_material", "pareto_k", "sensitive", "sensitive_material")}
     for alpha in alphas:
-        log_ratio = (alpha - 1.0) * np.asarray(log_prior, float).ravel()
-        # psislw smooths the weights exp(-x) (its LOO use: x = log-likelihood), hence -log_ratio;
-        # equal ratios (alpha = 1) are the posterior itself, with no tail to fit
-        lw, khat = array_stats.psislw(-log_ratio, r_eff=1.0) if np.ptp(log_ratio) > 0 else (np.zeros_like(log_ratio), 0.0)
-        w = np.exp(lw - logsumexp(lw))
+        w, khat = psis_weights((alpha - 1.0) * np.asarray(log_prior, float).ravel())
         out["rci_estimated_fdp"].append(float(w @ err))
         out["rci_estimated_fdp_material"].append(float(w @ err_material))
         out["pareto_k"].append(float(khat))

@@ -17,7 +17,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_report)
 
     s = sub.add_parser("sensitivity", help="how the reliable-change conclusions move with the analysis choices")
-    s.add_argument("analysis", choices=("threshold", "exclusion", "k", "prior", "fdr", "all"), help="prior and fdr fit the paired change model (prior: one fit per prior of the grid)")
+    s.add_argument(
+        "analysis",
+        choices=("threshold", "exclusion", "k", "prior", "fdr", "all"),
+        help="prior and fdr fit the paired change model (prior: one fit, reweighted to the grid's other priors where its importance weights pass the gate, else refitted)",
+    )
     s.add_argument("v1", type=Path, help="trials of version 1")
     s.add_argument("v2", type=Path, help="trials of version 2")
     s.add_argument("--truth", type=Path, help="known truth of a simulated pair (item_id, delta_p, changed): adds realized FDP")
@@ -29,6 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     add_sampler_size_arguments(s)  # the change model's fits (prior, fdr)
     add_progress_argument(s, "progress bar over the prior grid's fits")
+    s.add_argument("--refit", action="store_true", help="prior: refit every prior of the grid with NUTS (default: reweight the default prior's fit where Pareto k <= 0.7 and ESS >= 400)")
     s.add_argument("--sd-basis", choices=("analysable", "all"), default="analysable")
     s.add_argument("--s-diff", action="append", choices=("reference", "binomial"), help="threshold: S_diff methods to tabulate (repeatable; default reference and binomial)")
     s.add_argument("--reliability-basis", action="append", choices=("all", "analysed"), help="threshold: r_xx bases of the reference method (repeatable; default all and analysed)")
@@ -41,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--out", type=Path, required=True)
     from bayesrc.scale.commands import add_ray_arguments
 
-    add_ray_arguments(s, "prior grid's fits (one task per prior)")
+    add_ray_arguments(s, "prior grid's refits (one task per prior)")
     s.set_defaults(func=run_sensitivity)
 
 
@@ -72,7 +77,7 @@ def run_sensitivity(args: argparse.Namespace) -> int:
     session, mapper = _prior_grid_mapper(args, names)
     with session:
         tables = run_sensitivity_analyses(
-            counts, names, truth=truth, settings=RCISettings(sd_basis=args.sd_basis), seed=args.seed, config=config, mapper=mapper, methods=_threshold_methods(args),
+            counts, names, truth=truth, settings=RCISettings(sd_basis=args.sd_basis), seed=args.seed, config=config, mapper=mapper, reweight=not args.refit, methods=_threshold_methods(args),
             null_replicates=args.null_replicates,
             **{k: v for k, v in grids.items() if v},
         )  # fmt: skip
@@ -134,11 +139,11 @@ def _change_model_config(args: argparse.Namespace, names: tuple[str, ...]):
 
 
 def _prior_grid_mapper(args: argparse.Namespace, names: tuple[str, ...]):
-    """(session, mapper) for the prior grid's fits: on Ray with ``--ray``, else here (mapper None)."""
+    """(session, mapper) for the prior grid's refits: on Ray with ``--ray``, else here (mapper None)."""
     import contextlib
 
     from bayesrc.scale.commands import mapper_for
 
     if args.ray and "prior" not in names:
-        print("bayesrc: note: --ray runs the prior grid's fits; this analysis has none, it runs here", file=sys.stderr)
+        print("bayesrc: note: --ray runs the prior grid's refits; this analysis has none, it runs here", file=sys.stderr)
     return mapper_for(args) if args.ray and "prior" in names else (contextlib.nullcontext(), None)

@@ -510,7 +510,7 @@ def section_switch(run: Run, c: Comparison | None = None) -> Section | None:
 
 SENSITIVITY_TITLES = {
     "threshold": "RCI threshold and SD basis", "exclusion": "Exclusion rules", "k": "K-subsampling (first k samples per item)",
-    "prior": "Prior grid (change model refitted)", "fdr": "Bayesian FDR level and posterior threshold",
+    "prior": "Prior grid (change model reweighted or refitted)", "fdr": "Bayesian FDR level and posterior threshold",
 }  # fmt: skip
 
 

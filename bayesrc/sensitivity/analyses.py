@@ -10,9 +10,10 @@ returns a tidy table (one row per setting) and a figure:
 * :func:`k_subsample_sensitivity` — "what would K = 3, 5, ... have concluded?":
   the full classical analysis (reliability included) on the first ``k`` samples of
   every item, with rule (a) scaled as ``ceil(0.6 k)`` (the paper's 6 of 10);
-* :func:`prior_sensitivity` — the paired change model refitted under a prior grid
+* :func:`prior_sensitivity` — the paired change model under a prior grid
   (:data:`PRIOR_GRID`: every scale halved / doubled, a flat and a sceptical prior on the
-  share of changed items), selection at one FDR level;
+  share of changed items), selection at one FDR level: one fit, moved to each other prior by
+  Pareto-smoothed importance weights where those pass a gate as strict as NUTS's, else refitted;
 * :func:`fdr_sensitivity` — one change-model fit, items re-selected at several Bayesian
   FDR levels q and posterior-probability thresholds (plotted against the error each
   allows: q, or 1 - threshold per item), with the model's expected FDP.
@@ -31,15 +32,16 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 import pandas as pd
 import xarray as xr
 
 from bayesrc.bayes import SamplerConfig, fit, select
-from bayesrc.bayes.change import PRIOR, prior_settings
+from bayesrc.bayes.change import PRIOR, change_log_prior, prior_settings
 from bayesrc.bayes.samplers import progress_bar
+from bayesrc.bayes.summaries import PARETO_K_MAX, direction_draws, flag_errors, psis_weights
 from bayesrc.bayes.task import fit_task
 from bayesrc.classical import rci as R
 from bayesrc.classical.calibration import binomial_s_diff, nominal_rate, sample_level_null
@@ -304,24 +306,97 @@ def _change_fit_task(n_devices: int, counts: xr.Dataset, config, seed: int, prio
     return fit_task(n_devices, counts, {"model": "change", "prior": prior, "config": cfg, "fdr": fdr})
 
 
-def _prior_fits(counts: xr.Dataset, grid: dict[str, dict], fdr: float, result, config, seed: int, mapper) -> dict:
-    """The grid's fits by name: ``result`` reused where its prior matches, the rest through ``mapper``."""
-    fits, todo = {}, []
+def _prior_posteriors(counts: xr.Dataset, grid: dict[str, dict], fdr: float, result, config, seed: int, mapper, reweight: bool) -> dict:
+    """Each grid entry's :class:`PriorPosterior`: ``result`` where its prior matches, the base fit
+    reweighted where :func:`reweighted_posterior` passes, the rest refitted through ``mapper``."""
+    base = result if result is not None and result.model == "change" else None
+    if base is None and reweight:
+        base = _change_fit(counts, config, seed, next(iter(grid.values())), fdr)  # the grid's first prior
+    out, todo = {}, []
     for name, prior in grid.items():
-        if result is not None and result.model == "change" and result.params.get("prior") == prior_settings(prior):
-            fits[name] = result
+        if base is not None and base.params.get("prior") == prior_settings(prior):
+            out[name] = fitted_posterior(base)
+        elif reweight and (moved := reweighted_posterior(base, prior)).gate_passed:
+            out[name] = moved
         else:
             todo.append(name)
-    if mapper is None:
-        with progress_bar(config.progress if config else None, len(todo), "prior grid", unit="fit") as bar:
-            for name in todo:
-                fits[name] = _change_fit(counts, replace(config, progress=False) if config else SamplerConfig(seed=seed, progress=False), seed, grid[name], fdr)
-                bar.update()
-    else:
+    out.update({name: fitted_posterior(f) for name, f in zip(todo, _refits(counts, [grid[n] for n in todo], fdr, config, seed, mapper))})
+    return {name: out[name] for name in grid}
+
+
+def _refits(counts: xr.Dataset, priors: list[dict], fdr: float, config, seed: int, mapper) -> list:
+    """Change-model fits under ``priors``: here (one progress bar) or through ``mapper``."""
+    if mapper is not None:
         chains = config.chains if config is not None else SamplerConfig().chains
         n_dev = max(1, min(chains, os.cpu_count() or 1))
-        fits.update(zip(todo, mapper(_change_fit_task, [(n_dev, counts, config, seed, grid[n], fdr) for n in todo])))
-    return {name: fits[name] for name in grid}
+        return list(mapper(_change_fit_task, [(n_dev, counts, config, seed, prior, fdr) for prior in priors]))
+    fits = []
+    with progress_bar(config.progress if config else None, len(priors), "prior grid", unit="fit") as bar:
+        for prior in priors:
+            fits.append(_change_fit(counts, replace(config, progress=False) if config else SamplerConfig(seed=seed, progress=False), seed, prior, fdr))
+            bar.update()
+    return fits
+
+
+@dataclass(frozen=True)
+class PriorPosterior:
+    """What the prior grid reports of one prior's posterior: from its own fit or reweighted.
+
+    ``method`` "fit" (NUTS under this prior; ``ess`` its gate's smallest ESS) or "reweighted"
+    (another fit's draws with Pareto-smoothed importance weights: ``pareto_k``, and ``ess`` the
+    smallest ESS scaled by the weights' efficiency); ``items``: item_id, p_improve, p_deteriorate.
+    """
+
+    method: str
+    gate_passed: bool
+    pi_mean: float
+    sigma_delta_mean: float
+    rci_estimated_fdp: float
+    items: pd.DataFrame
+    prior: dict
+    pareto_k: float
+    ess: float
+
+
+def fitted_posterior(res) -> PriorPosterior:
+    """A change-model fit's own :class:`PriorPosterior`."""
+    post, diag = res.posterior["posterior"], res.diagnostics
+    return PriorPosterior(
+        "fit", bool(diag.passed), float(post["pi"].mean()), float(post["sigma_delta"].mean()), float(res.crosscheck["rci_estimated_fdp"]),
+        res.items[["item_id", "p_improve", "p_deteriorate"]], res.params["prior"], float("nan"), float(min(diag.min_ess_bulk, diag.min_ess_tail)),
+    )  # fmt: skip
+
+
+def reweighted_posterior(res, prior: dict) -> PriorPosterior:
+    """The fit ``res`` moved to the prior settings ``prior`` by importance weighting, no refit.
+
+    Items are integrated out of the sampled model and drawn from their conditionals given each
+    draw's hyperparameters, which no prior setting touches, so the log ratio of the two
+    hyperpriors (:func:`bayesrc.bayes.change.change_log_prior`) is the whole importance ratio.
+    Gated as strictly as NUTS: ``gate_passed`` needs the fit's own gate, Pareto k <= 0.7 (the
+    weights are reliable) and an ESS of at least the gate's ``min_ess`` after weighting (the
+    fit's smallest ESS times the weights' relative efficiency ``1 / (S sum w^2)``). A prior far
+    from the fitted one fails it and is refitted (:func:`prior_sensitivity`).
+
+    Examples
+    --------
+    >>> moved = reweighted_posterior(res, {"pi_a": 1.0, "pi_b": 9.0})  # doctest: +SKIP
+    >>> moved.pi_mean, moved.pareto_k, moved.gate_passed              # doctest: +SKIP
+    """
+    post, diag, params = res.posterior["posterior"], res.diagnostics, res.params
+    log_ratio = change_log_prior(post, prior) - change_log_prior(post, params["prior"])
+    w, khat = psis_weights(log_ratio)
+    ess = float(min(diag.min_ess_bulk, diag.min_ess_tail)) / (w.size * float(w @ w))
+    n_items = res.items.shape[0]
+    d = direction_draws(post, n_items, rope=float(params.get("rope") or 0.0), delta_min=params["delta_min"])
+    rci_cls = res.items["rci_class"].to_numpy(dtype=object)  # excluded items are no flag
+    items = pd.DataFrame({"item_id": res.items["item_id"].to_numpy(), "p_improve": w @ d["p_improve"], "p_deteriorate": w @ d["p_deteriorate"]})
+    sigma_delta = post["sigma_delta"].values.reshape(w.size, -1).mean(1)
+    passed = bool(diag.passed) and khat <= PARETO_K_MAX and ess >= diag.thresholds["min_ess"]
+    return PriorPosterior(
+        "reweighted", passed, float(w @ post["pi"].values.ravel()), float(w @ sigma_delta), float(w @ flag_errors(d, rci_cls)[0]),
+        items, prior_settings(prior), khat, ess,
+    )  # fmt: skip
 
 
 def prior_sensitivity(
@@ -334,35 +409,38 @@ def prior_sensitivity(
     truth: pd.DataFrame | None = None,
     seed: int = 0,
     mapper=None,
+    reweight: bool = True,
 ) -> pd.DataFrame:
-    """The collapsed change model refitted under each prior of ``grid`` (default :data:`PRIOR_GRID`).
+    """The collapsed change model under each prior of ``grid`` (default :data:`PRIOR_GRID`).
 
-    One row per prior: the gate, posterior means of ``pi`` (share changed) and ``sigma_delta``,
-    the items selected at Bayesian FDR ``fdr``, the model's expected false-discovery proportion
-    and its estimate of RCI's (plus realized FDP given ``truth``). Every fit uses the same seed,
-    so rows differ only by the prior. ``result``: a change-model fit to reuse for the grid entry
-    with its prior (e.g. the default) instead of refitting it. ``mapper(fn, arg_tuples)`` runs
-    the fits (e.g. :func:`bayesrc.scale.ray_map`: one Ray task per prior, same results).
+    One row per prior: how it was obtained (``method``), the gate, posterior means of ``pi``
+    (share changed) and ``sigma_delta``, the items selected at Bayesian FDR ``fdr``, the model's
+    expected false-discovery proportion and its estimate of RCI's (plus realized FDP given
+    ``truth``). ``reweight``: one NUTS fit (``result``, else the grid's first prior) moved to
+    every other prior by importance weighting where that passes its gate
+    (:func:`reweighted_posterior`), the others refitted; ``False`` refits every prior. Every
+    fit uses the same seed, so rows differ only by the prior. ``result``: a change-model fit
+    to reuse for the grid entry with its prior. ``mapper(fn, arg_tuples)`` runs the refits
+    (e.g. :func:`bayesrc.scale.ray_map`: one Ray task per prior, same results).
 
     Examples
     --------
     >>> prior_sensitivity(counts, truth=sim.truth, seed=0)   # doctest: +SKIP
     """
     grid = grid or PRIOR_GRID
-    return _prior_rows(_prior_fits(counts, grid, fdr, result, config, seed, mapper), fdr, truth)
+    return _prior_rows(_prior_posteriors(counts, grid, fdr, result, config, seed, mapper, reweight), fdr, truth)
 
 
-def _prior_rows(fits: dict, fdr: float, truth: pd.DataFrame | None) -> pd.DataFrame:
+def _prior_rows(posteriors: dict[str, PriorPosterior], fdr: float, truth: pd.DataFrame | None) -> pd.DataFrame:
     rows = []
-    for name, res in fits.items():
-        cls, sel = select(res.items["p_improve"], res.items["p_deteriorate"], rule="fdr", fdr=fdr)
-        post = res.posterior["posterior"]
+    for name, p in posteriors.items():
+        cls, sel = select(p.items["p_improve"], p.items["p_deteriorate"], rule="fdr", fdr=fdr)
         rows.append({  # conclusions first, the prior's settings last (the report's table scrolls right)
-            "analysis": "prior", "prior": name,
-            "gate_passed": bool(res.diagnostics.passed), "pi_mean": float(post["pi"].mean()),
-            "sigma_delta_mean": float(post["sigma_delta"].mean()), "fdr": fdr,
-            "expected_fdp": sel["expected_fdp"], "rci_estimated_fdp": res.crosscheck["rci_estimated_fdp"],
-            **_bayes_scores(res.items, cls, truth), **res.params["prior"],
+            "analysis": "prior", "prior": name, "method": p.method,
+            "gate_passed": p.gate_passed, "pareto_k": p.pareto_k, "ess": p.ess, "pi_mean": p.pi_mean,
+            "sigma_delta_mean": p.sigma_delta_mean, "fdr": fdr,
+            "expected_fdp": sel["expected_fdp"], "rci_estimated_fdp": p.rci_estimated_fdp,
+            **_bayes_scores(p.items, cls, truth), **p.prior,
         })  # fmt: skip
     return pd.DataFrame(rows)
 
@@ -423,14 +501,15 @@ def run_sensitivity_analyses(
     qs: Sequence[float] = FDR_GRID,
     config=None,
     mapper=None,
+    reweight: bool = True,
 ) -> dict[str, pd.DataFrame]:
     """Run the named analyses (one shared reliability estimate for threshold / exclusion, one
     default-prior change-model fit for prior / fdr; ``config``: its sampler settings).
     ``settings``: the RCI classification the exclusion and K analyses vary one part of
     (:class:`bayesrc.classical.rci.RCISettings`; default the paper's).
 
-    ``mapper(fn, arg_tuples)``: how the prior grid's fits run (default serially here; e.g.
-    :func:`bayesrc.scale.ray_map`). With a mapper the default-prior fit runs with the grid.
+    ``mapper(fn, arg_tuples)``: how the prior grid's refits run (default serially here; e.g.
+    :func:`bayesrc.scale.ray_map`); ``reweight``: :func:`prior_sensitivity`'s.
 
     Examples
     --------
@@ -438,13 +517,10 @@ def run_sensitivity_analyses(
     >>> sorted(tables)                                                    # doctest: +SKIP
     ['k', 'threshold']
     """
-    pair, base, prior_fits = None, None, None
-    if mapper is not None and "prior" in names:
-        prior_fits = _prior_fits(counts, PRIOR_GRID, 0.10, None, config, seed, mapper)
-        base = next(f for n, f in prior_fits.items() if not PRIOR_GRID[n])  # the default prior's fit
+    pair, base = None, None
     out: dict[str, pd.DataFrame] = {}
     for name in names:
-        if name in ("prior", "fdr") and base is None:
+        if name in ("prior", "fdr") and base is None:  # one fit for both; the prior grid reweights it
             base = _change_fit(counts, config, seed)
         if name in ("threshold", "exclusion") and pair is None:
             pair = _pair(counts, None, seed, settings)
@@ -455,7 +531,7 @@ def run_sensitivity_analyses(
         elif name == "k":
             out[name] = k_subsample_sensitivity(counts, ks=ks, settings=settings, truth=truth, seed=seed)
         elif name == "prior":
-            out[name] = _prior_rows(prior_fits, 0.10, truth) if prior_fits is not None else prior_sensitivity(counts, result=base, config=config, truth=truth, seed=seed)
+            out[name] = prior_sensitivity(counts, result=base, config=config, truth=truth, seed=seed, mapper=mapper, reweight=reweight)
         elif name == "fdr":
             out[name] = fdr_sensitivity(counts, qs=qs, result=base, truth=truth, seed=seed)
         else:

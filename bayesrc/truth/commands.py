@@ -18,9 +18,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--fdr", type=float, default=0.10, help="Bayesian FDR level q of the models' own selection (default 0.10)")
     p.add_argument("--methods", default=None, help="comma-separated Bayesian methods (default: all; see bayesrc.truth.MODEL_SPECS)")
     p.add_argument("--backend", choices=("numpyro", "pymc"), default="numpyro")
-    p.add_argument("--fast", action="store_true", help="cheaper NUTS settings (2 chains x 400 draws after 300 warm-up)")
-    from bayesrc.bayes.commands import add_progress_argument  # one definition; inside, as a commands.py imports only the standard library at module level
+    from bayesrc.bayes.commands import add_progress_argument, add_sampler_size_arguments  # one definition; inside, as a commands.py imports only the standard library at module level
 
+    add_sampler_size_arguments(p)
     add_progress_argument(p, "progress bar over the replicates")
     p.add_argument("--out", required=True, type=Path)
     from bayesrc.collect.commands import add_pin_arguments  # one definition of --allow-pin / --force
@@ -34,10 +34,11 @@ def run_truth(args: argparse.Namespace) -> int:
 
     if not 0 < args.fdr < 1:
         raise InputError(f"must be in (0, 1), got {args.fdr}", field="--fdr")
-    from bayesrc.bayes.commands import progress_setting
-    from bayesrc.bayes.samplers import configure_host_devices
+    from bayesrc.bayes.commands import check_sampler_sizes, progress_setting
+    from bayesrc.bayes.samplers import SamplerConfig, configure_host_devices
 
-    configure_host_devices(min(2, os.cpu_count() or 1))
+    check_sampler_sizes(args)
+    configure_host_devices(min(args.chains, os.cpu_count() or 1))
     from bayesrc.collect.pins import check_comparable
     from bayesrc.data.exact import load_exact
     from bayesrc.truth import DEFAULT_METHODS, truth
@@ -46,7 +47,7 @@ def run_truth(args: argparse.Namespace) -> int:
     check_comparable(args.v1, args.v2, allow=args.allow_pin, force=args.force)  # bad input fails here, before any fit; only the model may differ (SPEC 6)
     methods = tuple(m.strip() for m in args.methods.split(",") if m.strip()) if args.methods else DEFAULT_METHODS
     res = truth(ex1, ex2, k=args.k, replicates=args.replicates, seed=args.seed, delta_min=args.delta_min, q=args.fdr,
-                methods=methods, fast=args.fast, backend=args.backend, progress=progress_setting(args))  # fmt: skip
+                methods=methods, config=SamplerConfig(chains=args.chains, draws=args.draws, tune=args.tune), backend=args.backend, progress=progress_setting(args))  # fmt: skip
     res.write(args.out)
     print(res.summary().to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     print(f"wrote {args.out / 'truth.json'}")

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import copy
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -66,10 +67,6 @@ DEFAULT_MODEL = "change"
 DEFAULT_METHODS = tuple(MODEL_SPECS)
 # RCI classes computed by the classical layer for one pair: column of PairRCI.items -> method name.
 RCI_VARIANTS = {"class": "rci", "class_conservative": "rci_conservative", "class_all_items": "rci_all_items"}
-SETTINGS = {  # NUTS settings: default and --fast
-    "default": {"chains": 2, "tune": 500, "draws": 1000},
-    "fast": {"chains": 2, "tune": 300, "draws": 400},
-}
 
 
 def score_classes(classes, dp_exact: np.ndarray, delta_min: float = 0.05) -> dict:
@@ -351,7 +348,7 @@ def replicate_datasets(ex1, ex2, *, k: int, seed: int, replicates, labels: tuple
 
 def truth(
     exact_v1, exact_v2, *, k: int = 10, replicates: int = 20, seed: int = 0, delta_min: float = 0.05, q: float = 0.10,
-    methods=DEFAULT_METHODS, fast: bool = False, backend: str = "numpyro", progress: bool | None = None,
+    methods=DEFAULT_METHODS, config: SamplerConfig | None = None, backend: str = "numpyro", progress: bool | None = None,
 ) -> TruthResult:  # fmt: skip
     """Score RCI and the Bayesian models on ``replicates`` K-sample datasets drawn from two exact runs.
 
@@ -360,13 +357,14 @@ def truth(
     exact_v1, exact_v2 : exact run directories (or :class:`bayesrc.data.exact.ExactRun`).
     k : samples per item and version in each replicate.
     methods : Bayesian methods, names of :data:`MODEL_SPECS`.
-    fast : cheaper NUTS settings (2 x 400 draws after 300 warm-up) for many replicates.
+    config : the fits' sampler settings (default ``SamplerConfig()``, every command's); each
+        replicate's fits get their own seed, drawn with the replicate.
     progress : a progress bar over the replicates (their fits' own bars off): True, False, or
         None (the default) on a terminal or in Jupyter.
 
     Examples
     --------
-    >>> res = truth("runs/exact_q4", "runs/exact_q3", k=10, replicates=20, fast=True)   # doctest: +SKIP
+    >>> res = truth("runs/exact_q4", "runs/exact_q3", k=10, replicates=20)               # doctest: +SKIP
     >>> res.methods["change"]["coverage90"]                                          # doctest: +SKIP
     """
     if not 0 < delta_min < 1:
@@ -379,11 +377,11 @@ def truth(
     ex1, ex2 = _as_exact(exact_v1), _as_exact(exact_v2)
     items = exact_truth(ex1, ex2)
     labels = (ex1.label, ex2.label) if ex1.label != ex2.label else (f"{ex1.label} (v1)", f"{ex2.label} (v2)")
-    st = SETTINGS["fast" if fast else "default"]
+    config = config or SamplerConfig()
     rows = []
     with progress_bar(progress, replicates, desc="truth", unit="replicate") as bar:
         for r, counts, dp, sampler_seed in replicate_datasets(ex1, ex2, k=k, seed=seed, replicates=range(replicates), labels=labels):
-            cfg = SamplerConfig(**st, seed=sampler_seed, progress=False)
+            cfg = replace(config, seed=sampler_seed, progress=False)
             rep = score_replicate(counts, dp, methods=methods, delta_min=delta_min, q=q, config=cfg, seed=r, backend=backend)
             rows += [row | {"replicate": r} for row in rep]
             bar.update()
@@ -393,6 +391,6 @@ def truth(
         k=int(k), replicates=int(replicates), delta_min=float(delta_min), q=float(q), seed=int(seed), n_items=len(items),
         runs={"v1": {"path": str(ex1.path), "label": ex1.label}, "v2": {"path": str(ex2.path), "label": ex2.label}},
         exact=_exact_summary(items, delta_min), methods=_aggregate(per_rep),
-        settings={**st, "backend": backend, "fast": bool(fast), "methods": list(methods), "model_specs": {m: MODEL_SPECS[m] for m in methods}},
+        settings={"chains": config.chains, "tune": config.tune, "draws": config.draws, "backend": backend, "methods": list(methods), "model_specs": {m: MODEL_SPECS[m] for m in methods}},
         per_replicate=per_rep, items=items,
     )  # fmt: skip
