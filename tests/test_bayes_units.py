@@ -620,6 +620,24 @@ def test_vectorised_convergence_diagnostics_equal_arviz_stats(case):
         np.testing.assert_allclose(ours[key], expected.values, rtol=1e-12, equal_nan=True, err_msg=key)
 
 
+def test_loo_relative_efficiency_equals_arviz_stats_default():
+    """The r_eff given to arviz-stats' loo equals the one it computes itself (independent code): the
+    mean ESS of every entry of every posterior variable (scalars, items, an int8 one), over the draws."""
+    import xarray as xr
+    from arviz_stats.loo.loo_helper import _get_r_eff
+
+    from bayesrc.bayes.diagnostics import mean_relative_ess
+
+    rng = np.random.default_rng(3)
+    post = xr.Dataset({
+        "pi": (("chain", "draw"), _ar1(rng, 0.6, (4, 300))),
+        "p": (("chain", "draw", "item", "version"), rng.beta(2, 3, size=(4, 300, 7, 2))),
+        "dp": (("chain", "draw", "item"), _ar1(rng, 0.3, (7, 4, 300)).transpose(1, 2, 0)),
+        "changed": (("chain", "draw", "item"), rng.integers(0, 2, size=(4, 300, 7)).astype(np.int8)),
+    })  # fmt: skip
+    assert mean_relative_ess(post, chunk=3) == pytest.approx(_get_r_eff(xr.DataTree.from_dict({"posterior": post}), 1200), rel=1e-12)
+
+
 def test_sample_gated_escalates_by_what_failed():
     """A gate failed on R-hat alone is retried with twice the draws from the same warm-up and
     target acceptance; one failed on divergences with longer warm-up at 0.95; a passed gate stops."""

@@ -73,6 +73,7 @@ from bayesrc.bayes.change import (
     share_above_zero,
     store_item_quantities,
 )
+from bayesrc.bayes.diagnostics import mean_relative_ess
 from bayesrc.bayes.inputs import ModelInputs
 from bayesrc.bayes.samplers import SamplerConfig, progress_bar, run_numpyro, run_pymc
 
@@ -738,4 +739,4 @@ def loo(dt, data: ModelInputs):
         ll = (betaln(a + data.y, b + data.n - data.y) - betaln(a, b)).sum(-1)
     dt = dt.copy()
     dt["log_likelihood"] = xr.Dataset({"y": (("chain", "draw", "item"), ll)})
-    return azs.loo(dt, var_name="y")
+    return azs.loo(dt, var_name="y", reff=mean_relative_ess(post))  # arviz-stats' default reff, loop-free

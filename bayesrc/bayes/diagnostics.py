@@ -116,6 +116,19 @@ def convergence(x: np.ndarray) -> dict[str, np.ndarray]:
     return {"r_hat": np.where(_valid(x, 2), r_hat, np.nan), "ess_bulk": np.where(ok, _ess_chains(z), np.nan), "ess_tail": np.where(ok, _ess_tail(x), np.nan)}
 
 
+def ess_bulk(x: np.ndarray) -> np.ndarray:
+    """:func:`convergence`'s bulk ESS alone (rank-normalised split chains), per entry of ``x`` (..., chain, draw).
+
+    Examples
+    --------
+    >>> x = np.random.default_rng(0).normal(size=(3, 4, 500))
+    >>> bool(np.allclose(ess_bulk(x), convergence(x)["ess_bulk"]))
+    True
+    """
+    x = np.asarray(x, float)
+    return np.where(_valid(x, 1), _ess_chains(_z_scale(_split_chains(x))), np.nan)
+
+
 def mcse_mean(x: np.ndarray) -> np.ndarray:
     """Monte Carlo standard error of each entry's posterior mean (..., chain, draw): sd / sqrt(ESS
     of the mean, on the split chains).
@@ -129,6 +142,33 @@ def mcse_mean(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x, float)
     flat = x.reshape(*x.shape[:-2], -1)
     return np.where(_valid(x, 1), np.std(flat, axis=-1, ddof=1) / np.sqrt(_ess_chains(_split_chains(x))), np.nan)
+
+
+def mean_relative_ess(post, chunk: int = 1024) -> float:
+    """PSIS-LOO's relative efficiency as arviz-stats ``loo`` takes it by default: the mean over every
+    entry of every variable of ``post`` (chain, draw, ...) of its mean's ESS, over the draws.
+
+    The same number (tests/test_bayes_units.py), loop-free and ``chunk`` entries at a time: the item
+    draws make tens of thousands of entries, ~2 ms each in arviz-stats' loop (21 s of a
+    12,000-item fit).
+
+    Examples
+    --------
+    >>> import xarray as xr
+    >>> post = xr.Dataset({"a": (("chain", "draw"), np.random.default_rng(0).normal(size=(4, 500)))})
+    >>> round(mean_relative_ess(post), 1)
+    1.0
+    """
+    n_samples = post.sizes["chain"] * post.sizes["draw"]
+    total, count = 0.0, 0
+    for da in post.data_vars.values():
+        x = chain_draw_last(da)
+        x = x.reshape(-1, *x.shape[-2:])
+        for i in range(0, len(x), chunk):
+            part = x[i : i + chunk]
+            ess = np.where(_valid(part, 1), _ess_chains(_split_chains(part)), np.nan)
+            total, count = total + ess.sum(), count + ess.size
+    return float(total / count / n_samples)
 
 
 @dataclass(frozen=True)
