@@ -90,6 +90,62 @@ def test_ppc_with_the_true_accuracies_is_calibrated_and_a_wrong_model_warns():
     assert out["n_tests"] == len(out["strata"]) * len(STATS) - sum(r["p"] is None for r in out["table"])
 
 
+# ---------------------------------------------------------------- prior predictive check
+
+
+def _direct_prior_simulation(model: str, n_draws: int, rng) -> tuple[np.ndarray, np.ndarray]:
+    """Independent code: accuracies (draw, 2) of one new item in a one-domain design, sampled with
+    numpy from the priors as docs/methods/bayesian.md states them (the grid's half-step jitter of
+    the change model's spreads, 0.1 logits, included)."""
+    from scipy.special import expit
+
+    if model == "betabinom":
+        mu, kappa = expit(rng.normal(0, 1.5, (n_draws, 2))), np.exp(rng.normal(1.0, 1.5, (n_draws, 2)))
+        p = rng.beta(mu * kappa, (1 - mu) * kappa)
+        return p, np.ones(n_draws)
+    jitter = lambda sd: np.sqrt(sd**2 + 0.1**2)  # noqa: E731
+    mu, sigma, shift = rng.normal(0, 2.0, n_draws), np.abs(rng.normal(0, 5.0, n_draws)), rng.normal(0, 1.0, n_draws)
+    sigma_delta, pi = 0.6 / rng.gamma(2.0, 1.0, n_draws), rng.beta(4.0, 1.0, n_draws)
+    theta = mu + jitter(sigma) * rng.standard_normal(n_draws)
+    delta = shift + jitter(sigma_delta) * rng.standard_normal(n_draws)
+    changed = rng.random(n_draws) < pi
+    return np.stack([expit(theta), expit(theta + changed * delta)], -1), pi
+
+
+@pytest.mark.parametrize("model", ["change", "betabinom"])
+def test_prior_predictive_matches_a_direct_simulation_of_the_priors(model):
+    """The prior predictive (the model's own NumPyro priors, then new items as the posterior
+    predictive draws them) against numpy draws from the stated priors: the share of items moving by
+    more than 0.05 / 0.10, the quantiles of accuracy and change, and of pi, within Monte Carlo error
+    (items of one draw share its hyperparameters: ~1,000 independent draws, SE of a share <= 0.016;
+    measured differences <= 0.004 in the shares, <= 0.02 in the quantiles)."""
+    from bayesrc.bayes.prior_predictive import prior_predictive
+
+    y = np.array([[3, 4]] * 200)
+    ours = prior_predictive(_inputs(y, np.full_like(y, 10), np.zeros(200, int)), model, seed=2)
+    p, pi = _direct_prior_simulation(model, 200_000, np.random.default_rng(9))
+    dp = p[:, 1] - p[:, 0]
+    assert ours["n_draws"] == 1000 and ours["model"] == model
+    for cut in (0.05, 0.10):
+        assert ours["share_abs_dp_above"][f"{cut:g}"] == pytest.approx(float((np.abs(dp) > cut).mean()), abs=0.03)
+    q = ours["quantiles"]
+    assert ours["p_v1"] == pytest.approx(np.quantile(p[:, 0], q).tolist(), abs=0.04)
+    assert ours["dp"] == pytest.approx(np.quantile(dp, q).tolist(), abs=0.04)
+    assert ours["share_extreme"] == pytest.approx(float(((p < 0.02) | (p > 0.98)).mean()), abs=0.03)
+    if model == "change":
+        assert ours["pi"] == pytest.approx(np.quantile(pi, q).tolist(), abs=0.03)
+    assert sum(ours["hist_p"]["prior_v1"]) == 1000 * 200 and sum(ours["hist_p"]["observed_v1"]) == 200 and max(ours["hist_p"]["observed_v1"]) == 200  # every y/n is 0.3
+
+
+def test_prior_predictive_sees_the_prior_on_the_share_changed():
+    """Known answer: with pi ~ Beta(1, 1000) almost no item changes, so the versions' accuracies agree."""
+    from bayesrc.bayes.prior_predictive import prior_predictive
+
+    y = np.array([[3, 4]] * 50)
+    pp = prior_predictive(_inputs(y, np.full_like(y, 10), np.zeros(50, int)), prior={"pi_a": 1.0, "pi_b": 1000.0})
+    assert pp["share_abs_dp_above"]["0.05"] < 0.01 and pp["pi"][-1] < 0.005
+
+
 # ---------------------------------------------------------------- calibration with real fits (default sampler and gate)
 
 
@@ -160,6 +216,11 @@ def test_fit_carries_the_checks_in_its_payload_items_and_files(calibration_fits,
     assert back.ppc == res.ppc and compare({"a": back, "b": res})["elpd_diff"].abs().max() < 1e-9
     fig = res.plot_ppc()
     assert len(fig.axes) >= len(STATS)
+    # the prior predictive check of the fit's own design: in the payload, the summary and a figure
+    pp = back.prior_predictive
+    assert pp == res.prior_predictive and pp["model"] == "change" and pp["n_draws"] == 1000 and 0 < pp["share_abs_dp_above"]["0.05"] < 1
+    assert sum(pp["hist_p"]["observed_v1"]) == N_ITEMS and "prior predictive: share of items with |dp| > 0.05 / > 0.10" in set(res.summary()["metric"])
+    assert len(res.plot_prior_predictive().axes) == 2
 
 
 def test_compare_ranks_the_change_model_first_on_its_own_data(calibration_fits):

@@ -147,9 +147,11 @@ def test_bayes_sections_render_from_fit_outputs(demo_run, minor_fit, tmp_path):
 
     for dom, v in res.domain_shift.items():
         assert f"<td>{dom}</td><td>{fmt_value(v['mean'])}</td><td>{fmt_value(v['lo90'])}</td><td>{fmt_value(v['hi90'])}</td>" in text
-    assert len(re.findall(r'src="data:image/png', text)) == 4 + 3 + 2 + 1  # + P(change) vs RCI, forest, domain shifts, trace, rank, posterior predictive check
-    # the workflow checks (issue 31): the posterior predictive check in words and its figure
-    assert "Posterior predictive check and LOO" in text and f"ELPD {res.loo['elpd']:.1f}" in text
+    assert len(re.findall(r'src="data:image/png', text)) == 4 + 3 + 2 + 2  # + P(change) vs RCI, forest, domain shifts, trace, rank, posterior and prior predictive checks
+    # the workflow checks (issue 31): the posterior and prior predictive checks in words, and their figures
+    assert "Predictive checks and LOO" in text and f"ELPD {res.loo['elpd']:.1f}" in text
+    pp = res.prior_predictive
+    assert f"expect {pp['share_abs_dp_above']['0.05']:.0%} of items to move by more than 0.05" in text
 
 
 def test_crosscheck_sentence_refuses_to_mix_two_rci_runs(demo_run, minor_fit):

@@ -54,16 +54,25 @@ def sufficient_stats(data: ModelInputs) -> tuple[np.ndarray, ...]:
     return cells[:, 0], cells[:, 1], cells[:, 2].astype(float), cells[:, 3].astype(float), w.astype(float)
 
 
+def hyperpriors_numpyro(n_domains: int):
+    """The beta-binomial's hyperpriors, NumPyro: ``(mu, kappa)`` per (domain, version); shared by
+    the model and its prior draws (:func:`bayesrc.bayes.prior_predictive.prior_draws`)."""
+    import jax.numpy as jnp
+    import numpyro
+    import numpyro.distributions as dist
+
+    logit_mu = numpyro.sample("logit_mu", dist.Normal(0.0, PRIOR["logit_mu_sd"]).expand([n_domains, 2]).to_event(2))
+    log_kappa = numpyro.sample("log_kappa", dist.Normal(PRIOR["log_kappa_mean"], PRIOR["log_kappa_sd"]).expand([n_domains, 2]).to_event(2))
+    return numpyro.deterministic("mu", jax_expit(logit_mu)), numpyro.deterministic("kappa", jnp.exp(log_kappa))
+
+
 def _numpyro_model(y, n, dom, n_domains: int, collapsed: bool, suff=None):
     import jax.numpy as jnp
     import numpyro
     import numpyro.distributions as dist
     from jax.scipy.special import betaln
 
-    logit_mu = numpyro.sample("logit_mu", dist.Normal(0.0, PRIOR["logit_mu_sd"]).expand([n_domains, 2]).to_event(2))
-    log_kappa = numpyro.sample("log_kappa", dist.Normal(PRIOR["log_kappa_mean"], PRIOR["log_kappa_sd"]).expand([n_domains, 2]).to_event(2))
-    mu = numpyro.deterministic("mu", jax_expit(logit_mu))
-    kappa = numpyro.deterministic("kappa", jnp.exp(log_kappa))
+    mu, kappa = hyperpriors_numpyro(n_domains)
     if collapsed:
         # Sufficient statistics: items sharing (domain, version, n, y) share one term.
         dd, vv, nn, yy, w = suff

@@ -57,3 +57,33 @@ def ppc_figure(ppc: Mapping, *, title: str = ""):
     fig.legend(handles, labels, loc="outside lower center", ncols=4, fontsize=8, frameon=False)
     fig.suptitle(title or "Posterior predictive check per stratum (domain:level)", fontsize=10)
     return fig
+
+
+def prior_predictive_figure(pp: Mapping, *, title: str = ""):
+    """Prior predictive check: the accuracies a new item may have under the priors (per version,
+    beside the observed ``y / n`` of the items) and the change in accuracy they allow.
+
+    Examples
+    --------
+    >>> e = np.linspace(0, 1, 3).tolist()
+    >>> pp = {"hist_p": {"edges": e, "prior_v1": [5, 5], "prior_v2": [4, 6], "observed_v1": [1, 0], "observed_v2": [0, 1]},
+    ...       "hist_dp": {"edges": [-1.0, 0.0, 1.0], "prior": [3, 7]}, "share_abs_dp_above": {"0.05": 0.4, "0.1": 0.2}}
+    >>> len(prior_predictive_figure(pp).axes)
+    2
+    """
+    fig, (ax_p, ax_dp) = subplots(1, 2, figsize=(10, 3.4), layout="constrained")
+    hp = pp["hist_p"]
+    edges = np.asarray(hp["edges"])
+    share = lambda c: np.asarray(c, float) / max(float(np.sum(c)), 1.0)  # noqa: E731
+    for v, colour in ((1, "tab:blue"), (2, "tab:orange")):
+        ax_p.stairs(share(hp[f"prior_v{v}"]), edges, color=colour, lw=1.5, label=f"prior predictive, version {v}")
+        ax_p.stairs(share(hp[f"observed_v{v}"]), edges, color=colour, lw=1, ls=":", label=f"observed y / n, version {v}")
+    ax_p.set(xlabel="item accuracy", ylabel="share of items", title="Accuracy of an item")
+    ax_p.legend(fontsize=7, frameon=False)
+    hd = pp["hist_dp"]
+    ax_dp.stairs(share(hd["prior"]), np.asarray(hd["edges"]), color="0.3", fill=True, alpha=0.5)
+    above = pp["share_abs_dp_above"]
+    ax_dp.set(xlabel="change in accuracy (v2 - v1)", ylabel="share of items",
+              title="Change: " + ", ".join(f"|dp| > {k}: {v:.0%}" for k, v in above.items()))  # fmt: skip
+    fig.suptitle(title or "Prior predictive check: what the priors allow before the data", fontsize=10)
+    return fig

@@ -15,6 +15,7 @@ from bayesrc.bayes.change import STRUCTURE_SITES, change_log_prior, prior_settin
 from bayesrc.bayes.checks import loo_checks, loo_warnings, posterior_predictive_check, ppc_warnings
 from bayesrc.bayes.diagnostics import Diagnostics, gate
 from bayesrc.bayes.inputs import ModelInputs, model_inputs
+from bayesrc.bayes.prior_predictive import prior_predictive
 from bayesrc.bayes.samplers import SamplerConfig
 from bayesrc.bayes.summaries import DELTA_MIN, ITEM_COLUMNS, allow_no_change, crosscheck, domain_shift, expected_flips, item_summary, rci_fdp_interval, rci_fdp_prior_sensitivity, select
 from bayesrc.classical import reliable_change
@@ -130,6 +131,7 @@ class BayesFit(Result):
     warnings = property(lambda self: list(self.payload.get("warnings") or []))  # estimates the data do not decide
     ppc = property(lambda self: self.payload.get("ppc") or {})  # posterior predictive check (bayesrc.bayes.checks)
     loo = property(lambda self: self.payload.get("loo") or {})  # PSIS-LOO over items: ELPD, Pareto k
+    prior_predictive = property(lambda self: self.payload.get("prior_predictive") or {})  # what the priors imply (bayesrc.bayes.prior_predictive)
     items = property(lambda self: self.tables.get("items"))
     discordant = property(lambda self: self.tables.get("discordant"))
 
@@ -164,6 +166,11 @@ class BayesFit(Result):
             rows += [("posterior predictive check", verdict), ("PPC smallest adjusted p", self.ppc["p_adjusted_min"])]
         if self.loo:
             rows += [("ELPD (PSIS-LOO) ± SE", f"{self.loo['elpd']:.1f} ± {self.loo['se']:.1f}"), (f"items with Pareto k > {self.loo['k_threshold']:g}", self.loo["n_high_k"])]
+        if pp := self.prior_predictive:
+            rows += [
+                ("prior predictive: share of items with |dp| > 0.05 / > 0.10", " / ".join(f"{v:.3f}" for v in pp["share_abs_dp_above"].values())),
+                ("prior predictive: 90% range of an item's accuracy (v1)", f"{pp['p_v1'][0]:.3f} - {pp['p_v1'][-1]:.3f}"),
+            ]  # fmt: skip
         rows += [("warning", w) for w in self.warnings]
         return pd.DataFrame(rows, columns=["metric", "value"])
 
@@ -180,6 +187,14 @@ class BayesFit(Result):
         if not self.ppc:
             raise ValueError("this fit has no posterior predictive check (fit(..., checks=False) or fitted before issue 31)")
         return ppc_figure(self.ppc, **kwargs)
+
+    def plot_prior_predictive(self, **kwargs):
+        """Figure of the prior predictive check (:func:`bayesrc.bayes.check_figures.prior_predictive_figure`)."""
+        from bayesrc.bayes.check_figures import prior_predictive_figure
+
+        if not self.prior_predictive:
+            raise ValueError("this fit has no prior predictive check (fit(..., checks=False) or fitted before it existed)")
+        return prior_predictive_figure(self.prior_predictive, **kwargs)
 
     def gate_table(self) -> pd.DataFrame:
         """Each gated diagnostic, its value and the requirement *this fit* used."""
@@ -285,7 +300,9 @@ def fit(
     checks : the workflow checks (:mod:`bayesrc.bayes.checks`): a posterior predictive check per
         stratum (domain x covariate level; ``payload["ppc"]``, a warning when the model does not
         reproduce the data) and PSIS-LOO with Pareto k and LOO-PIT per item (``payload["loo"]``,
-        item columns ``elpd_loo``, ``pareto_k``, ``loo_pit``; :func:`bayesrc.bayes.compare`).
+        item columns ``elpd_loo``, ``pareto_k``, ``loo_pit``; :func:`bayesrc.bayes.compare`), and
+        what the priors imply for item accuracies and their change on this design
+        (``payload["prior_predictive"]``, :func:`bayesrc.bayes.prior_predictive.prior_predictive`).
 
     Returns
     -------
@@ -326,8 +343,9 @@ def fit(
             change_log_prior(dt["posterior"], prior, STRUCTURE_SITES), delta_min=delta_min, rope=float(rope or 0.0),
         )  # fmt: skip
         warnings += prior_sensitivity_warnings(cc["prior_sensitivity"], cc, delta_min)
-    ppc, loo_payload = None, None
+    ppc, loo_payload, prior_pred = None, None, None
     if checks:
+        prior_pred = prior_predictive(data, model, slope=slope and model == "change", prior=prior if model == "change" else None, seed=cfg.seed)
         ppc, loo_payload, per_item = run_checks(dt, data, counts, items["item_id"], seed=cfg.seed)
         items = pd.concat([items.reset_index(drop=True), per_item.drop(columns="item_id")], axis=1)
         warnings += ppc_warnings(ppc, model) + loo_warnings(loo_payload)
@@ -345,6 +363,7 @@ def fit(
         "status": "ok" if diag.passed else "failed", "model": model, "backend": backend, "runtime_s": runtime,
         "diagnostics": diag.to_dict(), "selection": sel, "crosscheck": cc, "domain_shift": domain_shift(dt, data), "params": params,
         "flips": expected_flips(dt, data), "warnings": warnings, "attempts": attempts, "ppc": ppc, "loo": loo_payload,
+        "prior_predictive": prior_pred,
     }  # fmt: skip
     return BayesFit(payload, {"items": items.reset_index(drop=True), "discordant": disc}, dt)
 

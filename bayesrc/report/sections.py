@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from bayesrc.bayes.check_figures import ppc_figure
+from bayesrc.bayes.check_figures import ppc_figure, prior_predictive_figure
 from bayesrc.bayes.summaries import PRIOR_TOLERANCE
 from bayesrc.classical.noise import noise_from_items, noise_sentence
 from bayesrc.classical.pipeline import _aggregate_change
@@ -362,6 +362,16 @@ def ppc_sentence(fit) -> str:
     return text
 
 
+def prior_predictive_sentence(pp: dict) -> str:
+    """What the priors imply, in words (``fit.json`` ``prior_predictive``)."""
+    above = pp["share_abs_dp_above"]
+    text = (f"Before the data, the priors put an item's accuracy between {pp['p_v1'][0]:.2f} and {pp['p_v1'][-1]:.2f} "
+            f"(90%) and expect {above['0.05']:.0%} of items to move by more than 0.05 in accuracy ({above['0.1']:.0%} by more than 0.10)")  # fmt: skip
+    if pp.get("pi"):
+        text += f"; the share of changed items has prior median {pp['pi'][2]:.2f}"
+    return text + ". The posterior moves away from this where the data speak (prior predictive check)."
+
+
 def section_checks(run: Run, c: Comparison) -> Section | None:
     """The posterior predictive check per stratum and PSIS-LOO (``fit.json`` ``ppc`` and ``loo``)."""
     if c.bayes is None or not c.bayes.ppc:
@@ -370,11 +380,14 @@ def section_checks(run: Run, c: Comparison) -> Section | None:
     blocks: list = [Text(ppc_sentence(fit))]
     blocks += [Text(f"**Warning:** {w}") for w in fit.warnings if w.startswith(("posterior predictive check", "PSIS-LOO"))]
     blocks.append(_fig(lambda: ppc_figure(fit.ppc), "Observed statistic (dot; red: flagged) against the replicated 90% range (bar) and mean (tick), per stratum.", "ppc"))
+    if pp := fit.prior_predictive:
+        blocks.append(Text(prior_predictive_sentence(pp)))
+        blocks.append(_fig(lambda: prior_predictive_figure(pp), "Prior predictive: a new item's accuracy per version (beside the observed y / n) and its change, before the data.", "prior_predictive"))
     flagged = fit.ppc_table()
     flagged = flagged[pd.to_numeric(flagged["p_adjusted"], errors="coerce") <= fit.ppc["alpha"]]
     if len(flagged):
         blocks.append(Table(flagged.round(4), "Flagged statistics", latex=True, label="ppc"))
-    return Section("checks", "Posterior predictive check and LOO", blocks)
+    return Section("checks", "Predictive checks and LOO", blocks)
 
 
 def crosscheck_sentence(fit, pair=None) -> str:
