@@ -14,7 +14,7 @@ from scipy import stats
 from bayesrc.data import item_counts, load_counts, simulate_pair
 from bayesrc.errors import InputError
 from bayesrc.power import (
-    PARADIGMS,
+    VERDICT_PARADIGMS,
     anytime_inflation,
     leaderboard_report,
     mde,
@@ -86,10 +86,10 @@ def test_llama_greedy_report_with_domain_clustering(llama_greedy):
     assert pr.n_clusters == 4 and pr.icc == pytest.approx(icc)
     assert pr.design_effect == pytest.approx(1 + (len(d) / 4 - 1) * icc)
     v = pr.verdicts
-    assert set(v) == set(PARADIGMS)
+    assert set(v) == set(VERDICT_PARADIGMS)
     assert v["fixed_n"] is False and v["clustered"] is False and v["anytime"] is False
     frame = pr.to_frame()
-    assert list(frame["paradigm"]) == list(PARADIGMS)
+    assert list(frame["paradigm"]) == list(VERDICT_PARADIGMS)
     assert frame.set_index("paradigm").loc["anytime", "inflation"] == pytest.approx(anytime_inflation(1997))
     s = pr.summary()
     assert len(s) == 1 and s["resolved_fixed_n"].iloc[0] == False  # noqa: E712

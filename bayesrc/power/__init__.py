@@ -33,7 +33,6 @@ from bayesrc.power.analytic import (
 )
 from bayesrc.power.calibration import calibration_grid, empirical_power, paired_bernoulli_counts
 from bayesrc.power.report import (
-    PARADIGMS,
     LeaderboardResolution,
     PairResolution,
     leaderboard_noise,
@@ -43,13 +42,13 @@ from bayesrc.power.report import (
     resolution_report,
     scores_from_counts,
 )
-from bayesrc.power.result import PowerReport
+from bayesrc.power.result import VERDICT_PARADIGMS, PowerReport
 
 __all__ = [
     "PowerReport",
     "ANYTIME_METHODS",
     "MULTIPLICITY_METHODS",
-    "PARADIGMS",
+    "VERDICT_PARADIGMS",
     "LeaderboardResolution",
     "McNemarResult",
     "PairResolution",

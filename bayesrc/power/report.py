@@ -30,9 +30,8 @@ from bayesrc.classical.secondary import mcnemar
 from bayesrc.errors import InputError
 from bayesrc.markdown import markdown_table
 from bayesrc.power import analytic as an
-from bayesrc.power.result import PowerReport
+from bayesrc.power.result import VERDICT_PARADIGMS, PowerReport
 
-PARADIGMS = ("fixed_n", "bonferroni", "holm", "bh", "clustered", "anytime")
 AGGREGATES = ("auto", "majority", "mean")
 MISSING = ("drop", "incorrect")
 
@@ -463,7 +462,7 @@ class LeaderboardResolution:
     def summary(self) -> pd.DataFrame:
         """How many adjacent pairs are unresolved under each paradigm."""
         rows = []
-        for p in PARADIGMS:
+        for p in VERDICT_PARADIGMS:
             v = [pr.verdicts[p] for pr in self.pairs]
             known = [x for x in v if x is not None]
             rows.append(dict(paradigm=p, pairs=len(known), unresolved=int(sum(not x for x in known))))
@@ -635,8 +634,8 @@ def render_markdown(lb: LeaderboardResolution) -> str:
         "## Verdicts",
         "",
         markdown_table(
-            ["pair", *PARADIGMS, "DE", "N* clustered", "N* anytime"],
-            [[f"{p.name_a} vs {p.name_b}", *[p.verdicts[k] for k in PARADIGMS], p.design_effect, p.n_star_clustered, p.anytime["n_star"]] for p in lb.pairs],
+            ["pair", *VERDICT_PARADIGMS, "DE", "N* clustered", "N* anytime"],
+            [[f"{p.name_a} vs {p.name_b}", *[p.verdicts[k] for k in VERDICT_PARADIGMS], p.design_effect, p.n_star_clustered, p.anytime["n_star"]] for p in lb.pairs],
             cell=_md_cell,
         ),
         "",
