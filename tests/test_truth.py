@@ -156,7 +156,7 @@ def test_cli_truth_writes_scores_and_a_report_section(tmp_path, exact_pair):
     bayes = rep[rep["kind"] == "bayes"]
     assert np.isfinite(bayes["elpd_loo"]).all() and (bayes["elpd_loo_se"] > 0).all()
     assert tj["methods"]["change"]["elpd_loo_mean"] == pytest.approx(bayes.loc[bayes["method"] == "change", "elpd_loo"].mean())
-    res = TruthResult.read(out)
+    res = TruthResult.load(out)
     assert res.to_dict() == tj and TruthResult.from_dict(res.to_dict()).summary().shape[0] == 6
     html = build_report(out)["run"].read_text()
     assert "Real-model truth" in html and "data:image/png;base64" in html

@@ -148,12 +148,10 @@ def load_run(run_dir: str | Path) -> Run:
         elif plain is not None and (owner == name or (owner is None and i == 0) or len(names) == 1):
             c.bayes, c.files["fit"] = plain, root / "fit.json"
         run.comparisons[name] = c
-    for attr, cls in (("switch", SwitchResult), ("power", PowerReport), ("sensitivity", SensitivityTable)):
+    for attr, cls in (("switch", SwitchResult), ("power", PowerReport), ("sensitivity", SensitivityTable), ("truth", TruthResult)):
         if (root / cls.main_file).is_file():
             setattr(run, attr, cls.load(root))
             run.files[cls.main_file] = root / cls.main_file
-    if (root / "truth.json").is_file():
-        run.truth, run.files["truth.json"] = TruthResult.read(root), root / "truth.json"
     if (root / "run.json").is_file():
         run.run_record, run.files["run.json"] = read_run_record(root), root / "run.json"
     if not run.comparisons and run.switch is None and run.power is None and run.sensitivity is None and run.truth is None:

@@ -48,7 +48,7 @@ def run_truth(args: argparse.Namespace) -> int:
     methods = tuple(m.strip() for m in args.methods.split(",") if m.strip()) if args.methods else DEFAULT_METHODS
     res = truth(ex1, ex2, k=args.k, replicates=args.replicates, seed=args.seed, delta_min=args.delta_min, q=args.fdr,
                 methods=methods, config=SamplerConfig(chains=args.chains, draws=args.draws, tune=args.tune), backend=args.backend, progress=progress_setting(args))  # fmt: skip
-    res.write(args.out)
+    res.save(args.out)
     print(res.summary().to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     print(f"wrote {args.out / 'truth.json'}")
     return 0

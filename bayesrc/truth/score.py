@@ -295,15 +295,6 @@ class TruthResult(Result):
         tables = {name: t for name, t in (("replicates", per_replicate), ("items", items)) if t is not None}
         return cls(copy.deepcopy(d), tables)
 
-    @classmethod
-    def read(cls, out_dir: str | Path) -> TruthResult:
-        """Read what :meth:`write` wrote (:meth:`load`)."""
-        return cls.load(out_dir)
-
-    def write(self, out_dir: str | Path) -> Path:
-        """``truth.json``, ``truth_replicates.parquet`` and ``truth_items.parquet``, all or nothing (:meth:`save`)."""
-        return self.save(out_dir)
-
     def summary(self) -> pd.DataFrame:
         """One row per method: flagged per replicate, realised FDPs and, for models, coverage and RCI-FDP estimate."""
         cols = [
