@@ -76,6 +76,7 @@ from bayesrc.bayes.change import (
 from bayesrc.bayes.diagnostics import mean_relative_ess
 from bayesrc.bayes.inputs import ModelInputs
 from bayesrc.bayes.samplers import SamplerConfig, progress_bar, run_numpyro, run_pymc
+from bayesrc.config import precision, prepare_jax
 
 LOGIT_HALF, LOGIT_STEP = 10.0, 0.2  # the logit grid: [-10, 10] in steps of at most 0.2
 ITEM_DRAW_STEPS_PER_CALL = 25  # item draws: vectorised steps per compiled call (the progress bar's step)
@@ -603,8 +604,6 @@ def item_draws(post, cells: Cells, seed: int, batch: int = 4, progress: bool | N
     >>> c = item_draws(dt["posterior"].to_dataset(), cell_stats(data), seed=0)   # doctest: +SKIP
     >>> c["changed"].mean((0, 1))   # posterior share of draws in which each item changed  # doctest: +SKIP
     """
-    from bayesrc.config import precision, prepare_jax
-
     prepare_jax()
     with precision():  # float64 like the sampler, scoped to this call
         return _item_draws(post, cells, seed, batch, progress)
@@ -685,8 +684,6 @@ def pointwise_loglik(post, cells: Cells, batch: int = 64):
     (:func:`loo`) for comparing change-model variants with each other and with the collapsed
     beta-binomial, whose marginal leaves out the same constants.
     """
-    from bayesrc.config import precision, prepare_jax
-
     prepare_jax()
     with precision():  # float64 like the sampler: in float32 e^(k sigma_delta v) overflows past sigma_delta ~ 3
         return _pointwise_loglik(post, cells, batch)

@@ -36,6 +36,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from bayesrc.bayes.change_collapsed import _ops, cell_stats, flat_hyper, grid_spread, logit_grid, loo
 from bayesrc.bayes.inputs import ModelInputs
 
 STATS = ("mean_v1", "mean_v2", "sd_v1", "sd_v2", "mean_change", "sd_change", "floor", "ceiling", "corr")
@@ -304,8 +305,6 @@ def new_item_p(post, data: ModelInputs, rng: np.random.Generator, max_draws: int
         mu, kappa = thin_draws(post["mu"].values, max_draws), thin_draws(post["kappa"].values, max_draws)  # (draw, domain, version)
         a, b = (mu * kappa)[:, data.dom, :], ((1.0 - mu) * kappa)[:, data.dom, :]
         return rng.beta(a, b)
-    from bayesrc.bayes.change_collapsed import _ops, cell_stats, flat_hyper, grid_spread, logit_grid
-
     cells = cell_stats(data)
     idx = np.linspace(0, post["pi"].size - 1, min(max_draws, post["pi"].size)).round().astype(int)
     mu, sigma, shift, sd, slope, pi = (h[idx] for h in flat_hyper(post, cells))  # per stratum of the cells
@@ -363,8 +362,6 @@ def loo_checks(dt, data: ModelInputs, item_ids: Sequence[str], *, seed: int = 0,
     --------
     >>> payload, per_item = loo_checks(res.posterior, model_inputs(counts), res.items["item_id"])  # doctest: +SKIP
     """
-    from bayesrc.bayes.change_collapsed import loo
-
     elpd = loo(dt, data)
     k = np.asarray(elpd.pareto_k, float)
     ids = np.asarray(item_ids).astype(str)

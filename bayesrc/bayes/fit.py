@@ -11,7 +11,10 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bayesrc.bayes.change import STRUCTURE_SITES, change_log_prior, prior_settings
+from bayesrc.bayes.betabinom import betabinom_numpyro, betabinom_pymc
+from bayesrc.bayes.change import STRUCTURE_SITES, change_log_prior, change_numpyro, change_pymc, prior_settings
+from bayesrc.bayes.change_collapsed import change_collapsed_numpyro, change_collapsed_pymc
+from bayesrc.bayes.check_figures import ppc_figure, prior_predictive_figure
 from bayesrc.bayes.checks import loo_checks, loo_warnings, posterior_predictive_check, ppc_warnings
 from bayesrc.bayes.diagnostics import Diagnostics, gate
 from bayesrc.bayes.inputs import ModelInputs, model_inputs
@@ -44,19 +47,13 @@ def sample(
     if model == "betabinom":
         if prior:
             raise ValueError("prior overrides apply to the change model only")
-        from bayesrc.bayes.betabinom import betabinom_numpyro, betabinom_pymc
-
         fn = betabinom_numpyro if backend == "numpyro" else betabinom_pymc
         return fn(data, collapsed=collapsed, config=config)
     if model == "change":
         if collapsed:
-            from bayesrc.bayes.change_collapsed import change_collapsed_numpyro as fn_n
-            from bayesrc.bayes.change_collapsed import change_collapsed_pymc as fn_p
+            fn = change_collapsed_numpyro if backend == "numpyro" else change_collapsed_pymc
         else:
-            from bayesrc.bayes.change import change_numpyro as fn_n
-            from bayesrc.bayes.change import change_pymc as fn_p
-
-        fn = fn_n if backend == "numpyro" else fn_p
+            fn = change_numpyro if backend == "numpyro" else change_pymc
         return fn(data, slope=slope, prior=prior, config=config)
     raise ValueError(f"model must be one of {MODELS}, got {model!r}")
 
@@ -182,16 +179,12 @@ class BayesFit(Result):
 
     def plot_ppc(self, **kwargs):
         """Figure of the posterior predictive check (:func:`bayesrc.bayes.check_figures.ppc_figure`)."""
-        from bayesrc.bayes.check_figures import ppc_figure
-
         if not self.ppc:
             raise ValueError("this fit has no posterior predictive check (fit(..., checks=False) or fitted before issue 31)")
         return ppc_figure(self.ppc, **kwargs)
 
     def plot_prior_predictive(self, **kwargs):
         """Figure of the prior predictive check (:func:`bayesrc.bayes.check_figures.prior_predictive_figure`)."""
-        from bayesrc.bayes.check_figures import prior_predictive_figure
-
         if not self.prior_predictive:
             raise ValueError("this fit has no prior predictive check (fit(..., checks=False) or fitted before it existed)")
         return prior_predictive_figure(self.prior_predictive, **kwargs)

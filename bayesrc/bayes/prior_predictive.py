@@ -17,8 +17,11 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
+from bayesrc.bayes import betabinom
+from bayesrc.bayes.change import group_effects_numpyro, hyperpriors_numpyro
 from bayesrc.bayes.checks import new_item_p
 from bayesrc.bayes.inputs import ModelInputs
+from bayesrc.config import prepare_jax
 
 PRIOR_PREDICTIVE_ITEMS = 2_000_000  # new items drawn in all (prior draws x the data's items), at most
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
@@ -39,21 +42,16 @@ def prior_draws(data: ModelInputs, model: str = "change", *, slope: bool = False
     >>> draws["pi"].shape
     (1, 200)
     """
-    from bayesrc.config import prepare_jax
-
     jax = prepare_jax()
     from numpyro.infer import Predictive
 
     if model == "change":
-        from bayesrc.bayes.change import group_effects_numpyro, hyperpriors_numpyro
-
         contrasts = data.stratum_contrasts()
 
         def hyperpriors():
             hyperpriors_numpyro(data.n_domains, slope, prior, data.n_groups)
             group_effects_numpyro(data.n_groups, prior, contrasts)
     elif model == "betabinom":
-        from bayesrc.bayes import betabinom
 
         def hyperpriors():
             betabinom.hyperpriors_numpyro(data.n_domains)

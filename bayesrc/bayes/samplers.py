@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from bayesrc.bayes.diagnostics import chain_draw_last, convergence
-from bayesrc.config import DEFAULT_GATE, SamplerConfig  # noqa: F401  (re-exported; defined with the other settings: the CLI reads its defaults without loading JAX)
+from bayesrc.config import DEFAULT_GATE, SamplerConfig, precision, prepare_jax, request_host_devices  # noqa: F401  (re-exported; defined with the other settings: the CLI reads its defaults without loading JAX)
 
 
 def configure_host_devices(n: int | None = None) -> None:
@@ -33,14 +33,10 @@ def configure_host_devices(n: int | None = None) -> None:
     --------
     >>> configure_host_devices(4)  # before the first fit: 4 chains run in parallel  # doctest: +SKIP
     """
-    from bayesrc.config import request_host_devices
-
     request_host_devices(n)
 
 
 def _jax():
-    from bayesrc.config import prepare_jax
-
     return prepare_jax()
 
 
@@ -55,8 +51,6 @@ def run_numpyro(model: Callable, data: dict[str, Any], cfg: SamplerConfig, coord
     advances in chunks, so a progress bar can follow it (``cfg.progress``).
     """
     jax = _jax()
-    from bayesrc.config import precision
-
     with precision():  # float64 for this fit only; the caller's jax_enable_x64 is untouched
         return _run_numpyro(jax, model, data, cfg, coords, dims)
 

@@ -39,7 +39,10 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from bayesrc.bayes.diagnostics import gate
 from bayesrc.bayes.fit import sample_gated
+from bayesrc.bayes.samplers import SamplerConfig, run_numpyro, run_pymc
+from bayesrc.bayes.summaries import draws_summary
 from bayesrc.config import releases_jax_caches
 from bayesrc.switch.data import SwitchData
 from bayesrc.switch.matrix import switch_effects
@@ -219,8 +222,6 @@ def numpyro_model(prefix_idx, suffix_idx, cell_idx, episode_idx=None, se=None, y
 
 def _config(config=None, **sampler):
     """A :class:`bayesrc.bayes.SamplerConfig`: ``config``, or its defaults (every command's) with overrides."""
-    from bayesrc.bayes.samplers import SamplerConfig
-
     return config or SamplerConfig(**sampler)
 
 
@@ -231,10 +232,6 @@ def fit_numpyro(fd: FactorData, *, priors: FactorPriors = FactorPriors(), config
     ``config`` (a :class:`~bayesrc.bayes.SamplerConfig`) or ``draws``, ``tune``, ``chains``,
     ``seed``, ``target_accept`` overriding :class:`~bayesrc.bayes.SamplerConfig`'s defaults.
     """
-    from functools import partial
-
-    from bayesrc.bayes.samplers import run_numpyro
-
     model = partial(numpyro_model, k=fd.k, n_episodes=len(fd.episodes), priors=priors)
     kwargs = {"prefix_idx": fd.prefix_idx, "suffix_idx": fd.suffix_idx, "cell_idx": fd.cell_idx, "episode_idx": fd.episode_idx, "se": fd.se, "y": fd.y, "base_var": fd.base_var}
     keep = ("alpha", "beta", "alpha_z", "beta_z", "eta", "eta_z") if fd.kind == "cells" else tuple(k for k in DIMS if not k.startswith("eta"))
@@ -281,8 +278,6 @@ def pymc_model(fd: FactorData, priors: FactorPriors = FactorPriors()):
 
 def fit_pymc(fd: FactorData, *, priors: FactorPriors = FactorPriors(), config=None, **sampler):
     """NUTS in PyMC (nutpie) through :func:`bayesrc.bayes.samplers.run_pymc`; returns an ArviZ DataTree."""
-    from bayesrc.bayes.samplers import run_pymc
-
     return run_pymc(pymc_model(fd, priors), _config(config, **sampler))
 
 
@@ -294,8 +289,6 @@ GATE = {"max_rhat": 1.01, "min_ess": 400.0, "max_divergences": 0}  # the item mo
 def diagnostics(idata, var_names: tuple[str, ...] = GATED, **thresholds):
     """The convergence gate of :func:`bayesrc.bayes.diagnostics.gate` on ``var_names``
     (same keys, thresholds and non-finite handling as the item models)."""
-    from bayesrc.bayes.diagnostics import gate
-
     return gate(idata, list(var_names), **thresholds)
 
 
@@ -322,8 +315,6 @@ class BayesFactorFit:
     def summary(self) -> pd.DataFrame:
         """term, model, mean, sd, ci_low, ci_high (equal-tailed, ``level``), ess_bulk, ess_tail,
         mcse_mean, r_hat for μ, τ, α and β (arviz_stats)."""
-        from bayesrc.bayes.summaries import draws_summary
-
         parts = []
         for name in ("mu", "tau", "alpha", "beta"):
             t = draws_summary(self.posterior(name), prob=self.level)
@@ -350,8 +341,6 @@ class BayesFactorFit:
 
     def cell_effects(self) -> pd.DataFrame:
         """Posterior of each off-diagonal Δ_ab: prefix, suffix, mean, sd, ci_low, ci_high, ess_bulk, ... (arviz_stats)."""
-        from bayesrc.bayes.summaries import draws_summary
-
         t = draws_summary(self.cell_draws(), prob=self.level)
         k = self.data.k
         pi, si = np.nonzero(~np.eye(k, dtype=bool))
