@@ -36,7 +36,7 @@ def _collect(out: Path, n_items: int, k: int, seed: int) -> tuple[dict, dict]:
     comparison = check_comparable(runs["v1"], runs["v2"])
     counts = load_counts([runs["v1"] / "trials.parquet", runs["v2"] / "trials.parquet"])
     record = {
-        "format": "bayesrc-demo/1",  # not a run's record (no trials beside it): the demo's two runs compared
+        "format": "bayesrc-demo/1",  # demo.json, not a run record (run.json): the demo's two runs' pins, compared
         "comparison": comparison.to_dict(),
         "v1": read_run_record(runs["v1"]).get("pins", {}),
         "v2": read_run_record(runs["v2"]).get("pins", {}),
@@ -84,7 +84,7 @@ def run_demo(args: argparse.Namespace) -> int:
         analysis.to_result().write_into(stage)  # rci.json + items_NAME.parquet
         resolution.to_result().write_into(stage)  # power.json
         if record is not None:
-            atomic_write_json(stage / "run.json", record)
+            atomic_write_json(stage / "demo.json", record)
         for n, f in fits.items():
             f.write(stage / n)
     reports = build_report(out, fmt="html")

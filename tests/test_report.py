@@ -269,6 +269,27 @@ def test_pair_pins_side_by_side(tmp_path):
     assert df.loc["sampling.temperature"].tolist()[:2] == ["0.7", "1.0"]
 
 
+def test_demo_pins_come_from_demo_json_not_a_run_record(demo_run, tmp_path):
+    """`bayesrc demo` (collected) writes its two runs' pins as demo.json; the report shows them side by side,
+    and a run directory's own run.json stays the collection's run record."""
+    from bayesrc.io import atomic_write_json
+    from bayesrc.report.sections import Table, section_pins
+
+    run_dir = shutil.copytree(demo_run, tmp_path / "run")
+    record = {
+        "format": "bayesrc-demo/1",
+        "comparison": {"comparable": True, "differences": [{"field": "model.file_sha256", "status": "allowed"}]},
+        "v1": {"model.file_sha256": "a" * 64, "sampling.k": 10},
+        "v2": {"model.file_sha256": "c" * 64, "sampling.k": 10},
+    }
+    atomic_write_json(run_dir / "demo.json", record)
+    run = load_run(run_dir)
+    assert run.demo_record == record and run.run_record is None and run.files["demo.json"] == run_dir / "demo.json"
+    tables = [b for b in section_pins(run, run.comparisons["minor"]).blocks if isinstance(b, Table)]
+    assert tables[0].caption == "Run pins of both versions (demo.json)"
+    assert tables[0].frame.set_index("pin")["status"].to_dict() == {"model.file_sha256": "allowed", "sampling.k": "same"}
+
+
 def test_crosscheck_table_rows_are_rci_classes(minor_fit):
     """fit.json stores table[posterior class][RCI class]; the report shows RCI classes as rows.
     Checked against a crosstab of the fit's own item table (RCI-excluded items count as no change)."""

@@ -40,7 +40,7 @@ class CollectedRun(Result):
 
     @classmethod
     def found_in(cls, folder: Path) -> bool:
-        # run.json alone (a run in progress, or the demo's record of its runs) is no result
+        # run.json alone (a run in progress, or the record of its runs an older `bayesrc demo` wrote) is no result
         return super().found_in(folder) and any((folder / f"{t}.parquet").is_file() for t in RUN_TABLES)
 
     @classmethod

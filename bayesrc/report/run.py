@@ -12,6 +12,7 @@ file                       written by                                           
 ``sensitivity.json``       ``bayesrc sensitivity`` (+ ``sensitivity_NAME.png``)  :class:`~bayesrc.sensitivity.SensitivityTable`
 ``truth.json``             ``bayesrc truth`` (+ ``truth_replicates.parquet``)     :class:`~bayesrc.truth.TruthResult`
 ``run.json``               collection: the run record with its pins              :func:`bayesrc.io.read_run_record`
+``demo.json``              ``bayesrc demo`` (collected): both runs' pins         a dict (``Run.demo_record``)
 =========================  ====================================================  ==========================================
 
 Each file is read once, by its class's own reader (the same one :func:`bayesrc.load` uses);
@@ -35,6 +36,7 @@ from bayesrc.classical.result import RCIRun
 from bayesrc.errors import InputError
 from bayesrc.io import read_run_record
 from bayesrc.power.result import PowerReport
+from bayesrc.results import read_json
 from bayesrc.sensitivity.result import SensitivityTable
 from bayesrc.switch.result import SwitchResult
 from bayesrc.truth import TruthResult
@@ -93,6 +95,7 @@ class Run:
     comparisons: dict[str, Comparison]
     rci: Any = None  # bayesrc.classical.RCIRun
     run_record: dict | None = None  # run.json (collection pins)
+    demo_record: dict | None = None  # demo.json (bayesrc demo: both collection runs' pins and their comparison)
     switch: Any = None  # bayesrc.switch.SwitchResult
     power: Any = None  # bayesrc.power.PowerReport
     sensitivity: Any = None  # bayesrc.sensitivity.SensitivityTable
@@ -154,6 +157,8 @@ def load_run(run_dir: str | Path) -> Run:
             run.files[cls.main_file] = root / cls.main_file
     if (root / "run.json").is_file():
         run.run_record, run.files["run.json"] = read_run_record(root), root / "run.json"
+    if (root / "demo.json").is_file():
+        run.demo_record, run.files["demo.json"] = read_json(root / "demo.json"), root / "demo.json"
     if not run.comparisons and run.switch is None and run.power is None and run.sensitivity is None and run.truth is None:
         raise InputError("no result files (rci.json, fit.json, switch.json, power.json, truth.json or sensitivity.json) in this run directory", path=root)
     return run

@@ -103,17 +103,17 @@ def pair_pins_frame(record: dict) -> pd.DataFrame:
 
 
 def section_pins(run: Run, c: Comparison) -> Section | None:
-    """The run's pins (``run.json``) and the analysis parameters (the RCI pair's and the fit's)."""
+    """The run's pins (``demo.json``, else ``run.json``) and the analysis parameters (the RCI pair's and the fit's)."""
     blocks: list = []
-    rec = run.run_record
+    rec, source = (run.demo_record, "demo.json") if run.demo_record is not None else (run.run_record, "run.json")
     if isinstance(rec, dict) and isinstance(rec.get("v1"), dict) and isinstance(rec.get("v2"), dict):
         comp = rec.get("comparison") or {}
         verdict = "comparable: only the model pins differ" if comp.get("comparable") else "NOT comparable: pins other than the model differ"
         blocks.append(Text(f"The two collection runs are {verdict} (the differing pins are marked)."))
-        blocks.append(Table(pair_pins_frame(rec), "Run pins of both versions (run.json)"))
+        blocks.append(Table(pair_pins_frame(rec), f"Run pins of both versions ({source})"))
     elif rec is not None:
-        rows = _flatten(rec) if isinstance(rec, dict) else [("run.json", str(rec))]
-        blocks.append(Table(pd.DataFrame(rows, columns=["pin", "value"]), "Run record (run.json)"))
+        rows = _flatten(rec) if isinstance(rec, dict) else [(source, str(rec))]
+        blocks.append(Table(pd.DataFrame(rows, columns=["pin", "value"]), f"Run record ({source})"))
     if c.pair is not None:
         params = {"versions": " -> ".join(c.versions), **c.pair.params}
         blocks.append(Table(pd.DataFrame(list(params.items()), columns=["parameter", "value"]).astype({"value": str}), "Analysis parameters (rci.json)"))
@@ -123,7 +123,7 @@ def section_pins(run: Run, c: Comparison) -> Section | None:
         blocks.append(Table(pd.DataFrame(list(keys.items()), columns=["fit", "value"]).astype({"value": str}), "Posterior fit (fit.json)"))
     if not blocks:
         return None
-    if run.run_record is None:
+    if rec is None:
         blocks.insert(0, Text("No run record (run.json) in this run directory: the collection pins are not shown."))
     return Section("pins", "Run pins and parameters", blocks)
 
