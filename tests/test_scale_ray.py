@@ -30,6 +30,7 @@ from bayesrc.collect import (
     read_run_trials,
     resolve_model,
 )
+from bayesrc.io import read_run_record
 
 ROOT = Path(__file__).resolve().parents[1]
 CARD = ROOT / "models" / "gemma-3-270m-q4_k_m.toml"
@@ -117,12 +118,28 @@ def test_ray_run_equals_single_process_trial_for_trial(ray_cluster, bank8, singl
     from bayesrc.scale import collect_ray
 
     assert sum(n["Alive"] for n in ray.nodes()) == 2  # head + the `ray start --address` node
-    res = collect_ray(CARD, bank8, tmp_path / "r", k=K, workers=2)
+    res = collect_ray(CARD, bank8, tmp_path / "r", k=K, workers=2, threads=1)
     assert (res.n_items, res.n_trials, res.n_new_items, res.retries) == (8, 8 * K, 8, 0)
     assert res.n_shards == 8 and len(list((tmp_path / "r" / "shards").iterdir())) == 8
+    # --threads reaches the actors' models (and their CPU reservation): every shard ran with it
+    assert {read_run_record(d)["info"]["n_threads"] for d in (tmp_path / "r" / "shards").iterdir()} == {1}
     _assert_same_run(tmp_path / "r", single_run)
     again = collect_ray(CARD, bank8, tmp_path / "r", k=K, workers=2, resume=True)  # complete: nothing redrawn
     assert again.n_new_items == 0 and again.n_trials == 8 * K
+
+
+def test_threads_reach_the_actor_model_and_its_cpu_reservation():
+    """--threads with --ray (issue 29: it was ignored, the actors ran with the card's threads): the
+    actor body's model runs with the run's threads, and the actor reserves as many CPUs."""
+    pytest.importorskip("llama_cpp")
+    from bayesrc.collect.spec import RunSpec
+    from bayesrc.scale.collect import ShardCollector, _actor_options, actor_threads
+
+    card = load_card(CARD)
+    threads = actor_threads(card, RunSpec(threads=2))
+    assert threads == 2 and _actor_options(card, threads) == {"num_cpus": 2}
+    actor = ShardCollector(card, None, threads)  # the actor's body, here in this process
+    assert actor.error is None and actor.model.n_threads == 2
 
 
 def test_killed_actor_has_its_shard_retried_nothing_lost_or_duplicated(ray_cluster, bank8, single_run, tmp_path):

@@ -60,14 +60,14 @@ class RayRunResult(RunResult):
 class ShardCollector:
     """Actor body: load the card's model once, then collect shard after shard with it."""
 
-    def __init__(self, card: ModelCard, label: str | None):
+    def __init__(self, card: ModelCard, label: str | None, threads: int):
         import os
 
         self.pid, self.model, self.error = os.getpid(), None, None
         try:
             require_gpu_offload(card.n_gpu_layers, card.card_path)  # checked where the model runs
-            # the actor reserves num_cpus = card.n_threads or 1 (below): its llama.cpp threads match that share
-            self.model = Model(resolve_model(card), n_ctx=card.n_ctx, n_batch=card.n_batch, n_gpu_layers=card.n_gpu_layers, n_threads=card.n_threads or 1, label=label or card.label)
+            # the actor reserves num_cpus = threads (_actor_options): its llama.cpp threads match that share
+            self.model = Model(resolve_model(card), n_ctx=card.n_ctx, n_batch=card.n_batch, n_gpu_layers=card.n_gpu_layers, n_threads=threads, label=label or card.label)
         except BayesrcError as exc:  # kept for ready(): a task error carries it to the driver intact
             self.error = exc
 
@@ -165,7 +165,8 @@ def collect_ray(
     trials of a single-process run (same items, k, seeds, answers). ``shards`` (default
     ``4 * workers``, at most one per item) is fixed by the first run of ``out``. Actors ask
     for ``num_gpus=1`` when the card offloads layers (``runtime.n_gpu_layers != 0``), else
-    ``num_cpus = runtime.n_threads`` (1 if unset). An actor lost mid-run has its shard
+    ``num_cpus`` = the threads its model runs with (:func:`actor_threads`: ``threads`` of the
+    spec, else ``runtime.n_threads``, else 1). An actor lost mid-run has its shard
     resumed on a new one (at most ``max_retries`` times per shard).
 
     Examples
@@ -232,14 +233,27 @@ class _ShardJob:
         return actor.run.remote(self.card, self.bank, str(self.dirs[i]), self.spec.for_range(self.plan[i]))
 
 
-def _actor_options(card: ModelCard) -> dict:
-    """An actor's resources: a GPU when the card offloads layers, else the card's threads as CPUs."""
-    return {"num_gpus": 1, "num_cpus": 1} if card.n_gpu_layers != 0 else {"num_cpus": card.n_threads or 1}
+def actor_threads(card: ModelCard, spec: RunSpec) -> int:
+    """An actor's llama.cpp threads: the run's ``threads`` (``--threads``), else the card's ``n_threads``, else 1.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> actor_threads(SimpleNamespace(n_threads=None), RunSpec()), actor_threads(SimpleNamespace(n_threads=4), RunSpec(threads=2))
+    (1, 2)
+    """
+    return spec.threads or card.n_threads or 1
+
+
+def _actor_options(card: ModelCard, threads: int) -> dict:
+    """An actor's resources: a GPU when the card offloads layers, else its threads as CPUs."""
+    return {"num_gpus": 1, "num_cpus": 1} if card.n_gpu_layers != 0 else {"num_cpus": threads}
 
 
 def _run_shards(ray, job: _ShardJob, res: RayRunResult, *, address: str | None, max_retries: int, progress: bool) -> None:
     """Start the actors (each loads the model once) and run the pending shards on them; fills ``res``'s times and retries."""
-    queue, opts = job.todo(), _actor_options(job.card)
+    threads = actor_threads(job.card, job.spec)
+    queue, opts = job.todo(), _actor_options(job.card, threads)
     unit, per_item = job.spec.progress_unit
     with ray_session(address, num_cpus=None if address else res.workers * opts["num_cpus"]) as session:
         res.cluster_seconds = session.startup_seconds
@@ -248,14 +262,14 @@ def _run_shards(ray, job: _ShardJob, res: RayRunResult, *, address: str | None, 
         actors: list = []
         try:
             t_start = time.monotonic()
-            actors += [actor_cls.remote(job.card, job.spec.label) for _ in range(min(res.workers, len(queue)))]
+            actors += [actor_cls.remote(job.card, job.spec.label, threads) for _ in range(min(res.workers, len(queue)))]
             try:
                 ray.get([a.ready.remote() for a in actors])
             except ray.exceptions.RayTaskError as exc:  # the model failed to load (bad card, no GPU build, ...)
                 raise unwrap(exc) from None
             res.actor_start_seconds = time.monotonic() - t_start
             t_sample = time.monotonic()
-            _drain(ray, job, queue, actors, lambda: actor_cls.remote(job.card, job.spec.label), res, max_retries, lambda: _show(bar, job.items_done() * per_item))
+            _drain(ray, job, queue, actors, lambda: actor_cls.remote(job.card, job.spec.label, threads), res, max_retries, lambda: _show(bar, job.items_done() * per_item))
             res.sample_seconds = time.monotonic() - t_sample
         finally:
             bar.close()
