@@ -337,6 +337,12 @@ def test_change_model_with_covariate_pymc_and_numpyro_agree(letter_pair, letter_
     assert a["posterior"]["stratum_shift"].dims == b["posterior"]["stratum_shift"].dims == ("chain", "draw", "stratum")
     dp_a, dp_b = (f["posterior"]["dp"].mean(("chain", "draw")).values for f in (a, b))
     assert np.max(np.abs(dp_a - dp_b)) < 0.03
+    # the workflow checks on the PyMC twin's posterior: the same verdict and ELPD as on NumPyro's (issue 31)
+    from bayesrc.bayes.fit import run_checks
+
+    ppc_b, loo_b, _ = run_checks(b, d, letter_pair[1], pd.Series(d.items), seed=0)
+    assert ppc_b["n_tests"] == letter_fit.ppc["n_tests"] and bool(ppc_b["flagged"]) == bool(letter_fit.ppc["flagged"])
+    assert abs(loo_b["elpd"] - letter_fit.loo["elpd"]) < 0.5 * letter_fit.loo["se"] and loo_b["n_items"] == letter_fit.loo["n_items"]
 
 
 def test_rci_fdp_interval_reaches_one_where_nothing_changed_is_not_rejected(tmp_path):
