@@ -75,6 +75,12 @@ def ranks(truth, post, names: list[str]) -> dict[str, int]:
 
 
 def one(data, model: str, backend: str, sim: int) -> dict:
+    from bayesrc.config import releases_jax_caches
+
+    return releases_jax_caches(_one)(data, model, backend, sim)  # sample() bypasses fit()'s release: ~30 fits exhausted the memory mappings
+
+
+def _one(data, model: str, backend: str, sim: int) -> dict:
     from bayesrc.bayes import SamplerConfig
     from bayesrc.bayes.diagnostics import gate
     from bayesrc.bayes.fit import gated_vars, sample

@@ -21,7 +21,7 @@ from bayesrc.bayes import betabinom
 from bayesrc.bayes.change import group_effects_numpyro, hyperpriors_numpyro
 from bayesrc.bayes.checks import new_item_p
 from bayesrc.bayes.inputs import ModelInputs
-from bayesrc.config import prepare_jax
+from bayesrc.config import prepare_jax, releases_jax_caches
 
 PRIOR_PREDICTIVE_ITEMS = 2_000_000  # new items drawn in all (prior draws x the data's items), at most
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
@@ -30,6 +30,7 @@ P_EDGES = np.linspace(0.0, 1.0, 21)
 DP_EDGES = np.linspace(-1.0, 1.0, 41)
 
 
+@releases_jax_caches  # Predictive compiles anew each call: a loop of them (SBC) ran out of memory mappings
 def prior_draws(data: ModelInputs, model: str = "change", *, slope: bool = False, prior: dict | None = None, n_draws: int = 1000, seed: int = 0) -> xr.Dataset:
     """Draws of a model's hyperparameters from their priors, in the posterior's layout (one chain).
 
