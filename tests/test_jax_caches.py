@@ -44,3 +44,23 @@ def test_fits_release_their_compiled_code(restore_settings, backend):
     assert _mappings_added_by_a_fit(backend) < 300  # ~0 measured
     bayesrc.configure(release_compiled=False)  # the control: the caches kept, hundreds more per fit
     assert _mappings_added_by_a_fit(backend) > 200
+
+
+def test_prior_draws_release_their_compiled_code(restore_settings):
+    """NumPyro's Predictive compiles anew on every call: a loop of prior predictive draws (SBC)
+    ran a process out of memory mappings before prior_draws released them."""
+    from bayesrc.bayes import model_inputs
+    from bayesrc.bayes.prior_predictive import prior_draws
+
+    sim = simulate_pair(30, 10, seed=0)
+    data = model_inputs(item_counts(sim.trials_v1, sim.trials_v2))
+    prior_draws(data, n_draws=10)  # the first call loads what every call shares
+    before = _n_mappings()
+    for seed in range(3):
+        prior_draws(data, n_draws=10, seed=seed)
+    assert _n_mappings() - before < 100
+    bayesrc.configure(release_compiled=False)  # the control: kept, they pile up
+    before = _n_mappings()
+    for seed in range(3):
+        prior_draws(data, n_draws=10, seed=seed)
+    assert _n_mappings() - before > 100
