@@ -50,7 +50,7 @@ SECTION_DOCS = {
     "bayes_items": "methods/bayesian.html#the-models",
     "domain_shift": "methods/bayesian.html#the-models",
     "diagnostics": "methods/bayesian.html#the-convergence-gate",
-    "checks": "methods/bayesian.html#does-the-model-fit-the-data-posterior-predictive-check-and-loo",
+    "checks": "methods/bayesian.html#does-the-model-fit-the-data-predictive-checks-and-loo",
     "crosscheck": "methods/bayesian.html#outputs-selection-and-the-cross-check",
     "power": "guides/planning.html#resolution-diagnostics-of-existing-scores",
     "switch": "guides/switch.html#shared-baselines-and-the-noise-floor-spec-4",
