@@ -19,7 +19,7 @@ import json
 import time
 
 import numpy as np
-from ppc_calibration import counts_for
+from ppc_calibration import counts_for, replicate_rows
 
 CANDIDATES = {"model": "change", "betabinom": "betabinom"}  # scenario -> the model that generated it
 
@@ -48,10 +48,7 @@ def main(argv=None) -> None:
     ap.add_argument("--backend", choices=("numpyro", "pymc"), default="numpyro")
     args = ap.parse_args(argv)
     for scenario in args.scenarios:
-        rows = []
-        for r in range(args.first, args.first + args.replicates):
-            rows.append(one(scenario, r, args.items, args.backend))
-            print(json.dumps(rows[-1]), flush=True)
+        rows = replicate_rows(one, scenario, args)
         picked = np.mean([row["picked"] for row in rows])
         clear = np.mean([row["picked"] and row["elpd_diff"] > 2 * row["dse"] for row in rows])
         gates = np.mean([all(row["gates"].values()) for row in rows])

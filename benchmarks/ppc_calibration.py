@@ -85,6 +85,15 @@ def one(scenario: str, replicate: int, n_items: int, backend: str) -> dict:
     }  # fmt: skip
 
 
+def replicate_rows(one, scenario: str, args) -> list[dict]:
+    """``one(scenario, r, args.items, args.backend)`` for replicates ``args.first`` on, each row printed as it comes."""
+    rows = []
+    for r in range(args.first, args.first + args.replicates):
+        rows.append(one(scenario, r, args.items, args.backend))
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--replicates", type=int, default=20)
@@ -94,10 +103,7 @@ def main(argv=None) -> None:
     ap.add_argument("--backend", choices=("numpyro", "pymc"), default="numpyro")
     args = ap.parse_args(argv)
     for scenario in args.scenarios:
-        rows = []
-        for r in range(args.first, args.first + args.replicates):
-            rows.append(one(scenario, r, args.items, args.backend))
-            print(json.dumps(rows[-1]), flush=True)
+        rows = replicate_rows(one, scenario, args)
         warned = np.mean([row["warned"] for row in rows])
         gate = np.mean([row["gate"] for row in rows])
         print(json.dumps({"scenario": scenario, "backend": args.backend, "replicates": len(rows), "warning_rate": float(warned), "gate_passed": float(gate)}), flush=True)
