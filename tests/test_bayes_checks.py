@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bayesrc.bayes import ModelInputs, compare, fit
+from bayesrc.bayes import ModelInputs, checks, compare, fit
 from bayesrc.bayes.checks import STATS, check_strata, minp_adjust, posterior_predictive_check, predictive_pvalues, replicate_pvalues, stratum_statistics
 from bayesrc.data import item_counts, save_trials, simulate_pair
 
@@ -88,6 +88,12 @@ def test_ppc_with_the_true_accuracies_is_calibrated_and_a_wrong_model_warns():
     out = posterior_predictive_check(np.broadcast_to(wrong, (1, 400, 120, 2)), d, seed=0)
     assert out["flagged"] and {r["stat"] for r in out["flagged"]} & {"mean_v2", "mean_change"}
     assert out["n_tests"] == len(out["strata"]) * len(STATS) - sum(r["p"] is None for r in out["table"])
+
+    # Replicated a slice of draws at a time (bounded memory at 12,000 items): the same check as all at once.
+    whole = posterior_predictive_check(np.broadcast_to(wrong, (1, 400, 120, 2)), d, seed=0)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(checks, "PPC_SLICE_ENTRIES", 120 * 4 * 7)  # 7 draws (of 4 datasets each) per slice
+        assert posterior_predictive_check(np.broadcast_to(wrong, (1, 400, 120, 2)), d, seed=0) == whole
 
 
 # ---------------------------------------------------------------- prior predictive check

@@ -240,8 +240,9 @@ def test_cli_fit_writes_outputs_and_exits_3_on_failed_gate(tmp_path):
     assert exc.value.code == 2
 
 
-def test_change_model_reports_p_rope_and_expected_flips(change_pair, change_collapsed_fit):
+def test_change_model_reports_p_rope_and_expected_flips(change_pair, change_collapsed_fit, monkeypatch):
     """SPEC 3: the change model gives P(|dp| > ROPE) per item whenever a ROPE is given; SPEC 2.1: expected real flips."""
+    from bayesrc.bayes import summaries
     from bayesrc.bayes.summaries import expected_flips, item_summary
 
     d = model_inputs(change_pair[1])
@@ -256,6 +257,10 @@ def test_change_model_reports_p_rope_and_expected_flips(change_pair, change_coll
     np.testing.assert_allclose(items["p_deteriorate_material"], (dp <= -0.05).mean(0))
     strict = item_summary(change_collapsed_fit, d, delta_min=0.2)
     assert (strict["p_improve_material"] <= items["p_improve_material"]).all() and (strict["p_improve_material"] < items["p_improve_material"]).any()
+    # Summarised a block of items at a time (bounded memory at 12,000 items): the same table as in one block.
+    monkeypatch.setattr(summaries, "ITEM_BLOCK", 7)
+    pd.testing.assert_frame_equal(item_summary(change_collapsed_fit, d, rope=0.1), items)
+    assert {change_collapsed_fit.posterior[k].dtype for k in ("theta", "delta", "r", "p_up", "p", "dp")} == {np.dtype(np.float32)}
     p = change_collapsed_fit.posterior["p"].values.reshape(-1, d.n_items, 2)
     flips = expected_flips(change_collapsed_fit, d)
     assert flips["expected_negative_flips"]["mean"] == pytest.approx(((p[:, :, 0] > 0.5) & (p[:, :, 1] <= 0.5)).sum(1).mean())

@@ -84,6 +84,9 @@ DIMS = {
 }  # fmt: skip
 SAMPLED = ("mu_theta", "sigma_theta", "shift", "group_shift", "group_level", "stratum_shift_sd", "stratum_shift_z", "stratum_shift", "sigma_delta", "slope", "pi", "theta")
 GRID_NODES = 49
+# The item draws (theta, delta, r, p_up, p, dp) are stored in single precision: 7 significant digits,
+# far below their Monte Carlo error, at half the memory (12,000 items x 2,000 draws: 96 MB per quantity).
+ITEM_DRAW_DTYPE = np.float32
 
 
 def z_grid(n_nodes: int = GRID_NODES, half_width: float = 6.0) -> tuple[np.ndarray, np.ndarray]:
@@ -423,15 +426,19 @@ def item_conditionals(post, data: ModelInputs, rng: np.random.Generator, chunk: 
 
 def store_item_quantities(dt, post, theta: np.ndarray, c: dict, slope: bool, prior: dict | None, **attrs):
     """Write ``r, p_up, delta, changed``, ``p`` (item, version) and ``dp = p_v2 - p_v1`` into the
-    posterior, in the layout both change-model samplers (full and collapsed) share."""
+    posterior, in the layout both change-model samplers (full and collapsed) share: the item
+    quantities in :data:`ITEM_DRAW_DTYPE`, ``changed`` as int8."""
     dims = ("chain", "draw", "item")
-    p1 = expit(theta)
-    p2 = expit(theta + c["changed"] * c["delta"])
+    theta = np.asarray(theta, ITEM_DRAW_DTYPE)
     for k in ("r", "p_up", "delta"):
-        post[k] = (dims, c[k])
-    post["changed"] = (dims, c["changed"].astype(np.int8))
-    post["p"] = (("chain", "draw", "item", "version"), np.stack([p1, p2], axis=-1))
-    post["dp"] = (dims, p2 - p1)
+        post[k] = (dims, np.asarray(c[k], ITEM_DRAW_DTYPE))
+    changed = np.asarray(c["changed"], np.int8)
+    post["changed"] = (dims, changed)
+    p = np.empty((*theta.shape, 2), ITEM_DRAW_DTYPE)  # filled in place: no stacked copy (12,000 items x 2,000 draws: 190 MB per version)
+    expit(theta, out=p[..., 0])
+    expit(theta + changed * post["delta"].values, out=p[..., 1])
+    post["p"] = (("chain", "draw", "item", "version"), p)
+    post["dp"] = (dims, p[..., 1] - p[..., 0])
     dt["posterior"] = post
     dt.attrs.update(model="change", slope=int(slope), prior=json.dumps(prior_settings(prior)), **attrs)
     return dt

@@ -55,6 +55,7 @@ MAX_PPC_DRAWS = 2000  # posterior draws replicated (evenly thinned beyond)
 # probability of ~0.001 lay beyond all of them one time in ~7 (p = 0, flagged) and not otherwise
 # (adjusted p ~0.08): the verdict flipped with the posterior draws' Monte Carlo noise.
 PPC_REPLICATE_BUDGET = 4_000_000
+PPC_SLICE_ENTRIES = 4_000_000  # replicated (dataset x item) entries drawn and summarised at a time (memory: ~300 MB)
 K_THRESHOLD = 0.7  # Pareto k above which an item's PSIS-LOO estimate is unreliable
 
 
@@ -207,6 +208,18 @@ def thin_draws(a: np.ndarray, max_draws: int = MAX_PPC_DRAWS) -> np.ndarray:
     return flat[np.linspace(0, flat.shape[0] - 1, max_draws).round().astype(int)]
 
 
+def replicated_statistics(draws: np.ndarray, per_draw: int, data: ModelInputs, member: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """:func:`stratum_statistics` of ``per_draw`` datasets ``y ~ Binomial(n, p)`` per draw of ``draws`` (draw, item, 2):
+    (draw x per_draw, stratum, stat).
+
+    Drawn and summarised :data:`PPC_SLICE_ENTRIES` (dataset x item) entries at a time (bounded memory
+    at 12,000 items), in the order one call would draw them: the same replicates as drawing all at once.
+    """
+    step = max(1, PPC_SLICE_ENTRIES // max(data.n_items * per_draw, 1))
+    parts = [stratum_statistics(rng.binomial(data.n[None], np.repeat(draws[i : i + step], per_draw, axis=0)), data.n, member) for i in range(0, len(draws), step)]
+    return np.concatenate(parts) if parts else np.empty((0, member.shape[1], len(STATS)))
+
+
 def posterior_predictive_check(p: np.ndarray, data: ModelInputs, *, seed: int = 0, alpha: float = PPC_ALPHA, min_items: int = MIN_STRATUM_ITEMS, max_draws: int = MAX_PPC_DRAWS) -> dict:
     """Posterior predictive check of item accuracy draws ``p`` (chain, draw, item, 2) against ``data``.
 
@@ -229,9 +242,8 @@ def posterior_predictive_check(p: np.ndarray, data: ModelInputs, *, seed: int = 
     draws = thin_draws(p, max_draws)
     per_draw = int(np.clip(PPC_REPLICATE_BUDGET // max(data.n_items * draws.shape[0], 1), 1, 4))
     rng = np.random.default_rng(np.random.SeedSequence([seed, 31]))
-    y_rep = rng.binomial(data.n[None], np.repeat(draws, per_draw, axis=0))
     obs = stratum_statistics(data.y, data.n, member)  # (stratum, stat)
-    rep = stratum_statistics(y_rep, data.n, member)  # (draw, stratum, stat)
+    rep = replicated_statistics(draws, per_draw, data, member, rng)  # (draw, stratum, stat)
     p_obs = predictive_pvalues(obs, rep)
     adj = minp_adjust(p_obs.ravel(), replicate_pvalues(rep.reshape(rep.shape[0], -1))).reshape(p_obs.shape)
     lo, hi = np.nanquantile(rep, [0.05, 0.95], axis=0) if rep.shape[0] else (np.full_like(obs, np.nan),) * 2
@@ -245,7 +257,7 @@ def posterior_predictive_check(p: np.ndarray, data: ModelInputs, *, seed: int = 
     flagged = sorted((r for r in table if r["p_adjusted"] is not None and np.isfinite(r["p_adjusted"]) and r["p_adjusted"] <= alpha), key=lambda r: (r["p_adjusted"], r["p"]))
     n_tests = int(np.isfinite(p_obs).sum())
     return {
-        "alpha": alpha, "method": "single-step min-p over the replicates (Westfall-Young)", "n_draws": int(draws.shape[0]), "n_replicates": int(y_rep.shape[0]), "n_tests": n_tests,
+        "alpha": alpha, "method": "single-step min-p over the replicates (Westfall-Young)", "n_draws": int(draws.shape[0]), "n_replicates": int(rep.shape[0]), "n_tests": n_tests,
         "covariate": data.covariate, "strata": names, "stats": list(STATS), "min_stratum_items": min_items,
         "p_min": float(np.nanmin(p_obs)) if n_tests else None, "p_adjusted_min": float(np.nanmin(adj)) if n_tests else None,
         "table": table, "flagged": flagged, "passed": not flagged,

@@ -91,29 +91,40 @@ def item_summary(dt, data, *, rope: float | None = 0.0, delta_min: float = DELTA
     >>> items = item_summary(res.posterior, data, rope=0.05)  # doctest: +SKIP
     >>> items[["item_id", "dp_mean", "dp_lo90", "dp_hi90", "p_changed"]].head()  # doctest: +SKIP
     """
-    import arviz_stats as azs
-
     rope = float(rope or 0.0)
     post = dt["posterior"]
-    p = post["p"].values.reshape(-1, data.n_items, 2)
-    dp = post["dp"].values.reshape(-1, data.n_items)
+    blocks = [_item_block_summary(post.isel(item=slice(i, i + ITEM_BLOCK)), rope, delta_min) for i in range(0, data.n_items, ITEM_BLOCK)]
+    out = pd.concat(blocks, ignore_index=True)
+    out.insert(0, "domain", np.asarray(data.domains)[data.dom])
+    out.insert(0, "item_id", data.items)
+    return out
+
+
+ITEM_BLOCK = 2000  # items summarised at a time: the temporaries (sorted copies, ranks, indicators) stay ~100 MB at 2,000 draws
+
+
+def _item_block_summary(post, rope: float, delta_min: float) -> pd.DataFrame:
+    """:func:`item_summary`'s columns after ``domain`` for the items of ``post`` (a slice of the posterior)."""
+    import arviz_stats as azs
+
+    n_items = post.sizes["item"]
+    p = post["p"].values.reshape(-1, n_items, 2)
+    dp = post["dp"].values.reshape(-1, n_items)
     interval = azs.eti(post["dp"], prob=0.9, dim=["chain", "draw"]).transpose("item", ...).values  # (item, bound)
     dp_chains = chain_draw_last(post["dp"])  # only the columns below: draws_summary's R-hat and tail ESS cost seconds at 10k items
-    d = direction_draws(post, data.n_items, rope=rope, delta_min=delta_min)
-    p_chg = post["r"].values.reshape(-1, data.n_items).mean(0) if "r" in post else (np.abs(dp) > rope).mean(0)
+    d = direction_draws(post, n_items, rope=rope, delta_min=delta_min)
+    p_chg = post["r"].values.reshape(-1, n_items).mean(0, dtype=float) if "r" in post else (np.abs(dp) > rope).mean(0)
     out = pd.DataFrame(
         {
-            "item_id": data.items,
-            "domain": np.asarray(data.domains)[data.dom],
-            "p_v1_mean": p[:, :, 0].mean(0),
-            "p_v2_mean": p[:, :, 1].mean(0),
-            "dp_mean": dp.mean(0),
-            "dp_lo90": interval[:, 0],
-            "dp_hi90": interval[:, 1],
+            "p_v1_mean": p[:, :, 0].mean(0, dtype=float),
+            "p_v2_mean": p[:, :, 1].mean(0, dtype=float),
+            "dp_mean": dp.mean(0, dtype=float),
+            "dp_lo90": interval[:, 0].astype(float),
+            "dp_hi90": interval[:, 1].astype(float),
             "dp_ess_bulk": ess_bulk(dp_chains),
             "dp_mcse": mcse_mean(dp_chains),
             "p_changed": p_chg,
-            **{name: v.mean(0) for name, v in d.items()},
+            **{name: v.mean(0, dtype=float) for name, v in d.items()},
         }
     )
     if rope > 0:
@@ -137,11 +148,8 @@ def direction_draws(post, n_items: int, *, rope: float = 0.0, delta_min: float =
         imp, det = r * up, r * (1 - up)
     else:
         cut = 0.0 if "r" in post else rope  # the change model's directions have no ROPE (module docstring)
-        imp, det = (dp > cut).astype(float), (dp < -cut).astype(float)
-    return {
-        "p_improve": imp, "p_deteriorate": det,
-        "p_improve_material": (dp >= delta_min).astype(float), "p_deteriorate_material": (dp <= -delta_min).astype(float),
-    }  # fmt: skip
+        imp, det = dp > cut, dp < -cut
+    return {"p_improve": imp, "p_deteriorate": det, "p_improve_material": dp >= delta_min, "p_deteriorate_material": dp <= -delta_min}
 
 
 def expected_flips(dt, data) -> dict:
@@ -324,7 +332,8 @@ def flag_errors(direction: dict[str, np.ndarray], rci_cls: np.ndarray) -> tuple[
         return nan, nan.copy()
 
     def err(imp: str, det: str) -> np.ndarray:
-        return ((1 - direction[imp][:, up]).sum(1) + (1 - direction[det][:, down]).sum(1)) / n
+        miss = lambda a, flagged: (1.0 - a[:, flagged]).sum(1, dtype=float)  # noqa: E731  (indicator or probability draws)
+        return (miss(direction[imp], up) + miss(direction[det], down)) / n
 
     return err("p_improve", "p_deteriorate"), err("p_improve_material", "p_deteriorate_material")
 
