@@ -324,12 +324,26 @@ def new_item_p(post, data: ModelInputs, rng: np.random.Generator, max_draws: int
     x = logit_grid(int(data.n.max()))
     ops = _ops("numpy")
     sigma, sd = grid_spread(ops, sigma, x), grid_spread(ops, sd, x)
+    # In place, in the order of theta = m + s z, delta = centre + sd z', p2 = expit(theta + changed delta):
+    # the same numbers with a third of the temporaries (draw x item arrays: 190 MB each at 12,000 items).
     m_s, s_s = mu[:, stratum], sigma[:, stratum]
-    theta = m_s + s_s * rng.standard_normal(m_s.shape)
-    centre = shift[:, stratum] + slope[:, None] * (theta - m_s) / s_s
-    delta = centre + sd[:, stratum] * rng.standard_normal(m_s.shape)
-    changed = rng.random(m_s.shape) < pi[:, None]
-    return np.stack([expit(theta), expit(theta + changed * delta)], -1)
+    theta = rng.standard_normal(m_s.shape)
+    theta *= s_s
+    theta += m_s
+    centre = shift[:, stratum]
+    if np.any(slope != 0.0):
+        centre = centre + slope[:, None] * (theta - m_s) / s_s
+    del m_s, s_s
+    delta = rng.standard_normal(theta.shape)
+    delta *= sd[:, stratum]
+    delta += centre
+    del centre
+    delta *= rng.random(theta.shape) < pi[:, None]  # changed
+    delta += theta
+    out = np.empty((*theta.shape, 2))
+    expit(theta, out=out[..., 0])
+    expit(delta, out=out[..., 1])
+    return out
 
 
 def loo_pit_change(elpd, p_new: np.ndarray, data: ModelInputs, seed: int = 0) -> np.ndarray:
