@@ -174,8 +174,8 @@ def binomial_table(x: np.ndarray, n: np.ndarray, y: np.ndarray) -> tuple[np.ndar
 BAND_TABLE_MAX_BYTES = 64 * 2**20  # above it (K in the hundreds) the likelihood forms the Toeplitz kernel instead
 # The samplers' band table is single precision: its product with the kernel rows is most of a
 # gradient's cost, and ~1.7x as fast in float32. Every term is positive (no cancellation), so the
-# sums keep a relative error near 1e-7 (tests/test_bayes_units.py); the item draws, LOO and the
-# checks keep float64.
+# sums keep a relative error near 1e-7 (tests/test_bayes_units.py); the item draws (stored in single
+# precision: change.ITEM_DRAW_DTYPE), LOO and the checks compute in float64.
 SAMPLER_BAND_DTYPE = np.float32
 
 

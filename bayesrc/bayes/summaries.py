@@ -33,6 +33,7 @@ ITEM_COLUMNS = (
     "elpd_loo", "pareto_k", "loo_pit",
 )  # fmt: skip
 DELTA_MIN = 0.05  # a material change in accuracy (SPEC 7)
+ITEM_BLOCK = 2000  # items summarised at a time: the temporaries (sorted copies, ranks, indicators) stay ~100 MB at 2,000 draws
 
 
 def draws_summary(da, *, prob: float = 0.9, ci_kind: str = "eti") -> pd.DataFrame:
@@ -98,9 +99,6 @@ def item_summary(dt, data, *, rope: float | None = 0.0, delta_min: float = DELTA
     out.insert(0, "domain", np.asarray(data.domains)[data.dom])
     out.insert(0, "item_id", data.items)
     return out
-
-
-ITEM_BLOCK = 2000  # items summarised at a time: the temporaries (sorted copies, ranks, indicators) stay ~100 MB at 2,000 draws
 
 
 def _item_block_summary(post, rope: float, delta_min: float) -> pd.DataFrame:
