@@ -48,9 +48,10 @@ print(json.dumps({"process_s": time.perf_counter() - t0, "fit_s": time.perf_coun
 """
 
 
-def run_child(tree: Path, n: int, model: str, backend: str, cache: str) -> dict:
+def run_child(tree: Path, n: int, model: str, backend: str, cache: str, script: str = CHILD, *extra: str) -> dict:
+    """``script`` (default :data:`CHILD`) in a fresh process on ``tree``'s code; its last JSON line, or ``{"error": ...}``."""
     env = dict(os.environ, PYTHONPATH=str(tree), BAYESRC_JAX_CACHE=cache or tempfile.mkdtemp(prefix="bayesrc-bench-jax-"))
-    out = subprocess.run([sys.executable, "-c", CHILD, str(n), model, backend], env=env, cwd=tree, capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-c", script, str(n), model, backend, *extra], env=env, cwd=tree, capture_output=True, text=True)
     lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
     if out.returncode or not lines:
         return {"error": (out.stderr.strip().splitlines() or ["?"])[-1]}

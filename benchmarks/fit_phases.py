@@ -15,13 +15,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-from bayes import CHILD, ROOT, baseline_tree
+from bayes import CHILD, ROOT, baseline_tree, run_child
 
 PHASES = {  # module -> the functions timed (those a version lacks are left out)
     "bayesrc.bayes.change_collapsed": ["run_numpyro", "item_draws", "store_item_quantities"],
@@ -57,12 +54,9 @@ def child_script() -> str:
 
 
 def run(tree: Path, n: int) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(tree), BAYESRC_JAX_CACHE=tempfile.mkdtemp(prefix="bayesrc-bench-jax-"))
-    out = subprocess.run([sys.executable, "-c", child_script(), str(n), "change", "numpyro", json.dumps(PHASES)], env=env, cwd=tree, capture_output=True, text=True)
-    lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
-    if out.returncode or not lines:
-        sys.exit(f"{tree}: {(out.stderr.strip().splitlines() or ['?'])[-1]}")
-    r = json.loads(lines[-1])
+    r = run_child(tree, n, "change", "numpyro", "", child_script(), json.dumps(PHASES))
+    if "error" in r:
+        sys.exit(f"{tree}: {r['error']}")
     r["peak_gb"] = max([r["peak_gb"]] + [p["peak_gb"] for p in r["phases"]])  # the resets also reset ru_maxrss
     return r
 
