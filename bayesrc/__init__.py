@@ -23,6 +23,7 @@ __all__ = ["RESULT_MODULES", "BayesrcError", "InputError", "__version__", "confi
 RESULT_MODULES: tuple[str, ...] = (
     "bayesrc.classical.result",
     "bayesrc.bayes.fit",
+    "bayesrc.bayes.model_comparison",
     "bayesrc.switch.result",
     "bayesrc.power.result",
     "bayesrc.power.planner",

@@ -30,7 +30,7 @@ def one(scenario: str, replicate: int, n_items: int, backend: str) -> dict:
     t0 = time.perf_counter()
     counts = counts_for(scenario, replicate, n_items)
     fits = {"change": fit(counts, covariate=None, backend=backend), "betabinom": fit(counts, model="betabinom", backend=backend)}
-    table = compare(fits)
+    table = compare(fits).table
     winner, runner_up = table.index[0], table.index[1]
     return {
         "scenario": scenario, "replicate": replicate, "backend": backend, "generating": CANDIDATES[scenario], "winner": winner,

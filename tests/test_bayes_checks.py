@@ -219,7 +219,7 @@ def test_fit_carries_the_checks_in_its_payload_items_and_files(calibration_fits,
     fj = json.loads((tmp_path / "f" / "fit.json").read_text())
     assert fj["ppc"]["stats"] == list(STATS) and len(fj["ppc"]["table"]) == len(fj["ppc"]["strata"]) * len(STATS)
     back = bayesrc.load(tmp_path / "f")
-    assert back.ppc == res.ppc and compare({"a": back, "b": res})["elpd_diff"].abs().max() < 1e-9
+    assert back.ppc == res.ppc and compare({"a": back, "b": res}).table["elpd_diff"].abs().max() < 1e-9
     fig = res.plot_ppc()
     assert len(fig.axes) >= len(STATS)
     # the prior predictive check of the fit's own design: in the payload, the summary and a figure
@@ -229,9 +229,33 @@ def test_fit_carries_the_checks_in_its_payload_items_and_files(calibration_fits,
     assert len(res.plot_prior_predictive().axes) == 2
 
 
-def test_compare_ranks_the_change_model_first_on_its_own_data(calibration_fits):
-    table = compare({"change": calibration_fits[("model", 201)], "betabinom": calibration_fits["betabinom_model_201"]})
-    assert list(table.index) == ["change", "betabinom"]
+def test_pit_ecdf_band_holds_uniform_pit_at_its_level_and_rejects_a_misfit():
+    rng = np.random.default_rng(7)
+    outside = [checks.pit_ecdf_band(rng.uniform(size=100), seed=i)["outside"].any() for i in range(60)]
+    assert sum(outside) <= 8  # 95% simultaneous band: ~3 of 60 expected (P(> 8) < 0.01)
+    too_wide = [checks.pit_ecdf_band(rng.beta(1.6, 1.6, size=300), seed=i)["outside"].any() for i in range(10)]
+    assert sum(too_wide) >= 9  # PIT piled in the middle: predictions too wide
+    band = checks.pit_ecdf_band(np.r_[rng.uniform(size=50), np.nan])
+    assert len(band) == 49 and np.all(band["lower"] <= 0) and np.all(band["upper"] >= 0)
+
+
+def test_loo_pit_figure_stays_in_its_band_for_the_generating_model_only(calibration_fits):
+    own, misfit = calibration_fits[("model", 201)], calibration_fits["betabinom_model_201"]
+    assert not own.loo_pit_band()["outside"].any()
+    assert misfit.loo_pit_band()["outside"].any()  # the beta-binomial's new-item change is too wide (its KS p < 0.05 above)
+    assert len(own.plot_loo_pit().axes) == 1
+
+
+def test_compare_ranks_the_change_model_first_on_its_own_data(calibration_fits, tmp_path):
+    import bayesrc
+
+    mc = compare({"change": calibration_fits[("model", 201)], "betabinom": calibration_fits["betabinom_model_201"]})
+    table = mc.table
+    assert list(table.index) == ["change", "betabinom"] and mc.best == "change" and mc.separated("betabinom")
+    assert "change predicts left-out items best" in mc.sentence() and "clearly worse" in mc.sentence()
+    mc.save(tmp_path / "cmp")
+    assert bayesrc.load(tmp_path / "cmp" / "loo_compare.json") == mc and mc.payload["fits"]["betabinom"]["model"] == "betabinom"
+    assert len(mc.plot().axes) == 1
     row = table.loc["betabinom"]
     assert row["elpd_diff"] < 0 and row["dse"] > 0 and -row["elpd_diff"] > 2 * row["dse"]
     assert {"rank", "elpd", "se", "weight", "n_high_k"} <= set(table)
@@ -245,9 +269,11 @@ def test_compare_ranks_the_change_model_first_on_its_own_data(calibration_fits):
 
 
 def test_cli_fit_compare_writes_each_fit_and_the_ranking(tmp_path):
+    import bayesrc
     from bayesrc.bayes.commands import compare_models
     from bayesrc.cli import main
     from bayesrc.errors import InputError
+    from bayesrc.report import load_run, report_sections
 
     assert compare_models("change,betabinom") == ["change", "betabinom"]
     for bad in ("change", "change,change", "change,nope"):
@@ -258,6 +284,12 @@ def test_cli_fit_compare_writes_each_fit_and_the_ranking(tmp_path):
     save_trials(sim.trials_v2, tmp_path / "v2.parquet")
     out = tmp_path / "cmp"
     assert main(["fit", str(tmp_path / "v1.parquet"), str(tmp_path / "v2.parquet"), "--compare", "betabinom,change", "--covariate", "none", "--no-progress", "--out", str(out)]) == 0
-    table = pd.read_csv(out / "loo_compare.csv", index_col=0)
-    assert list(table.index) == ["change", "betabinom"] and (out / "change" / "fit.json").is_file() and (out / "betabinom" / "items.parquet").is_file()
+    mc = bayesrc.load(out / "loo_compare.json")
+    assert mc.models == ["change", "betabinom"] and (out / "change" / "fit.json").is_file() and (out / "betabinom" / "items.parquet").is_file()
+    run = load_run(out)  # the report: one comparison per model, the ranking and each fit's LOO-PIT
+    assert list(run.comparisons) == ["change", "betabinom"] and run.comparisons["betabinom"].bayes.model == "betabinom"
+    sections = {s.key: s for s in report_sections(run, run.comparisons["change"])}
+    assert {"model_comparison", "checks"} <= set(sections)
+    assert any(getattr(b, "name", "") == "loo_pit" for b in sections["checks"].blocks)
+    assert [b.png[:4] for b in sections["model_comparison"].blocks if hasattr(b, "png")] == [b"\x89PNG"]
     assert main(["fit", str(tmp_path / "v1.parquet"), str(tmp_path / "v2.parquet"), "--compare", "change", "--out", str(tmp_path / "bad")]) == 2

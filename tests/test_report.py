@@ -147,7 +147,7 @@ def test_bayes_sections_render_from_fit_outputs(demo_run, minor_fit, tmp_path):
 
     for dom, v in res.domain_shift.items():
         assert f"<td>{dom}</td><td>{fmt_value(v['mean'])}</td><td>{fmt_value(v['lo90'])}</td><td>{fmt_value(v['hi90'])}</td>" in text
-    assert len(re.findall(r'src="data:image/png', text)) == 4 + 3 + 2 + 2  # + P(change) vs RCI, forest, domain shifts, trace, rank, posterior and prior predictive checks
+    assert len(re.findall(r'src="data:image/png', text)) == 4 + 3 + 2 + 3  # + P(change) vs RCI, forest, domain shifts, trace, rank, posterior predictive check, LOO-PIT, prior predictive check
     # the workflow checks (issue 31): the posterior and prior predictive checks in words, and their figures
     assert "Predictive checks and LOO" in text and f"ELPD {res.loo['elpd']:.1f}" in text
     pp = res.prior_predictive

@@ -5,22 +5,23 @@ Each model is written twice with the same priors and named dims (``item``, ``ver
 ``change_numpyro`` / ``change_pymc`` (full) and ``change_collapsed_numpyro`` /
 ``change_collapsed_pymc`` (NUTS on the hyperparameters, the default in :func:`fit`). :func:`fit` runs one, gates it (R-hat, ESS,
 divergences), selects changed items (Bayesian FDR or threshold), cross-checks RCI and runs the
-workflow checks (:mod:`bayesrc.bayes.checks`: posterior predictive check, PSIS-LOO; :func:`compare`).
+workflow checks (:mod:`bayesrc.bayes.checks`: posterior predictive check, PSIS-LOO; :func:`compare` ranks fits by ELPD).
 JAX and PyMC are imported only when a model is sampled.
 """
 
 from bayesrc.bayes.betabinom import betabinom_numpyro, betabinom_pymc, conjugate_p, sufficient_stats
 from bayesrc.bayes.change import change_numpyro, change_pymc, item_conditionals
 from bayesrc.bayes.change_collapsed import cell_stats, change_collapsed_numpyro, change_collapsed_pymc, item_draws
-from bayesrc.bayes.checks import compare, posterior_predictive_check
+from bayesrc.bayes.checks import posterior_predictive_check
 from bayesrc.bayes.diagnostics import Diagnostics, gate
 from bayesrc.bayes.fit import BACKENDS, MODELS, BayesFit, check, fit, gated_vars, realised_fdp, sample
 from bayesrc.bayes.inputs import ModelInputs, model_inputs
+from bayesrc.bayes.model_comparison import ModelComparison, compare
 from bayesrc.bayes.samplers import SamplerConfig, configure_host_devices
 from bayesrc.bayes.summaries import ITEM_COLUMNS, agreement_table, cohen_kappa, crosscheck, domain_shift, item_summary, select
 
 __all__ = [
-    "BACKENDS", "ITEM_COLUMNS", "MODELS", "BayesFit", "Diagnostics", "ModelInputs", "SamplerConfig",
+    "BACKENDS", "ITEM_COLUMNS", "MODELS", "BayesFit", "Diagnostics", "ModelComparison", "ModelInputs", "SamplerConfig",
     "agreement_table", "betabinom_numpyro", "betabinom_pymc", "cell_stats", "change_collapsed_numpyro",
     "change_collapsed_pymc", "change_numpyro", "change_pymc", "check",
     "cohen_kappa", "compare", "configure_host_devices", "conjugate_p", "crosscheck", "domain_shift", "fit", "gate",

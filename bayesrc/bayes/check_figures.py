@@ -87,3 +87,54 @@ def prior_predictive_figure(pp: Mapping, *, title: str = ""):
               title="Change: " + ", ".join(f"|dp| > {k}: {v:.0%}" for k, v in above.items()))  # fmt: skip
     fig.suptitle(title or "Prior predictive check: what the priors allow before the data", fontsize=10)
     return fig
+
+
+def loo_pit_figure(band: pd.DataFrame, *, ks_p: float | None = None, title: str = ""):
+    """LOO-PIT of the per-item change: its ECDF minus the uniform CDF, with the simultaneous 95%
+    band that the curve stays in when the model's leave-one-out predictions are calibrated
+    (:func:`bayesrc.bayes.checks.pit_ecdf_band`). A curve below zero then above it: the
+    predictions are too wide; above then below: too narrow; above (below) throughout: the
+    observed changes are smaller (larger) than predicted.
+
+    Examples
+    --------
+    >>> from bayesrc.bayes.checks import pit_ecdf_band
+    >>> band = pit_ecdf_band(np.random.default_rng(0).uniform(size=200))
+    >>> len(loo_pit_figure(band, ks_p=0.5).axes)
+    1
+    """
+    fig, ax = subplots(1, 1, figsize=(5.5, 3.4), layout="constrained")
+    x = band["x"].to_numpy(float)
+    ax.fill_between(x, band["lower"], band["upper"], step="post", color="0.85", label="95% simultaneous band (uniform PIT)")
+    ax.axhline(0.0, color="0.5", lw=0.8)
+    out = band["outside"].to_numpy(bool)
+    ax.step(x, band["ecdf_diff"], where="post", color="tab:red" if out.any() else "tab:blue", lw=1.5, label="LOO-PIT ECDF - uniform")
+    ax.set(xlabel="LOO-PIT of y2 - y1", ylabel="ECDF difference")
+    ax.legend(fontsize=7, frameon=False)
+    verdict = "outside the band" if out.any() else "within the band"
+    ks = "" if ks_p is None else f", KS p = {ks_p:.3f}"
+    ax.set_title(title or f"LOO-PIT calibration: {verdict}{ks}", fontsize=10)
+    return fig
+
+
+def loo_compare_figure(table: pd.DataFrame, *, title: str = ""):
+    """Each fit's ELPD difference from the best (dot) with ±2 SE of the difference (bar), best on top
+    (the table of :attr:`bayesrc.bayes.model_comparison.ModelComparison.table`).
+
+    Examples
+    --------
+    >>> t = pd.DataFrame({"elpd_diff": [0.0, -21.0], "dse": [0.0, 6.0]}, index=["change", "betabinom"])
+    >>> len(loo_compare_figure(t).axes)
+    1
+    """
+    fig, ax = subplots(1, 1, figsize=(5.5, 0.9 + 0.45 * len(table)), layout="constrained")
+    ypos = np.arange(len(table))[::-1]
+    diff, dse = table["elpd_diff"].to_numpy(float), table["dse"].to_numpy(float)
+    ax.hlines(ypos, diff - 2 * dse, diff + 2 * dse, color="0.6", lw=4, label="±2 SE of the difference")
+    ax.plot(diff, ypos, "o", color="tab:blue", label="ELPD difference from the best")
+    ax.axvline(0.0, color="0.5", lw=0.8)
+    ax.set_yticks(ypos, [str(m) for m in table.index])
+    ax.set(xlabel="ELPD difference (PSIS-LOO, log scale; higher is better)")
+    ax.legend(fontsize=7, frameon=False, loc="lower left")
+    ax.set_title(title or "Model comparison by PSIS-LOO", fontsize=10)
+    return fig

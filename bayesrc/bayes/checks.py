@@ -1,5 +1,4 @@
-"""Workflow checks on every fit (issue 31): posterior predictive checks, PSIS-LOO per item, LOO-PIT
-and model comparison by ELPD.
+"""Workflow checks on every fit (issue 31): posterior predictive checks, PSIS-LOO per item and LOO-PIT.
 
 **Posterior predictive check** (:func:`posterior_predictive_check`). For each posterior draw of the
 item accuracies ``p`` (item, version), replicate counts ``y_rep ~ Binomial(n, p)``; compare the
@@ -23,8 +22,8 @@ have generated the warning rate stays below the nominal level (``benchmarks/ppc_
 collapsed marginal likelihood of an item's two counts), Pareto k per item (items above
 :data:`K_THRESHOLD` listed), and LOO-PIT of each item's change ``y2 - y1`` against new items drawn
 from its stratum's population (:func:`new_item_p`: given the hyperparameters, the leave-one-out
-predictive of an item is that of a new item of its stratum). :func:`compare` ranks fits by ELPD
-(``arviz_stats.compare``).
+predictive of an item is that of a new item of its stratum), and its ECDF against uniform with a
+simultaneous band (:func:`pit_ecdf_band`). :mod:`bayesrc.bayes.model_comparison` ranks fits by ELPD.
 
 Pure numpy (and ``arviz_stats`` for PSIS); no JAX, PyMC or plotting here.
 """
@@ -414,6 +413,41 @@ def _uniform_ks_p(pit: np.ndarray) -> float | None:
     return float(kstest(pit, "uniform").pvalue) if pit.size else None
 
 
+def pit_ecdf_band(pit: np.ndarray, *, prob: float = 0.95, max_points: int = 200, n_simulations: int = 1000, seed: int = 0) -> pd.DataFrame:
+    """ECDF of PIT values minus the uniform CDF, with a simultaneous ``prob`` band for uniform PIT.
+
+    The band holds the whole difference curve (at every evaluation point at once) with
+    probability ``prob`` when the values are uniform (Säilynoja, Bürkner and Vehtari 2022's
+    simulation method: ``arviz_stats.ecdf_utils``), at up to ``max_points`` evenly spaced points.
+    NaN values (items without a PIT) are left out.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per point: ``x``, ``ecdf_diff`` (ECDF(x) - x), ``lower``, ``upper`` (the band,
+        as differences from x) and ``outside`` (the curve leaves the band there).
+
+    Examples
+    --------
+    >>> band = pit_ecdf_band(np.random.default_rng(1).uniform(size=500))
+    >>> bool(band["outside"].any()), list(band.columns)
+    (False, ['x', 'ecdf_diff', 'lower', 'upper', 'outside'])
+    """
+    from arviz_stats.ecdf_utils import compute_ecdf, get_pointwise_confidence_band, simulate_confidence_bands
+
+    pit = np.asarray(pit, float)
+    pit = pit[np.isfinite(pit)]
+    n = pit.size
+    if n < 2:
+        raise ValueError(f"a PIT ECDF band needs at least 2 values, got {n}")
+    m = min(n, max_points + 1)
+    x = np.arange(1, m) / m
+    pointwise = simulate_confidence_bands(n, 1, x, prob, n_simulations, np.random.default_rng(seed))
+    lower, upper = get_pointwise_confidence_band(pointwise, n, x)
+    ecdf = compute_ecdf(pit, x)
+    return pd.DataFrame({"x": x, "ecdf_diff": ecdf - x, "lower": lower - x, "upper": upper - x, "outside": (ecdf < lower) | (ecdf > upper)})
+
+
 def loo_warnings(loo_payload: Mapping, max_named: int = 5) -> list[str]:
     """A warning naming the items whose Pareto k is above the threshold (none if no item is).
 
@@ -431,56 +465,3 @@ def loo_warnings(loo_payload: Mapping, max_named: int = 5) -> list[str]:
         f"PSIS-LOO: {n} item{'s have' if n > 1 else ' has'} Pareto k above {loo_payload['k_threshold']:g} ({named}): their leave-one-out "
         "estimates are unreliable (the posterior moves a lot without them); treat ELPD comparisons of this fit with care"
     ]
-
-
-def elpd_of(fit):
-    """The ``arviz_stats`` ELPD object of a fit, rebuilt from its saved per-item ``elpd_loo`` and ``pareto_k``.
-
-    Examples
-    --------
-    >>> elpd_of(res).elpd  # doctest: +SKIP
-    """
-    import arviz_stats as azs
-    import xarray as xr
-
-    items, payload = fit.items, (fit.payload.get("loo") or {})
-    if items is None or "elpd_loo" not in items or not payload:
-        raise ValueError(f"{fit.model} ({fit.backend}) fit has no per-item PSIS-LOO (fitted before issue 31?)")
-    ids = items["item_id"].astype(str).to_numpy()
-    da = lambda v: xr.DataArray(np.asarray(v, float), dims=["item"], coords={"item": ids})  # noqa: E731
-    return azs.ELPDData(
-        elpd=float(payload["elpd"]), se=float(payload["se"]), p=float(payload["p_loo"]), n_samples=int(payload["n_draws"]),
-        n_data_points=len(ids), scale="log", warning=bool(payload.get("n_high_k")), good_k=float(payload.get("k_threshold", K_THRESHOLD)),
-        elpd_i=da(items["elpd_loo"]), pareto_k=da(items["pareto_k"]),
-    )  # fmt: skip
-
-
-def compare(fits: Mapping | Sequence) -> pd.DataFrame:
-    """Rank fits of the same items by PSIS-LOO ELPD (``arviz_stats.compare``), best first.
-
-    ``fits``: a mapping name -> :class:`~bayesrc.bayes.BayesFit` (or a sequence, named
-    ``model`` or ``model_backend`` when models repeat). Columns: ``rank``, ``elpd``, ``se``,
-    ``p``, ``elpd_diff`` (against the best), ``dse`` (SE of the difference), ``p_worse``,
-    ``weight`` (stacking) and ``n_high_k`` (items with Pareto k above 0.7).
-
-    Examples
-    --------
-    >>> compare({"change": fit(counts), "betabinom": fit(counts, model="betabinom")})  # doctest: +SKIP
-    """
-    import arviz_stats as azs
-
-    if not isinstance(fits, Mapping):
-        fits = list(fits)
-        names = [f.model for f in fits]
-        if len(set(names)) < len(names):
-            names = [f"{f.model}_{f.backend}_{i}" for i, f in enumerate(fits)]
-        fits = dict(zip(names, fits))
-    if len(fits) < 2:
-        raise ValueError("compare needs at least two fits")
-    ids = {name: tuple(f.items["item_id"].astype(str)) for name, f in fits.items()}
-    if len(set(ids.values())) > 1:
-        raise ValueError("the fits compared must cover the same items in the same order")
-    table = azs.compare({name: elpd_of(f) for name, f in fits.items()}, round_to="none")
-    table["n_high_k"] = [int((fits[name].payload.get("loo") or {}).get("n_high_k") or 0) for name in table.index]
-    table.index.name = "model"
-    return table

@@ -15,7 +15,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_fit_arguments(p)
     p.add_argument(
         "--compare", default=None, metavar="MODELS",
-        help="fit each of these models (comma-separated, e.g. change,betabinom) into OUT/MODEL/ and rank them by PSIS-LOO ELPD -> OUT/loo_compare.csv (--model is then ignored)",
+        help="fit each of these models (comma-separated, e.g. change,betabinom) into OUT/MODEL/ and rank them by PSIS-LOO ELPD -> OUT/loo_compare.json (--model is then ignored)",
     )  # fmt: skip
     p.add_argument("--out", required=True, type=Path)
     p.set_defaults(func=run_fit)
@@ -176,19 +176,19 @@ def _report_fit(res, out: Path) -> None:
 
 
 def _run_compare(args: argparse.Namespace, counts, kwargs: dict) -> int:
-    """``--compare``: one fit per model into ``OUT/MODEL/``, their PSIS-LOO ranking into ``OUT/loo_compare.csv``."""
+    """``--compare``: one fit per model into ``OUT/MODEL/``, their PSIS-LOO ranking into ``OUT/loo_compare.json``."""
     from bayesrc.bayes import check, compare, fit
-    from bayesrc.io import atomic_write_bytes
 
     fits = {}
     for model in compare_models(args.compare):
         res = fit(counts, **{**kwargs, "model": model})
         _report_fit(res, args.out / model)
         fits[model] = res
-    table = compare(fits)
-    atomic_write_bytes(args.out / "loo_compare.csv", table.to_csv().encode())
-    print(table.to_string())
-    print(f"wrote {args.out / 'loo_compare.csv'}")
+    comparison = compare(fits)
+    comparison.save(args.out)  # beside the fits' folders, which it keeps
+    print(comparison.summary().to_string(index=False))
+    print(comparison.sentence())
+    print(f"wrote {args.out / comparison.main_file}")
     for res in fits.values():
         check(res, allow_unconverged=args.allow_unconverged)
     return 0

@@ -14,8 +14,8 @@ import xarray as xr
 from bayesrc.bayes.betabinom import betabinom_numpyro, betabinom_pymc
 from bayesrc.bayes.change import STRUCTURE_SITES, change_log_prior, change_numpyro, change_pymc, prior_settings
 from bayesrc.bayes.change_collapsed import change_collapsed_numpyro, change_collapsed_pymc
-from bayesrc.bayes.check_figures import ppc_figure, prior_predictive_figure
-from bayesrc.bayes.checks import loo_checks, loo_warnings, posterior_predictive_check, ppc_warnings
+from bayesrc.bayes.check_figures import loo_pit_figure, ppc_figure, prior_predictive_figure
+from bayesrc.bayes.checks import loo_checks, loo_warnings, pit_ecdf_band, posterior_predictive_check, ppc_warnings
 from bayesrc.bayes.diagnostics import Diagnostics, gate
 from bayesrc.bayes.inputs import ModelInputs, model_inputs
 from bayesrc.bayes.prior_predictive import prior_predictive
@@ -182,6 +182,18 @@ class BayesFit(Result):
         if not self.ppc:
             raise ValueError("this fit has no posterior predictive check (fit(..., checks=False) or fitted before issue 31)")
         return ppc_figure(self.ppc, **kwargs)
+
+    def loo_pit_band(self) -> pd.DataFrame:
+        """The LOO-PIT ECDF of the per-item change against uniform, with its simultaneous 95% band
+        (:func:`bayesrc.bayes.checks.pit_ecdf_band` on the item table's ``loo_pit``)."""
+        pit = self.items["loo_pit"].to_numpy(float) if self.items is not None and "loo_pit" in self.items else np.array([])
+        if np.isfinite(pit).sum() < 2:
+            raise ValueError("this fit has no LOO-PIT values (fit(..., checks=False) or fitted before issue 31)")
+        return pit_ecdf_band(pit)
+
+    def plot_loo_pit(self, **kwargs):
+        """Figure of the LOO-PIT calibration (:func:`bayesrc.bayes.check_figures.loo_pit_figure`)."""
+        return loo_pit_figure(self.loo_pit_band(), ks_p=self.loo.get("loo_pit_ks_p"), **kwargs)
 
     def plot_prior_predictive(self, **kwargs):
         """Figure of the prior predictive check (:func:`bayesrc.bayes.check_figures.prior_predictive_figure`)."""

@@ -11,6 +11,7 @@ file                       written by                                           
 ``power.json``             ``bayesrc power``                                     :class:`~bayesrc.power.PowerReport`
 ``sensitivity.json``       ``bayesrc sensitivity`` (+ ``sensitivity_NAME.png``)  :class:`~bayesrc.sensitivity.SensitivityTable`
 ``truth.json``             ``bayesrc truth`` (+ ``truth_replicates.parquet``)     :class:`~bayesrc.truth.TruthResult`
+``loo_compare.json``       ``bayesrc fit --compare`` (+ ``MODEL/fit.json``)       :class:`~bayesrc.bayes.ModelComparison`
 ``run.json``               collection: the run record with its pins              :func:`bayesrc.io.read_run_record`
 ``demo.json``              ``bayesrc demo`` (collected): both runs' pins         a dict (``Run.demo_record``)
 =========================  ====================================================  ==========================================
@@ -32,6 +33,7 @@ from typing import Any
 import pandas as pd
 
 from bayesrc.bayes.fit import BayesFit
+from bayesrc.bayes.model_comparison import ModelComparison
 from bayesrc.classical.result import RCIRun
 from bayesrc.errors import InputError
 from bayesrc.io import read_run_record
@@ -100,6 +102,7 @@ class Run:
     power: Any = None  # bayesrc.power.PowerReport
     sensitivity: Any = None  # bayesrc.sensitivity.SensitivityTable
     truth: Any = None  # bayesrc.truth.TruthResult
+    model_comparison: Any = None  # bayesrc.bayes.ModelComparison (bayesrc fit --compare: one comparison per model)
     files: dict[str, Path] = field(default_factory=dict)
 
     def sensitivity_png(self, name: str) -> Path | None:
@@ -137,9 +140,12 @@ def load_run(run_dir: str | Path) -> Run:
         run.rci, run.files["rci.json"] = RCIRun.load(root), root / "rci.json"
     plain = BayesFit.load(root) if (root / BayesFit.main_file).is_file() else None  # a fit written into the run folder itself
     owner = None if plain is None else plain.payload.get("pair")  # the pair it belongs to, when recorded
-    names = run.rci.names if run.rci is not None else []
+    names = list(run.rci.names) if run.rci is not None else []
     if not names and plain is not None:
         names = [str(owner or "comparison")]
+    if (root / ModelComparison.main_file).is_file():  # bayesrc fit --compare: each model's fit in MODEL/
+        run.model_comparison, run.files[ModelComparison.main_file] = ModelComparison.load(root), root / ModelComparison.main_file
+        names += [m for m in run.model_comparison.models if m not in names and (root / m / BayesFit.main_file).is_file()]
     for i, name in enumerate(names):
         c = Comparison(name=name)
         if run.rci is not None and name in run.rci.names:
@@ -159,6 +165,6 @@ def load_run(run_dir: str | Path) -> Run:
         run.run_record, run.files["run.json"] = read_run_record(root), root / "run.json"
     if (root / "demo.json").is_file():
         run.demo_record, run.files["demo.json"] = read_json(root / "demo.json"), root / "demo.json"
-    if not run.comparisons and run.switch is None and run.power is None and run.sensitivity is None and run.truth is None:
-        raise InputError("no result files (rci.json, fit.json, switch.json, power.json, truth.json or sensitivity.json) in this run directory", path=root)
+    if not run.comparisons and all(r is None for r in (run.switch, run.power, run.sensitivity, run.truth, run.model_comparison)):
+        raise InputError("no result files (rci.json, fit.json, switch.json, power.json, truth.json, sensitivity.json or loo_compare.json) in this run directory", path=root)
     return run

@@ -9,13 +9,14 @@ Section | None`` and append it to :data:`SECTION_BUILDERS`.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-from bayesrc.bayes.check_figures import ppc_figure, prior_predictive_figure
+from bayesrc.bayes.check_figures import loo_compare_figure, loo_pit_figure, ppc_figure, prior_predictive_figure
 from bayesrc.bayes.summaries import PRIOR_TOLERANCE
 from bayesrc.classical.noise import noise_from_items, noise_sentence
 from bayesrc.classical.pipeline import _aggregate_change
@@ -362,6 +363,13 @@ def ppc_sentence(fit) -> str:
     return text
 
 
+def loo_pit_caption(band: pd.DataFrame) -> str:
+    """What the LOO-PIT figure shows, and whether the curve leaves its band."""
+    verdict = ("it leaves the band: the leave-one-out predictions of the per-item change are miscalibrated"
+               if band["outside"].any() else "it stays within the band, as calibrated predictions do 95% of the time")  # fmt: skip
+    return f"LOO-PIT of each item's change y2 - y1: the ECDF minus the uniform CDF, with its 95% simultaneous band; {verdict}."
+
+
 def prior_predictive_sentence(pp: dict) -> str:
     """What the priors imply, in words (``fit.json`` ``prior_predictive``)."""
     above = pp["share_abs_dp_above"]
@@ -380,6 +388,9 @@ def section_checks(run: Run, c: Comparison) -> Section | None:
     blocks: list = [Text(ppc_sentence(fit))]
     blocks += [Text(f"**Warning:** {w}") for w in fit.warnings if w.startswith(("posterior predictive check", "PSIS-LOO"))]
     blocks.append(_fig(lambda: ppc_figure(fit.ppc), "Observed statistic (dot; red: flagged) against the replicated 90% range (bar) and mean (tick), per stratum.", "ppc"))
+    with contextlib.suppress(ValueError):  # a fit without LOO-PIT values has no such figure
+        band = fit.loo_pit_band()
+        blocks.append(_fig(lambda: loo_pit_figure(band, ks_p=fit.loo.get("loo_pit_ks_p")), loo_pit_caption(band), "loo_pit"))
     if pp := fit.prior_predictive:
         blocks.append(Text(prior_predictive_sentence(pp)))
         blocks.append(_fig(lambda: prior_predictive_figure(pp), "Prior predictive: a new item's accuracy per version (beside the observed y / n) and its change, before the data.", "prior_predictive"))
@@ -388,6 +399,17 @@ def section_checks(run: Run, c: Comparison) -> Section | None:
     if len(flagged):
         blocks.append(Table(flagged.round(4), "Flagged statistics", latex=True, label="ppc"))
     return Section("checks", "Predictive checks and LOO", blocks)
+
+
+def section_model_comparison(run: Run, c: Comparison | None = None) -> Section | None:
+    """Fits of the same items ranked by PSIS-LOO (``loo_compare.json`` of ``bayesrc fit --compare``)."""
+    mc = run.model_comparison
+    if mc is None:
+        return None
+    blocks: list = [Text(mc.sentence())]
+    blocks.append(_fig(lambda: loo_compare_figure(mc.table), "ELPD difference of each model from the best, with ±2 SE of the difference.", "loo_compare"))
+    blocks.append(Table(mc.summary().round(3), "Models ranked by PSIS-LOO ELPD", latex=True, label="loo-compare"))
+    return Section("model_comparison", "Model comparison (PSIS-LOO)", blocks)
 
 
 def crosscheck_sentence(fit, pair=None) -> str:
@@ -623,6 +645,7 @@ SECTION_BUILDERS: list[PairBuilder] = [
     section_crosscheck,
     section_diagnostics,
     section_checks,
+    section_model_comparison,
     section_sensitivity,
     section_power,
     section_switch,
