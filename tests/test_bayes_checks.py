@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bayesrc.bayes import ModelInputs, checks, compare, fit
+from bayesrc.bayes import ModelInputs, checks, compare, fit, model_inputs
 from bayesrc.bayes.checks import STATS, check_strata, minp_adjust, posterior_predictive_check, predictive_pvalues, replicate_pvalues, stratum_statistics
 from bayesrc.data import item_counts, save_trials, simulate_pair
 
@@ -227,6 +227,24 @@ def test_fit_carries_the_checks_in_its_payload_items_and_files(calibration_fits,
     assert pp == res.prior_predictive and pp["model"] == "change" and pp["n_draws"] == 1000 and 0 < pp["share_abs_dp_above"]["0.05"] < 1
     assert sum(pp["hist_p"]["observed_v1"]) == N_ITEMS and "prior predictive: share of items with |dp| > 0.05 / > 0.10" in set(res.summary()["metric"])
     assert len(res.plot_prior_predictive().axes) == 2
+
+
+@pytest.mark.parametrize("key", [("model", 201), "betabinom_model_201"])
+def test_loo_checks_in_item_blocks_equal_psis_loo_over_all_items(calibration_fits, key):
+    """Blocks of 7 items give arviz_stats.loo's per-item values and totals over all items; LOO-PIT
+    differs only by its Monte Carlo draws (new items, ties)."""
+    from bayesrc.bayes.change_collapsed import loo
+
+    res = calibration_fits[key]
+    data = model_inputs(_sim_counts(201, pi_change=0.7, sigma_delta=0.8)[0], covariate=None)
+    whole = loo(res.posterior, data)
+    payload, per_item = checks.loo_checks(res.posterior, data, data.items, block=7)
+    np.testing.assert_allclose(per_item["elpd_loo"], np.asarray(whole.elpd_i), rtol=1e-12)
+    np.testing.assert_allclose(per_item["pareto_k"], np.asarray(whole.pareto_k), rtol=1e-12)
+    assert payload["elpd"] == pytest.approx(whole.elpd, rel=1e-12) and payload["se"] == pytest.approx(whole.se, rel=1e-12)
+    assert payload["p_loo"] == pytest.approx(whole.p, rel=1e-9) and payload["n_draws"] == whole.n_samples
+    one_block = checks.loo_checks(res.posterior, data, data.items, block=data.n_items)[1]["loo_pit"]
+    assert np.corrcoef(per_item["loo_pit"], one_block)[0, 1] > 0.9
 
 
 def test_pit_ecdf_band_holds_uniform_pit_at_its_level_and_rejects_a_misfit():

@@ -720,23 +720,30 @@ def _jax_pointwise(slope: bool):
     return jax.jit(jax.vmap(one, in_axes=(0, 0, 0, 0, 0, 0, None)))
 
 
-def loo(dt, data: ModelInputs):
-    """PSIS-LOO of a collapsed change-model or beta-binomial fit (``arviz_stats.loo``), per item.
+def item_loglik(post, data: ModelInputs) -> np.ndarray:
+    """Each item's log marginal likelihood per posterior draw, (chain, draw, item), of a collapsed
+    change-model or beta-binomial fit: the input of PSIS-LOO over items.
 
     Change model: :func:`pointwise_loglik`; beta-binomial (collapsed): the sum over versions of
-    each item's beta-binomial marginal. Returns the ``arviz_stats`` ELPD object.
+    each item's beta-binomial marginal.
+    """
+    from scipy.special import betaln
+
+    if "sigma_delta" in post:
+        return pointwise_loglik(post, cell_stats(data))
+    mu, kappa = post["mu"].values, post["kappa"].values  # (chain, draw, domain, version)
+    a, b = (mu * kappa)[:, :, data.dom, :], ((1 - mu) * kappa)[:, :, data.dom, :]
+    return (betaln(a + data.y, b + data.n - data.y) - betaln(a, b)).sum(-1)
+
+
+def loo(dt, data: ModelInputs):
+    """PSIS-LOO of a collapsed change-model or beta-binomial fit (``arviz_stats.loo``) over items
+    (:func:`item_loglik`). Returns the ``arviz_stats`` ELPD object.
     """
     import arviz_stats as azs
     import xarray as xr
-    from scipy.special import betaln
 
     post = dt["posterior"].to_dataset()
-    if "sigma_delta" in post:
-        ll = pointwise_loglik(post, cell_stats(data))
-    else:
-        mu, kappa = post["mu"].values, post["kappa"].values  # (chain, draw, domain, version)
-        a, b = (mu * kappa)[:, :, data.dom, :], ((1 - mu) * kappa)[:, :, data.dom, :]
-        ll = (betaln(a + data.y, b + data.n - data.y) - betaln(a, b)).sum(-1)
     dt = dt.copy()
-    dt["log_likelihood"] = xr.Dataset({"y": (("chain", "draw", "item"), ll)})
+    dt["log_likelihood"] = xr.Dataset({"y": (("chain", "draw", "item"), item_loglik(post, data))})
     return azs.loo(dt, var_name="y", reff=mean_relative_ess(post))  # arviz-stats' default reff, loop-free

@@ -18,7 +18,7 @@ which Bonferroni or Holm would pay for in power; the replicates carry that depen
 Posterior predictive p-values are conservative (the data are used twice), so on data the model can
 have generated the warning rate stays below the nominal level (``benchmarks/ppc_calibration.py``).
 
-**LOO** (:func:`loo_checks`): PSIS-LOO over items (:func:`bayesrc.bayes.change_collapsed.loo`, the
+**LOO** (:func:`loo_checks`): PSIS-LOO over items (:func:`bayesrc.bayes.change_collapsed.item_loglik`, the
 collapsed marginal likelihood of an item's two counts), Pareto k per item (items above
 :data:`K_THRESHOLD` listed), and LOO-PIT of each item's change ``y2 - y1`` against new items drawn
 from its stratum's population (:func:`new_item_p`: given the hyperparameters, the leave-one-out
@@ -35,7 +35,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from bayesrc.bayes.change_collapsed import _ops, cell_stats, flat_hyper, grid_spread, logit_grid, loo
+from bayesrc.bayes.change_collapsed import _ops, cell_stats, flat_hyper, grid_spread, item_loglik, logit_grid
+from bayesrc.bayes.diagnostics import mean_relative_ess
 from bayesrc.bayes.inputs import ModelInputs
 
 STATS = ("mean_v1", "mean_v2", "sd_v1", "sd_v2", "mean_change", "sd_change", "floor", "ceiling", "corr")
@@ -56,6 +57,7 @@ MAX_PPC_DRAWS = 2000  # posterior draws replicated (evenly thinned beyond)
 PPC_REPLICATE_BUDGET = 4_000_000
 PPC_SLICE_ENTRIES = 4_000_000  # replicated (dataset x item) entries drawn and summarised at a time (memory: ~300 MB)
 K_THRESHOLD = 0.7  # Pareto k above which an item's PSIS-LOO estimate is unreliable
+LOO_BLOCK = 2000  # items per block of the LOO checks: each (draw, item) array ~30 MB at 2,000 draws
 
 
 def check_strata(data: ModelInputs, min_items: int = MIN_STRATUM_ITEMS) -> tuple[np.ndarray, list[str]]:
@@ -297,8 +299,9 @@ def ppc_warnings(ppc: Mapping, model: str = "change", max_named: int = 3) -> lis
     return [f"posterior predictive check: the model does not reproduce {named}{more}, at family-wise level {ppc['alpha']:g} over {ppc['n_tests']} tests; {advice}"]
 
 
-def new_item_p(post, data: ModelInputs, rng: np.random.Generator, max_draws: int = MAX_PPC_DRAWS) -> np.ndarray:
-    """Accuracies (draw, item, 2) of a *new* item in each item's stratum, one per posterior draw of the hyperparameters.
+def new_item_p(post, data: ModelInputs, rng: np.random.Generator, max_draws: int = MAX_PPC_DRAWS, items: slice = slice(None)) -> np.ndarray:
+    """Accuracies (draw, item, 2) of a *new* item in each item's stratum (of the items ``items``),
+    one per posterior draw of the hyperparameters.
 
     Change model: ``theta ~ Normal(mu_s, sigma_s)``, ``changed ~ Bernoulli(pi)``,
     ``delta ~ Normal(m_s(theta), sigma_delta_s)`` (spreads as on the likelihood's grid,
@@ -314,12 +317,13 @@ def new_item_p(post, data: ModelInputs, rng: np.random.Generator, max_draws: int
 
     if "sigma_delta" not in post:
         mu, kappa = thin_draws(post["mu"].values, max_draws), thin_draws(post["kappa"].values, max_draws)  # (draw, domain, version)
-        a, b = (mu * kappa)[:, data.dom, :], ((1.0 - mu) * kappa)[:, data.dom, :]
+        dom = data.dom[items]
+        a, b = (mu * kappa)[:, dom, :], ((1.0 - mu) * kappa)[:, dom, :]
         return rng.beta(a, b)
     cells = cell_stats(data)
     idx = np.linspace(0, post["pi"].size - 1, min(max_draws, post["pi"].size)).round().astype(int)
     mu, sigma, shift, sd, slope, pi = (h[idx] for h in flat_hyper(post, cells))  # per stratum of the cells
-    stratum = cells.dom[cells.item_cell]
+    stratum = cells.dom[cells.item_cell][items]
     x = logit_grid(int(data.n.max()))
     ops = _ops("numpy")
     sigma, sd = grid_spread(ops, sigma, x), grid_spread(ops, sd, x)
@@ -345,40 +349,66 @@ def new_item_p(post, data: ModelInputs, rng: np.random.Generator, max_draws: int
     return out
 
 
-def loo_pit_change(elpd, p_new: np.ndarray, data: ModelInputs, seed: int = 0) -> np.ndarray:
-    """LOO-PIT of each item's change ``y2 - y1`` (randomised for ties): ``arviz_stats.loo_pit`` with
-    the PSIS weights of ``elpd`` (``arviz_stats.loo`` with ``pointwise=True``) and new-item replicates.
+def loo_pit_change(log_weights: np.ndarray, pareto_k: np.ndarray, p_new: np.ndarray, data: ModelInputs, rng: np.random.Generator, items: slice = slice(None)) -> np.ndarray:
+    """LOO-PIT of the change ``y2 - y1`` of the items ``items`` (randomised for ties): ``arviz_stats.loo_pit``
+    with their PSIS log weights (chain, draw, item) and Pareto k, and new-item replicates ``p_new``
+    (draw, item, 2; :func:`new_item_p`, draws evenly thinned from the posterior's).
 
     Examples
     --------
-    >>> pit = loo_pit_change(elpd, new_item_p(post, data, rng), data)  # doctest: +SKIP
+    >>> pit = loo_pit_change(lw, k, new_item_p(post, data, rng), data, rng)  # doctest: +SKIP
     """
     import arviz_stats as azs
     import xarray as xr
 
-    rng = np.random.default_rng(np.random.SeedSequence([seed, 32]))
-    y_new = rng.binomial(data.n[None], p_new)
-    t_new = (y_new[..., 1] - y_new[..., 0])[None]  # (chain=1, draw, item)
-    t_obs = data.y[:, 1] - data.y[:, 0]
-    lw = elpd.log_weights
-    lw = lw.stack(sample=("chain", "draw")).transpose("sample", ...).values if hasattr(lw, "stack") else np.asarray(lw)
-    idx = np.linspace(0, lw.shape[0] - 1, p_new.shape[0]).round().astype(int)
-    lw = lw[idx][None]
+    y, n = data.y[items], data.n[items]
+    y_new = rng.binomial(n[None], p_new)
+    t_new = (y_new[..., 1] - y_new[..., 0])[None].astype(float)  # (chain=1, draw, item)
+    del y_new
+    lw = np.asarray(log_weights).reshape(-1, t_new.shape[-1])  # chains flattened, as new_item_p thins them
+    lw = lw[np.linspace(0, lw.shape[0] - 1, p_new.shape[0]).round().astype(int)][None]
     dims = ("chain", "draw", "item")
     dt = xr.DataTree.from_dict(
         {
             "posterior": xr.Dataset({"draw_index": (("chain", "draw"), np.arange(t_new.shape[1], dtype=float)[None])}),  # one chain: r_eff 1
-            "posterior_predictive": xr.Dataset({"y": (dims, t_new.astype(float))}),
-            "observed_data": xr.Dataset({"y": (("item",), t_obs.astype(float))}),
-            "log_likelihood": xr.Dataset({"y": (dims, np.zeros_like(t_new, float))}),
+            "posterior_predictive": xr.Dataset({"y": (dims, t_new)}),
+            "observed_data": xr.Dataset({"y": (("item",), (y[:, 1] - y[:, 0]).astype(float))}),
+            "log_likelihood": xr.Dataset({"y": (dims, np.zeros_like(t_new))}),
         }
     )
-    out = azs.loo_pit(dt, var_names="y", log_weights=xr.Dataset({"y": (dims, lw)}), pareto_k=xr.Dataset({"y": (("item",), np.asarray(elpd.pareto_k))}), random_state=rng)
+    out = azs.loo_pit(dt, var_names="y", log_weights=xr.Dataset({"y": (dims, lw)}), pareto_k=xr.Dataset({"y": (("item",), np.asarray(pareto_k, float))}), random_state=rng)
     return np.asarray(out["y"].values, float)
 
 
-def loo_checks(dt, data: ModelInputs, item_ids: Sequence[str], *, seed: int = 0, k_threshold: float = K_THRESHOLD) -> tuple[dict, pd.DataFrame]:
+def item_blocks(n_items: int, block: int = LOO_BLOCK) -> list[slice]:
+    """Consecutive slices of at most ``block`` items covering ``range(n_items)``.
+
+    Examples
+    --------
+    >>> item_blocks(5, 2)
+    [slice(0, 2, None), slice(2, 4, None), slice(4, 5, None)]
+    """
+    return [slice(i, min(i + block, n_items)) for i in range(0, n_items, block)]
+
+
+def psis_loo_items(ll: np.ndarray, reff: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """PSIS-LOO of each item from its log-likelihood draws ``ll`` (chain, draw, item), through
+    ``arviz_stats``: ``elpd_i``, ``p_loo_i``, Pareto ``k`` and the smoothed log weights (chain, draw, item)."""
+    import arviz_stats  # noqa: F401  (registers xarray's .azstats accessor)
+    import xarray as xr
+
+    da = xr.DataArray(ll, dims=("chain", "draw", "item"))
+    lw, k = da.azstats.psislw(r_eff=reff, dim=["chain", "draw"])
+    elpd_i, k, p_i = da.azstats.loo(sample_dims=["chain", "draw"], r_eff=reff, log_weights=lw, pareto_k=k)
+    return elpd_i.values, p_i.values, k.values, lw.transpose("chain", "draw", "item").values
+
+
+def loo_checks(dt, data: ModelInputs, item_ids: Sequence[str], *, seed: int = 0, k_threshold: float = K_THRESHOLD, block: int = LOO_BLOCK) -> tuple[dict, pd.DataFrame]:
     """PSIS-LOO over items, Pareto k per item and LOO-PIT of the per-item change for one fit.
+
+    Both are per item, so they run ``block`` items at a time (the (draw, item) arrays of PSIS,
+    the new-item replicates and LOO-PIT are held for one block only); the totals (ELPD, its SE,
+    effective parameters) come from the per-item values as ``arviz_stats.loo`` computes them.
 
     Returns the ``loo`` payload (ELPD, its SE, effective parameters, the items whose k exceeds
     ``k_threshold``) and a table per item (``elpd_loo``, ``pareto_k``, ``loo_pit``) in ``data``'s item order.
@@ -387,22 +417,28 @@ def loo_checks(dt, data: ModelInputs, item_ids: Sequence[str], *, seed: int = 0,
     --------
     >>> payload, per_item = loo_checks(res.posterior, model_inputs(counts), res.items["item_id"])  # doctest: +SKIP
     """
-    elpd = loo(dt, data)
-    k = np.asarray(elpd.pareto_k, float)
+    import arviz_stats  # noqa: F401  (registers xarray's .azstats accessor)
+    import xarray as xr
+
+    post = dt["posterior"].to_dataset()
+    ll, reff = item_loglik(post, data), mean_relative_ess(post)
+    rng_new, rng_pit = (np.random.default_rng(np.random.SeedSequence([seed, stream])) for stream in (33, 32))
+    parts = []
+    for items in item_blocks(data.n_items, block):
+        elpd_i, p_i, k, lw = psis_loo_items(ll[..., items], reff)
+        parts.append((elpd_i, p_i, k, loo_pit_change(lw, k, new_item_p(post, data, rng_new, items=items), data, rng_pit, items)))
+        del lw
+    elpd_i, p_i, k, pit = (np.concatenate(c) for c in zip(*parts))
+    elpd, se, p_loo, _ = xr.DataArray(elpd_i, dims=["item"]).azstats.loo_summary(xr.DataArray(p_i, dims=["item"]))
     ids = np.asarray(item_ids).astype(str)
-    try:
-        post = dt["posterior"].to_dataset()
-        pit = loo_pit_change(elpd, new_item_p(post, data, np.random.default_rng(np.random.SeedSequence([seed, 33]))), data, seed)
-    except (ValueError, KeyError, TypeError, AttributeError):  # an arviz_stats without log weights on the result: no PIT
-        pit = np.full(data.n_items, np.nan)
     high = np.flatnonzero(k > k_threshold)
     payload = {
-        "elpd": float(elpd.elpd), "se": float(elpd.se), "p_loo": float(elpd.p), "n_items": int(data.n_items), "n_draws": int(elpd.n_samples),
+        "elpd": float(elpd), "se": float(se), "p_loo": float(p_loo), "n_items": int(data.n_items), "n_draws": int(ll.shape[0] * ll.shape[1]),
         "k_threshold": k_threshold, "pareto_k_max": float(np.nanmax(k)) if k.size else None,
         "n_high_k": int(high.size), "high_k_items": ids[high[np.argsort(-k[high])]].tolist(),
         "loo_pit_ks_p": _uniform_ks_p(pit),
     }  # fmt: skip
-    return payload, pd.DataFrame({"item_id": ids, "elpd_loo": np.asarray(elpd.elpd_i, float), "pareto_k": k, "loo_pit": pit})
+    return payload, pd.DataFrame({"item_id": ids, "elpd_loo": elpd_i, "pareto_k": k, "loo_pit": pit})
 
 
 def _uniform_ks_p(pit: np.ndarray) -> float | None:

@@ -166,8 +166,8 @@ def mean_relative_ess(post, chunk: int = 1024, max_entries: int = 8192) -> float
     step = -(-sum(sizes) // max_entries)
     total, count, offset = 0.0, 0, 0
     for da, size in zip(post.data_vars.values(), sizes):
-        x = chain_draw_last(da)
-        x = x.reshape(-1, *x.shape[-2:])[(-offset) % step :: step]  # every step-th entry of all variables together
+        x = da.transpose(..., "chain", "draw").values  # a view: entries are picked before the copy to float64
+        x = np.asarray(x.reshape(-1, *x.shape[-2:])[(-offset) % step :: step], float)  # every step-th entry of all variables together
         offset += size
         for i in range(0, len(x), chunk):
             part = x[i : i + chunk]
