@@ -1,5 +1,6 @@
 """The classical RCI's typed result: :class:`RCIRun` (``rci.json`` + ``items_NAME.parquet``), one
-:class:`PairResult` view per version pair.
+:class:`PairResult` view per version pair. :func:`bayesrc.classical.reliable_change` returns a
+:class:`PairResult` too: in memory and from disk a pair is one class.
 """
 
 from __future__ import annotations
@@ -25,9 +26,11 @@ class PairResult:
     (``payload``) and its item table (``items``, one row per item; None when
     ``items_NAME.parquet`` is absent).
 
-    ``bayesrc.load("rci.json")[NAME]`` gives one (a view of the :class:`RCIRun`). Typed accessors
-    for the fields; every key of the block is in ``payload`` (strict JSON: NaN reads as None
-    there, as NaN through the float accessors).
+    :func:`bayesrc.classical.reliable_change` returns one, and ``bayesrc.load("rci.json")[NAME]``
+    gives it back (a view of the :class:`RCIRun`): the same accessors in memory and from disk, and
+    a pair equals its saved and reloaded copy. Typed accessors for the fields; every key of the
+    block is in ``payload`` (strict JSON: NaN reads as None there, as NaN through the float
+    accessors).
 
     Parameters
     ----------
@@ -37,9 +40,15 @@ class PairResult:
 
     Examples
     --------
+    >>> from bayesrc.classical import reliable_change
+    >>> from bayesrc.data import item_counts, simulate_pair
+    >>> sim = simulate_pair(200, 10, seed=1)
+    >>> pair = reliable_change(item_counts(sim.trials_v1, sim.trials_v2), n_splits=50, n_permutations=50, n_null=0, name="demo")
+    >>> pair.versions, pair.n_flagged == pair.analysable["improved"] + pair.analysable["deteriorated"]
+    (('model-v1', 'model-v2'), True)
+    >>> pair.classification_table()  # doctest: +SKIP
     >>> import bayesrc
-    >>> pair = bayesrc.load("runs/demo/rci.json")["minor"]  # doctest: +SKIP
-    >>> pair.n_flagged, pair.classification_table()  # doctest: +SKIP
+    >>> bayesrc.load("runs/demo/rci.json")["minor"].n_flagged  # doctest: +SKIP
     """
 
     def __init__(self, name: str, payload: dict, items: pd.DataFrame | None = None) -> None:
@@ -99,7 +108,7 @@ class PairResult:
         c = self.counts.get("analysable", {})
         return int(c.get("improved", 0)) + int(c.get("deteriorated", 0))
 
-    # typed views of the pairs.NAME block (keys as PairRCI.to_dict writes them) --------------
+    # typed views of the pairs.NAME block (keys as reliable_change writes them) --------------
     exclusions = property(lambda self: self.payload["exclusions"])  # n_before, n_after, low_valid, floor_ceiling, min_valid_rule
     reliability = property(lambda self: self.payload["reliability"])  # v1/v2: r_xx, ci, mean, sd, n_splits, n_items, k, icc, icc_1_k
     s_diff_method = property(lambda self: self.payload["s_diff_method"])  # "reference" | "binomial"
