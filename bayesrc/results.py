@@ -200,14 +200,12 @@ class Result:
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
             return NotImplemented
-        if json.dumps(self.payload, sort_keys=True) != json.dumps(other.payload, sort_keys=True):
+        if not same_payload(self.payload, other.payload):
             return False
         if self.tables.keys() != other.tables.keys():
             return False
-        for n, t in self.tables.items():
-            o = other.tables[n]
-            if list(t.columns) != list(o.columns) or not t.reset_index(drop=True).equals(o.reset_index(drop=True)):
-                return False
+        if not all(same_frame(t, other.tables[n]) for n, t in self.tables.items()):
+            return False
         if (self.posterior is None) != (other.posterior is None):
             return False
         if self.posterior is not None:
@@ -232,6 +230,28 @@ class Result:
 
     def _repr_html_(self) -> str:
         return f"<p><b>{html.escape(type(self).__name__)}</b> {html.escape(self._headline())}</p>" + self.summary().to_html(index=False, na_rep="")
+
+
+def same_payload(a: Any, b: Any) -> bool:
+    """True if two JSON payloads hold the same keys and values (key order aside).
+
+    Examples
+    --------
+    >>> same_payload({"a": 1, "b": None}, {"b": None, "a": 1})
+    True
+    """
+    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
+def same_frame(a: pd.DataFrame, b: pd.DataFrame) -> bool:
+    """True if two tables hold the same columns, in order, and values (the index is not compared).
+
+    Examples
+    --------
+    >>> same_frame(pd.DataFrame({"x": [1, 2]}), pd.DataFrame({"x": [1, 2]}, index=[5, 6]))
+    True
+    """
+    return list(a.columns) == list(b.columns) and a.reset_index(drop=True).equals(b.reset_index(drop=True))
 
 
 def _frame_of(records: dict) -> pd.DataFrame:

@@ -56,7 +56,7 @@ def test_reference_recipe_is_miscalibrated_and_says_so(no_change):
     assert rates.mean() == pytest.approx(observed.mean(), rel=0.15)  # the null predicts what the recipe does
     for r in no_change:
         assert any("nominal" in w and "--s-diff binomial" in w for w in r["reference"].warnings)
-        d = r["reference"].to_dict()
+        d = r["reference"].payload
         assert d["null_samples"]["replicates"] == FAST["n_null"]
         # The direction-asymmetry test counts over the items of the observed counts.
         assert d["direction_asymmetry"]["n_items"] == d["counts"]["analysable"]["n"]
@@ -75,8 +75,6 @@ def test_rci_runs_say_when_nothing_changed_is_not_rejected(no_change):
     datasets of identical versions it rejects at 0.10 in at most 8 (expected 3; P(> 8) < 0.002),
     its p-value depends on the data only (the same under both S_diff methods), and where it does
     not reject a run with flags says they may all be chance."""
-    from bayesrc.classical import PairResult
-
     p = np.array([r["reference"].no_change_test["p_value"] for r in no_change])
     assert np.sum(p < 0.10) <= 8, p
     for r in no_change:
@@ -84,7 +82,7 @@ def test_rci_runs_say_when_nothing_changed_is_not_rejected(no_change):
         for res in r.values():
             said = any("do not reject that nothing changed" in w for w in res.warnings)
             assert said == (res.no_change_test["p_value"] >= 0.10 and _flagged(res) > 0)
-    table = PairResult("pair", no_change[0]["reference"].to_dict()).summary().set_index("metric")["value"]
+    table = no_change[0]["reference"].summary().set_index("metric")["value"]
     assert table["no-change test p (within-item permutation)"] == p[0]
 
 

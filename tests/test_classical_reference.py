@@ -39,10 +39,10 @@ def test_exclusions_exact(both):
 
 def test_reliability_and_icc(both):
     ours, theirs = both
-    assert ours.reliability["v1"].r_xx == pytest.approx(theirs["r_xx_v1"], abs=0.003)
-    assert ours.reliability["v2"].r_xx == pytest.approx(theirs["r_xx_v2"], abs=0.003)
-    assert ours.icc["v1"] == pytest.approx(theirs["icc_v1"], abs=1e-10)
-    assert ours.icc["v2"] == pytest.approx(theirs["icc_v2"], abs=1e-10)
+    assert ours.r_xx["v1"] == pytest.approx(theirs["r_xx_v1"], abs=0.003)
+    assert ours.r_xx["v2"] == pytest.approx(theirs["r_xx_v2"], abs=0.003)
+    assert ours.reliability["v1"]["icc"] == pytest.approx(theirs["icc_v1"], abs=1e-10)
+    assert ours.reliability["v2"]["icc"] == pytest.approx(theirs["icc_v2"], abs=1e-10)
 
 
 def test_sem_and_s_diff(both):

@@ -156,14 +156,13 @@ def test_bayes_sections_render_from_fit_outputs(demo_run, minor_fit, tmp_path):
 
 def test_crosscheck_sentence_refuses_to_mix_two_rci_runs(demo_run, minor_fit):
     """A report whose RCI pair used other settings (z = 2.58, a real second run) than the fit's cross-check says so."""
-    from bayesrc.classical import PairResult, reliable_change
+    from bayesrc.classical import reliable_change
     from bayesrc.data import load_counts
     from bayesrc.report.sections import crosscheck_sentence
 
     res, pair = minor_fit
     counts = load_counts([demo_run / "trials" / "minor_v1.parquet", demo_run / "trials" / "minor_v2.parquet"])
-    strict = reliable_change(counts, z=2.58, n_splits=50, n_permutations=50, n_null=0, name="minor")
-    other = PairResult("minor", strict.to_dict(), strict.to_frame())
+    other = reliable_change(counts, z=2.58, n_splits=50, n_permutations=50, n_null=0, name="minor")
     assert other.n_flagged < pair.n_flagged
     text = crosscheck_sentence(res, other)
     assert f"Of the {res.crosscheck['rci_n_flagged']} items" in text and f"flags {other.n_flagged} items" in text

@@ -39,7 +39,7 @@ def pair(counts):
 
 def test_defaults_reproduce_the_classical_pipeline(counts, pair):
     """classify() at the defaults gives bayesrc rci's classes, for both SD bases."""
-    r1, r2 = pair.reliability["v1"].r_xx, pair.reliability["v2"].r_xx
+    r1, r2 = pair.r_xx["v1"], pair.r_xx["v2"]
     cls = classify(pair.items, r1, r2)
     assert (cls["class"].to_numpy() == pair.items["class"].to_numpy()).all()
     assert np.isclose(cls.attrs["s_diff"], pair.s_diff)

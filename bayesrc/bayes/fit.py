@@ -21,7 +21,7 @@ from bayesrc.bayes.inputs import ModelInputs, model_inputs
 from bayesrc.bayes.prior_predictive import prior_predictive
 from bayesrc.bayes.samplers import SamplerConfig
 from bayesrc.bayes.summaries import DELTA_MIN, ITEM_COLUMNS, allow_no_change, crosscheck, domain_shift, expected_flips, item_summary, rci_fdp_interval, rci_fdp_prior_sensitivity, select
-from bayesrc.classical import reliable_change
+from bayesrc.classical import PairResult, reliable_change
 from bayesrc.classical.pipeline import pair_no_change_test
 from bayesrc.config import releases_jax_caches
 from bayesrc.errors import ConvergenceError
@@ -270,7 +270,7 @@ def fit(
     max_rhat: float = 1.01,
     min_ess: float = 400.0,
     max_divergences: int = 0,
-    rci=None,
+    rci: PairResult | None = None,
     rci_kwargs: dict | None = None,
     covariate: str | None = "auto",
     escalate: bool = True,
@@ -291,9 +291,9 @@ def fit(
     delta_min : a material change in accuracy (SPEC 7): items get ``P(dp >= delta_min)`` and
         ``P(dp <= -delta_min)``, the cross-check RCI's estimated *material* false-discovery proportion.
     max_rhat, min_ess, max_divergences : the convergence gate (stored with the result).
-    rci : the classical result to cross-check against: a :class:`bayesrc.classical.PairRCI`
-        or a loaded :class:`bayesrc.results.PairResult` (its item table is used as it is),
-        so report and fit share one RCI classification. Default: run
+    rci : the classical result to cross-check against, a :class:`bayesrc.classical.PairResult`
+        (from :func:`bayesrc.classical.reliable_change` or loaded from ``rci.json``; its item
+        table is used as it is), so report and fit share one RCI classification. Default: run
         :func:`bayesrc.classical.reliable_change` with ``rci_kwargs``.
     rci_kwargs : settings of that classical run (default 200 splits and permutations).
     covariate : change model: an item coord of ``counts`` whose levels shift the items' mean
@@ -465,20 +465,15 @@ def prior_sensitivity_warnings(sens: dict, cc: dict, delta_min: float) -> list[s
     return out
 
 
-def _rci_classes(counts: xr.Dataset, data: ModelInputs, rci, rci_kwargs: dict | None) -> tuple[pd.DataFrame, float, dict]:
+def _rci_classes(counts: xr.Dataset, data: ModelInputs, rci: PairResult | None, rci_kwargs: dict | None) -> tuple[pd.DataFrame, float, dict]:
     """The RCI item table, S_diff and settings the cross-check uses (given, or run here)."""
     if rci is None:
         rci = reliable_change(counts, data.versions[0], data.versions[1], **(rci_kwargs or CROSSCHECK_RCI_KWARGS))
-        return rci.to_frame(), float(rci.s_diff), dict(rci.params)
-    if rci_kwargs:
+    elif rci_kwargs:
         raise ValueError("give either rci (an existing classical result) or rci_kwargs, not both")
-    frame = rci.to_frame() if hasattr(rci, "to_frame") else rci.items
-    if frame is None:
-        raise ValueError("the classical result has no item table (items_NAME.parquet)")
-    vers = tuple(map(str, rci.versions))
-    if vers != tuple(data.versions):
-        raise ValueError(f"the classical result compares {vers}, the fit {tuple(data.versions)}")
-    return frame, float(rci.s_diff), dict(rci.params)
+    if rci.versions != tuple(data.versions):
+        raise ValueError(f"the classical result compares {rci.versions}, the fit {tuple(data.versions)}")
+    return rci.to_frame(), rci.s_diff, dict(rci.params)
 
 
 def check(result: BayesFit, allow_unconverged: bool = False) -> BayesFit:

@@ -3,7 +3,6 @@
 from bayesrc.classical.calibration import binomial_s_diff, classify_counts, no_change_test, nominal_rate, sample_level_null
 from bayesrc.classical.noise import noise_decomposition, noise_from_counts
 from bayesrc.classical.pipeline import (
-    PairRCI,
     RCIAnalysis,
     analyse_pairs,
     cross_pair,
@@ -49,7 +48,6 @@ __all__ = [
     "RCIRun",
     "CLASSES",
     "RCISettings",
-    "PairRCI",
     "RCIAnalysis",
     "analyse_pairs",
     "binomial_s_diff",

@@ -1,8 +1,9 @@
 """The complete classical analysis of a version pair (SPEC section 2).
 
 ``reliable_change(counts)`` runs everything for one pair of versions and returns a
-:class:`PairRCI`; ``analyse_pairs({...}, greedy={...})`` runs several pairs, the
-cross-pair tests and greedy comparisons and returns an :class:`RCIAnalysis`.
+:class:`bayesrc.classical.PairResult`, the object ``bayesrc.load("rci.json")[NAME]`` gives back;
+``analyse_pairs({...}, greedy={...})`` runs several pairs, the cross-pair tests and greedy
+comparisons and returns an :class:`RCIAnalysis`.
 
 Which items each number uses (``sd_basis`` is stated in every output):
 
@@ -23,7 +24,7 @@ Which items each number uses (``sd_basis`` is stated in every output):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from itertools import combinations
 
 import numpy as np
@@ -49,102 +50,6 @@ from bayesrc.classical.secondary import (
 )
 from bayesrc.data.counts import modal_k
 from bayesrc.data.inputs import model_inputs
-
-
-@dataclass
-class PairRCI:
-    """Classical reliable-change results for one version pair.
-
-    Examples
-    --------
-    >>> from bayesrc.data import item_counts, simulate_pair
-    >>> sim = simulate_pair(200, 10, seed=1)
-    >>> counts = item_counts(sim.trials_v1, sim.trials_v2)
-    >>> pair = reliable_change(counts, n_splits=50, n_permutations=50, n_null=0)
-    >>> pair.summary().head(3)  # doctest: +SKIP
-    >>> pair.to_frame()[["item_id", "rci", "class"]].head()  # doctest: +SKIP
-    """
-
-    name: str
-    versions: tuple[str, str]
-    params: dict
-    reliability: dict[str, SplitHalfReliability]
-    icc: dict[str, float]
-    exclusions: dict
-    sem: dict[str, float]
-    s_diff: float
-    s_diff_all: float
-    min_detectable: float
-    min_detectable_samples: int
-    counts: dict
-    null: dict
-    domain: dict
-    difficulty: pd.DataFrame
-    effects: dict
-    stratified: pd.DataFrame
-    reliability_by_k: dict[str, dict[int, SplitHalfReliability]]
-    k_for_r: dict[str, dict[str, int | None]]
-    aggregate: dict
-    items: pd.DataFrame = field(repr=False)
-    icc_k: dict[str, float] = field(default_factory=dict)
-    null_samples: dict | None = None
-    no_change_test: dict | None = None  # calibration.no_change_test on the pair's counts (pair_no_change_test)
-    warnings: list[str] = field(default_factory=list)
-    flips: dict = field(default_factory=dict)
-
-    def to_frame(self) -> pd.DataFrame:
-        """One row per item: p_v1, p_v2, delta, rci, class, excluded, reason, ..."""
-        return self.items.copy()
-
-    def summary(self) -> pd.DataFrame:
-        """Headline numbers as a tidy table (pair, metric, value): :meth:`bayesrc.classical.PairResult.summary`."""
-        return PairResult(self.name, self.to_dict()).summary()
-
-    def to_dict(self) -> dict:
-        """The ``pairs.NAME`` block of ``rci.json``."""
-        strip = lambda d: {k: v for k, v in d.items() if not k.endswith("_draws")}  # noqa: E731
-        dom = {k: v for k, v in self.domain.items() if k != "table"}
-        dom["table"] = {str(d): {str(c): int(n) for c, n in row.items()} for d, row in self.domain["table"].iterrows()}
-        return {
-            "versions": list(self.versions),
-            "sd_basis": self.params["sd_basis"],
-            "s_diff_method": self.params.get("s_diff", "reference"),
-            "reliability_basis": self.params.get("reliability_basis", "all"),
-            "params": self.params,
-            "warnings": list(self.warnings),
-            "reliability": {v: {**self.reliability[v].to_dict(), "icc": self.icc[v], "icc_1_k": self.icc_k.get(v, float("nan"))} for v in ("v1", "v2")},
-            "exclusions": self.exclusions,
-            "sem": self.sem,
-            "s_diff": self.s_diff,
-            "s_diff_all_items": self.s_diff_all,
-            "min_detectable": self.min_detectable,
-            "min_detectable_samples": self.min_detectable_samples,
-            "counts": self.counts,
-            "null_samples": None
-            if self.null_samples is None
-            else {
-                **strip(self.null_samples),
-                "observed_flagged": self.counts["analysable"]["improved"] + self.counts["analysable"]["deteriorated"],
-                "observed_rate": self.counts["analysable"]["churn"],
-            },
-            "no_change_test": self.no_change_test,
-            "direction_asymmetry": {
-                **strip(self.null),
-                "observed_improved": self.counts["analysable"]["improved"],
-                "observed_deteriorated": self.counts["analysable"]["deteriorated"],
-                "improved_exceeds_null": self.counts["analysable"]["improved"] > self.null["improved_p95"],
-                "deteriorated_exceeds_null": self.counts["analysable"]["deteriorated"] > self.null["deteriorated_p95"],
-            },
-            "flips": self.flips,
-            "domain": dom,
-            "difficulty_bins": self.difficulty.to_dict(orient="records"),
-            "effect_sizes": self.effects,
-            "stratified": self.stratified.to_dict(orient="records"),
-            "reliability_vs_k": {v: {str(k): {"r_xx": r.r_xx, "ci": list(r.ci)} for k, r in by_k.items()} for v, by_k in self.reliability_by_k.items()},
-            "k_for_r80": {v: d["0.8"] for v, d in self.k_for_r.items()},
-            "k_for_r90": {v: d["0.9"] for v, d in self.k_for_r.items()},
-            "aggregate": self.aggregate,
-        }
 
 
 def _aggregate_change(delta: np.ndarray) -> dict:
@@ -216,7 +121,7 @@ def reliable_change(
     null_splits: int = 50,
     n_splits_by_k: int = 200,
     seed: int = 0,
-) -> PairRCI:
+) -> PairResult:
     """Run the full classical analysis of SPEC section 2 on one version pair.
 
     Parameters
@@ -238,13 +143,24 @@ def reliable_change(
         (cross-checks and simulation loops that read only the classes).
     seed : seeds every random step (reproducible).
 
+    Returns
+    -------
+    PairResult
+        The pair as ``rci.json`` holds it: ``payload`` (its ``pairs.NAME`` block, strict JSON with
+        NaN as None) and ``items`` (the item table). It is the object ``bayesrc.load(DIR)[name]``
+        gives back after :meth:`RCIAnalysis.save`, and equals it.
+
     Examples
     --------
     >>> from bayesrc.data import simulate_pair, item_counts
     >>> s = simulate_pair(500, 10, seed=1)
     >>> res = reliable_change(item_counts(s.trials_v1, s.trials_v2), s_diff="binomial", n_null=20)
+    >>> res.versions, res.s_diff_method
+    (('model-v1', 'model-v2'), 'binomial')
     >>> sorted(res.null_samples)[:3]
-    ['by_z', 'deteriorated_mean', 'flagged_draws']
+    ['by_z', 'deteriorated_mean', 'flagged_mean']
+    >>> res.summary().head(3)  # doctest: +SKIP
+    >>> res.to_frame()[["item_id", "rci", "class"]].head()  # doctest: +SKIP
     """
     settings = RCISettings(z=z, min_valid=min_valid, sd_basis=sd_basis, s_diff=s_diff, reliability_basis=reliability_basis)
     versions = list(map(str, counts["version"].values))
@@ -280,8 +196,7 @@ def reliable_change(
         "n_permutations": n_permutations, "n_null": n_null, "null_splits": null_splits, "seed": seed, "k": k_design,
         "null_basis": "analysable",
     }  # fmt: skip
-    return PairRCI(
-        name=name,
+    payload = _pair_payload(
         versions=(v1, v2),
         params=params,
         **rel,
@@ -291,11 +206,87 @@ def reliable_change(
         null=null,
         **_secondary_tables(items[analysable], z),
         **_reliability_growth(correct, rel["reliability"], n_splits=n_splits_by_k, seeds=(s_k1, s_k2)),
-        items=items,
         **checks,
         warnings=warnings,
         flips=flip_metrics(items["p_v1"], items["p_v2"]),
     )
+    # Through RCIRun, as bayesrc.load reads rci.json: the payload normalised to strict JSON
+    # (NaN -> None), so the pair equals its saved and reloaded copy.
+    return RCIRun({"pairs": {name: payload}}, {name: items})[name]
+
+
+def _pair_payload(
+    *,
+    versions: tuple[str, str],
+    params: dict,
+    reliability: dict[str, SplitHalfReliability],
+    icc: dict[str, float],
+    icc_k: dict[str, float],
+    exclusions: dict,
+    sem: dict[str, float],
+    s_diff: float,
+    s_diff_all: float,
+    min_detectable: float,
+    min_detectable_samples: int,
+    counts: dict,
+    null: dict,
+    null_samples: dict | None,
+    no_change_test: dict | None,
+    domain: dict,
+    difficulty: pd.DataFrame,
+    effects: dict,
+    stratified: pd.DataFrame,
+    aggregate: dict,
+    reliability_by_k: dict[str, dict[int, SplitHalfReliability]],
+    k_for_r: dict[str, dict[str, int | None]],
+    warnings: list[str],
+    flips: dict,
+) -> dict:
+    """The ``pairs.NAME`` block of ``rci.json`` from the analysis's parts."""
+    analysable = counts["analysable"]
+    dom = {k: v for k, v in domain.items() if k != "table"}
+    dom["table"] = {str(d): {str(c): int(n) for c, n in row.items()} for d, row in domain["table"].iterrows()}
+    flagged = analysable["improved"] + analysable["deteriorated"]
+    samples = None if null_samples is None else {**_without_draws(null_samples), "observed_flagged": flagged, "observed_rate": analysable["churn"]}
+    return {
+        "versions": list(versions),
+        "sd_basis": params["sd_basis"],
+        "s_diff_method": params.get("s_diff", "reference"),
+        "reliability_basis": params.get("reliability_basis", "all"),
+        "params": params,
+        "warnings": list(warnings),
+        "reliability": {v: {**reliability[v].to_dict(), "icc": icc[v], "icc_1_k": icc_k[v]} for v in ("v1", "v2")},
+        "exclusions": exclusions,
+        "sem": sem,
+        "s_diff": s_diff,
+        "s_diff_all_items": s_diff_all,
+        "min_detectable": min_detectable,
+        "min_detectable_samples": min_detectable_samples,
+        "counts": counts,
+        "null_samples": samples,
+        "no_change_test": no_change_test,
+        "direction_asymmetry": {
+            **_without_draws(null),
+            "observed_improved": analysable["improved"],
+            "observed_deteriorated": analysable["deteriorated"],
+            "improved_exceeds_null": analysable["improved"] > null["improved_p95"],
+            "deteriorated_exceeds_null": analysable["deteriorated"] > null["deteriorated_p95"],
+        },
+        "flips": flips,
+        "domain": dom,
+        "difficulty_bins": difficulty.to_dict(orient="records"),
+        "effect_sizes": effects,
+        "stratified": stratified.to_dict(orient="records"),
+        "reliability_vs_k": {v: {str(k): {"r_xx": r.r_xx, "ci": list(r.ci)} for k, r in by_k.items()} for v, by_k in reliability_by_k.items()},
+        "k_for_r80": {v: d["0.8"] for v, d in k_for_r.items()},
+        "k_for_r90": {v: d["0.9"] for v, d in k_for_r.items()},
+        "aggregate": aggregate,
+    }
+
+
+def _without_draws(record: dict) -> dict:
+    """``record`` without its ``*_draws`` arrays: ``rci.json`` keeps the nulls' summaries, not every replicate."""
+    return {k: v for k, v in record.items() if not k.endswith("_draws")}
 
 
 def _exclusions(items: pd.DataFrame, min_valid: int | None, valid_share: float) -> tuple[str, np.ndarray, np.ndarray, np.ndarray]:
@@ -448,7 +439,7 @@ def _mcnemar_record(b: int, c: int) -> dict:
     return {"b": b, "c": c, "chi2": float(res.statistic) if b + c else float("nan"), "p_exact": float(res.p_exact)}
 
 
-def cross_pair(a: PairRCI, b: PairRCI) -> dict:
+def cross_pair(a: PairResult, b: PairResult) -> dict:
     """Compare two pairs (paper 001, section 3.8; SPEC 2.1).
 
     On shared items the comparison is paired: McNemar on flagged / not flagged over
@@ -513,7 +504,7 @@ def greedy_flips(greedy_counts: xr.Dataset, v1: str | None = None, v2: str | Non
     return pd.DataFrame({"item_id": greedy_counts["item"].values[ok], "g_v1": g1, "g_v2": g2, "change": greedy_change(g1, g2)})
 
 
-def greedy_comparison(greedy_counts: xr.Dataset, pair: PairRCI) -> dict:
+def greedy_comparison(greedy_counts: xr.Dataset, pair: PairResult) -> dict:
     """Greedy flips against RCI classes of the full-set analysis, as in paper 001 (3.9).
 
     Examples
@@ -531,18 +522,21 @@ def greedy_comparison(greedy_counts: xr.Dataset, pair: PairRCI) -> dict:
 
 @dataclass
 class RCIAnalysis:
-    """Several pairs, their cross-pair comparisons and greedy comparisons.
+    """Several pairs (``pairs``: name -> :class:`bayesrc.classical.PairResult`), their cross-pair
+    comparisons and greedy comparisons.
 
     Examples
     --------
     >>> from bayesrc.data import item_counts, simulate_pair
     >>> sim = simulate_pair(200, 10, seed=1)
     >>> counts = item_counts(sim.trials_v1, sim.trials_v2)
-    >>> run = analyse_pairs({"demo": counts}, n_splits=50, n_permutations=50, n_null=0)  # doctest: +SKIP
-    >>> run.to_result().save("out/rci")  # doctest: +SKIP
+    >>> run = analyse_pairs({"demo": counts}, n_splits=50, n_permutations=50, n_null=0)
+    >>> run.pairs["demo"] == run.to_result()["demo"]  # one class in memory and in rci.json
+    True
+    >>> run.save("out/rci")  # doctest: +SKIP
     """
 
-    pairs: dict[str, PairRCI]
+    pairs: dict[str, PairResult]
     cross_pairs: list[dict]
     greedy: dict[str, dict]
 
@@ -567,7 +561,7 @@ class RCIAnalysis:
         return res
 
     def to_dict(self) -> dict:
-        out: dict = {"pairs": {n: p.to_dict() for n, p in self.pairs.items()}}
+        out: dict = {"pairs": {n: p.payload for n, p in self.pairs.items()}}
         if self.cross_pairs:
             out["cross_pair"] = self.cross_pairs[0]
             out["cross_pairs"] = self.cross_pairs

@@ -1,5 +1,6 @@
 """The classical RCI's typed result: :class:`RCIRun` (``rci.json`` + ``items_NAME.parquet``), one
-:class:`PairResult` view per version pair.
+:class:`PairResult` view per version pair. :func:`bayesrc.classical.reliable_change` returns a
+:class:`PairResult` too: in memory and from disk a pair is one class.
 """
 
 from __future__ import annotations
@@ -12,23 +13,52 @@ import pandas as pd
 from bayesrc.classical.rci import CLASS_LABELS, CLASSES
 from bayesrc.errors import InputError
 from bayesrc.plotting import new_figure
-from bayesrc.results import Result, register
+from bayesrc.results import Result, register, same_frame, same_payload
+
+
+def _float(x) -> float:
+    """A number of the payload as a float: NaN where ``rci.json`` holds null (JSON has no NaN)."""
+    return float("nan") if x is None else float(x)
 
 
 class PairResult:
-    """One version pair of an :class:`RCIRun` (a view: its ``pairs.NAME`` block and item table).
+    """The classical analysis of one version pair: its ``pairs.NAME`` block of ``rci.json``
+    (``payload``) and its item table (``items``, one row per item; None when
+    ``items_NAME.parquet`` is absent).
 
-    Typed accessors for the headline fields; every other key of the block is in ``payload``.
+    :func:`bayesrc.classical.reliable_change` returns one, and ``bayesrc.load("rci.json")[NAME]``
+    gives it back (a view of the :class:`RCIRun`): the same accessors in memory and from disk, and
+    a pair equals its saved and reloaded copy. Typed accessors for the fields; every key of the
+    block is in ``payload`` (strict JSON: NaN reads as None there, as NaN through the float
+    accessors).
+
+    Parameters
+    ----------
+    name : the pair's name (its key under ``pairs`` in ``rci.json``).
+    payload : the ``pairs.NAME`` block.
+    items : the item table (``items_NAME.parquet``), or None.
 
     Examples
     --------
+    >>> from bayesrc.classical import reliable_change
+    >>> from bayesrc.data import item_counts, simulate_pair
+    >>> sim = simulate_pair(200, 10, seed=1)
+    >>> pair = reliable_change(item_counts(sim.trials_v1, sim.trials_v2), n_splits=50, n_permutations=50, n_null=0, name="demo")
+    >>> pair.versions, pair.n_flagged == pair.analysable["improved"] + pair.analysable["deteriorated"]
+    (('model-v1', 'model-v2'), True)
+    >>> pair.classification_table()  # doctest: +SKIP
     >>> import bayesrc
-    >>> pair = bayesrc.load("runs/demo/rci.json")["minor"]  # doctest: +SKIP
-    >>> pair.n_flagged, pair.classification_table()  # doctest: +SKIP
+    >>> bayesrc.load("runs/demo/rci.json")["minor"].n_flagged  # doctest: +SKIP
     """
 
-    def __init__(self, name: str, payload: dict, items=None) -> None:
+    def __init__(self, name: str, payload: dict, items: pd.DataFrame | None = None) -> None:
         self.name, self.payload, self.items = name, payload, items
+
+    def to_frame(self) -> pd.DataFrame:
+        """A copy of the item table: item_id, domain, p_v1, p_v2, delta, rci, class, excluded, reason, ..."""
+        if self.items is None:
+            raise ValueError(f"pair {self.name!r} has no item table (items_{self.name}.parquet)")
+        return self.items.copy()
 
     @property
     def versions(self) -> tuple[str, str]:
@@ -44,8 +74,29 @@ class PairResult:
         return float(self.params.get("z", 1.96))
 
     @property
-    def s_diff(self) -> float | None:
-        return self.payload.get("s_diff")
+    def s_diff(self) -> float:
+        """The pair's S_diff (the median per-item one for ``s_diff_method = "binomial"``); NaN when undefined."""
+        return _float(self.payload.get("s_diff"))
+
+    @property
+    def s_diff_all(self) -> float:
+        """S_diff from the SD of every item scored in both versions (the pre-exclusion analysis)."""
+        return _float(self.payload.get("s_diff_all_items"))
+
+    @property
+    def min_detectable(self) -> float:
+        """The smallest reliable change in accuracy, ``z * s_diff``."""
+        return _float(self.payload.get("min_detectable"))
+
+    @property
+    def sem(self) -> dict[str, float]:
+        """Standard error of measurement per version (``v1``, ``v2``)."""
+        return {v: _float(x) for v, x in self.payload["sem"].items()}
+
+    @property
+    def r_xx(self) -> dict[str, float]:
+        """Split-half reliability per version (``v1``, ``v2``); its interval, ICCs and splits are in :attr:`reliability`."""
+        return {v: _float(self.reliability[v]["r_xx"]) for v in ("v1", "v2")}
 
     @property
     def counts(self) -> dict:
@@ -57,21 +108,23 @@ class PairResult:
         c = self.counts.get("analysable", {})
         return int(c.get("improved", 0)) + int(c.get("deteriorated", 0))
 
-    # typed views of the pairs.NAME block (keys as PairRCI.to_dict writes them) --------------
+    # typed views of the pairs.NAME block (keys as reliable_change writes them) --------------
     exclusions = property(lambda self: self.payload["exclusions"])  # n_before, n_after, low_valid, floor_ceiling, min_valid_rule
-    reliability = property(lambda self: self.payload["reliability"])  # v1/v2: r_xx, ci, icc, icc_1_k
-    sem = property(lambda self: self.payload["sem"])
+    reliability = property(lambda self: self.payload["reliability"])  # v1/v2: r_xx, ci, mean, sd, n_splits, n_items, k, icc, icc_1_k
     s_diff_method = property(lambda self: self.payload["s_diff_method"])  # "reference" | "binomial"
     sd_basis = property(lambda self: self.payload["sd_basis"])
     reliability_basis = property(lambda self: self.payload["reliability_basis"])
-    min_detectable = property(lambda self: self.payload["min_detectable"])
     min_detectable_samples = property(lambda self: self.payload["min_detectable_samples"])
     null_samples = property(lambda self: self.payload.get("null_samples"))  # None when n_null = 0
     no_change_test = property(lambda self: self.payload.get("no_change_test"))  # None in rci.json files from before it
     direction_asymmetry = property(lambda self: self.payload["direction_asymmetry"])
     flips = property(lambda self: self.payload.get("flips") or {})
     domain = property(lambda self: self.payload["domain"])  # chi2, p, cramers_v, per_domain, table
-    difficulty_bins = property(lambda self: self.payload["difficulty_bins"])
+    difficulty_bins = property(lambda self: self.payload["difficulty_bins"])  # records: difficulty_table()
+    effect_sizes = property(lambda self: self.payload["effect_sizes"])  # |dp| of all / of the reliably changed items: n, mean, median, shares >= 0.2, 0.4
+    aggregate = property(lambda self: self.payload["aggregate"])  # n, mean_delta, ci95 (t interval)
+    k_for_r80 = property(lambda self: self.payload["k_for_r80"])  # v1/v2: the K that reaches r_xx = 0.8 (None: r_xx not in (0, 1))
+    k_for_r90 = property(lambda self: self.payload["k_for_r90"])
     warnings = property(lambda self: list(self.payload.get("warnings") or []))
 
     @property
@@ -127,6 +180,20 @@ class PairResult:
     def domain_crosstab(self):
         """Domain x class counts of the analysable items (rows domains)."""
         return pd.DataFrame(self.domain["table"]).T
+
+    def difficulty_table(self) -> pd.DataFrame:
+        """Churn and direction of the analysable items by v1 accuracy bin (one row per bin)."""
+        return pd.DataFrame(self.difficulty_bins)
+
+    def stratified_table(self) -> pd.DataFrame:
+        """Difficulty-stratified S_diff from per-item binomial SEs and the classes it gives (one row per stratum)."""
+        return pd.DataFrame(self.payload["stratified"])
+
+    def reliability_vs_k_table(self) -> pd.DataFrame:
+        """Split-half r_xx (with its interval) on the first K samples, per version and K."""
+        rows = [{"version": v, "k": int(k), "r_xx": _float(r["r_xx"]), "ci_lo": _float(r["ci"][0]), "ci_hi": _float(r["ci"][1])}
+                for v, by_k in self.payload["reliability_vs_k"].items() for k, r in by_k.items()]  # fmt: skip
+        return pd.DataFrame(rows, columns=["version", "k", "r_xx", "ci_lo", "ci_hi"])
 
     def summary(self):
         """Headline numbers as a tidy table (pair, metric, value)."""
@@ -189,6 +256,14 @@ class PairResult:
         ax.set_ylabel("items")
         ax.set_title(f"{self.name}: {self.versions[0]} → {self.versions[1]}", fontsize=9)
         return fig
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, PairResult):
+            return NotImplemented
+        same_items = (self.items is None) == (other.items is None) and (self.items is None or same_frame(self.items, other.items))
+        return self.name == other.name and same_payload(self.payload, other.payload) and same_items
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         c = self.counts.get("analysable", {})

@@ -258,7 +258,7 @@ def section_reference_figures(run: Run, c: Comparison) -> Section | None:
     dom = r.domain_crosstab()
     if dom.empty:  # no analysable item: show every item's class by domain
         dom = pd.crosstab(items["domain"], items["class"])
-    bins = pd.DataFrame(r.difficulty_bins)
+    bins = r.difficulty_table()
     blocks = [
         _fig(lambda: F.item_scatter(items, r.s_diff, z, versions=c.versions), f"Item accuracy v1 vs v2 by RCI class; the shaded band is |Δp| < {z:g}·S_diff (no reliable change).", "scatter"),
         _fig(lambda: F.rci_histogram(items, z), f"RCI over analysable items with the ±{z:g} thresholds.", "rci_hist"),

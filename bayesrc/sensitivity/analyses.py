@@ -45,9 +45,10 @@ from bayesrc.bayes.summaries import PARETO_K_MAX, direction_draws, flag_errors, 
 from bayesrc.bayes.task import fit_task
 from bayesrc.classical import rci as R
 from bayesrc.classical.calibration import binomial_s_diff, nominal_rate, sample_level_null
-from bayesrc.classical.pipeline import PairRCI, reliable_change
+from bayesrc.classical.pipeline import reliable_change
 from bayesrc.classical.rci import RCISettings
 from bayesrc.classical.reliability import split_half_reliability
+from bayesrc.classical.result import PairResult
 
 Z_GRID: tuple[float, ...] = (1.645, 1.96, 2.326, 2.58, 3.0)
 MIN_VALID_GRID: tuple[int, ...] = (2, 4, 6, 8, 10)
@@ -84,7 +85,7 @@ def classify(items: pd.DataFrame, r_v1: float, r_v2: float, settings: RCISetting
     >>> from bayesrc.data import item_counts, simulate_pair
     >>> sim = simulate_pair(60, 10, seed=1)
     >>> pair = reliable_change(item_counts(sim.trials_v1, sim.trials_v2), n_null=0, n_permutations=20)
-    >>> r1, r2 = pair.reliability["v1"].r_xx, pair.reliability["v2"].r_xx
+    >>> r1, r2 = pair.r_xx["v1"], pair.r_xx["v2"]
     >>> bool((classify(pair.items, r1, r2)["class"] == pair.items["class"]).all())  # the defaults are bayesrc rci's
     True
     """
@@ -136,7 +137,7 @@ def score_against_truth(classes: pd.DataFrame, truth: pd.DataFrame | None) -> di
     return out
 
 
-def _pair(counts: xr.Dataset, pair: PairRCI | None, seed: int, settings: RCISettings) -> PairRCI:
+def _pair(counts: xr.Dataset, pair: PairResult | None, seed: int, settings: RCISettings) -> PairResult:
     if pair is not None:
         return pair
     # The nulls are not needed here (threshold_sensitivity runs its own per method): keep them minimal.
@@ -155,7 +156,7 @@ def threshold_sensitivity(
     min_valid: int | None = None,
     null_replicates: int = 200,
     truth: pd.DataFrame | None = None,
-    pair: PairRCI | None = None,
+    pair: PairResult | None = None,
     seed: int = 0,
 ) -> pd.DataFrame:
     """RCI classes over a grid of thresholds ``z``, SD bases and S_diff methods (one row per setting).
@@ -175,7 +176,7 @@ def threshold_sensitivity(
     [1.96]
     """
     p = _pair(counts, pair, seed, RCISettings(min_valid=min_valid))
-    r_all = (p.reliability["v1"].r_xx, p.reliability["v2"].r_xx)
+    r_all = (p.r_xx["v1"], p.r_xx["v2"])
     analysable = ~p.items["excluded"].to_numpy(bool)
     a, b = counts["correct"].isel(version=0).values, counts["correct"].isel(version=1).values
     rows = []
@@ -209,7 +210,7 @@ def exclusion_sensitivity(
     floor_ceiling: Sequence[bool] = (True, False),
     settings: RCISettings = RCISettings(),
     truth: pd.DataFrame | None = None,
-    pair: PairRCI | None = None,
+    pair: PairResult | None = None,
     seed: int = 0,
 ) -> pd.DataFrame:
     """RCI classes over exclusion rule (a) ``min_valid`` and rule (b) floor/ceiling on or off.
@@ -225,7 +226,7 @@ def exclusion_sensitivity(
     [6, 6]
     """
     p = _pair(counts, pair, seed, settings)
-    r1, r2 = p.reliability["v1"].r_xx, p.reliability["v2"].r_xx
+    r1, r2 = p.r_xx["v1"], p.r_xx["v2"]
     rows = []
     for fc in floor_ceiling:
         for m in min_valid_grid:
@@ -273,14 +274,14 @@ def k_subsample_sensitivity(
         mv = max(1, math.ceil(valid_share * k - 1e-9))
         at_k = replace(settings, min_valid=mv)
         p = reliable_change(first_k(counts, k), n_splits=n_splits, n_permutations=20, n_splits_by_k=20, n_null=0, seed=seed + i, **asdict(at_k))
-        cls = classify(p.items, p.reliability["v1"].r_xx, p.reliability["v2"].r_xx, at_k)
+        cls = classify(p.items, p.r_xx["v1"], p.r_xx["v2"], at_k)
         rows.append(
             {
                 "analysis": "k_subsample",
                 "k": int(k),
                 "min_valid": mv,
-                "r_xx_v1": p.reliability["v1"].r_xx,
-                "r_xx_v2": p.reliability["v2"].r_xx,
+                "r_xx_v1": p.r_xx["v1"],
+                "r_xx_v2": p.r_xx["v2"],
                 "s_diff": p.s_diff,
                 "min_detectable": p.min_detectable,
                 **score_against_truth(cls, truth),

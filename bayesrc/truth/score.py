@@ -65,7 +65,7 @@ MODEL_SPECS: dict[str, dict] = {
 }
 DEFAULT_MODEL = "change"
 DEFAULT_METHODS = tuple(MODEL_SPECS)
-# RCI classes computed by the classical layer for one pair: column of PairRCI.items -> method name.
+# RCI classes computed by the classical layer for one pair: column of PairResult.items -> method name.
 RCI_VARIANTS = {"class": "rci", "class_conservative": "rci_conservative", "class_all_items": "rci_all_items"}
 
 
