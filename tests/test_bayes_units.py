@@ -580,6 +580,46 @@ def test_collapsed_change_item_draws_match_a_fine_grid_reference():
         assert stats.kstest((out["delta"][0, ~ch, i] - shift) / tau, "norm").pvalue > 0.01, i
 
 
+@pytest.mark.parametrize("prior_seed", [0, 1])
+def test_item_draws_given_the_drawn_hyperparameters_rank_uniformly(prior_seed):
+    """Simulation-based calibration of the collapsed model's item level (the part NUTS does not
+    sample): hyperparameters from the priors (on a 2-domain design with 4 covariate levels), 2,000
+    items from them as the posterior predictive draws new items (``new_item_p``), counts at K = 10,
+    then 99 conditional item draws per item given those hyperparameters. Items are independent given
+    the hyperparameters, so each item's rank of its drawn accuracies among its 99 draws is one SBC
+    rank: uniform on 0..99 for p_v1, p_v2 and their change if the conditional sampler is right."""
+    from dataclasses import replace
+
+    from scipy.special import expit
+
+    from bayesrc.bayes import ModelInputs
+    from bayesrc.bayes.change_collapsed import cell_stats, item_draws
+    from bayesrc.bayes.checks import new_item_p
+    from bayesrc.bayes.prior_predictive import prior_draws
+
+    n_items, k = 2000, 10
+    rng = np.random.default_rng(prior_seed)
+    dom, grp = np.arange(n_items) % 2, (np.arange(n_items) // 2) % 4
+    y0 = np.zeros((n_items, 2), np.int64)
+    design = ModelInputs(y=y0, n=np.full_like(y0, k), dom=dom, items=np.array([f"i{i}" for i in range(n_items)]),
+                         versions=("v1", "v2"), domains=("a", "b"), group=grp, groups=tuple("ABCD"), covariate="letter")  # fmt: skip
+    truth = prior_draws(design, "change", n_draws=1, seed=100 + prior_seed)
+    p_true = new_item_p(truth, design, rng, max_draws=1)[0]  # (item, version)
+    data = replace(design, y=rng.binomial(design.n, p_true))
+    draws = item_draws(truth.isel(draw=[0] * 99), cell_stats(data), seed=prior_seed)
+    # The likelihood's grid spans +-10 logits, the priors do not: ranks are taken on logits clipped
+    # to +-8, where the grid is exact (beyond, truth and draws tie and the tie is broken at random).
+    clip = lambda x: expit(np.clip(x, -8.0, 8.0))  # noqa: E731
+    p1 = clip(draws["theta"][0].astype(float))
+    p2 = clip(draws["theta"][0].astype(float) + draws["changed"][0] * draws["delta"][0].astype(float))
+    with np.errstate(divide="ignore"):
+        t1, t2 = clip(np.log(p_true[:, 0]) - np.log1p(-p_true[:, 0])), clip(np.log(p_true[:, 1]) - np.log1p(-p_true[:, 1]))
+    for name, d, t in (("p_v1", p1, t1), ("p_v2", p2, t2), ("dp", p2 - p1, t2 - t1)):
+        ranks = (d < t).sum(0) + rng.integers(0, (d == t).sum(0) + 1)  # 0..99 per item; ties (dp = 0 when unchanged) broken at random
+        hist = np.bincount(ranks // 10, minlength=10)
+        assert stats.chisquare(hist).pvalue > 0.001, (name, hist.tolist())
+
+
 def _ar1(rng, phi: float, shape: tuple[int, ...]) -> np.ndarray:
     e = rng.normal(size=shape)
     x = np.empty(shape)
