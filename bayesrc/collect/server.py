@@ -232,21 +232,29 @@ class ServerClient:
             raise InputError(f"must be >= 0, got {self.retries}", field="--retries")
         self.root = url
         self._count_lock = threading.Lock()
+        self._abandoned = threading.Event()
 
     def _request(self, method: str, path: str, body: dict | None = None, *, parse=json_object) -> dict:
         """``parse`` of the JSON answer to ``method path``, retried (bounded) while the failure is transient."""
         data = None if body is None else json.dumps(body).encode("utf-8")
         last: Retryable | None = None
+        tried = 0
         for attempt in range(self.retries + 1):
             if last is not None:
+                if self._abandoned.wait(backoff_delay(attempt, self.backoff, last.delay)):
+                    break
                 with self._count_lock:
                     self.retried[last.kind] += 1
-                time.sleep(backoff_delay(attempt, self.backoff, last.delay))
+            tried += 1
             try:
                 return parse(self._attempt(method, path, data))
             except Retryable as exc:
                 last = exc
-        raise ServerError(f"no answer from {path} after {self.retries + 1} attempt(s): {last.detail}", path=self.root, field="--base-url")
+        raise ServerError(f"no answer from {path} after {tried} attempt(s): {last.detail}", path=self.root, field="--base-url")
+
+    def abandon(self) -> None:
+        """Stop retrying (the run has failed): a request waiting to retry gives up at once."""
+        self._abandoned.set()
 
     def _attempt(self, method: str, path: str, data: bytes | None) -> object:
         """One request: the decoded JSON body, :class:`Retryable` for a transient failure, :class:`ServerError` for a refusal."""
@@ -345,12 +353,16 @@ class ServerEngine:
                     if nxt not in futures:
                         submit(nxt)
                 out = []
-                for k, (seed, fut) in enumerate(zip(seeds[i], futures.pop(i))):
+                for k, (seed, fut) in enumerate(zip(seeds[i], futures[i])):
                     r = fut.result()
                     self.fingerprint = self.fingerprint or r["fingerprint"]
                     finish = "stop" if r["finish"] == "stop" else "length"
                     out.append(Sample(k, seed, r["text"], int(r["n_tokens"] or 0), finish))
+                del futures[i]  # only now: a failure above must cancel this item's other requests too
                 yield i, out
+        except BaseException:
+            self.client.abandon()  # the run stops: requests in flight give up instead of waiting out their retries
+            raise
         finally:
             for futs in futures.values():
                 for f in futs:
