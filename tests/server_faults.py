@@ -111,15 +111,17 @@ def journal_is_whole(run_dir: Path) -> bool:
     return not list(run_dir.glob("**/.*.tmp"))
 
 
-def transient_faults(upstream: str, bank: Path, out: Path, reference: pd.DataFrame, *, k: int, counts: Mapping[str, int], seed: int, concurrency: int = 1, timeout: float = TIMEOUT_S) -> dict:
+def transient_faults(
+    upstream: str, bank: Path, out: Path, reference: pd.DataFrame, *, k: int, counts: Mapping[str, int], seed: int, concurrency: int = 1, timeout: float = TIMEOUT_S, gap: int = 2
+) -> dict:
     """One collection through a proxy that injects ``counts`` faults at seeded points of the ``/v1/`` requests
-    (``concurrency`` requests in flight; :func:`fault_schedule` keeps the points 2 requests apart).
+    (``concurrency`` requests in flight; :func:`fault_schedule` keeps the points ``gap`` requests apart).
 
     Returns the faults injected, the retries the run record and stderr report, and lost / duplicated /
     tracebacks against ``reference`` (the clean run's sorted trials).
     """
     n_requests = 1 + len(reference)  # GET /v1/models, then one completion per trial
-    schedule = fault_schedule(seed, n_requests, counts)
+    schedule = fault_schedule(seed, n_requests, counts, gap=gap)
     with FaultProxy(upstream, schedule, stall_s=timeout + 2, down_s=DOWN_S, paths=("/v1/",)) as proxy:
         res = run(collect_command(bank, out, proxy.url, k=k, concurrency=concurrency, timeout=timeout))
     lost, dup = lost_and_duplicated(reference, sorted_trials(out)) if (out / "trials.parquet").exists() else (len(reference), 0)
