@@ -1,10 +1,20 @@
-"""Fault tolerance, counted: SIGKILL crash points of a result-folder write and fuzzed reader inputs.
+"""Fault tolerance, counted: SIGKILL crash points of a result-folder write and of a collection, full disks, server faults and fuzzed reader inputs.
 
-    .venv/bin/python benchmarks/faults.py [--quick] [--per-reader N] [--timed N]
+    .venv/bin/python benchmarks/faults.py [--quick] [--per-reader N] [--timed N] [--server-only | --fuzz-only]
 
-Two components, each a table (the suite, tests/test_faults.py and tests/test_fuzz.py, runs the
+Components, each a table (the suite, tests/test_faults.py and tests/test_fuzz.py, runs the
 same harnesses on a smaller seeded sample):
 
+server
+    tests/server_faults.py: ``collect --engine server`` (a real CLI process) through
+    tests/fault_proxy.py in front of llama-cpp-python's real server: every transient fault
+    (resets, HTTP 500 / 503 / 429 with and without Retry-After, a 503 cut short, a timeout,
+    bodies cut short, cut JSON, an error object with HTTP 200, a restart) 2 (``--quick``) or 3
+    times at seeded requests, against a clean run of the same command; then a server that keeps
+    answering 500 and one that stays down (one line, exit 2), repaired and resumed by the same
+    command. *lost* / *duplicated*: trials of the clean run missing or different / repeated or
+    extra; *other*: a faulted run that does not complete, a failure that is not one clean line
+    or leaves a torn journal, a resume that fails.
 ``staged_output``
     tests/crashpoints.py: a forked writer rewrites a result folder (old -> new) and is
     SIGKILLed before each filesystem event of the write (every one), and at ``--timed``
@@ -106,6 +116,55 @@ def disk_rows(sizes: list[int]) -> list[dict]:
     return rows
 
 
+def server_rows(quick: bool) -> list[dict]:
+    """``collect --engine server`` through tests/fault_proxy.py in front of llama-cpp-python's real server (one thread),
+    two requests in flight: every transient fault 2 (``--quick``) or 3 times at seeded points, against a clean run of
+    the same command; then a server that keeps answering HTTP 500, and one that stays down, each repaired and resumed."""
+    import importlib.util
+
+    if importlib.util.find_spec("llama_cpp") is None:
+        print("server faults: not run (llama-cpp-python is not installed)")
+        return []
+    import server_faults as sf
+    from fault_proxy import FAULTS
+    from helpers import llama_server
+
+    from bayesrc.collect import builtin_bank, load_card, resolve_model
+
+    # 1 + n_items * k requests: room for the faults 3 apart (with two requests in flight, denser faults would often hit
+    # one request more often than its 5 retries allow, a restart's refusals included: a fault storm, not transient faults)
+    n_items, k, times = (4, 16, 2) if quick else (6, 16, 3)
+    timeout = 15.0  # two requests in flight on a one-thread server: a new item's prompt can wait behind another's
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp, llama_server(resolve_model(load_card(sf.CARD)), Path(tmp) / "server.log", n_threads=1) as url:
+        bank = Path(builtin_bank(Path(tmp) / "bank.jsonl", n_items=n_items, seed=3))
+        clean = sf.run(sf.collect_command(bank, Path(tmp) / "clean", url, k=k, concurrency=2, timeout=120))
+        if clean.returncode != 0:
+            raise RuntimeError(f"the clean server run failed: {clean.stderr}")
+        reference = sf.sorted_trials(Path(tmp) / "clean")
+        start = time.monotonic()
+        s = sf.transient_faults(url, bank, Path(tmp) / "faulted", reference, k=k, counts=dict.fromkeys(FAULTS, times), seed=33, concurrency=2, timeout=timeout, gap=3)
+        if s["exit"] != 0:
+            print(f"server: the faulted run failed: {s['stderr'].strip()[-500:]}")
+        rows.append({
+            "component": f"server: transient faults ({n_items} items, K = {k})", "tried": sum(s["injected"].values()),
+            "faults": ", ".join(f"{f} {n}" for f, n in s["injected"].items()), "exit": s["exit"], "resumed": "",
+            "retries": ", ".join(f"{f} {n}" for f, n in sorted(s["retries"].items())) + f" ({sum(s['retries'].values())})",
+            "lost": s["lost"], "duplicated": s["duplicated"], "tracebacks": s["tracebacks"], "other": int(s["exit"] != 0), "s": round(time.monotonic() - start),
+        })  # fmt: skip
+        for fault, label in (("500", "keeps answering HTTP 500"), ("down", "stays down (refused)")):
+            start = time.monotonic()
+            b = sf.stays_broken(url, bank, Path(tmp) / f"broken-{fault}", reference, k=k, fault=fault, after=1 + k + 2, concurrency=2)
+            clean_stop = b["one_line"] and b["journal_whole"]
+            rows.append({
+                "component": f"server: {label} after {1 + k + 2} requests", "tried": 1, "faults": f"{fault} from then on ({b['injected'].get(fault, 0)} requests)",
+                "exit": f"{b['first'].returncode}, {'one line naming the URL' if b['one_line'] else 'NOT one clean line'}", "resumed": f"exit {b['second'].returncode}",
+                "retries": ", ".join(f"{f} {n}" for f, n in sorted(b["retries"].items())), "lost": b["lost"], "duplicated": b["duplicated"],
+                "tracebacks": b["tracebacks"], "other": int(not clean_stop) + int(b["second"].returncode != 0), "s": round(time.monotonic() - start),
+            })  # fmt: skip
+    return rows
+
+
 def retyped_counts(name: str, root: Path) -> tuple[Counter, list[tuple]]:
     """Every field of the reader's seed retyped once (tests/fuzzing.py: retyped); none for readers without fields."""
     counts, faults = Counter(), []
@@ -195,15 +254,16 @@ def main() -> int:
     ap.add_argument("--per-reader", type=int, help="fuzzed inputs per reader (default 1000; --quick 100)")
     ap.add_argument("--timed", type=int, help="timed kills per swap mode (default 50; --quick 10)")
     ap.add_argument("--calls", type=int, help="collection kills spread over the collector's calls, per engine (default 60; --quick 18)")
-    ap.add_argument("--fuzz-only", action="store_true", help="only the fuzzed reader inputs (no crash points, collection or disk rows)")
+    ap.add_argument("--fuzz-only", action="store_true", help="only the fuzzed reader inputs (no crash points, collection, disk or server rows)")
+    ap.add_argument("--server-only", action="store_true", help="only the server faults (fault proxy in front of llama-cpp-python's server)")
     args = ap.parse_args()
     calls = args.calls if args.calls is not None else (18 if args.quick else 60)
     sizes = [0, 4, 40] if args.quick else [0, 4, 8, 16, 24, 32, 40, 48, 64]
     per_reader = args.per_reader or (100 if args.quick else 1000)
     timed = args.timed if args.timed is not None else (10 if args.quick else 50)
     start = time.monotonic()
-    crash, collect_crash, disk = [], [], []
-    if not args.fuzz_only:
+    crash, collect_crash, disk, server, fuzz, faults = [], [], [], [], [], []
+    if not args.fuzz_only and not args.server_only:
         crash = crash_rows(timed)
         print("crash points (SIGKILL) of staged_output: a result folder rewritten old -> new\n")
         print(table(crash, ["component", "events", "tried", "killed", "states", "lost", "duplicated", "tracebacks"]))
@@ -213,12 +273,17 @@ def main() -> int:
         disk = disk_rows(sizes)
         print(f"\nfull disk ({', '.join(map(str, sizes))} KiB free on a tmpfs) and read-only outputs\n")
         print(table(disk, ["component", "tried", "exit 2", "lost", "duplicated", "tracebacks"]))
-    fuzz, faults = fuzz_rows(per_reader)
-    print(f"\nfuzzed reader inputs ({per_reader} generated per reader, every field retyped once, {per_reader} option sets where a reader takes options; seeded)\n")
-    print(table(fuzz, ["component", "tried", "generated", "retyped", "options", "ok", "input error", "lost", "duplicated", "tracebacks", "other", "s"]))
+    if not args.fuzz_only:
+        server = server_rows(args.quick)
+        print("\nserver faults: collect --engine server through a fault proxy in front of llama-cpp-python's server, against a clean run\n")
+        print(table(server, ["component", "tried", "faults", "exit", "resumed", "retries", "lost", "duplicated", "tracebacks", "s"]))
+    if not args.server_only:
+        fuzz, faults = fuzz_rows(per_reader)
+        print(f"\nfuzzed reader inputs ({per_reader} generated per reader, every field retyped once, {per_reader} option sets where a reader takes options; seeded)\n")
+        print(table(fuzz, ["component", "tried", "generated", "retyped", "options", "ok", "input error", "lost", "duplicated", "tracebacks", "other", "s"]))
     for name, outcome, detail, data in faults[:20]:
         print(f"\n{name}: {outcome}: {detail.strip().splitlines()[-1]}\n  input: {data[:120]!r}")
-    rows = crash + collect_crash + disk + fuzz
+    rows = crash + collect_crash + disk + server + fuzz
     totals = {k: sum(r[k] for r in rows) for k in ("tried", "lost", "duplicated", "tracebacks", "other")}
     print(f"\n{totals['tried']} crash points and inputs in {time.monotonic() - start:.0f} s; other faults {totals['other']}")
     print(f"lost {totals['lost']}, duplicated {totals['duplicated']}, tracebacks {totals['tracebacks']}")

@@ -1,5 +1,6 @@
 """Process helpers shared by the tests that start real servers, clusters and browsers (tests/conftest.py puts
-this folder on ``sys.path``): a free local port, stopping what a test started, by process id, and headless chromium."""
+this folder on ``sys.path``): a free local port, stopping what a test started, by process id, llama-cpp-python's
+server, and headless chromium."""
 
 from __future__ import annotations
 
@@ -8,7 +9,11 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,3 +80,32 @@ def stop(*procs: subprocess.Popen, group: bool = False, grace: float = 15) -> No
         if group or p.poll() is None:
             send(p, signal.SIGKILL)
             p.wait(5)
+
+
+@contextmanager
+def llama_server(gguf: Path, log: Path, *, alias: str = "gemma-3-270m", n_threads: int = 2, wait_s: float = 180) -> Iterator[str]:
+    """``python -m llama_cpp.server`` on ``gguf`` at a free port of 127.0.0.1, its output in ``log``; yields its base URL
+    once ``GET /v1/models`` answers, and stops it (by process id) on exit."""
+    port = free_port()
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", alias, "--host", "127.0.0.1",
+             "--port", str(port), "--n_ctx", "1024", "--n_threads", str(n_threads)],
+            stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + wait_s
+            while True:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"llama_cpp.server exited with {proc.returncode}; see {log}")
+                try:
+                    urllib.request.urlopen(url + "/v1/models", timeout=2).read()
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(f"llama_cpp.server did not answer within {wait_s:.0f} s; see {log}") from None
+                    time.sleep(0.5)
+            yield url
+        finally:
+            stop(proc, grace=30)

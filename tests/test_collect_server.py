@@ -6,15 +6,12 @@ The server is started once per session on 127.0.0.1 at a free port and stopped a
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import free_port, stop
+from helpers import free_port
+from helpers import llama_server as start_llama_server
 from scipy import stats
 
 from bayesrc.cli import main
@@ -37,31 +34,8 @@ K = 4  # 16 trials each way: enough for trial-for-trial equality and the resume 
 @pytest.fixture(scope="session")
 def llama_server(tmp_path_factory):
     """``python -m llama_cpp.server`` on the card's GGUF; yields its base URL."""
-    gguf = resolve_model(load_card(CARD))
-    port = free_port()
-    log = (tmp_path_factory.mktemp("server") / "server.log").open("w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", "gemma-3-270m", "--host", "127.0.0.1",
-         "--port", str(port), "--n_ctx", "1024", "--n_threads", "2"],
-        stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"llama_cpp.server exited with {proc.returncode}; see {log.name}")
-            try:
-                urllib.request.urlopen(url + "/v1/models", timeout=2).read()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"llama_cpp.server did not answer within 180 s; see {log.name}") from None
-                time.sleep(0.5)
+    with start_llama_server(resolve_model(load_card(CARD)), tmp_path_factory.mktemp("server") / "server.log") as url:
         yield url
-    finally:
-        stop(proc, grace=30)
-        log.close()
 
 
 @pytest.fixture(scope="session")

@@ -83,6 +83,7 @@ def _add_engine_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--api-model", help="server engine: model name to request (default: the one the server lists)")
     p.add_argument("--concurrency", type=int, default=4, help="server engine: requests in flight (default 4)")
     p.add_argument("--retries", type=int, default=5, help="server engine: retries per request, with exponential back-off (default 5)")
+    p.add_argument("--timeout", type=float, default=120.0, help="server engine: seconds to wait for an answer before retrying (default 120)")
     p.add_argument("--epsilon", default="1e-6", help="exact engine: expand every token prefix with probability >= EPSILON, in (0, 0.1) (default 1e-6)")
     p.add_argument("--max-expansions", type=int, default=None, help="exact engine: decode budget per item (default 20000); mass left over is p_unresolved")
 
@@ -166,7 +167,7 @@ def run_collect(args: argparse.Namespace) -> int:
     if args.engine == "server":
         if not args.base_url:
             raise InputError("--engine server needs --base-url", field="--base-url")
-        server = {"base_url": args.base_url, "api_model": args.api_model, "concurrency": args.concurrency, "retries": args.retries}
+        server = {"base_url": args.base_url, "api_model": args.api_model, "concurrency": args.concurrency, "retries": args.retries, "timeout": args.timeout}
     elif args.base_url or args.api_model:
         raise InputError("--base-url / --api-model need --engine server", field="--engine")
     spec = run_spec(args)
@@ -176,7 +177,20 @@ def run_collect(args: argparse.Namespace) -> int:
         return 0
     rate = res.n_new_items * args.k / res.sample_seconds if res.sample_seconds > 0 else float("nan")
     print(f"{res.run_dir}: {res.n_trials} trials over {res.n_items} items ({res.n_new_items} new items, {rate:.1f} trials/s)")
+    if res.server_retries:  # the faults the run rode through, on stderr (stdout stays the one result line); run.json keeps them
+        print(f"bayesrc: {retries_line(res.server_retries)} (run.json info.retries)", file=sys.stderr)
     return 0
+
+
+def retries_line(retries: dict[str, int]) -> str:
+    """The server engine's retried requests by fault kind on one line.
+
+    Examples
+    --------
+    >>> retries_line({"timeout": 1, "HTTP 503": 2})
+    'retried 3 requests: HTTP 503 2, timeout 1'
+    """
+    return f"retried {sum(retries.values())} requests: " + ", ".join(f"{kind} {n}" for kind, n in sorted(retries.items()))
 
 
 def run_pins(args: argparse.Namespace) -> int:

@@ -31,7 +31,7 @@ import io
 import os
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -205,6 +205,7 @@ class RunResult:
     n_new_items: int
     seconds: float  # whole call, including model load and hashing
     sample_seconds: float = 0.0  # drawing the new trials only (for trials/s)
+    server_retries: dict[str, int] = field(default_factory=dict)  # server engine: this call's retried requests by fault kind
 
     @property
     def trials_path(self) -> Path:

@@ -5,8 +5,12 @@ A model behind ``POST {base_url}/v1/completions`` (llama.cpp's server, llama-cpp
 GGUF, into the same run directory layout (:mod:`bayesrc.collect.run`): the card's prompt
 (sent as text; the server adds BOS as ``Llama.create_completion`` does), one request per
 trial with ``seed = seed(i, k)`` and the card's / CLI's sampling settings, ``concurrency``
-requests in flight, retries with exponential back-off on connection errors, 408, 429 and
-5xx, resume (the pins must match), the collector lock, and crash-safe per-item parts.
+requests in flight, bounded retries with exponential back-off (:class:`ServerClient`) on
+connection errors and timeouts, 408, 429 (honouring ``Retry-After``) and 5xx, bodies cut
+short or not JSON and bodies without an answer (never taken for one), resume (the pins must
+match), the collector lock, and crash-safe per-item parts. The run record counts the retries
+by kind (``info.retries``, over every session of the run); a request still failing after its
+retries stops the run with one line (exit 2) naming the endpoint, and ``--resume`` continues it.
 
 Pins: instead of file hashes the run records what the server reports — the model id
 (``GET /v1/models``; ``--api-model`` chooses among several), its build where the server
@@ -23,14 +27,17 @@ compare answer *distributions* (and report the share of identical trials).
 
 from __future__ import annotations
 
+import email.utils
 import http.client
 import json
 import socket
+import threading
 import time
 import urllib.error
 import urllib.request
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from bayesrc.collect import rundir as R  # the run directory every engine writes (R.begin_run, R.part_path, ...)
@@ -47,18 +54,162 @@ from bayesrc.collect.spec import RunSpec, items_pins, pinned_salt, prompt_pins, 
 from bayesrc.errors import InputError
 
 RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+NO_ANSWER = "body without an answer"  # the fault kind of a JSON body that holds no answer (an error object, a foreign body)
+MAX_DELAY = 30.0  # seconds: the longest back-off, and the longest Retry-After honoured (a collection should not sleep for hours)
 
 
 class ServerError(InputError):
-    """The endpoint refused or never answered a request (after retries): exit 2, the run stays resumable."""
+    """The endpoint refused or never answered a request (after retries): exit 2, the run stays resumable.
+
+    ``status`` is the HTTP status of a refusal that is not worth retrying (404, 401, ...), None otherwise.
+    """
+
+    def __init__(self, message: str, *, status: int | None = None, **where) -> None:
+        super().__init__(message, **where)
+        self.status = status
+
+
+class Retryable(Exception):
+    """One failed attempt worth another: ``kind`` is what the run counts (``info.retries``), ``delay`` the wait the server asked for."""
+
+    def __init__(self, kind: str, detail: str, delay: float | None = None) -> None:
+        super().__init__(detail)
+        self.kind, self.detail, self.delay = kind, detail, delay
+
+
+def fault_kind(exc: BaseException) -> str:
+    """The kind of a failed attempt's transport error, as counted in ``info.retries``.
+
+    Examples
+    --------
+    >>> fault_kind(urllib.error.URLError(ConnectionRefusedError(111, "Connection refused")))
+    'connection refused'
+    >>> fault_kind(http.client.IncompleteRead(b"{", 10))
+    'truncated body'
+    >>> fault_kind(TimeoutError("timed out"))
+    'timeout'
+    """
+    if isinstance(exc, urllib.error.URLError) and isinstance(exc.reason, BaseException):
+        exc = exc.reason
+    if isinstance(exc, TimeoutError):
+        return "timeout"
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(exc, http.client.IncompleteRead):
+        return "truncated body"
+    if isinstance(exc, ConnectionError):  # reset, aborted, broken pipe; RemoteDisconnected (closed before an answer) too
+        return "connection reset"
+    return "connection error"
+
+
+def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
+    """The wait a ``Retry-After`` header asks for (delta-seconds or an HTTP date), None when absent or unreadable.
+
+    Examples
+    --------
+    >>> retry_after_seconds("3"), retry_after_seconds(None), retry_after_seconds("soon")
+    (3.0, None, None)
+    >>> retry_after_seconds("Thu, 01 Jan 1970 00:01:40 GMT", now=90.0)
+    10.0
+    """
+    value = (value or "").strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def backoff_delay(attempt: int, backoff: float, retry_after: float | None = None) -> float:
+    """Seconds to wait before retry ``attempt`` (1, 2, ...): ``backoff * 2**(attempt - 1)``, at least the
+    server's ``Retry-After``, at most :data:`MAX_DELAY`.
+
+    Examples
+    --------
+    >>> backoff_delay(1, 0.5), backoff_delay(3, 0.5), backoff_delay(1, 0.5, retry_after=2.0), backoff_delay(9, 0.5)
+    (0.5, 2.0, 2.0, 30.0)
+    """
+    return min(MAX_DELAY, max(backoff * 2 ** (attempt - 1), retry_after or 0.0))
+
+
+def completion_of(doc: object) -> dict:
+    """The answer in a completions response: its text, finish reason, completion tokens and fingerprint.
+
+    A body without ``choices[0].text`` (an error object sent with HTTP 200, a foreign
+    response) is never an answer: :class:`Retryable`. Fields of the wrong type are dropped.
+
+    Examples
+    --------
+    >>> completion_of({"choices": [{"text": " B", "finish_reason": "stop"}], "usage": {"completion_tokens": 1}})
+    {'text': ' B', 'finish': 'stop', 'n_tokens': 1, 'fingerprint': None}
+    >>> completion_of({"error": {"message": "busy"}})
+    Traceback (most recent call last):
+    ...
+    bayesrc.collect.server.Retryable: an error in place of an answer: {"error": {"message": "busy"}}
+    """
+    choices = json_object(doc).get("choices")
+    choice = choices[0] if isinstance(choices, list) and choices else None
+    if not isinstance(choice, dict) or not isinstance(choice.get("text"), str):
+        raise Retryable(NO_ANSWER, f"completion without choices[0].text: {json.dumps(doc)[:200]}")
+    usage = doc.get("usage") if isinstance(doc.get("usage"), dict) else {}
+    n_tokens = usage.get("completion_tokens")
+    finish, fingerprint = choice.get("finish_reason"), doc.get("system_fingerprint")
+    return {
+        "text": choice["text"],
+        "finish": finish if isinstance(finish, str) else None,
+        "n_tokens": n_tokens if isinstance(n_tokens, int) and not isinstance(n_tokens, bool) and n_tokens >= 0 else None,
+        "fingerprint": fingerprint if isinstance(fingerprint, str) else None,
+    }
+
+
+def model_listing(doc: object) -> list[dict]:
+    """The entries of a ``GET /v1/models`` answer; a body without a ``data`` list is no listing: :class:`Retryable`.
+
+    Examples
+    --------
+    >>> model_listing({"object": "list", "data": [{"id": "gemma-3-270m"}]})
+    [{'id': 'gemma-3-270m'}]
+    """
+    data = json_object(doc).get("data")
+    if not isinstance(data, list):
+        raise Retryable(NO_ANSWER, f"model listing without a data list: {json.dumps(doc)[:200]}")
+    return [m for m in data if isinstance(m, dict)]
+
+
+def json_object(doc: object) -> dict:
+    """``doc`` if it is a JSON object and no error object (some servers send one with HTTP 200); else :class:`Retryable`.
+
+    Examples
+    --------
+    >>> json_object({"build_info": "b1"})
+    {'build_info': 'b1'}
+    """
+    if not isinstance(doc, dict):
+        raise Retryable(NO_ANSWER, f"expected a JSON object, got {json.dumps(doc)[:200]}")
+    if "error" in doc:
+        raise Retryable(NO_ANSWER, f"an error in place of an answer: {json.dumps(doc)[:200]}")
+    return doc
+
+
+def _error_detail(exc: urllib.error.HTTPError) -> str:
+    """An HTTP error's body on one short line; an error body cut off or reset is said so, never raised."""
+    try:
+        text = exc.read().decode("utf-8", "replace")
+    except (http.client.HTTPException, OSError):
+        text = "(error body cut off)"
+    return " ".join(text.split())[:200]
 
 
 @dataclass
 class ServerClient:
-    """A small OpenAI-compatible completions client (stdlib only) with retries and back-off.
+    """A small OpenAI-compatible completions client (stdlib only) with bounded retries and back-off.
 
-    ``retries`` further attempts after the first, sleeping ``backoff * 2**attempt`` seconds
-    (capped at 30 s) between them.
+    ``retries`` further attempts after the first, sleeping :func:`backoff_delay` seconds
+    between them, on connection errors (refused, reset), timeouts, HTTP 408 / 409 / 425 /
+    429 / 5xx (honouring ``Retry-After``), bodies cut short or not JSON, and bodies without
+    an answer. ``retried`` counts the retries by :func:`fault_kind` (thread-safe).
     """
 
     base_url: str
@@ -67,6 +218,7 @@ class ServerClient:
     retries: int = 5
     backoff: float = 0.5
     api_key: str | None = None
+    retried: Counter = field(default_factory=Counter, init=False)
 
     def __post_init__(self) -> None:
         url = self.base_url.rstrip("/")
@@ -76,40 +228,66 @@ class ServerClient:
                 break
         if not url.startswith(("http://", "https://")):
             raise InputError(f"expected an http(s) URL, got {self.base_url!r}", field="--base-url")
+        if self.retries < 0:
+            raise InputError(f"must be >= 0, got {self.retries}", field="--retries")
         self.root = url
+        self._count_lock = threading.Lock()
+        self._abandoned = threading.Event()
 
-    def _request(self, method: str, path: str, body: dict | None = None, *, retry: bool = True) -> dict:
+    def _request(self, method: str, path: str, body: dict | None = None, *, parse=json_object) -> dict:
+        """``parse`` of the JSON answer to ``method path``, retried (bounded) while the failure is transient."""
         data = None if body is None else json.dumps(body).encode("utf-8")
-        headers = {"Content-Type": "application/json"} | ({"Authorization": f"Bearer {self.api_key}"} if self.api_key else {})
-        last = ""
-        for attempt in range(self.retries + 1 if retry else 1):
-            if attempt:
-                time.sleep(min(30.0, self.backoff * 2 ** (attempt - 1)))
-            req = urllib.request.Request(self.root + path, data=data, method=method, headers=headers)
+        last: Retryable | None = None
+        tried = 0
+        for attempt in range(self.retries + 1):
+            if last is not None:
+                if self._abandoned.wait(backoff_delay(attempt, self.backoff, last.delay)):
+                    break
+                with self._count_lock:
+                    self.retried[last.kind] += 1
+            tried += 1
             try:
-                with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                    return json.loads(resp.read().decode("utf-8"))
-            except urllib.error.HTTPError as exc:
-                detail = exc.read().decode("utf-8", "replace")[:300].replace("\n", " ")
-                if exc.code not in RETRY_STATUS:
-                    raise ServerError(f"HTTP {exc.code} from {path}: {detail}", path=self.root, field="--base-url") from None
-                last = f"HTTP {exc.code}: {detail}"
-            except (urllib.error.URLError, http.client.HTTPException, ConnectionError, TimeoutError) as exc:
-                last = str(getattr(exc, "reason", exc))
-            except json.JSONDecodeError:
-                raise ServerError(f"{path} did not return JSON (is this an OpenAI-compatible endpoint?)", path=self.root, field="--base-url") from None
-        raise ServerError(f"no answer from {path} after {self.retries + 1 if retry else 1} attempt(s): {last}", path=self.root, field="--base-url")
+                return parse(self._attempt(method, path, data))
+            except Retryable as exc:
+                last = exc
+        raise ServerError(f"no answer from {path} after {tried} attempt(s): {last.detail}", path=self.root, field="--base-url")
+
+    def abandon(self) -> None:
+        """Stop retrying (the run has failed): a request waiting to retry gives up at once."""
+        self._abandoned.set()
+
+    def _attempt(self, method: str, path: str, data: bytes | None) -> object:
+        """One request: the decoded JSON body, :class:`Retryable` for a transient failure, :class:`ServerError` for a refusal."""
+        headers = {"Content-Type": "application/json"} | ({"Authorization": f"Bearer {self.api_key}"} if self.api_key else {})
+        req = urllib.request.Request(self.root + path, data=data, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                raw = resp.read()  # a body shorter than its Content-Length raises IncompleteRead here
+        except urllib.error.HTTPError as exc:
+            detail = _error_detail(exc)
+            if exc.code not in RETRY_STATUS:
+                raise ServerError(f"HTTP {exc.code} from {path}: {detail}", status=exc.code, path=self.root, field="--base-url") from None
+            raise Retryable(f"HTTP {exc.code}", f"HTTP {exc.code}: {detail}", retry_after_seconds((exc.headers or {}).get("Retry-After"))) from None
+        except (http.client.HTTPException, OSError) as exc:  # URLError, refused, reset, timeout, IncompleteRead, a bad status line
+            raise Retryable(fault_kind(exc), str(getattr(exc, "reason", exc)) or type(exc).__name__) from None
+        try:
+            return json.loads(raw)
+        except ValueError:  # cut off, or not JSON at all (is this an OpenAI-compatible endpoint?); bad UTF-8 too
+            raise Retryable("invalid JSON", f"{path} did not return JSON ({len(raw)} bytes: {raw[:80]!r}; is this an OpenAI-compatible endpoint?)") from None
 
     def _get_optional(self, path: str) -> dict | None:
+        """An endpoint only some servers have: None where the server refuses it (404, ...); transient faults are retried
+        as for any request, so that a fault never changes what the run pins."""
         try:
-            return self._request("GET", path, retry=False)
-        except ServerError:
+            return self._request("GET", path)
+        except ServerError as exc:
+            if exc.status is None:
+                raise
             return None
 
     def model_id(self) -> str:
         """The served model's id (``--api-model`` must be one of them when several are served)."""
-        listing = self._request("GET", "/v1/models")
-        ids = [m.get("id") for m in listing.get("data", []) if isinstance(m, dict) and m.get("id")]
+        ids = [m["id"] for m in self._request("GET", "/v1/models", parse=model_listing) if isinstance(m.get("id"), str) and m["id"]]
         if self.api_model is not None:
             if ids and self.api_model not in ids:
                 raise InputError(f"model {self.api_model!r} is not served here (served: {', '.join(ids)})", path=self.root, field="--api-model")
@@ -131,6 +309,7 @@ class ServerClient:
         return None
 
     def complete(self, model: str, prompt: str, seed: int, sampling: Sampling) -> dict:
+        """One seeded completion: :func:`completion_of` its answer (retried until the body holds one, bounded)."""
         body = {
             "model": model,
             "prompt": prompt,
@@ -144,13 +323,7 @@ class ServerClient:
             "seed": seed,
             "n": 1,
         }
-        res = self._request("POST", "/v1/completions", body)
-        try:
-            choice = res["choices"][0]
-            text = choice["text"]
-        except (KeyError, IndexError, TypeError):
-            raise ServerError(f"completion without choices[0].text: {json.dumps(res)[:200]}", path=self.root, field="--base-url") from None
-        return {"text": text, "finish": choice.get("finish_reason"), "n_tokens": (res.get("usage") or {}).get("completion_tokens"), "fingerprint": res.get("system_fingerprint")}
+        return self._request("POST", "/v1/completions", body, parse=completion_of)
 
 
 class ServerEngine:
@@ -180,12 +353,16 @@ class ServerEngine:
                     if nxt not in futures:
                         submit(nxt)
                 out = []
-                for k, (seed, fut) in enumerate(zip(seeds[i], futures.pop(i))):
+                for k, (seed, fut) in enumerate(zip(seeds[i], futures[i])):
                     r = fut.result()
                     self.fingerprint = self.fingerprint or r["fingerprint"]
                     finish = "stop" if r["finish"] == "stop" else "length"
                     out.append(Sample(k, seed, r["text"], int(r["n_tokens"] or 0), finish))
+                del futures[i]  # only now: a failure above must cancel this item's other requests too
                 yield i, out
+        except BaseException:
+            self.client.abandon()  # the run stops: requests in flight give up instead of waiting out their retries
+            raise
         finally:
             for futs in futures.values():
                 for f in futs:
@@ -249,7 +426,7 @@ def collect_server(
     spec = spec if spec is not None else RunSpec(engine="server", **settings)
     card = card if isinstance(card, ModelCard) else load_card(card)
     bank = items if isinstance(items, Bank) else load_bank(items)
-    _check_server_args(card, concurrency)
+    _check_server_args(card, concurrency, retries=retries, backoff=backoff, timeout=timeout)
     rng = spec.item_range(len(bank))
     client = ServerClient(base_url, api_model, timeout=timeout, retries=retries, backoff=backoff)
     run_dir = Path(out)
@@ -267,19 +444,42 @@ def collect_server(
         salt = pinned_salt(pins)
         write = lambda it, samples: R.write_part(run_dir, it.index, R.trial_rows(it, samples, label=label, engine="server"))  # noqa: E731
         t_sample = time.monotonic()
-        with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="bayesrc-server") as pool:
-            eng = ServerEngine(client, model_id, sampling, pool)
-            _draw_from_server(eng, prompts, spec, pending, salt, write, progress)
+        earlier = recorded_retries(record)
+        end = lambda: R.end_run(run_dir, selected, pins, info | {"retries": dict(earlier + client.retried)}, per_item=spec.k, outputs=lambda parts: {"trials.parquet": parts})  # noqa: E731
+        try:
+            with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="bayesrc-server") as pool:
+                eng = ServerEngine(client, model_id, sampling, pool)
+                _draw_from_server(eng, prompts, spec, pending, salt, write, progress)
+        except ServerError as exc:  # the items finished so far are journalled; the record says how far the run got
+            n_done = end()
+            raise ServerError(f"{exc.message}; the run stopped with {n_done} of {len(selected)} items done, --resume continues it", path=exc.path, field=exc.field) from None
         t_sample = time.monotonic() - t_sample
         info["system_fingerprint"] = eng.fingerprint
-        n_done = R.end_run(run_dir, selected, pins, info, per_item=spec.k, outputs=lambda parts: {"trials.parquet": parts})
-    return R.RunResult(run_dir, n_done, n_done * spec.k, len(pending), time.monotonic() - t0, t_sample)
+        n_done = end()
+    return R.RunResult(run_dir, n_done, n_done * spec.k, len(pending), time.monotonic() - t0, t_sample, server_retries=dict(client.retried))
 
 
-def _check_server_args(card: ModelCard, concurrency: int) -> None:
-    """What a server run needs beyond the spec: requests in flight, and a chat template it can render without the GGUF."""
+def recorded_retries(record: dict | None) -> Counter:
+    """The retries by fault kind that a resumed run's record holds (``info.retries``; kinds with a count that is not an integer dropped).
+
+    Examples
+    --------
+    >>> recorded_retries({"info": {"retries": {"timeout": 2, "HTTP 503": "x"}}}), recorded_retries(None)
+    (Counter({'timeout': 2}), Counter())
+    """
+    info = (record or {}).get("info")
+    retries = info.get("retries") if isinstance(info, dict) else None
+    return Counter({k: v for k, v in retries.items() if isinstance(v, int) and not isinstance(v, bool) and v > 0} if isinstance(retries, dict) else {})
+
+
+def _check_server_args(card: ModelCard, concurrency: int, *, retries: int, backoff: float, timeout: float) -> None:
+    """What a server run needs beyond the spec: requests in flight, retries and waits, and a chat template it can render without the GGUF."""
     if concurrency < 1:
         raise InputError(f"must be >= 1, got {concurrency}", field="--concurrency")
+    if retries < 0:  # the client checks it too; here it fails before the run directory is locked
+        raise InputError(f"must be >= 0, got {retries}", field="--retries")
+    if not timeout > 0 or not backoff >= 0:  # also refuses NaN
+        raise InputError(f"expected a timeout > 0 and a back-off >= 0, got {timeout} and {backoff}", field="--timeout")
     if card.format == "chat" and card.chat_template is None and card.chat_format == "gguf":
         raise InputError("the server engine cannot read the GGUF's chat template: give the card a chat_template or a named chat_format",
                          path=card.card_path, field="prompt.chat_format")  # fmt: skip
