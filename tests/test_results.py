@@ -153,10 +153,36 @@ def test_switch_result_roundtrip(tmp_path):
     from bayesrc.switch import analyse_switch, simulate_switch
 
     sim = simulate_switch(3, 20, seed=5)
-    res = analyse_switch(sim.data, n_boot=200, backends=()).to_result()
+    res = analyse_switch(sim.data, n_boot=200, backends=())
     assert isinstance(res, SwitchResult) and res.benchmarks == ["sim"]
     _roundtrip(res, tmp_path)
     assert len(res.effects()) == 3 * 2 and res.plot_effects().axes  # off-diagonal cells
+
+
+def test_analyse_switch_returns_the_result_load_gives_back(tmp_path):
+    """One class for a switch analysis in memory and on disk: analyse_switch's SwitchResult equals its
+    saved and reloaded copy, every accessor included, and its matrices are the analysis's own."""
+    from bayesrc.datasets import SWITCH_CELLS, path
+    from bayesrc.switch import analyse_switch, fit_additive, load_switch, switch_effects
+
+    data = load_switch(path(SWITCH_CELLS))  # two benchmarks of 9 models: correlation defined
+    res = analyse_switch(data, n_boot=100, backends=())
+    res.save(tmp_path / "r")
+    loaded = bayesrc.load(tmp_path / "r")
+    assert isinstance(res, SwitchResult) and loaded == res
+    for name in ("benchmarks", "settings", "correlation", "failed_fits"):
+        assert getattr(loaded, name) == getattr(res, name), name
+    assert set(res.correlation) == {"alpha", "beta", "n_models"} and -1 <= res.correlation["alpha"] <= 1
+    assert loaded.summary().equals(res.summary()) and res.summary()["models"].tolist() == [9, 9]
+    for b in res.benchmarks:
+        assert loaded.models(b) == res.models(b) == data.models[b]
+        for name in ("effects", "cells", "factors", "factor_table", "intervals", "cell_means", "effects_matrix", "residual_matrix"):
+            assert getattr(loaded, name)(b).equals(getattr(res, name)(b)), name
+        eff = switch_effects(data.select(b), n_boot=100)
+        off = ~np.eye(len(data.models[b]), dtype=bool)
+        assert np.array_equal(res.effects_matrix(b).to_numpy(float)[off], eff["delta"].to_numpy()[off], equal_nan=True)
+        ls = fit_additive(eff["delta"], se=eff["se"], base_cov=eff["base_cov"])
+        pd.testing.assert_frame_equal(res.intervals(b), ls.intervals())
 
 
 def test_sensitivity_table_roundtrip(small_pair, tmp_path):
