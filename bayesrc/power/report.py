@@ -494,14 +494,8 @@ def leaderboard_report(
     for method in ("holm", "bh"):
         ranks, infl, ok = multiplicity_verdicts(q, m, method, alpha, power)
         for pr, r, f, v in zip(pairs, ranks, infl, ok):
-            pr.multiplicity[method].update(
-                rank=int(r),
-                alpha=float(an.adjusted_alpha(m, method, alpha, r)),
-                inflation=float(f),
-                n_star=pr.n_star * float(f),
-                q=(pr.n / (pr.n_star * f)) if np.isfinite(pr.n_star) else 0.0,
-                resolved=bool(v),
-            )
+            ns, qq, _ = _stressed(pr.n_star, pr.n, float(f))  # the step procedure decides resolved, not q alone
+            pr.multiplicity[method].update(rank=int(r), alpha=float(an.adjusted_alpha(m, method, alpha, r)), inflation=float(f), n_star=ns, q=qq, resolved=bool(v))
     return PowerReport({
         "info": dict(info or {}, comparisons=m, alpha=alpha, power=power, anytime=anytime),
         "ranking": ranking.to_dict(orient="records"),
