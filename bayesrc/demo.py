@@ -82,7 +82,7 @@ def run_demo(args: argparse.Namespace) -> int:
                 save_trials(s.trials_v2, stage / "trials" / f"{n}_v2.parquet")
                 s.truth.to_parquet(stage / "trials" / f"{n}_truth.parquet", index=False)
         analysis.to_result().write_into(stage)  # rci.json + items_NAME.parquet
-        resolution.to_result().write_into(stage)  # power.json
+        resolution.write_into(stage)  # power.json (a PowerReport)
         if record is not None:
             atomic_write_json(stage / "demo.json", record)
         for n, f in fits.items():

@@ -329,7 +329,7 @@ def _sensitivity(out: Path) -> None:
 def _switch(out: Path) -> None:
     from bayesrc.switch import analyse_switch, simulate_switch
 
-    analyse_switch(simulate_switch(3, 20, seed=5).data, n_boot=50, backends=()).to_result().save(out)
+    analyse_switch(simulate_switch(3, 20, seed=5).data, n_boot=50, backends=()).save(out)
 
 
 def _plan(out: Path) -> None:

@@ -153,10 +153,36 @@ def test_switch_result_roundtrip(tmp_path):
     from bayesrc.switch import analyse_switch, simulate_switch
 
     sim = simulate_switch(3, 20, seed=5)
-    res = analyse_switch(sim.data, n_boot=200, backends=()).to_result()
+    res = analyse_switch(sim.data, n_boot=200, backends=())
     assert isinstance(res, SwitchResult) and res.benchmarks == ["sim"]
     _roundtrip(res, tmp_path)
     assert len(res.effects()) == 3 * 2 and res.plot_effects().axes  # off-diagonal cells
+
+
+def test_analyse_switch_returns_the_result_load_gives_back(tmp_path):
+    """One class for a switch analysis in memory and on disk: analyse_switch's SwitchResult equals its
+    saved and reloaded copy, every accessor included, and its matrices are the analysis's own."""
+    from bayesrc.datasets import SWITCH_CELLS, path
+    from bayesrc.switch import analyse_switch, fit_additive, load_switch, switch_effects
+
+    data = load_switch(path(SWITCH_CELLS))  # two benchmarks of 9 models: correlation defined
+    res = analyse_switch(data, n_boot=100, backends=())
+    res.save(tmp_path / "r")
+    loaded = bayesrc.load(tmp_path / "r")
+    assert isinstance(res, SwitchResult) and loaded == res
+    for name in ("benchmarks", "settings", "correlation", "failed_fits"):
+        assert getattr(loaded, name) == getattr(res, name), name
+    assert set(res.correlation) == {"alpha", "beta", "n_models"} and -1 <= res.correlation["alpha"] <= 1
+    assert loaded.summary().equals(res.summary()) and res.summary()["models"].tolist() == [9, 9]
+    for b in res.benchmarks:
+        assert loaded.models(b) == res.models(b) == data.models[b]
+        for name in ("effects", "cells", "factors", "factor_table", "intervals", "cell_means", "effects_matrix", "residual_matrix"):
+            assert getattr(loaded, name)(b).equals(getattr(res, name)(b)), name
+        eff = switch_effects(data.select(b), n_boot=100)
+        off = ~np.eye(len(data.models[b]), dtype=bool)
+        assert np.array_equal(res.effects_matrix(b).to_numpy(float)[off], eff["delta"].to_numpy()[off], equal_nan=True)
+        ls = fit_additive(eff["delta"], se=eff["se"], base_cov=eff["base_cov"])
+        pd.testing.assert_frame_equal(res.intervals(b), ls.intervals())
 
 
 def test_sensitivity_table_roundtrip(small_pair, tmp_path):
@@ -234,10 +260,44 @@ def test_power_report_from_leaderboard_roundtrip(tmp_path):
     from bayesrc.power import leaderboard_report
 
     rng = np.random.default_rng(0)
-    res = leaderboard_report({m: (rng.random(400) < p).astype(float) for m, p in (("a", 0.7), ("b", 0.62), ("c", 0.6))}).to_result()
+    res = leaderboard_report({m: (rng.random(400) < p).astype(float) for m, p in (("a", 0.7), ("b", 0.62), ("c", 0.6))})
     assert isinstance(res, PowerReport)
     loaded = _roundtrip(res, tmp_path)
     assert loaded.pairs_table()["pair"].tolist() == ["a vs b", "b vs c"]
+
+
+def test_leaderboard_report_returns_the_report_load_gives_back(tmp_path):
+    """One class for a leaderboard resolution in memory and on disk: leaderboard_report's PowerReport
+    (with its noise rows) equals its saved and reloaded copy, the pairs.csv and power.md it renders
+    included; an infinite N* (δ = 0) or q (N* = 0), null in power.json, reads back as infinite."""
+    from bayesrc.data import item_counts, simulate_pair
+    from bayesrc.power import leaderboard_noise, leaderboard_report, scores_from_counts
+
+    sim = simulate_pair(300, 6, seed=4, models=("v1", "v2"))
+    counts = item_counts(sim.trials_v1, sim.trials_v2)
+    scores, domain, _ = scores_from_counts(counts)
+    rep = leaderboard_report(scores, domain.to_numpy())
+    rep = rep.with_noise(leaderboard_noise(counts, rep))
+    rep.save(tmp_path / "r")
+    loaded = bayesrc.load(tmp_path / "r")
+    assert isinstance(rep, PowerReport) and loaded == rep and len(rep.noise) == 1
+    assert loaded.info == rep.info and loaded.noise == rep.noise and loaded.to_markdown() == rep.to_markdown()
+    for name in ("ranking", "to_frame", "summary", "pairs_table", "noise_table"):
+        value = getattr(loaded, name)
+        assert (value if name == "ranking" else value()).equals(getattr(rep, name) if name == "ranking" else getattr(rep, name)()), name
+    assert rep.with_noise([]).noise == [] and "noise" not in rep.with_noise([]).payload
+
+    x = np.tile([1.0, 0.0], 50)
+    edge = leaderboard_report({"tie_a": x, "tie_b": 1 - x, "all": np.ones(100)})  # all vs tie_a: N* finite; tie_a vs tie_b: δ = 0
+    edge.save(tmp_path / "e")
+    for r in (edge, bayesrc.load(tmp_path / "e")):
+        (tie,) = [p for p in r.pair_records() if p["delta"] == 0]
+        assert tie["n_star"] is None and tie["q"] == 0
+        row = r.to_frame().set_index("pair").loc["tie_a vs tie_b"]
+        assert np.isinf(row["n_star"]) and np.isinf(row["n_star_anytime"]) and row["q"] == 0
+        assert "| ∞ |" in r.to_markdown()
+    steep = leaderboard_report({"a": np.ones(100), "b": np.zeros(100)})  # sigma_D = 0: N* = 0, q infinite
+    assert steep.payload["pairs"][0]["q"] is None and np.isinf(steep.to_frame()["q"].iloc[0])
 
 
 def test_plan_roundtrip(tmp_path):
@@ -286,7 +346,7 @@ def test_a_run_directory_opens_every_result_in_it(rci_run, tmp_path):
 
     rci_run.save(tmp_path)
     rng = np.random.default_rng(1)
-    leaderboard_report({m: (rng.random(200) < p).astype(float) for m, p in (("a", 0.7), ("b", 0.6))}).to_result().save(tmp_path)
+    leaderboard_report({m: (rng.random(200) < p).astype(float) for m, p in (("a", 0.7), ("b", 0.6))}).save(tmp_path)
     found = bayesrc.load(tmp_path)
     assert set(found) == {"rci.json", "power.json"} and found["rci.json"] == rci_run
 

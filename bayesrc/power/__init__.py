@@ -33,12 +33,10 @@ from bayesrc.power.analytic import (
 )
 from bayesrc.power.calibration import calibration_grid, empirical_power, paired_bernoulli_counts
 from bayesrc.power.report import (
-    LeaderboardResolution,
     PairResolution,
     leaderboard_noise,
     leaderboard_report,
     multiplicity_verdicts,
-    render_markdown,
     resolution_report,
     scores_from_counts,
 )
@@ -49,7 +47,6 @@ __all__ = [
     "ANYTIME_METHODS",
     "MULTIPLICITY_METHODS",
     "VERDICT_PARADIGMS",
-    "LeaderboardResolution",
     "McNemarResult",
     "PairResolution",
     "ParameterError",
@@ -72,7 +69,6 @@ __all__ = [
     "multiplicity_verdicts",
     "paired_bernoulli_counts",
     "paired_variance",
-    "render_markdown",
     "required_n",
     "resolution_ratio",
     "resolution_report",

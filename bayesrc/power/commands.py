@@ -66,19 +66,18 @@ def run_power(args: argparse.Namespace) -> int:
         raise InputError("fewer than 2 items scored in every file", path=args.scores[0], field="is_correct")
     info.update(sources=[str(s) for s in args.scores], cluster_by=None if args.cluster_by == "none" else args.cluster_by)
     clusters = domain.to_numpy() if args.cluster_by == "domain" else None
-    lb = leaderboard_report(scores, clusters, alpha=args.alpha, power=args.power, comparisons=args.comparisons, anytime=args.anytime, binary=info["binary"], info=info)
-    lb.noise = leaderboard_noise(counts, lb, scores.index)  # K vs N (empty for single-shot scores)
-    table = lb.to_frame()
-    markdown = lb.to_markdown()
+    report = leaderboard_report(scores, clusters, alpha=args.alpha, power=args.power, comparisons=args.comparisons, anytime=args.anytime, binary=info["binary"], info=info)
+    report = report.with_noise(leaderboard_noise(counts, report, scores.index))  # K vs N (none for single-shot scores)
+    table = report.to_frame()
     with staged_output(args.out) as stage:
-        lb.to_result().write_into(stage)  # power.json (bayesrc.power.PowerReport)
-        atomic_write_text(stage / "power.md", markdown)
+        report.write_into(stage)  # power.json (bayesrc.power.PowerReport)
+        atomic_write_text(stage / "power.md", report.to_markdown())
         atomic_write_text(stage / "pairs.csv", table.to_csv(index=False))
     print(table[["rank", "pair", "n", "delta", "n_star", "q", "p_exact", "resolved_fixed_n"]].to_string(index=False))
-    print(lb.summary().to_string(index=False))
+    print(report.summary().to_string(index=False))
     from bayesrc.classical.noise import noise_sentence
 
-    for r in lb.noise:
+    for r in report.noise:
         print(f"noise, {r['name_a']} vs {r['name_b']}: {noise_sentence(r)}")
     print(f"wrote {args.out / 'power.json'} and {args.out / 'power.md'}")
     return 0

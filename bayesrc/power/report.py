@@ -28,7 +28,6 @@ from scipy import stats
 from bayesrc.classical.noise import noise_from_counts
 from bayesrc.classical.secondary import mcnemar
 from bayesrc.errors import InputError
-from bayesrc.markdown import markdown_table
 from bayesrc.power import analytic as an
 from bayesrc.power.result import VERDICT_PARADIGMS, PowerReport
 
@@ -430,62 +429,6 @@ def multiplicity_verdicts(q: ArrayLike, m: int, method: str, alpha: float = 0.05
     return ranks, infl, resolved
 
 
-@dataclass
-class LeaderboardResolution:
-    """Adjacent-pair resolution table of a leaderboard (models ranked by accuracy).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> rng = np.random.default_rng(0)
-    >>> lb = leaderboard_report({m: (rng.random(500) < p).astype(float) for m, p in (("a", 0.7), ("b", 0.6), ("c", 0.5))})
-    >>> len(lb.pairs)  # adjacent pairs of the ranking
-    2
-    """
-
-    ranking: pd.DataFrame  # rank, model, accuracy
-    pairs: list[PairResolution]
-    info: dict = field(default_factory=dict)
-    noise: list[dict] = field(default_factory=list)  # per pair: K vs N noise of the mean-accuracy difference (leaderboard_noise)
-
-    def to_frame(self) -> pd.DataFrame:
-        """One row per adjacent pair (rank r vs r + 1): figures and verdict per paradigm."""
-        rows = []
-        for i, pr in enumerate(self.pairs):
-            row = pr.summary().iloc[0].to_dict()
-            row = {"rank": i + 1, **row}
-            row["n_star_clustered"] = pr.n_star_clustered
-            row["n_star_anytime"] = pr.anytime["n_star"]
-            rows.append(row)
-        return pd.DataFrame(rows)
-
-    def summary(self) -> pd.DataFrame:
-        """How many adjacent pairs are unresolved under each paradigm."""
-        rows = []
-        for p in VERDICT_PARADIGMS:
-            v = [pr.verdicts[p] for pr in self.pairs]
-            known = [x for x in v if x is not None]
-            rows.append(dict(paradigm=p, pairs=len(known), unresolved=int(sum(not x for x in known))))
-        return pd.DataFrame(rows)
-
-    def to_dict(self) -> dict:
-        return {
-            "info": self.info,
-            "ranking": self.ranking.to_dict(orient="records"),
-            "unresolved": self.summary().to_dict(orient="records"),
-            "pairs": [p.to_dict() for p in self.pairs],
-            **({"noise": self.noise} if self.noise else {}),
-        }
-
-    def to_result(self):
-        """The typed, saveable record (:class:`bayesrc.power.PowerReport`, ``power.json``)."""
-        return PowerReport(self.to_dict())
-
-    def to_markdown(self) -> str:
-        """The verdict table as Markdown (what ``bayesrc power`` writes to ``power.md``)."""
-        return render_markdown(self)
-
-
 def leaderboard_report(
     scores: Mapping[str, ArrayLike] | pd.DataFrame,
     clusters: ArrayLike | None = None,
@@ -497,7 +440,7 @@ def leaderboard_report(
     binary: bool = True,
     cluster_mean: str = "arithmetic",
     info: dict | None = None,
-) -> LeaderboardResolution:
+) -> PowerReport:
     """Resolution of every adjacent pair of a leaderboard.
 
     Models are ranked by accuracy (best first); pair r compares rank r with rank
@@ -506,13 +449,26 @@ def leaderboard_report(
     Holm and BH are run as step procedures over the adjacent pairs on the q scale.
     With two models this is the single pair's report.
 
+    Returns
+    -------
+    PowerReport
+        The record ``bayesrc power`` writes (``power.json``): ``info`` (``info`` with comparisons,
+        alpha, power and anytime),
+        ``ranking``, ``unresolved`` per paradigm and one ``pairs`` record per adjacent pair
+        (:meth:`PairResolution.to_dict`). It is the object ``bayesrc.load("power.json")`` gives
+        back after ``save``, and equals it; :meth:`~bayesrc.power.PowerReport.to_frame` and
+        :meth:`~bayesrc.power.PowerReport.to_markdown` are the command's ``pairs.csv`` and ``power.md``.
+
     Examples
     --------
     >>> import numpy as np
     >>> rng = np.random.default_rng(0)
-    >>> lb = leaderboard_report({m: (rng.random(500) < p).astype(float) for m, p in (("a", 0.7), ("b", 0.6), ("c", 0.5))})
-    >>> lb.to_frame()["pair"].tolist()[:1]  # doctest: +SKIP
-    >>> lb.to_result().save("out/power")  # doctest: +SKIP
+    >>> rep = leaderboard_report({m: (rng.random(500) < p).astype(float) for m, p in (("a", 0.7), ("b", 0.6), ("c", 0.5))})
+    >>> rep.to_frame()["pair"].tolist()  # adjacent pairs of the ranking
+    ['a vs b', 'b vs c']
+    >>> rep.summary()["paradigm"].tolist()[:3]  # the unresolved pairs per paradigm
+    ['fixed_n', 'bonferroni', 'holm']
+    >>> rep.save("out/power")  # doctest: +SKIP
     """
     if isinstance(scores, Mapping):
         lengths = {str(k): np.size(v) for k, v in scores.items()}
@@ -538,23 +494,41 @@ def leaderboard_report(
     for method in ("holm", "bh"):
         ranks, infl, ok = multiplicity_verdicts(q, m, method, alpha, power)
         for pr, r, f, v in zip(pairs, ranks, infl, ok):
-            pr.multiplicity[method].update(
-                rank=int(r),
-                alpha=float(an.adjusted_alpha(m, method, alpha, r)),
-                inflation=float(f),
-                n_star=pr.n_star * float(f),
-                q=(pr.n / (pr.n_star * f)) if np.isfinite(pr.n_star) else 0.0,
-                resolved=bool(v),
-            )
-    return LeaderboardResolution(ranking=ranking, pairs=pairs, info=dict(info or {}, comparisons=m, alpha=alpha, power=power, anytime=anytime))
+            ns, qq, _ = _stressed(pr.n_star, pr.n, float(f))  # the step procedure decides resolved, not q alone
+            pr.multiplicity[method].update(rank=int(r), alpha=float(an.adjusted_alpha(m, method, alpha, r)), inflation=float(f), n_star=ns, q=qq, resolved=bool(v))
+    return PowerReport({
+        "info": dict(info or {}, comparisons=m, alpha=alpha, power=power, anytime=anytime),
+        "ranking": ranking.to_dict(orient="records"),
+        "unresolved": _unresolved_counts(pairs),
+        "pairs": [p.to_dict() for p in pairs],
+    })  # fmt: skip
 
 
-def leaderboard_noise(counts: xr.Dataset, lb: LeaderboardResolution, items: ArrayLike | None = None) -> list[dict]:
+def _unresolved_counts(pairs: list[PairResolution]) -> list[dict]:
+    """Per paradigm, how many of ``pairs`` it judges and how many of those are unresolved (the
+    ``unresolved`` records of ``power.json``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> x = np.tile([1.0, 0.0], 100)
+    >>> _unresolved_counts([resolution_report(x, x[::-1])])[0]  # δ = 0: unresolved
+    {'paradigm': 'fixed_n', 'pairs': 1, 'unresolved': 1}
+    """
+    rows = []
+    for p in VERDICT_PARADIGMS:
+        known = [v for v in (pr.verdicts[p] for pr in pairs) if v is not None]
+        rows.append({"paradigm": p, "pairs": len(known), "unresolved": int(sum(not v for v in known))})
+    return rows
+
+
+def leaderboard_noise(counts: xr.Dataset, report: PowerReport, items: ArrayLike | None = None) -> list[dict]:
     """Noise decomposition (:func:`bayesrc.classical.noise_decomposition`) of every adjacent pair's
     mean-accuracy difference (A - B, per-item accuracy ``y / n``), from the K samples per item.
 
     ``items``: the items analysed (default all). Empty when no item has two answers in both
-    versions (single-shot scores: the within-item variance is not estimable).
+    versions (single-shot scores: the within-item variance is not estimable). The report holds
+    them through :meth:`bayesrc.power.PowerReport.with_noise`.
 
     Examples
     --------
@@ -562,105 +536,20 @@ def leaderboard_noise(counts: xr.Dataset, lb: LeaderboardResolution, items: Arra
     >>> sim = simulate_pair(300, 10, seed=1)
     >>> counts = item_counts(sim.trials_v1, sim.trials_v2)
     >>> scores, _, _ = scores_from_counts(counts)
-    >>> rows = leaderboard_noise(counts, leaderboard_report(scores))
+    >>> report = leaderboard_report(scores)
+    >>> rows = leaderboard_noise(counts, report)
     >>> [(r["name_a"], r["n_half"]) for r in rows]
     [('model-v2', 600)]
+    >>> report.with_noise(rows).noise_table()["N to halve"].tolist()
+    [600]
     """
     sub = counts if items is None else counts.sel(item=list(items))
     out = []
-    for p in lb.pairs:
+    for p in report.pair_records():
+        a, b = str(p["name_a"]), str(p["name_b"])
         try:
-            nd = noise_from_counts(sub, (str(p.name_b), str(p.name_a)))  # D = A - B, as the pair's delta
+            nd = noise_from_counts(sub, (b, a))  # D = A - B, as the pair's delta
         except InputError:
             return []
-        out.append({"name_a": str(p.name_a), "name_b": str(p.name_b), **{k: v for k, v in nd.items() if k != "versions"}})
+        out.append({"name_a": a, "name_b": b, **{k: v for k, v in nd.items() if k != "versions"}})
     return out
-
-
-# ---------------------------------------------------------------------------
-# Markdown
-# ---------------------------------------------------------------------------
-
-
-def _fmt(x, digits: int = 3) -> str:
-    if x is None:
-        return "n/a"
-    if isinstance(x, (bool, np.bool_)):
-        return "resolved" if x else "**unresolved**"
-    if isinstance(x, (int, np.integer)):
-        return f"{int(x):,}"
-    x = float(x)
-    if np.isnan(x):
-        return "n/a"
-    if np.isinf(x):
-        return "∞"
-    if abs(x) >= 1000:
-        return f"{x:,.0f}"
-    return f"{x:.{digits}g}"
-
-
-def _md_cell(v: object) -> str:
-    """A Markdown cell of power.md: text as it is, numbers through :func:`_fmt`."""
-    return v if isinstance(v, str) else _fmt(v)
-
-
-def render_markdown(lb: LeaderboardResolution) -> str:
-    """Markdown report: ranking, per-pair figures, verdicts per paradigm, unresolved counts.
-
-    Examples
-    --------
-    >>> print(render_markdown(lb)[:60])  # doctest: +SKIP
-    """
-    info = lb.info
-    parts = [
-        "# Resolution report",
-        "",
-        f"alpha = {info.get('alpha')}, power = {info.get('power')}, family of {info.get('comparisons')} comparison(s), "
-        f"anytime boundary: {info.get('anytime')}"
-        + (f", scores: {info['aggregate']}" if "aggregate" in info else "")
-        + (f", missing answers: {info['missing']}" if "missing" in info else "")
-        + (f", clusters: {info['cluster_by']}" if info.get("cluster_by") else ""),
-        "",
-        "q = N / N*; a pair is resolved under a paradigm iff N is at least its (inflated) N*.",
-        "",
-        "## Pairs",
-        "",
-        markdown_table(
-            ["rank", "pair", "N", "acc A", "acc B", "δ", "ρ", "b", "c", "MDE", "N*", "q", "McNemar exact p", "asymptotic p", "paired t p"],
-            [[i + 1, f"{p.name_a} vs {p.name_b}", p.n, p.p_a, p.p_b, p.delta, p.rho, p.b, p.c, p.mde, p.n_star, p.q, p.p_exact, p.p_asymptotic, p.p_paired_t] for i, p in enumerate(lb.pairs)],
-            cell=_md_cell,
-        ),
-        "",
-        "## Verdicts",
-        "",
-        markdown_table(
-            ["pair", *VERDICT_PARADIGMS, "DE", "N* clustered", "N* anytime"],
-            [[f"{p.name_a} vs {p.name_b}", *[p.verdicts[k] for k in VERDICT_PARADIGMS], p.design_effect, p.n_star_clustered, p.anytime["n_star"]] for p in lb.pairs],
-            cell=_md_cell,
-        ),
-        "",
-        "## Unresolved pairs per paradigm",
-        "",
-        markdown_table(["paradigm", "unresolved", "pairs"], [[r.paradigm, r.unresolved, r.pairs] for r in lb.summary().itertuples()], cell=_md_cell),
-    ]
-    if lb.noise:
-        parts += [
-            "",
-            "## Noise: more samples (K) or more items (N)?",
-            "",
-            "Variance of the mean-accuracy difference (per-item accuracy over the K samples), split by the law of total variance into "
-            "sampling within items and the item set; the N and K that would halve it (K: none when item-set noise is half or more).",
-            "",
-            markdown_table(
-                ["pair", "N", "K", "SE", "sampling share", "item-set share", "N to halve", "K to halve"],
-                [
-                    [f"{r['name_a']} vs {r['name_b']}", r["n_items"], r["k"], r["se"], r["share_sampling"], r["share_items"], r["n_half"], r["k_half"] if r["k_half"] is not None else "none"]
-                    for r in lb.noise
-                ],
-                cell=_md_cell,
-            ),
-        ]
-    notes = [f"- {p.name_a} vs {p.name_b}: {n}" for p in lb.pairs for n in p.notes]
-    if notes:
-        parts += ["", "## Notes", "", *notes]
-    return "\n".join(parts) + "\n"

@@ -4,10 +4,11 @@ Load episode scores or published cell summaries (:func:`load_switch`), compute c
 means and paired switch effects with BCa intervals (:func:`cell_means`,
 :func:`switch_effects`), fit Δ_ab = μ + α_a + β_b + ε_ab by least squares
 (:func:`fit_additive`) or Bayesian NUTS in NumPyro / PyMC (:func:`fit_factor_bayes`),
-or do everything at once (:func:`analyse_switch`).
+or do everything at once (:func:`analyse_switch`, which returns the :class:`SwitchResult` that
+``bayesrc switch`` writes and ``bayesrc.load`` reads back).
 """
 
-from bayesrc.switch.analysis import SwitchAnalysis, analyse_switch
+from bayesrc.switch.analysis import analyse_switch
 from bayesrc.switch.bayes import BayesFactorFit, FactorData, FactorPriors, factor_data, fit_factor_bayes
 from bayesrc.switch.bootstrap import bca_mean, bca_paired_diff, bca_unpaired_diff
 from bayesrc.switch.data import SwitchData, episodes_from_frame, load_switch, save_episodes
@@ -23,7 +24,6 @@ __all__ = [
     "FactorData",
     "FactorPriors",
     "SimulatedSwitch",
-    "SwitchAnalysis",
     "SwitchData",
     "analyse_switch",
     "bca_mean",

@@ -1,107 +1,21 @@
-"""One call from switch data to every result of SPEC section 4 (what the CLI writes)."""
+"""One call from switch data to every result of SPEC section 4: :func:`analyse_switch` returns the
+:class:`~bayesrc.switch.SwitchResult` that ``bayesrc switch`` writes (``switch.json``) and
+``bayesrc.load`` gives back; :func:`plot_effects` and :func:`plot_residuals` draw the command's PNGs
+from it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
-import pandas as pd
 import xarray as xr
 
 from bayesrc.io import atomic_write_bytes
-from bayesrc.switch.bayes import factor_data, fit_factor_bayes
+from bayesrc.switch.bayes import BayesFactorFit, factor_data, fit_factor_bayes
 from bayesrc.switch.data import SwitchData
 from bayesrc.switch.factor import AdditiveFit, factor_correlation, fit_additive
 from bayesrc.switch.matrix import cell_means, effects_frame, switch_effects
 from bayesrc.switch.result import SwitchResult
 
 MIN_MODELS_NOTE = "the additive factor model needs at least 3 models (k(k-1) cells >= 2k-1 parameters); not fitted"
-
-
-@dataclass
-class BenchmarkResult:
-    benchmark: str
-    models: list[str]
-    means: xr.Dataset
-    effects: xr.Dataset
-    ls: AdditiveFit | None  # None with fewer than 3 models (μ, α, β not identified)
-    bayes: dict = field(default_factory=dict)  # backend -> BayesFactorFit
-
-    def to_dict(self) -> dict:
-        means = self.means.to_dataframe().reset_index()
-        out = {"models": self.models, "interval": self.effects.attrs.get("interval")}
-        if self.ls is not None:
-            out.update(self.ls.to_dict())
-        else:
-            out.update({"mu": None, "alpha": None, "beta": None, "r2": None, "cv_r2": None, "noise_floor_r2": None, "cells": [], "note": MIN_MODELS_NOTE})
-        out["adjustment"] = self.effects.attrs.get("adjustment")
-        out["effects"] = effects_frame(self.effects).to_dict(orient="records")
-        out["cell_means"] = means.to_dict(orient="records")
-        out["bayes"] = {}
-        for name, fit in self.bayes.items():
-            out["bayes"][name] = fit.to_dict()  # gated by bayesrc.bayes.diagnostics.gate ("passed")
-        return out
-
-
-@dataclass
-class SwitchAnalysis:
-    """Every benchmark's switch effects, LS factor fit and Bayesian factor fits (:func:`analyse_switch`);
-    ``to_result()`` gives the saveable :class:`bayesrc.switch.SwitchResult`.
-
-    Examples
-    --------
-    >>> from bayesrc.switch import simulate_switch
-    >>> sim = simulate_switch(4, 30, seed=3)
-    >>> analysis = analyse_switch(sim.data, n_boot=100, backends=())
-    >>> analysis.to_result().summary()["models"].tolist()
-    [4]
-    """
-
-    data: SwitchData
-    results: dict[str, BenchmarkResult]
-    settings: dict
-
-    @property
-    def correlation(self) -> dict | None:
-        fits = [r.ls for r in self.results.values() if r.ls is not None]
-        return factor_correlation(fits[0], fits[1]) if len(fits) == 2 else None
-
-    @property
-    def failed_fits(self) -> list[str]:
-        return [f"{b}/{n}" for b, r in self.results.items() for n, d in r.to_dict()["bayes"].items() if not d["passed"]]
-
-    def summary(self) -> pd.DataFrame:
-        rows = []
-        for b, r in self.results.items():
-            eff = effects_frame(r.effects)
-            rows.append(
-                {
-                    "benchmark": b,
-                    "models": len(r.models),
-                    "cells": len(eff),
-                    "significant_95": int((eff["stars"] != "").sum()),
-                    "significant_95_adjusted": int(eff["significant_95_adjusted"].astype(bool).sum()) if "significant_95_adjusted" in eff else np.nan,
-                    "mu": r.ls.mu if r.ls else np.nan,
-                    "r2": r.ls.r2 if r.ls else np.nan,
-                    "noise_floor_r2": (r.ls.noise_floor or {}).get("mean", np.nan) if r.ls else np.nan,
-                    "noise_floor_r2_p975": (r.ls.noise_floor or {}).get("p975", np.nan) if r.ls else np.nan,
-                    "cv_r2": r.ls.cv_r2 if r.ls else np.nan,
-                }
-            )
-        return pd.DataFrame(rows)
-
-    def to_result(self):
-        """The typed, saveable record (:class:`bayesrc.switch.SwitchResult`, ``switch.json``)."""
-        return SwitchResult(self.to_dict())
-
-    def to_dict(self) -> dict:
-        return {
-            "input": self.data.path,
-            "kind": self.data.kind,
-            "settings": self.settings,
-            "benchmarks": {b: r.to_dict() for b, r in self.results.items()},
-            "correlation": self.correlation,
-        }
 
 
 def analyse_switch(
@@ -115,51 +29,83 @@ def analyse_switch(
     chains: int = 4,
     pairing_rho: float = 0.0,
     progress: bool | None = None,
-) -> SwitchAnalysis:
+) -> SwitchResult:
     """Cell means, switch effects, LS and Bayesian factor fits for every benchmark (``progress``:
     the fits' progress bars, as :class:`~bayesrc.bayes.SamplerConfig`'s).
 
+    Returns
+    -------
+    SwitchResult
+        The record ``bayesrc switch`` writes (``switch.json``): per benchmark the models, cell
+        means, switch effects, the least-squares factor fit (with its intervals and cells) and
+        each backend's Bayesian fit, and the α / β correlation across two benchmarks. It is the
+        object ``bayesrc.load("switch.json")`` gives back after ``save``, and equals it. The
+        in-memory pieces (effects Dataset, :class:`~bayesrc.switch.AdditiveFit`,
+        :class:`~bayesrc.switch.BayesFactorFit`) come from :func:`switch_effects`,
+        :func:`fit_additive` and :func:`fit_factor_bayes`.
+
     Examples
     --------
-    >>> from bayesrc.switch import simulate_switch, switch_effects
+    >>> from bayesrc.switch import simulate_switch
     >>> sim = simulate_switch(4, 30, seed=3)
-    >>> res = analyse_switch(sim.data, n_boot=100, backends=()).to_result()
-    >>> res.effects().shape[0]  # off-diagonal cells
-    12
+    >>> res = analyse_switch(sim.data, n_boot=100, backends=())
+    >>> res.effects().shape[0], res.summary()["models"].tolist()  # off-diagonal cells
+    (12, [4])
+    >>> res.intervals()["term"].unique().tolist()  # the LS fit's α and β with intervals
+    ['alpha', 'beta']
+    >>> res.save("out/switch")  # doctest: +SKIP
     """
-    results: dict[str, BenchmarkResult] = {}
+    benchmarks: dict[str, dict] = {}
+    fits: list[AdditiveFit] = []
     for bench in data.benchmarks:
         sub = data.select(bench)
+        models = sub.models[bench]
         means = cell_means(sub, n_boot=n_boot, seed=seed)
         effects = switch_effects(sub, n_boot=n_boot, seed=seed, pairing_rho=pairing_rho)
-        factor = len(sub.models[bench]) >= 3
+        factor = len(models) >= 3  # fewer: μ, α, β not identified
         ls = fit_additive(effects["delta"], se=effects["se"], base_cov=effects["base_cov"], seed=seed) if factor else None
-        res = BenchmarkResult(bench, sub.models[bench], means, effects, ls)
+        bayes = {}
         if backends and factor:
             fd = factor_data(sub, pairing_rho=pairing_rho)
             for backend in backends:
-                res.bayes[backend] = fit_factor_bayes(fd, backend=backend, draws=draws, tune=tune, chains=chains, seed=seed, progress=progress)
-        results[bench] = res
+                bayes[backend] = fit_factor_bayes(fd, backend=backend, draws=draws, tune=tune, chains=chains, seed=seed, progress=progress)
+        benchmarks[bench] = _benchmark_payload(models, means, effects, ls, bayes)
+        fits += [ls] if ls is not None else []
     settings = {"n_boot": n_boot, "seed": seed, "backends": list(backends), "draws": draws, "tune": tune, "chains": chains, "pairing_rho": pairing_rho}
-    return SwitchAnalysis(data, results, settings)
+    correlation = factor_correlation(fits[0], fits[1]) if len(fits) == 2 else None
+    return SwitchResult({"input": data.path, "kind": data.kind, "settings": settings, "benchmarks": benchmarks, "correlation": correlation})
 
 
-def plot_effects(result: BenchmarkResult, path) -> None:
-    """Heatmap of Δ_ab with stars (rows prefix, columns suffix)."""
-    _heatmap(result.effects["delta"].to_numpy(), result.effects["stars"].to_numpy(), result.models, f"{result.benchmark}: switch effects Δ (prefix → suffix)", path)
+def _benchmark_payload(models: list[str], means: xr.Dataset, effects: xr.Dataset, ls: AdditiveFit | None, bayes: dict[str, BayesFactorFit]) -> dict:
+    """The ``benchmarks.NAME`` block of ``switch.json`` from one benchmark's analysis."""
+    out = {"models": models, "interval": effects.attrs.get("interval")}
+    if ls is not None:
+        out.update(ls.to_dict())
+    else:
+        out.update({"mu": None, "alpha": None, "beta": None, "r2": None, "cv_r2": None, "noise_floor_r2": None, "cells": [], "note": MIN_MODELS_NOTE})
+    out["adjustment"] = effects.attrs.get("adjustment")
+    out["effects"] = effects_frame(effects).to_dict(orient="records")
+    out["cell_means"] = means.to_dataframe().reset_index().to_dict(orient="records")
+    out["bayes"] = {name: fit.to_dict() for name, fit in bayes.items()}  # gated by bayesrc.bayes.diagnostics.gate ("passed")
+    return out
 
 
-def plot_residuals(result: BenchmarkResult, path) -> None:
-    """Heatmap of additive-model residuals (off-diagonal cells)."""
-    if result.ls is None:
+def plot_effects(result: SwitchResult, benchmark: str, path) -> None:
+    """PNG heatmap of Δ_ab with stars (rows prefix, columns suffix); the diagonal, the reference, reads 0."""
+    delta = result.effects_matrix(benchmark).to_numpy(float, copy=True)  # a copy: the diagonal is set below
+    np.fill_diagonal(delta, 0.0)
+    stars = result.effects_matrix(benchmark, "stars").fillna("").to_numpy()
+    _heatmap(delta, stars, result.models(benchmark), f"{benchmark}: switch effects Δ (prefix → suffix)", path)
+
+
+def plot_residuals(result: SwitchResult, benchmark: str, path) -> None:
+    """PNG heatmap of the additive model's residuals (off-diagonal cells); nothing without a factor model."""
+    b = result.benchmark(benchmark)
+    if b["mu"] is None:
         return
-    k = len(result.models)
-    pos = {m: i for i, m in enumerate(result.models)}
-    res = np.full((k, k), np.nan)
-    for r in result.ls.cells.itertuples():
-        res[pos[r.prefix], pos[r.suffix]] = r.resid
-    title = f"{result.benchmark}: residuals of μ + α + β (R² = {result.ls.r2:.2f}, CV R² = {result.ls.cv_r2:.2f})"
-    _heatmap(res, None, result.models, title, path)
+    r2, cv_r2 = (np.nan if b[k] is None else b[k] for k in ("r2", "cv_r2"))  # null in switch.json: NaN
+    title = f"{benchmark}: residuals of μ + α + β (R² = {r2:.2f}, CV R² = {cv_r2:.2f})"
+    _heatmap(result.residual_matrix(benchmark).to_numpy(float), None, result.models(benchmark), title, path)
 
 
 def _heatmap(values: np.ndarray, stars, models: list[str], title: str, path) -> None:

@@ -59,18 +59,17 @@ def run_switch(args: argparse.Namespace) -> int:
         raise InputError(f"must lie in (-1, 1), got {args.pairing_rho}", field="--pairing-rho")
     data = load_switch(args.input, benchmark=args.benchmark)
     backends = {"both": ("numpyro", "pymc"), "none": ()}.get(args.bayes, (args.bayes,))
-    analysis = analyse_switch(
+    result = analyse_switch(
         data, n_boot=args.bootstrap, seed=args.seed, backends=backends, draws=args.draws, tune=args.tune, chains=args.chains, pairing_rho=args.pairing_rho, progress=progress_setting(args)
-    )
-    result = analysis.to_result()  # bayesrc.switch.SwitchResult
+    )  # bayesrc.switch.SwitchResult
     with staged_output(args.out) as stage:
         result.write_into(stage)
-        for bench, res in analysis.results.items():
-            plot_effects(res, stage / f"effects_{_safe(bench)}.png")
-            plot_residuals(res, stage / f"residuals_{_safe(bench)}.png")
+        for bench in result.benchmarks:
+            plot_effects(result, bench, stage / f"effects_{_safe(bench)}.png")
+            plot_residuals(result, bench, stage / f"residuals_{_safe(bench)}.png")
     print(result.summary().to_string(index=False))
-    if analysis.correlation:
-        c = analysis.correlation
+    if result.correlation:
+        c = result.correlation
         print(f"correlation across benchmarks: alpha r = {c['alpha']:.2f}, beta r = {c['beta']:.2f}")
     print(f"wrote {args.out / 'switch.json'}")
     failed = result.failed_fit_reasons()

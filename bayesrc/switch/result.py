@@ -1,4 +1,6 @@
-"""The switch analysis's typed result: :class:`SwitchResult` (``switch.json``)."""
+"""The switch analysis's typed result: :class:`SwitchResult` (``switch.json``), what
+:func:`bayesrc.switch.analyse_switch` returns and ``bayesrc.load`` gives back: one class in memory
+and on disk."""
 
 from __future__ import annotations
 
@@ -11,14 +13,25 @@ from bayesrc.results import Result, register
 
 @register
 class SwitchResult(Result):
-    """``bayesrc switch`` output (``switch.json``): switch effects, LS and Bayesian factor fits per benchmark.
+    """The switch analysis (``switch.json``): switch effects, LS and Bayesian factor fits per benchmark.
+
+    :func:`bayesrc.switch.analyse_switch` returns one and ``bayesrc.load("switch.json")`` gives it
+    back (what ``bayesrc switch`` writes): the same accessors in memory and from disk, and a result
+    equals its saved and reloaded copy. Per benchmark the payload's ``benchmarks.NAME`` block holds
+    the models, cell means, effects, the least-squares fit (``mu``, ``alpha``, ``beta``, ``r2``,
+    ``cv_r2``, ``noise_floor_r2``, ``intervals``, ``cells``; null with fewer than 3 models) and
+    ``bayes`` (backend -> gated fit); the tables below are typed views of it.
 
     Examples
     --------
     >>> from bayesrc.switch import analyse_switch, simulate_switch
-    >>> res = analyse_switch(simulate_switch(4, 30, seed=3).data, n_boot=100, backends=()).to_result()
-    >>> res.benchmarks, res.effects().shape[0]
-    (['sim'], 12)
+    >>> res = analyse_switch(simulate_switch(4, 30, seed=3).data, n_boot=100, backends=())
+    >>> res.benchmarks, res.effects().shape[0], res.models("sim")
+    (['sim'], 12, ['model-0', 'model-1', 'model-2', 'model-3'])
+    >>> res.effects_matrix().shape  # rows prefix, columns suffix
+    (4, 4)
+    >>> res.correlation is None  # α and β across benchmarks need two of them
+    True
     """
 
     main_file = "switch.json"
@@ -29,7 +42,25 @@ class SwitchResult(Result):
         return list(self.payload.get("benchmarks", {}))
 
     def benchmark(self, name: str) -> dict:
+        """The ``benchmarks.NAME`` block of ``switch.json``."""
         return self.payload["benchmarks"][name]
+
+    def models(self, benchmark: str | None = None) -> list[str]:
+        """A benchmark's models, in the order of its matrices' rows and columns."""
+        return list(self.benchmark(benchmark or self.benchmarks[0])["models"])
+
+    @property
+    def settings(self) -> dict:
+        """The analysis's settings: n_boot, seed, backends, draws, tune, chains, pairing_rho."""
+        return self.payload["settings"]
+
+    @property
+    def correlation(self) -> dict | None:
+        """Correlation of α and of β between the two benchmarks' LS fits (:func:`bayesrc.switch.factor_correlation`);
+        alpha and beta are floats (NaN with fewer than 3 models in common), n_models an int; None
+        unless exactly two benchmarks have a factor model."""
+        c = self.payload.get("correlation")
+        return None if c is None else {**c, "alpha": _float(c["alpha"]), "beta": _float(c["beta"])}
 
     @property
     def failed_fits(self) -> list[str]:
@@ -44,9 +75,30 @@ class SwitchResult(Result):
         """Switch effects (prefix, suffix, delta, interval, stars) of a benchmark."""
         return pd.DataFrame(self.benchmark(benchmark or self.benchmarks[0]).get("effects", []))
 
+    def effects_matrix(self, benchmark: str | None = None, column: str = "delta") -> pd.DataFrame:
+        """A column of :meth:`effects` (default Δ) as a models x models matrix: rows prefix, columns
+        suffix, in the models' order; NaN on the diagonal and where a cell has no effect."""
+        b = benchmark or self.benchmarks[0]
+        return _square(self.effects(b), self.models(b), column)
+
     def cells(self, benchmark: str | None = None):
-        """Observed switch cells with the factor model's fit (prefix, suffix, observed, fitted, resid, ...)."""
+        """Observed switch cells with the LS factor model's fit (prefix, suffix, observed, pred, resid,
+        loo_pred), largest ``|resid|`` first; empty without a factor model."""
         return pd.DataFrame(self.benchmark(benchmark or self.benchmarks[0]).get("cells") or [])
+
+    def residual_matrix(self, benchmark: str | None = None) -> pd.DataFrame:
+        """The LS factor model's residuals as a models x models matrix (as :meth:`effects_matrix`)."""
+        b = benchmark or self.benchmarks[0]
+        return _square(self.cells(b), self.models(b), "resid")
+
+    def intervals(self, benchmark: str | None = None) -> pd.DataFrame:
+        """The LS fit's α and β with intervals (term, model, estimate, se, ci_low, ci_high;
+        :meth:`bayesrc.switch.AdditiveFit.intervals`); empty without a factor model."""
+        return pd.DataFrame(self.benchmark(benchmark or self.benchmarks[0]).get("intervals") or [])
+
+    def cell_means(self, benchmark: str | None = None) -> pd.DataFrame:
+        """Mean score of every (prefix, suffix) cell with its interval and episode count."""
+        return pd.DataFrame(self.benchmark(benchmark or self.benchmarks[0])["cell_means"])
 
     def factors(self, benchmark: str | None = None):
         """The additive factor model's α (prefix influence) and β (suffix susceptibility) per model."""
@@ -62,13 +114,19 @@ class SwitchResult(Result):
                 rows.append({"backend": backend, "term": term, **v})
         return pd.DataFrame(rows)
 
-    def summary(self):
+    def summary(self) -> pd.DataFrame:
+        """One row per benchmark: models, cells, significant cells (95 %, before and after BH), μ, R²,
+        the noise-floor R² (mean, 97.5 %), CV R² and each Bayesian fit's gate (NaN where not fitted)."""
         rows = []
         for b, r in self.payload.get("benchmarks", {}).items():
             eff = r.get("effects", [])
+            floor = r.get("noise_floor_r2") or {}
             rows.append({
                 "benchmark": b, "models": len(r.get("models", [])), "cells": len(eff),
-                "significant_95": sum(1 for e in eff if e.get("stars")), "mu": r.get("mu"), "r2": r.get("r2"), "cv_r2": r.get("cv_r2"),
+                "significant_95": sum(1 for e in eff if e.get("stars")),
+                "significant_95_adjusted": sum(bool(e["significant_95_adjusted"]) for e in eff) if all("significant_95_adjusted" in e for e in eff) else np.nan,
+                "mu": _float(r.get("mu")), "r2": _float(r.get("r2")),
+                "noise_floor_r2": _float(floor.get("mean")), "noise_floor_r2_p975": _float(floor.get("p975")), "cv_r2": _float(r.get("cv_r2")),
                 "bayes_passed": ",".join(f"{n}={'yes' if d.get('passed') else 'NO'}" for n, d in r.get("bayes", {}).items()),
             })  # fmt: skip
         return pd.DataFrame(rows)
@@ -76,13 +134,8 @@ class SwitchResult(Result):
     def plot_effects(self, benchmark: str | None = None, ax=None):
         """Heatmap of the switch effects Δ_ab (rows prefix, columns suffix); returns the Figure."""
         b = benchmark or self.benchmarks[0]
-        models = self.benchmark(b)["models"]
-        eff = self.effects(b)
-        pos = {m: i for i, m in enumerate(models)}
-        vals = np.full((len(models), len(models)), np.nan)
-        for r in eff.itertuples():
-            if r.delta is not None and np.isfinite(r.delta):
-                vals[pos[r.prefix], pos[r.suffix]] = r.delta
+        models = self.models(b)
+        vals = self.effects_matrix(b).to_numpy(float)
         fig = ax.figure if ax is not None else new_figure(figsize=(1.0 + 0.8 * len(models), 0.8 + 0.7 * len(models)))
         ax = ax or fig.add_subplot()
         lim = float(np.nanmax(np.abs(vals))) if np.isfinite(vals).any() else 1.0
@@ -96,3 +149,16 @@ class SwitchResult(Result):
 
     def _headline(self) -> str:
         return f"{len(self.benchmarks)} benchmark(s)" + (f", failed fits: {', '.join(self.failed_fits)}" if self.failed_fits else "")
+
+
+def _float(x) -> float:
+    """A number of the payload as a float: NaN where ``switch.json`` holds null (JSON has no NaN)."""
+    return np.nan if x is None else float(x)
+
+
+def _square(cells: pd.DataFrame, models: list[str], column: str) -> pd.DataFrame:
+    """``column`` of a table of cells (prefix, suffix, ...) as a models x models matrix: rows prefix,
+    columns suffix, in the models' order; NaN where the table has no cell."""
+    if cells.empty:
+        return pd.DataFrame(np.nan, index=pd.Index(models, name="prefix"), columns=pd.Index(models, name="suffix"))
+    return cells.pivot(index="prefix", columns="suffix", values=column).reindex(index=models, columns=models)
