@@ -93,6 +93,12 @@ def test_undefined_reliability_reads_as_nan_in_memory_and_from_disk(tmp_path):
     for p in (pair, bayesrc.load(tmp_path / "r")["flat"]):
         assert p.payload["s_diff"] is None and p.payload["sem"]["v1"] is None
         assert np.isnan(p.s_diff) and np.isnan(p.min_detectable) and np.isnan(p.sem["v1"]) and np.isnan(p.r_xx["v1"])
+    # The report says what is undefined instead of raising on it (no domain test either: chi2 null).
+    from bayesrc.report import build_report
+
+    assert pair.payload["domain"]["chi2"] is None
+    text = build_report(tmp_path / "r", fmt="md")["flat"].read_text()
+    assert "χ² = n/a, p = n/a" in text
 
 
 def test_unknown_keys_flow_through_load_and_save(rci_run, tmp_path):

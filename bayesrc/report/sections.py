@@ -69,6 +69,11 @@ def _fig(make: Callable[[], object], caption: str, name: str) -> Figure:
     return Figure(make, caption, name)
 
 
+def _num(x: float | None, spec: str) -> str:
+    """``x`` formatted with ``spec``, or "n/a" when it is None (null in a result file) or not finite."""
+    return "n/a" if x is None or not np.isfinite(x) else format(x, spec)
+
+
 def _pct(x: float | None) -> str:
     return "n/a" if x is None or not np.isfinite(x) else f"{100 * x:.1f}%"
 
@@ -262,7 +267,7 @@ def section_reference_figures(run: Run, c: Comparison) -> Section | None:
     blocks = [
         _fig(lambda: F.item_scatter(items, r.s_diff, z, versions=c.versions), f"Item accuracy v1 vs v2 by RCI class; the shaded band is |Δp| < {z:g}·S_diff (no reliable change).", "scatter"),
         _fig(lambda: F.rci_histogram(items, z), f"RCI over analysable items with the ±{z:g} thresholds.", "rci_hist"),
-        _fig(lambda: F.domain_heatmap(dom), f"Domain × class (analysable items): χ² = {d['chi2']:.2f}, p = {d['p']:.3g}, Cramér's V = {d['cramers_v']:.3f}.", "domain"),
+        _fig(lambda: F.domain_heatmap(dom), f"Domain × class (analysable items): χ² = {_num(d['chi2'], '.2f')}, p = {_num(d['p'], '.3g')}, Cramér's V = {_num(d['cramers_v'], '.3f')}.", "domain"),
         Table(r.domain_table(), "Reliable change by domain", latex=True, label="domains"),
         _fig(lambda: F.difficulty_churn(bins), "Churn by baseline difficulty (p_v1 bins).", "difficulty"),
     ]
@@ -488,7 +493,7 @@ def section_power(run: Run, c: Comparison | None = None) -> Section | None:
         blocks.append(
             Text(
                 f"**{q['name_a']} vs {q['name_b']}**: N = {q['n']} items, observed δ = {q['delta']:+.3f}, "
-                f"minimum detectable effect {q['mde']:.3f}; resolving a difference of the observed size (δ = {q['delta']:+.3f}) "
+                f"minimum detectable effect {_num(q['mde'], '.3f')}; resolving a difference of the observed size (δ = {q['delta']:+.3f}) "
                 f"needs N* ≈ {q['n_star_ceil']} items, "
                 f"so q = N/N* = {q['q']:.3g} — " + (f"resolved under {', '.join(resolved)}." if resolved else "unresolved under every stress test.")
             )
