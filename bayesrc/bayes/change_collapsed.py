@@ -74,7 +74,6 @@ from bayesrc.bayes.change import (
     share_above_zero,
     store_item_quantities,
 )
-from bayesrc.bayes.diagnostics import mean_relative_ess
 from bayesrc.bayes.inputs import ModelInputs
 from bayesrc.bayes.samplers import SamplerConfig, progress_bar, run_numpyro, run_pymc
 from bayesrc.config import precision, prepare_jax
@@ -684,7 +683,7 @@ def pointwise_loglik(post, cells: Cells, batch: int = 64):
 
     The collapsed model's likelihood of an item given the hyperparameters (theta, delta and
     changed integrated out, binomial coefficients left out as everywhere), the input of PSIS-LOO
-    (:func:`loo`) for comparing change-model variants with each other and with the collapsed
+    (:func:`item_loglik`, :func:`bayesrc.bayes.checks.loo_checks`) for comparing change-model variants with each other and with the collapsed
     beta-binomial, whose marginal leaves out the same constants.
     """
     prepare_jax()
@@ -722,7 +721,7 @@ def _jax_pointwise(slope: bool):
 
 def item_loglik(post, data: ModelInputs) -> np.ndarray:
     """Each item's log marginal likelihood per posterior draw, (chain, draw, item), of a collapsed
-    change-model or beta-binomial fit: the input of PSIS-LOO over items.
+    change-model or beta-binomial fit: the input of PSIS-LOO over items (:func:`bayesrc.bayes.checks.loo_checks`).
 
     Change model: :func:`pointwise_loglik`; beta-binomial (collapsed): the sum over versions of
     each item's beta-binomial marginal.
@@ -734,16 +733,3 @@ def item_loglik(post, data: ModelInputs) -> np.ndarray:
     mu, kappa = post["mu"].values, post["kappa"].values  # (chain, draw, domain, version)
     a, b = (mu * kappa)[:, :, data.dom, :], ((1 - mu) * kappa)[:, :, data.dom, :]
     return (betaln(a + data.y, b + data.n - data.y) - betaln(a, b)).sum(-1)
-
-
-def loo(dt, data: ModelInputs):
-    """PSIS-LOO of a collapsed change-model or beta-binomial fit (``arviz_stats.loo``) over items
-    (:func:`item_loglik`). Returns the ``arviz_stats`` ELPD object.
-    """
-    import arviz_stats as azs
-    import xarray as xr
-
-    post = dt["posterior"].to_dataset()
-    dt = dt.copy()
-    dt["log_likelihood"] = xr.Dataset({"y": (("chain", "draw", "item"), item_loglik(post, data))})
-    return azs.loo(dt, var_name="y", reff=mean_relative_ess(post))  # arviz-stats' default reff, loop-free

@@ -44,8 +44,6 @@ import numpy as np
 import pandas as pd
 
 from bayesrc.bayes import SamplerConfig, fit
-from bayesrc.bayes.change_collapsed import loo
-from bayesrc.bayes.inputs import model_inputs
 from bayesrc.bayes.samplers import progress_bar
 from bayesrc.classical import reliable_change
 from bayesrc.classical.calibration import NO_CHANGE_ALPHA
@@ -102,14 +100,13 @@ def _model_scores(items: pd.DataFrame, dp: np.ndarray) -> dict:
     return {"coverage90": cov, "dp_slope": slope, "dp_rmse": float(np.sqrt(np.mean((mean - dp) ** 2)))}
 
 
-def _elpd_loo(res, counts) -> dict:
-    """PSIS-LOO over items of a collapsed fit (:func:`bayesrc.bayes.change_collapsed.loo`): the
-    models' predictive fit on the same replicate, beside their scores against the truth."""
+def _elpd_loo(res) -> dict:
+    """PSIS-LOO over items of a collapsed fit, as the fit's own checks computed it (``res.loo``:
+    :func:`bayesrc.bayes.checks.loo_checks`): the models' predictive fit on the same replicate,
+    beside their scores against the truth."""
     if not res.params.get("collapsed", True):
         return {"elpd_loo": float("nan"), "elpd_loo_se": float("nan"), "pareto_k_max": float("nan")}
-    data = model_inputs(counts, covariate=res.params.get("covariate"))
-    e = loo(res.posterior, data)
-    return {"elpd_loo": float(e.elpd), "elpd_loo_se": float(e.se), "pareto_k_max": float(np.nanmax(np.asarray(e.pareto_k)))}
+    return {"elpd_loo": float(res.loo["elpd"]), "elpd_loo_se": float(res.loo["se"]), "pareto_k_max": float(res.loo["pareto_k_max"])}
 
 
 def score_replicate(counts, dp_exact: np.ndarray, *, methods=DEFAULT_METHODS, delta_min: float = 0.05, q: float = 0.10,
@@ -139,7 +136,7 @@ def score_replicate(counts, dp_exact: np.ndarray, *, methods=DEFAULT_METHODS, de
         it = res.items.set_index("item_id").reindex(counts["item"].values)
         row = {"method": name, "kind": "bayes", **score_classes(it["bayes_class"].to_numpy(dtype=object), dp_exact, delta_min)}
         row.update(_model_scores(it, dp_exact))
-        row.update(_elpd_loo(res, counts))
+        row.update(_elpd_loo(res))
         row.update(
             rci_fdp_estimate=res.crosscheck["rci_estimated_fdp"] if ref["flagged"] else float("nan"),
             rci_fdp_realised=ref["fdp_sign"] if ref["flagged"] else float("nan"),
