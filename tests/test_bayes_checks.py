@@ -318,3 +318,29 @@ def test_cli_fit_compare_writes_each_fit_and_the_ranking(tmp_path):
     assert any(getattr(b, "name", "") == "loo_pit" for b in sections["checks"].blocks)
     assert [b.png[:4] for b in sections["model_comparison"].blocks if hasattr(b, "png")] == [b"\x89PNG"]
     assert main(["fit", str(tmp_path / "v1.parquet"), str(tmp_path / "v2.parquet"), "--compare", "change", "--out", str(tmp_path / "bad")]) == 2
+
+
+def _sbc_script():
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("sbc", Path(__file__).parents[1] / "benchmarks" / "sbc.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_sbc_rank_statistic_equals_simuks_on_the_same_fits():
+    """benchmarks/sbc.py's rank statistic against simuk's, on simuk's own simulations of the NumPyro twin."""
+    sbc = _sbc_script()
+    run = sbc.simuk_sbc(sbc.design(20, 10), "betabinom", 3, seed=3, warmup=300)
+    theirs = run.simulations["prior_sbc"]
+    seen = set()
+    for i, post in enumerate(run.posteriors):
+        truth = sbc.one_draw({k: v[i] for k, v in run.ref_params.items()})
+        ours = sbc.ranks(truth, post, sbc.HYPER["betabinom"])
+        for name in sbc.HYPER["betabinom"]:
+            want = theirs[name].values[0, i]
+            assert [ours[f"{name}[{a}][{b}]"] for a, b in np.ndindex(want.shape)] == want.ravel().tolist()
+        seen |= set(ours.values())
+    assert len(seen) > 5  # the ranks spread over 0-99: not a comparison of constants

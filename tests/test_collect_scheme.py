@@ -39,10 +39,14 @@ def _logits(gemma) -> np.ndarray:
     return np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(gemma.llm._ctx.ctx, -1), shape=(n_vocab,)).copy()
 
 
-def test_k400_on_one_item_runs_with_no_other_flag(gemma, demo1, tmp_path):
-    """K = 400 > llama.cpp's 256 sequences: no --seed-stride, no --items-per-batch, no refusal."""
-    res = collect(CARD, demo1, tmp_path / "k400", k=400, model=gemma)
-    t = res.trials()
+def test_k400_on_one_item_runs_with_no_other_flag(demo1, tmp_path):
+    """``bayesrc collect --k 400``: K > llama.cpp's 256 sequences, no --seed-stride, no --items-per-batch, no refusal."""
+    import pandas as pd
+
+    from bayesrc.cli import main
+
+    assert main(["collect", "--model", str(CARD), "--items", str(demo1.path), "--k", "400", "--out", str(tmp_path / "k400"), "--no-progress"]) == 0
+    t = pd.read_parquet(tmp_path / "k400" / "trials.parquet")
     assert len(t) == 400 and list(t["k"]) == list(range(400))
     pins = json.loads((tmp_path / "k400" / "run.json").read_text())["pins"]
     salt = pins["model.seed_salt"]
