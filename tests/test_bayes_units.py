@@ -755,3 +755,26 @@ def test_progress_bar_appears_after_its_delay_unless_turned_off(progress, capsys
             bar.update()
     err = capsys.readouterr().err
     assert ("truth" in err and "replicate" in err) == progress, err
+
+
+def test_fit_refuses_bad_arguments_before_it_samples(monkeypatch):
+    """A bad ``delta_min``, or an RCI result of another pair, is refused before minutes of sampling."""
+    import importlib
+
+    from bayesrc.classical import reliable_change
+
+    fit_module = importlib.import_module("bayesrc.bayes.fit")  # the module: bayesrc.bayes.fit is also the function
+
+    def no_sampling(*args, **kwargs):
+        raise AssertionError("sampled before the arguments were checked")
+
+    monkeypatch.setattr(fit_module, "sample_gated", no_sampling)
+    sim = simulate_pair(30, 10, seed=2)
+    counts = item_counts(sim.trials_v1, sim.trials_v2)
+    with pytest.raises(ValueError, match="delta_min"):
+        fit_module.fit(counts, delta_min=1.5)
+    swapped = reliable_change(counts, "model-v2", "model-v1", n_splits=20, n_permutations=20, n_null=0)
+    with pytest.raises(ValueError, match="classical result compares"):
+        fit_module.fit(counts, rci=swapped)
+    with pytest.raises(ValueError, match="not both"):
+        fit_module.fit(counts, rci=swapped, rci_kwargs={"n_splits": 20})

@@ -323,39 +323,63 @@ def fit(
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if not 0 < delta_min < 1:  # before sampling: a fit is minutes
+        raise ValueError(f"delta_min must be in (0, 1), got {delta_min}")
     if versions is not None:
         counts = counts.sel(version=[str(v) for v in versions])
     data = model_inputs(counts, covariate=covariate if model == "change" else None)
+    rci_items, s_diff, rci_params = _rci_classes(counts, data, rci, rci_kwargs)  # before sampling: a bad rci fails fast
     t0 = time.perf_counter()
     thresholds = {"max_rhat": max_rhat, "min_ess": min_ess, "max_divergences": max_divergences}
     sampler = partial(sample, data, model, backend, collapsed=collapsed, slope=slope, prior=prior)
     dt, diag, attempts, cfg = sample_gated(sampler, gated_vars(model, slope, collapsed, data.n_groups > 1), config or SamplerConfig(), thresholds, escalate)
     runtime = time.perf_counter() - t0
-    if not 0 < delta_min < 1:
-        raise ValueError(f"delta_min must be in (0, 1), got {delta_min}")
     items = item_summary(dt, data, rope=rope, delta_min=delta_min)
     cls, sel = select(items["p_improve"], items["p_deteriorate"], rule=rule, fdr=fdr, threshold=threshold)
     items["bayes_class"] = cls
-    rci_items, s_diff, rci_params = _rci_classes(counts, data, rci, rci_kwargs)
+    cc, disc, warnings = _crosscheck_rci(dt, counts, data, items, rci_items, s_diff, model=model, prior=prior, rope=rope, delta_min=delta_min)
+    ppc, loo_payload, prior_pred = None, None, None
+    if checks:
+        items, ppc, loo_payload, prior_pred = _workflow_checks(dt, data, counts, items, model=model, slope=slope, prior=prior, seed=cfg.seed)
+        warnings += ppc_warnings(ppc, model) + loo_warnings(loo_payload)
+    items = items[[c for c in ITEM_COLUMNS if c in items] + (["p_rope"] if "p_rope" in items else [])]
+    payload = {
+        "status": "ok" if diag.passed else "failed", "model": model, "backend": backend, "runtime_s": runtime,
+        "diagnostics": diag.to_dict(), "selection": sel, "crosscheck": cc, "domain_shift": domain_shift(dt, data),
+        "params": _fit_params(data, cfg, rci_params, s_diff, model=model, collapsed=collapsed, slope=slope, prior=prior, rope=rope, delta_min=delta_min),
+        "flips": expected_flips(dt, data), "warnings": warnings, "attempts": attempts, "ppc": ppc, "loo": loo_payload,
+        "prior_predictive": prior_pred,
+    }  # fmt: skip
+    return BayesFit(payload, {"items": items.reset_index(drop=True), "discordant": disc}, dt)
+
+
+def _workflow_checks(dt, data: ModelInputs, counts: xr.Dataset, items: pd.DataFrame, *, model: str, slope: bool, prior, seed: int):
+    """The prior predictive check, the posterior predictive check and PSIS-LOO of a fit:
+    ``(items with the per-item LOO columns, ppc, loo, prior_predictive)``."""
+    prior_pred = prior_predictive(data, model, slope=slope and model == "change", prior=prior if model == "change" else None, seed=seed)
+    ppc, loo_payload, per_item = run_checks(dt, data, counts, items["item_id"], seed=seed)
+    items = pd.concat([items.reset_index(drop=True), per_item.drop(columns="item_id")], axis=1)
+    return items, ppc, loo_payload, prior_pred
+
+
+def _crosscheck_rci(dt, counts: xr.Dataset, data: ModelInputs, items: pd.DataFrame, rci_items: pd.DataFrame, s_diff: float, *, model: str, prior, rope, delta_min: float):
+    """The RCI cross-check of a fit: ``(crosscheck, discordant items, warnings)``; adds the RCI class to ``items`` (in place)."""
     items["rci_class"] = rci_items.set_index("item_id")["class"].reindex(items["item_id"]).fillna("excluded").to_numpy(dtype=object)
+    rci_class = items["rci_class"].to_numpy(dtype=object)
     cc, disc = crosscheck(items, rci_items, s_diff)
-    cc |= rci_fdp_interval(dt["posterior"], data.n_items, items["rci_class"].to_numpy(dtype=object), rope=float(rope or 0.0), delta_min=delta_min)
+    cc |= rci_fdp_interval(dt["posterior"], data.n_items, rci_class, rope=float(rope or 0.0), delta_min=delta_min)
     cc["no_change_test"] = pair_no_change_test(counts, *data.versions)  # the same p-value as the RCI run's
     cc, warnings = allow_no_change(cc, cc["no_change_test"], cc["rci_n_flagged"])
     if model == "change":
-        cc["prior_sensitivity"] = rci_fdp_prior_sensitivity(
-            dt["posterior"], data.n_items, items["rci_class"].to_numpy(dtype=object),
-            change_log_prior(dt["posterior"], prior, STRUCTURE_SITES), delta_min=delta_min, rope=float(rope or 0.0),
-        )  # fmt: skip
+        log_prior = change_log_prior(dt["posterior"], prior, STRUCTURE_SITES)
+        cc["prior_sensitivity"] = rci_fdp_prior_sensitivity(dt["posterior"], data.n_items, rci_class, log_prior, delta_min=delta_min, rope=float(rope or 0.0))
         warnings += prior_sensitivity_warnings(cc["prior_sensitivity"], cc, delta_min)
-    ppc, loo_payload, prior_pred = None, None, None
-    if checks:
-        prior_pred = prior_predictive(data, model, slope=slope and model == "change", prior=prior if model == "change" else None, seed=cfg.seed)
-        ppc, loo_payload, per_item = run_checks(dt, data, counts, items["item_id"], seed=cfg.seed)
-        items = pd.concat([items.reset_index(drop=True), per_item.drop(columns="item_id")], axis=1)
-        warnings += ppc_warnings(ppc, model) + loo_warnings(loo_payload)
-    items = items[[c for c in ITEM_COLUMNS if c in items] + (["p_rope"] if "p_rope" in items else [])]
-    params = {
+    return cc, disc, warnings
+
+
+def _fit_params(data: ModelInputs, cfg: SamplerConfig, rci_params: dict, s_diff: float, *, model: str, collapsed: bool, slope: bool, prior, rope, delta_min: float) -> dict:
+    """``fit.json``'s ``params``: the model's settings, the sampler's and the cross-checked RCI's."""
+    return {
         "collapsed": bool(collapsed),
         "slope": bool(slope) if model == "change" else None,
         "prior": prior_settings(prior) if model == "change" else None,
@@ -364,13 +388,6 @@ def fit(
         "rope": rope, "delta_min": float(delta_min), "versions": list(data.versions), "n_items": data.n_items, "domains": list(data.domains),
         "rci_sd_basis": rci_params.get("sd_basis"), "rci_s_diff": s_diff, "rci_params": rci_params,
     }  # fmt: skip
-    payload = {
-        "status": "ok" if diag.passed else "failed", "model": model, "backend": backend, "runtime_s": runtime,
-        "diagnostics": diag.to_dict(), "selection": sel, "crosscheck": cc, "domain_shift": domain_shift(dt, data), "params": params,
-        "flips": expected_flips(dt, data), "warnings": warnings, "attempts": attempts, "ppc": ppc, "loo": loo_payload,
-        "prior_predictive": prior_pred,
-    }  # fmt: skip
-    return BayesFit(payload, {"items": items.reset_index(drop=True), "discordant": disc}, dt)
 
 
 def run_checks(dt, data: ModelInputs, counts: xr.Dataset, item_ids, *, seed: int = 0) -> tuple[dict, dict, pd.DataFrame]:
