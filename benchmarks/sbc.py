@@ -2,7 +2,7 @@
 
     python benchmarks/sbc.py [--models change betabinom] [--backends numpyro pymc] [--sims 200]
         [--items 40] [--k 10] [--first 0] [--out benchmarks/results/sbc.jsonl] [--summarise]
-        [--engine bayesrc|simuk]
+        [--engine bayesrc|simuk] [--plots docs/_static/sbc]
 
 Each simulation draws the hyperparameters from the model's own priors on a fixed design (two
 domains of ``items / 2``, K trials per item and version, no covariate:
@@ -13,7 +13,8 @@ checks the sampler as configured). The rank of each drawn hyperparameter entry a
 thinned posterior draws is recorded (0-99); if the model's computation is right, every rank is
 uniform. Rows go to ``--out`` as JSON lines (resumable with ``--first``); ``--summarise`` reads them
 and tests each parameter's ranks for uniformity (chi-square over 10 bins, Holm over the
-parameters of a model and backend, level 0.01), printing the histograms. Goal (issue 31): no
+parameters of a model and backend, level 0.01), printing the histograms; ``--plots DIR`` draws
+each group's ranks as a Δ-ECDF with a simultaneous band (:func:`plot_ranks`). Goal (issue 31): no
 rejection for either model or backend at >= 200 simulations. Fits that fail the gate are kept
 and counted (dropping them would bias the ranks).
 
@@ -183,7 +184,7 @@ def simuk_rows(data, model: str, sims: int, first: int) -> list[dict]:
     return rows
 
 
-def summarise(rows: list[dict], alpha: float = 0.01) -> None:
+def summarise(rows: list[dict], alpha: float = 0.01, plots: Path | None = None) -> None:
     from scipy import stats
 
     groups: dict[tuple, list[dict]] = {}
@@ -198,9 +199,32 @@ def summarise(rows: list[dict], alpha: float = 0.01) -> None:
             print(f"  {model:<9} {backend:<7} {engine:<7} {name:<16} {' '.join(f'{h:3d}' for h in hist)}  p {pvals[-1]:.3f}")
         holm = _holm(np.array(pvals))
         rejected = [p for p, a in zip(params, holm) if a <= alpha]
+        if plots:
+            plot_ranks(rs, plots / f"sbc_{model}_{backend}_{engine}.png")
         gates = np.mean([r["gate"] for r in rs]) if rs[0]["gate"] is not None else None  # simuk: no gate
         print(json.dumps({"model": model, "backend": backend, "engine": engine, "sims": len(rs), "parameters": len(params), "rejected_at_0.01_holm": rejected,
                           "min_p_holm": float(holm.min()), "gate_passed_share": gates if gates is None else float(gates)}))  # fmt: skip
+
+
+def plot_ranks(rows: list[dict], out: Path, seed: int = 0) -> Path:
+    """The Δ-ECDF of each parameter's ranks against the uniform, with arviz-plots' simultaneous
+    band and uniformity p-value (``plot_ecdf_pit``), for the rows of one model, backend and engine.
+
+    Ranks 0-99 become PIT values ``(rank + U) / 100`` (U uniform, seeded): uniform exactly when the
+    ranks are.
+    """
+    import arviz_plots as azp
+    from arviz_base import from_dict
+
+    rng = np.random.default_rng(seed)
+    names = list(rows[0]["ranks"])
+    pit = {n: ((np.array([r["ranks"][n] for r in rows]) + rng.uniform(size=len(rows))) / (N_RANK_DRAWS + 1))[None] for n in names}
+    pc = azp.plot_ecdf_pit(from_dict({"prior_sbc": pit}), backend="matplotlib", visuals={"xlabel": False})
+    fig = pc.viz["figure"].item()
+    fig.suptitle(f"SBC {rows[0]['model']} ({rows[0]['backend']}, {rows[0].get('engine', 'bayesrc')}): {len(rows)} simulations")
+    fig.tight_layout()
+    fig.savefig(out, dpi=80)
+    return out
 
 
 def _holm(p: np.ndarray) -> np.ndarray:
@@ -222,6 +246,7 @@ def main(argv=None) -> None:
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "sbc.jsonl")
     ap.add_argument("--summarise", action="store_true", help="only summarise the rows in --out")
+    ap.add_argument("--plots", type=Path, default=None, help="write each group's rank Δ-ECDF figure into this folder")
     ap.add_argument("--engine", choices=("bayesrc", "simuk"), default="bayesrc", help="simuk: simuk's own SBC loop (NumPyro twin)")
     args = ap.parse_args(argv)
     if args.engine == "simuk":
@@ -242,7 +267,7 @@ def main(argv=None) -> None:
                     with args.out.open("a") as fh:
                         fh.write(json.dumps(row) + "\n")
                     print(json.dumps({k: v for k, v in row.items() if k != "ranks"}), flush=True)
-    summarise([json.loads(line) for line in args.out.read_text().splitlines() if line.strip()])
+    summarise([json.loads(line) for line in args.out.read_text().splitlines() if line.strip()], plots=args.plots)
 
 
 if __name__ == "__main__":
