@@ -460,6 +460,27 @@ def _first_long_row(path: Path, n_names: int) -> int | None:
 RUN_FORMAT = "bayesrc-run/1"
 
 
+def write_run_record(run_dir: str | Path, status: str, pins: dict, info: dict | None = None, *, n_items_done: int | None = None, n_trials: int | None = None) -> None:
+    """Write a run directory's ``run.json`` atomically: the one writer of the record that
+    :func:`read_run_record` reads (collection, merge, exact runs); ``info`` and the counts are
+    left out where a writer has none (a run that starts has no counts yet).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> write_run_record(d, "complete", {"sampling.k": 10}, {}, n_items_done=2, n_trials=20)
+    >>> read_run_record(d)["n_trials"]
+    20
+    """
+    record = {"format": RUN_FORMAT, "status": status, "pins": pins}
+    if info is not None:
+        record["info"] = info
+    if n_items_done is not None:
+        record |= {"n_items_done": n_items_done, "n_trials": n_trials}
+    atomic_write_json(Path(run_dir) / "run.json", record)
+
+
 def read_run_record(run: str | Path) -> dict | None:
     """The run.json of a run directory (or of the directory holding a trials file); None if absent.
 

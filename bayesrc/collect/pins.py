@@ -24,9 +24,9 @@ import pandas as pd
 
 from bayesrc.collect.engines import SCHEMES
 from bayesrc.collect.exact import compact
-from bayesrc.collect.rundir import RUN_FORMAT, RunLock, check_writable, frame_bytes, now_utc, pin_category, read_parts, read_run_record, read_run_trials
+from bayesrc.collect.rundir import RunLock, check_writable, frame_bytes, now_utc, pin_category, read_parts, read_run_record, read_run_trials
 from bayesrc.errors import InputError
-from bayesrc.io import atomic_write_bytes, atomic_write_json, staged_output
+from bayesrc.io import atomic_write_bytes, staged_output, write_run_record
 
 ALLOWED_BY_DEFAULT = ("model",)
 IGNORED = ("runtime",)
@@ -341,6 +341,4 @@ def _write_merged(out: Path, shards: list[Path], records: list[dict], order: lis
             "started_at": min(r.get("info", {}).get("started_at", "") for r in records),
             "finished_at": max(r.get("info", {}).get("finished_at", "") for r in records),
         }
-        atomic_write_json(
-            stage / "run.json", {"format": RUN_FORMAT, "status": "complete", "pins": pins, "info": info, "n_items_done": int(trials["item_index"].nunique()), "n_trials": 0 if exact else len(trials)}
-        )
+        write_run_record(stage, "complete", pins, info, n_items_done=int(trials["item_index"].nunique()), n_trials=0 if exact else len(trials))

@@ -45,7 +45,7 @@ from bayesrc.collect.extract import extract
 from bayesrc.data.seeds import SEED_RULES, sample_seeds
 from bayesrc.data.trials import TRIAL_COLUMNS
 from bayesrc.errors import InputError
-from bayesrc.io import RUN_FORMAT, atomic_write_bytes, atomic_write_json, read_parquet, read_run_record
+from bayesrc.io import atomic_write_bytes, read_parquet, read_run_record, write_run_record
 
 EXTRA_COLUMNS = ("item_index", "thinking", "n_tokens", "finish", "engine")
 _PART = re.compile(r"^item-(\d{6,})\.parquet$")
@@ -371,7 +371,7 @@ def run_times(record: dict | None) -> dict:
 
 def begin_run(run_dir: Path, pins: dict, info: dict) -> None:
     """Mark the run running, make ``parts/`` and remove temp files a killed writer left."""
-    atomic_write_json(run_dir / "run.json", {"format": RUN_FORMAT, "status": "running", "pins": pins, "info": info})
+    write_run_record(run_dir, "running", pins, info)
     (run_dir / "parts").mkdir(exist_ok=True)
     for pattern in ("parts/.*.tmp", ".run.json.*.tmp", ".trials.parquet.*.tmp", ".dist.parquet.*.tmp", ".items_exact.parquet.*.tmp"):
         for stale in run_dir.glob(pattern):
@@ -393,5 +393,5 @@ def end_run(run_dir: Path, selected, pins: dict, info: dict, *, per_item: int, o
         status = "complete"
     else:
         status = "running"
-    atomic_write_json(run_dir / "run.json", {"format": RUN_FORMAT, "status": status, "pins": pins, "info": info, "n_items_done": n_done, "n_trials": n_done * per_item})
+    write_run_record(run_dir, status, pins, info, n_items_done=n_done, n_trials=n_done * per_item)
     return n_done

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from bayesrc.errors import InputError
-from bayesrc.io import RUN_FORMAT, atomic_write_json, read_parquet, read_run_record, staged_output
+from bayesrc.io import read_parquet, read_run_record, staged_output, write_run_record
 
 ITEM_FIELDS = ("item_id", "domain", "p_correct", "p_missing", "p_unresolved", "n_expanded")
 DIST_FIELDS = ("item_id", "domain", "answer", "prob", "is_correct")
@@ -305,5 +305,5 @@ def write_exact_run(path: str | Path, dist: pd.DataFrame, *, label: str, p_unres
     with staged_output(path) as stage:
         pd.DataFrame(rows).to_parquet(stage / "items_exact.parquet", index=False)
         d.to_parquet(stage / "dist.parquet", index=False)
-        atomic_write_json(stage / "run.json", {"format": RUN_FORMAT, "status": "complete", "pins": {"model.label": label, "engine": "exact", **(pins or {})}})
+        write_run_record(stage, "complete", {"model.label": label, "engine": "exact", **(pins or {})})
     return Path(path)
