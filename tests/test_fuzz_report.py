@@ -11,7 +11,7 @@ import pytest
 from fuzzing import REPORT_KINDS, Workspace, fuzz_report, try_report
 
 #: seeded inputs per kind: an RCI pair's HTML report draws four figures (about 1 s here), the others are cheaper
-EXAMPLES = {"rci.json": 20, "items_A.parquet": 12, "run.json": 8, "switch.json": 15, "truth.json": 20, "truth_replicates.parquet": 12}
+EXAMPLES = {"rci.json": 15, "items_A.parquet": 8, "run.json": 5, "switch.json": 12, "truth.json": 15, "truth_replicates.parquet": 8}
 
 
 @pytest.mark.parametrize("name", [n for n, kind in REPORT_KINDS.items() if not kind.slow_seed])
