@@ -192,7 +192,8 @@ def truth_scores(per_replicate: pd.DataFrame, q: float = 0.10, *, title: str = "
     hi = max(hi, 0.1) * 1.1
     a2.plot([0, hi], [0, hi], color="black", lw=0.8)
     a2.set(xlim=(-0.01, hi), ylim=(-0.01, hi), xlabel="RCI's realised FDP", ylabel="model's estimate of RCI's FDP", title="Estimating RCI's false discoveries")
-    a2.legend(fontsize=7, frameon=False)
+    if len(bayes):  # no model scored: nothing to label
+        a2.legend(fontsize=7, frameon=False)
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()
