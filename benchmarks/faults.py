@@ -1,6 +1,6 @@
 """Fault tolerance, counted: SIGKILL crash points of a result-folder write and of a collection, full disks, server faults and fuzzed reader inputs.
 
-    .venv/bin/python benchmarks/faults.py [--quick] [--per-reader N] [--timed N] [--server-only | --fuzz-only]
+    .venv/bin/python benchmarks/faults.py [--quick] [--per-reader N] [--timed N] [--server-only | --fuzz-only | --report-only] [--report-fit]
 
 Components, each a table (the suite, tests/test_faults.py and tests/test_fuzz.py, runs the
 same harnesses on a smaller seeded sample):
@@ -33,6 +33,15 @@ readers
     ``compare`` (about 90 s; the suite leaves them out). *tracebacks*: any exception other than InputError (the CLI's
     exit 2); *other faults*: an error not naming the file, output written by a failing
     command, an exit status other than 0 or 2.
+report
+    tests/fuzzing.py: REPORT_KINDS: ``--per-reader`` seeded inputs per result file the report
+    reads (rci.json, its item table, run.json, power.json, switch.json, sensitivity.json,
+    truth.json and its replicates table; with ``--report-fit``, fit.json and the fit's item
+    table from one real ``compare``), each field given another value of its type (null, NaN,
+    ±inf, 0, negative, huge, an empty or one-element list, an empty object, deleted; a Parquet
+    column within its dtype, no row or one), through ``bayesrc report`` (HTML) in-process.
+    *written*: a report; *clean errors*: exit 2 with one line naming the file and the field,
+    nothing written; *tracebacks*, *other*: as for the readers.
 
 The last line is ``lost L, duplicated D, tracebacks T`` over everything tried; the exit status
 is 1 when any count (other faults included) is not 0.
@@ -241,6 +250,25 @@ def fuzz_rows(per_reader: int) -> tuple[list[dict], list[tuple]]:
     return [*rows, row], faults + found
 
 
+def report_rows(per_kind: int, with_fit: bool) -> tuple[list[dict], list[tuple]]:
+    """Per result kind the report reads: ``per_kind`` seeded type-valid field values through ``bayesrc report``."""
+    rows, faults = [], []
+    for name, kind in fuzzing.REPORT_KINDS.items():
+        if kind.slow_seed and not with_fit:
+            continue
+        start = time.monotonic()
+        with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            counts, found = fuzzing.fuzz_report(kind, per_kind, Path(tmp))
+        faults += [(f"report {name}", *f) for f in found]
+        rows.append({
+            "component": f"report: {name}", "tried": sum(counts.values()), "written": counts["ok"], "clean errors": counts["input error"], "lost": 0, "duplicated": 0,
+            "tracebacks": counts["traceback"], "other": sum(counts[f] for f in fuzzing.FAULTS if f != "traceback"), "s": round(time.monotonic() - start, 1),
+        })  # fmt: skip
+        print(f"report: {name}: {dict(counts)} in {rows[-1]['s']} s", file=sys.stderr, flush=True)
+    return rows, faults
+
+
 def table(rows: list[dict], columns: list[str]) -> str:
     widths = {c: max(len(c), *(len(str(r.get(c, ""))) for r in rows)) for c in columns}
     lines = [" | ".join(c.ljust(widths[c]) for c in columns), "-|-".join("-" * widths[c] for c in columns)]
@@ -256,14 +284,16 @@ def main() -> int:
     ap.add_argument("--calls", type=int, help="collection kills spread over the collector's calls, per engine (default 60; --quick 18)")
     ap.add_argument("--fuzz-only", action="store_true", help="only the fuzzed reader inputs (no crash points, collection, disk or server rows)")
     ap.add_argument("--server-only", action="store_true", help="only the server faults (fault proxy in front of llama-cpp-python's server)")
+    ap.add_argument("--report-only", action="store_true", help="only the result fields through bayesrc report")
+    ap.add_argument("--report-fit", action="store_true", help="also fit.json and the fit's item table through the report (one real compare, and figures of a posterior per input)")
     args = ap.parse_args()
     calls = args.calls if args.calls is not None else (18 if args.quick else 60)
     sizes = [0, 4, 40] if args.quick else [0, 4, 8, 16, 24, 32, 40, 48, 64]
     per_reader = args.per_reader or (100 if args.quick else 1000)
     timed = args.timed if args.timed is not None else (10 if args.quick else 50)
     start = time.monotonic()
-    crash, collect_crash, disk, server, fuzz, faults = [], [], [], [], [], []
-    if not args.fuzz_only and not args.server_only:
+    crash, collect_crash, disk, server, fuzz, report, faults = [], [], [], [], [], [], []
+    if not args.fuzz_only and not args.server_only and not args.report_only:
         crash = crash_rows(timed)
         print("crash points (SIGKILL) of staged_output: a result folder rewritten old -> new\n")
         print(table(crash, ["component", "events", "tried", "killed", "states", "lost", "duplicated", "tracebacks"]))
@@ -273,17 +303,22 @@ def main() -> int:
         disk = disk_rows(sizes)
         print(f"\nfull disk ({', '.join(map(str, sizes))} KiB free on a tmpfs) and read-only outputs\n")
         print(table(disk, ["component", "tried", "exit 2", "lost", "duplicated", "tracebacks"]))
-    if not args.fuzz_only:
+    if not args.fuzz_only and not args.report_only:
         server = server_rows(args.quick)
         print("\nserver faults: collect --engine server through a fault proxy in front of llama-cpp-python's server, against a clean run\n")
         print(table(server, ["component", "tried", "faults", "exit", "resumed", "retries", "lost", "duplicated", "tracebacks", "s"]))
-    if not args.server_only:
+    if not args.server_only and not args.report_only:
         fuzz, faults = fuzz_rows(per_reader)
         print(f"\nfuzzed reader inputs ({per_reader} generated per reader, every field retyped once, {per_reader} option sets where a reader takes options; seeded)\n")
         print(table(fuzz, ["component", "tried", "generated", "retyped", "options", "ok", "input error", "lost", "duplicated", "tracebacks", "other", "s"]))
+    if not args.server_only and not args.fuzz_only:
+        report, found = report_rows(per_reader, args.report_fit)
+        faults += found
+        print(f"\nresult fields through bayesrc report ({per_reader} seeded inputs per result file, each field another value of its type)\n")
+        print(table(report, ["component", "tried", "written", "clean errors", "tracebacks", "other", "s"]))
     for name, outcome, detail, data in faults[:20]:
         print(f"\n{name}: {outcome}: {detail.strip().splitlines()[-1]}\n  input: {data[:120]!r}")
-    rows = crash + collect_crash + disk + server + fuzz
+    rows = crash + collect_crash + disk + server + fuzz + report
     totals = {k: sum(r[k] for r in rows) for k in ("tried", "lost", "duplicated", "tracebacks", "other")}
     print(f"\n{totals['tried']} crash points and inputs in {time.monotonic() - start:.0f} s; other faults {totals['other']}")
     print(f"lost {totals['lost']}, duplicated {totals['duplicated']}, tracebacks {totals['tracebacks']}")

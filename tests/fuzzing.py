@@ -703,3 +703,162 @@ def fuzz(reader: Reader, n: int, root: Path) -> tuple[Counter, list[tuple[str, s
 
     one()
     return outcomes, faults
+
+
+# -- result fields through ``bayesrc report`` -------------------------------------------------
+# A result file that bayesrc.load accepts can still hold values the report cannot show: these
+# mutations keep every field's JSON type (or its Parquet column's dtype) and change its value.
+HUGE = 1e300
+REPORTED = ("ok", "input error")  # a report written, or one line naming the file and the field
+
+
+def _number_values(value: float) -> list[object]:
+    """Values a number field may take in a file that still loads: null, NaN, ±inf, 0, negative, huge."""
+    negative = -abs(value) if value else -1
+    return [None, float("nan"), float("inf"), float("-inf"), 0, negative, HUGE if isinstance(value, float) else 2**63]
+
+
+def _field_values(value: object) -> list[object]:
+    """The type-valid replacements of one field: numbers as above, an empty or one-element list, an empty object, a flipped flag, an empty text."""
+    if isinstance(value, bool):
+        return [not value]
+    if isinstance(value, (int, float)):
+        return _number_values(value)
+    if isinstance(value, list):
+        return [[], value[:1]] if len(value) > 1 else [[]]
+    if isinstance(value, dict):
+        return [{}]
+    if isinstance(value, str):
+        return [""]
+    return [0, -1, HUGE]  # a null: a number where there was none
+
+
+@st.composite
+def field_value_mutation(draw, doc: object) -> object:
+    """1-3 fields of a JSON document given another value of their type, or deleted (an optional section missing)."""
+    doc = copy.deepcopy(doc)
+    for _ in range(draw(st.integers(1, 3))):
+        slots = _slots(doc)
+        if not slots:
+            break
+        slot = draw(st.sampled_from(slots))
+        choices = _field_values(_at(doc, slot))
+        if isinstance(_at(doc, slot[:-1]), dict):
+            choices = [*choices, _DELETE]
+        value = draw(st.sampled_from(choices))
+        if value is _DELETE:
+            del _at(doc, slot[:-1])[slot[-1]]
+        else:
+            _set(doc, slot, value)
+    return doc
+
+
+_DELETE = object()
+
+
+def report_json_mutations(data: bytes) -> st.SearchStrategy[bytes]:
+    """:func:`field_value_mutation` of a result file, written back as JSON (NaN and ±inf as Python writes them)."""
+    return field_value_mutation(json.loads(data)).map(lambda d: json.dumps(d).encode())
+
+
+def _column_values(column: pd.Series) -> list[object]:
+    """Values of a column's own dtype: NaN, ±inf, 0, negative, huge for floats; 0, negative, huge for integers; flipped flags; empty text."""
+    if pd.api.types.is_bool_dtype(column):
+        return [True, False]
+    if pd.api.types.is_integer_dtype(column):
+        return [0, -1, 2**62]
+    if pd.api.types.is_float_dtype(column):
+        return [float("nan"), float("inf"), float("-inf"), 0.0, -1.0, HUGE]
+    return [""]
+
+
+@st.composite
+def report_table_mutation(draw, data: bytes) -> bytes:
+    """A Parquet table with one column's values changed within its dtype (in every row or one), or cut to no row or one row."""
+    df = pd.read_parquet(io.BytesIO(data))
+    op = draw(st.sampled_from(["column", "cell", "rows"]))
+    if op == "rows" or not len(df):
+        df = df.iloc[: draw(st.sampled_from([0, 1]))]
+    else:
+        col = df.columns[draw(st.integers(0, df.shape[1] - 1))]
+        value = draw(st.sampled_from(_column_values(df[col])))
+        if op == "column":
+            df[col] = pd.Series([value] * len(df), index=df.index).astype(df[col].dtype)
+        else:
+            df.loc[df.index[draw(st.integers(0, len(df) - 1))], col] = value
+    buf = io.BytesIO()
+    df.to_parquet(buf, index=False)
+    return buf.getvalue()
+
+
+def _report(path: Path, out: Path) -> int:
+    """``bayesrc report`` of the run directory holding ``path``, written to ``out`` (HTML: every figure drawn)."""
+    return _cli(["report", str(path.parent), "--out", str(out)])
+
+
+def _with_run_record(folder: Path) -> Path:
+    """An RCI result folder with a real run record (an exact run's ``run.json``) beside it: the report's pins section."""
+    rci = _result_seed("rci", "rci.json")(folder)
+    return Path(shutil.copy(_exact_seed(folder).with_name("run.json"), rci.parent / "run.json"))
+
+
+REPORT_KINDS: dict[str, Reader] = {
+    r.name: r
+    for r in [
+        Reader("rci.json", _result_seed("rci", "rci.json"), report_json_mutations, _report),
+        Reader("items_A.parquet", _result_seed("rci", "items_A.parquet"), report_table_mutation, _report),
+        Reader("run.json", _with_run_record, report_json_mutations, _report),
+        Reader("power.json", _result_seed("power", "power.json"), report_json_mutations, _report),
+        Reader("switch.json", _analysis_seed("switch", "switch.json"), report_json_mutations, _report),
+        Reader("sensitivity.json", _analysis_seed("sensitivity", "sensitivity.json"), report_json_mutations, _report),
+        Reader("truth.json", _analysis_seed("truth", "truth.json"), report_json_mutations, _report),
+        Reader("truth_replicates.parquet", _analysis_seed("truth", "truth_replicates.parquet"), report_table_mutation, _report),
+        Reader("fit.json", _analysis_seed("fit", "fit.json"), report_json_mutations, _report, slow_seed=True),
+        Reader("fit items.parquet", _analysis_seed("fit", "items.parquet"), report_table_mutation, _report, slow_seed=True),
+    ]
+}
+
+
+def try_report(ws: Workspace, data: bytes) -> tuple[str, str]:
+    """``bayesrc report`` over the seed's run directory with ``data`` in place of the seed file.
+
+    ``ok``: a report written; ``input error``: exit 2 with one ``bayesrc: error:`` line naming
+    the file and a field, nothing written; else a fault (``traceback``, ``unnamed``, ``wrote``, ``bad exit``).
+    """
+    with tempfile.TemporaryDirectory(prefix="fuzz-report-") as tmp:
+        folder = Path(tmp) / "in"
+        shutil.copytree(ws.folder, folder)
+        path = folder / ws.target.relative_to(ws.folder)
+        path.write_bytes(data)
+        before = _listing(Path(tmp))
+        out = Path(tmp) / "out"
+        try:
+            code = ws.reader.run(path, out)
+        except InputError as exc:
+            if _listing(Path(tmp)) != before:
+                return "wrote", str(sorted(_listing(Path(tmp)) - before))
+            named = path.name in str(exc) and "field '" in str(exc)
+            return ("input error" if named else "unnamed"), str(exc)
+        except Exception:  # noqa: BLE001 - what the fuzzing looks for
+            return "traceback", traceback.format_exc(limit=-4)
+        if code != 0:
+            return "bad exit", f"exit {code}"
+        return ("ok", "") if any(out.glob("report_*.html")) else ("bad exit", "exit 0 and no report")
+
+
+def fuzz_report(kind: Reader, n: int, root: Path) -> tuple[Counter, list[tuple[str, str, bytes]]]:
+    """``n`` seeded inputs of one result kind through ``bayesrc report``: outcome counts and the faults."""
+    ws = Workspace.make(kind, root)
+    outcomes: Counter = Counter()
+    faults: list[tuple[str, str, bytes]] = []
+
+    @settings(max_examples=n, derandomize=True, database=None, deadline=None, phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+    @given(kind.mutate(ws.seed_bytes))
+    def one(data: bytes) -> None:
+        outcome, detail = try_report(ws, data)
+        outcomes[outcome] += 1
+        if outcome in FAULTS:
+            faults.append((outcome, detail, data))
+
+    one()
+    return outcomes, faults

@@ -16,6 +16,19 @@ from bayesrc.plotting import new_figure
 from bayesrc.results import Result, register, same_frame, same_payload
 
 
+def _count(x, field: str) -> int:
+    """A count of the payload as an int; a null count is an InputError naming the field (there is no count to show)."""
+    if x is None:
+        raise InputError("expected a count, got null", field=field)
+    return int(x)
+
+
+def _bounds(interval: list | None) -> tuple[float, float]:
+    """An interval's (lower, upper) as floats; NaN where it is null or has fewer than two bounds."""
+    lo, hi = [*(interval or []), None, None][:2]
+    return _float(lo), _float(hi)
+
+
 def _float(x) -> float:
     """A number of the payload as a float: NaN where ``rci.json`` holds null (JSON has no NaN)."""
     return float("nan") if x is None else float(x)
@@ -106,7 +119,7 @@ class PairResult:
     def n_flagged(self) -> int:
         """Items classified reliably changed (analysable items, primary threshold)."""
         c = self.counts.get("analysable", {})
-        return int(c.get("improved", 0)) + int(c.get("deteriorated", 0))
+        return _count(c.get("improved", 0), "counts.analysable.improved") + _count(c.get("deteriorated", 0), "counts.analysable.deteriorated")
 
     # typed views of the pairs.NAME block (keys as reliable_change writes them) --------------
     exclusions = property(lambda self: self.payload["exclusions"])  # n_before, n_after, low_valid, floor_ceiling, min_valid_rule
@@ -150,9 +163,9 @@ class PairResult:
             for key, label in sets:
                 cnt = self.counts[key]
                 row[f"{label} n"] = cnt[cls]
-                row[f"{label} %"] = 100 * cnt["proportions"][cls] if cnt["n"] else np.nan
-            if ns:
-                row["no-change null n"] = ns[null_mean[cls]] if cls in null_mean else ns["n_analysable_mean"] - ns["flagged_mean"]
+                row[f"{label} %"] = 100 * _float(cnt["proportions"][cls]) if cnt["n"] else np.nan
+            if ns:  # null means read as NaN (a missing number in the table)
+                row["no-change null n"] = _float(ns[null_mean[cls]]) if cls in null_mean else _float(ns["n_analysable_mean"]) - _float(ns["flagged_mean"])
             rows.append(row)
         total: dict = {"class": "total"} | {k: v for key, label in sets for k, v in ((f"{label} n", self.counts[key]["n"]), (f"{label} %", 100.0))}
         if ns:
@@ -163,7 +176,7 @@ class PairResult:
         """Per version: split-half r_xx with its interval, ICC(1,K), ICC(1,1) and SEM."""
         rel = self.reliability
         return pd.DataFrame([
-            {"version": v, "r_xx": rel[v]["r_xx"], "ci_lo": rel[v]["ci"][0], "ci_hi": rel[v]["ci"][1], "ICC(1,K)": rel[v]["icc_1_k"],
+            {"version": v, "r_xx": rel[v]["r_xx"], "ci_lo": _bounds(rel[v]["ci"])[0], "ci_hi": _bounds(rel[v]["ci"])[1], "ICC(1,K)": rel[v]["icc_1_k"],
              "ICC(1,1)": rel[v]["icc"], "SEM": self.sem[v]}
             for v in ("v1", "v2")
         ])  # fmt: skip

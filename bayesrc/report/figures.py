@@ -22,6 +22,15 @@ def _jitter(n: int, scale: float, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).uniform(-scale, scale, n)
 
 
+def _max_samples(items: pd.DataFrame, default: int = 10) -> int:
+    """The most samples an item has (``n_v1``, ``n_v2``): the grid of its accuracies; ``default`` with no finite count."""
+    if not {"n_v1", "n_v2"} <= set(items):
+        return default
+    counts = items[["n_v1", "n_v2"]].to_numpy(float)
+    counts = counts[np.isfinite(counts)]
+    return int(counts.max()) if counts.size else default
+
+
 def item_scatter(items: pd.DataFrame, s_diff: float, z: float = 1.96, *, versions: tuple[str, str] = ("v1", "v2"), title: str = "") -> Figure:
     """v1 vs v2 item accuracy, coloured by RCI class, with the band ``|p2 - p1| <= z S_diff``.
 
@@ -29,7 +38,7 @@ def item_scatter(items: pd.DataFrame, s_diff: float, z: float = 1.96, *, version
     """
     fig, ax = subplots(figsize=(5.6, 5.2))
     n = len(items)
-    k_grid = 1.0 / max(int(np.nanmax(items[["n_v1", "n_v2"]].to_numpy())) if {"n_v1", "n_v2"} <= set(items) else 10, 1)
+    k_grid = 1.0 / max(_max_samples(items), 1)
     jx, jy = _jitter(n, 0.3 * k_grid, 1), _jitter(n, 0.3 * k_grid, 2)
     for cls in (EXCLUDED, *CLASSES):
         sel = (items["class"] == cls).to_numpy()
@@ -93,7 +102,7 @@ def difficulty_churn(bins: pd.DataFrame, *, title: str = "") -> Figure:
     ax.bar(x, np.nan_to_num(imp), color=CLASS_COLOURS[IMPROVED], label=CLASS_LABELS[IMPROVED])
     ax.bar(x, np.nan_to_num(det), bottom=np.nan_to_num(imp), color=CLASS_COLOURS[DETERIORATED], label=CLASS_LABELS[DETERIORATED])
     for xi, ni, top in zip(x, bins["n"], np.nan_to_num(imp + det)):
-        ax.text(xi, top + 0.01, f"n={int(ni)}", ha="center", fontsize=7)
+        ax.text(xi, top + 0.01, f"n={int(ni)}" if np.isfinite(ni) else "n=n/a", ha="center", fontsize=7)
     ax.set_xticks(x, list(bins["bin"]))
     ax.set(xlabel="baseline accuracy p_v1", ylabel="share of items (churn)", ylim=(0, 1.05), title=title or "Churn by baseline difficulty")
     ax.legend(fontsize=8, frameon=False)
@@ -166,7 +175,8 @@ def truth_scores(per_replicate: pd.DataFrame, q: float = 0.10, *, title: str = "
     a1.set_yticks(range(len(methods)), methods, fontsize=8)
     a1.set(xlabel="realised FDP (flag's direction ≠ sign of exact Δp)", title="False discoveries per replicate (| = mean)")
     a1.legend(fontsize=7, frameon=False)
-    bayes = per_replicate[(per_replicate["kind"] == "bayes") & per_replicate["rci_fdp_estimate"].notna()]
+    # replicates scored by RCI alone (truth(methods=())) have no model and no estimate column
+    bayes = per_replicate[(per_replicate["kind"] == "bayes") & per_replicate["rci_fdp_estimate"].notna()] if "rci_fdp_estimate" in per_replicate else per_replicate.iloc[:0]
     colours = ["#d95f02", "#7570b3", "#1b9e77", "#e7298a", "#66a61e"]
     for j, (m, g) in enumerate(bayes.groupby("method", sort=False)):
         a2.scatter(g["rci_fdp_realised"], g["rci_fdp_estimate"], s=14, alpha=0.6, color=colours[j % len(colours)], linewidths=0, label=f"{m}, sign (coverage90 {g['coverage90'].mean():.2f})")
@@ -176,11 +186,14 @@ def truth_scores(per_replicate: pd.DataFrame, q: float = 0.10, *, title: str = "
         if "rci_fdp_estimate_material" in g:  # material false discoveries (|exact dp| < delta_min counts too): hollow
             a2.scatter(g["rci_fdp_realised_material"], g["rci_fdp_estimate_material"], s=14, alpha=0.6, facecolors="none", edgecolors=colours[j % len(colours)], label=f"{m}, material")
     cols = [c for c in ("rci_fdp_realised", "rci_fdp_estimate", "rci_fdp_realised_material", "rci_fdp_estimate_material", "rci_fdp_hi90") if c in bayes]
-    hi = float(np.nanmax(bayes[cols].to_numpy())) if len(bayes) else 1.0
+    shown = bayes[cols].to_numpy(float)
+    shown = shown[np.isfinite(shown)]  # an infinite or missing proportion cannot set the axis limits
+    hi = float(shown.max()) if shown.size else 1.0
     hi = max(hi, 0.1) * 1.1
     a2.plot([0, hi], [0, hi], color="black", lw=0.8)
     a2.set(xlim=(-0.01, hi), ylim=(-0.01, hi), xlabel="RCI's realised FDP", ylabel="model's estimate of RCI's FDP", title="Estimating RCI's false discoveries")
-    a2.legend(fontsize=7, frameon=False)
+    if len(bayes):  # no model scored: nothing to label
+        a2.legend(fontsize=7, frameon=False)
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()

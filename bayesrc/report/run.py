@@ -138,6 +138,8 @@ def load_run(run_dir: str | Path) -> Run:
     run = Run(path=root, comparisons={})
     if (root / RCIRun.main_file).is_file():
         run.rci, run.files["rci.json"] = RCIRun.load(root), root / "rci.json"
+        if not run.rci.names:  # a report is per pair: an rci.json without one has nothing to show
+            raise InputError("holds no version pair", path=root / "rci.json", field="pairs")
     plain = BayesFit.load(root) if (root / BayesFit.main_file).is_file() else None  # a fit written into the run folder itself
     owner = None if plain is None else plain.payload.get("pair")  # the pair it belongs to, when recorded
     names = list(run.rci.names) if run.rci is not None else []

@@ -74,6 +74,11 @@ def _num(x: float | None, spec: str) -> str:
     return "n/a" if x is None or not np.isfinite(x) else format(x, spec)
 
 
+def _known(x: float | None) -> bool:
+    """True for a finite number (a null or NaN field reads as unknown)."""
+    return x is not None and bool(np.isfinite(x))
+
+
 def _pct(x: float | None) -> str:
     return "n/a" if x is None or not np.isfinite(x) else f"{100 * x:.1f}%"
 
@@ -164,13 +169,13 @@ def section_aggregate(run: Run, c: Comparison) -> Section | None:
     cnt = pair.analysable
     text += f" Beneath it, {cnt['improved']} items reliably improved and {cnt['deteriorated']} reliably deteriorated (churn {_pct(cnt['churn'])} of {cnt['n']} analysable items)"
     ns = pair.null_samples
-    if ns:
+    if ns and _known(ns["flagged_p975"]):  # a null bound: there is nothing to compare the flags with
         if pair.n_flagged > ns["flagged_p975"]:
             text += f", more than the {ns['flagged_p975']:.0f} that data with no change would give at most (97.5%): there is item-level change beyond chance" + (
                 " that the aggregate hides." if sign == "did not change detectably" else "."
             )
         else:
-            text += f", no more than data with no change give ({ns['flagged_p025']:.0f}-{ns['flagged_p975']:.0f}, 95%): this churn is no evidence of item-level change."
+            text += f", no more than data with no change give ({_num(ns['flagged_p025'], '.0f')}-{ns['flagged_p975']:.0f}, 95%): this churn is no evidence of item-level change."
     else:
         text += "."
     blocks = [Text(text), Table(agg, "Aggregate change (mean item Δp, t interval)", latex=True, label="aggregate")]
@@ -198,13 +203,13 @@ def null_sentence(pair: PairResult) -> str:
     ns, nc = pair.null_samples, pair.no_change_test
     test = (
         f" Did anything change at all? Within-item permutation test of identical versions ({nc['n_permutations']} re-deals; each item's and each "
-        f"(domain, letter) stratum's chi-square): p = {nc['p_value']:.3g}." if nc else ""
+        f"(domain, letter) stratum's chi-square): p = {_num(nc['p_value'], '.3g')}." if nc else ""
     )  # fmt: skip
     if not ns:
         return "The sample-level no-change null was not computed for this run." + test
     return (
         f"No-change null ({ns['replicates']} replicates, each item's samples of both versions re-dealt at random): "
-        f"{ns['flagged_mean']:.1f} items flagged on average (95% range {ns['flagged_p025']:.0f}-{ns['flagged_p975']:.0f}), "
+        f"{_num(ns['flagged_mean'], '.1f')} items flagged on average (95% range {_num(ns['flagged_p025'], '.0f')}-{_num(ns['flagged_p975'], '.0f')}), "
         f"a false-positive rate of {_pct(ns['rate'])} per analysable item against the nominal {_pct(ns['nominal_rate'])}; "
         f"observed {pair.n_flagged}." + test
     )
@@ -237,7 +242,7 @@ def section_rci(run: Run, c: Comparison) -> Section | None:
         Text(
             f"Direction-asymmetry test ({null['n_permutations']} version-swap permutations over the {null['n_items']} analysable items; "
             f"swapping keeps every |Δp|, so it tests only the balance of improvements and deteriorations): 95th percentile "
-            f"{null['improved_p95']:.0f} improved / {null['deteriorated_p95']:.0f} deteriorated, observed {null['observed_improved']} / "
+            f"{_num(null['improved_p95'], '.0f')} improved / {_num(null['deteriorated_p95'], '.0f')} deteriorated, observed {null['observed_improved']} / "
             f"{null['observed_deteriorated']} — improvement {'exceeds' if null['improved_exceeds_null'] else 'does not exceed'} and deterioration "
             f"{'exceeds' if null['deteriorated_exceeds_null'] else 'does not exceed'} its share under a symmetric null."
         ),
@@ -269,8 +274,9 @@ def section_reference_figures(run: Run, c: Comparison) -> Section | None:
         _fig(lambda: F.rci_histogram(items, z), f"RCI over analysable items with the ±{z:g} thresholds.", "rci_hist"),
         _fig(lambda: F.domain_heatmap(dom), f"Domain × class (analysable items): χ² = {_num(d['chi2'], '.2f')}, p = {_num(d['p'], '.3g')}, Cramér's V = {_num(d['cramers_v'], '.3f')}.", "domain"),
         Table(r.domain_table(), "Reliable change by domain", latex=True, label="domains"),
-        _fig(lambda: F.difficulty_churn(bins), "Churn by baseline difficulty (p_v1 bins).", "difficulty"),
     ]
+    if len(bins):  # an rci.json without difficulty bins has no churn to draw
+        blocks.append(_fig(lambda: F.difficulty_churn(bins), "Churn by baseline difficulty (p_v1 bins).", "difficulty"))
     return Section("figures", "Item-level change (reference-study figures)", blocks)
 
 
@@ -492,10 +498,10 @@ def section_power(run: Run, c: Comparison | None = None) -> Section | None:
         resolved = [k for k in VERDICT_PARADIGMS if q["verdicts"].get(k) == "resolved"]
         blocks.append(
             Text(
-                f"**{q['name_a']} vs {q['name_b']}**: N = {q['n']} items, observed δ = {q['delta']:+.3f}, "
-                f"minimum detectable effect {_num(q['mde'], '.3f')}; resolving a difference of the observed size (δ = {q['delta']:+.3f}) "
+                f"**{q['name_a']} vs {q['name_b']}**: N = {q['n']} items, observed δ = {_num(q['delta'], '+.3f')}, "
+                f"minimum detectable effect {_num(q['mde'], '.3f')}; resolving a difference of the observed size (δ = {_num(q['delta'], '+.3f')}) "
                 f"needs N* ≈ {q['n_star_ceil']} items, "
-                f"so q = N/N* = {q['q']:.3g} — " + (f"resolved under {', '.join(resolved)}." if resolved else "unresolved under every stress test.")
+                f"so q = N/N* = {_num(q['q'], '.3g')} — " + (f"resolved under {', '.join(resolved)}." if resolved else "unresolved under every stress test.")
             )
         )
     blocks.append(Table(run.power.pairs_table(versions), "Resolution per pair (verdicts under fixed n, multiplicity, clustering, anytime-valid)", latex=True, label="power"))
@@ -666,11 +672,34 @@ def build_sections(run: Run, c: Comparison | None, *, builders: list[PairBuilder
         try:
             s = b(run, c)
         except KeyError as exc:
-            where = (c.files.get("fit") if c is not None and b.__name__ in BAYES_SECTIONS else None) or next(iter(run.files.values()), run.path)
-            raise InputError(f"{b.__name__}: the result lacks field {exc} (rerun the analysis with this bayesrc)", path=where, field=str(exc.args[0])) from None
+            raise InputError(f"{b.__name__}: the result lacks field {exc} (rerun the analysis with this bayesrc)", path=section_file(run, c, b.__name__), field=str(exc.args[0])) from None
+        except InputError as exc:
+            if exc.path is not None:
+                raise
+            # a result's accessor refused a field's value (a null count, say): name the file it came from
+            raise InputError(exc.message, path=section_file(run, c, b.__name__), field=exc.field) from None
         if s is not None:
             out.append(s)
     return out
 
 
 BAYES_SECTIONS = {"section_bayes_items", "section_domain_shift", "section_crosscheck", "section_diagnostics", "section_checks"}
+
+#: the result file each run-wide or classical section reads (an error in it names that file)
+SECTION_FILES = {
+    "section_aggregate": "rci.json", "section_rci": "rci.json", "section_reference_figures": "rci.json", "section_power": "power.json",
+    "section_switch": "switch.json", "section_sensitivity": "sensitivity.json", "section_truth": "truth.json", "section_model_comparison": "loo_compare.json",
+}  # fmt: skip
+
+
+def section_file(run: Run, c: Comparison | None, builder: str):
+    """The file a section builder read: the pair's fit for the Bayesian sections, else its result file (the run's first file when unknown).
+
+    Examples
+    --------
+    >>> section_file(load_run("runs/demo"), None, "section_power")  # doctest: +SKIP
+    PosixPath('runs/demo/power.json')
+    """
+    if c is not None and builder in BAYES_SECTIONS and "fit" in c.files:
+        return c.files["fit"]
+    return run.files.get(SECTION_FILES.get(builder, "")) or next(iter(run.files.values()), run.path)

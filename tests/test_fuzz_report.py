@@ -1,0 +1,23 @@
+"""Result fields through ``bayesrc report``: a result folder that ``bayesrc.load`` opens, each
+field given another value of its type (null, NaN, ±inf, 0, negative, huge, an empty or
+one-element list, an empty object, deleted; a Parquet column within its dtype, no row or one),
+gives a report or one ``bayesrc: error:`` line naming the file and the field (exit 2), never a
+traceback and nothing written (tests/fuzzing.py: REPORT_KINDS; seeded, a sample here;
+benchmarks/faults.py runs >= 1,000 per kind, with the kinds whose seed needs a fit)."""
+
+from __future__ import annotations
+
+import pytest
+from fuzzing import REPORT_KINDS, Workspace, fuzz_report, try_report
+
+#: seeded inputs per kind: an RCI pair's HTML report draws four figures (about 1 s here), the others are cheaper
+EXAMPLES = {"rci.json": 10, "items_A.parquet": 6, "run.json": 4, "switch.json": 10, "truth.json": 10, "truth_replicates.parquet": 6}
+
+
+@pytest.mark.parametrize("name", [n for n, kind in REPORT_KINDS.items() if not kind.slow_seed])
+def test_any_value_of_a_fields_type_is_a_report_or_one_named_line(name, tmp_path):
+    ws = Workspace.make(REPORT_KINDS[name], tmp_path / "seed")
+    assert try_report(ws, ws.seed_bytes) == ("ok", "")  # the seed gives a report: a refusal is the mutation's doing
+    outcomes, faults = fuzz_report(REPORT_KINDS[name], EXAMPLES.get(name, 40), tmp_path / "fuzz")
+    assert not faults, f"{name}: {len(faults)} faults of {sum(outcomes.values())}; the first: {faults[0][0]}: {faults[0][1]}"
+    assert outcomes["ok"] > 0  # the mutations leave reports to draw, not only refusals
