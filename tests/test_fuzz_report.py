@@ -21,3 +21,16 @@ def test_any_value_of_a_fields_type_is_a_report_or_one_named_line(name, tmp_path
     outcomes, faults = fuzz_report(REPORT_KINDS[name], EXAMPLES.get(name, 40), tmp_path / "fuzz")
     assert not faults, f"{name}: {len(faults)} faults of {sum(outcomes.values())}; the first: {faults[0][0]}: {faults[0][1]}"
     assert outcomes["ok"] > 0  # the mutations leave reports to draw, not only refusals
+
+
+def test_a_truth_run_with_null_figures_reads_n_a(tmp_path):
+    """Found by the fuzzer (benchmarks/faults.py --report-only, 5 of 200 truth.json inputs): a null
+    median |Δp|, mean flag count or coverage share raised a TypeError in the report's text."""
+    import json
+
+    ws = Workspace.make(REPORT_KINDS["truth.json"], tmp_path / "seed")
+    doc = json.loads(ws.seed_bytes)
+    doc["exact"]["median_abs_dp"] = None
+    for method in doc["methods"].values():
+        method.update({k: None for k in ("flagged_mean", "selected_mean", "rci_fdp_interval_coverage") if k in method})
+    assert try_report(ws, json.dumps(doc).encode()) == ("ok", "")

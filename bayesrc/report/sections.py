@@ -590,32 +590,31 @@ def section_truth(run: Run, c: Comparison | None = None) -> Section | None:
     if t is None:
         return None
     ex, rci, model = t.exact, t.methods.get("rci") or {}, t.methods.get(t.default_model) or {}
-    nan = float("nan")
     text = (
         f"**{t.runs['v1']['label']} → {t.runs['v2']['label']}**, exact answer distributions: "
-        f"{t.n_items} items, median |Δp| {ex['median_abs_dp']:.3f}, {ex['n_material']} moved by ≥ {t.delta_min} "
+        f"{t.n_items} items, median |Δp| {_num(ex['median_abs_dp'], '.3f')}, {ex['n_material']} moved by ≥ {t.delta_min} "
         f"({ex['n_up']} up, {ex['n_down']} down). On {t.replicates} replicate datasets of K = {t.k} samples drawn from them, "
-        f"RCI flagged {rci.get('flagged_mean', nan):.1f} items per replicate with realised FDP {_pct(rci.get('fdp_sign'))} (sign) / "
+        f"RCI flagged {_num(rci.get('flagged_mean'), '.1f')} items per replicate with realised FDP {_pct(rci.get('fdp_sign'))} (sign) / "
         f"{_pct(rci.get('fdp_material'))} (material); the default change model estimated it as {_pct(model.get('rci_fdp_estimate_mean'))} (sign) / "
         f"{_pct(model.get('rci_fdp_estimate_material_mean'))} (material; RCI's realised on the same replicates: "
         f"{_pct(model.get('rci_fdp_realised_mean'))} / {_pct(model.get('rci_fdp_realised_material_mean'))}), "
-        f"selected {model.get('selected_mean', nan):.1f} items at q = {t.q} with realised FDP {_pct(model.get('fdp_sign'))} "
+        f"selected {_num(model.get('selected_mean'), '.1f')} items at q = {t.q} with realised FDP {_pct(model.get('fdp_sign'))} "
         f"and its 90% intervals covered the exact Δp of {_pct(model.get('coverage90'))} of items."
     )
-    held = model.get("rci_fdp_interval_coverage", nan)
-    if np.isfinite(held):
+    held = model.get("rci_fdp_interval_coverage")
+    if _known(held):
         text += (
             f" Its 90% interval of RCI's FDP held the realised proportion on {_pct(held)} of the replicates (sign; "
             f"material: {_pct(model.get('rci_fdp_material_interval_coverage'))}; calibrated near 90%)."
         )
-    rejected = model.get("no_change_rejected_share", nan)
-    if np.isfinite(rejected):
+    rejected = model.get("no_change_rejected_share")
+    if _known(rejected):
         text += (
             f" The no-change permutation test rejected identical versions at 0.10 on {_pct(rejected)} of the replicates; "
             "on the others the intervals of RCI's FDP run to 100% (if nothing changed, every flag is false)."
         )
-    warned = model.get("rci_fdp_prior_sensitive_share", nan)
-    if np.isfinite(warned):
+    warned = model.get("rci_fdp_prior_sensitive_share")
+    if _known(warned):
         text += (
             f" On {_pct(warned)} of the replicates the fit warned that its sign estimate of RCI's FDP moves by more than {PRIOR_TOLERANCE:g} "
             f"with its priors (material: {_pct(model.get('rci_fdp_material_prior_sensitive_share'))}): there the data do not decide it."
