@@ -150,9 +150,25 @@ def staged_output(out_dir: str | Path) -> Iterator[Path]:
             else:
                 _commit(stage, target)
         except OSError as exc:  # e.g. a table written straight into the stage on a full disk
-            raise _named(exc, target) from None
+            raise _unstaged(_named(exc, target), stage, target) from None
         finally:
             shutil.rmtree(stage, ignore_errors=True)
+
+
+def _unstaged(exc: OSError, stage: Path, target: Path) -> OSError:
+    """``exc`` naming the output's file instead of its copy in the stage (which is deleted: the
+    user knows ``out/report.html``, not ``.out.new-1a2b3c4d/report.html``).
+
+    Examples
+    --------
+    >>> exc = OSError(28, "No space left on device", "/r/.out.new-1a2b/a.json")
+    >>> _unstaged(exc, Path("/r/.out.new-1a2b"), Path("/r/out")).filename
+    '/r/out/a.json'
+    """
+    name = Path(exc.filename) if isinstance(exc.filename, str) else None
+    if name is None or not name.is_relative_to(stage):
+        return exc
+    return _named(OSError(exc.errno, exc.strerror or os.strerror(exc.errno)) if exc.errno else OSError(str(exc)), target / name.relative_to(stage))
 
 
 def _replace_entries(stage: Path, target: Path) -> None:

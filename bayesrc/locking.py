@@ -75,8 +75,8 @@ def _acquire(target: Path) -> int:
             try:
                 os.ftruncate(fd, 0)
                 os.pwrite(fd, str(os.getpid()).encode(), 0)
-            except OSError as exc:  # a full disk
-                os.close(fd)
+            except OSError as exc:  # a full disk: leave no lock file behind (removed while still locked)
+                _release(target, fd)
                 raise OSError(exc.errno, exc.strerror, str(path)) from None
             return fd
         os.close(fd)  # locked a file its holder had just removed: take the new one

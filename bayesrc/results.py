@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import copy
 import html
+import io
 import json
 from pathlib import Path
 from typing import Any, ClassVar
@@ -51,7 +52,7 @@ from typing import Any, ClassVar
 import pandas as pd
 
 from bayesrc.errors import InputError
-from bayesrc.io import atomic_write_json, dumps_json, read_hdf5, staged_output
+from bayesrc.io import atomic_write_bytes, atomic_write_json, dumps_json, read_hdf5, staged_output
 from bayesrc.io import read_parquet as io_read_parquet
 
 #: version of the result payloads' layout (the ``format`` key every payload carries)
@@ -84,6 +85,24 @@ def with_format(payload: dict) -> dict:
     {'format': 1, 'pairs': []}
     """
     return {"format": payload.get("format", FORMAT), **payload}
+
+
+def posterior_bytes(tree: Any) -> bytes:
+    """A posterior DataTree as the bytes of its NetCDF-4 file, built in memory.
+
+    Why: h5py, writing straight into a file, crashes the process (SIGSEGV) when the disk fills up
+    part-way; written as bytes, a full disk is one OSError of :func:`bayesrc.io.atomic_write_bytes`.
+
+    Examples
+    --------
+    >>> import numpy as np, xarray as xr
+    >>> tree = xr.DataTree.from_dict({"/posterior": xr.Dataset({"a": ("x", np.arange(3.0))})})
+    >>> posterior_bytes(tree)[:4]
+    b'\\x89HDF'
+    """
+    buf = io.BytesIO()
+    tree.to_netcdf(buf, engine="h5netcdf")
+    return buf.getvalue()
 
 
 class Result:
@@ -150,7 +169,7 @@ class Result:
         if self.posterior is not None:
             dt = self.posterior.copy()
             dt.attrs.update(self.posterior_attrs())
-            dt.to_netcdf(stage / "posterior.nc", engine="h5netcdf")
+            atomic_write_bytes(stage / "posterior.nc", posterior_bytes(dt))
         self._save_extra(stage)
 
     def _save_extra(self, stage: Path) -> None:

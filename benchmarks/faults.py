@@ -1,6 +1,6 @@
 """Fault tolerance, counted: SIGKILL crash points of a result-folder write and of a collection, full disks, server faults and fuzzed reader inputs.
 
-    .venv/bin/python benchmarks/faults.py [--quick] [--per-reader N] [--timed N] [--server-only | --fuzz-only | --report-only] [--report-fit]
+    .venv/bin/python benchmarks/faults.py [--quick] [--per-reader N] [--timed N] [--server-only | --fuzz-only | --report-only | --disk-only] [--report-fit] [--disk-fit]
 
 Components, each a table (the suite, tests/test_faults.py and tests/test_fuzz.py, runs the
 same harnesses on a smaller seeded sample):
@@ -22,6 +22,15 @@ server
     ``renameat2`` exchange and the two-rename fallback). *lost*: after recovery the folder
     is not wholly old or wholly new (a mix counts as lost: the old version is gone);
     *duplicated*: a stage or an old copy left behind after recovery.
+full disk
+    tests/disk_faults.py (as root): ``collect``, ``rci``, ``merge``, ``report``, ``power``,
+    ``switch --bayes none`` (and with ``--disk-fit`` ``fit --model betabinom``, whose NUTS takes
+    about a minute a case), real CLI processes with their output on a tmpfs left with N KiB free,
+    half the writer's output free, or remounted read-only, over an older version of the output.
+    *exit 2*: one ``bayesrc: error:`` line; *old kept*: the older version byte for byte; *back*:
+    with the space back the command completes (the resumed collection with the uninterrupted
+    trials, a writer with every file of its output); *duplicated*: a stage, temporary or lock file
+    left behind.
 readers
     tests/fuzzing.py: ``--per-reader`` Hypothesis-generated malformed or truncated inputs
     (seeded) per reader the CLI uses, through the CLI in-process where a command reads it
@@ -104,8 +113,8 @@ def collect_crash_rows(calls: int) -> list[dict]:
     return rows
 
 
-def disk_rows(sizes: list[int]) -> list[dict]:
-    """collect, rci and merge on a real tmpfs with ``sizes`` KiB free and read-only (needs root to mount)."""
+def disk_rows(sizes: list[int], writers: tuple[str, ...]) -> list[dict]:
+    """collect and the writers on a real tmpfs with ``sizes`` KiB free, half each writer's output free, and read-only (needs root to mount)."""
     sys.path.insert(0, str(TESTS))
     import disk_faults
 
@@ -113,15 +122,19 @@ def disk_rows(sizes: list[int]) -> list[dict]:
         if not disk_faults.can_mount(Path(tmp)):
             print("full disk / read-only: not run (mounting a tmpfs needs root)")
             return []
-        s = disk_faults.disk_faults(Path(tmp) / "d", sizes)
+        start = time.monotonic()
+        s = disk_faults.disk_faults(Path(tmp) / "d", sizes, writers=writers)
+        seconds = round(time.monotonic() - start)
     rows = []
-    for name in ("collect", "rci", "merge"):
+    for name in ("collect", *writers):
         cases = [c for c in s["cases"] if c["case"].startswith(name + ",")]
         rows.append({
             "component": f"{name} (full disk, read-only)", "tried": len(cases), "exit 2": sum(c["exit"] == 2 for c in cases),
+            "old kept": sum(c.get("kept", True) for c in cases), "back": sum(c["back"] for c in cases),
             "lost": sum(c["lost"] + c["torn"] for c in cases), "duplicated": sum(c["duplicated"] for c in cases),
             "tracebacks": sum(not c["clean"] for c in cases), "other": 0,
         })  # fmt: skip
+    print(f"full disk / read-only: {s['tried']} cases in {seconds} s", file=sys.stderr)
     return rows
 
 
@@ -285,33 +298,40 @@ def main() -> int:
     ap.add_argument("--fuzz-only", action="store_true", help="only the fuzzed reader inputs (no crash points, collection, disk or server rows)")
     ap.add_argument("--server-only", action="store_true", help="only the server faults (fault proxy in front of llama-cpp-python's server)")
     ap.add_argument("--report-only", action="store_true", help="only the result fields through bayesrc report")
+    ap.add_argument("--disk-only", action="store_true", help="only the full disk / read-only outputs (tests/disk_faults.py)")
+    ap.add_argument("--disk-fit", action="store_true", help="also bayesrc fit --model betabinom on the full disk (NUTS: about a minute per case)")
     ap.add_argument("--report-fit", action="store_true", help="also fit.json and the fit's item table through the report (one real compare, and figures of a posterior per input)")
     args = ap.parse_args()
     calls = args.calls if args.calls is not None else (18 if args.quick else 60)
     sizes = [0, 4, 40] if args.quick else [0, 4, 8, 16, 24, 32, 40, 48, 64]
+    writers = ("rci", "merge", "report", "power", "switch", *(("fit",) if args.disk_fit else ()))
     per_reader = args.per_reader or (100 if args.quick else 1000)
     timed = args.timed if args.timed is not None else (10 if args.quick else 50)
     start = time.monotonic()
     crash, collect_crash, disk, server, fuzz, report, faults = [], [], [], [], [], [], []
-    if not args.fuzz_only and not args.server_only and not args.report_only:
+    only = {"fuzz": args.fuzz_only, "server": args.server_only, "report": args.report_only, "disk": args.disk_only}
+    runs = {component: flag or not any(only.values()) for component, flag in only.items()}  # an --X-only picks X alone
+    runs["crash"] = not any(only.values())
+    if runs["crash"]:
         crash = crash_rows(timed)
         print("crash points (SIGKILL) of staged_output: a result folder rewritten old -> new\n")
         print(table(crash, ["component", "events", "tried", "killed", "states", "lost", "duplicated", "tracebacks"]))
         collect_crash = collect_crash_rows(calls)
         print(f"\ncrash points (SIGKILL) of a collection, resumed: every filesystem event + {calls} points over its calls\n")
         print(table(collect_crash, ["component", "events", "tried", "killed", "lost", "duplicated", "tracebacks", "s"]))
-        disk = disk_rows(sizes)
-        print(f"\nfull disk ({', '.join(map(str, sizes))} KiB free on a tmpfs) and read-only outputs\n")
-        print(table(disk, ["component", "tried", "exit 2", "lost", "duplicated", "tracebacks"]))
-    if not args.fuzz_only and not args.report_only:
+    if runs["disk"]:
+        disk = disk_rows(sizes, writers)
+        print(f"\nfull disk ({', '.join(map(str, sizes))} KiB free on a tmpfs, and half each writer's output) and read-only outputs\n")
+        print(table(disk, ["component", "tried", "exit 2", "old kept", "back", "lost", "duplicated", "tracebacks"]))
+    if runs["server"]:
         server = server_rows(args.quick)
         print("\nserver faults: collect --engine server through a fault proxy in front of llama-cpp-python's server, against a clean run\n")
         print(table(server, ["component", "tried", "faults", "exit", "resumed", "retries", "lost", "duplicated", "tracebacks", "s"]))
-    if not args.server_only and not args.report_only:
+    if runs["fuzz"]:
         fuzz, faults = fuzz_rows(per_reader)
         print(f"\nfuzzed reader inputs ({per_reader} generated per reader, every field retyped once, {per_reader} option sets where a reader takes options; seeded)\n")
         print(table(fuzz, ["component", "tried", "generated", "retyped", "options", "ok", "input error", "lost", "duplicated", "tracebacks", "other", "s"]))
-    if not args.server_only and not args.fuzz_only:
+    if runs["report"]:
         report, found = report_rows(per_reader, args.report_fit)
         faults += found
         print(f"\nresult fields through bayesrc report ({per_reader} seeded inputs per result file, each field another value of its type)\n")

@@ -8,15 +8,19 @@ bytes left (a preallocated filler file takes the rest), or that is remounted rea
   line and exit 2 (or complete, where the space sufficed); every journal part on disk must be
   whole; then the filler is removed (space back) and ``collect --resume`` must complete with
   the trials of an uninterrupted run;
-- ``rci`` and ``merge`` over an output that holds an older version: one line and exit 2, the
-  old version unchanged and nothing left beside it; with space back, the command succeeds.
+- the writers (``rci``, ``merge``, ``report``, ``power``, ``switch --bayes none``, ``fit --model
+  betabinom``) over an output that holds an older version: one line and exit 2, the old version
+  unchanged and nothing left beside it; with space back, the command succeeds and its output
+  holds every file of a clean run. Each writer is also tried with half its output's size free
+  (some of its files fit, the rest do not).
 
 *lost*: a row of the uninterrupted run missing or different after the resume, an old version
-changed, or a command that fails once space is back; *duplicated*: a repeated trial or a
-temporary file, stage or set-aside folder left behind; *tracebacks*: a failing command whose
-error is not one ``bayesrc: error:`` line with exit 2.
+changed, or a command that fails (or writes an incomplete output) once space is back;
+*duplicated*: a repeated trial or a temporary file, stage or set-aside folder left behind;
+*tracebacks*: a failing command whose error is not one ``bayesrc: error:`` line with exit 2.
 
     python tests/disk_faults.py --root /tmp/disk --sizes 0,8,16,24  # free KiB; JSON summary
+    python tests/disk_faults.py --root /tmp/disk --sizes 0,4 --no-collect --writers report,power
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -37,7 +41,10 @@ ROOT = Path(__file__).resolve().parents[1]
 CARD = ROOT / "models" / "gemma-3-270m-q4_k_m.toml"
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
 CORE = ["item_index", "k", "seed", "response", "extracted", "is_correct"]
+SWITCH_CELLS = ROOT / "bayesrc" / "datasets" / "switch_matrix_cells.csv"
 MOUNT_BYTES = 4 << 20
+#: every writer prepare() builds inputs for, cheapest first (``fit`` samples: about a minute)
+WRITERS = ("rci", "merge", "report", "power", "switch", "fit")
 
 
 def can_mount(root: Path) -> bool:
@@ -100,8 +107,28 @@ def snapshot(folder: Path) -> dict[str, bytes] | None:
 
 
 def leftovers(folder: Path) -> list[str]:
-    """Temporary files, stages and set-aside folders under ``folder`` (the mount)."""
-    return sorted(p.name for p in folder.rglob(".*") if p.name.endswith(".tmp") or ".new-" in p.name or ".old-" in p.name)
+    """Temporary files, stages, set-aside folders and writer-lock files under ``folder`` (the mount),
+    once no command runs (a run directory's own ``.lock`` stays by design)."""
+    debris = (".tmp", ".lock")
+    return sorted(p.name for p in folder.rglob(".*") if (p.name.endswith(debris) and p.name != ".lock") or ".new-" in p.name or ".old-" in p.name or p.name.startswith(".staging-"))
+
+
+def output_bytes(files: dict[str, bytes] | None) -> int:
+    """Total size of a :func:`snapshot`."""
+    return sum(map(len, (files or {}).values()))
+
+
+def complete(name: str, out: Path, clean_files: set[str]) -> bool:
+    """Whether ``out`` holds a whole output: a merged run's record, or every file of a clean run, none empty."""
+    if name == "merge":
+        return (out / "run.json").is_file()
+    files = snapshot(out) or {}
+    return set(files) >= clean_files and all(files.values())
+
+
+def free_label(free: int | None) -> str:
+    """How a case's disk was left: ``read-only`` or ``N KiB free``."""
+    return "read-only" if free is None else f"{free // 1024} KiB free"
 
 
 def collect_args(bank: Path, out: Path, *extra: str) -> list[str]:
@@ -143,7 +170,7 @@ def collect_case(mnt: Path, bank: Path, reference: pd.DataFrame, *, free: int | 
 def _compare(reference: pd.DataFrame, out: Path, again: subprocess.CompletedProcess) -> dict:
     """Lost and duplicated rows of a resumed run against the uninterrupted one."""
     if again.returncode != 0:
-        return {"lost": len(reference), "duplicated": 0}
+        return {"lost": len(reference), "duplicated": 0, "back": False}
     got = trials(out)
     dup = int(got.duplicated(["item_index", "k"]).sum())
     merged = reference.merge(got.drop_duplicates(["item_index", "k"]), on=["item_index", "k"], how="left", suffixes=("", "_got"))
@@ -151,17 +178,20 @@ def _compare(reference: pd.DataFrame, out: Path, again: subprocess.CompletedProc
     for col in (c for c in CORE if c not in ("item_index", "k")):
         a, b = merged[col], merged[f"{col}_got"]
         same &= (a == b).fillna(False) | (a.isna() & b.isna())
-    return {"lost": int((~same).sum()), "duplicated": dup}
+    return {"lost": int((~same).sum()), "duplicated": dup, "back": bool(same.all()) and not dup}
 
 
-def writer_case(mnt: Path, name: str, argv: list[str], *, free: int | None) -> dict:
+def writer_case(mnt: Path, name: str, argv: list[str], *, free: int | None, half: bool = False) -> dict:
     """A writer over an output holding an older version (``merge``: into a new run directory, as it
-    never overwrites a run), with ``free`` bytes left (None: read-only)."""
+    never overwrites a run), with ``free`` bytes left (None: read-only; ``half``: half the size of
+    the older version, so that some of its files fit and the rest do not)."""
     out = mnt / "out"
     if name != "merge":
         first = cli(*argv, "--out", str(out))
         assert first.returncode == 0, first.stderr
     old = snapshot(out)
+    if half:
+        free = output_bytes(old) // 2
     filler = fill(mnt, free) if free is not None else None
     if free is None:
         readonly(mnt, True)
@@ -173,44 +203,65 @@ def writer_case(mnt: Path, name: str, argv: list[str], *, free: int | None) -> d
     else:
         filler.unlink()
     again = cli(*argv, "--out", str(out)) if res.returncode != 0 else res
-    return {"case": f"{name}, {'read-only' if free is None else f'{free // 1024} KiB free'}", "exit": res.returncode, "clean": res.returncode == 0 or clean_failure(res),
-            "torn": 0, "lost": int(not kept) + int(again.returncode != 0), "duplicated": len(left), "leftovers": left, "stderr": res.stderr.strip()[-300:]}  # fmt: skip
+    whole = again.returncode == 0 and complete(name, out, set(old or ()))
+    label = f"half its output, {free_label(free)}" if half else free_label(free)
+    return {"case": f"{name}, {label}", "exit": res.returncode, "clean": res.returncode == 0 or clean_failure(res), "kept": kept, "back": whole,
+            "torn": 0, "lost": int(not kept) + int(not whole), "duplicated": len(left), "leftovers": left, "stderr": res.stderr.strip()[-300:]}  # fmt: skip
 
 
-def prepare(root: Path, *, writers: bool = True) -> dict:
-    """Inputs outside the mount: a 4-item bank, the uninterrupted run (and for the writers two shards and a trials pair)."""
+def prepare(root: Path, *, writers: Sequence[str] = WRITERS, collect: bool = True) -> dict:
+    """Inputs outside the mount, made by the real commands: a 4-item bank and the uninterrupted run
+    (``collect``), two shards (``merge``), a simulated trials pair (``rci``, ``power``, ``fit``) and
+    its rci run (``report``); the argv of each of ``writers`` (without ``--out``)."""
     from bayesrc.collect import builtin_bank
     from bayesrc.data import simulate_pair
 
     root.mkdir(parents=True, exist_ok=True)
     bank = builtin_bank(root / "bank.jsonl", n_items=4, seed=7)
-    ref = root / "reference"
-    runs = [collect_args(bank, ref)] + ([collect_args(bank, root / "s0", "--shard", "0/2"), collect_args(bank, root / "s1", "--shard", "1/2")] if writers else [])
+    pair = simulate_pair(30, 10, seed=3)
+    v1, v2 = str(root / "v1.parquet"), str(root / "v2.parquet")
+    pair.trials_v1.to_parquet(v1, index=False)
+    pair.trials_v2.to_parquet(v2, index=False)
+    argv = {
+        "rci": ["rci", "--pair", "A", v1, v2, "--splits", "50", "--permutations", "50"],
+        "merge": ["merge", str(root / "s0"), str(root / "s1")],
+        "report": ["report", str(root / "rci")],
+        "power": ["power", v1, v2],
+        "switch": ["switch", str(SWITCH_CELLS), "--bayes", "none", "--bootstrap", "200", "--seed", "1"],
+        "fit": ["fit", v1, v2, "--model", "betabinom", "--chains", "2", "--draws", "300", "--tune", "300", "--no-escalate", "--allow-unconverged", "--no-progress"],
+    }
+    runs = [collect_args(bank, root / "reference")] if collect else []
+    if "merge" in writers:
+        runs += [collect_args(bank, root / "s0", "--shard", "0/2"), collect_args(bank, root / "s1", "--shard", "1/2")]
+    if "report" in writers:
+        runs.append([*argv["rci"], "--out", str(root / "rci")])
     for args in runs:
         res = cli(*args)
         assert res.returncode == 0, res.stderr
-    pair = simulate_pair(30, 10, seed=3)
-    pair.trials_v1.to_parquet(root / "v1.parquet", index=False)
-    pair.trials_v2.to_parquet(root / "v2.parquet", index=False)
-    writers = {
-        "rci": ["rci", "--pair", "A", str(root / "v1.parquet"), str(root / "v2.parquet"), "--splits", "50", "--permutations", "50"],
-        "merge": ["merge", str(root / "s0"), str(root / "s1")],
-    }
-    return {"bank": bank, "reference": trials(ref), "writers": writers}
+    return {"bank": bank, "reference": trials(root / "reference") if collect else None, "writers": {name: argv[name] for name in writers}}
 
 
-def disk_faults(root: Path, sizes: list[int], *, writers: bool = True) -> dict:
-    """Every case at every free size (KiB) and read-only; the totals."""
-    inputs = prepare(root / "inputs", writers=writers)
+def disk_faults(root: Path, sizes: list[int], *, writers: bool | Sequence[str] = True, collect: bool = True) -> dict:
+    """Every case at every free size (KiB), at half each writer's output and read-only; the totals.
+
+    ``writers``: the writers to try (True: all of WRITERS, False: none); ``collect``: the collection cases too.
+    """
+    names = WRITERS if writers is True else tuple(writers or ())
+    inputs = prepare(root / "inputs", writers=names, collect=collect)
     cases = []
     for free in [*(s * 1024 for s in sizes), None]:
-        with tmpfs(root / "mnt") as mnt:
-            cases.append(collect_case(mnt, inputs["bank"], inputs["reference"], free=free))
-        for name, argv in inputs["writers"].items() if writers else ():  # merge: its output is a few KiB
+        if collect:
+            with tmpfs(root / "mnt") as mnt:
+                cases.append(collect_case(mnt, inputs["bank"], inputs["reference"], free=free))
+        for name, argv in inputs["writers"].items():  # merge: its output is a few KiB
             if name == "merge" and free is not None and free > 64 * 1024:
                 continue
             with tmpfs(root / "mnt") as mnt:
                 cases.append(writer_case(mnt, name, argv, free=free))
+    for name, argv in inputs["writers"].items():
+        if name != "merge":  # merge writes into a new run directory: no older version to halve
+            with tmpfs(root / "mnt") as mnt:
+                cases.append(writer_case(mnt, name, argv, free=None, half=True))
     shutil.rmtree(root / "inputs", ignore_errors=True)
     return {
         "tried": len(cases),
@@ -227,9 +278,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--root", type=Path, required=True)
     ap.add_argument("--sizes", default="0,8,16,32", help="free space on the full disk, KiB, comma-separated")
+    ap.add_argument("--writers", default=",".join(WRITERS), help=f"comma-separated, of {', '.join(WRITERS)} (default all)")
     ap.add_argument("--no-writers", action="store_true", help="collection only")
+    ap.add_argument("--no-collect", action="store_true", help="the writers only")
     args = ap.parse_args()
-    print(json.dumps(disk_faults(args.root, [int(s) for s in args.sizes.split(",")], writers=not args.no_writers)))
+    writers = [] if args.no_writers else [w for w in args.writers.split(",") if w]
+    if unknown := set(writers) - set(WRITERS):
+        ap.error(f"unknown writer(s): {', '.join(sorted(unknown))}")
+    print(json.dumps(disk_faults(args.root, [int(s) for s in args.sizes.split(",")], writers=writers, collect=not args.no_collect)))
 
 
 if __name__ == "__main__":

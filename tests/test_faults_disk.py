@@ -1,0 +1,41 @@
+"""Result writers on a full disk: ``report``, ``power`` and ``switch`` (a real CLI process each) over
+an output holding an older version, on a real size-limited tmpfs mounted as root
+(tests/disk_faults.py; benchmarks/faults.py runs every writer at more sizes, read-only too).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import disk_faults  # noqa: E402  (tests/disk_faults.py: the tmpfs, the filler, the cases)
+
+#: (writer, free bytes, half its output free): no room for the lock file's pid, and room for part
+#: of the output (report: half its one file; switch: some of its files)
+CASES = [("power", 0, False), ("report", None, True), ("switch", None, True)]
+
+
+def test_writers_on_a_full_disk_one_line_naming_the_output_file_old_version_kept_nothing_left_then_written(tmp_path):
+    """Each writer fails with one ``bayesrc: error:`` line naming a file of the output (not of its
+    stage), exit 2, the older version byte for byte and nothing beside it (no stage, temporary or
+    lock file); with the space back it writes the whole output."""
+    if not disk_faults.can_mount(tmp_path):
+        pytest.skip("mounting a tmpfs needs root")
+    inputs = disk_faults.prepare(tmp_path / "inputs", writers=[name for name, _, _ in CASES], collect=False)
+    cases = []
+    for name, free, half in CASES:
+        with disk_faults.tmpfs(tmp_path / "mnt") as mnt:
+            cases.append(disk_faults.writer_case(mnt, name, inputs["writers"][name], free=free, half=half))
+    for case in cases:
+        assert case["exit"] == 2 and case["clean"] and "No space left on device" in case["stderr"], case
+        assert case["kept"] and case["back"] and case["leftovers"] == [], case
+        assert ".new-" not in case["stderr"] and ".staging-" not in case["stderr"], case
+    power, report, switch = cases
+    assert power["stderr"].endswith("/mnt/.out.lock: No space left on device"), power
+    assert report["stderr"].endswith("/mnt/out/report_A.html: No space left on device"), report
+    assert "/mnt/out/" in switch["stderr"], switch
