@@ -39,3 +39,29 @@ def test_writers_on_a_full_disk_one_line_naming_the_output_file_old_version_kept
     assert power["stderr"].endswith("/mnt/.out.lock: No space left on device"), power
     assert report["stderr"].endswith("/mnt/out/report_A.html: No space left on device"), report
     assert "/mnt/out/" in switch["stderr"], switch
+
+
+def test_a_posterior_without_room_is_refused_before_it_is_written(tmp_path):
+    """h5py dies (SIGSEGV) when the disk fills part-way through ``posterior.nc`` (found with ``fit``
+    at half its output free): :func:`bayesrc.results.write_posterior` refuses first, writing nothing."""
+    import errno
+
+    import numpy as np
+    import xarray as xr
+
+    from bayesrc.results import write_posterior
+
+    if not disk_faults.can_mount(tmp_path):
+        pytest.skip("mounting a tmpfs needs root")
+    draws = np.random.default_rng(0).random((2, 300, 500))  # 2.4 MB
+    tree = xr.DataTree.from_dict({"/posterior": xr.Dataset({"p": (("chain", "draw", "item"), draws)})})
+    with disk_faults.tmpfs(tmp_path / "mnt") as mnt:
+        filler = disk_faults.fill(mnt, 1 << 20)  # 1 MiB left
+        with pytest.raises(OSError) as refused:
+            write_posterior(tree, mnt / "posterior.nc")
+        assert refused.value.errno == errno.ENOSPC and refused.value.filename == str(mnt / "posterior.nc")
+        assert not (mnt / "posterior.nc").exists()
+        filler.unlink()
+        write_posterior(tree, mnt / "posterior.nc")  # with room: the file, whole
+        with xr.open_datatree(mnt / "posterior.nc", engine="h5netcdf") as back:
+            np.testing.assert_array_equal(back["posterior"]["p"].values, draws)
