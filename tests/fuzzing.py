@@ -23,7 +23,7 @@ import tempfile
 import traceback
 import zipfile
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -666,20 +666,32 @@ def _listing(folder: Path) -> set[str]:
     return {p.relative_to(folder).as_posix() for p in folder.rglob("*")}
 
 
-def try_input(ws: Workspace, data: bytes, run: Callable[[Path, Path], int] | None = None) -> tuple[str, str]:
-    """Feed ``data`` (in place of the seed file) to the reader (or to ``run``, e.g. its Python function): (outcome, detail)."""
+@contextlib.contextmanager
+def _fed(ws: Workspace, data: bytes) -> Iterator[tuple[Path, Path, Callable[[], str | None]]]:
+    """A copy of the seed's folder with ``data`` in place of the seed file: (that file, an output
+    path beside it, what has been written there since, as a call: None when nothing)."""
     with tempfile.TemporaryDirectory(prefix="fuzz-") as tmp:
         folder = Path(tmp) / "in"
         shutil.copytree(ws.folder, folder)
         path = folder / ws.target.relative_to(ws.folder)
         path.write_bytes(data)
         before = _listing(Path(tmp))
-        out = Path(tmp) / "out"
+
+        def written() -> str | None:
+            now = _listing(Path(tmp))
+            return str(sorted(now - before)) if now != before else None
+
+        yield path, Path(tmp) / "out", written
+
+
+def try_input(ws: Workspace, data: bytes, run: Callable[[Path, Path], int] | None = None) -> tuple[str, str]:
+    """Feed ``data`` (in place of the seed file) to the reader (or to ``run``, e.g. its Python function): (outcome, detail)."""
+    with _fed(ws, data) as (path, out, written):
         try:
             code = (run or ws.reader.run)(path, out)
         except InputError as exc:
-            if _listing(Path(tmp)) != before:
-                return "wrote", str(sorted(_listing(Path(tmp)) - before))
+            if left := written():
+                return "wrote", left
             named = path.name in str(exc) or path.parent.name in str(exc)
             return ("input error" if named else "unnamed"), str(exc)
         except Exception:  # noqa: BLE001 - what the fuzzing looks for
@@ -687,8 +699,9 @@ def try_input(ws: Workspace, data: bytes, run: Callable[[Path, Path], int] | Non
         return ("ok", "") if code == 0 else ("bad exit", f"exit {code}")
 
 
-def fuzz(reader: Reader, n: int, root: Path) -> tuple[Counter, list[tuple[str, str, bytes]]]:
-    """Try ``n`` generated inputs (seeded: the same ones every run); count the outcomes, keep the faults."""
+def fuzz(reader: Reader, n: int, root: Path, attempt: Callable[[Workspace, bytes], tuple[str, str]] | None = None) -> tuple[Counter, list[tuple[str, str, bytes]]]:
+    """Try ``n`` generated inputs (seeded: the same ones every run) with ``attempt`` (default
+    :func:`try_input`); count the outcomes, keep the faults."""
     ws = Workspace.make(reader, root)
     outcomes: Counter = Counter()
     faults: list[tuple[str, str, bytes]] = []
@@ -696,7 +709,7 @@ def fuzz(reader: Reader, n: int, root: Path) -> tuple[Counter, list[tuple[str, s
     @settings(max_examples=n, derandomize=True, database=None, deadline=None, phases=[Phase.generate], suppress_health_check=list(HealthCheck))
     @given(reader.mutate(ws.seed_bytes))
     def one(data: bytes) -> None:
-        outcome, detail = try_input(ws, data)
+        outcome, detail = (attempt or try_input)(ws, data)
         outcomes[outcome] += 1
         if outcome in FAULTS:
             faults.append((outcome, detail, data))
@@ -825,18 +838,12 @@ def try_report(ws: Workspace, data: bytes) -> tuple[str, str]:
     ``ok``: a report written; ``input error``: exit 2 with one ``bayesrc: error:`` line naming
     the file and a field, nothing written; else a fault (``traceback``, ``unnamed``, ``wrote``, ``bad exit``).
     """
-    with tempfile.TemporaryDirectory(prefix="fuzz-report-") as tmp:
-        folder = Path(tmp) / "in"
-        shutil.copytree(ws.folder, folder)
-        path = folder / ws.target.relative_to(ws.folder)
-        path.write_bytes(data)
-        before = _listing(Path(tmp))
-        out = Path(tmp) / "out"
+    with _fed(ws, data) as (path, out, written):
         try:
             code = ws.reader.run(path, out)
         except InputError as exc:
-            if _listing(Path(tmp)) != before:
-                return "wrote", str(sorted(_listing(Path(tmp)) - before))
+            if left := written():
+                return "wrote", left
             named = path.name in str(exc) and "field '" in str(exc)
             return ("input error" if named else "unnamed"), str(exc)
         except Exception:  # noqa: BLE001 - what the fuzzing looks for
@@ -848,17 +855,4 @@ def try_report(ws: Workspace, data: bytes) -> tuple[str, str]:
 
 def fuzz_report(kind: Reader, n: int, root: Path) -> tuple[Counter, list[tuple[str, str, bytes]]]:
     """``n`` seeded inputs of one result kind through ``bayesrc report``: outcome counts and the faults."""
-    ws = Workspace.make(kind, root)
-    outcomes: Counter = Counter()
-    faults: list[tuple[str, str, bytes]] = []
-
-    @settings(max_examples=n, derandomize=True, database=None, deadline=None, phases=[Phase.generate], suppress_health_check=list(HealthCheck))
-    @given(kind.mutate(ws.seed_bytes))
-    def one(data: bytes) -> None:
-        outcome, detail = try_report(ws, data)
-        outcomes[outcome] += 1
-        if outcome in FAULTS:
-            faults.append((outcome, detail, data))
-
-    one()
-    return outcomes, faults
+    return fuzz(kind, n, root, attempt=try_report)

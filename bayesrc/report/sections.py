@@ -522,8 +522,12 @@ def switch_blocks(result, name: str) -> list:
     floor = bench.get("noise_floor_r2")
     floor_txt = (
         (
-            f" Pure noise at the observed cell noise gives R² = {floor['mean']:.3f} on average (97.5%: {floor['p975']:.3f}); "
-            + ("the fit explains more than noise does." if bench["r2"] > floor["p975"] else "the fit's R² is within what noise alone explains.")
+            f" Pure noise at the observed cell noise gives R² = {_num(floor['mean'], '.3f')} on average (97.5%: {_num(floor['p975'], '.3f')})"
+            + (
+                (": the fit explains more than noise does." if bench["r2"] > floor["p975"] else ": the fit's R² is within what noise alone explains.")
+                if _known(bench["r2"]) and _known(floor["p975"])
+                else "."
+            )
         )
         if floor
         else ""
@@ -535,7 +539,7 @@ def switch_blocks(result, name: str) -> list:
             f" {int((eff['stars'] != '').sum())} of {len(eff)} cells are significant at 95% before adjustment, "
             f"{int(eff['significant_95_adjusted'].astype(bool).sum())} after Benjamini-Hochberg over the cells."
         )
-    blocks: list = [Text(f"**{name}**: μ = {bench['mu']:.3f}, R² = {bench['r2']:.3f}, leave-one-cell-out CV R² = {bench['cv_r2']:.3f}." + floor_txt + sig_txt)]
+    blocks: list = [Text(f"**{name}**: μ = {_num(bench['mu'], '.3f')}, R² = {_num(bench['r2'], '.3f')}, leave-one-cell-out CV R² = {_num(bench['cv_r2'], '.3f')}." + floor_txt + sig_txt)]
     cells = result.cells(name)
     if len(cells):
         obs = cells.pivot(index="prefix", columns="suffix", values="observed")
