@@ -69,18 +69,18 @@ def _fig(make: Callable[[], object], caption: str, name: str) -> Figure:
     return Figure(make, caption, name)
 
 
-def _num(x: float | None, spec: str) -> str:
-    """``x`` formatted with ``spec``, or "n/a" when it is None (null in a result file) or not finite."""
-    return "n/a" if x is None or not np.isfinite(x) else format(x, spec)
-
-
 def _known(x: float | None) -> bool:
     """True for a finite number (a null or NaN field reads as unknown)."""
     return x is not None and bool(np.isfinite(x))
 
 
+def _num(x: float | None, spec: str) -> str:
+    """``x`` formatted with ``spec``, or "n/a" when it is unknown (null in a result file, or not finite)."""
+    return format(x, spec) if _known(x) else "n/a"
+
+
 def _pct(x: float | None) -> str:
-    return "n/a" if x is None or not np.isfinite(x) else f"{100 * x:.1f}%"
+    return f"{100 * x:.1f}%" if _known(x) else "n/a"
 
 
 def _interval(bounds: list[float] | None, after: str = "") -> str:
