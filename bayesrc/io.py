@@ -66,11 +66,32 @@ def dumps_json(obj: Any) -> str:
     return json.dumps(_finite(obj), default=_json_default, indent=2, allow_nan=False) + "\n"
 
 
+def temp_file_beside(path: Path) -> tuple[int, str]:
+    """A new, exclusively created temporary file ``.NAME.XXXXXXXX.tmp`` beside ``path``: (open fd, its path).
+
+    Its mode comes from the umask, as a plain ``open`` gives (``tempfile.mkstemp``'s 0600 would
+    carry over to the output when it is renamed into place: results unreadable to the group).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> fd, tmp = temp_file_beside(Path(tempfile.mkdtemp()) / "a.json")
+    >>> os.close(fd); Path(tmp).name.startswith(".a.json.") and tmp.endswith(".tmp")
+    True
+    """
+    while True:
+        tmp = path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp"
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666), str(tmp)
+        except FileExistsError:
+            continue
+
+
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     """Write ``data`` to ``path`` via a temporary file and ``os.replace``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = temp_file_beside(path)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)

@@ -128,6 +128,26 @@ def test_cli_holds_the_lock_for_the_whole_command(tmp_path, small_pair_files, ca
     assert took < 5 and not out.exists()
 
 
+def test_outputs_get_the_umasks_mode_like_any_new_file(tmp_path, small_pair_files):
+    """Every file of a real command's output, and the counts and atomic writers', is ``0666 & ~umask``
+    (the temporary files they are renamed from were once ``mkstemp``'s 0600: unreadable to the group)."""
+    from bayesrc.data import item_counts, save_counts, simulate_pair
+
+    a, b = small_pair_files
+    old = os.umask(0o022)
+    try:
+        assert main(["rci", "--pair", "A", str(a), str(b), "--splits", "50", "--permutations", "50", "--out", str(tmp_path / "out")]) == 0
+        pair = simulate_pair(5, 3, seed=1)
+        save_counts(item_counts(pair.trials_v1, pair.trials_v2), tmp_path / "out" / "counts.nc")
+        io.atomic_write_text(tmp_path / "plain.txt", "x")
+    finally:
+        os.umask(old)
+    files = [p for p in (tmp_path / "out").rglob("*") if p.is_file()] + [tmp_path / "plain.txt"]
+    assert len(files) >= 4 and {p.relative_to(tmp_path).as_posix(): oct(p.stat().st_mode & 0o777) for p in files} == {
+        p.relative_to(tmp_path).as_posix(): "0o644" for p in files
+    }
+
+
 @pytest.fixture
 def small_pair_files(tmp_path):
     from bayesrc.data import simulate_pair

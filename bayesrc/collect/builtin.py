@@ -29,7 +29,7 @@ from bayesrc.collect.card import load_card, resolve_model
 from bayesrc.collect.engines import _quiet_stderr
 from bayesrc.collect.run import collect
 from bayesrc.errors import InputError
-from bayesrc.io import atomic_write_text
+from bayesrc.io import atomic_write_text, temp_file_beside
 
 ALPHABETS = ("AB", "ABC")  # option sets: 2 or 3 options, each option text is its letter
 
@@ -147,7 +147,6 @@ def requantize(src: str | Path, dst: str | Path, ftype: str = "Q3_K_M", n_thread
     """
     import ctypes
     import os
-    import tempfile
 
     import llama_cpp
 
@@ -162,7 +161,7 @@ def requantize(src: str | Path, dst: str | Path, ftype: str = "Q3_K_M", n_thread
     params.ftype = code
     params.allow_requantize = True
     dst.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=".tmp", dir=dst.parent)
+    fd, tmp = temp_file_beside(dst)
     os.close(fd)
     try:
         with _quiet_stderr():

@@ -29,7 +29,7 @@ import xarray as xr
 
 from bayesrc.data.trials import load_trials
 from bayesrc.errors import InputError
-from bayesrc.io import read_hdf5
+from bayesrc.io import read_hdf5, temp_file_beside
 
 
 def _version_label(trials: pd.DataFrame, fallback: str) -> str:
@@ -339,7 +339,6 @@ def save_counts(ds: xr.Dataset, path: str | Path) -> Path:
     """
     import json
     import os
-    import tempfile
 
     path = Path(path)
     out = ds.copy()
@@ -347,7 +346,7 @@ def save_counts(ds: xr.Dataset, path: str | Path) -> Path:
     out.attrs = {k: (json.dumps(v) if k in encoded else v) for k, v in ds.attrs.items()}
     out.attrs[_JSON_ATTR] = json.dumps(encoded)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = temp_file_beside(path)
     os.close(fd)
     try:
         out.to_netcdf(tmp, engine="h5netcdf")
