@@ -149,6 +149,11 @@ class Result:
         """Tables present in ``folder`` (subclasses with patterned names override)."""
         return {}
 
+    def required_columns(self, name: str) -> tuple[str, ...]:
+        """Columns table ``name`` must hold when read back: those its summaries, figures and the
+        report read (a file without one is refused by :meth:`load`, naming the file and column)."""
+        return ()
+
     def to_dict(self) -> dict:
         """A deep copy of the payload plus tables as records with their dtypes (``from_dict`` inverts it)."""
         out = copy.deepcopy(self.payload)
@@ -214,7 +219,7 @@ class Result:
         if not isinstance(payload, dict):
             raise InputError(f"expected a JSON object, got {type(payload).__name__}", path=main)
         obj = cls(payload)
-        tables = {n: read_parquet(p) for n, p in obj.table_names_on_disk(folder).items()}
+        tables = {n: _with_columns(read_parquet(p), obj.required_columns(n), p) for n, p in obj.table_names_on_disk(folder).items()}
         if tables:
             obj.tables = tables
         post = folder / "posterior.nc"
@@ -305,6 +310,21 @@ def read_json(path: Path) -> Any:
 def read_parquet(path: Path) -> pd.DataFrame:
     """A Parquet file; an unreadable one is an :class:`InputError` naming the file."""
     return io_read_parquet(path)
+
+
+def _with_columns(frame: pd.DataFrame, columns: tuple[str, ...], path: Path) -> pd.DataFrame:
+    """``frame`` if it holds every one of ``columns``; else an :class:`InputError` naming ``path`` and the first missing column.
+
+    Examples
+    --------
+    >>> _with_columns(pd.DataFrame({"a": [1]}), ("a", "b"), Path("t.parquet"))
+    Traceback (most recent call last):
+    bayesrc.errors.InputError: t.parquet: field 'b': lacks column 'b' (rerun the analysis with this bayesrc)
+    """
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise InputError(f"lacks column {missing[0]!r} (rerun the analysis with this bayesrc)", path=path, field=missing[0])
+    return frame
 
 
 def read_posterior(path: str | Path):

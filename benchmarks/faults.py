@@ -22,6 +22,16 @@ server
     ``renameat2`` exchange and the two-rename fallback). *lost*: after recovery the folder
     is not wholly old or wholly new (a mix counts as lost: the old version is gone);
     *duplicated*: a stage or an old copy left behind after recovery.
+collection
+    tests/collect_crashpoints.py: a forked collector (fast, exact and server engines; the server
+    engine against llama-cpp-python's real server) SIGKILLed before every filesystem event of its
+    run and at ``--calls`` points spread over its calls into ``bayesrc.collect``, then resumed
+    (``--quick``: a seeded 10 of the server engine's points);
+    tests/ray_crashpoints.py: the same points in a Ray shard's actor (2 shards, ``--calls`` / 2
+    calls; ``--quick``: 3 of them), the shard retried by the driver. *lost*: trials (answer distributions for the exact
+    engine) of the uninterrupted run missing or different after the resume, a torn journal part, a
+    failed resume; *duplicated*: repeated rows and temporary files left; *other*: a killed actor
+    whose shard was not retried exactly once.
 full disk
     tests/disk_faults.py (as root): ``collect``, ``rci``, ``merge``, ``report``, ``power``,
     ``switch --bayes none`` (and with ``--disk-fit`` ``fit --model betabinom``, whose NUTS takes
@@ -98,18 +108,36 @@ def crash_rows(timed: int) -> list[dict]:
     return rows
 
 
-def collect_crash_rows(calls: int) -> list[dict]:
+def collect_crash_rows(calls: int, quick: bool) -> list[dict]:
     """One row per engine (real Gemma GGUF): a collection SIGKILLed at every filesystem event and at
-    ``calls`` points spread over its calls, resumed, compared row for row with an uninterrupted run."""
+    ``calls`` points spread over its calls, resumed, compared row for row with an uninterrupted run;
+    the server engine against llama-cpp-python's real server; then a Ray shard's actor killed the
+    same way, its shard retried by the driver (tests/ray_crashpoints.py). ``quick``: a seeded sample of
+    10 server and 3 Ray points (each Ray point starts new actors: ~1 min here)."""
+    from helpers import llama_server
+
+    from bayesrc.collect import load_card, resolve_model
+
     rows = []
-    for engine, items in (("fast", 4), ("exact", 3)):
-        start = time.monotonic()
-        cmd = [sys.executable, "-W", "ignore", str(TESTS / "collect_crashpoints.py"), "--engine", engine, "--items", str(items), "--k", "3", "--calls", str(calls)]
-        s = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True, env=ENV).stdout)
-        rows.append({
-            "component": f"collect ({engine} engine)", "tried": s["tried"], "killed": s["killed"], "events": f"{s['events']['fs']} fs, {s['events']['call']} calls",
-            "lost": s["lost"] + s["torn"] + s["resume_failed"], "duplicated": s["duplicated"], "tracebacks": 0, "other": 0, "s": round(time.monotonic() - start),
-        })  # fmt: skip
+    with tempfile.TemporaryDirectory() as tmp, llama_server(resolve_model(load_card(ROOT / "models" / "gemma-3-270m-q4_k_m.toml")), Path(tmp) / "server.log", n_threads=1) as url:
+        for engine, items in (("fast", 4), ("exact", 3), ("server", 4)):
+            start = time.monotonic()
+            cmd = [sys.executable, "-W", "ignore", str(TESTS / "collect_crashpoints.py"), "--engine", engine, "--items", str(items), "--k", "3", "--calls", str(calls)]
+            if engine == "server":
+                cmd += ["--base-url", url] + (["--sample", "10"] if quick else [])
+            s = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True, env=ENV).stdout)
+            rows.append({
+                "component": f"collect ({engine} engine)", "tried": s["tried"], "killed": s["killed"], "events": f"{s['events']['fs']} fs, {s['events']['call']} calls",
+                "lost": s["lost"] + s["torn"] + s["resume_failed"], "duplicated": s["duplicated"], "tracebacks": 0, "other": 0, "s": round(time.monotonic() - start),
+            })  # fmt: skip
+    start = time.monotonic()
+    cmd = [sys.executable, "-W", "ignore", str(TESTS / "ray_crashpoints.py"), "--items", "2", "--calls", str(calls // 2)] + (["--sample", "3"] if quick else [])
+    s = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True, env=ENV).stdout)
+    rows.append({
+        "component": "collect (a Ray shard's actor; fast engine)", "tried": s["tried"], "killed": s["killed"], "events": f"{s['events']['fs']} fs, {s['events']['call']} calls",
+        "lost": s["lost"] + s["torn"] + s["resume_failed"], "duplicated": s["duplicated"], "tracebacks": 0, "other": s["killed"] - s["retried"],
+        "s": round(time.monotonic() - start),
+    })  # fmt: skip
     return rows
 
 
@@ -264,7 +292,8 @@ def fuzz_rows(per_reader: int) -> tuple[list[dict], list[tuple]]:
 
 
 def report_rows(per_kind: int, with_fit: bool) -> tuple[list[dict], list[tuple]]:
-    """Per result kind the report reads: ``per_kind`` seeded type-valid field values through ``bayesrc report``."""
+    """Per result kind the report reads: ``per_kind`` seeded type-valid field values through ``bayesrc report``
+    (and each column of a Parquet table dropped in turn)."""
     rows, faults = [], []
     for name, kind in fuzzing.REPORT_KINDS.items():
         if kind.slow_seed and not with_fit:
@@ -272,7 +301,10 @@ def report_rows(per_kind: int, with_fit: bool) -> tuple[list[dict], list[tuple]]
         start = time.monotonic()
         with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            counts, found = fuzzing.fuzz_report(kind, per_kind, Path(tmp))
+            counts, found = fuzzing.fuzz_report(kind, per_kind, Path(tmp) / "fuzz")
+            if name.endswith(".parquet"):  # and each column dropped in turn
+                dropped, found_dropped = fuzzing.report_without_each_column(kind, Path(tmp) / "dropped")
+                counts, found = counts + dropped, found + found_dropped
         faults += [(f"report {name}", *f) for f in found]
         rows.append({
             "component": f"report: {name}", "tried": sum(counts.values()), "written": counts["ok"], "clean errors": counts["input error"], "lost": 0, "duplicated": 0,
@@ -316,7 +348,7 @@ def main() -> int:
         crash = crash_rows(timed)
         print("crash points (SIGKILL) of staged_output: a result folder rewritten old -> new\n")
         print(table(crash, ["component", "events", "tried", "killed", "states", "lost", "duplicated", "tracebacks"]))
-        collect_crash = collect_crash_rows(calls)
+        collect_crash = collect_crash_rows(calls, args.quick)
         print(f"\ncrash points (SIGKILL) of a collection, resumed: every filesystem event + {calls} points over its calls\n")
         print(table(collect_crash, ["component", "events", "tried", "killed", "lost", "duplicated", "tracebacks", "s"]))
     if runs["disk"]:

@@ -804,6 +804,18 @@ def report_table_mutation(draw, data: bytes) -> bytes:
     return buf.getvalue()
 
 
+def dropped_columns(data: bytes) -> list[tuple[str, bytes]]:
+    """A Parquet table without each of its columns in turn: ``(label, input)`` (the one change
+    :func:`report_table_mutation` never makes)."""
+    df = pd.read_parquet(io.BytesIO(data))
+    out = []
+    for col in df.columns:
+        buf = io.BytesIO()
+        df.drop(columns=[col]).to_parquet(buf, index=False)
+        out.append((f"without {col}", buf.getvalue()))
+    return out
+
+
 def _report(path: Path, out: Path) -> int:
     """``bayesrc report`` of the run directory holding ``path``, written to ``out`` (HTML: every figure drawn)."""
     return _cli(["report", str(path.parent), "--out", str(out)])
@@ -856,3 +868,16 @@ def try_report(ws: Workspace, data: bytes) -> tuple[str, str]:
 def fuzz_report(kind: Reader, n: int, root: Path) -> tuple[Counter, list[tuple[str, str, bytes]]]:
     """``n`` seeded inputs of one result kind through ``bayesrc report``: outcome counts and the faults."""
     return fuzz(kind, n, root, attempt=try_report)
+
+
+def report_without_each_column(kind: Reader, root: Path) -> tuple[Counter, list[tuple[str, str, bytes]]]:
+    """A Parquet result table without each of its columns in turn, through ``bayesrc report``: outcome counts and the faults."""
+    ws = Workspace.make(kind, root)
+    outcomes: Counter = Counter()
+    faults = []
+    for label, data in dropped_columns(ws.seed_bytes):
+        outcome, detail = try_report(ws, data)
+        outcomes[outcome] += 1
+        if outcome in FAULTS:
+            faults.append((outcome, f"{label}: {detail}", data))
+    return outcomes, faults

@@ -143,9 +143,7 @@ def test_outputs_get_the_umasks_mode_like_any_new_file(tmp_path, small_pair_file
     finally:
         os.umask(old)
     files = [p for p in (tmp_path / "out").rglob("*") if p.is_file()] + [tmp_path / "plain.txt"]
-    assert len(files) >= 4 and {p.relative_to(tmp_path).as_posix(): oct(p.stat().st_mode & 0o777) for p in files} == {
-        p.relative_to(tmp_path).as_posix(): "0o644" for p in files
-    }
+    assert len(files) >= 4 and {p.relative_to(tmp_path).as_posix(): oct(p.stat().st_mode & 0o777) for p in files} == {p.relative_to(tmp_path).as_posix(): "0o644" for p in files}
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ benchmarks/faults.py runs >= 1,000 per kind, with the kinds whose seed needs a f
 from __future__ import annotations
 
 import pytest
-from fuzzing import REPORT_KINDS, Workspace, fuzz_report, try_report
+from fuzzing import REPORT_KINDS, Workspace, fuzz_report, report_without_each_column, try_report
 
 #: seeded inputs per kind: an RCI pair's HTML report draws four figures (about 1 s here), the others are cheaper
 EXAMPLES = {"rci.json": 10, "items_A.parquet": 6, "run.json": 4, "switch.json": 10, "truth.json": 10, "truth_replicates.parquet": 6}
@@ -21,6 +21,15 @@ def test_any_value_of_a_fields_type_is_a_report_or_one_named_line(name, tmp_path
     outcomes, faults = fuzz_report(REPORT_KINDS[name], EXAMPLES.get(name, 40), tmp_path / "fuzz")
     assert not faults, f"{name}: {len(faults)} faults of {sum(outcomes.values())}; the first: {faults[0][0]}: {faults[0][1]}"
     assert outcomes["ok"] > 0  # the mutations leave reports to draw, not only refusals
+
+
+@pytest.mark.parametrize("name", [n for n, kind in REPORT_KINDS.items() if n.endswith(".parquet") and not kind.slow_seed])
+def test_a_table_without_any_one_of_its_columns_is_a_report_or_one_named_line(name, tmp_path):
+    """Every column dropped in turn (the mutations above keep columns): before ``Result.required_columns``,
+    a missing ``rci`` or ``class`` in a pair's item table, or ``method`` in the truth replicates, was a KeyError."""
+    outcomes, faults = report_without_each_column(REPORT_KINDS[name], tmp_path)
+    assert not faults, f"{name}: {len(faults)} faults; the first: {faults[0][0]}: {faults[0][1]}"
+    assert outcomes["input error"] > 0 and outcomes["ok"] > 0
 
 
 def test_a_truth_run_with_null_figures_reads_n_a(tmp_path):

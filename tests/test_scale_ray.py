@@ -167,6 +167,16 @@ def test_killed_actor_has_its_shard_retried_nothing_lost_or_duplicated(ray_clust
     _assert_same_run(out, single_run)
 
 
+def test_actor_killed_at_a_seeded_crash_point_has_its_shard_retried_to_the_same_trials(ray_cluster, tmp_path):
+    """tests/ray_crashpoints.py on one seeded point (a filesystem event or a call of the actor's
+    collection) of a 2-item run; ``benchmarks/faults.py`` runs every point."""
+    import ray_crashpoints
+
+    s = ray_crashpoints.crash_points(tmp_path, n_items=2, calls=8, sample=1, seed=3)
+    assert s["tried"] == s["killed"] == s["retried"] == 1, s["outcomes"]
+    assert (s["lost"], s["duplicated"], s["torn"], s["resume_failed"]) == (0, 0, 0, 0), s["outcomes"]
+
+
 def test_bad_setting_is_one_input_error_before_ray_starts(ray_cluster, bank8, tmp_path):
     """A bad setting is the single-process run's InputError (the RunSpec is checked on the driver, before Ray starts), nothing written."""
     from bayesrc.errors import InputError

@@ -102,6 +102,9 @@ class BayesFit(Result):
     def table_names_on_disk(self, folder: Path) -> dict[str, Path]:
         return {n: folder / f"{n}.parquet" for n in ("items", "discordant") if (folder / f"{n}.parquet").is_file()}
 
+    def required_columns(self, name: str) -> tuple[str, ...]:
+        return ("item_id", "dp_mean", "dp_lo90", "dp_hi90", "bayes_class") if name == "items" else ()  # the report's item table and forest
+
     def posterior_attrs(self) -> dict:
         return {"status": self.status, "model": self.model, "backend": self.backend}
 

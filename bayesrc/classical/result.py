@@ -15,6 +15,9 @@ from bayesrc.errors import InputError
 from bayesrc.plotting import new_figure
 from bayesrc.results import Result, register, same_frame, same_payload
 
+#: the columns of a pair's item table (``items_NAME.parquet``) that its summaries, figures and the report read
+ITEM_COLUMNS = ("item_id", "p_v1", "p_v2", "delta", "rci", "class", "excluded")
+
 
 def _count(x, field: str) -> int:
     """A count of the payload as an int; a null count is an InputError naming the field (there is no count to show)."""
@@ -303,6 +306,9 @@ class RCIRun(Result):
     def table_names_on_disk(self, folder: Path) -> dict[str, Path]:
         pairs = self.payload.get("pairs")  # not an object: load() refuses the file
         return {n: folder / f"items_{n}.parquet" for n in pairs if (folder / f"items_{n}.parquet").is_file()} if isinstance(pairs, dict) else {}
+
+    def required_columns(self, name: str) -> tuple[str, ...]:
+        return ITEM_COLUMNS
 
     @classmethod
     def load(cls, path: str | Path) -> RCIRun:

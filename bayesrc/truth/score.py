@@ -282,6 +282,9 @@ class TruthResult(Result):
     def table_names_on_disk(self, folder: Path) -> dict[str, Path]:
         return {n: folder / self.table_file(n) for n in ("replicates", "items") if (folder / self.table_file(n)).is_file()}
 
+    def required_columns(self, name: str) -> tuple[str, ...]:
+        return ("method", "kind", "fdp_sign") if name == "replicates" else ()  # what the report's scores and figure read
+
     def to_dict(self) -> dict:
         """The content of ``truth.json`` (the tables are saved beside it)."""
         return copy.deepcopy(self.payload)
