@@ -4,7 +4,8 @@
         [--backends numpyro,pymc] [--warm]
 
 Each row is one fresh Python process that simulates the data, imports bayesrc and runs the
-default ``bayesrc.bayes.fit(counts)`` (change model; the beta-binomial at 2,000 items too):
+default ``bayesrc.bayes.fit(counts)`` (change model; the beta-binomial at 2,000 items too), each backend of ``--backends`` (PyMC's
+twin up to 2,000 items), then the PyMC / NumPyro ratio per row:
 wall time of the whole process (import and compile included), the fit's own ``runtime_s``, the
 gate, its attempts (``#``: 2 or 3 when it escalated) and peak memory. Cold (default): every process gets an empty JAX compilation cache, so it
 compiles; ``--warm``: one shared cache, the second run of a shape loads its compiled sampler.
@@ -83,14 +84,19 @@ def main() -> None:
     cache = tempfile.mkdtemp(prefix="bayesrc-bench-jax-") if args.warm else ""
     base = baseline_tree(args.baseline) if args.baseline else None
     runs = [(n, "change", b) for n in map(int, args.sizes.split(",")) for b in args.backends.split(",") if not (b == "pymc" and n >= 12000)]
-    runs += [(2000, "betabinom", "numpyro")]
+    runs += [(2000, "betabinom", b) for b in args.backends.split(",")]
     print(f"{'items':>6} {'model':>9} {'backend':>8} | {'this: process s':>15} {'fit s':>7} {'gate':>6} {'#':>2} {'GB':>5} | {'baseline: process s':>19} {'gate':>6} | ratio")
+    seconds = {}
     for n, model, backend in runs:
         this = run_child(ROOT, n, model, backend, cache)
+        seconds[n, model, backend] = this.get("process_s")
         old = run_child(base, n, model, backend, cache) if base and n <= args.skip_baseline_above else {}
         ratio = f"{old['process_s'] / this['process_s']:.1f}x" if "process_s" in old and "process_s" in this else "-"
         old_s = f"{old['process_s']:19.1f} {('ok' if old['passed'] else 'FAIL'):>6}" if "process_s" in old else f"{'-':>19} {'':>6}"
         print(f"{n:6d} {model:>9} {backend:>8} | {fit_columns(this)} | {old_s} | {ratio}", flush=True)
+    twins = [(n, m, seconds[n, m, "pymc"] / seconds[n, m, "numpyro"]) for n, m, b in runs if b == "pymc" and seconds.get((n, m, "pymc")) and seconds.get((n, m, "numpyro"))]
+    if twins:  # the goal: PyMC within 2x of NumPyro
+        print("PyMC / NumPyro, process s: " + ", ".join(f"{m} {n} items {r:.2f}x" for n, m, r in twins))
 
 
 if __name__ == "__main__":

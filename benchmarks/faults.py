@@ -1,6 +1,6 @@
 """Fault tolerance, counted: SIGKILL crash points of a result-folder write and of a collection, full disks, server faults and fuzzed reader inputs.
 
-    .venv/bin/python benchmarks/faults.py [--quick] [--per-reader N] [--timed N] [--server-only | --fuzz-only | --report-only | --disk-only] [--report-fit] [--disk-fit]
+    .venv/bin/python benchmarks/faults.py [--quick] [--per-reader N] [--timed N] [--crash-only | --server-only | --fuzz-only | --report-only | --disk-only] [--report-fit] [--disk-fit]
 
 Components, each a table (the suite, tests/test_faults.py and tests/test_fuzz.py, runs the
 same harnesses on a smaller seeded sample):
@@ -132,7 +132,7 @@ def collect_crash_rows(calls: int, quick: bool) -> list[dict]:
             })  # fmt: skip
     start = time.monotonic()
     cmd = [sys.executable, "-W", "ignore", str(TESTS / "ray_crashpoints.py"), "--items", "2", "--calls", str(calls // 2)] + (["--sample", "3"] if quick else [])
-    s = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True, env=ENV).stdout)
+    s = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True, env=ENV).stdout.splitlines()[-1])  # after Ray's notes of the killed workers
     rows.append({
         "component": "collect (a Ray shard's actor; fast engine)", "tried": s["tried"], "killed": s["killed"], "events": f"{s['events']['fs']} fs, {s['events']['call']} calls",
         "lost": s["lost"] + s["torn"] + s["resume_failed"], "duplicated": s["duplicated"], "tracebacks": 0, "other": s["killed"] - s["retried"],
@@ -327,6 +327,7 @@ def main() -> int:
     ap.add_argument("--per-reader", type=int, help="fuzzed inputs per reader (default 1000; --quick 100)")
     ap.add_argument("--timed", type=int, help="timed kills per swap mode (default 50; --quick 10)")
     ap.add_argument("--calls", type=int, help="collection kills spread over the collector's calls, per engine (default 60; --quick 18)")
+    ap.add_argument("--crash-only", action="store_true", help="only the crash points (a result folder's write, collections)")
     ap.add_argument("--fuzz-only", action="store_true", help="only the fuzzed reader inputs (no crash points, collection, disk or server rows)")
     ap.add_argument("--server-only", action="store_true", help="only the server faults (fault proxy in front of llama-cpp-python's server)")
     ap.add_argument("--report-only", action="store_true", help="only the result fields through bayesrc report")
@@ -341,9 +342,8 @@ def main() -> int:
     timed = args.timed if args.timed is not None else (10 if args.quick else 50)
     start = time.monotonic()
     crash, collect_crash, disk, server, fuzz, report, faults = [], [], [], [], [], [], []
-    only = {"fuzz": args.fuzz_only, "server": args.server_only, "report": args.report_only, "disk": args.disk_only}
+    only = {"crash": args.crash_only, "fuzz": args.fuzz_only, "server": args.server_only, "report": args.report_only, "disk": args.disk_only}
     runs = {component: flag or not any(only.values()) for component, flag in only.items()}  # an --X-only picks X alone
-    runs["crash"] = not any(only.values())
     if runs["crash"]:
         crash = crash_rows(timed)
         print("crash points (SIGKILL) of staged_output: a result folder rewritten old -> new\n")

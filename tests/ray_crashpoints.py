@@ -12,14 +12,13 @@ and each shard's event counts; each crash point is a fresh Ray run of the same i
 with exactly those trials (no lost, no duplicated row), no torn journal part in any shard, and
 exactly one retry.
 
-    python tests/ray_crashpoints.py --calls 40  # JSON summary
+    python tests/ray_crashpoints.py --calls 40  # JSON summary, the last line of stdout (Ray notes each killed worker before it)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import logging
 import random
 import sys
 import tempfile
@@ -192,7 +191,6 @@ def main() -> None:
     from bayesrc.scale.cluster import ray_session
 
     with tempfile.TemporaryDirectory(prefix="brc-rc-", dir="/tmp") as tmp, ray_session(num_cpus=WORKERS):
-        logging.getLogger("ray").setLevel(logging.ERROR)
         print(json.dumps(crash_points(Path(tmp), n_items=args.items, calls=args.calls, sample=args.sample, seed=args.seed)))
 
 

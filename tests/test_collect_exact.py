@@ -210,7 +210,7 @@ def test_undecidable_prompt_is_reported_as_unresolved(tmp_path):
     text = text.replace('Answer:"""', 'Explain your reasoning in detail before giving the letter.\nReasoning:"""')
     card = tmp_path / "ramble.toml"
     card.write_text(text)
-    bank = builtin_bank(tmp_path / "b.jsonl", n_items=2, seed=1)
+    bank = builtin_bank(tmp_path / "b.jsonl", n_items=1, seed=1)
     r = cli("collect", "--engine", "exact", "--max-expansions", "25", "--model", card, "--items", bank, "--out", tmp_path / "r", "--no-progress", "--temperature", "1.0")
     assert r.returncode == 0, r.stderr
     items = load_exact(tmp_path / "r").items
