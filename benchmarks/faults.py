@@ -26,7 +26,7 @@ collection
     tests/collect_crashpoints.py: a forked collector (fast, exact and server engines; the server
     engine against llama-cpp-python's real server) SIGKILLed before every filesystem event of its
     run and at ``--calls`` points spread over its calls into ``bayesrc.collect``, then resumed
-    (``--quick``: a seeded 10 of the server engine's points);
+    (``--quick``: a seeded sample of 20 points for the fast and exact engines, 10 for the server's);
     tests/ray_crashpoints.py: the same points in a Ray shard's actor (2 shards, ``--calls`` / 2
     calls; ``--quick``: 3 of them), the shard retried by the driver. *lost*: trials (answer distributions for the exact
     engine) of the uninterrupted run missing or different after the resume, a torn journal part, a
@@ -53,7 +53,7 @@ readers
     exit 2); *other faults*: an error not naming the file, output written by a failing
     command, an exit status other than 0 or 2.
 report
-    tests/fuzzing.py: REPORT_KINDS: ``--per-reader`` seeded inputs per result file the report
+    tests/fuzzing.py: REPORT_KINDS: ``--per-reader`` (``--quick``: 20) seeded inputs per result file the report
     reads (rci.json, its item table, run.json, power.json, switch.json, sensitivity.json,
     truth.json and its replicates table; with ``--report-fit``, fit.json and the fit's item
     table from one real ``compare``), each field given another value of its type (null, NaN,
@@ -108,12 +108,15 @@ def crash_rows(timed: int) -> list[dict]:
     return rows
 
 
+QUICK_POINTS = {"fast": 20, "exact": 20, "server": 10, "ray": 3}  # --quick: crash points per collection engine (~7 s each here, a Ray point ~15 s)
+
+
 def collect_crash_rows(calls: int, quick: bool) -> list[dict]:
     """One row per engine (real Gemma GGUF): a collection SIGKILLed at every filesystem event and at
     ``calls`` points spread over its calls, resumed, compared row for row with an uninterrupted run;
     the server engine against llama-cpp-python's real server; then a Ray shard's actor killed the
     same way, its shard retried by the driver (tests/ray_crashpoints.py). ``quick``: a seeded sample of
-    10 server and 3 Ray points (each Ray point starts new actors: ~1 min here)."""
+    :data:`QUICK_POINTS` per engine (each Ray point starts new actors)."""
     from helpers import llama_server
 
     from bayesrc.collect import load_card, resolve_model
@@ -123,15 +126,14 @@ def collect_crash_rows(calls: int, quick: bool) -> list[dict]:
         for engine, items in (("fast", 4), ("exact", 3), ("server", 4)):
             start = time.monotonic()
             cmd = [sys.executable, "-W", "ignore", str(TESTS / "collect_crashpoints.py"), "--engine", engine, "--items", str(items), "--k", "3", "--calls", str(calls)]
-            if engine == "server":
-                cmd += ["--base-url", url] + (["--sample", "10"] if quick else [])
+            cmd += (["--base-url", url] if engine == "server" else []) + (["--sample", str(QUICK_POINTS[engine])] if quick else [])
             s = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True, env=ENV).stdout)
             rows.append({
                 "component": f"collect ({engine} engine)", "tried": s["tried"], "killed": s["killed"], "events": f"{s['events']['fs']} fs, {s['events']['call']} calls",
                 "lost": s["lost"] + s["torn"] + s["resume_failed"], "duplicated": s["duplicated"], "tracebacks": 0, "other": 0, "s": round(time.monotonic() - start),
             })  # fmt: skip
     start = time.monotonic()
-    cmd = [sys.executable, "-W", "ignore", str(TESTS / "ray_crashpoints.py"), "--items", "2", "--calls", str(calls // 2)] + (["--sample", "3"] if quick else [])
+    cmd = [sys.executable, "-W", "ignore", str(TESTS / "ray_crashpoints.py"), "--items", "2", "--calls", str(calls // 2)] + (["--sample", str(QUICK_POINTS["ray"])] if quick else [])
     s = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True, env=ENV).stdout.splitlines()[-1])  # after Ray's notes of the killed workers
     rows.append({
         "component": "collect (a Ray shard's actor; fast engine)", "tried": s["tried"], "killed": s["killed"], "events": f"{s['events']['fs']} fs, {s['events']['call']} calls",
@@ -323,7 +325,7 @@ def table(rows: list[dict], columns: list[str]) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="100 inputs per reader, 10 timed kills per swap mode")
+    ap.add_argument("--quick", action="store_true", help="100 inputs per reader (20 per result kind through the report), 10 timed kills per swap mode")
     ap.add_argument("--per-reader", type=int, help="fuzzed inputs per reader (default 1000; --quick 100)")
     ap.add_argument("--timed", type=int, help="timed kills per swap mode (default 50; --quick 10)")
     ap.add_argument("--calls", type=int, help="collection kills spread over the collector's calls, per engine (default 60; --quick 18)")
@@ -364,7 +366,7 @@ def main() -> int:
         print(f"\nfuzzed reader inputs ({per_reader} generated per reader, every field retyped once, {per_reader} option sets where a reader takes options; seeded)\n")
         print(table(fuzz, ["component", "tried", "generated", "retyped", "options", "ok", "input error", "lost", "duplicated", "tracebacks", "other", "s"]))
     if runs["report"]:
-        report, found = report_rows(per_reader, args.report_fit)
+        report, found = report_rows(args.per_reader or (20 if args.quick else 1000), args.report_fit)  # a report draws every figure: ~1 s each
         faults += found
         print(f"\nresult fields through bayesrc report ({per_reader} seeded inputs per result file, each field another value of its type)\n")
         print(table(report, ["component", "tried", "written", "clean errors", "tracebacks", "other", "s"]))

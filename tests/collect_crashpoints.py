@@ -155,18 +155,21 @@ def compare(setup: Setup, out: Path, want: dict[str, pd.DataFrame]) -> tuple[int
     got = setup.result(out)
     lost = duplicated = 0
     for name, ref in want.items():
-        keys = KEYS[setup.engine] if name != "items_exact.parquet" else ["item_id"]
-        new = got[name]
-        duplicated += int(new.duplicated(keys).sum())
-        both = ref.merge(new.drop_duplicates(keys), on=keys, how="left", suffixes=("", "_got"), indicator=True)
-        missing = both["_merge"] != "both"
-        differ = pd.Series(False, index=both.index)
-        for col in (c for c in ref.columns if c not in keys):
-            a, b = both[col], both[f"{col}_got"]
-            differ |= ~((a == b).fillna(False) | (a.isna() & b.isna()))
-        lost += int((missing | differ).sum())
+        lost_rows, repeated = table_differences(ref, got[name], KEYS[setup.engine] if name != "items_exact.parquet" else ["item_id"])
+        lost, duplicated = lost + lost_rows, duplicated + repeated
     leftovers = [p for p in out.rglob(".*.tmp")]
     return lost, duplicated + len(leftovers)
+
+
+def table_differences(ref: pd.DataFrame, new: pd.DataFrame, keys: list[str]) -> tuple[int, int]:
+    """(rows of ``ref`` missing from ``new`` or different there, rows of ``new`` repeating a key)."""
+    duplicated = int(new.duplicated(keys).sum())
+    both = ref.merge(new.drop_duplicates(keys), on=keys, how="left", suffixes=("", "_got"), indicator=True)
+    differ = both["_merge"] != "both"
+    for col in (c for c in ref.columns if c not in keys):
+        a, b = both[col], both[f"{col}_got"]
+        differ |= ~((a == b).fillna(False) | (a.isna() & b.isna()))
+    return int(differ.sum()), duplicated
 
 
 def crash_points(setup: Setup, *, calls: int, fs_points: int = 100_000, sample: int | None = None, seed: int = 0) -> dict[str, object]:

@@ -28,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's bayesrc, run as a script
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from collect_crashpoints import CARD, COLLECT_CODE, FS_EVENTS, TRIAL_CORE, WRITE_FLAGS, _spread  # noqa: E402
+from collect_crashpoints import CARD, COLLECT_CODE, FS_EVENTS, KEYS, TRIAL_CORE, WRITE_FLAGS, _spread, table_differences  # noqa: E402
 
 import bayesrc.scale.collect as ray_collect  # noqa: E402
 from bayesrc.collect import builtin_bank, load_bank  # noqa: E402
@@ -67,7 +67,7 @@ def crashing_collector(state: Path) -> type:
                 marker.touch()
                 os.kill(os.getpid(), signal.SIGKILL)
 
-        def is_fs_event(event: str, args: tuple) -> bool:
+        def is_fs_event(event: str, args: tuple) -> bool:  # collect_crashpoints._is_fs_event, here so that it travels by value
             if event == "open":
                 _, mode, flags = args
                 return any(c in mode for c in "wax+") if isinstance(mode, str) else bool((flags or 0) & WRITE_FLAGS)
@@ -123,16 +123,9 @@ def torn_shard_parts(out: Path) -> int:
 
 
 def lost_and_duplicated(out: Path, want) -> tuple[int, int]:
-    """(lost, duplicated) trials of a finished run against the reference, and temporary files left."""
-    keys = ["item_index", "k"]
-    got = read_run_trials(out)[TRIAL_CORE]
-    duplicated = int(got.duplicated(keys).sum()) + len(list(out.rglob(".*.tmp")))
-    both = want.merge(got.drop_duplicates(keys), on=keys, how="left", suffixes=("", "_got"), indicator=True)
-    differ = both["_merge"] != "both"
-    for col in (c for c in want.columns if c not in keys):
-        a, b = both[col], both[f"{col}_got"]
-        differ |= ~((a == b).fillna(False) | (a.isna() & b.isna()))
-    return int(differ.sum()), duplicated
+    """(lost, duplicated) trials of a finished run against the reference, temporary files left counting as duplicated."""
+    lost, duplicated = table_differences(want, read_run_trials(out)[TRIAL_CORE], KEYS["fast"])
+    return lost, duplicated + len(list(out.rglob(".*.tmp")))
 
 
 def crash_points(root: Path, *, n_items: int = 4, calls: int = 40, sample: int | None = None, seed: int = 0) -> dict[str, object]:
