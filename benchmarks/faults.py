@@ -351,7 +351,8 @@ def main() -> int:
         print("crash points (SIGKILL) of staged_output: a result folder rewritten old -> new\n")
         print(table(crash, ["component", "events", "tried", "killed", "states", "lost", "duplicated", "tracebacks"]))
         collect_crash = collect_crash_rows(calls, args.quick)
-        print(f"\ncrash points (SIGKILL) of a collection, resumed: every filesystem event + {calls} points over its calls\n")
+        sampled = f"; --quick: a seeded {', '.join(f'{n} ({e})' for e, n in QUICK_POINTS.items())} of them" if args.quick else ""
+        print(f"\ncrash points (SIGKILL) of a collection, resumed: every filesystem event + {calls} points over its calls{sampled}\n")
         print(table(collect_crash, ["component", "events", "tried", "killed", "lost", "duplicated", "tracebacks", "s"]))
     if runs["disk"]:
         disk = disk_rows(sizes, writers)
