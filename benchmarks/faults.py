@@ -367,9 +367,10 @@ def main() -> int:
         print(f"\nfuzzed reader inputs ({per_reader} generated per reader, every field retyped once, {per_reader} option sets where a reader takes options; seeded)\n")
         print(table(fuzz, ["component", "tried", "generated", "retyped", "options", "ok", "input error", "lost", "duplicated", "tracebacks", "other", "s"]))
     if runs["report"]:
-        report, found = report_rows(args.per_reader or (20 if args.quick else 1000), args.report_fit)  # a report draws every figure: ~1 s each
+        per_kind = args.per_reader or (20 if args.quick else 1000)  # a report draws every figure: ~1 s each
+        report, found = report_rows(per_kind, args.report_fit)
         faults += found
-        print(f"\nresult fields through bayesrc report ({per_reader} seeded inputs per result file, each field another value of its type)\n")
+        print(f"\nresult fields through bayesrc report ({per_kind} seeded inputs per result file, each field another value of its type; each column of a table dropped in turn)\n")
         print(table(report, ["component", "tried", "written", "clean errors", "tracebacks", "other", "s"]))
     for name, outcome, detail, data in faults[:20]:
         print(f"\n{name}: {outcome}: {detail.strip().splitlines()[-1]}\n  input: {data[:120]!r}")
