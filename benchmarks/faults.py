@@ -69,6 +69,7 @@ is 1 when any count (other faults included) is not 0.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import subprocess
@@ -124,23 +125,24 @@ def collect_crash_rows(calls: int, quick: bool) -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory() as tmp, llama_server(resolve_model(load_card(ROOT / "models" / "gemma-3-270m-q4_k_m.toml")), Path(tmp) / "server.log", n_threads=1) as url:
         for engine, items in (("fast", 4), ("exact", 3), ("server", 4)):
-            start = time.monotonic()
             cmd = [sys.executable, "-W", "ignore", str(TESTS / "collect_crashpoints.py"), "--engine", engine, "--items", str(items), "--k", "3", "--calls", str(calls)]
             cmd += (["--base-url", url] if engine == "server" else []) + (["--sample", str(QUICK_POINTS[engine])] if quick else [])
-            s = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True, env=ENV).stdout)
-            rows.append({
-                "component": f"collect ({engine} engine)", "tried": s["tried"], "killed": s["killed"], "events": f"{s['events']['fs']} fs, {s['events']['call']} calls",
-                "lost": s["lost"] + s["torn"] + s["resume_failed"], "duplicated": s["duplicated"], "tracebacks": 0, "other": 0, "s": round(time.monotonic() - start),
-            })  # fmt: skip
-    start = time.monotonic()
+            rows.append(_crash_row(f"collect ({engine} engine)", cmd))
     cmd = [sys.executable, "-W", "ignore", str(TESTS / "ray_crashpoints.py"), "--items", "2", "--calls", str(calls // 2)] + (["--sample", str(QUICK_POINTS["ray"])] if quick else [])
-    s = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True, env=ENV).stdout.splitlines()[-1])  # after Ray's notes of the killed workers
-    rows.append({
-        "component": "collect (a Ray shard's actor; fast engine)", "tried": s["tried"], "killed": s["killed"], "events": f"{s['events']['fs']} fs, {s['events']['call']} calls",
-        "lost": s["lost"] + s["torn"] + s["resume_failed"], "duplicated": s["duplicated"], "tracebacks": 0, "other": s["killed"] - s["retried"],
-        "s": round(time.monotonic() - start),
-    })  # fmt: skip
+    rows.append(_crash_row("collect (a Ray shard's actor; fast engine)", cmd))
     return rows
+
+
+def _crash_row(component: str, cmd: list[str]) -> dict:
+    """Run a crash-point harness; its JSON summary (the last line of its output: Ray notes each killed worker before it) as a table row.
+    *other*: a killed Ray actor whose shard was not retried exactly once."""
+    start = time.monotonic()
+    s = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True, env=ENV).stdout.splitlines()[-1])
+    return {
+        "component": component, "tried": s["tried"], "killed": s["killed"], "events": f"{s['events']['fs']} fs, {s['events']['call']} calls",
+        "lost": s["lost"] + s["torn"] + s["resume_failed"], "duplicated": s["duplicated"], "tracebacks": 0, "other": s["killed"] - s.get("retried", s["killed"]),
+        "s": round(time.monotonic() - start),
+    }  # fmt: skip
 
 
 def disk_rows(sizes: list[int], writers: tuple[str, ...]) -> list[dict]:
@@ -219,16 +221,10 @@ def server_rows(quick: bool) -> list[dict]:
 
 def retyped_counts(name: str, root: Path) -> tuple[Counter, list[tuple]]:
     """Every field of the reader's seed retyped once (tests/fuzzing.py: retyped); none for readers without fields."""
-    counts, faults = Counter(), []
     if name not in fuzzing.RETYPED:
-        return counts, faults
+        return Counter(), []
     ws = fuzzing.Workspace.make(fuzzing.READERS[name], root)
-    for label, data in fuzzing.retyped(ws.target, ws.seed_bytes):
-        outcome, detail = fuzzing.try_input(ws, data, run=fuzzing.RETYPED[name])
-        counts[outcome] += 1
-        if outcome in fuzzing.FAULTS:
-            faults.append((outcome, f"{label}: {detail}", data))
-    return counts, faults
+    return fuzzing.try_each(ws, fuzzing.retyped(ws.target, ws.seed_bytes), functools.partial(fuzzing.try_input, run=fuzzing.RETYPED[name]))
 
 
 def options_counts(name: str, n: int, root: Path) -> tuple[Counter, list[tuple]]:

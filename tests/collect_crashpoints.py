@@ -138,15 +138,16 @@ def forked(setup: Setup, out: Path, *, resume: bool, kill_at: tuple[str, int] | 
     return 0, json.loads(data)
 
 
-def torn_parts(setup: Setup, out: Path) -> int:
-    """Journal parts on disk that cannot be read or lack rows (a kill must never leave one)."""
+def torn_parts(out: Path, k: int | None) -> int:
+    """Journal parts of the run in ``out`` that cannot be read or lack rows (``k`` per item; None:
+    any number, the exact engine's); a kill must never leave one."""
     torn = 0
     for index in done_items(out):
         try:
             rows = len(pd.read_parquet(out / "parts" / f"item-{index:06d}.parquet"))
         except Exception:  # noqa: BLE001 (any unreadable part counts)
             rows = 0
-        torn += rows == 0 or (setup.engine != "exact" and rows != setup.k)
+        torn += rows == 0 or (k is not None and rows != k)
     return torn
 
 
@@ -188,7 +189,7 @@ def crash_points(setup: Setup, *, calls: int, fs_points: int = 100_000, sample: 
     for n, kill_at in enumerate(points):
         out = setup.root / f"run{n}"
         sig, _ = forked(setup, out, resume=False, kill_at=kill_at)
-        torn = torn_parts(setup, out)
+        torn = torn_parts(out, None if setup.engine == "exact" else setup.k)
         try:
             forked(setup, out, resume=True)
             lost, duplicated = compare(setup, out, want)

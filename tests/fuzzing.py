@@ -718,6 +718,18 @@ def fuzz(reader: Reader, n: int, root: Path, attempt: Callable[[Workspace, bytes
     return outcomes, faults
 
 
+def try_each(ws: Workspace, inputs: list[tuple[str, bytes]], attempt: Callable[[Workspace, bytes], tuple[str, str]]) -> tuple[Counter, list[tuple[str, str, bytes]]]:
+    """Every ``(label, input)`` through ``attempt``: outcome counts and the faults, each detail led by its input's label."""
+    outcomes: Counter = Counter()
+    faults: list[tuple[str, str, bytes]] = []
+    for label, data in inputs:
+        outcome, detail = attempt(ws, data)
+        outcomes[outcome] += 1
+        if outcome in FAULTS:
+            faults.append((outcome, f"{label}: {detail}", data))
+    return outcomes, faults
+
+
 # -- result fields through ``bayesrc report`` -------------------------------------------------
 # A result file that bayesrc.load accepts can still hold values the report cannot show: these
 # mutations keep every field's JSON type (or its Parquet column's dtype) and change its value.
@@ -873,11 +885,4 @@ def fuzz_report(kind: Reader, n: int, root: Path) -> tuple[Counter, list[tuple[s
 def report_without_each_column(kind: Reader, root: Path) -> tuple[Counter, list[tuple[str, str, bytes]]]:
     """A Parquet result table without each of its columns in turn, through ``bayesrc report``: outcome counts and the faults."""
     ws = Workspace.make(kind, root)
-    outcomes: Counter = Counter()
-    faults = []
-    for label, data in dropped_columns(ws.seed_bytes):
-        outcome, detail = try_report(ws, data)
-        outcomes[outcome] += 1
-        if outcome in FAULTS:
-            faults.append((outcome, f"{label}: {detail}", data))
-    return outcomes, faults
+    return try_each(ws, dropped_columns(ws.seed_bytes), try_report)

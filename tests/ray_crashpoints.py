@@ -19,16 +19,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
+import signal
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's bayesrc, run as a script
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from collect_crashpoints import CARD, COLLECT_CODE, FS_EVENTS, KEYS, TRIAL_CORE, WRITE_FLAGS, _spread, table_differences  # noqa: E402
+from collect_crashpoints import CARD, COLLECT_CODE, FS_EVENTS, KEYS, TRIAL_CORE, WRITE_FLAGS, _spread, table_differences, torn_parts  # noqa: E402
 
 import bayesrc.scale.collect as ray_collect  # noqa: E402
 from bayesrc.collect import builtin_bank, load_bank  # noqa: E402
@@ -41,20 +44,13 @@ def crashing_collector(state: Path) -> type:
     """A :class:`~bayesrc.scale.collect.ShardCollector` that counts its events per shard into
     ``state/counts-SHARD.json`` and dies at the point named in ``state/kill.json`` (if any).
 
-    Built inside this function, so Ray pickles the class by value: the actors need no import of
-    this file. Its hooks use only the standard library.
+    Built inside this function, so Ray pickles the class by value (the modules it uses by name):
+    the actors need no import of this file.
     """
 
     base = ray_collect.ShardCollector
 
     def run(self, card, bank, shard_dir, spec):
-        import json
-        import os
-        import signal
-        import sys
-        import threading
-        from pathlib import Path
-
         shard = int(Path(shard_dir).name)
         kill_file, marker = state / "kill.json", state / "killed"
         kill = json.loads(kill_file.read_text()) if kill_file.exists() and not marker.exists() else None
@@ -109,19 +105,6 @@ def ray_run(bank, out: Path, state: Path, kill: dict | None) -> ray_collect.RayR
         ray_collect.ShardCollector = saved
 
 
-def torn_shard_parts(out: Path) -> int:
-    """Journal parts in any shard that cannot be read or lack rows."""
-    import pandas as pd
-
-    torn = 0
-    for part in out.glob("shards/*/parts/item-*.parquet"):
-        try:
-            torn += len(pd.read_parquet(part)) != K
-        except Exception:  # noqa: BLE001 (any unreadable part counts)
-            torn += 1
-    return torn
-
-
 def lost_and_duplicated(out: Path, want) -> tuple[int, int]:
     """(lost, duplicated) trials of a finished run against the reference, temporary files left counting as duplicated."""
     lost, duplicated = table_differences(want, read_run_trials(out)[TRIAL_CORE], KEYS["fast"])
@@ -154,7 +137,7 @@ def crash_points(root: Path, *, n_items: int = 4, calls: int = 40, sample: int |
         except Exception:  # noqa: BLE001 (a run that fails loses its trials)
             lost, duplicated, retries, failed = len(want), 0, 0, 1
         killed = (state / "killed").exists()
-        outcomes.append({"kill": f"shard {shard} {kind} {at}", "killed": killed, "retries": retries, "torn": torn_shard_parts(out),
+        outcomes.append({"kill": f"shard {shard} {kind} {at}", "killed": killed, "retries": retries, "torn": sum(torn_parts(d, K) for d in out.glob("shards/*")),
                          "lost": lost, "duplicated": duplicated, "failed": failed})  # fmt: skip
     return {
         "engine": "fast on Ray",

@@ -4,11 +4,12 @@ never a traceback, nothing written; and the faults this fuzzing found, kept as p
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 
 import pytest
-from fuzzing import FAULTS, READERS, RETYPED, Workspace, retyped, try_input
+from fuzzing import READERS, RETYPED, Workspace, retyped, try_each, try_input
 
 import bayesrc
 from bayesrc.errors import InputError
@@ -21,12 +22,8 @@ def test_retyped_field_is_one_named_input_error(name, tmp_path):
     ws = Workspace.make(READERS[name], tmp_path)
     inputs = retyped(ws.target, ws.seed_bytes)
     assert inputs and try_input(ws, ws.seed_bytes, run=RETYPED[name]) == ("ok", "")
-    faults = []
-    for label, data in inputs:
-        outcome, detail = try_input(ws, data, run=RETYPED[name])
-        if outcome in FAULTS:
-            faults.append((label, f"{outcome}: {detail}"))
-    assert not faults, f"{name}: {len(faults)} of {len(inputs)} faults ({'; '.join(label for label, _ in faults)}); the first: {faults[0][1]}"
+    _, faults = try_each(ws, inputs, functools.partial(try_input, run=RETYPED[name]))
+    assert not faults, f"{name}: {len(faults)} of {len(inputs)} faults; the first: {faults[0][0]}: {faults[0][1]}"
 
 
 def test_eval_log_retyping_reaches_the_header_and_a_sample(tmp_path):
