@@ -18,6 +18,8 @@ imported, and neither ``jax.config`` nor ``XLA_FLAGS`` is touched. A NumPyro fit
   would keep for the life of the process, and Linux allows 65,530 per process, so a notebook,
   sensitivity sweep or test worker died (a segfault in libgcc's unwinder, or LLVM's "cannot
   allocate memory for section" abort) after ~30 fits. The persistent cache keeps reruns fast.
+  Within a fit the same happens between its steps (:func:`release_memory`, with glibc's free
+  lists trimmed), so the item draws and checks do not stack on the sampler's leftovers.
 
 :func:`configure` changes these defaults, or applies them now.
 """
@@ -134,10 +136,40 @@ def releases_jax_caches(fn: Callable) -> Callable:
         try:
             return fn(*args, **kwargs)
         finally:
-            if SETTINGS.release_compiled and "jax" in sys.modules:
-                sys.modules["jax"].clear_caches()
+            release_memory()
 
     return wrapper
+
+
+def release_memory() -> None:
+    """Give back what a finished step of a fit held: JAX's in-process compiled code (if JAX is
+    loaded and ``release_compiled`` is on) and the freed memory glibc keeps on its free lists
+    (``malloc_trim``; a no-op on other C libraries).
+
+    Called between a fit's steps (sampling, item draws, checks): at 12,000 items the sampler's
+    and the item draws' leftovers otherwise stay resident under the next step's arrays
+    (``benchmarks/fit_phases.py``: 0.5 GB of the peak).
+
+    Examples
+    --------
+    >>> release_memory()
+    """
+    if SETTINGS.release_compiled and "jax" in sys.modules:
+        sys.modules["jax"].clear_caches()
+    libc = _libc()
+    if hasattr(libc, "malloc_trim"):
+        libc.malloc_trim(0)
+
+
+@functools.cache
+def _libc():
+    import ctypes
+    import ctypes.util
+
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c"))
+    except OSError:
+        return None
 
 
 def precision():

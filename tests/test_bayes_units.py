@@ -552,6 +552,8 @@ def test_collapsed_change_item_draws_match_a_fine_grid_reference():
          "shift": const([shift], ("chain", "draw", "domain")), "sigma_delta": const(tau), "pi": const(pi)}
     )  # fmt: skip
     out = item_draws(post, _cells(rows), seed=3)
+    for name, values in item_draws(post, _cells(rows), seed=3, batch=1).items():  # each draw has its own key: the batch changes nothing
+        np.testing.assert_array_equal(values, out[name], err_msg=name)
     sd, tau = np.hypot(sd, 0.1), np.hypot(tau, 0.1)  # the model's spreads on its grid (grid_spread: step 0.2)
     u, v = np.linspace(-9, 9, 2001), np.linspace(-8, 8, 1201)
     for i, (n1, y1, n2, y2) in enumerate(rows):
@@ -778,3 +780,26 @@ def test_fit_refuses_bad_arguments_before_it_samples(monkeypatch):
         fit_module.fit(counts, rci=swapped)
     with pytest.raises(ValueError, match="not both"):
         fit_module.fit(counts, rci=swapped, rci_kwargs={"n_splits": 20})
+
+
+def test_item_draws_come_once_after_the_gate(monkeypatch):
+    """``fit`` samples the collapsed change model without its item draws and adds them once, after
+    the gate (at 12,000 items they take as long as the sampling): none for an attempt the gate
+    turned down, and the last attempt's hyperparameter draws with its seed."""
+    from bayesrc.bayes import change_collapsed, fit, with_item_draws
+    from bayesrc.config import SamplerConfig
+
+    sim = simulate_pair(30, 10, seed=0)
+    counts = item_counts(sim.trials_v1, sim.trials_v2)
+    cfg = SamplerConfig(chains=2, draws=60, tune=60, seed=2, progress=False)
+    calls, real = [], change_collapsed.item_draws
+    monkeypatch.setattr(change_collapsed, "item_draws", lambda *a, **k: calls.append(1) or real(*a, **k))
+    res = fit(counts, config=cfg, checks=False)  # 2 x 60 draws cannot reach an ESS of 400: the gate escalates
+    last = res.payload["attempts"][-1]
+    assert len(res.payload["attempts"]) >= 2 and calls == [1] and res.posterior["posterior"].sizes["draw"] == last["draws"]
+    items = ["theta", "delta", "changed", "r", "p_up", "p", "dp"]
+    hyper = res.posterior.copy()
+    hyper["posterior"] = res.posterior["posterior"].to_dataset().drop_vars(items)
+    again = with_item_draws(hyper, model_inputs(counts), SamplerConfig(seed=last["seed"], progress=False))["posterior"]
+    for name in items:
+        np.testing.assert_array_equal(again[name].values, res.posterior["posterior"][name].values)

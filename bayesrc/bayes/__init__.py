@@ -11,7 +11,7 @@ JAX and PyMC are imported only when a model is sampled.
 
 from bayesrc.bayes.betabinom import betabinom_numpyro, betabinom_pymc, conjugate_p, sufficient_stats
 from bayesrc.bayes.change import change_numpyro, change_pymc, item_conditionals
-from bayesrc.bayes.change_collapsed import cell_stats, change_collapsed_numpyro, change_collapsed_pymc, item_draws
+from bayesrc.bayes.change_collapsed import cell_stats, change_collapsed_numpyro, change_collapsed_pymc, item_draws, with_item_draws
 from bayesrc.bayes.checks import posterior_predictive_check
 from bayesrc.bayes.diagnostics import Diagnostics, gate
 from bayesrc.bayes.fit import BACKENDS, MODELS, BayesFit, check, fit, gated_vars, realised_fdp, sample
@@ -26,5 +26,5 @@ __all__ = [
     "change_collapsed_pymc", "change_numpyro", "change_pymc", "check",
     "cohen_kappa", "compare", "configure_host_devices", "conjugate_p", "crosscheck", "domain_shift", "fit", "gate",
     "gated_vars", "item_conditionals", "item_draws", "item_summary", "model_inputs", "posterior_predictive_check", "realised_fdp", "sample", "select",
-    "sufficient_stats",
+    "sufficient_stats", "with_item_draws",
 ]  # fmt: skip

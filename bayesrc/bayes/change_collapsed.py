@@ -80,6 +80,7 @@ from bayesrc.config import precision, prepare_jax
 
 LOGIT_HALF, LOGIT_STEP = 10.0, 0.2  # the logit grid: [-10, 10] in steps of at most 0.2
 ITEM_DRAW_STEPS_PER_CALL = 25  # item draws: vectorised steps per compiled call (the progress bar's step)
+ITEM_DRAW_BATCH_ENTRIES = 12_000  # item draws: posterior draws vectorised per step, up to 4, while draws x items stay below this
 DRAW_DELTA_NODES, DRAW_DELTA_HALF = 61, 6.0  # delta_i | theta_i: a piecewise-linear density through 61 nodes (0.2 SD apart)
 
 
@@ -460,8 +461,9 @@ def _numpyro_model(tables, *, cells: Cells, n_domains: int, slope: bool, prior=N
     numpyro.factor("y", _jax_loglik(slope)(*strata, b, pi, tables))
 
 
-def change_collapsed_numpyro(data: ModelInputs, *, slope: bool = False, prior: dict | None = None, config: SamplerConfig | None = None):
-    """Collapsed change model with NumPyro: NUTS on the hyperparameters, exact item draws after.
+def change_collapsed_numpyro(data: ModelInputs, *, slope: bool = False, prior: dict | None = None, config: SamplerConfig | None = None, items: bool = True):
+    """Collapsed change model with NumPyro: NUTS on the hyperparameters, exact item draws after
+    (``items=False``: the hyperparameters only; :func:`with_item_draws` adds the items later).
 
     Examples
     --------
@@ -474,11 +476,12 @@ def change_collapsed_numpyro(data: ModelInputs, *, slope: bool = False, prior: d
     model = partial(_numpyro_model, cells=cells, n_domains=data.n_domains, slope=slope, prior=prior_settings(prior), n_groups=data.n_groups, contrasts=data.stratum_contrasts())
     dims = {k: v for k, v in model_dims(data.n_groups).items() if k != "theta"}  # theta is not sampled here
     dt = run_numpyro(model, {"tables": likelihood_tables(cells, SAMPLER_BAND_DTYPE)}, cfg, data.coords, dims)
-    return _finish(dt, cells, cfg, slope, prior)
+    return with_item_draws(dt, data, cfg, slope=slope, prior=prior) if items else dt
 
 
-def change_collapsed_pymc(data: ModelInputs, *, slope: bool = False, prior: dict | None = None, config: SamplerConfig | None = None):
-    """The same collapsed model with PyMC (nutpie); same priors, names and dims as the NumPyro twin.
+def change_collapsed_pymc(data: ModelInputs, *, slope: bool = False, prior: dict | None = None, config: SamplerConfig | None = None, items: bool = True):
+    """The same collapsed model with PyMC (nutpie); same priors, names and dims as the NumPyro twin
+    (``items`` as there).
 
     Examples
     --------
@@ -497,7 +500,7 @@ def change_collapsed_pymc(data: ModelInputs, *, slope: bool = False, prior: dict
         ll = cell_loglik(_ops("pytensor"), *strata, b, pi, tables)
         pm.Potential("y", pt.sum(tables["weight"] * ll))
     dt = run_pymc(model, cfg)
-    return _finish(dt, cells, cfg, slope, prior)
+    return with_item_draws(dt, data, cfg, slope=slope, prior=prior) if items else dt
 
 
 # ---------------------------------------------------------------- exact conditional item draws
@@ -593,10 +596,13 @@ def _max_shift(logf):
     return logf - logf.max(-1, keepdims=True)
 
 
-def item_draws(post, cells: Cells, seed: int, batch: int = 4, progress: bool | None = None) -> dict[str, np.ndarray]:
+def item_draws(post, cells: Cells, seed: int, batch: int | None = None, progress: bool | None = None) -> dict[str, np.ndarray]:
     """Exact conditional item draws for every posterior draw (JAX: ``batch`` draws vectorised,
     spread over the JAX devices, in calls of :data:`ITEM_DRAW_STEPS_PER_CALL` steps a progress
-    bar follows; ``progress`` as :class:`SamplerConfig`'s).
+    bar follows; ``progress`` as :class:`SamplerConfig`'s). Each draw has its own random key, so
+    ``batch`` (default: up to 4, fewer above :data:`ITEM_DRAW_BATCH_ENTRIES` / 4 items, where
+    the per-item temporaries of a vectorised step would cost more memory than they save time)
+    does not change the draws.
 
     Returns ``theta, delta, changed, r, p_up`` with shape (chain, draw, item), in
     :data:`~bayesrc.bayes.change.ITEM_DRAW_DTYPE` (``changed``: int8).
@@ -607,6 +613,7 @@ def item_draws(post, cells: Cells, seed: int, batch: int = 4, progress: bool | N
     >>> c["changed"].mean((0, 1))   # posterior share of draws in which each item changed  # doctest: +SKIP
     """
     prepare_jax()
+    batch = batch or int(np.clip(ITEM_DRAW_BATCH_ENTRIES // max(cells.item_cell.size, 1), 1, 4))
     with precision():  # float64 like the sampler, scoped to this call
         return _item_draws(post, cells, seed, batch, progress)
 
@@ -670,10 +677,22 @@ def _item_draws(post, cells: Cells, seed: int, batch: int, progress: bool | None
     return {k: v.reshape(n_s + pad, -1)[:n_s].reshape(n_chain, n_draw, -1) for k, v in zip(names, out)}
 
 
-def _finish(dt, cells: Cells, cfg: SamplerConfig, slope: bool, prior: dict | None):
-    """Item draws, then ``p`` (item, version), ``dp`` and the change quantities in the full model's layout."""
+def with_item_draws(dt, data: ModelInputs, cfg: SamplerConfig, *, slope: bool = False, prior: dict | None = None):
+    """A hyperparameter posterior of the collapsed change model with its item draws added (:func:`item_draws`,
+    seeded by ``cfg.seed``), then ``p`` (item, version), ``dp`` and the change quantities in the full model's layout.
+
+    :func:`bayesrc.bayes.fit` samples without them and adds them once the gate has passed (or the last
+    attempt failed): at 12,000 items the draws take as long as the sampling.
+
+    Examples
+    --------
+    >>> dt = change_collapsed_numpyro(data, items=False)           # doctest: +SKIP
+    >>> dt = with_item_draws(dt, data, SamplerConfig())            # doctest: +SKIP
+    >>> dt["posterior"]["dp"].dims                                 # doctest: +SKIP
+    ('chain', 'draw', 'item')
+    """
     post = dt["posterior"].to_dataset()
-    c = item_draws(post, cells, cfg.seed, progress=cfg.progress)
+    c = item_draws(post, cell_stats(data), cfg.seed, progress=cfg.progress)
     post["theta"] = (("chain", "draw", "item"), c["theta"])
     return store_item_quantities(dt, post, c["theta"], c, slope, prior, collapsed=1)
 

@@ -13,7 +13,7 @@ import xarray as xr
 
 from bayesrc.bayes.betabinom import betabinom_numpyro, betabinom_pymc
 from bayesrc.bayes.change import STRUCTURE_SITES, change_log_prior, change_numpyro, change_pymc, prior_settings
-from bayesrc.bayes.change_collapsed import change_collapsed_numpyro, change_collapsed_pymc
+from bayesrc.bayes.change_collapsed import change_collapsed_numpyro, change_collapsed_pymc, with_item_draws
 from bayesrc.bayes.check_figures import loo_pit_figure, ppc_figure, prior_predictive_figure
 from bayesrc.bayes.checks import loo_checks, loo_warnings, pit_ecdf_band, posterior_predictive_check, ppc_warnings
 from bayesrc.bayes.diagnostics import Diagnostics, gate
@@ -23,7 +23,7 @@ from bayesrc.bayes.samplers import SamplerConfig
 from bayesrc.bayes.summaries import DELTA_MIN, ITEM_COLUMNS, allow_no_change, crosscheck, domain_shift, expected_flips, item_summary, rci_fdp_interval, rci_fdp_prior_sensitivity, select
 from bayesrc.classical import PairResult, reliable_change
 from bayesrc.classical.pipeline import pair_no_change_test
-from bayesrc.config import releases_jax_caches
+from bayesrc.config import release_memory, releases_jax_caches
 from bayesrc.errors import ConvergenceError
 from bayesrc.results import Result, register
 
@@ -34,11 +34,13 @@ BACKENDS = ("numpyro", "pymc")
 
 def sample(
     data: ModelInputs, model: str, backend: str = "numpyro", *, collapsed: bool = True, slope: bool = False,
-    prior: dict | None = None, config: SamplerConfig | None = None,
+    prior: dict | None = None, config: SamplerConfig | None = None, items: bool = True,
 ):  # fmt: skip
     """Dispatch to one of the four model functions; returns the posterior DataTree.
 
-    ``prior`` overrides the change model's ``PRIOR`` entries (prior sensitivity).
+    ``prior`` overrides the change model's ``PRIOR`` entries (prior sensitivity). ``items=False``
+    leaves out the collapsed change model's item draws (:func:`~bayesrc.bayes.change_collapsed.with_item_draws`
+    adds them); the other models sample or draw their items as they go.
 
     Examples
     --------
@@ -51,7 +53,7 @@ def sample(
         return fn(data, collapsed=collapsed, config=config)
     if model == "change":
         if collapsed:
-            fn = change_collapsed_numpyro if backend == "numpyro" else change_collapsed_pymc
+            fn = partial(change_collapsed_numpyro if backend == "numpyro" else change_collapsed_pymc, items=items)
         else:
             fn = change_numpyro if backend == "numpyro" else change_pymc
         return fn(data, slope=slope, prior=prior, config=config)
@@ -334,8 +336,13 @@ def fit(
     rci_items, s_diff, rci_params = _rci_classes(counts, data, rci, rci_kwargs)  # before sampling: a bad rci fails fast
     t0 = time.perf_counter()
     thresholds = {"max_rhat": max_rhat, "min_ess": min_ess, "max_divergences": max_divergences}
-    sampler = partial(sample, data, model, backend, collapsed=collapsed, slope=slope, prior=prior)
+    hyper_only = model == "change" and collapsed  # its item draws once, after the gate, not for every attempt
+    sampler = partial(sample, data, model, backend, collapsed=collapsed, slope=slope, prior=prior, items=not hyper_only)
     dt, diag, attempts, cfg = sample_gated(sampler, gated_vars(model, slope, collapsed, data.n_groups > 1), config or SamplerConfig(), thresholds, escalate)
+    release_memory()  # the sampler's compiled code and buffers: the item draws and checks need the room
+    if hyper_only:
+        dt = with_item_draws(dt, data, cfg, slope=slope, prior=prior)
+        release_memory()
     runtime = time.perf_counter() - t0
     items = item_summary(dt, data, rope=rope, delta_min=delta_min)
     cls, sel = select(items["p_improve"], items["p_deteriorate"], rule=rule, fdr=fdr, threshold=threshold)
@@ -409,6 +416,7 @@ def run_checks(dt, data: ModelInputs, counts: xr.Dataset, item_ids, *, seed: int
     ids = np.asarray(item_ids).astype(str)
     if not np.array_equal(ids, np.asarray(data.items).astype(str)):
         raise ValueError("the item table is not in the model inputs' item order")
+    release_memory()  # the check's compiled code: PSIS-LOO's (draw, item) arrays need the room at 12,000 items
     loo_payload, per_item = loo_checks(dt, data, ids, seed=seed)
     return ppc, loo_payload, per_item
 
