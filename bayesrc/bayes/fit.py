@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
@@ -16,8 +15,10 @@ from bayesrc.bayes.change import STRUCTURE_SITES, change_log_prior, change_numpy
 from bayesrc.bayes.change_collapsed import change_collapsed_numpyro, change_collapsed_pymc
 from bayesrc.bayes.check_figures import loo_pit_figure, ppc_figure, prior_predictive_figure
 from bayesrc.bayes.checks import loo_checks, loo_warnings, pit_ecdf_band, posterior_predictive_check, ppc_warnings
-from bayesrc.bayes.diagnostics import Diagnostics, gate
+from bayesrc.bayes.diagnostics import Diagnostics
+from bayesrc.bayes.gating import ESCALATION, escalated_config, sample_gated  # noqa: F401  (defined with the gate's loop; re-exported)
 from bayesrc.bayes.inputs import ModelInputs, model_inputs
+from bayesrc.bayes.joint_fit import JointFit, fit_joint
 from bayesrc.bayes.prior_predictive import prior_predictive
 from bayesrc.bayes.samplers import SamplerConfig
 from bayesrc.bayes.summaries import DELTA_MIN, ITEM_COLUMNS, allow_no_change, crosscheck, domain_shift, expected_flips, item_summary, rci_fdp_interval, rci_fdp_prior_sensitivity, select
@@ -258,7 +259,7 @@ class BayesFit(Result):
 def fit(
     counts: xr.Dataset,
     *,
-    versions: tuple[str, str] | None = None,
+    versions: tuple[str, ...] | None = None,
     model: str = "change",
     backend: str = "numpyro",
     collapsed: bool = True,
@@ -278,14 +279,19 @@ def fit(
     covariate: str | None = "auto",
     escalate: bool = True,
     checks: bool = True,
-) -> BayesFit:
-    """Fit ``model`` to a version pair, gate it, select changed items and cross-check against RCI.
+) -> BayesFit | JointFit:
+    """Fit ``model`` to a version pair, gate it, select changed items and cross-check against RCI;
+    or, for three or more versions, fit the joint change model of the family.
 
     Parameters
     ----------
     counts : item counts (:func:`bayesrc.data.item_counts` / :func:`bayesrc.data.load_counts`).
-    versions : the pair ``(v1, v2)`` to compare (default: the first two versions of ``counts``).
-    model : ``"change"`` (paired change model, SPEC 3.2) or ``"betabinom"`` (SPEC 3.1).
+    versions : the pair ``(v1, v2)`` to compare (default: the first two versions of ``counts``), or
+        three or more versions of a family (the first the reference).
+    model : ``"change"`` (paired change model, SPEC 3.2) or ``"betabinom"`` (SPEC 3.1). With
+        ``"change"`` and three or more versions in ``counts`` (or in ``versions``), the joint model of
+        the family (:func:`bayesrc.bayes.joint_fit.fit_joint`: a :class:`JointFit`; its sampler and gate
+        settings are these, the pair-only ones must stay at their defaults).
     backend : ``"numpyro"`` or ``"pymc"``.
     collapsed : NUTS on the hyperparameters only, items integrated out (beta-binomial:
         conjugate; change model: :mod:`bayesrc.bayes.change_collapsed`); ``False`` samples
@@ -330,6 +336,10 @@ def fit(
         raise ValueError(f"delta_min must be in (0, 1), got {delta_min}")
     if versions is not None:
         counts = counts.sel(version=[str(v) for v in versions])
+    if model == "change" and counts.sizes["version"] >= 3:
+        _check_joint_arguments(collapsed=collapsed, slope=slope, rci=rci, rci_kwargs=rci_kwargs, rope=rope)
+        thresholds = {"max_rhat": max_rhat, "min_ess": min_ess, "max_divergences": max_divergences}
+        return fit_joint(counts, backend=backend, prior=prior, config=config, escalate=escalate, **thresholds)
     data = model_inputs(counts, covariate=covariate if model == "change" else None)
     rci_items, s_diff, rci_params = _rci_classes(counts, data, rci, rci_kwargs)  # before sampling: a bad rci fails fast
     t0 = time.perf_counter()
@@ -354,6 +364,15 @@ def fit(
         "prior_predictive": prior_pred,
     }  # fmt: skip
     return BayesFit(payload, {"items": items.reset_index(drop=True), "discordant": disc}, dt)
+
+
+def _check_joint_arguments(**given) -> None:
+    """Refuse settings the joint model of a family does not have (it is collapsed, without slope,
+    selection or RCI cross-check yet)."""
+    defaults = {"collapsed": True, "slope": False, "rci": None, "rci_kwargs": None, "rope": None}
+    bad = [k for k, v in given.items() if v != defaults[k]]
+    if bad:
+        raise ValueError(f"the joint model of three or more versions has no {', '.join(bad)} setting (fit a pair with versions=(v1, v2))")
 
 
 def _workflow_checks(dt, data: ModelInputs, counts: xr.Dataset, items: pd.DataFrame, *, model: str, slope: bool, prior, seed: int):
@@ -411,63 +430,6 @@ def run_checks(dt, data: ModelInputs, counts: xr.Dataset, item_ids, *, seed: int
         raise ValueError("the item table is not in the model inputs' item order")
     loo_payload, per_item = loo_checks(dt, data, ids, seed=seed)
     return ppc, loo_payload, per_item
-
-
-# Each further attempt after a failed gate, by what failed (warm-up and draws as multiples of the first
-# attempt's, target acceptance at least this): divergences mean the step size was too large for the
-# geometry (longer warm-up, higher acceptance); R-hat or ESS alone, that the chains were too short
-# (more draws first, from the same warm-up and step size: half the cost of refitting at 0.95).
-ESCALATION = {
-    "divergences": ({"tune": 2, "draws": 2, "target_accept": 0.95}, {"tune": 4, "draws": 4, "target_accept": 0.99}),
-    "mixing": ({"tune": 1, "draws": 2, "target_accept": 0.0}, {"tune": 2, "draws": 4, "target_accept": 0.95}),
-}
-
-
-def escalated_config(first: SamplerConfig, diag: Diagnostics, attempt: int) -> SamplerConfig:
-    """The settings of retry ``attempt`` (1 or 2) after the failed gate ``diag``: the :data:`ESCALATION`
-    step for what failed (divergences, else mixing), applied to the first attempt's settings, new seed.
-
-    Examples
-    --------
-    >>> limits = {"max_rhat": 1.01, "min_ess": 400.0, "max_divergences": 0}
-    >>> slow = Diagnostics(1.02, 300.0, 250.0, 0, False, limits, "rhat (pi)")
-    >>> c = escalated_config(SamplerConfig(tune=500, draws=500), slow, 1)
-    >>> (c.tune, c.draws, c.target_accept, c.seed)
-    (500, 1000, 0.85, 1)
-    >>> c = escalated_config(SamplerConfig(tune=500, draws=500), replace(slow, divergences=3), 2)
-    >>> (c.tune, c.draws, c.target_accept, c.seed)
-    (2000, 2000, 0.99, 2)
-    """
-    kind = "divergences" if diag.divergences > diag.thresholds["max_divergences"] else "mixing"
-    e = ESCALATION[kind][attempt - 1]
-    return replace(
-        first, tune=first.tune * e["tune"], draws=first.draws * e["draws"], target_accept=max(first.target_accept, e["target_accept"]), seed=first.seed + attempt
-    )  # fmt: skip
-
-
-def sample_gated(sampler, var_names: list[str], first: SamplerConfig, thresholds: dict, escalate: bool = True):
-    """``sampler(config=c)`` with ``first``, then, while the gate fails and ``escalate``, with each
-    :func:`escalated_config` (two at most).
-
-    Returns the last posterior, its :class:`Diagnostics`, one record per attempt (settings, gate
-    values, wall time) and the last attempt's settings.
-    """
-    attempts, cfg, diag = [], first, None
-    for attempt in range(1 + len(ESCALATION["mixing"]) * escalate):
-        if diag is not None:
-            cfg = escalated_config(first, diag, attempt)
-        t0 = time.perf_counter()
-        dt = sampler(config=cfg)
-        cfg = replace(cfg, draws=int(dt["posterior"].sizes["draw"]))  # NumPyro's chains may have gone on (SamplerConfig.max_draws)
-        diag = gate(dt, var_names, **thresholds)
-        attempts.append(
-            {"chains": cfg.chains, "draws": cfg.draws, "tune": cfg.tune, "target_accept": cfg.target_accept, "seed": cfg.seed,
-             "max_rhat": diag.max_rhat, "min_ess_bulk": diag.min_ess_bulk, "min_ess_tail": diag.min_ess_tail, "divergences": diag.divergences,
-             "passed": diag.passed, "worst": diag.worst, "wall_s": round(time.perf_counter() - t0, 2)}
-        )  # fmt: skip
-        if diag.passed:
-            break
-    return dt, diag, attempts, cfg
 
 
 def prior_sensitivity_warnings(sens: dict, cc: dict, delta_min: float) -> list[str]:
