@@ -16,7 +16,7 @@ from bayesrc.bayes.joint_fit import JointFit, rank_bands
 from bayesrc.data import save_trials, simulate_family
 
 # The main family: a clearly better, an unchanged-on-average and a clearly worse version against the reference.
-MAIN = {"n_items": 300, "k": 10, "versions": 4, "shifts": [0.8, 0.0, -0.8], "pi_change": 0.8, "sigma_delta": 1.0, "seed": 2}
+MAIN = {"n_items": 300, "k": 10, "versions": 4, "shifts": [1.0, 0.0, -1.0], "pi_change": 0.5, "sigma_delta": 1.5, "seed": 2}
 
 
 @pytest.fixture(scope="module")
@@ -149,7 +149,7 @@ def test_per_item_change_intervals_cover_the_true_change(joint, family):
 
 def test_rank_bands_and_p_best_follow_the_true_order(joint, family):
     """Bands respect the true order of mean accuracy (a version in a better band is truly better), the
-    true best (0.6 logits above the reference) has the highest P(best), and the clearly separated
+    true best (its changed items 1 logit up on average) has the highest P(best), and the clearly separated
     versions (best and worst) sit in bands of their own."""
     table = joint.versions_table.set_index("version")
     true = family.mean_accuracy
