@@ -64,11 +64,12 @@ def test_joint_likelihood_of_two_versions_is_the_pair_models():
 
 
 def _family_reference(mu, sd, shifts, taus, pis, n, y, half=10.0):
-    """One item's joint likelihood by adaptive quadrature (scipy): theta ~ Normal(mu, sd), each other
-    version's changed accuracy ``expit(x)``, x ~ Normal(theta + shift_v, tau_v), with the model's
-    spreads on its grid (half a 0.2 step added: grid_spread) and the binomials held at +-10 logits
-    beyond (what the grid's end nodes stand for)."""
-    from scipy.integrate import quad
+    """One item's joint likelihood by brute force (scipy's Simpson rule on 6,001 theta x 1,601 change
+    nodes spanning +-12 SD of each normal): theta ~ Normal(mu, sd), each other version's changed
+    accuracy ``expit(x)``, x ~ Normal(theta + shift_v, tau_v), with the model's spreads on its grid
+    (half a 0.2 step added: grid_spread) and the binomials held at +-10 logits beyond (what the
+    grid's end nodes stand for)."""
+    from scipy.integrate import simpson
     from scipy.special import comb, expit
     from scipy.stats import norm
 
@@ -77,23 +78,17 @@ def _family_reference(mu, sd, shifts, taus, pis, n, y, half=10.0):
         return comb(nn, yy) * p**yy * (1.0 - p) ** (nn - yy)
 
     sd_g, tau_g = np.hypot(sd, 0.1), np.hypot(taus, 0.1)
-
-    def changed(theta, v):
-        c = theta + shifts[v]
-        return quad(lambda x: norm.pdf(x, c, tau_g[v]) * binom(y[v + 1], n[v + 1], x), c - 12 * tau_g[v], c + 12 * tau_g[v], epsabs=0, epsrel=1e-10, limit=200)[0]
-
-    def integrand(theta):
-        out = norm.pdf(theta, mu, sd_g) * binom(y[0], n[0], theta)
-        for v in range(len(shifts)):
-            out *= (1 - pis[v]) * binom(y[v + 1], n[v + 1], theta) + pis[v] * changed(theta, v)
-        return out
-
-    return quad(integrand, mu - 12 * sd_g, mu + 12 * sd_g, epsabs=0, epsrel=1e-10, limit=200)[0]
+    theta, z = np.linspace(mu - 12 * sd_g, mu + 12 * sd_g, 6001), np.linspace(-12, 12, 1601)
+    integrand = norm.pdf(theta, mu, sd_g) * binom(y[0], n[0], theta)
+    for v in range(len(shifts)):
+        changed = simpson(norm.pdf(z) * binom(y[v + 1], n[v + 1], (theta + shifts[v])[:, None] + tau_g[v] * z), x=z, axis=1)
+        integrand = integrand * ((1 - pis[v]) * binom(y[v + 1], n[v + 1], theta) + pis[v] * changed)
+    return simpson(integrand, x=theta)
 
 
 @pytest.mark.parametrize("y", [[3, 7, 1], [10, 0, 8], [0, 0, 2]])
 def test_joint_likelihood_of_three_versions_matches_direct_integration(y):
-    """One item, V = 3: the grid integral against scipy's adaptive quadrature of the model's integral, to 1e-5."""
+    """One item, V = 3: the grid integral against a brute-force Simpson integration of the model's integral, to 1e-5."""
     from scipy.special import comb
 
     n = [10, 10, 8]
