@@ -208,3 +208,5 @@ def test_cli_fits_a_no_change_family_into_one_band_and_exits_3_on_a_failed_gate(
     bad = tmp_path / "bad"
     assert main(["fit", *paths, "--chains", "1", "--draws", "20", "--tune", "5", "--no-escalate", "--no-progress", "--out", str(bad)]) == 3
     assert json.loads((bad / "joint.json").read_text())["status"] == "failed"
+    failed = bayesrc.load(bad)
+    assert failed.summary().set_index("metric").loc["status", "value"] == "failed" and failed.gate_table().iloc[-1]["value"] == "FAILED"

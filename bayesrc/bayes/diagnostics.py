@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 import numpy as np
+import pandas as pd
 from scipy import stats
 from scipy.special import ndtri
 
@@ -269,3 +270,23 @@ def gate(
         thresholds={"max_rhat": max_rhat, "min_ess": min_ess, "max_divergences": max_divergences},
         worst=", ".join(failed),
     )
+
+
+def gate_table(d: Diagnostics) -> pd.DataFrame:
+    """Each gated diagnostic of ``d``, its value and the requirement the fit used (a failed gate reads FAILED).
+
+    Examples
+    --------
+    >>> d = Diagnostics(1.02, 812.0, 655.0, 0, False, {"max_rhat": 1.01, "min_ess": 400.0, "max_divergences": 0}, "rhat (pi)")
+    >>> gate_table(d).iloc[-1].tolist()
+    ['gate', 'FAILED', '']
+    """
+    t = d.thresholds
+    rows = [
+        ("max R-hat", d.max_rhat, f"≤ {t['max_rhat']:g}"),
+        ("min bulk ESS", d.min_ess_bulk, f"≥ {t['min_ess']:g}"),
+        ("min tail ESS", d.min_ess_tail, f"≥ {t['min_ess']:g}"),
+        ("divergences", d.divergences, f"≤ {t['max_divergences']:d}"),
+        ("gate", "passed" if d.passed else "FAILED", ""),
+    ]
+    return pd.DataFrame(rows, columns=["diagnostic", "value", "requirement"]).astype({"value": str})

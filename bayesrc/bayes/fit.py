@@ -15,7 +15,7 @@ from bayesrc.bayes.change import STRUCTURE_SITES, change_log_prior, change_numpy
 from bayesrc.bayes.change_collapsed import change_collapsed_numpyro, change_collapsed_pymc
 from bayesrc.bayes.check_figures import loo_pit_figure, ppc_figure, prior_predictive_figure
 from bayesrc.bayes.checks import loo_checks, loo_warnings, pit_ecdf_band, posterior_predictive_check, ppc_warnings
-from bayesrc.bayes.diagnostics import Diagnostics
+from bayesrc.bayes.diagnostics import Diagnostics, gate_table
 from bayesrc.bayes.gating import ESCALATION, escalated_config, sample_gated  # noqa: F401  (defined with the gate's loop; re-exported)
 from bayesrc.bayes.inputs import ModelInputs, model_inputs
 from bayesrc.bayes.joint_fit import JointFit, fit_joint
@@ -206,17 +206,8 @@ class BayesFit(Result):
         return prior_predictive_figure(self.prior_predictive, **kwargs)
 
     def gate_table(self) -> pd.DataFrame:
-        """Each gated diagnostic, its value and the requirement *this fit* used."""
-        d = self.diagnostics
-        t = d.thresholds
-        rows = [
-            ("max R-hat", d.max_rhat, f"≤ {t['max_rhat']:g}"),
-            ("min bulk ESS", d.min_ess_bulk, f"≥ {t['min_ess']:g}"),
-            ("min tail ESS", d.min_ess_tail, f"≥ {t['min_ess']:g}"),
-            ("divergences", d.divergences, f"≤ {t['max_divergences']:d}"),
-            ("gate", "passed" if d.passed else "FAILED", ""),
-        ]
-        return pd.DataFrame(rows, columns=["diagnostic", "value", "requirement"]).astype({"value": str})
+        """Each gated diagnostic, its value and the requirement *this fit* used (:func:`~bayesrc.bayes.diagnostics.gate_table`)."""
+        return gate_table(self.diagnostics)
 
     def domain_shift_table(self) -> pd.DataFrame:
         """Per-domain posterior mean dp and its 90 % interval (domain, mean, lo90, hi90)."""

@@ -18,7 +18,7 @@ import pandas as pd
 import xarray as xr
 
 from bayesrc.bayes.change import prior_settings
-from bayesrc.bayes.diagnostics import Diagnostics
+from bayesrc.bayes.diagnostics import Diagnostics, gate_table
 from bayesrc.bayes.gating import sample_gated
 from bayesrc.bayes.inputs import ModelInputs, model_inputs
 from bayesrc.bayes.joint import JOINT_GATED, joint_numpyro, joint_pymc
@@ -203,6 +203,10 @@ class JointFit(Result):
             )
         rows += [("warning", w) for w in self.warnings]
         return pd.DataFrame(rows, columns=["metric", "value"]).astype({"value": str})
+
+    def gate_table(self) -> pd.DataFrame:
+        """Each gated diagnostic, its value and the requirement this fit used (:func:`~bayesrc.bayes.diagnostics.gate_table`)."""
+        return gate_table(self.diagnostics)
 
     def write(self, out_dir: str | Path) -> Path:
         """Alias of :meth:`save`."""
