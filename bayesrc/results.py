@@ -9,6 +9,7 @@ main file              class                                           written b
 =====================  ==============================================  ==========================================
 ``rci.json``           :class:`bayesrc.classical.RCIRun`               ``bayesrc rci`` / ``bayesrc demo``
 ``fit.json``           :class:`bayesrc.bayes.BayesFit`                 ``bayesrc fit``
+``joint.json``         :class:`bayesrc.bayes.JointFit`                 ``bayesrc fit V1 V2 V3 ...``
 ``loo_compare.json``   :class:`bayesrc.bayes.ModelComparison`          ``bayesrc fit --compare``
 ``switch.json``        :class:`bayesrc.switch.SwitchResult`            ``bayesrc switch``
 ``power.json``         :class:`bayesrc.power.PowerReport`              ``bayesrc power``

@@ -691,7 +691,7 @@ def test_sample_gated_escalates_by_what_failed():
     target acceptance; one failed on divergences with longer warm-up at 0.95; a passed gate stops."""
     import arviz_base as azb
 
-    from bayesrc.bayes.fit import sample_gated
+    from bayesrc.bayes.gating import sample_gated
     from bayesrc.config import SamplerConfig
 
     def sampler(outcomes):

@@ -3,7 +3,9 @@
 Each model is written twice with the same priors and named dims (``item``, ``version``,
 ``domain``): ``betabinom_numpyro`` / ``betabinom_pymc`` (full NUTS or collapsed) and
 ``change_numpyro`` / ``change_pymc`` (full) and ``change_collapsed_numpyro`` /
-``change_collapsed_pymc`` (NUTS on the hyperparameters, the default in :func:`fit`). :func:`fit` runs one, gates it (R-hat, ESS,
+``change_collapsed_pymc`` (NUTS on the hyperparameters, the default in :func:`fit`); ``joint_numpyro`` /
+``joint_pymc`` the joint change model of three or more versions (:mod:`bayesrc.bayes.joint`; :func:`fit` of a
+family returns a :class:`JointFit`). :func:`fit` runs one, gates it (R-hat, ESS,
 divergences), selects changed items (Bayesian FDR or threshold), cross-checks RCI and runs the
 workflow checks (:mod:`bayesrc.bayes.checks`: posterior predictive check, PSIS-LOO; :func:`compare` ranks fits by ELPD).
 JAX and PyMC are imported only when a model is sampled.
@@ -16,15 +18,18 @@ from bayesrc.bayes.checks import posterior_predictive_check
 from bayesrc.bayes.diagnostics import Diagnostics, gate
 from bayesrc.bayes.fit import BACKENDS, MODELS, BayesFit, check, fit, gated_vars, realised_fdp, sample
 from bayesrc.bayes.inputs import ModelInputs, model_inputs
+from bayesrc.bayes.joint import family_item_draws, joint_numpyro, joint_pymc
+from bayesrc.bayes.joint_fit import JointFit, fit_joint, rank_bands
 from bayesrc.bayes.model_comparison import ModelComparison, compare
 from bayesrc.bayes.samplers import SamplerConfig, configure_host_devices
 from bayesrc.bayes.summaries import ITEM_COLUMNS, agreement_table, cohen_kappa, crosscheck, domain_shift, item_summary, select
 
 __all__ = [
-    "BACKENDS", "ITEM_COLUMNS", "MODELS", "BayesFit", "Diagnostics", "ModelComparison", "ModelInputs", "SamplerConfig",
+    "BACKENDS", "ITEM_COLUMNS", "MODELS", "BayesFit", "Diagnostics", "JointFit", "ModelComparison", "ModelInputs", "SamplerConfig",
     "agreement_table", "betabinom_numpyro", "betabinom_pymc", "cell_stats", "change_collapsed_numpyro",
     "change_collapsed_pymc", "change_numpyro", "change_pymc", "check",
-    "cohen_kappa", "compare", "configure_host_devices", "conjugate_p", "crosscheck", "domain_shift", "fit", "gate",
-    "gated_vars", "item_conditionals", "item_draws", "item_summary", "model_inputs", "posterior_predictive_check", "realised_fdp", "sample", "select",
+    "cohen_kappa", "compare", "configure_host_devices", "conjugate_p", "crosscheck", "domain_shift", "family_item_draws", "fit", "fit_joint", "gate",
+    "gated_vars", "item_conditionals", "item_draws", "item_summary", "joint_numpyro", "joint_pymc", "model_inputs", "posterior_predictive_check",
+    "rank_bands", "realised_fdp", "sample", "select",
     "sufficient_stats", "with_item_draws",
 ]  # fmt: skip

@@ -196,39 +196,45 @@ def model_dims(n_groups: int) -> dict:
     return DIMS | {"sigma_delta": ["group"]} if n_groups > 1 else DIMS
 
 
-def hyperpriors_numpyro(n_domains: int, slope: bool, prior: dict | None = None, n_groups: int = 1):
+def hyperpriors_numpyro(n_domains: int, slope: bool, prior: dict | None = None, n_groups: int = 1, n_changes: int | None = None):
     """The hyperpriors of the change model (``PRIOR``, or ``prior_settings(prior)``), NumPyro;
-    shared by the full and collapsed models.
+    shared by the full and collapsed models and the joint model of several versions.
 
     Returns ``(mu_theta, sigma_theta, shift, sigma_delta, slope, pi)``; ``slope`` is 0.0 when absent;
     ``sigma_delta`` has one entry per covariate level when ``n_groups > 1``, else it is a scalar.
+    ``n_changes`` (the joint model, :mod:`bayesrc.bayes.joint`): that many independent changes from
+    the reference version, each with the same priors: ``shift`` (change, domain), ``sigma_delta`` and
+    ``pi`` (change,); no covariate then.
     """
     import numpyro
     import numpyro.distributions as dist
 
     pr = prior_settings(prior)
+    per_change = (lambda d: d) if n_changes is None else (lambda d: d.expand([n_changes]).to_event(1))  # noqa: E731
     mu_theta = numpyro.sample("mu_theta", dist.Normal(0.0, pr["mu_theta_sd"]).expand([n_domains]).to_event(1))
     sigma_theta = numpyro.sample("sigma_theta", dist.HalfNormal(pr["sigma_theta_sd"]).expand([n_domains]).to_event(1))
-    shift = numpyro.sample("shift", dist.Normal(0.0, pr["shift_sd"]).expand([n_domains]).to_event(1))
+    shift = numpyro.sample("shift", per_change(dist.Normal(0.0, pr["shift_sd"]).expand([n_domains]).to_event(1)))
     sd_prior = _sigma_delta_prior(dist, pr)
-    sigma_delta = numpyro.sample("sigma_delta", sd_prior.expand([n_groups]).to_event(1) if n_groups > 1 else sd_prior)
+    sigma_delta = numpyro.sample("sigma_delta", sd_prior.expand([n_groups]).to_event(1) if n_groups > 1 else per_change(sd_prior))
     b = numpyro.sample("slope", dist.Normal(0.0, pr["slope_sd"])) if slope else 0.0
-    pi = numpyro.sample("pi", dist.Beta(pr["pi_a"], pr["pi_b"]))
+    pi = numpyro.sample("pi", per_change(dist.Beta(pr["pi_a"], pr["pi_b"])))
     return mu_theta, sigma_theta, shift, sigma_delta, b, pi
 
 
-def hyperpriors_pymc(slope: bool, prior: dict | None = None, n_groups: int = 1):
+def hyperpriors_pymc(slope: bool, prior: dict | None = None, n_groups: int = 1, per_change: bool = False):
     """The same hyperpriors in PyMC, inside an open ``pm.Model`` with a ``domain`` (and, with
-    ``n_groups > 1``, a ``group``) coord."""
+    ``n_groups > 1``, a ``group``) coord; ``per_change``: the joint model's (a ``change`` coord,
+    ``shift`` over (change, domain), ``sigma_delta`` and ``pi`` over change)."""
     import pymc as pm
 
     pr = prior_settings(prior)
+    change = {"dims": "change"} if per_change else {}
     mu_theta = pm.Normal("mu_theta", 0.0, pr["mu_theta_sd"], dims="domain")
     sigma_theta = pm.HalfNormal("sigma_theta", pr["sigma_theta_sd"], dims="domain")
-    shift = pm.Normal("shift", 0.0, pr["shift_sd"], dims="domain")
-    sigma_delta = _sigma_delta_prior(pm, pr, "sigma_delta", **({"dims": "group"} if n_groups > 1 else {}))
+    shift = pm.Normal("shift", 0.0, pr["shift_sd"], dims=("change", "domain") if per_change else "domain")
+    sigma_delta = _sigma_delta_prior(pm, pr, "sigma_delta", **({"dims": "group"} if n_groups > 1 else change))
     b = pm.Normal("slope", 0.0, pr["slope_sd"]) if slope else 0.0
-    pi = pm.Beta("pi", pr["pi_a"], pr["pi_b"])
+    pi = pm.Beta("pi", pr["pi_a"], pr["pi_b"], **change)
     return mu_theta, sigma_theta, shift, sigma_delta, b, pi
 
 

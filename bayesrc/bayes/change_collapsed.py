@@ -215,8 +215,8 @@ def likelihood_tables(cells: Cells, band_dtype=np.float64) -> dict[str, np.ndarr
     x = logit_grid(int(max(cells.n1.max(), cells.n2.max())))
     o1, u = np.unique(np.stack([cells.n1, cells.y1], 1), axis=0, return_inverse=True)
     o2, t = np.unique(np.stack([cells.n2, cells.y2], 1), axis=0, return_inverse=True)
-    n_t, n_u, n_c = -(-len(o2) // 4) * 4, -(-len(o1) // 4) * 4, bucket(cells.n_cells)  # outcomes: multiples of 4 (they cost matrix columns)
-    pad = lambda a, size: np.concatenate([a, np.zeros((size - len(a), *a.shape[1:]), a.dtype)])  # noqa: E731
+    n_t, n_u, n_c = outcome_bucket(len(o2)), outcome_bucket(len(o1)), bucket(cells.n_cells)
+    pad = pad_rows
     e1, lm1 = binomial_table(x, o1[:, 0], o1[:, 1])
     e2, lm2 = binomial_table(x, o2[:, 0], o2[:, 1])
     tables = {
@@ -225,9 +225,30 @@ def likelihood_tables(cells: Cells, band_dtype=np.float64) -> dict[str, np.ndarr
         "cell_key": pad(cells.dom * n_t + t.ravel(), n_c), "cell_t": pad(t.ravel(), n_c), "cell_u": pad(u.ravel(), n_c),
         "weight": pad(cells.weight, n_c),
     }  # fmt: skip
-    if (n_t + 1) * len(x) * (2 * len(x) - 1) * np.dtype(band_dtype).itemsize <= BAND_TABLE_MAX_BYTES:
+    if band_table_fits(n_t, len(x), band_dtype):
         tables["e2_band"] = band_table(tables["e2"]).astype(band_dtype)
     return tables
+
+
+def outcome_bucket(n: int) -> int:
+    """Outcome rows padded to a multiple of 4 (they cost matrix columns; shapes shared between fits)."""
+    return -(-n // 4) * 4
+
+
+def pad_rows(a: np.ndarray, size: int) -> np.ndarray:
+    """``a`` with zero rows appended up to ``size`` rows (the shape buckets' padding).
+
+    Examples
+    --------
+    >>> pad_rows(np.ones((2, 3)), 4).sum(1).tolist()
+    [3.0, 3.0, 0.0, 0.0]
+    """
+    return np.concatenate([a, np.zeros((size - len(a), *a.shape[1:]), a.dtype)])
+
+
+def band_table_fits(n_outcomes: int, n_nodes: int, dtype) -> bool:
+    """Whether the band table of ``n_outcomes`` binomial rows on ``n_nodes`` nodes stays within :data:`BAND_TABLE_MAX_BYTES`."""
+    return (n_outcomes + 1) * n_nodes * (2 * n_nodes - 1) * np.dtype(dtype).itemsize <= BAND_TABLE_MAX_BYTES
 
 
 def strata_hyper(cells: Cells, mu_theta, sigma_theta, shift, alpha, gamma, eta, sigma_delta):
@@ -562,7 +583,6 @@ def _draws_one(hyper, key, cells: Cells, tables, fine_v):
     """Item quantities for one hyperparameter draw (JAX; see :func:`item_draws`)."""
     import jax
     import jax.numpy as jnp
-    from jax.nn import log_sigmoid
 
     mu_theta, sigma_theta, shift, sigma_delta, b, pi = hyper
     w0, w1, p_up = _cell_posteriors(hyper, cells, tables)
@@ -581,14 +601,29 @@ def _draws_one(hyper, key, cells: Cells, tables, fine_v):
     m_i = shift[d] + b * (theta - mu_theta[d]) / sigma_theta[d]
     # delta_i | theta_i, changed_i = 1 on a fine standardised grid; the prior when changed_i = 0 (delta_i is not in the likelihood).
     spread = grid_spread(_ops("jax"), sigma_delta, x)[d]
-    xi = (theta + m_i)[:, None] + spread[:, None] * fine_v
-    y2, n2 = cells.y2[item_cell][:, None], cells.n2[item_cell][:, None]
-    fd, cdfd = _pwlinear_tables(jnp.exp(_max_shift(-0.5 * fine_v**2 + n2 * log_sigmoid(xi) - (n2 - y2) * xi)))
-    hv = fine_v[1] - fine_v[0]
-    zv = _pwlinear_draw(fd, cdfd, jnp.arange(n_items), jax.random.uniform(k4, (n_items,)), jax.random.uniform(k5, (n_items,)), fine_v[0], hv)
-    zv = jnp.where(changed, zv, jax.random.normal(k6, (n_items,)))
+    zv = standardised_change_draw(theta + m_i, spread, cells.y2[item_cell], cells.n2[item_cell], changed, fine_v, (k4, k5, k6))
     f = ITEM_DRAW_DTYPE  # stored in single precision (computed in double): half the memory, and the transfer, at 12,000 items
     return theta.astype(f), (m_i + spread * zv).astype(f), changed.astype(jnp.int8), r[item_cell].astype(f), p_up[item_cell].astype(f)
+
+
+def standardised_change_draw(centre, spread, y, n, changed, fine_v, keys):
+    """One draw per item of ``z = (delta_i - m_i) / spread_i`` given its easiness (JAX).
+
+    Changed items: from ``Normal(0, 1) Bin(y_i | n_i, expit(centre_i + spread_i z))``, a piecewise-linear
+    density through the nodes ``fine_v``; unchanged ones from the prior ``Normal(0, 1)`` (their change
+    does not enter the likelihood). ``centre = theta_i + m_i``; ``keys``: three JAX keys.
+    """
+    import jax
+    import jax.numpy as jnp
+    from jax.nn import log_sigmoid
+
+    n_items = centre.shape[0]
+    xi = centre[:, None] + spread[:, None] * fine_v
+    y, n = y[:, None], n[:, None]
+    fd, cdfd = _pwlinear_tables(jnp.exp(_max_shift(-0.5 * fine_v**2 + n * log_sigmoid(xi) - (n - y) * xi)))
+    hv = fine_v[1] - fine_v[0]
+    zv = _pwlinear_draw(fd, cdfd, jnp.arange(n_items), jax.random.uniform(keys[0], (n_items,)), jax.random.uniform(keys[1], (n_items,)), fine_v[0], hv)
+    return jnp.where(changed, zv, jax.random.normal(keys[2], (n_items,)))
 
 
 def _max_shift(logf):

@@ -15,10 +15,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 import numpy as np
+import pandas as pd
 from scipy import stats
 from scipy.special import ndtri
 
 from bayesrc.config import DEFAULT_GATE
+from bayesrc.results import Result
 
 # The tail ESS: the worse of two quantiles' ESS. These are arviz-stats' (its default interval,
 # rcParams["stats.ci_prob"] = 0.89), which the gate has always used; Vehtari et al. use 5% / 95%.
@@ -269,3 +271,47 @@ def gate(
         thresholds={"max_rhat": max_rhat, "min_ess": min_ess, "max_divergences": max_divergences},
         worst=", ".join(failed),
     )
+
+
+def gate_table(d: Diagnostics) -> pd.DataFrame:
+    """Each gated diagnostic of ``d``, its value and the requirement the fit used (a failed gate reads FAILED).
+
+    Examples
+    --------
+    >>> d = Diagnostics(1.02, 812.0, 655.0, 0, False, {"max_rhat": 1.01, "min_ess": 400.0, "max_divergences": 0}, "rhat (pi)")
+    >>> gate_table(d).iloc[-1].tolist()
+    ['gate', 'FAILED', '']
+    """
+    t = d.thresholds
+    rows = [
+        ("max R-hat", d.max_rhat, f"≤ {t['max_rhat']:g}"),
+        ("min bulk ESS", d.min_ess_bulk, f"≥ {t['min_ess']:g}"),
+        ("min tail ESS", d.min_ess_tail, f"≥ {t['min_ess']:g}"),
+        ("divergences", d.divergences, f"≤ {t['max_divergences']:d}"),
+        ("gate", "passed" if d.passed else "FAILED", ""),
+    ]
+    return pd.DataFrame(rows, columns=["diagnostic", "value", "requirement"]).astype({"value": str})
+
+
+class GatedResult(Result):
+    """A result whose payload records the convergence gate (``payload["diagnostics"]``): a pair's
+    :class:`~bayesrc.bayes.BayesFit` and a family's :class:`~bayesrc.bayes.JointFit`.
+
+    Examples
+    --------
+    >>> d = Diagnostics(1.002, 800.0, 650.0, 0, True, dict(DEFAULT_GATE), "")
+    >>> GatedResult({"diagnostics": d.to_dict()}).status
+    'ok'
+    """
+
+    @property
+    def diagnostics(self) -> Diagnostics:
+        return Diagnostics(**self.payload["diagnostics"])
+
+    @property
+    def status(self) -> str:
+        return "ok" if self.payload["diagnostics"]["passed"] else "failed"
+
+    def gate_table(self) -> pd.DataFrame:
+        """Each gated diagnostic, its value and the requirement *this fit* used (:func:`gate_table`)."""
+        return gate_table(self.diagnostics)

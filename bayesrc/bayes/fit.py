@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
@@ -16,8 +15,10 @@ from bayesrc.bayes.change import STRUCTURE_SITES, change_log_prior, change_numpy
 from bayesrc.bayes.change_collapsed import change_collapsed_numpyro, change_collapsed_pymc, with_item_draws
 from bayesrc.bayes.check_figures import loo_pit_figure, ppc_figure, prior_predictive_figure
 from bayesrc.bayes.checks import loo_checks, loo_warnings, pit_ecdf_band, posterior_predictive_check, ppc_warnings
-from bayesrc.bayes.diagnostics import Diagnostics, gate
+from bayesrc.bayes.diagnostics import GatedResult
+from bayesrc.bayes.gating import sample_gated
 from bayesrc.bayes.inputs import ModelInputs, model_inputs
+from bayesrc.bayes.joint_fit import JointFit, fit_joint
 from bayesrc.bayes.prior_predictive import prior_predictive
 from bayesrc.bayes.samplers import SamplerConfig
 from bayesrc.bayes.summaries import DELTA_MIN, ITEM_COLUMNS, allow_no_change, crosscheck, domain_shift, expected_flips, item_summary, rci_fdp_interval, rci_fdp_prior_sensitivity, select
@@ -25,7 +26,7 @@ from bayesrc.classical import PairResult, reliable_change
 from bayesrc.classical.pipeline import pair_no_change_test
 from bayesrc.config import release_memory, releases_jax_caches
 from bayesrc.errors import ConvergenceError
-from bayesrc.results import Result, register
+from bayesrc.results import register
 
 MODELS = ("betabinom", "change")
 CROSSCHECK_RCI_KWARGS = {"n_splits": 200, "n_permutations": 200, "n_null": 0}  # the classical run fit() cross-checks when given none
@@ -81,7 +82,7 @@ def gated_vars(model: str, slope: bool = False, collapsed: bool = False, covaria
 
 
 @register
-class BayesFit(Result):
+class BayesFit(GatedResult):
     """A fitted model: posterior, item table, diagnostics, selection and RCI cross-check.
 
     The record is ``fit.json`` (``payload``) plus the tables ``items`` and ``discordant``
@@ -114,14 +115,6 @@ class BayesFit(Result):
         return {"status": self.status} | ({"model": self.model, "backend": self.backend} if name == "items" else {})
 
     # typed accessors over the payload ------------------------------------------------
-    @property
-    def diagnostics(self) -> Diagnostics:
-        return Diagnostics(**self.payload["diagnostics"])
-
-    @property
-    def status(self) -> str:
-        return "ok" if self.payload["diagnostics"]["passed"] else "failed"
-
     model = property(lambda self: self.payload["model"])
     backend = property(lambda self: self.payload["backend"])
     runtime_s = property(lambda self: self.payload.get("runtime_s") or 0.0)
@@ -206,19 +199,6 @@ class BayesFit(Result):
             raise ValueError("this fit has no prior predictive check (fit(..., checks=False) or fitted before it existed)")
         return prior_predictive_figure(self.prior_predictive, **kwargs)
 
-    def gate_table(self) -> pd.DataFrame:
-        """Each gated diagnostic, its value and the requirement *this fit* used."""
-        d = self.diagnostics
-        t = d.thresholds
-        rows = [
-            ("max R-hat", d.max_rhat, f"≤ {t['max_rhat']:g}"),
-            ("min bulk ESS", d.min_ess_bulk, f"≥ {t['min_ess']:g}"),
-            ("min tail ESS", d.min_ess_tail, f"≥ {t['min_ess']:g}"),
-            ("divergences", d.divergences, f"≤ {t['max_divergences']:d}"),
-            ("gate", "passed" if d.passed else "FAILED", ""),
-        ]
-        return pd.DataFrame(rows, columns=["diagnostic", "value", "requirement"]).astype({"value": str})
-
     def domain_shift_table(self) -> pd.DataFrame:
         """Per-domain posterior mean dp and its 90 % interval (domain, mean, lo90, hi90)."""
         rows = [{"domain": k, "mean": v["mean"], "lo90": v["lo90"], "hi90": v["hi90"]} for k, v in self.domain_shift.items()]
@@ -260,7 +240,7 @@ class BayesFit(Result):
 def fit(
     counts: xr.Dataset,
     *,
-    versions: tuple[str, str] | None = None,
+    versions: tuple[str, ...] | None = None,
     model: str = "change",
     backend: str = "numpyro",
     collapsed: bool = True,
@@ -280,14 +260,19 @@ def fit(
     covariate: str | None = "auto",
     escalate: bool = True,
     checks: bool = True,
-) -> BayesFit:
-    """Fit ``model`` to a version pair, gate it, select changed items and cross-check against RCI.
+) -> BayesFit | JointFit:
+    """Fit ``model`` to a version pair, gate it, select changed items and cross-check against RCI;
+    or, for three or more versions, fit the joint change model of the family.
 
     Parameters
     ----------
     counts : item counts (:func:`bayesrc.data.item_counts` / :func:`bayesrc.data.load_counts`).
-    versions : the pair ``(v1, v2)`` to compare (default: the first two versions of ``counts``).
-    model : ``"change"`` (paired change model, SPEC 3.2) or ``"betabinom"`` (SPEC 3.1).
+    versions : the pair ``(v1, v2)`` to compare (default: the first two versions of ``counts``), or
+        three or more versions of a family (the first the reference).
+    model : ``"change"`` (paired change model, SPEC 3.2) or ``"betabinom"`` (SPEC 3.1). With
+        ``"change"`` and three or more versions in ``counts`` (or in ``versions``), the joint model of
+        the family (:func:`bayesrc.bayes.joint_fit.fit_joint`: a :class:`JointFit`; its sampler and gate
+        settings are these, the pair-only ones must stay at their defaults).
     backend : ``"numpyro"`` or ``"pymc"``.
     collapsed : NUTS on the hyperparameters only, items integrated out (beta-binomial:
         conjugate; change model: :mod:`bayesrc.bayes.change_collapsed`); ``False`` samples
@@ -303,7 +288,7 @@ def fit(
     rci_kwargs : settings of that classical run (default 200 splits and permutations).
     covariate : change model: an item coord of ``counts`` whose levels shift the items' mean
         easiness and mean change (``"auto"``: ``correct_answer`` when present; ``None``: none; see :func:`model_inputs`).
-    escalate : when the gate fails, sample again before giving up (:func:`escalated_config`: more
+    escalate : when the gate fails, sample again before giving up (:func:`~bayesrc.bayes.gating.escalated_config`: more
         draws when R-hat or ESS fell short, longer warm-up and a higher target acceptance after
         divergences); every attempt is recorded in
         ``payload["attempts"]`` (``fit.json``).
@@ -332,6 +317,15 @@ def fit(
         raise ValueError(f"delta_min must be in (0, 1), got {delta_min}")
     if versions is not None:
         counts = counts.sel(version=[str(v) for v in versions])
+    if counts.sizes["version"] >= 3:
+        if model != "change":
+            raise ValueError(f"the {model} model compares a pair: pass versions=(v1, v2), or model='change' for the joint model of the family")
+        _check_joint_arguments(
+            collapsed=collapsed, slope=slope, rci=rci, rci_kwargs=rci_kwargs, rope=rope, rule=rule, fdr=fdr, threshold=threshold, delta_min=delta_min,
+            covariate=covariate if covariate != "auto" else None,
+        )  # fmt: skip
+        thresholds = {"max_rhat": max_rhat, "min_ess": min_ess, "max_divergences": max_divergences}
+        return fit_joint(counts, backend=backend, prior=prior, config=config, escalate=escalate, **thresholds)
     data = model_inputs(counts, covariate=covariate if model == "change" else None)
     rci_items, s_diff, rci_params = _rci_classes(counts, data, rci, rci_kwargs)  # before sampling: a bad rci fails fast
     t0 = time.perf_counter()
@@ -361,6 +355,27 @@ def fit(
         "prior_predictive": prior_pred,
     }  # fmt: skip
     return BayesFit(payload, {"items": items.reset_index(drop=True), "discordant": disc}, dt)
+
+
+def _check_joint_arguments(**given) -> None:
+    """Refuse settings the joint model of a family does not have (it is collapsed, without slope,
+    covariate, item selection, RCI cross-check or workflow checks yet) rather than ignore them."""
+    defaults = {
+        "collapsed": True,
+        "slope": False,
+        "rci": None,
+        "rci_kwargs": None,
+        "rope": None,
+        "rule": "fdr",
+        "fdr": 0.10,
+        "threshold": 0.975,
+        "delta_min": DELTA_MIN,
+        "covariate": None,
+        "checks": True,
+    }
+    bad = [k for k, v in given.items() if v != defaults[k]]
+    if bad:
+        raise ValueError(f"the joint model of three or more versions has no {', '.join(bad)} setting (fit a pair with versions=(v1, v2))")
 
 
 def _workflow_checks(dt, data: ModelInputs, counts: xr.Dataset, items: pd.DataFrame, *, model: str, slope: bool, prior, seed: int):
@@ -419,63 +434,6 @@ def run_checks(dt, data: ModelInputs, counts: xr.Dataset, item_ids, *, seed: int
     release_memory()  # the check's compiled code: PSIS-LOO's (draw, item) arrays need the room at 12,000 items
     loo_payload, per_item = loo_checks(dt, data, ids, seed=seed)
     return ppc, loo_payload, per_item
-
-
-# Each further attempt after a failed gate, by what failed (warm-up and draws as multiples of the first
-# attempt's, target acceptance at least this): divergences mean the step size was too large for the
-# geometry (longer warm-up, higher acceptance); R-hat or ESS alone, that the chains were too short
-# (more draws first, from the same warm-up and step size: half the cost of refitting at 0.95).
-ESCALATION = {
-    "divergences": ({"tune": 2, "draws": 2, "target_accept": 0.95}, {"tune": 4, "draws": 4, "target_accept": 0.99}),
-    "mixing": ({"tune": 1, "draws": 2, "target_accept": 0.0}, {"tune": 2, "draws": 4, "target_accept": 0.95}),
-}
-
-
-def escalated_config(first: SamplerConfig, diag: Diagnostics, attempt: int) -> SamplerConfig:
-    """The settings of retry ``attempt`` (1 or 2) after the failed gate ``diag``: the :data:`ESCALATION`
-    step for what failed (divergences, else mixing), applied to the first attempt's settings, new seed.
-
-    Examples
-    --------
-    >>> limits = {"max_rhat": 1.01, "min_ess": 400.0, "max_divergences": 0}
-    >>> slow = Diagnostics(1.02, 300.0, 250.0, 0, False, limits, "rhat (pi)")
-    >>> c = escalated_config(SamplerConfig(tune=500, draws=500), slow, 1)
-    >>> (c.tune, c.draws, c.target_accept, c.seed)
-    (500, 1000, 0.85, 1)
-    >>> c = escalated_config(SamplerConfig(tune=500, draws=500), replace(slow, divergences=3), 2)
-    >>> (c.tune, c.draws, c.target_accept, c.seed)
-    (2000, 2000, 0.99, 2)
-    """
-    kind = "divergences" if diag.divergences > diag.thresholds["max_divergences"] else "mixing"
-    e = ESCALATION[kind][attempt - 1]
-    return replace(
-        first, tune=first.tune * e["tune"], draws=first.draws * e["draws"], target_accept=max(first.target_accept, e["target_accept"]), seed=first.seed + attempt
-    )  # fmt: skip
-
-
-def sample_gated(sampler, var_names: list[str], first: SamplerConfig, thresholds: dict, escalate: bool = True):
-    """``sampler(config=c)`` with ``first``, then, while the gate fails and ``escalate``, with each
-    :func:`escalated_config` (two at most).
-
-    Returns the last posterior, its :class:`Diagnostics`, one record per attempt (settings, gate
-    values, wall time) and the last attempt's settings.
-    """
-    attempts, cfg, diag = [], first, None
-    for attempt in range(1 + len(ESCALATION["mixing"]) * escalate):
-        if diag is not None:
-            cfg = escalated_config(first, diag, attempt)
-        t0 = time.perf_counter()
-        dt = sampler(config=cfg)
-        cfg = replace(cfg, draws=int(dt["posterior"].sizes["draw"]))  # NumPyro's chains may have gone on (SamplerConfig.max_draws)
-        diag = gate(dt, var_names, **thresholds)
-        attempts.append(
-            {"chains": cfg.chains, "draws": cfg.draws, "tune": cfg.tune, "target_accept": cfg.target_accept, "seed": cfg.seed,
-             "max_rhat": diag.max_rhat, "min_ess_bulk": diag.min_ess_bulk, "min_ess_tail": diag.min_ess_tail, "divergences": diag.divergences,
-             "passed": diag.passed, "worst": diag.worst, "wall_s": round(time.perf_counter() - t0, 2)}
-        )  # fmt: skip
-        if diag.passed:
-            break
-    return dt, diag, attempts, cfg
 
 
 def prior_sensitivity_warnings(sens: dict, cc: dict, delta_min: float) -> list[str]:

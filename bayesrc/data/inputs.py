@@ -16,7 +16,7 @@ from bayesrc.errors import InputError
 
 @dataclass(frozen=True)
 class ModelInputs:
-    """Counts of one version pair as plain arrays.
+    """Counts of one version pair (or a family of versions, the first the reference) as plain arrays.
 
     ``y[i, v]`` correct of ``n[i, v]`` valid responses; ``dom[i]`` the domain index of
     item ``i`` into ``domains``. Items with no valid response in a version keep
@@ -35,7 +35,7 @@ class ModelInputs:
     n: np.ndarray
     dom: np.ndarray
     items: np.ndarray
-    versions: tuple[str, str]
+    versions: tuple[str, ...]
     domains: tuple[str, ...]
     group: np.ndarray | None = None  # item -> index into ``groups`` (the covariate's level); None: one level
     groups: tuple[str, ...] = ("all",)
@@ -65,6 +65,10 @@ class ModelInputs:
     @property
     def n_items(self) -> int:
         return int(self.y.shape[0])
+
+    @property
+    def n_versions(self) -> int:
+        return int(self.y.shape[1])
 
     @property
     def n_domains(self) -> int:
@@ -119,8 +123,11 @@ DEFAULT_COVARIATE = "correct_answer"
 AUTO_MAX_STRATA = 24
 
 
-def model_inputs(counts: xr.Dataset, v1: str | None = None, v2: str | None = None, *, covariate: str | None = AUTO) -> ModelInputs:
+def model_inputs(counts: xr.Dataset, v1: str | None = None, v2: str | None = None, *more: str, covariate: str | None = AUTO) -> ModelInputs:
     """Extract ``y, n`` (item x version), the domain index and an item covariate from item counts.
+
+    The versions are ``v1, v2`` (default the counts' first two), then ``more`` (the joint model of a
+    family: :mod:`bayesrc.bayes.joint`), in that order; the first is the reference.
 
     ``covariate``: the name of an item coord whose levels shift the change model's mean easiness
     and mean change (``theta_i ~ Normal(mu_theta_d + alpha_g, .)``,
@@ -142,7 +149,10 @@ def model_inputs(counts: xr.Dataset, v1: str | None = None, v2: str | None = Non
         raise InputError(f"need two versions, found {versions}", field="version")
     v1 = versions[0] if v1 is None else v1
     v2 = versions[1] if v2 is None else v2
-    sub = counts.sel(version=[v1, v2])
+    chosen = [v1, v2, *more]
+    if len(set(map(str, chosen))) < len(chosen):
+        raise InputError(f"each version once, got {chosen}", field="version")
+    sub = counts.sel(version=chosen)
     y = sub["n_correct"].values.astype(np.int64)
     n = sub["n_valid"].values.astype(np.int64)
     dom_labels = np.asarray(counts["domain"].values, dtype=str)
@@ -167,7 +177,7 @@ def model_inputs(counts: xr.Dataset, v1: str | None = None, v2: str | None = Non
         n=n,
         dom=dom.astype(np.int64),
         items=np.asarray(counts["item"].values).astype(str),
-        versions=(str(v1), str(v2)),
+        versions=tuple(map(str, chosen)),
         domains=tuple(map(str, domains)),
         group=group,
         groups=groups,

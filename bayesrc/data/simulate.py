@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import expit
 
+from bayesrc.data.counts import item_counts
 from bayesrc.data.seeds import seed_salt
 
 LETTERS = "ABCDEFGHIJ"
@@ -226,3 +227,89 @@ def letter_shift_truth(
             "delta_p": p2 - p1, "changed": changed,
         }
     )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SimulatedFamily:
+    """``V`` versions' trials and counts on one item set, and the truth that generated them.
+
+    ``p`` holds each item's true accuracy per version (item x version, the counts' order),
+    ``mean_accuracy`` each version's true mean accuracy over the items, ``truth`` the per-item
+    table of the reference version (:func:`item_truth`'s columns) with ``p_<version>``,
+    ``delta_logit_<version>`` and ``changed_<version>`` per other version.
+
+    Examples
+    --------
+    >>> fam = simulate_family(40, 10, versions=3, seed=1)
+    >>> fam.p.shape, list(fam.mean_accuracy.index) == fam.versions
+    ((40, 3), True)
+    """
+
+    trials: list[pd.DataFrame]
+    counts: object  # xarray.Dataset (item x version), as :func:`bayesrc.data.item_counts` builds it
+    truth: pd.DataFrame
+    p: np.ndarray
+    mean_accuracy: pd.Series
+    versions: list[str]
+
+
+def _per_version(value: float | Sequence[float], n: int, name: str) -> list[float]:
+    """``value`` repeated for ``n`` versions, or the ``n`` values given (one per non-reference version)."""
+    values = [float(value)] * n if np.isscalar(value) else [float(v) for v in value]
+    if len(values) != n:
+        raise ValueError(f"{name}: need one value per non-reference version ({n}), got {len(values)}")
+    return values
+
+
+def simulate_family(
+    n_items: int = 2000,
+    k: int = 10,
+    *,
+    versions: int | Sequence[str] = 4,
+    shifts: float | Sequence[float] = 0.0,
+    pi_change: float | Sequence[float] = 0.5,
+    sigma_delta: float | Sequence[float] = 1.0,
+    sigma_theta: float = 1.5,
+    missing_rate: float = 0.0,
+    seed: int = 0,
+    **truth_kwargs,
+) -> SimulatedFamily:
+    """Simulate a family of versions evaluated on one item set: the first is the reference, each
+    other version ``v`` changes each item independently of the others given its easiness::
+
+        theta_i ~ Normal(mu_domain[d_i], sigma_theta)                (shared: item_truth's)
+        changed_iv ~ Bernoulli(pi_change_v)
+        delta_iv = changed_iv * Normal(shifts_v, sigma_delta_v)      p_iv = expit(theta_i + delta_iv)
+
+    ``shifts``, ``pi_change`` and ``sigma_delta``: one value for every non-reference version or one
+    per version; ``versions``: their number or their labels. Each version's changes come from its own
+    :func:`item_truth` draw (domain shifts all ``shifts_v``); ``truth_kwargs`` go to every such draw.
+
+    Examples
+    --------
+    >>> fam = simulate_family(60, 10, versions=4, shifts=[0.8, 0.0, -0.8], seed=3)
+    >>> dict(fam.counts.sizes)["version"], fam.versions
+    (4, ['model-v1', 'model-v2', 'model-v3', 'model-v4'])
+    >>> bool(fam.mean_accuracy.iloc[1] > fam.mean_accuracy.iloc[3])
+    True
+    """
+    labels = [f"model-v{i + 1}" for i in range(versions)] if isinstance(versions, int) else [str(v) for v in versions]
+    if len(labels) < 2:
+        raise ValueError(f"a family needs at least two versions, got {labels}")
+    n_other = len(labels) - 1
+    shift, pis, spreads = _per_version(shifts, n_other, "shifts"), _per_version(pi_change, n_other, "pi_change"), _per_version(sigma_delta, n_other, "sigma_delta")
+    seeds = np.random.SeedSequence(seed).spawn(2 * len(labels) + 1)
+    domains = truth_kwargs.pop("domains", DEFAULT_DOMAINS)
+    draws = [
+        item_truth(n_items, domains=domains, domain_shift={d: s for d in domains}, sigma_theta=sigma_theta, sigma_delta=sd, pi_change=pc, seed=np.random.default_rng(seeds[v]), **truth_kwargs)
+        for v, (s, sd, pc) in enumerate(zip([0.0, *shift], [1.0, *spreads], [0.0, *pis]))
+    ]  # fmt: skip
+    truth = draws[0].rename(columns={"p_v1": f"p_{labels[0]}"}).drop(columns=["p_v2", "delta_p", "delta_logit", "changed"])
+    for label, d in zip(labels[1:], draws[1:]):
+        truth[f"delta_logit_{label}"], truth[f"changed_{label}"] = d["delta_logit"].to_numpy(), d["changed"].to_numpy()
+        truth[f"p_{label}"] = expit(truth["theta"].to_numpy() + d["delta_logit"].to_numpy())
+    p = truth[[f"p_{v}" for v in labels]].to_numpy()
+    answers = np.array(list(LETTERS))[np.random.default_rng(seeds[-1]).integers(0, 10, n_items)]  # one key per item, in every version
+    common = dict(k=k, missing_rate=missing_rate, item_index=truth["item_index"], answers=answers)
+    trials = [trials_from_accuracy(truth["item_id"], truth["domain"], p[:, v], model=label, seed=np.random.default_rng(seeds[len(labels) + v]), **common) for v, label in enumerate(labels)]
+    return SimulatedFamily(trials, item_counts(*trials, versions=labels), truth, p, pd.Series(p.mean(0), index=labels, name="mean_accuracy"), labels)

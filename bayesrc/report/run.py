@@ -33,6 +33,7 @@ from typing import Any
 import pandas as pd
 
 from bayesrc.bayes.fit import BayesFit
+from bayesrc.bayes.joint_fit import JointFit
 from bayesrc.bayes.model_comparison import ModelComparison
 from bayesrc.classical.result import RCIRun
 from bayesrc.errors import InputError
@@ -103,6 +104,7 @@ class Run:
     sensitivity: Any = None  # bayesrc.sensitivity.SensitivityTable
     truth: Any = None  # bayesrc.truth.TruthResult
     model_comparison: Any = None  # bayesrc.bayes.ModelComparison (bayesrc fit --compare: one comparison per model)
+    joint: Any = None  # bayesrc.bayes.JointFit (bayesrc fit V1 V2 V3 ...: a family of versions)
     files: dict[str, Path] = field(default_factory=dict)
 
     def sensitivity_png(self, name: str) -> Path | None:
@@ -159,7 +161,7 @@ def load_run(run_dir: str | Path) -> Run:
         elif plain is not None and (owner == name or (owner is None and i == 0) or len(names) == 1):
             c.bayes, c.files["fit"] = plain, root / "fit.json"
         run.comparisons[name] = c
-    for attr, cls in (("switch", SwitchResult), ("power", PowerReport), ("sensitivity", SensitivityTable), ("truth", TruthResult)):
+    for attr, cls in (("switch", SwitchResult), ("power", PowerReport), ("sensitivity", SensitivityTable), ("truth", TruthResult), ("joint", JointFit)):
         if (root / cls.main_file).is_file():
             setattr(run, attr, cls.load(root))
             run.files[cls.main_file] = root / cls.main_file
@@ -167,6 +169,6 @@ def load_run(run_dir: str | Path) -> Run:
         run.run_record, run.files["run.json"] = read_run_record(root), root / "run.json"
     if (root / "demo.json").is_file():
         run.demo_record, run.files["demo.json"] = read_json(root / "demo.json"), root / "demo.json"
-    if not run.comparisons and all(r is None for r in (run.switch, run.power, run.sensitivity, run.truth, run.model_comparison)):
-        raise InputError("no result files (rci.json, fit.json, switch.json, power.json, truth.json, sensitivity.json or loo_compare.json) in this run directory", path=root)
+    if not run.comparisons and all(r is None for r in (run.switch, run.power, run.sensitivity, run.truth, run.model_comparison, run.joint)):
+        raise InputError("no result files (rci.json, fit.json, joint.json, switch.json, power.json, truth.json, sensitivity.json or loo_compare.json) in this run directory", path=root)
     return run

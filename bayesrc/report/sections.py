@@ -423,6 +423,24 @@ def section_model_comparison(run: Run, c: Comparison | None = None) -> Section |
     return Section("model_comparison", "Model comparison (PSIS-LOO)", blocks)
 
 
+def section_joint(run: Run, c: Comparison | None = None) -> Section | None:
+    """A family of versions (``joint.json`` of ``bayesrc fit V1 V2 V3 ...``): rank bands, P(best), per-item changes."""
+    jf = run.joint
+    if jf is None:
+        return None
+    bands = " > ".join("{" + ", ".join(b) + "}" for b in jf.bands())
+    text = (
+        f"Joint change model of {len(jf.versions)} versions on {jf.payload['params']['n_items']} items, reference {jf.versions[0]}; "
+        f"convergence gate {'passed' if jf.status == 'ok' else 'FAILED (the numbers decide nothing)'}. "
+        f"Rank bands (versions whose {1 - jf.payload['params']['q']:.0%} rank intervals overlap share a band), best first: {bands}."
+    )
+    blocks: list = [Text(text)]
+    blocks.append(_fig(jf.plot_bands, "Each version's posterior mean accuracy with its 90% interval, coloured by rank band.", "joint_bands"))
+    blocks.append(_fig(jf.plot_changes, "Posterior mean change in accuracy from the reference, items with the largest changes.", "joint_changes"))
+    blocks.append(Table(jf.versions_table.round(3), "Versions: mean accuracy, P(best), rank interval and band", latex=True, label="joint-versions"))
+    return Section("joint", "A family of versions", blocks)
+
+
 def crosscheck_sentence(fit, pair=None) -> str:
     """RCI's estimated false-discovery proportion stated in words.
 
@@ -660,6 +678,7 @@ SECTION_BUILDERS: list[PairBuilder] = [
     section_diagnostics,
     section_checks,
     section_model_comparison,
+    section_joint,
     section_sensitivity,
     section_power,
     section_switch,
@@ -692,6 +711,7 @@ BAYES_SECTIONS = {"section_bayes_items", "section_domain_shift", "section_crossc
 SECTION_FILES = {
     "section_aggregate": "rci.json", "section_rci": "rci.json", "section_reference_figures": "rci.json", "section_power": "power.json",
     "section_switch": "switch.json", "section_sensitivity": "sensitivity.json", "section_truth": "truth.json", "section_model_comparison": "loo_compare.json",
+    "section_joint": "joint.json",
 }  # fmt: skip
 
 

@@ -40,7 +40,7 @@ import pandas as pd
 import xarray as xr
 
 from bayesrc.bayes.diagnostics import gate
-from bayesrc.bayes.fit import sample_gated
+from bayesrc.bayes.gating import sample_gated
 from bayesrc.bayes.samplers import SamplerConfig, run_numpyro, run_pymc
 from bayesrc.bayes.summaries import draws_summary
 from bayesrc.config import releases_jax_caches
@@ -387,7 +387,7 @@ def fit_factor_bayes(data: SwitchData | FactorData, *, backend: str = "numpyro",
     :class:`~bayesrc.bayes.SamplerConfig`'s defaults (``draws``, ``tune``, ``chains``, ``seed``,
     ``target_accept``). Gated like the item models (R-hat <= 1.01, ESS >= 400, no divergences on
     mu, alpha, beta, tau); a failed gate is sampled again with longer warm-up, more draws and a
-    higher target acceptance (``escalate``, :func:`bayesrc.bayes.fit.escalated_config`), every
+    higher target acceptance (``escalate``, :func:`bayesrc.bayes.gating.escalated_config`), every
     attempt in ``attempts``.
 
     Examples

@@ -1,0 +1,71 @@
+"""The gated sampling loop every fit shares: sample, check the convergence gate, escalate.
+
+:func:`sample_gated` runs a sampler, gates it (:func:`bayesrc.bayes.diagnostics.gate`) and, while
+the gate fails, samples again with :func:`escalated_config`'s settings; the pair fit
+(:func:`bayesrc.bayes.fit`), the joint fit of a family (:mod:`bayesrc.bayes.joint_fit`) and the
+switch model use it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+from bayesrc.bayes.diagnostics import Diagnostics, gate
+from bayesrc.bayes.samplers import SamplerConfig
+
+# Each further attempt after a failed gate, by what failed (warm-up and draws as multiples of the first
+# attempt's, target acceptance at least this): divergences mean the step size was too large for the
+# geometry (longer warm-up, higher acceptance); R-hat or ESS alone, that the chains were too short
+# (more draws first, from the same warm-up and step size: half the cost of refitting at 0.95).
+ESCALATION = {
+    "divergences": ({"tune": 2, "draws": 2, "target_accept": 0.95}, {"tune": 4, "draws": 4, "target_accept": 0.99}),
+    "mixing": ({"tune": 1, "draws": 2, "target_accept": 0.0}, {"tune": 2, "draws": 4, "target_accept": 0.95}),
+}
+
+
+def escalated_config(first: SamplerConfig, diag: Diagnostics, attempt: int) -> SamplerConfig:
+    """The settings of retry ``attempt`` (1 or 2) after the failed gate ``diag``: the :data:`ESCALATION`
+    step for what failed (divergences, else mixing), applied to the first attempt's settings, new seed.
+
+    Examples
+    --------
+    >>> limits = {"max_rhat": 1.01, "min_ess": 400.0, "max_divergences": 0}
+    >>> slow = Diagnostics(1.02, 300.0, 250.0, 0, False, limits, "rhat (pi)")
+    >>> c = escalated_config(SamplerConfig(tune=500, draws=500), slow, 1)
+    >>> (c.tune, c.draws, c.target_accept, c.seed)
+    (500, 1000, 0.85, 1)
+    >>> c = escalated_config(SamplerConfig(tune=500, draws=500), replace(slow, divergences=3), 2)
+    >>> (c.tune, c.draws, c.target_accept, c.seed)
+    (2000, 2000, 0.99, 2)
+    """
+    kind = "divergences" if diag.divergences > diag.thresholds["max_divergences"] else "mixing"
+    e = ESCALATION[kind][attempt - 1]
+    return replace(
+        first, tune=first.tune * e["tune"], draws=first.draws * e["draws"], target_accept=max(first.target_accept, e["target_accept"]), seed=first.seed + attempt
+    )  # fmt: skip
+
+
+def sample_gated(sampler, var_names: list[str], first: SamplerConfig, thresholds: dict, escalate: bool = True):
+    """``sampler(config=c)`` with ``first``, then, while the gate fails and ``escalate``, with each
+    :func:`escalated_config` (two at most).
+
+    Returns the last posterior, its :class:`Diagnostics`, one record per attempt (settings, gate
+    values, wall time) and the last attempt's settings.
+    """
+    attempts, cfg, diag = [], first, None
+    for attempt in range(1 + len(ESCALATION["mixing"]) * escalate):
+        if diag is not None:
+            cfg = escalated_config(first, diag, attempt)
+        t0 = time.perf_counter()
+        dt = sampler(config=cfg)
+        cfg = replace(cfg, draws=int(dt["posterior"].sizes["draw"]))  # NumPyro's chains may have gone on (SamplerConfig.max_draws)
+        diag = gate(dt, var_names, **thresholds)
+        attempts.append(
+            {"chains": cfg.chains, "draws": cfg.draws, "tune": cfg.tune, "target_accept": cfg.target_accept, "seed": cfg.seed,
+             "max_rhat": diag.max_rhat, "min_ess_bulk": diag.min_ess_bulk, "min_ess_tail": diag.min_ess_tail, "divergences": diag.divergences,
+             "passed": diag.passed, "worst": diag.worst, "wall_s": round(time.perf_counter() - t0, 2)}
+        )  # fmt: skip
+        if diag.passed:
+            break
+    return dt, diag, attempts, cfg

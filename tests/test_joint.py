@@ -1,0 +1,243 @@
+"""The joint change model of a family of versions (issue 32): its likelihood against the pair
+model's and against direct integration, known-truth recovery (per-item change coverage, rank bands,
+P(best)) with the default sampler and gate, the PyMC twin, the result's round trip and the CLI.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bayesrc.bayes.change_collapsed import _ops, cell_loglik, cell_stats, likelihood_tables
+from bayesrc.bayes.inputs import ModelInputs
+from bayesrc.bayes.joint import family_cells, family_loglik, family_tables
+from bayesrc.bayes.joint_fit import JointFit, rank_bands
+from bayesrc.data import save_trials, simulate_family
+
+# The main family: a clearly better, an unchanged-on-average and a clearly worse version against the reference.
+MAIN = {"n_items": 300, "k": 10, "versions": 4, "shifts": [1.0, 0.0, -1.0], "pi_change": 0.5, "sigma_delta": 1.5, "seed": 2}
+
+
+@pytest.fixture(scope="module")
+def family():
+    return simulate_family(**MAIN)
+
+
+@pytest.fixture(scope="module")
+def joint(family):
+    """The NumPyro fit with the default sampler settings and gate, through :func:`bayesrc.bayes.fit`."""
+    from bayesrc.bayes import fit
+
+    return fit(family.counts)
+
+
+def _inputs(y, n, dom, n_domains):
+    return ModelInputs(
+        y=np.asarray(y),
+        n=np.asarray(n),
+        dom=np.asarray(dom),
+        items=np.arange(len(y)).astype(str),
+        versions=tuple(f"v{i}" for i in range(np.shape(y)[1])),
+        domains=tuple(f"d{i}" for i in range(n_domains)),
+    )
+
+
+def test_joint_likelihood_of_two_versions_is_the_pair_models():
+    """With V = 2 the joint likelihood is the pair model's cell likelihood (same grid, kernel and
+    prior weights, contracted in another order), per item to 1e-8: floor, ceiling, unequal K and an
+    item without valid version-1 responses included."""
+    rng = np.random.default_rng(0)
+    n = rng.choice([7, 10, 12], size=(80, 2))
+    n[3, 0] = 0
+    y = np.minimum(rng.integers(0, 13, size=(80, 2)), n)
+    y[:4] = [[0, 0], [10, 10], [0, 10], [0, 5]]
+    n[:3] = 10
+    data = _inputs(y, n, rng.integers(0, 3, 80), 3)
+    mu, sd, shift = np.array([0.3, -0.5, 1.0]), np.array([1.2, 0.8, 2.0]), np.array([0.4, -0.7, 0.1])
+    for tau, pi in ((0.6, 0.7), (0.15, 0.95), (3.0, 0.2)):
+        pair = cell_stats(data)
+        ll_pair = cell_loglik(_ops("numpy"), mu, sd, shift, np.full(3, tau), 0.0, pi, likelihood_tables(pair))[: pair.n_cells][pair.item_cell]
+        cells = family_cells(data)
+        ll_joint = family_loglik(_ops("numpy"), mu, sd, shift[None], np.array([tau]), np.array([pi]), family_tables(cells))[: cells.n_cells][cells.item_cell]
+        np.testing.assert_allclose(ll_joint, ll_pair, rtol=0, atol=1e-8)
+
+
+def _family_reference(mu, sd, shifts, taus, pis, n, y, half=10.0):
+    """One item's joint likelihood by brute force (scipy's Simpson rule on 6,001 theta x 1,601 change
+    nodes spanning +-12 SD of each normal): theta ~ Normal(mu, sd), each other version's changed
+    accuracy ``expit(x)``, x ~ Normal(theta + shift_v, tau_v), with the model's spreads on its grid
+    (half a 0.2 step added: grid_spread) and the binomials held at +-10 logits beyond (what the
+    grid's end nodes stand for)."""
+    from scipy.integrate import simpson
+    from scipy.special import comb, expit
+    from scipy.stats import norm
+
+    def binom(yy, nn, x):
+        p = expit(np.clip(x, -half, half))
+        return comb(nn, yy) * p**yy * (1.0 - p) ** (nn - yy)
+
+    sd_g, tau_g = np.hypot(sd, 0.1), np.hypot(taus, 0.1)
+    theta, z = np.linspace(mu - 12 * sd_g, mu + 12 * sd_g, 6001), np.linspace(-12, 12, 1601)
+    integrand = norm.pdf(theta, mu, sd_g) * binom(y[0], n[0], theta)
+    for v in range(len(shifts)):
+        changed = simpson(norm.pdf(z) * binom(y[v + 1], n[v + 1], (theta + shifts[v])[:, None] + tau_g[v] * z), x=z, axis=1)
+        integrand = integrand * ((1 - pis[v]) * binom(y[v + 1], n[v + 1], theta) + pis[v] * changed)
+    return simpson(integrand, x=theta)
+
+
+@pytest.mark.parametrize("y", [[3, 7, 1], [10, 0, 8], [0, 0, 2]])
+def test_joint_likelihood_of_three_versions_matches_direct_integration(y):
+    """One item, V = 3: the grid integral against a brute-force Simpson integration of the model's integral, to 1e-5."""
+    from scipy.special import comb
+
+    n = [10, 10, 8]
+    mu, sd, shifts, taus, pis = 0.4, 1.3, np.array([0.8, -0.5]), np.array([0.5, 1.5]), np.array([0.7, 0.4])
+    cells = family_cells(_inputs([y], [n], [0], 1))
+    ll = family_loglik(_ops("numpy"), np.array([mu]), np.array([sd]), shifts[:, None], taus, pis, family_tables(cells))[0]
+    ll += sum(np.log(comb(nn, yy)) for nn, yy in zip(n, y))  # the model leaves the constants out
+    np.testing.assert_allclose(np.exp(ll), _family_reference(mu, sd, shifts, taus, pis, n, y), rtol=1e-5)
+
+
+def test_rank_bands_chain_overlapping_intervals_and_separate_the_rest():
+    """On random intervals: bands are contiguous in the order of the means, versions in different bands
+    have disjoint rank intervals, and each band boundary is a place where no interval crosses."""
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        v = rng.integers(2, 7)
+        mean = rng.normal(size=v)
+        lo = rng.integers(1, v + 1, v)
+        hi = np.minimum(lo + rng.integers(0, 3, v), v)
+        band = rank_bands(mean, lo, hi)
+        order = np.argsort(-mean)
+        assert band[order[0]] == 1 and np.all(np.diff(band[order]) >= 0) and np.all(np.diff(band[order]) <= 1)
+        for a in range(v):
+            for b in range(v):
+                if band[a] < band[b]:
+                    assert hi[a] < lo[b]
+        for k in range(1, v):  # a boundary after position k-1 exactly where no interval crosses
+            crossing = hi[order[:k]].max() >= lo[order[k:]].min()
+            assert (band[order[k]] == band[order[k - 1]]) == crossing
+
+
+def test_fit_of_three_or_more_versions_is_the_joint_model_and_passes_the_default_gate(joint, family):
+    assert isinstance(joint, JointFit) and joint.status == "ok" and joint.diagnostics.passed
+    assert joint.versions == family.versions
+    post = joint.posterior["posterior"]
+    assert post["p"].dims == ("chain", "draw", "item", "version") and post["shift"].dims == ("chain", "draw", "change", "domain")
+    assert list(post["change"].values) == family.versions[1:]
+    summary = joint.summary().set_index("metric")["value"]
+    assert summary["status"] == "ok" and all(f"version {v}" in summary.index for v in family.versions)
+
+
+def test_per_item_change_intervals_cover_the_true_change(joint, family):
+    """90% intervals of dp_iv = p_iv - p_i1 against the truth over 300 items x 3 versions: within
+    0.9 +- 0.045, 4.5 binomial SEs of a coverage over 900 independent intervals (sqrt(0.09 / 900) = 0.01;
+    the items share hyperparameters, so their misses are not quite independent)."""
+    items = joint.items[joint.items["version"] != family.versions[0]]
+    truth = pd.DataFrame(family.p - family.p[:, :1], columns=family.versions).assign(item_id=family.truth["item_id"]).melt("item_id", var_name="version", value_name="true_dp")
+    merged = items.merge(truth, on=["item_id", "version"], validate="one_to_one")
+    assert len(merged) == 900
+    covered = ((merged["true_dp"] >= merged["dp_lo90"]) & (merged["true_dp"] <= merged["dp_hi90"])).mean()
+    assert abs(covered - 0.9) <= 0.045, covered
+
+
+def test_rank_bands_and_p_best_follow_the_true_order(joint, family):
+    """Bands respect the true order of mean accuracy (a version in a better band is truly better), the
+    true best (its changed items 1 logit up on average) has the highest P(best), and the clearly separated
+    versions (best and worst) sit in bands of their own."""
+    table = joint.versions_table.set_index("version")
+    true = family.mean_accuracy
+    for a in table.index:
+        for b in table.index:
+            if table.loc[a, "band"] < table.loc[b, "band"]:
+                assert true[a] > true[b], (a, b)
+    best, worst = true.idxmax(), true.idxmin()
+    assert table["p_best"].idxmax() == best and table.loc[best, "p_best"] > 0.9
+    assert (table["band"] == table.loc[best, "band"]).sum() == 1 and (table["band"] == table.loc[worst, "band"]).sum() == 1
+    assert np.isclose(table["p_best"].sum(), 1.0)
+    per_item = joint.items.groupby("item_id")["p_best"].sum()
+    np.testing.assert_allclose(per_item, 1.0, atol=1e-6)
+
+
+def test_joint_fit_round_trips_through_save_and_load(joint, tmp_path):
+    import bayesrc
+
+    joint.save(tmp_path / "joint")
+    back = bayesrc.load(tmp_path / "joint")
+    assert isinstance(back, JointFit) and back == joint
+    assert back.bands() == joint.bands()
+
+
+@pytest.mark.slow
+def test_pymc_twin_agrees_with_numpyro(joint, family):
+    """The PyMC (nutpie) twin on the same family: every hyperparameter's and version accuracy's posterior
+    mean within 4 Monte Carlo SEs of the difference (both fits' MCSEs), and it passes the default gate."""
+    from bayesrc.bayes.diagnostics import chain_draw_last, mcse_mean
+    from bayesrc.bayes.joint_fit import fit_joint
+
+    twin = fit_joint(family.counts, backend="pymc")
+    assert twin.status == "ok", twin.diagnostics
+    a, b = joint.posterior["posterior"], twin.posterior["posterior"]
+    for name in ("mu_theta", "sigma_theta", "shift", "sigma_delta", "pi"):
+        xa, xb = chain_draw_last(a[name]), chain_draw_last(b[name])
+        gap = np.abs(xa.mean((-2, -1)) - xb.mean((-2, -1)))
+        assert np.all(gap <= 4 * np.hypot(mcse_mean(xa), mcse_mean(xb))), name
+    acc_a, acc_b = (chain_draw_last(p["p"].mean("item")) for p in (a, b))
+    assert np.all(np.abs(acc_a.mean((-2, -1)) - acc_b.mean((-2, -1))) <= 4 * np.hypot(mcse_mean(acc_a), mcse_mean(acc_b)))
+
+
+@pytest.mark.slow
+def test_cli_fits_a_no_change_family_into_one_band_and_exits_3_on_a_failed_gate(tmp_path):
+    """`bayesrc fit V1 V2 V3 --out DIR` on a family whose versions are all the same: exit 0, the result
+    loads, and every version sits in one band; a gate that cannot pass exits 3 with the output marked failed."""
+    import json
+
+    import bayesrc
+    from bayesrc.cli import main
+
+    fam = simulate_family(200, 10, versions=3, pi_change=0.0, seed=5)
+    paths = []
+    for label, trials in zip(fam.versions, fam.trials):
+        paths.append(str(tmp_path / f"{label}.parquet"))
+        save_trials(trials, paths[-1])
+    assert main(["fit", *paths, "--no-progress", "--out", str(tmp_path / "ok")]) == 0
+    res = bayesrc.load(tmp_path / "ok")
+    assert isinstance(res, JointFit) and res.status == "ok"
+    assert res.bands() == [list(res.versions_table.sort_values("mean_accuracy", ascending=False)["version"])]
+    bad = tmp_path / "bad"
+    assert main(["fit", *paths, "--chains", "1", "--draws", "20", "--tune", "5", "--no-escalate", "--no-progress", "--out", str(bad)]) == 3
+    assert json.loads((bad / "joint.json").read_text())["status"] == "failed"
+    failed = bayesrc.load(bad)
+    assert failed.summary().set_index("metric").loc["status", "value"] == "failed" and failed.gate_table().iloc[-1]["value"] == "FAILED"
+
+
+def test_pair_only_settings_are_refused_for_a_family_before_sampling(tmp_path, capsys):
+    """The joint model has no item selection, covariate or RCI cross-check yet, and the beta-binomial
+    compares a pair: asked for them on a family, `fit` and the CLI refuse at once instead of ignoring them."""
+    from bayesrc.bayes import fit
+    from bayesrc.cli import main
+
+    fam = simulate_family(30, 5, versions=3, seed=1)
+    for kwargs in ({"model": "betabinom"}, {"fdr": 0.05}, {"rule": "threshold"}, {"delta_min": 0.1}, {"covariate": "correct_answer"}, {"rope": 0.02}):
+        with pytest.raises(ValueError, match="pair|no "):
+            fit(fam.counts, **kwargs)
+    paths = []
+    for label, trials in zip(fam.versions, fam.trials):
+        paths.append(str(tmp_path / f"{label}.parquet"))
+        save_trials(trials, paths[-1])
+    assert main(["fit", *paths, "--fdr", "0.05", "--out", str(tmp_path / "out")]) == 2
+    assert "--fdr" in capsys.readouterr().err and not (tmp_path / "out").exists()
+
+
+def test_report_of_a_family_shows_its_bands_and_changes(joint, tmp_path):
+    """`bayesrc report` on a joint fit's folder: the family's section with the bands in words, the
+    rank-band figure, the change heatmap and the versions table."""
+    from bayesrc.cli import main
+
+    joint.save(tmp_path / "fam")
+    assert main(["report", str(tmp_path / "fam"), "--out", str(tmp_path / "report")]) == 0
+    html = (tmp_path / "report" / "report_run.html").read_text()
+    assert "A family of versions" in html and html.count("data:image/png") == 2
+    assert all("{" + ", ".join(b) + "}" in html for b in joint.bands()) and len(joint.bands()) >= 2
+    assert "Versions: mean accuracy, P(best), rank interval and band" in html
