@@ -426,7 +426,7 @@ def loo_checks(dt, data: ModelInputs, item_ids: Sequence[str], *, seed: int = 0,
     rng_new, rng_pit = (np.random.default_rng(np.random.SeedSequence([seed, stream])) for stream in (33, 32))
     parts = []
     for items in item_blocks(data.n_items, block):
-        release_memory()  # the last step's (draw, item) temporaries (32 MB each at 2,000 x 2,000) stay on glibc's free lists unless handed back
+        release_memory()  # the log-likelihood's and the last block's temporaries stay on glibc's free lists unless handed back (0.3 GB at 12,000 items)
         elpd_i, p_i, k, lw = psis_loo_items(ll[..., items], reff)
         parts.append((elpd_i, p_i, k, loo_pit_change(lw, k, new_item_p(post, data, rng_new, items=items), data, rng_pit, items)))
         del lw
