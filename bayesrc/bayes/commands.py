@@ -156,25 +156,17 @@ def run_fit(args: argparse.Namespace) -> int:
 def _run_family(args: argparse.Namespace, kwargs: dict) -> int:
     """Three or more trials files: the joint change model of the family (V1 the reference), written to ``--out``."""
     from bayesrc.bayes import check
+    from bayesrc.bayes.fit import pair_only_settings
     from bayesrc.bayes.joint_fit import fit_joint
     from bayesrc.collect.pins import check_all_comparable
     from bayesrc.data import load_counts
     from bayesrc.errors import InputError
 
-    pair_only = {
-        "--compare": args.compare,
-        "--model betabinom": args.model == "betabinom",
-        "--full": args.full,
-        "--slope": args.slope,
-        "--rope": args.rope is not None,
-        "--covariate": args.covariate not in ("auto", "none", ""),
-        "--rule": args.rule != "fdr",
-        "--fdr": args.fdr != 0.10,
-        "--threshold": args.threshold != 0.975,
-        "--delta-min": args.delta_min != 0.05,
-    }  # fmt: skip  (its item selection and RCI cross-check are the pair model's; none yet for a family)
-    if any(pair_only.values()):
-        raise InputError(f"the joint model of {len(args.runs)} versions has no {', '.join(k for k, v in pair_only.items() if v)} (give two trials files for a pair)", field="TRIALS")
+    flags = {"collapsed": "--full", "delta_min": "--delta-min"}  # fit()'s keyword -> this command's option, where they differ
+    given = {k: kwargs[k] for k in ("collapsed", "slope", "rope", "rule", "fdr", "threshold", "delta_min", "covariate")}
+    bad = ["--compare"] * bool(args.compare) + ["--model betabinom"] * (args.model == "betabinom") + [flags.get(k, f"--{k}") for k in pair_only_settings(**given)]
+    if bad:
+        raise InputError(f"the joint model of {len(args.runs)} versions has no {', '.join(bad)} (give two trials files for a pair)", field="TRIALS")
     check_all_comparable(args.runs, allow=args.allow_pin, force=args.force)  # SPEC 6: only the model may differ
     counts = load_counts(args.runs, on_unmatched="drop" if args.allow_unmatched else "raise")
     gate = {k: kwargs[k] for k in ("max_rhat", "min_ess", "max_divergences")}
