@@ -79,6 +79,11 @@ def _num(x: float | None, spec: str) -> str:
     return format(x, spec) if _known(x) else "n/a"
 
 
+def _count(x: int | None) -> str:
+    """A count from a result file as written, or "n/a" when it is null (a file edited by hand or a tool)."""
+    return _num(x, "")
+
+
 def _pct(x: float | None) -> str:
     return f"{100 * x:.1f}%" if _known(x) else "n/a"
 
@@ -162,12 +167,14 @@ def section_aggregate(run: Run, c: Comparison) -> Section | None:
     v1, v2 = c.versions
     sign = "rose" if a["ci95_lo"] > 0 else "fell" if a["ci95_hi"] < 0 else "did not change detectably"
     text = (
-        f"Mean accuracy over {a['n']} items scored in both versions: {v1} {a['acc_v1']:.3f}, {v2} {a['acc_v2']:.3f}; "
+        f"Mean accuracy over {_count(a['n'])} items scored in both versions: {v1} {a['acc_v1']:.3f}, {v2} {a['acc_v2']:.3f}; "
         f"change {a['delta']:+.3f} (95% CI {a['ci95_lo']:+.3f} to {a['ci95_hi']:+.3f}) — the aggregate {sign}."
     )
     pair = c.pair
     cnt = pair.analysable
-    text += f" Beneath it, {cnt['improved']} items reliably improved and {cnt['deteriorated']} reliably deteriorated (churn {_pct(cnt['churn'])} of {cnt['n']} analysable items)"
+    text += (
+        f" Beneath it, {_count(cnt['improved'])} items reliably improved and {_count(cnt['deteriorated'])} reliably deteriorated (churn {_pct(cnt['churn'])} of {_count(cnt['n'])} analysable items)"
+    )
     ns = pair.null_samples
     if ns and _known(ns["flagged_p975"]):  # a null bound: there is nothing to compare the flags with
         if pair.n_flagged > ns["flagged_p975"]:
@@ -175,7 +182,7 @@ def section_aggregate(run: Run, c: Comparison) -> Section | None:
                 " that the aggregate hides." if sign == "did not change detectably" else "."
             )
         else:
-            text += f", no more than data with no change give ({_num(ns['flagged_p025'], '.0f')}-{ns['flagged_p975']:.0f}, 95%): this churn is no evidence of item-level change."
+            text += f", no more than data with no change give ({_num(ns['flagged_p025'], '.0f')}-{_num(ns['flagged_p975'], '.0f')}, 95%): this churn is no evidence of item-level change."
     else:
         text += "."
     blocks = [Text(text), Table(agg, "Aggregate change (mean item Δp, t interval)", latex=True, label="aggregate")]
@@ -202,16 +209,16 @@ def null_sentence(pair: PairResult) -> str:
     """The sample-level null in words: expected flagged count with no change, and the rate."""
     ns, nc = pair.null_samples, pair.no_change_test
     test = (
-        f" Did anything change at all? Within-item permutation test of identical versions ({nc['n_permutations']} re-deals; each item's and each "
+        f" Did anything change at all? Within-item permutation test of identical versions ({_count(nc['n_permutations'])} re-deals; each item's and each "
         f"(domain, letter) stratum's chi-square): p = {_num(nc['p_value'], '.3g')}." if nc else ""
     )  # fmt: skip
     if not ns:
         return "The sample-level no-change null was not computed for this run." + test
     return (
-        f"No-change null ({ns['replicates']} replicates, each item's samples of both versions re-dealt at random): "
+        f"No-change null ({_count(ns['replicates'])} replicates, each item's samples of both versions re-dealt at random): "
         f"{_num(ns['flagged_mean'], '.1f')} items flagged on average (95% range {_num(ns['flagged_p025'], '.0f')}-{_num(ns['flagged_p975'], '.0f')}), "
         f"a false-positive rate of {_pct(ns['rate'])} per analysable item against the nominal {_pct(ns['nominal_rate'])}; "
-        f"observed {pair.n_flagged}." + test
+        f"observed {_count(pair.n_flagged)}." + test
     )
 
 
@@ -226,12 +233,12 @@ def section_rci(run: Run, c: Comparison) -> Section | None:
         sdiff = (
             f"S_diff = {r.s_diff:.4f} (method **reference**, SD basis **{r.sd_basis}**, r_xx over "
             f"{'the analysed' if r.reliability_basis == 'analysed' else 'all'} items), so the minimum detectable change is "
-            f"|Δp| ≥ {r.min_detectable:.3f} ({r.min_detectable_samples} of K = {r.params['k']} samples)"
+            f"|Δp| ≥ {_num(r.min_detectable, '.3f')} ({_count(r.min_detectable_samples)} of K = {_count(r.params['k'])} samples)"
         )
     blocks = [
         Text(
-            f"Reliable change (Jacobson–Truax RCI adapted to items), z = {z:g}. {sdiff}. {ex['n_after']} of {ex['n_before']} items are analysable "
-            f"({ex['low_valid']} with too few valid responses — rule (a): fewer than {r.min_valid_rule} —, {ex['floor_ceiling']} at floor or ceiling in both versions)."
+            f"Reliable change (Jacobson–Truax RCI adapted to items), z = {z:g}. {sdiff}. {_count(ex['n_after'])} of {_count(ex['n_before'])} items are analysable "
+            f"({_count(ex['low_valid'])} with too few valid responses — rule (a): fewer than {r.min_valid_rule} —, {_count(ex['floor_ceiling'])} at floor or ceiling in both versions)."
         ),
     ]
     blocks += [Text(f"**Warning:** {w}") for w in r.warnings]
@@ -240,10 +247,10 @@ def section_rci(run: Run, c: Comparison) -> Section | None:
         Text(null_sentence(r)),
         Table(r.reliability_table(), "Split-half reliability (Spearman–Brown), ICC(1,K) (comparable with r_xx), ICC(1,1) and SEM per version", latex=True, label="reliability"),
         Text(
-            f"Direction-asymmetry test ({null['n_permutations']} version-swap permutations over the {null['n_items']} analysable items; "
+            f"Direction-asymmetry test ({_count(null['n_permutations'])} version-swap permutations over the {_count(null['n_items'])} analysable items; "
             f"swapping keeps every |Δp|, so it tests only the balance of improvements and deteriorations): 95th percentile "
-            f"{_num(null['improved_p95'], '.0f')} improved / {_num(null['deteriorated_p95'], '.0f')} deteriorated, observed {null['observed_improved']} / "
-            f"{null['observed_deteriorated']} — improvement {'exceeds' if null['improved_exceeds_null'] else 'does not exceed'} and deterioration "
+            f"{_num(null['improved_p95'], '.0f')} improved / {_num(null['deteriorated_p95'], '.0f')} deteriorated, observed {_count(null['observed_improved'])} / "
+            f"{_count(null['observed_deteriorated'])} — improvement {'exceeds' if null['improved_exceeds_null'] else 'does not exceed'} and deterioration "
             f"{'exceeds' if null['deteriorated_exceeds_null'] else 'does not exceed'} its share under a symmetric null."
         ),
     ]
@@ -251,9 +258,9 @@ def section_rci(run: Run, c: Comparison) -> Section | None:
     if fl:
         blocks.append(
             Text(
-                f"Majority-answer flips: {fl['negative_flips']} items correct-majority in v1 but not in v2 "
-                f"(negative flip rate {_pct(fl['negative_flip_rate'])}) and {fl['positive_flips']} the reverse "
-                f"({_pct(fl['positive_flip_rate'])}), of {fl['n']} items scored in both."
+                f"Majority-answer flips: {_count(fl['negative_flips'])} items correct-majority in v1 but not in v2 "
+                f"(negative flip rate {_pct(fl['negative_flip_rate'])}) and {_count(fl['positive_flips'])} the reverse "
+                f"({_pct(fl['positive_flip_rate'])}), of {_count(fl['n'])} items scored in both."
             )
         )
     return Section("rci", "Classical reliable change", blocks)
