@@ -22,6 +22,7 @@ __all__ = ["RESULT_MODULES", "BayesrcError", "InputError", "__version__", "confi
 #: the modules that define (and register) a result class, one per output kind
 RESULT_MODULES: tuple[str, ...] = (
     "bayesrc.classical.result",
+    "bayesrc.classical.pairwise",
     "bayesrc.bayes.fit",
     "bayesrc.bayes.joint_fit",
     "bayesrc.bayes.model_comparison",
@@ -41,13 +42,13 @@ def load(path: str | Path):
     Parameters
     ----------
     path : a result folder (``bayesrc rci|fit|switch|power|plan|compare|truth|sensitivity|collect --out DIR``)
-        or one of its main files (``rci.json``, ``fit.json``, ``joint.json``, ``switch.json``, ``power.json``,
+        or one of its main files (``rci.json``, ``pairwise_rci.json``, ``fit.json``, ``joint.json``, ``switch.json``, ``power.json``,
         ``plan.json``, ``compare.json``, ``truth.json``, ``sensitivity.json`` / ``sensitivity_NAME.csv``,
         a complete run's ``run.json``, ``trials.parquet``, ``dist.parquet`` or ``items_exact.parquet``).
 
     Returns
     -------
-    The typed result (a :class:`bayesrc.results.Result`: ``RCIRun``, ``BayesFit``, ``JointFit``,
+    The typed result (a :class:`bayesrc.results.Result`: ``RCIRun``, ``PairwiseRCI``, ``BayesFit``, ``JointFit``,
     ``SwitchResult``, ``PowerReport``, ``KNPlan``, ``CompareResult``, ``TruthResult``,
     ``SensitivityTable``, ``CollectedRun``). A folder holding several results (a run directory after
     ``bayesrc demo``) gives a dict ``{main file: result}``; Bayesian fits kept in

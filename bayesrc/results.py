@@ -8,6 +8,7 @@ imports those modules and opens any result file or folder through :func:`open_re
 main file              class                                           written by
 =====================  ==============================================  ==========================================
 ``rci.json``           :class:`bayesrc.classical.RCIRun`               ``bayesrc rci`` / ``bayesrc demo``
+``pairwise_rci.json``  :class:`bayesrc.classical.PairwiseRCI`          ``bayesrc rci --family``
 ``fit.json``           :class:`bayesrc.bayes.BayesFit`                 ``bayesrc fit``
 ``joint.json``         :class:`bayesrc.bayes.JointFit`                 ``bayesrc fit V1 V2 V3 ...``
 ``loo_compare.json``   :class:`bayesrc.bayes.ModelComparison`          ``bayesrc fit --compare``

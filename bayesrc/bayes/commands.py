@@ -158,8 +158,7 @@ def _run_family(args: argparse.Namespace, kwargs: dict) -> int:
     from bayesrc.bayes import check
     from bayesrc.bayes.fit import pair_only_settings
     from bayesrc.bayes.joint_fit import fit_joint
-    from bayesrc.collect.pins import check_all_comparable
-    from bayesrc.data import load_counts
+    from bayesrc.collect.commands import family_counts
     from bayesrc.errors import InputError
 
     flags = {"collapsed": "--full", "delta_min": "--delta-min"}  # fit()'s keyword -> this command's option, where they differ
@@ -167,8 +166,7 @@ def _run_family(args: argparse.Namespace, kwargs: dict) -> int:
     bad = ["--compare"] * bool(args.compare) + ["--model betabinom"] * (args.model == "betabinom") + [flags.get(k, f"--{k}") for k in pair_only_settings(**given)]
     if bad:
         raise InputError(f"the joint model of {len(args.runs)} versions has no {', '.join(bad)} (give two trials files for a pair)", field="TRIALS")
-    check_all_comparable(args.runs, allow=args.allow_pin, force=args.force)  # SPEC 6: only the model may differ
-    counts = load_counts(args.runs, on_unmatched="drop" if args.allow_unmatched else "raise")
+    counts = family_counts(args.runs, args)  # SPEC 6: only the model may differ (pins checked first)
     gate = {k: kwargs[k] for k in ("max_rhat", "min_ess", "max_divergences")}
     res = fit_joint(counts, backend=kwargs["backend"], config=kwargs["config"], escalate=kwargs["escalate"], **gate)
     _report_fit(res, args.out)

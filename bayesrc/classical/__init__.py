@@ -2,6 +2,7 @@
 
 from bayesrc.classical.calibration import binomial_s_diff, classify_counts, no_change_test, nominal_rate, sample_level_null
 from bayesrc.classical.noise import noise_decomposition, noise_from_counts
+from bayesrc.classical.pairwise import PairwiseRCI, family_wise_z, pairwise_rci
 from bayesrc.classical.pipeline import (
     RCIAnalysis,
     analyse_pairs,
@@ -45,6 +46,9 @@ from bayesrc.classical.secondary import (
 
 __all__ = [
     "PairResult",
+    "PairwiseRCI",
+    "family_wise_z",
+    "pairwise_rci",
     "RCIRun",
     "CLASSES",
     "RCISettings",

@@ -138,6 +138,30 @@ def add_pin_arguments(p: argparse.ArgumentParser, what: str = "analyse") -> None
     p.add_argument("--force", action="store_true", help=f"{what} runs whose pins differ (item bank, sampling, evaluation scheme, ...), with a warning")
 
 
+def family_counts(runs: list[Path], args: argparse.Namespace):
+    """The item counts of a family's trials files (``bayesrc fit V1 V2 V3 ...``, ``bayesrc rci --family``):
+    every run checked against the first (only the model may differ, SPEC 6: ``--allow-pin``, ``--force``),
+    version names from the trials' ``model`` field, items missing from a version an error unless
+    ``--allow-unmatched`` (then only the items every version has). A file given twice is refused.
+
+    Examples
+    --------
+    >>> args = argparse.Namespace(allow_pin=[], force=False, allow_unmatched=False)
+    >>> family_counts([Path("v1.parquet"), Path("v2.parquet"), Path("v3.parquet")], args)  # doctest: +SKIP
+    """
+    from bayesrc.collect.pins import check_all_comparable
+    from bayesrc.data import load_counts
+    from bayesrc.errors import InputError
+
+    seen: set[Path] = set()
+    for run in map(Path, runs):
+        if run.resolve() in seen:
+            raise InputError("given twice in one family (one trials file per version)", path=run)
+        seen.add(run.resolve())
+    check_all_comparable(runs, allow=args.allow_pin, force=args.force)
+    return load_counts(runs, on_unmatched="drop" if args.allow_unmatched else "raise")
+
+
 def run_spec(args: argparse.Namespace):
     """The :class:`~bayesrc.collect.spec.RunSpec` of ``bayesrc collect``'s options (checked: exit 2 before anything loads),
     one for a single-process run and for ``--ray``.

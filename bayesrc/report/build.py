@@ -8,7 +8,17 @@ from bayesrc.errors import InputError
 from bayesrc.io import atomic_write_bytes, atomic_write_text, staged_output
 from bayesrc.report.render import render_html, render_latex, render_markdown
 from bayesrc.report.run import Comparison, Run, load_run
-from bayesrc.report.sections import Section, build_sections, section_joint, section_model_comparison, section_power, section_sensitivity, section_switch, section_truth
+from bayesrc.report.sections import (
+    Section,
+    build_sections,
+    section_joint,
+    section_model_comparison,
+    section_pairwise_rci,
+    section_power,
+    section_sensitivity,
+    section_switch,
+    section_truth,
+)
 
 FORMATS = ("html", "md", "latex")
 SUFFIX = {"html": ".html", "md": ".md", "latex": ".tex"}
@@ -23,7 +33,7 @@ def report_sections(run: Run, comparison: Comparison | None) -> list[Section]:
     >>> [(s.title, s.status) for s in report_sections(run, run.comparisons["minor"])]  # doctest: +SKIP
     """
     if comparison is None:
-        return build_sections(run, None, builders=[section_model_comparison, section_joint, section_sensitivity, section_power, section_switch, section_truth])
+        return build_sections(run, None, builders=[section_model_comparison, section_joint, section_pairwise_rci, section_sensitivity, section_power, section_switch, section_truth])
     return build_sections(run, comparison)
 
 

@@ -46,6 +46,7 @@ SECTION_DOCS = {
     "pins": "guides/collect.html#pins",
     "aggregate": "methods/classical.html#what-uses-which-items",
     "rci": "methods/classical.html#is-the-classification-calibrated-spec-2-1",
+    "pairwise_rci": "methods/classical.html#a-family-of-versions-every-pair-and-the-multiplicity",
     "figures": "methods/classical.html#what-uses-which-items",
     "bayes_items": "methods/bayesian.html#the-models",
     "domain_shift": "methods/bayesian.html#the-models",

@@ -6,6 +6,7 @@ A run directory may hold (each optional; a report shows what is there):
 file                       written by                                            opened as
 =========================  ====================================================  ==========================================
 ``rci.json``               ``bayesrc rci`` / ``bayesrc demo`` (+ ``items_NAME``)  :class:`~bayesrc.classical.RCIRun`
+``pairwise_rci.json``      ``bayesrc rci --family`` (+ its two tables)            :class:`~bayesrc.classical.PairwiseRCI`
 ``NAME/fit.json``          ``bayesrc fit`` (+ ``items.parquet``, ``posterior.nc``)  :class:`~bayesrc.bayes.BayesFit`
 ``switch.json``            ``bayesrc switch``                                    :class:`~bayesrc.switch.SwitchResult`
 ``power.json``             ``bayesrc power``                                     :class:`~bayesrc.power.PowerReport`
@@ -35,6 +36,7 @@ import pandas as pd
 from bayesrc.bayes.fit import BayesFit
 from bayesrc.bayes.joint_fit import JointFit
 from bayesrc.bayes.model_comparison import ModelComparison
+from bayesrc.classical.pairwise import PairwiseRCI
 from bayesrc.classical.result import RCIRun
 from bayesrc.errors import InputError
 from bayesrc.io import read_run_record
@@ -105,6 +107,7 @@ class Run:
     truth: Any = None  # bayesrc.truth.TruthResult
     model_comparison: Any = None  # bayesrc.bayes.ModelComparison (bayesrc fit --compare: one comparison per model)
     joint: Any = None  # bayesrc.bayes.JointFit (bayesrc fit V1 V2 V3 ...: a family of versions)
+    pairwise: Any = None  # bayesrc.classical.PairwiseRCI (bayesrc rci --family: every pair of a family, the multiplicity stated)
     files: dict[str, Path] = field(default_factory=dict)
 
     def sensitivity_png(self, name: str) -> Path | None:
@@ -125,7 +128,7 @@ def load_run(run_dir: str | Path) -> Run:
     -------
     Run
         The typed results by comparison (``run.comparisons[NAME].pair`` / ``.bayes``) and
-        run-wide (``run.power``, ``run.switch``, ``run.sensitivity``, ``run.truth``).
+        run-wide (``run.power``, ``run.switch``, ``run.sensitivity``, ``run.truth``, a family's ``run.joint`` and ``run.pairwise``).
 
     Examples
     --------
@@ -161,7 +164,7 @@ def load_run(run_dir: str | Path) -> Run:
         elif plain is not None and (owner == name or (owner is None and i == 0) or len(names) == 1):
             c.bayes, c.files["fit"] = plain, root / "fit.json"
         run.comparisons[name] = c
-    for attr, cls in (("switch", SwitchResult), ("power", PowerReport), ("sensitivity", SensitivityTable), ("truth", TruthResult), ("joint", JointFit)):
+    for attr, cls in (("switch", SwitchResult), ("power", PowerReport), ("sensitivity", SensitivityTable), ("truth", TruthResult), ("joint", JointFit), ("pairwise", PairwiseRCI)):
         if (root / cls.main_file).is_file():
             setattr(run, attr, cls.load(root))
             run.files[cls.main_file] = root / cls.main_file
@@ -169,6 +172,8 @@ def load_run(run_dir: str | Path) -> Run:
         run.run_record, run.files["run.json"] = read_run_record(root), root / "run.json"
     if (root / "demo.json").is_file():
         run.demo_record, run.files["demo.json"] = read_json(root / "demo.json"), root / "demo.json"
-    if not run.comparisons and all(r is None for r in (run.switch, run.power, run.sensitivity, run.truth, run.model_comparison, run.joint)):
-        raise InputError("no result files (rci.json, fit.json, joint.json, switch.json, power.json, truth.json, sensitivity.json or loo_compare.json) in this run directory", path=root)
+    if not run.comparisons and all(r is None for r in (run.switch, run.power, run.sensitivity, run.truth, run.model_comparison, run.joint, run.pairwise)):
+        raise InputError(
+            "no result files (rci.json, pairwise_rci.json, fit.json, joint.json, switch.json, power.json, truth.json, sensitivity.json or loo_compare.json) in this run directory", path=root
+        )
     return run

@@ -445,7 +445,38 @@ def section_joint(run: Run, c: Comparison | None = None) -> Section | None:
     blocks.append(_fig(jf.plot_bands, "Each version's posterior mean accuracy with its 90% interval, coloured by rank band.", "joint_bands"))
     blocks.append(_fig(jf.plot_changes, "Posterior mean change in accuracy from the reference, items with the largest changes.", "joint_changes"))
     blocks.append(Table(jf.versions_table.round(3), "Versions: mean accuracy, P(best), rank interval and band", latex=True, label="joint-versions"))
+    if run.pairwise is not None:  # bayesrc rci --family on the same versions: the classical side of the family
+        blocks += pairwise_blocks(run.pairwise)
     return Section("joint", "A family of versions", blocks)
+
+
+#: the per-pair table's columns as the report heads them
+PAIRWISE_HEADINGS = {
+    "pair": "pair", "n_analysable": "analysable", "improved": "improved", "deteriorated": "deteriorated", "flagged": "flagged",
+    "expected_no_change": "expected, no-change null", "no_change_p975": "null 97.5%", "expected_nominal": "expected, nominal rate",
+}  # fmt: skip
+
+
+def pairwise_table(res) -> pd.DataFrame:
+    """A family's per-pair table as the report shows it: flags beside the number each pair's no-change null expects."""
+    t = res.pairs_table[list(PAIRWISE_HEADINGS)].rename(columns=PAIRWISE_HEADINGS)
+    return t.round({"expected, no-change null": 1, "null 97.5%": 0, "expected, nominal rate": 1})
+
+
+def pairwise_blocks(res) -> list:
+    """Pairwise RCI of a family (:class:`~bayesrc.classical.PairwiseRCI`): the multiplicity in words, the family's warnings, the per-pair table."""
+    blocks: list = [Text(f"**Pairwise reliable change (classical).** {res.multiplicity_sentence()}")]
+    blocks += [Text(f"**Warning:** {w}") for w in res.payload.get("warnings") or []]
+    caption = f"Reliable change of every pair at z = {res.z:.3f} ({res.multiplicity['rule']}), with the flags expected under each pair's no-change null"
+    blocks.append(Table(pairwise_table(res), caption, latex=True, label="pairwise-rci"))
+    return blocks
+
+
+def section_pairwise_rci(run: Run, c: Comparison | None = None) -> Section | None:
+    """Pairwise RCI of a family (``pairwise_rci.json`` of ``bayesrc rci --family``), on its own when no joint fit holds it (:func:`section_joint`)."""
+    if run.pairwise is None or run.joint is not None:
+        return None
+    return Section("pairwise_rci", "Pairwise reliable change in a family of versions", pairwise_blocks(run.pairwise))
 
 
 def crosscheck_sentence(fit, pair=None) -> str:
@@ -686,6 +717,7 @@ SECTION_BUILDERS: list[PairBuilder] = [
     section_checks,
     section_model_comparison,
     section_joint,
+    section_pairwise_rci,
     section_sensitivity,
     section_power,
     section_switch,
@@ -718,7 +750,7 @@ BAYES_SECTIONS = {"section_bayes_items", "section_domain_shift", "section_crossc
 SECTION_FILES = {
     "section_aggregate": "rci.json", "section_rci": "rci.json", "section_reference_figures": "rci.json", "section_power": "power.json",
     "section_switch": "switch.json", "section_sensitivity": "sensitivity.json", "section_truth": "truth.json", "section_model_comparison": "loo_compare.json",
-    "section_joint": "joint.json",
+    "section_joint": "joint.json", "section_pairwise_rci": "pairwise_rci.json",
 }  # fmt: skip
 
 
