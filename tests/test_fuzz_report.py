@@ -43,3 +43,33 @@ def test_a_truth_run_with_null_figures_reads_n_a(tmp_path):
     for method in doc["methods"].values():
         method.update({k: None for k in ("flagged_mean", "selected_mean", "rci_fdp_interval_coverage") if k in method})
     assert try_report(ws, json.dumps(doc).encode()) == ("ok", "")
+
+
+def test_null_counts_of_an_rci_pair_read_n_a_not_none(tmp_path):
+    """Found by setting each numeric field of ``rci.json`` to null in turn: 16 counts (items analysable,
+    excluded, flagged, flips, permutations, replicates, K) printed as "None" in the report's text."""
+    import html
+    import json
+    import re
+
+    ws = Workspace.make(REPORT_KINDS["rci.json"], tmp_path / "seed")
+    doc = json.loads(ws.seed_bytes)
+    pair = next(iter(doc["pairs"].values()))
+    nulled = {
+        "params": ["k"], "exclusions": ["n_before", "n_after", "low_valid", "floor_ceiling"], "counts.analysable": ["n"],
+        "null_samples": ["replicates"], "no_change_test": ["n_permutations"], "flips": ["n", "negative_flips", "positive_flips"],
+        "direction_asymmetry": ["n_permutations", "n_items", "observed_improved", "observed_deteriorated"],
+    }  # fmt: skip
+    for path, fields in nulled.items():
+        record = pair
+        for key in path.split("."):
+            record = record[key]
+        record.update(dict.fromkeys(fields))
+    pair["min_detectable_samples"] = None
+    out = tmp_path / "report"
+    folder = ws.target.parent
+    ws.target.write_text(json.dumps(doc))
+    assert ws.reader.run(ws.target, out) == 0, folder
+    text = html.unescape(re.sub(r"<[^>]+>", " ", re.sub(r"<script.*?</script>|<style.*?</style>", "", next(out.glob("report_*.html")).read_text(), flags=re.S)))
+    assert "n/a of K = n/a samples" in text or "n/a analysable" in text or "n/a items are analysable" in text
+    assert not re.search(r"\bNone\b", text), re.search(r".{0,60}\bNone\b.{0,30}", text).group(0)
