@@ -1,15 +1,18 @@
 """Command-line shell over the public Python API.
 
 Each subpackage registers its own subcommands in ``<subpackage>/commands.py``
-(``register(subparsers)``); heavy imports happen inside the command functions so
-``bayesrc --help`` stays fast. Exit status: 0 ok, 2 bad input, 3 failed
+(``register(subparsers)``: the options, and the name of the function that runs the command,
+``func="bayesrc.<subpackage>.handlers:NAME"``); the functions live in ``<subpackage>/handlers.py``,
+which imports the analysis code at its top. Exit status: 0 ok, 2 bad input, 3 failed
 convergence gate; ``bayesrc compare`` also 1 (fail) and, with a margin, 4 (inconclusive).
 
 Start-up: ``bayesrc --help`` and argument errors import no pandas, xarray or JAX. A
-``commands.py`` imports only the standard library at module level, but importing it
-the usual way would run its package's ``__init__`` (which imports the analysis code);
-:func:`_command_module` therefore loads each ``commands.py`` file on its own, and the
-package is imported only when a command runs. ``benchmarks/cli_startup.py`` measures it.
+``commands.py`` imports only the standard library, :mod:`bayesrc.config`, :mod:`bayesrc.errors`
+and other ``commands.py`` modules (collect's and bayes' are loaded before their users;
+``bayesrc.scale``'s ``__init__`` is light). Importing it the usual way would run its package's
+``__init__`` (which imports the analysis code); :func:`_command_module` therefore loads each
+``commands.py`` file on its own, and the package and its ``handlers.py`` are imported only when
+a command runs (:func:`_handler`). ``benchmarks/cli_startup.py`` measures it.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "bayesrc.classical.commands",
     "bayesrc.bayes.commands",
     "bayesrc.power.commands",
-    "bayesrc.demo",
+    "bayesrc.demo.commands",
     "bayesrc.switch.commands",
     "bayesrc.importers.commands",
     "bayesrc.compare.commands",
@@ -74,6 +77,21 @@ def _command_module(name: str):
     return module
 
 
+def _handler(func):
+    """The command's function: a commands.py names it (``set_defaults(func="package.handlers:NAME")``) and
+    its module, with the analysis code it imports, is imported here, when the command runs.
+
+    Examples
+    --------
+    >>> _handler("bayesrc.bayes.handlers:run_fit").__name__
+    'run_fit'
+    """
+    if callable(func):
+        return func
+    module, _, name = func.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
 #: commands whose --out is a run directory guarded by its own lock (bayesrc.collect.rundir)
 OWN_LOCK_COMMANDS = frozenset({"collect", "collect-demo"})
 
@@ -94,7 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         with _writer_lock(args):
-            return int(args.func(args) or 0)
+            return int(_handler(args.func)(args) or 0)
     except BayesrcError as exc:
         print(f"bayesrc: error: {exc}", file=sys.stderr)
         return exc.exit_code

@@ -26,6 +26,7 @@ imported, and neither ``jax.config`` nor ``XLA_FLAGS`` is touched. A NumPyro fit
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
@@ -107,7 +108,7 @@ def request_host_devices(n: int | None = None) -> bool:
 def prepare_jax():
     """Import JAX for a fit: host devices (if JAX is not loaded yet) and the compile cache."""
     request_host_devices()
-    import jax
+    import jax  # deferred: JAX loads in ~1.5 s (bayes extra)
 
     cache = _default_cache() if SETTINGS.compile_cache == "" else SETTINGS.compile_cache
     if cache and cache != "off" and not jax.config.jax_compilation_cache_dir:
@@ -163,7 +164,7 @@ def release_memory() -> None:
 
 @functools.cache
 def _libc():
-    import ctypes
+    import ctypes  # deferred: ctypes.util loads subprocess and tempfile (~30 ms), and `import bayesrc` loads this module
     import ctypes.util
 
     try:
@@ -174,9 +175,7 @@ def _libc():
 
 def precision():
     """Context manager for a fit's float precision (``jax.enable_x64`` when ``x64``)."""
-    import contextlib
-
-    import jax
+    import jax  # deferred: JAX loads in ~1.5 s (bayes extra)
 
     if not SETTINGS.x64:
         return contextlib.nullcontext()

@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pandas as pd
+import xarray as xr
 
 from bayesrc.errors import InputError
 from bayesrc.io import atomic_write_json, dumps_json, read_hdf5, staged_output
@@ -331,7 +332,6 @@ def _with_columns(frame: pd.DataFrame, columns: tuple[str, ...], path: Path) -> 
 
 def read_posterior(path: str | Path):
     """``posterior.nc`` as an xarray DataTree (the ArviZ 1.x InferenceData), read into memory."""
-    import xarray as xr
 
     def load(p: Path):
         with xr.open_datatree(p, engine="h5netcdf") as dt:

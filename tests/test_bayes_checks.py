@@ -295,7 +295,7 @@ def test_compare_ranks_the_change_model_first_on_its_own_data(calibration_fits, 
 
 def test_cli_fit_compare_writes_each_fit_and_the_ranking(tmp_path):
     import bayesrc
-    from bayesrc.bayes.commands import compare_models
+    from bayesrc.bayes.handlers import compare_models
     from bayesrc.cli import main
     from bayesrc.errors import InputError
     from bayesrc.report import load_run, report_sections

@@ -176,7 +176,8 @@ def test_cli_options_make_the_spec_collect_makes(tmp_path):
     import argparse
 
     from bayesrc.collect import RunSpec
-    from bayesrc.collect.commands import register, run_spec
+    from bayesrc.collect.commands import register
+    from bayesrc.collect.handlers import run_spec
 
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers())

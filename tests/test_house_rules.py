@@ -109,3 +109,114 @@ def test_public_api_has_numpydoc_examples():
                 missing.setdefault(name, set()).add(attr)
     extra = {m: sorted(v - EXAMPLES_PENDING.get(m, set())) for m, v in missing.items() if v - EXAMPLES_PENDING.get(m, set())}
     assert not extra, f"public objects without a numpydoc Examples section: {extra}"
+
+
+# The only imports allowed inside functions: dependencies that are optional (an extra of
+# pyproject.toml, or not declared) or whose import takes seconds, so that `import bayesrc` and
+# `bayesrc --help` stay light and a missing extra fails only the feature that needs it. Every
+# other import sits at the top of its module, where lint-imports and a reader see the layers.
+DEFERRED_IMPORTS = {
+    "jax": "bayes extra; ~1.5 s, and must not start before bayesrc.configure() sets XLA_FLAGS",
+    "jaxlib": "bayes extra (JAX's runtime)",
+    "numpyro": "bayes extra; ~2.5 s (loads JAX)",
+    "pymc": "bayes extra; ~2 s",
+    "pytensor": "bayes extra (PyMC's tensors)",
+    "nutpie": "bayes extra (PyMC's sampler)",
+    "arviz_base": "bayes extra; ~1 s",
+    "arviz_stats": "bayes extra; ~3 s",
+    "arviz_plots": "bayes extra; ~4 s (loads matplotlib)",
+    "llama_cpp": "collect extra; loads the llama.cpp shared library",
+    "jinja2": "report extra (also llama.cpp's chat templates)",
+    "ray": "scale extra; ~1 s",
+    "matplotlib": "~0.5 s, and only figures need it (never pyplot at import: the caller's backend stays)",
+    "psutil": "not a dependency: physical cores when present, os.cpu_count() otherwise",
+    "zstandard": "only Zstandard-compressed Inspect logs need it; its absence is a clear InputError",
+    "nbclient": "report extra (notebook execution)",
+    "nbformat": "report extra",
+    "IPython": "only inside a notebook",
+    "ipywidgets": "only inside a notebook",
+}
+
+# (module, import) pairs kept inside a function for start-up: these modules load with
+# `import bayesrc` and `bayesrc --help`, which must not wait for numpy (~0.2 s)
+STARTUP_DEFERRED = {
+    ("bayesrc/errors.py", "numpy"): "float_parameter: numpy only when a parameter is checked",
+    ("bayesrc/config.py", "ctypes"): "release_memory's malloc_trim, after a fit: ctypes.util loads subprocess and tempfile (~30 ms)",
+}
+
+_PRAGMAS = ("noqa", "fmt:", "type:", "pragma")
+
+
+def _function_level_imports(path: Path) -> list[tuple[int, str]]:
+    """(line, top-level module name) of each import nested in a function of ``path``."""
+    import ast
+
+    found = []
+
+    def walk(node, in_function):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.Import, ast.ImportFrom)) and in_function:
+                names = [a.name for a in child.names] if isinstance(child, ast.Import) else ["." * child.level + (child.module or "")]
+                found.extend((child.lineno, name.split(".")[0] or name) for name in names)
+            walk(child, in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
+
+    walk(ast.parse(path.read_text()), False)
+    return found
+
+
+def _comment_lines(path: Path) -> set[int]:
+    """Lines carrying a comment that is not a tool pragma (``# noqa``, ``# fmt: skip``, ...)."""
+    import io
+    import tokenize
+
+    toks = tokenize.generate_tokens(io.StringIO(path.read_text()).readline)
+    return {t.start[0] for t in toks if t.type == tokenize.COMMENT and not t.string.lstrip("# ").startswith(_PRAGMAS)}
+
+
+def test_function_level_imports_are_heavy_optional_dependencies_and_say_so():
+    """Inside a function, only the imports of :data:`DEFERRED_IMPORTS` (and :data:`STARTUP_DEFERRED`), each
+    saying why: a comment on its line, or on the line above the run of consecutive import lines it belongs to."""
+    bad, silent = [], []
+    for path in sorted((ROOT / "bayesrc").rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        imports = _function_level_imports(path)
+        if not imports:
+            continue
+        lines, comments = path.read_text().splitlines(), _comment_lines(path)
+        is_import = lambda n: lines[n - 1].lstrip().startswith(("import ", "from "))
+        for line, name in imports:
+            if name not in DEFERRED_IMPORTS and (rel, name) not in STARTUP_DEFERRED:
+                bad.append(f"{rel}:{line}: {name}")
+                continue
+            first = line
+            while first > 1 and is_import(first - 1):
+                first -= 1
+            last = line
+            while last < len(lines) and is_import(last + 1):
+                last += 1
+            if not comments & set(range(first - 1, last + 1)):
+                silent.append(f"{rel}:{line}: {name}")
+    assert not bad, "imports inside functions (move them to the top of the module, or add a heavy optional dependency to DEFERRED_IMPORTS):\n" + "\n".join(bad)
+    assert not silent, "deferred imports without a comment saying why:\n" + "\n".join(silent)
+
+
+def test_every_subcommand_names_a_function_that_exists():
+    """A commands.py names its commands' functions as ``"bayesrc.PKG.handlers:NAME"`` strings (its
+    imports stay light); each string resolves to a function of a handlers module."""
+    import argparse
+
+    from bayesrc.cli import _handler, build_parser
+
+    def funcs(parser):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    yield from ((f"{name} {n}".strip(), f) for n, f in funcs(sub))
+        if parser.get_default("func") is not None:
+            yield "", parser.get_default("func")
+
+    named = dict(funcs(build_parser()))
+    assert {"fit", "collect", "bank demo", "import lm-eval", "demo", "fit-many"} <= set(named)
+    for command, func in named.items():
+        assert isinstance(func, str) and func.split(":")[0].endswith(".handlers"), (command, func)
+        assert callable(_handler(func)), command

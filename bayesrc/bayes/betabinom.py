@@ -57,7 +57,7 @@ def sufficient_stats(data: ModelInputs) -> tuple[np.ndarray, ...]:
 def hyperpriors_numpyro(n_domains: int):
     """The beta-binomial's hyperpriors, NumPyro: ``(mu, kappa)`` per (domain, version); shared by
     the model and its prior draws (:func:`bayesrc.bayes.prior_predictive.prior_draws`)."""
-    import jax.numpy as jnp
+    import jax.numpy as jnp  # deferred: NumPyro and JAX load in seconds (bayes extra)
     import numpyro
     import numpyro.distributions as dist
 
@@ -67,7 +67,7 @@ def hyperpriors_numpyro(n_domains: int):
 
 
 def _numpyro_model(y, n, dom, n_domains: int, collapsed: bool, suff=None):
-    import jax.numpy as jnp
+    import jax.numpy as jnp  # deferred: NumPyro and JAX load in seconds (bayes extra)
     import numpyro
     import numpyro.distributions as dist
     from jax.scipy.special import betaln
@@ -85,7 +85,7 @@ def _numpyro_model(y, n, dom, n_domains: int, collapsed: bool, suff=None):
 
 
 def jax_expit(x):
-    import jax
+    import jax  # deferred: JAX loads in ~1.5 s (bayes extra)
 
     return jax.nn.sigmoid(x)
 
@@ -114,7 +114,7 @@ def betabinom_pymc(data: ModelInputs, *, collapsed: bool = True, config: Sampler
     --------
     >>> dt = betabinom_pymc(model_inputs(counts), config=SamplerConfig(chains=2, draws=500))  # doctest: +SKIP
     """
-    import pymc as pm
+    import pymc as pm  # deferred: PyMC loads in ~2 s (bayes extra)
     import pytensor.tensor as pt
 
     cfg = config or SamplerConfig()

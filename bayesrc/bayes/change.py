@@ -67,6 +67,7 @@ import json
 from functools import partial
 
 import numpy as np
+from scipy import stats
 from scipy.special import expit, log_expit
 
 from bayesrc.bayes.inputs import ModelInputs
@@ -160,8 +161,6 @@ def change_log_prior(post, prior: dict | None = None, sites: tuple[str, ...] = H
     >>> round(float(change_log_prior(post, sites=STRUCTURE_SITES)[0]), 4)  # log Beta(0.5 | 4, 1) + log InvGamma(0.6 | 2, 0.6)
     -1.1823
     """
-    from scipy import stats
-
     pr = prior_settings(prior)
     n_draws = post.sizes["chain"] * post.sizes["draw"]
 
@@ -206,7 +205,7 @@ def hyperpriors_numpyro(n_domains: int, slope: bool, prior: dict | None = None, 
     the reference version, each with the same priors: ``shift`` (change, domain), ``sigma_delta`` and
     ``pi`` (change,); no covariate then.
     """
-    import numpyro
+    import numpyro  # deferred: NumPyro and JAX load in seconds (bayes extra)
     import numpyro.distributions as dist
 
     pr = prior_settings(prior)
@@ -225,7 +224,7 @@ def hyperpriors_pymc(slope: bool, prior: dict | None = None, n_groups: int = 1, 
     """The same hyperpriors in PyMC, inside an open ``pm.Model`` with a ``domain`` (and, with
     ``n_groups > 1``, a ``group``) coord; ``per_change``: the joint model's (a ``change`` coord,
     ``shift`` over (change, domain), ``sigma_delta`` and ``pi`` over change)."""
-    import pymc as pm
+    import pymc as pm  # deferred: PyMC loads in ~2 s (bayes extra)
 
     pr = prior_settings(prior)
     change = {"dims": "change"} if per_change else {}
@@ -252,7 +251,7 @@ def group_effects_numpyro(n_groups: int, prior: dict | None = None, contrasts: n
     """
     if n_groups <= 1:
         return 0.0, 0.0, 0.0
-    import jax.numpy as jnp
+    import jax.numpy as jnp  # deferred: NumPyro and JAX load in seconds (bayes extra)
     import numpyro
     import numpyro.distributions as dist
 
@@ -270,7 +269,7 @@ def group_effects_pymc(n_groups: int, prior: dict | None = None, contrasts: np.n
     """The same in PyMC, inside an open ``pm.Model`` with ``group``, ``stratum`` and ``contrast`` coords."""
     if n_groups <= 1:
         return 0.0, 0.0, 0.0
-    import pymc as pm
+    import pymc as pm  # deferred: PyMC loads in ~2 s (bayes extra)
     import pytensor.tensor as pt
 
     pr = prior_settings(prior)
@@ -296,7 +295,7 @@ def _gather(gamma, idx):
 
 
 def _numpyro_model(y, n, dom, z, logw, grp=None, stratum=None, *, n_domains: int, slope: bool, prior=None, n_groups: int = 1, contrasts=None):
-    import jax.numpy as jnp
+    import jax.numpy as jnp  # deferred: NumPyro and JAX load in seconds (bayes extra)
     import numpyro
     import numpyro.distributions as dist
     from jax.nn import log_sigmoid
@@ -347,7 +346,7 @@ def change_pymc(data: ModelInputs, *, slope: bool = False, prior: dict | None = 
     --------
     >>> dt = change_pymc(model_inputs(counts))           # doctest: +SKIP
     """
-    import pymc as pm
+    import pymc as pm  # deferred: PyMC loads in ~2 s (bayes extra)
     import pytensor.tensor as pt
 
     cfg = config or SamplerConfig()

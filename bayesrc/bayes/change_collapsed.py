@@ -60,7 +60,7 @@ from functools import cache, partial
 from types import SimpleNamespace
 
 import numpy as np
-from scipy.special import log_expit
+from scipy.special import betaln, log_expit, logsumexp, ndtr
 
 from bayesrc.bayes.change import (
     ITEM_DRAW_DTYPE,
@@ -265,15 +265,13 @@ def strata_hyper(cells: Cells, mu_theta, sigma_theta, shift, alpha, gamma, eta, 
 def _ops(backend: str) -> SimpleNamespace:
     """The handful of array functions the likelihood needs, for numpy, jax or pytensor."""
     if backend == "numpy":
-        from scipy.special import logsumexp, ndtr
-
         return SimpleNamespace(xp=np, logsumexp=logsumexp, tensordot=np.tensordot, einsum=np.einsum, maximum=np.maximum, ndtr=ndtr)
     if backend == "jax":
         import jax.numpy as jnp
-        from jax.scipy.special import logsumexp, ndtr
+        import jax.scipy.special as jss  # the module, not its names: logsumexp and ndtr are scipy's, imported at the top
 
-        return SimpleNamespace(xp=jnp, logsumexp=logsumexp, tensordot=jnp.tensordot, einsum=jnp.einsum, maximum=jnp.maximum, ndtr=ndtr)
-    import pytensor.tensor as pt
+        return SimpleNamespace(xp=jnp, logsumexp=jss.logsumexp, tensordot=jnp.tensordot, einsum=jnp.einsum, maximum=jnp.maximum, ndtr=jss.ndtr)
+    import pytensor.tensor as pt  # deferred: PyMC loads in ~2 s (bayes extra)
 
     return SimpleNamespace(xp=pt, logsumexp=pt.logsumexp, tensordot=pt.tensordot, einsum=pt.einsum, maximum=pt.maximum, ndtr=lambda z: 0.5 * pt.erfc(-z / np.sqrt(2.0)))
 
@@ -463,7 +461,7 @@ def _jax_loglik(slope: bool):
     sampler is compiled; op by op, the likelihood's ~170 operations each compiled on their own
     (3-4 s per fit). Inside the sampler this function is inlined like any other.
     """
-    import jax
+    import jax  # deferred: JAX loads in ~1.5 s (bayes extra)
     import jax.numpy as jnp
 
     def total(mu_theta, sigma_theta, shift, sigma_delta, b, pi, tables):
@@ -474,7 +472,7 @@ def _jax_loglik(slope: bool):
 
 
 def _numpyro_model(tables, *, cells: Cells, n_domains: int, slope: bool, prior=None, n_groups: int = 1, contrasts=None):
-    import numpyro
+    import numpyro  # deferred: NumPyro and JAX load in seconds (bayes extra)
 
     mu_theta, sigma_theta, shift, sigma_delta, b, pi = hyperpriors_numpyro(n_domains, slope, prior, n_groups)
     alpha, gamma, eta = group_effects_numpyro(n_groups, prior, contrasts)
@@ -508,7 +506,7 @@ def change_collapsed_pymc(data: ModelInputs, *, slope: bool = False, prior: dict
     --------
     >>> dt = change_collapsed_pymc(model_inputs(counts))   # doctest: +SKIP
     """
-    import pymc as pm
+    import pymc as pm  # deferred: PyMC loads in ~2 s (bayes extra)
     import pytensor.tensor as pt
 
     cfg = config or SamplerConfig()
@@ -530,7 +528,7 @@ def change_collapsed_pymc(data: ModelInputs, *, slope: bool = False, prior: dict
 def _pwlinear_tables(f):
     """Node values (max-scaled) and the normalised CDF over intervals of each row's piecewise-linear
     density through the non-negative node values ``f`` (trapezoid interval masses ``(f_k + f_k+1) / 2``)."""
-    import jax.numpy as jnp
+    import jax.numpy as jnp  # deferred: JAX loads in ~1.5 s (bayes extra)
 
     f = f / jnp.maximum(f.max(-1, keepdims=True), 1e-300)
     cdf = jnp.cumsum(0.5 * (f[..., 1:] + f[..., :-1]), -1)
@@ -544,7 +542,7 @@ def _pwlinear_draw(f, cdf, rows, u1, u2, x0: float, h: float):
     ``[r, r + 1]``); within interval ``k`` the offset ``t`` solves
     ``f_k t + (f_k+1 - f_k) t^2 / 2 = u2 (f_k + f_k+1) / 2``. Returns ``x0 + (k + t) h``.
     """
-    import jax.numpy as jnp
+    import jax.numpy as jnp  # deferred: JAX loads in ~1.5 s (bayes extra)
 
     n_int = cdf.shape[-1]
     flat = (jnp.arange(cdf.shape[0])[:, None] + cdf).ravel()
@@ -561,7 +559,7 @@ def _pwlinear_draw(f, cdf, rows, u1, u2, x0: float, h: float):
 def _cell_posteriors(hyper, cells: Cells, tables):
     """Per cell and grid node, the joint posterior weights of (unchanged, theta_j) and (changed, theta_j),
     and per cell ``P(delta > 0 | changed, data)`` (JAX, one hyperparameter draw)."""
-    import jax.numpy as jnp
+    import jax.numpy as jnp  # deferred: JAX loads in ~1.5 s (bayes extra)
 
     mu_theta, sigma_theta, shift, sigma_delta, b, pi = hyper
     ops = _ops("jax")
@@ -581,7 +579,7 @@ def _cell_posteriors(hyper, cells: Cells, tables):
 
 def _draws_one(hyper, key, cells: Cells, tables, fine_v):
     """Item quantities for one hyperparameter draw (JAX; see :func:`item_draws`)."""
-    import jax
+    import jax  # deferred: JAX loads in ~1.5 s (bayes extra)
     import jax.numpy as jnp
 
     mu_theta, sigma_theta, shift, sigma_delta, b, pi = hyper
@@ -613,7 +611,7 @@ def standardised_change_draw(centre, spread, y, n, changed, fine_v, keys):
     density through the nodes ``fine_v``; unchanged ones from the prior ``Normal(0, 1)`` (their change
     does not enter the likelihood). ``centre = theta_i + m_i``; ``keys``: three JAX keys.
     """
-    import jax
+    import jax  # deferred: JAX loads in ~1.5 s (bayes extra)
     import jax.numpy as jnp
     from jax.nn import log_sigmoid
 
@@ -666,14 +664,14 @@ def flat_hyper(post, cells: Cells) -> list[np.ndarray]:
 
 def _unpadded_tables(cells: Cells):
     """:func:`likelihood_tables` with its cell arrays cut back to the real cells (item draws index them per cell)."""
-    import jax.numpy as jnp
+    import jax.numpy as jnp  # deferred: JAX loads in ~1.5 s (bayes extra)
 
     tables = likelihood_tables(cells)
     return {k: jnp.asarray(v[: cells.n_cells] if k.startswith("cell_") or k == "weight" else v) for k, v in tables.items()}
 
 
 def _item_draws(post, cells: Cells, seed: int, batch: int, progress: bool | None) -> dict[str, np.ndarray]:
-    import jax
+    import jax  # deferred: JAX loads in ~1.5 s (bayes extra)
     import jax.numpy as jnp
 
     n_chain, n_draw = post["pi"].shape
@@ -746,7 +744,7 @@ def pointwise_loglik(post, cells: Cells, batch: int = 64):
 
 
 def _pointwise_loglik(post, cells: Cells, batch: int):
-    import jax.numpy as jnp
+    import jax.numpy as jnp  # deferred: JAX loads in ~1.5 s (bayes extra)
 
     n_chain, n_draw = post["pi"].shape
     n_s = n_chain * n_draw
@@ -765,7 +763,7 @@ def _jax_pointwise(slope: bool):
     """The per-cell log-likelihood for a batch of hyperparameter draws, compiled once per process and
     shape bucket: the data tables are arguments, not constants, so fits of the same shape reuse it
     (also from JAX's persistent cache in a later process)."""
-    import jax
+    import jax  # deferred: JAX loads in ~1.5 s (bayes extra)
 
     def one(m, s, sh, sdd, b, p, tables):
         return cell_loglik(_ops("jax"), m, s, sh, sdd, b if slope else 0.0, p, tables)
@@ -780,8 +778,6 @@ def item_loglik(post, data: ModelInputs) -> np.ndarray:
     Change model: :func:`pointwise_loglik`; beta-binomial (collapsed): the sum over versions of
     each item's beta-binomial marginal.
     """
-    from scipy.special import betaln
-
     if "sigma_delta" in post:
         return pointwise_loglik(post, cell_stats(data))
     mu, kappa = post["mu"].values, post["kappa"].values  # (chain, draw, domain, version)

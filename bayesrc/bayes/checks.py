@@ -34,6 +34,9 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
+import xarray as xr
+from scipy.special import expit
+from scipy.stats import kstest, rankdata
 
 from bayesrc.bayes.change_collapsed import _ops, cell_stats, flat_hyper, grid_spread, item_loglik, logit_grid
 from bayesrc.bayes.diagnostics import mean_relative_ess
@@ -165,8 +168,6 @@ def replicate_pvalues(rep: np.ndarray) -> np.ndarray:
     >>> replicate_pvalues(np.array([[0.0], [1.0], [2.0], [3.0]]))[:, 0].tolist()
     [0.25, 0.75, 0.75, 0.25]
     """
-    from scipy.stats import rankdata
-
     s = rep.shape[0]
     filled = np.where(np.isnan(rep), np.nanmedian(rep, axis=0) if s else 0.0, rep)
     lo = rankdata(filled, method="min", axis=0)  # 1 + number below
@@ -314,8 +315,6 @@ def new_item_p(post, data: ModelInputs, rng: np.random.Generator, max_draws: int
     --------
     >>> p_new = new_item_p(fit.posterior["posterior"].to_dataset(), data, np.random.default_rng(0))  # doctest: +SKIP
     """
-    from scipy.special import expit
-
     if "sigma_delta" not in post:
         mu, kappa = thin_draws(post["mu"].values, max_draws), thin_draws(post["kappa"].values, max_draws)  # (draw, domain, version)
         dom = data.dom[items]
@@ -359,8 +358,7 @@ def loo_pit_change(log_weights: np.ndarray, pareto_k: np.ndarray, p_new: np.ndar
     --------
     >>> pit = loo_pit_change(lw, k, new_item_p(post, data, rng), data, rng)  # doctest: +SKIP
     """
-    import arviz_stats as azs
-    import xarray as xr
+    import arviz_stats as azs  # deferred: arviz_stats loads in ~3 s (bayes extra)
 
     y, n = data.y[items], data.n[items]
     y_new = rng.binomial(n[None], p_new)
@@ -395,8 +393,8 @@ def item_blocks(n_items: int, block: int = LOO_BLOCK) -> list[slice]:
 def psis_loo_items(ll: np.ndarray, reff: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """PSIS-LOO of each item from its log-likelihood draws ``ll`` (chain, draw, item), through
     ``arviz_stats``: ``elpd_i``, ``p_loo_i``, Pareto ``k`` and the smoothed log weights (chain, draw, item)."""
+    # deferred: arviz_stats loads in ~3 s (bayes extra)
     import arviz_stats  # noqa: F401  (registers xarray's .azstats accessor)
-    import xarray as xr
 
     da = xr.DataArray(ll, dims=("chain", "draw", "item"))
     lw, k = da.azstats.psislw(r_eff=reff, dim=["chain", "draw"])
@@ -418,8 +416,8 @@ def loo_checks(dt, data: ModelInputs, item_ids: Sequence[str], *, seed: int = 0,
     --------
     >>> payload, per_item = loo_checks(res.posterior, model_inputs(counts), res.items["item_id"])  # doctest: +SKIP
     """
+    # deferred: arviz_stats loads in ~3 s (bayes extra)
     import arviz_stats  # noqa: F401  (registers xarray's .azstats accessor)
-    import xarray as xr
 
     post = dt["posterior"].to_dataset()
     ll, reff = item_loglik(post, data), mean_relative_ess(post)
@@ -445,8 +443,6 @@ def loo_checks(dt, data: ModelInputs, item_ids: Sequence[str], *, seed: int = 0,
 
 def _uniform_ks_p(pit: np.ndarray) -> float | None:
     """Kolmogorov-Smirnov p-value of LOO-PIT values against uniform (None when there are none)."""
-    from scipy.stats import kstest
-
     pit = pit[np.isfinite(pit)]
     return float(kstest(pit, "uniform").pvalue) if pit.size else None
 
@@ -471,7 +467,7 @@ def pit_ecdf_band(pit: np.ndarray, *, prob: float = 0.95, max_points: int = 200,
     >>> bool(band["outside"].any()), list(band.columns)
     (False, ['x', 'ecdf_diff', 'lower', 'upper', 'outside'])
     """
-    from arviz_stats.ecdf_utils import compute_ecdf, get_pointwise_confidence_band, simulate_confidence_bands
+    from arviz_stats.ecdf_utils import compute_ecdf, get_pointwise_confidence_band, simulate_confidence_bands  # deferred: arviz_stats loads in ~3 s (bayes extra)
 
     pit = np.asarray(pit, float)
     pit = pit[np.isfinite(pit)]

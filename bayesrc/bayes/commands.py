@@ -4,9 +4,11 @@ more versions (exit 3 on a failed gate)."""
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 from pathlib import Path
+
+from bayesrc.collect.commands import add_pin_arguments
+from bayesrc.config import DEFAULT_GATE, SamplerConfig
+from bayesrc.errors import InputError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -18,7 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="fit each of these models (comma-separated, e.g. change,betabinom) into OUT/MODEL/ and rank them by PSIS-LOO ELPD -> OUT/loo_compare.json (--model is then ignored)",
     )  # fmt: skip
     p.add_argument("--out", required=True, type=Path)
-    p.set_defaults(func=run_fit)
+    p.set_defaults(func="bayesrc.bayes.handlers:run_fit")
 
 
 def add_sampler_arguments(p: argparse.ArgumentParser) -> None:
@@ -26,8 +28,6 @@ def add_sampler_arguments(p: argparse.ArgumentParser) -> None:
 
     The defaults are :class:`~bayesrc.bayes.SamplerConfig`'s, the one definition every command uses.
     """
-    from bayesrc.config import DEFAULT_GATE, SamplerConfig
-
     d = SamplerConfig()
     add_sampler_size_arguments(p)
     p.add_argument("--target-accept", type=float, default=d.target_accept)
@@ -42,8 +42,6 @@ def add_sampler_arguments(p: argparse.ArgumentParser) -> None:
 def add_sampler_size_arguments(p: argparse.ArgumentParser) -> None:
     """``--chains``, ``--draws``, ``--tune`` with :class:`~bayesrc.bayes.SamplerConfig`'s defaults, as every
     command that fits takes them (checked by :func:`check_sampler_sizes`)."""
-    from bayesrc.config import SamplerConfig
-
     d = SamplerConfig()
     p.add_argument("--chains", type=int, default=d.chains, help=f"NUTS chains (default {d.chains})")
     p.add_argument("--draws", type=int, default=d.draws, help=f"draws per chain after warm-up (default {d.draws})")
@@ -52,8 +50,6 @@ def add_sampler_size_arguments(p: argparse.ArgumentParser) -> None:
 
 def check_sampler_sizes(args: argparse.Namespace) -> None:
     """Exit 2 (an :class:`~bayesrc.errors.InputError`) unless chains and draws are >= 1 and tune >= 0."""
-    from bayesrc.errors import InputError
-
     if args.chains < 1 or args.draws < 1 or args.tune < 0:
         raise InputError("chains and draws must be >= 1, tune >= 0", field="--chains")
 
@@ -71,8 +67,6 @@ def progress_setting(args: argparse.Namespace) -> bool | None:
 def add_pairing_arguments(p: argparse.ArgumentParser, what: str = "fit") -> None:
     """How two versions' trials are paired: unmatched items and run pins (SPEC 6)."""
     p.add_argument("--allow-unmatched", action="store_true", help="analyse items present in both versions")
-    from bayesrc.collect.commands import add_pin_arguments  # one definition of --allow-pin / --force; inside, as a commands.py imports only the standard library at module level
-
     add_pin_arguments(p, what)
 
 
@@ -99,16 +93,12 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
 
 def sampler_config(args: argparse.Namespace):
     """The :class:`~bayesrc.bayes.SamplerConfig` of :func:`add_sampler_arguments`' options (validated: exit 2 on bad values)."""
-    from bayesrc.bayes.samplers import SamplerConfig
-
     check_sampler_sizes(args)
     return SamplerConfig(chains=args.chains, draws=args.draws, tune=args.tune, target_accept=args.target_accept, seed=args.seed, progress=progress_setting(args))
 
 
 def fit_kwargs(args: argparse.Namespace) -> dict:
     """Keywords of :func:`bayesrc.bayes.fit` from the options of :func:`add_fit_arguments` (validated)."""
-    from bayesrc.errors import InputError
-
     if not 0 < args.fdr < 1:
         raise InputError(f"must be in (0, 1), got {args.fdr}", field="--fdr")
     if not 0 < args.delta_min < 1:
@@ -121,102 +111,3 @@ def fit_kwargs(args: argparse.Namespace) -> dict:
         "max_rhat": args.max_rhat, "min_ess": args.min_ess, "max_divergences": args.max_divergences,
         "covariate": None if args.covariate in ("none", "") else args.covariate, "escalate": not args.no_escalate,
     }  # fmt: skip
-
-
-def run_fit(args: argparse.Namespace) -> int:
-    from bayesrc.errors import InputError
-
-    if len(args.runs) < 2:
-        raise InputError("give two trials files (a pair) or three or more (a family)", field="TRIALS")
-    kwargs = fit_kwargs(args)
-    from bayesrc.bayes.samplers import configure_host_devices
-
-    configure_host_devices(min(args.chains, os.cpu_count() or 1))
-    if len(args.runs) >= 3:
-        return _run_family(args, kwargs)
-    args.v1, args.v2 = args.runs
-    from bayesrc.bayes import check, fit
-    from bayesrc.collect.pins import check_comparable
-    from bayesrc.data import load_counts
-
-    check_comparable(args.v1, args.v2, allow=args.allow_pin, force=args.force)  # SPEC 6: only the model may differ
-    counts = load_counts([args.v1, args.v2], on_unmatched="drop" if args.allow_unmatched else "raise")
-    from bayesrc.data.counts import seed_notes
-
-    for note in seed_notes(counts):
-        print(f"bayesrc: warning: {note}", file=sys.stderr)
-    if args.compare:
-        return _run_compare(args, counts, kwargs)
-    res = fit(counts, **kwargs)
-    _report_fit(res, args.out)
-    check(res, allow_unconverged=args.allow_unconverged)
-    return 0
-
-
-def _run_family(args: argparse.Namespace, kwargs: dict) -> int:
-    """Three or more trials files: the joint change model of the family (V1 the reference), written to ``--out``."""
-    from bayesrc.bayes import check
-    from bayesrc.bayes.fit import pair_only_settings
-    from bayesrc.bayes.joint_fit import fit_joint
-    from bayesrc.collect.commands import family_counts
-    from bayesrc.errors import InputError
-
-    flags = {"collapsed": "--full", "delta_min": "--delta-min"}  # fit()'s keyword -> this command's option, where they differ
-    given = {k: kwargs[k] for k in ("collapsed", "slope", "rope", "rule", "fdr", "threshold", "delta_min", "covariate")}
-    bad = ["--compare"] * bool(args.compare) + ["--model betabinom"] * (args.model == "betabinom") + [flags.get(k, f"--{k}") for k in pair_only_settings(**given)]
-    if bad:
-        raise InputError(f"the joint model of {len(args.runs)} versions has no {', '.join(bad)} (give two trials files for a pair)", field="TRIALS")
-    counts = family_counts(args.runs, args)  # SPEC 6: only the model may differ (pins checked first)
-    gate = {k: kwargs[k] for k in ("max_rhat", "min_ess", "max_divergences")}
-    res = fit_joint(counts, backend=kwargs["backend"], config=kwargs["config"], escalate=kwargs["escalate"], **gate)
-    _report_fit(res, args.out)
-    check(res, allow_unconverged=args.allow_unconverged)
-    return 0
-
-
-def compare_models(spec: str) -> list[str]:
-    """The models of ``--compare`` (comma-separated, each once, at least two; exit 2 otherwise).
-
-    Examples
-    --------
-    >>> compare_models("change, betabinom")
-    ['change', 'betabinom']
-    """
-    from bayesrc.bayes.fit import MODELS
-    from bayesrc.errors import InputError
-
-    models = [m.strip() for m in spec.split(",") if m.strip()]
-    bad = [m for m in models if m not in MODELS]
-    if bad or len(models) < 2 or len(set(models)) < len(models):
-        raise InputError(f"give two or more different models of {', '.join(MODELS)}, got {spec!r}", field="--compare")
-    return models
-
-
-def _report_fit(res, out: Path) -> None:
-    """Write a fit (marked failed if so, before the gate decides the exit status), print its summary and warnings."""
-    res.write(out)
-    print(res.summary().to_string(index=False))
-    print(f"wrote {out / res.main_file}")
-    for w in res.warnings:
-        print(f"bayesrc: warning: {w}", file=sys.stderr)
-    if not res.diagnostics.passed:
-        print(f"bayesrc: warning: convergence gate FAILED ({res.diagnostics.worst}); every output is marked status=failed", file=sys.stderr)
-
-
-def _run_compare(args: argparse.Namespace, counts, kwargs: dict) -> int:
-    """``--compare``: one fit per model into ``OUT/MODEL/``, their PSIS-LOO ranking into ``OUT/loo_compare.json``."""
-    from bayesrc.bayes import check, compare, fit
-
-    fits = {}
-    for model in compare_models(args.compare):
-        res = fit(counts, **{**kwargs, "model": model})
-        _report_fit(res, args.out / model)
-        fits[model] = res
-    comparison = compare(fits)
-    comparison.save(args.out)  # beside the fits' folders, which it keeps
-    print(comparison.summary().to_string(index=False))
-    print(comparison.sentence())
-    print(f"wrote {args.out / comparison.main_file}")
-    for res in fits.values():
-        check(res, allow_unconverged=args.allow_unconverged)
-    return 0

@@ -210,7 +210,7 @@ class BayesFit(GatedResult):
         Returns the arviz-plots ``PlotCollection``; ``kwargs`` go to :func:`arviz_plots.plot_forest`
         (e.g. ``backend="matplotlib"``).
         """
-        import arviz_plots as azp
+        import arviz_plots as azp  # deferred: arviz_plots loads matplotlib, ~4 s (bayes extra)
 
         order = np.argsort(-self.items["dp_mean"].abs().to_numpy(), kind="stable")[:n]
         dp = self.posterior["posterior"]["dp"].isel(item=order).assign_coords(item=self.items["item_id"].to_numpy()[order].astype(str))
@@ -219,7 +219,7 @@ class BayesFit(GatedResult):
 
     def plot_trace(self, var_names: list[str] | None = None, **kwargs):
         """Trace and marginal plots (arviz-plots) of the gated hyperparameters."""
-        import arviz_plots as azp
+        import arviz_plots as azp  # deferred: arviz_plots loads matplotlib, ~4 s (bayes extra)
 
         post = self.posterior["posterior"]
         names = var_names or [v for v in gated_vars(self.model, bool(self.params.get("slope")), True) if v in post and v != "p"]

@@ -197,7 +197,7 @@ def family_loglik(ops, mu_theta, sigma_theta, shift, sigma_delta, pi, tables):
 def _jax_family_loglik():
     """The weighted sum of the cells' log-likelihoods as one compiled JAX function (compiled apart
     for the reason :func:`bayesrc.bayes.change_collapsed._jax_loglik` gives)."""
-    import jax
+    import jax  # deferred: JAX loads in ~1.5 s (bayes extra)
     import jax.numpy as jnp
 
     def total(mu_theta, sigma_theta, shift, sigma_delta, pi, tables):
@@ -212,7 +212,7 @@ def family_coords(data: ModelInputs) -> dict[str, list]:
 
 
 def _numpyro_model(tables, *, n_domains: int, n_changes: int, prior: dict):
-    import numpyro
+    import numpyro  # deferred: NumPyro and JAX load in seconds (bayes extra)
 
     mu_theta, sigma_theta, shift, sigma_delta, _, pi = hyperpriors_numpyro(n_domains, False, prior, 1, n_changes)
     numpyro.factor("y", _jax_family_loglik()(mu_theta, sigma_theta, shift, sigma_delta, pi, tables))
@@ -244,7 +244,7 @@ def joint_pymc(data: ModelInputs, *, prior: dict | None = None, config: SamplerC
     --------
     >>> dt = joint_pymc(model_inputs(fam.counts, *fam.versions, covariate=None))   # doctest: +SKIP
     """
-    import pymc as pm
+    import pymc as pm  # deferred: PyMC loads in ~2 s (bayes extra)
     import pytensor.tensor as pt
 
     cfg = config or SamplerConfig()
@@ -269,7 +269,7 @@ def _interpolate(values, k, frac, item_cell):
 def _family_draws_one(hyper, key, tables, item_cell, cell_dom, y, n, fine_v):
     """Item quantities for one hyperparameter draw (JAX; see :func:`family_item_draws`):
     ``theta`` (item,), ``p`` (item, version), ``changed``, ``r``, ``delta`` (item, change)."""
-    import jax
+    import jax  # deferred: JAX loads in ~1.5 s (bayes extra)
     import jax.numpy as jnp
 
     mu_theta, sigma_theta, shift, sigma_delta, pi = hyper
@@ -323,7 +323,7 @@ def family_item_draws(post, cells: FamilyCells, seed: int, progress: bool | None
 
 
 def _family_item_draws(post, cells: FamilyCells, seed: int, progress: bool | None) -> dict[str, np.ndarray]:
-    import jax
+    import jax  # deferred: JAX loads in ~1.5 s (bayes extra)
     import jax.numpy as jnp
 
     n_chain, n_draw = post["pi"].shape[:2]

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
+import xarray as xr
 
 from bayesrc.bayes.check_figures import loo_compare_figure
 from bayesrc.bayes.checks import K_THRESHOLD
@@ -28,8 +29,7 @@ def elpd_of(fit):
     --------
     >>> elpd_of(res).elpd  # doctest: +SKIP
     """
-    import arviz_stats as azs
-    import xarray as xr
+    import arviz_stats as azs  # deferred: arviz_stats loads in ~3 s (bayes extra)
 
     items, payload = fit.items, (fit.payload.get("loo") or {})
     if items is None or "elpd_loo" not in items or not payload:
@@ -73,7 +73,7 @@ def compare(fits: Mapping | Sequence) -> ModelComparison:
     --------
     >>> compare({"change": fit(counts), "betabinom": fit(counts, model="betabinom")}).table  # doctest: +SKIP
     """
-    import arviz_stats as azs
+    import arviz_stats as azs  # deferred: arviz_stats loads in ~3 s (bayes extra)
 
     fits = _named(fits)
     if len(fits) < 2:

@@ -44,7 +44,7 @@ def prior_draws(data: ModelInputs, model: str = "change", *, slope: bool = False
     (1, 200)
     """
     jax = prepare_jax()
-    from numpyro.infer import Predictive
+    from numpyro.infer import Predictive  # deferred: NumPyro and JAX load in seconds (bayes extra)
 
     if model == "change":
         contrasts = data.stratum_contrasts()

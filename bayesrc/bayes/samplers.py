@@ -14,11 +14,14 @@ Both return a DataTree whose ``sample_stats`` holds a boolean ``diverging``
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 from contextlib import contextmanager
+from math import gcd
 from typing import Any
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from bayesrc.bayes.diagnostics import chain_draw_last, convergence
 from bayesrc.config import DEFAULT_GATE, SamplerConfig, precision, prepare_jax, request_host_devices  # noqa: F401  (re-exported; defined with the other settings: the CLI reads its defaults without loading JAX)
@@ -65,7 +68,7 @@ def _chain_functions(jax, model: Callable, data: dict, cfg: SamplerConfig, keys)
     sides of its branches; 4 chains on 2 devices took 3.2x the time of 2 chains, against 2x in
     two rounds (40-item change model, idle 2-core machine).
     """
-    from numpyro.infer.hmc import hmc
+    from numpyro.infer.hmc import hmc  # deferred: NumPyro and JAX load in seconds (bayes extra)
     from numpyro.infer.util import initialize_model
 
     info = initialize_model(keys, model, model_kwargs=data, dynamic_args=True)  # one initial point per key
@@ -91,8 +94,6 @@ def _chain_functions(jax, model: Callable, data: dict, cfg: SamplerConfig, keys)
 
 def _chunk(cfg: SamplerConfig) -> int:
     """Transitions per compiled call: a common divisor of warm-up and draws (progress steps), or all of them."""
-    from math import gcd
-
     step = gcd(cfg.tune, cfg.draws)
     while step > 250 and step % 2 == 0:
         step //= 2
@@ -100,7 +101,7 @@ def _chunk(cfg: SamplerConfig) -> int:
 
 
 def _run_numpyro(jax, model: Callable, data: dict[str, Any], cfg: SamplerConfig, coords: dict, dims: dict):
-    import jax.numpy as jnp
+    import jax.numpy as jnp  # deferred: JAX loads in ~1.5 s (bayes extra)
 
     data = jax.tree.map(jnp.asarray, data)
     keys = jax.random.split(jax.random.PRNGKey(cfg.seed), 2 * cfg.chains)
@@ -161,7 +162,7 @@ def _too_short(dt) -> bool:
 
 def _datatree(jax, z: dict, diverging: np.ndarray, n_steps: np.ndarray, constrain, data: dict, coords: dict, dims: dict):
     """ArviZ DataTree of the constrained draws (deterministic sites included) and sample stats."""
-    import arviz_base as azb
+    import arviz_base as azb  # deferred: ArviZ loads in ~1 s (bayes extra)
 
     n_chain, n_draw = diverging.shape
     flat = jax.tree.map(lambda a: a.reshape(n_chain * n_draw, *a.shape[2:]), z)
@@ -185,15 +186,11 @@ def progress_bar(progress: bool | None, total: int, desc: str = "NUTS", unit: st
     >>> with progress_bar(False, 10) as bar:
     ...     bar.update(10)
     """
-    from tqdm.auto import tqdm
-
     return tqdm(total=total, desc=desc, unit=unit, delay=2.0, disable=not show_progress(progress), leave=False)
 
 
 def show_progress(progress: bool | None) -> bool:
     """Whether to draw progress bars: ``progress``, or, when None, on a terminal or in Jupyter."""
-    import sys
-
     if progress is not None:
         return bool(progress)
     return sys.stderr.isatty() or "ipykernel" in sys.modules
@@ -206,7 +203,7 @@ def run_pymc(model, cfg: SamplerConfig):
     numba's: on the change model numba's compilation alone took ~23 s and its sampling was several
     times slower (docs/performance.md, "Issue 28's fifth session").
     """
-    import pymc as pm
+    import pymc as pm  # deferred: PyMC loads in ~2 s (bayes extra)
 
     jax = _jax()
     with _global_x64(jax), model:

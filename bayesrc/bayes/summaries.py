@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import xarray as xr
+from scipy.special import logsumexp
 
 from bayesrc.bayes.diagnostics import chain_draw_last, convergence, ess_bulk, mcse_mean
 from bayesrc.classical.calibration import NO_CHANGE_ALPHA, not_rejected_phrase
@@ -49,8 +51,7 @@ def draws_summary(da, *, prob: float = 0.9, ci_kind: str = "eti") -> pd.DataFram
     --------
     >>> draws_summary(dt.posterior["dp"], prob=0.9)   # doctest: +SKIP
     """
-    import arviz_stats as azs
-    import xarray as xr
+    import arviz_stats as azs  # deferred: arviz_stats loads in ~3 s (bayes extra)
 
     if ci_kind not in ("eti", "hdi"):
         raise ValueError(f"ci_kind must be 'eti' or 'hdi', got {ci_kind!r}")
@@ -103,7 +104,7 @@ def item_summary(dt, data, *, rope: float | None = 0.0, delta_min: float = DELTA
 
 def _item_block_summary(post, rope: float, delta_min: float) -> pd.DataFrame:
     """:func:`item_summary`'s columns after ``domain`` for the items of ``post`` (a slice of the posterior)."""
-    import arviz_stats as azs
+    import arviz_stats as azs  # deferred: arviz_stats loads in ~3 s (bayes extra)
 
     n_items = post.sizes["item"]
     p = post["p"].values.reshape(-1, n_items, 2)
@@ -408,8 +409,7 @@ def psis_weights(log_ratio: np.ndarray) -> tuple[np.ndarray, float]:
     >>> round(float(w.sum()), 12), float(w.max()), k
     (1.0, 0.01, 0.0)
     """
-    from arviz_stats.base import array_stats
-    from scipy.special import logsumexp
+    from arviz_stats.base import array_stats  # deferred: arviz_stats loads in ~3 s (bayes extra)
 
     log_ratio = np.asarray(log_ratio, float).ravel()
     if not np.ptp(log_ratio) > 0:  # equal ratios have no tail to fit
@@ -473,8 +473,6 @@ def domain_shift(dt, data) -> dict:
     --------
     >>> domain_shift(res.posterior, data)["physics"]  # {'mean': ..., 'lo90': ..., 'hi90': ...}  # doctest: +SKIP
     """
-    import xarray as xr
-
     post = dt["posterior"]
     dp = post["dp"]
     dom = xr.DataArray(np.asarray(data.domains)[data.dom], dims="item")

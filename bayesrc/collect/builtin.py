@@ -19,8 +19,10 @@ weights as shipped (Q4_K_M) and re-quantised to Q3_K_M with llama.cpp's own quan
 
 from __future__ import annotations
 
+import ctypes
 import itertools
 import json
+import os
 import random
 import re
 from pathlib import Path
@@ -145,10 +147,7 @@ def requantize(src: str | Path, dst: str | Path, ftype: str = "Q3_K_M", n_thread
     --------
     >>> requantize("gemma-q4_k_m.gguf", "gemma-q3_k_m.gguf", "Q3_K_M")  # doctest: +SKIP
     """
-    import ctypes
-    import os
-
-    import llama_cpp
+    import llama_cpp  # deferred: llama.cpp's library, only to collect (collect extra)
 
     dst = Path(dst)
     if dst.exists():
@@ -225,7 +224,7 @@ def quantize_card(card: str | Path, ftype: str, out_dir: str | Path, *, n_thread
     >>> quantize_card("models/gemma-3-270m-q4_k_m.toml", "Q3_K_M", "models/q3")  # doctest: +SKIP
     (PosixPath('models/q3/gemma-3-270m-q3_k_m.gguf'), PosixPath('models/q3/gemma-3-270m-q3_k_m.toml'))
     """
-    import llama_cpp
+    import llama_cpp  # deferred: llama.cpp's library, only to collect (collect extra)
 
     src_card = load_card(card)
     if getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{ftype}", None) is None:

@@ -179,7 +179,7 @@ def render_chat_template(template: str, messages: list[dict], *, bos_token: str 
     >>> render_chat_template("{% for m in messages %}{{ m.content }}{% endfor %}", [{"role": "user", "content": "hi"}])
     'hi'
     """
-    import jinja2
+    import jinja2  # deferred: llama.cpp's library, only to collect (collect extra)
     from jinja2.sandbox import ImmutableSandboxedEnvironment
     from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
@@ -270,7 +270,7 @@ def _render(card: ModelCard, user: str, *, gguf_template: str | None = None, bos
         if not gguf_template:
             raise InputError('chat_format = "gguf" but the GGUF has no tokenizer.chat_template (a base model?): use format = "completion"', path=card.card_path, field="prompt.chat_format")
         return render_chat_template(gguf_template, messages, bos_token=bos, eos_token=eos, source=card.path)
-    from llama_cpp import llama_chat_format
+    from llama_cpp import llama_chat_format  # deferred: llama.cpp's library, only to collect (collect extra)
 
     # Named formats are the module's ``format_<name>`` functions (e.g. "gemma", "chatml").
     fmt = getattr(llama_chat_format, "format_" + card.chat_format.replace("-", "_").replace(".", "_"), None)

@@ -42,12 +42,15 @@ reported as well, for engines or builds where bitwise-equal logits cannot be ass
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import dataclasses
 import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
+
+import numpy as np
 
 from bayesrc.collect.card import sha256_file
 from bayesrc.collect.extract import decided
@@ -159,7 +162,7 @@ def physical_cores() -> int:
         allowed = sorted(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         try:
-            import psutil
+            import psutil  # deferred: psutil is optional (not a dependency)
 
             return max(1, psutil.cpu_count(logical=False) or 1)
         except ImportError:
@@ -186,7 +189,7 @@ class Model:
             magic = fh.read(4)
         if magic != b"GGUF":
             raise InputError(f"not a GGUF file (magic bytes {magic!r})", path=path)
-        from llama_cpp import Llama
+        from llama_cpp import Llama  # deferred: llama.cpp's library, only to collect (collect extra)
 
         require_gpu_offload(n_gpu_layers, path)
         n_threads = n_threads or physical_cores()
@@ -225,7 +228,7 @@ class Model:
     def tokenizer_sha256(self) -> str:
         """Hash of the vocabulary (text, score, attributes of every token) and tokenizer metadata."""
         if self._tokenizer_sha256 is None:
-            import llama_cpp
+            import llama_cpp  # deferred: llama.cpp's library, only to collect (collect extra)
 
             vocab = self.llm._model.vocab  # noqa: SLF001
             h = hashlib.sha256()
@@ -317,7 +320,7 @@ def require_gpu_offload(n_gpu_layers: int, where: str | Path | None = None) -> N
 
     llama.cpp would silently run such a card on the CPU, at a fraction of the expected speed.
     """
-    import llama_cpp
+    import llama_cpp  # deferred: llama.cpp's library, only to collect (collect extra)
 
     if n_gpu_layers != 0 and not llama_cpp.llama_supports_gpu_offload():
         raise InputError(
@@ -329,7 +332,7 @@ def require_gpu_offload(n_gpu_layers: int, where: str | Path | None = None) -> N
 
 def runtime_info(model: Model) -> dict:
     """Versions, backend and device (pinned in run.json)."""
-    import llama_cpp
+    import llama_cpp  # deferred: llama.cpp's library, only to collect (collect extra)
 
     libdir = Path(llama_cpp.__file__).parent / "lib"
     libs = sorted(p.name for p in libdir.glob("lib*.so.*.*")) if libdir.exists() else []
@@ -384,8 +387,7 @@ class SharedDraws:
     """
 
     def __init__(self, model: Model, sampling: Sampling, seeds: list[int]):
-        import llama_cpp as lc
-        import numpy as np
+        import llama_cpp as lc  # deferred: llama.cpp's library, only to collect (collect extra)
 
         s = sampling
         self.lc, self.np = lc, np
@@ -412,8 +414,6 @@ class SharedDraws:
 
     def draw(self, ks: list[int], *, ctx=None, index: int = -1) -> list[int]:
         """One token for each sample in ``ks`` from the logits of output ``index`` of ``ctx`` (default: the model's context, its last output)."""
-        import ctypes
-
         lc, np = self.lc, self.np
         logits = np.ctypeslib.as_array(lc.llama_get_logits_ith(self.ctx if ctx is None else ctx, index), shape=(self.n_vocab,))
         self.arr["id"] = self.ids
@@ -442,7 +442,7 @@ def _settle(model: Model, prompt: Prompt, prefix: list[int], ks: list[int], draw
     """Record the samples ``ks`` that end with the token each drew after ``prefix`` (end of
     generation, ``max_tokens``, answer decided) in ``results``; return the others grouped by
     their token (in order of first draw), each group one child prefix to continue."""
-    import llama_cpp
+    import llama_cpp  # deferred: llama.cpp's library, only to collect (collect extra)
 
     groups: dict[int, list[int]] = {}
     for k, tok in zip(ks, drawn):
@@ -477,7 +477,7 @@ class NaiveEngine:
         self.model, self.sampling, self.scheme = model, sampling, check_scheme(scheme)
 
     def sample_item(self, prompt: Prompt | list[int], seeds: list[int], letters: str) -> list[Sample]:
-        import llama_cpp
+        import llama_cpp  # deferred: llama.cpp's library, only to collect (collect extra)
 
         prompt, model, max_tokens = as_prompt(prompt), self.model, self.sampling.max_tokens
         vocab = model.llm._model.vocab  # noqa: SLF001
@@ -665,7 +665,7 @@ class SeqContext:
     """
 
     def __init__(self, model: Model, *, n_seq: int, n_per_seq: int, n_batch: int):
-        import llama_cpp as lc
+        import llama_cpp as lc  # deferred: llama.cpp's library, only to collect (collect extra)
 
         self.lc, self.model = lc, model
         p = lc.llama_context_params.from_buffer_copy(model.llm.context_params)
@@ -813,7 +813,7 @@ def make_engine(name: str, model: Model, sampling: Sampling, *, items_per_batch:
 
 def check_llama_cpp(llm) -> None:
     """Refuse a llama-cpp-python whose private internals differ from the ones the engines use."""
-    import llama_cpp
+    import llama_cpp  # deferred: llama.cpp's library, only to collect (collect extra)
 
     missing = [name for name, ok in (
         ("Llama._model.vocab", hasattr(getattr(llm, "_model", None), "vocab")),

@@ -116,7 +116,7 @@ class ExactEngine(FastEngine):
         self.max_expansions = int(max_expansions)
         if sampling.temperature < 0:
             raise InputError(f"must be >= 0 for the exact engine, got {sampling.temperature}", field="temperature")
-        import llama_cpp
+        import llama_cpp  # deferred: llama.cpp's library, only to collect (collect extra)
 
         self._n_vocab = llama_cpp.llama_vocab_n_tokens(model.llm._model.vocab)  # noqa: SLF001
         self._cand = np.zeros(self._n_vocab, dtype=_TOKEN_DATA)
@@ -129,7 +129,7 @@ class ExactEngine(FastEngine):
         Returns ``[(token, probability), ...]`` over the candidates that survive the chain,
         probabilities summing to 1 (the dist sampler's float32 values, renormalised in float64).
         """
-        import llama_cpp
+        import llama_cpp  # deferred: llama.cpp's library, only to collect (collect extra)
 
         llm = self.model.llm
         chain = make_sampler(self.model, self.sampling, 0)  # the chain create_completion builds; its seed is irrelevant here
@@ -155,7 +155,7 @@ class ExactEngine(FastEngine):
 
     def item_distribution(self, prompt: Prompt | list[int], letters: str) -> ItemDistribution:
         """Expand the item's prefix tree (module docstring) and return its answer distribution."""
-        import llama_cpp
+        import llama_cpp  # deferred: llama.cpp's library, only to collect (collect extra)
 
         llm, max_tokens, eps = self.model.llm, self.sampling.max_tokens, self.epsilon
         vocab = llm._model.vocab  # noqa: SLF001

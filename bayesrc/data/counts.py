@@ -20,6 +20,8 @@ K may differ between items and versions; nothing here assumes K = 10.
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -337,9 +339,6 @@ def save_counts(ds: xr.Dataset, path: str | Path) -> Path:
     >>> open_counts(nc).identical(counts)
     True
     """
-    import json
-    import os
-
     path = Path(path)
     out = ds.copy()
     encoded = [k for k, v in ds.attrs.items() if isinstance(v, (dict, list, tuple, bool)) or v is None]
@@ -370,7 +369,6 @@ def open_counts(path: str | Path) -> xr.Dataset:
     >>> open_counts(nc).identical(ds)
     True
     """
-    import json
 
     def load(p: Path) -> xr.Dataset:
         with xr.open_dataset(p, engine="h5netcdf") as f:

@@ -13,12 +13,15 @@ greedy files with ``parsed_response`` and no ``k``). Every problem is raised as
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from bayesrc.errors import InputError
 from bayesrc.io import atomic_write_bytes, read_table
@@ -317,11 +320,6 @@ def save_trials(trials: pd.DataFrame, path: str | Path) -> None:
     >>> from bayesrc.data import simulate_pair
     >>> save_trials(simulate_pair(50, 10, seed=1).trials_v1, "v1.parquet")  # doctest: +SKIP
     """
-    import io
-
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     frame = trials[[c for c in TRIAL_COLUMNS if c in trials]].copy()
     buf = io.BytesIO()
     pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), buf)

@@ -9,6 +9,7 @@ files gives back the same items, samples, answers and correctness.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import zipfile
 from collections.abc import Iterable
@@ -199,8 +200,6 @@ def write_inspect_example(trials: pd.DataFrame, path: str | Path, *, task: str =
     path = Path(path)
     log = inspect_log(trials, task=task)
     if path.suffix == ".eval":
-        import io
-
         buf = io.BytesIO()
         with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
             zf.writestr("_journal/start.json", json.dumps({"version": log["version"], "eval": log["eval"], "plan": log["plan"]}))

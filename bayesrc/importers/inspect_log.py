@@ -68,7 +68,7 @@ def read_zip_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> bytes:
         except NotImplementedError as exc:  # another method zipfile lacks (e.g. LZMA without liblzma)
             raise InputError(f"member {info.filename}: {exc}", path=zf.filename) from None
     try:
-        import zstandard
+        import zstandard  # deferred: only Zstandard-compressed logs need it; missing: the InputError below
     except ImportError:
         raise InputError("this .eval log's members are Zstandard-compressed; pip install zstandard", path=zf.filename) from None
     fp = zf.fp

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from bayesrc.classical import reliable_change
 from bayesrc.classical.calibration import binomial_s_diff
@@ -68,8 +69,6 @@ def rci_detection_probability(p_v1: np.ndarray, p_v2: np.ndarray, k: int, s_diff
     held fixed (a property of the whole benchmark); ``None``: the per-item binomial
     S_diff,i(Y1, Y2) of SPEC 2.1. Vectorised over items: an (items, K + 1, K + 1) pmf grid.
     """
-    from scipy import stats
-
     p1 = np.asarray(p_v1, dtype=float)[:, None, None]
     p2 = np.asarray(p_v2, dtype=float)[:, None, None]
     y = np.arange(k + 1)

@@ -228,21 +228,21 @@ def scalar_vars(dt, max_panels: int = 8) -> list[str]:
 
 def trace_plot(dt, var_names: Sequence[str]) -> Figure:
     """arviz-plots ``plot_trace_dist`` of the given variables."""
-    import arviz_plots as azp
+    import arviz_plots as azp  # deferred: arviz_plots loads matplotlib, ~4 s (bayes extra)
 
     return _arviz_figure(azp.plot_trace_dist(dt, var_names=list(var_names), backend="matplotlib", compact=True))
 
 
 def rank_plot(dt, var_names: Sequence[str]) -> Figure:
     """arviz-plots ``plot_rank`` (fractional rank ECDF with simultaneous envelope)."""
-    import arviz_plots as azp
+    import arviz_plots as azp  # deferred: arviz_plots loads matplotlib, ~4 s (bayes extra)
 
     return _arviz_figure(azp.plot_rank(dt, var_names=list(var_names), backend="matplotlib"))
 
 
 def posterior_dist(dt, var_names: Sequence[str]) -> Figure:
     """arviz-plots ``plot_dist`` (marginal posteriors with credible interval)."""
-    import arviz_plots as azp
+    import arviz_plots as azp  # deferred: arviz_plots loads matplotlib, ~4 s (bayes extra)
 
     return _arviz_figure(azp.plot_dist(dt, var_names=list(var_names), backend="matplotlib"))
 

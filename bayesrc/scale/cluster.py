@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import secrets
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from bayesrc.errors import BayesrcError, InputError
 def import_ray():
     """``ray``, or one clear line saying how to install it."""
     try:
-        import ray
+        import ray  # deferred: Ray loads in ~1 s (scale extra)
     except ImportError:
         raise InputError("Ray is not installed: pip install 'bayesrc[scale]' (or 'ray[default]')", field="--ray") from None
     return ray
@@ -81,8 +82,6 @@ def _restore(saved: dict) -> None:
 def use_private_token() -> str:
     """Token auth with a one-off token in this process's environment (inherited by the clusters and
     CLI runs it starts) instead of Ray's default ``~/.ray/auth_token`` file; returns the token."""
-    import secrets
-
     token = secrets.token_hex(32)
     os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token)
     _reload_ray_auth()
@@ -92,7 +91,7 @@ def use_private_token() -> str:
 def _reload_ray_auth() -> None:
     # Ray caches its config and token when imported; make it see the environment again.
     try:
-        from ray._raylet import AuthenticationTokenLoader, Config
+        from ray._raylet import AuthenticationTokenLoader, Config  # deferred: Ray loads in ~1 s (scale extra)
     except ImportError:  # a Ray without token auth: nothing cached
         return
     Config.initialize("")

@@ -18,7 +18,9 @@ machine, or a shared filesystem on a multi-node cluster).
 from __future__ import annotations
 
 import collections
+import fcntl
 import json
+import os
 import shutil
 import sys
 import time
@@ -61,8 +63,6 @@ class ShardCollector:
     """Actor body: load the card's model once, then collect shard after shard with it."""
 
     def __init__(self, card: ModelCard, label: str | None, threads: int):
-        import os
-
         self.pid, self.model, self.error = os.getpid(), None, None
         try:
             require_gpu_offload(card.n_gpu_layers, card.card_path)  # checked where the model runs
@@ -85,9 +85,6 @@ class ShardCollector:
 
 def _wait_for_lock(run_dir: Path, timeout: float = 120.0) -> None:
     """Wait while a collector of an interrupted driver still holds the shard (Ray is killing it)."""
-    import fcntl
-    import os
-
     lock = run_dir / ".lock"
     deadline = time.monotonic() + timeout
     while lock.exists() and time.monotonic() < deadline:

@@ -5,6 +5,8 @@ from it."""
 
 from __future__ import annotations
 
+import io
+
 import numpy as np
 import xarray as xr
 
@@ -109,8 +111,6 @@ def plot_residuals(result: SwitchResult, benchmark: str, path) -> None:
 
 
 def _heatmap(values: np.ndarray, stars, models: list[str], title: str, path) -> None:
-    import io
-
     from matplotlib.figure import Figure  # an explicit Figure: no pyplot, the caller's backend untouched
 
     k = len(models)

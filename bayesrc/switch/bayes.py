@@ -188,7 +188,7 @@ def numpyro_model(prefix_idx, suffix_idx, cell_idx, episode_idx=None, se=None, y
     Arrays are arguments (so one compiled sampler serves many data sets of the same
     shape); ``se`` given -> cell likelihood, else the episode likelihood.
     """
-    import jax.numpy as jnp
+    import jax.numpy as jnp  # deferred: NumPyro and JAX load in seconds (bayes extra)
     import numpyro
     import numpyro.distributions as dist
 
@@ -242,7 +242,7 @@ def fit_numpyro(fd: FactorData, *, priors: FactorPriors = FactorPriors(), config
 # ----------------------------------------------------------------------------- PyMC
 def pymc_model(fd: FactorData, priors: FactorPriors = FactorPriors()):
     """The factor model as a PyMC model (same priors as :func:`numpyro_model`)."""
-    import pymc as pm
+    import pymc as pm  # deferred: PyMC loads in ~2 s (bayes extra)
     import pytensor.tensor as pt
 
     with pm.Model(coords=_coords(fd)) as model:
@@ -358,7 +358,7 @@ class BayesFactorFit:
 
     def plot_forest(self, var_names: tuple[str, ...] = ("alpha", "beta"), **kwargs):
         """Forest plot (arviz-plots) of the prefix and suffix factors; returns the PlotCollection."""
-        import arviz_plots as azp
+        import arviz_plots as azp  # deferred: arviz_plots loads matplotlib, ~4 s (bayes extra)
 
         kwargs.setdefault("backend", "matplotlib")
         return azp.plot_forest(self.idata, var_names=list(var_names), combined=True, **kwargs)

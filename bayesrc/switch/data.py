@@ -14,6 +14,7 @@ file, line and field.
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -262,8 +263,6 @@ def save_episodes(frame: pd.DataFrame, path: str | Path) -> None:
     cols = [c for c in ("benchmark", "episode", "prefix_model", "suffix_model", "score") if c in df.columns]
     df = df[cols]
     if path.suffix.lower() == ".parquet":
-        import io
-
         buf = io.BytesIO()
         df.to_parquet(buf, index=False)
         atomic_write_bytes(path, buf.getvalue())

@@ -1,12 +1,5 @@
-"""``bayesrc demo``: the main job on the built-in default.
-
-Real by default: assembles the bundled Gemma-3-270M base model, collects K samples per
-item on the project's own item bank under two versions (the Q4_K_M weights and the same
-weights re-quantised to Q3_K_M by llama.cpp's quantiser), checks the two runs' pins, runs
-the classical reliable-change analysis, the Bayesian paired change model (NumPyro, gated),
-the resolution diagnostics, and writes the HTML report. ``--simulated`` swaps collection
-for simulated trials with known truth (seconds instead of minutes).
-"""
+"""What ``bayesrc demo`` runs: :mod:`bayesrc.demo.commands` parses the options and names
+these functions (``func="bayesrc.demo.handlers:NAME"``), imported only when the command runs."""
 
 from __future__ import annotations
 
@@ -15,23 +8,17 @@ import os
 import sys
 from pathlib import Path
 
-
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("demo", help="run the main job on the built-in default and write a report")
-    p.add_argument("--out", type=Path, default=Path("runs/demo"))
-    p.add_argument("--items", type=int, default=None, help="items (default: 40 collected, 2000 simulated)")
-    p.add_argument("--k", type=int, default=10)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--simulated", action="store_true", help="simulated trials with known truth instead of collecting with Gemma")
-    p.add_argument("--no-bayes", action="store_true", help="skip the Bayesian change model")
-    p.set_defaults(func=run_demo)
+from bayesrc.bayes import SamplerConfig, configure_host_devices, fit
+from bayesrc.classical import analyse_pairs
+from bayesrc.collect import check_comparable, collect_demo_runs, read_run_record
+from bayesrc.data import item_counts, load_counts, save_trials, simulate_pair
+from bayesrc.io import atomic_write_json, staged_output
+from bayesrc.power import leaderboard_report, scores_from_counts
+from bayesrc.report import build_report
 
 
 def _collect(out: Path, n_items: int, k: int, seed: int) -> tuple[dict, dict]:
     """Collect both versions with Gemma; return the item-counts pair and a pins record."""
-    from bayesrc.collect import check_comparable, collect_demo_runs, read_run_record
-    from bayesrc.data import load_counts
-
     runs = collect_demo_runs(out / "collect", n_items=n_items, k=k, seed=seed, progress=sys.stderr.isatty())
     comparison = check_comparable(runs["v1"], runs["v2"])
     counts = load_counts([runs["v1"] / "trials.parquet", runs["v2"] / "trials.parquet"])
@@ -45,8 +32,6 @@ def _collect(out: Path, n_items: int, k: int, seed: int) -> tuple[dict, dict]:
 
 
 def _simulate(n_items: int, k: int, seed: int) -> dict:
-    from bayesrc.data import item_counts, simulate_pair
-
     sims = {
         "minor": simulate_pair(n_items, k, models=("sim-v1", "sim-v1.1"), seed=seed),
         "major": simulate_pair(n_items, k, models=("sim-v2", "sim-v3"), seed=seed + 1, pi_change=0.7, sigma_delta=4.0),
@@ -55,12 +40,6 @@ def _simulate(n_items: int, k: int, seed: int) -> dict:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from bayesrc.classical import analyse_pairs
-    from bayesrc.data import save_trials
-    from bayesrc.io import atomic_write_json, staged_output
-    from bayesrc.power import leaderboard_report, scores_from_counts
-    from bayesrc.report import build_report
-
     out: Path = args.out
     sims, record = None, None
     if args.simulated:
@@ -108,8 +87,6 @@ def _fit_change(counts, seed: int, rci=None):
     The collapsed model samples ~10 hyperparameters and mixes well: 500 warm-up steps and
     2 x 1000 draws pass the gate with ESS well above 400.
     """
-    from bayesrc.bayes import SamplerConfig, configure_host_devices, fit
-
     chains = max(2, min(4, os.cpu_count() or 1))
     configure_host_devices(chains)
     return fit(counts, model="change", backend="numpyro", config=SamplerConfig(chains=chains, tune=500, seed=seed), rci=rci)

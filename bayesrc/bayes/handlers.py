@@ -1,0 +1,98 @@
+"""What ``bayesrc fit`` runs: :mod:`bayesrc.bayes.commands` parses the options and names
+these functions (``func="bayesrc.bayes.handlers:NAME"``), imported only when the command runs."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from bayesrc.bayes import check, compare, fit
+from bayesrc.bayes.commands import fit_kwargs
+from bayesrc.bayes.fit import MODELS, pair_only_settings
+from bayesrc.bayes.joint_fit import fit_joint
+from bayesrc.bayes.samplers import configure_host_devices
+from bayesrc.collect.handlers import family_counts
+from bayesrc.collect.pins import check_comparable
+from bayesrc.data import load_counts
+from bayesrc.data.counts import seed_notes
+from bayesrc.errors import InputError
+
+
+def run_fit(args: argparse.Namespace) -> int:
+    if len(args.runs) < 2:
+        raise InputError("give two trials files (a pair) or three or more (a family)", field="TRIALS")
+    kwargs = fit_kwargs(args)
+    configure_host_devices(min(args.chains, os.cpu_count() or 1))
+    if len(args.runs) >= 3:
+        return _run_family(args, kwargs)
+    args.v1, args.v2 = args.runs
+    check_comparable(args.v1, args.v2, allow=args.allow_pin, force=args.force)  # SPEC 6: only the model may differ
+    counts = load_counts([args.v1, args.v2], on_unmatched="drop" if args.allow_unmatched else "raise")
+    for note in seed_notes(counts):
+        print(f"bayesrc: warning: {note}", file=sys.stderr)
+    if args.compare:
+        return _run_compare(args, counts, kwargs)
+    res = fit(counts, **kwargs)
+    _report_fit(res, args.out)
+    check(res, allow_unconverged=args.allow_unconverged)
+    return 0
+
+
+def _run_family(args: argparse.Namespace, kwargs: dict) -> int:
+    """Three or more trials files: the joint change model of the family (V1 the reference), written to ``--out``."""
+    flags = {"collapsed": "--full", "delta_min": "--delta-min"}  # fit()'s keyword -> this command's option, where they differ
+    given = {k: kwargs[k] for k in ("collapsed", "slope", "rope", "rule", "fdr", "threshold", "delta_min", "covariate")}
+    bad = ["--compare"] * bool(args.compare) + ["--model betabinom"] * (args.model == "betabinom") + [flags.get(k, f"--{k}") for k in pair_only_settings(**given)]
+    if bad:
+        raise InputError(f"the joint model of {len(args.runs)} versions has no {', '.join(bad)} (give two trials files for a pair)", field="TRIALS")
+    counts = family_counts(args.runs, args)  # SPEC 6: only the model may differ (pins checked first)
+    gate = {k: kwargs[k] for k in ("max_rhat", "min_ess", "max_divergences")}
+    res = fit_joint(counts, backend=kwargs["backend"], config=kwargs["config"], escalate=kwargs["escalate"], **gate)
+    _report_fit(res, args.out)
+    check(res, allow_unconverged=args.allow_unconverged)
+    return 0
+
+
+def compare_models(spec: str) -> list[str]:
+    """The models of ``--compare`` (comma-separated, each once, at least two; exit 2 otherwise).
+
+    Examples
+    --------
+    >>> compare_models("change, betabinom")
+    ['change', 'betabinom']
+    """
+    models = [m.strip() for m in spec.split(",") if m.strip()]
+    bad = [m for m in models if m not in MODELS]
+    if bad or len(models) < 2 or len(set(models)) < len(models):
+        raise InputError(f"give two or more different models of {', '.join(MODELS)}, got {spec!r}", field="--compare")
+    return models
+
+
+def _report_fit(res, out: Path) -> None:
+    """Write a fit (marked failed if so, before the gate decides the exit status), print its summary and warnings."""
+    res.write(out)
+    print(res.summary().to_string(index=False))
+    print(f"wrote {out / res.main_file}")
+    for w in res.warnings:
+        print(f"bayesrc: warning: {w}", file=sys.stderr)
+    if not res.diagnostics.passed:
+        print(f"bayesrc: warning: convergence gate FAILED ({res.diagnostics.worst}); every output is marked status=failed", file=sys.stderr)
+
+
+def _run_compare(args: argparse.Namespace, counts, kwargs: dict) -> int:
+    """``--compare``: one fit per model into ``OUT/MODEL/``, their PSIS-LOO ranking into ``OUT/loo_compare.json``."""
+    fits = {}
+    for model in compare_models(args.compare):
+        res = fit(counts, **{**kwargs, "model": model})
+        _report_fit(res, args.out / model)
+        fits[model] = res
+    comparison = compare(fits)
+    comparison.save(args.out)  # beside the fits' folders, which it keeps
+    print(comparison.summary().to_string(index=False))
+    print(comparison.sentence())
+    print(f"wrote {args.out / comparison.main_file}")
+    for res in fits.values():
+        check(res, allow_unconverged=args.allow_unconverged)
+    return 0

@@ -1,0 +1,55 @@
+"""What ``bayesrc compare`` runs: :mod:`bayesrc.compare.commands` parses the options and names
+these functions (``func="bayesrc.compare.handlers:NAME"``), imported only when the command runs."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from bayesrc.bayes.commands import sampler_config
+from bayesrc.bayes.samplers import configure_host_devices
+from bayesrc.collect.pins import check_comparable
+from bayesrc.compare import compare
+from bayesrc.data import input_notes, load_counts
+from bayesrc.errors import InputError
+
+
+def _trials_path(p: Path) -> Path:
+    if p.is_dir():
+        if not (p / "trials.parquet").exists():
+            raise InputError("run directory has no trials.parquet (is the run complete?)", path=p)
+        return p / "trials.parquet"
+    if not p.exists():
+        raise InputError("file not found", path=p)
+    return p
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    if not 0 < args.q < 1:
+        raise InputError(f"must be in (0, 1), got {args.q}", field="--q")
+    if args.margin is not None and not 0 < args.margin < 1:
+        raise InputError(f"must be in (0, 1), got {args.margin}", field="--rope")
+    if args.margin is not None and args.q >= 0.5:
+        raise InputError(f"must be below 0.5 with --rope (pass needs mass >= 1 - q, fail <= q), got {args.q}", field="--q")
+    cfg = sampler_config(args)
+    v1, v2 = _trials_path(args.v1), _trials_path(args.v2)
+    check_comparable(v1, v2, allow=args.allow_pin, force=args.force)
+    counts = load_counts([v1, v2], on_unmatched="drop" if args.allow_unmatched else "raise")
+    if counts.sizes["item"] < 2:
+        raise InputError(f"{counts.sizes['item']} matched item(s); the comparison needs at least 2", path=v2, field="item_id")
+    for note in input_notes(counts):
+        print(f"bayesrc: note: {note}", file=sys.stderr)
+    configure_host_devices(min(args.chains, os.cpu_count() or 1))
+    res = compare(
+        counts, fail_on=args.fail_on, q=args.q, config=cfg, max_rhat=args.max_rhat, min_ess=args.min_ess, max_divergences=args.max_divergences, escalate=not args.no_escalate, margin=args.margin
+    )
+    res.save(args.out)  # compare.json, items.parquet and summary.md, all or nothing
+    print(res.summary().to_string(index=False))
+    print(f"wrote {args.out / 'summary.md'}")
+    if res.status == "ok" and res.margin is not None:
+        print(f"decision: {res.margin['label']} (exit {res.exit_code}): " + "; ".join(res.margin["reasons"]))
+    if res.status != "ok":
+        print(f"bayesrc: error: the change-model fit failed its convergence gate ({res.fit.diagnostics.worst}); nothing decided (exit 3)", file=sys.stderr)
+    return res.exit_code
