@@ -196,7 +196,7 @@ def test_cli_fits_a_no_change_family_into_one_band_and_exits_3_on_a_failed_gate(
     import bayesrc
     from bayesrc.cli import main
 
-    fam = simulate_family(200, 10, versions=3, pi_change=0.0, seed=5)
+    fam = simulate_family(100, 10, versions=3, pi_change=0.0, seed=5)
     paths = []
     for label, trials in zip(fam.versions, fam.trials):
         paths.append(str(tmp_path / f"{label}.parquet"))
