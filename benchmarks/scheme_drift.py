@@ -21,7 +21,9 @@
    prompt (seconds on a loaded 2-core machine: 1,000 draws x 6 items is hours there); the fast
    engine evaluates it once per item. ``--draws 0 --fast-draws 0`` skips it.
 
-Writes ``--out/scheme_drift.json`` (per-item rows and the summary) and prints Markdown tables.
+Writes ``--out/scheme_drift.json`` (per-item rows and the summary) and prints Markdown tables. The
+create_completion answers are kept per item in ``--out/draws/ITEM.json`` as they come: a rerun with
+the same ``--out`` resumes where the last one stopped.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from scipy import stats
 ROOT = Path(__file__).resolve().parents[1]
 CARD = ROOT / "models" / "gemma-3-270m-q4_k_m.toml"
 SCHEMES = ("blocks", "whole")
+SAVE_EVERY = 50  # create_completion draws between saves of an item's answers (the G-test part resumes after them)
 
 
 def answer_table(dist: pd.DataFrame) -> pd.DataFrame:
@@ -118,18 +121,26 @@ def exact_runs(bank, model, out: Path) -> dict[str, object]:
     return runs
 
 
-def completion_draws(model, text: str, letters: str, seeds: range, sampling) -> list[str | None]:
-    """Extracted answers of ``create_completion(text, seed=s)``, each on a fresh context (``reset()`` first)."""
-    from bayesrc.collect.extract import extract
+def completion_draws(model, text: str, letters: str, seeds: range, sampling, saved: Path) -> list[str | None]:
+    """Extracted answers of ``create_completion(text, seed=s)``, each on a fresh context (``reset()`` first).
 
-    s, llm, out = sampling, model.llm, []
-    for seed in seeds:
+    Resumable: the answers so far are written to ``saved`` (JSON, atomically) every
+    :data:`SAVE_EVERY` draws and a rerun starts after them (1,000 draws of one item take tens of
+    minutes on a loaded 2-core machine)."""
+    from bayesrc.collect.extract import extract
+    from bayesrc.io import atomic_write_text
+
+    s, llm = sampling, model.llm
+    out = json.loads(saved.read_text()) if saved.exists() else []
+    for seed in seeds[len(out) :]:
         llm.reset()  # no prefix reuse: the whole prompt evaluated, as by a new Llama
         res = llm.create_completion(
             text, max_tokens=s.max_tokens, temperature=s.temperature, top_k=s.top_k, top_p=s.top_p,
             min_p=s.min_p, typical_p=s.typical_p, repeat_penalty=s.repeat_penalty, seed=seed,
         )  # fmt: skip
         out.append(extract(res["choices"][0]["text"], letters).answer)
+        if len(out) % SAVE_EVERY == 0 or len(out) == len(seeds):
+            atomic_write_text(saved, json.dumps(out))
     model.forget_prefix()
     return out
 
@@ -160,7 +171,7 @@ def gtest_row(item, source: str, answers: list, runs: dict) -> dict:
     return row
 
 
-def gtest_rows(bank, model, runs: dict, n_items: int, n_draws: int, n_fast: int) -> pd.DataFrame:
+def gtest_rows(bank, model, runs: dict, n_items: int, n_draws: int, n_fast: int, out: Path) -> pd.DataFrame:
     """Per item and source: ``n_draws`` create_completion draws on a fresh context and ``n_fast``
     fast-engine samples under the whole scheme (seeds 0, 1, ...), G-tested against each scheme's
     exact run; ``same_trials`` is the share of seeds both drew whose answers agree (1 expected:
@@ -175,7 +186,7 @@ def gtest_rows(bank, model, runs: dict, n_items: int, n_draws: int, n_fast: int)
         shared, own = prompt_blocks(card, it)
         same_tokens = model.tokenize(shared + own) == model.prompt(shared, own).tokens
         t0 = time.monotonic()
-        cc = completion_draws(model, shared + own, it.letters, range(n_draws), sampling)
+        cc = completion_draws(model, shared + own, it.letters, range(n_draws), sampling, out / "draws" / f"{it.item_id}.json")
         t1 = time.monotonic()
         fast = fast_draws(model, shared, own, it.letters, range(n_fast), sampling)
         t2 = time.monotonic()
@@ -236,7 +247,8 @@ def main(argv: list[str] | None = None) -> int:
     print(md(pd.DataFrame([summary])))
     result = {"summary": summary, "drift": drift.to_dict("records"), "threads": model.n_threads}
     if args.draws > 0 or args.fast_draws > 0:
-        g = gtest_rows(bank, model, runs, args.gtest_items, args.draws, args.fast_draws)
+        (args.out / "draws").mkdir(exist_ok=True)
+        g = gtest_rows(bank, model, runs, args.gtest_items, args.draws, args.fast_draws, args.out)
         level = args.alpha / args.gtest_items
         for scheme in SCHEMES:
             g[f"rejected_{scheme}"] = g[f"p_{scheme}"] < level
