@@ -77,7 +77,7 @@ def _command_module(name: str):
     return module
 
 
-def _handler(func):
+def _handler(func: str):
     """The command's function: a commands.py names it (``set_defaults(func="package.handlers:NAME")``) and
     its module, with the analysis code it imports, is imported here, when the command runs.
 
@@ -86,8 +86,6 @@ def _handler(func):
     >>> _handler("bayesrc.bayes.handlers:run_fit").__name__
     'run_fit'
     """
-    if callable(func):
-        return func
     module, _, name = func.partition(":")
     return getattr(importlib.import_module(module), name)
 

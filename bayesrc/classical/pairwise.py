@@ -33,7 +33,7 @@ from scipy import stats
 from bayesrc.classical.calibration import nominal_rate
 from bayesrc.classical.pipeline import reliable_change
 from bayesrc.classical.rci import DETERIORATED, IMPROVED, RCISettings
-from bayesrc.classical.result import ITEM_COLUMNS, PairResult
+from bayesrc.classical.result import ITEM_COLUMNS, PairResult, _float
 from bayesrc.errors import InputError
 from bayesrc.results import Result, register
 
@@ -215,19 +215,14 @@ def pairs_frame(pairs: dict[str, PairResult]) -> pd.DataFrame:
     """
     rows = []
     for name, pair in pairs.items():
-        c, null, nan = pair.analysable, pair.null_samples or {}, float("nan")
+        c, null = pair.analysable, pair.null_samples or {}
         rows.append({
             "pair": name, "v1": pair.versions[0], "v2": pair.versions[1], "n_analysable": int(c["n"]),
             "improved": int(c["improved"]), "deteriorated": int(c["deteriorated"]), "flagged": pair.n_flagged,
-            "expected_no_change": _number(null.get("flagged_mean", nan)), "no_change_p975": _number(null.get("flagged_p975", nan)),
-            "expected_nominal": int(c["n"]) * nominal_rate(pair.z), "no_change_rate": _number(null.get("rate", nan)),
+            "expected_no_change": _float(null.get("flagged_mean")), "no_change_p975": _float(null.get("flagged_p975")),
+            "expected_nominal": int(c["n"]) * nominal_rate(pair.z), "no_change_rate": _float(null.get("rate")),
         })  # fmt: skip
     return pd.DataFrame(rows, columns=list(PAIR_COLUMNS))
-
-
-def _number(x: float | None) -> float:
-    """A payload number as a float (NaN for null)."""
-    return float("nan") if x is None else float(x)
 
 
 def family_items(pairs: dict[str, PairResult]) -> pd.DataFrame:
