@@ -5,8 +5,8 @@
 One fresh process per code version runs the default ``bayesrc.bayes.fit(counts)`` on
 ``benchmarks/bayes.py``'s simulated dataset of ``--items`` items (14 domains x 10 letters at
 12,000) and prints, for each step of the fit (sampling, item draws, item table, checks, ...), its
-wall time and the peak resident memory *during that step* (Linux: the peak is reset before each
-step through ``/proc/self/clear_refs``). ``--baseline REF`` runs the same process on REF's code
+wall time, the resident memory before it, the peak *during* it (Linux: the peak is reset before
+each step through ``/proc/self/clear_refs``) and the resident memory after it. ``--baseline REF`` runs the same process on REF's code
 (a ``git worktree``, as ``benchmarks/bayes.py`` does) after this code's, and prints both side by side
 with the ratio of the peaks. Goal (issue 28): the whole 12,000-item fit within 1.5 GB.
 """
@@ -28,14 +28,14 @@ PHASES = {  # module -> the functions timed (those a version lacks are left out)
 WRAP = r"""
 import importlib, json, time
 PHASES, ROWS = json.loads(sys.argv[4]), []
-def _peak_gb():
-    return int([l for l in open("/proc/self/status") if l.startswith("VmHWM")][0].split()[1]) / 2**20
+def _status_gb(key):
+    return int([l for l in open("/proc/self/status") if l.startswith(key)][0].split()[1]) / 2**20
 def _timed(name, f):
     def g(*a, **k):
         open("/proc/self/clear_refs", "w").write("5")  # the peak from here on
-        t = time.perf_counter()
+        before, t = _status_gb("VmRSS"), time.perf_counter()
         out = f(*a, **k)
-        ROWS.append({"phase": name, "s": time.perf_counter() - t, "peak_gb": _peak_gb()})
+        ROWS.append({"phase": name, "s": time.perf_counter() - t, "before_gb": before, "peak_gb": _status_gb("VmHWM"), "after_gb": _status_gb("VmRSS")})
         return out
     return g
 for mod, names in PHASES.items():
@@ -70,15 +70,16 @@ def main() -> None:
     if args.baseline:
         runs[args.baseline] = run(baseline_tree(args.baseline), args.items)
     names = [r["phase"] for r in runs["this"]["phases"]]
-    print(f"{args.items} items; per phase: wall s / peak GB during it")
-    print(f"{'phase':28}" + "".join(f"{k:>22}" for k in runs))
+    print(f"{args.items} items; per phase: wall s / resident GB before it / peak during it / resident after it")
+    print(f"{'phase':28}" + "".join(f"{k:>38}" for k in runs))
     for name in dict.fromkeys(names):
         cells = []
         for r in runs.values():
             rows = [p for p in r["phases"] if p["phase"] == name]
-            cells.append(f"{sum(p['s'] for p in rows):10.1f} / {max(p['peak_gb'] for p in rows):5.2f} GB" if rows else f"{'-':>22}")
-        print(f"{name:28}" + "".join(f"{c:>22}" for c in cells))
-    print(f"{'whole process':28}" + "".join(f"{r['process_s']:10.1f} / {r['peak_gb']:5.2f} GB".rjust(22) for r in runs.values()))
+            rss = lambda row, key: f"{row[key]:5.2f}" if key in row else "    -"  # noqa: E731  (rows of older runs lack them)
+            cells.append(f"{sum(p['s'] for p in rows):10.1f} / {rss(rows[0], 'before_gb')} / {max(p['peak_gb'] for p in rows):5.2f} / {rss(rows[-1], 'after_gb')} GB" if rows else f"{'-':>38}")
+        print(f"{name:28}" + "".join(f"{c:>38}" for c in cells))
+    print(f"{'whole process':28}" + "".join(f"{r['process_s']:10.1f} / peak {r['peak_gb']:5.2f} GB".rjust(38) for r in runs.values()))
     if args.baseline:
         print(f"peak ratio {args.baseline} / this: {runs[args.baseline]['peak_gb'] / runs['this']['peak_gb']:.2f}")
 

@@ -146,12 +146,12 @@ def test_prior_sensitivity_of_rcis_estimated_fdp_matches_the_power_scaled_poster
         "r": (dims, r), "p_up": (dims, np.ones_like(r)), "dp": (dims, np.where(r > 0.5, 0.1, 0.0)),
     })  # fmt: skip
     flags = np.array(["improved", "improved", "no_change"])
-    s = rci_fdp_prior_sensitivity(post, 3, flags, change_log_prior(post, sites=STRUCTURE_SITES), alphas=(0.5, 1.0, 2.0))
+    s = rci_fdp_prior_sensitivity(post, flags, change_log_prior(post, sites=STRUCTURE_SITES), alphas=(0.5, 1.0, 2.0))
     assert s["rci_estimated_fdp"] == pytest.approx([1 - 3.5 / 5.5, 1 - 5 / 7, 1 - 8 / 10], abs=0.01)
     assert s["rci_estimated_fdp_material"][1] == pytest.approx(float((pi <= 0.5).mean()), abs=1e-9)  # alpha = 1: no reweighting
     assert max(s["pareto_k"]) < 0.7 and s["sensitive"] is True
     # no flag: nothing to estimate
-    none = rci_fdp_prior_sensitivity(post, 3, np.array(["no_change"] * 3), change_log_prior(post, sites=STRUCTURE_SITES))
+    none = rci_fdp_prior_sensitivity(post, np.array(["no_change"] * 3), change_log_prior(post, sites=STRUCTURE_SITES))
     assert none["rci_estimated_fdp"] is None and none["sensitive"] is None
 
 
@@ -171,7 +171,7 @@ def test_interval_of_rcis_fdp_is_the_binomial_of_independent_false_flags():
     dims = ("chain", "draw", "item")
     post = xr.Dataset({"r": (dims, np.full(changed.shape, 0.75)), "p_up": (dims, np.ones(changed.shape)), "dp": (dims, changed * step)})
     flags = np.array(["improved"] * 20)
-    got = rci_fdp_interval(post, 20, flags)
+    got = rci_fdp_interval(post, flags)
     assert got["rci_estimated_fdp_interval90"] == pytest.approx([0.10, 0.40], abs=1e-9)
     # material: 5 items always false, the other 15 false when unchanged: (5 + Binomial(15, 0.25)) / 20
     lo, hi = stats.binom(15, 0.25).ppf([0.05, 0.95])
@@ -183,7 +183,7 @@ def test_interval_of_rcis_fdp_is_the_binomial_of_independent_false_flags():
     per_draw, _ = flag_errors(direction_draws(post, 20, rao_blackwell=False), flags)
     assert point == pytest.approx(0.25) and per_draw.mean() == pytest.approx(point, abs=0.005)
     # no flag: no interval
-    assert rci_fdp_interval(post, 20, np.array(["no_change"] * 20)) == {"rci_estimated_fdp_interval90": None, "rci_estimated_fdp_material_interval90": None}
+    assert rci_fdp_interval(post, np.array(["no_change"] * 20)) == {"rci_estimated_fdp_interval90": None, "rci_estimated_fdp_material_interval90": None}
 
 
 def test_fdr_selection_is_largest_set_with_mean_error_below_q():

@@ -441,7 +441,10 @@ def store_item_quantities(dt, post, theta: np.ndarray, c: dict, slope: bool, pri
     post["changed"] = (dims, changed)
     p = np.empty((*theta.shape, 2), ITEM_DRAW_DTYPE)  # filled in place: no stacked copy (12,000 items x 2,000 draws: 190 MB per version)
     expit(theta, out=p[..., 0])
-    expit(theta + changed * post["delta"].values, out=p[..., 1])
+    x = np.multiply(post["delta"].values, changed, dtype=ITEM_DRAW_DTYPE)  # theta + changed * delta with one temporary, not two
+    x += theta
+    expit(x, out=p[..., 1])
+    del x
     post["p"] = (("chain", "draw", "item", "version"), p)
     post["dp"] = (dims, p[..., 1] - p[..., 0])
     dt["posterior"] = post

@@ -18,8 +18,8 @@ which Bonferroni or Holm would pay for in power; the replicates carry that depen
 Posterior predictive p-values are conservative (the data are used twice), so on data the model can
 have generated the warning rate stays below the nominal level (``benchmarks/ppc_calibration.py``).
 
-**LOO** (:func:`loo_checks`): PSIS-LOO over items (:func:`bayesrc.bayes.change_collapsed.item_loglik`, the
-collapsed marginal likelihood of an item's two counts), Pareto k per item (items above
+**LOO** (:func:`loo_checks`): PSIS-LOO over items (:func:`bayesrc.bayes.change_collapsed.unit_loglik`, the
+collapsed marginal likelihood of an item's two counts, computed once per cell of items with the same counts and stratum), Pareto k per item (items above
 :data:`K_THRESHOLD` listed), and LOO-PIT of each item's change ``y2 - y1`` against new items drawn
 from its stratum's population (:func:`new_item_p`: given the hyperparameters, the leave-one-out
 predictive of an item is that of a new item of its stratum), and its ECDF against uniform with a
@@ -38,7 +38,7 @@ import xarray as xr
 from scipy.special import expit
 from scipy.stats import kstest, rankdata
 
-from bayesrc.bayes.change_collapsed import _ops, cell_stats, flat_hyper, grid_spread, item_loglik, logit_grid
+from bayesrc.bayes.change_collapsed import _ops, cell_stats, flat_hyper, grid_spread, logit_grid, unit_loglik
 from bayesrc.bayes.diagnostics import mean_relative_ess
 from bayesrc.bayes.inputs import ModelInputs
 from bayesrc.config import release_memory
@@ -59,9 +59,9 @@ MAX_PPC_DRAWS = 2000  # posterior draws replicated (evenly thinned beyond)
 # probability of ~0.001 lay beyond all of them one time in ~7 (p = 0, flagged) and not otherwise
 # (adjusted p ~0.08): the verdict flipped with the posterior draws' Monte Carlo noise.
 PPC_REPLICATE_BUDGET = 4_000_000
-PPC_SLICE_ENTRIES = 4_000_000  # replicated (dataset x item) entries drawn and summarised at a time (memory: ~300 MB)
+PPC_SLICE_ENTRIES = 1_000_000  # replicated (dataset x item) entries drawn and summarised at a time (memory: ~75 MB)
 K_THRESHOLD = 0.7  # Pareto k above which an item's PSIS-LOO estimate is unreliable
-LOO_BLOCK = 2000  # items per block of the LOO checks: each (draw, item) array ~30 MB at 2,000 draws
+LOO_BLOCK = 500  # items (or cells) per block of the LOO checks: each (draw, item) array ~8 MB at 2,000 draws
 
 
 def check_strata(data: ModelInputs, min_items: int = MIN_STRATUM_ITEMS) -> tuple[np.ndarray, list[str]]:
@@ -402,12 +402,33 @@ def psis_loo_items(ll: np.ndarray, reff: float) -> tuple[np.ndarray, np.ndarray,
     return elpd_i.values, p_i.values, k.values, lw.transpose("chain", "draw", "item").values
 
 
+def unit_psis(post, data: ModelInputs, block: int = LOO_BLOCK) -> tuple[np.ndarray, ...]:
+    """PSIS-LOO of each likelihood unit (:func:`bayesrc.bayes.change_collapsed.unit_loglik`), ``block``
+    units at a time: ``elpd``, ``p_loo``, Pareto ``k``, the smoothed log weights (chain, draw, unit)
+    and each item's unit.
+
+    Examples
+    --------
+    >>> elpd_u, p_u, k_u, lw_u, item_unit = unit_psis(post, data)  # doctest: +SKIP
+    """
+    ll, item_unit = unit_loglik(post, data)
+    reff = mean_relative_ess(post)
+    parts = []
+    for units in item_blocks(ll.shape[-1], block):
+        release_memory()  # the last block's temporaries stay on glibc's free lists unless handed back
+        parts.append(psis_loo_items(ll[..., units], reff))
+    elpd, p_loo, k, lw = (np.concatenate(c, axis=-1) for c in zip(*parts))
+    return elpd, p_loo, k, lw, item_unit
+
+
 def loo_checks(dt, data: ModelInputs, item_ids: Sequence[str], *, seed: int = 0, k_threshold: float = K_THRESHOLD, block: int = LOO_BLOCK) -> tuple[dict, pd.DataFrame]:
     """PSIS-LOO over items, Pareto k per item and LOO-PIT of the per-item change for one fit.
 
-    Both are per item, so they run ``block`` items at a time (the (draw, item) arrays of PSIS,
-    the new-item replicates and LOO-PIT are held for one block only); the totals (ELPD, its SE,
-    effective parameters) come from the per-item values as ``arviz_stats.loo`` computes them.
+    PSIS runs once per unit of the likelihood (:func:`unit_psis`: a cell of the change model, whose
+    items have the same likelihood, so the same PSIS-LOO), LOO-PIT ``block`` items at a time (the
+    (draw, item) arrays of the new-item replicates and LOO-PIT are held for one block only); the
+    totals (ELPD, its SE, effective parameters) come from the per-item values as ``arviz_stats.loo``
+    computes them.
 
     Returns the ``loo`` payload (ELPD, its SE, effective parameters, the items whose k exceeds
     ``k_threshold``) and a table per item (``elpd_loo``, ``pareto_k``, ``loo_pit``) in ``data``'s item order.
@@ -420,20 +441,18 @@ def loo_checks(dt, data: ModelInputs, item_ids: Sequence[str], *, seed: int = 0,
     import arviz_stats  # noqa: F401  (registers xarray's .azstats accessor)
 
     post = dt["posterior"].to_dataset()
-    ll, reff = item_loglik(post, data), mean_relative_ess(post)
+    elpd_u, p_u, k_u, lw_u, item_unit = unit_psis(post, data, block)
+    elpd_i, p_i, k = elpd_u[item_unit], p_u[item_unit], k_u[item_unit]
     rng_new, rng_pit = (np.random.default_rng(np.random.SeedSequence([seed, stream])) for stream in (33, 32))
-    parts = []
-    for items in item_blocks(data.n_items, block):
-        release_memory()  # the log-likelihood's and the last block's temporaries stay on glibc's free lists unless handed back (0.3 GB at 12,000 items)
-        elpd_i, p_i, k, lw = psis_loo_items(ll[..., items], reff)
-        parts.append((elpd_i, p_i, k, loo_pit_change(lw, k, new_item_p(post, data, rng_new, items=items), data, rng_pit, items)))
-        del lw
-    elpd_i, p_i, k, pit = (np.concatenate(c) for c in zip(*parts))
+    pit = np.concatenate([
+        loo_pit_change(lw_u[..., item_unit[items]], k[items], new_item_p(post, data, rng_new, items=items), data, rng_pit, items)
+        for items in item_blocks(data.n_items, block)
+    ])  # fmt: skip
     elpd, se, p_loo, _ = xr.DataArray(elpd_i, dims=["item"]).azstats.loo_summary(xr.DataArray(p_i, dims=["item"]))
     ids = np.asarray(item_ids).astype(str)
     high = np.flatnonzero(k > k_threshold)
     payload = {
-        "elpd": float(elpd), "se": float(se), "p_loo": float(p_loo), "n_items": int(data.n_items), "n_draws": int(ll.shape[0] * ll.shape[1]),
+        "elpd": float(elpd), "se": float(se), "p_loo": float(p_loo), "n_items": int(data.n_items), "n_draws": int(lw_u.shape[0] * lw_u.shape[1]),
         "k_threshold": k_threshold, "pareto_k_max": float(np.nanmax(k)) if k.size else None,
         "n_high_k": int(high.size), "high_k_items": ids[high[np.argsort(-k[high])]].tolist(),
         "loo_pit_ks_p": _uniform_ks_p(pit),

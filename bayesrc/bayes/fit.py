@@ -393,12 +393,12 @@ def _crosscheck_rci(dt, counts: xr.Dataset, data: ModelInputs, items: pd.DataFra
     items["rci_class"] = rci_items.set_index("item_id")["class"].reindex(items["item_id"]).fillna("excluded").to_numpy(dtype=object)
     rci_class = items["rci_class"].to_numpy(dtype=object)
     cc, disc = crosscheck(items, rci_items, s_diff)
-    cc |= rci_fdp_interval(dt["posterior"], data.n_items, rci_class, rope=float(rope or 0.0), delta_min=delta_min)
+    cc |= rci_fdp_interval(dt["posterior"], rci_class, rope=float(rope or 0.0), delta_min=delta_min)
     cc["no_change_test"] = pair_no_change_test(counts, *data.versions)  # the same p-value as the RCI run's
     cc, warnings = allow_no_change(cc, cc["no_change_test"], cc["rci_n_flagged"])
     if model == "change":
         log_prior = change_log_prior(dt["posterior"], prior, STRUCTURE_SITES)
-        cc["prior_sensitivity"] = rci_fdp_prior_sensitivity(dt["posterior"], data.n_items, rci_class, log_prior, delta_min=delta_min, rope=float(rope or 0.0))
+        cc["prior_sensitivity"] = rci_fdp_prior_sensitivity(dt["posterior"], rci_class, log_prior, delta_min=delta_min, rope=float(rope or 0.0))
         warnings += prior_sensitivity_warnings(cc["prior_sensitivity"], cc, delta_min)
     return cc, disc, warnings
 

@@ -180,12 +180,43 @@ def render_markdown(title: str, sections: list[Section], *, figure_dir: str | No
     return "\n".join(lines), figs
 
 
-_LATEX_SPECIAL = {"&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\^{}", "\\": r"\textbackslash{}"}
+_LATEX_SPECIAL = {
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\^{}",
+    "\\": r"\textbackslash{}",
+    "<": r"\textless{}",
+    ">": r"\textgreater{}",
+    "|": r"\textbar{}",
+}
 _LATEX_UNICODE = {"Δ": r"$\Delta$", "χ²": r"$\chi^2$", "κ": r"$\kappa$", "±": r"$\pm$", "≤": r"$\le$", "≥": r"$\ge$", "×": r"$\times$", "–": "--", "—": "---", "→": r"$\to$", "é": r"\'e"}
 
 
+_LATEX_ASCII = {"->": "→", "<=": "≤", ">=": "≥"}  # as the symbols they stand for (before "<" and ">" are escaped)
+
+
 def latex_escape(text: str) -> str:
-    out = "".join(_LATEX_SPECIAL.get(ch, ch) for ch in str(text))
+    r"""``text`` for LaTeX's text mode under any font encoding: the special characters escaped, and
+    ``<``, ``>`` and ``|`` (OT1, LaTeX's default encoding, prints them as ¡, ¿ and —), ``->`` and a few
+    Unicode symbols as their commands.
+
+    Examples
+    --------
+    >>> print(latex_escape("q4 -> q3: 50% of n_items <= 3"))
+    q4 $\to$ q3: 50\% of n\_items $\le$ 3
+    >>> print(latex_escape("|dp| > 0.05"))
+    \textbar{}dp\textbar{} \textgreater{} 0.05
+    """
+    text = str(text)
+    for k, v in _LATEX_ASCII.items():
+        text = text.replace(k, v)
+    out = "".join(_LATEX_SPECIAL.get(ch, ch) for ch in text)
     for k, v in _LATEX_UNICODE.items():
         out = out.replace(k, v)
     return out
