@@ -186,6 +186,25 @@ def test_interval_of_rcis_fdp_is_the_binomial_of_independent_false_flags():
     assert rci_fdp_interval(post, np.array(["no_change"] * 20)) == {"rci_estimated_fdp_interval90": None, "rci_estimated_fdp_material_interval90": None}
 
 
+def test_flagged_errors_equal_flag_errors_over_every_items_direction_draws():
+    """RCI's false flags per draw from the flagged items' draws alone equal those from every item's,
+    with and without Rao-Blackwellisation (the unflagged items' draws are never read)."""
+    import xarray as xr
+
+    from bayesrc.bayes.summaries import direction_draws, flag_errors, flagged_errors
+
+    rng = np.random.default_rng(6)
+    dims, shape = ("chain", "draw", "item"), (2, 300, 40)
+    post = xr.Dataset({"r": (dims, rng.random(shape)), "p_up": (dims, rng.random(shape)), "dp": (dims, rng.normal(0, 0.1, shape) * (rng.random(shape) < 0.5))})
+    flags = rng.choice(np.array(["improved", "deteriorated", "no_change", "excluded"], dtype=object), 40)
+    for rao_blackwell in (True, False):
+        whole = flag_errors(direction_draws(post, 40, delta_min=0.05, rao_blackwell=rao_blackwell), flags)
+        got = flagged_errors(post, flags, delta_min=0.05, rao_blackwell=rao_blackwell)
+        for a, b in zip(got, whole):
+            np.testing.assert_allclose(a, b, rtol=1e-12)
+    assert np.isnan(flagged_errors(post, np.array(["no_change"] * 40))[0]).all()
+
+
 def test_fdr_selection_is_largest_set_with_mean_error_below_q():
     rng = np.random.default_rng(1)
     p_imp = rng.beta(0.5, 0.5, 300) * 0.5
