@@ -196,8 +196,6 @@ _LATEX_SPECIAL = {
     "|": r"\textbar{}",
 }
 _LATEX_UNICODE = {"Δ": r"$\Delta$", "χ²": r"$\chi^2$", "κ": r"$\kappa$", "±": r"$\pm$", "≤": r"$\le$", "≥": r"$\ge$", "×": r"$\times$", "–": "--", "—": "---", "→": r"$\to$", "é": r"\'e"}
-
-
 _LATEX_ASCII = {"->": "→", "<=": "≤", ">=": "≥"}  # as the symbols they stand for (before "<" and ">" are escaped)
 
 
