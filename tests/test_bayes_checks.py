@@ -236,14 +236,15 @@ def test_loo_checks_in_item_blocks_equal_psis_loo_over_all_items(calibration_fit
     import arviz_stats as azs
     import xarray as xr
 
-    from bayesrc.bayes.change_collapsed import item_loglik
+    from bayesrc.bayes.change_collapsed import unit_loglik
     from bayesrc.bayes.diagnostics import mean_relative_ess
 
     res = calibration_fits[key]
     data = model_inputs(_sim_counts(201, pi_change=0.7, sigma_delta=0.8)[0], covariate=None)
     post = res.posterior["posterior"].to_dataset()
     dt = res.posterior.copy()
-    dt["log_likelihood"] = xr.Dataset({"y": (("chain", "draw", "item"), item_loglik(post, data))})
+    ll, item_unit = unit_loglik(post, data)
+    dt["log_likelihood"] = xr.Dataset({"y": (("chain", "draw", "item"), ll[..., item_unit])})  # one column per item
     whole = azs.loo(dt, var_name="y", reff=mean_relative_ess(post))  # over all items at once
     payload, per_item = checks.loo_checks(res.posterior, data, data.items, block=7)
     np.testing.assert_allclose(per_item["elpd_loo"], np.asarray(whole.elpd_i), rtol=1e-12)

@@ -777,14 +777,6 @@ def _jax_pointwise(slope: bool):
     return jax.jit(jax.vmap(one, in_axes=(0, 0, 0, 0, 0, 0, None)))
 
 
-def item_loglik(post, data: ModelInputs) -> np.ndarray:
-    """Each item's log marginal likelihood per posterior draw, (chain, draw, item), of a collapsed
-    change-model or beta-binomial fit: :func:`unit_loglik`'s columns, one per item.
-    """
-    ll, item_unit = unit_loglik(post, data)
-    return ll[..., item_unit]
-
-
 def unit_loglik(post, data: ModelInputs) -> tuple[np.ndarray, np.ndarray]:
     """The log marginal likelihoods per posterior draw of the distinct units of a collapsed fit's
     data, (chain, draw, unit), and each item's unit: the input of PSIS-LOO over items
