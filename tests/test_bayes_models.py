@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bayesrc.bayes import ITEM_COLUMNS, SamplerConfig, betabinom_numpyro, fit, model_inputs, realised_fdp
+from bayesrc.bayes import ITEM_COLUMNS, SamplerConfig, betabinom_numpyro, cell_stats, fit, item_block, model_inputs, realised_fdp
 from bayesrc.data import item_counts, save_trials, simulate_pair
 
 
@@ -175,14 +175,15 @@ def test_collapsed_and_full_change_model_agree(change_pair, change_collapsed_fit
     # P(changed) and P(changed and delta > 0) per item (both Rao-Blackwellised). Not E[p_up]: the full
     # model averages P(up | changed, theta) over theta's marginal posterior, the collapsed one over
     # theta | changed, so that average differs by design; their product with r does not.
-    r_a, r_b = (f.posterior["r"].values for f in (col, full))
-    up_a, up_b = (f.posterior["r"].values * f.posterior["p_up"].values for f in (col, full))
+    col_draws, full_draws = item_block(col.posterior), item_block(full.posterior)
+    r_a, r_b = (f["r"].values for f in (col_draws, full_draws))
+    up_a, up_b = (f["r"].values * f["p_up"].values for f in (col_draws, full_draws))
     for a, b in ((r_a, r_b), (up_a, up_b)):
         a, b = a.mean((0, 1)), b.mean((0, 1))
         assert np.max(np.abs(a - b)) < 0.06 and np.mean(np.abs(a - b)) < 0.015, np.max(np.abs(a - b))
-    dp_a, dp_b = col.posterior["dp"].mean(("chain", "draw")).values, full.posterior["dp"].mean(("chain", "draw")).values
+    dp_a, dp_b = col_draws["dp"].mean(("chain", "draw")).values, full_draws["dp"].mean(("chain", "draw")).values
     assert np.max(np.abs(dp_a - dp_b)) < 0.03
-    assert col.posterior["dp"].dims == full.posterior["dp"].dims == ("chain", "draw", "item")
+    assert col_draws["dp"].dims == full_draws["dp"].dims == ("chain", "draw", "item")
 
 
 @pytest.mark.slow
@@ -195,7 +196,7 @@ def test_change_model_pymc_and_numpyro_agree(change_pair, change_collapsed_fit):
     a = change_collapsed_fit
     for var in ("mu_theta", "sigma_theta", "shift", "sigma_delta", "pi"):
         _agree(a, b, var, sd_share=0.0)
-    r_a, r_b = a.posterior["r"].mean(("chain", "draw")).values, b.posterior["r"].mean(("chain", "draw")).values
+    r_a, r_b = (item_block(f.posterior)["r"].mean(("chain", "draw")).values for f in (a, b))
     assert np.max(np.abs(r_a - r_b)) < 0.05
     assert a.posterior["shift"].dims == b.posterior["shift"].dims == ("chain", "draw", "domain")
 
@@ -246,7 +247,8 @@ def test_change_model_reports_p_rope_and_expected_flips(change_pair, change_coll
     from bayesrc.bayes.summaries import expected_flips, item_summary
 
     d = model_inputs(change_pair[1])
-    dp = change_collapsed_fit.posterior["dp"].values.reshape(-1, d.n_items)
+    draws = item_block(change_collapsed_fit.posterior)
+    dp = draws["dp"].values.reshape(-1, d.n_items)
     no_rope = item_summary(change_collapsed_fit, d)
     assert "p_rope" not in no_rope
     items = item_summary(change_collapsed_fit, d, rope=0.1)
@@ -260,8 +262,10 @@ def test_change_model_reports_p_rope_and_expected_flips(change_pair, change_coll
     # Summarised a block of items at a time (bounded memory at 12,000 items): the same table as in one block.
     monkeypatch.setattr(summaries, "ITEM_BLOCK", 7)
     pd.testing.assert_frame_equal(item_summary(change_collapsed_fit, d, rope=0.1), items)
-    assert {change_collapsed_fit.posterior[k].dtype for k in ("theta", "delta", "r", "p_up", "p", "dp")} == {np.dtype(np.float32)}
-    p = change_collapsed_fit.posterior["p"].values.reshape(-1, d.n_items, 2)
+    stored = change_collapsed_fit.posterior
+    assert {stored[k].dtype for k in ("theta", "delta", "r_cell", "p_up_cell")} | {draws[k].dtype for k in ("r", "p_up", "p", "dp")} == {np.dtype(np.float32)}
+    assert stored["r_cell"].sizes["cell"] == cell_stats(d).n_cells and not {"p", "dp", "r", "p_up"} & set(stored.data_vars)  # p, dp formed where read
+    p = draws["p"].values.reshape(-1, d.n_items, 2)
     flips = expected_flips(change_collapsed_fit, d)
     assert flips["expected_negative_flips"]["mean"] == pytest.approx(((p[:, :, 0] > 0.5) & (p[:, :, 1] <= 0.5)).sum(1).mean())
     assert flips["expected_negative_flips"]["lo90"] <= flips["expected_negative_flips"]["mean"] <= flips["expected_negative_flips"]["hi90"]
@@ -340,7 +344,7 @@ def test_change_model_with_covariate_pymc_and_numpyro_agree(letter_pair, letter_
         _agree(a, b, var, sd_share=0.0)
     assert b["posterior"]["group_shift"].dims == ("chain", "draw", "group")
     assert a["posterior"]["stratum_shift"].dims == b["posterior"]["stratum_shift"].dims == ("chain", "draw", "stratum")
-    dp_a, dp_b = (f["posterior"]["dp"].mean(("chain", "draw")).values for f in (a, b))
+    dp_a, dp_b = (item_block(f["posterior"])["dp"].mean(("chain", "draw")).values for f in (a, b))
     assert np.max(np.abs(dp_a - dp_b)) < 0.03
     # the workflow checks on the PyMC twin's posterior: the same verdict and ELPD as on NumPyro's (issue 31)
     from bayesrc.bayes.fit import run_checks

@@ -570,9 +570,11 @@ def test_collapsed_change_item_draws_match_a_fine_grid_reference():
         {"mu_theta": const([mu], ("chain", "draw", "domain")), "sigma_theta": const([sd], ("chain", "draw", "domain")),
          "shift": const([shift], ("chain", "draw", "domain")), "sigma_delta": const(tau), "pi": const(pi)}
     )  # fmt: skip
-    out = item_draws(post, _cells(rows), seed=3)
-    for name, values in item_draws(post, _cells(rows), seed=3, batch=1).items():  # each draw has its own key: the batch changes nothing
+    cells = _cells(rows)
+    out = item_draws(post, cells, seed=3)
+    for name, values in item_draws(post, cells, seed=3, batch=1).items():  # each draw has its own key: the batch changes nothing
         np.testing.assert_array_equal(values, out[name], err_msg=name)
+    assert out["r"].shape[-1] == out["p_up"].shape[-1] == cells.n_cells  # per cell; the items' columns below
     sd, tau = np.hypot(sd, 0.1), np.hypot(tau, 0.1)  # the model's spreads on its grid (grid_spread: step 0.2)
     u, v = np.linspace(-9, 9, 2001), np.linspace(-8, 8, 1201)
     for i, (n1, y1, n2, y2) in enumerate(rows):
@@ -584,7 +586,7 @@ def test_collapsed_change_item_draws_match_a_fine_grid_reference():
         same = -0.5 * u**2 + b1 + np.log1p(-pi) + y2 * log_expit(theta) + (n2 - y2) * log_expit(-theta)
         chg = -0.5 * u**2 + b1 + np.log(pi) + lg
         r_ref = 1.0 / (1.0 + np.exp(logsumexp(same) - logsumexp(chg)))
-        np.testing.assert_allclose(out["r"][0, :, i], r_ref, rtol=1e-5)
+        np.testing.assert_allclose(out["r"][0, :, cells.item_cell[i]], r_ref, rtol=1e-5)
         # Reference marginal of u (mixture over changed), and of v given changed.
         fu = np.exp(np.logaddexp(same, chg) - np.logaddexp(same, chg).max())
         cdf_u = np.cumsum(fu) / fu.sum()
@@ -820,9 +822,45 @@ def test_item_draws_come_once_after_the_gate(monkeypatch):
     res = fit(counts, config=cfg, checks=False)  # 2 x 60 draws cannot reach an ESS of 400: the gate escalates
     last = res.payload["attempts"][-1]
     assert len(res.payload["attempts"]) == 2 and calls == [1] and res.posterior["posterior"].sizes["draw"] == last["draws"]
-    items = ["theta", "delta", "changed", "r", "p_up", "p", "dp"]
+    items = ["theta", "delta", "changed", "r_cell", "p_up_cell", "item_cell"]
     hyper = res.posterior.copy()
     hyper["posterior"] = res.posterior["posterior"].to_dataset().drop_vars(items)
     again = with_item_draws(hyper, model_inputs(counts), SamplerConfig(seed=last["seed"], progress=False))["posterior"]
     for name in items:
         np.testing.assert_array_equal(again[name].values, res.posterior["posterior"][name].values)
+
+
+def test_item_block_forms_what_fits_stored_before_and_reads_those_fits_as_they_are():
+    """A change fit stores theta, delta, changed per item and r, p_up per cell; item_block forms p,
+    dp and the per-item r, p_up (against an independent float64 formula), and gives the same from a
+    fit saved with them stored per item. A beta-binomial fit stores p; dp is formed."""
+    import xarray as xr
+
+    from bayesrc.bayes import item_block
+    from bayesrc.bayes.checks import thin_draws
+    from bayesrc.bayes.draws import thinned_draws
+
+    rng = np.random.default_rng(0)
+    dims, cell_dims, n_cells = ("chain", "draw", "item"), ("chain", "draw", "cell"), 7
+    theta, delta = (rng.normal(0, 2, (2, 50, 30)).astype(np.float32) for _ in range(2))
+    changed = (rng.random(theta.shape) < 0.3).astype(np.int8)
+    item_cell = rng.integers(0, n_cells, 30)
+    r_cell, p_up_cell = (rng.random((2, 50, n_cells)).astype(np.float32) for _ in range(2))
+    p = np.stack([expit(theta.astype(float)), expit(theta.astype(float) + changed * delta.astype(float))], -1)
+    stored = xr.Dataset({"theta": (dims, theta), "delta": (dims, delta), "changed": (dims, changed), "pi": (("chain", "draw"), rng.random((2, 50))),
+                         "r_cell": (cell_dims, r_cell), "p_up_cell": (cell_dims, p_up_cell), "item_cell": ("item", item_cell)})  # fmt: skip
+    older = stored.drop_vars(["r_cell", "p_up_cell", "item_cell"]).assign(
+        p=((*dims, "version"), p), dp=(dims, p[..., 1] - p[..., 0]), r=(dims, r_cell[..., item_cell]), p_up=(dims, p_up_cell[..., item_cell])
+    )
+    items = [3, 1, 4, 29]
+    formed, read = item_block(stored, items), item_block(older, items)
+    for name in ("p", "dp", "r", "p_up"):
+        assert formed[name].dims == read[name].dims and formed[name].dtype == np.float32, name
+        np.testing.assert_allclose(formed[name].values, read[name].values, rtol=2e-6, atol=2e-7, err_msg=name)
+    assert "r_cell" not in formed and formed["pi"].equals(stored["pi"])
+    np.testing.assert_array_equal(item_block(stored)["r"].values, r_cell[..., item_cell])
+    betabinom = item_block(xr.Dataset({"p": ((*dims, "version"), p)}), slice(0, 5))
+    np.testing.assert_array_equal(betabinom["dp"].values, p[:, :, :5, 1] - p[:, :, :5, 0])
+    # The draws the posterior predictive check replicates, gathered without forming the others.
+    np.testing.assert_array_equal(thinned_draws(stored, 37)["theta"].values, thin_draws(theta, 37))
+    np.testing.assert_array_equal(thinned_draws(stored, 1000)["theta"].values, thin_draws(theta, 1000))

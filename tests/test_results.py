@@ -129,7 +129,7 @@ def test_bayes_fit_roundtrip_with_posterior_and_forest_plot(bayes_fit, tmp_path)
     assert gt.loc["min bulk ESS", "requirement"] == "≥ 400" and gt.loc["max R-hat", "requirement"] == "≤ 1.01"
     assert res.status == "ok" and gt.loc["gate", "value"] == "passed"
     # per-item intervals, ESS and MCSE come from arviz_stats: check them against an independent computation
-    dp = res.posterior["posterior"]["dp"].values.reshape(-1, len(res.items))
+    dp = res.item_draws()["dp"].values.reshape(-1, len(res.items))
     lo, hi = np.quantile(dp, [0.05, 0.95], axis=0)
     assert np.allclose(res.items["dp_lo90"], lo, atol=1e-3) and np.allclose(res.items["dp_hi90"], hi, atol=1e-3)
     sd = dp.std(0, ddof=1)

@@ -16,6 +16,7 @@ from bayesrc.bayes.change import change_numpyro, change_pymc, item_conditionals
 from bayesrc.bayes.change_collapsed import cell_stats, change_collapsed_numpyro, change_collapsed_pymc, item_draws, with_item_draws
 from bayesrc.bayes.checks import posterior_predictive_check
 from bayesrc.bayes.diagnostics import Diagnostics, gate
+from bayesrc.bayes.draws import item_block
 from bayesrc.bayes.fit import BACKENDS, MODELS, BayesFit, check, fit, gated_vars, realised_fdp, sample
 from bayesrc.bayes.inputs import ModelInputs, model_inputs
 from bayesrc.bayes.joint import family_item_draws, joint_numpyro, joint_pymc
@@ -29,7 +30,7 @@ __all__ = [
     "agreement_table", "betabinom_numpyro", "betabinom_pymc", "cell_stats", "change_collapsed_numpyro",
     "change_collapsed_pymc", "change_numpyro", "change_pymc", "check",
     "cohen_kappa", "compare", "configure_host_devices", "conjugate_p", "crosscheck", "domain_shift", "family_item_draws", "fit", "fit_joint", "gate",
-    "gated_vars", "item_conditionals", "item_draws", "item_summary", "joint_numpyro", "joint_pymc", "model_inputs", "posterior_predictive_check",
+    "gated_vars", "item_block", "item_conditionals", "item_draws", "item_summary", "joint_numpyro", "joint_pymc", "model_inputs", "posterior_predictive_check",
     "rank_bands", "realised_fdp", "sample", "select",
     "sufficient_stats", "with_item_draws",
 ]  # fmt: skip

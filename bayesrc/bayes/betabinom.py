@@ -158,14 +158,12 @@ def conjugate_p(mu: np.ndarray, kappa: np.ndarray, data: ModelInputs, rng: np.ra
 
 
 def _finish(dt, data: ModelInputs, collapsed: bool, seed: int):
-    """Add the conjugate ``p`` draws (collapsed) and ``dp = p_v2 - p_v1`` to the posterior."""
+    """Add the conjugate ``p`` draws (collapsed) to the posterior (:func:`~bayesrc.bayes.draws.item_block` forms ``dp``)."""
     post = dt["posterior"].to_dataset()
     if collapsed:
         rng = np.random.default_rng(np.random.SeedSequence([seed, 7]))
         p = conjugate_p(post["mu"].values, post["kappa"].values, data, rng)
         post["p"] = (("chain", "draw", "item", "version"), p)
-    dp = post["p"].isel(version=1) - post["p"].isel(version=0)
-    post["dp"] = dp.drop_vars("version", errors="ignore")
     dt["posterior"] = post
     dt.attrs.update(model="betabinom", collapsed=int(collapsed))
     return dt

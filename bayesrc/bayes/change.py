@@ -70,6 +70,7 @@ import numpy as np
 from scipy import stats
 from scipy.special import expit, log_expit
 
+from bayesrc.bayes.draws import CELL_QUANTITIES, ITEM_DRAW_DTYPE
 from bayesrc.bayes.inputs import ModelInputs
 from bayesrc.bayes.samplers import SamplerConfig, run_numpyro, run_pymc
 
@@ -85,9 +86,6 @@ DIMS = {
 }  # fmt: skip
 SAMPLED = ("mu_theta", "sigma_theta", "shift", "group_shift", "group_level", "stratum_shift_sd", "stratum_shift_z", "stratum_shift", "sigma_delta", "slope", "pi", "theta")
 GRID_NODES = 49
-# The item draws (theta, delta, r, p_up, p, dp) are stored in single precision: 7 significant digits,
-# far below their Monte Carlo error, at half the memory (12,000 items x 2,000 draws: 96 MB per quantity).
-ITEM_DRAW_DTYPE = np.float32
 
 
 def z_grid(n_nodes: int = GRID_NODES, half_width: float = 6.0) -> tuple[np.ndarray, np.ndarray]:
@@ -328,7 +326,7 @@ def change_numpyro(data: ModelInputs, *, slope: bool = False, prior: dict | None
     --------
     >>> from bayesrc.bayes.inputs import model_inputs
     >>> dt = change_numpyro(model_inputs(counts), config=SamplerConfig(chains=2))   # doctest: +SKIP
-    >>> dt["posterior"]["dp"].mean(("chain", "draw"))                              # doctest: +SKIP
+    >>> item_block(dt["posterior"])["dp"].mean(("chain", "draw"))                  # doctest: +SKIP
     """
     cfg = config or SamplerConfig()
     z, logw = z_grid()
@@ -429,32 +427,24 @@ def item_conditionals(post, data: ModelInputs, rng: np.random.Generator, chunk: 
     return {k: v.reshape(n_chain, n_draw, n_items) for k, v in out.items()}
 
 
-def store_item_quantities(dt, post, theta: np.ndarray, c: dict, slope: bool, prior: dict | None, **attrs):
-    """Write ``r, p_up, delta, changed``, ``p`` (item, version) and ``dp = p_v2 - p_v1`` into the
-    posterior, in the layout both change-model samplers (full and collapsed) share: the item
-    quantities in :data:`ITEM_DRAW_DTYPE`, ``changed`` as int8."""
-    dims = ("chain", "draw", "item")
-    theta = np.asarray(theta, ITEM_DRAW_DTYPE)
-    for k in ("r", "p_up", "delta"):
-        post[k] = (dims, np.asarray(c[k], ITEM_DRAW_DTYPE))
-    changed = np.asarray(c["changed"], np.int8)
-    post["changed"] = (dims, changed)
-    p = np.empty((*theta.shape, 2), ITEM_DRAW_DTYPE)  # filled in place: no stacked copy (12,000 items x 2,000 draws: 190 MB per version)
-    expit(theta, out=p[..., 0])
-    x = np.multiply(post["delta"].values, changed, dtype=ITEM_DRAW_DTYPE)  # theta + changed * delta with one temporary, not two
-    x += theta
-    expit(x, out=p[..., 1])
-    del x
-    post["p"] = (("chain", "draw", "item", "version"), p)
-    post["dp"] = (dims, p[..., 1] - p[..., 0])
+def store_item_quantities(dt, post, c: dict, item_cell: np.ndarray, slope: bool, prior: dict | None, **attrs):
+    """Write ``delta`` and ``changed`` per item and ``r``, ``p_up`` per cell (``r_cell``, ``p_up_cell``,
+    with ``item_cell``) into the posterior beside ``theta``: the layout both change-model samplers
+    (full and collapsed) share, in :data:`~bayesrc.bayes.draws.ITEM_DRAW_DTYPE` (``changed`` as int8).
+    :func:`~bayesrc.bayes.draws.item_block` forms ``p``, ``dp`` and the per-item ``r``, ``p_up`` where read."""
+    post["delta"] = (("chain", "draw", "item"), np.asarray(c["delta"], ITEM_DRAW_DTYPE))
+    post["changed"] = (("chain", "draw", "item"), np.asarray(c["changed"], np.int8))
+    for k in CELL_QUANTITIES:
+        post[f"{k}_cell"] = (("chain", "draw", "cell"), np.asarray(c[k], ITEM_DRAW_DTYPE))
+    post["item_cell"] = ("item", np.asarray(item_cell, np.int64))
     dt["posterior"] = post
     dt.attrs.update(model="change", slope=int(slope), prior=json.dumps(prior_settings(prior)), **attrs)
     return dt
 
 
 def _finish(dt, data: ModelInputs, seed: int, slope: bool, prior: dict | None = None):
-    """Derived quantities from the draws: r, P(delta > 0 | changed), delta, changed, p (item, version), dp."""
+    """The item draws' stored quantities: delta, changed, r and P(delta > 0 | changed) (:func:`store_item_quantities`)."""
     post = dt["posterior"].to_dataset()
     rng = np.random.default_rng(np.random.SeedSequence([seed, 11]))
-    c = item_conditionals(post, data, rng)
-    return store_item_quantities(dt, post, post["theta"].values, c, slope, prior)
+    c = item_conditionals(post, data, rng)  # per item: in the full model r and p_up depend on the sampled theta_i
+    return store_item_quantities(dt, post, c, np.arange(data.n_items), slope, prior)

@@ -63,7 +63,6 @@ import numpy as np
 from scipy.special import betaln, log_expit, logsumexp, ndtr
 
 from bayesrc.bayes.change import (
-    ITEM_DRAW_DTYPE,
     group_draws,
     group_effects_numpyro,
     group_effects_pymc,
@@ -74,6 +73,7 @@ from bayesrc.bayes.change import (
     share_above_zero,
     store_item_quantities,
 )
+from bayesrc.bayes.draws import ITEM_DRAW_DTYPE
 from bayesrc.bayes.inputs import ModelInputs
 from bayesrc.bayes.samplers import SamplerConfig, progress_bar, run_numpyro, run_pymc
 from bayesrc.config import precision, prepare_jax
@@ -175,7 +175,7 @@ BAND_TABLE_MAX_BYTES = 64 * 2**20  # above it (K in the hundreds) the likelihood
 # The samplers' band table is single precision: its product with the kernel rows is most of a
 # gradient's cost, and ~1.7x as fast in float32. Every term is positive (no cancellation), so the
 # sums keep a relative error near 1e-7 (tests/test_bayes_units.py); the item draws (stored in single
-# precision: change.ITEM_DRAW_DTYPE), LOO and the checks compute in float64.
+# precision: draws.ITEM_DRAW_DTYPE), LOO and the checks compute in float64.
 SAMPLER_BAND_DTYPE = np.float32
 
 
@@ -601,7 +601,7 @@ def _draws_one(hyper, key, cells: Cells, tables, fine_v):
     spread = grid_spread(_ops("jax"), sigma_delta, x)[d]
     zv = standardised_change_draw(theta + m_i, spread, cells.y2[item_cell], cells.n2[item_cell], changed, fine_v, (k4, k5, k6))
     f = ITEM_DRAW_DTYPE  # stored in single precision (computed in double): half the memory, and the transfer, at 12,000 items
-    return theta.astype(f), (m_i + spread * zv).astype(f), changed.astype(jnp.int8), r[item_cell].astype(f), p_up[item_cell].astype(f)
+    return theta.astype(f), (m_i + spread * zv).astype(f), changed.astype(jnp.int8), r.astype(f), p_up.astype(f)  # r, p_up per cell
 
 
 def standardised_change_draw(centre, spread, y, n, changed, fine_v, keys):
@@ -637,8 +637,8 @@ def item_draws(post, cells: Cells, seed: int, batch: int | None = None, progress
     the per-item temporaries of a vectorised step would cost more memory than they save time)
     does not change the draws.
 
-    Returns ``theta, delta, changed, r, p_up`` with shape (chain, draw, item), in
-    :data:`~bayesrc.bayes.change.ITEM_DRAW_DTYPE` (``changed``: int8).
+    Returns ``theta, delta, changed`` with shape (chain, draw, item) and ``r, p_up`` with shape
+    (chain, draw, cell), in :data:`~bayesrc.bayes.draws.ITEM_DRAW_DTYPE` (``changed``: int8).
 
     Examples
     --------
@@ -706,13 +706,13 @@ def _item_draws(post, cells: Cells, seed: int, batch: int, progress: bool | None
             for whole, part in zip(out, got):
                 whole[:, i : i + chunk] = part
             bar.update(max(0, min(chunk * batch * n_dev, n_s - i * batch * n_dev)))
-    names = ("theta", "delta", "changed", "r", "p_up")  # each (device, step, batch, item)
+    names = ("theta", "delta", "changed", "r", "p_up")  # each (device, step, batch, item or cell)
     return {k: v.reshape(n_s + pad, -1)[:n_s].reshape(n_chain, n_draw, -1) for k, v in zip(names, out)}
 
 
 def with_item_draws(dt, data: ModelInputs, cfg: SamplerConfig, *, slope: bool = False, prior: dict | None = None):
     """A hyperparameter posterior of the collapsed change model with its item draws added (:func:`item_draws`,
-    seeded by ``cfg.seed``), then ``p`` (item, version), ``dp`` and the change quantities in the full model's layout.
+    seeded by ``cfg.seed``) in the full model's layout (:func:`bayesrc.bayes.change.store_item_quantities`).
 
     :func:`bayesrc.bayes.fit` samples without them and adds them once the gate has passed (or the last
     attempt failed): at 12,000 items the draws take as long as the sampling.
@@ -721,13 +721,14 @@ def with_item_draws(dt, data: ModelInputs, cfg: SamplerConfig, *, slope: bool = 
     --------
     >>> dt = change_collapsed_numpyro(data, items=False)           # doctest: +SKIP
     >>> dt = with_item_draws(dt, data, SamplerConfig())            # doctest: +SKIP
-    >>> dt["posterior"]["dp"].dims                                 # doctest: +SKIP
+    >>> item_block(dt["posterior"])["dp"].dims                     # doctest: +SKIP
     ('chain', 'draw', 'item')
     """
     post = dt["posterior"].to_dataset()
-    c = item_draws(post, cell_stats(data), cfg.seed, progress=cfg.progress)
+    cells = cell_stats(data)
+    c = item_draws(post, cells, cfg.seed, progress=cfg.progress)
     post["theta"] = (("chain", "draw", "item"), c["theta"])
-    return store_item_quantities(dt, post, c["theta"], c, slope, prior, collapsed=1)
+    return store_item_quantities(dt, post, c, cells.item_cell, slope, prior, collapsed=1)
 
 
 def cell_pointwise_loglik(post, cells: Cells, batch: int = 64) -> np.ndarray:

@@ -40,6 +40,7 @@ from scipy.stats import kstest, rankdata
 
 from bayesrc.bayes.change_collapsed import _ops, cell_stats, flat_hyper, grid_spread, logit_grid, unit_loglik
 from bayesrc.bayes.diagnostics import mean_relative_ess
+from bayesrc.bayes.draws import item_slices
 from bayesrc.bayes.inputs import ModelInputs
 from bayesrc.config import release_memory
 
@@ -379,17 +380,6 @@ def loo_pit_change(log_weights: np.ndarray, pareto_k: np.ndarray, p_new: np.ndar
     return np.asarray(out["y"].values, float)
 
 
-def item_blocks(n_items: int, block: int = LOO_BLOCK) -> list[slice]:
-    """Consecutive slices of at most ``block`` items covering ``range(n_items)``.
-
-    Examples
-    --------
-    >>> item_blocks(5, 2)
-    [slice(0, 2, None), slice(2, 4, None), slice(4, 5, None)]
-    """
-    return [slice(i, min(i + block, n_items)) for i in range(0, n_items, block)]
-
-
 def psis_loo_items(ll: np.ndarray, reff: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """PSIS-LOO of each item from its log-likelihood draws ``ll`` (chain, draw, item), through
     ``arviz_stats``: ``elpd_i``, ``p_loo_i``, Pareto ``k`` and the smoothed log weights (chain, draw, item)."""
@@ -414,7 +404,7 @@ def unit_psis(post, data: ModelInputs, block: int = LOO_BLOCK) -> tuple[np.ndarr
     ll, item_unit = unit_loglik(post, data)
     reff = mean_relative_ess(post)
     parts = []
-    for units in item_blocks(ll.shape[-1], block):
+    for units in item_slices(ll.shape[-1], block):
         release_memory()  # the last block's temporaries stay on glibc's free lists unless handed back
         parts.append(psis_loo_items(ll[..., units], reff))
     elpd, p_loo, k, lw = (np.concatenate(c, axis=-1) for c in zip(*parts))
@@ -446,7 +436,7 @@ def loo_checks(dt, data: ModelInputs, item_ids: Sequence[str], *, seed: int = 0,
     rng_new, rng_pit = (np.random.default_rng(np.random.SeedSequence([seed, stream])) for stream in (33, 32))
     pit = np.concatenate([
         loo_pit_change(lw_u[..., item_unit[items]], k[items], new_item_p(post, data, rng_new, items=items), data, rng_pit, items)
-        for items in item_blocks(data.n_items, block)
+        for items in item_slices(data.n_items, block)
     ])  # fmt: skip
     elpd, se, p_loo, _ = xr.DataArray(elpd_i, dims=["item"]).azstats.loo_summary(xr.DataArray(p_i, dims=["item"]))
     ids = np.asarray(item_ids).astype(str)

@@ -164,6 +164,7 @@ def mean_relative_ess(post, chunk: int = 256, max_entries: int = 8192) -> float:
     1.0
     """
     n_samples = post.sizes["chain"] * post.sizes["draw"]
+    post = post[[k for k, da in post.data_vars.items() if {"chain", "draw"} <= set(da.dims)]]  # not the item -> cell map
     sizes = [int(np.prod(da.shape)) // n_samples for da in post.data_vars.values()]
     step = -(-sum(sizes) // max_entries)
     total, count, offset = 0.0, 0, 0

@@ -14,8 +14,9 @@ from bayesrc.bayes.betabinom import betabinom_numpyro, betabinom_pymc
 from bayesrc.bayes.change import STRUCTURE_SITES, change_log_prior, change_numpyro, change_pymc, prior_settings
 from bayesrc.bayes.change_collapsed import change_collapsed_numpyro, change_collapsed_pymc, with_item_draws
 from bayesrc.bayes.check_figures import loo_pit_figure, ppc_figure, prior_predictive_figure
-from bayesrc.bayes.checks import loo_checks, loo_warnings, pit_ecdf_band, posterior_predictive_check, ppc_warnings
+from bayesrc.bayes.checks import MAX_PPC_DRAWS, loo_checks, loo_warnings, pit_ecdf_band, posterior_predictive_check, ppc_warnings
 from bayesrc.bayes.diagnostics import GatedResult
+from bayesrc.bayes.draws import item_block, thinned_draws
 from bayesrc.bayes.gating import sample_gated
 from bayesrc.bayes.inputs import ModelInputs, model_inputs
 from bayesrc.bayes.joint_fit import JointFit, fit_joint
@@ -204,6 +205,17 @@ class BayesFit(GatedResult):
         rows = [{"domain": k, "mean": v["mean"], "lo90": v["lo90"], "hi90": v["hi90"]} for k, v in self.domain_shift.items()]
         return pd.DataFrame(rows, columns=["domain", "mean", "lo90", "hi90"])
 
+    def item_draws(self, items=None) -> xr.Dataset:
+        """The posterior draws of the items ``items`` (an ``isel`` indexer; None: all) with ``p``
+        (item, version), ``dp`` and, for the change model, ``r = P(changed)`` and ``p_up`` formed
+        (:func:`bayesrc.bayes.draws.item_block`: the fit stores only what cannot be recomputed).
+
+        Examples
+        --------
+        >>> res.item_draws(slice(0, 100))["dp"].mean(("chain", "draw"))   # doctest: +SKIP
+        """
+        return item_block(self.posterior["posterior"], items)
+
     def plot_forest(self, n: int = 30, **kwargs):
         """Forest plot (arviz-plots) of the posterior Δp of the ``n`` items with the largest ``|mean Δp|``.
 
@@ -213,7 +225,7 @@ class BayesFit(GatedResult):
         import arviz_plots as azp  # deferred: arviz_plots loads matplotlib, ~4 s (bayes extra)
 
         order = np.argsort(-self.items["dp_mean"].abs().to_numpy(), kind="stable")[:n]
-        dp = self.posterior["posterior"]["dp"].isel(item=order).assign_coords(item=self.items["item_id"].to_numpy()[order].astype(str))
+        dp = self.item_draws(order)["dp"].assign_coords(item=self.items["item_id"].to_numpy()[order].astype(str))
         kwargs.setdefault("backend", "matplotlib")
         return azp.plot_forest(dp.to_dataset(name="dp"), combined=True, **kwargs)
 
@@ -428,7 +440,9 @@ def run_checks(dt, data: ModelInputs, counts: xr.Dataset, item_ids, *, seed: int
     >>> ppc, loo, per_item = run_checks(res.posterior, model_inputs(counts), counts, res.items["item_id"])  # doctest: +SKIP
     """
     strata = data if data.covariate else model_inputs(counts, *data.versions, covariate="auto")
-    ppc = posterior_predictive_check(dt["posterior"]["p"].values, strata, seed=seed)
+    p = item_block(thinned_draws(dt["posterior"], MAX_PPC_DRAWS))["p"].values[None]  # the draws the check replicates, formed for them alone
+    ppc = posterior_predictive_check(p, strata, seed=seed)
+    del p
     ids = np.asarray(item_ids).astype(str)
     if not np.array_equal(ids, np.asarray(data.items).astype(str)):
         raise ValueError("the item table is not in the model inputs' item order")

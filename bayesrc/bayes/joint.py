@@ -42,7 +42,7 @@ from functools import cache, partial
 
 import numpy as np
 
-from bayesrc.bayes.change import ITEM_DRAW_DTYPE, hyperpriors_numpyro, hyperpriors_pymc, prior_settings
+from bayesrc.bayes.change import hyperpriors_numpyro, hyperpriors_pymc, prior_settings
 from bayesrc.bayes.change_collapsed import (
     DRAW_DELTA_HALF,
     DRAW_DELTA_NODES,
@@ -61,6 +61,7 @@ from bayesrc.bayes.change_collapsed import (
     standardised_change_draw,
     weighted_convolutions,
 )
+from bayesrc.bayes.draws import ITEM_DRAW_DTYPE
 from bayesrc.bayes.inputs import ModelInputs
 from bayesrc.bayes.samplers import SamplerConfig, progress_bar, run_numpyro, run_pymc
 from bayesrc.config import precision, prepare_jax
@@ -310,7 +311,7 @@ def family_item_draws(post, cells: FamilyCells, seed: int, progress: bool | None
 
     Returns ``theta`` (chain, draw, item), ``p`` (chain, draw, item, version) and ``changed``,
     ``r = P(changed | theta, data)``, ``delta`` (chain, draw, item, change), in
-    :data:`~bayesrc.bayes.change.ITEM_DRAW_DTYPE` (``changed``: int8).
+    :data:`~bayesrc.bayes.draws.ITEM_DRAW_DTYPE` (``changed``: int8).
 
     Examples
     --------

@@ -26,6 +26,7 @@ import xarray as xr
 from scipy.special import logsumexp
 
 from bayesrc.bayes.diagnostics import chain_draw_last, convergence, ess_bulk, mcse_mean
+from bayesrc.bayes.draws import item_block, item_slices
 from bayesrc.classical.calibration import NO_CHANGE_ALPHA, not_rejected_phrase
 from bayesrc.classical.rci import CLASSES, DETERIORATED, EXCLUDED, IMPROVED, NO_CHANGE
 
@@ -49,7 +50,7 @@ def draws_summary(da, *, prob: float = 0.9, ci_kind: str = "eti") -> pd.DataFram
 
     Examples
     --------
-    >>> draws_summary(dt.posterior["dp"], prob=0.9)   # doctest: +SKIP
+    >>> draws_summary(item_block(dt.posterior, slice(0, 10))["dp"], prob=0.9)   # doctest: +SKIP
     """
     import arviz_stats as azs  # deferred: arviz_stats loads in ~3 s (bayes extra)
 
@@ -95,7 +96,7 @@ def item_summary(dt, data, *, rope: float | None = 0.0, delta_min: float = DELTA
     """
     rope = float(rope or 0.0)
     post = dt["posterior"]
-    blocks = [_item_block_summary(post.isel(item=slice(i, i + ITEM_BLOCK)), rope, delta_min) for i in range(0, data.n_items, ITEM_BLOCK)]
+    blocks = [_item_block_summary(item_block(post, items), rope, delta_min) for items in item_slices(data.n_items, ITEM_BLOCK)]
     out = pd.concat(blocks, ignore_index=True)
     out.insert(0, "domain", np.asarray(data.domains)[data.dom])
     out.insert(0, "item_id", data.items)
@@ -103,7 +104,7 @@ def item_summary(dt, data, *, rope: float | None = 0.0, delta_min: float = DELTA
 
 
 def _item_block_summary(post, rope: float, delta_min: float) -> pd.DataFrame:
-    """:func:`item_summary`'s columns after ``domain`` for the items of ``post`` (a slice of the posterior)."""
+    """:func:`item_summary`'s columns after ``domain`` for the items of ``post`` (an :func:`~bayesrc.bayes.draws.item_block`)."""
     import arviz_stats as azs  # deferred: arviz_stats loads in ~3 s (bayes extra)
 
     n_items = post.sizes["item"]
@@ -132,7 +133,8 @@ def _item_block_summary(post, rope: float, delta_min: float) -> pd.DataFrame:
 
 
 def direction_draws(post, n_items: int, *, rope: float = 0.0, delta_min: float = DELTA_MIN, rao_blackwell: bool = True) -> dict[str, np.ndarray]:
-    """Per posterior draw (rows) and item (columns): the four direction probabilities of :func:`item_summary`.
+    """Per posterior draw (rows) and item (columns) of ``post``, an :func:`~bayesrc.bayes.draws.item_block`:
+    the four direction probabilities of :func:`item_summary`.
 
     Change model: ``p_improve = r * P(delta > 0 | changed)`` (Rao-Blackwellised), beta-binomial:
     ``dp > rope``; both: ``p_improve_material = dp >= delta_min``. Their means over draws are the
@@ -157,9 +159,11 @@ def expected_flips(dt, data) -> dict:
     Negative: true accuracy above 0.5 in v1 and at most 0.5 in v2; positive: the reverse.
     Posterior mean and 90% interval of the counts (an unchanged item cannot flip).
     """
-    p = dt["posterior"]["p"].values.reshape(-1, data.n_items, 2)
-    neg = ((p[:, :, 0] > 0.5) & (p[:, :, 1] <= 0.5)).sum(1)
-    pos = ((p[:, :, 0] <= 0.5) & (p[:, :, 1] > 0.5)).sum(1)
+    neg, pos = 0, 0
+    for items in item_slices(data.n_items, ITEM_BLOCK):
+        p = item_block(dt["posterior"], items)["p"].values.reshape(-1, items.stop - items.start, 2)
+        neg = neg + ((p[:, :, 0] > 0.5) & (p[:, :, 1] <= 0.5)).sum(1)
+        pos = pos + ((p[:, :, 0] <= 0.5) & (p[:, :, 1] > 0.5)).sum(1)
 
     def describe(x: np.ndarray) -> dict:
         return {"mean": float(x.mean()), "lo90": float(np.quantile(x, 0.05)), "hi90": float(np.quantile(x, 0.95))}
@@ -353,7 +357,7 @@ def flagged_errors(post, rci_cls: np.ndarray, *, rope: float = 0.0, delta_min: f
     if flagged.size == 0:
         nan = np.full(post.sizes["chain"] * post.sizes["draw"], np.nan)
         return nan, nan.copy()
-    d = direction_draws(post.isel(item=flagged), flagged.size, rope=rope, delta_min=delta_min, rao_blackwell=rao_blackwell)
+    d = direction_draws(item_block(post, flagged), flagged.size, rope=rope, delta_min=delta_min, rao_blackwell=rao_blackwell)
     return flag_errors(d, np.asarray(rci_cls)[flagged])
 
 
@@ -494,9 +498,9 @@ def domain_shift(dt, data) -> dict:
     >>> domain_shift(res.posterior, data)["physics"]  # {'mean': ..., 'lo90': ..., 'hi90': ...}  # doctest: +SKIP
     """
     post = dt["posterior"]
-    dp = post["dp"]
-    dom = xr.DataArray(np.asarray(data.domains)[data.dom], dims="item")
-    by_domain = dp.groupby(dom.rename("domain_of_item")).mean("item")  # chain x draw x domain
+    onehot = np.eye(len(data.domains))[data.dom]  # (item, domain)
+    sums = sum(item_block(post, items)["dp"].values.astype(float) @ onehot[items] for items in item_slices(data.n_items, ITEM_BLOCK))
+    by_domain = xr.DataArray(sums / onehot.sum(0), dims=("chain", "draw", "domain_of_item"), coords={"domain_of_item": np.asarray(data.domains)})  # chain x draw x domain
     ms = draws_summary(by_domain, prob=0.9).set_index("domain_of_item")
     ls = draws_summary(post["shift"], prob=0.9).set_index("domain") if "shift" in post else None
     out = {}

@@ -372,7 +372,7 @@ def compare(
               max_rhat=max_rhat, min_ess=min_ess, max_divergences=max_divergences, escalate=escalate,
               rci_kwargs={"n_splits": 200, "n_permutations": 200})  # fmt: skip
     sel = res.selection
-    dp = res.posterior["posterior"]["dp"].values
+    dp = res.item_draws()["dp"].values
     agg = aggregate_change(dp.reshape(-1, dp.shape[-1]))
     bayes = {"n_improved": int(sel["n_improved"]), "n_deteriorated": int(sel["n_deteriorated"]),
              "expected_false": float(sel["expected_false"]), "aggregate": agg, "diagnostics": res.diagnostics.to_dict(),

@@ -205,7 +205,7 @@ def _arviz_figure(pc) -> Figure:
 
 
 def scalar_vars(dt, max_panels: int = 8) -> list[str]:
-    """Posterior variables for trace / rank plots: no per-item variables, no ``log_`` /
+    """Posterior variables for trace / rank plots: no per-item (or per-cell: the change model's ``r_cell``) variables, no ``log_`` /
     ``logit_`` copies of a variable that is also stored, smallest first, at most
     ``max_panels`` panels in all (each panel is one chain-overlaid trace)."""
     post = dt["posterior"]
@@ -214,7 +214,7 @@ def scalar_vars(dt, max_panels: int = 8) -> list[str]:
     for name, da in post.data_vars.items():
         name = str(name)
         extra = [d for d in da.dims if d not in ("chain", "draw")]
-        if "item" in extra or any(name.startswith(pre) and name[len(pre) :] in names for pre in ("log_", "logit_")):
+        if {"item", "cell"} & set(extra) or any(name.startswith(pre) and name[len(pre) :] in names for pre in ("log_", "logit_")):
             continue
         sized.append((int(np.prod([da.sizes[d] for d in extra])), name))
     out, used = [], 0

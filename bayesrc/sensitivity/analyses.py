@@ -40,8 +40,9 @@ import xarray as xr
 
 from bayesrc.bayes import SamplerConfig, fit, select
 from bayesrc.bayes.change import PRIOR, change_log_prior, prior_settings
+from bayesrc.bayes.draws import item_slices
 from bayesrc.bayes.samplers import progress_bar
-from bayesrc.bayes.summaries import PARETO_K_MAX, direction_draws, flag_errors, psis_weights
+from bayesrc.bayes.summaries import ITEM_BLOCK, PARETO_K_MAX, direction_draws, flagged_errors, psis_weights
 from bayesrc.bayes.task import fit_task
 from bayesrc.classical import rci as R
 from bayesrc.classical.calibration import binomial_s_diff, nominal_rate, sample_level_null
@@ -388,14 +389,18 @@ def reweighted_posterior(res, prior: dict) -> PriorPosterior:
     log_ratio = change_log_prior(post, prior) - change_log_prior(post, params["prior"])
     w, khat = psis_weights(log_ratio)
     ess = float(min(diag.min_ess_bulk, diag.min_ess_tail)) / (w.size * float(w @ w))
-    n_items = res.items.shape[0]
-    d = direction_draws(post, n_items, rope=float(params.get("rope") or 0.0), delta_min=params["delta_min"])
+    settings = {"rope": float(params.get("rope") or 0.0), "delta_min": params["delta_min"]}
+    weighted = {"p_improve": [], "p_deteriorate": []}
+    for block in item_slices(res.items.shape[0], ITEM_BLOCK):
+        d = direction_draws(res.item_draws(block), block.stop - block.start, **settings)
+        for k, parts in weighted.items():
+            parts.append(w @ d[k])
     rci_cls = res.items["rci_class"].to_numpy(dtype=object)  # excluded items are no flag
-    items = pd.DataFrame({"item_id": res.items["item_id"].to_numpy(), "p_improve": w @ d["p_improve"], "p_deteriorate": w @ d["p_deteriorate"]})
+    items = pd.DataFrame({"item_id": res.items["item_id"].to_numpy(), **{k: np.concatenate(parts) for k, parts in weighted.items()}})
     sigma_delta = post["sigma_delta"].values.reshape(w.size, -1).mean(1)
     passed = bool(diag.passed) and khat <= PARETO_K_MAX and ess >= diag.thresholds["min_ess"]
     return PriorPosterior(
-        "reweighted", passed, float(w @ post["pi"].values.ravel()), float(w @ sigma_delta), float(w @ flag_errors(d, rci_cls)[0]),
+        "reweighted", passed, float(w @ post["pi"].values.ravel()), float(w @ sigma_delta), float(w @ flagged_errors(post, rci_cls, **settings)[0]),
         items, prior_settings(prior), khat, ess,
     )  # fmt: skip
 
