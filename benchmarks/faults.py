@@ -34,8 +34,8 @@ collection
     whose shard was not retried exactly once.
 full disk
     tests/disk_faults.py (as root): ``collect``, ``rci``, ``merge``, ``report``, ``power``,
-    ``switch --bayes none`` (and with ``--disk-fit`` ``fit --model betabinom``, whose NUTS takes
-    about a minute a case), real CLI processes with their output on a tmpfs left with N KiB free,
+    ``switch --bayes none`` (and with ``--disk-fit`` ``fit --model betabinom`` and ``compare``, whose
+    fits take a minute or more a run), real CLI processes with their output on a tmpfs left with N KiB free,
     half the writer's output free, or remounted read-only, over an older version of the output.
     *exit 2*: one ``bayesrc: error:`` line; *old kept*: the older version byte for byte; *back*:
     with the space back the command completes (the resumed collection with the uninterrupted
@@ -330,12 +330,12 @@ def main() -> int:
     ap.add_argument("--server-only", action="store_true", help="only the server faults (fault proxy in front of llama-cpp-python's server)")
     ap.add_argument("--report-only", action="store_true", help="only the result fields through bayesrc report")
     ap.add_argument("--disk-only", action="store_true", help="only the full disk / read-only outputs (tests/disk_faults.py)")
-    ap.add_argument("--disk-fit", action="store_true", help="also bayesrc fit --model betabinom on the full disk (NUTS: about a minute per case)")
+    ap.add_argument("--disk-fit", action="store_true", help="also bayesrc fit --model betabinom and bayesrc compare (the default change-model fit) on the full disk (NUTS: a minute or more per run)")
     ap.add_argument("--report-fit", action="store_true", help="also fit.json and the fit's item table through the report (one real compare, and figures of a posterior per input)")
     args = ap.parse_args()
     calls = args.calls if args.calls is not None else (18 if args.quick else 60)
     sizes = [0, 4, 40] if args.quick else [0, 4, 8, 16, 24, 32, 40, 48, 64]
-    writers = ("rci", "merge", "report", "power", "switch", *(("fit",) if args.disk_fit else ()))
+    writers = ("rci", "merge", "report", "power", "switch", *(("fit", "compare") if args.disk_fit else ()))
     per_reader = args.per_reader or (100 if args.quick else 1000)
     timed = args.timed if args.timed is not None else (10 if args.quick else 50)
     start = time.monotonic()

@@ -43,8 +43,10 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OPENBLAS_NUM_THREADS": "1", "OMP_
 CORE = ["item_index", "k", "seed", "response", "extracted", "is_correct"]
 SWITCH_CELLS = ROOT / "bayesrc" / "datasets" / "switch_matrix_cells.csv"
 MOUNT_BYTES = 4 << 20
-#: every writer prepare() builds inputs for, cheapest first (``fit`` samples: about a minute)
-WRITERS = ("rci", "merge", "report", "power", "switch", "fit")
+#: every writer prepare() builds inputs for, cheapest first (``fit`` samples: about a minute; ``compare``, the
+#: default change-model fit of the CI gate, a minute or two)
+WRITERS = ("rci", "merge", "report", "power", "switch", "fit", "compare")
+SUCCESS = {"compare": (0, 1)}  # exits that wrote a whole output: compare's 1 is a failed gate (a deterioration found), not an error
 
 
 def can_mount(root: Path) -> bool:
@@ -185,10 +187,10 @@ def writer_case(mnt: Path, name: str, argv: list[str], *, free: int | None, half
     """A writer over an output holding an older version (``merge``: into a new run directory, as it
     never overwrites a run), with ``free`` bytes left (None: read-only; ``half``: half the size of
     the older version, so that some of its files fit and the rest do not)."""
-    out = mnt / "out"
+    out, ok = mnt / "out", SUCCESS.get(name, (0,))
     if name != "merge":
         first = cli(*argv, "--out", str(out))
-        assert first.returncode == 0, first.stderr
+        assert first.returncode in ok, first.stderr
     old = snapshot(out)
     if half:
         free = output_bytes(old) // 2
@@ -196,22 +198,22 @@ def writer_case(mnt: Path, name: str, argv: list[str], *, free: int | None, half
     if free is None:
         readonly(mnt, True)
     res = cli(*argv, "--out", str(out))
-    kept = res.returncode == 0 or snapshot(out) == old or (name == "merge" and not (out / "run.json").exists())
+    kept = res.returncode in ok or snapshot(out) == old or (name == "merge" and not (out / "run.json").exists())
     left = leftovers(mnt)
     if free is None:
         readonly(mnt, False)
     else:
         filler.unlink()
-    again = cli(*argv, "--out", str(out)) if res.returncode != 0 else res
-    whole = again.returncode == 0 and complete(name, out, set(old or ()))
+    again = cli(*argv, "--out", str(out)) if res.returncode not in ok else res
+    whole = again.returncode in ok and complete(name, out, set(old or ()))
     label = f"half its output, {free_label(free)}" if half else free_label(free)
-    return {"case": f"{name}, {label}", "exit": res.returncode, "clean": res.returncode == 0 or clean_failure(res), "kept": kept, "back": whole,
+    return {"case": f"{name}, {label}", "exit": res.returncode, "clean": res.returncode in ok or clean_failure(res), "kept": kept, "back": whole,
             "torn": 0, "lost": int(not kept) + int(not whole), "duplicated": len(left), "leftovers": left, "stderr": res.stderr.strip()[-300:]}  # fmt: skip
 
 
 def prepare(root: Path, *, writers: Sequence[str] = WRITERS, collect: bool = True) -> dict:
     """Inputs outside the mount, made by the real commands: a 4-item bank and the uninterrupted run
-    (``collect``), two shards (``merge``), a simulated trials pair (``rci``, ``power``, ``fit``) and
+    (``collect``), two shards (``merge``), a simulated trials pair (``rci``, ``power``, ``fit``, ``compare``) and
     its rci run (``report``); the argv of each of ``writers`` (without ``--out``)."""
     from bayesrc.collect import builtin_bank
     from bayesrc.data import simulate_pair
@@ -229,6 +231,7 @@ def prepare(root: Path, *, writers: Sequence[str] = WRITERS, collect: bool = Tru
         "power": ["power", v1, v2],
         "switch": ["switch", str(SWITCH_CELLS), "--bayes", "none", "--bootstrap", "200", "--seed", "1"],
         "fit": ["fit", v1, v2, "--model", "betabinom", "--chains", "2", "--draws", "300", "--tune", "300", "--no-escalate", "--allow-unconverged", "--no-progress"],
+        "compare": ["compare", v1, v2],
     }
     runs = [collect_args(bank, root / "reference")] if collect else []
     if "merge" in writers:

@@ -40,7 +40,7 @@ from scipy.stats import kstest, rankdata
 
 from bayesrc.bayes.change_collapsed import _ops, cell_stats, flat_hyper, grid_spread, logit_grid, unit_loglik
 from bayesrc.bayes.diagnostics import mean_relative_ess
-from bayesrc.bayes.draws import item_slices
+from bayesrc.bayes.draws import item_slices, thin_index
 from bayesrc.bayes.inputs import ModelInputs
 from bayesrc.config import release_memory
 
@@ -207,9 +207,7 @@ def thin_draws(a: np.ndarray, max_draws: int = MAX_PPC_DRAWS) -> np.ndarray:
     (2000, 3)
     """
     flat = np.asarray(a).reshape(-1, *np.shape(a)[2:])
-    if flat.shape[0] <= max_draws:
-        return flat
-    return flat[np.linspace(0, flat.shape[0] - 1, max_draws).round().astype(int)]
+    return flat if flat.shape[0] <= max_draws else flat[thin_index(flat.shape[0], max_draws)]
 
 
 def replicated_statistics(draws: np.ndarray, per_draw: int, data: ModelInputs, member: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -322,7 +320,7 @@ def new_item_p(post, data: ModelInputs, rng: np.random.Generator, max_draws: int
         a, b = (mu * kappa)[:, dom, :], ((1.0 - mu) * kappa)[:, dom, :]
         return rng.beta(a, b)
     cells = cell_stats(data)
-    idx = np.linspace(0, post["pi"].size - 1, min(max_draws, post["pi"].size)).round().astype(int)
+    idx = thin_index(post["pi"].size, max_draws)
     mu, sigma, shift, sd, slope, pi = (h[idx] for h in flat_hyper(post, cells))  # per stratum of the cells
     stratum = cells.dom[cells.item_cell][items]
     x = logit_grid(int(data.n.max()))

@@ -89,8 +89,8 @@ def item_slices(n_items: int, block: int) -> list[slice]:
 
 def thinned_draws(post, max_draws: int) -> xr.Dataset:
     """The posterior's chains and draws flattened into one ``sample`` dim and evenly thinned to at
-    most ``max_draws`` (the draws :func:`bayesrc.bayes.checks.thin_draws` keeps), gathered without
-    copying the others.
+    most ``max_draws`` (:func:`thin_index`, as :func:`bayesrc.bayes.checks.thin_draws` thins), gathered
+    without copying the others.
 
     Examples
     --------
@@ -100,8 +100,19 @@ def thinned_draws(post, max_draws: int) -> xr.Dataset:
     """
     ds = post.to_dataset() if hasattr(post, "to_dataset") else post
     n_chain, n_draw = ds.sizes["chain"], ds.sizes["draw"]
-    flat = np.arange(n_chain * n_draw)
-    if flat.size > max_draws:
-        flat = np.linspace(0, flat.size - 1, max_draws).round().astype(int)
+    flat = thin_index(n_chain * n_draw, max_draws)
     pick = {"chain": xr.DataArray(flat // n_draw, dims="sample"), "draw": xr.DataArray(flat % n_draw, dims="sample")}
     return ds.isel(pick).drop_vars(["chain", "draw"], errors="ignore")
+
+
+def thin_index(n_samples: int, max_draws: int) -> np.ndarray:
+    """Indices of at most ``max_draws`` evenly spaced draws among ``n_samples`` (all of them if fewer).
+
+    Examples
+    --------
+    >>> thin_index(8, 3).tolist(), thin_index(3, 5).tolist()
+    ([0, 4, 7], [0, 1, 2])
+    """
+    if n_samples <= max_draws:
+        return np.arange(n_samples)
+    return np.linspace(0, n_samples - 1, max_draws).round().astype(int)
