@@ -435,6 +435,24 @@ def read_table(
     raise InputError(f"unknown format {suffix!r}; expected .parquet, .jsonl or .csv", path=path)
 
 
+def write_parquet(frame: pd.DataFrame, path: str | Path) -> None:
+    """``frame`` as a Parquet file at ``path`` (no index), an ``OSError`` naming ``path``: pyarrow's
+    own write errors (a full disk: "Error writing bytes to file ... [errno 28]") name no file.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     write_parquet(pd.DataFrame({"a": [1]}), f"{tmp}/t.parquet")
+    ...     read_parquet(f"{tmp}/t.parquet")["a"].tolist()
+    [1]
+    """
+    try:
+        frame.to_parquet(path, index=False)
+    except OSError as exc:
+        raise _named(exc, path) from None
+
+
 def read_parquet(path: str | Path) -> pd.DataFrame:
     """A Parquet file as a DataFrame, checked whole: a damaged file is one :class:`InputError`.
 

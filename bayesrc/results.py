@@ -57,7 +57,7 @@ import pandas as pd
 import xarray as xr
 
 from bayesrc.errors import InputError
-from bayesrc.io import atomic_write_json, dumps_json, read_hdf5, staged_output
+from bayesrc.io import atomic_write_json, dumps_json, read_hdf5, staged_output, write_parquet
 from bayesrc.io import read_parquet as io_read_parquet
 
 #: version of the result payloads' layout (the ``format`` key every payload carries)
@@ -184,7 +184,7 @@ class Result:
         for name, frame in self.tables.items():
             frame = frame.copy()
             frame.attrs = self.table_attrs(name)  # kept in the Parquet metadata (status, ...)
-            frame.to_parquet(stage / self.table_file(name), index=False)
+            write_parquet(frame, stage / self.table_file(name))
         if self.posterior is not None:
             dt = self.posterior.copy()
             dt.attrs.update(self.posterior_attrs())

@@ -65,3 +65,22 @@ def test_a_posterior_without_room_is_refused_before_it_is_written(tmp_path):
         write_posterior(tree, mnt / "posterior.nc")  # with room: the file, whole
         with xr.open_datatree(mnt / "posterior.nc", engine="h5netcdf") as back:
             np.testing.assert_array_equal(back["posterior"]["p"].values, draws)
+
+
+def test_a_result_table_on_a_full_disk_names_the_outputs_file(tmp_path):
+    """pyarrow's write error names no file ("Error writing bytes to file ... [errno 28]"): the
+    failing write of a result's table names ``out/items.parquet``, not the folder or its stage."""
+    import numpy as np
+    import pandas as pd
+
+    from bayesrc.results import Result
+
+    if not disk_faults.can_mount(tmp_path):
+        pytest.skip("mounting a tmpfs needs root")
+    table = pd.DataFrame({"x": np.random.default_rng(0).random(200_000)})  # ~1.6 MB: does not fit in 64 KiB
+    with disk_faults.tmpfs(tmp_path / "mnt") as mnt:
+        disk_faults.fill(mnt, 64 * 1024)
+        with pytest.raises(OSError) as refused:
+            Result({"kind": "test"}, {"items": table}).save(mnt / "out")
+        assert refused.value.filename == str(mnt / "out" / "items.parquet"), refused.value
+        assert not (mnt / "out").exists() and sorted(p.name for p in mnt.iterdir()) == ["filler"]

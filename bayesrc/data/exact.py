@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from bayesrc.errors import InputError
-from bayesrc.io import read_parquet, read_run_record, staged_output, write_run_record
+from bayesrc.io import read_parquet, read_run_record, staged_output, write_parquet, write_run_record
 
 ITEM_FIELDS = ("item_id", "domain", "p_correct", "p_missing", "p_unresolved", "n_expanded")
 DIST_FIELDS = ("item_id", "domain", "answer", "prob", "is_correct")
@@ -303,7 +303,7 @@ def write_exact_run(path: str | Path, dist: pd.DataFrame, *, label: str, p_unres
             "p_missing": float(g.loc[g["answer"].isna(), "prob"].sum()), "p_unresolved": pu, "n_expanded": len(g),
         })  # fmt: skip
     with staged_output(path) as stage:
-        pd.DataFrame(rows).to_parquet(stage / "items_exact.parquet", index=False)
-        d.to_parquet(stage / "dist.parquet", index=False)
+        write_parquet(pd.DataFrame(rows), stage / "items_exact.parquet")
+        write_parquet(d, stage / "dist.parquet")
         write_run_record(stage, "complete", {"model.label": label, "engine": "exact", **(pins or {})})
     return Path(path)

@@ -12,7 +12,7 @@ from bayesrc.bayes import SamplerConfig, configure_host_devices, fit
 from bayesrc.classical import analyse_pairs
 from bayesrc.collect import check_comparable, collect_demo_runs, read_run_record
 from bayesrc.data import item_counts, load_counts, save_trials, simulate_pair
-from bayesrc.io import atomic_write_json, staged_output
+from bayesrc.io import atomic_write_json, staged_output, write_parquet
 from bayesrc.power import leaderboard_report, scores_from_counts
 from bayesrc.report import build_report
 
@@ -59,7 +59,7 @@ def run_demo(args: argparse.Namespace) -> int:
             for n, s in sims.items():
                 save_trials(s.trials_v1, stage / "trials" / f"{n}_v1.parquet")
                 save_trials(s.trials_v2, stage / "trials" / f"{n}_v2.parquet")
-                s.truth.to_parquet(stage / "trials" / f"{n}_truth.parquet", index=False)
+                write_parquet(s.truth, stage / "trials" / f"{n}_truth.parquet")
         analysis.to_result().write_into(stage)  # rci.json + items_NAME.parquet
         resolution.write_into(stage)  # power.json (a PowerReport)
         if record is not None:
