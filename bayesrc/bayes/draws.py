@@ -48,7 +48,7 @@ def item_block(post, items=None) -> xr.Dataset:
         ds = ds.isel(item=items)
     if "r_cell" in ds:
         cell = ds["item_cell"]
-        ds = ds.assign({k: ds[f"{k}_cell"].isel(cell=cell).drop_vars("item_cell", errors="ignore") for k in CELL_QUANTITIES})
+        ds = ds.assign({k: ds[f"{k}_cell"].isel(cell=cell) for k in CELL_QUANTITIES})
         ds = ds.drop_vars([f"{k}_cell" for k in CELL_QUANTITIES] + ["item_cell"])
     if "p" not in ds and "theta" in ds:
         ds["p"] = ((*ds["theta"].dims, "version"), change_accuracy(ds["theta"].values, ds["delta"].values, ds["changed"].values))
