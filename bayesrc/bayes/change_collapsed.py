@@ -556,9 +556,9 @@ def _pwlinear_draw(f, cdf, rows, u1, u2, x0: float, h: float):
     return x0 + (k + t) * h
 
 
-def _cell_posteriors(hyper, cells: Cells, tables):
+def _cell_posteriors(hyper, cell_dom, tables):
     """Per cell and grid node, the joint posterior weights of (unchanged, theta_j) and (changed, theta_j),
-    and per cell ``P(delta > 0 | changed, data)`` (JAX, one hyperparameter draw)."""
+    and per cell ``P(delta > 0 | changed, data)`` (JAX, one hyperparameter draw; ``cell_dom``: each cell's stratum)."""
     import jax.numpy as jnp  # deferred: JAX loads in ~1.5 s (bayes extra)
 
     mu_theta, sigma_theta, shift, sigma_delta, b, pi = hyper
@@ -569,7 +569,7 @@ def _cell_posteriors(hyper, cells: Cells, tables):
     up = share_above_zero((jnp.arange(2 * n - 1) - (n - 1)) * h, h)  # per node offset k - j: the change x_k - x_j above 0
     g, g_up = weighted_convolutions(ops, tables, mu_theta, sigma_theta, shift, b, sigma_delta, jnp.stack([jnp.ones_like(up), up]))
     e2 = tables["e2"]
-    s, t, u = cells.dom, tables["cell_t"], tables["cell_u"]
+    s, t, u = cell_dom, tables["cell_t"], tables["cell_u"]
     base = prior[s] * tables["e1"][u]  # (cell, node)
     w0 = base * (1.0 - pi) * e2[t]
     w1 = base * pi * g[s, t]
@@ -577,31 +577,53 @@ def _cell_posteriors(hyper, cells: Cells, tables):
     return w0, w1, p_up
 
 
-def _draws_one(hyper, key, cells: Cells, tables, fine_v):
-    """Item quantities for one hyperparameter draw (JAX; see :func:`item_draws`)."""
+def _draws_one(hyper, key, data: dict, fine_v):
+    """Item quantities for one hyperparameter draw (JAX; ``data``: :func:`draw_data`; see :func:`item_draws`)."""
     import jax  # deferred: JAX loads in ~1.5 s (bayes extra)
     import jax.numpy as jnp
 
     mu_theta, sigma_theta, shift, sigma_delta, b, pi = hyper
-    w0, w1, p_up = _cell_posteriors(hyper, cells, tables)
+    w0, w1, p_up = _cell_posteriors(hyper, data["cell_dom"], data)
     tot0, tot1 = w0.sum(-1), w1.sum(-1)
     r = tot1 / jnp.maximum(tot0 + tot1, 1e-300)
-    item_cell = cells.item_cell
+    item_cell = data["item_cell"]
     n_items = item_cell.shape[0]
     k1, k2, k3, k4, k5, k6 = jax.random.split(key, 6)
     changed = jax.random.uniform(k1, (n_items,)) < r[item_cell]
     # theta_i | changed_i from the node weights (piecewise linear between nodes).
     f, cdf = _pwlinear_tables(jnp.concatenate([w0, w1], 0))  # rows: (changed, cell)
     rows = item_cell + changed * w0.shape[0]
-    x = tables["x"]
+    x = data["x"]
     theta = _pwlinear_draw(f, cdf, rows, jax.random.uniform(k2, (n_items,)), jax.random.uniform(k3, (n_items,)), x[0], x[1] - x[0])
-    d = cells.dom[item_cell]
+    d = data["cell_dom"][item_cell]
     m_i = shift[d] + b * (theta - mu_theta[d]) / sigma_theta[d]
     # delta_i | theta_i, changed_i = 1 on a fine standardised grid; the prior when changed_i = 0 (delta_i is not in the likelihood).
     spread = grid_spread(_ops("jax"), sigma_delta, x)[d]
-    zv = standardised_change_draw(theta + m_i, spread, cells.y2[item_cell], cells.n2[item_cell], changed, fine_v, (k4, k5, k6))
+    zv = standardised_change_draw(theta + m_i, spread, data["item_y2"], data["item_n2"], changed, fine_v, (k4, k5, k6))
     f = ITEM_DRAW_DTYPE  # stored in single precision (computed in double): half the memory, and the transfer, at 12,000 items
     return theta.astype(f), (m_i + spread * zv).astype(f), changed.astype(jnp.int8), r.astype(f), p_up.astype(f)  # r, p_up per cell
+
+
+def draw_data(cells: Cells) -> dict[str, np.ndarray]:
+    """The item draws' data: :func:`likelihood_tables` and, padded like its cells, each cell's stratum
+    ``cell_dom``; per item (padded to :func:`bucket` items, as cell 0) its cell and version-2 counts.
+
+    Passed to the compiled draw as arguments, not baked into it as constants: one compiled draw
+    serves every dataset of the same buckets, in later processes too (JAX's persistent cache).
+
+    Examples
+    --------
+    >>> from bayesrc.bayes.inputs import ModelInputs
+    >>> d = ModelInputs(items=("a", "b", "c"), versions=("v1", "v2"), domains=("x",), dom=np.zeros(3, int),
+    ...                 y=np.array([[3, 4], [3, 4], [5, 5]]), n=np.full((3, 2), 10))
+    >>> data = draw_data(cell_stats(d))
+    >>> data["item_cell"].shape, data["cell_dom"].shape == data["weight"].shape, data["item_y2"][:3].tolist()
+    ((64,), True, [4.0, 4.0, 5.0])
+    """
+    tables = likelihood_tables(cells)
+    n_cells, n_items = len(tables["weight"]), bucket(cells.item_cell.size)
+    item_cell = pad_rows(cells.item_cell, n_items)
+    return {**tables, "cell_dom": pad_rows(cells.dom, n_cells), "item_cell": item_cell, "item_y2": cells.y2[item_cell], "item_n2": cells.n2[item_cell]}
 
 
 def standardised_change_draw(centre, spread, y, n, changed, fine_v, keys):
@@ -662,14 +684,6 @@ def flat_hyper(post, cells: Cells) -> list[np.ndarray]:
     return [flat(h) for h in (*strata, slope, post["pi"].values)]
 
 
-def _unpadded_tables(cells: Cells):
-    """:func:`likelihood_tables` with its cell arrays cut back to the real cells (item draws index them per cell)."""
-    import jax.numpy as jnp  # deferred: JAX loads in ~1.5 s (bayes extra)
-
-    tables = likelihood_tables(cells)
-    return {k: jnp.asarray(v[: cells.n_cells] if k.startswith("cell_") or k == "weight" else v) for k, v in tables.items()}
-
-
 def _item_draws(post, cells: Cells, seed: int, batch: int, progress: bool | None) -> dict[str, np.ndarray]:
     import jax  # deferred: JAX loads in ~1.5 s (bayes extra)
     import jax.numpy as jnp
@@ -678,8 +692,7 @@ def _item_draws(post, cells: Cells, seed: int, batch: int, progress: bool | None
     n_s = n_chain * n_draw
     hyper = flat_hyper(post, cells)
     has_slope = bool(np.any(hyper[4] != 0.0))
-    cj = Cells(**{k: getattr(cells, k) if k == "n_strata" or getattr(cells, k) is None else jnp.asarray(getattr(cells, k)) for k in Cells.__dataclass_fields__})
-    tables = _unpadded_tables(cells)
+    data = {k: jnp.asarray(v) for k, v in draw_data(cells).items()}
     fine_v = jnp.linspace(-DRAW_DELTA_HALF, DRAW_DELTA_HALF, DRAW_DELTA_NODES)
     n_dev = jax.local_device_count()
     steps = -(-n_s // (batch * n_dev))
@@ -690,24 +703,25 @@ def _item_draws(post, cells: Cells, seed: int, batch: int, progress: bool | None
     hyper = tuple(shape(np.concatenate([h, np.repeat(h[-1:], pad, 0)])) for h in hyper)
     keys = shape(np.asarray(jax.random.split(jax.random.PRNGKey(seed), n_s + pad)))
 
-    def one_draw(h, k):
-        h = h if has_slope else (*h[:4], 0.0, h[5])  # a float 0.0 slope: the Toeplitz kernel
-        return _draws_one(h, k, cj, tables, fine_v)
+    def run(hyper, keys, data):
+        def one_draw(h, k):
+            h = h if has_slope else (*h[:4], 0.0, h[5])  # a float 0.0 slope: the Toeplitz kernel
+            return _draws_one(h, k, data, fine_v)
 
-    def run(hyper, keys):
         return jax.lax.map(lambda hk: jax.vmap(one_draw)(*hk), (hyper, keys))
 
-    run_all, out = jax.pmap(run), None
+    run_all, out = jax.pmap(run, in_axes=(0, 0, None)), None  # the data as an argument, the same on every device
     with progress_bar(progress, n_s, desc="item draws") as bar:
         for i in range(0, n_calls * chunk, chunk):
-            got = run_all(*(jax.tree.map(lambda a: a[:, i : i + chunk], t) for t in (hyper, keys)))
+            got = run_all(*(jax.tree.map(lambda a: a[:, i : i + chunk], t) for t in (hyper, keys)), data)
             if out is None:  # filled in place: a list of parts and their concatenation held the draws twice
                 out = [np.empty((n_dev, n_calls * chunk, *v.shape[2:]), v.dtype) for v in got]
             for whole, part in zip(out, got):
                 whole[:, i : i + chunk] = part
             bar.update(max(0, min(chunk * batch * n_dev, n_s - i * batch * n_dev)))
-    names = ("theta", "delta", "changed", "r", "p_up")  # each (device, step, batch, item or cell)
-    return {k: v.reshape(n_s + pad, -1)[:n_s].reshape(n_chain, n_draw, -1) for k, v in zip(names, out)}
+    names = ("theta", "delta", "changed", "r", "p_up")  # each (device, step, batch, item or cell), padded
+    real = dict.fromkeys(names[:3], cells.item_cell.size) | dict.fromkeys(names[3:], cells.n_cells)
+    return {k: v.reshape(n_s + pad, -1)[:n_s, : real[k]].reshape(n_chain, n_draw, -1) for k, v in zip(names, out)}
 
 
 def with_item_draws(dt, data: ModelInputs, cfg: SamplerConfig, *, slope: bool = False, prior: dict | None = None):

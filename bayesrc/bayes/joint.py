@@ -53,6 +53,7 @@ from bayesrc.bayes.change_collapsed import (
     band_table,
     band_table_fits,
     binomial_table,
+    bucket,
     grid_spread,
     logit_grid,
     outcome_bucket,
@@ -334,18 +335,18 @@ def _family_item_draws(post, cells: FamilyCells, seed: int, progress: bool | Non
     pad = (-n_s) % DRAW_BATCH
     hyper = [np.concatenate([h, np.repeat(h[-1:], pad, 0)]) for h in hyper]
     keys = np.asarray(jax.random.split(jax.random.PRNGKey(seed), n_s + pad))
-    tables = {k: jnp.asarray(v) for k, v in family_tables(cells).items()}
-    item_cell = jnp.asarray(cells.item_cell)
-    y, n = jnp.asarray(cells.y[cells.item_cell]), jnp.asarray(cells.n[cells.item_cell])
+    # the data as arguments, items padded to a bucket (as cell 0): one compiled draw per bucket, not per dataset
+    item_cell = pad_rows(cells.item_cell, bucket(cells.item_cell.size))
+    data = {"tables": family_tables(cells), "item_cell": item_cell, "cell_dom": cells.dom, "y": cells.y[item_cell], "n": cells.n[item_cell]}
+    data = jax.tree.map(jnp.asarray, data)
     fine_v = jnp.linspace(-DRAW_DELTA_HALF, DRAW_DELTA_HALF, DRAW_DELTA_NODES)
-    one = partial(_family_draws_one, tables=tables, item_cell=item_cell, cell_dom=jnp.asarray(cells.dom), y=y, n=n, fine_v=fine_v)
-    batch = jax.jit(jax.vmap(lambda h, k: one(h, k)))
+    batch = jax.jit(jax.vmap(lambda h, k, d: _family_draws_one(h, k, **d, fine_v=fine_v), in_axes=(0, 0, None)))
     parts = []
     with progress_bar(progress, n_s, desc="item draws") as bar:
         for i in range(0, n_s + pad, DRAW_BATCH):
-            parts.append([np.asarray(a) for a in batch(tuple(h[i : i + DRAW_BATCH] for h in hyper), keys[i : i + DRAW_BATCH])])
+            parts.append([np.asarray(a) for a in batch(tuple(h[i : i + DRAW_BATCH] for h in hyper), keys[i : i + DRAW_BATCH], data)])
             bar.update(min(DRAW_BATCH, n_s - i))
-    out = [np.concatenate(a)[:n_s] for a in zip(*parts)]
+    out = [np.concatenate(a)[:n_s, : cells.item_cell.size] for a in zip(*parts)]
     return {k: v.reshape(n_chain, n_draw, *v.shape[1:]) for k, v in zip(("theta", "p", "changed", "r", "delta"), out)}
 
 
