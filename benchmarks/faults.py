@@ -1,6 +1,6 @@
 """Fault tolerance, counted: SIGKILL crash points of a result-folder write and of a collection, full disks, server faults and fuzzed reader inputs.
 
-    .venv/bin/python benchmarks/faults.py [--quick] [--per-reader N] [--timed N] [--crash-only | --server-only | --fuzz-only | --report-only | --disk-only] [--report-fit] [--disk-fit]
+    .venv/bin/python benchmarks/faults.py [--quick] [--per-reader N] [--timed N] [--jobs N] [--crash-only | --server-only | --fuzz-only | --report-only | --disk-only] [--report-fit] [--disk-fit]
 
 Components, each a table (the suite, tests/test_faults.py and tests/test_fuzz.py, runs the
 same harnesses on a smaller seeded sample):
@@ -34,8 +34,9 @@ collection
     whose shard was not retried exactly once.
 full disk
     tests/disk_faults.py (as root): ``collect``, ``rci``, ``merge``, ``report``, ``power``,
-    ``switch --bayes none`` (and with ``--disk-fit`` ``fit --model betabinom`` and ``compare``, whose
-    fits take a minute or more a run), real CLI processes with their output on a tmpfs left with N KiB free,
+    ``switch --bayes none``, ``import lm-eval`` and ``sensitivity threshold`` (and with ``--disk-fit``
+    ``fit`` and ``fit-many`` with the beta-binomial, ``truth``, ``switch`` with its factor models and
+    ``compare``, whose fits take a minute or more a run), real CLI processes with their output on a tmpfs left with N KiB free,
     half the writer's output free, or remounted read-only, over an older version of the output.
     *exit 2*: one ``bayesrc: error:`` line; *old kept*: the older version byte for byte; *back*:
     with the space back the command completes (the resumed collection with the uninterrupted
@@ -62,8 +63,9 @@ report
     *written*: a report; *clean errors*: exit 2 with one line naming the file and the field,
     nothing written; *tracebacks*, *other*: as for the readers.
 
-The last line is ``lost L, duplicated D, tracebacks T`` over everything tried; the exit status
-is 1 when any count (other faults included) is not 0.
+The components run ``--jobs`` at a time (default 2), each in its own process, longest first. The
+last line is ``lost L, duplicated D, tracebacks T`` over everything tried; the exit status is 1
+when any count (other faults included) is not 0.
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -78,6 +81,7 @@ import tempfile
 import time
 import warnings
 from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from hypothesis import HealthCheck, Phase, given, settings
@@ -87,6 +91,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests"
 sys.path.insert(0, str(TESTS))
 
+import disk_faults  # noqa: E402  (tests/disk_faults.py: the tmpfs, the filler, the writers)
 import fuzzing  # noqa: E402  (tests/fuzzing.py: the readers, their seeds and mutations)
 
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
@@ -147,9 +152,6 @@ def _crash_row(component: str, cmd: list[str]) -> dict:
 
 def disk_rows(sizes: list[int], writers: tuple[str, ...]) -> list[dict]:
     """collect and the writers on a real tmpfs with ``sizes`` KiB free, half each writer's output free, and read-only (needs root to mount)."""
-    sys.path.insert(0, str(TESTS))
-    import disk_faults
-
     with tempfile.TemporaryDirectory() as tmp:
         if not disk_faults.can_mount(Path(tmp)):
             print("full disk / read-only: not run (mounting a tmpfs needs root)")
@@ -312,6 +314,25 @@ def report_rows(per_kind: int, with_fit: bool) -> tuple[list[dict], list[tuple]]
     return rows, faults
 
 
+def run_parts(parts: dict[str, tuple], jobs: int) -> dict[str, tuple[list[dict], list[tuple]]]:
+    """Each component ``name: (function, args)`` -> ``(rows, faults)``, ``jobs`` at a time in fresh processes (spawned:
+    JAX, Ray and llama.cpp start no threads in this one), longest first as given; progress lines go to stderr as they come."""
+    if jobs <= 1:
+        return {name: _as_pair(fn(*fn_args)) for name, (fn, fn_args) in parts.items()}
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {name: pool.submit(_as_pair_of, fn, fn_args) for name, (fn, fn_args) in parts.items()}
+        return {name: future.result() for name, future in futures.items()}
+
+
+def _as_pair_of(fn, fn_args: tuple) -> tuple[list[dict], list[tuple]]:
+    return _as_pair(fn(*fn_args))
+
+
+def _as_pair(result) -> tuple[list[dict], list[tuple]]:
+    """Components return rows, or (rows, faults) where they report faults by input."""
+    return result if isinstance(result, tuple) else (result, [])
+
+
 def table(rows: list[dict], columns: list[str]) -> str:
     widths = {c: max(len(c), *(len(str(r.get(c, ""))) for r in rows)) for c in columns}
     lines = [" | ".join(c.ljust(widths[c]) for c in columns), "-|-".join("-" * widths[c] for c in columns)]
@@ -330,47 +351,51 @@ def main() -> int:
     ap.add_argument("--server-only", action="store_true", help="only the server faults (fault proxy in front of llama-cpp-python's server)")
     ap.add_argument("--report-only", action="store_true", help="only the result fields through bayesrc report")
     ap.add_argument("--disk-only", action="store_true", help="only the full disk / read-only outputs (tests/disk_faults.py)")
-    ap.add_argument("--disk-fit", action="store_true", help="also bayesrc fit --model betabinom and bayesrc compare (the default change-model fit) on the full disk (NUTS: a minute or more per run)")
+    ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="components run side by side, each in its own process (default 2)")
+    ap.add_argument("--disk-fit", action="store_true", help="also the writers that sample with NUTS (fit, fit-many, truth, switch with its factor models, compare: minutes each)")
     ap.add_argument("--report-fit", action="store_true", help="also fit.json and the fit's item table through the report (one real compare, and figures of a posterior per input)")
     args = ap.parse_args()
     calls = args.calls if args.calls is not None else (18 if args.quick else 60)
     sizes = [0, 4, 40] if args.quick else [0, 4, 8, 16, 24, 32, 40, 48, 64]
-    writers = ("rci", "merge", "report", "power", "switch", *(("fit", "compare") if args.disk_fit else ()))
+    writers = tuple(w for w in disk_faults.WRITERS if args.disk_fit or w not in disk_faults.SLOW_WRITERS)
     per_reader = args.per_reader or (100 if args.quick else 1000)
     timed = args.timed if args.timed is not None else (10 if args.quick else 50)
+    per_kind = args.per_reader or (20 if args.quick else 1000)  # a report draws every figure: ~1 s each
     start = time.monotonic()
-    crash, collect_crash, disk, server, fuzz, report, faults = [], [], [], [], [], [], []
     only = {"crash": args.crash_only, "fuzz": args.fuzz_only, "server": args.server_only, "report": args.report_only, "disk": args.disk_only}
     runs = {component: flag or not any(only.values()) for component, flag in only.items()}  # an --X-only picks X alone
+    parts = {  # longest first (--quick, 2 cores: ~400, 365, 340, 125, 120, 45 s), so that two lanes end together
+        "collect_crash": (runs["crash"], collect_crash_rows, (calls, args.quick)),
+        "fuzz": (runs["fuzz"], fuzz_rows, (per_reader,)),
+        "disk": (runs["disk"], disk_rows, (sizes, writers)),
+        "server": (runs["server"], server_rows, (args.quick,)),
+        "report": (runs["report"], report_rows, (per_kind, args.report_fit)),
+        "crash": (runs["crash"], crash_rows, (timed,)),
+    }
+    done = run_parts({name: (fn, fn_args) for name, (wanted, fn, fn_args) in parts.items() if wanted}, args.jobs)
+    rows_of = {name: done.get(name, ([], []))[0] for name in parts}
+    faults = [f for name in parts for f in done.get(name, ([], []))[1]]
     if runs["crash"]:
-        crash = crash_rows(timed)
         print("crash points (SIGKILL) of staged_output: a result folder rewritten old -> new\n")
-        print(table(crash, ["component", "events", "tried", "killed", "states", "lost", "duplicated", "tracebacks"]))
-        collect_crash = collect_crash_rows(calls, args.quick)
+        print(table(rows_of["crash"], ["component", "events", "tried", "killed", "states", "lost", "duplicated", "tracebacks"]))
         sampled = f"; --quick: a seeded {', '.join(f'{n} ({e})' for e, n in QUICK_POINTS.items())} of them" if args.quick else ""
         print(f"\ncrash points (SIGKILL) of a collection, resumed: every filesystem event + {calls} points over its calls{sampled}\n")
-        print(table(collect_crash, ["component", "events", "tried", "killed", "lost", "duplicated", "tracebacks", "s"]))
-    if runs["disk"]:
-        disk = disk_rows(sizes, writers)
+        print(table(rows_of["collect_crash"], ["component", "events", "tried", "killed", "lost", "duplicated", "tracebacks", "s"]))
+    if rows_of["disk"]:
         print(f"\nfull disk ({', '.join(map(str, sizes))} KiB free on a tmpfs, and half each writer's output) and read-only outputs\n")
-        print(table(disk, ["component", "tried", "exit 2", "old kept", "back", "lost", "duplicated", "tracebacks"]))
-    if runs["server"]:
-        server = server_rows(args.quick)
+        print(table(rows_of["disk"], ["component", "tried", "exit 2", "old kept", "back", "lost", "duplicated", "tracebacks"]))
+    if rows_of["server"]:
         print("\nserver faults: collect --engine server through a fault proxy in front of llama-cpp-python's server, against a clean run\n")
-        print(table(server, ["component", "tried", "faults", "exit", "resumed", "retries", "lost", "duplicated", "tracebacks", "s"]))
+        print(table(rows_of["server"], ["component", "tried", "faults", "exit", "resumed", "retries", "lost", "duplicated", "tracebacks", "s"]))
     if runs["fuzz"]:
-        fuzz, faults = fuzz_rows(per_reader)
         print(f"\nfuzzed reader inputs ({per_reader} generated per reader, every field retyped once, {per_reader} option sets where a reader takes options; seeded)\n")
-        print(table(fuzz, ["component", "tried", "generated", "retyped", "options", "ok", "input error", "lost", "duplicated", "tracebacks", "other", "s"]))
+        print(table(rows_of["fuzz"], ["component", "tried", "generated", "retyped", "options", "ok", "input error", "lost", "duplicated", "tracebacks", "other", "s"]))
     if runs["report"]:
-        per_kind = args.per_reader or (20 if args.quick else 1000)  # a report draws every figure: ~1 s each
-        report, found = report_rows(per_kind, args.report_fit)
-        faults += found
         print(f"\nresult fields through bayesrc report ({per_kind} seeded inputs per result file, each field another value of its type; each column of a table dropped in turn)\n")
-        print(table(report, ["component", "tried", "written", "clean errors", "tracebacks", "other", "s"]))
+        print(table(rows_of["report"], ["component", "tried", "written", "clean errors", "tracebacks", "other", "s"]))
     for name, outcome, detail, data in faults[:20]:
         print(f"\n{name}: {outcome}: {detail.strip().splitlines()[-1]}\n  input: {data[:120]!r}")
-    rows = crash + collect_crash + disk + server + fuzz + report
+    rows = [r for name in ("crash", "collect_crash", "disk", "server", "fuzz", "report") for r in rows_of[name]]
     totals = {k: sum(r[k] for r in rows) for k in ("tried", "lost", "duplicated", "tracebacks", "other")}
     print(f"\n{totals['tried']} crash points and inputs in {time.monotonic() - start:.0f} s; other faults {totals['other']}")
     print(f"lost {totals['lost']}, duplicated {totals['duplicated']}, tracebacks {totals['tracebacks']}")

@@ -8,8 +8,9 @@ bytes left (a preallocated filler file takes the rest), or that is remounted rea
   line and exit 2 (or complete, where the space sufficed); every journal part on disk must be
   whole; then the filler is removed (space back) and ``collect --resume`` must complete with
   the trials of an uninterrupted run;
-- the writers (``rci``, ``merge``, ``report``, ``power``, ``switch --bayes none``, ``fit --model
-  betabinom``) over an output that holds an older version: one line and exit 2, the old version
+- the writers (``rci``, ``merge``, ``report``, ``power``, ``switch --bayes none``, ``import lm-eval``
+  (its output one file), ``sensitivity threshold``; sampling with NUTS: ``fit`` and ``fit-many`` with the
+  beta-binomial, ``truth``, ``switch`` with its factor models, ``compare``) over an output that holds an older version: one line and exit 2, the old version
   unchanged and nothing left beside it; with space back, the command succeeds and its output
   holds every file of a clean run. Each writer is also tried with half its output's size free
   (some of its files fit, the rest do not).
@@ -43,10 +44,17 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OPENBLAS_NUM_THREADS": "1", "OMP_
 CORE = ["item_index", "k", "seed", "response", "extracted", "is_correct"]
 SWITCH_CELLS = ROOT / "bayesrc" / "datasets" / "switch_matrix_cells.csv"
 MOUNT_BYTES = 4 << 20
-#: every writer prepare() builds inputs for, cheapest first (``fit`` samples: about a minute; ``compare``, the
-#: default change-model fit of the CI gate, a minute or two)
-WRITERS = ("rci", "merge", "report", "power", "switch", "fit", "compare")
+#: every writer prepare() builds inputs for, cheapest first (from ``fit`` on they sample with NUTS: ``fit``, ``fit-many``
+#: and ``truth`` about a minute a run, ``switch-bayes`` (the default switch run, its two factor models) and
+#: ``compare`` (the CI gate's default change-model fit) a minute or two)
+WRITERS = ("rci", "merge", "report", "power", "switch", "import", "sensitivity", "fit", "fit-many", "truth", "switch-bayes", "compare")
+SLOW_WRITERS = ("fit", "fit-many", "truth", "switch-bayes", "compare")
 SUCCESS = {"compare": (0, 1)}  # exits that wrote a whole output: compare's 1 is a failed gate (a deterioration found), not an error
+OUT_NAME = {"import": "out.parquet"}  # writers whose output is one file, not a folder
+#: writers that never overwrite (a run directory; fits already in the folder are refused): each case writes a new
+#: output, whole once this file is in it, and nothing of it may be left after a failure
+NEW_OUTPUT = {"merge": "run.json", "fit-many": "summary.csv"}
+EXACT = ROOT / "bayesrc" / "datasets" / "exact_gemma"
 
 
 def can_mount(root: Path) -> bool:
@@ -102,7 +110,9 @@ def clean_failure(res: subprocess.CompletedProcess) -> bool:
 
 
 def snapshot(folder: Path) -> dict[str, bytes] | None:
-    """Relative path -> bytes of every file under ``folder`` (lock files left out)."""
+    """Relative path -> bytes of every file under ``folder`` (lock files left out); a file output: its name -> bytes."""
+    if folder.is_file():
+        return {folder.name: folder.read_bytes()}
     if not folder.is_dir():
         return None
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file() and not p.name.endswith(".lock")}
@@ -121,9 +131,9 @@ def output_bytes(files: dict[str, bytes] | None) -> int:
 
 
 def complete(name: str, out: Path, clean_files: set[str]) -> bool:
-    """Whether ``out`` holds a whole output: a merged run's record, or every file of a clean run, none empty."""
-    if name == "merge":
-        return (out / "run.json").is_file()
+    """Whether ``out`` holds a whole output: a new output's last file (:data:`NEW_OUTPUT`), or every file of a clean run, none empty."""
+    if name in NEW_OUTPUT:
+        return (out / NEW_OUTPUT[name]).is_file()
     files = snapshot(out) or {}
     return set(files) >= clean_files and all(files.values())
 
@@ -184,21 +194,24 @@ def _compare(reference: pd.DataFrame, out: Path, again: subprocess.CompletedProc
 
 
 def writer_case(mnt: Path, name: str, argv: list[str], *, free: int | None, half: bool = False) -> dict:
-    """A writer over an output holding an older version (``merge``: into a new run directory, as it
-    never overwrites a run), with ``free`` bytes left (None: read-only; ``half``: half the size of
-    the older version, so that some of its files fit and the rest do not)."""
-    out, ok = mnt / "out", SUCCESS.get(name, (0,))
-    if name != "merge":
-        first = cli(*argv, "--out", str(out))
-        assert first.returncode in ok, first.stderr
+    """A writer over an output holding an older version (:data:`NEW_OUTPUT`'s writers: into a new folder, as
+    they never overwrite, where nothing of it may be left after a failure), with ``free`` bytes left (None:
+    read-only; ``half``: half the size of the older version, or of a clean new output, so that some of its
+    files fit and the rest do not)."""
+    out, ok = mnt / OUT_NAME.get(name, "out"), SUCCESS.get(name, (0,))
+    first = out if name not in NEW_OUTPUT else mnt / "clean"  # a new output's size: a clean run's, then removed
+    if name not in NEW_OUTPUT or half:
+        res = cli(*argv, "--out", str(first))
+        assert res.returncode in ok, res.stderr
     old = snapshot(out)
     if half:
-        free = output_bytes(old) // 2
+        free = half_free(name, first)
+    shutil.rmtree(mnt / "clean", ignore_errors=True)
     filler = fill(mnt, free) if free is not None else None
     if free is None:
         readonly(mnt, True)
     res = cli(*argv, "--out", str(out))
-    kept = res.returncode in ok or snapshot(out) == old or (name == "merge" and not (out / "run.json").exists())
+    kept = res.returncode in ok or snapshot(out) == old or (name in NEW_OUTPUT and not snapshot(out))
     left = leftovers(mnt)
     if free is None:
         readonly(mnt, False)
@@ -211,12 +224,26 @@ def writer_case(mnt: Path, name: str, argv: list[str], *, free: int | None, half
             "torn": 0, "lost": int(not kept) + int(not whole), "duplicated": len(left), "leftovers": left, "stderr": res.stderr.strip()[-300:]}  # fmt: skip
 
 
+def half_free(name: str, output: Path) -> int:
+    """Free bytes for a writer's "half its output" case: half the size of ``output`` (a whole output); for
+    ``fit-many``, room for its first pair's fit and half the next one's, so that the second fails after the
+    first is written (a posterior is refused up front without its bytes plus ``HDF5_OVERHEAD`` free)."""
+    from bayesrc.results import HDF5_OVERHEAD
+
+    if name != "fit-many":
+        return output_bytes(snapshot(output)) // 2
+    pair = output_bytes(snapshot(output / "A"))
+    return int(pair * (1 + HDF5_OVERHEAD[0])) + HDF5_OVERHEAD[1] + pair // 2
+
+
 def prepare(root: Path, *, writers: Sequence[str] = WRITERS, collect: bool = True) -> dict:
     """Inputs outside the mount, made by the real commands: a 4-item bank and the uninterrupted run
-    (``collect``), two shards (``merge``), a simulated trials pair (``rci``, ``power``, ``fit``, ``compare``) and
-    its rci run (``report``); the argv of each of ``writers`` (without ``--out``)."""
+    (``collect``), two shards (``merge``), a simulated trials pair (``rci``, ``power``, ``sensitivity``, ``fit``,
+    ``compare``), its lm-eval logs (``import``), a manifest of it (``fit-many``) and its rci run (``report``); the
+    bundled exact Gemma runs (``truth``); the argv of each of ``writers`` (without ``--out``)."""
     from bayesrc.collect import builtin_bank
     from bayesrc.data import simulate_pair
+    from bayesrc.importers import write_lm_eval_example
 
     root.mkdir(parents=True, exist_ok=True)
     bank = builtin_bank(root / "bank.jsonl", n_items=4, seed=7)
@@ -224,13 +251,21 @@ def prepare(root: Path, *, writers: Sequence[str] = WRITERS, collect: bool = Tru
     v1, v2 = str(root / "v1.parquet"), str(root / "v2.parquet")
     pair.trials_v1.to_parquet(v1, index=False)
     pair.trials_v2.to_parquet(v2, index=False)
+    write_lm_eval_example(pair.trials_v1, root / "lm-eval")
+    pd.DataFrame({"name": ["A", "B"], "v1": [v1, v2], "v2": [v2, v1]}).to_csv(root / "manifest.csv", index=False)  # two pairs: one may fit, the other not
+    short_nuts = ["--chains", "2", "--draws", "300", "--tune", "300"]  # a disk fault, not the gate, is under test here
     argv = {
         "rci": ["rci", "--pair", "A", v1, v2, "--splits", "50", "--permutations", "50"],
         "merge": ["merge", str(root / "s0"), str(root / "s1")],
         "report": ["report", str(root / "rci")],
         "power": ["power", v1, v2],
         "switch": ["switch", str(SWITCH_CELLS), "--bayes", "none", "--bootstrap", "200", "--seed", "1"],
-        "fit": ["fit", v1, v2, "--model", "betabinom", "--chains", "2", "--draws", "300", "--tune", "300", "--no-escalate", "--allow-unconverged", "--no-progress"],
+        "import": ["import", "lm-eval", str(root / "lm-eval"), "--model", "v1"],
+        "sensitivity": ["sensitivity", "threshold", v1, v2],
+        "fit": ["fit", v1, v2, "--model", "betabinom", *short_nuts, "--no-escalate", "--allow-unconverged", "--no-progress"],
+        "fit-many": ["fit-many", str(root / "manifest.csv"), "--model", "betabinom", *short_nuts, "--no-escalate", "--allow-unconverged", "--no-progress"],
+        "truth": ["truth", str(EXACT / "q4"), str(EXACT / "q3"), "--replicates", "1", "--methods", "betabinom", *short_nuts, "--no-progress"],
+        "switch-bayes": ["switch", str(SWITCH_CELLS), "--bootstrap", "200", "--seed", "1"],
         "compare": ["compare", v1, v2],
     }
     runs = [collect_args(bank, root / "reference")] if collect else []
@@ -262,9 +297,8 @@ def disk_faults(root: Path, sizes: list[int], *, writers: bool | Sequence[str] =
             with tmpfs(root / "mnt") as mnt:
                 cases.append(writer_case(mnt, name, argv, free=free))
     for name, argv in inputs["writers"].items():
-        if name != "merge":  # merge writes into a new run directory: no older version to halve
-            with tmpfs(root / "mnt") as mnt:
-                cases.append(writer_case(mnt, name, argv, free=None, half=True))
+        with tmpfs(root / "mnt") as mnt:
+            cases.append(writer_case(mnt, name, argv, free=None, half=True))
     shutil.rmtree(root / "inputs", ignore_errors=True)
     return {
         "tried": len(cases),

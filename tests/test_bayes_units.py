@@ -864,3 +864,22 @@ def test_item_block_forms_what_fits_stored_before_and_reads_those_fits_as_they_a
     # The draws the posterior predictive check replicates, gathered without forming the others.
     np.testing.assert_array_equal(thinned_draws(stored, 37)["theta"].values, thin_draws(theta, 37))
     np.testing.assert_array_equal(thinned_draws(stored, 1000)["theta"].values, thin_draws(theta, 1000))
+
+
+def test_pymc_sampling_leaves_stderr_to_the_progress_bar_and_errors():
+    """PyMC names its sampler and variables at INFO on stderr ("NUTS[nutpie]: [mu]") from its own log
+    handler, which pytest's log capture displaces, hence a fresh process: ``run_pymc`` keeps that log
+    off, so a command that then fails prints its one error line alone."""
+    import subprocess
+    import sys
+
+    code = """
+import pymc as pm
+from bayesrc.bayes.samplers import SamplerConfig, run_pymc
+with pm.Model() as model:
+    pm.Normal("mu")
+run_pymc(model, SamplerConfig(chains=1, draws=50, tune=50, progress=False))
+"""
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert "NUTS" not in res.stderr and "Sampling" not in res.stderr, res.stderr

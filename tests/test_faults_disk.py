@@ -1,4 +1,4 @@
-"""Result writers on a full disk: ``report``, ``power`` and ``switch`` (a real CLI process each) over
+"""Result writers on a full disk: ``report``, ``power``, ``switch`` and ``import`` (a real CLI process each) over
 an output holding an older version, on a real size-limited tmpfs mounted as root
 (tests/disk_faults.py; benchmarks/faults.py runs every writer at more sizes, read-only too).
 """
@@ -16,8 +16,8 @@ sys.path.insert(0, str(HERE))
 import disk_faults  # noqa: E402  (tests/disk_faults.py: the tmpfs, the filler, the cases)
 
 #: (writer, free bytes, half its output free): no room for the lock file's pid, and room for part
-#: of the output (report: half its one file; switch: some of its files)
-CASES = [("power", 0, False), ("report", None, True), ("switch", None, True)]
+#: of the output (report: half its one file; switch: some of its files; import: half its one file, an output that is a file)
+CASES = [("power", 0, False), ("report", None, True), ("switch", None, True), ("import", None, True)]
 
 
 def test_writers_on_a_full_disk_one_line_naming_the_output_file_old_version_kept_nothing_left_then_written(tmp_path):
@@ -35,10 +35,11 @@ def test_writers_on_a_full_disk_one_line_naming_the_output_file_old_version_kept
         assert case["exit"] == 2 and case["clean"] and "No space left on device" in case["stderr"], case
         assert case["kept"] and case["back"] and case["leftovers"] == [], case
         assert ".new-" not in case["stderr"] and ".staging-" not in case["stderr"], case
-    power, report, switch = cases
+    power, report, switch, imported = cases
     assert power["stderr"].endswith("/mnt/.out.lock: No space left on device"), power
     assert report["stderr"].endswith("/mnt/out/report_A.html: No space left on device"), report
     assert "/mnt/out/" in switch["stderr"], switch
+    assert "/mnt/.out.parquet" in imported["stderr"] or "/mnt/out.parquet" in imported["stderr"], imported
 
 
 def test_a_posterior_without_room_is_refused_before_it_is_written(tmp_path):

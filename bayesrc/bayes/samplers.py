@@ -13,6 +13,7 @@ Both return a DataTree whose ``sample_stats`` holds a boolean ``diverging``
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Callable
@@ -206,7 +207,7 @@ def run_pymc(model, cfg: SamplerConfig):
     import pymc as pm  # deferred: PyMC loads in ~2 s (bayes extra)
 
     jax = _jax()
-    with _global_x64(jax), model:
+    with _global_x64(jax), _quiet_pymc_log(), model:
         dt = pm.sample(
             draws=cfg.draws,
             tune=cfg.tune,
@@ -221,6 +222,20 @@ def run_pymc(model, cfg: SamplerConfig):
             compile_kwargs={"mode": "JAX", "gradient_backend": "jax"},
         )
     return _clean(dt, "pymc")
+
+
+@contextmanager
+def _quiet_pymc_log():
+    """PyMC's own log below WARNING off while it samples, then as it was: it names each sampler and its
+    variables at INFO on stderr ("NUTS[nutpie]: [mu, ...]"), beside the progress bar, and before a
+    failing command's one error line."""
+    log = logging.getLogger("pymc")
+    before = log.level
+    log.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        log.setLevel(before)
 
 
 @contextmanager

@@ -100,7 +100,9 @@ def fit_many(
     ``mapper(fn, arg_tuples) -> results`` runs the fits: :func:`~bayesrc.scale.serial_map`
     (default) or :func:`~bayesrc.scale.ray_map` (Ray tasks; same seeds, same results).
     ``fit_kwargs`` go to :func:`bayesrc.bayes.fit` (model, config, fdr, ...). Every pair's pins
-    and counts are checked before any fit runs; nothing is written if one is bad.
+    and counts are checked before any fit runs; nothing is written if one is bad. The folder is
+    written whole (every pair's fit, then the summary) or not at all, so a failed write (a full
+    disk) leaves it as it was and the same command can be run again.
 
     Examples
     --------
@@ -118,11 +120,12 @@ def fit_many(
         jobs.append((n_devices or 1, counts, dict(fit_kwargs or {})))
     results = (mapper or serial_map)(fit_task, jobs)
     rows = []
-    for row, res in zip(pairs.itertuples(index=False), results):
-        res.write(out / row.name)  # each written whole (fit.json last) or not at all
-        rows.append(_summary_row(row.name, row.v1, row.v2, res, out / row.name))
-    table = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
-    with staged_output(out) as stage:
+    with staged_output(out) as stage:  # every pair's fit and the summary, or none: a failed write can be rerun as it was
+        for row, res in zip(pairs.itertuples(index=False), results):
+            (stage / row.name).mkdir()
+            res.write_into(stage / row.name)
+            rows.append(_summary_row(row.name, row.v1, row.v2, res, out / row.name))
+        table = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
         atomic_write_text(stage / "summary.csv", table.to_csv(index=False))
     return table
 
