@@ -73,3 +73,26 @@ def test_null_counts_of_an_rci_pair_read_n_a_not_none(tmp_path):
     text = html.unescape(re.sub(r"<[^>]+>", " ", re.sub(r"<script.*?</script>|<style.*?</style>", "", next(out.glob("report_*.html")).read_text(), flags=re.S)))
     assert "n/a of K = n/a samples" in text or "n/a analysable" in text or "n/a items are analysable" in text
     assert not re.search(r"\bNone\b", text), re.search(r".{0,60}\bNone\b.{0,30}", text).group(0)
+
+
+@pytest.mark.parametrize(
+    ("edit", "field"),
+    [
+        (lambda pair: pair["params"].update(z=None), "params.z"),
+        (lambda pair: pair.update(versions=["example-v1"]), "versions"),
+        (lambda pair: next(iter(pair["domain"]["per_domain"].values())).update(improved=None), "improved"),
+    ],
+    ids=["null z", "one version label", "null domain count"],
+)
+def test_rci_fields_the_report_cannot_show_are_one_named_line(edit, field, tmp_path):
+    """Found at 1,000 inputs per kind (benchmarks/faults.py --report-only; 16 of 1,000 rci.json inputs):
+    a null RCI threshold, a version list without two labels and a null per-domain count were
+    tracebacks (TypeError, IndexError) in the report; each is now one line naming rci.json and the field."""
+    import json
+
+    ws = Workspace.make(REPORT_KINDS["rci.json"], tmp_path / "seed")
+    doc = json.loads(ws.seed_bytes)
+    edit(next(iter(doc["pairs"].values())))
+    outcome, detail = try_report(ws, json.dumps(doc).encode())
+    assert outcome == "input error", detail
+    assert "rci.json" in detail and field in detail, detail

@@ -79,6 +79,8 @@ class PairResult:
     @property
     def versions(self) -> tuple[str, str]:
         v = self.payload.get("versions") or ["v1", "v2"]
+        if not isinstance(v, (list, tuple)) or len(v) != 2:
+            raise InputError(f"expected the pair's two version labels, got {v!r}", field="versions")
         return str(v[0]), str(v[1])
 
     @property
@@ -87,7 +89,10 @@ class PairResult:
 
     @property
     def z(self) -> float:
-        return float(self.params.get("z", 1.96))
+        z = self.params.get("z", 1.96)
+        if z is None:
+            raise InputError("expected the RCI threshold, got null", field="params.z")
+        return float(z)
 
     @property
     def s_diff(self) -> float:
@@ -188,8 +193,9 @@ class PairResult:
         """Per domain: analysable items, class counts, churn (%), improved/deteriorated ratio and net."""
         rows = []
         for d, v in self.domain["per_domain"].items():
-            churn = 100 * (v["improved"] + v["deteriorated"]) / v["n"] if v["n"] else np.nan
-            rows.append({"domain": d, "n": v["n"], "improved": v["improved"], "no change": v["no_change"], "deteriorated": v["deteriorated"],
+            n, up, same, down = (_count(v[k], f"domain.per_domain.{d}.{k}") for k in ("n", "improved", "no_change", "deteriorated"))
+            churn = 100 * (up + down) / n if n else np.nan
+            rows.append({"domain": d, "n": n, "improved": up, "no change": same, "deteriorated": down,
                          "churn %": churn, "imp/det": np.nan if v["ratio"] is None else v["ratio"], "net": v["net"]})  # fmt: skip
         return pd.DataFrame(rows)
 

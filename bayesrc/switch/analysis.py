@@ -10,6 +10,7 @@ import io
 import numpy as np
 import xarray as xr
 
+from bayesrc.config import SamplerConfig
 from bayesrc.io import atomic_write_bytes
 from bayesrc.switch.bayes import BayesFactorFit, factor_data, fit_factor_bayes
 from bayesrc.switch.data import SwitchData
@@ -26,9 +27,9 @@ def analyse_switch(
     n_boot: int = 1000,
     seed: int = 0,
     backends: tuple[str, ...] = ("numpyro", "pymc"),
-    draws: int = 500,
-    tune: int = 500,
-    chains: int = 4,
+    draws: int = SamplerConfig.draws,  # every command's sampler defaults, from one place
+    tune: int = SamplerConfig.tune,
+    chains: int = SamplerConfig.chains,
     pairing_rho: float = 0.0,
     progress: bool | None = None,
 ) -> SwitchResult:
