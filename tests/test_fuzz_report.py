@@ -96,3 +96,18 @@ def test_rci_fields_the_report_cannot_show_are_one_named_line(edit, field, tmp_p
     outcome, detail = try_report(ws, json.dumps(doc).encode())
     assert outcome == "input error", detail
     assert "rci.json" in detail and field in detail, detail
+
+
+@pytest.mark.parametrize("table", ["cells", "effects"])
+def test_a_switch_cell_listed_twice_is_one_named_line(table, tmp_path):
+    """Found at 1,000 switch.json inputs (1 of 1,000): a (prefix, suffix) cell listed twice made the
+    report's matrix a pandas ValueError ("Index contains duplicate entries"); now one line naming the table."""
+    import json
+
+    ws = Workspace.make(REPORT_KINDS["switch.json"], tmp_path / "seed")
+    doc = json.loads(ws.seed_bytes)
+    bench = next(iter(doc["benchmarks"].values()))
+    bench[table] = [*bench[table], bench[table][0]]
+    outcome, detail = try_report(ws, json.dumps(doc).encode())
+    assert outcome == "input error", detail
+    assert "switch.json" in detail and f".{table}" in detail, detail

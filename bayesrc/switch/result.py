@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from bayesrc.errors import InputError
 from bayesrc.plotting import new_figure
 from bayesrc.results import Result, register
 
@@ -73,7 +74,8 @@ class SwitchResult(Result):
 
     def effects(self, benchmark: str | None = None):
         """Switch effects (prefix, suffix, delta, interval, stars) of a benchmark."""
-        return pd.DataFrame(self.benchmark(benchmark or self.benchmarks[0]).get("effects", []))
+        b = benchmark or self.benchmarks[0]
+        return _one_row_per_cell(pd.DataFrame(self.benchmark(b).get("effects", [])), f"benchmarks.{b}.effects")
 
     def effects_matrix(self, benchmark: str | None = None, column: str = "delta") -> pd.DataFrame:
         """A column of :meth:`effects` (default Δ) as a models x models matrix: rows prefix, columns
@@ -84,7 +86,8 @@ class SwitchResult(Result):
     def cells(self, benchmark: str | None = None):
         """Observed switch cells with the LS factor model's fit (prefix, suffix, observed, pred, resid,
         loo_pred), largest ``|resid|`` first; empty without a factor model."""
-        return pd.DataFrame(self.benchmark(benchmark or self.benchmarks[0]).get("cells") or [])
+        b = benchmark or self.benchmarks[0]
+        return _one_row_per_cell(pd.DataFrame(self.benchmark(b).get("cells") or []), f"benchmarks.{b}.cells")
 
     def residual_matrix(self, benchmark: str | None = None) -> pd.DataFrame:
         """The LS factor model's residuals as a models x models matrix (as :meth:`effects_matrix`)."""
@@ -154,6 +157,15 @@ class SwitchResult(Result):
 def _float(x) -> float:
     """A number of the payload as a float: NaN where ``switch.json`` holds null (JSON has no NaN)."""
     return np.nan if x is None else float(x)
+
+
+def _one_row_per_cell(table: pd.DataFrame, field: str) -> pd.DataFrame:
+    """``table`` if it holds each (prefix, suffix) cell once; else an InputError naming the field (a matrix
+    of the cells cannot be formed)."""
+    if {"prefix", "suffix"} <= set(table.columns) and table.duplicated(["prefix", "suffix"]).any():
+        prefix, suffix = table.loc[table.duplicated(["prefix", "suffix"]), ["prefix", "suffix"]].iloc[0]
+        raise InputError(f"the cell {prefix} -> {suffix} appears twice", field=field)
+    return table
 
 
 def _square(cells: pd.DataFrame, models: list[str], column: str) -> pd.DataFrame:
