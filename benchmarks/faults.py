@@ -320,12 +320,8 @@ def run_parts(parts: dict[str, tuple], jobs: int) -> dict[str, tuple[list[dict],
     if jobs <= 1:
         return {name: _as_pair(fn(*fn_args)) for name, (fn, fn_args) in parts.items()}
     with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = {name: pool.submit(_as_pair_of, fn, fn_args) for name, (fn, fn_args) in parts.items()}
-        return {name: future.result() for name, future in futures.items()}
-
-
-def _as_pair_of(fn, fn_args: tuple) -> tuple[list[dict], list[tuple]]:
-    return _as_pair(fn(*fn_args))
+        futures = {name: pool.submit(fn, *fn_args) for name, (fn, fn_args) in parts.items()}
+        return {name: _as_pair(future.result()) for name, future in futures.items()}
 
 
 def _as_pair(result) -> tuple[list[dict], list[tuple]]:

@@ -556,21 +556,21 @@ def _pwlinear_draw(f, cdf, rows, u1, u2, x0: float, h: float):
     return x0 + (k + t) * h
 
 
-def _cell_posteriors(hyper, cell_dom, tables):
+def _cell_posteriors(hyper, data):
     """Per cell and grid node, the joint posterior weights of (unchanged, theta_j) and (changed, theta_j),
-    and per cell ``P(delta > 0 | changed, data)`` (JAX, one hyperparameter draw; ``cell_dom``: each cell's stratum)."""
+    and per cell ``P(delta > 0 | changed, data)`` (JAX, one hyperparameter draw; ``data``: :func:`draw_data`)."""
     import jax.numpy as jnp  # deferred: JAX loads in ~1.5 s (bayes extra)
 
     mu_theta, sigma_theta, shift, sigma_delta, b, pi = hyper
     ops = _ops("jax")
-    x = tables["x"]
+    x = data["x"]
     prior = prior_weights(ops, x, mu_theta, sigma_theta)
     n, h = x.shape[0], x[1] - x[0]
     up = share_above_zero((jnp.arange(2 * n - 1) - (n - 1)) * h, h)  # per node offset k - j: the change x_k - x_j above 0
-    g, g_up = weighted_convolutions(ops, tables, mu_theta, sigma_theta, shift, b, sigma_delta, jnp.stack([jnp.ones_like(up), up]))
-    e2 = tables["e2"]
-    s, t, u = cell_dom, tables["cell_t"], tables["cell_u"]
-    base = prior[s] * tables["e1"][u]  # (cell, node)
+    g, g_up = weighted_convolutions(ops, data, mu_theta, sigma_theta, shift, b, sigma_delta, jnp.stack([jnp.ones_like(up), up]))
+    e2 = data["e2"]
+    s, t, u = data["cell_dom"], data["cell_t"], data["cell_u"]
+    base = prior[s] * data["e1"][u]  # (cell, node)
     w0 = base * (1.0 - pi) * e2[t]
     w1 = base * pi * g[s, t]
     p_up = (base * g_up[s, t]).sum(-1) / jnp.maximum((base * g[s, t]).sum(-1), 1e-300)
@@ -583,7 +583,7 @@ def _draws_one(hyper, key, data: dict, fine_v):
     import jax.numpy as jnp
 
     mu_theta, sigma_theta, shift, sigma_delta, b, pi = hyper
-    w0, w1, p_up = _cell_posteriors(hyper, data["cell_dom"], data)
+    w0, w1, p_up = _cell_posteriors(hyper, data)
     tot0, tot1 = w0.sum(-1), w1.sum(-1)
     r = tot1 / jnp.maximum(tot0 + tot1, 1e-300)
     item_cell = data["item_cell"]

@@ -162,8 +162,11 @@ def _float(x) -> float:
 def _one_row_per_cell(table: pd.DataFrame, field: str) -> pd.DataFrame:
     """``table`` if it holds each (prefix, suffix) cell once; else an InputError naming the field (a matrix
     of the cells cannot be formed)."""
-    if {"prefix", "suffix"} <= set(table.columns) and table.duplicated(["prefix", "suffix"]).any():
-        prefix, suffix = table.loc[table.duplicated(["prefix", "suffix"]), ["prefix", "suffix"]].iloc[0]
+    if not {"prefix", "suffix"} <= set(table.columns):
+        return table
+    twice = table.duplicated(["prefix", "suffix"])
+    if twice.any():
+        prefix, suffix = table.loc[twice, ["prefix", "suffix"]].iloc[0]
         raise InputError(f"the cell {prefix} -> {suffix} appears twice", field=field)
     return table
 
