@@ -249,12 +249,17 @@ def test_shared_seeds_couple_versions_and_the_version_rule_removes_it(gemma, gem
     assert np.mean(shared_agree) < np.mean(expected_agree)  # answer alike less often than independent draws would
 
 
-def test_k_above_ten_needs_no_seed_stride_and_k_up_to_ten_keeps_the_reference_seeds(gemma, gemma_bank4, full_run, tmp_path):
-    """K = 40 runs with no other flag (stride max(10, K): no seed shared between items); K <= 10 keeps i * 10 + k."""
+def test_a_larger_k_needs_no_flag_and_draws_the_smaller_ks_trials_first(gemma, gemma_bank4, full_run, tmp_path):
+    """K = 40 runs with no other flag, no two of its samples share a seed, and its first K = 3
+    trials of an item are the K = 3 run's trial for trial (seeds of the item and k alone); the
+    K <= 10 run keeps the reference study's i * 10 + k."""
     res = _cli("collect", "--model", str(CARD), "--items", str(gemma_bank4.path), "--items-range", "0:2", "--k", "40", "--threads", "1", "--out", str(tmp_path / "k40"), "--no-progress")
     assert res.returncode == 0, res.stderr
     trials = load_trials(tmp_path / "k40" / "trials.parquet")
     assert len(trials) == 80 and trials["seed"].nunique() == 80
+    first = _core(read_run_trials(tmp_path / "k40")).query("k < @K").reset_index(drop=True)
+    small = _core(read_run_trials(full_run))
+    pd.testing.assert_frame_equal(first, small[small["item_id"].isin(first["item_id"])].reset_index(drop=True))
     pins = json.loads((tmp_path / "k40" / "run.json").read_text())["pins"]
-    assert "item_index * 40 + k" in pins["sampling.seed_rule"]
-    assert "item_index * 10 + k" in json.loads((full_run / "run.json").read_text())["pins"]["sampling.seed_rule"]
+    assert "(k - 10) * 2**19 + item_index for k >= 10" in pins["sampling.seed_rule"]
+    assert json.loads((full_run / "run.json").read_text())["pins"]["sampling.seed_rule"].endswith("0 + item_index * 10 + k")

@@ -129,14 +129,16 @@ def _run(tmp_path: Path, name: str, **changes) -> Path:
 
 # -- the run specification -------------------------------------------------------------------
 def test_run_spec_fills_its_defaults_once():
-    """Any K runs without a seed stride (K <= 10 keeps the reference study's i * 10 + k); the exact
+    """Any K runs without a seed stride, K moves no seed (K <= 10 keeps the reference study's
+    i * 10 + k) and no two samples of a run share one; the exact
     engine draws no samples (K 1, 0 trials per item) and gets its default decode budget."""
     from bayesrc.collect import Item, RunSpec
     from bayesrc.collect.exact import DEFAULT_MAX_EXPANSIONS
 
     item = Item(3, "q3", "math", "?", ("a", "b"), "A")
     assert RunSpec(k=10).seeds(item) == list(range(30, 40))
-    assert RunSpec(k=400).seed_stride == 400 and RunSpec(k=400).seeds(item, salt=7)[:2] == [7 + 1200, 7 + 1201]
+    k400 = RunSpec(k=400).seeds(item, salt=7)
+    assert RunSpec(k=400).seed_stride is None and k400[:10] == [7 + s for s in range(30, 40)] and k400[:40] == RunSpec(k=40).seeds(item, salt=7)
     assert RunSpec(k=40, seed_stride=100, seed_offset=5).seeds(item)[0] == 305
     exact = RunSpec(engine="exact", k=50, epsilon="1e-4")
     assert (exact.k, exact.per_item, exact.epsilon, exact.max_expansions) == (1, 0, 1e-4, DEFAULT_MAX_EXPANSIONS)
@@ -145,11 +147,29 @@ def test_run_spec_fills_its_defaults_once():
     assert RunSpec(shard="1/4").item_range(40) == (10, 20) and RunSpec(items_range="3:7").item_range(40) == (3, 7)
 
 
+def test_default_seeds_of_a_run_are_distinct_and_below_llamas_random_seed():
+    """Over the whole layout (every k up to the largest K, items at both ends of the bank and the
+    largest salt) no two samples share a seed and none reaches 2**32 - 1 (llama.cpp's "random");
+    an item past the layout is refused, naming it."""
+    from bayesrc.collect import Item
+    from bayesrc.collect.rundir import item_seeds
+    from bayesrc.data.seeds import ITEM_SLOTS, MAX_K, sample_seeds
+    from bayesrc.errors import InputError
+
+    indices = [*range(25), *range(ITEM_SLOTS - 25, ITEM_SLOTS)]
+    seeds = [s for i in indices for s in sample_seeds(i, MAX_K, salt=(1 << 30) - 1, offset=1000)]
+    assert len(set(seeds)) == len(seeds) and max(seeds) < 2**32 - 1
+    with pytest.raises(InputError, match="number 524,289 of its bank"):
+        item_seeds(Item(ITEM_SLOTS, "far", "math", "?", ("a", "b"), "A"), 3)
+    assert item_seeds(Item(ITEM_SLOTS, "far", "math", "?", ("a", "b"), "A"), 3, stride=3)[0] == 3 * ITEM_SLOTS
+
+
 @pytest.mark.parametrize(
     "settings, field, words",
     [
         ({"k": 0}, "k", "must be >= 1"),
         ({"k": 11, "seed_stride": 10}, "k", "exceeds the seed stride"),
+        ({"k": 4097}, "k", "above the 4,096 the default seed rule lays out"),
         ({"temperature": 6.0}, "temperature", "in [0, 5]"),
         ({"seed_rule": "mine"}, "seed_rule", "must be one of"),
         ({"engine": "turbo"}, "engine", "unknown engine"),

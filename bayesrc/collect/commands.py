@@ -92,7 +92,12 @@ def _add_items_and_seeds_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--resume", action="store_true", help="continue a run directory (its pins must match)")
     p.add_argument("--shard", help="I/N: collect the I-th (0-based) of N contiguous item ranges")
     p.add_argument("--items-range", help="A:B: collect bank items A..B-1 (0-based)")
-    p.add_argument("--seed-stride", type=int, default=None, help="seed = salt + item_index * STRIDE + k (default max(10, K): the reference study's 10 up to K = 10)")
+    p.add_argument(
+        "--seed-stride",
+        type=int,
+        default=None,
+        help="seed = salt + item_index * STRIDE + k for every k (K <= STRIDE); by default the reference study's item_index * 10 + k for k < 10 and seeds of the item and k alone beyond, so any K up to 4096 runs and a larger K draws a smaller K's trials first",
+    )
     p.add_argument(
         "--seed-rule",
         choices=("version", "shared"),

@@ -48,7 +48,7 @@ def run_spec(args: argparse.Namespace):
     >>> from bayesrc.collect.commands import register
     >>> parser = argparse.ArgumentParser()
     >>> register(parser.add_subparsers())
-    >>> run_spec(parser.parse_args(["collect", "--model", "m.toml", "--items", "b.jsonl", "--out", "r", "--k", "40"])).seed_stride
+    >>> run_spec(parser.parse_args(["collect", "--model", "m.toml", "--items", "b.jsonl", "--out", "r", "--k", "40"])).k
     40
     """
     exact = args.engine == "exact"

@@ -169,8 +169,9 @@ def collect(
     ``"blocks"`` (shared block's KV kept, own block decoded after it) or ``"whole"`` (the
     prompt in one piece on an emptied cache, as ``create_completion``); pinned as
     ``prompt.blocks``, since llama.cpp's logits depend on the batch split.
-    Any K runs: the seed stride defaults to ``max(10, K)`` and the batched path draws K in
-    chunks that fit llama.cpp's sequence limit.
+    Any K up to 4,096 runs without a stride (a seed depends on the item and k alone:
+    :func:`bayesrc.data.seeds.sample_seeds`) and the batched path draws K in chunks that fit
+    llama.cpp's sequence limit.
 
     Examples
     --------

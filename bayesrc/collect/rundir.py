@@ -14,9 +14,10 @@ Layout of ``runs/NAME/``::
     .lock               held (flock) by the collector; a second collector is refused
 
 Seeds: sample ``k`` of the item at 0-based bank position ``i`` uses
-``seed = salt + seed_offset + i * seed_stride + k`` (``seed_stride`` by default ``max(10, K)``:
-:func:`seed_stride_for`), so shards and resumed runs draw
-exactly the trials of an uninterrupted run. ``seed_rule="version"`` (default) derives
+``seed = salt + seed_offset + position(i, k)`` (:func:`bayesrc.data.seeds.sample_seeds`: the
+reference study's ``i * 10 + k`` for ``k < 10``, then positions above them that depend on
+``i`` and ``k`` alone, or ``i * seed_stride + k`` with an explicit stride), so shards, resumed
+runs and a run at a larger K draw exactly the trials of an uninterrupted run. ``seed_rule="version"`` (default) derives
 ``salt`` from the version's pin (model file, chat template, prompt template and system
 prompt hashes, label; pinned as ``model.seed_salt``), so two versions draw
 independently; ``seed_rule="shared"`` uses salt 0, the reference study's
@@ -42,7 +43,7 @@ from tqdm import tqdm
 
 from bayesrc.collect.bank import Item
 from bayesrc.collect.extract import extract
-from bayesrc.data.seeds import SEED_RULES, sample_seeds
+from bayesrc.data.seeds import ITEM_SLOTS, MAX_K, SEED_RULES, sample_seeds
 from bayesrc.data.trials import TRIAL_COLUMNS
 from bayesrc.errors import InputError
 from bayesrc.io import atomic_write_bytes, read_parquet, read_run_record, write_run_record
@@ -155,8 +156,8 @@ def shard_range(shard: str, n_items: int) -> tuple[int, int]:
     return i * n_items // n, (i + 1) * n_items // n
 
 
-def item_seeds(item: Item, k: int, *, stride: int = 10, offset: int = 0, salt: int = 0) -> list[int]:
-    """The K sampling seeds of an item: ``salt + offset + index * stride + k`` (SPEC 6; :func:`bayesrc.data.seeds.sample_seeds`).
+def item_seeds(item: Item, k: int, *, stride: int | None = None, offset: int = 0, salt: int = 0) -> list[int]:
+    """The K sampling seeds of an item (SPEC 6; :func:`bayesrc.data.seeds.sample_seeds`).
 
     Examples
     --------
@@ -164,6 +165,8 @@ def item_seeds(item: Item, k: int, *, stride: int = 10, offset: int = 0, salt: i
     >>> item_seeds(Item(3, "q4", "math", "?", ("a", "b"), "A"), 4)
     [30, 31, 32, 33]
     """
+    if stride is None and item.index >= ITEM_SLOTS:
+        raise InputError(f"item {item.item_id!r} is number {item.index + 1:,} of its bank; past {ITEM_SLOTS:,} items give --seed-stride", field="items")
     return sample_seeds(item.index, k, stride=stride, offset=offset, salt=salt)
 
 
@@ -302,32 +305,16 @@ def progress_bar(total: int, enabled: bool, unit: str = "trial"):
     return tqdm(total=total, unit=unit, disable=not enabled, dynamic_ncols=True, file=sys.stderr, smoothing=0.1)
 
 
-#: the reference study's seed stride (seed = i * 10 + k), kept for every K up to 10
-DEFAULT_SEED_STRIDE = 10
-
-
-def seed_stride_for(k: int, seed_stride: int | None = None) -> int:
-    """The seed stride a run uses: the one given, else ``max(10, K)``.
-
-    K <= 10 keeps the reference study's ``i * 10 + k`` trial for trial; a larger K gets a
-    stride of K, so any K runs without ``--seed-stride`` and no two items share a seed.
-
-    Examples
-    --------
-    >>> seed_stride_for(10), seed_stride_for(40), seed_stride_for(40, 100)
-    (10, 40, 100)
-    """
-    return max(DEFAULT_SEED_STRIDE, int(k)) if seed_stride is None else int(seed_stride)
-
-
-def check_sampling_args(*, k: int, seed_stride: int, temperature: float, seed_rule: str, items_range=None, shard: str | None = None) -> None:
+def check_sampling_args(*, k: int, seed_stride: int | None, temperature: float, seed_rule: str, items_range=None, shard: str | None = None) -> None:
     """The checks every engine makes before touching a run directory (:class:`InputError`, exit 2)."""
     if k < 1:
         raise InputError(f"must be >= 1, got {k}", field="k")
     if seed_rule not in SEED_RULES:
         raise InputError(f"must be one of {', '.join(SEED_RULES)}, got {seed_rule!r}", field="seed_rule")
-    if k > seed_stride:
+    if seed_stride is not None and k > seed_stride:
         raise InputError(f"K = {k} exceeds the seed stride {seed_stride}: seeds of neighbouring items would collide (raise --seed-stride)", field="k")
+    if seed_stride is None and k > MAX_K:
+        raise InputError(f"K = {k} is above the {MAX_K:,} the default seed rule lays out; give --seed-stride (at least K)", field="k")
     if not 0.0 <= temperature <= 5.0:
         raise InputError(f"must be in [0, 5], got {temperature}", field="temperature")
     if items_range is not None and shard is not None:

@@ -19,8 +19,8 @@ from bayesrc.collect.bank import Bank, Item
 from bayesrc.collect.card import ModelCard, sha256_text
 from bayesrc.collect.engines import ENGINES, Sampling, check_items_per_batch, check_scheme
 from bayesrc.collect.exact import DEFAULT_MAX_EXPANSIONS, check_epsilon
-from bayesrc.collect.rundir import check_sampling_args, item_seeds, seed_stride_for, select_range, version_pin
-from bayesrc.data.seeds import seed_salt
+from bayesrc.collect.rundir import check_sampling_args, item_seeds, select_range, version_pin
+from bayesrc.data.seeds import seed_rule_text, seed_salt
 from bayesrc.errors import InputError
 
 #: every engine a run can name: the sampling engines, the exact distribution, a server
@@ -31,16 +31,16 @@ ENGINE_NAMES = (*ENGINES, "exact", "server")
 class RunSpec:
     """A collection run's settings, checked and completed when made.
 
-    ``seed_stride`` ``None`` becomes :func:`~bayesrc.collect.rundir.seed_stride_for` K (any
-    K runs without it); the exact engine's ``k`` becomes 1 (it draws no samples) and its
+    ``seed_stride`` ``None`` is the default seed rule (:func:`bayesrc.data.seeds.sample_seeds`:
+    any K runs without a stride, and K does not move a seed); the exact engine's ``k`` becomes 1 (it draws no samples) and its
     ``max_expansions`` ``None`` the default budget. Field meanings are
     :func:`bayesrc.collect.collect`'s keywords of the same names.
 
     Examples
     --------
     >>> spec = RunSpec(k=40)
-    >>> spec.seed_stride, spec.per_item
-    (40, 40)
+    >>> spec.seed_stride, spec.per_item, spec.seeds(Item(3, "q3", "math", "?", ("a", "b"), "A"))[9:11]
+    (None, 40, [39, 5242883])
     >>> RunSpec(k=0)
     Traceback (most recent call last):
     bayesrc.errors.InputError: <input>: field 'k': must be >= 1, got 0
@@ -114,8 +114,7 @@ def _completed(spec: RunSpec) -> dict:
     if engine == "exact":
         out |= {"k": 1, **_exact_args(spec.epsilon, spec.max_expansions)}  # k unused: no samples are drawn
     k = out.get("k", spec.k)
-    out["seed_stride"] = seed_stride_for(k, spec.seed_stride)
-    check_sampling_args(k=k, seed_stride=out["seed_stride"], temperature=spec.temperature, seed_rule=spec.seed_rule, items_range=spec.items_range, shard=spec.shard)
+    check_sampling_args(k=k, seed_stride=spec.seed_stride, temperature=spec.temperature, seed_rule=spec.seed_rule, items_range=spec.items_range, shard=spec.shard)
     return out
 
 
@@ -167,7 +166,7 @@ def sampling_pins(spec: RunSpec, sampling: Sampling) -> dict:
         "sampling.typical_p": s.typical_p,
         "sampling.repeat_penalty": s.repeat_penalty,
         "sampling.max_tokens": s.max_tokens,
-        "sampling.seed_rule": f"{spec.seed_offset} + item_index * {spec.seed_stride} + k",
+        "sampling.seed_rule": seed_rule_text(spec.k, stride=spec.seed_stride, offset=spec.seed_offset),
     }
 
 
@@ -177,7 +176,7 @@ def salt_pins(spec: RunSpec, pins: dict, identity: str = "") -> dict:
     a server's model id); nothing under the shared rule (salt 0, the plain rule's text)."""
     if spec.seed_rule != "version":
         return {}
-    rule = f"version: salt(model pin) + {spec.seed_offset} + item_index * {spec.seed_stride} + k"
+    rule = "version: salt(model pin) + " + seed_rule_text(spec.k, stride=spec.seed_stride, offset=spec.seed_offset)
     return {"sampling.seed_rule": rule, "model.seed_salt": seed_salt(version_pin(pins) + identity)}
 
 
