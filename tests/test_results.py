@@ -29,7 +29,7 @@ def rci_run(small_pair):
     from bayesrc.classical import analyse_pairs
 
     _, counts = small_pair
-    return analyse_pairs({"p": counts}, n_splits=100, n_permutations=100).to_result()
+    return analyse_pairs({"p": counts}, n_splits=100, n_permutations=100)
 
 
 @pytest.fixture(scope="module")
@@ -67,11 +67,11 @@ def test_rci_run_roundtrip_and_typed_accessors(rci_run, small_pair, tmp_path):
 def test_reliable_change_returns_the_pair_load_gives_back(small_pair, tmp_path):
     """One class for a pair in memory and on disk: reliable_change's PairResult equals its saved and
     reloaded copy, every accessor and table included."""
-    from bayesrc.classical import PairResult, RCIAnalysis, reliable_change
+    from bayesrc.classical import PairResult, RCIRun, reliable_change
 
     _, counts = small_pair
     pair = reliable_change(counts, n_splits=50, n_permutations=50, n_null=10, name="p")
-    RCIAnalysis({"p": pair}, [], {}).save(tmp_path / "r")
+    RCIRun.from_pairs({"p": pair}).save(tmp_path / "r")
     loaded = bayesrc.load(tmp_path / "r")["p"]
     assert isinstance(pair, PairResult) and loaded == pair
     for name in ("versions", "params", "s_diff", "s_diff_all", "min_detectable", "sem", "r_xx", "reliability", "aggregate", "effect_sizes", "k_for_r80", "null_samples", "warnings"):
@@ -83,13 +83,13 @@ def test_reliable_change_returns_the_pair_load_gives_back(small_pair, tmp_path):
 @pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning")  # Spearman-Brown of the undefined r
 def test_undefined_reliability_reads_as_nan_in_memory_and_from_disk(tmp_path):
     """rci.json stores an undefined S_diff as null; the float accessors give NaN, before and after saving."""
-    from bayesrc.classical import RCIAnalysis, reliable_change
+    from bayesrc.classical import RCIRun, reliable_change
     from bayesrc.data import item_counts, simulate_pair
 
     sim = simulate_pair(40, 4, seed=9)
     flat = sim.trials_v1.assign(is_correct=sim.trials_v1["k"] % 2 == 0)  # every item at 0.5 in v1: no split-half reliability
     pair = reliable_change(item_counts(flat, sim.trials_v2), n_splits=50, n_permutations=20, n_null=0, name="flat")
-    RCIAnalysis({"flat": pair}, [], {}).save(tmp_path / "r")
+    RCIRun.from_pairs({"flat": pair}).save(tmp_path / "r")
     for p in (pair, bayesrc.load(tmp_path / "r")["flat"]):
         assert p.payload["s_diff"] is None and p.payload["sem"]["v1"] is None
         assert np.isnan(p.s_diff) and np.isnan(p.min_detectable) and np.isnan(p.sem["v1"]) and np.isnan(p.r_xx["v1"])

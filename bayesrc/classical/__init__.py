@@ -4,7 +4,6 @@ from bayesrc.classical.calibration import binomial_s_diff, classify_counts, no_c
 from bayesrc.classical.noise import noise_decomposition, noise_from_counts
 from bayesrc.classical.pairwise import PairwiseRCI, family_wise_z, pairwise_rci
 from bayesrc.classical.pipeline import (
-    RCIAnalysis,
     analyse_pairs,
     cross_pair,
     flip_metrics,
@@ -52,7 +51,6 @@ __all__ = [
     "RCIRun",
     "CLASSES",
     "RCISettings",
-    "RCIAnalysis",
     "analyse_pairs",
     "binomial_s_diff",
     "classify_counts",

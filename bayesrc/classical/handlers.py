@@ -38,8 +38,8 @@ def run_rci(args: argparse.Namespace) -> int:
             print(f"bayesrc: note: {note}", file=sys.stderr)
 
     analysis = analyse_pairs(pairs, greedy=greedy, **options)
-    result = analysis.save(args.out)  # rci.json + items_NAME.parquet (bayesrc.classical.RCIRun)
-    print(result.summary().to_string(index=False))
+    analysis.save(args.out)  # rci.json + items_NAME.parquet
+    print(analysis.summary().to_string(index=False))
     for name, pair in analysis.pairs.items():
         for w in pair.warnings:
             print(f"bayesrc: warning: {name}: {w}", file=sys.stderr)

@@ -3,7 +3,7 @@
 ``reliable_change(counts)`` runs everything for one pair of versions and returns a
 :class:`bayesrc.classical.PairResult`, the object ``bayesrc.load("rci.json")[NAME]`` gives back;
 ``analyse_pairs({...}, greedy={...})`` runs several pairs, the cross-pair tests and greedy
-comparisons and returns an :class:`RCIAnalysis`.
+comparisons and returns an :class:`~bayesrc.classical.RCIRun`.
 
 Which items each number uses (``sd_basis`` is stated in every output):
 
@@ -24,7 +24,7 @@ Which items each number uses (``sd_basis`` is stated in every output):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from itertools import combinations
 
 import numpy as np
@@ -148,7 +148,7 @@ def reliable_change(
     PairResult
         The pair as ``rci.json`` holds it: ``payload`` (its ``pairs.NAME`` block, strict JSON with
         NaN as None) and ``items`` (the item table). It is the object ``bayesrc.load(DIR)[name]``
-        gives back after :meth:`RCIAnalysis.save`, and equals it.
+        gives back after :meth:`RCIRun.save`, and equals it.
 
     Examples
     --------
@@ -520,66 +520,18 @@ def greedy_comparison(greedy_counts: xr.Dataset, pair: PairResult) -> dict:
     return out
 
 
-@dataclass
-class RCIAnalysis:
-    """Several pairs (``pairs``: name -> :class:`bayesrc.classical.PairResult`), their cross-pair
-    comparisons and greedy comparisons.
-
-    Examples
-    --------
-    >>> from bayesrc.data import item_counts, simulate_pair
-    >>> sim = simulate_pair(200, 10, seed=1)
-    >>> counts = item_counts(sim.trials_v1, sim.trials_v2)
-    >>> run = analyse_pairs({"demo": counts}, n_splits=50, n_permutations=50, n_null=0)
-    >>> run.pairs["demo"] == run.to_result()["demo"]  # one class in memory and in rci.json
-    True
-    >>> run.save("out/rci")  # doctest: +SKIP
-    """
-
-    pairs: dict[str, PairResult]
-    cross_pairs: list[dict]
-    greedy: dict[str, dict]
-
-    @property
-    def cross_pair(self) -> dict | None:
-        return self.cross_pairs[0] if self.cross_pairs else None
-
-    def summary(self) -> pd.DataFrame:
-        return pd.concat([p.summary() for p in self.pairs.values()], ignore_index=True)
-
-    def to_frame(self) -> pd.DataFrame:
-        return pd.concat([p.to_frame().assign(pair=n) for n, p in self.pairs.items()], ignore_index=True)
-
-    def to_result(self):
-        """The typed, saveable record (:class:`bayesrc.classical.RCIRun`): ``rci.json`` + item tables."""
-        return RCIRun(self.to_dict(), {n: p.to_frame() for n, p in self.pairs.items()})
-
-    def save(self, out_dir):
-        """Write ``rci.json`` and ``items_NAME.parquet`` (as ``bayesrc rci`` does); returns the :class:`RCIRun`."""
-        res = self.to_result()
-        res.save(out_dir)
-        return res
-
-    def to_dict(self) -> dict:
-        out: dict = {"pairs": {n: p.payload for n, p in self.pairs.items()}}
-        if self.cross_pairs:
-            out["cross_pair"] = self.cross_pairs[0]
-            out["cross_pairs"] = self.cross_pairs
-        if self.greedy:
-            out["greedy"] = {
-                n: {k: v for k, v in g.items() if k != "table"} | {"table": {str(r): {str(c): int(x) for c, x in row.items()} for r, row in g["table"].iterrows()}} for n, g in self.greedy.items()
-            }
-        return out
-
-
 def analyse_pairs(
     pairs: dict[str, xr.Dataset],
     *,
     greedy: dict[str, xr.Dataset] | None = None,
     **kwargs,
-) -> RCIAnalysis:
+) -> RCIRun:
     """Run :func:`reliable_change` on every pair; cross-pair tests for every two pairs;
     greedy comparisons for the pairs with greedy data (keyed by pair name).
+
+    Returns the :class:`~bayesrc.classical.RCIRun` that ``bayesrc rci`` saves (``rci.json`` +
+    ``items_NAME.parquet``) and ``bayesrc.load`` gives back: ``run[NAME]`` is the pair's
+    :class:`~bayesrc.classical.PairResult`.
 
     Examples
     --------
@@ -587,8 +539,9 @@ def analyse_pairs(
     >>> sim = simulate_pair(200, 10, seed=1)
     >>> counts = item_counts(sim.trials_v1, sim.trials_v2)
     >>> run = analyse_pairs({"demo": counts}, n_splits=50, n_permutations=50, n_null=0)
-    >>> run.to_result()["demo"].n_flagged >= 0
-    True
+    >>> run["demo"].n_flagged >= 0, run.names
+    (True, ['demo'])
+    >>> run.save("out/rci")  # doctest: +SKIP
     """
     results = {name: reliable_change(ds, name=name, **kwargs) for name, ds in pairs.items()}
     crosses = [cross_pair(results[x], results[y]) for x, y in combinations(results, 2)]
@@ -597,4 +550,4 @@ def analyse_pairs(
         if name not in results:
             raise ValueError(f"greedy data for unknown pair {name!r}; pairs are {sorted(results)}")
         greedy_out[name] = greedy_comparison(gds, results[name])
-    return RCIAnalysis(results, crosses, greedy_out)
+    return RCIRun.from_pairs(results, crosses, greedy_out)

@@ -296,15 +296,29 @@ class PairResult:
 class RCIRun(Result):
     """``bayesrc rci`` output: every pair's classical analysis (``rci.json`` + ``items_NAME.parquet``).
 
+    :func:`bayesrc.classical.analyse_pairs` returns one (:meth:`from_pairs`); ``run[NAME]`` is
+    a pair's :class:`PairResult`, ``run.pairs`` all of them.
+
     Examples
     --------
     >>> from bayesrc.classical import analyse_pairs
-    >>> run = analyse_pairs({"demo": counts}).to_result()   # doctest: +SKIP
-    >>> run["demo"].n_flagged, run.summary()                   # doctest: +SKIP
+    >>> run = analyse_pairs({"demo": counts})   # doctest: +SKIP
+    >>> run["demo"].n_flagged, run.summary()    # doctest: +SKIP
     """
 
     main_file = "rci.json"
     kind = "rci"
+
+    @classmethod
+    def from_pairs(cls, pairs: dict[str, PairResult], cross_pairs: list[dict] | None = None, greedy: dict[str, dict] | None = None) -> RCIRun:
+        """The run of analysed ``pairs``, with the cross-pair tests and greedy comparisons
+        (:func:`bayesrc.classical.greedy_comparison` records, their tables as DataFrames)."""
+        payload: dict = {"pairs": {n: p.payload for n, p in pairs.items()}}
+        if cross_pairs:
+            payload |= {"cross_pair": cross_pairs[0], "cross_pairs": list(cross_pairs)}
+        if greedy:
+            payload["greedy"] = {n: _greedy_record(g) for n, g in greedy.items()}
+        return cls(payload, {n: p.items for n, p in pairs.items() if p.items is not None})
 
     def table_file(self, name: str) -> str:
         return f"items_{name}.parquet"
@@ -337,8 +351,17 @@ class RCIRun(Result):
         return len(self.names)
 
     @property
+    def pairs(self) -> dict[str, PairResult]:
+        """Every pair's :class:`PairResult`, by name."""
+        return {n: self[n] for n in self.names}
+
+    @property
     def cross_pair(self) -> dict | None:
         return self.payload.get("cross_pair")
+
+    def to_frame(self) -> pd.DataFrame:
+        """All pairs' item tables, one below the other, with a ``pair`` column."""
+        return pd.concat([self[n].to_frame().assign(pair=n) for n in self.names], ignore_index=True)
 
     def summary(self):
         return pd.concat([self[n].summary() for n in self.names], ignore_index=True) if self.names else pd.DataFrame(columns=["pair", "metric", "value"])
@@ -348,3 +371,9 @@ class RCIRun(Result):
 
     def _headline(self) -> str:
         return ", ".join(f"{n} ({self[n].n_flagged} reliably changed)" for n in self.names)
+
+
+def _greedy_record(comparison: dict) -> dict:
+    """A greedy comparison as ``rci.json`` holds it: its 3 x 3 table as nested objects of counts."""
+    table = {str(r): {str(c): int(x) for c, x in row.items()} for r, row in comparison["table"].iterrows()}
+    return {k: v for k, v in comparison.items() if k != "table"} | {"table": table}

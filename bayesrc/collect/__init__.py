@@ -8,7 +8,7 @@ Public API::
     load_bank(path) -> Bank;  load_card(path) -> ModelCard;  Model(gguf_path, ...)
     prompt_blocks(card, item) -> (shared, own);  Model.prompt(shared, own) -> Prompt;
     Model.eval_prompt(prompt)   (shared block's KV kept once, own tokens decoded)
-    compare_runs(a, b, allow=()) -> Comparison;  check_comparable(a, b, allow=(), force=False)
+    compare_runs(a, b, allow=()) -> PinComparison;  check_comparable(a, b, allow=(), force=False)
     merge_runs(shard_dirs, out);  read_run_trials(run_dir);  read_run_record(run)
     builtin_bank(path, n_items, seed);  collect_demo_runs(out_dir, n_items, k)
     quantize_card(card, "Q3_K_M", out_dir) -> (gguf, card)  (exact runs read with bayesrc.data.load_exact)
@@ -21,14 +21,14 @@ from bayesrc.collect.card import ModelCard, build_prompt, load_card, prompt_bloc
 from bayesrc.collect.engines import FastEngine, Model, NaiveEngine, Prompt, Sample, Sampling, make_engine, physical_cores
 from bayesrc.collect.exact import ExactEngine, ItemDistribution
 from bayesrc.collect.extract import Extraction, decided, extract, strip_think
-from bayesrc.collect.pins import Comparison, check_comparable, compare_runs, merge_runs
+from bayesrc.collect.pins import PinComparison, check_comparable, compare_runs, merge_runs
 from bayesrc.collect.run import collect, collect_run
 from bayesrc.collect.rundir import RunResult, item_seeds, read_run_record, read_run_trials
 from bayesrc.collect.spec import RunSpec
 
 __all__ = [
     "Bank",
-    "Comparison",
+    "PinComparison",
     "ExactEngine",
     "Extraction",
     "FastEngine",

@@ -47,7 +47,7 @@ def scheme_of(pins: dict) -> str | None:
 
 
 @dataclass
-class Comparison:
+class PinComparison:
     """Result of comparing the pins of two runs.
 
     Examples
@@ -95,7 +95,7 @@ def _allowed(fld: str, allow: Iterable[str]) -> bool:
     return any(fld == a or (pin_category(fld) == a and fld not in EVALUATION_PINS) for a in allow)
 
 
-def compare_runs(run_a: str | Path, run_b: str | Path, *, allow: Iterable[str] = ()) -> Comparison:
+def compare_runs(run_a: str | Path, run_b: str | Path, *, allow: Iterable[str] = ()) -> PinComparison:
     """Compare the pins of two runs (run directories, their run.json, or a trials file inside one).
 
     ``allow`` names extra fields (``"prompt.template_sha256"``) or whole categories
@@ -111,7 +111,7 @@ def compare_runs(run_a: str | Path, run_b: str | Path, *, allow: Iterable[str] =
     ra, rb = read_run_record(run_a), read_run_record(run_b)
     cols = ["field", "category", "a", "b", "status"]
     if ra is None or rb is None:
-        return Comparison(str(run_a), str(run_b), False, pd.DataFrame(columns=cols))
+        return PinComparison(str(run_a), str(run_b), False, pd.DataFrame(columns=cols))
     pa, pb = record_pins(ra, run_a), record_pins(rb, run_b)
     allow = tuple(ALLOWED_BY_DEFAULT) + tuple(allow)
     rows = []
@@ -121,14 +121,14 @@ def compare_runs(run_a: str | Path, run_b: str | Path, *, allow: Iterable[str] =
         cat = pin_category(fld)
         status = "ignored" if cat in IGNORED else "allowed" if _allowed(fld, allow) else "blocking"
         rows.append((fld, cat, pa.get(fld), pb.get(fld), status))
-    return Comparison(str(run_a), str(run_b), True, pd.DataFrame(rows, columns=cols))
+    return PinComparison(str(run_a), str(run_b), True, pd.DataFrame(rows, columns=cols))
 
 
-def check_comparable(run_a: str | Path, run_b: str | Path, *, allow: Iterable[str] = (), force: bool = False) -> Comparison:
+def check_comparable(run_a: str | Path, run_b: str | Path, *, allow: Iterable[str] = (), force: bool = False) -> PinComparison:
     """Refuse (``InputError``, exit 2) two runs whose non-model pins differ, unless ``force``.
 
     Runs without a run record (e.g. the reference study's files) pass unchecked
-    (``Comparison.pinned`` is False). Call this from ``rci``/``fit`` before pairing runs.
+    (``PinComparison.pinned`` is False). Call this from ``rci``/``fit`` before pairing runs.
 
     Examples
     --------
