@@ -35,8 +35,8 @@ collection
 full disk
     tests/disk_faults.py (as root): ``collect``, ``rci``, ``merge``, ``report``, ``power``,
     ``switch --bayes none``, ``import lm-eval`` and ``sensitivity threshold`` (and with ``--disk-fit``
-    ``fit`` and ``fit-many`` with the beta-binomial, ``truth``, ``switch`` with its factor models and
-    ``compare``, whose fits take a minute or more a run), real CLI processes with their output on a tmpfs left with N KiB free,
+    ``fit`` and ``fit-many`` with the beta-binomial, ``truth``, ``switch`` with its factor models,
+    ``compare`` and ``demo``, whose fits take a minute or more a run), real CLI processes with their output on a tmpfs left with N KiB free,
     half the writer's output free, or remounted read-only, over an older version of the output.
     *exit 2*: one ``bayesrc: error:`` line; *old kept*: the older version byte for byte; *back*:
     with the space back the command completes (the resumed collection with the uninterrupted
@@ -348,7 +348,7 @@ def main() -> int:
     ap.add_argument("--report-only", action="store_true", help="only the result fields through bayesrc report")
     ap.add_argument("--disk-only", action="store_true", help="only the full disk / read-only outputs (tests/disk_faults.py)")
     ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="components run side by side, each in its own process (default 2)")
-    ap.add_argument("--disk-fit", action="store_true", help="also the writers that sample with NUTS (fit, fit-many, truth, switch with its factor models, compare: minutes each)")
+    ap.add_argument("--disk-fit", action="store_true", help="also the writers that sample with NUTS (fit, fit-many, truth, switch with its factor models, compare, demo: minutes each)")
     ap.add_argument("--report-fit", action="store_true", help="also fit.json and the fit's item table through the report (one real compare, and figures of a posterior per input)")
     args = ap.parse_args()
     calls = args.calls if args.calls is not None else (18 if args.quick else 60)

@@ -10,7 +10,8 @@ bytes left (a preallocated filler file takes the rest), or that is remounted rea
   the trials of an uninterrupted run;
 - the writers (``rci``, ``merge``, ``report``, ``power``, ``switch --bayes none``, ``import lm-eval``
   (its output one file), ``sensitivity threshold``; sampling with NUTS: ``fit`` and ``fit-many`` with the
-  beta-binomial, ``truth``, ``switch`` with its factor models, ``compare``) over an output that holds an older version: one line and exit 2, the old version
+  beta-binomial, ``truth``, ``switch`` with its factor models, ``compare``, and ``demo`` on 8 items,
+  its collection, Q3_K_M weights, fit and report on a 1 GiB mount) over an output that holds an older version: one line and exit 2, the old version
   unchanged and nothing left beside it; with space back, the command succeeds and its output
   holds every file of a clean run. Each writer is also tried with half its output's size free
   (some of its files fit, the rest do not).
@@ -46,10 +47,14 @@ SWITCH_CELLS = ROOT / "bayesrc" / "datasets" / "switch_matrix_cells.csv"
 MOUNT_BYTES = 4 << 20
 #: every writer prepare() builds inputs for, cheapest first (from ``fit`` on they sample with NUTS: ``fit``, ``fit-many``
 #: and ``truth`` about a minute a run, ``switch-bayes`` (the default switch run, its two factor models) and
-#: ``compare`` (the CI gate's default change-model fit) a minute or two)
-WRITERS = ("rci", "merge", "report", "power", "switch", "import", "sensitivity", "fit", "fit-many", "truth", "switch-bayes", "compare")
-SLOW_WRITERS = ("fit", "fit-many", "truth", "switch-bayes", "compare")
-SUCCESS = {"compare": (0, 1)}  # exits that wrote a whole output: compare's 1 is a failed gate (a deterioration found), not an error
+#: ``compare`` (the CI gate's default change-model fit) a minute or two, ``demo`` (collection, fit and report) two or three)
+WRITERS = ("rci", "merge", "report", "power", "switch", "import", "sensitivity", "fit", "fit-many", "truth", "switch-bayes", "compare", "demo")
+SLOW_WRITERS = ("fit", "fit-many", "truth", "switch-bayes", "compare", "demo")
+#: exits that wrote a whole output: compare's 1 is a failed gate (a deterioration found), the demo's 3 a fit that
+#: failed its gate (its report says so), not errors
+SUCCESS = {"compare": (0, 1), "demo": (0, 3)}
+#: writers whose output needs a larger mount than MOUNT_BYTES: the demo's holds its collection and the Q3_K_M weights
+MOUNT_SIZE = {"demo": 1 << 30}
 OUT_NAME = {"import": "out.parquet"}  # writers whose output is one file, not a folder
 #: writers that never overwrite (a run directory; fits already in the folder are refused): each case writes a new
 #: output, whole once this file is in it, and nothing of it may be left after a failure
@@ -69,10 +74,10 @@ def can_mount(root: Path) -> bool:
 
 
 @contextmanager
-def tmpfs(mnt: Path) -> Iterator[Path]:
-    """A fresh tmpfs of MOUNT_BYTES at ``mnt`` for the block."""
+def tmpfs(mnt: Path, size: int = MOUNT_BYTES) -> Iterator[Path]:
+    """A fresh tmpfs of ``size`` bytes at ``mnt`` for the block."""
     mnt.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={MOUNT_BYTES}", "tmpfs", str(mnt)], check=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)], check=True)
     try:
         yield mnt
     finally:
@@ -225,11 +230,13 @@ def writer_case(mnt: Path, name: str, argv: list[str], *, free: int | None, half
 
 
 def half_free(name: str, output: Path) -> int:
-    """Free bytes for a writer's "half its output" case: half the size of ``output`` (a whole output); for
-    ``fit-many``, room for its first pair's fit and half the next one's, so that the second fails after the
+    """Free bytes for a writer's "half its output" case: half the size of ``output`` (a whole output; the
+    demo's without its collection, so that its results fit and its report does not); for ``fit-many``, room for its first pair's fit and half the next one's, so that the second fails after the
     first is written (a posterior is refused up front without its bytes plus ``HDF5_OVERHEAD`` free)."""
     from bayesrc.results import HDF5_OVERHEAD
 
+    if name == "demo":  # its collection is resumed as it is: half of what it writes again (results and report)
+        return output_bytes({p: b for p, b in (snapshot(output) or {}).items() if not p.startswith("collect/")}) // 2
     if name != "fit-many":
         return output_bytes(snapshot(output)) // 2
     pair = output_bytes(snapshot(output / "A"))
@@ -267,6 +274,7 @@ def prepare(root: Path, *, writers: Sequence[str] = WRITERS, collect: bool = Tru
         "truth": ["truth", str(EXACT / "q4"), str(EXACT / "q3"), "--replicates", "1", "--methods", "betabinom", *short_nuts, "--no-progress"],
         "switch-bayes": ["switch", str(SWITCH_CELLS), "--bootstrap", "200", "--seed", "1"],
         "compare": ["compare", v1, v2],
+        "demo": ["demo", "--items", "8", "--k", "3"],
     }
     runs = [collect_args(bank, root / "reference")] if collect else []
     if "merge" in writers:
@@ -294,10 +302,10 @@ def disk_faults(root: Path, sizes: list[int], *, writers: bool | Sequence[str] =
         for name, argv in inputs["writers"].items():  # merge: its output is a few KiB
             if name == "merge" and free is not None and free > 64 * 1024:
                 continue
-            with tmpfs(root / "mnt") as mnt:
+            with tmpfs(root / "mnt", MOUNT_SIZE.get(name, MOUNT_BYTES)) as mnt:
                 cases.append(writer_case(mnt, name, argv, free=free))
     for name, argv in inputs["writers"].items():
-        with tmpfs(root / "mnt") as mnt:
+        with tmpfs(root / "mnt", MOUNT_SIZE.get(name, MOUNT_BYTES)) as mnt:
             cases.append(writer_case(mnt, name, argv, free=None, half=True))
     shutil.rmtree(root / "inputs", ignore_errors=True)
     return {

@@ -6,7 +6,7 @@ holds (:mod:`bayesrc.report.run`), builds the sections whose inputs exist
 Sensitivity analyses live in :mod:`bayesrc.sensitivity` (this package draws their sections).
 """
 
-from bayesrc.report.build import FORMATS, build_report, report_sections
+from bayesrc.report.build import FORMATS, ReportFiles, build_report, render_report, report_sections
 from bayesrc.report.run import Comparison, Run, load_run
 
-__all__ = ["FORMATS", "Comparison", "Run", "build_report", "load_run", "report_sections"]
+__all__ = ["FORMATS", "Comparison", "ReportFiles", "Run", "build_report", "load_run", "render_report", "report_sections"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from bayesrc.errors import InputError
@@ -37,6 +38,20 @@ def report_sections(run: Run, comparison: Comparison | None) -> list[Section]:
     return build_sections(run, comparison)
 
 
+@dataclass(frozen=True)
+class ReportFiles:
+    """Rendered reports, not yet written: each comparison's main file (``main``: name -> file
+    name) and every file (``files``: relative path -> text, or bytes for a figure)."""
+
+    main: dict[str, str]
+    files: dict[str, str | bytes]
+
+    def write_into(self, stage: Path) -> None:
+        """Write every file into ``stage`` (a staging folder the caller commits, as :meth:`bayesrc.results.Result.write_into`)."""
+        for rel, content in self.files.items():
+            (atomic_write_text if isinstance(content, str) else atomic_write_bytes)(stage / rel, content)
+
+
 def build_report(
     run_dir: str | Path,
     *,
@@ -61,6 +76,22 @@ def build_report(
     >>> from bayesrc.report import build_report
     >>> build_report("runs/demo", fmt="html")  # {'minor': PosixPath('runs/demo/report_minor.html'), ...}  # doctest: +SKIP
     """
+    rendered = render_report(run_dir, fmt=fmt, pairs=pairs)
+    out_dir = Path(out_dir) if out_dir is not None else Path(run_dir)
+    with staged_output(out_dir) as stage:
+        rendered.write_into(stage)
+    return {name: out_dir / fname for name, fname in rendered.main.items()}
+
+
+def render_report(run_dir: str | Path, *, fmt: str = "html", pairs: list[str] | None = None, run_name: str | None = None) -> ReportFiles:
+    """:func:`build_report`'s files, rendered from ``run_dir`` but not written (``run_name``: the
+    run directory's name the reports give, default ``run_dir``'s own).
+
+    Examples
+    --------
+    >>> sorted(render_report("runs/demo").main)  # doctest: +SKIP
+    ['demo']
+    """
     if fmt not in FORMATS:
         raise InputError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}", field="--format")
     run = load_run(run_dir)
@@ -70,26 +101,20 @@ def build_report(
         if unknown:
             raise InputError(f"no comparison {unknown[0]!r} in this run (has {', '.join(run.comparisons) or 'none'})", path=run_dir, field="--pair")
         names = list(pairs)
-    out_dir = Path(out_dir) if out_dir is not None else Path(run_dir)
-    rendered: dict[str, tuple[str, dict[str, bytes]]] = {}
+    main: dict[str, str] = {}
+    files: dict[str, str | bytes] = {}
     for name in names:
         comp = run.comparisons.get(name)
         sections = report_sections(run, comp)
         v1, v2 = comp.versions if comp else ("", "")
         title = f"Reliable-change report: {name}" + (f" ({v1} → {v2})" if comp else "")
-        subtitle = f"Run directory: {Path(run_dir).resolve().name}. Sections: {', '.join(s.title for s in sections)}."
+        subtitle = f"Run directory: {run_name or Path(run_dir).resolve().name}. Sections: {', '.join(s.title for s in sections)}."
         if fmt == "html":
-            rendered[name] = (render_html(title, sections, subtitle=subtitle), {})
+            text, figs = render_html(title, sections, subtitle=subtitle), {}
         elif fmt == "md":
-            rendered[name] = render_markdown(title, sections, figure_dir=f"figures_{name}", subtitle=subtitle)
+            text, figs = render_markdown(title, sections, figure_dir=f"figures_{name}", subtitle=subtitle)
         else:
-            rendered[name] = (render_latex(title, sections), {})
-    written: dict[str, Path] = {}
-    with staged_output(out_dir) as stage:
-        for name, (text, figs) in rendered.items():
-            fname = f"report_{name}{SUFFIX[fmt]}" if fmt != "latex" else f"tables_{name}.tex"
-            atomic_write_text(stage / fname, text)
-            for rel, png in figs.items():
-                atomic_write_bytes(stage / rel, png)
-            written[name] = out_dir / fname
-    return written
+            text, figs = render_latex(title, sections), {}
+        main[name] = f"report_{name}{SUFFIX[fmt]}" if fmt != "latex" else f"tables_{name}.tex"
+        files |= {main[name]: text, **figs}
+    return ReportFiles(main, files)
