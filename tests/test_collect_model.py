@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -247,6 +248,20 @@ def test_shared_seeds_couple_versions_and_the_version_rule_removes_it(gemma, gem
     )
     assert np.mean(shared_dev) > 0.15 and np.mean(salted_dev) < 0.12 and np.mean(shared_dev) > 2 * np.mean(salted_dev)
     assert np.mean(shared_agree) < np.mean(expected_agree)  # answer alike less often than independent draws would
+
+
+def test_resuming_a_complete_run_changes_no_byte(gemma, gemma_bank4, full_run, tmp_path):
+    """A finished run resumed (re-running ``make demo``, a Ray shard retried) is left exactly as
+    it is: nothing drawn, no output or record rewritten, so a full disk cannot fail it."""
+    run = tmp_path / "run"
+    shutil.copytree(full_run, run)
+    files = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    res = collect(CARD, gemma_bank4, run, k=K, model=gemma, resume=True)
+    assert (res.n_new_items, res.n_items, res.n_trials) == (0, 4, 4 * K)
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == files
+    (run / "trials.parquet").unlink()  # an output gone: the resume writes it again from the journal
+    assert collect(CARD, gemma_bank4, run, k=K, model=gemma, resume=True).n_new_items == 0
+    assert (run / "trials.parquet").read_bytes() == files[run / "trials.parquet"]
 
 
 def test_a_larger_k_needs_no_flag_and_draws_the_smaller_ks_trials_first(gemma, gemma_bank4, full_run, tmp_path):

@@ -30,6 +30,7 @@ from bayesrc.collect.rundir import (
     check_writable,
     end_run,
     existing_record,
+    finished,
     pending_items,
     progress_bar,
     run_times,
@@ -222,6 +223,8 @@ def collect_run(
         record = existing_record(run_dir, resume)
         run = _open_local_run(card, bank, rng, spec, record, model)
         check_resume_pins(record, run.pins, run_dir)
+        if finished(run_dir, record, run.selected, EXACT_OUTPUTS if spec.exact else ("trials.parquet",)):
+            return RunResult(run_dir, len(run.selected), len(run.selected) * spec.per_item, 0, time.monotonic() - t0)
         eng = _local_engine(run)  # made before the record is written (holds no llama.cpp memory until it draws)
         begin_run(run_dir, run.pins, run.info)
         pending = pending_items(run_dir, run.selected, max_items)
@@ -353,5 +356,9 @@ def _trials_outputs(parts: pd.DataFrame) -> dict[str, pd.DataFrame]:
     return {"trials.parquet": parts}
 
 
+#: what a complete exact run writes (a sampling run: ``trials.parquet``)
+EXACT_OUTPUTS = ("dist.parquet", "items_exact.parquet")
+
+
 def _exact_outputs(parts: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    return dict(zip(("dist.parquet", "items_exact.parquet"), exact_mod.compact(parts)))
+    return dict(zip(EXACT_OUTPUTS, exact_mod.compact(parts)))

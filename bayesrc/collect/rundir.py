@@ -350,6 +350,15 @@ def check_resume_pins(record: dict | None, pins: dict, run_dir: Path) -> None:
         raise InputError(f"cannot resume: settings differ from the run's pins in {', '.join(diff)}", path=run_dir / "run.json")
 
 
+def finished(run_dir: Path, record: dict | None, selected, outputs: tuple[str, ...]) -> bool:
+    """Whether a resumed run is already complete: its record says so, every selected item has
+    its part and its ``outputs`` are written. Such a run is left exactly as it is (nothing to
+    draw, nothing rewritten, not even its record), so re-running a finished command changes no byte."""
+    if record is None or record.get("status") != "complete" or not all((run_dir / name).is_file() for name in outputs):
+        return False
+    return {it.index for it in selected} <= done_items(run_dir)
+
+
 def run_times(record: dict | None) -> dict:
     """``started_at`` (kept from the first start) and ``resumed_at`` (one stamp per resume) for a run's ``info``."""
     old = (record or {}).get("info", {})

@@ -437,6 +437,8 @@ def collect_server(
         pins = server_pins(card, bank, rng, sampling, spec, label=label, model_id=model_id, build=client.build_info())
         R.check_resume_pins(record, pins, run_dir)
         selected = bank.items[rng[0] : rng[1]]
+        if R.finished(run_dir, record, selected, ("trials.parquet",)):
+            return R.RunResult(run_dir, len(selected), len(selected) * spec.k, 0, time.monotonic() - t0)
         prompts = {it.index: build_prompt(card, it) for it in selected}  # a template that fails to render fails before the run starts
         info = {"card": str(card.card_path), "bank_path": str(bank.path), "host": socket.gethostname(), "base_url": client.root, "concurrency": concurrency, **R.run_times(record)}
         R.begin_run(run_dir, pins, info)
