@@ -98,6 +98,19 @@ def test_rci_fields_the_report_cannot_show_are_one_named_line(edit, field, tmp_p
     assert "rci.json" in detail and field in detail, detail
 
 
+def test_a_truth_fdr_level_the_report_cannot_use_is_one_named_line(tmp_path):
+    """Found at 1,000 truth.json inputs (6 of 1,000): a null, NaN or infinite ``q`` was a TypeError
+    in the report's truth figure, drawn after the section was built; now one line naming truth.json
+    and the field, before anything is drawn."""
+    import json
+
+    ws = Workspace.make(REPORT_KINDS["truth.json"], tmp_path / "seed")
+    doc = json.loads(ws.seed_bytes)
+    for q in (None, float("nan"), float("inf"), 1.5):
+        outcome, detail = try_report(ws, json.dumps(doc | {"q": q}).encode())
+        assert outcome == "input error" and "truth.json" in detail and "field 'q'" in detail, (q, detail)
+
+
 @pytest.mark.parametrize("table", ["cells", "effects"])
 def test_a_switch_cell_listed_twice_is_one_named_line(table, tmp_path):
     """Found at 1,000 switch.json inputs (1 of 1,000): a (prefix, suffix) cell listed twice made the

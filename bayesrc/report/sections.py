@@ -649,7 +649,7 @@ def section_truth(run: Run, c: Comparison | None = None) -> Section | None:
     t = run.truth
     if t is None:
         return None
-    ex, rci, model = t.exact, t.methods.get("rci") or {}, t.methods.get(t.default_model) or {}
+    ex, rci, model, q = t.exact, t.methods.get("rci") or {}, t.methods.get(t.default_model) or {}, t.q
     text = (
         f"**{t.runs['v1']['label']} → {t.runs['v2']['label']}**, exact answer distributions: "
         f"{t.n_items} items, median |Δp| {_num(ex['median_abs_dp'], '.3f')}, {ex['n_material']} moved by ≥ {t.delta_min} "
@@ -658,7 +658,7 @@ def section_truth(run: Run, c: Comparison | None = None) -> Section | None:
         f"{_pct(rci.get('fdp_material'))} (material); the default change model estimated it as {_pct(model.get('rci_fdp_estimate_mean'))} (sign) / "
         f"{_pct(model.get('rci_fdp_estimate_material_mean'))} (material; RCI's realised on the same replicates: "
         f"{_pct(model.get('rci_fdp_realised_mean'))} / {_pct(model.get('rci_fdp_realised_material_mean'))}), "
-        f"selected {_num(model.get('selected_mean'), '.1f')} items at q = {t.q} with realised FDP {_pct(model.get('fdp_sign'))} "
+        f"selected {_num(model.get('selected_mean'), '.1f')} items at q = {q:g} with realised FDP {_pct(model.get('fdp_sign'))} "
         f"and its 90% intervals covered the exact Δp of {_pct(model.get('coverage90'))} of items."
     )
     held = model.get("rci_fdp_interval_coverage")
@@ -682,7 +682,7 @@ def section_truth(run: Run, c: Comparison | None = None) -> Section | None:
     blocks: list = [Text(text), Table(truth_table(t), "Real-model truth: every analysis against the exact Δp (means over replicates)", latex=True, label="truth")]
     if t.per_replicate is not None and len(t.per_replicate):
         reps = t.per_replicate
-        blocks.append(_fig(lambda: F.truth_scores(reps, float(t.q)), "Realised false discoveries per replicate and the models' estimates of RCI's.", "truth"))
+        blocks.append(_fig(lambda: F.truth_scores(reps, q), "Realised false discoveries per replicate and the models' estimates of RCI's.", "truth"))
     return Section("truth", "Real-model truth (exact answer distributions)", blocks)
 
 

@@ -265,7 +265,15 @@ class TruthResult(Result):
     k = property(lambda self: self.payload["k"])
     replicates = property(lambda self: self.payload["replicates"])
     delta_min = property(lambda self: self.payload["delta_min"])
-    q = property(lambda self: self.payload["q"])
+
+    @property
+    def q(self) -> float:
+        """The FDR level the models selected at, in (0, 1) (a value out of it: :class:`InputError`, field ``q``)."""
+        q = self.payload["q"]
+        if isinstance(q, bool) or not isinstance(q, int | float) or not 0 < q < 1:
+            raise InputError(f"expected the FDR level, a number in (0, 1), got {q!r}", field="q")
+        return float(q)
+
     seed = property(lambda self: self.payload["seed"])
     n_items = property(lambda self: self.payload["n_items"])
     runs = property(lambda self: self.payload["runs"])
