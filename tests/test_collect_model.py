@@ -252,13 +252,14 @@ def test_shared_seeds_couple_versions_and_the_version_rule_removes_it(gemma, gem
 
 def test_resuming_a_complete_run_changes_no_byte(gemma, gemma_bank4, full_run, tmp_path):
     """A finished run resumed (re-running ``make demo``, a Ray shard retried) is left exactly as
-    it is: nothing drawn, no output or record rewritten, so a full disk cannot fail it."""
+    it is: nothing drawn, no output or record rewritten (the lock file says who held it last), so a
+    full disk cannot fail it."""
     run = tmp_path / "run"
     shutil.copytree(full_run, run)
-    files = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    files = {p: p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != ".lock"}
     res = collect(CARD, gemma_bank4, run, k=K, model=gemma, resume=True)
     assert (res.n_new_items, res.n_items, res.n_trials) == (0, 4, 4 * K)
-    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == files
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != ".lock"} == files
     (run / "trials.parquet").unlink()  # an output gone: the resume writes it again from the journal
     assert collect(CARD, gemma_bank4, run, k=K, model=gemma, resume=True).n_new_items == 0
     assert (run / "trials.parquet").read_bytes() == files[run / "trials.parquet"]

@@ -102,9 +102,9 @@ def test_server_run_record_pins_and_resume(server_run, llama_server, bank4):
         collect_server(CARD, bank4, server_run.parent / "other", base_url=llama_server, k=K, api_model="nope")
     assert (server_run / "trials.parquet").read_bytes() == before
     # resuming the complete run draws nothing and rewrites nothing, not even its record
-    files = {p: p.read_bytes() for p in server_run.rglob("*") if p.is_file()}
+    files = {p: p.read_bytes() for p in server_run.rglob("*") if p.is_file() and p.name != ".lock"}  # the lock names its last holder
     again = collect_server(CARD, bank4, server_run, base_url=llama_server, k=K, seed_rule="shared", resume=True)
-    assert again.n_new_items == 0 and again.n_trials == 4 * K and {p: p.read_bytes() for p in server_run.rglob("*") if p.is_file()} == files
+    assert again.n_new_items == 0 and again.n_trials == 4 * K and {p: p.read_bytes() for p in server_run.rglob("*") if p.is_file() and p.name != ".lock"} == files
 
 
 def test_unreachable_server_retries_then_one_line_exit_2(bank4, tmp_path, capsys):

@@ -85,3 +85,17 @@ def test_a_result_table_on_a_full_disk_names_the_outputs_file(tmp_path):
             Result({"kind": "test"}, {"items": table}).save(mnt / "out")
         assert refused.value.filename == str(mnt / "out" / "items.parquet"), refused.value
         assert not (mnt / "out").exists() and sorted(p.name for p in mnt.iterdir()) == ["filler"]
+
+
+def test_a_first_demo_on_a_disk_without_room_for_its_weights_is_one_line_naming_them(tmp_path):
+    """``make demo`` re-quantises the demo model to Q3_K_M (~240 MB) before collecting. On a disk
+    without room for it, llama.cpp's quantiser reports only "code 1" and named the *source*
+    weights (found by a fresh demo at 100 MiB free); now one line naming the weights it writes
+    and why, before the quantiser runs, and nothing left beside them."""
+    if not disk_faults.can_mount(tmp_path):
+        pytest.skip("mounting a tmpfs needs root")
+    with disk_faults.tmpfs(tmp_path / "mnt", 8 << 20) as mnt:
+        res = disk_faults.cli("demo", "--items", "8", "--k", "3", "--out", str(mnt / "out"))
+        assert disk_faults.clean_failure(res), res.stderr
+        assert res.stderr.strip().endswith("/out/collect/models/gemma-3-270m-q3_k_m.gguf: No space left on device for the re-quantised weights (up to 253 MB)"), res.stderr
+        assert disk_faults.leftovers(mnt) == [] and not list(mnt.rglob("*.gguf"))

@@ -20,11 +20,13 @@ weights as shipped (Q4_K_M) and re-quantised to Q3_K_M with llama.cpp's own quan
 from __future__ import annotations
 
 import ctypes
+import errno
 import itertools
 import json
 import os
 import random
 import re
+import shutil
 from pathlib import Path
 
 from bayesrc.collect.card import load_card, resolve_model
@@ -160,6 +162,8 @@ def requantize(src: str | Path, dst: str | Path, ftype: str = "Q3_K_M", n_thread
     params.ftype = code
     params.allow_requantize = True
     dst.parent.mkdir(parents=True, exist_ok=True)
+    if shutil.disk_usage(dst.parent).free < Path(src).stat().st_size:  # the quantiser only says "code 1" when the disk fills
+        raise OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)} for the re-quantised weights (up to {Path(src).stat().st_size / 1e6:.0f} MB)", str(dst))
     fd, tmp = temp_file_beside(dst)
     os.close(fd)
     try:

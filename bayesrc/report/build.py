@@ -41,7 +41,17 @@ def report_sections(run: Run, comparison: Comparison | None) -> list[Section]:
 @dataclass(frozen=True)
 class ReportFiles:
     """Rendered reports, not yet written: each comparison's main file (``main``: name -> file
-    name) and every file (``files``: relative path -> text, or bytes for a figure)."""
+    name) and every file (``files``: relative path -> text, or bytes for a figure).
+
+    Examples
+    --------
+    >>> files = ReportFiles({"demo": "report_demo.html"}, {"report_demo.html": "<html></html>"})
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     files.write_into(Path(tmp))
+    ...     sorted(p.name for p in Path(tmp).iterdir())
+    ['report_demo.html']
+    """
 
     main: dict[str, str]
     files: dict[str, str | bytes]
