@@ -301,3 +301,46 @@ def test_crosscheck_table_rows_are_rci_classes(minor_fit):
     expect = pd.crosstab(items["rci_class"].replace("excluded", "no_change"), items["bayes_class"]).reindex(index=order, columns=order, fill_value=0)
     assert frame.to_numpy().tolist() == expect.to_numpy().tolist()
     assert frame.loc["improved"].sum() + frame.loc["deteriorated"].sum() == res.crosscheck["rci_n_flagged"]
+
+
+@pytest.mark.parametrize(
+    ("edit", "field"),
+    [
+        (lambda doc: doc["params"].update(versions=["only-one"]), "params.versions"),
+        (lambda doc: doc["diagnostics"]["thresholds"].update(max_rhat=None), "diagnostics.thresholds.max_rhat"),
+        (lambda doc: doc["diagnostics"]["thresholds"].update(max_divergences=0.5), "diagnostics.thresholds.max_divergences"),
+        (lambda doc: doc.pop("backend"), "backend"),
+    ],
+    ids=["one version label", "null R-hat threshold", "fractional divergence threshold", "no backend"],
+)
+def test_fit_fields_the_report_cannot_show_are_one_named_line(minor_fit, edit, field, tmp_path, capsys):
+    """Found at 1,000 fit.json inputs (benchmarks/faults.py --report-fit: 122 tracebacks, these among
+    them): a version list without two labels (IndexError) and a null or fractional gate threshold
+    (TypeError in the gate table); each is now one line naming fit.json and the field, exit 2. A
+    missing field of a fit's folder read on its own named the folder, not its fit.json."""
+
+    res, _ = minor_fit
+    run = tmp_path / "fit"  # a fit's folder on its own, as `bayesrc fit --out` writes it
+    res.save(run)
+    doc = json.loads((run / "fit.json").read_text())
+    edit(doc)
+    (run / "fit.json").write_text(json.dumps(doc))
+    assert main(["report", str(run), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "fit.json" in err and f"field '{field}'" in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_null_flip_count_in_fit_json_reads_n_a(minor_fit, tmp_path):
+    """Found at 1,000 fit.json inputs: a null expected flip count was a TypeError in the Bayesian items
+    section's sentence; unknown numbers read "n/a" there, as elsewhere in the report."""
+    res, _ = minor_fit
+    if not res.flips:
+        pytest.skip("this fit records no expected flips")
+    run = tmp_path / "fit"
+    res.save(run)
+    doc = json.loads((run / "fit.json").read_text())
+    doc["flips"]["expected_negative_flips"]["mean"] = None
+    (run / "fit.json").write_text(json.dumps(doc))
+    assert main(["report", str(run), "--out", str(tmp_path / "out")]) == 0
+    assert "Expected real majority flips (true accuracy crossing 0.5): n/a negative" in (tmp_path / "out" / "report_comparison.html").read_text()

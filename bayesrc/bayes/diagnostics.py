@@ -13,6 +13,7 @@ variable's entries at once: arviz-stats loops over entries in Python, which took
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from numbers import Integral, Real
 
 import numpy as np
 import pandas as pd
@@ -20,6 +21,7 @@ from scipy import stats
 from scipy.special import ndtri
 
 from bayesrc.config import DEFAULT_GATE
+from bayesrc.errors import InputError
 from bayesrc.results import Result
 
 # The tail ESS: the worse of two quantiles' ESS. These are arviz-stats' (its default interval,
@@ -307,7 +309,9 @@ class GatedResult(Result):
 
     @property
     def diagnostics(self) -> Diagnostics:
-        return Diagnostics(**self.payload["diagnostics"])
+        d = Diagnostics(**self.payload["diagnostics"])
+        _check_thresholds(d.thresholds)
+        return d
 
     @property
     def status(self) -> str:
@@ -316,3 +320,13 @@ class GatedResult(Result):
     def gate_table(self) -> pd.DataFrame:
         """Each gated diagnostic, its value and the requirement *this fit* used (:func:`gate_table`)."""
         return gate_table(self.diagnostics)
+
+
+def _check_thresholds(thresholds: object) -> None:
+    """The gate's recorded thresholds are numbers (the report prints them); else :class:`InputError` naming the field."""
+    if not isinstance(thresholds, dict):
+        raise InputError(f"expected an object, got {thresholds!r}", field="diagnostics.thresholds")
+    for key, kind in (("max_rhat", Real), ("min_ess", Real), ("max_divergences", Integral)):
+        value = thresholds.get(key)
+        if isinstance(value, bool) or not isinstance(value, kind) or not np.isfinite(value):
+            raise InputError(f"expected {'an integer' if kind is Integral else 'a finite number'}, got {value!r}", field=f"diagnostics.thresholds.{key}")

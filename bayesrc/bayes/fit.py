@@ -26,7 +26,7 @@ from bayesrc.bayes.summaries import DELTA_MIN, ITEM_COLUMNS, allow_no_change, cr
 from bayesrc.classical import PairResult, reliable_change
 from bayesrc.classical.pipeline import pair_no_change_test
 from bayesrc.config import release_memory, releases_jax_caches
-from bayesrc.errors import ConvergenceError
+from bayesrc.errors import ConvergenceError, InputError
 from bayesrc.results import register
 
 MODELS = ("betabinom", "change")
@@ -134,6 +134,8 @@ class BayesFit(GatedResult):
     @property
     def versions(self) -> tuple[str, str]:
         v = self.params.get("versions") or ["v1", "v2"]
+        if not isinstance(v, list) or len(v) != 2:
+            raise InputError(f"expected the two version labels, got {v!r}", field="params.versions")
         return str(v[0]), str(v[1])
 
     def summary(self) -> pd.DataFrame:

@@ -80,9 +80,13 @@ class Comparison:
 
     @property
     def versions(self) -> tuple[str, str]:
-        for res in (self.pair, self.bayes):
-            if res is not None:
-                return res.versions
+        if self.pair is not None:
+            return self.pair.versions
+        if self.bayes is not None:
+            try:
+                return self.bayes.versions
+            except InputError as exc:  # a fit's folder read on its own: name its fit.json
+                raise InputError(exc.message, path=exc.path or self.files.get("fit"), field=exc.field) from None
         return "v1", "v2"
 
 

@@ -328,8 +328,8 @@ def section_bayes_items(run: Run, c: Comparison) -> Section | None:
         n, p = fl["expected_negative_flips"], fl["expected_positive_flips"]
         blocks.append(
             Text(
-                f"Expected real majority flips (true accuracy crossing 0.5): {n['mean']:.1f} negative (90% interval "
-                f"{n['lo90']:.0f}-{n['hi90']:.0f}) and {p['mean']:.1f} positive ({p['lo90']:.0f}-{p['hi90']:.0f})."
+                f"Expected real majority flips (true accuracy crossing 0.5): {_num(n['mean'], '.1f')} negative (90% interval "
+                f"{_num(n['lo90'], '.0f')}-{_num(n['hi90'], '.0f')}) and {_num(p['mean'], '.1f')} positive ({_num(p['lo90'], '.0f')}-{_num(p['hi90'], '.0f')})."
             )
         )
     return Section("bayes_items", "Bayesian item posteriors", blocks)
@@ -764,4 +764,8 @@ def section_file(run: Run, c: Comparison | None, builder: str):
     """
     if c is not None and builder in BAYES_SECTIONS and "fit" in c.files:
         return c.files["fit"]
-    return run.files.get(SECTION_FILES.get(builder, "")) or next(iter(run.files.values()), run.path)
+    if named := run.files.get(SECTION_FILES.get(builder, "")):
+        return named
+    if c is not None and "fit" in c.files and not run.files:  # a fit's folder on its own: its fit.json is all it read
+        return c.files["fit"]
+    return next(iter(run.files.values()), run.path)
