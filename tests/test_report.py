@@ -310,14 +310,17 @@ def test_crosscheck_table_rows_are_rci_classes(minor_fit):
         (lambda doc: doc["diagnostics"]["thresholds"].update(max_rhat=None), "diagnostics.thresholds.max_rhat"),
         (lambda doc: doc["diagnostics"]["thresholds"].update(max_divergences=0.5), "diagnostics.thresholds.max_divergences"),
         (lambda doc: doc.pop("backend"), "backend"),
+        (lambda doc: doc["prior_predictive"]["hist_p"]["prior_v1"].__setitem__(0, None), "prior_predictive.hist_p.prior_v1"),
+        (lambda doc: doc["prior_predictive"]["hist_dp"].pop("prior"), "prior_predictive.hist_dp.prior"),
     ],
-    ids=["one version label", "null R-hat threshold", "fractional divergence threshold", "no backend"],
+    ids=["one version label", "null R-hat threshold", "fractional divergence threshold", "no backend", "null prior count", "no prior histogram"],
 )
 def test_fit_fields_the_report_cannot_show_are_one_named_line(minor_fit, edit, field, tmp_path, capsys):
     """Found at 1,000 fit.json inputs (benchmarks/faults.py --report-fit: 122 tracebacks, these among
     them): a version list without two labels (IndexError) and a null or fractional gate threshold
     (TypeError in the gate table); each is now one line naming fit.json and the field, exit 2. A
-    missing field of a fit's folder read on its own named the folder, not its fit.json."""
+    missing field of a fit's folder read on its own named the folder, not its fit.json. A null count
+    or a missing series of the prior predictive histograms failed when the figure was drawn."""
 
     res, _ = minor_fit
     run = tmp_path / "fit"  # a fit's folder on its own, as `bayesrc fit --out` writes it

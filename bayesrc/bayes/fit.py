@@ -127,7 +127,16 @@ class BayesFit(GatedResult):
     warnings = property(lambda self: list(self.payload.get("warnings") or []))  # estimates the data do not decide
     ppc = property(lambda self: self.payload.get("ppc") or {})  # posterior predictive check (bayesrc.bayes.checks)
     loo = property(lambda self: self.payload.get("loo") or {})  # PSIS-LOO over items: ELPD, Pareto k
-    prior_predictive = property(lambda self: self.payload.get("prior_predictive") or {})  # what the priors imply (bayesrc.bayes.prior_predictive)
+
+    @property
+    def prior_predictive(self) -> dict:
+        """What the priors imply (:func:`bayesrc.bayes.prior_predictive.prior_predictive`); the numbers
+        the summary, the report and its figure read are checked (:class:`InputError` naming the field)."""
+        pp = self.payload.get("prior_predictive") or {}
+        if pp:
+            check_prior_predictive(pp)
+        return pp
+
     items = property(lambda self: self.tables.get("items"))
     discordant = property(lambda self: self.tables.get("discordant"))
 
@@ -516,3 +525,41 @@ def realised_fdp(classes: np.ndarray, true_dp: np.ndarray) -> float:
         return 0.0
     false = np.sum(up & (true_dp <= 0)) + np.sum(down & (true_dp >= 0))
     return float(false / n)
+
+
+#: the prior predictive histograms and the count series each holds beside its bin edges
+_PP_HISTOGRAMS = {"hist_p": ("prior_v1", "prior_v2", "observed_v1", "observed_v2"), "hist_dp": ("prior",)}
+
+
+def check_prior_predictive(pp: dict) -> None:
+    """:class:`InputError` naming the first field of a ``prior_predictive`` block (``fit.json``) that
+    is not what its readers draw and print: finite numbers, one count per histogram bin.
+
+    Examples
+    --------
+    >>> check_prior_predictive({"p_v1": [0.1, 0.9], "share_abs_dp_above": {"0.05": 0.4}, "hist_p": {"edges": [0, 1], "prior_v1": [1]}})
+    Traceback (most recent call last):
+    bayesrc.errors.InputError: <input>: field 'prior_predictive.hist_p.prior_v2': expected a list of finite numbers, got None
+    """
+    _finite_list(pp.get("p_v1"), "prior_predictive.p_v1", min_len=1)
+    if pp.get("pi") is not None:
+        _finite_list(pp["pi"], "prior_predictive.pi", min_len=3)
+    above = pp.get("share_abs_dp_above")
+    if not isinstance(above, dict):
+        raise InputError(f"expected an object of shares, got {above!r}", field="prior_predictive.share_abs_dp_above")
+    _finite_list(list(above.values()), "prior_predictive.share_abs_dp_above")
+    for name, series in _PP_HISTOGRAMS.items():
+        hist = pp.get(name)
+        if not isinstance(hist, dict):
+            raise InputError(f"expected an object, got {hist!r}", field=f"prior_predictive.{name}")
+        edges = _finite_list(hist.get("edges"), f"prior_predictive.{name}.edges", min_len=2)
+        for key in series:
+            if len(_finite_list(hist.get(key), f"prior_predictive.{name}.{key}")) != len(edges) - 1:
+                raise InputError(f"expected {len(edges) - 1} counts, one per bin", field=f"prior_predictive.{name}.{key}")
+
+
+def _finite_list(values: object, field: str, *, min_len: int = 0) -> list:
+    ok = isinstance(values, list) and len(values) >= min_len and all(isinstance(v, int | float) and not isinstance(v, bool) and np.isfinite(v) for v in values)
+    if not ok:
+        raise InputError(f"expected a list of finite numbers, got {values!r}"[:160], field=field)
+    return values
