@@ -387,3 +387,19 @@ def test_collected_trials_run_roundtrip(gemma, gemma_bank4, tmp_path):
     assert list(loaded.tables) == ["trials"] and len(loaded.tables["trials"]) == 4 and loaded.payload["format"] == "bayesrc-run/1"
     _roundtrip(loaded, tmp_path / "copy")
     assert len(load_trials(tmp_path / "copy" / "r" / "trials.parquet")) == 4  # the copy is still a trials run
+
+
+@pytest.mark.parametrize(("attrs", "field"), [({"bayesrc_json_attrs": '["sources"]', "sources": '["a", "b"'}, "sources"), ({"bayesrc_json_attrs": "{"}, "bayesrc_json_attrs")])
+def test_counts_netcdf_whose_json_attribute_is_cut_is_one_named_line(attrs, field, tmp_path):
+    """Found at 1,000 fuzzed counts files (benchmarks/faults.py, 2 tracebacks): an attribute that
+    save_counts stores as JSON, cut short, was a JSONDecodeError; now one line naming the file and attribute."""
+    from bayesrc.data import item_counts, open_counts, save_counts, simulate_pair
+    from bayesrc.errors import InputError
+
+    sim = simulate_pair(10, 5, seed=0)
+    path = save_counts(item_counts(sim.trials_v1, sim.trials_v2), tmp_path / "counts.nc")
+    ds = open_counts(path)
+    ds.attrs = attrs
+    ds.to_netcdf(tmp_path / "bad.nc", engine="h5netcdf")
+    with pytest.raises(InputError, match=f"bad.nc: field '{field}': attribute is not the JSON bayesrc wrote"):
+        open_counts(tmp_path / "bad.nc")

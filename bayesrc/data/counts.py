@@ -375,12 +375,22 @@ def open_counts(path: str | Path) -> xr.Dataset:
             return f.load()
 
     ds = read_hdf5(path, load, what="NetCDF counts")
-    encoded = json.loads(ds.attrs.pop(_JSON_ATTR, "[]"))
-    ds.attrs = {k: (json.loads(v) if k in encoded else v) for k, v in ds.attrs.items()}
+    encoded = _attr_json(ds.attrs.pop(_JSON_ATTR, "[]"), path, _JSON_ATTR)
+    if not isinstance(encoded, list):
+        raise InputError(f"expected a list of attribute names, got {encoded!r}"[:160], path=path, field=_JSON_ATTR)
+    ds.attrs = {k: (_attr_json(v, path, k) if k in encoded else v) for k, v in ds.attrs.items()}
     for name in ("item", "version", "domain"):
         if name in ds.coords:
             ds.coords[name] = ds[name].astype(object)
     return ds
+
+
+def _attr_json(text: object, path: str | Path, name: str):
+    """An attribute :func:`save_counts` stored as JSON, decoded (one line naming the attribute if it is not JSON)."""
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"attribute is not the JSON bayesrc wrote ({exc})", path=path, field=name) from None
 
 
 def seed_notes(ds: xr.Dataset) -> list[str]:
