@@ -310,10 +310,11 @@ def test_crosscheck_table_rows_are_rci_classes(minor_fit):
         (lambda doc: doc["diagnostics"]["thresholds"].update(max_rhat=None), "diagnostics.thresholds.max_rhat"),
         (lambda doc: doc["diagnostics"]["thresholds"].update(max_divergences=0.5), "diagnostics.thresholds.max_divergences"),
         (lambda doc: doc.pop("backend"), "backend"),
+        (lambda doc: doc.update(diagnostics={}), "diagnostics"),
         (lambda doc: doc["prior_predictive"]["hist_p"]["prior_v1"].__setitem__(0, None), "prior_predictive.hist_p.prior_v1"),
         (lambda doc: doc["prior_predictive"]["hist_dp"].pop("prior"), "prior_predictive.hist_dp.prior"),
     ],
-    ids=["one version label", "null R-hat threshold", "fractional divergence threshold", "no backend", "null prior count", "no prior histogram"],
+    ids=["one version label", "null R-hat threshold", "fractional divergence threshold", "no backend", "empty gate record", "null prior count", "no prior histogram"],
 )
 def test_fit_fields_the_report_cannot_show_are_one_named_line(minor_fit, edit, field, tmp_path, capsys):
     """Found at 1,000 fit.json inputs (benchmarks/faults.py --report-fit: 122 tracebacks, these among

@@ -309,7 +309,11 @@ class GatedResult(Result):
 
     @property
     def diagnostics(self) -> Diagnostics:
-        d = Diagnostics(**self.payload["diagnostics"])
+        recorded = self.payload["diagnostics"]
+        try:
+            d = Diagnostics(**recorded)
+        except TypeError:  # not an object, or not the gate's fields
+            raise InputError(f"expected the convergence gate's record, got {recorded!r}"[:160], field="diagnostics") from None
         _check_thresholds(d.thresholds)
         return d
 
