@@ -48,8 +48,10 @@ import copy
 import errno
 import html
 import json
+import math
 import os
 import shutil
+from numbers import Integral, Real
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -268,6 +270,37 @@ class Result:
 
     def _repr_html_(self) -> str:
         return f"<p><b>{html.escape(type(self).__name__)}</b> {html.escape(self._headline())}</p>" + self.summary().to_html(index=False, na_rep="")
+
+
+def finite_number(value: Any, field: str, *, integer: bool = False) -> Any:
+    """``value`` if it is a finite number (an integer with ``integer``; a boolean is neither), as a
+    result field a reader prints or draws must be; else :class:`InputError` naming ``field``.
+
+    Examples
+    --------
+    >>> finite_number(1.01, "diagnostics.thresholds.max_rhat")
+    1.01
+    >>> finite_number(None, "q")
+    Traceback (most recent call last):
+    bayesrc.errors.InputError: <input>: field 'q': expected a finite number, got None
+    """
+    kind = Integral if integer else Real
+    if isinstance(value, bool) or not isinstance(value, kind) or not math.isfinite(value):
+        raise InputError(f"expected {'an integer' if integer else 'a finite number'}, got {value!r}", field=field)
+    return value
+
+
+def two_labels(value: Any, field: str) -> tuple[str, str]:
+    """A result's two version labels (a list or tuple of two); else :class:`InputError` naming ``field``.
+
+    Examples
+    --------
+    >>> two_labels(["v1", "v2"], "versions")
+    ('v1', 'v2')
+    """
+    if not isinstance(value, list | tuple) or len(value) != 2:
+        raise InputError(f"expected the two version labels, got {value!r}", field=field)
+    return str(value[0]), str(value[1])
 
 
 def same_payload(a: Any, b: Any) -> bool:

@@ -13,7 +13,6 @@ variable's entries at once: arviz-stats loops over entries in Python, which took
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from numbers import Integral, Real
 
 import numpy as np
 import pandas as pd
@@ -22,7 +21,7 @@ from scipy.special import ndtri
 
 from bayesrc.config import DEFAULT_GATE
 from bayesrc.errors import InputError
-from bayesrc.results import Result
+from bayesrc.results import Result, finite_number
 
 # The tail ESS: the worse of two quantiles' ESS. These are arviz-stats' (its default interval,
 # rcParams["stats.ci_prob"] = 0.89), which the gate has always used; Vehtari et al. use 5% / 95%.
@@ -330,7 +329,5 @@ def _check_thresholds(thresholds: object) -> None:
     """The gate's recorded thresholds are numbers (the report prints them); else :class:`InputError` naming the field."""
     if not isinstance(thresholds, dict):
         raise InputError(f"expected an object, got {thresholds!r}", field="diagnostics.thresholds")
-    for key, kind in (("max_rhat", Real), ("min_ess", Real), ("max_divergences", Integral)):
-        value = thresholds.get(key)
-        if isinstance(value, bool) or not isinstance(value, kind) or not np.isfinite(value):
-            raise InputError(f"expected {'an integer' if kind is Integral else 'a finite number'}, got {value!r}", field=f"diagnostics.thresholds.{key}")
+    for key in ("max_rhat", "min_ess", "max_divergences"):
+        finite_number(thresholds.get(key), f"diagnostics.thresholds.{key}", integer=key == "max_divergences")

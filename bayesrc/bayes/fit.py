@@ -27,7 +27,7 @@ from bayesrc.classical import PairResult, reliable_change
 from bayesrc.classical.pipeline import pair_no_change_test
 from bayesrc.config import release_memory, releases_jax_caches
 from bayesrc.errors import ConvergenceError, InputError
-from bayesrc.results import register
+from bayesrc.results import finite_number, register, two_labels
 
 MODELS = ("betabinom", "change")
 CROSSCHECK_RCI_KWARGS = {"n_splits": 200, "n_permutations": 200, "n_null": 0}  # the classical run fit() cross-checks when given none
@@ -142,10 +142,7 @@ class BayesFit(GatedResult):
 
     @property
     def versions(self) -> tuple[str, str]:
-        v = self.params.get("versions") or ["v1", "v2"]
-        if not isinstance(v, list) or len(v) != 2:
-            raise InputError(f"expected the two version labels, got {v!r}", field="params.versions")
-        return str(v[0]), str(v[1])
+        return two_labels(self.params.get("versions") or ["v1", "v2"], "params.versions")
 
     def summary(self) -> pd.DataFrame:
         """Headline numbers as a two-column table (metric, value)."""
@@ -559,7 +556,8 @@ def check_prior_predictive(pp: dict) -> None:
 
 
 def _finite_list(values: object, field: str, *, min_len: int = 0) -> list:
-    ok = isinstance(values, list) and len(values) >= min_len and all(isinstance(v, int | float) and not isinstance(v, bool) and np.isfinite(v) for v in values)
-    if not ok:
+    if not isinstance(values, list) or len(values) < min_len:
         raise InputError(f"expected a list of finite numbers, got {values!r}"[:160], field=field)
+    for v in values:
+        finite_number(v, field)
     return values

@@ -13,7 +13,7 @@ import pandas as pd
 from bayesrc.classical.rci import CLASS_LABELS, CLASSES
 from bayesrc.errors import InputError
 from bayesrc.plotting import new_figure
-from bayesrc.results import Result, register, same_frame, same_payload
+from bayesrc.results import Result, register, same_frame, same_payload, two_labels
 
 #: the columns of a pair's item table (``items_NAME.parquet``) that its summaries, figures and the report read
 ITEM_COLUMNS = ("item_id", "p_v1", "p_v2", "delta", "rci", "class", "excluded")
@@ -78,10 +78,7 @@ class PairResult:
 
     @property
     def versions(self) -> tuple[str, str]:
-        v = self.payload.get("versions") or ["v1", "v2"]
-        if not isinstance(v, (list, tuple)) or len(v) != 2:
-            raise InputError(f"expected the pair's two version labels, got {v!r}", field="versions")
-        return str(v[0]), str(v[1])
+        return two_labels(self.payload.get("versions") or ["v1", "v2"], "versions")
 
     @property
     def params(self) -> dict:

@@ -162,8 +162,9 @@ def requantize(src: str | Path, dst: str | Path, ftype: str = "Q3_K_M", n_thread
     params.ftype = code
     params.allow_requantize = True
     dst.parent.mkdir(parents=True, exist_ok=True)
-    if shutil.disk_usage(dst.parent).free < Path(src).stat().st_size:  # the quantiser only says "code 1" when the disk fills
-        raise OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)} for the re-quantised weights (up to {Path(src).stat().st_size / 1e6:.0f} MB)", str(dst))
+    need = Path(src).stat().st_size  # the re-quantised weights are at most the source's size
+    if shutil.disk_usage(dst.parent).free < need:  # the quantiser only says "code 1" when the disk fills
+        raise OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)} for the re-quantised weights (up to {need / 1e6:.0f} MB)", str(dst))
     fd, tmp = temp_file_beside(dst)
     os.close(fd)
     try:
