@@ -59,8 +59,10 @@ report
     truth.json and its replicates table; with ``--report-fit``, fit.json and the fit's item
     table from one real ``compare``), each field given another value of its type (null, NaN,
     ±inf, 0, negative, huge, an empty or one-element list, an empty object, deleted; a Parquet
-    column within its dtype, no row or one), through ``bayesrc report`` (HTML) in-process.
-    *written*: a report; *clean errors*: exit 2 with one line naming the file and the field,
+    column within its dtype, no row or one), through ``bayesrc report`` (HTML) in-process; then
+    each column of a table dropped in turn, and each field of a JSON file given each value of
+    another type (a string, list, object, flag, null, -1, 1e308: tests/fuzzing.py:
+    report_retyped; ``--quick``: 100 of them, seeded). *written*: a report; *clean errors*: exit 2 with one line naming the file and the field,
     nothing written; *tracebacks*, *other*: as for the readers.
 
 The components run ``--jobs`` at a time (default 2), each in its own process, longest first. The
@@ -291,9 +293,10 @@ def fuzz_rows(per_reader: int) -> tuple[list[dict], list[tuple]]:
     return [*rows, row], faults + found
 
 
-def report_rows(per_kind: int, with_fit: bool) -> tuple[list[dict], list[tuple]]:
-    """Per result kind the report reads: ``per_kind`` seeded type-valid field values through ``bayesrc report``
-    (and each column of a Parquet table dropped in turn)."""
+def report_rows(per_kind: int, with_fit: bool, retyped_sample: int | None = None) -> tuple[list[dict], list[tuple]]:
+    """Per result kind the report reads: ``per_kind`` seeded type-valid field values through ``bayesrc report``,
+    and each column of a Parquet table dropped in turn or each field of a JSON file given each value of
+    another type (``retyped_sample`` of those, seeded; all when None)."""
     rows, faults = [], []
     for name, kind in fuzzing.REPORT_KINDS.items():
         if kind.slow_seed and not with_fit:
@@ -305,6 +308,9 @@ def report_rows(per_kind: int, with_fit: bool) -> tuple[list[dict], list[tuple]]
             if name.endswith(".parquet"):  # and each column dropped in turn
                 dropped, found_dropped = fuzzing.report_without_each_column(kind, Path(tmp) / "dropped")
                 counts, found = counts + dropped, found + found_dropped
+            else:  # and each field given each value of another type (a seeded sample of them with --quick)
+                retyped, found_retyped = fuzzing.report_retyped(kind, Path(tmp) / "retyped", sample=retyped_sample)
+                counts, found = counts + retyped, found + found_retyped
         faults += [(f"report {name}", *f) for f in found]
         rows.append({
             "component": f"report: {name}", "tried": sum(counts.values()), "written": counts["ok"], "clean errors": counts["input error"], "lost": 0, "duplicated": 0,
@@ -365,7 +371,7 @@ def main() -> int:
         "fuzz": (runs["fuzz"], fuzz_rows, (per_reader,)),
         "disk": (runs["disk"], disk_rows, (sizes, writers)),
         "server": (runs["server"], server_rows, (args.quick,)),
-        "report": (runs["report"], report_rows, (per_kind, args.report_fit)),
+        "report": (runs["report"], report_rows, (per_kind, args.report_fit, 100 if args.quick else None)),
         "crash": (runs["crash"], crash_rows, (timed,)),
     }
     done = run_parts({name: (fn, fn_args) for name, (wanted, fn, fn_args) in parts.items() if wanted}, args.jobs)
@@ -387,7 +393,9 @@ def main() -> int:
         print(f"\nfuzzed reader inputs ({per_reader} generated per reader, every field retyped once, {per_reader} option sets where a reader takes options; seeded)\n")
         print(table(rows_of["fuzz"], ["component", "tried", "generated", "retyped", "options", "ok", "input error", "lost", "duplicated", "tracebacks", "other", "s"]))
     if runs["report"]:
-        print(f"\nresult fields through bayesrc report ({per_kind} seeded inputs per result file, each field another value of its type; each column of a table dropped in turn)\n")
+        print(
+            f"\nresult fields through bayesrc report ({per_kind} seeded inputs per result file, each field another value of its type; each column of a table dropped in turn; each JSON field given each value of another type{', 100 of them' if args.quick else ''})\n"
+        )
         print(table(rows_of["report"], ["component", "tried", "written", "clean errors", "tracebacks", "other", "s"]))
     for name, outcome, detail, data in faults[:20]:
         print(f"\n{name}: {outcome}: {detail.strip().splitlines()[-1]}\n  input: {data[:120]!r}")

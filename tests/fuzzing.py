@@ -18,6 +18,7 @@ import copy
 import functools
 import io
 import json
+import random
 import shutil
 import tempfile
 import traceback
@@ -292,10 +293,22 @@ def _exact_items(folder: Path) -> Path:
     return folder / "exact" / "items_exact.parquet"
 
 
+def _third_version(folder: Path) -> Path:
+    """A third version of :func:`_trials`' items (a family of three), as ``v3.parquet``."""
+    t3 = example_trials(n_items=6, k=4, seed=2)[1].assign(model="example-v3")
+    t3.to_parquet(folder / "v3.parquet", index=False)
+    return folder / "v3.parquet"
+
+
 def _result_seed(kind: str, main_file: str) -> Callable[[Path], Path]:
     def seed(folder: Path) -> Path:
         a = _trials(folder, "parquet")
-        argv = {"rci": ["rci", "--pair", "A", str(a), str(folder / "v2.parquet"), "--splits", "50", "--permutations", "50"], "power": ["power", str(a), str(folder / "v2.parquet")]}[kind]
+        quick = ["--splits", "50", "--permutations", "50"]
+        argv = {
+            "rci": ["rci", "--pair", "A", str(a), str(folder / "v2.parquet"), *quick],
+            "pairwise": ["rci", "--family", str(a), str(folder / "v2.parquet"), str(_third_version(folder)), *quick],
+            "power": ["power", str(a), str(folder / "v2.parquet")],
+        }[kind]
         assert _cli([*argv, "--out", str(folder / "res")]) == 0
         return folder / "res" / main_file
 
@@ -364,6 +377,15 @@ def _compare_folders() -> Path:
     return root
 
 
+def _joint(out: Path) -> None:
+    """A joint fit of three simulated versions (short chains: the fields, not the gate, are under test)."""
+    from bayesrc.bayes import SamplerConfig, fit_joint
+    from bayesrc.data import simulate_family
+
+    fam = simulate_family(30, 6, versions=3, shifts=[0.6, -0.6], seed=5)
+    fit_joint(fam.counts, config=SamplerConfig(seed=1, chains=2, draws=50, tune=50, max_draws=50, progress=False), escalate=False).save(out)
+
+
 def _fitted(name: str) -> Callable[[Path], None]:
     return lambda out: shutil.copytree(_compare_folders() / name, out)
 
@@ -374,7 +396,7 @@ def _counts_seed(folder: Path) -> Path:
     return save_counts(_small_counts(), folder / "counts.nc")
 
 
-_ANALYSES: dict[str, Callable[[Path], None]] = {"sensitivity": _sensitivity, "switch": _switch, "plan": _plan, "truth": _truth, "compare": _fitted("compare"), "fit": _fitted("fit")}
+_ANALYSES: dict[str, Callable[[Path], None]] = {"sensitivity": _sensitivity, "switch": _switch, "plan": _plan, "truth": _truth, "compare": _fitted("compare"), "fit": _fitted("fit"), "joint": _joint}
 
 
 def _shard_pair_seed(folder: Path) -> Path:
@@ -463,12 +485,13 @@ def _other_type(value: object) -> object:
     return 1.5 if isinstance(value, dict) else {"x": 1}
 
 
-def retyped_inputs(data: bytes, *, jsonl: bool) -> list[tuple[str, bytes]]:
+def retyped_inputs(data: bytes, *, jsonl: bool, values: Callable[[object], list[object]] = lambda v: [_other_type(v)]) -> list[tuple[str, bytes]]:
     """Every field of a JSON (or JSONL) seed given a value of another type, one at a time: ``(label, input)``.
 
     A field is retyped where it first occurs (in the first sample of a log, say), once per
     record layout in a JSONL file (a layout being the record's set of fields), so each
-    kind of record is covered; ``label`` names the record and the field.
+    kind of record is covered; ``label`` names the record and the field. ``values(old)`` are
+    the replacements tried (default: one of another type).
     """
     docs = [json.loads(line) for line in data.decode().splitlines()] if jsonl else [json.loads(data)]
     out: list[tuple[str, bytes]] = []
@@ -480,11 +503,11 @@ def retyped_inputs(data: bytes, *, jsonl: bool) -> list[tuple[str, bytes]]:
             if (layout, _schema(slot)) in done:
                 continue
             done.add((layout, _schema(slot)))
-            value = _other_type(_at(doc, slot))
-            new = copy.deepcopy(doc)
-            _set(new, slot, value)
-            text = "".join(json.dumps(d) + "\n" for d in [*docs[:i], new, *docs[i + 1 :]]) if jsonl else json.dumps(new)
-            out.append((f"record {i}: {'.'.join(map(str, slot))} = {json.dumps(value)}", text.encode()))
+            for value in values(_at(doc, slot)):
+                new = copy.deepcopy(doc)
+                _set(new, slot, value)
+                text = "".join(json.dumps(d) + "\n" for d in [*docs[:i], new, *docs[i + 1 :]]) if jsonl else json.dumps(new)
+                out.append((f"record {i}: {'.'.join(map(str, slot))} = {json.dumps(value)}", text.encode()))
     return out
 
 
@@ -846,12 +869,14 @@ REPORT_KINDS: dict[str, Reader] = {
         Reader("items_A.parquet", _result_seed("rci", "items_A.parquet"), report_table_mutation, _report),
         Reader("run.json", _with_run_record, report_json_mutations, _report),
         Reader("power.json", _result_seed("power", "power.json"), report_json_mutations, _report),
+        Reader("pairwise_rci.json", _result_seed("pairwise", "pairwise_rci.json"), report_json_mutations, _report),
         Reader("switch.json", _analysis_seed("switch", "switch.json"), report_json_mutations, _report),
         Reader("sensitivity.json", _analysis_seed("sensitivity", "sensitivity.json"), report_json_mutations, _report),
         Reader("truth.json", _analysis_seed("truth", "truth.json"), report_json_mutations, _report),
         Reader("truth_replicates.parquet", _analysis_seed("truth", "truth_replicates.parquet"), report_table_mutation, _report),
         Reader("fit.json", _analysis_seed("fit", "fit.json"), report_json_mutations, _report, slow_seed=True),
         Reader("fit items.parquet", _analysis_seed("fit", "items.parquet"), report_table_mutation, _report, slow_seed=True),
+        Reader("joint.json", _analysis_seed("joint", "joint.json"), report_json_mutations, _report, slow_seed=True),
     ]
 }
 
@@ -880,6 +905,24 @@ def try_report(ws: Workspace, data: bytes) -> tuple[str, str]:
 def fuzz_report(kind: Reader, n: int, root: Path) -> tuple[Counter, list[tuple[str, str, bytes]]]:
     """``n`` seeded inputs of one result kind through ``bayesrc report``: outcome counts and the faults."""
     return fuzz(kind, n, root, attempt=try_report)
+
+
+#: what a field of a result file is given in :func:`report_retyped`: each JSON type, a negative and a huge number
+WRONG_VALUES = ("x", [1], {"x": 1}, True, None, -1, 1e308)
+
+
+def _wrong_values(value: object) -> list[object]:
+    return [v for v in WRONG_VALUES if json.dumps(v) != json.dumps(value)]
+
+
+def report_retyped(kind: Reader, root: Path, *, sample: int | None = None) -> tuple[Counter, list[tuple[str, str, bytes]]]:
+    """Every field of a JSON result file (in a list, its first entry's) given each of :data:`WRONG_VALUES` in
+    turn, through ``bayesrc report``: outcome counts and the faults; ``sample``: that many of them, seeded."""
+    ws = Workspace.make(kind, root)
+    inputs = retyped_inputs(ws.seed_bytes, jsonl=False, values=_wrong_values)
+    if sample is not None:
+        inputs = random.Random(0).sample(inputs, min(sample, len(inputs)))
+    return try_each(ws, inputs, try_report)
 
 
 def report_without_each_column(kind: Reader, root: Path) -> tuple[Counter, list[tuple[str, str, bytes]]]:

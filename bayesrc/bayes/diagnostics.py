@@ -306,6 +306,8 @@ class GatedResult(Result):
     'ok'
     """
 
+    field_kinds = {"diagnostics": "object", "diagnostics.passed": "flag"}  # the thresholds: checked by the property below
+
     @property
     def diagnostics(self) -> Diagnostics:
         recorded = self.payload["diagnostics"]
@@ -318,7 +320,7 @@ class GatedResult(Result):
 
     @property
     def status(self) -> str:
-        return "ok" if self.payload["diagnostics"]["passed"] else "failed"
+        return "ok" if self.diagnostics.passed else "failed"
 
     def gate_table(self) -> pd.DataFrame:
         """Each gated diagnostic, its value and the requirement *this fit* used (:func:`gate_table`)."""

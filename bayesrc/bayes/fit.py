@@ -101,6 +101,38 @@ class BayesFit(GatedResult):
 
     main_file = "fit.json"
     kind = "fit"
+    field_kinds = GatedResult.field_kinds | {  # what summary(), the figures and the report read (bayesrc.results.check_fields)
+        "{status,model,backend}": "text",
+        "runtime_s": "number",
+        "{selection,crosscheck}": "object",
+        "selection.rule": "text",
+        "selection.{fdr,threshold,expected_false,expected_fdp}": "number",
+        "selection.{n_improved,n_deteriorated}": "count",
+        "crosscheck.{kappa,rci_estimated_fdp,rci_estimated_fdp_material}": "number",
+        "crosscheck.rci_n_flagged": "count",
+        "crosscheck.table.*": "object",
+        "crosscheck.table.*.*": "count",
+        "crosscheck.{rci_estimated_fdp_interval90,rci_estimated_fdp_material_interval90}": "interval",
+        "crosscheck.no_change_test.p_value": "number",
+        "crosscheck.prior_sensitivity.{alphas,rci_estimated_fdp,rci_estimated_fdp_material}": "numbers",
+        "domain_shift.*": "object",
+        "domain_shift.*.{mean,lo90,hi90}": "number",
+        "params.delta_min": "finite",
+        "params.rope": "number",
+        "flips.{expected_negative_flips,expected_positive_flips}": "object",
+        "flips.{expected_negative_flips,expected_positive_flips}.{mean,lo90,hi90}": "number",
+        "warnings": "texts",
+        "ppc.{alpha,p_adjusted_min}": "finite",
+        "ppc.n_tests": "count",
+        "ppc.flagged": "list",
+        "ppc.table": "records",
+        "ppc.table.[].{stratum,stat}": "text",
+        "ppc.table.[].{observed,replicated_mean,replicated_lo90,replicated_hi90,p,p_adjusted}": "number",
+        "loo.{elpd,se,k_threshold}": "finite",
+        "loo.n_high_k": "count",
+        "loo.high_k_items": "texts",
+        "loo.loo_pit_ks_p": "number",
+    }
     has_posterior = True
 
     def table_names_on_disk(self, folder: Path) -> dict[str, Path]:

@@ -153,6 +153,14 @@ class JointFit(GatedResult):
 
     main_file = "joint.json"
     kind = "joint"
+    field_kinds = GatedResult.field_kinds | {  # what summary(), the figures and the report read (bayesrc.results.check_fields)
+        "params": "object",
+        "params.versions": "labels",
+        "params.n_items": "count",
+        "params.q": "finite",
+        "backend": "text",
+        "warnings": "texts",
+    }
     has_posterior = True
 
     def table_names_on_disk(self, folder: Path) -> dict[str, Path]:

@@ -321,7 +321,7 @@ def multiplicity_sentence(m: dict) -> str:
     """
     p, rate = m["n_pairs"], m["per_test_rate"]
     head = f"{m['n_versions']} versions, {p} pairs: {m['n_tests']} item x pair tests at z = {m['z']:.3f}, "
-    if m["rule"] == "per pair":
+    if m["family_alpha"] is None:  # a per-pair z
         rule = (
             f"per pair, not adjusted for the {p} pairs (two-sided rate 2(1 - Phi(z)) = {rate:.2%} per test): an item that changed in no "
             f"version may be flagged in any of its {p} tests, in some pair with probability up to {m['family_rate_bound']:.0%}. "
@@ -364,6 +364,16 @@ class PairwiseRCI(Result):
 
     main_file = "pairwise_rci.json"
     kind = "pairwise_rci"
+    field_kinds = {  # what the sentence, summary() and the report read (bayesrc.results.check_fields)
+        "multiplicity": "object",
+        "multiplicity.z": "critical z",
+        "multiplicity.{per_test_rate,family_rate_bound,expected_nominal}": "finite",
+        "multiplicity.{family_alpha,expected_no_change}": "number",
+        "multiplicity.{n_versions,n_pairs,n_tests,observed_flags,items_tested,items_flagged}": "count",
+        "multiplicity.{rule,s_diff_method}": "text",
+        "versions": "labels",
+        "warnings": "texts",
+    }
 
     @classmethod
     def from_pairs(cls, pairs: dict[str, PairResult], *, versions: list[str], z: float, family_alpha: float | None) -> PairwiseRCI:

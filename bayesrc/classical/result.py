@@ -305,6 +305,41 @@ class RCIRun(Result):
 
     main_file = "rci.json"
     kind = "rci"
+    field_kinds = {  # what PairResult, the report and its figures read (bayesrc.results.check_fields)
+        "pairs.*": "object",
+        "pairs.*.{params,reliability,exclusions,sem,counts,domain,direction_asymmetry}": "object",
+        "pairs.*.reliability.*": "object",
+        "pairs.*.counts.*": "object",
+        "pairs.*.counts.*.proportions": "object",
+        "pairs.*.domain.{per_domain,table}": "object",
+        "pairs.*.domain.{per_domain,table}.*": "object",
+        "pairs.*.{s_diff,min_detectable}": "number",
+        "pairs.*.min_detectable_samples": "integer",
+        "pairs.*.warnings": "texts",
+        "pairs.*.params.z": "critical z",
+        "pairs.*.params.k": "integer",
+        "pairs.*.sem.*": "number",
+        "pairs.*.reliability.*.{r_xx,icc,icc_1_k}": "number",
+        "pairs.*.reliability.*.ci": "interval",
+        "pairs.*.exclusions.{n_before,n_after,low_valid,floor_ceiling}": "integer",
+        "pairs.*.counts.*.{improved,no_change,deteriorated,n}": "integer",
+        "pairs.*.counts.*.churn": "number",
+        "pairs.*.counts.*.proportions.*": "number",
+        "pairs.*.null_samples.replicates": "integer",
+        "pairs.*.null_samples.{flagged_mean,flagged_p025,flagged_p975,improved_mean,deteriorated_mean,n_analysable_mean,rate,nominal_rate}": "number",
+        "pairs.*.no_change_test.p_value": "number",
+        "pairs.*.no_change_test.n_permutations": "integer",
+        "pairs.*.direction_asymmetry.{n_permutations,n_items,observed_improved,observed_deteriorated}": "integer",
+        "pairs.*.direction_asymmetry.{improved_p95,deteriorated_p95}": "number",
+        "pairs.*.flips.{n,negative_flips,positive_flips}": "integer",
+        "pairs.*.flips.{negative_flip_rate,positive_flip_rate}": "number",
+        "pairs.*.domain.{chi2,p,cramers_v}": "number",
+        "pairs.*.domain.per_domain.*.{n,improved,no_change,deteriorated}": "integer",
+        "pairs.*.domain.table.*.*": "integer",
+        "pairs.*.difficulty_bins": "records",
+        "pairs.*.difficulty_bins.[].{n,improved,no_change,deteriorated}": "integer",
+        "pairs.*.difficulty_bins.[].{lo,hi,churn}": "number",
+    }  # fmt: skip
 
     @classmethod
     def from_pairs(cls, pairs: dict[str, PairResult], cross_pairs: list[dict] | None = None, greedy: dict[str, dict] | None = None) -> RCIRun:

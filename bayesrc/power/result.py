@@ -50,6 +50,17 @@ class PowerReport(Result):
 
     main_file = "power.json"
     kind = "power"
+    field_kinds = {  # what the summary, the tables and the report read (bayesrc.results.check_fields)
+        "pairs.[]": "object",
+        "pairs.[].{delta,mde,q,rho,p_exact}": "number",
+        "pairs.[].{n,b,c,n_star_ceil}": "integer",
+        "pairs.[].verdicts": "object",
+        "pairs.[].verdicts.*": "text",
+        "noise.[]": "object",
+        "noise.[].{k,se,share_sampling,share_items}": "number",
+        "noise.[].{n_items,n_half,k_half}": "integer",
+        "{pairs,noise,unresolved,ranking}": "records",
+    }
 
     @property
     def info(self) -> dict:

@@ -521,7 +521,7 @@ def crosscheck_table(fit) -> pd.DataFrame:
 
 def selection_rule(sel: dict) -> str:
     """The fit's selection rule in words (Bayesian FDR level, or a posterior-probability threshold)."""
-    return f"at FDR {sel['fdr']:g}" if sel["rule"] == "fdr" else f"at P(direction) ≥ {sel['threshold']:g}"
+    return f"at FDR {_num(sel['fdr'], 'g')}" if sel["rule"] == "fdr" else f"at P(direction) ≥ {_num(sel['threshold'], 'g')}"
 
 
 def section_crosscheck(run: Run, c: Comparison) -> Section | None:
@@ -536,7 +536,7 @@ def section_crosscheck(run: Run, c: Comparison) -> Section | None:
         blocks.append(Table(crosscheck_table(fit), "RCI class (rows) × posterior class (columns)", latex=True, label="crosscheck"))
     sel = fit.selection
     blocks.append(
-        Text(f"Posterior selection {selection_rule(sel)}: {sel['n_improved']} improved, {sel['n_deteriorated']} deteriorated, expected false discoveries {float(sel['expected_false']):.1f}.")
+        Text(f"Posterior selection {selection_rule(sel)}: {sel['n_improved']} improved, {sel['n_deteriorated']} deteriorated, expected false discoveries {_num(sel['expected_false'], '.1f')}.")
     )
     return Section("crosscheck", "RCI cross-check", blocks)
 

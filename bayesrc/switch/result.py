@@ -37,6 +37,20 @@ class SwitchResult(Result):
 
     main_file = "switch.json"
     kind = "switch"
+    field_kinds = {  # what the tables, the figures and the report read (bayesrc.results.check_fields)
+        "benchmarks": "object",
+        "benchmarks.*": "object",
+        "benchmarks.*.{mu,r2,cv_r2}": "number",
+        "benchmarks.*.noise_floor_r2.{mean,p025,p975}": "number",
+        "benchmarks.*.{alpha,beta,alpha_se,beta_se}.*": "number",
+        "benchmarks.*.{cells,effects,cell_means,intervals}": "records",
+        "benchmarks.*.{cells,effects,cell_means}.[].{prefix,suffix}": "text",
+        "benchmarks.*.cells.[].{observed,pred,resid,loo_pred}": "number",
+        "benchmarks.*.effects.[].{delta,ci_low,ci_high,se,p,p_adjusted}": "number",
+        "benchmarks.*.effects.[].stars": "text",
+        "benchmarks.*.cell_means.[].{mean,ci_low,ci_high,n}": "number",
+        "benchmarks.*.models": "texts",
+    }
 
     @property
     def benchmarks(self) -> list[str]:

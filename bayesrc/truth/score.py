@@ -184,6 +184,15 @@ def _interval_scores(cc: dict, ref: dict) -> dict:
     return out
 
 
+METHOD_NUMBERS = (  # a method's means over replicates (_aggregate): all numbers but its kind
+    "flagged_mean", "fdp_sign", "fdp_material", "fdp_sign_pooled", "fdp_material_pooled", "runtime_mean_s", "selected_mean", "coverage90",
+    "rci_fdp_estimate_mean", "rci_fdp_realised_mean", "rci_fdp_estimate_material_mean", "rci_fdp_realised_material_mean",
+    "rci_fdp_interval_coverage", "rci_fdp_material_interval_coverage", "no_change_rejected_share", "rci_fdp_prior_sensitive_share",
+    "rci_fdp_material_prior_sensitive_share", "expected_fdp_mean", "dp_slope_mean", "elpd_loo_mean", "gate_pass_share",
+    "rci_fdp_error", "rci_fdp_material_error",
+)  # fmt: skip
+
+
 def _aggregate(rep: pd.DataFrame) -> dict[str, dict]:
     """Per-method means over replicates (see module docstring)."""
     out = {}
@@ -248,6 +257,19 @@ class TruthResult(Result):
 
     main_file = "truth.json"
     kind = "truth"
+    field_kinds = {  # what the summary, the figure and the report read (bayesrc.results.check_fields)
+        "{exact,runs,methods}": "object",
+        "runs.{v1,v2}": "object",
+        "runs.*.label": "text",
+        "exact.{median_abs_dp,mean_p_v1,mean_p_v2}": "number",
+        "exact.{n_items,n_material,n_up,n_down}": "integer",
+        "{k,replicates,n_items}": "integer",
+        "delta_min": "number",
+        "default_model": "text",
+        "methods.*": "object",
+        "methods.*.kind": "text",
+        "methods.*.{" + ",".join(METHOD_NUMBERS) + "}": "number",
+    }
 
     @classmethod
     def from_scores(
