@@ -321,6 +321,7 @@ FIELD_KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "texts": (lambda v: v is None or _strings(v), "a list of strings or null"),
     "list": (lambda v: isinstance(v, list), "a list"),
     "records": (lambda v: isinstance(v, list) and all(isinstance(r, dict) for r in v), "a list of objects"),
+    "some records": (lambda v: FIELD_KINDS["records"][0](v) and len(v) > 0, "a list of one or more objects"),
     "object": (lambda v: isinstance(v, dict), "an object"),  # a required block: null is an error
 }
 
@@ -330,8 +331,8 @@ def check_fields(payload: dict, kinds: dict[str, str], path: Path | None = None)
 
     ``kinds`` maps dotted field patterns to kind names; a part ``*`` matches every key of an
     object, ``[]`` every entry of a list, ``{a,b}`` the keys named. A missing field is not
-    checked here (its reader names it), nor below a null (an optional block left out: declare
-    a required one ``"object"``); a field on the way that is not an object (or a list, for
+    checked here (its reader names it) unless its name ends in ``!``, nor below a null (an
+    optional block left out: declare a required one ``"object"``); a field on the way that is not an object (or a list, for
     ``[]``) is an error, as is a field of the wrong kind: :class:`InputError` naming ``path``
     and the field, e.g. ``pairs.A.domain.chi2``.
 
@@ -341,6 +342,9 @@ def check_fields(payload: dict, kinds: dict[str, str], path: Path | None = None)
     >>> check_fields({"pairs": {"A": {"s_diff": "x"}}}, {"pairs.*.s_diff": "number"})
     Traceback (most recent call last):
     bayesrc.errors.InputError: <input>: field 'pairs.A.s_diff': expected a number (|x| < 1e300) or null, got 'x'
+    >>> check_fields({"ranking": [{"elpd": 1.0}]}, {"ranking.[].model!": "text"})
+    Traceback (most recent call last):
+    bayesrc.errors.InputError: <input>: field 'ranking[0].model': missing
     """
     for pattern, kind in kinds.items():
         accepts, expected = FIELD_KINDS[kind]
@@ -362,7 +366,10 @@ def _fields_at(node: Any, parts: list[str], prefix: str, path: Path | None) -> I
             raise InputError(f"expected a list, got {_short(node)}", path=path, field=prefix)
         entries = [(f"{prefix}[{i}]", v) for i, v in enumerate(node)]
     elif isinstance(node, dict):
-        keys = node if head == "*" else head.strip("{}").split(",")
+        keys = list(node) if head == "*" else head.strip("{}").split(",")
+        if missing := [k[:-1] for k in keys if k.endswith("!") and k[:-1] not in node]:
+            raise InputError("missing", path=path, field=f"{prefix}.{missing[0]}" if prefix else missing[0])
+        keys = [k.rstrip("!") for k in keys]
         entries = [(f"{prefix}.{k}" if prefix else str(k), node[k]) for k in keys if k in node]
     else:
         raise InputError(f"expected an object, got {_short(node)}", path=path, field=prefix)

@@ -55,9 +55,10 @@ readers
     command, an exit status other than 0 or 2.
 report
     tests/fuzzing.py: REPORT_KINDS: ``--per-reader`` (``--quick``: 20) seeded inputs per result file the report
-    reads (rci.json, its item table, run.json, power.json, switch.json, sensitivity.json,
-    truth.json and its replicates table; with ``--report-fit``, fit.json and the fit's item
-    table from one real ``compare``), each field given another value of its type (null, NaN,
+    reads (rci.json, its item table, run.json, power.json, pairwise_rci.json, switch.json,
+    sensitivity.json, truth.json and its replicates table; with ``--report-fit``, fit.json and
+    the fit's item table from one real ``compare``, loo_compare.json ranking that fit against itself,
+    and joint.json from a joint fit), each field given another value of its type (null, NaN,
     ±inf, 0, negative, huge, an empty or one-element list, an empty object, deleted; a Parquet
     column within its dtype, no row or one), through ``bayesrc report`` (HTML) in-process; then
     each column of a table dropped in turn, and each field of a JSON file given each value of
@@ -355,7 +356,11 @@ def main() -> int:
     ap.add_argument("--disk-only", action="store_true", help="only the full disk / read-only outputs (tests/disk_faults.py)")
     ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="components run side by side, each in its own process (default 2)")
     ap.add_argument("--disk-fit", action="store_true", help="also the writers that sample with NUTS (fit, fit-many, truth, switch with its factor models, compare, demo: minutes each)")
-    ap.add_argument("--report-fit", action="store_true", help="also fit.json and the fit's item table through the report (one real compare, and figures of a posterior per input)")
+    ap.add_argument(
+        "--report-fit",
+        action="store_true",
+        help="also fit.json, the fit's item table, loo_compare.json and joint.json through the report (one real compare and one joint fit, and figures of a posterior per input)",
+    )
     args = ap.parse_args()
     calls = args.calls if args.calls is not None else (18 if args.quick else 60)
     sizes = [0, 4, 40] if args.quick else [0, 4, 8, 16, 24, 32, 40, 48, 64]

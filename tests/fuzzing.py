@@ -386,6 +386,14 @@ def _joint(out: Path) -> None:
     fit_joint(fam.counts, config=SamplerConfig(seed=1, chains=2, draws=50, tune=50, max_draws=50, progress=False), escalate=False).save(out)
 
 
+def _loo_compare(out: Path) -> None:
+    """The fuzzing's fit ranked against itself by PSIS-LOO (as ``bayesrc fit --compare`` writes it)."""
+    from bayesrc.bayes.model_comparison import compare
+
+    fit = bayesrc.load(_compare_folders() / "fit")
+    compare({"change": fit, "change_again": fit}).save(out)
+
+
 def _fitted(name: str) -> Callable[[Path], None]:
     return lambda out: shutil.copytree(_compare_folders() / name, out)
 
@@ -396,7 +404,16 @@ def _counts_seed(folder: Path) -> Path:
     return save_counts(_small_counts(), folder / "counts.nc")
 
 
-_ANALYSES: dict[str, Callable[[Path], None]] = {"sensitivity": _sensitivity, "switch": _switch, "plan": _plan, "truth": _truth, "compare": _fitted("compare"), "fit": _fitted("fit"), "joint": _joint}
+_ANALYSES: dict[str, Callable[[Path], None]] = {
+    "sensitivity": _sensitivity,
+    "switch": _switch,
+    "plan": _plan,
+    "truth": _truth,
+    "compare": _fitted("compare"),
+    "fit": _fitted("fit"),
+    "joint": _joint,
+    "loo_compare": _loo_compare,
+}
 
 
 def _shard_pair_seed(folder: Path) -> Path:
@@ -877,6 +894,7 @@ REPORT_KINDS: dict[str, Reader] = {
         Reader("fit.json", _analysis_seed("fit", "fit.json"), report_json_mutations, _report, slow_seed=True),
         Reader("fit items.parquet", _analysis_seed("fit", "items.parquet"), report_table_mutation, _report, slow_seed=True),
         Reader("joint.json", _analysis_seed("joint", "joint.json"), report_json_mutations, _report, slow_seed=True),
+        Reader("loo_compare.json", _analysis_seed("loo_compare", "loo_compare.json"), report_json_mutations, _report, slow_seed=True),
     ]
 }
 

@@ -103,6 +103,12 @@ class ModelComparison(Result):
 
     main_file = "loo_compare.json"
     kind = "loo_compare"
+    field_kinds = {  # what the table, the sentence and the report read (bayesrc.results.check_fields)
+        "ranking": "some records",
+        "ranking.[].model!": "text",
+        "ranking.[].{rank,elpd,se,p,elpd_diff,dse,p_worse,weight}": "number",
+        "ranking.[].n_high_k": "integer",
+    }
 
     @property
     def table(self) -> pd.DataFrame:
