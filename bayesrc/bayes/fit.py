@@ -125,8 +125,8 @@ class BayesFit(GatedResult):
         "ppc.{alpha,p_adjusted_min}": "finite",
         "ppc.n_tests": "count",
         "ppc.flagged": "list",
-        "ppc.table": "records",
-        "ppc.table.[].{stratum,stat}": "text",
+        "ppc.table!": "records",  # drawn after the section is built: a missing key there is no section's error
+        "ppc.table.[].{stratum!,stat!}": "text",
         "ppc.table.[].{observed,replicated_mean,replicated_lo90,replicated_hi90,p,p_adjusted}": "number",
         "loo.{elpd,se,k_threshold}": "finite",
         "loo.n_high_k": "count",
