@@ -366,10 +366,10 @@ def _fields_at(node: Any, parts: list[str], prefix: str, path: Path | None) -> I
             raise InputError(f"expected a list, got {_short(node)}", path=path, field=prefix)
         entries = [(f"{prefix}[{i}]", v) for i, v in enumerate(node)]
     elif isinstance(node, dict):
-        keys = list(node) if head == "*" else head.strip("{}").split(",")
-        if missing := [k[:-1] for k in keys if k.endswith("!") and k[:-1] not in node]:
+        named = [] if head == "*" else head.strip("{}").split(",")  # a key of the data may end in "!" too: only named ones are required
+        if missing := [k[:-1] for k in named if k.endswith("!") and k[:-1] not in node]:
             raise InputError("missing", path=path, field=f"{prefix}.{missing[0]}" if prefix else missing[0])
-        keys = [k.rstrip("!") for k in keys]
+        keys = list(node) if head == "*" else [k.removesuffix("!") for k in named]
         entries = [(f"{prefix}.{k}" if prefix else str(k), node[k]) for k in keys if k in node]
     else:
         raise InputError(f"expected an object, got {_short(node)}", path=path, field=prefix)
