@@ -323,6 +323,7 @@ FIELD_KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "records": (lambda v: isinstance(v, list) and all(isinstance(r, dict) for r in v), "a list of objects"),
     "some records": (lambda v: FIELD_KINDS["records"][0](v) and len(v) > 0, "a list of one or more objects"),
     "object": (lambda v: isinstance(v, dict), "an object"),  # a required block: null is an error
+    "block": (lambda v: v is None or isinstance(v, dict), "an object or null"),  # an optional block
 }
 
 

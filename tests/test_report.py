@@ -316,6 +316,8 @@ def test_crosscheck_table_rows_are_rci_classes(minor_fit):
         (lambda doc: doc["crosscheck"].update(rci_estimated_fdp_interval90=[0.1]), "crosscheck.rci_estimated_fdp_interval90"),
         (lambda doc: doc["crosscheck"].update(rci_estimated_fdp_material_interval90=[0.1, "x"]), "crosscheck.rci_estimated_fdp_material_interval90"),
         (lambda doc: doc["ppc"].pop("table"), "ppc.table"),
+        (lambda doc: doc["loo"].update(high_k_items=None), "loo.high_k_items"),
+        (lambda doc: doc.update(prior_predictive="x"), "prior_predictive"),
     ],
     ids=[
         "one version label",
@@ -328,6 +330,8 @@ def test_crosscheck_table_rows_are_rci_classes(minor_fit):
         "one-bound interval",
         "text bound",
         "no check table",
+        "null high-k list",
+        "text prior predictive",
     ],  # fmt: skip
 )
 def test_fit_fields_the_report_cannot_show_are_one_named_line(minor_fit, edit, field, tmp_path, capsys):
@@ -336,7 +340,9 @@ def test_fit_fields_the_report_cannot_show_are_one_named_line(minor_fit, edit, f
     (TypeError in the gate table); each is now one line naming fit.json and the field, exit 2. A
     missing field of a fit's folder read on its own named the folder, not its fit.json. A null count
     or a missing series of the prior predictive histograms failed when the figure was drawn, as did
-    a posterior predictive check without its table (1,000 fit.json inputs after those fixes). A
+    a posterior predictive check without its table (1,000 fit.json inputs after those fixes); a null
+    list of high Pareto k items or a prior predictive block that is not an object (every field
+    retyped). A
     cross-check interval of one bound was an IndexError in the report's sentence (150 fuzzed fit.json
     inputs after those fixes)."""
 

@@ -130,7 +130,8 @@ class BayesFit(GatedResult):
         "ppc.table.[].{observed,replicated_mean,replicated_lo90,replicated_hi90,p,p_adjusted}": "number",
         "loo.{elpd,se,k_threshold}": "finite",
         "loo.n_high_k": "count",
-        "loo.high_k_items": "texts",
+        "loo.high_k_items": "labels",
+        "{ppc,loo,prior_predictive,flips}": "block",
         "loo.loo_pit_ks_p": "number",
     }
     has_posterior = True
