@@ -34,7 +34,6 @@ from bayesrc.classical.calibration import nominal_rate
 from bayesrc.classical.pipeline import reliable_change
 from bayesrc.classical.rci import DETERIORATED, IMPROVED, RCISettings
 from bayesrc.classical.result import ITEM_COLUMNS, PairResult, _float
-from bayesrc.errors import InputError
 from bayesrc.results import Result, register
 
 #: the per-pair table (``pairwise_rci_pairs.parquet``): one row per pair
@@ -365,7 +364,7 @@ class PairwiseRCI(Result):
     main_file = "pairwise_rci.json"
     kind = "pairwise_rci"
     field_kinds = {  # what the sentence, summary() and the report read (bayesrc.results.check_fields)
-        "multiplicity": "object",
+        "{pairs!,multiplicity!}": "object",
         "multiplicity.z": "critical z",
         "multiplicity.{per_test_rate,family_rate_bound,expected_nominal}": "finite",
         "multiplicity.{family_alpha,expected_no_change}": "number",
@@ -393,14 +392,6 @@ class PairwiseRCI(Result):
 
     def required_columns(self, name: str) -> tuple[str, ...]:
         return PAIR_COLUMNS if name == "pairs" else (*PAIR_KEY_COLUMNS, *ITEM_COLUMNS)
-
-    @classmethod
-    def load(cls, path: str | Path) -> PairwiseRCI:
-        obj = super().load(path)
-        for key in ("pairs", "multiplicity"):
-            if not isinstance(obj.payload.get(key), dict):
-                raise InputError(f"expected an object with {key!r} (output of bayesrc rci --family)", path=Path(obj.path) / cls.main_file, field=key)
-        return obj
 
     # accessors -------------------------------------------------------------------------
     versions = property(lambda self: list(self.payload["versions"]))

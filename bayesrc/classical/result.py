@@ -306,6 +306,7 @@ class RCIRun(Result):
     main_file = "rci.json"
     kind = "rci"
     field_kinds = {  # what PairResult, the report and its figures read (bayesrc.results.check_fields)
+        "pairs!": "object",
         "pairs.*": "object",
         "pairs.*.{params,reliability,exclusions,sem,counts,domain,direction_asymmetry}": "object",
         "pairs.*.reliability.*": "object",
@@ -356,18 +357,10 @@ class RCIRun(Result):
         return f"items_{name}.parquet"
 
     def table_names_on_disk(self, folder: Path) -> dict[str, Path]:
-        pairs = self.payload.get("pairs")  # not an object: load() refuses the file
-        return {n: folder / f"items_{n}.parquet" for n in pairs if (folder / f"items_{n}.parquet").is_file()} if isinstance(pairs, dict) else {}
+        return {n: folder / f"items_{n}.parquet" for n in self.payload["pairs"] if (folder / f"items_{n}.parquet").is_file()}  # an object: field_kinds
 
     def required_columns(self, name: str) -> tuple[str, ...]:
         return ITEM_COLUMNS
-
-    @classmethod
-    def load(cls, path: str | Path) -> RCIRun:
-        obj = super().load(path)
-        if not isinstance(obj.payload, dict) or not isinstance(obj.payload.get("pairs"), dict):
-            raise InputError("expected an object with 'pairs' (output of bayesrc rci)", path=Path(obj.path) / cls.main_file, field="pairs")
-        return obj
 
     @property
     def names(self) -> list[str]:
