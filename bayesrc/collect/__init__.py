@@ -2,9 +2,8 @@
 
 Public API::
 
-    collect(card, items, out, k=10, temperature=0.7, engine="fast"|"naive", resume=False,
-            items_range=None, shard=None) -> RunResult
-    collect_run(card, items, out, RunSpec(k=40, ...), resume=False) -> RunResult  (the settings checked once, in one object)
+    collect(card, items, out, k=10, temperature=0.7, engine="fast"|"naive"|"exact"|"server", resume=False) -> RunResult
+    collect(card, items, out, RunSpec(k=40, ...), resume=False) -> RunResult  (the same settings as one object)
     load_bank(path) -> Bank;  load_card(path) -> ModelCard;  Model(gguf_path, ...)
     prompt_blocks(card, item) -> (shared, own);  Model.prompt(shared, own) -> Prompt;
     Model.eval_prompt(prompt)   (shared block's KV kept once, own tokens decoded)
@@ -22,7 +21,7 @@ from bayesrc.collect.engines import FastEngine, Model, NaiveEngine, Prompt, Samp
 from bayesrc.collect.exact import ExactEngine, ItemDistribution
 from bayesrc.collect.extract import Extraction, decided, extract, strip_think
 from bayesrc.collect.pins import PinComparison, check_comparable, compare_runs, merge_runs
-from bayesrc.collect.run import collect, collect_run
+from bayesrc.collect.run import collect
 from bayesrc.collect.rundir import RunResult, item_seeds, read_run_record, read_run_trials
 from bayesrc.collect.spec import RunSpec
 
@@ -49,7 +48,6 @@ __all__ = [
     "check_comparable",
     "collect",
     "collect_demo_runs",
-    "collect_run",
     "compare_runs",
     "decided",
     "extract",

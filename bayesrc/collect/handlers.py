@@ -11,7 +11,7 @@ from bayesrc.collect import collect_demo_runs, compare_runs, merge_runs
 from bayesrc.collect.bank import load_bank
 from bayesrc.collect.builtin import builtin_bank, quantize_card
 from bayesrc.collect.pins import check_all_comparable
-from bayesrc.collect.run import collect_run
+from bayesrc.collect.run import collect
 from bayesrc.collect.rundir import read_parts
 from bayesrc.collect.spec import RunSpec
 from bayesrc.data import load_counts
@@ -68,7 +68,7 @@ def run_collect(args: argparse.Namespace) -> int:
     elif args.base_url or args.api_model:
         raise InputError("--base-url / --api-model need --engine server", field="--engine")
     spec = run_spec(args)
-    res = collect_run(args.model, args.items, args.out, spec, resume=args.resume, progress=not args.no_progress and sys.stderr.isatty(), server=server)
+    res = collect(args.model, args.items, args.out, spec, resume=args.resume, progress=not args.no_progress and sys.stderr.isatty(), server=server)
     if spec.exact:
         _report_exact(res)
         return 0

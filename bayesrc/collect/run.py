@@ -2,8 +2,8 @@
 directory (SPEC section 6; paper 003). The directory's layout, lock, journal and record are
 :mod:`bayesrc.collect.rundir`'s; this module pins a run and runs an engine over its items.
 A run's settings are one :class:`~bayesrc.collect.spec.RunSpec`, checked before anything
-loads: :func:`collect` makes it from keywords, :func:`collect_run` runs it (and the server
-engine and Ray's shards take the same object).
+loads: :func:`collect` runs it, given as one object or as its fields (the server engine and
+Ray's shards take the same object).
 
 Seeds: :func:`bayesrc.collect.rundir.item_seeds` (shards and resumed runs draw exactly the trials
 of an uninterrupted run; the seed rules: :mod:`bayesrc.data.seeds`).
@@ -12,8 +12,7 @@ of an uninterrupted run; the seed rules: :mod:`bayesrc.data.seeds`).
 from __future__ import annotations
 
 import socket
-import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -22,25 +21,13 @@ from bayesrc.collect import exact as exact_mod
 from bayesrc.collect.bank import Bank, load_bank
 from bayesrc.collect.card import ModelCard, chat_template_text, load_card, prompt_blocks, resolve_model, sha256_text, shared_block
 from bayesrc.collect.engines import SCHEMES, Model, Prompt, Sampling, make_engine, runtime_info
-from bayesrc.collect.rundir import (
-    RunLock,
-    RunResult,
-    begin_run,
-    check_resume_pins,
-    check_writable,
-    end_run,
-    existing_record,
-    finished,
-    pending_items,
-    progress_bar,
-    run_times,
-    trial_rows,
-    write_part,
-)
+from bayesrc.collect.rundir import RunResult, progress_bar, run_collection, run_times, trial_rows
 from bayesrc.collect.server import collect_server
-from bayesrc.collect.spec import RunSpec, items_pins, pinned_salt, prompt_pins, salt_pins, sampling_pins
+from bayesrc.collect.spec import RunSpec, as_spec, items_pins, pinned_salt, prompt_pins, salt_pins, sampling_pins
 from bayesrc.errors import InputError
 
+#: what a complete exact run writes (a sampling run: ``trials.parquet``)
+EXACT_OUTPUTS = ("dist.parquet", "items_exact.parquet")
 PROMPT_BLOCKS = SCHEMES["blocks"]  # the default scheme's pin (runs from before the scheme option carry it)
 
 
@@ -117,190 +104,127 @@ def collect(
     card: str | Path | ModelCard,
     items: str | Path | Bank,
     out: str | Path,
+    spec: RunSpec | None = None,
     *,
-    k: int = 10,
-    temperature: float = 0.7,
-    engine: str = "fast",
     resume: bool = False,
-    items_range: tuple[int, int] | str | None = None,
-    shard: str | None = None,
-    seed_stride: int | None = None,
-    seed_offset: int = 0,
-    seed_rule: str = "version",
-    top_k: int = 40,
-    top_p: float = 0.95,
-    min_p: float = 0.05,
-    label: str | None = None,
     model: Model | None = None,
     progress: bool = False,
     max_items: int | None = None,
-    threads: int | None = None,
     server: dict | None = None,
-    epsilon: float = 1e-6,
-    max_expansions: int | None = None,
-    items_per_batch: int = 1,
-    scheme: str = "blocks",
+    **settings,
 ) -> RunResult:
-    """Collect K samples per item into the run directory ``out`` (see module docstring).
+    """Collect K samples per item (or, with the exact engine, each item's answer distribution) into the run directory ``out``.
 
-    The settings that decide the trials make a :class:`~bayesrc.collect.spec.RunSpec`
-    (checked before anything is loaded); :func:`collect_run` runs it. The others:
-    ``resume`` continues a run whose pins match; ``model`` lets callers reuse a loaded
-    :class:`Model` (it must be the card's file); ``progress`` shows a bar; ``max_items``
-    stops after that many new items (used to simulate interruptions); ``server`` holds
-    :func:`bayesrc.collect.server.collect_server`'s endpoint options (``base_url``,
-    ``api_model``, ``concurrency``, ...) for ``engine = "server"``.
+    What is drawn is ``spec``, a :class:`~bayesrc.collect.spec.RunSpec` (every setting and its
+    meaning is there), or its fields given here as keywords (``k=40, temperature=0.7``); not both.
+    The settings are checked before anything is loaded. How this call runs: ``resume`` continues
+    a run whose pins match; ``model`` reuses a loaded :class:`Model` (it must be the card's
+    file); ``progress`` shows a bar; ``max_items`` stops after that many new items (to simulate
+    interruptions); ``server`` holds :func:`bayesrc.collect.server.collect_server`'s endpoint
+    options (``base_url``, ``api_model``, ``concurrency``, ...) for ``engine = "server"``.
 
-    ``engine="exact"`` computes each item's answer distribution instead
-    (:mod:`bayesrc.collect.exact`; ``k`` is ignored, ``epsilon`` in (0, 0.1) is the pruning
-    threshold, ``max_expansions`` the per-item decode budget) and writes ``dist.parquet``
-    and ``items_exact.parquet`` instead of ``trials.parquet``.
-
-    Validation (settings, card, bank, run directory, lock, model load, pins on resume)
-    happens before any trial is drawn; errors are :class:`InputError` (CLI exit 2).
-    ``threads`` overrides the card's ``n_threads`` (default: all physical cores; a worker
-    that shares the machine with others passes its share). It is a runtime pin: it does
-    not change the trials, but a resumed run must use the same.
-    ``items_per_batch = N > 1`` (fast engine) evaluates the items whose bank index has the
-    same ``index // N`` together, as separate sequences of one decode
-    (:meth:`~bayesrc.collect.engines.FastEngine.sample_items`); a batch is always evaluated
-    whole (members outside the range or already done are evaluated, not written), so item
-    order, shards and resume points do not change a trial. It is a prompt pin.
-    ``scheme`` is how each prompt is evaluated (local engines: fast, naive, exact):
-    ``"blocks"`` (shared block's KV kept, own block decoded after it) or ``"whole"`` (the
-    prompt in one piece on an emptied cache, as ``create_completion``); pinned as
-    ``prompt.blocks``, since llama.cpp's logits depend on the batch split.
-    Any K up to 4,096 runs without a stride (a seed depends on the item and k alone:
-    :func:`bayesrc.data.seeds.sample_seeds`) and the batched path draws K in chunks that fit
-    llama.cpp's sequence limit.
+    Every engine runs the same lifecycle (:func:`bayesrc.collect.rundir.run_collection`): lock
+    the directory, load the model (or ask the server for its), render every prompt (a bad
+    template or an over-long item fails before any trial), pin, draw the pending items into the
+    journal and write the run's outputs once every item is done. Errors are
+    :class:`InputError` (CLI exit 2). A sampling run writes ``trials.parquet``, an exact run
+    ``dist.parquet`` and ``items_exact.parquet``.
 
     Examples
     --------
     >>> res = collect("models/gemma-3-270m-q4_k_m.toml", "bank.jsonl", "runs/v1", k=10, temperature=0.7)  # doctest: +SKIP
     >>> collect("models/gemma-3-270m-q4_k_m.toml", "bank.jsonl", "runs/v1", k=10, resume=True)  # after a crash  # doctest: +SKIP
+    >>> collect("models/gemma-3-270m-q4_k_m.toml", "bank.jsonl", "runs/v2", RunSpec(k=40, scheme="whole"))  # doctest: +SKIP
     """
-    spec = RunSpec(k=k, temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, engine=engine, scheme=scheme, items_per_batch=items_per_batch,
-                   seed_stride=seed_stride, seed_offset=seed_offset, seed_rule=seed_rule, items_range=items_range, shard=shard, label=label,
-                   threads=threads, epsilon=epsilon, max_expansions=max_expansions)  # fmt: skip
-    return collect_run(card, items, out, spec, resume=resume, model=model, progress=progress, max_items=max_items, server=server)
-
-
-def collect_run(
-    card: str | Path | ModelCard,
-    items: str | Path | Bank,
-    out: str | Path,
-    spec: RunSpec,
-    *,
-    resume: bool = False,
-    model: Model | None = None,
-    progress: bool = False,
-    max_items: int | None = None,
-    server: dict | None = None,
-) -> RunResult:
-    """Run the collection ``spec`` into the run directory ``out``: :func:`collect` with its settings in one object.
-
-    A local engine's run: lock the directory, load the model, render every prompt (a bad
-    template or an over-long item fails before any trial), pin, draw the pending items
-    with the spec's engine, and write the run's outputs once every item is done.
-    ``engine = "server"`` goes to :func:`~bayesrc.collect.server.collect_server` with the
-    endpoint options ``server``.
-
-    Examples
-    --------
-    >>> spec = RunSpec(k=40, temperature=0.7)
-    >>> res = collect_run("models/gemma-3-270m-q4_k_m.toml", "bank.jsonl", "runs/v1", spec)  # doctest: +SKIP
-    >>> res.n_trials  # doctest: +SKIP
-    """
+    spec = as_spec(spec, settings)
     if spec.engine == "server":  # SPEC 9: same run directory, seeds, resume and lock; pins from the server
         return collect_server(card, items, out, spec=spec, resume=resume, progress=progress, max_items=max_items, **(server or {}))
-    t0 = time.monotonic()
     card = card if isinstance(card, ModelCard) else load_card(card)
     bank = items if isinstance(items, Bank) else load_bank(items)
     rng = spec.item_range(len(bank))
-    run_dir = Path(out)
-    check_writable(run_dir)
-    with RunLock(run_dir):
-        record = existing_record(run_dir, resume)
-        run = _open_local_run(card, bank, rng, spec, record, model)
-        check_resume_pins(record, run.pins, run_dir)
-        if finished(run_dir, record, run.selected, EXACT_OUTPUTS if spec.exact else ("trials.parquet",)):
-            return RunResult(run_dir, len(run.selected), len(run.selected) * spec.per_item, 0, time.monotonic() - t0)
-        eng = _local_engine(run)  # made before the record is written (holds no llama.cpp memory until it draws)
-        begin_run(run_dir, run.pins, run.info)
-        pending = pending_items(run_dir, run.selected, max_items)
-        t_sample = time.monotonic()
-        _draw_items(run, eng, pending, lambda it, frame: write_part(run_dir, it.index, frame), progress=progress)
-        t_sample = time.monotonic() - t_sample
-        n_done = end_run(run_dir, run.selected, run.pins, run.info, per_item=spec.per_item, outputs=_exact_outputs if spec.exact else _trials_outputs)
-    return RunResult(run_dir, n_done, n_done * spec.per_item, len(pending), time.monotonic() - t0, t_sample)
+    return run_collection(Path(out), lambda record: _open_local_run(card, bank, rng, spec, record, model), resume=resume, progress=progress, max_items=max_items)
 
 
 @dataclass
 class _LocalRun:
-    """A local run ready to draw: its spec, model, card, items, rendered prompts, pins and record ``info``."""
+    """A local run opened under its lock (an :class:`~bayesrc.collect.rundir.OpenedRun`): its spec,
+    model, engine, card, items, rendered prompts, pins and record ``info``."""
 
     spec: RunSpec
     card: ModelCard
     bank: Bank
     model: Model
+    engine: object
     sampling: Sampling
     label: str
     selected: list
     prompts: dict[int, Prompt]
     pins: dict
     info: dict
+    retries: dict = field(default_factory=dict)  # a local engine sends no requests
+
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        return EXACT_OUTPUTS if self.spec.exact else ("trials.parquet",)
+
+    @property
+    def per_item(self) -> int:
+        return self.spec.per_item
+
+    def compact(self, parts: pd.DataFrame) -> dict[str, pd.DataFrame]:
+        """What a complete run writes: ``trials.parquet``, or the exact engine's two tables."""
+        return dict(zip(EXACT_OUTPUTS, exact_mod.compact(parts))) if self.spec.exact else {"trials.parquet": parts}
 
     def render(self, items) -> dict[int, Prompt]:
         """More items' prompts (a batch's members outside the range)."""
         return render_prompts(self.card, self.model, items, max_tokens=self.sampling.max_tokens, bank_path=self.bank.path)[1]
 
+    def draw(self, pending: list, write, progress: bool = False) -> None:
+        """Draw the ``pending`` items with the run's engine (closed at the end); ``write(item, frame)`` stores each item's part.
+
+        Sampling engines write the item's trials (:func:`~bayesrc.collect.rundir.trial_rows`),
+        the exact engine its answer distribution.
+        """
+        spec, eng = self.spec, self.engine
+        unit, per_item = spec.progress_unit
+        bar = progress_bar(len(pending) * per_item, progress, unit=unit)
+
+        def put(it, frame) -> None:
+            write(it, frame)
+            bar.update(per_item)
+
+        try:
+            if spec.exact:
+                for it in pending:
+                    put(it, exact_mod.item_frame(it, eng.item_distribution(self.prompts[it.index], it.letters)))
+            elif spec.items_per_batch > 1:
+                _sample_in_batches(eng, pending, self, lambda it, samples: put(it, _trials(self, it, samples)))
+            else:
+                for it in pending:
+                    put(it, _trials(self, it, eng.sample_item(self.prompts[it.index], spec.seeds(it, pinned_salt(self.pins)), it.letters)))
+        finally:
+            bar.close()
+            if hasattr(eng, "close"):
+                eng.close()  # the multi-sequence context, if any (the model stays loaded)
+
 
 def _open_local_run(card: ModelCard, bank: Bank, rng: tuple[int, int], spec: RunSpec, record: dict | None, model: Model | None) -> _LocalRun:
-    """Load (or check) the model, render the selected items' prompts and pin the run."""
+    """Load (or check) the model, render the selected items' prompts, pin the run and make its engine."""
     label = spec.label or card.label
     sampling = spec.sampling(card.max_tokens)
     model = _card_model(card, model, threads=spec.threads, label=label)
     selected = bank.items[rng[0] : rng[1]]
     shared, prompts = render_prompts(card, model, selected, max_tokens=sampling.max_tokens, bank_path=bank.path)
     pins = make_pins(card, model, bank, rng, sampling, spec, label=label, shared=shared)
-    return _LocalRun(spec, card, bank, model, sampling, label, selected, prompts, pins, _run_info(card, model, bank, record, prompts))
+    engine = _local_engine(spec, model, sampling)  # made before the record is written (holds no llama.cpp memory until it draws)
+    return _LocalRun(spec, card, bank, model, engine, sampling, label, selected, prompts, pins, _run_info(card, model, bank, record, prompts))
 
 
-def _draw_items(run: _LocalRun, eng, pending: list, write, *, progress: bool = False) -> None:
-    """Draw the ``pending`` items of ``run`` with the engine ``eng`` (closed at the end); ``write(item, frame)`` stores each item's part.
-
-    Sampling engines write the item's trials (:func:`~bayesrc.collect.rundir.trial_rows`),
-    the exact engine its answer distribution.
-    """
-    spec = run.spec
-    unit, per_item = spec.progress_unit
-    bar = progress_bar(len(pending) * per_item, progress, unit=unit)
-
-    def put(it, frame) -> None:
-        write(it, frame)
-        bar.update(per_item)
-
-    try:
-        if spec.exact:
-            for it in pending:
-                put(it, exact_mod.item_frame(it, eng.item_distribution(run.prompts[it.index], it.letters)))
-        elif spec.items_per_batch > 1:
-            _sample_in_batches(eng, pending, run, lambda it, samples: put(it, _trials(run, it, samples)))
-        else:
-            for it in pending:
-                put(it, _trials(run, it, eng.sample_item(run.prompts[it.index], spec.seeds(it, pinned_salt(run.pins)), it.letters)))
-    finally:
-        bar.close()
-        if hasattr(eng, "close"):
-            eng.close()  # the multi-sequence context, if any (the model stays loaded)
-
-
-def _local_engine(run: _LocalRun):
+def _local_engine(spec: RunSpec, model: Model, sampling: Sampling):
     """The run's engine on its model: exact, or a sampling engine from :func:`make_engine`."""
-    spec = run.spec
     if spec.exact:
-        return exact_mod.ExactEngine(run.model, run.sampling, epsilon=spec.epsilon, max_expansions=spec.max_expansions, scheme=spec.scheme)
-    return make_engine(spec.engine, run.model, run.sampling, items_per_batch=spec.items_per_batch, scheme=spec.scheme)
+        return exact_mod.ExactEngine(model, sampling, epsilon=spec.epsilon, max_expansions=spec.max_expansions, scheme=spec.scheme)
+    return make_engine(spec.engine, model, sampling, items_per_batch=spec.items_per_batch, scheme=spec.scheme)
 
 
 def _trials(run: _LocalRun, item, samples) -> pd.DataFrame:
@@ -350,15 +274,3 @@ def _sample_in_batches(eng, pending: list, run: _LocalRun, write) -> None:
         for m, samples in zip(members, batch):
             if m.index in todo:
                 write(m, samples)
-
-
-def _trials_outputs(parts: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    return {"trials.parquet": parts}
-
-
-#: what a complete exact run writes (a sampling run: ``trials.parquet``)
-EXACT_OUTPUTS = ("dist.parquet", "items_exact.parquet")
-
-
-def _exact_outputs(parts: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    return dict(zip(EXACT_OUTPUTS, exact_mod.compact(parts)))

@@ -32,9 +32,12 @@ import io
 import os
 import re
 import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Protocol
 
 import pandas as pd
 import pyarrow as pa
@@ -391,3 +394,65 @@ def end_run(run_dir: Path, selected, pins: dict, info: dict, *, per_item: int, o
         status = "running"
     write_run_record(run_dir, status, pins, info, n_items_done=n_done, n_trials=n_done * per_item)
     return n_done
+
+
+# -- the lifecycle, one for every engine ---------------------------------------------------
+class DrawStopped(InputError):
+    """An engine that cannot go on mid-run (a server that stays down): :func:`run_collection`
+    records how far the run got, then raises it again saying so (exit 2, resumable)."""
+
+
+class OpenedRun(Protocol):
+    """A run opened under its lock, ready to draw: all :func:`run_collection` needs of an engine.
+
+    ``pins`` and ``info`` make the run record; ``selected`` are the run's items; ``outputs`` the
+    files a complete run writes, made from its parts by ``compact``; ``per_item`` trials per item
+    (0: answer distributions); ``retries`` requests retried by fault kind (a server's; else empty).
+    ``draw(pending, write, progress)`` draws the pending items and calls ``write(item, frame)``
+    as each is complete.
+    """
+
+    pins: dict
+    info: dict
+    selected: list
+    outputs: tuple[str, ...]
+    per_item: int
+    retries: dict[str, int]
+
+    def draw(self, pending: list, write: Callable[[Item, pd.DataFrame], None], progress: bool) -> None: ...
+
+    def compact(self, parts: pd.DataFrame) -> dict[str, pd.DataFrame]: ...
+
+
+def run_collection(run_dir: Path, open_run: Callable[[dict | None], OpenedRun], *, resume: bool, progress: bool = False, max_items: int | None = None) -> RunResult:
+    """Collect into ``run_dir`` with the run ``open_run(record)`` opens (``record``: the one resumed, or None).
+
+    The same steps for every engine: refuse an unwritable folder, take the lock, check a resumed
+    run's pins, leave a finished run as it is, mark the run running, draw the pending items
+    into the journal (``max_items`` at most), then write the outputs and the final record.
+    Validation happens before the record is written, so a refused run leaves nothing behind.
+
+    Examples
+    --------
+    >>> run_collection(Path("runs/v1"), lambda record: my_opened_run, resume=False)  # doctest: +SKIP
+    """
+    t0 = time.monotonic()
+    check_writable(run_dir)
+    with RunLock(run_dir):
+        record = existing_record(run_dir, resume)
+        run = open_run(record)
+        check_resume_pins(record, run.pins, run_dir)
+        n_items = len(run.selected)
+        if finished(run_dir, record, run.selected, run.outputs):
+            return RunResult(run_dir, n_items, n_items * run.per_item, 0, time.monotonic() - t0)
+        begin_run(run_dir, run.pins, run.info)
+        pending = pending_items(run_dir, run.selected, max_items)
+        t_sample = time.monotonic()
+        try:
+            run.draw(pending, lambda it, frame: write_part(run_dir, it.index, frame), progress)
+        except DrawStopped as exc:  # the items finished so far are journalled; the record says how far the run got
+            n_done = end_run(run_dir, run.selected, run.pins, run.info, per_item=run.per_item, outputs=run.compact)
+            raise type(exc)(f"{exc.message}; the run stopped with {n_done} of {n_items} items done, --resume continues it", path=exc.path, field=exc.field) from None
+        t_sample = time.monotonic() - t_sample
+        n_done = end_run(run_dir, run.selected, run.pins, run.info, per_item=run.per_item, outputs=run.compact)
+    return RunResult(run_dir, n_done, n_done * run.per_item, len(pending), time.monotonic() - t0, t_sample, server_retries=dict(run.retries))

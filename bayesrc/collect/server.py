@@ -50,7 +50,7 @@ from bayesrc.collect.card import (
     sha256_text,
 )
 from bayesrc.collect.engines import Sample, Sampling
-from bayesrc.collect.spec import RunSpec, items_pins, pinned_salt, prompt_pins, salt_pins, sampling_pins
+from bayesrc.collect.spec import RunSpec, as_spec, items_pins, pinned_salt, prompt_pins, salt_pins, sampling_pins
 from bayesrc.errors import InputError
 
 RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
@@ -58,7 +58,7 @@ NO_ANSWER = "body without an answer"  # the fault kind of a JSON body that holds
 MAX_DELAY = 30.0  # seconds: the longest back-off, and the longest Retry-After honoured (a collection should not sleep for hours)
 
 
-class ServerError(InputError):
+class ServerError(R.DrawStopped):
     """The endpoint refused or never answered a request (after retries): exit 2, the run stays resumable.
 
     ``status`` is the HTTP status of a refusal that is not worth retrying (404, 401, ...), None otherwise.
@@ -422,43 +422,71 @@ def collect_server(
     >>> collect_server("models/gemma-3-270m-q4_k_m.toml", "bank.jsonl", "runs/srv",
     ...                base_url="http://127.0.0.1:8080", k=5)  # doctest: +SKIP
     """
-    t0 = time.monotonic()
-    spec = spec if spec is not None else RunSpec(engine="server", **settings)
+    spec = as_spec(spec, settings if spec is not None else {"engine": "server", **settings})
     card = card if isinstance(card, ModelCard) else load_card(card)
     bank = items if isinstance(items, Bank) else load_bank(items)
     _check_server_args(card, concurrency, retries=retries, backoff=backoff, timeout=timeout)
     rng = spec.item_range(len(bank))
     client = ServerClient(base_url, api_model, timeout=timeout, retries=retries, backoff=backoff)
-    run_dir = Path(out)
-    R.check_writable(run_dir)
-    with R.RunLock(run_dir):
-        record = R.existing_record(run_dir, resume)
+    open_run = lambda record: _ServerRun.open(client, card, bank, rng, spec, record, concurrency)  # noqa: E731
+    return R.run_collection(Path(out), open_run, resume=resume, progress=progress, max_items=max_items)
+
+
+@dataclass
+class _ServerRun:
+    """A server run opened under its lock (an :class:`~bayesrc.collect.rundir.OpenedRun`): the
+    client, spec, selected items, their prompts, pins and record ``info``."""
+
+    client: ServerClient
+    spec: RunSpec
+    sampling: Sampling
+    model_id: str
+    label: str
+    concurrency: int
+    selected: list
+    prompts: dict[int, str]
+    pins: dict
+    info: dict
+    earlier_retries: Counter  # a resumed run's, from its record
+    outputs: tuple[str, ...] = ("trials.parquet",)
+
+    @classmethod
+    def open(cls, client: ServerClient, card: ModelCard, bank: Bank, rng: tuple[int, int], spec: RunSpec, record: dict | None, concurrency: int) -> _ServerRun:
+        """Ask the server for its model, pin the run and render the selected items' prompts (a template that fails, fails here)."""
         sampling, label, model_id = spec.sampling(card.max_tokens), spec.label or card.label, client.model_id()
         pins = server_pins(card, bank, rng, sampling, spec, label=label, model_id=model_id, build=client.build_info())
-        R.check_resume_pins(record, pins, run_dir)
         selected = bank.items[rng[0] : rng[1]]
-        if R.finished(run_dir, record, selected, ("trials.parquet",)):
-            return R.RunResult(run_dir, len(selected), len(selected) * spec.k, 0, time.monotonic() - t0)
-        prompts = {it.index: build_prompt(card, it) for it in selected}  # a template that fails to render fails before the run starts
+        prompts = {it.index: build_prompt(card, it) for it in selected}
         info = {"card": str(card.card_path), "bank_path": str(bank.path), "host": socket.gethostname(), "base_url": client.root, "concurrency": concurrency, **R.run_times(record)}
-        R.begin_run(run_dir, pins, info)
-        pending = R.pending_items(run_dir, selected, max_items)
-        salt = pinned_salt(pins)
-        write = lambda it, samples: R.write_part(run_dir, it.index, R.trial_rows(it, samples, label=label, engine="server"))  # noqa: E731
-        t_sample = time.monotonic()
-        earlier = recorded_retries(record)
-        end = lambda: R.end_run(run_dir, selected, pins, info | {"retries": dict(earlier + client.retried)}, per_item=spec.k, outputs=lambda parts: {"trials.parquet": parts})  # noqa: E731
+        return cls(client, spec, sampling, model_id, label, concurrency, selected, prompts, pins, info, recorded_retries(record))
+
+    @property
+    def per_item(self) -> int:
+        return self.spec.k
+
+    @property
+    def retries(self) -> dict[str, int]:
+        """This call's retried requests by fault kind (the record's ``info.retries`` adds a resumed run's earlier ones)."""
+        return dict(self.client.retried)
+
+    def compact(self, parts):
+        return {"trials.parquet": parts}
+
+    def draw(self, pending: list, write, progress: bool = False) -> None:
+        """Request the pending items' K samples each; ``write(item, frame)`` stores an item as soon as it is complete."""
+        by_index, salt, k = {it.index: it for it in pending}, pinned_salt(self.pins), self.spec.k
+        bar = R.progress_bar(len(pending) * k, progress)
         try:
-            with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="bayesrc-server") as pool:
-                eng = ServerEngine(client, model_id, sampling, pool)
-                _draw_from_server(eng, prompts, spec, pending, salt, write, progress)
-        except ServerError as exc:  # the items finished so far are journalled; the record says how far the run got
-            n_done = end()
-            raise ServerError(f"{exc.message}; the run stopped with {n_done} of {len(selected)} items done, --resume continues it", path=exc.path, field=exc.field) from None
-        t_sample = time.monotonic() - t_sample
-        info["system_fingerprint"] = eng.fingerprint
-        n_done = end()
-    return R.RunResult(run_dir, n_done, n_done * spec.k, len(pending), time.monotonic() - t0, t_sample, server_retries=dict(client.retried))
+            with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="bayesrc-server") as pool:
+                eng = ServerEngine(self.client, self.model_id, self.sampling, pool)
+                prompts, seeds = {i: self.prompts[i] for i in by_index}, {i: self.spec.seeds(it, salt) for i, it in by_index.items()}
+                for idx, samples in eng.sample_items(prompts, seeds):
+                    write(by_index[idx], R.trial_rows(by_index[idx], samples, label=self.label, engine="server"))
+                    bar.update(k)
+            self.info["system_fingerprint"] = eng.fingerprint
+        finally:
+            bar.close()
+            self.info["retries"] = dict(self.earlier_retries + self.client.retried)
 
 
 def recorded_retries(record: dict | None) -> Counter:
@@ -485,15 +513,3 @@ def _check_server_args(card: ModelCard, concurrency: int, *, retries: int, backo
     if card.format == "chat" and card.chat_template is None and card.chat_format == "gguf":
         raise InputError("the server engine cannot read the GGUF's chat template: give the card a chat_template or a named chat_format",
                          path=card.card_path, field="prompt.chat_format")  # fmt: skip
-
-
-def _draw_from_server(eng: ServerEngine, prompts: dict[int, str], spec: RunSpec, pending: list, salt: int, write, progress: bool) -> None:
-    """Request the pending items' K samples each; ``write(item, samples)`` stores an item as soon as it is complete."""
-    by_index = {it.index: it for it in pending}
-    bar = R.progress_bar(len(pending) * spec.k, progress)
-    try:
-        for idx, samples in eng.sample_items({i: prompts[i] for i in by_index}, {i: spec.seeds(it, salt) for i, it in by_index.items()}):
-            write(by_index[idx], samples)
-            bar.update(spec.k)
-    finally:
-        bar.close()

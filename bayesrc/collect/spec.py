@@ -1,7 +1,7 @@
 """What a collection run is asked to do, validated once: :class:`RunSpec`.
 
 Every way of running a collection reads the same object: the local engines
-(:func:`bayesrc.collect.run.collect_run`), the server engine
+(:func:`bayesrc.collect.run.collect`), the server engine
 (:func:`bayesrc.collect.server.collect_server`) and Ray's shards
 (:func:`bayesrc.scale.collect.collect_ray`, one copy of the spec per shard with its item
 range). It holds the settings that decide which trials are drawn (K, sampling, seeds, the
@@ -29,12 +29,40 @@ ENGINE_NAMES = (*ENGINES, "exact", "server")
 
 @dataclass(frozen=True)
 class RunSpec:
-    """A collection run's settings, checked and completed when made.
+    """A collection run's settings, checked and completed when made (:func:`bayesrc.collect.collect` runs it).
 
-    ``seed_stride`` ``None`` is the default seed rule (:func:`bayesrc.data.seeds.sample_seeds`:
-    any K runs without a stride, and K does not move a seed); the exact engine's ``k`` becomes 1 (it draws no samples) and its
-    ``max_expansions`` ``None`` the default budget. Field meanings are
-    :func:`bayesrc.collect.collect`'s keywords of the same names.
+    Parameters
+    ----------
+    k, temperature, top_k, top_p, min_p
+        Samples per item (any K up to 4,096) and the sampling settings.
+    engine
+        ``"fast"`` (own block evaluated once, K samplers continued as a prefix tree), ``"naive"``
+        (every trial from scratch), ``"exact"`` (each item's answer distribution instead of
+        samples: :mod:`bayesrc.collect.exact`; ``k`` becomes 1, ``epsilon`` in (0, 0.1) is the
+        pruning threshold, ``max_expansions`` the per-item decode budget, ``None`` the default)
+        or ``"server"`` (a completions endpoint: :func:`bayesrc.collect.server.collect_server`).
+    scheme
+        How a local engine evaluates a prompt: ``"blocks"`` (shared block's KV kept, own block
+        decoded after it) or ``"whole"`` (in one piece on an emptied cache, as
+        ``create_completion``); pinned as ``prompt.blocks``, since llama.cpp's logits depend on
+        the batch split.
+    items_per_batch
+        ``N > 1`` (fast engine): the items with the same ``index // N`` evaluated together, as
+        sequences of one decode (:meth:`~bayesrc.collect.engines.FastEngine.sample_items`),
+        always whole, so item order, shards and resume points change no trial. A prompt pin.
+    seed_stride, seed_offset, seed_rule
+        ``seed_stride`` ``None`` is the default seed rule (:func:`bayesrc.data.seeds.sample_seeds`:
+        a seed depends on the item and k alone, so K does not move one); ``seed_rule``
+        ``"version"`` salts the seeds with the version's pin, ``"shared"`` is the reference
+        study's (:mod:`bayesrc.data.seeds`).
+    items_range, shard
+        The items to draw: ``(start, stop)`` or ``"start:stop"``, or ``"i/n"``.
+    label
+        The version's name (default: the card's).
+    threads
+        Overrides the card's ``n_threads`` (default: all physical cores; a worker sharing the
+        machine passes its share). A runtime pin: it does not change the trials, but a resumed
+        run must use the same.
 
     Examples
     --------
@@ -99,6 +127,24 @@ class RunSpec:
     def for_range(self, rng: tuple[int, int]) -> RunSpec:
         """This spec restricted to the items ``rng`` (a Ray shard's)."""
         return dataclasses.replace(self, items_range=tuple(rng), shard=None)
+
+
+def as_spec(spec: RunSpec | None, settings: dict) -> RunSpec:
+    """A run's settings given either way: the ``spec`` itself, or one made from its fields as keywords.
+
+    Examples
+    --------
+    >>> as_spec(None, {"k": 40}) == as_spec(RunSpec(k=40), {})
+    True
+    >>> as_spec(RunSpec(), {"k": 40})
+    Traceback (most recent call last):
+    TypeError: give a run's settings as a RunSpec or as keywords, not both (got k beside a RunSpec)
+    """
+    if spec is None:
+        return RunSpec(**settings)
+    if settings:
+        raise TypeError(f"give a run's settings as a RunSpec or as keywords, not both (got {', '.join(sorted(settings))} beside a RunSpec)")
+    return spec
 
 
 def _completed(spec: RunSpec) -> dict:

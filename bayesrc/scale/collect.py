@@ -31,7 +31,7 @@ from bayesrc.collect.bank import Bank, load_bank
 from bayesrc.collect.card import ModelCard, load_card, resolve_model
 from bayesrc.collect.engines import Model, require_gpu_offload
 from bayesrc.collect.pins import merge_runs
-from bayesrc.collect.run import collect_run
+from bayesrc.collect.run import collect
 from bayesrc.collect.rundir import RunLock, RunResult, check_writable, done_items, progress_bar, read_run_record
 from bayesrc.collect.spec import RunSpec
 from bayesrc.errors import BayesrcError, InputError
@@ -78,9 +78,9 @@ class ShardCollector:
 
     def run(self, card: ModelCard, bank: Bank, shard_dir: str, spec: RunSpec) -> int:
         """Collect (resuming) the shard's items (``spec.items_range``) into ``shard_dir``: the same
-        pipeline as a single-process run (:func:`~bayesrc.collect.run.collect_run`), so every engine works here."""
+        pipeline as a single-process run (:func:`~bayesrc.collect.run.collect`), so every engine works here."""
         _wait_for_lock(Path(shard_dir))
-        return collect_run(card, bank, shard_dir, spec, resume=True, model=self.model).n_new_items
+        return collect(card, bank, shard_dir, spec, resume=True, model=self.model).n_new_items
 
 
 def _wait_for_lock(run_dir: Path, timeout: float = 120.0) -> None:
