@@ -14,6 +14,7 @@ would still add ~3 min to a suite already over its 8-min goal, so the check stay
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -289,6 +290,26 @@ def test_compare_ranks_the_change_model_first_on_its_own_data(calibration_fits, 
         res = calibration_fits[("model", 201)]
         shuffled = type(res)(res.payload, {**res.tables, "items": res.items.assign(item_id=res.items["item_id"].to_numpy()[::-1])}, res.posterior)
         compare({"a": res, "b": shuffled})
+
+
+def test_a_ranking_without_entries_or_a_difference_is_one_named_line_and_a_repeated_name_is_reported(calibration_fits, tmp_path):
+    from bayesrc.bayes.model_comparison import ModelComparison
+    from bayesrc.errors import InputError
+
+    payload = compare({"change": calibration_fits[("model", 201)], "betabinom": calibration_fits["betabinom_model_201"]}).to_dict()
+    ranking = payload["ranking"]
+
+    def load(edit: dict) -> ModelComparison:
+        folder = tmp_path / str(len(list(tmp_path.iterdir())))
+        folder.mkdir()
+        (folder / "loo_compare.json").write_text(json.dumps({k: v for k, v in (payload | edit).items() if v is not None}))
+        return ModelComparison.load(folder)
+
+    for edit, field in [({"ranking": None}, "'ranking'"), ({"ranking": []}, "'ranking'"), ({"ranking": [{k: v for k, v in ranking[0].items() if k != "dse"}]}, "'ranking[0].dse'")]:
+        with pytest.raises(InputError, match=re.escape(f"loo_compare.json: field {field}")):
+            load(edit)
+    twins = load({"ranking": [r | {"model": "change"} for r in ranking]})  # a hand-edited file: the report still reads it
+    assert twins.models == ["change", "change"] and "change: ELPD" in twins.sentence() and twins.separated("change") is False
 
 
 # ---------------------------------------------------------------- the CLI

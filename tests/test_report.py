@@ -370,3 +370,19 @@ def test_a_null_flip_count_in_fit_json_reads_n_a(minor_fit, tmp_path):
     (run / "fit.json").write_text(json.dumps(doc))
     assert main(["report", str(run), "--out", str(tmp_path / "out")]) == 0
     assert "Expected real majority flips (true accuracy crossing 0.5): n/a negative" in (tmp_path / "out" / "report_comparison.html").read_text()
+
+
+def test_difficulty_counts_above_their_bin_size_keep_the_figure_its_size(demo_run, tmp_path):
+    """Found at 1,000 rci.json inputs: a difficulty bin with more improved items than items put its
+    "n=" label at a share of 1e19, which stretched the PNG past what Agg can draw (a TypeError).
+    The label stays inside the axes; the figure is its usual size."""
+    run = tmp_path / "run"
+    shutil.copytree(demo_run, run)
+    doc = json.loads((run / "rci.json").read_text())
+    pair = next(iter(doc["pairs"].values()))
+    pair["difficulty_bins"][0] |= {"n": 110, "improved": 267846723950262668492}
+    (run / "rci.json").write_text(json.dumps(doc))
+    loaded = load_run(run)
+    sections = [s for c in loaded.comparisons.values() for s in report_sections(loaded, c)]
+    pngs = [b.png for s in sections for b in s.blocks if getattr(b, "name", "") == "difficulty"]
+    assert pngs and all(_png_size(p)[1] < 1000 for p in pngs)

@@ -104,9 +104,10 @@ class ModelComparison(Result):
     main_file = "loo_compare.json"
     kind = "loo_compare"
     field_kinds = {  # what the table, the sentence and the report read (bayesrc.results.check_fields)
-        "ranking": "some records",
+        "ranking!": "some records",
         "ranking.[].model!": "text",
-        "ranking.[].{rank,elpd,se,p,elpd_diff,dse,p_worse,weight}": "number",
+        "ranking.[].{elpd_diff!,dse!}": "finite",
+        "ranking.[].{rank,elpd,se,p,p_worse,weight}": "number",
         "ranking.[].n_high_k": "integer",
     }
 
@@ -127,8 +128,7 @@ class ModelComparison(Result):
 
     def separated(self, name: str, n_se: float = 2.0) -> bool:
         """True if fit ``name``'s ELPD is below the best's by more than ``n_se`` SEs of the difference."""
-        row = self.table.loc[name]
-        return bool(-row["elpd_diff"] > n_se * row["dse"] > 0)
+        return _separated(self.table.loc[[name]].iloc[0], n_se)
 
     def summary(self) -> pd.DataFrame:
         """The ranking as a tidy table (model, rank, elpd, se, elpd_diff, dse, weight, n_high_k)."""
@@ -139,15 +139,23 @@ class ModelComparison(Result):
         """ELPD differences from the best fit with ±2 SE (:func:`bayesrc.bayes.check_figures.loo_compare_figure`)."""
         return loo_compare_figure(self.table, **kwargs)
 
+    def _others(self) -> list[tuple[str, pd.Series]]:
+        """Every fit but the best, in rank order (by position: a hand-edited file may repeat a name)."""
+        return [(str(m), row) for m, row in self.table.iloc[1:].iterrows()]
+
     def _headline(self) -> str:
-        rest = [f"{m} {self.table.loc[m, 'elpd_diff']:+.1f} ± {self.table.loc[m, 'dse']:.1f}" for m in self.models[1:]]
+        rest = [f"{m} {row['elpd_diff']:+.1f} ± {row['dse']:.1f}" for m, row in self._others()]
         return f"best {self.best}" + (f"; {', '.join(rest)}" if rest else "")
 
     def sentence(self) -> str:
         """The ranking in words: which fit predicts left-out items best, and whether the others are separated from it."""
         parts = []
-        for m in self.models[1:]:
-            row = self.table.loc[m]
-            verdict = "clearly worse" if self.separated(m) else "not separated from it (difference within 2 SE)"
+        for m, row in self._others():
+            verdict = "clearly worse" if _separated(row) else "not separated from it (difference within 2 SE)"
             parts.append(f"{m}: ELPD {row['elpd_diff']:+.1f} ± {row['dse']:.1f}, {verdict}")
         return f"By PSIS-LOO, {self.best} predicts left-out items best; " + "; ".join(parts) + "."
+
+
+def _separated(row: pd.Series, n_se: float = 2.0) -> bool:
+    """A ranking row's ELPD below the best's by more than ``n_se`` SEs of the difference."""
+    return bool(-row["elpd_diff"] > n_se * row["dse"] > 0)

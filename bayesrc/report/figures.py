@@ -101,8 +101,8 @@ def difficulty_churn(bins: pd.DataFrame, *, title: str = "") -> Figure:
     imp, det = bins[IMPROVED].to_numpy(float) / n, bins[DETERIORATED].to_numpy(float) / n
     ax.bar(x, np.nan_to_num(imp), color=CLASS_COLOURS[IMPROVED], label=CLASS_LABELS[IMPROVED])
     ax.bar(x, np.nan_to_num(det), bottom=np.nan_to_num(imp), color=CLASS_COLOURS[DETERIORATED], label=CLASS_LABELS[DETERIORATED])
-    for xi, ni, top in zip(x, bins["n"], np.nan_to_num(imp + det)):
-        ax.text(xi, top + 0.01, f"n={int(ni)}" if np.isfinite(ni) else "n=n/a", ha="center", fontsize=7)
+    for xi, ni, top in zip(x, bins["n"], np.nan_to_num(imp + det)):  # a label inside the axes: a share over 1 (counts above n) would stretch the PNG
+        ax.text(xi, min(top, 1.0) + 0.01, f"n={int(ni)}" if np.isfinite(ni) else "n=n/a", ha="center", fontsize=7)
     ax.set_xticks(x, list(bins["bin"]))
     ax.set(xlabel="baseline accuracy p_v1", ylabel="share of items (churn)", ylim=(0, 1.05), title=title or "Churn by baseline difficulty")
     ax.legend(fontsize=8, frameon=False)
