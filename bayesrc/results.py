@@ -318,6 +318,7 @@ FIELD_KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "flag": (lambda v: v is None or isinstance(v, bool), "true, false or null"),
     "text": (lambda v: v is None or isinstance(v, str), "a string or null"),
     "labels": (_strings, "a list of strings"),
+    "versions": (lambda v: _strings(v) and len(v) >= 2, "a list of two or more version labels"),
     "texts": (lambda v: v is None or _strings(v), "a list of strings or null"),
     "list": (lambda v: isinstance(v, list), "a list"),
     "records": (lambda v: isinstance(v, list) and all(isinstance(r, dict) for r in v), "a list of objects"),

@@ -5,6 +5,9 @@ P(best)) with the default sampler and gate, the PyMC twin, the result's round tr
 
 from __future__ import annotations
 
+import json
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -14,6 +17,7 @@ from bayesrc.bayes.inputs import ModelInputs
 from bayesrc.bayes.joint import family_cells, family_loglik, family_tables
 from bayesrc.bayes.joint_fit import JointFit, rank_bands
 from bayesrc.data import save_trials, simulate_family
+from bayesrc.errors import InputError
 
 # The main family: a clearly better, an unchanged-on-average and a clearly worse version against the reference.
 MAIN = {"n_items": 300, "k": 10, "versions": 4, "shifts": [1.0, 0.0, -1.0], "pi_change": 0.5, "sigma_delta": 1.5, "seed": 2}
@@ -167,6 +171,12 @@ def test_joint_fit_round_trips_through_save_and_load(joint, tmp_path):
     back = bayesrc.load(tmp_path / "joint")
     assert isinstance(back, JointFit) and back == joint
     assert back.bands() == joint.bands()
+    for versions in ([], ["v1"], None):  # found at 1,000 joint.json inputs: no versions was an IndexError in the report
+        doc = json.loads((tmp_path / "joint" / "joint.json").read_text())
+        doc["params"]["versions"] = versions
+        (tmp_path / "joint" / "joint.json").write_text(json.dumps(doc))
+        with pytest.raises(InputError, match=re.escape("joint.json: field 'params.versions': expected a list of two or more version labels")):
+            bayesrc.load(tmp_path / "joint")
 
 
 @pytest.mark.slow

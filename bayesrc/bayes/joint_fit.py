@@ -155,7 +155,7 @@ class JointFit(GatedResult):
     kind = "joint"
     field_kinds = GatedResult.field_kinds | {  # what summary(), the figures and the report read (bayesrc.results.check_fields)
         "params": "object",
-        "params.versions": "labels",
+        "params.versions!": "versions",
         "params.n_items": "count",
         "params.q": "finite",
         "backend": "text",
