@@ -447,12 +447,12 @@ def run_collection(run_dir: Path, open_run: Callable[[dict | None], OpenedRun], 
             return RunResult(run_dir, n_items, n_items * run.per_item, 0, time.monotonic() - t0)
         begin_run(run_dir, run.pins, run.info)
         pending = pending_items(run_dir, run.selected, max_items)
+        end = lambda: end_run(run_dir, run.selected, run.pins, run.info, per_item=run.per_item, outputs=run.compact)  # noqa: E731
         t_sample = time.monotonic()
         try:
             run.draw(pending, lambda it, frame: write_part(run_dir, it.index, frame), progress)
         except DrawStopped as exc:  # the items finished so far are journalled; the record says how far the run got
-            n_done = end_run(run_dir, run.selected, run.pins, run.info, per_item=run.per_item, outputs=run.compact)
-            raise type(exc)(f"{exc.message}; the run stopped with {n_done} of {n_items} items done, --resume continues it", path=exc.path, field=exc.field) from None
+            raise type(exc)(f"{exc.message}; the run stopped with {end()} of {n_items} items done, --resume continues it", path=exc.path, field=exc.field) from None
         t_sample = time.monotonic() - t_sample
-        n_done = end_run(run_dir, run.selected, run.pins, run.info, per_item=run.per_item, outputs=run.compact)
+        n_done = end()
     return RunResult(run_dir, n_done, n_done * run.per_item, len(pending), time.monotonic() - t0, t_sample, server_retries=dict(run.retries))
