@@ -11,6 +11,7 @@ import pytest
 
 from bayesrc.cli import main
 from bayesrc.data import item_counts, load_trials, save_trials, simulate_pair
+from bayesrc.errors import InputError
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +56,23 @@ def test_formats_round_trip_to_the_same_counts(tmp_path, small_pair):
         np.testing.assert_array_equal(ds["n_correct"].values, ref["n_correct"].values)
         np.testing.assert_array_equal(ds["n_valid"].values, ref["n_valid"].values)
         assert list(ds["domain"].values) == list(ref["domain"].values)
+
+
+def test_a_collection_run_directory_reads_as_its_trials_everywhere_trials_are_read(tmp_path, small_pair, capsys):
+    """``bayesrc rci`` (as fit, compare and report do, through ``load_trials``) takes a collection run's
+    folder for its trials.parquet; a folder without one is one line naming it, exit 2."""
+    from bayesrc.data import trials_file
+
+    for name, t in (("v1", small_pair.trials_v1), ("v2", small_pair.trials_v2)):
+        (tmp_path / name).mkdir()
+        save_trials(t, tmp_path / name / "trials.parquet")
+    assert load_trials(tmp_path / "v1").equals(load_trials(tmp_path / "v1" / "trials.parquet"))
+    assert run_cli(["rci", "--pair", "A", str(tmp_path / "v1"), str(tmp_path / "v2"), "--out", str(tmp_path / "out")], capsys)[0] == 0
+    (tmp_path / "empty").mkdir()
+    code, _, err = run_cli(["rci", "--pair", "A", str(tmp_path / "v1"), str(tmp_path / "empty"), "--out", str(tmp_path / "out2")], capsys)
+    assert code == 2 and err.strip().count("\n") == 0 and "empty: run directory has no trials.parquet" in err
+    with pytest.raises(InputError, match="file not found"):
+        trials_file(tmp_path / "nowhere")
 
 
 def test_reference_study_field_names(tmp_path, small_pair):

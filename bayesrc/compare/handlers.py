@@ -6,24 +6,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 
 from bayesrc.bayes.commands import sampler_config
 from bayesrc.bayes.samplers import configure_host_devices
 from bayesrc.collect.pins import check_comparable
 from bayesrc.compare import compare
-from bayesrc.data import input_notes, load_counts
+from bayesrc.data import input_notes, load_counts, trials_file
 from bayesrc.errors import InputError
-
-
-def _trials_path(p: Path) -> Path:
-    if p.is_dir():
-        if not (p / "trials.parquet").exists():
-            raise InputError("run directory has no trials.parquet (is the run complete?)", path=p)
-        return p / "trials.parquet"
-    if not p.exists():
-        raise InputError("file not found", path=p)
-    return p
 
 
 def run_compare(args: argparse.Namespace) -> int:
@@ -34,7 +23,7 @@ def run_compare(args: argparse.Namespace) -> int:
     if args.margin is not None and args.q >= 0.5:
         raise InputError(f"must be below 0.5 with --rope (pass needs mass >= 1 - q, fail <= q), got {args.q}", field="--q")
     cfg = sampler_config(args)
-    v1, v2 = _trials_path(args.v1), _trials_path(args.v2)
+    v1, v2 = trials_file(args.v1), trials_file(args.v2)
     check_comparable(v1, v2, allow=args.allow_pin, force=args.force)
     counts = load_counts([v1, v2], on_unmatched="drop" if args.allow_unmatched else "raise")
     if counts.sizes["item"] < 2:

@@ -290,12 +290,32 @@ def _refuse_exact_run(path: Path) -> None:
         )
 
 
+def trials_file(path: str | Path) -> Path:
+    """The trials file ``path`` names: itself, or a collection run directory's ``trials.parquet``
+    (a directory without one, or an exact run, is one :class:`InputError` naming it).
+
+    Examples
+    --------
+    >>> trials_file("runs/v1")  # doctest: +SKIP
+    PosixPath('runs/v1/trials.parquet')
+    """
+    path = Path(path)
+    if not path.exists():
+        raise InputError("file not found", path=path)
+    _refuse_exact_run(path)
+    if path.is_dir():
+        if not (path / "trials.parquet").is_file():
+            raise InputError("run directory has no trials.parquet (is the run complete?)", path=path)
+        return path / "trials.parquet"
+    return path
+
+
 def load_trials(path: str | Path, *, model: str | None = None, greedy: bool | None = None) -> pd.DataFrame:
     """Load and validate a trials file (Parquet, JSONL or CSV).
 
     Parameters
     ----------
-    path : trials file.
+    path : trials file, or a collection run directory (its ``trials.parquet``).
     model : version label; overrides the file's ``model`` field (default: the
         field, else the file stem).
     greedy : single-shot file without ``k`` (``None`` detects it).
@@ -305,8 +325,7 @@ def load_trials(path: str | Path, *, model: str | None = None, greedy: bool | No
     >>> trials = load_trials("runs/v1/trials.parquet")  # doctest: +SKIP
     >>> trials.groupby("item_id")["is_correct"].mean().head()  # doctest: +SKIP
     """
-    path = Path(path)
-    _refuse_exact_run(path)
+    path = trials_file(path)
     check = lambda rec, first, line: _check_required_keys(rec, first, path=path, line=line)  # noqa: E731
     raw, fmt = read_table(path, kind="trials", check_record=check)
     return normalise_trials(raw, path=path, fmt=fmt, model=model, greedy=greedy)
