@@ -31,6 +31,7 @@ RESULT_MODULES: tuple[str, ...] = (
     "bayesrc.power.planner",
     "bayesrc.compare.gate",
     "bayesrc.truth.score",
+    "bayesrc.truth.family",
     "bayesrc.sensitivity.result",
     "bayesrc.collect.result",
 )

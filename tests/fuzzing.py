@@ -363,6 +363,13 @@ def _truth(out: Path) -> None:
     truth(*runs, k=3, replicates=1, seed=1, methods=()).save(out)
 
 
+def _family_truth(out: Path) -> None:
+    """A family's truth scored by RCI alone (the bundled exact Q4_K_M, Q3_K_M and prompt runs, K = 3): no fit."""
+    from bayesrc.truth import family_truth
+
+    family_truth([data_path(f"exact_gemma/{v}") for v in ("q4", "q3", "q4-prompt2")], k=3, replicates=1, seed=1, methods=()).save(out)
+
+
 @functools.cache
 def _compare_folders() -> Path:
     """One real ``compare`` (a NUTS fit, about 90 s on 2 cores) and its fit, written once per process."""
@@ -409,6 +416,7 @@ _ANALYSES: dict[str, Callable[[Path], None]] = {
     "switch": _switch,
     "plan": _plan,
     "truth": _truth,
+    "family_truth": _family_truth,
     "compare": _fitted("compare"),
     "fit": _fitted("fit"),
     "joint": _joint,
@@ -465,6 +473,7 @@ READERS: dict[str, Reader] = {
         Reader("result plan table", _analysis_seed("plan", "plan_cells.parquet"), parquet_mutations, LOAD),
         Reader("result truth.json", _analysis_seed("truth", "truth.json"), json_file_mutations, LOAD),
         Reader("result truth table", _analysis_seed("truth", "truth_replicates.parquet"), parquet_mutations, LOAD),
+        Reader("result family_truth.json", _analysis_seed("family_truth", "family_truth.json"), json_file_mutations, LOAD),
         Reader("exact run run.json", lambda f: _exact_seed(f).with_name("run.json"), json_file_mutations, _python(load_exact, whole_folder=True)),
         Reader("result run.json", lambda f: _exact_seed(f).with_name("run.json"), json_file_mutations, LOAD),
         Reader("merge shard run.json", _shard_pair_seed, json_file_mutations, _merge),
@@ -891,6 +900,7 @@ REPORT_KINDS: dict[str, Reader] = {
         Reader("sensitivity.json", _analysis_seed("sensitivity", "sensitivity.json"), report_json_mutations, _report),
         Reader("truth.json", _analysis_seed("truth", "truth.json"), report_json_mutations, _report),
         Reader("truth_replicates.parquet", _analysis_seed("truth", "truth_replicates.parquet"), report_table_mutation, _report),
+        Reader("family_truth.json", _analysis_seed("family_truth", "family_truth.json"), report_json_mutations, _report),
         Reader("fit.json", _analysis_seed("fit", "fit.json"), report_json_mutations, _report, slow_seed=True),
         Reader("fit items.parquet", _analysis_seed("fit", "items.parquet"), report_table_mutation, _report, slow_seed=True),
         Reader("joint.json", _analysis_seed("joint", "joint.json"), report_json_mutations, _report, slow_seed=True),

@@ -11,7 +11,7 @@ import pytest
 from fuzzing import REPORT_KINDS, Workspace, fuzz_report, report_retyped, report_without_each_column, try_report
 
 #: seeded inputs per kind: an RCI pair's HTML report draws four figures (about 1 s here), the others are cheaper
-EXAMPLES = {"rci.json": 10, "items_A.parquet": 6, "run.json": 4, "switch.json": 10, "truth.json": 10, "truth_replicates.parquet": 6}
+EXAMPLES = {"rci.json": 10, "items_A.parquet": 6, "run.json": 4, "switch.json": 10, "truth.json": 10, "truth_replicates.parquet": 6, "family_truth.json": 10}
 
 
 @pytest.mark.parametrize("name", [n for n, kind in REPORT_KINDS.items() if not kind.slow_seed])

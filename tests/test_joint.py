@@ -198,6 +198,28 @@ def test_pymc_twin_agrees_with_numpyro(joint, family):
 
 
 @pytest.mark.slow
+def test_a_family_truth_scores_the_joint_fit_by_item_and_version(joint, family):
+    """What ``bayesrc truth`` scores a family's joint fit with (``fit_scores``, ``band_scores``) against
+    this test's own lookup of each item and version: coverage, the interval flags and their false
+    signs, and the bands against the true order."""
+    from bayesrc.truth.family import band_scores, fit_scores
+
+    ids = family.truth["item_id"].to_numpy()
+    dp = {v: family.p[:, j] - family.p[:, 0] for j, v in enumerate(family.versions) if j}
+    rows = {r["version"]: r for r in fit_scores("joint", joint, ids[::-1], {v: d[::-1] for v, d in dp.items()})}  # any item order
+    assert list(rows) == family.versions[1:]
+    for v in family.versions[1:]:
+        it = joint.items[joint.items["version"] == v].set_index("item_id").loc[ids]
+        lo, hi = it["dp_lo90"].to_numpy(), it["dp_hi90"].to_numpy()
+        assert rows[v]["coverage90"] == pytest.approx(np.mean((dp[v] >= lo) & (dp[v] <= hi)))
+        assert rows[v]["flagged"] == np.sum((lo > 0) | (hi < 0))
+        assert rows[v]["false_sign"] == np.sum((lo > 0) & (dp[v] <= 0) | (hi < 0) & (dp[v] >= 0))
+    bands = band_scores(joint, family.mean_accuracy)
+    table = joint.versions_table.set_index("version")
+    assert bands["order_respected"] and bands["n_bands"] == table["band"].nunique() >= 2
+    assert bands["p_best_of_true_best"] == table.loc[family.mean_accuracy.idxmax(), "p_best"]
+
+
 def test_cli_fits_a_no_change_family_into_one_band_and_exits_3_on_a_failed_gate(tmp_path):
     """`bayesrc fit V1 V2 V3 --out DIR` on a family whose versions are all the same: exit 0, the result
     loads, and every version sits in one band; a gate that cannot pass exits 3 with the output marked failed."""

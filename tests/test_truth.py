@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+import bayesrc
 from bayesrc.data import exact_truth, item_counts, letter_shift_truth, load_exact, normalise_trials, sample_from_exact, write_exact_run
 from bayesrc.errors import InputError
 
@@ -164,6 +165,38 @@ def test_cli_truth_writes_scores_and_a_report_section(tmp_path, exact_pair):
     assert main(["truth", str(a), str(tmp_path), "--out", str(tmp_path / "t2")]) == 2
     assert main(["truth", str(a), str(b), "--delta-min", "1.5", "--out", str(tmp_path / "t3")]) == 2
     assert not (tmp_path / "t2").exists() and not (tmp_path / "t3").exists()
+
+
+def test_family_truth_scores_every_version_against_the_reference_and_reports_it(tmp_path, exact_pair):
+    """Three exact runs, the third identical to the reference: the family's exact accuracies are the runs',
+    every RCI flag on the unchanged version is a false discovery, the scores are the replicate table's
+    means, and the result round-trips and has its report section. Bad input is one line, exit 2."""
+    from bayesrc.cli import main
+    from bayesrc.report import build_report
+    from bayesrc.truth import FamilyTruth, family_truth
+
+    a, b, truth = exact_pair
+    same = write_exact_run(tmp_path / "v3", dist_from_truth(truth, "p_v1", p_missing=0.02), label="sim-same")
+    res = family_truth([a, b, same], k=10, replicates=2, seed=1, methods=())
+    assert res.versions == ["sim-q4", "sim-q3", "sim-same"] and res.n_items == 60 and res.bands is None
+    np.testing.assert_allclose(res.items.set_index("item_id").loc[truth["item_id"], ["sim-q4", "sim-q3"]].to_numpy(), truth[["p_v1", "p_v2"]].to_numpy(), atol=1e-12)
+    assert res.exact["median_abs_dp"]["sim-same"] == 0 and res.exact["mean_accuracy"]["sim-q3"] == pytest.approx(truth["p_v2"].mean())
+    rep = res.per_replicate
+    assert len(rep) == 2 * 2 and set(rep["method"]) == {"rci"}
+    unchanged = rep[rep["version"] == "sim-same"]
+    assert (unchanged["false_sign"] == unchanged["flagged"]).all()
+    changed = rep[rep["version"] == "sim-q3"]
+    assert res.scores["rci"]["sim-q3"]["fdp_sign"] == pytest.approx(changed["fdp_sign"].mean()) and changed["flagged"].min() > 0
+    res.save(tmp_path / "ft")
+    back = bayesrc.load(tmp_path / "ft")
+    assert type(back) is FamilyTruth and back == res and back.summary().equals(res.summary()) and "<table" in back._repr_html_()
+    html = build_report(tmp_path / "ft")["run"].read_text()
+    assert "Real-model truth of a family of versions" in html and "sim-same" in html
+    # A family has no --fdr (its joint model selects nothing), a pair's methods are not a family's, one run is not a comparison.
+    for bad in (["--fdr", "0.1"], ["--methods", "change"]):
+        assert main(["truth", str(a), str(b), str(same), *bad, "--no-progress", "--out", str(tmp_path / "t")]) == 2
+    assert main(["truth", str(a), "--out", str(tmp_path / "t")]) == 2
+    assert not (tmp_path / "t").exists()
 
 
 @pytest.mark.parametrize("version, card", [("q4", "gemma-3-270m-q4_k_m.toml"), ("q4-prompt2", "gemma-3-270m-q4_k_m-prompt2.toml")])

@@ -12,6 +12,7 @@ from bayesrc.report.run import Comparison, Run, load_run
 from bayesrc.report.sections import (
     Section,
     build_sections,
+    section_family_truth,
     section_joint,
     section_model_comparison,
     section_pairwise_rci,
@@ -34,7 +35,9 @@ def report_sections(run: Run, comparison: Comparison | None) -> list[Section]:
     >>> [(s.title, s.status) for s in report_sections(run, run.comparisons["minor"])]  # doctest: +SKIP
     """
     if comparison is None:
-        return build_sections(run, None, builders=[section_model_comparison, section_joint, section_pairwise_rci, section_sensitivity, section_power, section_switch, section_truth])
+        return build_sections(
+            run, None, builders=[section_model_comparison, section_joint, section_pairwise_rci, section_sensitivity, section_power, section_switch, section_truth, section_family_truth]
+        )
     return build_sections(run, comparison)
 
 

@@ -57,6 +57,7 @@ SECTION_DOCS = {
     "switch": "guides/switch.html#shared-baselines-and-the-noise-floor-spec-4",
     "sensitivity": "guides/reports.html#sensitivity-analyses",
     "truth": "guides/exact_truth.html#scoring-methods-against-real-model-truth",
+    "family_truth": "guides/exact_truth.html#a-family-of-versions-against-exact-truth",
 }
 
 

@@ -12,6 +12,7 @@ file                       written by                                           
 ``power.json``             ``bayesrc power``                                     :class:`~bayesrc.power.PowerReport`
 ``sensitivity.json``       ``bayesrc sensitivity`` (+ ``sensitivity_NAME.png``)  :class:`~bayesrc.sensitivity.SensitivityTable`
 ``truth.json``             ``bayesrc truth`` (+ ``truth_replicates.parquet``)     :class:`~bayesrc.truth.TruthResult`
+``family_truth.json``      ``bayesrc truth`` on three or more exact runs          :class:`~bayesrc.truth.FamilyTruth`
 ``loo_compare.json``       ``bayesrc fit --compare`` (+ ``MODEL/fit.json``)       :class:`~bayesrc.bayes.ModelComparison`
 ``run.json``               collection: the run record with its pins              :func:`bayesrc.io.read_run_record`
 ``demo.json``              ``bayesrc demo`` (collected): both runs' pins         a dict (``Run.demo_record``)
@@ -44,7 +45,7 @@ from bayesrc.power.result import PowerReport
 from bayesrc.results import read_json
 from bayesrc.sensitivity.result import SensitivityTable
 from bayesrc.switch.result import SwitchResult
-from bayesrc.truth import TruthResult
+from bayesrc.truth import FamilyTruth, TruthResult
 
 
 @dataclass
@@ -109,6 +110,7 @@ class Run:
     power: Any = None  # bayesrc.power.PowerReport
     sensitivity: Any = None  # bayesrc.sensitivity.SensitivityTable
     truth: Any = None  # bayesrc.truth.TruthResult
+    family_truth: Any = None  # bayesrc.truth.FamilyTruth (bayesrc truth on three or more exact runs)
     model_comparison: Any = None  # bayesrc.bayes.ModelComparison (bayesrc fit --compare: one comparison per model)
     joint: Any = None  # bayesrc.bayes.JointFit (bayesrc fit V1 V2 V3 ...: a family of versions)
     pairwise: Any = None  # bayesrc.classical.PairwiseRCI (bayesrc rci --family: every pair of a family, the multiplicity stated)
@@ -118,6 +120,13 @@ class Run:
         """The figure ``bayesrc sensitivity`` drew for analysis ``name``, if it is there."""
         png = self.path / f"sensitivity_{name}.png"
         return png if png.is_file() else None
+
+
+#: run-wide results: Run attribute -> result class (read from the run folder when its main file is there)
+RUN_WIDE = {
+    "switch": SwitchResult, "power": PowerReport, "sensitivity": SensitivityTable, "truth": TruthResult, "family_truth": FamilyTruth,
+    "joint": JointFit, "pairwise": PairwiseRCI,
+}  # fmt: skip
 
 
 def load_run(run_dir: str | Path) -> Run:
@@ -168,7 +177,7 @@ def load_run(run_dir: str | Path) -> Run:
         elif plain is not None and (owner == name or (owner is None and i == 0) or len(names) == 1):
             c.bayes, c.files["fit"] = plain, root / "fit.json"
         run.comparisons[name] = c
-    for attr, cls in (("switch", SwitchResult), ("power", PowerReport), ("sensitivity", SensitivityTable), ("truth", TruthResult), ("joint", JointFit), ("pairwise", PairwiseRCI)):
+    for attr, cls in RUN_WIDE.items():
         if (root / cls.main_file).is_file():
             setattr(run, attr, cls.load(root))
             run.files[cls.main_file] = root / cls.main_file
@@ -176,8 +185,6 @@ def load_run(run_dir: str | Path) -> Run:
         run.run_record, run.files["run.json"] = read_run_record(root), root / "run.json"
     if (root / "demo.json").is_file():
         run.demo_record, run.files["demo.json"] = read_json(root / "demo.json"), root / "demo.json"
-    if not run.comparisons and all(r is None for r in (run.switch, run.power, run.sensitivity, run.truth, run.model_comparison, run.joint, run.pairwise)):
-        raise InputError(
-            "no result files (rci.json, pairwise_rci.json, fit.json, joint.json, switch.json, power.json, truth.json, sensitivity.json or loo_compare.json) in this run directory", path=root
-        )
+    if not run.comparisons and run.model_comparison is None and all(getattr(run, attr) is None for attr in RUN_WIDE):
+        raise InputError(f"no result files (rci.json, fit.json, loo_compare.json, {', '.join(cls.main_file for cls in RUN_WIDE.values())}) in this run directory", path=root)
     return run

@@ -686,6 +686,44 @@ def section_truth(run: Run, c: Comparison | None = None) -> Section | None:
     return Section("truth", "Real-model truth (exact answer distributions)", blocks)
 
 
+def section_family_truth(run: Run, c: Comparison | None = None) -> Section | None:
+    """Exact truth of a family (:class:`~bayesrc.truth.FamilyTruth` of ``bayesrc truth`` on three or
+    more runs): the joint model's per-item changes and rank bands against it, beside the pair fits and RCI."""
+    t = run.family_truth
+    if t is None:
+        return None
+    acc = ", ".join(f"{v} {_num(t.exact['mean_accuracy'].get(v), '.3f')}" for v in t.versions)
+    text = (
+        f"**A family of {len(t.versions)} versions**, {t.versions[0]} the reference, exact answer distributions: {t.n_items} items, "
+        f"mean accuracy {acc}. On {t.replicates} replicate datasets of K = {t.k} samples per version, each non-reference "
+        "version's per-item change Δp was scored as the joint model of the family estimates it, as the pair model fitted "
+        "to the reference and that version alone estimates it, and as RCI classifies it (flags of the models: 90% intervals that exclude 0)."
+    )
+    if t.bands is not None:
+        b = t.bands
+        text += (
+            f" The joint model's rank bands kept the exact order of mean accuracy on {_pct(b['order_respected_share'])} of the replicates "
+            f"({_num(b['bands_mean'], '.1f')} bands on average; P(best) of the truly best version {_num(b['p_best_of_true_best_mean'], '.2f')})."
+        )
+    return Section(
+        "family_truth",
+        "Real-model truth of a family of versions",
+        [Text(text), Table(family_truth_table(t), "A family against exact truth: per method and version, means over replicates", latex=True, label="family-truth")],
+    )
+
+
+#: FamilyTruth.summary() columns -> the report's headers
+FAMILY_TRUTH_COLUMNS = {
+    "method": "method", "version": "version", "coverage90": "coverage90", "dp_rmse": "Δp RMSE", "dp_slope": "Δp slope", "flagged_mean": "flagged / replicate",
+    "fdp_sign": "FDP (sign)", "fdp_material": "FDP (material)", "gate_pass_share": "gate passed", "runtime_mean_s": "seconds",
+}  # fmt: skip
+
+
+def family_truth_table(truth) -> pd.DataFrame:
+    """One row per method and version of a :class:`~bayesrc.truth.FamilyTruth`."""
+    return truth.summary().rename(columns=FAMILY_TRUTH_COLUMNS)
+
+
 #: TruthResult.summary() columns -> the report's headers
 TRUTH_COLUMNS = {
     "method": "method", "flagged_mean": "flagged / replicate", "fdp_sign": "FDP (sign)", "fdp_material": "FDP (material)",
@@ -722,6 +760,7 @@ SECTION_BUILDERS: list[PairBuilder] = [
     section_power,
     section_switch,
     section_truth,
+    section_family_truth,
 ]
 
 
@@ -749,7 +788,7 @@ BAYES_SECTIONS = {"section_bayes_items", "section_domain_shift", "section_crossc
 #: the result file each run-wide or classical section reads (an error in it names that file)
 SECTION_FILES = {
     "section_aggregate": "rci.json", "section_rci": "rci.json", "section_reference_figures": "rci.json", "section_power": "power.json",
-    "section_switch": "switch.json", "section_sensitivity": "sensitivity.json", "section_truth": "truth.json", "section_model_comparison": "loo_compare.json",
+    "section_switch": "switch.json", "section_sensitivity": "sensitivity.json", "section_truth": "truth.json", "section_family_truth": "family_truth.json", "section_model_comparison": "loo_compare.json",
     "section_joint": "joint.json", "section_pairwise_rci": "pairwise_rci.json",
 }  # fmt: skip
 

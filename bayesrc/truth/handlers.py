@@ -8,23 +8,42 @@ import os
 
 from bayesrc.bayes.commands import check_sampler_sizes, progress_setting
 from bayesrc.bayes.samplers import SamplerConfig, configure_host_devices
-from bayesrc.collect.pins import check_comparable
+from bayesrc.collect.pins import check_all_comparable
 from bayesrc.data.exact import load_exact
 from bayesrc.errors import InputError
-from bayesrc.truth import DEFAULT_METHODS, truth
+from bayesrc.truth import DEFAULT_METHODS, FAMILY_METHODS, family_truth, truth
+
+DEFAULT_FDR = 0.10
 
 
 def run_truth(args: argparse.Namespace) -> int:
-    if not 0 < args.fdr < 1:
+    if len(args.runs) < 2:
+        raise InputError("needs two exact runs, or three or more for a family", field="EXACT_V")
+    if args.fdr is not None and not 0 < args.fdr < 1:
         raise InputError(f"must be in (0, 1), got {args.fdr}", field="--fdr")
+    if args.fdr is not None and len(args.runs) > 2:
+        raise InputError("applies to a pair: the joint model of a family selects no items (its flags are the 90% intervals that exclude 0)", field="--fdr")
     check_sampler_sizes(args)
     configure_host_devices(min(args.chains, os.cpu_count() or 1))
-    ex1, ex2 = load_exact(args.v1), load_exact(args.v2)
-    check_comparable(args.v1, args.v2, allow=args.allow_pin, force=args.force)  # bad input fails here, before any fit; only the model may differ (SPEC 6)
-    methods = tuple(m.strip() for m in args.methods.split(",") if m.strip()) if args.methods else DEFAULT_METHODS
-    res = truth(ex1, ex2, k=args.k, replicates=args.replicates, seed=args.seed, delta_min=args.delta_min, q=args.fdr,
-                methods=methods, config=SamplerConfig(chains=args.chains, draws=args.draws, tune=args.tune), backend=args.backend, progress=progress_setting(args))  # fmt: skip
+    runs = [load_exact(r) for r in args.runs]
+    check_all_comparable(args.runs, allow=args.allow_pin, force=args.force)  # bad input fails here, before any fit; only the model may differ (SPEC 6)
+    family = len(runs) > 2
+    methods = tuple(m.strip() for m in args.methods.split(",") if m.strip()) if args.methods else (FAMILY_METHODS if family else DEFAULT_METHODS)
+    config = SamplerConfig(chains=args.chains, draws=args.draws, tune=args.tune)
+    common = {
+        "k": args.k,
+        "replicates": args.replicates,
+        "seed": args.seed,
+        "delta_min": args.delta_min,
+        "methods": methods,
+        "config": config,
+        "backend": args.backend,
+        "progress": progress_setting(args),
+    }
+    res = family_truth(runs, **common) if family else truth(*runs, q=DEFAULT_FDR if args.fdr is None else args.fdr, **common)
     res.save(args.out)
     print(res.summary().to_string(index=False, float_format=lambda x: f"{x:.3f}"))
-    print(f"wrote {args.out / 'truth.json'}")
+    if family and res.bands is not None:
+        print(f"rank bands in the exact order: {res.bands['order_respected_share']:.0%} of replicates ({res.bands['bands_mean']:.1f} bands on average)")
+    print(f"wrote {args.out / res.main_file}")
     return 0

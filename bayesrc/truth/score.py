@@ -343,12 +343,36 @@ class TruthResult(Result):
         return f"K = {self.k}, {self.replicates} replicate(s), {self.n_items} items"
 
 
-def replicate_datasets(ex1, ex2, *, k: int, seed: int, replicates, labels: tuple[str, str] = ("v1", "v2")):
-    """The K-sample datasets :func:`truth` scores: ``(r, counts, dp_exact, sampler_seed)`` for each
+def family_replicates(runs, *, k: int, seed: int, replicates, labels):
+    """K-sample datasets of a family of exact runs: ``(r, counts, p_exact, sampler_seed)`` for each
     replicate number ``r`` in ``replicates`` (0-based; replicate ``r`` is the same whatever else is drawn).
 
-    Replicate ``r`` samples version 1 and 2 with words ``2 r`` and ``2 r + 1`` of
-    ``SeedSequence(seed)``; ``dp_exact`` is the exact Delta p in the counts' item order.
+    Replicate ``r`` samples version ``v`` (of V) with word ``V r + v`` of ``SeedSequence(seed)``;
+    ``p_exact`` (item, version) holds the exact accuracies among valid answers in the counts' item order.
+
+    Examples
+    --------
+    >>> from bayesrc import datasets
+    >>> from bayesrc.data.exact import load_exact
+    >>> runs = [load_exact(datasets.path(f"exact_gemma/{v}")) for v in ("q4", "q3", "q4-prompt2")]
+    >>> r, counts, p, _ = next(family_replicates(runs, k=10, seed=0, replicates=[0], labels=["q4", "q3", "p2"]))
+    >>> dict(counts.sizes), p.shape
+    ({'item': 300, 'version': 3, 'k': 10}, (300, 3))
+    """
+    exact = [exact_truth(runs[0], run).set_index("item_id") for run in runs[1:]]  # refuses item sets that differ
+    p = pd.concat([exact[0]["p_v1"]] + [e["p_v2"] for e in exact], axis=1)
+    n_v, replicates = len(runs), list(replicates)
+    seeds = np.random.SeedSequence(seed).generate_state(n_v * (max(replicates) + 1))
+    for r in replicates:
+        trials = [sample_from_exact(run, k, int(seeds[n_v * r + v]), model=labels[v]) for v, run in enumerate(runs)]
+        counts = item_counts(*trials, versions=list(labels))
+        yield r, counts, p.loc[list(counts["item"].values)].to_numpy(float), int(seeds[n_v * r]) % 2**31
+
+
+def replicate_datasets(ex1, ex2, *, k: int, seed: int, replicates, labels: tuple[str, str] = ("v1", "v2")):
+    """The K-sample datasets :func:`truth` scores: ``(r, counts, dp_exact, sampler_seed)`` for each
+    replicate number ``r`` in ``replicates`` (:func:`family_replicates` of the two runs;
+    ``dp_exact`` is the exact Delta p in the counts' item order).
 
     Examples
     --------
@@ -357,14 +381,8 @@ def replicate_datasets(ex1, ex2, *, k: int, seed: int, replicates, labels: tuple
     >>> ex = load_exact(datasets.path("exact_gemma/q4"))                                 # doctest: +SKIP
     >>> r, counts, dp, _ = next(replicate_datasets(ex, ex, k=10, seed=0, replicates=[0]))  # doctest: +SKIP
     """
-    delta_p = exact_truth(ex1, ex2).set_index("item_id")["delta_p"]
-    replicates = list(replicates)
-    seeds = np.random.SeedSequence(seed).generate_state(2 * (max(replicates) + 1))
-    for r in replicates:
-        t1 = sample_from_exact(ex1, k, int(seeds[2 * r]), model=labels[0])
-        t2 = sample_from_exact(ex2, k, int(seeds[2 * r + 1]), model=labels[1])
-        counts = item_counts(t1, t2, versions=labels)
-        yield r, counts, delta_p.loc[list(counts["item"].values)].to_numpy(float), int(seeds[2 * r]) % 2**31
+    for r, counts, p, sampler_seed in family_replicates([ex1, ex2], k=k, seed=seed, replicates=replicates, labels=labels):
+        yield r, counts, p[:, 1] - p[:, 0], sampler_seed
 
 
 def truth(
