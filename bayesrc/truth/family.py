@@ -25,10 +25,8 @@ Example
 
 from __future__ import annotations
 
-import copy
 import time
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -39,8 +37,8 @@ from bayesrc.classical import reliable_change
 from bayesrc.classical.rci import DETERIORATED, IMPROVED
 from bayesrc.data.exact import _as_exact
 from bayesrc.errors import InputError
-from bayesrc.results import Result, register
-from bayesrc.truth.score import _model_scores, family_replicates, score_classes
+from bayesrc.results import register
+from bayesrc.truth.score import ScoredReplicates, _model_scores, family_replicates, score_classes
 
 FAMILY_METHODS = ("joint", "pair")  # the Bayesian methods; RCI is always scored
 SCORE_NUMBERS = ("coverage90", "dp_rmse", "dp_slope", "flagged_mean", "fdp_sign", "fdp_material", "gate_pass_share", "runtime_mean_s")
@@ -150,7 +148,7 @@ def _aggregate(rep: pd.DataFrame) -> tuple[dict, dict | None]:
 
 
 @register
-class FamilyTruth(Result):
+class FamilyTruth(ScoredReplicates):
     """Exact truth of a family of versions (``family_truth.json`` + ``family_truth_replicates.parquet``
     + ``family_truth_items.parquet``): per method and version the means over replicates, the joint
     model's rank bands against the exact order, the per-replicate table and the items' exact accuracies.
@@ -189,24 +187,6 @@ class FamilyTruth(Result):
     exact = property(lambda self: self.payload["exact"])
     scores = property(lambda self: self.payload["scores"])
     bands = property(lambda self: self.payload.get("bands"))  # None when the joint model was not scored
-    per_replicate = property(lambda self: self.tables.get("replicates"))
-    items = property(lambda self: self.tables.get("items"))
-
-    def table_file(self, name: str) -> str:
-        return f"family_truth_{name}.parquet"
-
-    def table_names_on_disk(self, folder: Path) -> dict[str, Path]:
-        return {n: folder / self.table_file(n) for n in ("replicates", "items") if (folder / self.table_file(n)).is_file()}
-
-    def to_dict(self) -> dict:
-        """The content of ``family_truth.json`` (the tables are saved beside it)."""
-        return copy.deepcopy(self.payload)
-
-    @classmethod
-    def from_dict(cls, d: dict, posterior=None, *, per_replicate: pd.DataFrame | None = None, items: pd.DataFrame | None = None) -> FamilyTruth:
-        """Rebuild from ``family_truth.json``'s content (and the tables, if given)."""
-        tables = {name: t for name, t in (("replicates", per_replicate), ("items", items)) if t is not None}
-        return cls(copy.deepcopy(d), tables)
 
     def summary(self) -> pd.DataFrame:
         """One row per method and non-reference version: flags and their false discoveries, and for the models coverage, error and gate."""

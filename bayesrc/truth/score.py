@@ -241,8 +241,38 @@ def _exact_summary(items: pd.DataFrame, delta_min: float) -> dict:
     }  # fmt: skip
 
 
+class ScoredReplicates(Result):
+    """A truth result: its JSON (the means over replicates) with two tables beside it, ``PREFIX_replicates.parquet``
+    (one row per replicate and method) and ``PREFIX_items.parquet`` (the items' exact accuracies), ``PREFIX`` the main file's stem.
+
+    Examples
+    --------
+    >>> ScoredReplicates({"k": 10}).table_file("items")
+    'result_items.parquet'
+    """
+
+    per_replicate = property(lambda self: self.tables.get("replicates"))
+    items = property(lambda self: self.tables.get("items"))
+
+    def table_file(self, name: str) -> str:
+        return f"{Path(self.main_file).stem}_{name}.parquet"
+
+    def table_names_on_disk(self, folder: Path) -> dict[str, Path]:
+        return {n: folder / self.table_file(n) for n in ("replicates", "items") if (folder / self.table_file(n)).is_file()}
+
+    def to_dict(self) -> dict:
+        """The content of the main file (the tables are saved beside it)."""
+        return copy.deepcopy(self.payload)
+
+    @classmethod
+    def from_dict(cls, d: dict, posterior: Any = None, *, per_replicate: pd.DataFrame | None = None, items: pd.DataFrame | None = None):
+        """Rebuild from the main file's content (and the tables, if given)."""
+        tables = {name: t for name, t in (("replicates", per_replicate), ("items", items)) if t is not None}
+        return cls(copy.deepcopy(d), tables)
+
+
 @register
-class TruthResult(Result):
+class TruthResult(ScoredReplicates):
     """Real-model truth of one exact pair (``truth.json`` + ``truth_replicates.parquet`` +
     ``truth_items.parquet``): per-method aggregates, the per-replicate table and the items'
     exact Delta p. ``methods["rci"]`` is RCI's reference classification and
@@ -303,27 +333,9 @@ class TruthResult(Result):
     methods = property(lambda self: self.payload["methods"])
     default_model = property(lambda self: self.payload.get("default_model", DEFAULT_MODEL))
     settings = property(lambda self: self.payload.get("settings", {}))
-    per_replicate = property(lambda self: self.tables.get("replicates"))  # one row per replicate and method
-    items = property(lambda self: self.tables.get("items"))  # the items' exact p and Delta p
-
-    def table_file(self, name: str) -> str:
-        return f"truth_{name}.parquet"
-
-    def table_names_on_disk(self, folder: Path) -> dict[str, Path]:
-        return {n: folder / self.table_file(n) for n in ("replicates", "items") if (folder / self.table_file(n)).is_file()}
 
     def required_columns(self, name: str) -> tuple[str, ...]:
         return ("method", "kind", "fdp_sign") if name == "replicates" else ()  # what the report's scores and figure read
-
-    def to_dict(self) -> dict:
-        """The content of ``truth.json`` (the tables are saved beside it)."""
-        return copy.deepcopy(self.payload)
-
-    @classmethod
-    def from_dict(cls, d: dict, posterior: Any = None, *, per_replicate: pd.DataFrame | None = None, items: pd.DataFrame | None = None) -> TruthResult:
-        """Rebuild from ``truth.json``'s content (and the tables, if given)."""
-        tables = {name: t for name, t in (("replicates", per_replicate), ("items", items)) if t is not None}
-        return cls(copy.deepcopy(d), tables)
 
     def summary(self) -> pd.DataFrame:
         """One row per method: flagged per replicate, realised FDPs and, for models, coverage and RCI-FDP estimate."""
