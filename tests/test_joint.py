@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bayesrc.bayes.change_collapsed import _ops, cell_loglik, cell_stats, likelihood_tables
+from bayesrc.bayes.change_collapsed import _ops, cell_loglik, cell_stats, likelihood_tables, strata_hyper
 from bayesrc.bayes.inputs import ModelInputs
 from bayesrc.bayes.joint import family_cells, family_loglik, family_tables
 from bayesrc.bayes.joint_fit import JointFit, rank_bands
@@ -36,7 +36,7 @@ def joint(family):
     return fit(family.counts)
 
 
-def _inputs(y, n, dom, n_domains):
+def _inputs(y, n, dom, n_domains, group=None, n_groups=1):
     return ModelInputs(
         y=np.asarray(y),
         n=np.asarray(n),
@@ -44,26 +44,35 @@ def _inputs(y, n, dom, n_domains):
         items=np.arange(len(y)).astype(str),
         versions=tuple(f"v{i}" for i in range(np.shape(y)[1])),
         domains=tuple(f"d{i}" for i in range(n_domains)),
+        group=None if group is None else np.asarray(group),
+        groups=tuple("ABCDEFGHIJ"[:n_groups]),
     )
 
 
-def test_joint_likelihood_of_two_versions_is_the_pair_models():
+@pytest.mark.parametrize("n_groups", [1, 3])
+def test_joint_likelihood_of_two_versions_is_the_pair_models(n_groups):
     """With V = 2 the joint likelihood is the pair model's cell likelihood (same grid, kernel and
     prior weights, contracted in another order), per item to 1e-8: floor, ceiling, unequal K and an
-    item without valid version-1 responses included."""
+    item without valid version-1 responses included; with an item covariate of 3 levels too (the
+    hyperparameters expanded to (domain, level) strata by the one ``strata_hyper``)."""
     rng = np.random.default_rng(0)
     n = rng.choice([7, 10, 12], size=(80, 2))
     n[3, 0] = 0
     y = np.minimum(rng.integers(0, 13, size=(80, 2)), n)
     y[:4] = [[0, 0], [10, 10], [0, 10], [0, 5]]
     n[:3] = 10
-    data = _inputs(y, n, rng.integers(0, 3, 80), 3)
+    data = _inputs(y, n, rng.integers(0, 3, 80), 3, rng.integers(0, n_groups, 80) if n_groups > 1 else None, n_groups)
+    pair, cells = cell_stats(data), family_cells(data)
+    assert cells.n_strata == pair.n_strata
     mu, sd, shift = np.array([0.3, -0.5, 1.0]), np.array([1.2, 0.8, 2.0]), np.array([0.4, -0.7, 0.1])
+    alpha, gamma = np.array([0.3, -0.1, -0.2])[:n_groups], np.array([-0.4, 0.1, 0.3])[:n_groups]
+    eta = rng.normal(0.0, 0.3, pair.n_strata) if n_groups > 1 else 0.0
     for tau, pi in ((0.6, 0.7), (0.15, 0.95), (3.0, 0.2)):
-        pair = cell_stats(data)
-        ll_pair = cell_loglik(_ops("numpy"), mu, sd, shift, np.full(3, tau), 0.0, pi, likelihood_tables(pair))[: pair.n_cells][pair.item_cell]
-        cells = family_cells(data)
-        ll_joint = family_loglik(_ops("numpy"), mu, sd, shift[None], np.array([tau]), np.array([pi]), family_tables(cells))[: cells.n_cells][cells.item_cell]
+        spread = tau * np.array([1.0, 0.5, 2.0])[:n_groups] if n_groups > 1 else np.array(tau)
+        strata = strata_hyper(pair, mu, sd, shift, alpha, gamma, eta, spread)
+        ll_pair = cell_loglik(_ops("numpy"), *strata, 0.0, pi, likelihood_tables(pair))[: pair.n_cells][pair.item_cell]
+        per_change = strata_hyper(cells, mu, sd, shift[None], alpha, gamma if n_groups == 1 else gamma[None], np.asarray(eta)[None], spread[None])
+        ll_joint = family_loglik(_ops("numpy"), *per_change, np.array([pi]), family_tables(cells))[: cells.n_cells][cells.item_cell]
         np.testing.assert_allclose(ll_joint, ll_pair, rtol=0, atol=1e-8)
 
 
@@ -98,7 +107,7 @@ def test_joint_likelihood_of_three_versions_matches_direct_integration(y):
     n = [10, 10, 8]
     mu, sd, shifts, taus, pis = 0.4, 1.3, np.array([0.8, -0.5]), np.array([0.5, 1.5]), np.array([0.7, 0.4])
     cells = family_cells(_inputs([y], [n], [0], 1))
-    ll = family_loglik(_ops("numpy"), np.array([mu]), np.array([sd]), shifts[:, None], taus, pis, family_tables(cells))[0]
+    ll = family_loglik(_ops("numpy"), np.array([mu]), np.array([sd]), shifts[:, None], taus[:, None], pis, family_tables(cells))[0]
     ll += sum(np.log(comb(nn, yy)) for nn, yy in zip(n, y))  # the model leaves the constants out
     np.testing.assert_allclose(np.exp(ll), _family_reference(mu, sd, shifts, taus, pis, n, y), rtol=1e-5)
 
@@ -180,6 +189,27 @@ def test_joint_fit_round_trips_through_save_and_load(joint, tmp_path):
 
 
 @pytest.mark.slow
+def test_a_family_with_the_item_covariate_fits_in_both_twins_alike():
+    """The default fit of a family whose (domain, letter) strata are few (one domain x 10 letters) has the
+    pair model's item covariate, in both twins: each passes the default gate, the covariate's sites have
+    their dims, and every hyperparameter's posterior mean agrees within 4 Monte Carlo SEs."""
+    from bayesrc.bayes import fit
+    from bayesrc.bayes.diagnostics import chain_draw_last, mcse_mean
+
+    fam = simulate_family(120, 10, versions=3, shifts=[0.8, -0.8], seed=4, domains=["law"])
+    fits = [fit(fam.counts, backend=b) for b in ("numpyro", "pymc")]
+    for res in fits:
+        assert res.status == "ok", res.diagnostics
+        assert res.payload["params"]["covariate"] == "correct_answer"
+        post = res.posterior["posterior"]
+        assert post["sigma_delta"].dims[2:] == ("change", "group") and post["stratum_shift"].dims[2:] == ("change", "stratum")
+    a, b = (res.posterior["posterior"] for res in fits)
+    for name in ("mu_theta", "sigma_theta", "shift", "sigma_delta", "pi", "group_level", "group_shift"):
+        xa, xb = chain_draw_last(a[name]), chain_draw_last(b[name])
+        gap = np.abs(xa.mean((-2, -1)) - xb.mean((-2, -1)))
+        assert np.all(gap <= 4 * np.hypot(mcse_mean(xa), mcse_mean(xb))), name
+
+
 def test_pymc_twin_agrees_with_numpyro(joint, family):
     """The PyMC (nutpie) twin on the same family: every hyperparameter's and version accuracy's posterior
     mean within 4 Monte Carlo SEs of the difference (both fits' MCSEs), and it passes the default gate."""
@@ -245,13 +275,13 @@ def test_cli_fits_a_no_change_family_into_one_band_and_exits_3_on_a_failed_gate(
 
 
 def test_pair_only_settings_are_refused_for_a_family_before_sampling(tmp_path, capsys):
-    """The joint model has no item selection, covariate or RCI cross-check yet, and the beta-binomial
+    """The joint model has no item selection or RCI cross-check yet, and the beta-binomial
     compares a pair: asked for them on a family, `fit` and the CLI refuse at once instead of ignoring them."""
     from bayesrc.bayes import fit
     from bayesrc.cli import main
 
     fam = simulate_family(30, 5, versions=3, seed=1)
-    for kwargs in ({"model": "betabinom"}, {"fdr": 0.05}, {"rule": "threshold"}, {"delta_min": 0.1}, {"covariate": "correct_answer"}, {"rope": 0.02}):
+    for kwargs in ({"model": "betabinom"}, {"fdr": 0.05}, {"rule": "threshold"}, {"delta_min": 0.1}, {"rope": 0.02}):
         with pytest.raises(ValueError, match="pair|no "):
             fit(fam.counts, **kwargs)
     paths = []

@@ -200,8 +200,8 @@ def hyperpriors_numpyro(n_domains: int, slope: bool, prior: dict | None = None, 
     Returns ``(mu_theta, sigma_theta, shift, sigma_delta, slope, pi)``; ``slope`` is 0.0 when absent;
     ``sigma_delta`` has one entry per covariate level when ``n_groups > 1``, else it is a scalar.
     ``n_changes`` (the joint model, :mod:`bayesrc.bayes.joint`): that many independent changes from
-    the reference version, each with the same priors: ``shift`` (change, domain), ``sigma_delta`` and
-    ``pi`` (change,); no covariate then.
+    the reference version, each with the same priors: ``shift`` (change, domain), ``pi`` (change,) and
+    ``sigma_delta`` (change,), or (change, group) with a covariate.
     """
     import numpyro  # deferred: NumPyro and JAX load in seconds (bayes extra)
     import numpyro.distributions as dist
@@ -212,7 +212,8 @@ def hyperpriors_numpyro(n_domains: int, slope: bool, prior: dict | None = None, 
     sigma_theta = numpyro.sample("sigma_theta", dist.HalfNormal(pr["sigma_theta_sd"]).expand([n_domains]).to_event(1))
     shift = numpyro.sample("shift", per_change(dist.Normal(0.0, pr["shift_sd"]).expand([n_domains]).to_event(1)))
     sd_prior = _sigma_delta_prior(dist, pr)
-    sigma_delta = numpyro.sample("sigma_delta", sd_prior.expand([n_groups]).to_event(1) if n_groups > 1 else per_change(sd_prior))
+    per_group = (lambda d: d) if n_groups <= 1 else (lambda d: d.expand([n_groups]).to_event(1))  # noqa: E731
+    sigma_delta = numpyro.sample("sigma_delta", per_change(per_group(sd_prior)))
     b = numpyro.sample("slope", dist.Normal(0.0, pr["slope_sd"])) if slope else 0.0
     pi = numpyro.sample("pi", per_change(dist.Beta(pr["pi_a"], pr["pi_b"])))
     return mu_theta, sigma_theta, shift, sigma_delta, b, pi
@@ -221,7 +222,7 @@ def hyperpriors_numpyro(n_domains: int, slope: bool, prior: dict | None = None, 
 def hyperpriors_pymc(slope: bool, prior: dict | None = None, n_groups: int = 1, per_change: bool = False):
     """The same hyperpriors in PyMC, inside an open ``pm.Model`` with a ``domain`` (and, with
     ``n_groups > 1``, a ``group``) coord; ``per_change``: the joint model's (a ``change`` coord,
-    ``shift`` over (change, domain), ``sigma_delta`` and ``pi`` over change)."""
+    ``shift`` over (change, domain), ``pi`` over change, ``sigma_delta`` over change and group))."""
     import pymc as pm  # deferred: PyMC loads in ~2 s (bayes extra)
 
     pr = prior_settings(prior)
@@ -229,13 +230,14 @@ def hyperpriors_pymc(slope: bool, prior: dict | None = None, n_groups: int = 1, 
     mu_theta = pm.Normal("mu_theta", 0.0, pr["mu_theta_sd"], dims="domain")
     sigma_theta = pm.HalfNormal("sigma_theta", pr["sigma_theta_sd"], dims="domain")
     shift = pm.Normal("shift", 0.0, pr["shift_sd"], dims=("change", "domain") if per_change else "domain")
-    sigma_delta = _sigma_delta_prior(pm, pr, "sigma_delta", **({"dims": "group"} if n_groups > 1 else change))
+    sd_dims = tuple(["change"] * per_change + ["group"] * (n_groups > 1))
+    sigma_delta = _sigma_delta_prior(pm, pr, "sigma_delta", **({"dims": sd_dims} if sd_dims else {}))
     b = pm.Normal("slope", 0.0, pr["slope_sd"]) if slope else 0.0
     pi = pm.Beta("pi", pr["pi_a"], pr["pi_b"], **change)
     return mu_theta, sigma_theta, shift, sigma_delta, b, pi
 
 
-def group_effects_numpyro(n_groups: int, prior: dict | None = None, contrasts: np.ndarray | None = None):
+def group_effects_numpyro(n_groups: int, prior: dict | None = None, contrasts: np.ndarray | None = None, n_changes: int | None = None):
     """Per-level effects of the item covariate (e.g. the correct option's letter), NumPyro.
 
     Returns ``(alpha, gamma, eta)``: ``alpha ~ ZeroSumNormal(group_level_sd)`` shifts the items'
@@ -246,6 +248,8 @@ def group_effects_numpyro(n_groups: int, prior: dict | None = None, contrasts: n
     stratum's own change beyond ``shift_d + gamma_g``: the part of ``Normal(0, sd)`` shifts that
     no domain or level shift can take up (that part only widens their priors, by ``sd`` against
     their scale 1), so nothing trades off along a ridge; ``(0.0, 0.0, 0.0)`` with one level.
+    ``n_changes`` (the joint model): the change's effects once per change (``gamma`` (change, group),
+    ``stratum_shift_sd`` (change,), ``eta`` (change, stratum)); ``alpha`` is the items', shared.
     """
     if n_groups <= 1:
         return 0.0, 0.0, 0.0
@@ -254,30 +258,37 @@ def group_effects_numpyro(n_groups: int, prior: dict | None = None, contrasts: n
     import numpyro.distributions as dist
 
     pr = prior_settings(prior)
+    lead = () if n_changes is None else (n_changes,)
+    per_change = lambda d: d.expand(list(lead)).to_event(1) if lead else d  # noqa: E731
     alpha = numpyro.sample("group_level", dist.ZeroSumNormal(pr["group_level_sd"], event_shape=(n_groups,)))
-    gamma = numpyro.sample("group_shift", dist.ZeroSumNormal(pr["group_shift_sd"], event_shape=(n_groups,)))
+    gamma = numpyro.sample("group_shift", per_change(dist.ZeroSumNormal(pr["group_shift_sd"], event_shape=(n_groups,))))
     if contrasts.shape[1] == 0:
-        return alpha, gamma, numpyro.deterministic("stratum_shift", jnp.zeros(contrasts.shape[0]))
-    sd = numpyro.sample("stratum_shift_sd", dist.HalfNormal(pr["stratum_shift_sd"]))
-    z = numpyro.sample("stratum_shift_z", dist.Normal(0.0, 1.0).expand([contrasts.shape[1]]).to_event(1))
-    return alpha, gamma, numpyro.deterministic("stratum_shift", sd * (jnp.asarray(contrasts) @ z))
+        return alpha, gamma, numpyro.deterministic("stratum_shift", jnp.zeros((*lead, contrasts.shape[0])))
+    sd = numpyro.sample("stratum_shift_sd", per_change(dist.HalfNormal(pr["stratum_shift_sd"])))
+    z = numpyro.sample("stratum_shift_z", per_change(dist.Normal(0.0, 1.0).expand([contrasts.shape[1]]).to_event(1)))
+    eta = sd[:, None] * (z @ jnp.asarray(contrasts).T) if lead else sd * (jnp.asarray(contrasts) @ z)
+    return alpha, gamma, numpyro.deterministic("stratum_shift", eta)
 
 
-def group_effects_pymc(n_groups: int, prior: dict | None = None, contrasts: np.ndarray | None = None):
-    """The same in PyMC, inside an open ``pm.Model`` with ``group``, ``stratum`` and ``contrast`` coords."""
+def group_effects_pymc(n_groups: int, prior: dict | None = None, contrasts: np.ndarray | None = None, per_change: bool = False):
+    """The same in PyMC, inside an open ``pm.Model`` with ``group``, ``stratum`` and ``contrast`` coords
+    (``per_change``: the joint model's, and a ``change`` coord)."""
     if n_groups <= 1:
         return 0.0, 0.0, 0.0
     import pymc as pm  # deferred: PyMC loads in ~2 s (bayes extra)
     import pytensor.tensor as pt
 
     pr = prior_settings(prior)
+    lead = ("change",) if per_change else ()
     alpha = pm.ZeroSumNormal("group_level", sigma=pr["group_level_sd"], dims="group")
-    gamma = pm.ZeroSumNormal("group_shift", sigma=pr["group_shift_sd"], dims="group")
+    gamma = pm.ZeroSumNormal("group_shift", sigma=pr["group_shift_sd"], dims=(*lead, "group"))
     if contrasts.shape[1] == 0:
-        return alpha, gamma, pm.Deterministic("stratum_shift", pt.zeros(contrasts.shape[0]), dims="stratum")
-    sd = pm.HalfNormal("stratum_shift_sd", pr["stratum_shift_sd"])
-    z = pm.Normal("stratum_shift_z", 0.0, 1.0, dims="contrast")
-    return alpha, gamma, pm.Deterministic("stratum_shift", sd * pt.dot(contrasts, z), dims="stratum")
+        shape = (len(pm.modelcontext(None).coords["change"]),) * per_change + (contrasts.shape[0],)
+        return alpha, gamma, pm.Deterministic("stratum_shift", pt.zeros(shape), dims=(*lead, "stratum"))
+    sd = pm.HalfNormal("stratum_shift_sd", pr["stratum_shift_sd"], **({"dims": lead} if lead else {}))
+    z = pm.Normal("stratum_shift_z", 0.0, 1.0, dims=(*lead, "contrast"))
+    eta = pt.shape_padright(sd) * pt.dot(z, contrasts.T) if lead else sd * pt.dot(contrasts, z)
+    return alpha, gamma, pm.Deterministic("stratum_shift", eta, dims=(*lead, "stratum"))
 
 
 def group_draws(post) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -141,19 +141,27 @@ def cell_stats(data: ModelInputs) -> Cells:
     >>> cells.n_cells, cells.weight.tolist(), cells.item_cell.tolist()
     (2, [2.0, 1.0], [0, 0, 1])
     """
-    strata = None
-    if data.n_groups > 1:
-        stratum, s_dom, s_grp = data.strata()
-        strata = (s_dom, s_grp)
-    else:
-        stratum = data.dom
+    stratum, strata = item_strata(data)
     rows = np.stack([stratum, data.n[:, 0], data.y[:, 0], data.n[:, 1], data.y[:, 1]], axis=1)
     cells, item_cell, w = np.unique(rows, axis=0, return_inverse=True, return_counts=True)
     f = lambda a: a.astype(float)  # noqa: E731
-    return Cells(
-        dom=cells[:, 0], n1=f(cells[:, 1]), y1=f(cells[:, 2]), n2=f(cells[:, 3]), y2=f(cells[:, 4]), weight=f(w), item_cell=item_cell.ravel(),
-        n_strata=data.n_domains if strata is None else len(strata[0]), stratum_dom=None if strata is None else strata[0], stratum_group=None if strata is None else strata[1],
-    )  # fmt: skip
+    return Cells(dom=cells[:, 0], n1=f(cells[:, 1]), y1=f(cells[:, 2]), n2=f(cells[:, 3]), y2=f(cells[:, 4]), weight=f(w), item_cell=item_cell.ravel(), **strata)
+
+
+def item_strata(data: ModelInputs) -> tuple[np.ndarray, dict]:
+    """Each item's stratum (its domain, or with a covariate its (domain, level) pair) and the cells'
+    stratum fields ``n_strata``, ``stratum_dom``, ``stratum_group`` (None without a covariate).
+
+    Examples
+    --------
+    >>> d = ModelInputs(items=("a", "b"), versions=("v1", "v2"), domains=("x", "z"), dom=np.array([1, 0]), y=np.zeros((2, 2)), n=np.ones((2, 2)))
+    >>> item_strata(d)
+    (array([1, 0]), {'n_strata': 2, 'stratum_dom': None, 'stratum_group': None})
+    """
+    if data.n_groups <= 1:
+        return data.dom, {"n_strata": data.n_domains, "stratum_dom": None, "stratum_group": None}
+    stratum, s_dom, s_grp = data.strata()
+    return stratum, {"n_strata": len(s_dom), "stratum_dom": s_dom, "stratum_group": s_grp}
 
 
 def bucket(n: int, least: int = 64) -> int:

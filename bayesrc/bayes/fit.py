@@ -374,12 +374,12 @@ def fit(
         if model != "change":
             raise ValueError(f"the {model} model compares a pair: pass versions=(v1, v2), or model='change' for the joint model of the family")
         bad = pair_only_settings(
-            collapsed=collapsed, slope=slope, rci=rci, rci_kwargs=rci_kwargs, rope=rope, rule=rule, fdr=fdr, threshold=threshold, delta_min=delta_min, covariate=covariate
+            collapsed=collapsed, slope=slope, rci=rci, rci_kwargs=rci_kwargs, rope=rope, rule=rule, fdr=fdr, threshold=threshold, delta_min=delta_min
         )  # fmt: skip
         if bad:
             raise ValueError(f"the joint model of three or more versions has no {', '.join(bad)} setting (fit a pair with versions=(v1, v2))")
         thresholds = {"max_rhat": max_rhat, "min_ess": min_ess, "max_divergences": max_divergences}
-        return fit_joint(counts, backend=backend, prior=prior, config=config, escalate=escalate, **thresholds)
+        return fit_joint(counts, backend=backend, prior=prior, config=config, covariate=covariate, escalate=escalate, **thresholds)
     data = model_inputs(counts, covariate=covariate if model == "change" else None)
     rci_items, s_diff, rci_params = _rci_classes(counts, data, rci, rci_kwargs)  # before sampling: a bad rci fails fast
     t0 = time.perf_counter()
@@ -415,21 +415,21 @@ def fit(
 #: item selection or RCI cross-check yet), at the values that leave them unused.
 PAIR_ONLY_DEFAULTS = {
     "collapsed": True, "slope": False, "rci": None, "rci_kwargs": None, "rope": None, "rule": "fdr", "fdr": 0.10, "threshold": 0.975,
-    "delta_min": DELTA_MIN, "covariate": None,
+    "delta_min": DELTA_MIN,
 }  # fmt: skip
 
 
 def pair_only_settings(**given) -> list[str]:
     """The names among ``given`` (keywords of :func:`fit`) that a family's joint fit does not have but that
     are set away from :data:`PAIR_ONLY_DEFAULTS`: :func:`fit` and ``bayesrc fit V1 V2 V3 ...`` refuse them
-    rather than ignore them (``covariate="auto"`` counts as unset).
+    rather than ignore them.
 
     Examples
     --------
-    >>> pair_only_settings(fdr=0.05, rule="fdr", covariate="auto")
+    >>> pair_only_settings(fdr=0.05, rule="fdr")
     ['fdr']
     """
-    return [k for k, v in given.items() if v != PAIR_ONLY_DEFAULTS[k] and not (k == "covariate" and v == "auto")]
+    return [k for k, v in given.items() if v != PAIR_ONLY_DEFAULTS[k]]
 
 
 def _workflow_checks(dt, data: ModelInputs, counts: xr.Dataset, items: pd.DataFrame, *, model: str, slope: bool, prior, seed: int):

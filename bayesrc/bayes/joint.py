@@ -11,7 +11,12 @@
 
 each change with the pair model's priors (:data:`bayesrc.bayes.change.PRIOR`,
 :func:`~bayesrc.bayes.change.hyperpriors_numpyro` with ``n_changes``), the changes independent
-across versions given ``theta_i``. No item covariate yet (domains only).
+across versions given ``theta_i``. With an item covariate (the correct option's letter ``g``, as in
+the pair model) the strata are (domain, letter) pairs: ``theta_i ~ Normal(mu_theta_d + alpha_g,
+sigma_theta_d)`` with ``alpha`` shared by the versions, and each other version's change has its own
+``gamma_vg`` (per letter), ``eta_vs`` (per stratum, :func:`~bayesrc.bayes.change.group_effects_numpyro`
+with ``n_changes``) and spread ``sigma_delta_vg``; :func:`~bayesrc.bayes.change_collapsed.strata_hyper`
+expands them to strata for both models.
 
 Collapsed as the pair model is (:mod:`bayesrc.bayes.change_collapsed`, whose docstring has the
 numerics): NUTS samples the hyperparameters only. Given ``theta`` the versions are independent, so
@@ -42,7 +47,7 @@ from functools import cache, partial
 
 import numpy as np
 
-from bayesrc.bayes.change import hyperpriors_numpyro, hyperpriors_pymc, prior_settings
+from bayesrc.bayes.change import group_draws, group_effects_numpyro, group_effects_pymc, hyperpriors_numpyro, hyperpriors_pymc, prior_settings
 from bayesrc.bayes.change_collapsed import (
     DRAW_DELTA_HALF,
     DRAW_DELTA_NODES,
@@ -55,11 +60,13 @@ from bayesrc.bayes.change_collapsed import (
     binomial_table,
     bucket,
     grid_spread,
+    item_strata,
     logit_grid,
     outcome_bucket,
     pad_rows,
     prior_weights,
     standardised_change_draw,
+    strata_hyper,
     weighted_convolutions,
 )
 from bayesrc.bayes.draws import ITEM_DRAW_DTYPE
@@ -69,8 +76,39 @@ from bayesrc.config import precision, prepare_jax
 
 #: The sampled hyperparameters' dims: ``change`` runs over the non-reference versions.
 JOINT_DIMS = {"mu_theta": ["domain"], "sigma_theta": ["domain"], "shift": ["change", "domain"], "sigma_delta": ["change"], "pi": ["change"]}
-#: What the convergence gate checks (the items are exact conditional draws given these).
+#: ... and with an item covariate (its levels ``group``, the (domain, level) ``stratum``, their interaction ``contrast``s).
+COVARIATE_DIMS = {
+    "sigma_delta": ["change", "group"], "group_level": ["group"], "group_shift": ["change", "group"], "stratum_shift_sd": ["change"],
+    "stratum_shift_z": ["change", "contrast"], "stratum_shift": ["change", "stratum"],
+}  # fmt: skip
+#: What the convergence gate checks (the items are exact conditional draws given these), and with a covariate
+#: (``stratum_shift`` is a product of the gated ``stratum_shift_sd`` and ``_z``, 0 in a stratum without a contrast).
 JOINT_GATED = ("mu_theta", "sigma_theta", "shift", "sigma_delta", "pi")
+COVARIATE_GATED = ("group_level", "group_shift", "stratum_shift_sd", "stratum_shift_z")
+
+
+def joint_dims(n_groups: int) -> dict[str, list[str]]:
+    """The joint model's dims, with the covariate's when there is one (``n_groups > 1``).
+
+    Examples
+    --------
+    >>> joint_dims(3)["sigma_delta"], joint_dims(1)["sigma_delta"]
+    (['change', 'group'], ['change'])
+    """
+    return JOINT_DIMS | COVARIATE_DIMS if n_groups > 1 else JOINT_DIMS
+
+
+def joint_gated(n_groups: int) -> list[str]:
+    """What the gate checks of a joint fit with ``n_groups`` covariate levels.
+
+    Examples
+    --------
+    >>> joint_gated(1)
+    ['mu_theta', 'sigma_theta', 'shift', 'sigma_delta', 'pi']
+    """
+    return list(JOINT_GATED) + list(COVARIATE_GATED) * (n_groups > 1)
+
+
 DRAW_BATCH = 50  # posterior draws per compiled item-draw call
 
 
@@ -93,6 +131,8 @@ class FamilyCells:
     weight: np.ndarray
     item_cell: np.ndarray
     n_strata: int
+    stratum_dom: np.ndarray | None = None  # with an item covariate: each stratum's domain and level (as the pair model's Cells)
+    stratum_group: np.ndarray | None = None
 
     @property
     def n_cells(self) -> int:
@@ -115,13 +155,12 @@ def family_cells(data: ModelInputs) -> FamilyCells:
     >>> cells.n.shape[1], int(cells.weight.sum())
     (3, 50)
     """
-    if data.n_groups > 1:
-        raise ValueError("the joint model has no item covariate yet (model_inputs(..., covariate=None))")
+    stratum, strata = item_strata(data)
     n_ver = data.n_versions
-    rows = np.concatenate([data.dom[:, None], data.n, data.y], axis=1)
+    rows = np.concatenate([stratum[:, None], data.n, data.y], axis=1)
     cells, item_cell, w = np.unique(rows, axis=0, return_inverse=True, return_counts=True)
     f = lambda a: a.astype(float)  # noqa: E731
-    return FamilyCells(dom=cells[:, 0], n=f(cells[:, 1 : 1 + n_ver]), y=f(cells[:, 1 + n_ver :]), weight=f(w), item_cell=item_cell.ravel(), n_strata=data.n_domains)
+    return FamilyCells(dom=cells[:, 0], n=f(cells[:, 1 : 1 + n_ver]), y=f(cells[:, 1 + n_ver :]), weight=f(w), item_cell=item_cell.ravel(), **strata)
 
 
 def family_tables(cells: FamilyCells, band_dtype=np.float64) -> dict[str, np.ndarray]:
@@ -156,19 +195,19 @@ def family_tables(cells: FamilyCells, band_dtype=np.float64) -> dict[str, np.nda
     return tables
 
 
-def node_terms(ops, mu_theta, sigma_theta, shift, sigma_delta, pi, tables):
+def node_terms(ops, mu_theta, sigma_theta, shift, spread, pi, tables):
     """Per cell and grid node: the reference term ``w_s(x_j) Bin(y_1 | x_j)`` and, per other version,
     the unchanged and changed terms ``(1 - pi_v) Bin(y_v | x_j)`` and ``pi_v G_v(x_j; y_v)``.
 
-    ``mu_theta, sigma_theta``: (domain,); ``shift``: (change, domain); ``sigma_delta``, ``pi``: (change,).
-    The convolutions of every (version, domain) come out of one call of the pair model's
+    Per stratum (:func:`family_strata_hyper`): ``mu_theta, sigma_theta`` (stratum,), ``shift`` and the
+    changes' ``spread`` (change, stratum); ``pi`` (change,). The convolutions of every (version, stratum)
+    come out of one call of the pair model's
     :func:`~bayesrc.bayes.change_collapsed.weighted_convolutions`, the rows stacked version-major.
     """
     x, e, e_cell, key = tables["x"], tables["e2"], tables["e_cell"], tables["cell_key"]
     n_s, (n_t, n_j) = mu_theta.shape[0], e.shape
     prior = prior_weights(ops, x, mu_theta, sigma_theta)  # (domain, node)
     ones = np.ones((1, 2 * n_j - 1))
-    spread = sigma_delta[:, None] + 0.0 * shift  # (change, domain): one spread per version
     g = weighted_convolutions(ops, tables, None, None, shift.reshape((-1,)), 0.0, spread.reshape((-1,)), ones)[0]  # (change x domain, outcome, node)
     base = prior[tables["cell_s"]] * e_cell[0]
     same = [(1.0 - pi[v]) * e_cell[v + 1] for v in range(key.shape[0])]
@@ -176,19 +215,20 @@ def node_terms(ops, mu_theta, sigma_theta, shift, sigma_delta, pi, tables):
     return base, same, changed
 
 
-def family_loglik(ops, mu_theta, sigma_theta, shift, sigma_delta, pi, tables):
-    """``log L(c)`` per (padded) cell (the module docstring), binomial coefficients left out.
+def family_loglik(ops, mu_theta, sigma_theta, shift, spread, pi, tables):
+    """``log L(c)`` per (padded) cell (the module docstring), binomial coefficients left out;
+    hyperparameters per stratum as :func:`node_terms` takes them.
 
     Examples
     --------
     >>> d = ModelInputs(items=np.array(["a"]), versions=("v1", "v2", "v3"), domains=("x",), dom=np.array([0]),
     ...                 y=np.array([[3, 4, 5]]), n=np.full((1, 3), 10))
     >>> t = family_tables(family_cells(d))
-    >>> ll = family_loglik(_ops("numpy"), np.zeros(1), np.ones(1), np.zeros((2, 1)), np.full(2, 0.5), np.full(2, 0.8), t)
+    >>> ll = family_loglik(_ops("numpy"), np.zeros(1), np.ones(1), np.zeros((2, 1)), np.full((2, 1), 0.5), np.full(2, 0.8), t)
     >>> bool(ll[0] < 0)
     True
     """
-    base, same, changed = node_terms(ops, mu_theta, sigma_theta, shift, sigma_delta, pi, tables)
+    base, same, changed = node_terms(ops, mu_theta, sigma_theta, shift, spread, pi, tables)
     like = base
     for s, c in zip(same, changed):
         like = like * (s + c)
@@ -202,8 +242,8 @@ def _jax_family_loglik():
     import jax  # deferred: JAX loads in ~1.5 s (bayes extra)
     import jax.numpy as jnp
 
-    def total(mu_theta, sigma_theta, shift, sigma_delta, pi, tables):
-        return jnp.sum(tables["weight"] * family_loglik(_ops("jax"), mu_theta, sigma_theta, shift, sigma_delta, pi, tables))
+    def total(mu_theta, sigma_theta, shift, spread, pi, tables):
+        return jnp.sum(tables["weight"] * family_loglik(_ops("jax"), mu_theta, sigma_theta, shift, spread, pi, tables))
 
     return jax.jit(total)
 
@@ -213,11 +253,12 @@ def family_coords(data: ModelInputs) -> dict[str, list]:
     return data.coords | {"change": list(data.versions[1:])}
 
 
-def _numpyro_model(tables, *, n_domains: int, n_changes: int, prior: dict):
+def _numpyro_model(tables, *, cells: FamilyCells, n_domains: int, n_changes: int, prior: dict, n_groups: int = 1, contrasts=None):
     import numpyro  # deferred: NumPyro and JAX load in seconds (bayes extra)
 
-    mu_theta, sigma_theta, shift, sigma_delta, _, pi = hyperpriors_numpyro(n_domains, False, prior, 1, n_changes)
-    numpyro.factor("y", _jax_family_loglik()(mu_theta, sigma_theta, shift, sigma_delta, pi, tables))
+    mu_theta, sigma_theta, shift, sigma_delta, _, pi = hyperpriors_numpyro(n_domains, False, prior, n_groups, n_changes)
+    alpha, gamma, eta = group_effects_numpyro(n_groups, prior, contrasts, n_changes)
+    numpyro.factor("y", _jax_family_loglik()(*strata_hyper(cells, mu_theta, sigma_theta, shift, alpha, gamma, eta, sigma_delta), pi, tables))
 
 
 def joint_numpyro(data: ModelInputs, *, prior: dict | None = None, config: SamplerConfig | None = None, items: bool = True):
@@ -233,8 +274,8 @@ def joint_numpyro(data: ModelInputs, *, prior: dict | None = None, config: Sampl
     """
     cfg = config or SamplerConfig()
     cells = family_cells(data)
-    model = partial(_numpyro_model, n_domains=data.n_domains, n_changes=data.n_versions - 1, prior=prior_settings(prior))
-    dt = run_numpyro(model, {"tables": family_tables(cells, SAMPLER_BAND_DTYPE)}, cfg, family_coords(data), JOINT_DIMS)
+    model = partial(_numpyro_model, cells=cells, n_domains=data.n_domains, n_changes=data.n_versions - 1, prior=prior_settings(prior), n_groups=data.n_groups, contrasts=data.stratum_contrasts())
+    dt = run_numpyro(model, {"tables": family_tables(cells, SAMPLER_BAND_DTYPE)}, cfg, family_coords(data), joint_dims(data.n_groups))
     return with_family_item_draws(dt, data, cfg, prior=prior) if items else dt
 
 
@@ -253,8 +294,9 @@ def joint_pymc(data: ModelInputs, *, prior: dict | None = None, config: SamplerC
     cells = family_cells(data)
     tables = family_tables(cells, SAMPLER_BAND_DTYPE)
     with pm.Model(coords=family_coords(data)) as model:
-        mu_theta, sigma_theta, shift, sigma_delta, _, pi = hyperpriors_pymc(False, prior, 1, per_change=True)
-        ll = family_loglik(_ops("pytensor"), mu_theta, sigma_theta, shift, sigma_delta, pi, tables)
+        mu_theta, sigma_theta, shift, sigma_delta, _, pi = hyperpriors_pymc(False, prior, data.n_groups, per_change=True)
+        alpha, gamma, eta = group_effects_pymc(data.n_groups, prior, data.stratum_contrasts(), per_change=True)
+        ll = family_loglik(_ops("pytensor"), *strata_hyper(cells, mu_theta, sigma_theta, shift, alpha, gamma, eta, sigma_delta), pi, tables)
         pm.Potential("y", pt.sum(tables["weight"] * ll))
     dt = run_pymc(model, cfg)
     return with_family_item_draws(dt, data, cfg, prior=prior) if items else dt
@@ -274,9 +316,9 @@ def _family_draws_one(hyper, key, tables, item_cell, cell_dom, y, n, fine_v):
     import jax  # deferred: JAX loads in ~1.5 s (bayes extra)
     import jax.numpy as jnp
 
-    mu_theta, sigma_theta, shift, sigma_delta, pi = hyper
+    mu_theta, sigma_theta, shift, spread_s, pi = hyper  # per stratum (family_strata_hyper)
     ops = _ops("jax")
-    base, same, changed = node_terms(ops, mu_theta, sigma_theta, shift, sigma_delta, pi, tables)
+    base, same, changed = node_terms(ops, mu_theta, sigma_theta, shift, spread_s, pi, tables)
     terms = [s + c for s, c in zip(same, changed)]
     w = base
     for term in terms:
@@ -296,8 +338,8 @@ def _family_draws_one(hyper, key, tables, item_cell, cell_dom, y, n, fine_v):
         kv = keys[2 + 4 * v : 6 + 4 * v]
         r = _interpolate(ch / jnp.maximum(term, 1e-300), k, frac, item_cell)  # P(changed | theta, y_v)
         changed_v = jax.random.uniform(kv[0], (n_items,)) < r
-        m, spread = shift[v][d], grid_spread(ops, sigma_delta[v], x)
-        z = standardised_change_draw(theta + m, spread * jnp.ones(n_items), y[:, v + 1], n[:, v + 1], changed_v, fine_v, kv[1:])
+        m, spread = shift[v][d], grid_spread(ops, spread_s[v][d], x)
+        z = standardised_change_draw(theta + m, spread, y[:, v + 1], n[:, v + 1], changed_v, fine_v, kv[1:])
         delta = m + spread * z
         out["r"].append(r), out["changed"].append(changed_v), out["delta"].append(delta)
         out["p"].append(jax.nn.sigmoid(theta + changed_v * delta))
@@ -330,8 +372,11 @@ def _family_item_draws(post, cells: FamilyCells, seed: int, progress: bool | Non
 
     n_chain, n_draw = post["pi"].shape[:2]
     n_s = n_chain * n_draw
-    names = ("mu_theta", "sigma_theta", "shift", "sigma_delta", "pi")
-    hyper = [np.asarray(post[k].values, float).reshape(n_s, *post[k].shape[2:]) for k in names]
+    flat = lambda a: np.asarray(a, float).reshape(n_s, *np.shape(a)[2:])  # noqa: E731
+    names = ("mu_theta", "sigma_theta", "shift", "sigma_delta")
+    mu, sd, shift, sigma_delta = (flat(post[k].values) for k in names)
+    alpha, gamma, eta = (flat(g) for g in group_draws(post))
+    hyper = [*map(np.asarray, strata_hyper(cells, mu, sd, shift, alpha, gamma, eta, sigma_delta)), flat(post["pi"].values)]
     pad = (-n_s) % DRAW_BATCH
     hyper = [np.concatenate([h, np.repeat(h[-1:], pad, 0)]) for h in hyper]
     keys = np.asarray(jax.random.split(jax.random.PRNGKey(seed), n_s + pad))

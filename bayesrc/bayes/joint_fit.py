@@ -21,7 +21,7 @@ from bayesrc.bayes.change import prior_settings
 from bayesrc.bayes.diagnostics import GatedResult
 from bayesrc.bayes.gating import sample_gated
 from bayesrc.bayes.inputs import ModelInputs, model_inputs
-from bayesrc.bayes.joint import JOINT_GATED, joint_numpyro, joint_pymc, with_family_item_draws
+from bayesrc.bayes.joint import joint_gated, joint_numpyro, joint_pymc, with_family_item_draws
 from bayesrc.bayes.joint_figures import change_heatmap, rank_band_figure
 from bayesrc.bayes.samplers import SamplerConfig
 from bayesrc.config import DEFAULT_GATE, release_memory, releases_jax_caches
@@ -240,6 +240,7 @@ def fit_joint(
     prior: dict | None = None,
     config: SamplerConfig | None = None,
     q: float = RANK_Q,
+    covariate: str | None = "auto",
     max_rhat: float = DEFAULT_GATE["max_rhat"],
     min_ess: float = DEFAULT_GATE["min_ess"],
     max_divergences: int = DEFAULT_GATE["max_divergences"],
@@ -260,11 +261,11 @@ def fit_joint(
     if not 0 < q < 1:
         raise ValueError(f"q must be in (0, 1), got {q}")
     versions = [str(v) for v in counts["version"].values]
-    data = model_inputs(counts, *versions, covariate=None)
+    data = model_inputs(counts, *versions, covariate=covariate)
     thresholds = {"max_rhat": max_rhat, "min_ess": min_ess, "max_divergences": max_divergences}
     t0 = time.perf_counter()
     sampler = partial(sample_joint, data, backend, prior=prior, items=False)  # the item draws once, after the gate
-    dt, diag, attempts, cfg = sample_gated(sampler, list(JOINT_GATED), config or SamplerConfig(), thresholds, escalate)
+    dt, diag, attempts, cfg = sample_gated(sampler, joint_gated(data.n_groups), config or SamplerConfig(), thresholds, escalate)
     release_memory()
     dt = with_family_item_draws(dt, data, cfg, prior=prior)
     post = dt["posterior"]
@@ -275,7 +276,7 @@ def fit_joint(
         "status": "ok" if diag.passed else "failed", "model": "joint", "backend": backend, "runtime_s": time.perf_counter() - t0,
         "diagnostics": diag.to_dict(), "attempts": attempts,
         "params": {"versions": list(data.versions), "reference": data.versions[0], "q": q, "n_items": data.n_items, "domains": list(data.domains),
-                   "prior": prior_settings(prior), "chains": cfg.chains, "draws": cfg.draws, "tune": cfg.tune, "target_accept": cfg.target_accept, "seed": cfg.seed},
+                   "prior": prior_settings(prior), "covariate": data.covariate, "chains": cfg.chains, "draws": cfg.draws, "tune": cfg.tune, "target_accept": cfg.target_accept, "seed": cfg.seed},
         "warnings": [],
     }  # fmt: skip
     return JointFit(payload, tables, dt)
