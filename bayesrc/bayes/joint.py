@@ -28,7 +28,7 @@ with ``w_s`` the prior weights of the nodes (:func:`~bayesrc.bayes.change_collap
 and ``G_v`` the pair model's Gaussian-kernel convolution
 (:func:`~bayesrc.bayes.change_collapsed.weighted_convolutions`), one kernel row per (version,
 domain). With ``V = 2`` this is the pair model's :func:`~bayesrc.bayes.change_collapsed.cell_loglik`
-(tests/test_joint.py: to 1e-8). Items with the same domain and the same ``(n, y)`` in every version
+(tests/test_joint.py: to 1e-8). Items with the same stratum (domain, or (domain, letter)) and the same ``(n, y)`` in every version
 share one cell; all versions' outcomes ``(n, y)`` share one binomial table.
 
 Item draws (:func:`family_item_draws`), for each posterior draw of the hyperparameters: ``theta_i``
@@ -169,9 +169,9 @@ def family_tables(cells: FamilyCells, band_dtype=np.float64) -> dict[str, np.nda
     ``x`` the logit grid; ``e2`` the binomial table (max-scaled rows) over the distinct ``(n, y)``
     outcomes of all versions, named as the pair model's version-2 table so that
     :func:`~bayesrc.bayes.change_collapsed.weighted_convolutions` reads it (``e2_band`` its band table
-    when it fits); per cell: its domain ``cell_s``, its rows of that table per version ``e_cell``
+    when it fits); per cell: its stratum ``cell_s`` (domain, or (domain, letter) with the covariate), its rows of that table per version ``e_cell``
     (version, cell, node), the sum of the rows' log maxima ``lm_cell``, per non-reference version its
-    row ``cell_key = s T + t`` of the (domain, outcome) convolutions, and its ``weight`` (0 on padding).
+    row ``cell_key = s T + t`` of the (stratum, outcome) convolutions, and its ``weight`` (0 on padding).
 
     Examples
     --------
@@ -199,16 +199,16 @@ def node_terms(ops, mu_theta, sigma_theta, shift, spread, pi, tables):
     """Per cell and grid node: the reference term ``w_s(x_j) Bin(y_1 | x_j)`` and, per other version,
     the unchanged and changed terms ``(1 - pi_v) Bin(y_v | x_j)`` and ``pi_v G_v(x_j; y_v)``.
 
-    Per stratum (:func:`family_strata_hyper`): ``mu_theta, sigma_theta`` (stratum,), ``shift`` and the
+    Per stratum (:func:`~bayesrc.bayes.change_collapsed.strata_hyper`): ``mu_theta, sigma_theta`` (stratum,), ``shift`` and the
     changes' ``spread`` (change, stratum); ``pi`` (change,). The convolutions of every (version, stratum)
     come out of one call of the pair model's
     :func:`~bayesrc.bayes.change_collapsed.weighted_convolutions`, the rows stacked version-major.
     """
     x, e, e_cell, key = tables["x"], tables["e2"], tables["e_cell"], tables["cell_key"]
     n_s, (n_t, n_j) = mu_theta.shape[0], e.shape
-    prior = prior_weights(ops, x, mu_theta, sigma_theta)  # (domain, node)
+    prior = prior_weights(ops, x, mu_theta, sigma_theta)  # (stratum, node)
     ones = np.ones((1, 2 * n_j - 1))
-    g = weighted_convolutions(ops, tables, None, None, shift.reshape((-1,)), 0.0, spread.reshape((-1,)), ones)[0]  # (change x domain, outcome, node)
+    g = weighted_convolutions(ops, tables, None, None, shift.reshape((-1,)), 0.0, spread.reshape((-1,)), ones)[0]  # (change x stratum, outcome, node)
     base = prior[tables["cell_s"]] * e_cell[0]
     same = [(1.0 - pi[v]) * e_cell[v + 1] for v in range(key.shape[0])]
     changed = [pi[v] * g[v * n_s : (v + 1) * n_s].reshape((n_s * n_t, n_j))[key[v]] for v in range(key.shape[0])]
@@ -316,7 +316,7 @@ def _family_draws_one(hyper, key, tables, item_cell, cell_dom, y, n, fine_v):
     import jax  # deferred: JAX loads in ~1.5 s (bayes extra)
     import jax.numpy as jnp
 
-    mu_theta, sigma_theta, shift, spread_s, pi = hyper  # per stratum (family_strata_hyper)
+    mu_theta, sigma_theta, shift, spread_s, pi = hyper  # per stratum (strata_hyper)
     ops = _ops("jax")
     base, same, changed = node_terms(ops, mu_theta, sigma_theta, shift, spread_s, pi, tables)
     terms = [s + c for s, c in zip(same, changed)]
