@@ -38,7 +38,7 @@ from bayesrc.classical.rci import DETERIORATED, IMPROVED
 from bayesrc.data.exact import _as_exact
 from bayesrc.errors import InputError
 from bayesrc.results import register
-from bayesrc.truth.score import ScoredReplicates, _model_scores, family_replicates, score_classes
+from bayesrc.truth.score import ScoredReplicates, _model_scores, family_replicates, run_labels, score_classes
 
 FAMILY_METHODS = ("joint", "pair")  # the Bayesian methods; RCI is always scored
 SCORE_NUMBERS = ("coverage90", "dp_rmse", "dp_slope", "flagged_mean", "fdp_sign", "fdp_material", "gate_pass_share", "runtime_mean_s")
@@ -197,11 +197,6 @@ class FamilyTruth(ScoredReplicates):
         return f"{len(self.versions)} versions, K = {self.k}, {self.replicates} replicate(s), {self.n_items} items"
 
 
-def _labels(runs) -> list[str]:
-    labels = [r.label for r in runs]
-    return labels if len(set(labels)) == len(labels) else [f"{label} (v{i + 1})" for i, label in enumerate(labels)]
-
-
 def family_truth(
     exact_runs, *, k: int = 10, replicates: int = 20, seed: int = 0, delta_min: float = 0.05, methods=FAMILY_METHODS,
     config: SamplerConfig | None = None, backend: str = "numpyro", progress: bool | None = None,
@@ -230,7 +225,7 @@ def family_truth(
     if unknown:
         raise InputError(f"unknown method {unknown[0]!r} for a family; known: {', '.join(FAMILY_METHODS)}", field="--methods")
     runs = [_as_exact(r) for r in exact_runs]
-    labels, config, rows, p = _labels(runs), config or SamplerConfig(), [], None
+    labels, config, rows, p = run_labels(runs), config or SamplerConfig(), [], None
     with progress_bar(progress, replicates, desc="truth", unit="replicate") as bar:
         for r, counts, p, sampler_seed in family_replicates(runs, k=k, seed=seed, replicates=range(replicates), labels=labels):
             cfg = replace(config, seed=sampler_seed, progress=False)

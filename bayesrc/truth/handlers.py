@@ -13,8 +13,6 @@ from bayesrc.data.exact import load_exact
 from bayesrc.errors import InputError
 from bayesrc.truth import DEFAULT_METHODS, FAMILY_METHODS, family_truth, truth
 
-DEFAULT_FDR = 0.10
-
 
 def run_truth(args: argparse.Namespace) -> int:
     if len(args.runs) < 2:
@@ -40,7 +38,7 @@ def run_truth(args: argparse.Namespace) -> int:
         "backend": args.backend,
         "progress": progress_setting(args),
     }
-    res = family_truth(runs, **common) if family else truth(*runs, q=DEFAULT_FDR if args.fdr is None else args.fdr, **common)
+    res = family_truth(runs, **common) if family else truth(*runs, **common, **({} if args.fdr is None else {"q": args.fdr}))
     res.save(args.out)
     print(res.summary().to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     if family and res.bands is not None:

@@ -355,6 +355,19 @@ class TruthResult(ScoredReplicates):
         return f"K = {self.k}, {self.replicates} replicate(s), {self.n_items} items"
 
 
+def run_labels(runs) -> list[str]:
+    """The version labels of exact runs: their own, or each with its position (`` (v1)``, ...) when two are alike.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace as R
+    >>> run_labels([R(label="q4"), R(label="q4")]), run_labels([R(label="q4"), R(label="q3")])
+    (['q4 (v1)', 'q4 (v2)'], ['q4', 'q3'])
+    """
+    labels = [r.label for r in runs]
+    return labels if len(set(labels)) == len(labels) else [f"{label} (v{i + 1})" for i, label in enumerate(labels)]
+
+
 def family_replicates(runs, *, k: int, seed: int, replicates, labels):
     """K-sample datasets of a family of exact runs: ``(r, counts, p_exact, sampler_seed)`` for each
     replicate number ``r`` in ``replicates`` (0-based; replicate ``r`` is the same whatever else is drawn).
@@ -427,7 +440,7 @@ def truth(
         raise InputError(f"unknown method {unknown[0]!r}; known: {', '.join(MODEL_SPECS)}", field="--methods")
     ex1, ex2 = _as_exact(exact_v1), _as_exact(exact_v2)
     items = exact_truth(ex1, ex2)
-    labels = (ex1.label, ex2.label) if ex1.label != ex2.label else (f"{ex1.label} (v1)", f"{ex2.label} (v2)")
+    labels = tuple(run_labels([ex1, ex2]))
     config = config or SamplerConfig()
     rows = []
     with progress_bar(progress, replicates, desc="truth", unit="replicate") as bar:
