@@ -42,6 +42,7 @@ the pair model draws it (:func:`~bayesrc.bayes.change_collapsed.standardised_cha
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache, partial
 
@@ -273,10 +274,24 @@ def joint_numpyro(data: ModelInputs, *, prior: dict | None = None, config: Sampl
     >>> dt["posterior"]["p"].mean(("chain", "draw", "item"))                         # doctest: +SKIP
     """
     cfg = config or SamplerConfig()
+    model, args = joint_model_numpyro(data, prior)
+    dt = run_numpyro(model, args, cfg, family_coords(data), joint_dims(data.n_groups))
+    return with_family_item_draws(dt, data, cfg, prior=prior) if items else dt
+
+
+def joint_model_numpyro(data: ModelInputs, prior: dict | None = None) -> tuple[Callable, dict]:
+    """The NumPyro twin as a model function and its data arguments (the sampler's tables): what
+    :func:`joint_numpyro` samples, e.g. for ``numpyro.infer.util.potential_energy``.
+
+    Examples
+    --------
+    >>> from numpyro.infer.util import log_density
+    >>> model, args = joint_model_numpyro(model_inputs(fam.counts, *fam.versions, covariate=None))  # doctest: +SKIP
+    >>> log_density(model, (), args, params)  # doctest: +SKIP
+    """
     cells = family_cells(data)
     model = partial(_numpyro_model, cells=cells, n_domains=data.n_domains, n_changes=data.n_versions - 1, prior=prior_settings(prior), n_groups=data.n_groups, contrasts=data.stratum_contrasts())
-    dt = run_numpyro(model, {"tables": family_tables(cells, SAMPLER_BAND_DTYPE)}, cfg, family_coords(data), joint_dims(data.n_groups))
-    return with_family_item_draws(dt, data, cfg, prior=prior) if items else dt
+    return model, {"tables": family_tables(cells, SAMPLER_BAND_DTYPE)}
 
 
 def joint_pymc(data: ModelInputs, *, prior: dict | None = None, config: SamplerConfig | None = None, items: bool = True):
@@ -287,10 +302,22 @@ def joint_pymc(data: ModelInputs, *, prior: dict | None = None, config: SamplerC
     --------
     >>> dt = joint_pymc(model_inputs(fam.counts, *fam.versions, covariate=None))   # doctest: +SKIP
     """
+    cfg = config or SamplerConfig()
+    dt = run_pymc(joint_model_pymc(data, prior), cfg)
+    return with_family_item_draws(dt, data, cfg, prior=prior) if items else dt
+
+
+def joint_model_pymc(data: ModelInputs, prior: dict | None = None):
+    """The PyMC twin as a built ``pymc.Model``: what :func:`joint_pymc` samples.
+
+    Examples
+    --------
+    >>> model = joint_model_pymc(model_inputs(fam.counts, *fam.versions, covariate=None))  # doctest: +SKIP
+    >>> model.compile_logp()(model.initial_point())  # doctest: +SKIP
+    """
     import pymc as pm  # deferred: PyMC loads in ~2 s (bayes extra)
     import pytensor.tensor as pt
 
-    cfg = config or SamplerConfig()
     cells = family_cells(data)
     tables = family_tables(cells, SAMPLER_BAND_DTYPE)
     with pm.Model(coords=family_coords(data)) as model:
@@ -298,8 +325,7 @@ def joint_pymc(data: ModelInputs, *, prior: dict | None = None, config: SamplerC
         alpha, gamma, eta = group_effects_pymc(data.n_groups, prior, data.stratum_contrasts(), per_change=True)
         ll = family_loglik(_ops("pytensor"), *strata_hyper(cells, mu_theta, sigma_theta, shift, alpha, gamma, eta, sigma_delta), pi, tables)
         pm.Potential("y", pt.sum(tables["weight"] * ll))
-    dt = run_pymc(model, cfg)
-    return with_family_item_draws(dt, data, cfg, prior=prior) if items else dt
+    return model
 
 
 # ---------------------------------------------------------------- exact conditional item draws

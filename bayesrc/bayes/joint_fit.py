@@ -5,6 +5,11 @@ Per version (``versions`` table): the posterior of its mean accuracy over the it
 (1 = best; posterior mean and ``1 - q`` interval) and its **rank band** (:func:`rank_bands`). Per
 item and version (``items`` table): posterior mean accuracy, ``dp`` against the reference with its
 90% interval, ``P(changed)`` and ``P(this version is best on this item)``.
+
+Any two versions can be compared from the same draws (:func:`version_pairs`, :func:`item_changes`,
+:func:`version_changes`): a quantisation ladder or a series of checkpoints reads as the chain of
+consecutive changes (``between="consecutive"``), each with its per-item intervals and the change
+in mean accuracy.
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ RANK_Q = 0.1  # rank bands: versions whose (1 - q) rank intervals overlap
 INTERVAL = 0.9  # accuracy and dp intervals
 VERSION_COLUMNS = ("version", "mean_accuracy", "acc_lo90", "acc_hi90", "p_best", "rank_mean", "rank_lo", "rank_hi", "band")
 ITEM_COLUMNS = ("item_id", "domain", "version", "p_mean", "dp_mean", "dp_lo90", "dp_hi90", "p_changed", "p_best")
+ITEM_CHANGE_COLUMNS = ("item_id", "domain", "from", "to", "dp_mean", "dp_lo90", "dp_hi90", "p_up", "p_down")
+VERSION_CHANGE_COLUMNS = ("from", "to", "dacc_mean", "dacc_lo90", "dacc_hi90", "p_up", "items_up", "items_down")
 
 
 def draw_ranks(values: np.ndarray) -> np.ndarray:
@@ -135,6 +142,83 @@ def item_table(p: np.ndarray, r: np.ndarray, items, domains, versions) -> pd.Dat
     return pd.DataFrame(cols, columns=list(ITEM_COLUMNS))
 
 
+def version_pairs(versions, between="consecutive") -> list[tuple[str, str]]:
+    """The ordered pairs ``(from, to)`` of versions to compare: ``"consecutive"`` (each version
+    against the one before it: a ladder or a series of checkpoints), ``"reference"`` (each against
+    the first), or explicit pairs of version labels.
+
+    Examples
+    --------
+    >>> version_pairs(["q4", "q3", "q2"])
+    [('q4', 'q3'), ('q3', 'q2')]
+    >>> version_pairs(["q4", "q3", "q2"], "reference")
+    [('q4', 'q3'), ('q4', 'q2')]
+    """
+    versions = [str(v) for v in versions]
+    if between == "consecutive":
+        return list(zip(versions[:-1], versions[1:]))
+    if between == "reference":
+        return [(versions[0], v) for v in versions[1:]]
+    if isinstance(between, str):
+        raise ValueError(f"between: expected 'consecutive', 'reference' or pairs of versions, got {between!r}")
+    pairs = [(str(a), str(b)) for a, b in between]
+    unknown = sorted({v for pair in pairs for v in pair} - set(versions))
+    if unknown:
+        raise ValueError(f"between: no version {', '.join(unknown)} in this fit (its versions: {', '.join(versions)})")
+    return pairs
+
+
+def _pair_draws(p: np.ndarray, versions, pairs) -> np.ndarray:
+    """``p_to - p_from`` per draw, item and pair: (draw, item, pair)."""
+    col = {v: j for j, v in enumerate(map(str, versions))}
+    return np.stack([p[..., col[b]] - p[..., col[a]] for a, b in pairs], -1)
+
+
+def item_changes(p: np.ndarray, items, domains, versions, pairs) -> pd.DataFrame:
+    """Per item and pair ``(from, to)``: the posterior of ``dp = p_to - p_from`` from accuracy draws
+    ``p`` (draw, item, version): mean, 90% interval and ``P(dp > 0)``, ``P(dp < 0)`` (an item unchanged
+    in both versions has ``dp = 0`` exactly in many draws, so the two need not sum to 1).
+
+    Examples
+    --------
+    >>> p = np.array([[[0.5, 0.7, 0.7]], [[0.5, 0.5, 0.9]]])  # 2 draws, 1 item, 3 versions
+    >>> t = item_changes(p, ["i1"], ["d"], ["a", "b", "c"], [("a", "b"), ("b", "c")])
+    >>> t[["from", "to", "dp_mean", "p_up", "p_down"]].round(2).values.tolist()
+    [['a', 'b', 0.1, 0.5, 0.0], ['b', 'c', 0.2, 0.5, 0.0]]
+    """
+    dp = _pair_draws(p, versions, pairs)
+    lo, hi = np.quantile(dp, [(1 - INTERVAL) / 2, (1 + INTERVAL) / 2], axis=0)
+    n_items, n_pairs = dp.shape[1:]
+    cols = {
+        "item_id": np.repeat(np.asarray(items).astype(str), n_pairs), "domain": np.repeat(np.asarray(domains).astype(str), n_pairs),
+        "from": np.tile([a for a, _ in pairs], n_items), "to": np.tile([b for _, b in pairs], n_items),
+        "dp_mean": dp.mean(0).ravel(), "dp_lo90": lo.ravel(), "dp_hi90": hi.ravel(), "p_up": (dp > 0).mean(0).ravel(), "p_down": (dp < 0).mean(0).ravel(),
+    }  # fmt: skip
+    return pd.DataFrame(cols, columns=list(ITEM_CHANGE_COLUMNS))
+
+
+def version_changes(p: np.ndarray, versions, pairs) -> pd.DataFrame:
+    """Per pair ``(from, to)``: the posterior of the change in mean accuracy over the items (mean, 90%
+    interval, ``P(up)``) and the items whose 90% interval of ``dp`` lies above 0 (``items_up``) or
+    below it (``items_down``), from accuracy draws ``p`` (draw, item, version).
+
+    Examples
+    --------
+    >>> p = np.random.default_rng(0).uniform(0.4, 0.5, size=(400, 30, 2)) + [0.0, 0.3]
+    >>> version_changes(p, ["a", "b"], [("a", "b")])[["dacc_mean", "p_up", "items_up", "items_down"]].round(1).values.tolist()
+    [[0.3, 1.0, 30.0, 0.0]]
+    """
+    dp = _pair_draws(p, versions, pairs)
+    dacc = dp.mean(1)  # (draw, pair)
+    lo, hi = np.quantile(dp, [(1 - INTERVAL) / 2, (1 + INTERVAL) / 2], axis=0)
+    acc_lo, acc_hi = np.quantile(dacc, [(1 - INTERVAL) / 2, (1 + INTERVAL) / 2], axis=0)
+    cols = {
+        "from": [a for a, _ in pairs], "to": [b for _, b in pairs], "dacc_mean": dacc.mean(0), "dacc_lo90": acc_lo, "dacc_hi90": acc_hi,
+        "p_up": (dacc > 0).mean(0), "items_up": (lo > 0).sum(0), "items_down": (hi < 0).sum(0),
+    }  # fmt: skip
+    return pd.DataFrame(cols, columns=list(VERSION_CHANGE_COLUMNS))
+
+
 @register
 class JointFit(GatedResult):
     """A joint fit of a family of versions: the posterior, the ``versions`` and ``items`` tables
@@ -204,6 +288,32 @@ class JointFit(GatedResult):
             )
         rows += [("warning", w) for w in self.warnings]
         return pd.DataFrame(rows, columns=["metric", "value"]).astype({"value": str})
+
+    def _accuracy_draws(self) -> np.ndarray:
+        """The item accuracy draws ``p`` as (draw, item, version), chains stacked."""
+        p = self.posterior["posterior"]["p"].transpose("chain", "draw", "item", "version").to_numpy()
+        return p.reshape(-1, *p.shape[2:])
+
+    def item_changes(self, between="consecutive") -> pd.DataFrame:
+        """Per item, the posterior change ``dp`` between versions (:func:`version_pairs`' ``between``:
+        ``"consecutive"``, ``"reference"`` or pairs of labels), one row per item and pair (:func:`item_changes`).
+
+        Examples
+        --------
+        >>> res.item_changes().query("dp_hi90 < 0")  # items that got worse from one version to the next  # doctest: +SKIP
+        """
+        first = self.items[self.items["version"] == self.versions[0]]  # one row per item, in the posterior's item order
+        return item_changes(self._accuracy_draws(), first["item_id"], first["domain"], self.versions, version_pairs(self.versions, between))
+
+    def version_changes(self, between="consecutive") -> pd.DataFrame:
+        """Per pair of versions (``between`` as in :meth:`item_changes`), the change in mean accuracy with
+        its 90% interval and ``P(up)``, and how many items' 90% intervals lie above or below 0 (:func:`version_changes`).
+
+        Examples
+        --------
+        >>> res.version_changes()  # Q4 -> Q3, Q3 -> Q2 on a quantisation ladder  # doctest: +SKIP
+        """
+        return version_changes(self._accuracy_draws(), self.versions, version_pairs(self.versions, between))
 
     def plot_bands(self, **kwargs):
         """The versions' posterior mean accuracy with 90% intervals, coloured by rank band (:func:`~bayesrc.bayes.joint_figures.rank_band_figure`)."""

@@ -445,6 +445,9 @@ def section_joint(run: Run, c: Comparison | None = None) -> Section | None:
     blocks.append(_fig(jf.plot_bands, "Each version's posterior mean accuracy with its 90% interval, coloured by rank band.", "joint_bands"))
     blocks.append(_fig(jf.plot_changes, "Posterior mean change in accuracy from the reference, items with the largest changes.", "joint_changes"))
     blocks.append(Table(jf.versions_table.round(3), "Versions: mean accuracy, P(best), rank interval and band", latex=True, label="joint-versions"))
+    if len(jf.versions) >= 3 and jf.posterior is not None:  # a ladder or a series of checkpoints reads step by step
+        caption = "Consecutive versions: change in mean accuracy (90% interval, P(up)) and the items whose 90% interval of Δp lies above or below 0"
+        blocks.append(Table(jf.version_changes().round(3), caption, latex=True, label="joint-steps"))
     if run.pairwise is not None:  # bayesrc rci --family on the same versions: the classical side of the family
         blocks += pairwise_blocks(run.pairwise)
     return Section("joint", "A family of versions", blocks)
