@@ -277,7 +277,7 @@ def test_a_family_truth_scores_the_joint_fit_by_item_and_version(joint, family):
     """What ``bayesrc truth`` scores a family's joint fit with (``fit_scores``, ``band_scores``) against
     this test's own lookup of each item and version: coverage, the interval flags and their false
     signs, and the bands against the true order."""
-    from bayesrc.truth.family import band_scores, fit_scores
+    from bayesrc.truth.family import band_scores, fit_scores, step_scores
 
     ids = family.truth["item_id"].to_numpy()
     dp = {v: family.p[:, j] - family.p[:, 0] for j, v in enumerate(family.versions) if j}
@@ -289,6 +289,15 @@ def test_a_family_truth_scores_the_joint_fit_by_item_and_version(joint, family):
         assert rows[v]["coverage90"] == pytest.approx(np.mean((dp[v] >= lo) & (dp[v] <= hi)))
         assert rows[v]["flagged"] == np.sum((lo > 0) | (hi < 0))
         assert rows[v]["false_sign"] == np.sum((lo > 0) & (dp[v] <= 0) | (hi < 0) & (dp[v] >= 0))
+    # the later consecutive steps (v2 -> v3, v3 -> v4): the joint fit's contrasts against p_b - p_a
+    steps = {(a, b): family.p[:, j + 2] - family.p[:, j + 1] for j, (a, b) in enumerate(zip(family.versions[1:-1], family.versions[2:]))}
+    step_rows = {r["version"]: r for r in step_scores(joint, ids[::-1], {ab: d[::-1] for ab, d in steps.items()})}
+    assert list(step_rows) == [f"{a} -> {b}" for a, b in steps]
+    changes = joint.item_changes()
+    for (a, b), d in steps.items():
+        it = changes[(changes["from"] == a) & (changes["to"] == b)].set_index("item_id").loc[ids]
+        lo, hi, row = it["dp_lo90"].to_numpy(), it["dp_hi90"].to_numpy(), step_rows[f"{a} -> {b}"]
+        assert row["coverage90"] == pytest.approx(np.mean((d >= lo) & (d <= hi))) and row["flagged"] == np.sum((lo > 0) | (hi < 0))
     bands = band_scores(joint, family.mean_accuracy)
     table = joint.versions_table.set_index("version")
     assert bands["order_respected"] and bands["n_bands"] == table["band"].nunique() >= 2

@@ -171,9 +171,11 @@ def test_family_truth_scores_every_version_against_the_reference_and_reports_it(
     """Three exact runs, the third identical to the reference: the family's exact accuracies are the runs',
     every RCI flag on the unchanged version is a false discovery, the scores are the replicate table's
     means, and the result round-trips and has its report section. Bad input is one line, exit 2."""
+    from bayesrc.classical import reliable_change
     from bayesrc.cli import main
     from bayesrc.report import build_report
-    from bayesrc.truth import FamilyTruth, family_truth
+    from bayesrc.truth import FamilyTruth, family_truth, score_classes
+    from bayesrc.truth.score import family_replicates
 
     a, b, truth = exact_pair
     same = write_exact_run(tmp_path / "v3", dist_from_truth(truth, "p_v1", p_missing=0.02), label="sim-same")
@@ -182,9 +184,15 @@ def test_family_truth_scores_every_version_against_the_reference_and_reports_it(
     np.testing.assert_allclose(res.items.set_index("item_id").loc[truth["item_id"], ["sim-q4", "sim-q3"]].to_numpy(), truth[["p_v1", "p_v2"]].to_numpy(), atol=1e-12)
     assert res.exact["median_abs_dp"]["sim-same"] == 0 and res.exact["mean_accuracy"]["sim-q3"] == pytest.approx(truth["p_v2"].mean())
     rep = res.per_replicate
-    assert len(rep) == 2 * 2 and set(rep["method"]) == {"rci"}
+    assert len(rep) == 2 * 3 and set(rep["method"]) == {"rci"}
     unchanged = rep[rep["version"] == "sim-same"]
     assert (unchanged["false_sign"] == unchanged["flagged"]).all()
+    # the step sim-q3 -> sim-same undoes the change: RCI on that pair, scored against p_same - p_q3
+    step = rep[rep["version"] == "sim-q3 -> sim-same"].set_index("replicate")
+    by_hand = [score_classes(reliable_change(c, "sim-q3", "sim-same", n_splits=200, n_permutations=200, seed=r).to_frame().set_index("item_id").reindex(c["item"].values)["class"].to_numpy(dtype=object), p[:, 2] - p[:, 1])
+               for r, c, p, _ in family_replicates([load_exact(x) for x in (a, b, same)], k=10, seed=1, replicates=range(2), labels=res.versions)]  # fmt: skip
+    assert [step.loc[r, "flagged"] for r in (0, 1)] == [h["flagged"] for h in by_hand] and min(h["flagged"] for h in by_hand) > 0
+    assert [step.loc[r, "false_sign"] for r in (0, 1)] == [h["false_sign"] for h in by_hand]
     changed = rep[rep["version"] == "sim-q3"]
     assert res.scores["rci"]["sim-q3"]["fdp_sign"] == pytest.approx(changed["fdp_sign"].mean()) and changed["flagged"].min() > 0
     res.save(tmp_path / "ft")

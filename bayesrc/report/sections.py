@@ -700,7 +700,8 @@ def section_family_truth(run: Run, c: Comparison | None = None) -> Section | Non
         f"**A family of {len(t.versions)} versions**, {t.versions[0]} the reference, exact answer distributions: {t.n_items} items, "
         f"mean accuracy {acc}. On {t.replicates} replicate datasets of K = {t.k} samples per version, each non-reference "
         "version's per-item change Δp was scored as the joint model of the family estimates it, as the pair model fitted "
-        "to the reference and that version alone estimates it, and as RCI classifies it (flags of the models: 90% intervals that exclude 0)."
+        "to the reference and that version alone estimates it, and as RCI classifies it (flags of the models: 90% intervals that exclude 0). "
+        "Rows named 'a -> b' score a later step of the chain of consecutive versions: the joint model's contrast of the two versions and RCI on that pair."
     )
     if t.bands is not None:
         b = t.bands

@@ -13,6 +13,9 @@ Per method and version: ``coverage90`` (share of items whose 90% interval of Del
 one), ``dp_rmse`` and ``dp_slope`` (posterior mean against exact Delta p), and the items each method
 flags, scored as :func:`bayesrc.truth.score_classes` does (sign and material false discoveries): for
 the models, items whose 90% interval excludes 0, in the direction of the interval; for RCI, its classes.
+The chain of consecutive versions is scored too, each step after the first (``"v2 -> v3"``, ...; the
+first is the second version's change from the reference): the joint model's contrast of the two
+versions (:meth:`bayesrc.bayes.JointFit.item_changes`) and RCI on that pair.
 Per replicate, the joint model's **rank bands** against the exact mean accuracies: whether every
 version in a better band is truly better (``order_respected``), the number of bands and the P(best)
 of the truly best version.
@@ -71,6 +74,20 @@ def order_respected(bands: pd.Series, true_mean: pd.Series) -> bool:
     return all(true_mean[a] > true_mean[b] for a in bands.index for b in bands.index if bands[a] < bands[b])
 
 
+def interval_scores(method: str, label: str, items: pd.DataFrame, dp: np.ndarray, gate_passed: bool, delta_min: float = 0.05) -> dict:
+    """One score row: a model's 90% intervals of Delta p (``items``, rows in the order of ``dp``) against
+    exact Delta p: their flags and false discoveries, coverage, error and slope.
+
+    Examples
+    --------
+    >>> it = pd.DataFrame({"dp_lo90": [0.1, -0.2], "dp_hi90": [0.3, 0.1], "dp_mean": [0.2, 0.0]})
+    >>> row = interval_scores("joint", "v2", it, np.array([0.25, 0.0]), True)
+    >>> row["flagged"], row["coverage90"]
+    (1, 1.0)
+    """
+    return {"method": method, "version": label, **score_classes(interval_classes(items), dp, delta_min), **_model_scores(items, dp), "gate_passed": bool(gate_passed)}
+
+
 def fit_scores(method: str, res, ids, dp: dict[str, np.ndarray], delta_min: float = 0.05) -> list[dict]:
     """One row per non-reference version a fit estimates (a joint fit: every one; a pair fit: its
     second version): coverage, error and interval flags of its items against exact Delta p
@@ -82,12 +99,30 @@ def fit_scores(method: str, res, ids, dp: dict[str, np.ndarray], delta_min: floa
     """
     items = res.items
     groups = {v: g for v, g in items.groupby("version") if v in dp} if "version" in items else {res.versions[1]: items}
-    rows = []
-    for v, g in groups.items():
-        it = g.set_index("item_id").reindex(ids)
-        row = {"method": method, "version": str(v), **score_classes(interval_classes(it), dp[v], delta_min), **_model_scores(it, dp[v])}
-        rows.append(row | {"gate_passed": bool(res.diagnostics.passed)})
-    return rows
+    return [interval_scores(method, str(v), g.set_index("item_id").reindex(ids), dp[v], res.diagnostics.passed, delta_min) for v, g in groups.items()]
+
+
+def step_label(a: str, b: str) -> str:
+    """The score tables' name of the consecutive step from version ``a`` to ``b``.
+
+    Examples
+    --------
+    >>> step_label("q3", "q2")
+    'q3 -> q2'
+    """
+    return f"{a} -> {b}"
+
+
+def step_scores(joint, ids, dp: dict[tuple[str, str], np.ndarray], delta_min: float = 0.05) -> list[dict]:
+    """One row per consecutive step ``(a, b)`` of ``dp`` (exact ``p_b - p_a`` in the order of ``ids``):
+    the joint fit's contrast of the two versions (:meth:`~bayesrc.bayes.JointFit.item_changes`) scored as :func:`fit_scores` scores a version.
+
+    Examples
+    --------
+    >>> rows = step_scores(fit(counts), counts["item"].values, {("q3", "q2"): p[:, 2] - p[:, 1]})   # doctest: +SKIP
+    """
+    changes = joint.item_changes(list(dp)).set_index(["from", "to"])
+    return [interval_scores("joint", step_label(a, b), changes.loc[(a, b)].set_index("item_id").reindex(ids), d, joint.diagnostics.passed, delta_min) for (a, b), d in dp.items()]
 
 
 def band_scores(joint, true_mean: pd.Series) -> dict:
@@ -105,7 +140,8 @@ def band_scores(joint, true_mean: pd.Series) -> dict:
 
 def score_family_replicate(counts, p_exact: np.ndarray, *, methods=FAMILY_METHODS, delta_min: float = 0.05, config=None, seed: int = 0, backend: str = "numpyro") -> list[dict]:
     """Score RCI and the joint and pair models on one K-sample dataset of a family: one row per method
-    and non-reference version (the joint model's rows also carry its :func:`band_scores`).
+    and non-reference version, and for RCI and the joint model one per consecutive step after the first
+    (``"a -> b"``, :func:`step_scores`; the joint model's rows also carry its :func:`band_scores`).
 
     Examples
     --------
@@ -114,11 +150,14 @@ def score_family_replicate(counts, p_exact: np.ndarray, *, methods=FAMILY_METHOD
     versions = [str(v) for v in counts["version"].values]
     ids = counts["item"].values
     dp = {v: p_exact[:, j] - p_exact[:, 0] for j, v in enumerate(versions) if j}
+    # the chain of consecutive versions after its first step (that one is the first version's change)
+    steps = {(a, b): p_exact[:, j + 2] - p_exact[:, j + 1] for j, (a, b) in enumerate(zip(versions[1:-1], versions[2:]))}
     rows = []
-    for v in dp:
+    for (a, b), d in [((versions[0], v), x) for v, x in dp.items()] + list(steps.items()):
         t0 = time.perf_counter()
-        rci = reliable_change(counts, versions[0], v, n_splits=200, n_permutations=200, seed=seed).to_frame().set_index("item_id").reindex(ids)
-        rows.append({"method": "rci", "version": v, **score_classes(rci["class"].to_numpy(dtype=object), dp[v], delta_min), "runtime_s": time.perf_counter() - t0})
+        rci = reliable_change(counts, a, b, n_splits=200, n_permutations=200, seed=seed).to_frame().set_index("item_id").reindex(ids)
+        label = b if a == versions[0] else step_label(a, b)
+        rows.append({"method": "rci", "version": label, **score_classes(rci["class"].to_numpy(dtype=object), d, delta_min), "runtime_s": time.perf_counter() - t0})
     if "pair" in methods:
         for v in dp:
             t0 = time.perf_counter()
@@ -128,7 +167,7 @@ def score_family_replicate(counts, p_exact: np.ndarray, *, methods=FAMILY_METHOD
         t0 = time.perf_counter()
         joint = fit(counts, backend=backend, config=config)
         extra = band_scores(joint, pd.Series(p_exact.mean(0), index=versions)) | {"runtime_s": time.perf_counter() - t0}
-        rows += [row | extra for row in fit_scores("joint", joint, ids, dp, delta_min)]
+        rows += [row | extra for row in fit_scores("joint", joint, ids, dp, delta_min) + step_scores(joint, ids, steps, delta_min)]
     return rows
 
 
