@@ -141,6 +141,9 @@ def test_fit_of_three_or_more_versions_is_the_joint_model_and_passes_the_default
     assert list(post["change"].values) == family.versions[1:]
     summary = joint.summary().set_index("metric")["value"]
     assert summary["status"] == "ok" and all(f"version {v}" in summary.index for v in family.versions)
+    steps = joint.version_changes()
+    for a, b, up in zip(family.versions, family.versions[1:], steps["items_up"]):
+        assert summary[f"step {a} -> {b}"].startswith("accuracy change ") and f"items up {up}," in summary[f"step {a} -> {b}"]
 
 
 def test_per_item_change_intervals_cover_the_true_change(joint, family):

@@ -272,7 +272,8 @@ class JointFit(GatedResult):
         return [list(g["version"]) for _, g in t.groupby("band", sort=True)]
 
     def summary(self) -> pd.DataFrame:
-        """Headline numbers as a two-column table (metric, value): the gate, then one row per version."""
+        """Headline numbers as a two-column table (metric, value): the gate, one row per version, then one per
+        step of the chain of consecutive versions (:meth:`version_changes`)."""
         d = self.diagnostics
         rows = [
             ("status", self.status), ("model", "joint change"), ("backend", self.backend), ("reference", self.versions[0]),
@@ -286,6 +287,9 @@ class JointFit(GatedResult):
                     f"accuracy {r.mean_accuracy:.3f} [{r.acc_lo90:.3f}, {r.acc_hi90:.3f}], P(best) {r.p_best:.2f}, rank {r.rank_mean:.2f} [{r.rank_lo}-{r.rank_hi}], band {r.band}",
                 )
             )
+        if self.posterior is not None:  # the chain of consecutive versions, step by step
+            for r in self.version_changes().itertuples(index=False):
+                rows.append((f"step {r[0]} -> {r[1]}", f"accuracy change {r.dacc_mean:+.3f} [{r.dacc_lo90:+.3f}, {r.dacc_hi90:+.3f}], P(up) {r.p_up:.2f}, items up {r.items_up}, down {r.items_down}"))
         rows += [("warning", w) for w in self.warnings]
         return pd.DataFrame(rows, columns=["metric", "value"]).astype({"value": str})
 
