@@ -37,6 +37,7 @@ import pandas as pd
 from bayesrc.bayes import SamplerConfig, fit
 from bayesrc.bayes.samplers import progress_bar
 from bayesrc.classical import reliable_change
+from bayesrc.classical.pairwise import pair_name
 from bayesrc.classical.rci import DETERIORATED, IMPROVED
 from bayesrc.data.exact import _as_exact
 from bayesrc.errors import InputError
@@ -102,17 +103,6 @@ def fit_scores(method: str, res, ids, dp: dict[str, np.ndarray], delta_min: floa
     return [interval_scores(method, str(v), g.set_index("item_id").reindex(ids), dp[v], res.diagnostics.passed, delta_min) for v, g in groups.items()]
 
 
-def step_label(a: str, b: str) -> str:
-    """The score tables' name of the consecutive step from version ``a`` to ``b``.
-
-    Examples
-    --------
-    >>> step_label("q3", "q2")
-    'q3 -> q2'
-    """
-    return f"{a} -> {b}"
-
-
 def step_scores(joint, ids, dp: dict[tuple[str, str], np.ndarray], delta_min: float = 0.05) -> list[dict]:
     """One row per consecutive step ``(a, b)`` of ``dp`` (exact ``p_b - p_a`` in the order of ``ids``):
     the joint fit's contrast of the two versions (:meth:`~bayesrc.bayes.JointFit.item_changes`) scored as :func:`fit_scores` scores a version.
@@ -122,7 +112,7 @@ def step_scores(joint, ids, dp: dict[tuple[str, str], np.ndarray], delta_min: fl
     >>> rows = step_scores(fit(counts), counts["item"].values, {("q3", "q2"): p[:, 2] - p[:, 1]})   # doctest: +SKIP
     """
     changes = joint.item_changes(list(dp)).set_index(["from", "to"])
-    return [interval_scores("joint", step_label(a, b), changes.loc[(a, b)].set_index("item_id").reindex(ids), d, joint.diagnostics.passed, delta_min) for (a, b), d in dp.items()]
+    return [interval_scores("joint", pair_name(a, b), changes.loc[(a, b)].set_index("item_id").reindex(ids), d, joint.diagnostics.passed, delta_min) for (a, b), d in dp.items()]
 
 
 def band_scores(joint, true_mean: pd.Series) -> dict:
@@ -156,7 +146,7 @@ def score_family_replicate(counts, p_exact: np.ndarray, *, methods=FAMILY_METHOD
     for (a, b), d in [((versions[0], v), x) for v, x in dp.items()] + list(steps.items()):
         t0 = time.perf_counter()
         rci = reliable_change(counts, a, b, n_splits=200, n_permutations=200, seed=seed).to_frame().set_index("item_id").reindex(ids)
-        label = b if a == versions[0] else step_label(a, b)
+        label = b if a == versions[0] else pair_name(a, b)
         rows.append({"method": "rci", "version": label, **score_classes(rci["class"].to_numpy(dtype=object), d, delta_min), "runtime_s": time.perf_counter() - t0})
     if "pair" in methods:
         for v in dp:
