@@ -200,6 +200,49 @@ def truth_scores(per_replicate: pd.DataFrame, q: float = 0.10, *, title: str = "
     return fig
 
 
+#: a family's methods, as family_truth_scores colours them
+FAMILY_METHOD_COLOURS = {"joint": "#d95f02", "pair": "#7570b3", "rci": "#4c72b0"}
+
+
+def family_truth_scores(per_replicate: pd.DataFrame, *, title: str = "") -> Figure:
+    """A family against exact truth (``family_truth_replicates.parquet`` of ``bayesrc truth V1 V2 V3 ...``),
+    one point per replicate and a tick at the mean, one row per version or step and method.
+
+    Left: the models' coverage of exact Delta p by their 90% intervals, with the nominal 0.9.
+    Right: the flags' realised false-discovery proportion (sign) of every method.
+
+    Examples
+    --------
+    >>> rep = pd.DataFrame({"method": ["rci", "joint"], "version": ["v2", "v2"], "coverage90": [np.nan, 0.9], "fdp_sign": [0.2, 0.0]})
+    >>> len(family_truth_scores(rep).axes)
+    2
+    """
+    rows = per_replicate[["version", "method"]].drop_duplicates()
+    # each version's (or step's) methods together, in the order of FAMILY_METHOD_COLOURS
+    rank = rows.assign(v=rows["version"].map({v: i for i, v in enumerate(dict.fromkeys(rows["version"]))}), m=rows["method"].map({m: i for i, m in enumerate(FAMILY_METHOD_COLOURS)}))
+    rows = rows.loc[rank.sort_values(["v", "m"], kind="stable").index]
+    fig, (a1, a2) = subplots(1, 2, figsize=(10.5, 1.2 + 0.32 * len(rows)), sharey=True)
+    for i, (version, method) in enumerate(rows.itertuples(index=False)):
+        g = per_replicate[(per_replicate["version"] == version) & (per_replicate["method"] == method)]
+        colour = FAMILY_METHOD_COLOURS.get(method, "#666666")
+        for ax, col in ((a1, "coverage90"), (a2, "fdp_sign")):
+            x = pd.to_numeric(g[col], errors="coerce").to_numpy(float) if col in g else np.array([])
+            x = x[np.isfinite(x)]
+            if x.size:
+                ax.scatter(x, i + _jitter(x.size, 0.15, seed=i), s=10, alpha=0.5, color=colour, linewidths=0)
+                ax.scatter([x.mean()], [i], marker="|", s=200, color="black", zorder=3)
+    a1.axvline(0.9, color="#d62728", ls="--", lw=0.8, label="nominal 0.9")
+    a1.set_yticks(range(len(rows)), [f"{v} ({m})" for v, m in rows.itertuples(index=False)], fontsize=7)
+    a1.invert_yaxis()
+    a1.set(xlabel="coverage of exact Δp by the 90% intervals", title="Per-item coverage (| = mean)")
+    a1.legend(fontsize=7, frameon=False)
+    a2.set(xlabel="realised FDP (flag's direction ≠ sign of exact Δp)", title="False discoveries per replicate")
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
 def _arviz_figure(pc) -> Figure:
     return pc.get_viz("figure")
 

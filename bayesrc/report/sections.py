@@ -712,7 +712,15 @@ def section_family_truth(run: Run, c: Comparison | None = None) -> Section | Non
     return Section(
         "family_truth",
         "Real-model truth of a family of versions",
-        [Text(text), Table(family_truth_table(t), "A family against exact truth: per method and version, means over replicates", latex=True, label="family-truth")],
+        [
+            Text(text),
+            _fig(
+                lambda: F.family_truth_scores(t.per_replicate),
+                "Per version or step and method: the models' per-item coverage and every method's false discoveries, one point per replicate.",
+                "family_truth",
+            ),
+            Table(family_truth_table(t), "A family against exact truth: per method and version, means over replicates", latex=True, label="family-truth"),
+        ],
     )
 
 
