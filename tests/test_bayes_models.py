@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import assert_one_log_density
 
 from bayesrc.bayes import ITEM_COLUMNS, SamplerConfig, betabinom_numpyro, cell_stats, fit, item_block, model_inputs, realised_fdp
 from bayesrc.data import item_counts, save_trials, simulate_pair
@@ -186,19 +187,17 @@ def test_collapsed_and_full_change_model_agree(change_pair, change_collapsed_fit
     assert col_draws["dp"].dims == full_draws["dp"].dims == ("chain", "draw", "item")
 
 
-@pytest.mark.slow
-def test_change_model_pymc_and_numpyro_agree(change_pair, change_collapsed_fit):
-    pytest.importorskip("nutpie")
-    from bayesrc.bayes import change_collapsed_pymc
+@pytest.mark.parametrize("form", ["domains", "slope", "covariate"])
+def test_change_model_twins_have_one_log_density(form, change_pair, letter_pair):
+    """The collapsed change model's NumPyro and PyMC twins are one density (``assert_one_log_density``):
+    per domain, with the slope, and with the letter covariate (its level, shift and stratum effects).
+    Whether nutpie samples the PyMC twin as NumPyro samples its own is the covariate fit's test below."""
+    from bayesrc.bayes.change_collapsed import collapsed_model_numpyro, collapsed_model_pymc
 
-    d = model_inputs(change_pair[1])
-    b = change_collapsed_pymc(d, config=SamplerConfig(chains=2, draws=1000, tune=500, seed=6))
-    a = change_collapsed_fit
-    for var in ("mu_theta", "sigma_theta", "shift", "sigma_delta", "pi"):
-        _agree(a, b, var, sd_share=0.0)
-    r_a, r_b = (item_block(f.posterior)["r"].mean(("chain", "draw")).values for f in (a, b))
-    assert np.max(np.abs(r_a - r_b)) < 0.05
-    assert a.posterior["shift"].dims == b.posterior["shift"].dims == ("chain", "draw", "domain")
+    data = model_inputs((letter_pair if form == "covariate" else change_pair)[1], **({} if form == "covariate" else {"covariate": None}))
+    assert (data.n_groups > 1) == (form == "covariate")
+    kw = {"slope": form == "slope"}
+    assert_one_log_density(*collapsed_model_numpyro(data, **kw), collapsed_model_pymc(data, **kw))
 
 
 @pytest.mark.slow

@@ -11,6 +11,7 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import assert_one_log_density
 
 from bayesrc.bayes.change_collapsed import _ops, cell_loglik, cell_stats, likelihood_tables, strata_hyper
 from bayesrc.bayes.inputs import ModelInputs
@@ -242,37 +243,16 @@ def test_a_family_with_the_item_covariate_fits_in_both_twins_alike():
 
 @pytest.mark.parametrize("domains", [None, ["law", "physics"]], ids=["domains", "covariate"])
 def test_twins_have_one_log_density(domains):
-    """The NumPyro and PyMC twins are one model: at random points of the unconstrained space their
-    log densities (priors, Jacobians and the collapsed likelihood) agree to 1e-5, without the item
-    covariate (4 domains) and with it (2 domains x 10 letters: the letter and stratum effects too).
+    """The NumPyro and PyMC twins of the joint model are one density (``assert_one_log_density``), without
+    the item covariate (4 domains) and with it (2 domains x 10 letters: the letter and stratum effects too).
     Stronger than comparing two fits' posteriors, and cheap: nothing is sampled."""
-    from numpyro.distributions.transforms import biject_to
-    from numpyro.handlers import seed, trace
-    from numpyro.infer.util import potential_energy
-
     from bayesrc.bayes.inputs import model_inputs
     from bayesrc.bayes.joint import joint_model_numpyro, joint_model_pymc
-    from bayesrc.config import precision, prepare_jax
 
     fam = simulate_family(60, 10, versions=3, shifts=[0.8, -0.8], seed=4, **({"domains": domains} if domains else {}))
     data = model_inputs(fam.counts, *fam.versions, covariate="auto")
     assert data.n_groups == (10 if domains else 1)
-    prepare_jax()
-    model, args = joint_model_numpyro(data)
-    with precision():
-        sites = trace(seed(model, 0)).get_trace(**args).items()
-        shapes = {k: biject_to(s["fn"].support).inv(s["value"]).shape for k, s in sites if s["type"] == "sample" and not s["is_observed"]}
-    twin = joint_model_pymc(data)
-    logp = twin.compile_logp(jacobian=True)
-    # PyMC names a transformed site's value "<site>_<transform>__" (sigma_theta_log__, pi_logodds__)
-    site = {v.name: rv.name for rv, v in twin.rvs_to_values.items()}
-    assert sorted(site.values()) == sorted(shapes)
-    rng = np.random.default_rng(1)
-    for _ in range(4):
-        z = {k: rng.normal(0, 0.7, shape) for k, shape in shapes.items()}
-        with precision():
-            ours = -float(potential_energy(model, (), args, z))
-        assert float(logp({name: z[s] for name, s in site.items()})) == pytest.approx(ours, abs=1e-5)
+    assert_one_log_density(*joint_model_numpyro(data), joint_model_pymc(data))
 
 
 @pytest.mark.slow

@@ -55,6 +55,7 @@ to 1e-5 and the draws pass KS tests against its marginals (tests/test_bayes_unit
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache, partial
 from types import SimpleNamespace
@@ -499,11 +500,23 @@ def change_collapsed_numpyro(data: ModelInputs, *, slope: bool = False, prior: d
     >>> dt["posterior"]["pi"].mean()                          # doctest: +SKIP
     """
     cfg = config or SamplerConfig()
+    model, args = collapsed_model_numpyro(data, slope=slope, prior=prior)
+    dims = {k: v for k, v in model_dims(data.n_groups).items() if k != "theta"}  # theta is not sampled here
+    dt = run_numpyro(model, args, cfg, data.coords, dims)
+    return with_item_draws(dt, data, cfg, slope=slope, prior=prior) if items else dt
+
+
+def collapsed_model_numpyro(data: ModelInputs, *, slope: bool = False, prior: dict | None = None) -> tuple[Callable, dict]:
+    """The NumPyro twin as a model function and its data arguments (the sampler's tables): what
+    :func:`change_collapsed_numpyro` samples, e.g. for ``numpyro.infer.util.potential_energy``.
+
+    Examples
+    --------
+    >>> model, args = collapsed_model_numpyro(model_inputs(counts))   # doctest: +SKIP
+    """
     cells = cell_stats(data)
     model = partial(_numpyro_model, cells=cells, n_domains=data.n_domains, slope=slope, prior=prior_settings(prior), n_groups=data.n_groups, contrasts=data.stratum_contrasts())
-    dims = {k: v for k, v in model_dims(data.n_groups).items() if k != "theta"}  # theta is not sampled here
-    dt = run_numpyro(model, {"tables": likelihood_tables(cells, SAMPLER_BAND_DTYPE)}, cfg, data.coords, dims)
-    return with_item_draws(dt, data, cfg, slope=slope, prior=prior) if items else dt
+    return model, {"tables": likelihood_tables(cells, SAMPLER_BAND_DTYPE)}
 
 
 def change_collapsed_pymc(data: ModelInputs, *, slope: bool = False, prior: dict | None = None, config: SamplerConfig | None = None, items: bool = True):
@@ -514,10 +527,22 @@ def change_collapsed_pymc(data: ModelInputs, *, slope: bool = False, prior: dict
     --------
     >>> dt = change_collapsed_pymc(model_inputs(counts))   # doctest: +SKIP
     """
+    cfg = config or SamplerConfig()
+    dt = run_pymc(collapsed_model_pymc(data, slope=slope, prior=prior), cfg)
+    return with_item_draws(dt, data, cfg, slope=slope, prior=prior) if items else dt
+
+
+def collapsed_model_pymc(data: ModelInputs, *, slope: bool = False, prior: dict | None = None):
+    """The PyMC twin as a built ``pymc.Model``: what :func:`change_collapsed_pymc` samples.
+
+    Examples
+    --------
+    >>> model = collapsed_model_pymc(model_inputs(counts))   # doctest: +SKIP
+    >>> model.compile_logp()(model.initial_point())        # doctest: +SKIP
+    """
     import pymc as pm  # deferred: PyMC loads in ~2 s (bayes extra)
     import pytensor.tensor as pt
 
-    cfg = config or SamplerConfig()
     cells = cell_stats(data)
     tables = likelihood_tables(cells, SAMPLER_BAND_DTYPE)
     with pm.Model(coords=data.coords) as model:
@@ -526,8 +551,7 @@ def change_collapsed_pymc(data: ModelInputs, *, slope: bool = False, prior: dict
         strata = strata_hyper(cells, mu_theta, sigma_theta, shift, alpha, gamma, eta, sigma_delta)
         ll = cell_loglik(_ops("pytensor"), *strata, b, pi, tables)
         pm.Potential("y", pt.sum(tables["weight"] * ll))
-    dt = run_pymc(model, cfg)
-    return with_item_draws(dt, data, cfg, slope=slope, prior=prior) if items else dt
+    return model
 
 
 # ---------------------------------------------------------------- exact conditional item draws
