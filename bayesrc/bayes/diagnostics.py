@@ -306,7 +306,8 @@ class GatedResult(Result):
     'ok'
     """
 
-    field_kinds = {"diagnostics": "object", "diagnostics.passed": "flag"}  # the thresholds: checked by the property below
+    field_kinds = {"diagnostics": "object", "diagnostics.passed": "flag", "runtime_s": "number"}  # the thresholds: checked by the property below
+    runtime_s = property(lambda self: self.payload.get("runtime_s") or 0.0)  # the fit's wall time, every attempt and the item draws
 
     @property
     def diagnostics(self) -> Diagnostics:

@@ -103,7 +103,6 @@ class BayesFit(GatedResult):
     kind = "fit"
     field_kinds = GatedResult.field_kinds | {  # what summary(), the figures and the report read (bayesrc.results.check_fields)
         "{status,model,backend}": "text",
-        "runtime_s": "number",
         "{selection,crosscheck}": "object",
         "selection.rule": "text",
         "selection.{fdr,threshold,expected_false,expected_fdp}": "number",
@@ -151,7 +150,6 @@ class BayesFit(GatedResult):
     # typed accessors over the payload ------------------------------------------------
     model = property(lambda self: self.payload["model"])
     backend = property(lambda self: self.payload["backend"])
-    runtime_s = property(lambda self: self.payload.get("runtime_s") or 0.0)
     selection = property(lambda self: self.payload["selection"])
     crosscheck = property(lambda self: self.payload["crosscheck"])
     domain_shift = property(lambda self: self.payload.get("domain_shift") or {})

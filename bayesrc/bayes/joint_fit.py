@@ -277,7 +277,7 @@ class JointFit(GatedResult):
         d = self.diagnostics
         rows = [
             ("status", self.status), ("model", "joint change"), ("backend", self.backend), ("reference", self.versions[0]),
-            ("runtime_s", round(self.payload.get("runtime_s") or 0.0, 2)), ("max R-hat", d.max_rhat), ("min ESS bulk", d.min_ess_bulk),
+            ("runtime_s", round(self.runtime_s, 2)), ("max R-hat", d.max_rhat), ("min ESS bulk", d.min_ess_bulk),
             ("min ESS tail", d.min_ess_tail), ("divergences", d.divergences),
         ]  # fmt: skip
         for r in self.versions_table.itertuples():
