@@ -445,7 +445,7 @@ def section_joint(run: Run, c: Comparison | None = None) -> Section | None:
     blocks.append(_fig(jf.plot_bands, "Each version's posterior mean accuracy with its 90% interval, coloured by rank band.", "joint_bands"))
     blocks.append(_fig(jf.plot_changes, "Posterior mean change in accuracy from the reference, items with the largest changes.", "joint_changes"))
     blocks.append(Table(jf.versions_table.round(3), "Versions: mean accuracy, P(best), rank interval and band", latex=True, label="joint-versions"))
-    if len(jf.versions) >= 3 and jf.posterior is not None:  # a ladder or a series of checkpoints reads step by step
+    if jf.posterior is not None:  # a ladder or a series of checkpoints reads step by step
         caption = "Consecutive versions: change in mean accuracy (90% interval, P(up)) and the items whose 90% interval of Δp lies above or below 0"
         blocks.append(Table(jf.version_changes().round(3), caption, latex=True, label="joint-steps"))
     if run.pairwise is not None:  # bayesrc rci --family on the same versions: the classical side of the family
@@ -719,7 +719,7 @@ def section_family_truth(run: Run, c: Comparison | None = None) -> Section | Non
                 "Per version or step and method: the models' per-item coverage and every method's false discoveries, one point per replicate.",
                 "family_truth",
             ),
-            Table(family_truth_table(t), "A family against exact truth: per method and version, means over replicates", latex=True, label="family-truth"),
+            Table(family_truth_table(t), "A family against exact truth: per method and version or step, means over replicates", latex=True, label="family-truth"),
         ],
     )
 
