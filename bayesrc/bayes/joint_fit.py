@@ -40,6 +40,19 @@ ITEM_CHANGE_COLUMNS = ("item_id", "domain", "from", "to", "dp_mean", "dp_lo90", 
 VERSION_CHANGE_COLUMNS = ("from", "to", "dacc_mean", "dacc_lo90", "dacc_hi90", "p_up", "items_up", "items_down")
 
 
+def interval90(draws: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The equal-tailed :data:`INTERVAL` (90%) interval over the first axis (the draws): ``(lo, hi)``.
+
+    Examples
+    --------
+    >>> lo, hi = interval90(np.arange(101.0))
+    >>> round(float(lo), 6), round(float(hi), 6)
+    (5.0, 95.0)
+    """
+    lo, hi = np.quantile(draws, [(1 - INTERVAL) / 2, (1 + INTERVAL) / 2], axis=0)
+    return lo, hi
+
+
 def draw_ranks(values: np.ndarray) -> np.ndarray:
     """Each version's rank per draw, 1 = highest (``values``: draw x version; ties by version order).
 
@@ -94,7 +107,7 @@ def version_table(p: np.ndarray, versions, q: float = RANK_Q) -> pd.DataFrame:
     """
     acc = p.mean(1)  # (draw, version)
     ranks = draw_ranks(acc)
-    lo, hi = np.quantile(acc, [(1 - INTERVAL) / 2, (1 + INTERVAL) / 2], axis=0)
+    lo, hi = interval90(acc)
     r_lo, r_hi = np.quantile(ranks, [q / 2, 1 - q / 2], axis=0, method="inverted_cdf").astype(int)
     p_best = np.bincount(acc.argmax(1), minlength=acc.shape[1]) / acc.shape[0]
     mean = acc.mean(0)
@@ -132,7 +145,7 @@ def item_table(p: np.ndarray, r: np.ndarray, items, domains, versions) -> pd.Dat
     """
     n_items, n_ver = p.shape[1:]
     dp = p - p[..., :1]
-    lo, hi = np.quantile(dp, [(1 - INTERVAL) / 2, (1 + INTERVAL) / 2], axis=0)
+    lo, hi = interval90(dp)
     p_changed = np.concatenate([np.full((n_items, 1), np.nan), r.mean(0)], axis=1)
     cols = {
         "item_id": np.repeat(np.asarray(items).astype(str), n_ver), "domain": np.repeat(np.asarray(domains).astype(str), n_ver),
@@ -187,7 +200,7 @@ def item_changes(p: np.ndarray, items, domains, versions, pairs) -> pd.DataFrame
     [['a', 'b', 0.1, 0.5, 0.0], ['b', 'c', 0.2, 0.5, 0.0]]
     """
     dp = _pair_draws(p, versions, pairs)
-    lo, hi = np.quantile(dp, [(1 - INTERVAL) / 2, (1 + INTERVAL) / 2], axis=0)
+    lo, hi = interval90(dp)
     n_items, n_pairs = dp.shape[1:]
     cols = {
         "item_id": np.repeat(np.asarray(items).astype(str), n_pairs), "domain": np.repeat(np.asarray(domains).astype(str), n_pairs),
@@ -210,8 +223,8 @@ def version_changes(p: np.ndarray, versions, pairs) -> pd.DataFrame:
     """
     dp = _pair_draws(p, versions, pairs)
     dacc = dp.mean(1)  # (draw, pair)
-    lo, hi = np.quantile(dp, [(1 - INTERVAL) / 2, (1 + INTERVAL) / 2], axis=0)
-    acc_lo, acc_hi = np.quantile(dacc, [(1 - INTERVAL) / 2, (1 + INTERVAL) / 2], axis=0)
+    lo, hi = interval90(dp)
+    acc_lo, acc_hi = interval90(dacc)
     cols = {
         "from": [a for a, _ in pairs], "to": [b for _, b in pairs], "dacc_mean": dacc.mean(0), "dacc_lo90": acc_lo, "dacc_hi90": acc_hi,
         "p_up": (dacc > 0).mean(0), "items_up": (lo > 0).sum(0), "items_down": (hi < 0).sum(0),
@@ -288,8 +301,13 @@ class JointFit(GatedResult):
                 )
             )
         if self.posterior is not None:  # the chain of consecutive versions, step by step
-            for r in self.version_changes().itertuples(index=False):
-                rows.append((f"step {r[0]} -> {r[1]}", f"accuracy change {r.dacc_mean:+.3f} [{r.dacc_lo90:+.3f}, {r.dacc_hi90:+.3f}], P(up) {r.p_up:.2f}, items up {r.items_up}, down {r.items_down}"))
+            for r in self.version_changes().to_dict("records"):
+                rows.append(
+                    (
+                        f"step {r['from']} -> {r['to']}",
+                        f"accuracy change {r['dacc_mean']:+.3f} [{r['dacc_lo90']:+.3f}, {r['dacc_hi90']:+.3f}], P(up) {r['p_up']:.2f}, items up {r['items_up']}, down {r['items_down']}",
+                    )
+                )
         rows += [("warning", w) for w in self.warnings]
         return pd.DataFrame(rows, columns=["metric", "value"]).astype({"value": str})
 
