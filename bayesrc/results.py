@@ -233,8 +233,13 @@ class Result:
         post = folder / "posterior.nc"
         if post.is_file() and cls.has_posterior:
             obj.posterior = read_posterior(post)
+        obj.check_files_agree(folder)
         obj.path = folder
         return obj
+
+    def check_files_agree(self, folder: Path) -> None:
+        """Hook: raise :class:`InputError` where the loaded files contradict each other (e.g. one
+        copied in from another run), which each file's own checks cannot see."""
 
     has_posterior: ClassVar[bool] = False
     path: Path | None = None

@@ -7,7 +7,8 @@ Fits ``bayesrc.bayes.fit(counts)`` with every default (gate R-hat <= 1.01, bulk 
 many passed on the first attempt, after escalation, or failed, with wall time per fit; on the
 bundled exact pairs also the truth scores (coverage of the 90% intervals of Delta p, RCI's
 estimated against realised false-discovery proportion). ``--quick`` fits a seeded eighth
-(every eighth dataset). One JSON row per fit goes to ``--out``.
+(every eighth dataset). One JSON row per fit goes to ``--out``; datasets already there are skipped, so a long run
+can be resumed (the table covers them all).
 
 Kinds:
 
@@ -127,16 +128,26 @@ def table(rows: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def previous_rows(out: Path | None) -> list[dict]:
+    """The rows already in ``out`` (a resumed run skips their datasets)."""
+    from bayesrc.io import iter_jsonl
+
+    return [row for _, row in iter_jsonl(out)] if out is not None and out.is_file() else []
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="every eighth dataset (8 fits)")
     ap.add_argument("--backend", choices=("numpyro", "pymc"), default="numpyro")
-    ap.add_argument("--out", type=Path, default=None, help="append one JSON row per fit here")
+    ap.add_argument("--out", type=Path, default=None, help="append one JSON row per fit here (resumable)")
     args = ap.parse_args()
     todo = datasets_to_fit()
     todo = todo[::8] if args.quick else todo
-    rows = []
+    rows = [r for r in previous_rows(args.out) if r["backend"] == args.backend and (r["kind"], r["dataset"]) in {(k, d) for k, d, _ in todo}]
+    done = {(r["kind"], r["dataset"]) for r in rows}
     for kind, label, loader in todo:
+        if (kind, label) in done:
+            continue
         row = fit_row(kind, label, loader, args.backend)
         rows.append(row)
         print(json.dumps(row), flush=True)

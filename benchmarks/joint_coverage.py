@@ -55,10 +55,11 @@ def replicate_row(r: int, n_items: int, k: int) -> dict:
 
 def done_replicates(out: Path | None, n_items: int, k: int) -> dict[int, dict]:
     """Rows already in ``out`` for this size (a resumed run skips them)."""
+    from bayesrc.io import iter_jsonl
+
     if out is None or not out.is_file():
         return {}
-    rows = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
-    return {row["replicate"]: row for row in rows if row["items"] == n_items and row["k"] == k}
+    return {row["replicate"]: row for _, row in iter_jsonl(out) if row["items"] == n_items and row["k"] == k}
 
 
 def main() -> None:

@@ -217,6 +217,25 @@ def test_joint_fit_round_trips_through_save_and_load(joint, tmp_path):
             bayesrc.load(tmp_path / "joint")
 
 
+def test_a_joint_fit_whose_files_disagree_on_the_versions_is_one_named_line(joint, tmp_path):
+    """A joint.json copied in from another fit (other labels, or the same labels in another order) would
+    name the posterior's versions wrongly (its ``version`` axis is read by position): loading names the
+    file that disagrees, and the CLI says so in one line with exit 2."""
+    import bayesrc
+    from bayesrc.cli import main
+
+    v = joint.versions
+    cases = {"posterior.nc": [v[0], *v[1:][::-1]], "versions.parquet": [*v[:-1], "another"]}
+    for culprit, versions in cases.items():
+        joint.save(tmp_path / culprit)
+        doc = json.loads((tmp_path / culprit / "joint.json").read_text())
+        doc["params"]["versions"] = versions
+        (tmp_path / culprit / "joint.json").write_text(json.dumps(doc))
+        with pytest.raises(InputError, match=re.escape(str(tmp_path / culprit / culprit))):
+            bayesrc.load(tmp_path / culprit)
+        assert main(["report", str(tmp_path / culprit)]) == 2
+
+
 @pytest.mark.slow
 def test_a_family_with_the_item_covariate_fits_in_both_twins_alike():
     """The default fit of a family whose (domain, letter) strata are few (one domain x 10 letters) has the

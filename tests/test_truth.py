@@ -208,7 +208,17 @@ def test_family_truth_scores_every_version_against_the_reference_and_reports_it(
     assert not (tmp_path / "t").exists()
 
 
-@pytest.mark.parametrize("version, card", [("q4", "gemma-3-270m-q4_k_m.toml"), ("q4-prompt2", "gemma-3-270m-q4_k_m-prompt2.toml")])
+BUNDLED_WITH_CARDS = [
+    ("q4", "gemma-3-270m-q4_k_m.toml"),
+    ("q4-prompt2", "gemma-3-270m-q4_k_m-prompt2.toml"),
+    ("family/q4", "gemma-3-270m-q4_k_m.toml"),
+    ("family/q4-prompt2", "gemma-3-270m-q4_k_m-prompt2.toml"),
+    ("family/q4-prompt3", "gemma-3-270m-q4_k_m-prompt3.toml"),
+]
+FAMILY = ("q4", "q3", "q2", "q4-prompt2", "q4-prompt3")
+
+
+@pytest.mark.parametrize("version, card", BUNDLED_WITH_CARDS)
 def test_bundled_exact_gemma_runs_match_the_repository_cards_and_bank(version, card):
     """The bundled real-model truth (bayesrc/datasets/exact_gemma) was computed from the cards and
     bank in this repository: its pins equal the hashes of today's card prompt and bank file, so
@@ -224,6 +234,25 @@ def test_bundled_exact_gemma_runs_match_the_repository_cards_and_bank(version, c
     assert pins["prompt.template_sha256"] == sha256_text(c.template)
     assert pins["items.bank_sha256"] == sha256_file(path("exact_gemma/demo300.jsonl"))
     assert pins["model.label"] == c.label
+
+
+def test_bundled_exact_gemma_family_is_evaluated_alike():
+    """The five-version family (bayesrc/datasets/exact_gemma/family) compares like with like: each run
+    differs from the reference's only in the model (weights, label, seed salt) or, for the prompt
+    variants, the prompt; the llama.cpp build and the prompt's evaluation blocks are one. The three
+    runs of issue 12 beside it were evaluated otherwise (whole prompt, another build), which moves an
+    item's exact accuracy by up to ~0.07: they are not members."""
+    from bayesrc.collect.pins import compare_runs
+    from bayesrc.datasets import path
+
+    ref = path("exact_gemma/family/q4")
+    for v in FAMILY[1:]:
+        comp = compare_runs(ref, path(f"exact_gemma/family/{v}"), allow=("prompt",) if "prompt" in v else ())
+        assert comp.comparable, comp.summary()
+        assert set(comp.differences["field"]) <= {"model.file_name", "model.file_sha256", "model.label", "model.seed_salt", "prompt.system_sha256", "prompt.shared_sha256"}
+    assert not compare_runs(ref, path("exact_gemma/q4")).comparable
+    runs = [load_exact(path(f"exact_gemma/family/{v}")) for v in FAMILY]
+    assert all(r.items["item_id"].tolist() == runs[0].items["item_id"].tolist() for r in runs) and len(runs[0].items) == 300
 
 
 def test_bundled_exact_gemma_pair_is_a_real_letter_shaped_change():

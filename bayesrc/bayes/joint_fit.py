@@ -30,6 +30,7 @@ from bayesrc.bayes.joint import joint_gated, joint_numpyro, joint_pymc, with_fam
 from bayesrc.bayes.joint_figures import change_heatmap, rank_band_figure
 from bayesrc.bayes.samplers import SamplerConfig
 from bayesrc.config import DEFAULT_GATE, release_memory, releases_jax_caches
+from bayesrc.errors import InputError
 from bayesrc.results import register
 
 RANK_Q = 0.1  # rank bands: versions whose (1 - q) rank intervals overlap
@@ -271,6 +272,17 @@ class JointFit(GatedResult):
 
     def table_attrs(self, name: str) -> dict:
         return {"status": self.status}
+
+    def check_files_agree(self, folder: Path) -> None:
+        """The versions of ``versions.parquet`` and ``items.parquet`` are ``params.versions``, and the
+        posterior's ``change`` axis is its versions after the reference, in its order (the ``version``
+        axis of ``p`` is read by position)."""
+        for name, table in {"versions.parquet": self.versions_table, "items.parquet": self.items}.items():
+            if table is not None and set(table["version"]) != set(self.versions):
+                raise InputError(f"versions {sorted(set(table['version']))} are not joint.json's {self.versions}", path=folder / name, field="version")
+        post = self.posterior["posterior"] if self.posterior is not None else None
+        if post is not None and "change" in post.coords and [str(v) for v in post.coords["change"].values] != self.versions[1:]:
+            raise InputError(f"change axis {[str(v) for v in post.coords['change'].values]} is not joint.json's versions after the reference {self.versions[1:]}", path=folder / "posterior.nc", field="change")
 
     model = property(lambda self: "joint change")
     backend = property(lambda self: self.payload["backend"])
