@@ -281,8 +281,9 @@ class JointFit(GatedResult):
             if table is not None and set(table["version"]) != set(self.versions):
                 raise InputError(f"versions {sorted(set(table['version']))} are not joint.json's {self.versions}", path=folder / name, field="version")
         post = self.posterior["posterior"] if self.posterior is not None else None
-        if post is not None and "change" in post.coords and [str(v) for v in post.coords["change"].values] != self.versions[1:]:
-            raise InputError(f"change axis {[str(v) for v in post.coords['change'].values]} is not joint.json's versions after the reference {self.versions[1:]}", path=folder / "posterior.nc", field="change")
+        changes = [str(v) for v in post.coords["change"].values] if post is not None and "change" in post.coords else self.versions[1:]
+        if changes != self.versions[1:]:
+            raise InputError(f"change axis {changes} is not joint.json's versions after the reference {self.versions[1:]}", path=folder / "posterior.nc", field="change")
 
     model = property(lambda self: "joint change")
     backend = property(lambda self: self.payload["backend"])
