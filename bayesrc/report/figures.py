@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from bayesrc.classical.rci import CLASS_COLOURS, CLASS_LABELS, CLASSES, DETERIORATED, EXCLUDED, IMPROVED, NO_CHANGE
 from bayesrc.plotting import subplots, to_png  # noqa: F401  (the report draws with them; sections call F.to_png)
@@ -173,7 +174,7 @@ def truth_scores(per_replicate: pd.DataFrame, q: float = 0.10, *, title: str = "
         a1.scatter([g["fdp_sign"].mean()], [i], marker="|", s=300, color="black", zorder=3)
     a1.axvline(q, color="#d62728", ls="--", lw=0.8, label=f"q = {q:g}")
     a1.set_yticks(range(len(methods)), methods, fontsize=8)
-    a1.set(xlabel="realised FDP (flag's direction ≠ sign of exact Δp)", title="False discoveries per replicate (| = mean)")
+    a1.set(xlabel="realised FDP (flag's sign ≠ exact Δp's)", title="False discoveries per replicate (| = mean)")
     a1.legend(fontsize=7, frameon=False)
     # replicates scored by RCI alone (truth(methods=())) have no model and no estimate column
     bayes = per_replicate[(per_replicate["kind"] == "bayes") & per_replicate["rci_fdp_estimate"].notna()] if "rci_fdp_estimate" in per_replicate else per_replicate.iloc[:0]
@@ -234,9 +235,10 @@ def family_truth_scores(per_replicate: pd.DataFrame, *, title: str = "") -> Figu
     a1.axvline(0.9, color="#d62728", ls="--", lw=0.8, label="nominal 0.9")
     a1.set_yticks(range(len(rows)), [f"{v} ({m})" for v, m in rows.itertuples(index=False)], fontsize=7)
     a1.invert_yaxis()
-    a1.set(xlabel="coverage of exact Δp by the 90% intervals", title="Per-item coverage (| = mean)")
+    a1.set(xlabel="coverage of exact Δp (90% intervals)", title="Per-item coverage (| = mean)")
     a1.legend(fontsize=7, frameon=False)
-    a2.set(xlabel="realised FDP (flag's direction ≠ sign of exact Δp)", title="False discoveries per replicate")
+    a1.xaxis.set_major_locator(MaxNLocator(5))  # the coverage axis spans ~0.15: default ticks crowd it
+    a2.set(xlabel="realised FDP (flag's sign ≠ exact Δp's)", title="False discoveries per replicate")
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()
