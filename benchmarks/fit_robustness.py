@@ -143,7 +143,8 @@ def main() -> None:
     args = ap.parse_args()
     todo = datasets_to_fit()
     todo = todo[::8] if args.quick else todo
-    rows = [r for r in previous_rows(args.out) if r["backend"] == args.backend and (r["kind"], r["dataset"]) in {(k, d) for k, d, _ in todo}]
+    wanted = {(kind, label) for kind, label, _ in todo}
+    rows = [r for r in previous_rows(args.out) if r["backend"] == args.backend and (r["kind"], r["dataset"]) in wanted]
     done = {(r["kind"], r["dataset"]) for r in rows}
     for kind, label, loader in todo:
         if (kind, label) in done:

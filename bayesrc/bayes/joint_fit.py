@@ -280,10 +280,10 @@ class JointFit(GatedResult):
         for name, table in {"versions.parquet": self.versions_table, "items.parquet": self.items}.items():
             if table is not None and set(table["version"]) != set(self.versions):
                 raise InputError(f"versions {sorted(set(table['version']))} are not joint.json's {self.versions}", path=folder / name, field="version")
-        post = self.posterior["posterior"] if self.posterior is not None else None
-        changes = [str(v) for v in post.coords["change"].values] if post is not None and "change" in post.coords else self.versions[1:]
-        if changes != self.versions[1:]:
-            raise InputError(f"change axis {changes} is not joint.json's versions after the reference {self.versions[1:]}", path=folder / "posterior.nc", field="change")
+        if self.posterior is not None and "change" in self.posterior["posterior"].coords:
+            changes = [str(v) for v in self.posterior["posterior"].coords["change"].values]
+            if changes != self.versions[1:]:
+                raise InputError(f"change axis {changes} is not joint.json's versions after the reference {self.versions[1:]}", path=folder / "posterior.nc", field="change")
 
     model = property(lambda self: "joint change")
     backend = property(lambda self: self.payload["backend"])
