@@ -1,7 +1,7 @@
 """Benchmark: the default fits in a fresh process, this code side by side with an earlier release.
 
     .venv/bin/python benchmarks/bayes.py [--sizes 40,300,2000,12000] [--baseline REF] [--skip-baseline-above N]
-        [--backends numpyro,pymc] [--warm]
+        [--backends numpyro,pymc] [--warm] [--floor]
 
 Each row is one fresh Python process that simulates the data, imports bayesrc and runs the
 default ``bayesrc.bayes.fit(counts)`` (change model; the beta-binomial at 2,000 items too), each backend of ``--backends`` (PyMC's
@@ -14,6 +14,11 @@ compiles; ``--warm``: one shared cache, the second run of a shape loads its comp
 same machine, and prints the ratio baseline / this. Goals (issue 28, 2 cores): change model
 40 items <= 5 s, 300 <= 15 s, 2,000 <= 30 s, 12,000 (14 domains x 10 letters) <= 120 s, peak
 <= 1.5 GB; beta-binomial at 2,000 <= 3 s; PyMC within 2x of NumPyro.
+
+``--floor`` adds, per row, the same process with the fit cut to its fixed cost (:data:`FLOOR`:
+2 chains x 25 warm-up steps + 25 draws, no escalation, no checks): import, tracing, compilation
+(or loading it from the cache) and the fit's bookkeeping, with next to no sampling. A wall-time
+goal below that floor cannot be met by a faster sampler or likelihood.
 """
 
 from __future__ import annotations
@@ -48,6 +53,14 @@ print(json.dumps({"process_s": time.perf_counter() - t0, "fit_s": time.perf_coun
                   "peak_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}))
 """
 
+FLOOR = CHILD.replace(
+    "res = fit(counts, model=model, backend=backend)",
+    "from bayesrc.config import SamplerConfig\n"
+    "res = fit(counts, model=model, backend=backend, escalate=False, checks=False,\n"
+    "          config=SamplerConfig(chains=2, tune=25, draws=25, max_draws=25, progress=False))",
+)
+assert FLOOR != CHILD, "FLOOR no longer finds CHILD's fit call"
+
 
 def run_child(tree: Path, n: int, model: str, backend: str, cache: str, script: str = CHILD, *extra: str) -> dict:
     """``script`` (default :data:`CHILD`) in a fresh process on ``tree``'s code; its last JSON line, or ``{"error": ...}``."""
@@ -80,6 +93,7 @@ def main() -> None:
     ap.add_argument("--baseline", default="bb41b19", help="git ref of the earlier code ('' to skip)")
     ap.add_argument("--skip-baseline-above", type=int, default=300, help="baseline runs only up to this many items (it took 10-28 min at 120-300)")
     ap.add_argument("--warm", action="store_true", help="one shared compilation cache (the second run of a shape is warm)")
+    ap.add_argument("--floor", action="store_true", help="also each row's fixed cost: the same process sampling next to nothing (FLOOR)")
     args = ap.parse_args()
     cache = tempfile.mkdtemp(prefix="bayesrc-bench-jax-") if args.warm else ""
     base = baseline_tree(args.baseline) if args.baseline else None
@@ -93,7 +107,9 @@ def main() -> None:
         old = run_child(base, n, model, backend, cache) if base and n <= args.skip_baseline_above else {}
         ratio = f"{old['process_s'] / this['process_s']:.1f}x" if "process_s" in old and "process_s" in this else "-"
         old_s = f"{old['process_s']:19.1f} {('ok' if old['passed'] else 'FAIL'):>6}" if "process_s" in old else f"{'-':>19} {'':>6}"
-        print(f"{n:6d} {model:>9} {backend:>8} | {fit_columns(this)} | {old_s} | {ratio}", flush=True)
+        floor = run_child(ROOT, n, model, backend, cache, FLOOR) if args.floor else {}
+        floor_s = f" | floor {floor['process_s']:.1f} s ({floor['process_s'] / this['process_s']:.0%} of this)" if "process_s" in floor and "process_s" in this else ""
+        print(f"{n:6d} {model:>9} {backend:>8} | {fit_columns(this)} | {old_s} | {ratio}{floor_s}", flush=True)
     twins = [(n, m, seconds[n, m, "pymc"] / seconds[n, m, "numpyro"]) for n, m, b in runs if b == "pymc" and seconds.get((n, m, "pymc")) and seconds.get((n, m, "numpyro"))]
     if twins:  # the goal: PyMC within 2x of NumPyro
         print("PyMC / NumPyro, process s: " + ", ".join(f"{m} {n} items {r:.2f}x" for n, m, r in twins))
