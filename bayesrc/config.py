@@ -12,7 +12,8 @@ imported, and neither ``jax.config`` nor ``XLA_FLAGS`` is touched. A NumPyro fit
   JAX has not been imported yet (after that, JAX's device count is fixed) and only if
   the caller's ``XLA_FLAGS`` does not set it already;
 * points JAX's persistent compilation cache at ``compile_cache`` unless the caller set
-  a cache directory of their own (a rerun on the same shapes skips the XLA compiles);
+  a cache directory of their own, and keeps every compiled function there, however quick to
+  compile (a rerun on the same shapes, or the next fit after a release, skips the XLA compiles);
 * clears JAX's in-process compilation caches when the fit returns (``release_compiled``,
   :func:`releases_jax_caches`): each fit's compiled code holds ~2,000 memory mappings that JAX
   would keep for the life of the process, and Linux allows 65,530 per process, so a notebook,
@@ -113,7 +114,10 @@ def prepare_jax():
     cache = _default_cache() if SETTINGS.compile_cache == "" else SETTINGS.compile_cache
     if cache and cache != "off" and not jax.config.jax_compilation_cache_dir:
         jax.config.update("jax_compilation_cache_dir", cache)
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+        # Every compiled function, not only the slow ones: a fit's ~170 small ones (eager operations,
+        # each step's helpers) compile again after each release of the in-process caches, ~2.5 s a fit
+        # (docs/performance.md); loading them takes far less.
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
         jax.config.update("jax_compilation_cache_max_size", 256 * 2**20)  # LRU-evicted; a sampler is ~1 MB, an eager op a few kB
     return jax
 

@@ -8,6 +8,11 @@ here are small (they test the mappings, not the posterior), so the gate's outcom
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 import pytest
 
 import bayesrc
@@ -64,3 +69,37 @@ def test_prior_draws_release_their_compiled_code(restore_settings):
     for seed in range(3):
         prior_draws(data, n_draws=10, seed=seed)
     assert _n_mappings() - before > 100
+
+
+def test_a_fit_after_the_release_loads_every_function_it_compiles_from_the_persistent_cache(tmp_path):
+    """Releasing the in-process caches after each fit (and between its steps) makes the next fit ask
+    for its ~100 compiled functions again; the persistent cache keeps all of them, not only those that
+    took a second to compile (``jax_persistent_cache_min_compile_time_secs``), so a second fit of the
+    same shapes compiles nothing: ~2.5 s less per fit (docs/performance.md). JAX's own monitoring
+    events say so, in a fresh process with an empty cache (this process's cache has a past)."""
+    code = """
+import collections, json
+import jax.monitoring
+from bayesrc.bayes import SamplerConfig, fit
+from bayesrc.data import item_counts, simulate_pair
+
+sim = simulate_pair(30, 10, seed=0)
+counts = item_counts(sim.trials_v1, sim.trials_v2)
+small = SamplerConfig(chains=2, tune=50, draws=50, seed=1, progress=False)
+events = collections.Counter()
+jax.monitoring.register_event_listener(lambda name, **_: events.update([name]))
+per_fit = []
+for _ in range(2):
+    events.clear()
+    fit(counts, model="change", config=small, escalate=False, checks=False)
+    per_fit.append({k.rsplit("/", 1)[1]: events[k] for k in ("/jax/compilation_cache/compile_requests_use_cache",
+                    "/jax/compilation_cache/cache_hits", "/jax/compilation_cache/cache_misses")})
+print(json.dumps(per_fit))
+"""
+    env = dict(os.environ, BAYESRC_JAX_CACHE=str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    first, second = json.loads(out.stdout.strip().splitlines()[-1])
+    assert first["cache_misses"] > 50  # an empty cache: the first fit compiles
+    assert second["cache_hits"] > 50  # the release made the second fit ask again for what the first one compiled, and the cache had it
+    assert second["cache_misses"] == 0 and second["cache_hits"] == second["compile_requests_use_cache"]
