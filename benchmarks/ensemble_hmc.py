@@ -25,7 +25,7 @@ import subprocess
 import sys
 
 from bayes import ROOT
-from nuts_step import DATASET
+from nuts_step import DATASET, GRADIENT_MS
 
 MEASURE = r"""
 import time
@@ -102,29 +102,9 @@ def chees(seed):
             "steps_per_draw": round(float(np.mean(steps)), 1), "divergences": int(np.sum(divergent)), **gate(sampled)}
 
 
-def batched_gradient_ms(batch, calls=200):
-    # ms per value-and-gradient call of ``batch`` chains at once, inside one compiled loop (one device)
-    info = initialize_model(jax.random.split(jax.random.PRNGKey(0), batch), model, model_kwargs={"tables": tables}, dynamic_args=True)
-    value_and_grad = jax.vmap(jax.value_and_grad(lambda z, tab: info.potential_fn(tables=tab)(z)), (0, None))
-
-    def loop(z, tab):
-        def body(i, acc):  # each call's input depends on the last, so none is hoisted out of the loop
-            value, _ = value_and_grad(jax.tree.map(lambda a: a + 1e-12 * acc, z), tab)
-            return acc + 1e-12 * value.sum()
-        return jax.lax.fori_loop(0, calls, body, 0.0)
-
-    compiled = jax.jit(loop)
-    jax.block_until_ready(compiled(info.param_info.z, tables))
-    times = []
-    for _ in range(3):
-        t = time.perf_counter()
-        jax.block_until_ready(compiled(info.param_info.z, tables))
-        times.append((time.perf_counter() - t) / calls * 1e3)
-    return min(times)
-
-
 with precision():
-    gradients = {batch: batched_gradient_ms(batch) for batch in (1, 16, 64)}
+    starts = {b: initialize_model(jax.random.split(jax.random.PRNGKey(0), b), model, model_kwargs={"tables": tables}, dynamic_args=True) for b in (1, 16, 64)}
+    gradients = {b: min(gradient_ms(info, tables, 200, batch=b)) for b, info in starts.items()}
     rows = [nuts(0), nuts(1), chees(0), chees(1)]
 print(json.dumps({"gradients": gradients, "rows": rows}))
 """
@@ -137,7 +117,7 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=500)
     ap.add_argument("--draws", type=int, default=600)
     args = ap.parse_args()
-    script = DATASET + MEASURE
+    script = DATASET + GRADIENT_MS + MEASURE
     extra = [str(args.chains_per_device), str(args.warmup), str(args.draws)]
     devices = f"--xla_force_host_platform_device_count={os.cpu_count() or 1}"  # as a fit has them: one device per core
     out = subprocess.run(

@@ -27,6 +27,30 @@ from bayes import CHILD, ROOT
 
 DATASET = CHILD.split("from bayesrc.bayes import fit\n")[0]  # benchmarks/bayes.py's simulated pair
 
+GRADIENT_MS = r"""
+def gradient_ms(info, tables, calls, batch=None):
+    # ms per value-and-gradient call of the potential (of ``batch`` points at once, vmapped) inside one
+    # compiled loop of ``calls`` calls, 3 runs
+    value_and_grad = jax.value_and_grad(lambda z, t: info.potential_fn(tables=t)(z))
+    if batch is not None:
+        value_and_grad = jax.vmap(value_and_grad, (0, None))
+
+    def loop(z, t):
+        def body(i, acc):  # each call's input depends on the last, so none is hoisted out of the loop
+            value, _ = value_and_grad(jax.tree.map(lambda a: a + 1e-12 * acc, z), t)
+            return acc + 1e-12 * value.sum()
+        return jax.lax.fori_loop(0, calls, body, 0.0)
+
+    compiled = jax.jit(loop)
+    jax.block_until_ready(compiled(info.param_info.z, tables))
+    times = []
+    for _ in range(3):
+        t = time.perf_counter()
+        jax.block_until_ready(compiled(info.param_info.z, tables))
+        times.append((time.perf_counter() - t) / calls * 1e3)
+    return times
+"""
+
 MEASURE = r"""
 import time
 from functools import partial
@@ -44,21 +68,7 @@ with precision():  # float64, as in a fit
     model = partial(cc._numpyro_model, cells=cells, n_domains=data.n_domains, slope=False, prior=cc.prior_settings(None),
                     n_groups=data.n_groups, contrasts=data.stratum_contrasts())
     info = initialize_model(jax.random.PRNGKey(0), model, model_kwargs={"tables": tables}, dynamic_args=True)
-    potential = lambda z, t: info.potential_fn(tables=t)(z)
-
-    def loop(z, t):
-        def body(i, acc):  # each call's input depends on the last, so none is hoisted out of the loop
-            value, _ = jax.value_and_grad(potential)(jax.tree.map(lambda a: a + 1e-12 * acc, z), t)
-            return acc + 1e-12 * value
-        return jax.lax.fori_loop(0, calls, body, 0.0)
-
-    compiled = jax.jit(loop)
-    jax.block_until_ready(compiled(info.param_info.z, tables))
-    grad_ms = []
-    for _ in range(3):
-        t = time.perf_counter()
-        jax.block_until_ready(compiled(info.param_info.z, tables))
-        grad_ms.append((time.perf_counter() - t) / calls * 1e3)
+    grad_ms = gradient_ms(info, tables, calls)
 
 chunks, real = [], samplers._advance_chunks
 def timed(advance, state, data, length, chunk, bar, n_chains, into):
@@ -85,7 +95,7 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=500)
     args = ap.parse_args()
     env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count=1 {os.environ.get('XLA_FLAGS', '')}".strip())
-    script = DATASET + MEASURE
+    script = DATASET + GRADIENT_MS + MEASURE
     out = subprocess.run([sys.executable, "-c", script, str(args.items), "change", "numpyro", str(args.calls)], env=env, cwd=ROOT, capture_output=True, text=True)
     lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
     if out.returncode or not lines:
