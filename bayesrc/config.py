@@ -114,7 +114,7 @@ def prepare_jax():
     cache = _default_cache() if SETTINGS.compile_cache == "" else SETTINGS.compile_cache
     if cache and cache != "off" and not jax.config.jax_compilation_cache_dir:
         jax.config.update("jax_compilation_cache_dir", cache)
-        # Every compiled function, not only the slow ones: a fit's ~170 small ones (eager operations,
+        # Every compiled function, not only the slow ones: a fit's ~90 small ones (eager operations,
         # each step's helpers) compile again after each release of the in-process caches, ~2.5 s a fit
         # (docs/performance.md); loading them takes far less.
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)

@@ -104,14 +104,17 @@ def main() -> None:
     seconds = {}
     for n, model, backend in runs:
         trees = [ROOT] + ([base] if base and n <= args.skip_baseline_above else [])
-        for tree in trees if args.warm else []:  # fill each tree's cache with this row's compiled code
-            run_child(tree, n, model, backend, caches[tree])
+        if args.warm:  # fill each tree's cache with this row's compiled code (and the floor's)
+            for tree in trees:
+                run_child(tree, n, model, backend, caches[tree])
+            if args.floor:
+                run_child(ROOT, n, model, backend, caches[ROOT], FLOOR)
         this = run_child(ROOT, n, model, backend, caches[ROOT])
         seconds[n, model, backend] = this.get("process_s")
         old = run_child(base, n, model, backend, caches[base]) if base in trees else {}
         ratio = f"{old['process_s'] / this['process_s']:.1f}x" if "process_s" in old and "process_s" in this else "-"
         old_s = f"{old['process_s']:19.1f} {('ok' if old['passed'] else 'FAIL'):>6}" if "process_s" in old else f"{'-':>19} {'':>6}"
-        floor = [run_child(ROOT, n, model, backend, caches[ROOT], FLOOR) for _ in range(1 + args.warm)][-1] if args.floor else {}
+        floor = run_child(ROOT, n, model, backend, caches[ROOT], FLOOR) if args.floor else {}
         floor_s = f" | floor {floor['process_s']:.1f} s ({floor['process_s'] / this['process_s']:.0%} of this)" if "process_s" in floor and "process_s" in this else ""
         print(f"{n:6d} {model:>9} {backend:>8} | {fit_columns(this)} | {old_s} | {ratio}{floor_s}", flush=True)
     twins = [(n, m, seconds[n, m, "pymc"] / seconds[n, m, "numpyro"]) for n, m, b in runs if b == "pymc" and seconds.get((n, m, "pymc")) and seconds.get((n, m, "numpyro"))]

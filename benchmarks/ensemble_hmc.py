@@ -25,27 +25,17 @@ import subprocess
 import sys
 
 from bayes import ROOT
-from nuts_step import DATASET, GRADIENT_MS
+from nuts_step import DATASET, POTENTIAL
 
 MEASURE = r"""
-import time
-from functools import partial
 import numpy as np
-import jax, jax.numpy as jnp
 import blackjax, optax
-from numpyro.infer.util import initialize_model
-from bayesrc.bayes import model_inputs
-from bayesrc.bayes import change_collapsed as cc
 from bayesrc.bayes.diagnostics import convergence
 from bayesrc.bayes.fit import gated_vars
 from bayesrc.config import SamplerConfig, precision
 
 per_device, n_warmup, n_draws = (int(a) for a in sys.argv[4:7])
-data = model_inputs(counts)
-cells = cc.cell_stats(data)
-tables = jax.tree.map(jnp.asarray, cc.likelihood_tables(cells, cc.SAMPLER_BAND_DTYPE))
 n_dev = jax.local_device_count()
-
 
 GATED = gated_vars("change", collapsed=True, covariate=data.n_groups > 1)  # what the default fit's gate checks
 
@@ -67,10 +57,6 @@ def nuts(seed):
     sampled = {k: post[k].values for k in GATED if k in post}
     return {"sampler": "NUTS (default)", "wall_s": round(wall, 1), "chains x draws": f"{post.sizes['chain']} x {post.sizes['draw']}",
             "steps_per_draw": round(float(stats["n_steps"].mean()), 1), "divergences": int(stats["diverging"].sum()), **gate(sampled)}
-
-
-model = partial(cc._numpyro_model, cells=cells, n_domains=data.n_domains, slope=False, prior=cc.prior_settings(None),
-                n_groups=data.n_groups, contrasts=data.stratum_contrasts())
 
 
 def chees(seed):
@@ -117,7 +103,7 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=500)
     ap.add_argument("--draws", type=int, default=600)
     args = ap.parse_args()
-    script = DATASET + GRADIENT_MS + MEASURE
+    script = DATASET + POTENTIAL + MEASURE
     extra = [str(args.chains_per_device), str(args.warmup), str(args.draws)]
     devices = f"--xla_force_host_platform_device_count={os.cpu_count() or 1}"  # as a fit has them: one device per core
     out = subprocess.run(

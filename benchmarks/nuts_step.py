@@ -27,7 +27,21 @@ from bayes import CHILD, ROOT
 
 DATASET = CHILD.split("from bayesrc.bayes import fit\n")[0]  # benchmarks/bayes.py's simulated pair
 
-GRADIENT_MS = r"""
+POTENTIAL = r"""
+import time
+from functools import partial
+import jax, jax.numpy as jnp
+from numpyro.infer.util import initialize_model
+from bayesrc.bayes import model_inputs
+from bayesrc.bayes import change_collapsed as cc
+
+data = model_inputs(counts)
+cells = cc.cell_stats(data)
+tables = jax.tree.map(jnp.asarray, cc.likelihood_tables(cells, cc.SAMPLER_BAND_DTYPE))
+model = partial(cc._numpyro_model, cells=cells, n_domains=data.n_domains, slope=False, prior=cc.prior_settings(None),
+                n_groups=data.n_groups, contrasts=data.stratum_contrasts())  # the default collapsed change model, tables as arguments
+
+
 def gradient_ms(info, tables, calls, batch=None):
     # ms per value-and-gradient call of the potential (of ``batch`` points at once, vmapped) inside one
     # compiled loop of ``calls`` calls, 3 runs
@@ -52,21 +66,11 @@ def gradient_ms(info, tables, calls, batch=None):
 """
 
 MEASURE = r"""
-import time
-from functools import partial
-import jax, jax.numpy as jnp
-from numpyro.infer.util import initialize_model
-from bayesrc.bayes import model_inputs, samplers
-from bayesrc.bayes import change_collapsed as cc
+from bayesrc.bayes import samplers
 from bayesrc.config import SamplerConfig, precision
 
 calls = int(sys.argv[4])
-data = model_inputs(counts)
-cells = cc.cell_stats(data)
-tables = jax.tree.map(jnp.asarray, cc.likelihood_tables(cells, cc.SAMPLER_BAND_DTYPE))
 with precision():  # float64, as in a fit
-    model = partial(cc._numpyro_model, cells=cells, n_domains=data.n_domains, slope=False, prior=cc.prior_settings(None),
-                    n_groups=data.n_groups, contrasts=data.stratum_contrasts())
     info = initialize_model(jax.random.PRNGKey(0), model, model_kwargs={"tables": tables}, dynamic_args=True)
     grad_ms = gradient_ms(info, tables, calls)
 
@@ -95,7 +99,7 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=500)
     args = ap.parse_args()
     env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count=1 {os.environ.get('XLA_FLAGS', '')}".strip())
-    script = DATASET + GRADIENT_MS + MEASURE
+    script = DATASET + POTENTIAL + MEASURE
     out = subprocess.run([sys.executable, "-c", script, str(args.items), "change", "numpyro", str(args.calls)], env=env, cwd=ROOT, capture_output=True, text=True)
     lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
     if out.returncode or not lines:
