@@ -40,12 +40,18 @@ t0 = time.perf_counter()
 import numpy as np
 from bayesrc.data import item_counts, simulate_pair
 from bayesrc.data.simulate import item_truth
-n, model, backend = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-domains = [f"d{i:02d}" for i in range(14)] if n >= 12000 else ["physics", "law", "psychology", "economics"]
-truth = item_truth(n, domains=domains, sigma_theta=2.0, sigma_delta=1.0, seed=1)
-truth["correct_answer"] = np.array(list("ABCDEFGHIJ" if n >= 12000 else "ABCD"))[np.random.default_rng(1).integers(0, 10 if n >= 12000 else 4, n)]
-sim = simulate_pair(truth=truth, k=10, seed=1)
-counts = item_counts(sim.trials_v1, sim.trials_v2)
+size, model, backend = sys.argv[1], sys.argv[2], sys.argv[3]
+if size == "q3":  # the bundled exact Q4_K_M -> Q3_K_M pair (300 items), K = 10
+    from bayesrc.data import sample_from_exact
+    from bayesrc.datasets import path
+    counts = item_counts(sample_from_exact(path("exact_gemma/q4"), k=10, seed=1), sample_from_exact(path("exact_gemma/q3"), k=10, seed=2))
+else:
+    n = int(size)
+    domains = [f"d{i:02d}" for i in range(14)] if n >= 12000 else ["physics", "law", "psychology", "economics"]
+    truth = item_truth(n, domains=domains, sigma_theta=2.0, sigma_delta=1.0, seed=1)
+    truth["correct_answer"] = np.array(list("ABCDEFGHIJ" if n >= 12000 else "ABCD"))[np.random.default_rng(1).integers(0, 10 if n >= 12000 else 4, n)]
+    sim = simulate_pair(truth=truth, k=10, seed=1)
+    counts = item_counts(sim.trials_v1, sim.trials_v2)
 from bayesrc.bayes import fit
 t1 = time.perf_counter()
 res = fit(counts, model=model, backend=backend)
@@ -61,6 +67,40 @@ FLOOR = CHILD.replace(
     "          config=SamplerConfig(chains=2, tune=25, draws=25, max_draws=25, progress=False))",
 )
 assert FLOOR != CHILD, "FLOOR no longer finds CHILD's fit call"
+
+# The model a user would write instead (issue 57's bar): a paired logit per item, theta_i and delta_i
+# non-centred around per-domain means, every item parameter sampled by NUTS, 4 chains x 500 draws after
+# 500 warm-up steps; its posterior gated like the default fit's hyperparameters.
+PLAIN = CHILD.replace(
+    "res = fit(counts, model=model, backend=backend)",
+    """from types import SimpleNamespace
+from bayesrc.config import precision, prepare_jax
+prepare_jax()  # the host devices (parallel chains) and the compilation cache, as a fit has them
+import jax, numpyro, numpyro.distributions as dist
+from numpyro.infer import MCMC, NUTS
+from bayesrc.bayes import model_inputs
+from bayesrc.bayes.diagnostics import convergence
+d = model_inputs(counts, covariate=None)
+def paired_logit(y, n, dom, n_domains):
+    mu = numpyro.sample("mu", dist.Normal(0, 2).expand([n_domains]).to_event(1))
+    sigma = numpyro.sample("sigma", dist.HalfNormal(2).expand([n_domains]).to_event(1))
+    shift = numpyro.sample("shift", dist.Normal(0, 1).expand([n_domains]).to_event(1))
+    tau = numpyro.sample("tau", dist.HalfNormal(1))
+    with numpyro.plate("item", y.shape[0]):
+        theta = mu[dom] + sigma[dom] * numpyro.sample("z", dist.Normal(0, 1))
+        delta = shift[dom] + tau * numpyro.sample("w", dist.Normal(0, 1))
+        numpyro.sample("y1", dist.Binomial(n[:, 0], logits=theta), obs=y[:, 0])
+        numpyro.sample("y2", dist.Binomial(n[:, 1], logits=theta + delta), obs=y[:, 1])
+with precision():
+    mcmc = MCMC(NUTS(paired_logit), num_warmup=500, num_samples=500, num_chains=4, progress_bar=False)
+    mcmc.run(jax.random.PRNGKey(0), d.y, d.n, d.dom, d.n_domains)
+post = mcmc.get_samples(group_by_chain=True)
+worst = [convergence(np.moveaxis(np.asarray(v).reshape(4, 500, -1), 2, 0)) for v in post.values()]
+passed = all(float(np.nanmax(c["r_hat"])) <= 1.01 and float(np.nanmin(np.minimum(c["ess_bulk"], c["ess_tail"]))) >= 400 for c in worst)
+divergent = int(mcmc.get_extra_fields()["diverging"].sum())
+res = SimpleNamespace(runtime_s=0.0, diagnostics=SimpleNamespace(passed=passed and divergent == 0), payload={})""",
+)
+assert PLAIN != CHILD, "PLAIN no longer finds CHILD's fit call"
 
 
 def run_child(tree: Path, n: int, model: str, backend: str, cache: str, script: str = CHILD, *extra: str) -> dict:
@@ -95,15 +135,17 @@ def main() -> None:
     ap.add_argument("--skip-baseline-above", type=int, default=300, help="baseline runs only up to this many items (it took 10-28 min at 120-300)")
     ap.add_argument("--warm", action="store_true", help="a compilation cache per tree, filled by an unreported first run of each row")
     ap.add_argument("--floor", action="store_true", help="also each row's fixed cost: the same process sampling next to nothing (FLOOR)")
+    ap.add_argument("--plain", action="store_true", help="also, beside each NumPyro change row, the plain paired-logit model on the same counts (PLAIN)")
     args = ap.parse_args()
     base = baseline_tree(args.baseline) if args.baseline else None
     caches = {tree: tempfile.mkdtemp(prefix="bayesrc-bench-jax-") if args.warm else "" for tree in (ROOT, base)}
-    runs = [(n, "change", b) for n in map(int, args.sizes.split(",")) for b in args.backends.split(",") if not (b == "pymc" and n >= 12000)]
-    runs += [(2000, "betabinom", b) for b in args.backends.split(",")]
+    sizes = args.sizes.split(",")  # item counts, or q3: the bundled Q4_K_M -> Q3_K_M pair (300 items)
+    runs = [(n, "change", b) for n in sizes for b in args.backends.split(",") if not (b == "pymc" and n != "q3" and int(n) >= 12000)]
+    runs += [("2000", "betabinom", b) for b in args.backends.split(",")]
     print(f"{'items':>6} {'model':>9} {'backend':>8} | {'this: process s':>15} {'fit s':>7} {'gate':>6} {'#':>2} {'GB':>5} | {'baseline: process s':>19} {'gate':>6} | ratio")
     seconds = {}
     for n, model, backend in runs:
-        trees = [ROOT] + ([base] if base and n <= args.skip_baseline_above else [])
+        trees = [ROOT] + ([base] if base and (300 if n == "q3" else int(n)) <= args.skip_baseline_above else [])
         if args.warm:  # fill each tree's cache with this row's compiled code (and the floor's)
             for tree in trees:
                 run_child(tree, n, model, backend, caches[tree])
@@ -116,7 +158,13 @@ def main() -> None:
         old_s = f"{old['process_s']:19.1f} {('ok' if old['passed'] else 'FAIL'):>6}" if "process_s" in old else f"{'-':>19} {'':>6}"
         floor = run_child(ROOT, n, model, backend, caches[ROOT], FLOOR) if args.floor else {}
         floor_s = f" | floor {floor['process_s']:.1f} s ({floor['process_s'] / this['process_s']:.0%} of this)" if "process_s" in floor and "process_s" in this else ""
-        print(f"{n:6d} {model:>9} {backend:>8} | {fit_columns(this)} | {old_s} | {ratio}{floor_s}", flush=True)
+        print(f"{n:>6} {model:>9} {backend:>8} | {fit_columns(this)} | {old_s} | {ratio}{floor_s}", flush=True)
+        if args.plain and model == "change" and backend == "numpyro":
+            if args.warm:
+                run_child(ROOT, n, model, backend, caches[ROOT], PLAIN)
+            plain = run_child(ROOT, n, model, backend, caches[ROOT], PLAIN)
+            versus = f" | default / plain {this['process_s'] / plain['process_s']:.2f}x" if "process_s" in plain and "process_s" in this else ""
+            print(f"{n:>6} {'plain':>9} {backend:>8} | {fit_columns(plain)} | {'':>19} {'':>6} |{versus}", flush=True)
     twins = [(n, m, seconds[n, m, "pymc"] / seconds[n, m, "numpyro"]) for n, m, b in runs if b == "pymc" and seconds.get((n, m, "pymc")) and seconds.get((n, m, "numpyro"))]
     if twins:  # the goal: PyMC within 2x of NumPyro
         print("PyMC / NumPyro, process s: " + ", ".join(f"{m} {n} items {r:.2f}x" for n, m, r in twins))

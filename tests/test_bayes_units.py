@@ -527,6 +527,44 @@ def test_collapsed_change_sampler_band_precision_keeps_the_likelihood_and_gradie
     np.testing.assert_allclose(np.asarray(g32), np.asarray(g64), rtol=1e-6, atol=1e-6 * float(np.abs(g64).max()))
 
 
+@pytest.mark.parametrize("band_dtype", [np.float64, np.float32])
+def test_collapsed_change_likelihood_by_pair_equals_the_dense_band_product(band_dtype):
+    """The slope-free likelihood's band product over the cells' (stratum, outcome) pairs only
+    (``pair_tables``) gives each cell the log-likelihood and the gradient of the product over every
+    pair (the tables without them), float64 and the samplers' float32 band, floor / ceiling cells,
+    narrow to wide changes, kernels centred beyond the grid."""
+    import jax
+    import jax.numpy as jnp
+
+    from bayesrc.bayes.change_collapsed import _ops, cell_loglik, cell_stats, likelihood_tables
+    from bayesrc.bayes.inputs import ModelInputs
+    from bayesrc.config import precision
+
+    rng = np.random.default_rng(7)
+    y = np.concatenate([rng.integers(0, 11, (90, 2)), [[0, 0], [10, 10], [0, 10], [10, 0]]])
+    n = np.full_like(y, 10)
+    n[:5, 1] = 7  # a few items with fewer valid answers: more outcomes than pairs
+    data = ModelInputs(y=y, n=n, dom=np.arange(len(y)) % 6, items=np.arange(len(y)).astype(str), versions=("v1", "v2"), domains=tuple("abcdef"))
+    cells = cell_stats(data)
+    tables = likelihood_tables(cells, band_dtype)
+    assert "pair_band" in tables and tables["pair_onehot"].sum() < tables["pair_onehot"].shape[1] * tables["e2"].shape[0]
+    dense = likelihood_tables(cells, band_dtype, pairs=False)
+
+    def loglik(v, t):  # v: 6 mu, 6 log sigma_theta, 6 shift, 6 log sigma_delta, logit pi
+        ll = cell_loglik(_ops("jax"), v[:6], jnp.exp(v[6:12]), v[12:18], jnp.exp(v[18:24]), 0.0, jax.nn.sigmoid(v[24]), t)
+        return jnp.sum(t["weight"] * ll), ll
+
+    for shift, log_sd in ((0.3, np.log(0.05)), (-1.0, np.log(0.8)), (12.0, np.log(0.2)), (0.0, np.log(4.0))):
+        v = np.concatenate([rng.normal(0, 1, 6), np.log(rng.uniform(0.3, 2.5, 6)), shift + rng.normal(0, 0.3, 6), np.full(6, log_sd), [0.4]])
+        with precision():
+            (total_p, ll_p), g_p = jax.value_and_grad(loglik, has_aux=True)(jnp.asarray(v), jax.tree.map(jnp.asarray, tables))
+            (total_d, ll_d), g_d = jax.value_and_grad(loglik, has_aux=True)(jnp.asarray(v), jax.tree.map(jnp.asarray, dense))
+        real = slice(0, cells.n_cells)  # padded cells have weight 0, and each path gives them another cell's value
+        np.testing.assert_allclose(np.asarray(ll_p)[real], np.asarray(ll_d)[real], rtol=1e-6 if band_dtype == np.float32 else 1e-12, atol=1e-9)
+        assert np.isclose(float(total_p), float(total_d), rtol=1e-6 if band_dtype == np.float32 else 1e-12)
+        np.testing.assert_allclose(np.asarray(g_p), np.asarray(g_d), rtol=1e-6, atol=1e-6 * float(np.abs(g_d).max()))
+
+
 def test_collapsed_change_likelihood_is_the_same_whatever_the_padding():
     """Cells padded to shape buckets add nothing: the padded tables give each real cell the
     log-likelihood that a direct logsumexp over the grid's nodes gives it."""
