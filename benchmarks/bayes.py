@@ -78,8 +78,9 @@ from bayesrc.config import precision, prepare_jax
 prepare_jax()  # the host devices (parallel chains) and the compilation cache, as a fit has them
 import jax, numpyro, numpyro.distributions as dist
 from numpyro.infer import MCMC, NUTS
+import arviz_base as azb
 from bayesrc.bayes import model_inputs
-from bayesrc.bayes.diagnostics import convergence
+from bayesrc.bayes.diagnostics import gate
 d = model_inputs(counts, covariate=None)
 def paired_logit(y, n, dom, n_domains):
     mu = numpyro.sample("mu", dist.Normal(0, 2).expand([n_domains]).to_event(1))
@@ -94,11 +95,10 @@ def paired_logit(y, n, dom, n_domains):
 with precision():
     mcmc = MCMC(NUTS(paired_logit), num_warmup=500, num_samples=500, num_chains=4, progress_bar=False)
     mcmc.run(jax.random.PRNGKey(0), d.y, d.n, d.dom, d.n_domains)
-post = mcmc.get_samples(group_by_chain=True)
-worst = [convergence(np.moveaxis(np.asarray(v).reshape(4, 500, -1), 2, 0)) for v in post.values()]
-passed = all(float(np.nanmax(c["r_hat"])) <= 1.01 and float(np.nanmin(np.minimum(c["ess_bulk"], c["ess_tail"]))) >= 400 for c in worst)
-divergent = int(mcmc.get_extra_fields()["diverging"].sum())
-res = SimpleNamespace(runtime_s=0.0, diagnostics=SimpleNamespace(passed=passed and divergent == 0), payload={})""",
+post = {k: np.asarray(v) for k, v in mcmc.get_samples(group_by_chain=True).items()}
+diverging = np.asarray(mcmc.get_extra_fields(group_by_chain=True)["diverging"])
+dt = azb.from_dict({"posterior": post, "sample_stats": {"diverging": diverging}})
+res = SimpleNamespace(runtime_s=0.0, diagnostics=gate(dt, list(post)), payload={})""",
 )
 assert PLAIN != CHILD, "PLAIN no longer finds CHILD's fit call"
 

@@ -263,7 +263,7 @@ def pair_tables(cell_s: np.ndarray, cell_t: np.ndarray, n_strata: int, e2_band: 
     """
     pairs, cell_pair = np.unique(np.stack([cell_s, cell_t], 1), axis=0, return_inverse=True)
     n_p = -(-len(pairs) // 16) * 16
-    if not band_table_fits(n_p - 1, e2_band.shape[1], e2_band.dtype):
+    if n_p * e2_band[0].nbytes > BAND_TABLE_MAX_BYTES:
         return {}
     return {
         "pair_onehot": pad_rows(np.eye(n_strata)[pairs[:, 0]], n_p), "pair_band": pad_rows(e2_band[pairs[:, 1]], n_p),
@@ -470,10 +470,16 @@ def convolution_parts(ops, tables, mu, sigma, shift, slope, sigma_delta, weights
         kw = k[None] * toeplitz(ops, weights, n)[:, None]  # (W, stratum, node, node)
         e2_ones = ops.xp.concatenate([e2, ops.xp.ones_like(e2[:1])], axis=0)
         sums = ops.tensordot(kw, e2_ones, axes=[[3], [1]]).transpose(0, 1, 3, 2)  # (W, stratum, outcome2 + 1, node)
-    below, above = _tails(ops, x, centre, sd)
-    scale = _safe_ratio(ops, 1.0 - below - above, sums[0, :, -1])
+    scale, below, above = _rows_scale_and_tails(ops, x, centre, sd, sums[0, :, -1])
     at_first, at_last = weights[:, n - 1 :: -1], weights[:, : n - 2 : -1]  # (W, node j): w of the change to node 0 / node J - 1
     return sums[:, :, :-1], scale, at_first[:, None, :] * below[None], at_last[:, None, :] * above[None]
+
+
+def _rows_scale_and_tails(ops, x, centre, sd, inside):
+    """Per kernel row (stratum, node): the scale of its sums over the grid, (1 - tails' mass) / ``inside`` (its
+    sum over the grid; 0 for a row with no mass there, :func:`_safe_ratio`), and its mass below / above the grid."""
+    below, above = _tails(ops, x, centre, sd)
+    return _safe_ratio(ops, 1.0 - below - above, inside), below, above
 
 
 def cell_loglik(ops, mu_theta, sigma_theta, shift, sigma_delta, slope, pi, tables):
@@ -521,9 +527,7 @@ def _pair_convolution_parts(ops, tables, shift, sigma_delta):
     pair_rows = ops.tensordot(tables["pair_onehot"], rows, axes=[[1], [0]])  # (pair, 2J - 1): a product, not a gather (see toeplitz)
     sums = ops.einsum("pm,pjm->pj", pair_rows.astype(band.dtype), band).astype(rows.dtype)
     inside = ops.tensordot(rows, tables["ones_band"], axes=[[1], [1]])  # (stratum, node): each row's sum over the grid
-    below, above = _tails(ops, x, x[None, :] + shift[:, None], sd[:, None])
-    scale = _safe_ratio(ops, 1.0 - below - above, inside)
-    return scale, below, above, sums
+    return (*_rows_scale_and_tails(ops, x, x[None, :] + shift[:, None], sd[:, None], inside), sums)
 
 
 @cache
