@@ -25,7 +25,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from bayesrc.bayes.diagnostics import chain_draw_last, convergence
-from bayesrc.config import DEFAULT_GATE, SamplerConfig, precision, prepare_jax, request_host_devices  # noqa: F401  (re-exported; defined with the other settings: the CLI reads its defaults without loading JAX)
+from bayesrc.config import DEFAULT_GATE, SamplerConfig, precision, prepare_jax, request_xla_flags  # noqa: F401  (re-exported; defined with the other settings: the CLI reads its defaults without loading JAX)
 
 
 def configure_host_devices(n: int | None = None) -> None:
@@ -37,7 +37,7 @@ def configure_host_devices(n: int | None = None) -> None:
     --------
     >>> configure_host_devices(4)  # before the first fit: 4 chains run in parallel  # doctest: +SKIP
     """
-    request_host_devices(n)
+    request_xla_flags(n)
 
 
 def _jax():
@@ -120,7 +120,7 @@ def _run_numpyro(jax, model: Callable, data: dict[str, Any], cfg: SamplerConfig,
     dt = _datatree(jax, *_gathered(jax, parts, cfg), constrain, data, coords, dims)
     budget = (cfg.max_draws or 2 * cfg.draws) - cfg.draws
     while budget >= chunk and _too_short(dt):
-        more = max(chunk, min(budget, cfg.draws) // chunk * chunk)
+        more = max(chunk, min(budget, cfg.draws // 2) // chunk * chunk)  # half the draws at a time: often enough
         with progress_bar(cfg.progress, more * cfg.chains, desc="NUTS (more draws)") as bar:
             states = [_advance_chunks(advance, st, data, more, chunk, bar, min(n_dev, cfg.chains - r * n_dev), parts[r]) for r, st in enumerate(states)]
         budget -= more

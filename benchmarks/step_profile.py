@@ -1,0 +1,110 @@
+"""Benchmark: what a leapfrog step of the default change fit spends its time on, operation by operation.
+
+    .venv/bin/python benchmarks/step_profile.py [--top 15] [--transitions 100]
+
+On the bundled Q4_K_M -> Q3_K_M pair (300 items, K = 10), one fresh process per setting with one JAX
+device and one chain: after a short warm-up, ``--transitions`` transitions are timed, then as many again
+run under JAX's profiler, whose trace (Perfetto JSON) gives each compiled operation's own time (a loop's
+or branch's less the operations inside it); per leapfrog step it prints the timed step and the ``--top``
+operations (the profiler's own overhead inflates them: compare them with each other). Two settings side by side, with the ratio:
+
+* ``bayesrc``: the XLA:CPU options bayesrc sets before JAX starts (``bayesrc.config.XLA_CPU_OPTIONS``);
+* ``xla defaults``: XLA's own defaults (the child empties ``XLA_CPU_OPTIONS`` before JAX starts).
+
+The operations' names are XLA's (``dot.35``, ``cond.819``): ``--dump DIR`` also writes the optimised
+HLO there (``*cpu_after_optimizations.txt``), where each name's shapes and source line can be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+CHILD = r"""
+import collections, glob, gzip, json, os, sys, tempfile, time
+import numpy as np
+from bayesrc import config
+if sys.argv[2] == "xla defaults":
+    config.XLA_CPU_OPTIONS.clear()
+jax = config.prepare_jax()  # XLA_FLAGS as a fit sets them, before JAX starts
+from bayesrc.bayes import model_inputs, samplers
+from bayesrc.bayes import change_collapsed as cc
+from bayesrc.config import SamplerConfig
+from bayesrc.data import item_counts, sample_from_exact
+from bayesrc.datasets import path
+
+n = int(sys.argv[1])
+counts = item_counts(sample_from_exact(path("exact_gemma/q4"), k=10, seed=1), sample_from_exact(path("exact_gemma/q3"), k=10, seed=2))
+trace, calls, timed, real = tempfile.mkdtemp(), [], {}, samplers._advance_chunks
+
+
+def watched(advance, state, data, length, chunk, bar, n_chains, into):
+    def one(s, d, c):  # call 0 warms up (and compiles), call 1 is timed, call 2 profiled
+        calls.append(1)
+        if len(calls) == 3:
+            jax.profiler.start_trace(trace, create_perfetto_trace=True)
+        t = time.perf_counter()
+        out = jax.block_until_ready(advance(s, d, c))
+        if len(calls) == 2:
+            timed.update(s=time.perf_counter() - t, steps=int(np.asarray(out[1][2]).sum()))
+        if len(calls) == 3:
+            jax.profiler.stop_trace()
+            timed["profiled_steps"] = int(np.asarray(out[1][2]).sum())
+        return out
+    return real(one, state, data, length, chunk, bar, n_chains, into)
+
+
+samplers._advance_chunks = watched
+cfg = SamplerConfig(chains=1, seed=0, progress=False, tune=n, draws=2 * n, max_draws=2 * n)
+cc.change_collapsed_numpyro(model_inputs(counts), config=cfg, items=False)
+events = json.load(gzip.open(glob.glob(f"{trace}/**/perfetto_trace.json.gz", recursive=True)[0]))["traceEvents"]
+spans = sorted((e["tid"], e["ts"], -e.get("dur", 0.0), e["name"]) for e in events if e.get("ph") == "X")
+per_op, open_spans = collections.defaultdict(float), []  # self time: a loop's or branch's span less the operations inside it
+for tid, ts, neg, name in spans:
+    while open_spans and (open_spans[-1][0] != tid or open_spans[-1][1] <= ts):
+        open_spans.pop()
+    if open_spans:
+        per_op[open_spans[-1][2]] += neg / timed["profiled_steps"]
+    per_op[name] -= neg / timed["profiled_steps"]  # microseconds per leapfrog step
+    open_spans.append((tid, ts - neg, name))
+per_op = {k: v for k, v in per_op.items() if not k.startswith(("$", "ThunkExecutor"))}
+print(json.dumps({"step_ms": 1e3 * timed["s"] / timed["steps"], "steps_per_transition": timed["steps"] / n, "per_op_us": per_op}))
+"""
+
+
+def run(setting: str, transitions: int, dump: str | None) -> dict:
+    """CHILD in a fresh process (one device; ``dump``: the optimised HLO's folder); its JSON line or ``{"error": ...}``."""
+    flags = "--xla_force_host_platform_device_count=1" + (f" --xla_dump_to={dump} --xla_dump_hlo_as_text" if dump else "")
+    env = dict(os.environ, XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} {flags}".strip())
+    out = subprocess.run([sys.executable, "-c", CHILD, str(transitions), setting], env=env, cwd=ROOT, capture_output=True, text=True)
+    lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
+    return json.loads(lines[-1]) if lines and not out.returncode else {"error": (out.stderr.strip().splitlines() or ["?"])[-1]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--top", type=int, default=15)
+    ap.add_argument("--transitions", type=int, default=100)
+    ap.add_argument("--dump", default=None, help="folder for the optimised HLO of the bayesrc setting")
+    args = ap.parse_args()
+    rows = {}
+    for name in ("bayesrc", "xla defaults"):
+        rows[name] = r = run(name, args.transitions, args.dump if name == "bayesrc" else None)
+        if "error" in r:
+            print(f"{name}: {r['error']}")
+            continue
+        top = sorted(r["per_op_us"].items(), key=lambda kv: -kv[1])[: args.top]
+        print(f"{name}: leapfrog step {r['step_ms']:.3f} ms ({r['steps_per_transition']:.1f} steps per transition); under the profiler, per step:")
+        print("\n".join(f"  {us:8.1f} us  {op}" for op, us in top))
+    if all("step_ms" in r for r in rows.values()):
+        print(f"step, xla defaults / bayesrc: {rows['xla defaults']['step_ms'] / rows['bayesrc']['step_ms']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
