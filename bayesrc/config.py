@@ -34,6 +34,7 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from importlib.metadata import PackageNotFoundError, version
 
 
 def _default_cache() -> str:
@@ -121,8 +122,6 @@ def request_xla_flags(n: int | None = None) -> bool:
 
 def _jaxlib_in(low: tuple, high: tuple) -> bool:
     """Whether the installed jaxlib's version is in ``[low, high)`` (read from its metadata: JAX is not imported)."""
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         got = tuple(int(p) for p in version("jaxlib").split(".")[:2])
     except (PackageNotFoundError, ValueError):
