@@ -10,8 +10,7 @@ imported, and neither ``jax.config`` nor ``XLA_FLAGS`` is touched. A NumPyro fit
   then restores it);
 * asks for ``host_devices`` CPU devices (parallel chains) through ``XLA_FLAGS`` only if
   JAX has not been imported yet (after that, JAX's device count is fixed) and only if
-  the caller's ``XLA_FLAGS`` does not set it already; in the same way, and only for the jaxlib
-  versions they were measured on, the XLA:CPU options of :data:`XLA_CPU_OPTIONS`;
+  the caller's ``XLA_FLAGS`` does not set it already;
 * points JAX's persistent compilation cache at ``compile_cache`` unless the caller set
   a cache directory of their own, and keeps every compiled function there, however quick to
   compile (a rerun on the same shapes, or the next fit after a release, skips the XLA compiles);
@@ -34,7 +33,6 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from importlib.metadata import PackageNotFoundError, version
 
 
 def _default_cache() -> str:
@@ -90,48 +88,27 @@ def configure(*, x64: bool | None = None, host_devices: int | None = None, compi
     if release_compiled is not None:
         SETTINGS.release_compiled = bool(release_compiled)
     if apply:
-        request_xla_flags(SETTINGS.host_devices)
+        request_host_devices(SETTINGS.host_devices)
         if "jax" in sys.modules:
             prepare_jax()
     return asdict(SETTINGS)
 
 
-# XLA:CPU options added to XLA_FLAGS before JAX starts, each unless the caller's XLA_FLAGS names it, and only under the
-# jaxlib versions of XLA_CPU_OPTIONS_JAXLIB (where they were measured; XLA aborts on a flag it does not know).
-XLA_CPU_OPTIONS = {
-    # No YNNPACK library fusions: XLA's own kernels run the change model's small float64 fusions faster (bundled pair,
-    # one chain: a leapfrog step ~1.1x quicker, the item draws 8.2 -> 5.3 s, compiles ~15% quicker; docs/performance.md).
-    "xla_cpu_experimental_ynn_fusion_type": "",
-}
-XLA_CPU_OPTIONS_JAXLIB = ((0, 12), (0, 13))  # [from, to)
-
-
-def request_xla_flags(n: int | None = None) -> bool:
-    """Ask for ``n`` CPU devices (and :data:`XLA_CPU_OPTIONS`) via ``XLA_FLAGS`` if JAX has not started, never
-    overriding a flag the caller set; True if the device count was set here."""
+def request_host_devices(n: int | None = None) -> bool:
+    """Ask for ``n`` CPU devices via ``XLA_FLAGS`` if JAX has not started; True if set here."""
     n = n or SETTINGS.host_devices or os.cpu_count() or 1
     if "jax" in sys.modules:
         return False
     flags = os.environ.get("XLA_FLAGS", "")
-    options = {k: v for k, v in XLA_CPU_OPTIONS.items() if k not in flags} if _jaxlib_in(*XLA_CPU_OPTIONS_JAXLIB) else {}
-    devices = "xla_force_host_platform_device_count" not in flags
-    added = ([f"--xla_force_host_platform_device_count={n}"] if devices else []) + [f"--{k}={v}" for k, v in options.items()]
-    os.environ["XLA_FLAGS"] = " ".join([flags, *added]).strip()
-    return devices
-
-
-def _jaxlib_in(low: tuple, high: tuple) -> bool:
-    """Whether the installed jaxlib's version is in ``[low, high)`` (read from its metadata: JAX is not imported)."""
-    try:
-        got = tuple(int(p) for p in version("jaxlib").split(".")[:2])
-    except (PackageNotFoundError, ValueError):
+    if "xla_force_host_platform_device_count" in flags:
         return False
-    return low <= got < high
+    os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={n}".strip()
+    return True
 
 
 def prepare_jax():
-    """Import JAX for a fit: host devices and XLA:CPU options (if JAX is not loaded yet) and the compile cache."""
-    request_xla_flags()
+    """Import JAX for a fit: host devices (if JAX is not loaded yet) and the compile cache."""
+    request_host_devices()
     import jax  # deferred: JAX loads in ~1.5 s (bayes extra)
 
     cache = _default_cache() if SETTINGS.compile_cache == "" else SETTINGS.compile_cache

@@ -1,15 +1,14 @@
 """Benchmark: what a leapfrog step of the default change fit spends its time on, operation by operation.
 
-    .venv/bin/python benchmarks/step_profile.py [--top 15] [--transitions 100]
+    .venv/bin/python benchmarks/step_profile.py [--top 15] [--transitions 100] [--flags "--xla_cpu_..."]
 
 On the bundled Q4_K_M -> Q3_K_M pair (300 items, K = 10), one fresh process per setting with one JAX
 device and one chain: after a short warm-up, ``--transitions`` transitions are timed, then as many again
 run under JAX's profiler, whose trace (Perfetto JSON) gives each compiled operation's own time (a loop's
 or branch's less the operations inside it); per leapfrog step it prints the timed step and the ``--top``
-operations (the profiler's own overhead inflates them: compare them with each other). Two settings side by side, with the ratio:
-
-* ``bayesrc``: the XLA:CPU options bayesrc sets before JAX starts (``bayesrc.config.XLA_CPU_OPTIONS``);
-* ``xla defaults``: XLA's own defaults (the child empties ``XLA_CPU_OPTIONS`` before JAX starts).
+operations (the profiler's own overhead inflates them: compare them with each other). Two settings side
+by side, with the ratio: XLA's defaults, and ``--flags`` added to ``XLA_FLAGS`` (default: no YNNPACK library
+fusions, ``--xla_cpu_experimental_ynn_fusion_type=``, measured in docs/performance.md and not adopted).
 
 The operations' names are XLA's (``dot.35``, ``cond.819``): ``--dump DIR`` also writes the optimised
 HLO there (``*cpu_after_optimizations.txt``), where each name's shapes and source line can be read.
@@ -30,9 +29,7 @@ CHILD = r"""
 import collections, glob, gzip, json, os, sys, tempfile, time
 import numpy as np
 from bayesrc import config
-if sys.argv[2] == "xla defaults":
-    config.XLA_CPU_OPTIONS.clear()
-jax = config.prepare_jax()  # XLA_FLAGS as a fit sets them, before JAX starts
+jax = config.prepare_jax()  # as a fit starts JAX
 from bayesrc.bayes import model_inputs, samplers
 from bayesrc.bayes import change_collapsed as cc
 from bayesrc.config import SamplerConfig
@@ -78,11 +75,11 @@ print(json.dumps({"step_ms": 1e3 * timed["s"] / timed["steps"], "steps_per_trans
 """
 
 
-def run(setting: str, transitions: int, dump: str | None) -> dict:
-    """CHILD in a fresh process (one device; ``dump``: the optimised HLO's folder); its JSON line or ``{"error": ...}``."""
-    flags = "--xla_force_host_platform_device_count=1" + (f" --xla_dump_to={dump} --xla_dump_hlo_as_text" if dump else "")
+def run(extra: str, transitions: int, dump: str | None) -> dict:
+    """CHILD in a fresh process (one device, ``extra`` XLA flags; ``dump``: the optimised HLO's folder); its JSON line or ``{"error": ...}``."""
+    flags = f"--xla_force_host_platform_device_count=1 {extra}" + (f" --xla_dump_to={dump} --xla_dump_hlo_as_text" if dump else "")
     env = dict(os.environ, XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} {flags}".strip())
-    out = subprocess.run([sys.executable, "-c", CHILD, str(transitions), setting], env=env, cwd=ROOT, capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-c", CHILD, str(transitions)], env=env, cwd=ROOT, capture_output=True, text=True)
     lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
     return json.loads(lines[-1]) if lines and not out.returncode else {"error": (out.stderr.strip().splitlines() or ["?"])[-1]}
 
@@ -91,11 +88,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--top", type=int, default=15)
     ap.add_argument("--transitions", type=int, default=100)
-    ap.add_argument("--dump", default=None, help="folder for the optimised HLO of the bayesrc setting")
+    ap.add_argument("--flags", default="--xla_cpu_experimental_ynn_fusion_type=", help="XLA flags of the second setting")
+    ap.add_argument("--dump", default=None, help="folder for the optimised HLO under XLA's defaults")
     args = ap.parse_args()
     rows = {}
-    for name in ("bayesrc", "xla defaults"):
-        rows[name] = r = run(name, args.transitions, args.dump if name == "bayesrc" else None)
+    for name, extra in (("xla defaults", ""), (args.flags, args.flags)):
+        rows[name] = r = run(extra, args.transitions, args.dump if not extra else None)
         if "error" in r:
             print(f"{name}: {r['error']}")
             continue
@@ -103,7 +101,7 @@ def main() -> None:
         print(f"{name}: leapfrog step {r['step_ms']:.3f} ms ({r['steps_per_transition']:.1f} steps per transition); under the profiler, per step:")
         print("\n".join(f"  {us:8.1f} us  {op}" for op, us in top))
     if all("step_ms" in r for r in rows.values()):
-        print(f"step, xla defaults / bayesrc: {rows['xla defaults']['step_ms'] / rows['bayesrc']['step_ms']:.2f}x")
+        print(f"step, xla defaults / {args.flags}: {rows['xla defaults']['step_ms'] / rows[args.flags]['step_ms']:.2f}x")
 
 
 if __name__ == "__main__":

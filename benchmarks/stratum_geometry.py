@@ -29,7 +29,7 @@ import time
 
 import numpy as np
 
-from bayesrc.config import request_xla_flags
+from bayesrc.config import request_host_devices
 
 
 def stratum_shifts(variant: str, sd, data, sizes: np.ndarray):
@@ -130,7 +130,7 @@ def main() -> None:
     ap.add_argument("--seeds", default="0,1,2,3")
     ap.add_argument("--variants", default="model,noncentred")
     args = ap.parse_args()
-    request_xla_flags(2)  # both chains in parallel: before JAX starts
+    request_host_devices(2)  # both chains in parallel: before JAX starts
     from bayesrc import datasets
     from bayesrc.data.exact import load_exact
     from bayesrc.truth.score import replicate_datasets

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import sys
-
 import numpy as np
 import pytest
 from scipy import stats
@@ -924,22 +921,3 @@ run_pymc(model, SamplerConfig(chains=1, draws=50, tune=50, progress=False))
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
     assert "NUTS" not in res.stderr and "Sampling" not in res.stderr, res.stderr
-
-
-def test_xla_flags_are_asked_for_before_jax_starts_and_never_override_the_callers(monkeypatch):
-    """Before JAX starts, bayesrc adds its host devices and (under the jaxlib versions they were measured on) its
-    XLA:CPU options to ``XLA_FLAGS``; a flag the caller set stays as set, and once JAX is loaded nothing changes."""
-    from bayesrc import config
-
-    options = [f"--{k}={v}" for k, v in config.XLA_CPU_OPTIONS.items()] if config._jaxlib_in(*config.XLA_CPU_OPTIONS_JAXLIB) else []
-    monkeypatch.delitem(sys.modules, "jax", raising=False)
-    monkeypatch.delenv("XLA_FLAGS", raising=False)
-    assert config.request_xla_flags(3)
-    assert os.environ["XLA_FLAGS"].split() == ["--xla_force_host_platform_device_count=3", *options]
-    callers = "--xla_force_host_platform_device_count=1 " + " ".join(f"--{k}=dot" for k in config.XLA_CPU_OPTIONS)
-    monkeypatch.setenv("XLA_FLAGS", callers)
-    assert not config.request_xla_flags(3) and os.environ["XLA_FLAGS"] == callers
-    monkeypatch.setitem(sys.modules, "jax", object())
-    monkeypatch.setenv("XLA_FLAGS", "")
-    assert not config.request_xla_flags(3) and os.environ["XLA_FLAGS"] == ""
-    assert config._jaxlib_in((0, 0), (999, 0)) and not config._jaxlib_in((998, 0), (999, 0))

@@ -526,7 +526,7 @@ def _pair_convolution_parts(ops, tables, shift, sigma_delta):
     band = tables["pair_band"]
     pair_rows = ops.tensordot(tables["pair_onehot"], rows, axes=[[1], [0]])  # (pair, 2J - 1): a product, not a gather (see toeplitz)
     sums = ops.einsum("pm,pjm->pj", pair_rows.astype(band.dtype), band).astype(rows.dtype)
-    # (stratum, node): each row's sum over the grid, in the band's precision as the sums (in float64 it took a sixth of a step)
+    # (stratum, node): each row's sum over the grid, in the band's precision as the sums (in float64 it took an eighth of a step)
     inside = ops.tensordot(rows.astype(band.dtype), tables["ones_band"], axes=[[1], [1]]).astype(rows.dtype)
     return (*_rows_scale_and_tails(ops, x, x[None, :] + shift[:, None], sd[:, None], inside), sums)
 

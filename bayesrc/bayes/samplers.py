@@ -25,7 +25,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from bayesrc.bayes.diagnostics import chain_draw_last, convergence
-from bayesrc.config import DEFAULT_GATE, SamplerConfig, precision, prepare_jax, request_xla_flags  # noqa: F401  (re-exported; defined with the other settings: the CLI reads its defaults without loading JAX)
+from bayesrc.config import DEFAULT_GATE, SamplerConfig, precision, prepare_jax, request_host_devices  # noqa: F401  (re-exported; defined with the other settings: the CLI reads its defaults without loading JAX)
 
 
 def configure_host_devices(n: int | None = None) -> None:
@@ -37,7 +37,7 @@ def configure_host_devices(n: int | None = None) -> None:
     --------
     >>> configure_host_devices(4)  # before the first fit: 4 chains run in parallel  # doctest: +SKIP
     """
-    request_xla_flags(n)
+    request_host_devices(n)
 
 
 def _jax():
