@@ -194,6 +194,9 @@ def precision():
 #: options read them without importing the Bayesian layer.
 DEFAULT_GATE = {"max_rhat": 1.01, "min_ess": 400.0, "max_divergences": 0}
 
+#: ``bayesrc compare``'s margin on dp when the caller names none (``--rope``): a pass must show the change within two accuracy points
+DEFAULT_MARGIN = 0.02
+
 
 @dataclass(frozen=True)
 class SamplerConfig:

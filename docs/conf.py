@@ -79,6 +79,7 @@ API_MODULES = [
     ("bayesrc.classical", "Classical reliable change (RCI)"),
     ("bayesrc.bayes", "Bayesian item models"),
     ("bayesrc.compare", "The CI gate"),
+    ("bayesrc.testing", "The gate in a test suite"),
     ("bayesrc.results", "Typed results"),
     ("bayesrc.power", "Resolution diagnostics and planning"),
     ("bayesrc.switch", "Switch matrices"),

@@ -32,8 +32,10 @@ def pairs(tmp_path_factory):
 
 @pytest.mark.slow
 def test_real_deteriorations_exit_1(pairs, tmp_path, capsys):
+    """Without a margin (``--rope none``) the FDR selection alone decides; the default margin's gate on
+    the same pair is test_compare_margin.py's clear deterioration."""
     a, b, truth = pairs["worse"]
-    rc = main(["compare", str(a), str(b), "--out", str(tmp_path), *DEFAULTS])
+    rc = main(["compare", str(a), str(b), "--out", str(tmp_path), "--rope", "none", *DEFAULTS])
     assert rc == 1, capsys.readouterr()
     res = json.loads((tmp_path / "compare.json").read_text())
     assert res["found"] is True and res["bayes"]["n_deteriorated"] >= 3
@@ -47,6 +49,7 @@ def test_real_deteriorations_exit_1(pairs, tmp_path, capsys):
     assert list(items["bayes_class"].head(len(flagged))) == ["deteriorated"] * len(flagged)  # listed first
     md = (tmp_path / "summary.md").read_text()
     assert "deteriorated items found" in md and "(exit 1)" in md and flagged["item_id"].iloc[0] in md
+    assert res["margin"] is None and res["resolution"]["margin"] is None and "no margin: the item selection alone decides" in md
 
 
 def test_decision_rules():

@@ -1,10 +1,11 @@
-"""``bayesrc compare --rope``: the gate with a margin (pass / fail / inconclusive, exit 0 / 1 / 4).
+"""``bayesrc compare``: resolution first, the gate with its default margin (pass / fail / inconclusive, exit 0 / 1 / 4).
 
-Three change-model fits with the defaults a user gets (sampler, convergence gate, escalation) on
-simulated pairs with known truth: no change on 2,000 items (pass), a true mean drop of 0.01 on
-100 items (inconclusive: the posterior of the mean is too wide for a 0.02 margin) and a clear
-deterioration (fail). The decision rules themselves are checked on posterior draws whose answer is
-known, without a fit.
+Three change-model fits with the defaults a user gets (sampler, convergence gate, escalation, the
+default margin of 0.02: no ``--rope``) on simulated pairs with known truth: no change on 2,000 items
+(pass), a true mean drop of 0.01 on 100 items (inconclusive: the posterior of the mean is too wide
+for the margin, and the summary says what would decide it) and a clear deterioration (fail). The
+decision rules and the planning figures are checked on posterior draws whose answer is known,
+without a fit.
 """
 
 from __future__ import annotations
@@ -16,13 +17,13 @@ import pandas as pd
 import pytest
 
 import bayesrc
+from bayesrc.classical import rci_detection_probability
 from bayesrc.cli import main
 from bayesrc.compare import CompareResult
-from bayesrc.compare.gate import margin_evidence, markdown_summary, p_within_margin, three_way
+from bayesrc.compare.gate import margin_evidence, markdown_summary, p_within_margin, require_resolution, resolution, three_way, what_would_decide
 from bayesrc.data import item_truth, save_trials, simulate_pair
 
-DEFAULTS = ["--seed", "1"]  # as test_compare_gate.py: the sampler and gate a user gets
-MARGIN = ["--rope", "0.02"]
+DEFAULTS = ["--seed", "1"]  # as test_compare_gate.py: the sampler, gate and margin a user gets
 DOWN = {d: -2.0 for d in ("physics", "law", "psychology", "economics")}
 
 
@@ -57,7 +58,7 @@ def pairs(tmp_path_factory):
 
 def run_gate(pairs, name: str, out, *extra: str) -> tuple[int, dict, str]:
     a, b, _ = pairs[name]
-    rc = main(["compare", str(a), str(b), "--out", str(out), *MARGIN, *extra, *DEFAULTS])
+    rc = main(["compare", str(a), str(b), "--out", str(out), *extra, *DEFAULTS])
     return rc, json.loads((out / "compare.json").read_text()), (out / "summary.md").read_text()
 
 
@@ -83,6 +84,13 @@ def test_no_change_on_2000_items_passes(pairs, tmp_path, capsys):
     assert nd["var_total"] == pytest.approx(sampling, rel=0.2) and abs(nd["var_items"]) < 0.2 * sampling
     assert nd["share_sampling"] > 0.8 and nd["n_half"] == 4000 and 18 <= nd["k_half"] <= 30
     assert "Noise: Of the variance" in md
+    # Resolution: 2,000 items at K = 10 resolve the default margin; every interval names the items it covers.
+    r = res["resolution"]
+    assert r["n_items"] == 2000 and r["margin"] == 0.02 and r["resolves_margin"] is True
+    assert r["aggregate_mde"] == pytest.approx((1.2816 + 0.8416) * nd["se"], rel=1e-3) and r["aggregate_mde"] < 0.02
+    assert 0.2 < r["item_mde"] < 1 and m.get("would_decide") is None
+    assert "Resolution: With 80% power this comparison detects a mean change of" in md and "within what it resolves" in md
+    assert "over all 2000 items (change model)" in md and f"over the {res['classical']['n_analysable']} analysable items" in md
     loaded = bayesrc.load(tmp_path)
     assert isinstance(loaded, CompareResult) and loaded.decision == "pass" and loaded.exit_code == 0
     loaded.save(tmp_path / "copy")
@@ -111,6 +119,13 @@ def test_mean_drop_of_001_on_100_items_is_inconclusive(pairs, tmp_path, capsys):
     # The noise decomposition says what would narrow it: at K = 10 and N = 100 sampling dominates.
     nd = res["noise"]
     assert nd["n_items"] == 100 and nd["n_half"] == 200
+    # Resolution first: the margin is below what 100 items resolve, and the summary names what would decide it.
+    r, w = res["resolution"], res["margin"]["would_decide"]
+    assert r["resolves_margin"] is False and r["aggregate_mde"] > 0.02
+    assert w["n_items"] > 200 and w["k"] > 20 and w["cheaper"] in ("items", "samples")
+    assert w["extra_samples_n"] == (w["n_items"] - 100) * 10 and w["extra_samples_k"] == 100 * (w["k"] - 10)
+    assert f"~{w['n_items']} items at K = 10" in md and f"K = {w['k']} samples per item on these 100 items" in md
+    assert "is below what it resolves" in md
     assert bayesrc.load(tmp_path).exit_code == 4
 
 
@@ -187,18 +202,24 @@ def test_result_round_trip_and_old_payloads(tmp_path):
     items = pd.DataFrame({"item_id": ["a"], "domain": ["law"], "bayes_class": ["no_change"], "p_improve": [0.1], "p_deteriorate": [0.1]})
     bayes = {"n_improved": 0, "n_deteriorated": 0, "expected_false": 0.0, "aggregate": {"mean": -0.01, "lo90": -0.03, "hi90": 0.01, "p_below_0": 0.8}, "diagnostics": {}}
     classical = {"improved": 0, "deteriorated": 0, "n_analysable": 1, "n_items": 50, "z": 1.96, "min_valid_rule": "6", "aggregate": {"mean_delta": -0.01, "ci95": [-0.03, 0.01]}}
-    noise = {"se": 0.01, "share_sampling": 0.7, "share_items": 0.3, "n_items": 50, "k": 10.0, "n_half": 100, "k_half": 29, "k_factor_half": 2.9}
-    res = CompareResult.from_decision(("v1", "v2"), "deteriorated", 0.1, False, "ok", bayes, classical, items, margin=ev, noise=noise)
+    noise = {"se": 0.01, "share_sampling": 0.7, "share_items": 0.3, "n_items": 50, "k": 10.0, "n_half": 100, "k_half": 29, "k_factor_half": 2.9, "var_sampling": 7e-5, "var_items": 3e-5}
+    ev["would_decide"] = what_would_decide(ev["aggregate"]["mean"], ev["aggregate"]["sd"], 0.02, ev["side"], 0.1, noise)
+    reso = resolution(noise, 0.2, 1.96, 0.1, 0.02)
+    res = CompareResult.from_decision(("v1", "v2"), "deteriorated", 0.1, False, "ok", bayes, classical, items, margin=ev, noise=noise, resolution=reso)
     assert res.exit_code == 4 and res.decision == "inconclusive"
     s = res.summary().set_index("metric")["value"]
     assert s["decision"] == "inconclusive" and s["exit code"] == 4 and s["K to halve it"] == 29
+    assert s["would decide: N at this K"] == ev["would_decide"]["n_items"] and s["detectable mean change (80% power)"] == reso["aggregate_mde"]
+    assert s["mean dp, 90% CrI (posterior; all 1 items)"] == "-0.010 (-0.030 to +0.010)"  # every interval names the items it covers
+    assert s["mean dp, 95% CI (classical; the 1 analysable items)"] == "-0.010 (-0.030 to +0.010)"
     res.save(tmp_path / "r")
     back = bayesrc.load(tmp_path / "r")
     assert back == res and back.exit_code == 4 and back.margin == res.margin
     assert "❔ **inconclusive** (exit 4; margin 0.02)" in (tmp_path / "r" / "summary.md").read_text()
-    old = CompareResult({k: v for k, v in res.payload.items() if k not in ("decision", "margin", "noise")}, {"items": items})
+    assert "Resolution: With 80% power" in (tmp_path / "r" / "summary.md").read_text()
+    old = CompareResult({k: v for k, v in res.payload.items() if k not in ("decision", "margin", "noise", "resolution")}, {"items": items})
     assert old.decision == "pass" and old.exit_code == 0 and old.margin is None  # compare.json from before the margin
-    assert "Noise:" not in markdown_summary(old) and "Why:" not in markdown_summary(old)
+    assert "Noise:" not in markdown_summary(old) and "Why:" not in markdown_summary(old) and "Resolution:" not in markdown_summary(old)
     failed = CompareResult.from_decision(("v1", "v2"), "deteriorated", 0.1, False, "failed", bayes, classical, items, margin=ev)
     assert failed.exit_code == 3 and failed.decision == "undecided" and failed.payload["decision"] == "undecided"
     assert failed.summary().set_index("metric")["value"]["decision"].startswith("undecided")
@@ -210,9 +231,79 @@ def test_bad_margin_exits_2_and_writes_nothing(tmp_path, capsys):
     save_trials(sim.trials_v1, a)
     save_trials(sim.trials_v2, b)
     out = tmp_path / "out"
-    for argv, msg in [(["--rope", "1.5"], "field '--rope'"), (["--min-delta", "0"], "field '--rope'"), (["--margin", "nan"], "field '--rope'"), (["--rope", "0.02", "--q", "0.6"], "field '--q'")]:
+    cases = [
+        (["--rope", "1.5"], "field '--rope'"), (["--min-delta", "0"], "field '--rope'"), (["--margin", "nan"], "field '--rope'"),
+        (["--rope", "two"], "field '--rope'"), (["--rope", "0.02", "--q", "0.6"], "field '--q'"), (["--q", "0.6"], "field '--q'"),  # the default margin needs q < 0.5
+    ]  # fmt: skip
+    for argv, msg in cases:
         capsys.readouterr()
         assert main(["compare", str(a), str(b), "--out", str(out), *argv]) == 2, argv
         err = capsys.readouterr().err.strip()
         assert err.startswith("bayesrc: error:") and msg in err and len(err.splitlines()) == 1, err
     assert not out.exists()
+
+
+# ------------------------------------------------------------------ resolution and what would decide, against known truth
+
+
+def test_aggregate_mde_is_detected_with_its_power():
+    """A true mean change equal to the MDE, estimated with the SE the MDE was computed from, is detected
+    (one-sided, level q) in 80% of replicates."""
+    r = resolution({"se": 0.01, "n_items": 400, "k": 10.0}, 0.2, 1.96, 0.1, 0.02)
+    est = np.random.default_rng(3).normal(r["aggregate_mde"], 0.01, 200_000)
+    assert np.mean(est / 0.01 > 1.2816) == pytest.approx(0.8, abs=0.005)
+    assert r["resolves_margin"] is False and resolution({"se": 0.005, "n_items": 400, "k": 10.0}, 0.2, 1.96, 0.1, 0.02)["resolves_margin"] is True
+
+
+def test_item_mde_is_flagged_with_its_power():
+    r = resolution({"se": 0.01, "n_items": 400, "k": 10.0}, 0.2, 1.96, 0.1, 0.02)
+    d = r["item_mde"]
+    flagged = lambda x: rci_detection_probability(np.array([0.5 - x / 2]), np.array([0.5 + x / 2]), 10, 0.2)[0]  # noqa: E731
+    assert flagged(d) >= 0.8 > flagged(d - 1e-6)  # the smallest change flagged with 80% power
+    # by brute force: simulated binomial pairs at that change, flagged when the observed change exceeds z S_diff
+    rng = np.random.default_rng(0)
+    y1, y2 = rng.binomial(10, 0.5 - d / 2, 400_000), rng.binomial(10, 0.5 + d / 2, 400_000)
+    assert np.mean((y2 - y1) / 10 > 1.96 * 0.2 + 1e-12) == pytest.approx(flagged(d), abs=0.003)
+
+
+@pytest.mark.parametrize(("mean", "side"), [(-0.01, "lower"), (-0.035, "lower"), (0.012, "two"), (0.03, "two")])
+def test_what_would_decide_decides_with_its_power(mean, side):
+    """If the mean is what the posterior says, N' items (or K' samples) give a posterior that decides it with 80% power:
+    replicate studies at N' whose estimates scatter with the SD N' gives and whose posteriors have that SD."""
+    nd = {"n_items": 100, "k": 10.0, "var_sampling": 1.0e-4, "var_items": 0.05e-4}
+    sd = float(np.sqrt(nd["var_sampling"] + nd["var_items"]))  # the posterior SD, taken to scale as the observed SE
+    w = what_would_decide(mean, sd, 0.02, side, 0.1, nd)
+    for var_new in ((nd["var_sampling"] + nd["var_items"]) * 100 / w["n_items"], (nd["var_sampling"] * 10 / w["k"] + nd["var_items"])):
+        s_new = np.sqrt(var_new)
+        assert s_new <= w["sd_needed"] * (1 + 1e-9)  # N' and K' (rounded up) reach the SD it needs
+        est = np.random.default_rng(1).normal(mean, w["sd_needed"], 200_000)
+        edge = -0.02 if side == "lower" else np.sign(mean) * 0.02
+        decided = np.abs(est - edge) / w["sd_needed"] >= 1.2816
+        assert np.mean(decided) == pytest.approx(0.8, abs=0.01)
+    assert w["extra_samples_n"] == (w["n_items"] - 100) * 10 and w["extra_samples_k"] == 100 * (w["k"] - 10)
+    assert w["cheaper"] == ("samples" if w["extra_samples_k"] <= w["extra_samples_n"] else "items")
+
+
+def test_what_would_decide_says_when_nothing_practical_would():
+    nd = {"n_items": 100, "k": 10.0, "var_sampling": 1e-4, "var_items": 1e-4}
+    assert what_would_decide(-0.02, 0.01, 0.02, "lower", 0.1, nd) is None  # the mean on the margin's edge
+    w = what_would_decide(-0.005, 0.014, 0.02, "lower", 0.1, nd)
+    assert w["k"] is None and w["extra_samples_k"] is None and w["cheaper"] == "items"  # item-set noise alone is too wide for any K
+
+
+def test_a_pass_needs_the_margin_resolved():
+    """A posterior inside the margin passes only where the comparison could have shown it: the same draws, an
+    unresolved margin, are inconclusive, and what would decide it follows the resolution's requirement."""
+    dp = draws(np.zeros(100), sd=0.05)  # M ~ N(0, 0.005): inside 0.02
+    ev = margin_evidence(dp, np.array(["no_change"] * 100), np.arange(100).astype(str), fail_on="deteriorated", margin=0.02, q=0.1)
+    assert ev["decision"] == "pass"
+    nd = {"se": 0.015, "n_items": 100, "k": 10.0, "var_sampling": 2.25e-4, "var_items": 0.0}
+    unresolved, resolved = resolution(nd, 0.2, 1.96, 0.1, 0.02), resolution(nd | {"se": 0.009}, 0.2, 1.96, 0.1, 0.02)
+    assert require_resolution(ev, resolved) is ev
+    out = require_resolution(ev, unresolved)
+    assert out["decision"] == "inconclusive" and "cannot show a change within it" in out["reasons"][-1]
+    fail = margin_evidence(draws(np.full(100, -0.05), sd=0.05), np.array(["no_change"] * 100), np.arange(100).astype(str), fail_on="deteriorated", margin=0.02, q=0.1)
+    assert require_resolution(fail, unresolved)["decision"] == "fail"  # a deterioration shown stays shown
+    w = what_would_decide(out["aggregate"]["mean"], out["aggregate"]["sd"], 0.02, "lower", 0.1, nd, mde=unresolved["aggregate_mde"])
+    assert w["variance_factor"] == pytest.approx((unresolved["aggregate_mde"] / 0.02) ** 2)
+    assert resolution(nd | {"se": nd["se"] / np.sqrt(w["variance_factor"])}, 0.2, 1.96, 0.1, 0.02)["resolves_margin"] is True

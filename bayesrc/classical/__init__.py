@@ -1,6 +1,14 @@
 """Classical reliable change (Jacobson-Truax RCI adapted to items; SPEC section 2)."""
 
-from bayesrc.classical.calibration import binomial_s_diff, classify_counts, no_change_test, nominal_rate, sample_level_null
+from bayesrc.classical.calibration import (
+    binomial_s_diff,
+    classify_counts,
+    no_change_test,
+    nominal_rate,
+    rci_detectable_change,
+    rci_detection_probability,
+    sample_level_null,
+)
 from bayesrc.classical.noise import noise_decomposition, noise_from_counts
 from bayesrc.classical.pairwise import PairwiseRCI, family_wise_z, pairwise_rci
 from bayesrc.classical.pipeline import (
@@ -53,6 +61,8 @@ __all__ = [
     "RCISettings",
     "analyse_pairs",
     "binomial_s_diff",
+    "rci_detectable_change",
+    "rci_detection_probability",
     "classify_counts",
     "flip_metrics",
     "icc_1_k",

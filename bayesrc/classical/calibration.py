@@ -60,6 +60,55 @@ def binomial_s_diff(y1: np.ndarray, n1: np.ndarray, y2: np.ndarray, n2: np.ndarr
     return np.where((n1 > 0) & (n2 > 0), out, np.nan)
 
 
+def rci_detection_probability(p_v1: np.ndarray, p_v2: np.ndarray, k: int, s_diff: float | None, z: float = 1.96) -> np.ndarray:
+    """Exact probability that the RCI flags an item as improved: ``P((Y2 - Y1) / K > z S_diff)``.
+
+    ``Y_v ~ Binomial(K, p_v)`` independently. ``s_diff`` a number: the reference S_diff,
+    held fixed (a property of the whole benchmark); ``None``: the per-item binomial
+    S_diff,i(Y1, Y2) of SPEC 2.1. Vectorised over items: an (items, K + 1, K + 1) pmf grid.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rci_detection_probability(np.array([0.5, 0.2]), np.array([0.5, 0.8]), 10, 0.2).round(3).tolist()
+    [0.058, 0.913]
+    """
+    p1 = np.asarray(p_v1, dtype=float)[:, None, None]
+    p2 = np.asarray(p_v2, dtype=float)[:, None, None]
+    y = np.arange(k + 1)
+    y1, y2 = y[None, :, None], y[None, None, :]
+    joint = stats.binom.pmf(y1, k, p1) * stats.binom.pmf(y2, k, p2)
+    s = binomial_s_diff(y1, k, y2, k) if s_diff is None else s_diff
+    flag = (y2 - y1) / k > z * s + 1e-12
+    return (joint * flag).sum(axis=(1, 2))
+
+
+def rci_detectable_change(k: int, s_diff: float | None, z: float = 1.96, power: float = 0.8) -> float | None:
+    """The smallest true change in one item's accuracy that the RCI flags with probability ``power``, at K samples.
+
+    For an item centred on 50% accuracy (``p_v1 = 0.5 - d / 2``, ``p_v2 = 0.5 + d / 2``: the largest
+    sampling variance, so the hardest to flag), by bisection on :func:`rci_detection_probability`
+    (which grows with ``d``); deteriorations are the mirror image. None when even ``d`` near 1 is
+    flagged less often than ``power`` (the threshold ``z S_diff`` is beyond reach at this K).
+
+    Examples
+    --------
+    >>> round(rci_detectable_change(10, 0.2), 2), rci_detectable_change(10, 0.6) is None
+    (0.51, True)
+    """
+
+    def flagged(d: float) -> float:
+        return float(rci_detection_probability(np.array([0.5 - d / 2]), np.array([0.5 + d / 2]), k, s_diff, z)[0])
+
+    lo, hi = 0.0, 1.0 - 1e-9
+    if flagged(hi) < power:
+        return None
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if flagged(mid) >= power else (mid, hi)
+    return hi
+
+
 def _masked_sd(p: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """Sample SD (ddof = 1) along the last axis over ``mask``; NaN with fewer than 2 items."""
     m = mask & np.isfinite(p)

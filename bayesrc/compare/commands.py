@@ -1,4 +1,4 @@
-"""``bayesrc compare V1 V2``: the CI gate after an upgrade (exit 0 pass, 1 fail, 2 bad input, 3 fit failed, 4 inconclusive under a margin)."""
+"""``bayesrc compare V1 V2``: the CI gate after an upgrade (exit 0 pass, 1 fail, 2 bad input, 3 fit failed, 4 inconclusive)."""
 
 from __future__ import annotations
 
@@ -6,15 +6,16 @@ import argparse
 from pathlib import Path
 
 from bayesrc.bayes.commands import add_pairing_arguments, add_sampler_arguments
+from bayesrc.config import DEFAULT_MARGIN
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "compare",
-        help="CI gate: change model with FDR selection (RCI beside it); exit 1 when what --fail-on names is found",
-        description="Exit status: 0 pass (nothing that --fail-on names was found; with --rope: shown to be within the margin), "
-        "1 fail (found; with --rope: shown to be beyond the margin), 2 bad input, 3 the fit failed its convergence gate, "
-        "4 inconclusive (only with --rope: neither shown).",
+        help="CI gate: change model with FDR selection (RCI beside it); a pass must show the change within a margin (--rope, default 0.02)",
+        description="Exit status: 0 pass (shown to be within the margin; with --rope none: nothing that --fail-on names was found), "
+        "1 fail (shown to be beyond the margin; with --rope none: found), 2 bad input, 3 the fit failed its convergence gate, "
+        "4 inconclusive (neither shown: the summary says what more items or samples would decide it).",
     )
     p.add_argument("v1", type=Path, metavar="V1", help="baseline trials file (or run directory)")
     p.add_argument("v2", type=Path, metavar="V2", help="candidate trials file (or run directory)")
@@ -32,11 +33,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--min-delta",
         "--margin",
         dest="margin",
-        type=float,
         default=None,
         metavar="M",
-        help="practical margin on the change in accuracy (e.g. 0.02): pass / fail / inconclusive (exit 0 / 1 / 4) on the posterior mass of the mean change "
-        "and of every flagged item within it; with --fail-on aggregate a non-inferiority margin",
+        help=f"practical margin on the change in accuracy (default {DEFAULT_MARGIN:g}): pass / fail / inconclusive (exit 0 / 1 / 4) on the posterior mass "
+        "of the mean change and of every flagged item within it; with --fail-on aggregate a non-inferiority margin; "
+        "none: the FDR selection alone decides (exit 0 / 1), whatever the data could resolve",
     )
     p.add_argument("--out", type=Path, required=True, help="folder for summary.md, compare.json, items.parquet")
     add_sampler_arguments(p)

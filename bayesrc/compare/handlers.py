@@ -11,17 +11,39 @@ from bayesrc.bayes.commands import sampler_config
 from bayesrc.bayes.samplers import configure_host_devices
 from bayesrc.collect.pins import check_comparable
 from bayesrc.compare import compare
+from bayesrc.compare.github import write_github_files
+from bayesrc.config import DEFAULT_MARGIN
 from bayesrc.data import input_notes, load_counts, trials_file
 from bayesrc.errors import InputError
+
+
+def margin_value(text: str | None) -> float | None:
+    """``--rope``'s value: the default margin when not given, None for ``none`` (the FDR selection alone decides), else a number in (0, 1).
+
+    Examples
+    --------
+    >>> margin_value(None), margin_value("0.05"), margin_value("none")
+    (0.02, 0.05, None)
+    """
+    if text is None:
+        return DEFAULT_MARGIN
+    if text.strip().lower() == "none":
+        return None
+    try:
+        m = float(text)
+    except ValueError:
+        raise InputError(f"must be a number in (0, 1) or none, got {text!r}", field="--rope") from None
+    if not 0 < m < 1:
+        raise InputError(f"must be in (0, 1) or none, got {text}", field="--rope")
+    return m
 
 
 def run_compare(args: argparse.Namespace) -> int:
     if not 0 < args.q < 1:
         raise InputError(f"must be in (0, 1), got {args.q}", field="--q")
-    if args.margin is not None and not 0 < args.margin < 1:
-        raise InputError(f"must be in (0, 1), got {args.margin}", field="--rope")
+    args.margin = margin_value(args.margin)
     if args.margin is not None and args.q >= 0.5:
-        raise InputError(f"must be below 0.5 with --rope (pass needs mass >= 1 - q, fail <= q), got {args.q}", field="--q")
+        raise InputError(f"must be below 0.5 with a margin (pass needs mass >= 1 - q, fail <= q; --rope none for none), got {args.q}", field="--q")
     cfg = sampler_config(args)
     v1, v2 = trials_file(args.v1), trials_file(args.v2)
     check_comparable(v1, v2, allow=args.allow_pin, force=args.force)
@@ -35,6 +57,7 @@ def run_compare(args: argparse.Namespace) -> int:
         counts, fail_on=args.fail_on, q=args.q, config=cfg, max_rhat=args.max_rhat, min_ess=args.min_ess, max_divergences=args.max_divergences, escalate=not args.no_escalate, margin=args.margin
     )
     res.save(args.out)  # compare.json, items.parquet and summary.md, all or nothing
+    write_github_files(res, os.environ)  # in a GitHub Actions step: step outputs and the job summary
     print(res.summary().to_string(index=False))
     print(f"wrote {args.out / 'summary.md'}")
     if res.status == "ok" and res.margin is not None:

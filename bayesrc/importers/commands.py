@@ -1,4 +1,4 @@
-"""``bayesrc import lm-eval|inspect|examples``: other tools' logs -> a trials file."""
+"""``bayesrc import lm-eval|inspect|promptfoo|examples``: other tools' logs -> a trials file."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("import", help="import lm-evaluation-harness or Inspect AI logs as a trials file")
+    p = sub.add_parser("import", help="import lm-evaluation-harness, Inspect AI or promptfoo logs as a trials file")
     kinds = p.add_subparsers(dest="kind", metavar="KIND", required=True)
 
     lm = kinds.add_parser("lm-eval", help="lm-eval --log_samples samples_<task>_<date>.jsonl files or folders")
@@ -27,6 +27,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     _common(ins)
     ins.set_defaults(func="bayesrc.importers.handlers:run_import")
 
+    pf = kinds.add_parser("promptfoo", help="promptfoo eval --repeat N -o results.json output; one prompt under one provider is a version")
+    pf.add_argument("src", type=Path)
+    pf.add_argument("--prompt", help="the prompt label to import (default: the first, with a note, where several)")
+    pf.add_argument("--provider", help="the provider id to import (default: the first, with a note, where several)")
+    pf.add_argument("--item-id-var", help="test variable naming the item (default: the test case's description)")
+    pf.add_argument("--domain-var", help="test variable naming the domain (default: domain, category or subject)")
+    _common(pf)
+    pf.set_defaults(func="bayesrc.importers.handlers:run_import")
+
     ex = kinds.add_parser("examples", help="write small example lm-eval and Inspect logs (two versions)")
     ex.add_argument("--out", type=Path, required=True)
     ex.add_argument("--items", type=int, default=24)
@@ -36,5 +45,5 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", help="version label (default: lm-eval: required; Inspect: the log's model)")
+    p.add_argument("--model", help="version label (default: lm-eval: required; Inspect: the log's model; promptfoo: the prompt's label, or the provider with one prompt)")
     p.add_argument("--out", type=Path, required=True, help="trials file to write (.parquet)")

@@ -8,7 +8,7 @@ import sys
 
 from bayesrc.data import save_trials
 from bayesrc.errors import InputError
-from bayesrc.importers import read_inspect, read_lm_eval, write_examples
+from bayesrc.importers import read_inspect, read_lm_eval, read_promptfoo, write_examples
 
 
 def run_import(args: argparse.Namespace) -> int:
@@ -27,6 +27,8 @@ def run_import(args: argparse.Namespace) -> int:
             item_id_field=args.item_id_field,
             notes=notes,
         )
+    elif args.kind == "promptfoo":
+        trials = read_promptfoo(args.src, model=args.model, prompt=args.prompt, provider=args.provider, item_id_var=args.item_id_var, domain_var=args.domain_var, notes=notes)
     else:
         trials = read_inspect(args.src, model=args.model, scorer=args.scorer, domain_field=args.domain_field, allow_partial=args.allow_partial, notes=notes)
     for note in notes:

@@ -31,10 +31,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from bayesrc.classical import reliable_change
-from bayesrc.classical.calibration import binomial_s_diff
+from bayesrc.classical.calibration import rci_detection_probability
 from bayesrc.classical.rci import DETERIORATED, IMPROVED
 from bayesrc.data import item_counts, item_truth, simulate_pair
 from bayesrc.io import atomic_write_json, atomic_write_text
@@ -60,23 +59,6 @@ def _truth_with_change(n_items: int, delta_p: float, pi_change: float, rng: np.r
     p2 = np.where(changed, p1 + delta_p, p1)
     truth = truth.assign(p_v2=p2, delta_p=p2 - p1, changed=changed)
     return truth
-
-
-def rci_detection_probability(p_v1: np.ndarray, p_v2: np.ndarray, k: int, s_diff: float | None, z: float = 1.96) -> np.ndarray:
-    """Exact probability that the RCI flags an item as improved: ``P((Y2 - Y1) / K > z S_diff)``.
-
-    ``Y_v ~ Binomial(K, p_v)`` independently. ``s_diff`` a number: the reference S_diff,
-    held fixed (a property of the whole benchmark); ``None``: the per-item binomial
-    S_diff,i(Y1, Y2) of SPEC 2.1. Vectorised over items: an (items, K + 1, K + 1) pmf grid.
-    """
-    p1 = np.asarray(p_v1, dtype=float)[:, None, None]
-    p2 = np.asarray(p_v2, dtype=float)[:, None, None]
-    y = np.arange(k + 1)
-    y1, y2 = y[None, :, None], y[None, None, :]
-    joint = stats.binom.pmf(y1, k, p1) * stats.binom.pmf(y2, k, p2)
-    s = binomial_s_diff(y1, k, y2, k) if s_diff is None else s_diff
-    flag = (y2 - y1) / k > z * s + 1e-12
-    return (joint * flag).sum(axis=(1, 2))
 
 
 def simulate_cell(

@@ -27,6 +27,14 @@ in its ``generation_kwargs`` (they override the payload's seed), so the server d
 fresh seed per request and the repeats are independent samples (not reproducible run to
 run, which is why the fixture is committed).
 
+promptfoo: ``promptfoo eval --repeat 5 --no-cache -o results.json`` (promptfoo from the npm
+registry, in a throwaway folder) over the same 6 items with two prompts (a few-shot prompt and a
+bare one: the two versions), provider ``openai:completion`` against the same llama-cpp-python
+server, a ``javascript`` assertion that the completion starts with the item's letter::
+
+    mkdir -p /tmp/pf && (cd /tmp/pf && npm install promptfoo@0.120)   # 0.120: Node 20 (0.122 needs Node 22)
+    python tests/data/make_fixtures.py promptfoo --base-url http://127.0.0.1:8765 --promptfoo /tmp/pf/node_modules/.bin/promptfoo
+
 Every run also writes ``expected.json`` beside its logs: per item, the correct counts
 as the TOOL reports them, read with the tool's own API (Inspect: ``read_eval_log`` and the
 log's per-sample epoch ``reductions``; lm-eval: its per-document ``exact_match`` record
@@ -255,6 +263,65 @@ def make_lm_eval(out: Path, base_url: str, server_software: str) -> None:
     print(f"wrote {sorted(p.name for p in target.iterdir())}")
 
 
+# -- promptfoo ------------------------------------------------------------------------------
+PROMPTFOO_REPEATS = 5
+PROMPTFOO_PROMPTS = {
+    "few-shot": "Question: What comes next: A B A B A ?\nA. A\nB. B\nAnswer: B\n\nQuestion: {{question}}\n{{options}}\nAnswer:",
+    "bare": "{{question}}\n{{options}}\nThe answer is",
+}
+
+
+def make_promptfoo(out: Path, base_url: str, promptfoo: str) -> None:
+    target = out / "promptfoo"
+    shutil.rmtree(target, ignore_errors=True)
+    work = Path("/tmp/bayesrc-promptfoo-fixture")
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    tests = []
+    for it in bank_items(6, 2):
+        key = LETTERS.index(it["answer"])
+        keep = sorted({key, *[i for i in range(len(it["options_raw"])) if i != key][:3]})
+        options = "\n".join(f"{LETTERS[j]}. {it['options_raw'][i]}" for j, i in enumerate(keep))
+        tests.append({"description": str(it["item_id"]), "vars": {"question": it["question"], "options": options, "answer": LETTERS[keep.index(key)], "domain": it["domain"]}})
+    config = {
+        "description": "bayesrc fixture: 6 MMLU-Pro items, two prompts, Gemma-3-270M behind llama-cpp-python's server",
+        "prompts": [{"raw": text, "label": label} for label, text in PROMPTFOO_PROMPTS.items()],
+        "providers": [{"id": "openai:completion:gemma-3-270m", "config": {"apiBaseUrl": base_url.rstrip("/") + "/v1", "apiKey": "none", "temperature": 1.0, "max_tokens": 4, "stop": ["\n"]}}],
+        "defaultTest": {"assert": [{"type": "javascript", "value": "output.trim().replace(/^[(\\[]/, '').toUpperCase().startsWith(context.vars.answer)"}]},
+        "tests": tests,
+    }
+    (work / "promptfooconfig.yaml").write_text(json.dumps(config, indent=1))  # JSON is YAML
+    env = {**__import__("os").environ, "PROMPTFOO_DISABLE_TELEMETRY": "1", "PROMPTFOO_DISABLE_UPDATE": "1", "PROMPTFOO_CONFIG_DIR": str(work / ".promptfoo")}
+    version = subprocess.run([promptfoo, "--version"], capture_output=True, text=True, check=True, env=env).stdout.strip()
+    cmd = [
+        promptfoo,
+        "eval",
+        "-c",
+        str(work / "promptfooconfig.yaml"),
+        "--repeat",
+        str(PROMPTFOO_REPEATS),
+        "--no-cache",
+        "--max-concurrency",
+        "1",
+        "-o",
+        str(work / "results.json"),
+        "-o",
+        str(work / "table.csv"),
+    ]
+    subprocess.run(cmd, env=env, cwd=work)  # exits non-zero when an assertion fails: expected here
+    target.mkdir(parents=True)
+    shutil.copy(work / "results.json", target / "results.json")
+    shutil.copy(work / "promptfooconfig.yaml", target / "promptfooconfig.yaml")
+    doc = json.loads((work / "results.json").read_text(encoding="utf-8"))
+    expected = {"tool": "promptfoo", "version": version, "repeats": PROMPTFOO_REPEATS, "prompts": {}}
+    for p in doc["results"]["prompts"]:  # the tool's own per-prompt counts
+        expected["prompts"][p["label"]] = {"pass": p["metrics"]["testPassCount"], "fail": p["metrics"]["testFailCount"], "error": p["metrics"].get("testErrorCount", 0)}
+    (target / "expected.json").write_text(json.dumps(expected, indent=1, sort_keys=True) + "\n")
+    shutil.copy(work / "table.csv", target / "table.csv")
+    shutil.rmtree(work)
+    print(f"wrote {sorted(p.name for p in target.iterdir())}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="tool", required=True)
@@ -262,11 +329,16 @@ def main(argv: list[str] | None = None) -> int:
     lm = sub.add_parser("lm-eval")
     lm.add_argument("--base-url", required=True)
     lm.add_argument("--server-software", default="llama-cpp-python 0.3.36 (python -m llama_cpp.server), Gemma-3-270M Q4_K_M GGUF", help="what serves --base-url (recorded in expected.json)")
+    pf = sub.add_parser("promptfoo")
+    pf.add_argument("--base-url", required=True)
+    pf.add_argument("--promptfoo", required=True, help="the promptfoo executable (node_modules/.bin/promptfoo)")
     args = ap.parse_args(argv)
     if args.tool == "inspect":
         make_inspect(HERE)
-    else:
+    elif args.tool == "lm-eval":
         make_lm_eval(HERE, args.base_url, args.server_software)
+    else:
+        make_promptfoo(HERE, args.base_url, args.promptfoo)
     return 0
 
 
