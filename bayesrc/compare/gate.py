@@ -19,11 +19,11 @@ nothing: the CLI exits 3 (outputs marked ``status = failed``).
 
 **Resolution first.** A pass must show the change to be within a practical margin on dp
 (``margin = m``, the CLI's ``--rope`` / ``--min-delta`` / ``--margin``; by default
-:data:`~bayesrc.config.DEFAULT_MARGIN`, two accuracy points), so a comparison too small to see a change does not
-pass for finding none. The gate then has three outcomes, from the same posterior. The
-quantities it weighs are the mean change over items ``M = mean_i dp_i`` and each item the FDR selection flags in the
-direction(s) ``fail_on`` names (none for ``"aggregate"``); for each, ``P(within)`` is the
-posterior mass inside the margin on the side ``fail_on`` guards:
+:data:`~bayesrc.config.DEFAULT_MARGIN`, two accuracy points), so a comparison too small to see
+a change does not pass for finding none. The gate then has three outcomes, from the same
+posterior. The quantities it weighs are the mean change over items ``M = mean_i dp_i`` and each
+item the FDR selection flags in the direction(s) ``fail_on`` names (none for ``"aggregate"``);
+for each, ``P(within)`` is the posterior mass inside the margin on the side ``fail_on`` guards:
 
 =================  ====================  ==========================  ======================
 ``fail_on``        within                pass (exit 0)               fail (exit 1)
@@ -34,16 +34,17 @@ posterior mass inside the margin on the side ``fail_on`` guards:
 =================  ====================  ==========================  ======================
 
 **pass** when every one of them has ``P(within) >= 1 - q`` (with no flagged item: M's
-alone) and the comparison resolves the margin (:func:`resolution`'s detectable mean change is at
-most the margin: a posterior that pools towards no change does not pass for it where the data
-could not have shown it, :func:`require_resolution`); **fail** when any has ``P(within) <= q`` (at least ``1 - q`` of its mass beyond the
-margin); otherwise **inconclusive** (exit 4): the data can neither show the change to be
-within the margin nor beyond it. ``q < 0.5`` keeps pass and fail apart. An inconclusive result
-says what would decide it (:func:`what_would_decide`: how many items at this K, or samples per
-item at this N, from this data's own split of the variance into sampling and item-set noise,
-:func:`bayesrc.classical.noise_from_counts`, and which costs fewer samples), and every result says
-what the comparison could have detected (:func:`resolution`). ``margin = None`` (``--rope none``)
-leaves the decision to the FDR selection alone (found / not found above), whatever the data resolve.
+alone) and the comparison resolves the margin (:func:`resolution`'s detectable mean change is
+at most the margin, :func:`require_resolution`: a posterior that pools towards no change does
+not pass where the data could not have shown it); **fail** when any has ``P(within) <= q`` (at
+least ``1 - q`` of its mass beyond the margin); otherwise **inconclusive** (exit 4): the data
+can neither show the change to be within the margin nor beyond it. ``q < 0.5`` keeps pass and
+fail apart. An inconclusive result says what would decide it (:func:`what_would_decide`: how
+many items at this K, or samples per item at this N, from this data's own split of the variance
+into sampling and item-set noise, :func:`bayesrc.classical.noise_from_counts`, and which costs
+fewer samples), and every result says what the comparison could have detected
+(:func:`resolution`). ``margin = None`` (``--rope none``) leaves the decision to the FDR
+selection alone (found / not found above), whatever the data resolve.
 """
 
 from __future__ import annotations
@@ -498,9 +499,9 @@ def compare(
         raise ValueError(f"q must be in (0, 1), got {q}")
     if margin is not None and not (0 < margin < 1 and q < 0.5):
         raise ValueError(f"a margin needs 0 < margin < 1 and q < 0.5, got margin {margin}, q {q}")
+    rci = reliable_change(counts, n_splits=200, n_permutations=200)  # one classical run: the fit's cross-check and the summary's
     res = fit(counts, model="change", collapsed=True, config=config, rule="fdr", fdr=q,
-              max_rhat=max_rhat, min_ess=min_ess, max_divergences=max_divergences, escalate=escalate,
-              rci_kwargs={"n_splits": 200, "n_permutations": 200})  # fmt: skip
+              max_rhat=max_rhat, min_ess=min_ess, max_divergences=max_divergences, escalate=escalate, rci=rci)  # fmt: skip
     sel = res.selection
     dp = res.item_draws()["dp"].values
     agg = aggregate_change(dp.reshape(-1, dp.shape[-1]))
@@ -508,7 +509,6 @@ def compare(
              "expected_false": float(sel["expected_false"]), "aggregate": agg, "diagnostics": res.diagnostics.to_dict(),
              "model": "change (collapsed)", "selection": f"Bayesian FDR q = {q:g}"}  # fmt: skip
 
-    rci = reliable_change(counts, n_splits=200, n_permutations=200)
     ca = rci.counts["analysable"]
     classical = {
         "improved": ca["improved"], "deteriorated": ca["deteriorated"], "n_analysable": ca["n"],
