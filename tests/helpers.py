@@ -83,14 +83,15 @@ def stop(*procs: subprocess.Popen, group: bool = False, grace: float = 15) -> No
 
 
 @contextmanager
-def llama_server(gguf: Path, log: Path, *, alias: str = "gemma-3-270m", n_threads: int = 2, wait_s: float = 180) -> Iterator[str]:
+def llama_server(gguf: Path, log: Path, *, alias: str = "gemma-3-270m", n_threads: int = 2, wait_s: float = 180, chat_format: str | None = None) -> Iterator[str]:
     """``python -m llama_cpp.server`` on ``gguf`` at a free port of 127.0.0.1, its output in ``log``; yields its base URL
-    once ``GET /v1/models`` answers, and stops it (by process id) on exit."""
+    once ``GET /v1/models`` answers, and stops it (by process id) on exit. ``chat_format``: the template its chat
+    endpoint renders messages with (llama-cpp-python's name; default: the GGUF's, else its fallback)."""
     port = free_port()
     with log.open("w") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", alias, "--host", "127.0.0.1",
-             "--port", str(port), "--n_ctx", "1024", "--n_threads", str(n_threads)],
+             "--port", str(port), "--n_ctx", "1024", "--n_threads", str(n_threads), *(["--chat_format", chat_format] if chat_format else [])],
             stdout=out, stderr=subprocess.STDOUT,
         )  # fmt: skip
         url = f"http://127.0.0.1:{port}"

@@ -51,10 +51,10 @@ CLIENT_KIND = {
 }
 
 
-def collect_command(bank: Path, out: Path, url: str, *, k: int, retries: int = 5, concurrency: int = 1, timeout: float = TIMEOUT_S) -> list[str]:
+def collect_command(bank: Path, out: Path, url: str, *, k: int, retries: int = 5, concurrency: int = 1, timeout: float = TIMEOUT_S, api: str = "completions") -> list[str]:
     """``bayesrc collect --engine server`` of ``bank`` into ``out`` (always ``--resume``: the same command starts and continues a run)."""
     return [sys.executable, "-m", "bayesrc", "collect", "--model", str(CARD), "--items", str(bank), "--out", str(out), "--k", str(k),
-            "--engine", "server", "--base-url", url, "--concurrency", str(concurrency), "--retries", str(retries),
+            "--engine", "server", "--base-url", url, "--api", api, "--concurrency", str(concurrency), "--retries", str(retries),
             "--timeout", str(timeout), "--seed-rule", "shared", "--resume", "--no-progress"]  # fmt: skip
 
 
@@ -112,7 +112,18 @@ def journal_is_whole(run_dir: Path) -> bool:
 
 
 def transient_faults(
-    upstream: str, bank: Path, out: Path, reference: pd.DataFrame, *, k: int, counts: Mapping[str, int], seed: int, concurrency: int = 1, timeout: float = TIMEOUT_S, gap: int = 2
+    upstream: str,
+    bank: Path,
+    out: Path,
+    reference: pd.DataFrame,
+    *,
+    k: int,
+    counts: Mapping[str, int],
+    seed: int,
+    concurrency: int = 1,
+    timeout: float = TIMEOUT_S,
+    gap: int = 2,
+    api: str = "completions",
 ) -> dict:
     """One collection through a proxy that injects ``counts`` faults at seeded points of the ``/v1/`` requests
     (``concurrency`` requests in flight; :func:`fault_schedule` keeps the points ``gap`` requests apart).
@@ -120,10 +131,10 @@ def transient_faults(
     Returns the faults injected, the retries the run record and stderr report, and lost / duplicated /
     tracebacks against ``reference`` (the clean run's sorted trials).
     """
-    n_requests = 1 + len(reference)  # GET /v1/models, then one completion per trial
+    n_requests = 1 + (api == "chat") + len(reference)  # GET /v1/models (chat: the probe for n), then one request per trial
     schedule = fault_schedule(seed, n_requests, counts, gap=gap)
     with FaultProxy(upstream, schedule, stall_s=timeout + 2, down_s=DOWN_S, paths=("/v1/",)) as proxy:
-        res = run(collect_command(bank, out, proxy.url, k=k, concurrency=concurrency, timeout=timeout))
+        res = run(collect_command(bank, out, proxy.url, k=k, concurrency=concurrency, timeout=timeout, api=api))
     lost, dup = lost_and_duplicated(reference, sorted_trials(out)) if (out / "trials.parquet").exists() else (len(reference), 0)
     expected = Counter(CLIENT_KIND[f] for f in schedule.values())
     return {

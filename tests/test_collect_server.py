@@ -33,8 +33,8 @@ K = 4  # 16 trials each way: enough for trial-for-trial equality and the resume 
 
 @pytest.fixture(scope="session")
 def llama_server(tmp_path_factory):
-    """``python -m llama_cpp.server`` on the card's GGUF; yields its base URL."""
-    with start_llama_server(resolve_model(load_card(CARD)), tmp_path_factory.mktemp("server") / "server.log") as url:
+    """``python -m llama_cpp.server`` on the card's GGUF (its chat endpoint in Gemma's turn format: the GGUF has no template); yields its base URL."""
+    with start_llama_server(resolve_model(load_card(CARD)), tmp_path_factory.mktemp("server") / "server.log", chat_format="gemma") as url:
         yield url
 
 
@@ -105,6 +105,124 @@ def test_server_run_record_pins_and_resume(server_run, llama_server, bank4):
     files = {p: p.read_bytes() for p in server_run.rglob("*") if p.is_file() and p.name != ".lock"}  # the lock names its last holder
     again = collect_server(CARD, bank4, server_run, base_url=llama_server, k=K, seed_rule="shared", resume=True)
     assert again.n_new_items == 0 and again.n_trials == 4 * K and {p: p.read_bytes() for p in server_run.rglob("*") if p.is_file() and p.name != ".lock"} == files
+
+
+@pytest.fixture(scope="session")
+def chat_run(llama_server, bank4, tmp_path_factory):
+    """A run through /v1/chat/completions interrupted after one item, then resumed (CLI) to completion."""
+    out = tmp_path_factory.mktemp("chat") / "run"
+    first = collect_server(CARD, bank4, out, base_url=llama_server, api="chat", k=K, concurrency=2, max_items=1)
+    assert first.n_items == 1
+    rc = main(["collect", "--model", str(CARD), "--items", str(bank4.path), "--out", str(out), "--k", str(K), "--engine", "server",
+               "--base-url", llama_server, "--api", "chat", "--concurrency", "3", "--resume", "--no-progress"])  # fmt: skip
+    assert rc == 0
+    return out
+
+
+def test_chat_run_samples_pins_and_resumes(chat_run, server_run, llama_server, bank4):
+    rec = json.loads((chat_run / "run.json").read_text())
+    pins = rec["pins"]
+    assert rec["status"] == "complete" and rec["n_trials"] == 4 * K and len(rec["info"]["resumed_at"]) == 1
+    assert pins["runtime.server_api"] == "chat" and pins["model.chat_template_sha256"] is None  # the server's template renders the messages
+    assert pins["runtime.server_samples_per_request"] == 1  # llama-cpp-python's server answers n = 2 with one choice: one request per sample
+    assert "runtime.server_api" not in json.loads((server_run / "run.json").read_text())["pins"]  # completions runs pin as before
+    t = read_run_trials(chat_run).sort_values(["item_index", "k"])
+    assert sorted(t["item_index"].unique()) == [0, 1, 2, 3] and (t.groupby("item_index")["k"].nunique() == K).all()
+    assert t["response"].map(lambda r: isinstance(r, str)).all() and t["seed"].is_unique  # one seeded request per trial
+    assert t["extracted"].notna().mean() > 0.5  # the chat turn answers with letters, mostly
+    with pytest.raises(InputError, match="cannot resume.*runtime.server_api"):  # the other API is another run
+        collect_server(CARD, bank4, chat_run, base_url=llama_server, api="completions", k=K, resume=True)
+    # the chat endpoint honours the sampling settings: a greedy request answers alike twice
+    from bayesrc.collect.card import chat_messages
+    from bayesrc.collect.spec import RunSpec
+
+    client, msgs = ServerClient(llama_server), chat_messages(load_card(CARD), bank4.items[0])
+    greedy = RunSpec(k=K, engine="server", temperature=0.0).sampling(load_card(CARD).max_tokens)
+    answers = {client.chat("gemma-3-270m", msgs, seed, greedy)[0]["text"] for seed in (1, 2)}
+    assert len(answers) == 1
+
+
+def test_chat_run_reads_the_final_answer_where_the_card_says(llama_server, bank4, tmp_path):
+    """A card with ``answer = "final"``: each trial's answer is the response's final answer, and the rule is pinned."""
+    from bayesrc.collect.extract import extract_final
+
+    card = tmp_path / "final.toml"
+    card.write_text(CARD.read_text().replace("max_tokens = 8", 'max_tokens = 24\nanswer = "final"').replace('path = "gemma', f'path = "{CARD.parent}/gemma'))
+    out = tmp_path / "run"
+    collect_server(card, bank4, out, base_url=llama_server, api="chat", k=2, concurrency=2, items_range="0:2")
+    rec = json.loads((out / "run.json").read_text())
+    assert rec["pins"]["prompt.answer"] == "final" and rec["n_trials"] == 4
+    t = read_run_trials(out)
+    letters = {it.item_id: it.letters for it in bank4.items}
+    assert [extract_final(r, letters[i]).answer for r, i in zip(t["response"], t["item_id"])] == t["extracted"].tolist()
+
+
+class ChoicesServer:
+    """An OpenAI-compatible chat endpoint that honours ``n`` (as vLLM and hosted APIs do; llama-cpp-python's does not):
+    each choice a letter drawn from the request's seed and the choice's index. Counts the chat requests."""
+
+    def __init__(self):
+        import http.server
+        import threading
+
+        self.requests = []
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def _send(self, doc):
+                body = json.dumps(doc).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self):
+                if self.path != "/v1/models":
+                    return self.send_error(404)  # no /props, no /version: no build to pin
+                self._send({"object": "list", "data": [{"id": "choices-model"}]})
+
+            def do_POST(self):
+                req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                outer.requests.append(req)
+                self._send({"choices": [{"index": j, "message": {"role": "assistant", "content": ChoicesServer.answer(req["seed"], j)}, "finish_reason": "stop"} for j in range(req["n"])]})
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    @staticmethod
+    def answer(seed: int, j: int) -> str:
+        return "The answer is " + "ABC"[(seed * 7 + j * 3) % 3]
+
+
+def test_chat_endpoint_that_honours_n_gets_an_items_samples_in_one_request(bank4, tmp_path):
+    srv = ChoicesServer()
+    try:
+        out = tmp_path / "run"
+        collect_server(CARD, bank4, out, base_url=srv.url, api="chat", k=3, items_range="0:2")
+        t = read_run_trials(out).sort_values(["item_index", "k"])
+        rec = json.loads((out / "run.json").read_text())
+    finally:
+        srv.httpd.shutdown()
+    probe, *runs = srv.requests
+    assert probe["n"] == 2 and probe["max_tokens"] == 1  # the probe for n
+    assert [r["n"] for r in runs] == [3, 3] and rec["pins"]["runtime.server_samples_per_request"] == 3  # one request per item
+    for (_, item), req in zip(t.groupby("item_index"), runs):
+        assert (item["seed"] == req["seed"]).all()  # the item's first seed, recorded with each of its samples
+        assert item["response"].tolist() == [ChoicesServer.answer(req["seed"], j) for j in range(3)]
+
+
+def test_chat_api_needs_the_server_engine(bank4, tmp_path, capsys):
+    code = main(["collect", "--model", str(CARD), "--items", str(bank4.path), "--out", str(tmp_path / "x"), "--k", "2", "--api", "chat"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.splitlines() == ["bayesrc: error: <input>: field '--engine': --base-url / --api-model / --api need --engine server"], err
+    with pytest.raises(InputError, match="field '--api'"):
+        collect_server(CARD, bank4, tmp_path / "y", base_url="http://127.0.0.1:9", api="responses", k=2)
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
 
 
 def test_unreachable_server_retries_then_one_line_exit_2(bank4, tmp_path, capsys):

@@ -13,6 +13,8 @@ from bayesrc.collect import builtin_items, check_comparable, compare_runs, decid
 from bayesrc.collect.rundir import RunLock, parse_range, shard_range
 from bayesrc.errors import InputError
 
+ROOT = Path(__file__).resolve().parents[1]
+
 
 # -- extraction ----------------------------------------------------------------------------
 @pytest.mark.parametrize(
@@ -32,6 +34,47 @@ from bayesrc.errors import InputError
 def test_extract(text, letters, answer, thinking):
     ex = extract(text, letters)
     assert ex.answer == answer and ex.thinking == thinking
+
+
+@pytest.mark.parametrize(
+    "text, answer",
+    [
+        ("A is wrong, B is wrong too, so the answer is (C).", "C"),  # reasoning before the answer
+        ("Let me think. Answer: B\n\nWait, A fits better. Final answer: A", "A"),  # the last statement
+        ("**Answer:** (D)", "D"),
+        ("The correct answer is \\boxed{B}", "B"),
+        ("The answer is E, or rather C", "C"),  # E is no option: the last valid letter standing alone
+        ("<think>the answer is A</think>The answer is B", "B"),  # a think block's statement is not the answer
+        ("I pick B", "B"),  # no statement: the last valid letter
+        ("none of them", None),
+    ],
+)
+def test_extract_final(text, answer):
+    from bayesrc.collect.extract import extract_answer, extract_final
+
+    assert extract_final(text, "ABCD").answer == answer == extract_answer(text, "ABCD", "final").answer
+    assert extract_answer(text, "ABCD").answer == extract(text, "ABCD").answer  # the default rule is the first valid letter
+
+
+def test_card_answer_rule_is_checked_and_pinned(tmp_path):
+    from bayesrc.collect import load_card
+    from bayesrc.collect.spec import prompt_pins
+
+    base = (ROOT / "models" / "gemma-3-270m-q4_k_m.toml").read_text()
+    card = tmp_path / "final.toml"
+    card.write_text(base.replace("max_tokens = 8", 'max_tokens = 8\nanswer = "final"').replace('path = "gemma', f'path = "{ROOT}/models/gemma'))
+    assert load_card(card).answer == "final" and prompt_pins(load_card(card))["prompt.answer"] == "final"
+    assert "prompt.answer" not in prompt_pins(load_card(ROOT / "models" / "gemma-3-270m-q4_k_m.toml"))  # the default pins as before
+    bad = tmp_path / "bad.toml"
+    bad.write_text(base.replace("max_tokens = 8", 'max_tokens = 8\nanswer = "last"'))
+    with pytest.raises(InputError, match="field 'prompt.answer'"):
+        load_card(bad)
+    from bayesrc.collect import builtin_bank, collect
+
+    bank = builtin_bank(tmp_path / "bank.jsonl", n_items=2, seed=0)
+    with pytest.raises(InputError, match="server engine only"):  # the local engines stop at the first decided letter
+        collect(card, bank, tmp_path / "run", k=2, engine="fast")
+    assert not (tmp_path / "run").exists()
 
 
 def test_decided_prefix_never_changes_the_answer():

@@ -6,7 +6,7 @@ short), a timeout, bodies cut short or cut JSON, an error object sent with HTTP 
 each once at a seeded request of a 2-item, K = 10 run (one request in flight): the run completes with the clean run's
 trials, its retries counted by kind in run.json and on stderr. A server that stays down
 stops the run with one line (exit 2) and a whole journal; the same command completes it
-once the server is back. benchmarks/faults.py runs the same harness (tests/server_faults.py) with
+once the server is back. The chat endpoint (``--api chat``) rides through the same faults. benchmarks/faults.py runs the same harness (tests/server_faults.py) with
 more fault points.
 """
 
@@ -32,7 +32,7 @@ SEED = 33
 def server(tmp_path_factory):
     """One llama-cpp-python server for the module (one thread: on a shared machine more only spin)."""
     pytest.importorskip("llama_cpp")
-    with llama_server(resolve_model(load_card(sf.CARD)), tmp_path_factory.mktemp("server") / "server.log", n_threads=1) as url:
+    with llama_server(resolve_model(load_card(sf.CARD)), tmp_path_factory.mktemp("server") / "server.log", n_threads=1, chat_format="gemma") as url:
         yield url
 
 
@@ -69,6 +69,20 @@ def test_every_transient_fault_once_then_the_clean_trials(server, bank, referenc
     total = sum(retries.values())
     assert s["stderr"].strip() == f"bayesrc: retried {total} requests: " + ", ".join(f"{k} {n}" for k, n in sorted(retries.items())) + " (run.json info.retries)"
     assert total <= s["requests"]  # bounded: no request retried past --retries, or the run would have stopped
+
+
+def test_chat_endpoint_rides_through_the_same_faults(server, bank, tmp_path):
+    """--api chat: the same faults once each on /v1/chat/completions (the probe for n among the requests), against a
+    clean chat run on the same server: exit 0, the clean trials, retries counted by kind."""
+    clean = tmp_path / "clean"
+    res = sf.run(sf.collect_command(bank, clean, server, k=K, timeout=120, api="chat"))
+    assert res.returncode == 0 and res.stderr == "", res.stderr
+    reference = sf.sorted_trials(clean)
+    s = sf.transient_faults(server, bank, tmp_path / "run", reference, k=K, counts=dict.fromkeys(FAULTS, 1), seed=SEED, api="chat")
+    assert s["exit"] == 0, s["stderr"]
+    assert s["injected"] == dict.fromkeys(FAULTS, 1) and (s["lost"], s["duplicated"], s["tracebacks"]) == (0, 0, 0)
+    exact = ("HTTP 500", "HTTP 503", "HTTP 429", "invalid JSON", "body without an answer")
+    assert {kind: s["retries"][kind] for kind in exact} == {kind: s["expected"][kind] for kind in exact}
 
 
 def test_a_server_that_stays_down_stops_cleanly_and_resumes(server, bank, reference, tmp_path):

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bayesrc.collect.bank import Item
+from bayesrc.collect.extract import ANSWER_RULES
 from bayesrc.errors import InputError
 
 DEFAULT_TEMPLATE = "Question: {question}\n{options}\nAnswer:"
@@ -55,6 +56,7 @@ class ModelCard:
     system: str = ""
     template: str = DEFAULT_TEMPLATE
     max_tokens: int = 8
+    answer: str = "first"  # the extraction rule (bayesrc.collect.extract.ANSWER_RULES): first valid letter, or the final answer
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -120,7 +122,10 @@ def load_card(path: str | Path) -> ModelCard:
         system=g(prompt, "prompt", "system", str, ""),
         template=template,
         max_tokens=g(prompt, "prompt", "max_tokens", int, 8),
+        answer=g(prompt, "prompt", "answer", str, "first"),
     )
+    if card.answer not in ANSWER_RULES:
+        raise InputError(f"expected one of {', '.join(map(repr, ANSWER_RULES))}, got {card.answer!r}", path=path, field="prompt.answer")
     if card.format == "chat" and not (card.chat_format or card.chat_template):
         raise InputError("chat format needs 'chat_format' (\"gguf\" or a llama-cpp-python name) or 'chat_template'", path=path, field="prompt.chat_format")
     if card.max_tokens < 1:
@@ -196,6 +201,21 @@ def render_chat_template(template: str, messages: list[dict], *, bos_token: str 
         raise InputError(f"chat template failed to render ({type(exc).__name__}: {exc})", path=source, field="chat_template") from None
 
 
+def chat_messages(card: ModelCard, item: Item) -> list[dict]:
+    """The messages of one item for a chat endpoint: the card's system text (if any) and the rendered template as the user's.
+
+    Examples
+    --------
+    >>> [m["role"] for m in chat_messages(card, bank.items[0])]  # doctest: +SKIP
+    ['system', 'user']
+    """
+    return _messages(card, user_message(card, item))
+
+
+def _messages(card: ModelCard, user: str) -> list[dict]:
+    return ([{"role": "system", "content": card.system}] if card.system else []) + [{"role": "user", "content": user}]
+
+
 def build_prompt(card: ModelCard, item: Item, *, gguf_template: str | None = None, bos: str = "", eos: str = "") -> str:
     """The full prompt text for one item: ``"".join(prompt_blocks(...))``.
 
@@ -263,7 +283,7 @@ def _render(card: ModelCard, user: str, *, gguf_template: str | None = None, bos
     """The prompt text around one user message (system text, chat template)."""
     if card.format == "completion":
         return (card.system + "\n\n" if card.system else "") + user
-    messages = ([{"role": "system", "content": card.system}] if card.system else []) + [{"role": "user", "content": user}]
+    messages = _messages(card, user)
     if card.chat_template is not None:
         return render_chat_template(card.chat_template, messages, bos_token=bos, eos_token=eos, source=card.card_path)
     if card.chat_format == "gguf":

@@ -80,6 +80,10 @@ def _add_engine_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--base-url", help="server engine: the endpoint, e.g. http://127.0.0.1:8080 (llama.cpp server, vLLM, ...)")
     p.add_argument("--api-model", help="server engine: model name to request (default: the one the server lists)")
+    p.add_argument(
+        "--api", choices=("completions", "chat"), default=None,
+        help="server engine: /v1/completions (default; the card's prompt as text) or /v1/chat/completions (its system text and template as messages)",
+    )  # fmt: skip
     p.add_argument("--concurrency", type=int, default=4, help="server engine: requests in flight (default 4)")
     p.add_argument("--retries", type=int, default=5, help="server engine: retries per request, with exponential back-off (default 5)")
     p.add_argument("--timeout", type=float, default=120.0, help="server engine: seconds to wait for an answer before retrying (default 120)")

@@ -2,7 +2,10 @@
 
 The extracted answer is the **first valid option letter** of the response: the first
 capital letter that stands alone (no letter or digit on either side) and is one of the
-item's option letters. ``<think>...</think>`` blocks are removed first; an empty block
+item's option letters. A card's ``answer = "final"`` (``[prompt]``; the server engine, for chat
+models that reason before they answer) takes the **final answer** instead: the last answer
+statement ("The answer is (C)", "Answer: C", "final answer: **C**", ``\boxed{C}``) with a valid
+letter, else the last valid letter that stands alone (:func:`extract_final`). ``<think>...</think>`` blocks are removed first; an empty block
 (``<think></think>``, as Qwen3 in non-thinking mode emits) is stripped silently, a
 non-empty one is a *thinking trace* and is flagged. Text after an unclosed ``<think>``
 is not an answer.
@@ -21,6 +24,10 @@ _THINK_BLOCK = re.compile(r"<think>(.*?)</think>", re.DOTALL)
 _OPEN_THINK = "<think>"
 # A capital letter with no letter/digit on either side; the letter set is checked after.
 _LETTER = re.compile(r"(?<![A-Za-z0-9])([A-Z])(?![A-Za-z0-9])")
+# An answer statement: "answer" (any case; "final answer", "the answer is", "Answer:"), then the letter, bracketed,
+# in bold or not; or a LaTeX \boxed{X}.
+_STATEMENT = re.compile(r"(?i:answer)(?:\s+(?i:is))?\s*[:=]?\s*(?:\*\*)?\s*[(\[]?([A-Z])(?![A-Za-z0-9])|\\boxed\{\s*([A-Z])\s*\}")
+ANSWER_RULES = ("first", "final")  # the card's [prompt] answer: extract's and extract_final's rules
 
 
 @dataclass(frozen=True)
@@ -88,6 +95,39 @@ def extract(text: str, letters: str, *, final: bool = True) -> Extraction:
         return Extraction(None, thinking, False)
     # No answer yet. Further text may still bring one unless the response has ended.
     return Extraction(None, thinking, final)
+
+
+def extract_final(text: str, letters: str) -> Extraction:
+    """The final answer of a complete response (``answer = "final"``): the last answer statement with a valid
+    option letter, else the last valid letter that stands alone; ``<think>`` blocks removed first.
+
+    Examples
+    --------
+    >>> extract_final("A is wrong, and B too. The answer is (C).", "ABCD").answer
+    'C'
+    >>> extract_final("Answer: B. On reflection, the final answer is **D**", "ABCD").answer
+    'D'
+    >>> extract_final("Between A and B I pick B", "ABCD").answer, extract_final("no idea", "ABCD").answer
+    ('B', None)
+    """
+    rest, thinking = strip_think(text)
+    stated = [m.group(1) or m.group(2) for m in _STATEMENT.finditer(rest)]
+    stated = [x for x in stated if x in letters]
+    if stated:
+        return Extraction(stated[-1], thinking, True)
+    alone = [m.group(1) for m in _LETTER.finditer(rest) if m.group(1) in letters]
+    return Extraction(alone[-1] if alone else None, thinking, True)
+
+
+def extract_answer(text: str, letters: str, rule: str = "first") -> Extraction:
+    """The answer of a complete response under the card's rule: :func:`extract` (``"first"``) or :func:`extract_final`.
+
+    Examples
+    --------
+    >>> extract_answer("B, no: the answer is C", "ABCD").answer, extract_answer("B, no: the answer is C", "ABCD", "final").answer
+    ('B', 'C')
+    """
+    return extract_final(text, letters) if rule == "final" else extract(text, letters)
 
 
 def decided(text: str, letters: str) -> bool:

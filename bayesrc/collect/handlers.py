@@ -64,9 +64,9 @@ def run_collect(args: argparse.Namespace) -> int:
     if args.engine == "server":
         if not args.base_url:
             raise InputError("--engine server needs --base-url", field="--base-url")
-        server = {"base_url": args.base_url, "api_model": args.api_model, "concurrency": args.concurrency, "retries": args.retries, "timeout": args.timeout}
-    elif args.base_url or args.api_model:
-        raise InputError("--base-url / --api-model need --engine server", field="--engine")
+        server = {"base_url": args.base_url, "api_model": args.api_model, "api": args.api or "completions", "concurrency": args.concurrency, "retries": args.retries, "timeout": args.timeout}
+    elif args.base_url or args.api_model or args.api:
+        raise InputError("--base-url / --api-model / --api need --engine server", field="--engine")
     spec = run_spec(args)
     res = collect(args.model, args.items, args.out, spec, resume=args.resume, progress=not args.no_progress and sys.stderr.isatty(), server=server)
     if spec.exact:

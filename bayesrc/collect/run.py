@@ -140,6 +140,8 @@ def collect(
     if spec.engine == "server":  # SPEC 9: same run directory, seeds, resume and lock; pins from the server
         return collect_server(card, items, out, spec=spec, resume=resume, progress=progress, max_items=max_items, **(server or {}))
     card = card if isinstance(card, ModelCard) else load_card(card)
+    if card.answer != "first":  # the local engines stop a sample once its first valid letter is decided
+        raise InputError(f"answer = {card.answer!r} is read by the server engine only; the {spec.engine} engine takes the first valid letter", path=card.card_path, field="prompt.answer")
     bank = items if isinstance(items, Bank) else load_bank(items)
     rng = spec.item_range(len(bank))
     return run_collection(Path(out), lambda record: _open_local_run(card, bank, rng, spec, record, model), resume=resume, progress=progress, max_items=max_items)

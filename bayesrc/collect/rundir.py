@@ -45,7 +45,7 @@ import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from bayesrc.collect.bank import Item
-from bayesrc.collect.extract import extract
+from bayesrc.collect.extract import extract_answer
 from bayesrc.data.seeds import ITEM_SLOTS, MAX_K, SEED_RULES, sample_seeds
 from bayesrc.data.trials import TRIAL_COLUMNS
 from bayesrc.errors import InputError
@@ -231,10 +231,11 @@ def frame_bytes(df: pd.DataFrame) -> bytes:
     return buf.getvalue()
 
 
-def trial_rows(item: Item, samples, *, label: str, engine: str) -> pd.DataFrame:
+def trial_rows(item: Item, samples, *, label: str, engine: str, answer: str = "first") -> pd.DataFrame:
+    """An item's samples as trial rows, each response's answer read under the card's rule (``answer``: :func:`extract_answer`)."""
     recs = []
     for s in samples:
-        ex = extract(s.response, item.letters)
+        ex = extract_answer(s.response, item.letters, answer)
         recs.append(
             {
                 "item_id": item.item_id,

@@ -1,4 +1,4 @@
-"""The ``server`` engine: collect from an OpenAI-compatible completions endpoint (SPEC 9).
+"""The ``server`` engine: collect from an OpenAI-compatible completions or chat endpoint (SPEC 9).
 
 A model behind ``POST {base_url}/v1/completions`` (llama.cpp's server, llama-cpp-python's
 ``python -m llama_cpp.server``, vLLM, any compatible service) is collected like a local
@@ -18,6 +18,15 @@ exposes one (llama.cpp ``GET /props`` ``build_info``, vLLM ``GET /version``) and
 ``system_fingerprint`` of the first completion — plus the prompt, item and sampling pins
 of a local run.
 
+``api = "chat"`` (``--api chat``) speaks ``POST {base_url}/v1/chat/completions`` instead, as
+hosted and chat-tuned servers expect: the card's system text and its rendered template become a
+system and a user message, and the server applies its own chat template (pinned as
+``runtime.server_api``; the card's ``chat_template`` is the server's business then, so it is not
+pinned). Where the endpoint honours ``n`` (a probe for two choices at the run's start: vLLM and
+hosted APIs do, llama-cpp-python's server does not) an item's K samples are one request of K
+choices under the item's first seed, else one seeded request per sample, as with completions;
+which is pinned (``runtime.server_samples_per_request``: K or 1), so a run resumes only as it began.
+
 Whether a server run reproduces a local run trial by trial depends on the server:
 llama-cpp-python's server builds the same sampler chain from the same seed, but it reuses
 the KV cache of the previous request's prompt prefix, so its logits can differ from a
@@ -27,6 +36,7 @@ compare answer *distributions* (and report the share of identical trials).
 
 from __future__ import annotations
 
+import dataclasses
 import email.utils
 import http.client
 import json
@@ -45,6 +55,7 @@ from bayesrc.collect.bank import Bank, load_bank
 from bayesrc.collect.card import (
     ModelCard,
     build_prompt,
+    chat_messages,
     chat_template_text,
     load_card,
     sha256_text,
@@ -54,6 +65,7 @@ from bayesrc.collect.spec import RunSpec, as_spec, items_pins, pinned_salt, prom
 from bayesrc.errors import InputError
 
 RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+SERVER_APIS = ("completions", "chat")  # POST /v1/completions (the default) or /v1/chat/completions
 NO_ANSWER = "body without an answer"  # the fault kind of a JSON body that holds no answer (an error object, a foreign body)
 MAX_DELAY = 30.0  # seconds: the longest back-off, and the longest Retry-After honoured (a collection should not sleep for hours)
 
@@ -162,6 +174,33 @@ def completion_of(doc: object) -> dict:
         "n_tokens": n_tokens if isinstance(n_tokens, int) and not isinstance(n_tokens, bool) and n_tokens >= 0 else None,
         "fingerprint": fingerprint if isinstance(fingerprint, str) else None,
     }
+
+
+def chat_answers(doc: object) -> list[dict]:
+    """The answers in a chat completions response, one per choice (``message.content``), each as :func:`completion_of` gives it.
+
+    A body whose first choice has no ``message.content`` is no answer: :class:`Retryable`.
+
+    Examples
+    --------
+    >>> chat_answers({"choices": [{"message": {"role": "assistant", "content": "B"}, "finish_reason": "stop"}]})
+    [{'text': 'B', 'finish': 'stop', 'n_tokens': None, 'fingerprint': None}]
+    >>> chat_answers({"choices": [{"message": {"role": "assistant"}}]})
+    Traceback (most recent call last):
+    ...
+    bayesrc.collect.server.Retryable: chat completion without choices[0].message.content: {"choices": [{"message": {"role": "assistant"}}]}
+    """
+    choices = json_object(doc).get("choices")
+    choices = choices if isinstance(choices, list) else []
+    out = []
+    for i, choice in enumerate(choices):
+        message = choice.get("message") if isinstance(choice, dict) else None
+        if not isinstance(message, dict) or not isinstance(message.get("content"), str):
+            raise Retryable(NO_ANSWER, f"chat completion without choices[{i}].message.content: {json.dumps(doc)[:200]}")
+        out.append(completion_of({**doc, "choices": [{**choice, "text": message["content"]}]}))
+    if not out:
+        raise Retryable(NO_ANSWER, f"chat completion without choices[0].message.content: {json.dumps(doc)[:200]}")
+    return out
 
 
 def model_listing(doc: object) -> list[dict]:
@@ -310,32 +349,77 @@ class ServerClient:
 
     def complete(self, model: str, prompt: str, seed: int, sampling: Sampling) -> dict:
         """One seeded completion: :func:`completion_of` its answer (retried until the body holds one, bounded)."""
-        body = {
-            "model": model,
-            "prompt": prompt,
-            "max_tokens": sampling.max_tokens,
-            "temperature": sampling.temperature,
-            "top_p": sampling.top_p,
-            "top_k": sampling.top_k,
-            "min_p": sampling.min_p,
-            "typical_p": sampling.typical_p,
-            "repeat_penalty": sampling.repeat_penalty,
-            "seed": seed,
-            "n": 1,
-        }
-        return self._request("POST", "/v1/completions", body, parse=completion_of)
+        return self._request("POST", "/v1/completions", {"model": model, "prompt": prompt, **sampling_body(sampling, seed)}, parse=completion_of)
+
+    def chat(self, model: str, messages: list[dict], seed: int, sampling: Sampling, n: int = 1) -> list[dict]:
+        """One seeded chat completion of ``n`` choices: :func:`chat_answers` (retried until the body holds ``n``, bounded)."""
+
+        def parse(doc: object) -> list[dict]:
+            answers = chat_answers(doc)
+            if len(answers) < n:
+                raise Retryable(NO_ANSWER, f"asked for {n} choices, got {len(answers)}")
+            return answers[:n]
+
+        return self._request("POST", "/v1/chat/completions", {"model": model, "messages": messages, **sampling_body(sampling, seed, n)}, parse=parse)
+
+    def honours_n(self, model: str, messages: list[dict], sampling: Sampling) -> bool:
+        """Whether the chat endpoint answers a request for two choices with two (llama-cpp-python's server gives one;
+        a server that refuses the request, HTTP 400 and the like, does not honour it either)."""
+        probe = dataclasses.replace(sampling, max_tokens=1)
+        try:
+            answers = self._request("POST", "/v1/chat/completions", {"model": model, "messages": messages, **sampling_body(probe, 0, 2)}, parse=chat_answers)
+        except ServerError as exc:
+            if exc.status is None:  # no answer at all: the run cannot start
+                raise
+            return False
+        return len(answers) >= 2
+
+
+def sampling_body(sampling: Sampling, seed: int, n: int = 1) -> dict:
+    """The sampling fields of a (chat) completions request: the card's / CLI's settings, the seed, ``n`` choices.
+
+    Examples
+    --------
+    >>> sampling_body(Sampling(temperature=0.7), 42)["seed"], sampling_body(Sampling(), 1)["n"], sampling_body(Sampling(), 1, 4)["n"]
+    (42, 1, 4)
+    """
+    return {
+        "max_tokens": sampling.max_tokens,
+        "temperature": sampling.temperature,
+        "top_p": sampling.top_p,
+        "top_k": sampling.top_k,
+        "min_p": sampling.min_p,
+        "typical_p": sampling.typical_p,
+        "repeat_penalty": sampling.repeat_penalty,
+        "seed": seed,
+        "n": n,
+    }
 
 
 class ServerEngine:
-    """Draws an item's K samples as K seeded requests, ``concurrency`` at a time."""
+    """Draws an item's K samples as K seeded requests (or, ``per_request`` = K, one request of K choices), ``concurrency`` at a time."""
 
     name = "server"
 
-    def __init__(self, client: ServerClient, model: str, sampling: Sampling, pool: ThreadPoolExecutor):
-        self.client, self.model, self.sampling, self.pool = client, model, sampling, pool
+    def __init__(self, client: ServerClient, model: str, sampling: Sampling, pool: ThreadPoolExecutor, api: str = "completions", per_request: int = 1):
+        self.client, self.model, self.sampling, self.pool, self.api, self.per_request = client, model, sampling, pool, api, per_request
         self.fingerprint: str | None = None
 
-    def sample_items(self, prompts: dict[int, str], seeds: dict[int, list[int]]):
+    def _requests(self, prompt: str | list[dict], seeds: list[int]) -> list:
+        """An item's requests in flight, each a future of its ``(seed, answer)`` pairs: one request per seed, or
+        (``per_request`` > 1) one request of K choices under the item's first seed."""
+        if self.per_request > 1:
+            return [self.pool.submit(self._choices, prompt, seeds)]
+        return [self.pool.submit(self._one, prompt, s) for s in seeds]
+
+    def _one(self, prompt: str | list[dict], seed: int) -> list[tuple[int, dict]]:
+        r = self.client.chat(self.model, prompt, seed, self.sampling)[0] if self.api == "chat" else self.client.complete(self.model, prompt, seed, self.sampling)
+        return [(seed, r)]
+
+    def _choices(self, messages: list[dict], seeds: list[int]) -> list[tuple[int, dict]]:
+        return [(seeds[0], r) for r in self.client.chat(self.model, messages, seeds[0], self.sampling, len(seeds))]
+
+    def sample_items(self, prompts: dict[int, str | list[dict]], seeds: dict[int, list[int]]):
         """Yield ``(index, [Sample, ...])`` per item as its K requests complete (bank order).
 
         Only a few items are in flight at a time, so a failure loses little finished work.
@@ -345,7 +429,7 @@ class ServerEngine:
         futures: dict[int, list] = {}
 
         def submit(i: int) -> None:
-            futures[i] = [self.pool.submit(self.client.complete, self.model, prompts[i], s, self.sampling) for s in seeds[i]]
+            futures[i] = self._requests(prompts[i], seeds[i])
 
         try:
             for j, i in enumerate(order):
@@ -353,8 +437,7 @@ class ServerEngine:
                     if nxt not in futures:
                         submit(nxt)
                 out = []
-                for k, (seed, fut) in enumerate(zip(seeds[i], futures[i])):
-                    r = fut.result()
+                for k, (seed, r) in enumerate(pair for fut in futures[i] for pair in fut.result()):
                     self.fingerprint = self.fingerprint or r["fingerprint"]
                     finish = "stop" if r["finish"] == "stop" else "length"
                     out.append(Sample(k, seed, r["text"], int(r["n_tokens"] or 0), finish))
@@ -369,7 +452,9 @@ class ServerEngine:
                     f.cancel()
 
 
-def server_pins(card: ModelCard, bank: Bank, rng: tuple[int, int], sampling: Sampling, spec: RunSpec, *, label: str, model_id: str, build: str | None) -> dict:
+def server_pins(
+    card: ModelCard, bank: Bank, rng: tuple[int, int], sampling: Sampling, spec: RunSpec, *, label: str, model_id: str, build: str | None, api: str = "completions", per_request: int = 1
+) -> dict:
     """The run record's pins for a server run (same names as :func:`bayesrc.collect.run.make_pins` where they mean the same).
 
     ``seed_rule = "version"`` (default) salts the seeds with the version's pin (the server's
@@ -383,13 +468,13 @@ def server_pins(card: ModelCard, bank: Bank, rng: tuple[int, int], sampling: Sam
     pins = {
         "model.label": label,
         "model.server_model_id": model_id,
-        "model.chat_template_sha256": sha256_text(chat_template_text(card, None)),
+        "model.chat_template_sha256": None if api == "chat" else sha256_text(chat_template_text(card, None)),  # chat: the server's template
         **items_pins(bank, rng),
         **prompt_pins(card),
         **sampling_pins(spec, sampling),
         "tooling.server_build": build,
         "runtime.engine": "server",
-    }
+    } | ({"runtime.server_api": "chat", "runtime.server_samples_per_request": per_request} if api == "chat" else {})  # a completions run's pins stay as before
     return pins | salt_pins(spec, pins, f"|model.server_model_id={model_id}")
 
 
@@ -400,6 +485,7 @@ def collect_server(
     *,
     base_url: str,
     api_model: str | None = None,
+    api: str = "completions",
     concurrency: int = 4,
     retries: int = 5,
     backoff: float = 0.5,
@@ -415,7 +501,8 @@ def collect_server(
     Same layout, seeds, resume and lock as :func:`bayesrc.collect.collect`; the card's
     ``[model]`` file is not needed. The run's settings are ``spec``, or
     :class:`~bayesrc.collect.spec.RunSpec` fields as keywords (``k``, ``temperature``,
-    ``seed_rule``, ...). Returns a :class:`bayesrc.collect.run.RunResult`.
+    ``seed_rule``, ...). ``api``: ``"completions"`` or ``"chat"`` (module docstring). Returns a
+    :class:`bayesrc.collect.run.RunResult`.
 
     Examples
     --------
@@ -425,10 +512,10 @@ def collect_server(
     spec = as_spec(spec, settings if spec is not None else {"engine": "server", **settings})
     card = card if isinstance(card, ModelCard) else load_card(card)
     bank = items if isinstance(items, Bank) else load_bank(items)
-    _check_server_args(card, concurrency, retries=retries, backoff=backoff, timeout=timeout)
+    _check_server_args(card, concurrency, api, retries=retries, backoff=backoff, timeout=timeout)
     rng = spec.item_range(len(bank))
     client = ServerClient(base_url, api_model, timeout=timeout, retries=retries, backoff=backoff)
-    open_run = lambda record: _ServerRun.open(client, card, bank, rng, spec, record, concurrency)  # noqa: E731
+    open_run = lambda record: _ServerRun.open(client, card, bank, rng, spec, record, concurrency, api)  # noqa: E731
     return R.run_collection(Path(out), open_run, resume=resume, progress=progress, max_items=max_items)
 
 
@@ -443,22 +530,26 @@ class _ServerRun:
     model_id: str
     label: str
     concurrency: int
+    api: str
+    per_request: int  # samples per request: K where a chat endpoint honours n, else 1
+    answer: str  # the card's extraction rule
     selected: list
-    prompts: dict[int, str]
+    prompts: dict[int, str | list[dict]]
     pins: dict
     info: dict
     earlier_retries: Counter  # a resumed run's, from its record
     outputs: tuple[str, ...] = ("trials.parquet",)
 
     @classmethod
-    def open(cls, client: ServerClient, card: ModelCard, bank: Bank, rng: tuple[int, int], spec: RunSpec, record: dict | None, concurrency: int) -> _ServerRun:
-        """Ask the server for its model, pin the run and render the selected items' prompts (a template that fails, fails here)."""
+    def open(cls, client: ServerClient, card: ModelCard, bank: Bank, rng: tuple[int, int], spec: RunSpec, record: dict | None, concurrency: int, api: str) -> _ServerRun:
+        """Ask the server for its model, pin the run and render the selected items' prompts or messages (a template that fails, fails here)."""
         sampling, label, model_id = spec.sampling(card.max_tokens), spec.label or card.label, client.model_id()
-        pins = server_pins(card, bank, rng, sampling, spec, label=label, model_id=model_id, build=client.build_info())
         selected = bank.items[rng[0] : rng[1]]
-        prompts = {it.index: build_prompt(card, it) for it in selected}
+        prompts = {it.index: chat_messages(card, it) if api == "chat" else build_prompt(card, it) for it in selected}
+        per_request = spec.k if api == "chat" and spec.k > 1 and selected and client.honours_n(model_id, prompts[selected[0].index], sampling) else 1
+        pins = server_pins(card, bank, rng, sampling, spec, label=label, model_id=model_id, build=client.build_info(), api=api, per_request=per_request)
         info = {"card": str(card.card_path), "bank_path": str(bank.path), "host": socket.gethostname(), "base_url": client.root, "concurrency": concurrency, **R.run_times(record)}
-        return cls(client, spec, sampling, model_id, label, concurrency, selected, prompts, pins, info, recorded_retries(record))
+        return cls(client, spec, sampling, model_id, label, concurrency, api, per_request, card.answer, selected, prompts, pins, info, recorded_retries(record))
 
     @property
     def per_item(self) -> int:
@@ -478,10 +569,10 @@ class _ServerRun:
         bar = R.progress_bar(len(pending) * k, progress)
         try:
             with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="bayesrc-server") as pool:
-                eng = ServerEngine(self.client, self.model_id, self.sampling, pool)
+                eng = ServerEngine(self.client, self.model_id, self.sampling, pool, self.api, self.per_request)
                 prompts, seeds = {i: self.prompts[i] for i in by_index}, {i: self.spec.seeds(it, salt) for i, it in by_index.items()}
                 for idx, samples in eng.sample_items(prompts, seeds):
-                    write(by_index[idx], R.trial_rows(by_index[idx], samples, label=self.label, engine="server"))
+                    write(by_index[idx], R.trial_rows(by_index[idx], samples, label=self.label, engine="server", answer=self.answer))
                     bar.update(k)
             self.info["system_fingerprint"] = eng.fingerprint
         finally:
@@ -502,14 +593,16 @@ def recorded_retries(record: dict | None) -> Counter:
     return Counter({k: v for k, v in retries.items() if isinstance(v, int) and not isinstance(v, bool) and v > 0} if isinstance(retries, dict) else {})
 
 
-def _check_server_args(card: ModelCard, concurrency: int, *, retries: int, backoff: float, timeout: float) -> None:
-    """What a server run needs beyond the spec: requests in flight, retries and waits, and a chat template it can render without the GGUF."""
+def _check_server_args(card: ModelCard, concurrency: int, api: str, *, retries: int, backoff: float, timeout: float) -> None:
+    """What a server run needs beyond the spec: the API, requests in flight, retries and waits, and a chat template it can render without the GGUF."""
+    if api not in SERVER_APIS:
+        raise InputError(f"expected one of {', '.join(SERVER_APIS)}, got {api!r}", field="--api")
     if concurrency < 1:
         raise InputError(f"must be >= 1, got {concurrency}", field="--concurrency")
     if retries < 0:  # the client checks it too; here it fails before the run directory is locked
         raise InputError(f"must be >= 0, got {retries}", field="--retries")
     if not timeout > 0 or not backoff >= 0:  # also refuses NaN
         raise InputError(f"expected a timeout > 0 and a back-off >= 0, got {timeout} and {backoff}", field="--timeout")
-    if card.format == "chat" and card.chat_template is None and card.chat_format == "gguf":
+    if api == "completions" and card.format == "chat" and card.chat_template is None and card.chat_format == "gguf":
         raise InputError("the server engine cannot read the GGUF's chat template: give the card a chat_template or a named chat_format",
                          path=card.card_path, field="prompt.chat_format")  # fmt: skip

@@ -185,13 +185,15 @@ def items_pins(bank: Bank, rng: tuple[int, int]) -> dict:
 
 
 def prompt_pins(card: ModelCard) -> dict:
-    """How the card renders a prompt (format, chat format, template and system prompt hashes)."""
+    """How the card renders a prompt (format, chat format, template and system prompt hashes) and reads
+    the answer (``prompt.answer``, pinned where it is not the default first valid letter, so runs pinned
+    before the rule existed still resume)."""
     return {
         "prompt.format": card.format,
         "prompt.chat_format": card.chat_format,
         "prompt.template_sha256": sha256_text(card.template),
         "prompt.system_sha256": sha256_text(card.system),
-    }
+    } | ({"prompt.answer": card.answer} if card.answer != "first" else {})
 
 
 def sampling_pins(spec: RunSpec, sampling: Sampling) -> dict:
