@@ -12,29 +12,26 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     lm = kinds.add_parser("lm-eval", help="lm-eval --log_samples samples_<task>_<date>.jsonl files or folders")
     lm.add_argument("src", nargs="+", type=Path, help="samples files or folders (files of one task = repeated runs)")
-    lm.add_argument("--metric", help="0/1 metric for single-response records (default: the record's first)")
-    lm.add_argument("--filter", help="lm-eval filter to keep when a file holds several")
-    lm.add_argument("--domain-field", help="dotted path of the domain, e.g. doc.category (default: task name)")
-    lm.add_argument("--item-id-field", help="dotted path of a stable item id, e.g. doc.question_id (default: TASK/doc_id)")
-    _common(lm)
-    lm.set_defaults(func="bayesrc.importers.handlers:run_import")
+    _options(lm, {
+        "--metric": "0/1 metric for single-response records (default: the record's first)",
+        "--filter": "lm-eval filter to keep when a file holds several",
+        "--domain-field": "dotted path of the domain, e.g. doc.category (default: task name)",
+        "--item-id-field": "dotted path of a stable item id, e.g. doc.question_id (default: TASK/doc_id)",
+    })  # fmt: skip
 
     ins = kinds.add_parser("inspect", help="Inspect AI eval log (.json or .eval); epochs are the K samples")
     ins.add_argument("src", type=Path)
-    ins.add_argument("--scorer", help="which scorer's value is correctness (default: the first)")
-    ins.add_argument("--domain-field", help="dotted path of the domain (default: metadata.domain/category/subject)")
     ins.add_argument("--allow-partial", action="store_true", help="import a log whose run did not finish")
-    _common(ins)
-    ins.set_defaults(func="bayesrc.importers.handlers:run_import")
+    _options(ins, {"--scorer": "which scorer's value is correctness (default: the first)", "--domain-field": "dotted path of the domain (default: metadata.domain/category/subject)"})
 
     pf = kinds.add_parser("promptfoo", help="promptfoo eval --repeat N -o results.json output; one prompt under one provider is a version")
     pf.add_argument("src", type=Path)
-    pf.add_argument("--prompt", help="the prompt label to import (default: the first, with a note, where several)")
-    pf.add_argument("--provider", help="the provider id to import (default: the first, with a note, where several)")
-    pf.add_argument("--item-id-var", help="test variable naming the item (default: the test case's description)")
-    pf.add_argument("--domain-var", help="test variable naming the domain (default: domain, category or subject)")
-    _common(pf)
-    pf.set_defaults(func="bayesrc.importers.handlers:run_import")
+    _options(pf, {
+        "--prompt": "the prompt label to import (default: the first, with a note, where several)",
+        "--provider": "the provider id to import (default: the first, with a note, where several)",
+        "--domain-field": "test variable naming the domain (default: domain, category or subject)",
+        "--item-id-field": "test variable naming the item (default: the test case's description)",
+    })  # fmt: skip
 
     ex = kinds.add_parser("examples", help="write small example lm-eval and Inspect logs (two versions)")
     ex.add_argument("--out", type=Path, required=True)
@@ -42,6 +39,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     ex.add_argument("--k", type=int, default=5)
     ex.add_argument("--seed", type=int, default=0)
     ex.set_defaults(func="bayesrc.importers.handlers:run_examples")
+
+
+def _options(p: argparse.ArgumentParser, options: dict[str, str]) -> None:
+    """A log kind's own options (each a string, ``--name``: its help), then the ones every kind takes, and its handler."""
+    for name, text in options.items():
+        p.add_argument(name, help=text)
+    _common(p)
+    p.set_defaults(func="bayesrc.importers.handlers:run_import")
 
 
 def _common(p: argparse.ArgumentParser) -> None:

@@ -3,9 +3,9 @@
 promptfoo evaluates every test case under every (prompt, provider) pair; with ``--repeat N``
 each test case appears N times (its copies are consecutive ``testIdx``). One (prompt, provider)
 pair is one version: ``--prompt`` / ``--provider`` choose it where the file holds several (the
-first otherwise, with a note). A test case is one item, named by the variable ``--item-id-var``
+first otherwise, with a note). A test case is one item, named by the variable ``--item-id-field``
 (default: the case's ``description``; else a hash of its variables), its domain by
-``--domain-var`` (default: a ``domain``, ``category`` or ``subject`` variable, else
+``--domain-field`` (default: a ``domain``, ``category`` or ``subject`` variable, else
 ``promptfoo``). A result's ``success`` (every assertion passed) is correctness; a result that
 errored (no output: ``failureReason`` 2, or an ``error`` without a response) is a missing trial.
 """
@@ -65,22 +65,22 @@ def _choose(values: list[str], wanted: str | None, *, noun: str, option: str, pa
     return values[0]
 
 
-def _item_id(rec: dict, vars_: dict, item_id_var: str | None, i: int, path: Path) -> str:
-    if item_id_var is not None:
-        if item_id_var not in vars_:
-            raise InputError(f"result {i}: no variable {item_id_var!r}", path=path, field="--item-id-var")
-        return str(vars_[item_id_var])
+def _item_id(rec: dict, vars_: dict, item_id_field: str | None, i: int, path: Path) -> str:
+    if item_id_field is not None:
+        if item_id_field not in vars_:
+            raise InputError(f"result {i}: no variable {item_id_field!r}", path=path, field="--item-id-field")
+        return str(vars_[item_id_field])
     case = rec.get("testCase") if isinstance(rec.get("testCase"), dict) else {}
     if case.get("description") not in (None, ""):
         return str(case["description"])
     return "promptfoo/" + hashlib.sha256(json.dumps(vars_, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
-def _domain(vars_: dict, domain_var: str | None, i: int, path: Path) -> str:
-    if domain_var is not None:
-        if domain_var not in vars_:
-            raise InputError(f"result {i}: no variable {domain_var!r}", path=path, field="--domain-var")
-        return str(vars_[domain_var])
+def _domain(vars_: dict, domain_field: str | None, i: int, path: Path) -> str:
+    if domain_field is not None:
+        if domain_field not in vars_:
+            raise InputError(f"result {i}: no variable {domain_field!r}", path=path, field="--domain-field")
+        return str(vars_[domain_field])
     return next((str(vars_[v]) for v in DOMAIN_VARS if vars_.get(v) not in (None, "")), "promptfoo")
 
 
@@ -104,8 +104,8 @@ def read_promptfoo(
     model: str | None = None,
     prompt: str | None = None,
     provider: str | None = None,
-    item_id_var: str | None = None,
-    domain_var: str | None = None,
+    item_id_field: str | None = None,
+    domain_field: str | None = None,
     answer_var: str = "answer",
     notes: list[str] | None = None,
 ) -> pd.DataFrame:
@@ -116,7 +116,7 @@ def read_promptfoo(
     path : ``promptfoo eval -o results.json`` output.
     model : the version label (default: the prompt's label where the file has several prompts, else the provider id).
     prompt, provider : the prompt label and provider id to import (default: the first, with a note, where several).
-    item_id_var, domain_var : variables naming each test case's item and domain (module docstring).
+    item_id_field, domain_field : variables naming each test case's item and domain (module docstring).
     answer_var : the variable holding the correct answer, kept as ``correct_answer`` where present.
     notes : a list that collects notes (a choice among several prompts or providers).
 
@@ -140,9 +140,9 @@ def read_promptfoo(
         vars_ = rec.get("vars")
         if not isinstance(vars_, dict):
             raise InputError(f"result {i} has no variables (vars)", path=path, field="results.results.vars")
-        item = _item_id(rec, vars_, item_id_var, i, path)
+        item = _item_id(rec, vars_, item_id_field, i, path)
         k = repeats[item] = repeats.get(item, -1) + 1  # a test case's repeats are consecutive testIdx
-        rows.append(_trial(rec, i, item_id=item, domain=_domain(vars_, domain_var, i, path), k=k, answer_var=answer_var, path=path))
+        rows.append(_trial(rec, i, item_id=item, domain=_domain(vars_, domain_field, i, path), k=k, answer_var=answer_var, path=path))
     return finish(rows, path=path, model=label)
 
 
