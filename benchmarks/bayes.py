@@ -33,6 +33,8 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+#: the bundled exact Q4_K_M -> Q3_K_M pair (300 items) sampled at K = 10, as the children load it (benchmarks/step_profile.py too)
+BUNDLED_PAIR = 'item_counts(sample_from_exact(path("exact_gemma/q4"), k=10, seed=1), sample_from_exact(path("exact_gemma/q3"), k=10, seed=2))'
 
 CHILD = r"""
 import json, resource, sys, time
@@ -44,7 +46,7 @@ size, model, backend = sys.argv[1], sys.argv[2], sys.argv[3]
 if size == "q3":  # the bundled exact Q4_K_M -> Q3_K_M pair (300 items), K = 10
     from bayesrc.data import sample_from_exact
     from bayesrc.datasets import path
-    counts = item_counts(sample_from_exact(path("exact_gemma/q4"), k=10, seed=1), sample_from_exact(path("exact_gemma/q3"), k=10, seed=2))
+    counts = BUNDLED_PAIR
 else:
     n = int(size)
     domains = [f"d{i:02d}" for i in range(14)] if n >= 12000 else ["physics", "law", "psychology", "economics"]
@@ -58,7 +60,7 @@ res = fit(counts, model=model, backend=backend)
 print(json.dumps({"process_s": time.perf_counter() - t0, "fit_s": time.perf_counter() - t1, "runtime_s": res.runtime_s,
                   "passed": bool(res.diagnostics.passed), "attempts": len(res.payload.get("attempts", [1])),
                   "peak_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}))
-"""
+""".replace("BUNDLED_PAIR", BUNDLED_PAIR)
 
 FLOOR = CHILD.replace(
     "res = fit(counts, model=model, backend=backend)",

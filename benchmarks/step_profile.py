@@ -21,9 +21,8 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from bayes import BUNDLED_PAIR, ROOT
 
 CHILD = r"""
 import collections, glob, gzip, json, os, sys, tempfile, time
@@ -37,7 +36,7 @@ from bayesrc.data import item_counts, sample_from_exact
 from bayesrc.datasets import path
 
 n = int(sys.argv[1])
-counts = item_counts(sample_from_exact(path("exact_gemma/q4"), k=10, seed=1), sample_from_exact(path("exact_gemma/q3"), k=10, seed=2))
+counts = BUNDLED_PAIR
 trace, calls, timed, real = tempfile.mkdtemp(), [], {}, samplers._advance_chunks
 
 
@@ -72,7 +71,7 @@ for tid, ts, neg, name in spans:
     open_spans.append((tid, ts - neg, name))
 per_op = {k: v for k, v in per_op.items() if not k.startswith(("$", "ThunkExecutor"))}
 print(json.dumps({"step_ms": 1e3 * timed["s"] / timed["steps"], "steps_per_transition": timed["steps"] / n, "per_op_us": per_op}))
-"""
+""".replace("BUNDLED_PAIR", BUNDLED_PAIR)
 
 
 def run(extra: str, transitions: int, dump: str | None) -> dict:

@@ -12,7 +12,7 @@ from bayesrc.config import DEFAULT_MARGIN
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "compare",
-        help="CI gate: change model with FDR selection (RCI beside it); a pass must show the change within a margin (--rope, default 0.02)",
+        help=f"CI gate: change model with FDR selection (RCI beside it); a pass must show the change within a margin (--rope, default {DEFAULT_MARGIN:g})",
         description="Exit status: 0 pass (shown to be within the margin; with --rope none: nothing that --fail-on names was found), "
         "1 fail (shown to be beyond the margin; with --rope none: found), 2 bad input, 3 the fit failed its convergence gate, "
         "4 inconclusive (neither shown: the summary says what more items or samples would decide it).",

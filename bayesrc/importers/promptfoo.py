@@ -47,7 +47,7 @@ def _results(path: Path) -> list[dict]:
 def _pair(rec: dict, i: int, path: Path) -> tuple[str, str]:
     """(prompt label, provider id) of one result."""
     prompt, provider = rec.get("prompt"), rec.get("provider")
-    label = prompt.get("label") or prompt.get("raw") if isinstance(prompt, dict) else prompt
+    label = (prompt.get("label") or prompt.get("raw")) if isinstance(prompt, dict) else prompt
     pid = provider.get("id") if isinstance(provider, dict) else provider
     if not isinstance(label, str) or not isinstance(pid, str):
         raise InputError(f"result {i} names no prompt label or provider id", path=path, field="results.results.prompt")
