@@ -8,10 +8,12 @@ decide.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 import pandas as pd
 
+from bayesrc.collect.pins import check_comparable
 from bayesrc.compare import CompareResult, compare
 from bayesrc.compare.gate import markdown_summary
 from bayesrc.config import DEFAULT_MARGIN
@@ -36,6 +38,7 @@ def assert_no_regression(
     margin: float | None = DEFAULT_MARGIN,
     q: float = 0.10,
     allow_inconclusive: bool = False,
+    allow_pin: Iterable[str] = (),
     config=None,
 ) -> CompareResult:
     """Pass when the candidate is shown not to regress against the baseline; raise :class:`GateFailure` otherwise.
@@ -45,6 +48,8 @@ def assert_no_regression(
     baseline, candidate : trials files (or collection run folders) or trials DataFrames of the two versions.
     fail_on, margin, q, config : as :func:`bayesrc.compare.compare` (its defaults).
     allow_inconclusive : let an inconclusive comparison (exit 4: too little data to decide) pass the test.
+    allow_pin : pins that may differ between two collected runs (``bayesrc compare --allow-pin``, e.g. ``prompt``
+        for a prompt change); other differing pins (item bank, sampling, scheme, ...) raise ``InputError`` before any fit.
 
     Returns
     -------
@@ -60,7 +65,9 @@ def assert_no_regression(
     if isinstance(baseline, pd.DataFrame) and isinstance(candidate, pd.DataFrame):
         counts = item_counts(baseline, candidate)
     else:
-        counts = load_counts([trials_file(baseline), trials_file(candidate)])
+        v1, v2 = trials_file(baseline), trials_file(candidate)
+        check_comparable(v1, v2, allow=allow_pin)  # as `bayesrc compare`: runs whose pins differ are no comparison
+        counts = load_counts([v1, v2])
     return check_gate(compare(counts, fail_on=fail_on, q=q, margin=margin, config=config), allow_inconclusive=allow_inconclusive)
 
 

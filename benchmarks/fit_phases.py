@@ -1,6 +1,6 @@
 """Benchmark: where a default fit's time and memory go, phase by phase, this code beside an earlier one.
 
-    .venv/bin/python benchmarks/fit_phases.py [--items 12000] [--baseline REF]
+    .venv/bin/python benchmarks/fit_phases.py [--items 12000|q3] [--baseline REF]
 
 One fresh process per code version runs the default ``bayesrc.bayes.fit(counts)`` on
 ``benchmarks/bayes.py``'s simulated dataset of ``--items`` items (14 domains x 10 letters at
@@ -53,7 +53,7 @@ def child_script() -> str:
     return head + WRAP + tail.replace('"peak_gb"', '"phases": ROWS, "peak_gb"')
 
 
-def run(tree: Path, n: int) -> dict:
+def run(tree: Path, n: str) -> dict:
     r = run_child(tree, n, "change", "numpyro", "", child_script(), json.dumps(PHASES))
     if "error" in r:
         sys.exit(f"{tree}: {r['error']}")
@@ -63,7 +63,7 @@ def run(tree: Path, n: int) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--items", type=int, default=12000)
+    ap.add_argument("--items", default="12000", help="items of the simulated pair, or q3: the bundled Q4_K_M -> Q3_K_M pair (benchmarks/bayes.py)")
     ap.add_argument("--baseline", default="", help="git ref of the earlier code ('' to skip)")
     args = ap.parse_args()
     runs = {"this": run(ROOT, args.items)}

@@ -20,6 +20,7 @@ import pandas as pd
 import pytest
 import yaml
 
+import bayesrc.testing
 from bayesrc.compare import CompareResult
 from bayesrc.compare.gate import margin_evidence
 from bayesrc.data import save_trials, simulate_pair
@@ -114,6 +115,37 @@ def test_assert_no_regression_fails_a_test_it_cannot_decide(small_pair):
     res = e.value.result
     assert isinstance(e.value, AssertionError) and res.decision == "inconclusive" and "would decide the mean" in str(e.value)
     assert check_gate(res, allow_inconclusive=True) is res
+
+
+def test_assert_no_regression_refuses_runs_whose_pins_differ(small_pair, tmp_path, monkeypatch):
+    """As ``bayesrc compare``: two collected runs that differ in a pin other than the model's (here the sampling
+    temperature) are refused in one line before any fit, unless that pin is allowed to differ."""
+    import json
+    import shutil
+
+    from bayesrc.errors import InputError
+
+    _, a, b = small_pair
+    pins = {"model.label": "m", "items.bank_sha256": "b", "sampling.k": 10, "sampling.temperature": 0.7, "prompt.template_sha256": "t"}
+    runs = []
+    for trials, name, temperature in ((a, "base", 0.7), (b, "cand", 1.0)):
+        (tmp_path / name).mkdir()
+        shutil.copy(trials, tmp_path / name / "trials.parquet")
+        record = {"format": "bayesrc-run/1", "status": "complete", "pins": pins | {"sampling.temperature": temperature}, "info": {}}
+        (tmp_path / name / "run.json").write_text(json.dumps(record))
+        runs.append(tmp_path / name)
+    with pytest.raises(InputError, match="pins differ in sampling.temperature"):
+        assert_no_regression(*runs)
+
+    class Compared(Exception):
+        pass
+
+    def compared(*args, **kwargs):
+        raise Compared  # past the pin check (the fit itself is tested above)
+
+    monkeypatch.setattr(bayesrc.testing, "compare", compared)
+    with pytest.raises(Compared):
+        assert_no_regression(*runs, allow_pin=["sampling.temperature"])
 
 
 def gate_result(mean: float) -> CompareResult:
