@@ -120,14 +120,17 @@ def _burn_in(cfg: SamplerConfig, chunk: int) -> int:
 
 
 def _with_metric(state, adapted, tune: int, burn: int):
-    """``state`` (new chains at their initial points) ``burn`` transitions before the end of warm-up, in its last
-    window (step size only), from the mass matrix and step size of ``adapted`` (an earlier round's chains after
-    warm-up, one per device): a new dual averaging of the step size, as NumPyro starts each window."""
+    """One chain's ``state`` (at its initial point) ``burn`` transitions before the end of warm-up, in its last window
+    (step size only), from the mass matrix and step size of ``adapted`` (an earlier round's chain after warm-up): a
+    new dual averaging of the step size, as NumPyro starts each window. Run under ``pmap`` (one chain per device), so
+    the state is laid out as the sampler's own and its compiled ``advance`` serves it as it is."""
+    import jax.numpy as jnp  # deferred: JAX loads in ~1.5 s (bayes extra)
+
     a = adapted.adapt_state
     x_t, x_avg, g_avg, t, _ = a.ss_state
-    fresh = (x_t * 0, x_avg * 0, g_avg * 0, t * 0, np.log(10.0) + np.log(np.asarray(a.step_size)))
+    fresh = (jnp.zeros_like(x_t), jnp.zeros_like(x_avg), jnp.zeros_like(g_avg), jnp.zeros_like(t), jnp.log(10.0 * a.step_size))
     last_window = a._replace(ss_state=fresh, window_idx=a.window_idx - 1, rng_key=state.adapt_state.rng_key)
-    return state._replace(adapt_state=last_window, i=state.i * 0 + (tune - burn))
+    return state._replace(adapt_state=last_window, i=jnp.full_like(state.i, tune - burn))
 
 
 def _run_numpyro(jax, model: Callable, data: dict[str, Any], cfg: SamplerConfig, coords: dict, dims: dict):
@@ -147,7 +150,7 @@ def _run_numpyro(jax, model: Callable, data: dict[str, Any], cfg: SamplerConfig,
             idx = np.arange(r * n_dev, (r + 1) * n_dev) % cfg.chains  # an uneven last round repeats a chain, dropped below
             state = start(keys[idx], jax.tree.map(lambda a: a[idx], inits), data)
             if skips[r] < cfg.tune:  # the first round's adaptation, each of its chains' for one chain of this round
-                state = _with_metric(state, states[0], cfg.tune, skips[r])
+                state = jax.pmap(_with_metric, static_broadcasted_argnums=(2, 3))(state, states[0], cfg.tune, skips[r])
             parts.append([])
             states.append(_advance_chunks(advance, state, data, skips[r] + cfg.draws, chunk, bar, in_round[r], parts[r]))
     dt = _datatree(jax, *_gathered(jax, parts, skips, cfg), constrain, data, coords, dims)
