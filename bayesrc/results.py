@@ -280,6 +280,36 @@ class Result:
         return f"<p><b>{html.escape(type(self).__name__)}</b> {html.escape(self._headline())}</p>" + self.summary().to_html(index=False, na_rep="")
 
 
+#: A text cell longer than this is printed as a numbered note below the table (:func:`summary_text`)
+SUMMARY_CELL_MAX = 60
+
+
+def summary_text(table: pd.DataFrame, **to_string: Any) -> str:
+    """A summary table as the CLI prints it: text cells over :data:`SUMMARY_CELL_MAX` characters (warnings,
+    sentences) replaced by ``[1]``, ``[2]``, ... and printed in full below it, one line each, so one long
+    warning does not pad every row to its width. ``to_string``: :meth:`pandas.DataFrame.to_string`'s options.
+
+    Examples
+    --------
+    >>> t = pd.DataFrame({"metric": ["items", "warning"], "value": [40, "x" * 70]})
+    >>> print(summary_text(t))
+     metric value
+      items    40
+    warning   [1]
+    [1] xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx
+    """
+    notes: list[str] = []
+
+    def note(v: Any) -> Any:
+        if isinstance(v, str) and len(v) > SUMMARY_CELL_MAX:
+            notes.append(v)
+            return f"[{len(notes)}]"
+        return v
+
+    shown = table.map(note)
+    return "\n".join([shown.to_string(**{"index": False} | to_string), *(f"[{i}] {v}" for i, v in enumerate(notes, 1))])
+
+
 def _real(v: Any) -> bool:
     return isinstance(v, Real) and not isinstance(v, bool)
 

@@ -156,6 +156,18 @@ def test_rci_sd_basis_all(tmp_path, small_pair, capsys):
     assert "sd_basis" in out
 
 
+def test_printed_summary_keeps_its_table_narrow_and_each_warning_whole(tmp_path, capsys):
+    """A warning (here: the method flags far more than its nominal rate on this small pair's own no-change null)
+    would pad the value column of every row to its ~250 characters; it is printed whole as a note below the table."""
+    sim = simulate_pair(30, 5, seed=3)
+    a, b = write_jsonl(tmp_path / "v1.jsonl", sim.trials_v1), write_jsonl(tmp_path / "v2.jsonl", sim.trials_v2)
+    code, out, _ = run_cli(["rci", "--pair", "p", str(a), str(b), "--out", str(tmp_path / "o")], capsys)
+    warnings = json.loads((tmp_path / "o" / "rci.json").read_text())["pairs"]["p"]["warnings"]
+    table, notes = [line for line in out.splitlines() if not line.startswith("[")], [line for line in out.splitlines() if line.startswith("[")]
+    assert code == 0 and warnings and max(map(len, warnings)) > 150
+    assert max(map(len, table)) <= 110 and notes == [f"[{i}] {w}" for i, w in enumerate(warnings, 1)]
+
+
 # ---------------------------------------------------------------- bad input
 
 

@@ -18,6 +18,7 @@ from bayesrc.collect.pins import check_comparable
 from bayesrc.data import load_counts
 from bayesrc.data.counts import seed_notes
 from bayesrc.errors import InputError
+from bayesrc.results import summary_text
 
 
 def run_fit(args: argparse.Namespace) -> int:
@@ -73,7 +74,7 @@ def compare_models(spec: str) -> list[str]:
 def _report_fit(res, out: Path) -> None:
     """Write a fit (marked failed if so, before the gate decides the exit status), print its summary and warnings."""
     res.write(out)
-    print(res.summary().to_string(index=False))
+    print(summary_text(res.summary()))
     print(f"wrote {out / res.main_file}")
     for w in res.warnings:
         print(f"bayesrc: warning: {w}", file=sys.stderr)
@@ -90,7 +91,7 @@ def _run_compare(args: argparse.Namespace, counts, kwargs: dict) -> int:
         fits[model] = res
     comparison = compare(fits)
     comparison.save(args.out)  # beside the fits' folders, which it keeps
-    print(comparison.summary().to_string(index=False))
+    print(summary_text(comparison.summary()))
     print(comparison.sentence())
     print(f"wrote {args.out / comparison.main_file}")
     for res in fits.values():

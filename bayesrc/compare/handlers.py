@@ -15,6 +15,7 @@ from bayesrc.compare.github import write_github_files
 from bayesrc.config import DEFAULT_MARGIN
 from bayesrc.data import input_notes, load_counts, trials_file
 from bayesrc.errors import InputError
+from bayesrc.results import summary_text
 
 
 def margin_value(text: str | None) -> float | None:
@@ -58,7 +59,7 @@ def run_compare(args: argparse.Namespace) -> int:
     )
     res.save(args.out)  # compare.json, items.parquet and summary.md, all or nothing
     write_github_files(res, os.environ)  # in a GitHub Actions step: step outputs and the job summary
-    print(res.summary().to_string(index=False))
+    print(summary_text(res.summary()))
     print(f"wrote {args.out / 'summary.md'}")
     if res.status == "ok" and res.margin is not None:
         print(f"decision: {res.margin['label']} (exit {res.exit_code}): " + "; ".join(res.margin["reasons"]))

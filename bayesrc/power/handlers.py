@@ -13,6 +13,7 @@ from bayesrc.errors import InputError
 from bayesrc.io import atomic_write_text, staged_output
 from bayesrc.power.planner import PLAN_COLUMNS, plan_k_n
 from bayesrc.power.report import leaderboard_noise, leaderboard_report, scores_from_counts
+from bayesrc.results import summary_text
 
 
 def run_power(args: argparse.Namespace) -> int:
@@ -37,7 +38,7 @@ def run_power(args: argparse.Namespace) -> int:
         atomic_write_text(stage / "power.md", report.to_markdown())
         atomic_write_text(stage / "pairs.csv", table.to_csv(index=False))
     print(table[["rank", "pair", "n", "delta", "n_star", "q", "p_exact", "resolved_fixed_n"]].to_string(index=False))
-    print(report.summary().to_string(index=False))
+    print(summary_text(report.summary()))
     for r in report.noise:
         print(f"noise, {r['name_a']} vs {r['name_b']}: {noise_sentence(r)}")
     print(f"wrote {args.out / 'power.json'} and {args.out / 'power.md'}")

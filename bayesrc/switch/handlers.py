@@ -9,6 +9,7 @@ import re
 from bayesrc.bayes.commands import check_sampler_sizes, progress_setting
 from bayesrc.errors import ConvergenceError, InputError
 from bayesrc.io import atomic_write_text, staged_output
+from bayesrc.results import summary_text
 from bayesrc.switch.analysis import analyse_switch, plot_effects, plot_residuals
 from bayesrc.switch.data import load_switch
 from bayesrc.switch.runner import RunnerModel, run_switch_matrix
@@ -34,7 +35,7 @@ def run_switch(args: argparse.Namespace) -> int:
         for bench in result.benchmarks:
             plot_effects(result, bench, stage / f"effects_{_safe(bench)}.png")
             plot_residuals(result, bench, stage / f"residuals_{_safe(bench)}.png")
-    print(result.summary().to_string(index=False))
+    print(summary_text(result.summary()))
     if result.correlation:
         c = result.correlation
         print(f"correlation across benchmarks: alpha r = {c['alpha']:.2f}, beta r = {c['beta']:.2f}")

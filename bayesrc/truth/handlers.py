@@ -11,6 +11,7 @@ from bayesrc.bayes.samplers import SamplerConfig, configure_host_devices
 from bayesrc.collect.pins import check_all_comparable
 from bayesrc.data.exact import load_exact
 from bayesrc.errors import InputError
+from bayesrc.results import summary_text
 from bayesrc.truth import DEFAULT_METHODS, FAMILY_METHODS, family_truth, truth
 
 
@@ -40,7 +41,7 @@ def run_truth(args: argparse.Namespace) -> int:
     }
     res = family_truth(runs, **common) if family else truth(*runs, **common, **({} if args.fdr is None else {"q": args.fdr}))
     res.save(args.out)
-    print(res.summary().to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    print(summary_text(res.summary(), float_format=lambda x: f"{x:.3f}"))
     if family and res.bands is not None:
         print(f"rank bands in the exact order: {res.bands['order_respected_share']:.0%} of replicates ({res.bands['bands_mean']:.1f} bands on average)")
     print(f"wrote {args.out / res.main_file}")
