@@ -831,6 +831,38 @@ def test_numpyro_later_rounds_reuse_the_first_rounds_adaptation(monkeypatch):
     assert steps[n_dev:].max() <= 1.5 * steps[:n_dev].mean()
 
 
+def test_numpyro_later_rounds_warm_up_on_their_own_after_a_poor_first_round(monkeypatch):
+    """A first round whose draws diverged, or whose trees ran to the maximum depth, gives no adaptation to reuse (a
+    stuck chain's step size collapses, and a chain started from it took 1,023 leapfrog steps a transition): the later
+    rounds then warm up on their own, as every round did before."""
+    import numpyro
+    import numpyro.distributions as dist
+
+    from bayesrc.bayes import samplers
+    from bayesrc.config import SamplerConfig
+
+    cfg = SamplerConfig(tune=300, draws=500, max_tree_depth=10)
+    healthy = (None, np.zeros((2, 800), bool), np.full((2, 800), 7))
+    diverged = (None, healthy[1].copy(), healthy[2])
+    diverged[1][1, 400] = True
+    saturated = (None, healthy[1], np.full((2, 800), 1023))
+    early = (None, diverged[1] * 0 | (np.arange(800) == 5), healthy[2])  # in the warm-up: not a draw
+    assert samplers._adapted_well([healthy], cfg) and samplers._adapted_well([early], cfg)
+    assert not samplers._adapted_well([diverged], cfg) and not samplers._adapted_well([saturated], cfg)
+
+    def model(scale):
+        numpyro.sample("a", dist.Normal(0.0, scale).to_event(1))
+
+    lengths, advance_chunks = [], samplers._advance_chunks
+    monkeypatch.setattr(samplers, "_advance_chunks", lambda *a: lengths.append(a[3]) or advance_chunks(*a))
+    monkeypatch.setattr(samplers, "_adapted_well", lambda calls, cfg: False)
+    import jax
+
+    two_rounds = SamplerConfig(chains=2 * jax.local_device_count(), tune=300, draws=500, max_draws=500, seed=3, progress=False)
+    dt = samplers.run_numpyro(model, {"scale": np.array([1.0, 50.0])}, two_rounds, {}, {})
+    assert lengths == [800, 800] and dt["posterior"].sizes["draw"] == 500
+
+
 @pytest.mark.parametrize("progress", [True, False])
 def test_progress_bar_appears_after_its_delay_unless_turned_off(progress, capsys):
     """Fits and sweeps (sensitivity, truth) show a bar once they take over 2 s; ``progress=False``

@@ -119,6 +119,15 @@ def _burn_in(cfg: SamplerConfig, chunk: int) -> int:
     return short if short < cfg.tune and short % chunk == 0 else cfg.tune
 
 
+def _adapted_well(calls: list, cfg: SamplerConfig) -> bool:
+    """Whether the first round's adaptation is fit for later rounds: none of its draws diverged, and its trees did not
+    run to the maximum depth on average. A stuck chain's step size collapses (a chain of a later round would take
+    1,023 leapfrog steps a transition from it: 289 s against 27 s on a failing fit); then each round warms up on its own."""
+    diverging = np.concatenate([np.asarray(d) for _, d, _ in calls], 1)[:, cfg.tune :]
+    steps = np.concatenate([np.asarray(n) for _, _, n in calls], 1)[:, cfg.tune :]
+    return not diverging.any() and steps.mean() < 2**cfg.max_tree_depth - 1
+
+
 def _with_metric(state, adapted, tune: int, burn: int):
     """One chain's ``state`` (at its initial point) ``burn`` transitions before the end of warm-up, in its last window
     (step size only), from the mass matrix and step size of ``adapted`` (an earlier round's chain after warm-up): a
@@ -142,15 +151,18 @@ def _run_numpyro(jax, model: Callable, data: dict[str, Any], cfg: SamplerConfig,
     n_dev = max(1, min(cfg.chains, jax.local_device_count()))
     rounds = -(-cfg.chains // n_dev)
     chunk = _chunk(cfg)
-    skips = [cfg.tune] + [_burn_in(cfg, chunk)] * (rounds - 1)  # transitions before each round's draws
+    burn = _burn_in(cfg, chunk)
     in_round = [min(n_dev, cfg.chains - r * n_dev) for r in range(rounds)]  # chains kept of each round
-    states, parts = [], []
-    with progress_bar(cfg.progress, sum((skip + cfg.draws) * n for skip, n in zip(skips, in_round))) as bar:
+    states, parts, skips = [], [], []  # skips: each round's transitions before its draws
+    with progress_bar(cfg.progress, (cfg.tune + cfg.draws) * in_round[0] + (burn + cfg.draws) * sum(in_round[1:])) as bar:
         for r in range(rounds):
             idx = np.arange(r * n_dev, (r + 1) * n_dev) % cfg.chains  # an uneven last round repeats a chain, dropped below
             state = start(keys[idx], jax.tree.map(lambda a: a[idx], inits), data)
+            skips.append(burn if r and burn < cfg.tune and _adapted_well(parts[0], cfg) else cfg.tune)
             if skips[r] < cfg.tune:  # the first round's adaptation, each of its chains' for one chain of this round
                 state = jax.pmap(_with_metric, static_broadcasted_argnums=(2, 3))(state, states[0], cfg.tune, skips[r])
+            elif r:  # a warm-up of its own after all: the bar counted a burn-in
+                bar.total += (cfg.tune - burn) * in_round[r]
             parts.append([])
             states.append(_advance_chunks(advance, state, data, skips[r] + cfg.draws, chunk, bar, in_round[r], parts[r]))
     dt = _datatree(jax, *_gathered(jax, parts, skips, cfg), constrain, data, coords, dims)
