@@ -5,7 +5,8 @@
   devices (``XLA_FLAGS=--xla_force_host_platform_device_count=N`` set before JAX starts, as
   :func:`configure_host_devices` does), in rounds when there are more chains than devices: a later
   round's chains start from their own initial points with the first round's adapted mass matrix and
-  a short burn-in (:data:`REUSED_METRIC_BURN_IN`) instead of a warm-up of their own.
+  a short burn-in (:data:`REUSED_METRIC_BURN_IN`) instead of a warm-up of their own, where the first
+  round adapted well (:func:`_adapted_well`).
 * PyMC: :func:`pymc.sample` with the nutpie sampler on the model compiled by JAX
   (:func:`run_pymc`; ``pymc`` itself is imported lazily: ``import pymc`` takes seconds).
 
