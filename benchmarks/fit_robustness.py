@@ -143,8 +143,11 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None, help="append one JSON row per fit here (resumable)")
     args = ap.parse_args()
     todo = datasets_to_fit()
-    todo = todo[::8] if args.quick else todo
-    todo = [t for t in todo if t[0] in args.kinds.split(",")] if args.kinds else todo
+    known = dict.fromkeys(kind for kind, _, _ in todo)
+    kinds = args.kinds.split(",") if args.kinds else list(known)
+    if unknown := [k for k in kinds if k not in known]:
+        ap.error(f"--kinds: no such kind {', '.join(unknown)} (kinds: {', '.join(known)})")
+    todo = [t for t in (todo[::8] if args.quick else todo) if t[0] in kinds]
     wanted = {(kind, label) for kind, label, _ in todo}
     rows = [r for r in previous_rows(args.out) if r["backend"] == args.backend and (r["kind"], r["dataset"]) in wanted]
     done = {(r["kind"], r["dataset"]) for r in rows}

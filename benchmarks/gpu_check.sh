@@ -72,7 +72,6 @@ run() {  # DIR [RESULT]
         arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d '. '); then
         builds="cuda cpu"
     fi
-    echo '{}' >"$work/build_s.json"
     for b in $builds; do
         if [[ $b == cuda ]]; then
             secs=$(build cuda "-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=$arch ${CPU_FLAGS}" "$work" "$py") layers=-1 items=$ITEMS
@@ -83,16 +82,15 @@ run() {  # DIR [RESULT]
         else
             secs=$(build cpu "$CPU_FLAGS" "$work" "$py") layers=0 items=$CPU_ITEMS
         fi
-        "$py" -c 'import json, sys; p = sys.argv[1]; d = json.load(open(p)); d[sys.argv[2]] = int(sys.argv[3]); json.dump(d, open(p, "w"))' \
-            "$work/build_s.json" "$b" "$secs"
-        PYTHONPATH="$work/llama-$b:$work/site:$ROOT" "$py" "$ROOT/benchmarks/gpu_collect.py" --build "$b" --gguf "$work/$GGUF" \
+        PYTHONPATH="$work/llama-$b:$work/site:$ROOT" "$py" "$ROOT/benchmarks/gpu_collect.py" --build "$b" --build-s "$secs" --gguf "$work/$GGUF" \
             --n-gpu-layers "$layers" --items "$items" --k "$K" --exact-items "$EXACT_ITEMS" --out "$work/runs-$b" >>"$work/rows.jsonl"
     done
-    "$py" - "$work/rows.jsonl" "$work/build_s.json" "$result" "$arch" <<'EOF'
+    PYTHONPATH=$ROOT "$py" - "$work/rows.jsonl" "$result" "$arch" <<'EOF'
 import json, sys
+from bayesrc.io import atomic_write_json
 rows = [json.loads(line) for line in open(sys.argv[1])]
 by = {r["build"]: r for r in rows}
-out = {"gpu_arch": sys.argv[4] or None, "build_s": json.load(open(sys.argv[2])), "seed_study_s_per_trial": 0.2, "rows": rows}
+out = {"gpu_arch": sys.argv[3] or None, "build_s": {r["build"]: r["build_s"] for r in rows}, "seed_study_s_per_trial": 0.2, "rows": rows}
 for r in rows:
     out[f"{r['build']}_vs_seed_study"] = 0.2 / r["s_per_trial"]  # > 1: faster than the seed study's loop
 if {"cuda", "cpu"} <= by.keys():
@@ -100,10 +98,7 @@ if {"cuda", "cpu"} <= by.keys():
     out["cuda_over_cpu_exact_items_per_s"] = by["cuda"]["exact_items_per_s"] / by["cpu"]["exact_items_per_s"]
     pc, pg = by["cpu"]["exact_p_correct"], by["cuda"]["exact_p_correct"]
     out["max_exact_p_correct_difference"] = max(abs(pc[i] - pg[i]) for i in pc)
-with open(sys.argv[3] + ".tmp", "w") as f:
-    json.dump(out, f, indent=1)
-import os
-os.replace(sys.argv[3] + ".tmp", sys.argv[3])
+atomic_write_json(sys.argv[2], out)
 print(json.dumps({k: v for k, v in out.items() if k != "rows"}))
 EOF
     rm -rf "$work"

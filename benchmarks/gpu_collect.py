@@ -46,6 +46,7 @@ def timed_collect(card, bank: Path, out: Path, **settings) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", required=True, help="the build's name in the result (cuda, cpu)")
+    ap.add_argument("--build-s", type=int, default=0, help="seconds its build took (0: not built here), into the row")
     ap.add_argument("--gguf", type=Path, required=True, help="the Q4_K_M weights (reassembled from their parts)")
     ap.add_argument("--n-gpu-layers", type=int, default=0)
     ap.add_argument("--items", type=int, default=2000)
@@ -68,7 +69,7 @@ def main() -> None:
     exact = pd.read_parquet(args.out / "exact" / "items_exact.parquet")
     trials = args.items * args.k
     print(json.dumps({
-        "build": args.build, "llama_cpp_python": llama_cpp.__version__, "gpu_offload": bool(llama_cpp.llama_supports_gpu_offload()),
+        "build": args.build, "build_s": args.build_s, "llama_cpp_python": llama_cpp.__version__, "gpu_offload": bool(llama_cpp.llama_supports_gpu_offload()),
         "n_gpu_layers": args.n_gpu_layers, "items": args.items, "k": args.k, "fast_s": fast_s, "trials_per_s": trials / fast_s,
         "s_per_trial": fast_s / trials, "exact_items": args.exact_items, "exact_s": exact_s, "exact_items_per_s": args.exact_items / exact_s,
         "exact_p_correct": dict(zip(exact["item_id"], exact["p_correct"].round(6))),
