@@ -802,6 +802,67 @@ def test_numpyro_chains_go_on_while_short_and_continue_exactly():
     np.testing.assert_array_equal(alone, whole[:, :100])
 
 
+def test_numpyro_later_rounds_reuse_the_first_rounds_adaptation(monkeypatch):
+    """With more chains than devices, the chains of a later round start from their own initial points with the first
+    round's mass matrix and step size and run a burn-in of ``REUSED_METRIC_BURN_IN`` transitions (adapting the step
+    size only) instead of the warm-up; they then draw from the target: on a normal with scales 1 and 50 (which the
+    unit mass matrix they would start from fits badly), every chain's draws have the target's scales, and the later
+    rounds' chains take no more leapfrog steps per draw than the first round's."""
+    import jax
+    import numpyro
+    import numpyro.distributions as dist
+
+    from bayesrc.bayes import samplers
+    from bayesrc.config import SamplerConfig
+
+    def model(scale):
+        numpyro.sample("a", dist.Normal(0.0, scale).to_event(1))
+
+    lengths, advance_chunks = [], samplers._advance_chunks
+    monkeypatch.setattr(samplers, "_advance_chunks", lambda *a: lengths.append(a[3]) or advance_chunks(*a))
+    n_dev = min(4, jax.local_device_count())
+    cfg = SamplerConfig(chains=2 * n_dev, tune=300, draws=500, max_draws=500, seed=3, progress=False)
+    dt = samplers.run_numpyro(model, {"scale": np.array([1.0, 50.0])}, cfg, {}, {})
+    assert lengths == [800, samplers.REUSED_METRIC_BURN_IN + 500]  # one call per round: warm-up, then burn-in, and the draws
+    a = dt["posterior"]["a"].values
+    assert a.shape == (2 * n_dev, 500, 2) and not dt["sample_stats"]["diverging"].values.any()
+    np.testing.assert_allclose(a.std(axis=1), np.broadcast_to([1.0, 50.0], (2 * n_dev, 2)), rtol=0.25)
+    steps = dt["sample_stats"]["n_steps"].values.mean(axis=1)
+    assert steps[n_dev:].max() <= 1.5 * steps[:n_dev].mean()
+
+
+def test_numpyro_later_rounds_warm_up_on_their_own_after_a_poor_first_round(monkeypatch):
+    """A first round whose draws diverged, or whose trees ran to the maximum depth, gives no adaptation to reuse (a
+    stuck chain's step size collapses, and a chain started from it took 1,023 leapfrog steps a transition): the later
+    rounds then warm up on their own, as every round did before."""
+    import numpyro
+    import numpyro.distributions as dist
+
+    from bayesrc.bayes import samplers
+    from bayesrc.config import SamplerConfig
+
+    cfg = SamplerConfig(tune=300, draws=500, max_tree_depth=10)
+    healthy = (None, np.zeros((2, 800), bool), np.full((2, 800), 7))
+    diverged = (None, healthy[1].copy(), healthy[2])
+    diverged[1][1, 400] = True
+    saturated = (None, healthy[1], np.full((2, 800), 1023))
+    early = (None, diverged[1] * 0 | (np.arange(800) == 5), healthy[2])  # in the warm-up: not a draw
+    assert samplers._adapted_well([healthy], cfg) and samplers._adapted_well([early], cfg)
+    assert not samplers._adapted_well([diverged], cfg) and not samplers._adapted_well([saturated], cfg)
+
+    def model(scale):
+        numpyro.sample("a", dist.Normal(0.0, scale).to_event(1))
+
+    lengths, advance_chunks = [], samplers._advance_chunks
+    monkeypatch.setattr(samplers, "_advance_chunks", lambda *a: lengths.append(a[3]) or advance_chunks(*a))
+    monkeypatch.setattr(samplers, "_adapted_well", lambda calls, cfg: False)
+    import jax
+
+    two_rounds = SamplerConfig(chains=2 * jax.local_device_count(), tune=300, draws=500, max_draws=500, seed=3, progress=False)
+    dt = samplers.run_numpyro(model, {"scale": np.array([1.0, 50.0])}, two_rounds, {}, {})
+    assert lengths == [800, 800] and dt["posterior"].sizes["draw"] == 500
+
+
 @pytest.mark.parametrize("progress", [True, False])
 def test_progress_bar_appears_after_its_delay_unless_turned_off(progress, capsys):
     """Fits and sweeps (sensitivity, truth) show a bar once they take over 2 s; ``progress=False``

@@ -3,7 +3,10 @@
 * NumPyro: its NUTS kernel (``numpyro.infer.hmc.hmc``) driven here, the data as arguments
   of one compiled sampler per shape (:func:`run_numpyro`). Chains run in parallel over host
   devices (``XLA_FLAGS=--xla_force_host_platform_device_count=N`` set before JAX starts, as
-  :func:`configure_host_devices` does), in rounds when there are more chains than devices.
+  :func:`configure_host_devices` does), in rounds when there are more chains than devices: a later
+  round's chains start from their own initial points with the first round's adapted mass matrix and
+  a short burn-in (:data:`REUSED_METRIC_BURN_IN`) instead of a warm-up of their own, where the first
+  round adapted well (:func:`_adapted_well`).
 * PyMC: :func:`pymc.sample` with the nutpie sampler on the model compiled by JAX
   (:func:`run_pymc`; ``pymc`` itself is imported lazily: ``import pymc`` takes seconds).
 
@@ -51,8 +54,9 @@ def run_numpyro(model: Callable, data: dict[str, Any], cfg: SamplerConfig, coord
     (or ``None``), which enter the compiled sampler as *arguments*: every fit of the same
     shapes and structure shares one compiled sampler through JAX's persistent cache
     (:func:`bayesrc.configure`; the in-process caches are cleared after each fit). Chains run in parallel, one
-    per JAX device (``pmap``), in rounds when there are more chains than devices; each round
-    advances in chunks, so a progress bar can follow it (``cfg.progress``).
+    per JAX device (``pmap``), in rounds when there are more chains than devices (a later round from the first
+    round's adaptation: :data:`REUSED_METRIC_BURN_IN`); each round advances in chunks, so a progress bar can follow
+    it (``cfg.progress``).
     """
     jax = _jax()
     with precision():  # float64 for this fit only; the caller's jax_enable_x64 is untouched
@@ -93,12 +97,50 @@ def _chain_functions(jax, model: Callable, data: dict, cfg: SamplerConfig, keys)
     return info.param_info.z, pmap_start, pmap_advance, jax.jit(jax.vmap(constrain, (0, None)))
 
 
+#: Transitions a chain of a later round runs before its draws, adapting its step size only (NumPyro's last warm-up
+#: window), from an earlier round's adapted mass matrix and step size: it starts from its own initial point, so the
+#: rounds' chains stay independent starts for R-hat, but skips the warm-up whose first ~100 transitions take 64-85
+#: leapfrog steps each (against ~20 after it; docs/performance.md, "Issue 57, fourth session").
+REUSED_METRIC_BURN_IN = 50
+
+
 def _chunk(cfg: SamplerConfig) -> int:
-    """Transitions per compiled call: a common divisor of warm-up and draws (progress steps), or all of them."""
-    step = gcd(cfg.tune, cfg.draws)
+    """Transitions per compiled call: a common divisor of warm-up, draws and a later round's burn-in (progress
+    steps), or all of them."""
+    step = gcd(gcd(cfg.tune, cfg.draws), REUSED_METRIC_BURN_IN)
     while step > 250 and step % 2 == 0:
         step //= 2
     return step if step >= 25 else cfg.tune + cfg.draws
+
+
+def _burn_in(cfg: SamplerConfig, chunk: int) -> int:
+    """A later round's burn-in: :data:`REUSED_METRIC_BURN_IN`, or the whole warm-up (the round adapts as the first)
+    where the burn-in is not whole chunks or not shorter than the warm-up."""
+    short = REUSED_METRIC_BURN_IN
+    return short if short < cfg.tune and short % chunk == 0 else cfg.tune
+
+
+def _adapted_well(calls: list, cfg: SamplerConfig) -> bool:
+    """Whether the first round's adaptation is fit for later rounds: none of its draws diverged, and its trees did not
+    run to the maximum depth on average. A stuck chain's step size collapses (a chain of a later round would take
+    1,023 leapfrog steps a transition from it: 289 s against 27 s on a failing fit); then each round warms up on its own."""
+    diverging = np.concatenate([np.asarray(d) for _, d, _ in calls], 1)[:, cfg.tune :]
+    steps = np.concatenate([np.asarray(n) for _, _, n in calls], 1)[:, cfg.tune :]
+    return not diverging.any() and steps.mean() < 2**cfg.max_tree_depth - 1
+
+
+def _with_metric(state, adapted, tune: int, burn: int):
+    """One chain's ``state`` (at its initial point) ``burn`` transitions before the end of warm-up, in its last window
+    (step size only), from the mass matrix and step size of ``adapted`` (an earlier round's chain after warm-up): a
+    new dual averaging of the step size, as NumPyro starts each window. Run under ``pmap`` (one chain per device), so
+    the state is laid out as the sampler's own and its compiled ``advance`` serves it as it is."""
+    import jax.numpy as jnp  # deferred: JAX loads in ~1.5 s (bayes extra)
+
+    a = adapted.adapt_state
+    x_t, x_avg, g_avg, t, _ = a.ss_state
+    fresh = (jnp.zeros_like(x_t), jnp.zeros_like(x_avg), jnp.zeros_like(g_avg), jnp.zeros_like(t), jnp.log(10.0 * a.step_size))
+    last_window = a._replace(ss_state=fresh, window_idx=a.window_idx - 1, rng_key=state.adapt_state.rng_key)
+    return state._replace(adapt_state=last_window, i=jnp.full_like(state.i, tune - burn))
 
 
 def _run_numpyro(jax, model: Callable, data: dict[str, Any], cfg: SamplerConfig, coords: dict, dims: dict):
@@ -109,22 +151,30 @@ def _run_numpyro(jax, model: Callable, data: dict[str, Any], cfg: SamplerConfig,
     inits, start, advance, constrain = _chain_functions(jax, model, data, cfg, keys[cfg.chains :])
     n_dev = max(1, min(cfg.chains, jax.local_device_count()))
     rounds = -(-cfg.chains // n_dev)
-    chunk, total = _chunk(cfg), cfg.tune + cfg.draws
-    states, parts = [], []
-    with progress_bar(cfg.progress, total * cfg.chains) as bar:
+    chunk = _chunk(cfg)
+    burn = _burn_in(cfg, chunk)
+    in_round = [min(n_dev, cfg.chains - r * n_dev) for r in range(rounds)]  # chains kept of each round
+    states, parts, skips = [], [], []  # skips: each round's transitions before its draws
+    with progress_bar(cfg.progress, (cfg.tune + cfg.draws) * in_round[0] + (burn + cfg.draws) * sum(in_round[1:])) as bar:
         for r in range(rounds):
             idx = np.arange(r * n_dev, (r + 1) * n_dev) % cfg.chains  # an uneven last round repeats a chain, dropped below
             state = start(keys[idx], jax.tree.map(lambda a: a[idx], inits), data)
+            skips.append(burn if r and burn < cfg.tune and _adapted_well(parts[0], cfg) else cfg.tune)
+            if skips[r] < cfg.tune:  # the first round's adaptation, each of its chains' for one chain of this round
+                state = jax.pmap(_with_metric, static_broadcasted_argnums=(2, 3))(state, states[0], cfg.tune, skips[r])
+            elif r:  # a warm-up of its own after all: the bar counted a burn-in
+                bar.total += (cfg.tune - burn) * in_round[r]
             parts.append([])
-            states.append(_advance_chunks(advance, state, data, total, chunk, bar, min(n_dev, cfg.chains - r * n_dev), parts[r]))
-    dt = _datatree(jax, *_gathered(jax, parts, cfg), constrain, data, coords, dims)
+            states.append(_advance_chunks(advance, state, data, skips[r] + cfg.draws, chunk, bar, in_round[r], parts[r]))
+    dt = _datatree(jax, *_gathered(jax, parts, skips, cfg), constrain, data, coords, dims)
     budget = (cfg.max_draws or 2 * cfg.draws) - cfg.draws
     while budget >= chunk and _too_short(dt):
         more = max(chunk, min(budget, cfg.draws // 2) // chunk * chunk)  # half the draws at a time: often enough
         with progress_bar(cfg.progress, more * cfg.chains, desc="NUTS (more draws)") as bar:
-            states = [_advance_chunks(advance, st, data, more, chunk, bar, min(n_dev, cfg.chains - r * n_dev), parts[r]) for r, st in enumerate(states)]
+            states = [_advance_chunks(advance, st, data, more, chunk, bar, in_round[r], parts[r]) for r, st in enumerate(states)]
         budget -= more
-        dt = _datatree(jax, *_gathered(jax, parts, cfg), constrain, data, coords, dims)
+        dt = _datatree(jax, *_gathered(jax, parts, skips, cfg), constrain, data, coords, dims)
+    dt.attrs["chains_per_round"] = n_dev  # a later round's chains start from the first's adaptation: their draws depend on it
     return dt
 
 
@@ -138,10 +188,11 @@ def _advance_chunks(advance, state, data, length: int, chunk: int, bar, n_chains
     return state
 
 
-def _gathered(jax, parts: list[list], cfg: SamplerConfig):
-    """(z, diverging, n_steps) of every chain after warm-up, (chain, draw, ...), from each round's calls."""
-    rounds = [jax.tree.map(lambda *a: np.concatenate(a, 1), *calls) for calls in parts]  # (device, transition, ...)
-    flat = lambda *a: np.concatenate(a, 0)[: cfg.chains, cfg.tune :]  # noqa: E731
+def _gathered(jax, parts: list[list], skips: list[int], cfg: SamplerConfig):
+    """(z, diverging, n_steps) of every chain after its round's warm-up or burn-in (``skips``), (chain, draw, ...),
+    from each round's calls."""
+    rounds = [jax.tree.map(lambda *a: np.concatenate(a, 1)[:, skip:], *calls) for calls, skip in zip(parts, skips)]  # (device, draw, ...)
+    flat = lambda *a: np.concatenate(a, 0)[: cfg.chains]  # noqa: E731
     return tuple(jax.tree.map(flat, *field) for field in zip(*rounds))
 
 
