@@ -45,7 +45,9 @@ COMMAND_MODULES: tuple[str, ...] = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="bayesrc", description="Bayesian reliable-change analysis of LLM evaluations.")
+    parser = argparse.ArgumentParser(
+        prog="bayesrc", description="Bayesian reliable-change analysis of LLM evaluations."
+    )
     parser.add_argument("--version", action="version", version=f"bayesrc {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMAND_MODULES:

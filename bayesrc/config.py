@@ -50,7 +50,14 @@ class Settings:
 SETTINGS = Settings()
 
 
-def configure(*, x64: bool | None = None, host_devices: int | None = None, compile_cache: str | bool | None = None, release_compiled: bool | None = None, apply: bool = False) -> dict:
+def configure(
+    *,
+    x64: bool | None = None,
+    host_devices: int | None = None,
+    compile_cache: str | bool | None = None,
+    release_compiled: bool | None = None,
+    apply: bool = False,
+) -> dict:
     """Set how bayesrc's NumPyro fits use JAX (nothing is changed at import time).
 
     Parameters
@@ -84,7 +91,9 @@ def configure(*, x64: bool | None = None, host_devices: int | None = None, compi
             raise ValueError(f"host_devices must be >= 1, got {host_devices}")
         SETTINGS.host_devices = int(host_devices)
     if compile_cache is not None:
-        SETTINGS.compile_cache = "off" if compile_cache is False else ("" if compile_cache is True else str(compile_cache))
+        SETTINGS.compile_cache = (
+            "off" if compile_cache is False else ("" if compile_cache is True else str(compile_cache))
+        )
     if release_compiled is not None:
         SETTINGS.release_compiled = bool(release_compiled)
     if apply:
@@ -118,7 +127,9 @@ def prepare_jax():
         # each step's helpers) compile again after each release of the in-process caches, ~2.5 s a fit
         # (docs/performance.md); loading them takes far less.
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-        jax.config.update("jax_compilation_cache_max_size", 256 * 2**20)  # LRU-evicted; a sampler is ~1 MB, an eager op a few kB
+        jax.config.update(
+            "jax_compilation_cache_max_size", 256 * 2**20
+        )  # LRU-evicted; a sampler is ~1 MB, an eager op a few kB
     return jax
 
 

@@ -189,7 +189,10 @@ def _unstaged(exc: OSError, stage: Path, target: Path) -> OSError:
     name = Path(exc.filename) if isinstance(exc.filename, str) else None
     if name is None or not name.is_relative_to(stage):
         return exc
-    return _named(OSError(exc.errno, exc.strerror or os.strerror(exc.errno)) if exc.errno else OSError(str(exc)), target / name.relative_to(stage))
+    return _named(
+        OSError(exc.errno, exc.strerror or os.strerror(exc.errno)) if exc.errno else OSError(str(exc)),
+        target / name.relative_to(stage),
+    )
 
 
 def _replace_entries(stage: Path, target: Path) -> None:
@@ -374,7 +377,9 @@ def iter_jsonl(path: str | Path, *, what: str = "a JSON object per line", hint: 
             try:
                 text = raw.decode("utf-8").strip()
             except UnicodeDecodeError as exc:
-                raise InputError(f"not UTF-8 text ({exc.reason} at byte {exc.start} of the line)", path=path, line=lineno) from None
+                raise InputError(
+                    f"not UTF-8 text ({exc.reason} at byte {exc.start} of the line)", path=path, line=lineno
+                ) from None
             if not text:
                 continue
             try:
@@ -425,7 +430,11 @@ def read_table(
         except (pd.errors.ParserError, UnicodeDecodeError) as exc:
             raise InputError(f"malformed CSV ({exc})", path=path) from None
         if not isinstance(df.index, pd.RangeIndex):  # pandas made the extra leading fields an index
-            raise InputError(f"more fields than the header's {len(df.columns)} names", path=path, line=_first_long_row(path, len(df.columns)))
+            raise InputError(
+                f"more fields than the header's {len(df.columns)} names",
+                path=path,
+                line=_first_long_row(path, len(df.columns)),
+            )
         df["_line"] = np.arange(len(df)) + 2  # header is line 1
         return df, "csv"
     if suffix in (".parquet", ".pq"):
@@ -515,7 +524,15 @@ def _first_long_row(path: Path, n_names: int) -> int | None:
 RUN_FORMAT = "bayesrc-run/1"
 
 
-def write_run_record(run_dir: str | Path, status: str, pins: dict, info: dict | None = None, *, n_items_done: int | None = None, n_trials: int | None = None) -> None:
+def write_run_record(
+    run_dir: str | Path,
+    status: str,
+    pins: dict,
+    info: dict | None = None,
+    *,
+    n_items_done: int | None = None,
+    n_trials: int | None = None,
+) -> None:
     """Write a run directory's ``run.json`` atomically: the one writer of the record that
     :func:`read_run_record` reads (collection, merge, exact runs); ``info`` and the counts are
     left out where a writer has none (a run that starts has no counts yet).

@@ -70,7 +70,10 @@ def _acquire(target: Path) -> int:
         except BlockingIOError:
             holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
             os.close(fd)
-            raise InputError(f"another bayesrc process (pid {holder}) is writing this output; wait for it or choose another --out", path=target) from None
+            raise InputError(
+                f"another bayesrc process (pid {holder}) is writing this output; wait for it or choose another --out",
+                path=target,
+            ) from None
         if _same_file(fd, path):
             try:
                 os.ftruncate(fd, 0)

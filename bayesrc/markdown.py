@@ -7,7 +7,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 
 
-def markdown_table(header: Sequence[object], rows: Iterable[Sequence[object]], cell: Callable[[object], str] = str, *, align: str | None = None) -> str:
+def markdown_table(
+    header: Sequence[object],
+    rows: Iterable[Sequence[object]],
+    cell: Callable[[object], str] = str,
+    *,
+    align: str | None = None,
+) -> str:
     """A GitHub-flavoured Markdown table: ``header``, a rule, one line per row (cells through ``cell``).
 
     ``align``: one letter per column, ``"l"`` (the default rule ``---``) or ``"r"`` (``---:``,

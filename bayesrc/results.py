@@ -165,7 +165,10 @@ class Result:
         """A deep copy of the payload plus tables as records with their dtypes (``from_dict`` inverts it)."""
         out = copy.deepcopy(self.payload)
         if self.tables:
-            out["_tables"] = {n: {**_normalise(t.to_dict(orient="split", index=False)), "dtypes": [str(d) for d in t.dtypes]} for n, t in self.tables.items()}
+            out["_tables"] = {
+                n: {**_normalise(t.to_dict(orient="split", index=False)), "dtypes": [str(d) for d in t.dtypes]}
+                for n, t in self.tables.items()
+            }
         return out
 
     @classmethod
@@ -227,7 +230,10 @@ class Result:
             raise InputError(f"expected a JSON object, got {type(payload).__name__}", path=main)
         check_fields(payload, cls.field_kinds, main)
         obj = cls(payload)
-        tables = {n: _with_columns(read_parquet(p), obj.required_columns(n), p) for n, p in obj.table_names_on_disk(folder).items()}
+        tables = {
+            n: _with_columns(read_parquet(p), obj.required_columns(n), p)
+            for n, p in obj.table_names_on_disk(folder).items()
+        }
         if tables:
             obj.tables = tables
         post = folder / "posterior.nc"
@@ -277,7 +283,10 @@ class Result:
         return f"<{type(self).__name__}{': ' + head if head else ''}>"
 
     def _repr_html_(self) -> str:
-        return f"<p><b>{html.escape(type(self).__name__)}</b> {html.escape(self._headline())}</p>" + self.summary().to_html(index=False, na_rep="")
+        return (
+            f"<p><b>{html.escape(type(self).__name__)}</b> {html.escape(self._headline())}</p>"
+            + self.summary().to_html(index=False, na_rep="")
+        )
 
 
 #: A text cell longer than this is printed as a numbered note below the table (:func:`summary_text`)
@@ -348,7 +357,10 @@ FIELD_KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "count": (lambda v: _real(v) and isinstance(v, Integral) and v >= 0, "a count (an integer >= 0)"),
     # a two-sided normal critical value: beyond 40 its tail is below the smallest double
     "critical z": (lambda v: _real(v) and 0 < v <= 40, "a critical z in (0, 40]"),
-    "interval": (lambda v: v is None or (isinstance(v, list) and len(v) == 2 and all(FIELD_KINDS["number"][0](b) for b in v)), "[low, high] or null"),
+    "interval": (
+        lambda v: v is None or (isinstance(v, list) and len(v) == 2 and all(FIELD_KINDS["number"][0](b) for b in v)),
+        "[low, high] or null",
+    ),
     "numbers": (lambda v: isinstance(v, list) and all(map(_finite, v)), "a list of finite numbers"),
     "flag": (lambda v: v is None or isinstance(v, bool), "true, false or null"),
     "text": (lambda v: v is None or isinstance(v, str), "a string or null"),
@@ -403,7 +415,9 @@ def _fields_at(node: Any, parts: list[str], prefix: str, path: Path | None) -> I
             raise InputError(f"expected a list, got {_short(node)}", path=path, field=prefix)
         entries = [(f"{prefix}[{i}]", v) for i, v in enumerate(node)]
     elif isinstance(node, dict):
-        named = [] if head == "*" else head.strip("{}").split(",")  # a key of the data may end in "!" too: only named ones are required
+        named = (
+            [] if head == "*" else head.strip("{}").split(",")
+        )  # a key of the data may end in "!" too: only named ones are required
         if missing := [k[:-1] for k in named if k.endswith("!") and k[:-1] not in node]:
             raise InputError("missing", path=path, field=f"{prefix}.{missing[0]}" if prefix else missing[0])
         keys = list(node) if head == "*" else [k.removesuffix("!") for k in named]
@@ -488,7 +502,9 @@ def _with_columns(frame: pd.DataFrame, columns: tuple[str, ...], path: Path) -> 
     """
     missing = [c for c in columns if c not in frame.columns]
     if missing:
-        raise InputError(f"lacks column {missing[0]!r} (rerun the analysis with this bayesrc)", path=path, field=missing[0])
+        raise InputError(
+            f"lacks column {missing[0]!r} (rerun the analysis with this bayesrc)", path=path, field=missing[0]
+        )
     return frame
 
 

@@ -68,7 +68,9 @@ def assert_no_regression(
         v1, v2 = trials_file(baseline), trials_file(candidate)
         check_comparable(v1, v2, allow=allow_pin)  # as `bayesrc compare`: runs whose pins differ are no comparison
         counts = load_counts([v1, v2])
-    return check_gate(compare(counts, fail_on=fail_on, q=q, margin=margin, config=config), allow_inconclusive=allow_inconclusive)
+    return check_gate(
+        compare(counts, fail_on=fail_on, q=q, margin=margin, config=config), allow_inconclusive=allow_inconclusive
+    )
 
 
 def check_gate(res: CompareResult, *, allow_inconclusive: bool = False) -> CompareResult:

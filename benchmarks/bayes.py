@@ -107,8 +107,16 @@ assert PLAIN != CHILD, "PLAIN no longer finds CHILD's fit call"
 
 def run_child(tree: Path, n: int, model: str, backend: str, cache: str, script: str = CHILD, *extra: str) -> dict:
     """``script`` (default :data:`CHILD`) in a fresh process on ``tree``'s code; its last JSON line, or ``{"error": ...}``."""
-    env = dict(os.environ, PYTHONPATH=str(tree), BAYESRC_JAX_CACHE=cache or tempfile.mkdtemp(prefix="bayesrc-bench-jax-"))
-    out = subprocess.run([sys.executable, "-c", script, str(n), model, backend, *extra], env=env, cwd=tree, capture_output=True, text=True)
+    env = dict(
+        os.environ, PYTHONPATH=str(tree), BAYESRC_JAX_CACHE=cache or tempfile.mkdtemp(prefix="bayesrc-bench-jax-")
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script, str(n), model, backend, *extra],
+        env=env,
+        cwd=tree,
+        capture_output=True,
+        text=True,
+    )
     lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
     if out.returncode or not lines:
         return {"error": (out.stderr.strip().splitlines() or ["?"])[-1]}
@@ -125,7 +133,9 @@ def fit_columns(r: dict) -> str:
 def baseline_tree(ref: str) -> Path:
     path = Path(tempfile.gettempdir()) / f"bayesrc-baseline-{ref}"
     if not path.exists():
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(path), ref], check=True, capture_output=True)
+        subprocess.run(
+            ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(path), ref], check=True, capture_output=True
+        )
     return path
 
 
@@ -134,17 +144,41 @@ def main() -> None:
     ap.add_argument("--sizes", default="40,300,2000,12000")
     ap.add_argument("--backends", default="numpyro,pymc")
     ap.add_argument("--baseline", default="bb41b19", help="git ref of the earlier code ('' to skip)")
-    ap.add_argument("--skip-baseline-above", type=int, default=300, help="baseline runs only up to this many items (it took 10-28 min at 120-300)")
-    ap.add_argument("--warm", action="store_true", help="a compilation cache per tree, filled by an unreported first run of each row")
-    ap.add_argument("--floor", action="store_true", help="also each row's fixed cost: the same process sampling next to nothing (FLOOR)")
-    ap.add_argument("--plain", action="store_true", help="also, beside each NumPyro change row, the plain paired-logit model on the same counts (PLAIN)")
+    ap.add_argument(
+        "--skip-baseline-above",
+        type=int,
+        default=300,
+        help="baseline runs only up to this many items (it took 10-28 min at 120-300)",
+    )
+    ap.add_argument(
+        "--warm",
+        action="store_true",
+        help="a compilation cache per tree, filled by an unreported first run of each row",
+    )
+    ap.add_argument(
+        "--floor",
+        action="store_true",
+        help="also each row's fixed cost: the same process sampling next to nothing (FLOOR)",
+    )
+    ap.add_argument(
+        "--plain",
+        action="store_true",
+        help="also, beside each NumPyro change row, the plain paired-logit model on the same counts (PLAIN)",
+    )
     args = ap.parse_args()
     base = baseline_tree(args.baseline) if args.baseline else None
     caches = {tree: tempfile.mkdtemp(prefix="bayesrc-bench-jax-") if args.warm else "" for tree in (ROOT, base)}
     sizes = args.sizes.split(",")  # item counts, or q3: the bundled Q4_K_M -> Q3_K_M pair (300 items)
-    runs = [(n, "change", b) for n in sizes for b in args.backends.split(",") if not (b == "pymc" and n != "q3" and int(n) >= 12000)]
+    runs = [
+        (n, "change", b)
+        for n in sizes
+        for b in args.backends.split(",")
+        if not (b == "pymc" and n != "q3" and int(n) >= 12000)
+    ]
     runs += [("2000", "betabinom", b) for b in args.backends.split(",")]
-    print(f"{'items':>6} {'model':>9} {'backend':>8} | {'this: process s':>15} {'fit s':>7} {'gate':>6} {'#':>2} {'GB':>5} | {'baseline: process s':>19} {'gate':>6} | ratio")
+    print(
+        f"{'items':>6} {'model':>9} {'backend':>8} | {'this: process s':>15} {'fit s':>7} {'gate':>6} {'#':>2} {'GB':>5} | {'baseline: process s':>19} {'gate':>6} | ratio"
+    )
     seconds = {}
     for n, model, backend in runs:
         trees = [ROOT] + ([base] if base and (300 if n == "q3" else int(n)) <= args.skip_baseline_above else [])
@@ -157,17 +191,33 @@ def main() -> None:
         seconds[n, model, backend] = this.get("process_s")
         old = run_child(base, n, model, backend, caches[base]) if base in trees else {}
         ratio = f"{old['process_s'] / this['process_s']:.1f}x" if "process_s" in old and "process_s" in this else "-"
-        old_s = f"{old['process_s']:19.1f} {('ok' if old['passed'] else 'FAIL'):>6}" if "process_s" in old else f"{'-':>19} {'':>6}"
+        old_s = (
+            f"{old['process_s']:19.1f} {('ok' if old['passed'] else 'FAIL'):>6}"
+            if "process_s" in old
+            else f"{'-':>19} {'':>6}"
+        )
         floor = run_child(ROOT, n, model, backend, caches[ROOT], FLOOR) if args.floor else {}
-        floor_s = f" | floor {floor['process_s']:.1f} s ({floor['process_s'] / this['process_s']:.0%} of this)" if "process_s" in floor and "process_s" in this else ""
+        floor_s = (
+            f" | floor {floor['process_s']:.1f} s ({floor['process_s'] / this['process_s']:.0%} of this)"
+            if "process_s" in floor and "process_s" in this
+            else ""
+        )
         print(f"{n:>6} {model:>9} {backend:>8} | {fit_columns(this)} | {old_s} | {ratio}{floor_s}", flush=True)
         if args.plain and model == "change" and backend == "numpyro":
             if args.warm:
                 run_child(ROOT, n, model, backend, caches[ROOT], PLAIN)
             plain = run_child(ROOT, n, model, backend, caches[ROOT], PLAIN)
-            versus = f" | default / plain {this['process_s'] / plain['process_s']:.2f}x" if "process_s" in plain and "process_s" in this else ""
+            versus = (
+                f" | default / plain {this['process_s'] / plain['process_s']:.2f}x"
+                if "process_s" in plain and "process_s" in this
+                else ""
+            )
             print(f"{n:>6} {'plain':>9} {backend:>8} | {fit_columns(plain)} | {'':>19} {'':>6} |{versus}", flush=True)
-    twins = [(n, m, seconds[n, m, "pymc"] / seconds[n, m, "numpyro"]) for n, m, b in runs if b == "pymc" and seconds.get((n, m, "pymc")) and seconds.get((n, m, "numpyro"))]
+    twins = [
+        (n, m, seconds[n, m, "pymc"] / seconds[n, m, "numpyro"])
+        for n, m, b in runs
+        if b == "pymc" and seconds.get((n, m, "pymc")) and seconds.get((n, m, "numpyro"))
+    ]
     if twins:  # the goal: PyMC within 2x of NumPyro
         print("PyMC / NumPyro, process s: " + ", ".join(f"{m} {n} items {r:.2f}x" for n, m, r in twins))
 

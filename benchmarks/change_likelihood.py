@@ -61,7 +61,9 @@ print(json.dumps({"ms": (time.perf_counter() - t0) / calls * 1e3, "strata": s, "
 
 def run(tree: Path, pair: str, calls: int) -> dict:
     env = dict(os.environ, PYTHONPATH=str(tree), BAYESRC_JAX_CACHE="")
-    out = subprocess.run([sys.executable, "-c", CHILD, pair, str(calls)], env=env, cwd=tree, capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, pair, str(calls)], env=env, cwd=tree, capture_output=True, text=True
+    )
     lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
     if out.returncode or not lines:
         raise SystemExit(f"{tree}: {(out.stderr.strip().splitlines() or ['?'])[-1]}")
@@ -77,11 +79,18 @@ def main() -> None:
     args = ap.parse_args()
     base = Path(tempfile.gettempdir()) / f"bayesrc-baseline-{args.baseline}"
     if not base.exists():
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(base), args.baseline], check=True, capture_output=True)
+        subprocess.run(
+            ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(base), args.baseline],
+            check=True,
+            capture_output=True,
+        )
     for r in range(args.rounds):
         new, old = run(ROOT, args.pair, args.calls), run(base, args.pair, max(args.calls // 10, 10))
-        print(f"round {r + 1}: this {new['ms']:.2f} ms, {args.baseline} {old['ms']:.2f} ms per value-and-gradient call "
-              f"({new['strata']} strata, {new['cells']} cells): {old['ms'] / new['ms']:.1f}x", flush=True)  # fmt: skip
+        print(
+            f"round {r + 1}: this {new['ms']:.2f} ms, {args.baseline} {old['ms']:.2f} ms per value-and-gradient call "
+            f"({new['strata']} strata, {new['cells']} cells): {old['ms'] / new['ms']:.1f}x",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

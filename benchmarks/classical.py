@@ -24,7 +24,9 @@ from bayesrc.data import item_counts, simulate_pair
 
 
 def naive_split_half(trials: pd.DataFrame, n_splits: int = 1000) -> float:
-    pivot = trials.assign(c=trials["is_correct"].astype(float)).pivot_table(index="item_id", columns="k", values="c", aggfunc="first")
+    pivot = trials.assign(c=trials["is_correct"].astype(float)).pivot_table(
+        index="item_id", columns="k", values="c", aggfunc="first"
+    )
     cols = sorted(pivot.columns)
     rng = np.random.RandomState(42)
     vals = []
@@ -86,8 +88,12 @@ def main() -> None:
 
     best = min(fast)
     print(f"classical pipeline, 2 pairs x {args.items} items x K={args.k}")
-    print(f"  bayesrc full analysis (vectorised): {best:8.3f} s  (best of {args.repeats}: {', '.join(f'{x:.3f}' for x in fast)})")
-    print(f"    of which the sample-level null  : {best - no_null:8.3f} s  (200 replicates per pair; analysis without it {no_null:.3f} s)")
+    print(
+        f"  bayesrc full analysis (vectorised): {best:8.3f} s  (best of {args.repeats}: {', '.join(f'{x:.3f}' for x in fast)})"
+    )
+    print(
+        f"    of which the sample-level null  : {best - no_null:8.3f} s  (200 replicates per pair; analysis without it {no_null:.3f} s)"
+    )
     print(f"    with --s-diff binomial          : {binom:8.3f} s")
     print(f"  naive per-split pandas loops      : {naive:8.3f} s  (split-half + null only)")
     print(f"  ratio naive / bayesrc             : {naive / best:8.1f}x")

@@ -70,7 +70,10 @@ def g_test(a: dict[str, list], b: dict[str, list]) -> tuple[float, int, float]:
         cats = sorted({str(x) for x in a[item]} | {str(x) for x in b[item]})
         if len(cats) < 2:
             continue
-        table = np.array([[sum(str(x) == c for x in a[item]) for c in cats], [sum(str(x) == c for x in b[item]) for c in cats]], float)
+        table = np.array(
+            [[sum(str(x) == c for x in a[item]) for c in cats], [sum(str(x) == c for x in b[item]) for c in cats]],
+            float,
+        )
         expected = table.sum(1, keepdims=True) * table.sum(0, keepdims=True) / table.sum()
         mask = table > 0
         g_total += 2 * float((table[mask] * np.log(table[mask] / expected[mask])).sum())
@@ -104,7 +107,15 @@ class ReferenceLoop:
                 seed=seed,
             )
             choice = res["choices"][0]
-            out.append(Sample(k, seed, choice["text"], int(res["usage"]["completion_tokens"]), "stop" if choice["finish_reason"] == "stop" else "length"))
+            out.append(
+                Sample(
+                    k,
+                    seed,
+                    choice["text"],
+                    int(res["usage"]["completion_tokens"]),
+                    "stop" if choice["finish_reason"] == "stop" else "length",
+                )
+            )
         return out
 
 
@@ -256,10 +267,16 @@ def main() -> None:
     ap.add_argument("--temperature", type=float, default=0.7)
     ap.add_argument("--threads", type=int, default=None, help="default: all physical cores")
     ap.add_argument("--engines", default=None, help="comma list; default: reference + every registered engine")
-    ap.add_argument("--naive-items", type=int, default=None, help="run the naive engine on the first N items only (it is slow)")
+    ap.add_argument(
+        "--naive-items", type=int, default=None, help="run the naive engine on the first N items only (it is slow)"
+    )
     ap.add_argument("--reps", type=int, default=3, help="repetitions of each floor / throughput timing (median)")
     ap.add_argument("--group", type=int, default=4, help="items per decode in the multi-item measurement")
-    ap.add_argument("--items-per-batch", default="4", help="comma list of N > 1: a fast/N engine for each (N items per decode); '' for none")
+    ap.add_argument(
+        "--items-per-batch",
+        default="4",
+        help="comma list of N > 1: a fast/N engine for each (N items per decode); '' for none",
+    )
     ap.add_argument("--epsilon", type=float, default=1e-6, help="exact engine: pruning threshold")
     ap.add_argument(
         "--clock",
@@ -280,7 +297,13 @@ def main() -> None:
     from bayesrc.collect.rundir import item_seeds, trial_rows
 
     card = load_card(args.card)
-    load = dict(n_ctx=card.n_ctx, n_batch=card.n_batch, n_gpu_layers=card.n_gpu_layers, n_threads=args.threads or card.n_threads, label=card.label)
+    load = dict(
+        n_ctx=card.n_ctx,
+        n_batch=card.n_batch,
+        n_gpu_layers=card.n_gpu_layers,
+        n_threads=args.threads or card.n_threads,
+        label=card.label,
+    )
     model = Model(resolve_model(card), **load)
     names = args.engines.split(",") if args.engines else ["reference", *ENGINES, "exact"]
     batched = {f"fast/{n}": int(n) for n in args.items_per_batch.split(",") if n.strip() and int(n) > 1}
@@ -288,8 +311,18 @@ def main() -> None:
     sampling = Sampling(temperature=args.temperature, max_tokens=card.max_tokens)
     from bayesrc.collect.exact import ExactEngine
 
-    engines = {n: (ReferenceLoop(Model(resolve_model(card), **load), sampling) if n == "reference" else ExactEngine(model, sampling, epsilon=args.epsilon) if n == "exact"
-                   else FastEngine(model, sampling, items_per_batch=batched[n]) if n in batched else make_engine(n, model, sampling)) for n in names}  # fmt: skip
+    engines = {
+        n: (
+            ReferenceLoop(Model(resolve_model(card), **load), sampling)
+            if n == "reference"
+            else ExactEngine(model, sampling, epsilon=args.epsilon)
+            if n == "exact"
+            else FastEngine(model, sampling, items_per_batch=batched[n])
+            if n in batched
+            else make_engine(n, model, sampling)
+        )
+        for n in names
+    }
 
     with tempfile.TemporaryDirectory() as tmp:
         bank = load_items(args.bank, args.items, Path(tmp))
@@ -310,13 +343,19 @@ def main() -> None:
         for name in order:
             if name == "naive" and args.naive_items is not None and j >= args.naive_items:
                 continue
-            if name in batched:  # the batch of items j .. j+N-1 (bank order = index order), timed whole at its first item
+            if (
+                name in batched
+            ):  # the batch of items j .. j+N-1 (bank order = index order), timed whole at its first item
                 n_b = batched[name]
                 if j % n_b:
                     continue
                 members = bank.items[j : j + n_b]
                 t0 = clock()
-                out = engines[name].sample_items([prompts[m.index] for m in members], [item_seeds(m, args.k) for m in members], [m.letters for m in members])
+                out = engines[name].sample_items(
+                    [prompts[m.index] for m in members],
+                    [item_seeds(m, args.k) for m in members],
+                    [m.letters for m in members],
+                )
                 secs[name] += clock() - t0
                 n_items[name] += len(members)
                 rows[name] += [trial_rows(m, smp, label=card.label, engine=name) for m, smp in zip(members, out)]
@@ -361,13 +400,19 @@ def main() -> None:
         f"{args.items} {args.bank} items, K = {args.k}, T = {args.temperature}, {model.n_threads} threads, n_batch {card.n_batch}, {args.clock} clock; "
         f"prompt = shared {n_shared} + own {n_own:.1f} tokens on average (one-piece tokenisation equals the blocks' concatenation for {joint_same}/{len(texts)} items)"
     )
-    print(f"floor per item: own block {own_floor * 1e3:.1f} ms ({n_own / own_floor:.0f} tok/s), full prompt from an emptied cache {full_floor * 1e3:.1f} ms")
+    print(
+        f"floor per item: own block {own_floor * 1e3:.1f} ms ({n_own / own_floor:.0f} tok/s), full prompt from an emptied cache {full_floor * 1e3:.1f} ms"
+    )
     print(
         f"llama.cpp throughput (llama-bench style): pp{card.n_batch} {pp_batch:.0f} tok/s, pp{round(n_own)} {pp_own:.0f} tok/s, tg32 {tg:.1f} tok/s; "
         f"the own-block floor runs at {n_own / own_floor / pp_batch:.0%} of pp{card.n_batch}, {n_own / own_floor / pp_own:.0%} of pp{round(n_own)}"
     )
-    print(f"several items per decode ({group} sequences): {multi * 1e3:.1f} ms/item in one decode vs {single * 1e3:.1f} ms/item in one decode each ({single / multi:.2f}x)")
-    print(f"{'engine':>10} {'items':>5} {'trials':>6} {'s':>8} {'trials/s':>9} {'ms/item':>8} {'x ref':>6} {'x own':>6} {'x full':>6} {'own tok/s % pp':>15}")
+    print(
+        f"several items per decode ({group} sequences): {multi * 1e3:.1f} ms/item in one decode vs {single * 1e3:.1f} ms/item in one decode each ({single / multi:.2f}x)"
+    )
+    print(
+        f"{'engine':>10} {'items':>5} {'trials':>6} {'s':>8} {'trials/s':>9} {'ms/item':>8} {'x ref':>6} {'x own':>6} {'x full':>6} {'own tok/s % pp':>15}"
+    )
     for n in names:
         if not n_items[n] or n == "exact":
             continue
@@ -386,7 +431,10 @@ def main() -> None:
         same = (both["extracted_a"].fillna("-") == both["extracted_b"].fillna("-")).mean()
         line = f"per-trial agreement {a_name} vs {b_name} (same item, k, seed): {same:.4f} ({int(round(same * len(both)))}/{len(both)})"
         if b_name in batched:  # batching changes the logits' last bits: the distributions must agree
-            g, df, p = g_test(a.groupby("item_id")["extracted"].apply(list).to_dict(), b.groupby("item_id")["extracted"].apply(list).to_dict())
+            g, df, p = g_test(
+                a.groupby("item_id")["extracted"].apply(list).to_dict(),
+                b.groupby("item_id")["extracted"].apply(list).to_dict(),
+            )
             line += f"; G-test G = {g:.2f}, df = {df}, p = {p:.3f}"
         print(line)
     if "reference" in res:
@@ -395,16 +443,25 @@ def main() -> None:
             a = a[a["item_index"].isin(b["item_index"])]
             both = a.merge(b, on=key, suffixes=("_a", "_b"))
             same = (both["extracted_a"].fillna("-") == both["extracted_b"].fillna("-")).mean()
-            g, df, p = g_test(a.groupby("item_id")["extracted"].apply(list).to_dict(), b.groupby("item_id")["extracted"].apply(list).to_dict())
-            print(f"reference vs {n}: per-trial agreement {same:.3f}; G-test of per-item answer distributions G = {g:.2f}, df = {df}, p = {p:.3f}")
+            g, df, p = g_test(
+                a.groupby("item_id")["extracted"].apply(list).to_dict(),
+                b.groupby("item_id")["extracted"].apply(list).to_dict(),
+            )
+            print(
+                f"reference vs {n}: per-trial agreement {same:.3f}; G-test of per-item answer distributions G = {g:.2f}, df = {df}, p = {p:.3f}"
+            )
     tokens = ", ".join(f"{n} {r['n_tokens'].mean():.2f}" for n, r in res.items())
     print(f"generated tokens per trial: {tokens}")
     if "fast" in engines and n_items.get("fast"):
-        print(f"fast engine: {engines['fast'].n_decodes / n_items['fast']:.2f} single-token decodes per item (prefix-tree nodes past the prompt)")
+        print(
+            f"fast engine: {engines['fast'].n_decodes / n_items['fast']:.2f} single-token decodes per item (prefix-tree nodes past the prompt)"
+        )
     for name, n_b in batched.items():
         if n_items[name]:
             n_batches = -(-n_items[name] // n_b)
-            print(f"{name}: {engines[name].n_decodes / n_batches:.2f} continuation decodes per batch of {n_b} items (one per tree level, all branches of all items)")
+            print(
+                f"{name}: {engines[name].n_decodes / n_batches:.2f} continuation decodes per batch of {n_b} items (one per tree level, all branches of all items)"
+            )
     acc = ", ".join(f"{n} {r['is_correct'].mean():.3f}/{r['is_missing'].mean():.3f}" for n, r in res.items())
     print(f"accuracy/missing: {acc}")
     if dists:
@@ -424,7 +481,9 @@ def exact_report(dists, secs, rate, args) -> None:
     p = np.array([d.p(it.answer) for it, d in dists])
     unres = np.array([d.p_unresolved for _, d in dists])
     var = float(np.mean(p * (1 - p)))
-    print(f"exact: mean p_correct {p.mean():.3f}; error bound p_unresolved mean {unres.mean():.2e}, max {unres.max():.2e}")
+    print(
+        f"exact: mean p_correct {p.mean():.3f}; error bound p_unresolved mean {unres.mean():.2e}, max {unres.max():.2e}"
+    )
     se_k = np.sqrt(var / args.k)
     print(f"fast at K = {args.k}: binomial SE of p (RMS over items) {se_k:.4f}")
     bound = float(unres.mean())

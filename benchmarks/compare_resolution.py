@@ -38,8 +38,12 @@ def pairs() -> dict:
     return {
         "no change, 2,000 items": simulate_pair(2000, 10, models=("base", "cand"), seed=21, pi_change=0.0),
         "no change, 120 items": simulate_pair(120, 10, models=("base", "cand"), seed=0, pi_change=0.0),
-        "0.01 drop, 100 items": simulate_pair(100, 10, models=("base", "cand"), seed=2, truth=drop_truth(100, 0.01, seed=2)),
-        "clear deterioration, 60 items": simulate_pair(60, 10, models=("base", "cand"), seed=21, pi_change=0.4, domain_shift=DOWN, sigma_delta=1.0),
+        "0.01 drop, 100 items": simulate_pair(
+            100, 10, models=("base", "cand"), seed=2, truth=drop_truth(100, 0.01, seed=2)
+        ),
+        "clear deterioration, 60 items": simulate_pair(
+            60, 10, models=("base", "cand"), seed=21, pi_change=0.4, domain_shift=DOWN, sigma_delta=1.0
+        ),
     }
 
 
@@ -53,17 +57,32 @@ def gate_row(name: str, sim) -> dict:
     m, r, a = res.margin, res.resolution, res.bayes["aggregate"]
     w = (m or {}).get("would_decide") or {}
     return {
-        "pair": name, "true_mean_dp": round(float(sim.truth["delta_p"].mean()), 4), "decision": res.decision, "exit": res.exit_code,
-        "p_within": round(m["aggregate"]["p_within"], 3), "mean_dp_90": f"{a['mean']:+.3f} ({a['lo90']:+.3f} to {a['hi90']:+.3f})",
-        "mde": round(r["aggregate_mde"], 4), "resolves_margin": r["resolves_margin"], "item_mde": round(r["item_mde"], 2) if r["item_mde"] else None,
-        "decide_n": w.get("n_items"), "decide_k": w.get("k"), "cheaper": w.get("cheaper"), "seconds": round(time.perf_counter() - t0, 1),
-    }  # fmt: skip
+        "pair": name,
+        "true_mean_dp": round(float(sim.truth["delta_p"].mean()), 4),
+        "decision": res.decision,
+        "exit": res.exit_code,
+        "p_within": round(m["aggregate"]["p_within"], 3),
+        "mean_dp_90": f"{a['mean']:+.3f} ({a['lo90']:+.3f} to {a['hi90']:+.3f})",
+        "mde": round(r["aggregate_mde"], 4),
+        "resolves_margin": r["resolves_margin"],
+        "item_mde": round(r["item_mde"], 2) if r["item_mde"] else None,
+        "decide_n": w.get("n_items"),
+        "decide_k": w.get("k"),
+        "cheaper": w.get("cheaper"),
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
 
 
 def replicate_row(n_items: int, replicate: int) -> dict:
     """The drop's design at ``n_items`` (a tenth of the items lose their share of 0.01), one replicate."""
     seed = 1000 + replicate
-    sim = simulate_pair(n_items, 10, models=("base", "cand"), seed=seed, truth=drop_truth(n_items, 0.01, seed=seed, n_changed=max(1, n_items // 10)))
+    sim = simulate_pair(
+        n_items,
+        10,
+        models=("base", "cand"),
+        seed=seed,
+        truth=drop_truth(n_items, 0.01, seed=seed, n_changed=max(1, n_items // 10)),
+    )
     return gate_row(f"0.01 drop, {n_items} items, replicate {replicate}", sim)
 
 
@@ -98,7 +117,9 @@ def main() -> None:
     table = pd.DataFrame(reps).drop(columns="key")
     print(table.to_string(index=False))
     decided = table["decision"].isin(["pass", "fail"])
-    print(f"at N = {n_new} (named by the 100-item comparison): decided {decided.mean():.2f} of {len(table)} replicates (the figure's 0.80), passed {(table['decision'] == 'pass').mean():.2f}")
+    print(
+        f"at N = {n_new} (named by the 100-item comparison): decided {decided.mean():.2f} of {len(table)} replicates (the figure's 0.80), passed {(table['decision'] == 'pass').mean():.2f}"
+    )
 
 
 if __name__ == "__main__":

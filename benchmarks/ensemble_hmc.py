@@ -118,11 +118,18 @@ def main() -> None:
         sys.exit((out.stderr.strip().splitlines() or ["?"])[-1])
     got = json.loads(lines[-1])
     rows = got["rows"]
-    print("value and gradient, one device: " + ", ".join(f"{b} chains {ms:.3f} ms ({ms / int(b):.3f} per chain)" for b, ms in got["gradients"].items()))
+    print(
+        "value and gradient, one device: "
+        + ", ".join(f"{b} chains {ms:.3f} ms ({ms / int(b):.3f} per chain)" for b, ms in got["gradients"].items())
+    )
     for run, r in zip(("first", "warm", "first", "warm"), rows):
-        print(f"{r['sampler']:>15} {run:>5}: {r['wall_s']:6.1f} s, {r['chains x draws']:>9} draws, {r['steps_per_draw']:5.1f} steps/draw, "
-              f"{r['divergences']} divergent, max R-hat {r['max_rhat']:.3f}, min ESS bulk {r['min_ess_bulk']}, tail {r['min_ess_tail']}")  # fmt: skip
-    print(f"NUTS / ChEES, warm wall time: {rows[1]['wall_s'] / rows[3]['wall_s']:.2f}x (the gate: R-hat <= 1.01, ESS >= 400, no divergences)")
+        print(
+            f"{r['sampler']:>15} {run:>5}: {r['wall_s']:6.1f} s, {r['chains x draws']:>9} draws, {r['steps_per_draw']:5.1f} steps/draw, "
+            f"{r['divergences']} divergent, max R-hat {r['max_rhat']:.3f}, min ESS bulk {r['min_ess_bulk']}, tail {r['min_ess_tail']}"
+        )
+    print(
+        f"NUTS / ChEES, warm wall time: {rows[1]['wall_s'] / rows[3]['wall_s']:.2f}x (the gate: R-hat <= 1.01, ESS >= 400, no divergences)"
+    )
 
 
 if __name__ == "__main__":

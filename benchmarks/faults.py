@@ -106,18 +106,42 @@ def crash_rows(timed: int) -> list[dict]:
     rows = []
     for mode in ("exchange", "rename"):
         with tempfile.TemporaryDirectory() as tmp:
-            cmd = [sys.executable, str(TESTS / "crashpoints.py"), "--root", f"{tmp}/w", "--mode", mode, "--points", "100000", "--timed", str(timed)]
+            cmd = [
+                sys.executable,
+                str(TESTS / "crashpoints.py"),
+                "--root",
+                f"{tmp}/w",
+                "--mode",
+                mode,
+                "--points",
+                "100000",
+                "--timed",
+                str(timed),
+            ]
             res = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env)
         s = json.loads(res.stdout)
-        rows.append({
-            "component": f"staged_output ({mode})", "tried": s["tried"], "killed": s["killed"], "events": s["events"],
-            "states": ", ".join(f"{k} {v}" for k, v in sorted(s["states"].items())),
-            "lost": s["lost"] + s["mixed"] + s["next_failed"], "duplicated": s["duplicated"], "tracebacks": 0, "other": 0,
-        })  # fmt: skip
+        rows.append(
+            {
+                "component": f"staged_output ({mode})",
+                "tried": s["tried"],
+                "killed": s["killed"],
+                "events": s["events"],
+                "states": ", ".join(f"{k} {v}" for k, v in sorted(s["states"].items())),
+                "lost": s["lost"] + s["mixed"] + s["next_failed"],
+                "duplicated": s["duplicated"],
+                "tracebacks": 0,
+                "other": 0,
+            }
+        )
     return rows
 
 
-QUICK_POINTS = {"fast": 20, "exact": 20, "server": 10, "ray": 3}  # --quick: crash points per collection engine (~7 s each here, a Ray point ~15 s)
+QUICK_POINTS = {
+    "fast": 20,
+    "exact": 20,
+    "server": 10,
+    "ray": 3,
+}  # --quick: crash points per collection engine (~7 s each here, a Ray point ~15 s)
 
 
 def collect_crash_rows(calls: int, quick: bool) -> list[dict]:
@@ -131,12 +155,43 @@ def collect_crash_rows(calls: int, quick: bool) -> list[dict]:
     from bayesrc.collect import load_card, resolve_model
 
     rows = []
-    with tempfile.TemporaryDirectory() as tmp, llama_server(resolve_model(load_card(ROOT / "models" / "gemma-3-270m-q4_k_m.toml")), Path(tmp) / "server.log", n_threads=1) as url:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        llama_server(
+            resolve_model(load_card(ROOT / "models" / "gemma-3-270m-q4_k_m.toml")),
+            Path(tmp) / "server.log",
+            n_threads=1,
+        ) as url,
+    ):
         for engine, items in (("fast", 4), ("exact", 3), ("server", 4)):
-            cmd = [sys.executable, "-W", "ignore", str(TESTS / "collect_crashpoints.py"), "--engine", engine, "--items", str(items), "--k", "3", "--calls", str(calls)]
-            cmd += (["--base-url", url] if engine == "server" else []) + (["--sample", str(QUICK_POINTS[engine])] if quick else [])
+            cmd = [
+                sys.executable,
+                "-W",
+                "ignore",
+                str(TESTS / "collect_crashpoints.py"),
+                "--engine",
+                engine,
+                "--items",
+                str(items),
+                "--k",
+                "3",
+                "--calls",
+                str(calls),
+            ]
+            cmd += (["--base-url", url] if engine == "server" else []) + (
+                ["--sample", str(QUICK_POINTS[engine])] if quick else []
+            )
             rows.append(_crash_row(f"collect ({engine} engine)", cmd))
-    cmd = [sys.executable, "-W", "ignore", str(TESTS / "ray_crashpoints.py"), "--items", "2", "--calls", str(calls // 2)] + (["--sample", str(QUICK_POINTS["ray"])] if quick else [])
+    cmd = [
+        sys.executable,
+        "-W",
+        "ignore",
+        str(TESTS / "ray_crashpoints.py"),
+        "--items",
+        "2",
+        "--calls",
+        str(calls // 2),
+    ] + (["--sample", str(QUICK_POINTS["ray"])] if quick else [])
     rows.append(_crash_row("collect (a Ray shard's actor; fast engine)", cmd))
     return rows
 
@@ -147,10 +202,16 @@ def _crash_row(component: str, cmd: list[str]) -> dict:
     start = time.monotonic()
     s = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True, env=ENV).stdout.splitlines()[-1])
     return {
-        "component": component, "tried": s["tried"], "killed": s["killed"], "events": f"{s['events']['fs']} fs, {s['events']['call']} calls",
-        "lost": s["lost"] + s["torn"] + s["resume_failed"], "duplicated": s["duplicated"], "tracebacks": 0, "other": s["killed"] - s.get("retried", s["killed"]),
+        "component": component,
+        "tried": s["tried"],
+        "killed": s["killed"],
+        "events": f"{s['events']['fs']} fs, {s['events']['call']} calls",
+        "lost": s["lost"] + s["torn"] + s["resume_failed"],
+        "duplicated": s["duplicated"],
+        "tracebacks": 0,
+        "other": s["killed"] - s.get("retried", s["killed"]),
         "s": round(time.monotonic() - start),
-    }  # fmt: skip
+    }
 
 
 def disk_rows(sizes: list[int], writers: tuple[str, ...]) -> list[dict]:
@@ -165,12 +226,19 @@ def disk_rows(sizes: list[int], writers: tuple[str, ...]) -> list[dict]:
     rows = []
     for name in ("collect", *writers):
         cases = [c for c in s["cases"] if c["case"].startswith(name + ",")]
-        rows.append({
-            "component": f"{name} (full disk, read-only)", "tried": len(cases), "exit 2": sum(c["exit"] == 2 for c in cases),
-            "old kept": sum(c.get("kept", True) for c in cases), "back": sum(c["back"] for c in cases),
-            "lost": sum(c["lost"] + c["torn"] for c in cases), "duplicated": sum(c["duplicated"] for c in cases),
-            "tracebacks": sum(not c["clean"] for c in cases), "other": 0,
-        })  # fmt: skip
+        rows.append(
+            {
+                "component": f"{name} (full disk, read-only)",
+                "tried": len(cases),
+                "exit 2": sum(c["exit"] == 2 for c in cases),
+                "old kept": sum(c.get("kept", True) for c in cases),
+                "back": sum(c["back"] for c in cases),
+                "lost": sum(c["lost"] + c["torn"] for c in cases),
+                "duplicated": sum(c["duplicated"] for c in cases),
+                "tracebacks": sum(not c["clean"] for c in cases),
+                "other": 0,
+            }
+        )
     print(f"full disk / read-only: {s['tried']} cases in {seconds} s", file=sys.stderr)
     return rows
 
@@ -195,32 +263,67 @@ def server_rows(quick: bool) -> list[dict]:
     n_items, k, times = (4, 16, 2) if quick else (6, 16, 3)
     timeout = 15.0  # two requests in flight on a one-thread server: a new item's prompt can wait behind another's
     rows = []
-    with tempfile.TemporaryDirectory() as tmp, llama_server(resolve_model(load_card(sf.CARD)), Path(tmp) / "server.log", n_threads=1) as url:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        llama_server(resolve_model(load_card(sf.CARD)), Path(tmp) / "server.log", n_threads=1) as url,
+    ):
         bank = Path(builtin_bank(Path(tmp) / "bank.jsonl", n_items=n_items, seed=3))
         clean = sf.run(sf.collect_command(bank, Path(tmp) / "clean", url, k=k, concurrency=2, timeout=120))
         if clean.returncode != 0:
             raise RuntimeError(f"the clean server run failed: {clean.stderr}")
         reference = sf.sorted_trials(Path(tmp) / "clean")
         start = time.monotonic()
-        s = sf.transient_faults(url, bank, Path(tmp) / "faulted", reference, k=k, counts=dict.fromkeys(FAULTS, times), seed=33, concurrency=2, timeout=timeout, gap=3)
+        s = sf.transient_faults(
+            url,
+            bank,
+            Path(tmp) / "faulted",
+            reference,
+            k=k,
+            counts=dict.fromkeys(FAULTS, times),
+            seed=33,
+            concurrency=2,
+            timeout=timeout,
+            gap=3,
+        )
         if s["exit"] != 0:
             print(f"server: the faulted run failed: {s['stderr'].strip()[-500:]}")
-        rows.append({
-            "component": f"server: transient faults ({n_items} items, K = {k})", "tried": sum(s["injected"].values()),
-            "faults": ", ".join(f"{f} {n}" for f, n in s["injected"].items()), "exit": s["exit"], "resumed": "",
-            "retries": ", ".join(f"{f} {n}" for f, n in sorted(s["retries"].items())) + f" ({sum(s['retries'].values())})",
-            "lost": s["lost"], "duplicated": s["duplicated"], "tracebacks": s["tracebacks"], "other": int(s["exit"] != 0), "s": round(time.monotonic() - start),
-        })  # fmt: skip
+        rows.append(
+            {
+                "component": f"server: transient faults ({n_items} items, K = {k})",
+                "tried": sum(s["injected"].values()),
+                "faults": ", ".join(f"{f} {n}" for f, n in s["injected"].items()),
+                "exit": s["exit"],
+                "resumed": "",
+                "retries": ", ".join(f"{f} {n}" for f, n in sorted(s["retries"].items()))
+                + f" ({sum(s['retries'].values())})",
+                "lost": s["lost"],
+                "duplicated": s["duplicated"],
+                "tracebacks": s["tracebacks"],
+                "other": int(s["exit"] != 0),
+                "s": round(time.monotonic() - start),
+            }
+        )
         for fault, label in (("500", "keeps answering HTTP 500"), ("down", "stays down (refused)")):
             start = time.monotonic()
-            b = sf.stays_broken(url, bank, Path(tmp) / f"broken-{fault}", reference, k=k, fault=fault, after=1 + k + 2, concurrency=2)
+            b = sf.stays_broken(
+                url, bank, Path(tmp) / f"broken-{fault}", reference, k=k, fault=fault, after=1 + k + 2, concurrency=2
+            )
             clean_stop = b["one_line"] and b["journal_whole"]
-            rows.append({
-                "component": f"server: {label} after {1 + k + 2} requests", "tried": 1, "faults": f"{fault} from then on ({b['injected'].get(fault, 0)} requests)",
-                "exit": f"{b['first'].returncode}, {'one line naming the URL' if b['one_line'] else 'NOT one clean line'}", "resumed": f"exit {b['second'].returncode}",
-                "retries": ", ".join(f"{f} {n}" for f, n in sorted(b["retries"].items())), "lost": b["lost"], "duplicated": b["duplicated"],
-                "tracebacks": b["tracebacks"], "other": int(not clean_stop) + int(b["second"].returncode != 0), "s": round(time.monotonic() - start),
-            })  # fmt: skip
+            rows.append(
+                {
+                    "component": f"server: {label} after {1 + k + 2} requests",
+                    "tried": 1,
+                    "faults": f"{fault} from then on ({b['injected'].get(fault, 0)} requests)",
+                    "exit": f"{b['first'].returncode}, {'one line naming the URL' if b['one_line'] else 'NOT one clean line'}",
+                    "resumed": f"exit {b['second'].returncode}",
+                    "retries": ", ".join(f"{f} {n}" for f, n in sorted(b["retries"].items())),
+                    "lost": b["lost"],
+                    "duplicated": b["duplicated"],
+                    "tracebacks": b["tracebacks"],
+                    "other": int(not clean_stop) + int(b["second"].returncode != 0),
+                    "s": round(time.monotonic() - start),
+                }
+            )
     return rows
 
 
@@ -229,7 +332,9 @@ def retyped_counts(name: str, root: Path) -> tuple[Counter, list[tuple]]:
     if name not in fuzzing.RETYPED:
         return Counter(), []
     ws = fuzzing.Workspace.make(fuzzing.READERS[name], root)
-    return fuzzing.try_each(ws, fuzzing.retyped(ws.target, ws.seed_bytes), functools.partial(fuzzing.try_input, run=fuzzing.RETYPED[name]))
+    return fuzzing.try_each(
+        ws, fuzzing.retyped(ws.target, ws.seed_bytes), functools.partial(fuzzing.try_input, run=fuzzing.RETYPED[name])
+    )
 
 
 def options_counts(name: str, n: int, root: Path) -> tuple[Counter, list[tuple]]:
@@ -239,7 +344,14 @@ def options_counts(name: str, n: int, root: Path) -> tuple[Counter, list[tuple]]
         return counts, faults
     ws = fuzzing.Workspace.make(fuzzing.READERS[name], root)
 
-    @settings(max_examples=n, derandomize=True, database=None, deadline=None, phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=n,
+        derandomize=True,
+        database=None,
+        deadline=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
     @given(fuzzing.OPTIONS[name][0], st.just(ws.seed_bytes) | ws.reader.mutate(ws.seed_bytes))
     def one(options: dict, data: bytes) -> None:
         outcome, detail = fuzzing.try_input(ws, data, run=fuzzing.with_options(name, options))
@@ -256,7 +368,14 @@ def frame_row(n: int) -> tuple[dict, list[tuple]]:
     counts, faults = Counter(), []
     start = time.monotonic()
 
-    @settings(max_examples=n, derandomize=True, database=None, deadline=None, phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=n,
+        derandomize=True,
+        database=None,
+        deadline=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
     @given(fuzzing.trial_frames())
     def one(case: tuple) -> None:
         outcome, detail = fuzzing.try_frame(*case)
@@ -268,9 +387,19 @@ def frame_row(n: int) -> tuple[dict, list[tuple]]:
         warnings.simplefilter("ignore")
         one()
     row = {
-        "component": "normalise_trials frames", "tried": sum(counts.values()), "generated": sum(counts.values()), "retyped": 0, "options": 0, "ok": counts["ok"], "input error": counts["input error"],
-        "lost": 0, "duplicated": 0, "tracebacks": counts["traceback"], "other": sum(counts[f] for f in fuzzing.FAULTS if f != "traceback"), "s": round(time.monotonic() - start, 1),
-    }  # fmt: skip
+        "component": "normalise_trials frames",
+        "tried": sum(counts.values()),
+        "generated": sum(counts.values()),
+        "retyped": 0,
+        "options": 0,
+        "ok": counts["ok"],
+        "input error": counts["input error"],
+        "lost": 0,
+        "duplicated": 0,
+        "tracebacks": counts["traceback"],
+        "other": sum(counts[f] for f in fuzzing.FAULTS if f != "traceback"),
+        "s": round(time.monotonic() - start, 1),
+    }
     return row, faults
 
 
@@ -286,10 +415,22 @@ def fuzz_rows(per_reader: int) -> tuple[list[dict], list[tuple]]:
             options, found_options = options_counts(name, per_reader, Path(tmp) / "options")
         counts = generated + retyped + options
         faults += [(name, *f) for f in found + found_retyped + found_options]
-        rows.append({
-            "component": name, "tried": sum(counts.values()), "generated": sum(generated.values()), "retyped": sum(retyped.values()), "options": sum(options.values()), "ok": counts["ok"], "input error": counts["input error"], "lost": 0, "duplicated": 0,
-            "tracebacks": counts["traceback"], "other": sum(counts[f] for f in fuzzing.FAULTS if f != "traceback"), "s": round(time.monotonic() - start, 1),
-        })  # fmt: skip
+        rows.append(
+            {
+                "component": name,
+                "tried": sum(counts.values()),
+                "generated": sum(generated.values()),
+                "retyped": sum(retyped.values()),
+                "options": sum(options.values()),
+                "ok": counts["ok"],
+                "input error": counts["input error"],
+                "lost": 0,
+                "duplicated": 0,
+                "tracebacks": counts["traceback"],
+                "other": sum(counts[f] for f in fuzzing.FAULTS if f != "traceback"),
+                "s": round(time.monotonic() - start, 1),
+            }
+        )
     row, found = frame_row(per_reader)
     return [*rows, row], faults + found
 
@@ -313,10 +454,19 @@ def report_rows(per_kind: int, with_fit: bool, retyped_sample: int | None = None
                 retyped, found_retyped = fuzzing.report_retyped(kind, Path(tmp) / "retyped", sample=retyped_sample)
                 counts, found = counts + retyped, found + found_retyped
         faults += [(f"report {name}", *f) for f in found]
-        rows.append({
-            "component": f"report: {name}", "tried": sum(counts.values()), "written": counts["ok"], "clean errors": counts["input error"], "lost": 0, "duplicated": 0,
-            "tracebacks": counts["traceback"], "other": sum(counts[f] for f in fuzzing.FAULTS if f != "traceback"), "s": round(time.monotonic() - start, 1),
-        })  # fmt: skip
+        rows.append(
+            {
+                "component": f"report: {name}",
+                "tried": sum(counts.values()),
+                "written": counts["ok"],
+                "clean errors": counts["input error"],
+                "lost": 0,
+                "duplicated": 0,
+                "tracebacks": counts["traceback"],
+                "other": sum(counts[f] for f in fuzzing.FAULTS if f != "traceback"),
+                "s": round(time.monotonic() - start, 1),
+            }
+        )
         print(f"report: {name}: {dict(counts)} in {rows[-1]['s']} s", file=sys.stderr, flush=True)
     return rows, faults
 
@@ -345,17 +495,46 @@ def table(rows: list[dict], columns: list[str]) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="100 inputs per reader (20 per result kind through the report), 10 timed kills per swap mode")
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="100 inputs per reader (20 per result kind through the report), 10 timed kills per swap mode",
+    )
     ap.add_argument("--per-reader", type=int, help="fuzzed inputs per reader (default 1000; --quick 100)")
     ap.add_argument("--timed", type=int, help="timed kills per swap mode (default 50; --quick 10)")
-    ap.add_argument("--calls", type=int, help="collection kills spread over the collector's calls, per engine (default 60; --quick 18)")
-    ap.add_argument("--crash-only", action="store_true", help="only the crash points (a result folder's write, collections)")
-    ap.add_argument("--fuzz-only", action="store_true", help="only the fuzzed reader inputs (no crash points, collection, disk or server rows)")
-    ap.add_argument("--server-only", action="store_true", help="only the server faults (fault proxy in front of llama-cpp-python's server)")
+    ap.add_argument(
+        "--calls",
+        type=int,
+        help="collection kills spread over the collector's calls, per engine (default 60; --quick 18)",
+    )
+    ap.add_argument(
+        "--crash-only", action="store_true", help="only the crash points (a result folder's write, collections)"
+    )
+    ap.add_argument(
+        "--fuzz-only",
+        action="store_true",
+        help="only the fuzzed reader inputs (no crash points, collection, disk or server rows)",
+    )
+    ap.add_argument(
+        "--server-only",
+        action="store_true",
+        help="only the server faults (fault proxy in front of llama-cpp-python's server)",
+    )
     ap.add_argument("--report-only", action="store_true", help="only the result fields through bayesrc report")
-    ap.add_argument("--disk-only", action="store_true", help="only the full disk / read-only outputs (tests/disk_faults.py)")
-    ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="components run side by side, each in its own process (default 2)")
-    ap.add_argument("--disk-fit", action="store_true", help="also the writers that sample with NUTS (fit, fit-many, truth, switch with its factor models, compare, demo: minutes each)")
+    ap.add_argument(
+        "--disk-only", action="store_true", help="only the full disk / read-only outputs (tests/disk_faults.py)"
+    )
+    ap.add_argument(
+        "--jobs",
+        type=int,
+        default=min(2, os.cpu_count() or 1),
+        help="components run side by side, each in its own process (default 2)",
+    )
+    ap.add_argument(
+        "--disk-fit",
+        action="store_true",
+        help="also the writers that sample with NUTS (fit, fit-many, truth, switch with its factor models, compare, demo: minutes each)",
+    )
     ap.add_argument(
         "--report-fit",
         action="store_true",
@@ -369,7 +548,13 @@ def main() -> int:
     timed = args.timed if args.timed is not None else (10 if args.quick else 50)
     per_kind = args.per_reader or (20 if args.quick else 1000)  # a report draws every figure: ~1 s each
     start = time.monotonic()
-    only = {"crash": args.crash_only, "fuzz": args.fuzz_only, "server": args.server_only, "report": args.report_only, "disk": args.disk_only}
+    only = {
+        "crash": args.crash_only,
+        "fuzz": args.fuzz_only,
+        "server": args.server_only,
+        "report": args.report_only,
+        "disk": args.disk_only,
+    }
     runs = {component: flag or not any(only.values()) for component, flag in only.items()}  # an --X-only picks X alone
     parts = {  # longest first (--quick, 2 cores: ~400, 365, 340, 125, 120, 45 s), so that two lanes end together
         "collect_crash": (runs["crash"], collect_crash_rows, (calls, args.quick)),
@@ -384,19 +569,69 @@ def main() -> int:
     faults = [f for name in parts for f in done.get(name, ([], []))[1]]
     if runs["crash"]:
         print("crash points (SIGKILL) of staged_output: a result folder rewritten old -> new\n")
-        print(table(rows_of["crash"], ["component", "events", "tried", "killed", "states", "lost", "duplicated", "tracebacks"]))
-        sampled = f"; --quick: a seeded {', '.join(f'{n} ({e})' for e, n in QUICK_POINTS.items())} of them" if args.quick else ""
-        print(f"\ncrash points (SIGKILL) of a collection, resumed: every filesystem event + {calls} points over its calls{sampled}\n")
-        print(table(rows_of["collect_crash"], ["component", "events", "tried", "killed", "lost", "duplicated", "tracebacks", "s"]))
+        print(
+            table(
+                rows_of["crash"],
+                ["component", "events", "tried", "killed", "states", "lost", "duplicated", "tracebacks"],
+            )
+        )
+        sampled = (
+            f"; --quick: a seeded {', '.join(f'{n} ({e})' for e, n in QUICK_POINTS.items())} of them"
+            if args.quick
+            else ""
+        )
+        print(
+            f"\ncrash points (SIGKILL) of a collection, resumed: every filesystem event + {calls} points over its calls{sampled}\n"
+        )
+        print(
+            table(
+                rows_of["collect_crash"],
+                ["component", "events", "tried", "killed", "lost", "duplicated", "tracebacks", "s"],
+            )
+        )
     if rows_of["disk"]:
-        print(f"\nfull disk ({', '.join(map(str, sizes))} KiB free on a tmpfs, and half each writer's output) and read-only outputs\n")
-        print(table(rows_of["disk"], ["component", "tried", "exit 2", "old kept", "back", "lost", "duplicated", "tracebacks"]))
+        print(
+            f"\nfull disk ({', '.join(map(str, sizes))} KiB free on a tmpfs, and half each writer's output) and read-only outputs\n"
+        )
+        print(
+            table(
+                rows_of["disk"],
+                ["component", "tried", "exit 2", "old kept", "back", "lost", "duplicated", "tracebacks"],
+            )
+        )
     if rows_of["server"]:
-        print("\nserver faults: collect --engine server through a fault proxy in front of llama-cpp-python's server, against a clean run\n")
-        print(table(rows_of["server"], ["component", "tried", "faults", "exit", "resumed", "retries", "lost", "duplicated", "tracebacks", "s"]))
+        print(
+            "\nserver faults: collect --engine server through a fault proxy in front of llama-cpp-python's server, against a clean run\n"
+        )
+        print(
+            table(
+                rows_of["server"],
+                ["component", "tried", "faults", "exit", "resumed", "retries", "lost", "duplicated", "tracebacks", "s"],
+            )
+        )
     if runs["fuzz"]:
-        print(f"\nfuzzed reader inputs ({per_reader} generated per reader, every field retyped once, {per_reader} option sets where a reader takes options; seeded)\n")
-        print(table(rows_of["fuzz"], ["component", "tried", "generated", "retyped", "options", "ok", "input error", "lost", "duplicated", "tracebacks", "other", "s"]))
+        print(
+            f"\nfuzzed reader inputs ({per_reader} generated per reader, every field retyped once, {per_reader} option sets where a reader takes options; seeded)\n"
+        )
+        print(
+            table(
+                rows_of["fuzz"],
+                [
+                    "component",
+                    "tried",
+                    "generated",
+                    "retyped",
+                    "options",
+                    "ok",
+                    "input error",
+                    "lost",
+                    "duplicated",
+                    "tracebacks",
+                    "other",
+                    "s",
+                ],
+            )
+        )
     if runs["report"]:
         print(
             f"\nresult fields through bayesrc report ({per_kind} seeded inputs per result file, each field another value of its type; each column of a table dropped in turn; each JSON field given each value of another type{', 100 of them' if args.quick else ''})\n"
@@ -406,7 +641,9 @@ def main() -> int:
         print(f"\n{name}: {outcome}: {detail.strip().splitlines()[-1]}\n  input: {data[:120]!r}")
     rows = [r for name in ("crash", "collect_crash", "disk", "server", "fuzz", "report") for r in rows_of[name]]
     totals = {k: sum(r[k] for r in rows) for k in ("tried", "lost", "duplicated", "tracebacks", "other")}
-    print(f"\n{totals['tried']} crash points and inputs in {time.monotonic() - start:.0f} s; other faults {totals['other']}")
+    print(
+        f"\n{totals['tried']} crash points and inputs in {time.monotonic() - start:.0f} s; other faults {totals['other']}"
+    )
     print(f"lost {totals['lost']}, duplicated {totals['duplicated']}, tracebacks {totals['tracebacks']}")
     return int(any(totals[k] for k in ("lost", "duplicated", "tracebacks", "other")))
 

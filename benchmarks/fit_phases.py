@@ -22,7 +22,14 @@ from bayes import CHILD, ROOT, baseline_tree, run_child
 
 PHASES = {  # module -> the functions timed (those a version lacks are left out)
     "bayesrc.bayes.change_collapsed": ["run_numpyro", "item_draws", "store_item_quantities"],
-    "bayesrc.bayes.fit": ["item_summary", "rci_fdp_interval", "rci_fdp_prior_sensitivity", "prior_predictive", "posterior_predictive_check", "loo_checks"],
+    "bayesrc.bayes.fit": [
+        "item_summary",
+        "rci_fdp_interval",
+        "rci_fdp_prior_sensitivity",
+        "prior_predictive",
+        "posterior_predictive_check",
+        "loo_checks",
+    ],
 }
 
 WRAP = r"""
@@ -63,7 +70,11 @@ def run(tree: Path, n: str) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--items", default="12000", help="items of the simulated pair, or q3: the bundled Q4_K_M -> Q3_K_M pair (benchmarks/bayes.py)")
+    ap.add_argument(
+        "--items",
+        default="12000",
+        help="items of the simulated pair, or q3: the bundled Q4_K_M -> Q3_K_M pair (benchmarks/bayes.py)",
+    )
     ap.add_argument("--baseline", default="", help="git ref of the earlier code ('' to skip)")
     args = ap.parse_args()
     runs = {"this": run(ROOT, args.items)}
@@ -77,9 +88,16 @@ def main() -> None:
         for r in runs.values():
             rows = [p for p in r["phases"] if p["phase"] == name]
             rss = lambda row, key: f"{row[key]:5.2f}" if key in row else "    -"  # noqa: E731  (rows of older runs lack them)
-            cells.append(f"{sum(p['s'] for p in rows):10.1f} / {rss(rows[0], 'before_gb')} / {max(p['peak_gb'] for p in rows):5.2f} / {rss(rows[-1], 'after_gb')} GB" if rows else f"{'-':>38}")
+            cells.append(
+                f"{sum(p['s'] for p in rows):10.1f} / {rss(rows[0], 'before_gb')} / {max(p['peak_gb'] for p in rows):5.2f} / {rss(rows[-1], 'after_gb')} GB"
+                if rows
+                else f"{'-':>38}"
+            )
         print(f"{name:28}" + "".join(f"{c:>38}" for c in cells))
-    print(f"{'whole process':28}" + "".join(f"{r['process_s']:10.1f} / peak {r['peak_gb']:5.2f} GB".rjust(38) for r in runs.values()))
+    print(
+        f"{'whole process':28}"
+        + "".join(f"{r['process_s']:10.1f} / peak {r['peak_gb']:5.2f} GB".rjust(38) for r in runs.values())
+    )
     if args.baseline:
         print(f"peak ratio {args.baseline} / this: {runs[args.baseline]['peak_gb'] / runs['this']['peak_gb']:.2f}")
 

@@ -53,8 +53,12 @@ def exact_pair(pair: str, k: int, replicate: int):
     from bayesrc.truth.score import replicate_datasets
 
     v1 = load_exact(datasets.path("exact_gemma/q4"))
-    v2 = {"q3": lambda: load_exact(datasets.path("exact_gemma/q3")), "prompt2": lambda: load_exact(datasets.path("exact_gemma/q4-prompt2")),
-          "prompt2-reset": lambda: reset_small_changes(v1, load_exact(datasets.path("exact_gemma/q4-prompt2"))), "same": lambda: v1}[pair]()  # fmt: skip
+    v2 = {
+        "q3": lambda: load_exact(datasets.path("exact_gemma/q3")),
+        "prompt2": lambda: load_exact(datasets.path("exact_gemma/q4-prompt2")),
+        "prompt2-reset": lambda: reset_small_changes(v1, load_exact(datasets.path("exact_gemma/q4-prompt2"))),
+        "same": lambda: v1,
+    }[pair]()
     [(_, counts, dp, _)] = replicate_datasets(v1, v2, k=k, seed=1000 + k, replicates=[replicate])
     return counts, dp
 
@@ -102,10 +106,21 @@ def fit_row(kind: str, label: str, loader, backend: str) -> dict:
     counts, dp = loader()
     t0 = time.perf_counter()
     res = fit(counts, backend=backend)
-    row = {"kind": kind, "dataset": label, "n_items": int(counts.sizes["item"]), "backend": backend, "wall_s": round(time.perf_counter() - t0, 2),
-           "attempts": len(res.payload["attempts"]), "passed": bool(res.diagnostics.passed), "worst": res.diagnostics.worst,
-           "max_rhat": res.diagnostics.max_rhat, "min_ess_bulk": res.diagnostics.min_ess_bulk, "min_ess_tail": res.diagnostics.min_ess_tail,
-           "divergences": res.diagnostics.divergences, "rci_fdp_estimate": res.crosscheck["rci_estimated_fdp"]}  # fmt: skip
+    row = {
+        "kind": kind,
+        "dataset": label,
+        "n_items": int(counts.sizes["item"]),
+        "backend": backend,
+        "wall_s": round(time.perf_counter() - t0, 2),
+        "attempts": len(res.payload["attempts"]),
+        "passed": bool(res.diagnostics.passed),
+        "worst": res.diagnostics.worst,
+        "max_rhat": res.diagnostics.max_rhat,
+        "min_ess_bulk": res.diagnostics.min_ess_bulk,
+        "min_ess_tail": res.diagnostics.min_ess_tail,
+        "divergences": res.diagnostics.divergences,
+        "rci_fdp_estimate": res.crosscheck["rci_estimated_fdp"],
+    }
     if dp is not None:
         it = res.items.set_index("item_id").reindex(counts["item"].values)
         row["coverage90"] = float(np.mean((it["dp_lo90"].to_numpy() <= dp) & (dp <= it["dp_hi90"].to_numpy())))
@@ -116,11 +131,15 @@ def fit_row(kind: str, label: str, loader, backend: str) -> dict:
 def table(rows: pd.DataFrame) -> pd.DataFrame:
     """Per kind: datasets, passed first time, passed after escalation, failed, median wall; truth scores where known."""
     g = rows.groupby("kind", sort=False)
-    out = pd.DataFrame({
-        "datasets": g.size(), "first": g.apply(lambda d: int((d.passed & (d.attempts == 1)).sum())),
-        "escalated": g.apply(lambda d: int((d.passed & (d.attempts > 1)).sum())), "failed": g.apply(lambda d: int((~d.passed).sum())),
-        "median_wall_s": g["wall_s"].median(),
-    })  # fmt: skip
+    out = pd.DataFrame(
+        {
+            "datasets": g.size(),
+            "first": g.apply(lambda d: int((d.passed & (d.attempts == 1)).sum())),
+            "escalated": g.apply(lambda d: int((d.passed & (d.attempts > 1)).sum())),
+            "failed": g.apply(lambda d: int((~d.passed).sum())),
+            "median_wall_s": g["wall_s"].median(),
+        }
+    )
     if "coverage90" in rows:
         out["coverage90"] = g["coverage90"].mean().round(3)
         out["rci_fdp_est"] = g["rci_fdp_estimate"].mean().round(3)
@@ -163,7 +182,9 @@ def main() -> None:
     rows = pd.DataFrame(rows)
     print(table(rows).to_string())
     n, ok = len(rows), int(rows["passed"].sum())
-    print(f"passed the gate: {ok} of {n} ({ok / n:.1%}); first attempt {int((rows.passed & (rows.attempts == 1)).sum())}, after escalation {int((rows.passed & (rows.attempts > 1)).sum())}")
+    print(
+        f"passed the gate: {ok} of {n} ({ok / n:.1%}); first attempt {int((rows.passed & (rows.attempts == 1)).sum())}, after escalation {int((rows.passed & (rows.attempts > 1)).sum())}"
+    )
 
 
 if __name__ == "__main__":

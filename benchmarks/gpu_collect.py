@@ -29,7 +29,9 @@ def repeated_builtin_bank(path: Path, n_items: int) -> Path:
     from bayesrc.collect import builtin_capacity, builtin_items
 
     base = builtin_items(min(n_items, builtin_capacity()))
-    rows = [dict(base[i % len(base)], item_id=f"{base[i % len(base)]['item_id']}-r{i // len(base)}") for i in range(n_items)]
+    rows = [
+        dict(base[i % len(base)], item_id=f"{base[i % len(base)]['item_id']}-r{i // len(base)}") for i in range(n_items)
+    ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
 
@@ -68,12 +70,26 @@ def main() -> None:
     exact_s = timed_collect(card, exact_bank, args.out / "exact", engine="exact")
     exact = pd.read_parquet(args.out / "exact" / "items_exact.parquet")
     trials = args.items * args.k
-    print(json.dumps({
-        "build": args.build, "build_s": args.build_s, "llama_cpp_python": llama_cpp.__version__, "gpu_offload": bool(llama_cpp.llama_supports_gpu_offload()),
-        "n_gpu_layers": args.n_gpu_layers, "items": args.items, "k": args.k, "fast_s": fast_s, "trials_per_s": trials / fast_s,
-        "s_per_trial": fast_s / trials, "exact_items": args.exact_items, "exact_s": exact_s, "exact_items_per_s": args.exact_items / exact_s,
-        "exact_p_correct": dict(zip(exact["item_id"], exact["p_correct"].round(6))),
-    }))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "build": args.build,
+                "build_s": args.build_s,
+                "llama_cpp_python": llama_cpp.__version__,
+                "gpu_offload": bool(llama_cpp.llama_supports_gpu_offload()),
+                "n_gpu_layers": args.n_gpu_layers,
+                "items": args.items,
+                "k": args.k,
+                "fast_s": fast_s,
+                "trials_per_s": trials / fast_s,
+                "s_per_trial": fast_s / trials,
+                "exact_items": args.exact_items,
+                "exact_s": exact_s,
+                "exact_items_per_s": args.exact_items / exact_s,
+                "exact_p_correct": dict(zip(exact["item_id"], exact["p_correct"].round(6))),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -85,13 +85,17 @@ def hat(x, c, s):
 
 def keys_kernel(t, a=-0.5):
     t = np.abs(t)
-    return np.where(t <= 1, (a + 2) * t**3 - (a + 3) * t**2 + 1, np.where(t < 2, a * t**3 - 5 * a * t**2 + 8 * a * t - 4 * a, 0.0))
+    return np.where(
+        t <= 1, (a + 2) * t**3 - (a + 3) * t**2 + 1, np.where(t < 2, a * t**3 - 5 * a * t**2 + 8 * a * t - 4 * a, 0.0)
+    )
 
 
 def keys(x, c, s):
     h = x[1] - x[0]
     u = np.linspace(c - 8 * s, c + 8 * s, 4001)
-    return lump((keys_kernel((u[None, :] - x[:, None]) / h) * norm.pdf(u, c, s)[None, :]).sum(1) * (u[1] - u[0]), x, c, s)
+    return lump(
+        (keys_kernel((u[None, :] - x[:, None]) / h) * norm.pdf(u, c, s)[None, :]).sum(1) * (u[1] - u[0]), x, c, s
+    )
 
 
 def band(x, c, s, nodes=64):
@@ -100,7 +104,9 @@ def band(x, c, s, nodes=64):
     omega = (t + 1) * np.pi / (2 * h)
     sinc = (np.cos(np.outer(x - c, omega)) * (0.5 * g * np.exp(-0.5 * (s * omega) ** 2))).sum(1)
     gauss = h * norm.pdf(x, c, s)
-    blend = 0.5 + 0.5 * np.cos(np.pi * np.clip(s / h - 1, 0, 1))  # the band-limited weights below s = h, the trapezoid's above 2 h
+    blend = 0.5 + 0.5 * np.cos(
+        np.pi * np.clip(s / h - 1, 0, 1)
+    )  # the band-limited weights below s = h, the trapezoid's above 2 h
     return lump(blend * sinc + (1 - blend) * gauss, x, c, s)
 
 
@@ -118,7 +124,19 @@ def simulated_cells(rng, k, s_range, sd_range, m):
         shift, sd = rng.normal(0, 0.3), np.exp(rng.uniform(*np.log(sd_range)))
         theta = rng.normal(mu, s)
         delta = rng.normal(shift, sd) if rng.uniform() < 0.3 else 0.0
-        cells.append((mu, s, shift, sd, 0.3, k, rng.binomial(k, 1 / (1 + np.exp(-theta))), k, rng.binomial(k, 1 / (1 + np.exp(-theta - delta)))))
+        cells.append(
+            (
+                mu,
+                s,
+                shift,
+                sd,
+                0.3,
+                k,
+                rng.binomial(k, 1 / (1 + np.exp(-theta))),
+                k,
+                rng.binomial(k, 1 / (1 + np.exp(-theta - delta))),
+            )
+        )
     return cells
 
 
@@ -147,7 +165,9 @@ def main() -> None:
         "floor, ceiling, flips": extreme_cells(args.k),
     }
     rules = {"current": (0.2, current), "hat": (args.step, hat), "keys": (args.step, keys), "band": (args.step, band)}
-    print(f"K = {args.k}; |log L - log L_ref| per cell: median / 90% / max (current at step 0.2, the others at {args.step})")
+    print(
+        f"K = {args.k}; |log L - log L_ref| per cell: median / 90% / max (current at step 0.2, the others at {args.step})"
+    )
     print(f"{'cells':24}" + "".join(f"{name:>30}" for name in rules))
     for kind, cells in kinds.items():
         cells = [jittered(c) for c in cells]

@@ -41,7 +41,7 @@ post = xr.Dataset({
     "mu_theta": (("chain", "draw", "domain"), rng.normal(0.5, 0.3, (*shape, d))), "sigma_theta": (("chain", "draw", "domain"), rng.gamma(4, 0.4, (*shape, d))),
     "shift": (("chain", "draw", "domain"), rng.normal(0, 0.2, (*shape, d))), "sigma_delta": (("chain", "draw"), rng.gamma(4, 0.3, shape)),
     "pi": (("chain", "draw"), rng.beta(2, 8, shape)),
-})  # fmt: skip
+})
 start = time.perf_counter()
 item_draws(post, cells, seed=3, progress=False)
 print(json.dumps({"s": time.perf_counter() - start, "cells": cells.n_cells, "code": bayesrc.__file__}))
@@ -50,7 +50,13 @@ print(json.dumps({"s": time.perf_counter() - start, "cells": cells.n_cells, "cod
 
 def draw_seconds(tree: Path, n: int, seed: int, cache: str) -> float:
     """Wall time of ``item_draws`` in a fresh process on ``tree``'s code."""
-    out = subprocess.run([sys.executable, "-c", CHILD, str(tree), str(n), str(seed), cache], capture_output=True, text=True, check=True, cwd=tempfile.gettempdir())
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, str(tree), str(n), str(seed), cache],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tempfile.gettempdir(),
+    )
     r = json.loads(out.stdout.splitlines()[-1])
     assert r["code"].startswith(str(tree)), r["code"]
     return r["s"]
@@ -59,10 +65,18 @@ def draw_seconds(tree: Path, n: int, seed: int, cache: str) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--items", default="40,300,2000")
-    ap.add_argument("--baseline", default="a5b1353", help="git ref of the earlier code (the data were constants of the compiled draw)")
+    ap.add_argument(
+        "--baseline",
+        default="a5b1353",
+        help="git ref of the earlier code (the data were constants of the compiled draw)",
+    )
     args = ap.parse_args()
     trees = {"this": ROOT, args.baseline: baseline_tree(args.baseline)}
-    print(f"{'items':>6} | " + " | ".join(f"{name + ': first, second dataset s':>34}" for name in trees) + " | second: ratio")
+    print(
+        f"{'items':>6} | "
+        + " | ".join(f"{name + ': first, second dataset s':>34}" for name in trees)
+        + " | second: ratio"
+    )
     for n in map(int, args.items.split(",")):
         second = {}
         cells = []

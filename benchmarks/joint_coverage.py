@@ -39,18 +39,26 @@ def replicate_row(r: int, n_items: int, k: int) -> dict:
     from bayesrc.data import simulate_family
     from bayesrc.truth.family import band_scores, fit_scores
 
-    fam = simulate_family(n_items, k, versions=len(SHIFTS) + 1, shifts=list(SHIFTS), pi_change=0.5, sigma_delta=1.0, seed=1000 + r)
+    fam = simulate_family(
+        n_items, k, versions=len(SHIFTS) + 1, shifts=list(SHIFTS), pi_change=0.5, sigma_delta=1.0, seed=1000 + r
+    )
     t0 = time.perf_counter()
     res = fit(fam.counts)
     wall = time.perf_counter() - t0
     dp = {v: fam.p[:, j] - fam.p[:, 0] for j, v in enumerate(fam.versions) if j}
     scores = fit_scores("joint", res, fam.truth["item_id"].to_numpy(), dp)
     return {
-        "replicate": r, "items": n_items, "k": k, "gate_passed": bool(res.diagnostics.passed), "attempts": len(res.payload.get("attempts") or []),
-        **band_scores(res, pd.Series(fam.p.mean(0), index=fam.versions)), "change_coverage90": float(np.mean([row["coverage90"] for row in scores])),
-        "true_mean": {v: float(m) for v, m in fam.mean_accuracy.items()}, "band": {str(v): int(b) for v, b in res.versions_table.set_index("version")["band"].items()},
+        "replicate": r,
+        "items": n_items,
+        "k": k,
+        "gate_passed": bool(res.diagnostics.passed),
+        "attempts": len(res.payload.get("attempts") or []),
+        **band_scores(res, pd.Series(fam.p.mean(0), index=fam.versions)),
+        "change_coverage90": float(np.mean([row["coverage90"] for row in scores])),
+        "true_mean": {v: float(m) for v, m in fam.mean_accuracy.items()},
+        "band": {str(v): int(b) for v, b in res.versions_table.set_index("version")["band"].items()},
         "wall_s": round(wall, 1),
-    }  # fmt: skip
+    }
 
 
 def done_replicates(out: Path | None, n_items: int, k: int) -> dict[int, dict]:
@@ -68,7 +76,9 @@ def main() -> None:
     ap.add_argument("--items", type=int, default=2000)
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--quick", action="store_true", help="3 replicates of 300 items")
-    ap.add_argument("--out", type=Path, default=None, help="append one JSON row per replicate here; replicates there are skipped")
+    ap.add_argument(
+        "--out", type=Path, default=None, help="append one JSON row per replicate here; replicates there are skipped"
+    )
     args = ap.parse_args()
     n_rep, n_items = (3, 300) if args.quick else (args.replicates, args.items)
     rows = done_replicates(args.out, n_items, args.k)
@@ -85,8 +95,12 @@ def main() -> None:
     print(f"{n_rep} families of {len(SHIFTS) + 1} versions, {n_items} items, K = {args.k}")
     print(f"gate passed: {sum(row['gate_passed'] for row in got)} of {n_rep}")
     print(f"bands respect the true order: {sum(row['order_respected'] for row in got)} of {n_rep} (goal >= 90%)")
-    print(f"per-item change coverage (90% intervals): mean {cov.mean():.3f}, range {cov.min():.3f}-{cov.max():.3f} (goal 0.87-0.93)")
-    print(f"bands per family: {sorted(row['n_bands'] for row in got)}; wall per fit {np.mean([row['wall_s'] for row in got]):.0f} s")
+    print(
+        f"per-item change coverage (90% intervals): mean {cov.mean():.3f}, range {cov.min():.3f}-{cov.max():.3f} (goal 0.87-0.93)"
+    )
+    print(
+        f"bands per family: {sorted(row['n_bands'] for row in got)}; wall per fit {np.mean([row['wall_s'] for row in got]):.0f} s"
+    )
 
 
 if __name__ == "__main__":

@@ -29,14 +29,24 @@ def one(scenario: str, replicate: int, n_items: int, backend: str) -> dict:
 
     t0 = time.perf_counter()
     counts = counts_for(scenario, replicate, n_items)
-    fits = {"change": fit(counts, covariate=None, backend=backend), "betabinom": fit(counts, model="betabinom", backend=backend)}
+    fits = {
+        "change": fit(counts, covariate=None, backend=backend),
+        "betabinom": fit(counts, model="betabinom", backend=backend),
+    }
     table = compare(fits).table
     winner, runner_up = table.index[0], table.index[1]
     return {
-        "scenario": scenario, "replicate": replicate, "backend": backend, "generating": CANDIDATES[scenario], "winner": winner,
-        "picked": winner == CANDIDATES[scenario], "elpd_diff": float(-table.loc[runner_up, "elpd_diff"]), "dse": float(table.loc[runner_up, "dse"]),
-        "gates": {name: bool(f.diagnostics.passed) for name, f in fits.items()}, "wall_s": round(time.perf_counter() - t0, 1),
-    }  # fmt: skip
+        "scenario": scenario,
+        "replicate": replicate,
+        "backend": backend,
+        "generating": CANDIDATES[scenario],
+        "winner": winner,
+        "picked": winner == CANDIDATES[scenario],
+        "elpd_diff": float(-table.loc[runner_up, "elpd_diff"]),
+        "dse": float(table.loc[runner_up, "dse"]),
+        "gates": {name: bool(f.diagnostics.passed) for name, f in fits.items()},
+        "wall_s": round(time.perf_counter() - t0, 1),
+    }
 
 
 def main(argv=None) -> None:
@@ -52,8 +62,19 @@ def main(argv=None) -> None:
         picked = np.mean([row["picked"] for row in rows])
         clear = np.mean([row["picked"] and row["elpd_diff"] > 2 * row["dse"] for row in rows])
         gates = np.mean([all(row["gates"].values()) for row in rows])
-        print(json.dumps({"scenario": scenario, "backend": args.backend, "replicates": len(rows), "picked_share": float(picked),
-                          "picked_beyond_2se_share": float(clear), "both_gates_passed": float(gates)}), flush=True)  # fmt: skip
+        print(
+            json.dumps(
+                {
+                    "scenario": scenario,
+                    "backend": args.backend,
+                    "replicates": len(rows),
+                    "picked_share": float(picked),
+                    "picked_beyond_2se_share": float(clear),
+                    "both_gates_passed": float(gates),
+                }
+            ),
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -28,7 +28,9 @@ from bayesrc.classical.calibration import NO_CHANGE_ALPHA
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--replicates", type=int, default=20)
-    ap.add_argument("--null-replicates", type=int, default=200, help="replicates of the identical pair (the test's size)")
+    ap.add_argument(
+        "--null-replicates", type=int, default=200, help="replicates of the identical pair (the test's size)"
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--k", default="10,40")
     args = ap.parse_args()
@@ -49,8 +51,16 @@ def main() -> None:
                 p.append(pair_no_change_test(counts, *map(str, counts["version"].values))["p_value"])
             p = np.array(p)
             kept = np.flatnonzero(p >= NO_CHANGE_ALPHA) + 1
-            rows.append({"pair": name, "k": k, "replicates": len(p), "rejected_share": float(np.mean(p < NO_CHANGE_ALPHA)),
-                         "not_rejected": " ".join(map(str, kept[:20])) + (" ..." if len(kept) > 20 else "") or "-", "median_p": float(np.median(p))})  # fmt: skip
+            rows.append(
+                {
+                    "pair": name,
+                    "k": k,
+                    "replicates": len(p),
+                    "rejected_share": float(np.mean(p < NO_CHANGE_ALPHA)),
+                    "not_rejected": " ".join(map(str, kept[:20])) + (" ..." if len(kept) > 20 else "") or "-",
+                    "median_p": float(np.median(p)),
+                }
+            )
     print(pd.DataFrame(rows).round(3).to_string(index=False))
 
 

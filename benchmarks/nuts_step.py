@@ -98,17 +98,29 @@ def main() -> None:
     ap.add_argument("--items", type=int, default=40)
     ap.add_argument("--calls", type=int, default=500)
     args = ap.parse_args()
-    env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count=1 {os.environ.get('XLA_FLAGS', '')}".strip())
+    env = dict(
+        os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count=1 {os.environ.get('XLA_FLAGS', '')}".strip()
+    )
     script = DATASET + POTENTIAL + MEASURE
-    out = subprocess.run([sys.executable, "-c", script, str(args.items), "change", "numpyro", str(args.calls)], env=env, cwd=ROOT, capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-c", script, str(args.items), "change", "numpyro", str(args.calls)],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
     if out.returncode or not lines:
         sys.exit((out.stderr.strip().splitlines() or ["?"])[-1])
     r = json.loads(lines[-1])
     grad, step = min(r["grad_ms"]), sorted(r["step_ms"])[len(r["step_ms"]) // 2]
     print(f"{args.items} items, one chain on one device")
-    print(f"value and gradient, in a compiled loop: {grad:.3f} ms (best of {len(r['grad_ms'])}: {', '.join(f'{x:.3f}' for x in r['grad_ms'])})")
-    print(f"leapfrog step in the sampler after warm-up: {step:.3f} ms (median of {len(r['step_ms'])} chunks; {r['steps_per_transition']:.1f} steps per transition)")
+    print(
+        f"value and gradient, in a compiled loop: {grad:.3f} ms (best of {len(r['grad_ms'])}: {', '.join(f'{x:.3f}' for x in r['grad_ms'])})"
+    )
+    print(
+        f"leapfrog step in the sampler after warm-up: {step:.3f} ms (median of {len(r['step_ms'])} chunks; {r['steps_per_transition']:.1f} steps per transition)"
+    )
     print(f"not the gradient: {1 - grad / step:.0%} of a step")
 
 

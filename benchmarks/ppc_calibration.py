@@ -25,7 +25,12 @@ import time
 
 import numpy as np
 
-SIM = {"domains": ("x", "y"), "domain_mean": {"x": -0.3, "y": 0.5}, "domain_shift": {"x": -0.2, "y": 0.2}, "sigma_theta": 1.2}
+SIM = {
+    "domains": ("x", "y"),
+    "domain_mean": {"x": -0.3, "y": 0.5},
+    "domain_shift": {"x": -0.2, "y": 0.2},
+    "sigma_theta": 1.2,
+}
 SCENARIOS = ("no_change", "model", "betabinom", "q3_v0", "q3_default")
 
 
@@ -39,13 +44,17 @@ def counts_for(scenario: str, replicate: int, n_items: int):
         from bayesrc.truth.score import replicate_datasets
 
         root = datasets.path("exact_gemma")
-        [(_, counts, _, _)] = replicate_datasets(load_exact(root / "q4"), load_exact(root / "q3"), k=10, seed=0, replicates=[replicate])
+        [(_, counts, _, _)] = replicate_datasets(
+            load_exact(root / "q4"), load_exact(root / "q3"), k=10, seed=0, replicates=[replicate]
+        )
         return counts
     seed = 10_000 + 100 * SCENARIOS.index(scenario) + replicate
     if scenario == "betabinom":
         s = simulate_pair(n_items, 10, seed=seed, truth=betabinom_truth(n_items, seed))
         return item_counts(s.trials_v1, s.trials_v2)
-    truth = {"pi_change": 0.0, "sigma_delta": 0.6} if scenario == "no_change" else {"pi_change": 0.7, "sigma_delta": 0.8}
+    truth = (
+        {"pi_change": 0.0, "sigma_delta": 0.6} if scenario == "no_change" else {"pi_change": 0.7, "sigma_delta": 0.8}
+    )
     s = simulate_pair(n_items, 10, seed=seed, **SIM, **truth)
     return item_counts(s.trials_v1, s.trials_v2)
 
@@ -60,7 +69,15 @@ def betabinom_truth(n_items: int, seed: int):
     mu = {"x": (0.4, 0.6), "y": (0.45, 0.55)}
     kappa = {"x": 3.0, "y": 5.0}
     p = np.array([[rng.beta(mu[d][v] * kappa[d], (1 - mu[d][v]) * kappa[d]) for v in (0, 1)] for d in dom])
-    return pd.DataFrame({"item_id": [f"b{i:05d}" for i in range(n_items)], "item_index": np.arange(n_items), "domain": dom, "p_v1": p[:, 0], "p_v2": p[:, 1]})
+    return pd.DataFrame(
+        {
+            "item_id": [f"b{i:05d}" for i in range(n_items)],
+            "item_index": np.arange(n_items),
+            "domain": dom,
+            "p_v1": p[:, 0],
+            "p_v2": p[:, 1],
+        }
+    )
 
 
 def fit_kwargs(scenario: str) -> dict:
@@ -68,7 +85,13 @@ def fit_kwargs(scenario: str) -> dict:
 
     # The simulated scenarios have no letter structure (simulate_pair's letters are random): the change
     # model without the covariate is their generating model, and the check's strata are the domains.
-    return {"no_change": {"covariate": None}, "model": {"covariate": None}, "betabinom": {"model": "betabinom"}, "q3_v0": MODEL_SPECS["change_v0"], "q3_default": MODEL_SPECS["change"]}[scenario]
+    return {
+        "no_change": {"covariate": None},
+        "model": {"covariate": None},
+        "betabinom": {"model": "betabinom"},
+        "q3_v0": MODEL_SPECS["change_v0"],
+        "q3_default": MODEL_SPECS["change"],
+    }[scenario]
 
 
 def one(scenario: str, replicate: int, n_items: int, backend: str) -> dict:
@@ -78,11 +101,21 @@ def one(scenario: str, replicate: int, n_items: int, backend: str) -> dict:
     res = fit(counts_for(scenario, replicate, n_items), backend=backend, **fit_kwargs(scenario))
     ppc = res.ppc
     return {
-        "scenario": scenario, "replicate": replicate, "backend": backend, "warned": bool(ppc["flagged"]), "n_flagged": len(ppc["flagged"]),
-        "p_adjusted_min": ppc["p_adjusted_min"], "p_min": ppc["p_min"], "n_tests": ppc["n_tests"], "gate": res.diagnostics.passed,
-        "first_flagged": [f"{r['stratum']}/{r['stat']}" for r in ppc["flagged"][:3]], "elpd": res.loo["elpd"], "n_high_k": res.loo["n_high_k"],
-        "loo_pit_ks_p": res.loo["loo_pit_ks_p"], "wall_s": round(time.perf_counter() - t0, 1),
-    }  # fmt: skip
+        "scenario": scenario,
+        "replicate": replicate,
+        "backend": backend,
+        "warned": bool(ppc["flagged"]),
+        "n_flagged": len(ppc["flagged"]),
+        "p_adjusted_min": ppc["p_adjusted_min"],
+        "p_min": ppc["p_min"],
+        "n_tests": ppc["n_tests"],
+        "gate": res.diagnostics.passed,
+        "first_flagged": [f"{r['stratum']}/{r['stat']}" for r in ppc["flagged"][:3]],
+        "elpd": res.loo["elpd"],
+        "n_high_k": res.loo["n_high_k"],
+        "loo_pit_ks_p": res.loo["loo_pit_ks_p"],
+        "wall_s": round(time.perf_counter() - t0, 1),
+    }
 
 
 def replicate_rows(one, scenario: str, args) -> list[dict]:
@@ -106,7 +139,18 @@ def main(argv=None) -> None:
         rows = replicate_rows(one, scenario, args)
         warned = np.mean([row["warned"] for row in rows])
         gate = np.mean([row["gate"] for row in rows])
-        print(json.dumps({"scenario": scenario, "backend": args.backend, "replicates": len(rows), "warning_rate": float(warned), "gate_passed": float(gate)}), flush=True)
+        print(
+            json.dumps(
+                {
+                    "scenario": scenario,
+                    "backend": args.backend,
+                    "replicates": len(rows),
+                    "warning_rate": float(warned),
+                    "gate_passed": float(gate),
+                }
+            ),
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -56,7 +56,13 @@ print(json.dumps({"wall_s": time.perf_counter() - t0, "rows": t[cols].to_dict(or
 
 def run(name: str, reweight: bool, seed: int) -> dict:
     env = dict(os.environ, PYTHONPATH=str(ROOT), BAYESRC_JAX_CACHE=tempfile.mkdtemp(prefix="bayesrc-bench-jax-"))
-    out = subprocess.run([sys.executable, "-c", CHILD, name, "1" if reweight else "0", str(seed)], env=env, cwd=ROOT, capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, name, "1" if reweight else "0", str(seed)],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
     if out.returncode or not lines:
         sys.exit(f"{name}: {(out.stderr.strip().splitlines() or ['?'])[-1]}")
@@ -64,7 +70,9 @@ def run(name: str, reweight: bool, seed: int) -> dict:
 
 
 def compare(name: str, rw: dict, rf: dict) -> None:
-    print(f"== {name}: reweight {rw['wall_s']:.1f} s, refit every prior {rf['wall_s']:.1f} s, ratio {rf['wall_s'] / rw['wall_s']:.2f}x")
+    print(
+        f"== {name}: reweight {rw['wall_s']:.1f} s, refit every prior {rf['wall_s']:.1f} s, ratio {rf['wall_s'] / rw['wall_s']:.2f}x"
+    )
     for a, b in zip(rw["rows"], rf["rows"]):
         diff = {k: abs(a[k] - b[k]) for k in ("pi_mean", "sigma_delta_mean", "rci_estimated_fdp")}
         print(
@@ -77,7 +85,9 @@ def compare(name: str, rw: dict, rf: dict) -> None:
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default="sim300,q3", help="comma-separated: sim300, q3")
-    ap.add_argument("--seed", type=int, default=0, help="sampler seed and replicate (q3) / simulation seed offset (sim300)")
+    ap.add_argument(
+        "--seed", type=int, default=0, help="sampler seed and replicate (q3) / simulation seed offset (sim300)"
+    )
     args = ap.parse_args(argv)
     for name in args.data.split(","):
         rw, rf = run(name, True, args.seed), run(name, False, args.seed)

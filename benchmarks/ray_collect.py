@@ -30,7 +30,9 @@ def main() -> None:
     ap.add_argument("--engine", default="fast")
     ap.add_argument("--address", default=os.environ.get("RAY_ADDRESS"))
     ap.add_argument("--card", default=str(ROOT / "models" / "gemma-3-270m-q4_k_m.toml"))
-    ap.add_argument("--target", default="10,12000,10", help="models,items,K for the on-paper sizing (default 10,12000,10)")
+    ap.add_argument(
+        "--target", default="10,12000,10", help="models,items,K for the on-paper sizing (default 10,12000,10)"
+    )
     ap.add_argument("--hours", type=float, default=1.0)
     args = ap.parse_args()
 
@@ -54,7 +56,9 @@ def main() -> None:
         single_wall = time.perf_counter() - t0
         threads = card.n_threads or max(1, (os.cpu_count() or 2) // 2)  # llama.cpp's default
 
-        with ray_session(args.address, num_cpus=args.workers * (card.n_threads or 1)) as session:  # kept up for the timing
+        with ray_session(
+            args.address, num_cpus=args.workers * (card.n_threads or 1)
+        ) as session:  # kept up for the timing
             startup = session.startup_seconds
             t0 = time.perf_counter()
             res = collect_ray(card, bank, tmp / "ray", k=args.k, engine=args.engine, workers=args.workers)
@@ -66,14 +70,20 @@ def main() -> None:
 
     r1, r1_wall = n / single.sample_seconds, n / single_wall
     rr, rr_wall = n / res.sample_seconds, n / ray_wall
-    print(f"{args.items} built-in items x K = {args.k} = {n} trials, engine {args.engine}, {os.cpu_count()} CPU cores, llama.cpp threads per process {threads}")
-    print(f"single process : {r1:7.2f} trials/s sampling; {r1_wall:7.2f} trials/s end to end ({single_wall:.1f} s incl. model load)")
+    print(
+        f"{args.items} built-in items x K = {args.k} = {n} trials, engine {args.engine}, {os.cpu_count()} CPU cores, llama.cpp threads per process {threads}"
+    )
+    print(
+        f"single process : {r1:7.2f} trials/s sampling; {r1_wall:7.2f} trials/s end to end ({single_wall:.1f} s incl. model load)"
+    )
     print(
         f"Ray, {args.workers} workers : {rr:7.2f} trials/s sampling; {rr_wall:7.2f} trials/s end to end ({ray_wall:.1f} s incl. "
         f"{res.actor_start_seconds:.1f} s actor start + model load, {res.n_shards} shards, merge)"
     )
     print(f"ratio Ray/single: {rr / r1:.2f}x sampling, {rr_wall / r1_wall:.2f}x end to end")
-    print(f"cluster start-up (not in the above): {startup:.1f} s ({'joined ' + args.address if args.address else 'local cluster'})")
+    print(
+        f"cluster start-up (not in the above): {startup:.1f} s ({'joined ' + args.address if args.address else 'local cluster'})"
+    )
     print(f"identical trials (item, k, seed, response, answer): {identical}")
     models, items, k = (int(x) for x in args.target.split(","))
     need_trials = models * items * k / (args.hours * 3600)

@@ -38,7 +38,10 @@ import xarray as xr
 N_RANK_DRAWS = 99  # posterior draws a rank is taken among: ranks 0..99, 100 values
 N_BINS = 10
 SIMUK_CHUNK = 10  # simulations per simuk run (its seed is the chunk's first simulation)
-HYPER = {"change": ["mu_theta", "sigma_theta", "shift", "sigma_delta", "pi"], "betabinom": ["logit_mu", "log_kappa"]}  # the sampled hyperparameters
+HYPER = {
+    "change": ["mu_theta", "sigma_theta", "shift", "sigma_delta", "pi"],
+    "betabinom": ["logit_mu", "log_kappa"],
+}  # the sampled hyperparameters
 
 
 def design(n_items: int, k: int):
@@ -47,7 +50,14 @@ def design(n_items: int, k: int):
 
     dom = np.repeat([0, 1], [n_items // 2, n_items - n_items // 2])
     y = np.zeros((n_items, 2), np.int64)
-    return ModelInputs(y=y, n=np.full_like(y, k), dom=dom, items=np.array([f"i{i:04d}" for i in range(n_items)]), versions=("v1", "v2"), domains=("d0", "d1"))
+    return ModelInputs(
+        y=y,
+        n=np.full_like(y, k),
+        dom=dom,
+        items=np.array([f"i{i:04d}" for i in range(n_items)]),
+        versions=("v1", "v2"),
+        domains=("d0", "d1"),
+    )
 
 
 def simulate(data, model: str, sim: int):
@@ -92,7 +102,9 @@ def ranks(truth, post, names: list[str]) -> dict[str, int]:
 def one(data, model: str, backend: str, sim: int) -> dict:
     from bayesrc.config import releases_jax_caches
 
-    return releases_jax_caches(_one)(data, model, backend, sim)  # sample() bypasses fit()'s release: ~30 fits exhausted the memory mappings
+    return releases_jax_caches(_one)(
+        data, model, backend, sim
+    )  # sample() bypasses fit()'s release: ~30 fits exhausted the memory mappings
 
 
 def _one(data, model: str, backend: str, sim: int) -> dict:
@@ -104,8 +116,15 @@ def _one(data, model: str, backend: str, sim: int) -> dict:
     t0 = time.perf_counter()
     dt = sample(sim_data, model, backend, config=SamplerConfig(seed=sim, progress=False))
     diag = gate(dt, gated_vars(model, collapsed=True))
-    return {"model": model, "backend": backend, "sim": sim, "gate": bool(diag.passed), "divergences": diag.divergences,
-            "ranks": ranks(truth, dt["posterior"].to_dataset(), HYPER[model]), "wall_s": round(time.perf_counter() - t0, 1)}  # fmt: skip
+    return {
+        "model": model,
+        "backend": backend,
+        "sim": sim,
+        "gate": bool(diag.passed),
+        "divergences": diag.divergences,
+        "ranks": ranks(truth, dt["posterior"].to_dataset(), HYPER[model]),
+        "wall_s": round(time.perf_counter() - t0, 1),
+    }
 
 
 def counts_model(data, model: str):
@@ -131,7 +150,15 @@ def counts_model(data, model: str):
         else:
             cells = change_collapsed.cell_stats(replace(data, y=np.asarray(y)))
             tables = change_collapsed.likelihood_tables(cells, change_collapsed.SAMPLER_BAND_DTYPE)
-            change_collapsed._numpyro_model(tables, cells=cells, n_domains=data.n_domains, slope=False, prior=prior_settings(None), n_groups=data.n_groups, contrasts=data.stratum_contrasts())  # fmt: skip
+            change_collapsed._numpyro_model(
+                tables,
+                cells=cells,
+                n_domains=data.n_domains,
+                slope=False,
+                prior=prior_settings(None),
+                n_groups=data.n_groups,
+                contrasts=data.stratum_contrasts(),
+            )
 
     return sbc_model
 
@@ -144,7 +171,12 @@ def one_draw(values: dict) -> xr.Dataset:
     >>> one_draw({"pi": 0.1, "mu": [0.0, 1.0]})["mu"].dims
     ('chain', 'draw', 'mu_dim_0')
     """
-    return xr.Dataset({k: (("chain", "draw", *(f"{k}_dim_{i}" for i in range(np.ndim(v)))), np.asarray(v, float)[None, None]) for k, v in values.items()})
+    return xr.Dataset(
+        {
+            k: (("chain", "draw", *(f"{k}_dim_{i}" for i in range(np.ndim(v)))), np.asarray(v, float)[None, None])
+            for k, v in values.items()
+        }
+    )
 
 
 def simuk_sbc(data, model: str, sims: int, seed: int = 0, warmup: int = 500, thinning: int = 10):
@@ -158,8 +190,19 @@ def simuk_sbc(data, model: str, sims: int, seed: int = 0, warmup: int = 500, thi
     def simulator(seed, **params):
         return {"y": simulate_counts(one_draw(params), data, np.random.default_rng(int(seed)))}
 
-    sbc = simuk.SBC(NUTS(counts_model(data, model)), num_simulations=sims, seed=seed, simulator=simulator, progress_bar=False,
-                    sample_kwargs={"num_warmup": warmup, "num_samples": N_RANK_DRAWS * thinning, "thinning": thinning, "progress_bar": False})  # fmt: skip
+    sbc = simuk.SBC(
+        NUTS(counts_model(data, model)),
+        num_simulations=sims,
+        seed=seed,
+        simulator=simulator,
+        progress_bar=False,
+        sample_kwargs={
+            "num_warmup": warmup,
+            "num_samples": N_RANK_DRAWS * thinning,
+            "thinning": thinning,
+            "progress_bar": False,
+        },
+    )
     with precision():  # float64, as fit() samples
         sbc.run_simulations()
     return sbc
@@ -178,7 +221,17 @@ def simuk_rows(data, model: str, sims: int, first: int) -> list[dict]:
             vals = got[name].values[0, i]
             for idx in np.ndindex(vals.shape):
                 entry[name + "".join(f"[{j}]" for j in idx)] = int(vals[idx])
-        rows.append({"model": model, "backend": "numpyro", "engine": "simuk", "sim": first + i, "gate": None, "ranks": entry, "wall_s": wall})
+        rows.append(
+            {
+                "model": model,
+                "backend": "numpyro",
+                "engine": "simuk",
+                "sim": first + i,
+                "gate": None,
+                "ranks": entry,
+                "wall_s": wall,
+            }
+        )
     return rows
 
 
@@ -192,16 +245,32 @@ def summarise(rows: list[dict], alpha: float = 0.01, plots: Path | None = None) 
         params = list(rs[0]["ranks"])
         pvals = []
         for name in params:
-            hist = np.bincount(np.array([r["ranks"][name] for r in rs]) * N_BINS // (N_RANK_DRAWS + 1), minlength=N_BINS)
+            hist = np.bincount(
+                np.array([r["ranks"][name] for r in rs]) * N_BINS // (N_RANK_DRAWS + 1), minlength=N_BINS
+            )
             pvals.append(stats.chisquare(hist).pvalue)
-            print(f"  {model:<9} {backend:<7} {engine:<7} {name:<16} {' '.join(f'{h:3d}' for h in hist)}  p {pvals[-1]:.3f}")
+            print(
+                f"  {model:<9} {backend:<7} {engine:<7} {name:<16} {' '.join(f'{h:3d}' for h in hist)}  p {pvals[-1]:.3f}"
+            )
         holm = _holm(np.array(pvals))
         rejected = [p for p, a in zip(params, holm) if a <= alpha]
         if plots:
             plot_ranks(rs, plots / f"sbc_{model}_{backend}_{engine}.png")
         gates = np.mean([r["gate"] for r in rs]) if rs[0]["gate"] is not None else None  # simuk: no gate
-        print(json.dumps({"model": model, "backend": backend, "engine": engine, "sims": len(rs), "parameters": len(params), "rejected_at_0.01_holm": rejected,
-                          "min_p_holm": float(holm.min()), "gate_passed_share": gates if gates is None else float(gates)}))  # fmt: skip
+        print(
+            json.dumps(
+                {
+                    "model": model,
+                    "backend": backend,
+                    "engine": engine,
+                    "sims": len(rs),
+                    "parameters": len(params),
+                    "rejected_at_0.01_holm": rejected,
+                    "min_p_holm": float(holm.min()),
+                    "gate_passed_share": gates if gates is None else float(gates),
+                }
+            )
+        )
 
 
 def plot_ranks(rows: list[dict], out: Path, seed: int = 0) -> Path:
@@ -216,10 +285,15 @@ def plot_ranks(rows: list[dict], out: Path, seed: int = 0) -> Path:
 
     rng = np.random.default_rng(seed)
     names = list(rows[0]["ranks"])
-    pit = {n: ((np.array([r["ranks"][n] for r in rows]) + rng.uniform(size=len(rows))) / (N_RANK_DRAWS + 1))[None] for n in names}
+    pit = {
+        n: ((np.array([r["ranks"][n] for r in rows]) + rng.uniform(size=len(rows))) / (N_RANK_DRAWS + 1))[None]
+        for n in names
+    }
     pc = azp.plot_ecdf_pit(from_dict({"prior_sbc": pit}), backend="matplotlib", visuals={"xlabel": False})
     fig = pc.viz["figure"].item()
-    fig.suptitle(f"SBC {rows[0]['model']} ({rows[0]['backend']}, {rows[0].get('engine', 'bayesrc')}): {len(rows)} simulations")
+    fig.suptitle(
+        f"SBC {rows[0]['model']} ({rows[0]['backend']}, {rows[0].get('engine', 'bayesrc')}): {len(rows)} simulations"
+    )
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=80)
@@ -246,7 +320,9 @@ def main(argv=None) -> None:
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "sbc.jsonl")
     ap.add_argument("--summarise", action="store_true", help="only summarise the rows in --out")
     ap.add_argument("--plots", type=Path, default=None, help="write each group's rank Δ-ECDF figure into this folder")
-    ap.add_argument("--engine", choices=("bayesrc", "simuk"), default="bayesrc", help="simuk: simuk's own SBC loop (NumPyro twin)")
+    ap.add_argument(
+        "--engine", choices=("bayesrc", "simuk"), default="bayesrc", help="simuk: simuk's own SBC loop (NumPyro twin)"
+    )
     args = ap.parse_args(argv)
     if args.engine == "simuk":
         data = design(args.items, args.k)
@@ -255,7 +331,17 @@ def main(argv=None) -> None:
                 rows = simuk_rows(data, model, min(SIMUK_CHUNK, args.first + args.sims - first), first)
                 with args.out.open("a") as fh:
                     fh.writelines(json.dumps(row) + "\n" for row in rows)
-                print(json.dumps({"model": model, "engine": "simuk", "sims": f"{first}-{first + len(rows) - 1}", "wall_s_each": rows[0]["wall_s"]}), flush=True)
+                print(
+                    json.dumps(
+                        {
+                            "model": model,
+                            "engine": "simuk",
+                            "sims": f"{first}-{first + len(rows) - 1}",
+                            "wall_s_each": rows[0]["wall_s"],
+                        }
+                    ),
+                    flush=True,
+                )
     elif not args.summarise:
         data = design(args.items, args.k)
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -115,7 +115,9 @@ def exact_runs(bank, model, out: Path) -> dict[str, object]:
         run_dir = out / f"exact-{scheme}"
         t0 = time.monotonic()
         if not (run_dir / "dist.parquet").exists():  # complete runs are reused as they are
-            collect(CARD, bank, run_dir, engine="exact", model=model, scheme=scheme, resume=(run_dir / "run.json").exists())
+            collect(
+                CARD, bank, run_dir, engine="exact", model=model, scheme=scheme, resume=(run_dir / "run.json").exists()
+            )
         print(f"exact {scheme}: {time.monotonic() - t0:.0f} s", file=sys.stderr)
         runs[scheme] = load_exact(run_dir)
     return runs
@@ -135,9 +137,16 @@ def completion_draws(model, text: str, letters: str, seeds: range, sampling, sav
     for seed in seeds[len(out) :]:
         llm.reset()  # no prefix reuse: the whole prompt evaluated, as by a new Llama
         res = llm.create_completion(
-            text, max_tokens=s.max_tokens, temperature=s.temperature, top_k=s.top_k, top_p=s.top_p,
-            min_p=s.min_p, typical_p=s.typical_p, repeat_penalty=s.repeat_penalty, seed=seed,
-        )  # fmt: skip
+            text,
+            max_tokens=s.max_tokens,
+            temperature=s.temperature,
+            top_k=s.top_k,
+            top_p=s.top_p,
+            min_p=s.min_p,
+            typical_p=s.typical_p,
+            repeat_penalty=s.repeat_penalty,
+            seed=seed,
+        )
         out.append(extract(res["choices"][0]["text"], letters).answer)
         if len(out) % SAVE_EVERY == 0 or len(out) == len(seeds):
             atomic_write_text(saved, json.dumps(out))
@@ -186,7 +195,9 @@ def gtest_rows(bank, model, runs: dict, n_items: int, n_draws: int, n_fast: int,
         shared, own = prompt_blocks(card, it)
         same_tokens = model.tokenize(shared + own) == model.prompt(shared, own).tokens
         t0 = time.monotonic()
-        cc = completion_draws(model, shared + own, it.letters, range(n_draws), sampling, out / "draws" / f"{it.item_id}.json")
+        cc = completion_draws(
+            model, shared + own, it.letters, range(n_draws), sampling, out / "draws" / f"{it.item_id}.json"
+        )
         t1 = time.monotonic()
         fast = fast_draws(model, shared, own, it.letters, range(n_fast), sampling)
         t2 = time.monotonic()
@@ -194,9 +205,15 @@ def gtest_rows(bank, model, runs: dict, n_items: int, n_draws: int, n_fast: int,
         agree = sum(a == b for a, b in zip(cc, fast)) / both if both else float("nan")
         for source, answers, secs in (("create_completion", cc, t1 - t0), ("fast whole", fast, t2 - t1)):
             if answers:
-                rows.append(gtest_row(it, source, answers, runs) | {"same_tokens": same_tokens, "same_trials": agree, "seconds": round(secs, 1)})
+                rows.append(
+                    gtest_row(it, source, answers, runs)
+                    | {"same_tokens": same_tokens, "same_trials": agree, "seconds": round(secs, 1)}
+                )
                 r = rows[-1]
-                print(f"item {it.item_id}, {source}: {len(answers)} draws in {secs:.0f} s, G-test p vs whole {r['p_whole']:.3g}, vs blocks {r['p_blocks']:.3g}", file=sys.stderr)
+                print(
+                    f"item {it.item_id}, {source}: {len(answers)} draws in {secs:.0f} s, G-test p vs whole {r['p_whole']:.3g}, vs blocks {r['p_blocks']:.3g}",
+                    file=sys.stderr,
+                )
         print(f"item {it.item_id}: same answer for {agree:.3f} of the seeds both drew", file=sys.stderr)
     return pd.DataFrame(rows)
 
@@ -213,17 +230,36 @@ def md(df: pd.DataFrame) -> str:
     """
     from bayesrc.markdown import markdown_table
 
-    return markdown_table(list(df.columns), df.itertuples(index=False), lambda v: f"{v:.4f}" if isinstance(v, float) else str(v))
+    return markdown_table(
+        list(df.columns), df.itertuples(index=False), lambda v: f"{v:.4f}" if isinstance(v, float) else str(v)
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--items", type=int, default=40, help="demo-bank items of the drift table (default 40)")
-    ap.add_argument("--draws", type=int, default=1000, help="create_completion draws per item for the G-test (default 1000; each evaluates the whole prompt)")
-    ap.add_argument("--fast-draws", type=int, default=1000, help="fast-engine samples (whole scheme) per item for the G-test (default 1000)")
+    ap.add_argument(
+        "--draws",
+        type=int,
+        default=1000,
+        help="create_completion draws per item for the G-test (default 1000; each evaluates the whole prompt)",
+    )
+    ap.add_argument(
+        "--fast-draws",
+        type=int,
+        default=1000,
+        help="fast-engine samples (whole scheme) per item for the G-test (default 1000)",
+    )
     ap.add_argument("--gtest-items", type=int, default=6, help="items of the G-test (the bank's first; default 6)")
-    ap.add_argument("--threads", type=int, default=None, help="CPU threads (default: the card's, else all physical cores)")
-    ap.add_argument("--alpha", type=float, default=0.001, help="family-wise level of the G-tests, Bonferroni over items (default 0.001)")
+    ap.add_argument(
+        "--threads", type=int, default=None, help="CPU threads (default: the card's, else all physical cores)"
+    )
+    ap.add_argument(
+        "--alpha",
+        type=float,
+        default=0.001,
+        help="family-wise level of the G-tests, Bonferroni over items (default 0.001)",
+    )
     ap.add_argument("--out", type=Path, default=Path("runs/scheme_drift"))
     args = ap.parse_args(argv)
     from bayesrc.collect import Model, builtin_bank, load_bank, load_card, resolve_model
@@ -231,7 +267,13 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     bank = load_bank(builtin_bank(args.out / "bank.jsonl", n_items=max(args.items, args.gtest_items), seed=0))
     card = load_card(CARD)
-    model = Model(resolve_model(card), n_ctx=card.n_ctx, n_batch=card.n_batch, n_threads=args.threads or card.n_threads, label=card.label)
+    model = Model(
+        resolve_model(card),
+        n_ctx=card.n_ctx,
+        n_batch=card.n_batch,
+        n_threads=args.threads or card.n_threads,
+        label=card.label,
+    )
     runs = exact_runs(bank, model, args.out)
     drift = drift_table(runs["blocks"].dist, runs["whole"].dist, runs["blocks"].items, runs["whole"].items)
     summary = {
@@ -255,7 +297,9 @@ def main(argv: list[str] | None = None) -> int:
         print()
         print(md(g))
         for source, r in g.groupby("source", sort=False):
-            print(f"{source}: Bonferroni level {level:.2g}, rejected under whole {int(r['rejected_whole'].sum())}/{len(r)}, under blocks {int(r['rejected_blocks'].sum())}/{len(r)}")
+            print(
+                f"{source}: Bonferroni level {level:.2g}, rejected under whole {int(r['rejected_whole'].sum())}/{len(r)}, under blocks {int(r['rejected_blocks'].sum())}/{len(r)}"
+            )
         result["gtest"] = {"level": level, "rows": g.to_dict("records")}
     (args.out / "scheme_drift.json").write_text(json.dumps(result, indent=1, default=str))
     return 0

@@ -76,18 +76,28 @@ print(json.dumps({"step_ms": 1e3 * timed["s"] / timed["steps"], "steps_per_trans
 
 def run(extra: str, transitions: int, dump: str | None) -> dict:
     """CHILD in a fresh process (one device, ``extra`` XLA flags; ``dump``: the optimised HLO's folder); its JSON line or ``{"error": ...}``."""
-    flags = f"--xla_force_host_platform_device_count=1 {extra}" + (f" --xla_dump_to={dump} --xla_dump_hlo_as_text" if dump else "")
+    flags = f"--xla_force_host_platform_device_count=1 {extra}" + (
+        f" --xla_dump_to={dump} --xla_dump_hlo_as_text" if dump else ""
+    )
     env = dict(os.environ, XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} {flags}".strip())
-    out = subprocess.run([sys.executable, "-c", CHILD, str(transitions)], env=env, cwd=ROOT, capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, str(transitions)], env=env, cwd=ROOT, capture_output=True, text=True
+    )
     lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
-    return json.loads(lines[-1]) if lines and not out.returncode else {"error": (out.stderr.strip().splitlines() or ["?"])[-1]}
+    return (
+        json.loads(lines[-1])
+        if lines and not out.returncode
+        else {"error": (out.stderr.strip().splitlines() or ["?"])[-1]}
+    )
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--top", type=int, default=15)
     ap.add_argument("--transitions", type=int, default=100)
-    ap.add_argument("--flags", default="--xla_cpu_experimental_ynn_fusion_type=", help="XLA flags of the second setting")
+    ap.add_argument(
+        "--flags", default="--xla_cpu_experimental_ynn_fusion_type=", help="XLA flags of the second setting"
+    )
     ap.add_argument("--dump", default=None, help="folder for the optimised HLO under XLA's defaults")
     args = ap.parse_args()
     rows = {}
@@ -97,10 +107,14 @@ def main() -> None:
             print(f"{name}: {r['error']}")
             continue
         top = sorted(r["per_op_us"].items(), key=lambda kv: -kv[1])[: args.top]
-        print(f"{name}: leapfrog step {r['step_ms']:.3f} ms ({r['steps_per_transition']:.1f} steps per transition); under the profiler, per step:")
+        print(
+            f"{name}: leapfrog step {r['step_ms']:.3f} ms ({r['steps_per_transition']:.1f} steps per transition); under the profiler, per step:"
+        )
         print("\n".join(f"  {us:8.1f} us  {op}" for op, us in top))
     if all("step_ms" in r for r in rows.values()):
-        print(f"step, xla defaults / {args.flags}: {rows['xla defaults']['step_ms'] / rows[args.flags]['step_ms']:.2f}x")
+        print(
+            f"step, xla defaults / {args.flags}: {rows['xla defaults']['step_ms'] / rows[args.flags]['step_ms']:.2f}x"
+        )
 
 
 if __name__ == "__main__":

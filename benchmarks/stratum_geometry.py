@@ -44,7 +44,11 @@ def stratum_shifts(variant: str, sd, data, sizes: np.ndarray):
         q = data.stratum_contrasts()
         u = numpyro.sample("stratum_shift_u", dist.Normal(0.0, sd).expand([q.shape[1]]).to_event(1))
         return numpyro.deterministic("stratum_shift", jnp.asarray(q) @ u)
-    lam = jnp.zeros(sizes.size) if variant == "noncentred" else jnp.asarray(sizes / (sizes + float(variant.removeprefix("partial"))))
+    lam = (
+        jnp.zeros(sizes.size)
+        if variant == "noncentred"
+        else jnp.asarray(sizes / (sizes + float(variant.removeprefix("partial"))))
+    )
     z = numpyro.sample("stratum_shift_z", dist.Normal(0.0, sd**lam).to_event(1))
     return numpyro.deterministic("stratum_shift", sd ** (1.0 - lam) * z)
 
@@ -61,7 +65,9 @@ def marginal_shifts(sd, cells, pr):
     zero_sum = np.eye(g.shape[1]) - 1.0 / g.shape[1]
     fixed = pr["shift_sd"] ** 2 * d @ d.T + pr["group_shift_sd"] ** 2 * g @ zero_sum @ g.T
     cov = jnp.asarray(fixed) + sd**2 * jnp.eye(fixed.shape[0])
-    return numpyro.sample("stratum_total_shift", dist.MultivariateNormal(jnp.zeros(fixed.shape[0]), covariance_matrix=cov))
+    return numpyro.sample(
+        "stratum_total_shift", dist.MultivariateNormal(jnp.zeros(fixed.shape[0]), covariance_matrix=cov)
+    )
 
 
 def model(tables, *, cells, data, variant: str):
@@ -106,20 +112,29 @@ def run(counts, variant: str, seed: int) -> str:
     with precision():
         tables = {k: jnp.asarray(v) for k, v in cc.likelihood_tables(cells, cc.SAMPLER_BAND_DTYPE).items()}
         t0 = time.perf_counter()
-        mcmc = MCMC(NUTS(partial(model, cells=cells, data=data, variant=variant), target_accept_prob=0.85), num_warmup=500, num_samples=500, num_chains=2, progress_bar=False)
+        mcmc = MCMC(
+            NUTS(partial(model, cells=cells, data=data, variant=variant), target_accept_prob=0.85),
+            num_warmup=500,
+            num_samples=500,
+            num_chains=2,
+            progress_bar=False,
+        )
         mcmc.run(jax.random.PRNGKey(seed), tables=tables, extra_fields=("num_steps", "diverging"))
         extra = jax.block_until_ready(mcmc.get_extra_fields(group_by_chain=True))
         wall = time.perf_counter() - t0
         worst = min(
-            ((name, convergence(np.moveaxis(np.asarray(v).reshape(*np.shape(v)[:2], -1), (0, 1), (-2, -1)))) for name, v in mcmc.get_samples(group_by_chain=True).items()),
+            (
+                (name, convergence(np.moveaxis(np.asarray(v).reshape(*np.shape(v)[:2], -1), (0, 1), (-2, -1))))
+                for name, v in mcmc.get_samples(group_by_chain=True).items()
+            ),
             key=lambda nc: float(np.nanmin(np.minimum(nc[1]["ess_bulk"], nc[1]["ess_tail"]))),
-        )  # fmt: skip
+        )
     name, c = worst
     return (
         f"{variant:>11} {seed:>4} | divergences {np.asarray(extra['diverging']).sum(1).tolist()} | steps {np.asarray(extra['num_steps']).mean():5.1f} | "
         f"step size {np.asarray(mcmc.last_state.adapt_state.step_size).round(3).tolist()} | worst {name}: R-hat {np.nanmax(c['r_hat']):.3f}, "
         f"ESS {np.nanmin(c['ess_bulk']):.0f}/{np.nanmin(c['ess_tail']):.0f} | {wall:.0f} s"
-    )  # fmt: skip
+    )
 
 
 def main() -> None:

@@ -40,9 +40,17 @@ def main() -> None:
     ap.add_argument("--first", type=int, default=1, help="number of the first replicate (1-based)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--k", type=int, default=10, help="samples per item and version in each replicate dataset")
-    ap.add_argument("--model", default="change", help="a model of bayesrc truth: change (the default) or change_v0 (before issue 12); several: comma-separated")
-    ap.add_argument("--jobs", type=int, default=1, help="fits at a time, each in its own process (2 cores each: one per chain)")
-    ap.add_argument("--summarise", metavar="JSONL", help="print the per-pair table of rows this script printed earlier, and stop")
+    ap.add_argument(
+        "--model",
+        default="change",
+        help="a model of bayesrc truth: change (the default) or change_v0 (before issue 12); several: comma-separated",
+    )
+    ap.add_argument(
+        "--jobs", type=int, default=1, help="fits at a time, each in its own process (2 cores each: one per chain)"
+    )
+    ap.add_argument(
+        "--summarise", metavar="JSONL", help="print the per-pair table of rows this script printed earlier, and stop"
+    )
     args = ap.parse_args()
     if args.summarise:
         print(summarise(args.summarise))
@@ -76,7 +84,11 @@ def fit_row(number: int, pair: str, model: str, seed: int, k: int = 10) -> dict:
 
     root = datasets.path("exact_gemma")
     v1 = load_exact(root / "q4")
-    v2 = reset_small_changes(v1, load_exact(root / pair.removesuffix(RESET))) if pair.endswith(RESET) else load_exact(root / pair)
+    v2 = (
+        reset_small_changes(v1, load_exact(root / pair.removesuffix(RESET)))
+        if pair.endswith(RESET)
+        else load_exact(root / pair)
+    )
     [(r, counts, dp, _)] = replicate_datasets(v1, v2, k=k, seed=seed, replicates=[number])
     res = fit(counts, config=SamplerConfig(chains=2, tune=300, draws=400, seed=1), fdr=0.1, **MODEL_SPECS[model])
     it = res.items.set_index("item_id").reindex(counts["item"].values)
@@ -84,17 +96,32 @@ def fit_row(number: int, pair: str, model: str, seed: int, k: int = 10) -> dict:
     rci = score_classes(it["rci_class"].to_numpy(dtype=object), dp)
     sd = res.posterior["posterior"]["sigma_delta"]
     return {
-        "model": model, "pair": pair, "k": k, "replicate": r + 1, "selected": own["flagged"], "fdp_sign": own["fdp_sign"], "fdp_material": own["fdp_material"],
-        "coverage90": _model_scores(it, dp)["coverage90"], "rci_fdp_estimate": res.crosscheck["rci_estimated_fdp"],
-        "rci_fdp_realised": rci["fdp_sign"], "rci_flagged": rci["flagged"],
-        "rci_fdp_estimate_material": res.crosscheck["rci_estimated_fdp_material"], "rci_fdp_realised_material": rci["fdp_material"],
+        "model": model,
+        "pair": pair,
+        "k": k,
+        "replicate": r + 1,
+        "selected": own["flagged"],
+        "fdp_sign": own["fdp_sign"],
+        "fdp_material": own["fdp_material"],
+        "coverage90": _model_scores(it, dp)["coverage90"],
+        "rci_fdp_estimate": res.crosscheck["rci_estimated_fdp"],
+        "rci_fdp_realised": rci["fdp_sign"],
+        "rci_flagged": rci["flagged"],
+        "rci_fdp_estimate_material": res.crosscheck["rci_estimated_fdp_material"],
+        "rci_fdp_realised_material": rci["fdp_material"],
         "rci_fdp_interval90": res.crosscheck.get("rci_estimated_fdp_interval90"),
         "rci_fdp_material_interval90": res.crosscheck.get("rci_estimated_fdp_material_interval90"),
-        "prior_sensitivity": res.crosscheck.get("prior_sensitivity"), "no_change_p": res.crosscheck["no_change_test"]["p_value"],
-        "sigma_delta": [float(sd.mean()), float(sd.std())], "pi": float(res.posterior["posterior"]["pi"].mean()),
-        "sigma_delta_by_level": dict(zip(map(str, sd["group"].values), map(float, sd.mean(("chain", "draw")).values))) if "group" in sd.dims else None,
-        "max_rhat": float(res.diagnostics.max_rhat), "runtime_s": res.runtime_s, **_elpd_loo(res, counts),
-    }  # fmt: skip
+        "prior_sensitivity": res.crosscheck.get("prior_sensitivity"),
+        "no_change_p": res.crosscheck["no_change_test"]["p_value"],
+        "sigma_delta": [float(sd.mean()), float(sd.std())],
+        "pi": float(res.posterior["posterior"]["pi"].mean()),
+        "sigma_delta_by_level": dict(zip(map(str, sd["group"].values), map(float, sd.mean(("chain", "draw")).values)))
+        if "group" in sd.dims
+        else None,
+        "max_rhat": float(res.diagnostics.max_rhat),
+        "runtime_s": res.runtime_s,
+        **_elpd_loo(res, counts),
+    }
 
 
 RESET = "-reset"  # pair suffix: that version change with its changes below DELTA_MIN undone (reset_small_changes)
@@ -120,7 +147,12 @@ def reset_small_changes(v1, v2, below: float = DELTA_MIN):
     dp = exact_truth(v1, v2).set_index("item_id")["delta_p"]
     undo = set(dp.index[dp.abs() < below])
     keep = lambda df: ~df["item_id"].isin(undo)  # noqa: E731
-    items = pd.concat([v2.items[keep(v2.items)], v1.items[~keep(v1.items)]]).set_index("item_id").loc[v2.items["item_id"]].reset_index()
+    items = (
+        pd.concat([v2.items[keep(v2.items)], v1.items[~keep(v1.items)]])
+        .set_index("item_id")
+        .loc[v2.items["item_id"]]
+        .reset_index()
+    )
     dist = pd.concat([v2.dist[keep(v2.dist)], v1.dist[~keep(v1.dist)]], ignore_index=True)
     order = pd.Series(range(len(items)), index=items["item_id"])
     dist = dist.sort_values("item_id", key=lambda ids: ids.map(order), kind="stable", ignore_index=True)
@@ -139,15 +171,33 @@ def summarise(path: str) -> str:
     out = []
     for (model, pair, k), g in rows.groupby(["model", "pair", "k"], sort=False):
         has = g["rci_flagged"] > 0
-        out.append({
-            "model": model, "pair": pair, "k": k, "replicates": len(g), "selected": g["selected"].mean(), "fdp_sign": g["fdp_sign"].mean(),
-            "fdp_sign_pooled": g["false_sign"].sum() / max(g["selected"].sum(), 1), "coverage90": g["coverage90"].mean(),
-            "coverage90_min": g["coverage90"].min(), "rci_fdp_estimate": g.loc[has, "rci_fdp_estimate"].mean(),
-            "rci_fdp_realised": g.loc[has, "rci_fdp_realised"].mean(),
-            "rci_fdp_estimate_material": g.loc[has, "rci_fdp_estimate_material"].mean() if "rci_fdp_estimate_material" in g else float("nan"),
-            "rci_fdp_realised_material": g.loc[has, "rci_fdp_realised_material"].mean() if "rci_fdp_realised_material" in g else float("nan"),
-            **_warned(g[has]), **_held(g[has]), **_rejected(g), "gate_max_rhat": g["max_rhat"].max(), "elpd_loo": g["elpd_loo"].mean(), "runtime_s": g["runtime_s"].mean(),
-        })  # fmt: skip
+        out.append(
+            {
+                "model": model,
+                "pair": pair,
+                "k": k,
+                "replicates": len(g),
+                "selected": g["selected"].mean(),
+                "fdp_sign": g["fdp_sign"].mean(),
+                "fdp_sign_pooled": g["false_sign"].sum() / max(g["selected"].sum(), 1),
+                "coverage90": g["coverage90"].mean(),
+                "coverage90_min": g["coverage90"].min(),
+                "rci_fdp_estimate": g.loc[has, "rci_fdp_estimate"].mean(),
+                "rci_fdp_realised": g.loc[has, "rci_fdp_realised"].mean(),
+                "rci_fdp_estimate_material": g.loc[has, "rci_fdp_estimate_material"].mean()
+                if "rci_fdp_estimate_material" in g
+                else float("nan"),
+                "rci_fdp_realised_material": g.loc[has, "rci_fdp_realised_material"].mean()
+                if "rci_fdp_realised_material" in g
+                else float("nan"),
+                **_warned(g[has]),
+                **_held(g[has]),
+                **_rejected(g),
+                "gate_max_rhat": g["max_rhat"].max(),
+                "elpd_loo": g["elpd_loo"].mean(),
+                "runtime_s": g["runtime_s"].mean(),
+            }
+        )
     return pd.DataFrame(out).round(3).to_string(index=False)
 
 
@@ -158,7 +208,10 @@ def _warned(g) -> dict:
     if "prior_sensitivity" not in g or g["prior_sensitivity"].isna().any():
         return {"warned_sign": "", "unwarned_within_sign": "", "warned_material": "", "unwarned_within_material": ""}
     out = {}
-    for kind, est, real, flag in (("sign", "rci_fdp_estimate", "rci_fdp_realised", "sensitive"), ("material", "rci_fdp_estimate_material", "rci_fdp_realised_material", "sensitive_material")):
+    for kind, est, real, flag in (
+        ("sign", "rci_fdp_estimate", "rci_fdp_realised", "sensitive"),
+        ("material", "rci_fdp_estimate_material", "rci_fdp_realised_material", "sensitive_material"),
+    ):
         warned = g["prior_sensitivity"].map(lambda d, f=flag: bool(d.get(f)))
         within = (g[est] - g[real]).abs() <= 0.05
         out[f"warned_{kind}"] = f"{int(warned.sum())}/{len(g)}"
@@ -179,7 +232,10 @@ def _held(g) -> dict:
     from bayesrc.truth.score import interval_holds
 
     out = {}
-    for kind, col, real in (("sign", "rci_fdp_interval90", "rci_fdp_realised"), ("material", "rci_fdp_material_interval90", "rci_fdp_realised_material")):
+    for kind, col, real in (
+        ("sign", "rci_fdp_interval90", "rci_fdp_realised"),
+        ("material", "rci_fdp_material_interval90", "rci_fdp_realised_material"),
+    ):
         rows = g[g[col].notna()] if col in g else g.iloc[:0]
         if rows.empty:
             out[f"interval_held_{kind}"] = ""

@@ -55,13 +55,24 @@ def main() -> None:
     real, undone = exact_truth(v1, v2), exact_truth(v1, reset)
     small = real["delta_p"].abs().to_numpy() < DELTA_MIN
     # the construction itself: the reset items do not move, the others move as in the real change
-    assert (undone["delta_p"].to_numpy()[small] == 0).all() and (undone["delta_p"].to_numpy()[~small] == real["delta_p"].to_numpy()[~small]).all()
+    assert (undone["delta_p"].to_numpy()[small] == 0).all() and (
+        undone["delta_p"].to_numpy()[~small] == real["delta_p"].to_numpy()[~small]
+    ).all()
     ks = [int(k) for k in args.k.split(",")]
-    print(f"{args.pair}: {small.sum()} of {len(small)} items moved by |dp| < {DELTA_MIN} (median |dp| {real['delta_p'].abs().median():.3f}); reset in the second truth\n")
-    print(rci_in_both(v1, v2, reset, k=ks[0], seed=args.seed, replicates=args.replicates).round(3).to_string(index=False), "\n")
+    print(
+        f"{args.pair}: {small.sum()} of {len(small)} items moved by |dp| < {DELTA_MIN} (median |dp| {real['delta_p'].abs().median():.3f}); reset in the second truth\n"
+    )
+    print(
+        rci_in_both(v1, v2, reset, k=ks[0], seed=args.seed, replicates=args.replicates).round(3).to_string(index=False),
+        "\n",
+    )
     p0, p1 = real["p_v1"].to_numpy()[small], real["p_v2"].to_numpy()[small]
     rng = np.random.default_rng(args.seed)
-    oracle = [{"k": k, **best_test(p0, p1, k, signs_known=known, n=args.oracle_datasets, rng=rng)} for k in ks for known in (True, False)]
+    oracle = [
+        {"k": k, **best_test(p0, p1, k, signs_known=known, n=args.oracle_datasets, rng=rng)}
+        for k in ks
+        for known in (True, False)
+    ]
     print(pd.DataFrame(oracle).round(3).to_string(index=False), "\n")
     if args.rows:
         print(model_in_both(args.rows, args.pair).round(3).to_string(index=False))
@@ -74,20 +85,32 @@ def rci_in_both(v1, v2, reset, *, k: int, seed: int, replicates: int) -> pd.Data
     from bayesrc.truth.score import replicate_datasets, score_classes
 
     rows = []
-    pairs = zip(replicate_datasets(v1, v2, k=k, seed=seed, replicates=range(replicates)), replicate_datasets(v1, reset, k=k, seed=seed, replicates=range(replicates)))
+    pairs = zip(
+        replicate_datasets(v1, v2, k=k, seed=seed, replicates=range(replicates)),
+        replicate_datasets(v1, reset, k=k, seed=seed, replicates=range(replicates)),
+    )
     for (r, counts, dp, _), (_, counts_reset, dp_reset, _) in pairs:
         classes, scores = [], []
         for c, d in ((counts, dp), (counts_reset, dp_reset)):
-            rci = reliable_change(c, "v1", "v2", **CROSSCHECK_RCI_KWARGS).to_frame().set_index("item_id")["class"]  # as the fits' cross-check
+            rci = (
+                reliable_change(c, "v1", "v2", **CROSSCHECK_RCI_KWARGS).to_frame().set_index("item_id")["class"]
+            )  # as the fits' cross-check
             cls = rci.reindex(c["item"].values).fillna("excluded").to_numpy(dtype=object)
             classes.append(cls)
             scores.append(score_classes(cls, d))
         (s_real, s_reset), same = scores, int((classes[0] == classes[1]).sum())
-        rows.append({
-            "replicate": r + 1, "flagged": s_real["flagged"], "flagged_reset": s_reset["flagged"], "classed_alike": same,
-            "fdp_sign": s_real["fdp_sign"], "fdp_sign_reset": s_reset["fdp_sign"],
-            "fdp_material": s_real["fdp_material"], "fdp_material_reset": s_reset["fdp_material"],
-        })  # fmt: skip
+        rows.append(
+            {
+                "replicate": r + 1,
+                "flagged": s_real["flagged"],
+                "flagged_reset": s_reset["flagged"],
+                "classed_alike": same,
+                "fdp_sign": s_real["fdp_sign"],
+                "fdp_sign_reset": s_reset["fdp_sign"],
+                "fdp_material": s_real["fdp_material"],
+                "fdp_material_reset": s_reset["fdp_material"],
+            }
+        )
     return with_mean_row(pd.DataFrame(rows))
 
 
@@ -117,23 +140,41 @@ def best_test(p0: np.ndarray, p1: np.ndarray, k: int, *, signs_known: bool, n: i
         moved = np.where(rng.random(moved.shape) < 0.5, moved, rng.binomial(k, mirror, size=moved.shape))
     l_still, l_moved = llr(still), llr(moved)
     tv = float((l_moved > 0).mean() - (l_still > 0).mean())
-    return {"signs": "known" if signs_known else "unknown", "items": len(p0), "TV": tv, "bayes_error": (1 - tv) / 2, "power_at_5pct": float((l_moved > np.quantile(l_still, 0.95)).mean())}
+    return {
+        "signs": "known" if signs_known else "unknown",
+        "items": len(p0),
+        "TV": tv,
+        "bayes_error": (1 - tv) / 2,
+        "power_at_5pct": float((l_moved > np.quantile(l_still, 0.95)).mean()),
+    }
 
 
 def model_in_both(paths: list[str], pair: str) -> pd.DataFrame:
     """The change model's estimate of RCI's FDP (sign, material) beside the realised one in both
     truths, per replicate fitted in both, from ``truth_default.py`` rows."""
     rows = pd.concat([pd.read_json(p, lines=True) for p in paths], ignore_index=True)
-    rows = rows[rows["model"].eq("change") & rows["k"].fillna(10).eq(10)].drop_duplicates(["pair", "replicate"], keep="last")
-    cols = ["replicate", "rci_fdp_estimate", "rci_fdp_realised", "rci_fdp_estimate_material", "rci_fdp_realised_material"]
-    both = rows[rows["pair"].eq(pair)][cols].merge(rows[rows["pair"].eq(pair + RESET)][cols], on="replicate", suffixes=("", "_reset"))
+    rows = rows[rows["model"].eq("change") & rows["k"].fillna(10).eq(10)].drop_duplicates(
+        ["pair", "replicate"], keep="last"
+    )
+    cols = [
+        "replicate",
+        "rci_fdp_estimate",
+        "rci_fdp_realised",
+        "rci_fdp_estimate_material",
+        "rci_fdp_realised_material",
+    ]
+    both = rows[rows["pair"].eq(pair)][cols].merge(
+        rows[rows["pair"].eq(pair + RESET)][cols], on="replicate", suffixes=("", "_reset")
+    )
     both["estimates_differ_by"] = (both["rci_fdp_estimate"] - both["rci_fdp_estimate_reset"]).abs()
     return with_mean_row(both)
 
 
 def with_mean_row(table: pd.DataFrame) -> pd.DataFrame:
     """``table`` (one row per replicate) with a last row ``replicate = "mean"`` of its columns' means."""
-    return pd.concat([table, table.drop(columns="replicate").mean().to_frame().T.assign(replicate="mean")], ignore_index=True)
+    return pd.concat(
+        [table, table.drop(columns="replicate").mean().to_frame().T.assign(replicate="mean")], ignore_index=True
+    )
 
 
 if __name__ == "__main__":

@@ -95,7 +95,11 @@ API_MODULES = [
 def _public_names(mod) -> list[str]:
     names = getattr(mod, "__all__", None)
     if names is None:
-        names = [n for n, v in vars(mod).items() if not n.startswith("_") and getattr(v, "__module__", None) == mod.__name__ and callable(v)]
+        names = [
+            n
+            for n, v in vars(mod).items()
+            if not n.startswith("_") and getattr(v, "__module__", None) == mod.__name__ and callable(v)
+        ]
     return [n for n in names if not n.startswith("__")]
 
 
@@ -122,7 +126,9 @@ def write_api_pages() -> None:
         callables = [n for n in own if callable(getattr(mod, n))]
         heading = f"``{name}``: {title}"
         lines = [heading, "=" * len(heading), "", f".. currentmodule:: {name}", "", ".. autosummary::", ""]
-        lines += [f"   {seen.get(id(getattr(mod, n)), n) if n not in own else n}" for n in names if callable(getattr(mod, n))]
+        lines += [
+            f"   {seen.get(id(getattr(mod, n)), n) if n not in own else n}" for n in names if callable(getattr(mod, n))
+        ]
         lines += ["", f".. automodule:: {name}", "   :no-members:", ""]
         for n in callables:
             kind = "autoclass" if isinstance(getattr(mod, n), type) else "autofunction"

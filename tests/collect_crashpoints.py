@@ -45,7 +45,9 @@ from bayesrc.collect.rundir import done_items, read_run_trials  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CARD = ROOT / "models" / "gemma-3-270m-q4_k_m.toml"
-FS_EVENTS = frozenset({"os.rename", "os.link", "os.symlink", "os.mkdir", "os.remove", "os.rmdir", "os.truncate", "shutil.rmtree"})
+FS_EVENTS = frozenset(
+    {"os.rename", "os.link", "os.symlink", "os.mkdir", "os.remove", "os.rmdir", "os.truncate", "shutil.rmtree"}
+)
 WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 COLLECT_CODE = str(ROOT / "bayesrc" / "collect")
 KEYS = {"fast": ["item_index", "k"], "server": ["item_index", "k"], "exact": ["item_id", "answer"]}
@@ -77,7 +79,9 @@ class Setup:
         self.model = None
         if engine != "server":
             card = load_card(CARD)
-            self.model = Model(resolve_model(card), n_ctx=card.n_ctx, n_batch=card.n_batch, n_threads=1, label=card.label)
+            self.model = Model(
+                resolve_model(card), n_ctx=card.n_ctx, n_batch=card.n_batch, n_threads=1, label=card.label
+            )
         self.kwargs = {"k": k, "engine": engine, "seed_rule": "shared"}
         if engine == "exact":
             self.kwargs |= {"epsilon": 1e-3, "max_expansions": 400}
@@ -156,7 +160,9 @@ def compare(setup: Setup, out: Path, want: dict[str, pd.DataFrame]) -> tuple[int
     got = setup.result(out)
     lost = duplicated = 0
     for name, ref in want.items():
-        lost_rows, repeated = table_differences(ref, got[name], KEYS[setup.engine] if name != "items_exact.parquet" else ["item_id"])
+        lost_rows, repeated = table_differences(
+            ref, got[name], KEYS[setup.engine] if name != "items_exact.parquet" else ["item_id"]
+        )
         lost, duplicated = lost + lost_rows, duplicated + repeated
     leftovers = [p for p in out.rglob(".*.tmp")]
     return lost, duplicated + len(leftovers)
@@ -173,7 +179,9 @@ def table_differences(ref: pd.DataFrame, new: pd.DataFrame, keys: list[str]) -> 
     return int(differ.sum()), duplicated
 
 
-def crash_points(setup: Setup, *, calls: int, fs_points: int = 100_000, sample: int | None = None, seed: int = 0) -> dict[str, object]:
+def crash_points(
+    setup: Setup, *, calls: int, fs_points: int = 100_000, sample: int | None = None, seed: int = 0
+) -> dict[str, object]:
     """Kill a collection at (up to) ``fs_points`` filesystem events and ``calls`` calls, each
     spread over the run (or a seeded random ``sample`` of those points); resume; compare."""
     ref = setup.root / "reference"
@@ -181,8 +189,12 @@ def crash_points(setup: Setup, *, calls: int, fs_points: int = 100_000, sample: 
     _, counts = forked(setup, ref, resume=False)
     run_seconds = time.monotonic() - start
     want = setup.result(ref)
-    assert compare(setup, ref, want) == (0, 0) and compare(setup, ref, _altered(want)) == (1, 0), "the comparison must see one changed row"
-    points = [("fs", i) for i in _spread(counts["fs"], fs_points)] + [("call", i) for i in _spread(counts["call"], calls)]
+    assert compare(setup, ref, want) == (0, 0) and compare(setup, ref, _altered(want)) == (1, 0), (
+        "the comparison must see one changed row"
+    )
+    points = [("fs", i) for i in _spread(counts["fs"], fs_points)] + [
+        ("call", i) for i in _spread(counts["call"], calls)
+    ]
     if sample is not None:
         points = sorted(random.Random(seed).sample(points, min(sample, len(points))))
     outcomes = []
@@ -196,7 +208,16 @@ def crash_points(setup: Setup, *, calls: int, fs_points: int = 100_000, sample: 
             failed = 0
         except Exception:  # noqa: BLE001 (a resume that fails loses the run)
             lost, duplicated, failed = sum(len(t) for t in want.values()), 0, 1
-        outcomes.append({"kill": f"{kill_at[0]} {kill_at[1]}", "signal": sig, "torn": torn, "lost": lost, "duplicated": duplicated, "failed": failed})
+        outcomes.append(
+            {
+                "kill": f"{kill_at[0]} {kill_at[1]}",
+                "signal": sig,
+                "torn": torn,
+                "lost": lost,
+                "duplicated": duplicated,
+                "failed": failed,
+            }
+        )
     return summarise(setup, outcomes, counts=counts, run_seconds=run_seconds, rows=sum(len(t) for t in want.values()))
 
 
@@ -243,14 +264,20 @@ def main() -> None:
     ap.add_argument("--items", type=int, default=4)
     ap.add_argument("--k", type=int, default=3)
     ap.add_argument("--calls", type=int, default=40, help="kills spread over the engine calls")
-    ap.add_argument("--fs-points", type=int, default=100_000, help="kills spread over the filesystem events (default: every one)")
+    ap.add_argument(
+        "--fs-points", type=int, default=100_000, help="kills spread over the filesystem events (default: every one)"
+    )
     ap.add_argument("--sample", type=int, help="a seeded random sample of that many of those points")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--base-url", help="server engine: the endpoint")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         setup = Setup(args.engine, Path(tmp), n_items=args.items, k=args.k, base_url=args.base_url)
-        print(json.dumps(crash_points(setup, calls=args.calls, fs_points=args.fs_points, sample=args.sample, seed=args.seed)))
+        print(
+            json.dumps(
+                crash_points(setup, calls=args.calls, fs_points=args.fs_points, sample=args.sample, seed=args.seed)
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -36,7 +36,21 @@ from pathlib import Path
 from bayesrc import io
 
 N_FILES = 6
-MUTATING = frozenset({"os.rename", "os.link", "os.symlink", "os.mkdir", "os.remove", "os.rmdir", "os.truncate", "os.chmod", "shutil.rmtree", "shutil.copyfile", "ctypes.call_function"})
+MUTATING = frozenset(
+    {
+        "os.rename",
+        "os.link",
+        "os.symlink",
+        "os.mkdir",
+        "os.remove",
+        "os.rmdir",
+        "os.truncate",
+        "os.chmod",
+        "shutil.rmtree",
+        "shutil.copyfile",
+        "ctypes.call_function",
+    }
+)
 WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 
 
@@ -59,7 +73,9 @@ def expected(version: str, over: dict[str, str] | None = None) -> dict[str, str]
     if version == "old":
         return _old_tree()
     kept = {rel: text for rel, text in (over or _old_tree()).items() if not rel.startswith("sub/")}
-    return kept | {f"f{i}.txt": version for i in range(N_FILES)} | {f"added_{version}.txt": version, "sub/a.txt": version}
+    return (
+        kept | {f"f{i}.txt": version for i in range(N_FILES)} | {f"added_{version}.txt": version, "sub/a.txt": version}
+    )
 
 
 def snapshot(folder: Path) -> dict[str, str] | None:
@@ -110,7 +126,9 @@ def _child(out: Path, kill_at: int, delay: float, report_fd: int) -> None:
     os._exit(0)
 
 
-def run_child(out: Path, *, kill_at: int = 0, delay: float = 0.0, kill_after: float | None = None) -> tuple[int, int | None]:
+def run_child(
+    out: Path, *, kill_at: int = 0, delay: float = 0.0, kill_after: float | None = None
+) -> tuple[int, int | None]:
     """Fork a writer; return (signal that ended it or 0, events it counted when it finished)."""
     r, w = os.pipe()
     pid = os.fork()
@@ -154,7 +172,9 @@ def classify(root: Path) -> dict[str, object]:
     return {"state": state, "recovered": recovered, "leftovers": leftovers, "next_ok": next_ok}
 
 
-def crash_points(root: Path, *, points: int, mode: str = "exchange", timed: int = 0, delay: float = 0.005) -> dict[str, object]:
+def crash_points(
+    root: Path, *, points: int, mode: str = "exchange", timed: int = 0, delay: float = 0.005
+) -> dict[str, object]:
     """Kill the writer at ``points`` filesystem events (spread over all of them) and at ``timed`` times."""
     io.USE_EXCHANGE = mode == "exchange"
     _, n_events = run_child(reset(root))

@@ -48,7 +48,21 @@ MOUNT_BYTES = 4 << 20
 #: every writer prepare() builds inputs for, cheapest first (from ``fit`` on they sample with NUTS: ``fit``, ``fit-many``
 #: and ``truth`` about a minute a run, ``switch-bayes`` (the default switch run, its two factor models) and
 #: ``compare`` (the CI gate's default change-model fit) a minute or two, ``demo`` (collection, fit and report) two or three)
-WRITERS = ("rci", "merge", "report", "power", "switch", "import", "sensitivity", "fit", "fit-many", "truth", "switch-bayes", "compare", "demo")
+WRITERS = (
+    "rci",
+    "merge",
+    "report",
+    "power",
+    "switch",
+    "import",
+    "sensitivity",
+    "fit",
+    "fit-many",
+    "truth",
+    "switch-bayes",
+    "compare",
+    "demo",
+)
 SLOW_WRITERS = ("fit", "fit-many", "truth", "switch-bayes", "compare", "demo")
 #: exits that wrote a whole output: compare's 1 is a failed gate (a deterioration found) and 4 an inconclusive one
 #: (30 items cannot resolve the default margin), the demo's 3 a fit that failed its gate (its report says so), not errors
@@ -66,7 +80,10 @@ def can_mount(root: Path) -> bool:
     """Whether this process may mount a tmpfs (root in a container that allows it)."""
     probe = Path(root) / "probe"
     probe.mkdir(parents=True, exist_ok=True)
-    ok = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(probe)], capture_output=True).returncode == 0
+    ok = (
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(probe)], capture_output=True).returncode
+        == 0
+    )
     if ok:
         subprocess.run(["umount", str(probe)], check=True)
     probe.rmdir()
@@ -105,7 +122,9 @@ def readonly(mnt: Path, on: bool) -> None:
 
 def cli(*args: str) -> subprocess.CompletedProcess:
     """One real ``bayesrc`` process."""
-    return subprocess.run([sys.executable, "-m", "bayesrc", *args], capture_output=True, text=True, timeout=300, env=ENV, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "bayesrc", *args], capture_output=True, text=True, timeout=300, env=ENV, cwd=ROOT
+    )
 
 
 def clean_failure(res: subprocess.CompletedProcess) -> bool:
@@ -120,14 +139,25 @@ def snapshot(folder: Path) -> dict[str, bytes] | None:
         return {folder.name: folder.read_bytes()}
     if not folder.is_dir():
         return None
-    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file() and not p.name.endswith(".lock")}
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and not p.name.endswith(".lock")
+    }
 
 
 def leftovers(folder: Path) -> list[str]:
     """Temporary files, stages, set-aside folders and writer-lock files under ``folder`` (the mount),
     once no command runs (a run directory's own ``.lock`` stays by design)."""
     debris = (".tmp", ".lock")
-    return sorted(p.name for p in folder.rglob(".*") if (p.name.endswith(debris) and p.name != ".lock") or ".new-" in p.name or ".old-" in p.name or p.name.startswith(".staging-"))
+    return sorted(
+        p.name
+        for p in folder.rglob(".*")
+        if (p.name.endswith(debris) and p.name != ".lock")
+        or ".new-" in p.name
+        or ".old-" in p.name
+        or p.name.startswith(".staging-")
+    )
 
 
 def output_bytes(files: dict[str, bytes] | None) -> int:
@@ -149,7 +179,23 @@ def free_label(free: int | None) -> str:
 
 
 def collect_args(bank: Path, out: Path, *extra: str) -> list[str]:
-    return ["collect", "--model", str(CARD), "--items", str(bank), "--out", str(out), "--k", "3", "--threads", "1", "--seed-rule", "shared", "--no-progress", *extra]
+    return [
+        "collect",
+        "--model",
+        str(CARD),
+        "--items",
+        str(bank),
+        "--out",
+        str(out),
+        "--k",
+        "3",
+        "--threads",
+        "1",
+        "--seed-rule",
+        "shared",
+        "--no-progress",
+        *extra,
+    ]
 
 
 def trials(run: Path) -> pd.DataFrame:
@@ -180,8 +226,16 @@ def collect_case(mnt: Path, bank: Path, reference: pd.DataFrame, *, free: int | 
         filler.unlink()
     again = cli(*collect_args(bank, out, *(["--resume"] if (out / "run.json").exists() else [])))
     outcome = _compare(reference, out, again)
-    return {"case": f"collect, {'read-only' if free is None else f'{free // 1024} KiB free'}", "exit": first.returncode, "clean": first.returncode == 0 or clean_failure(first),
-            "parts_before": parts_before, "torn": torn, **outcome, "leftovers": leftovers(mnt), "stderr": first.stderr.strip()[-300:]}  # fmt: skip
+    return {
+        "case": f"collect, {'read-only' if free is None else f'{free // 1024} KiB free'}",
+        "exit": first.returncode,
+        "clean": first.returncode == 0 or clean_failure(first),
+        "parts_before": parts_before,
+        "torn": torn,
+        **outcome,
+        "leftovers": leftovers(mnt),
+        "stderr": first.stderr.strip()[-300:],
+    }
 
 
 def _compare(reference: pd.DataFrame, out: Path, again: subprocess.CompletedProcess) -> dict:
@@ -190,7 +244,9 @@ def _compare(reference: pd.DataFrame, out: Path, again: subprocess.CompletedProc
         return {"lost": len(reference), "duplicated": 0, "back": False}
     got = trials(out)
     dup = int(got.duplicated(["item_index", "k"]).sum())
-    merged = reference.merge(got.drop_duplicates(["item_index", "k"]), on=["item_index", "k"], how="left", suffixes=("", "_got"))
+    merged = reference.merge(
+        got.drop_duplicates(["item_index", "k"]), on=["item_index", "k"], how="left", suffixes=("", "_got")
+    )
     same = pd.Series(True, index=merged.index)
     for col in (c for c in CORE if c not in ("item_index", "k")):
         a, b = merged[col], merged[f"{col}_got"]
@@ -225,8 +281,18 @@ def writer_case(mnt: Path, name: str, argv: list[str], *, free: int | None, half
     again = cli(*argv, "--out", str(out)) if res.returncode not in ok else res
     whole = again.returncode in ok and complete(name, out, set(old or ()))
     label = f"half its output, {free_label(free)}" if half else free_label(free)
-    return {"case": f"{name}, {label}", "exit": res.returncode, "clean": res.returncode in ok or clean_failure(res), "kept": kept, "back": whole,
-            "torn": 0, "lost": int(not kept) + int(not whole), "duplicated": len(left), "leftovers": left, "stderr": res.stderr.strip()[-300:]}  # fmt: skip
+    return {
+        "case": f"{name}, {label}",
+        "exit": res.returncode,
+        "clean": res.returncode in ok or clean_failure(res),
+        "kept": kept,
+        "back": whole,
+        "torn": 0,
+        "lost": int(not kept) + int(not whole),
+        "duplicated": len(left),
+        "leftovers": left,
+        "stderr": res.stderr.strip()[-300:],
+    }
 
 
 def half_free(name: str, output: Path) -> int:
@@ -259,7 +325,9 @@ def prepare(root: Path, *, writers: Sequence[str] = WRITERS, collect: bool = Tru
     pair.trials_v1.to_parquet(v1, index=False)
     pair.trials_v2.to_parquet(v2, index=False)
     write_lm_eval_example(pair.trials_v1, root / "lm-eval")
-    pd.DataFrame({"name": ["A", "B"], "v1": [v1, v2], "v2": [v2, v1]}).to_csv(root / "manifest.csv", index=False)  # two pairs: one may fit, the other not
+    pd.DataFrame({"name": ["A", "B"], "v1": [v1, v2], "v2": [v2, v1]}).to_csv(
+        root / "manifest.csv", index=False
+    )  # two pairs: one may fit, the other not
     short_nuts = ["--chains", "2", "--draws", "300", "--tune", "300"]  # a disk fault, not the gate, is under test here
     argv = {
         "rci": ["rci", "--pair", "A", v1, v2, "--splits", "50", "--permutations", "50"],
@@ -269,9 +337,38 @@ def prepare(root: Path, *, writers: Sequence[str] = WRITERS, collect: bool = Tru
         "switch": ["switch", str(SWITCH_CELLS), "--bayes", "none", "--bootstrap", "200", "--seed", "1"],
         "import": ["import", "lm-eval", str(root / "lm-eval"), "--model", "v1"],
         "sensitivity": ["sensitivity", "threshold", v1, v2],
-        "fit": ["fit", v1, v2, "--model", "betabinom", *short_nuts, "--no-escalate", "--allow-unconverged", "--no-progress"],
-        "fit-many": ["fit-many", str(root / "manifest.csv"), "--model", "betabinom", *short_nuts, "--no-escalate", "--allow-unconverged", "--no-progress"],
-        "truth": ["truth", str(EXACT / "q4"), str(EXACT / "q3"), "--replicates", "1", "--methods", "betabinom", *short_nuts, "--no-progress"],
+        "fit": [
+            "fit",
+            v1,
+            v2,
+            "--model",
+            "betabinom",
+            *short_nuts,
+            "--no-escalate",
+            "--allow-unconverged",
+            "--no-progress",
+        ],
+        "fit-many": [
+            "fit-many",
+            str(root / "manifest.csv"),
+            "--model",
+            "betabinom",
+            *short_nuts,
+            "--no-escalate",
+            "--allow-unconverged",
+            "--no-progress",
+        ],
+        "truth": [
+            "truth",
+            str(EXACT / "q4"),
+            str(EXACT / "q3"),
+            "--replicates",
+            "1",
+            "--methods",
+            "betabinom",
+            *short_nuts,
+            "--no-progress",
+        ],
         "switch-bayes": ["switch", str(SWITCH_CELLS), "--bootstrap", "200", "--seed", "1"],
         "compare": ["compare", v1, v2],
         "demo": ["demo", "--items", "8", "--k", "3"],
@@ -284,7 +381,11 @@ def prepare(root: Path, *, writers: Sequence[str] = WRITERS, collect: bool = Tru
     for args in runs:
         res = cli(*args)
         assert res.returncode == 0, res.stderr
-    return {"bank": bank, "reference": trials(root / "reference") if collect else None, "writers": {name: argv[name] for name in writers}}
+    return {
+        "bank": bank,
+        "reference": trials(root / "reference") if collect else None,
+        "writers": {name: argv[name] for name in writers},
+    }
 
 
 def disk_faults(root: Path, sizes: list[int], *, writers: bool | Sequence[str] = True, collect: bool = True) -> dict:
@@ -323,14 +424,22 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--root", type=Path, required=True)
     ap.add_argument("--sizes", default="0,8,16,32", help="free space on the full disk, KiB, comma-separated")
-    ap.add_argument("--writers", default=",".join(WRITERS), help=f"comma-separated, of {', '.join(WRITERS)} (default all)")
+    ap.add_argument(
+        "--writers", default=",".join(WRITERS), help=f"comma-separated, of {', '.join(WRITERS)} (default all)"
+    )
     ap.add_argument("--no-writers", action="store_true", help="collection only")
     ap.add_argument("--no-collect", action="store_true", help="the writers only")
     args = ap.parse_args()
     writers = [] if args.no_writers else [w for w in args.writers.split(",") if w]
     if unknown := set(writers) - set(WRITERS):
         ap.error(f"unknown writer(s): {', '.join(sorted(unknown))}")
-    print(json.dumps(disk_faults(args.root, [int(s) for s in args.sizes.split(",")], writers=writers, collect=not args.no_collect)))
+    print(
+        json.dumps(
+            disk_faults(
+                args.root, [int(s) for s in args.sizes.split(",")], writers=writers, collect=not args.no_collect
+            )
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -47,7 +47,19 @@ import time
 from collections import Counter
 from collections.abc import Mapping
 
-FAULTS = ("reset", "500", "503", "429", "429+retry-after", "truncated-503", "timeout", "truncated", "cut-json", "error-200", "restart")
+FAULTS = (
+    "reset",
+    "500",
+    "503",
+    "429",
+    "429+retry-after",
+    "truncated-503",
+    "timeout",
+    "truncated",
+    "cut-json",
+    "error-200",
+    "restart",
+)
 RETRY_AFTER_S = 2  # what ``429+retry-after`` asks for: longer than the client's first back-off, so honouring it shows
 _STATUS_TEXT = {200: "OK", 429: "Too Many Requests", 500: "Internal Server Error", 503: "Service Unavailable"}
 
@@ -95,14 +107,23 @@ def content_length(head: bytes) -> int:
 
 def with_header(head: bytes, name: str, value: str) -> bytes:
     """``head`` with header ``name`` set to ``value`` (replacing any it had)."""
-    lines = [ln for ln in head.rstrip(b"\r\n").split(b"\r\n") if ln.partition(b":")[0].strip().lower() != name.lower().encode()]
+    lines = [
+        ln
+        for ln in head.rstrip(b"\r\n").split(b"\r\n")
+        if ln.partition(b":")[0].strip().lower() != name.lower().encode()
+    ]
     return b"\r\n".join([*lines, f"{name}: {value}".encode()]) + b"\r\n\r\n"
 
 
 def response(status: int, body: dict, headers: Mapping[str, str] | None = None) -> bytes:
     """A complete HTTP/1.1 response with a JSON body that closes its connection."""
     data = json.dumps(body).encode()
-    lines = [f"HTTP/1.1 {status} {_STATUS_TEXT.get(status, 'Error')}", "Content-Type: application/json", f"Content-Length: {len(data)}", "Connection: close"]
+    lines = [
+        f"HTTP/1.1 {status} {_STATUS_TEXT.get(status, 'Error')}",
+        "Content-Type: application/json",
+        f"Content-Length: {len(data)}",
+        "Connection: close",
+    ]
     lines += [f"{k}: {v}" for k, v in (headers or {}).items()]
     return ("\r\n".join(lines) + "\r\n\r\n").encode() + data
 
@@ -317,9 +338,14 @@ class FaultProxy:
             reset(conn)
         elif fault == "timeout":
             self._stop.wait(self.stall_s)
-        elif fault in ("restart", "down"):  # "down" was marked held down in _next_fault; a restart comes back after down_s
+        elif fault in (
+            "restart",
+            "down",
+        ):  # "down" was marked held down in _next_fault; a restart comes back after down_s
             with self._lock:
-                self._down_until = max(self._down_until, time.monotonic() + self.down_s) if fault == "restart" else self._down_until
+                self._down_until = (
+                    max(self._down_until, time.monotonic() + self.down_s) if fault == "restart" else self._down_until
+                )
             self._drop_all()
             reset(conn)
         else:

@@ -52,7 +52,24 @@ json_values = st.recursive(
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
     max_leaves=4,
 )
-TOML_VALUES = ('""', '"x"', "0", "-1", "1e400", "nan", "true", "[]", "[1, 2]", "{}", "{a = 1}", '"""\n"""', "1979-05-27", "'", "= =", "")
+TOML_VALUES = (
+    '""',
+    '"x"',
+    "0",
+    "-1",
+    "1e400",
+    "nan",
+    "true",
+    "[]",
+    "[1, 2]",
+    "{}",
+    "{a = 1}",
+    '"""\n"""',
+    "1979-05-27",
+    "'",
+    "= =",
+    "",
+)
 
 
 @st.composite
@@ -67,7 +84,11 @@ def byte_mutation(draw, data: bytes) -> bytes:
         elif op == "delete":
             data = data[:i] + data[i + draw(st.integers(1, 64)) :]
         elif op == "insert":
-            data = data[:i] + draw(st.binary(min_size=1, max_size=8) | st.sampled_from([b"\n", b"{", b'"', b",", b"\xff", b"\x00"])) + data[i:]
+            data = (
+                data[:i]
+                + draw(st.binary(min_size=1, max_size=8) | st.sampled_from([b"\n", b"{", b'"', b",", b"\xff", b"\x00"]))
+                + data[i:]
+            )
         elif op == "replace" and n:
             data = data[: min(i, n - 1)] + draw(st.binary(min_size=1, max_size=1)) + data[min(i, n - 1) + 1 :]
         else:
@@ -249,7 +270,15 @@ def _lm_eval_seed(folder: Path) -> Path:
     for extra in files[1:]:
         extra.unlink()
     lls = [-2.5, -0.5, -3.0]
-    mc = {"doc_id": 1000, "target": 1, "filter": "custom-extract", "metrics": ["acc"], "resps": [[[ll, False]] for ll in lls], "filtered_resps": [[ll, False] for ll in lls], "acc": 1.0}
+    mc = {
+        "doc_id": 1000,
+        "target": 1,
+        "filter": "custom-extract",
+        "metrics": ["acc"],
+        "resps": [[[ll, False]] for ll in lls],
+        "filtered_resps": [[ll, False] for ll in lls],
+        "acc": 1.0,
+    }
     with files[0].open("a", encoding="utf-8") as f:
         f.write(json.dumps(mc) + "\n")
     return files[0]
@@ -348,7 +377,9 @@ def _switch(out: Path) -> None:
 def _plan(out: Path) -> None:
     from bayesrc.power.planner import plan_k_n
 
-    plan_k_n(0.35, k_grid=(4,), n_grid=(50,), replicates=1, seed=3, n_splits=20, cache_dir=out.parent / "plan-cache").save(out)
+    plan_k_n(
+        0.35, k_grid=(4,), n_grid=(50,), replicates=1, seed=3, n_splits=20, cache_dir=out.parent / "plan-cache"
+    ).save(out)
 
 
 def _truth(out: Path) -> None:
@@ -358,8 +389,24 @@ def _truth(out: Path) -> None:
     t = letter_shift_truth(10, seed=3)
     runs = []
     for v, col in (("v1", "p_v1"), ("v2", "p_v2")):
-        rows = [(r.item_id, r.domain, x, getattr(r, col) if x == r.correct_answer else (1 - getattr(r, col)) / 2, x == r.correct_answer) for r in t.itertuples() for x in "ABC"]
-        runs.append(write_exact_run(out.parent / f"exact-{v}", pd.DataFrame(rows, columns=["item_id", "domain", "answer", "prob", "is_correct"]), label=f"sim-{v}"))
+        rows = [
+            (
+                r.item_id,
+                r.domain,
+                x,
+                getattr(r, col) if x == r.correct_answer else (1 - getattr(r, col)) / 2,
+                x == r.correct_answer,
+            )
+            for r in t.itertuples()
+            for x in "ABC"
+        ]
+        runs.append(
+            write_exact_run(
+                out.parent / f"exact-{v}",
+                pd.DataFrame(rows, columns=["item_id", "domain", "answer", "prob", "is_correct"]),
+                label=f"sim-{v}",
+            )
+        )
     truth(*runs, k=3, replicates=1, seed=1, methods=()).save(out)
 
 
@@ -367,7 +414,9 @@ def _family_truth(out: Path) -> None:
     """A family's truth scored by RCI alone (the bundled exact Q4_K_M, Q3_K_M and prompt runs, K = 3): no fit."""
     from bayesrc.truth import family_truth
 
-    family_truth([data_path(f"exact_gemma/{v}") for v in ("q4", "q3", "q4-prompt2")], k=3, replicates=1, seed=1, methods=()).save(out)
+    family_truth(
+        [data_path(f"exact_gemma/{v}") for v in ("q4", "q3", "q4-prompt2")], k=3, replicates=1, seed=1, methods=()
+    ).save(out)
 
 
 @functools.cache
@@ -378,7 +427,9 @@ def _compare_folders() -> Path:
 
     root = Path(tempfile.mkdtemp(prefix="fuzz-fit-"))
     atexit.register(shutil.rmtree, root, True)
-    res = compare(_small_counts(), config=SamplerConfig(seed=1, chains=2, draws=50, tune=50, max_draws=50, progress=False))
+    res = compare(
+        _small_counts(), config=SamplerConfig(seed=1, chains=2, draws=50, tune=50, max_draws=50, progress=False)
+    )
     res.save(root / "compare")
     res.fit.save(root / "fit")
     return root
@@ -390,7 +441,11 @@ def _joint(out: Path) -> None:
     from bayesrc.data import simulate_family
 
     fam = simulate_family(30, 6, versions=3, shifts=[0.6, -0.6], seed=5)
-    fit_joint(fam.counts, config=SamplerConfig(seed=1, chains=2, draws=50, tune=50, max_draws=50, progress=False), escalate=False).save(out)
+    fit_joint(
+        fam.counts,
+        config=SamplerConfig(seed=1, chains=2, draws=50, tune=50, max_draws=50, progress=False),
+        escalate=False,
+    ).save(out)
 
 
 def _loo_compare(out: Path) -> None:
@@ -473,12 +528,21 @@ READERS: dict[str, Reader] = {
         Reader("result plan table", _analysis_seed("plan", "plan_cells.parquet"), parquet_mutations, LOAD),
         Reader("result truth.json", _analysis_seed("truth", "truth.json"), json_file_mutations, LOAD),
         Reader("result truth table", _analysis_seed("truth", "truth_replicates.parquet"), parquet_mutations, LOAD),
-        Reader("result family_truth.json", _analysis_seed("family_truth", "family_truth.json"), json_file_mutations, LOAD),
-        Reader("exact run run.json", lambda f: _exact_seed(f).with_name("run.json"), json_file_mutations, _python(load_exact, whole_folder=True)),
+        Reader(
+            "result family_truth.json", _analysis_seed("family_truth", "family_truth.json"), json_file_mutations, LOAD
+        ),
+        Reader(
+            "exact run run.json",
+            lambda f: _exact_seed(f).with_name("run.json"),
+            json_file_mutations,
+            _python(load_exact, whole_folder=True),
+        ),
         Reader("result run.json", lambda f: _exact_seed(f).with_name("run.json"), json_file_mutations, LOAD),
         Reader("merge shard run.json", _shard_pair_seed, json_file_mutations, _merge),
         Reader("counts NetCDF", _counts_seed, byte_mutation, _python(open_counts)),
-        Reader("result compare.json", _analysis_seed("compare", "compare.json"), json_file_mutations, LOAD, slow_seed=True),
+        Reader(
+            "result compare.json", _analysis_seed("compare", "compare.json"), json_file_mutations, LOAD, slow_seed=True
+        ),
         Reader("result fit.json", _analysis_seed("fit", "fit.json"), json_file_mutations, LOAD, slow_seed=True),
         Reader("result posterior.nc", _analysis_seed("fit", "posterior.nc"), byte_mutation, LOAD, slow_seed=True),
     ]
@@ -511,7 +575,9 @@ def _other_type(value: object) -> object:
     return 1.5 if isinstance(value, dict) else {"x": 1}
 
 
-def retyped_inputs(data: bytes, *, jsonl: bool, values: Callable[[object], list[object]] = lambda v: [_other_type(v)]) -> list[tuple[str, bytes]]:
+def retyped_inputs(
+    data: bytes, *, jsonl: bool, values: Callable[[object], list[object]] = lambda v: [_other_type(v)]
+) -> list[tuple[str, bytes]]:
     """Every field of a JSON (or JSONL) seed given a value of another type, one at a time: ``(label, input)``.
 
     A field is retyped where it first occurs (in the first sample of a log, say), once per
@@ -532,7 +598,11 @@ def retyped_inputs(data: bytes, *, jsonl: bool, values: Callable[[object], list[
             for value in values(_at(doc, slot)):
                 new = copy.deepcopy(doc)
                 _set(new, slot, value)
-                text = "".join(json.dumps(d) + "\n" for d in [*docs[:i], new, *docs[i + 1 :]]) if jsonl else json.dumps(new)
+                text = (
+                    "".join(json.dumps(d) + "\n" for d in [*docs[:i], new, *docs[i + 1 :]])
+                    if jsonl
+                    else json.dumps(new)
+                )
                 out.append((f"record {i}: {'.'.join(map(str, slot))} = {json.dumps(value)}", text.encode()))
     return out
 
@@ -556,7 +626,11 @@ def retyped_zip_inputs(data: bytes) -> list[tuple[str, bytes]]:
         names = [n for n in ("header.json", "_journal/start.json") if n in zf.namelist()]
         names += sorted(n for n in zf.namelist() if n.startswith("samples/"))[:1]
         members = {n: read_zip_member(zf, zf.getinfo(n)) for n in names}
-    return [(f"{name}: {label}", _zip_with(data, name, text)) for name, member in members.items() for label, text in retyped_inputs(member, jsonl=False)]
+    return [
+        (f"{name}: {label}", _zip_with(data, name, text))
+        for name, member in members.items()
+        for label, text in retyped_inputs(member, jsonl=False)
+    ]
 
 
 def toml_value(value: object) -> str:
@@ -644,23 +718,60 @@ def trial_frames(draw) -> tuple[pd.DataFrame, dict]:
     cols = draw(st.lists(st.sampled_from(_TRIAL_FIELDS), unique=True, max_size=8))
     n = draw(st.integers(0, 4))
     frame = pd.DataFrame({c: pd.Series([draw(_CELLS) for _ in range(n)], dtype=object) for c in cols}, index=range(n))
-    options = {"greedy": draw(st.sampled_from([None, True, False])), "fmt": draw(st.sampled_from(["jsonl", "csv", "parquet"])), "model": draw(st.sampled_from([None, "m"]))}
+    options = {
+        "greedy": draw(st.sampled_from([None, True, False])),
+        "fmt": draw(st.sampled_from(["jsonl", "csv", "parquet"])),
+        "model": draw(st.sampled_from([None, "m"])),
+    }
     return frame, options
 
 
-_DOTTED = st.none() | st.sampled_from(["doc", "doc.category", "metadata", "metadata.subject", "id", "target", "x.y", "", ".", "resps", "input", "scores", "epoch"])
+_DOTTED = st.none() | st.sampled_from(
+    [
+        "doc",
+        "doc.category",
+        "metadata",
+        "metadata.subject",
+        "id",
+        "target",
+        "x.y",
+        "",
+        ".",
+        "resps",
+        "input",
+        "scores",
+        "epoch",
+    ]
+)
 
 #: reader -> (strategy of keyword options, the Python function taking them): every option a user can pass
 OPTIONS: dict[str, tuple[st.SearchStrategy[dict], Callable[..., object]]] = {
-    "trials JSONL": (st.fixed_dictionaries({"greedy": st.sampled_from([None, True, False]), "model": st.sampled_from([None, "m"])}), load_trials),
+    "trials JSONL": (
+        st.fixed_dictionaries({"greedy": st.sampled_from([None, True, False]), "model": st.sampled_from([None, "m"])}),
+        load_trials,
+    ),
     "trials CSV": (st.fixed_dictionaries({"greedy": st.sampled_from([None, True, False])}), load_trials),
     "Inspect .json": (
         st.fixed_dictionaries(
-            {"scorer": st.none() | st.sampled_from(["choice", "match", "x", ""]), "domain_field": _DOTTED, "allow_partial": st.booleans(), "model": st.sampled_from([None, "m", ""])}
+            {
+                "scorer": st.none() | st.sampled_from(["choice", "match", "x", ""]),
+                "domain_field": _DOTTED,
+                "allow_partial": st.booleans(),
+                "model": st.sampled_from([None, "m", ""]),
+            }
         ),
         read_inspect,
     ),
-    "Inspect .eval": (st.fixed_dictionaries({"scorer": st.none() | st.sampled_from(["choice", "match", "x", ""]), "domain_field": _DOTTED, "allow_partial": st.booleans()}), read_inspect),
+    "Inspect .eval": (
+        st.fixed_dictionaries(
+            {
+                "scorer": st.none() | st.sampled_from(["choice", "match", "x", ""]),
+                "domain_field": _DOTTED,
+                "allow_partial": st.booleans(),
+            }
+        ),
+        read_inspect,
+    ),
     "lm-eval samples": (
         st.fixed_dictionaries(
             {
@@ -748,14 +859,23 @@ def try_input(ws: Workspace, data: bytes, run: Callable[[Path, Path], int] | Non
         return ("ok", "") if code == 0 else ("bad exit", f"exit {code}")
 
 
-def fuzz(reader: Reader, n: int, root: Path, attempt: Callable[[Workspace, bytes], tuple[str, str]] | None = None) -> tuple[Counter, list[tuple[str, str, bytes]]]:
+def fuzz(
+    reader: Reader, n: int, root: Path, attempt: Callable[[Workspace, bytes], tuple[str, str]] | None = None
+) -> tuple[Counter, list[tuple[str, str, bytes]]]:
     """Try ``n`` generated inputs (seeded: the same ones every run) with ``attempt`` (default
     :func:`try_input`); count the outcomes, keep the faults."""
     ws = Workspace.make(reader, root)
     outcomes: Counter = Counter()
     faults: list[tuple[str, str, bytes]] = []
 
-    @settings(max_examples=n, derandomize=True, database=None, deadline=None, phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=n,
+        derandomize=True,
+        database=None,
+        deadline=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
     @given(reader.mutate(ws.seed_bytes))
     def one(data: bytes) -> None:
         outcome, detail = (attempt or try_input)(ws, data)
@@ -767,7 +887,9 @@ def fuzz(reader: Reader, n: int, root: Path, attempt: Callable[[Workspace, bytes
     return outcomes, faults
 
 
-def try_each(ws: Workspace, inputs: list[tuple[str, bytes]], attempt: Callable[[Workspace, bytes], tuple[str, str]]) -> tuple[Counter, list[tuple[str, str, bytes]]]:
+def try_each(
+    ws: Workspace, inputs: list[tuple[str, bytes]], attempt: Callable[[Workspace, bytes], tuple[str, str]]
+) -> tuple[Counter, list[tuple[str, str, bytes]]]:
     """Every ``(label, input)`` through ``attempt``: outcome counts and the faults, each detail led by its input's label."""
     outcomes: Counter = Counter()
     faults: list[tuple[str, str, bytes]] = []
@@ -899,12 +1021,27 @@ REPORT_KINDS: dict[str, Reader] = {
         Reader("switch.json", _analysis_seed("switch", "switch.json"), report_json_mutations, _report),
         Reader("sensitivity.json", _analysis_seed("sensitivity", "sensitivity.json"), report_json_mutations, _report),
         Reader("truth.json", _analysis_seed("truth", "truth.json"), report_json_mutations, _report),
-        Reader("truth_replicates.parquet", _analysis_seed("truth", "truth_replicates.parquet"), report_table_mutation, _report),
-        Reader("family_truth.json", _analysis_seed("family_truth", "family_truth.json"), report_json_mutations, _report),
+        Reader(
+            "truth_replicates.parquet",
+            _analysis_seed("truth", "truth_replicates.parquet"),
+            report_table_mutation,
+            _report,
+        ),
+        Reader(
+            "family_truth.json", _analysis_seed("family_truth", "family_truth.json"), report_json_mutations, _report
+        ),
         Reader("fit.json", _analysis_seed("fit", "fit.json"), report_json_mutations, _report, slow_seed=True),
-        Reader("fit items.parquet", _analysis_seed("fit", "items.parquet"), report_table_mutation, _report, slow_seed=True),
+        Reader(
+            "fit items.parquet", _analysis_seed("fit", "items.parquet"), report_table_mutation, _report, slow_seed=True
+        ),
         Reader("joint.json", _analysis_seed("joint", "joint.json"), report_json_mutations, _report, slow_seed=True),
-        Reader("loo_compare.json", _analysis_seed("loo_compare", "loo_compare.json"), report_json_mutations, _report, slow_seed=True),
+        Reader(
+            "loo_compare.json",
+            _analysis_seed("loo_compare", "loo_compare.json"),
+            report_json_mutations,
+            _report,
+            slow_seed=True,
+        ),
     ]
 }
 
@@ -943,7 +1080,9 @@ def _wrong_values(value: object) -> list[object]:
     return [v for v in WRONG_VALUES if json.dumps(v) != json.dumps(value)]
 
 
-def report_retyped(kind: Reader, root: Path, *, sample: int | None = None) -> tuple[Counter, list[tuple[str, str, bytes]]]:
+def report_retyped(
+    kind: Reader, root: Path, *, sample: int | None = None
+) -> tuple[Counter, list[tuple[str, str, bytes]]]:
     """Every field of a JSON result file (in a list, its first entry's) given each of :data:`WRONG_VALUES` in
     turn, through ``bayesrc report``: outcome counts and the faults; ``sample``: that many of them, seeded."""
     ws = Workspace.make(kind, root)

@@ -37,14 +37,22 @@ CHROMIUM_FLAGS = [
 
 def docs_sources() -> list[Path]:
     """What the documentation site is built from: the pages in docs/, the notebooks and the package's docstrings."""
-    docs = [p for p in DOCS.rglob("*") if p.is_file() and not any(p.relative_to(DOCS).as_posix().startswith(g) for g in DOCS_GENERATED)]
+    docs = [
+        p
+        for p in DOCS.rglob("*")
+        if p.is_file() and not any(p.relative_to(DOCS).as_posix().startswith(g) for g in DOCS_GENERATED)
+    ]
     return docs + sorted((ROOT / "notebooks").glob("*.ipynb")) + sorted((ROOT / "bayesrc").rglob("*.py"))
 
 
 def docs_build_is_fresh(html: Path = DOCS_HTML) -> bool:
     """A build that passed with -W (``make docs`` touches ``.built-with-W`` after it) newer than every source."""
     done = html / ".built-with-W"
-    return (html / "index.html").is_file() and done.is_file() and done.stat().st_mtime >= max(p.stat().st_mtime for p in docs_sources())
+    return (
+        (html / "index.html").is_file()
+        and done.is_file()
+        and done.stat().st_mtime >= max(p.stat().st_mtime for p in docs_sources())
+    )
 
 
 def free_port() -> int:
@@ -83,17 +91,42 @@ def stop(*procs: subprocess.Popen, group: bool = False, grace: float = 15) -> No
 
 
 @contextmanager
-def llama_server(gguf: Path, log: Path, *, alias: str = "gemma-3-270m", n_threads: int = 2, wait_s: float = 180, chat_format: str | None = None) -> Iterator[str]:
+def llama_server(
+    gguf: Path,
+    log: Path,
+    *,
+    alias: str = "gemma-3-270m",
+    n_threads: int = 2,
+    wait_s: float = 180,
+    chat_format: str | None = None,
+) -> Iterator[str]:
     """``python -m llama_cpp.server`` on ``gguf`` at a free port of 127.0.0.1, its output in ``log``; yields its base URL
     once ``GET /v1/models`` answers, and stops it (by process id) on exit. ``chat_format``: the template its chat
     endpoint renders messages with (llama-cpp-python's name; default: the GGUF's, else its fallback)."""
     port = free_port()
     with log.open("w") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", alias, "--host", "127.0.0.1",
-             "--port", str(port), "--n_ctx", "1024", "--n_threads", str(n_threads), *(["--chat_format", chat_format] if chat_format else [])],
-            stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "llama_cpp.server",
+                "--model",
+                str(gguf),
+                "--model_alias",
+                alias,
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--n_ctx",
+                "1024",
+                "--n_threads",
+                str(n_threads),
+                *(["--chat_format", chat_format] if chat_format else []),
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
         url = f"http://127.0.0.1:{port}"
         try:
             deadline = time.monotonic() + wait_s
@@ -105,7 +138,9 @@ def llama_server(gguf: Path, log: Path, *, alias: str = "gemma-3-270m", n_thread
                     break
                 except OSError:
                     if time.monotonic() > deadline:
-                        raise RuntimeError(f"llama_cpp.server did not answer within {wait_s:.0f} s; see {log}") from None
+                        raise RuntimeError(
+                            f"llama_cpp.server did not answer within {wait_s:.0f} s; see {log}"
+                        ) from None
                     time.sleep(0.5)
             yield url
         finally:
@@ -127,7 +162,11 @@ def assert_one_log_density(numpyro_model, args: dict, pymc_model, *, points: int
     prepare_jax()
     with precision():
         sites = trace(seeded(numpyro_model, 0)).get_trace(**args).items()
-        shapes = {k: biject_to(s["fn"].support).inv(s["value"]).shape for k, s in sites if s["type"] == "sample" and not s["is_observed"]}
+        shapes = {
+            k: biject_to(s["fn"].support).inv(s["value"]).shape
+            for k, s in sites
+            if s["type"] == "sample" and not s["is_observed"]
+        }
     logp = pymc_model.compile_logp(jacobian=True)
     # PyMC names a transformed site's value "<site>_<transform>__" (sigma_theta_log__, pi_logodds__)
     site = {v.name: rv.name for rv, v in pymc_model.rvs_to_values.items()}

@@ -31,7 +31,17 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's bayesrc, run as a script
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from collect_crashpoints import CARD, COLLECT_CODE, FS_EVENTS, KEYS, TRIAL_CORE, WRITE_FLAGS, _spread, table_differences, torn_parts  # noqa: E402
+from collect_crashpoints import (
+    CARD,
+    COLLECT_CODE,
+    FS_EVENTS,
+    KEYS,
+    TRIAL_CORE,
+    WRITE_FLAGS,
+    _spread,
+    table_differences,
+    torn_parts,
+)  # noqa: E402
 
 import bayesrc.scale.collect as ray_collect  # noqa: E402
 from bayesrc.collect import builtin_bank, load_bank  # noqa: E402
@@ -63,7 +73,9 @@ def crashing_collector(state: Path) -> type:
                 marker.touch()
                 os.kill(os.getpid(), signal.SIGKILL)
 
-        def is_fs_event(event: str, args: tuple) -> bool:  # collect_crashpoints._is_fs_event, here so that it travels by value
+        def is_fs_event(
+            event: str, args: tuple
+        ) -> bool:  # collect_crashpoints._is_fs_event, here so that it travels by value
             if event == "open":
                 _, mode, flags = args
                 return any(c in mode for c in "wax+") if isinstance(mode, str) else bool((flags or 0) & WRITE_FLAGS)
@@ -74,7 +86,11 @@ def crashing_collector(state: Path) -> type:
                 self.counting("call")
 
         if not getattr(self, "hooked", False):  # an audit hook stays for the process's life: one per actor
-            sys.addaudithook(lambda event, args: self.counting("fs") if self.counting is not None and is_fs_event(event, args) else None)
+            sys.addaudithook(
+                lambda event, args: (
+                    self.counting("fs") if self.counting is not None and is_fs_event(event, args) else None
+                )
+            )
             self.hooked = True
         self.counting = count
         sys.setprofile(profile)
@@ -111,7 +127,9 @@ def lost_and_duplicated(out: Path, want) -> tuple[int, int]:
     return lost, duplicated + len(list(out.rglob(".*.tmp")))
 
 
-def crash_points(root: Path, *, n_items: int = 4, calls: int = 40, sample: int | None = None, seed: int = 0) -> dict[str, object]:
+def crash_points(
+    root: Path, *, n_items: int = 4, calls: int = 40, sample: int | None = None, seed: int = 0
+) -> dict[str, object]:
     """Kill one actor at each point (every filesystem event of every shard, and ``calls`` points
     spread over the shards' calls; or a seeded ``sample`` of them); each run must equal the reference."""
     bank = load_bank(builtin_bank(root / "bank.jsonl", n_items=n_items, seed=7))
@@ -137,8 +155,17 @@ def crash_points(root: Path, *, n_items: int = 4, calls: int = 40, sample: int |
         except Exception:  # noqa: BLE001 (a run that fails loses its trials)
             lost, duplicated, retries, failed = len(want), 0, 0, 1
         killed = (state / "killed").exists()
-        outcomes.append({"kill": f"shard {shard} {kind} {at}", "killed": killed, "retries": retries, "torn": sum(torn_parts(d, K) for d in out.glob("shards/*")),
-                         "lost": lost, "duplicated": duplicated, "failed": failed})  # fmt: skip
+        outcomes.append(
+            {
+                "kill": f"shard {shard} {kind} {at}",
+                "killed": killed,
+                "retries": retries,
+                "torn": sum(torn_parts(d, K) for d in out.glob("shards/*")),
+                "lost": lost,
+                "duplicated": duplicated,
+                "failed": failed,
+            }
+        )
     return {
         "engine": "fast on Ray",
         "items": n_items,
@@ -167,7 +194,11 @@ def main() -> None:
     from bayesrc.scale.cluster import ray_session
 
     with tempfile.TemporaryDirectory(prefix="brc-rc-", dir="/tmp") as tmp, ray_session(num_cpus=WORKERS):
-        print(json.dumps(crash_points(Path(tmp), n_items=args.items, calls=args.calls, sample=args.sample, seed=args.seed)))
+        print(
+            json.dumps(
+                crash_points(Path(tmp), n_items=args.items, calls=args.calls, sample=args.sample, seed=args.seed)
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -56,9 +56,13 @@ def classify(delta: pd.Series, s_diff: float, z: float) -> pd.Series:
     return pd.Series(np.select([rci > z, rci < -z], ["improved", "deteriorated"], "no_change"), index=delta.index)
 
 
-def full_analysis(trials_v1: pd.DataFrame, trials_v2: pd.DataFrame, sd_basis: str = "analysable", z: float = 1.96, min_valid: int = 6) -> dict:
+def full_analysis(
+    trials_v1: pd.DataFrame, trials_v2: pd.DataFrame, sd_basis: str = "analysable", z: float = 1.96, min_valid: int = 6
+) -> dict:
     r1, r2 = split_half(trials_v1), split_half(trials_v2)
-    merged = accuracy_table(trials_v1).merge(accuracy_table(trials_v2), on=["item_id", "domain"], suffixes=("_v1", "_v2"))
+    merged = accuracy_table(trials_v1).merge(
+        accuracy_table(trials_v2), on=["item_id", "domain"], suffixes=("_v1", "_v2")
+    )
     merged["delta"] = merged["p_v2"] - merged["p_v1"]
 
     def sdiff(frame: pd.DataFrame) -> tuple[float, float, float]:

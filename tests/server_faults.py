@@ -51,11 +51,48 @@ CLIENT_KIND = {
 }
 
 
-def collect_command(bank: Path, out: Path, url: str, *, k: int, retries: int = 5, concurrency: int = 1, timeout: float = TIMEOUT_S, api: str = "completions") -> list[str]:
+def collect_command(
+    bank: Path,
+    out: Path,
+    url: str,
+    *,
+    k: int,
+    retries: int = 5,
+    concurrency: int = 1,
+    timeout: float = TIMEOUT_S,
+    api: str = "completions",
+) -> list[str]:
     """``bayesrc collect --engine server`` of ``bank`` into ``out`` (always ``--resume``: the same command starts and continues a run)."""
-    return [sys.executable, "-m", "bayesrc", "collect", "--model", str(CARD), "--items", str(bank), "--out", str(out), "--k", str(k),
-            "--engine", "server", "--base-url", url, "--api", api, "--concurrency", str(concurrency), "--retries", str(retries),
-            "--timeout", str(timeout), "--seed-rule", "shared", "--resume", "--no-progress"]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "bayesrc",
+        "collect",
+        "--model",
+        str(CARD),
+        "--items",
+        str(bank),
+        "--out",
+        str(out),
+        "--k",
+        str(k),
+        "--engine",
+        "server",
+        "--base-url",
+        url,
+        "--api",
+        api,
+        "--concurrency",
+        str(concurrency),
+        "--retries",
+        str(retries),
+        "--timeout",
+        str(timeout),
+        "--seed-rule",
+        "shared",
+        "--resume",
+        "--no-progress",
+    ]
 
 
 def run(cmd: list[str]) -> subprocess.CompletedProcess:
@@ -131,19 +168,41 @@ def transient_faults(
     Returns the faults injected, the retries the run record and stderr report, and lost / duplicated /
     tracebacks against ``reference`` (the clean run's sorted trials).
     """
-    n_requests = 1 + (api == "chat") + len(reference)  # GET /v1/models (chat: the probe for n), then one request per trial
+    n_requests = (
+        1 + (api == "chat") + len(reference)
+    )  # GET /v1/models (chat: the probe for n), then one request per trial
     schedule = fault_schedule(seed, n_requests, counts, gap=gap)
     with FaultProxy(upstream, schedule, stall_s=timeout + 2, down_s=DOWN_S, paths=("/v1/",)) as proxy:
         res = run(collect_command(bank, out, proxy.url, k=k, concurrency=concurrency, timeout=timeout, api=api))
-    lost, dup = lost_and_duplicated(reference, sorted_trials(out)) if (out / "trials.parquet").exists() else (len(reference), 0)
+    lost, dup = (
+        lost_and_duplicated(reference, sorted_trials(out)) if (out / "trials.parquet").exists() else (len(reference), 0)
+    )
     expected = Counter(CLIENT_KIND[f] for f in schedule.values())
     return {
-        "exit": res.returncode, "stderr": res.stderr, "injected": dict(proxy.injected), "expected": expected, "retries": retries_of(out),
-        "requests": proxy.requests, "lost": lost, "duplicated": dup, "tracebacks": int("Traceback" in res.stderr),
-    }  # fmt: skip
+        "exit": res.returncode,
+        "stderr": res.stderr,
+        "injected": dict(proxy.injected),
+        "expected": expected,
+        "retries": retries_of(out),
+        "requests": proxy.requests,
+        "lost": lost,
+        "duplicated": dup,
+        "tracebacks": int("Traceback" in res.stderr),
+    }
 
 
-def stays_broken(upstream: str, bank: Path, out: Path, reference: pd.DataFrame, *, k: int, fault: str, after: int, retries: int = 2, concurrency: int = 1) -> dict:
+def stays_broken(
+    upstream: str,
+    bank: Path,
+    out: Path,
+    reference: pd.DataFrame,
+    *,
+    k: int,
+    fault: str,
+    after: int,
+    retries: int = 2,
+    concurrency: int = 1,
+) -> dict:
     """A server that breaks for good after ``after`` ``/v1/`` requests (``fault``: ``"500"``, or ``"down"``: refused);
     the run must stop with one clean line, exit 2 and a whole journal, and the same command, once the server is back,
     must complete it with the clean run's trials."""
@@ -154,9 +213,18 @@ def stays_broken(upstream: str, bank: Path, out: Path, reference: pd.DataFrame, 
         whole = journal_is_whole(out)
         proxy.repair()
         second = run(cmd)
-    lost, dup = lost_and_duplicated(reference, sorted_trials(out)) if (out / "trials.parquet").exists() else (len(reference), 0)
+    lost, dup = (
+        lost_and_duplicated(reference, sorted_trials(out)) if (out / "trials.parquet").exists() else (len(reference), 0)
+    )
     return {
-        "first": first, "second": second, "one_line": is_one_clean_line(first, proxy.url), "record": record, "journal_whole": whole,
-        "injected": dict(proxy.injected), "retries": retries_of(out), "lost": lost, "duplicated": dup,
+        "first": first,
+        "second": second,
+        "one_line": is_one_clean_line(first, proxy.url),
+        "record": record,
+        "journal_whole": whole,
+        "injected": dict(proxy.injected),
+        "retries": retries_of(out),
+        "lost": lost,
+        "duplicated": dup,
         "tracebacks": int("Traceback" in first.stderr) + int("Traceback" in second.stderr),
-    }  # fmt: skip
+    }

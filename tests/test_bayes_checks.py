@@ -21,15 +21,32 @@ import pandas as pd
 import pytest
 
 from bayesrc.bayes import ModelInputs, checks, compare, fit, model_inputs
-from bayesrc.bayes.checks import STATS, check_strata, minp_adjust, posterior_predictive_check, predictive_pvalues, replicate_pvalues, stratum_statistics
+from bayesrc.bayes.checks import (
+    STATS,
+    check_strata,
+    minp_adjust,
+    posterior_predictive_check,
+    predictive_pvalues,
+    replicate_pvalues,
+    stratum_statistics,
+)
 from bayesrc.data import item_counts, save_trials, simulate_pair
 
 N_ITEMS = 60  # per calibration replicate: two domains of 30
 
 
 def _inputs(y, n, dom, grp=None, groups=("all",)):
-    return ModelInputs(y=y, n=n, dom=dom, items=np.arange(len(y)).astype(str), versions=("a", "b"), domains=tuple(f"d{i}" for i in range(dom.max() + 1)),
-                       group=grp, groups=groups, covariate=None if grp is None else "letter")  # fmt: skip
+    return ModelInputs(
+        y=y,
+        n=n,
+        dom=dom,
+        items=np.arange(len(y)).astype(str),
+        versions=("a", "b"),
+        domains=tuple(f"d{i}" for i in range(dom.max() + 1)),
+        group=grp,
+        groups=groups,
+        covariate=None if grp is None else "letter",
+    )
 
 
 # ---------------------------------------------------------------- the statistics and p-values by hand
@@ -49,7 +66,17 @@ def test_stratum_statistics_match_a_pandas_reference():
     for j, name in enumerate(names):
         g = df[member[:, j] & (n > 0).all(1)]
         ch = g["a2"] - g["a1"]
-        ref = [g["a1"].mean(), g["a2"].mean(), g["a1"].std(ddof=0), g["a2"].std(ddof=0), ch.mean(), ch.std(ddof=0), g["floor"].mean(), g["ceiling"].mean(), g["a1"].corr(g["a2"])]
+        ref = [
+            g["a1"].mean(),
+            g["a2"].mean(),
+            g["a1"].std(ddof=0),
+            g["a2"].std(ddof=0),
+            ch.mean(),
+            ch.std(ddof=0),
+            g["floor"].mean(),
+            g["ceiling"].mean(),
+            g["a1"].corr(g["a2"]),
+        ]
         np.testing.assert_allclose(got[j], ref, rtol=1e-9, atol=1e-12, err_msg=name)
     # replicates along a leading axis give the same per replicate
     stack = np.stack([y, y[::-1]])
@@ -82,10 +109,18 @@ def test_ppc_with_the_true_accuracies_is_calibrated_and_a_wrong_model_warns():
         p = np.clip(rng.beta(2, 2, (120, 1)) + np.array([0.2, 0.0, -0.2])[grp, None] * [[0, 1]], 0.01, 0.99)
         n = np.full((120, 2), 10)
         d = _inputs(rng.binomial(n, p), n, np.zeros(120, int), grp, ("A", "B", "C"))
-        warned.append(bool(posterior_predictive_check(np.broadcast_to(p, (1, 400, 120, 2)), d, seed=int(rng.integers(1e6)))["flagged"]))
+        warned.append(
+            bool(
+                posterior_predictive_check(np.broadcast_to(p, (1, 400, 120, 2)), d, seed=int(rng.integers(1e6)))[
+                    "flagged"
+                ]
+            )
+        )
     assert np.mean(warned) <= 0.10
     wrong = p.copy()
-    wrong[:, 1] = p[:, 0] + (p[:, 1] - p[:, 0]).mean()  # every item moves by the mean change: the letter's change is lost
+    wrong[:, 1] = (
+        p[:, 0] + (p[:, 1] - p[:, 0]).mean()
+    )  # every item moves by the mean change: the letter's change is lost
     out = posterior_predictive_check(np.broadcast_to(wrong, (1, 400, 120, 2)), d, seed=0)
     assert out["flagged"] and {r["stat"] for r in out["flagged"]} & {"mean_v2", "mean_change"}
     assert out["n_tests"] == len(out["strata"]) * len(STATS) - sum(r["p"] is None for r in out["table"])
@@ -141,7 +176,11 @@ def test_prior_predictive_matches_a_direct_simulation_of_the_priors(model):
     assert ours["share_extreme"] == pytest.approx(float(((p < 0.02) | (p > 0.98)).mean()), abs=0.03)
     if model == "change":
         assert ours["pi"] == pytest.approx(np.quantile(pi, q).tolist(), abs=0.03)
-    assert sum(ours["hist_p"]["prior_v1"]) == 1000 * 200 and sum(ours["hist_p"]["observed_v1"]) == 200 and max(ours["hist_p"]["observed_v1"]) == 200  # every y/n is 0.3
+    assert (
+        sum(ours["hist_p"]["prior_v1"]) == 1000 * 200
+        and sum(ours["hist_p"]["observed_v1"]) == 200
+        and max(ours["hist_p"]["observed_v1"]) == 200
+    )  # every y/n is 0.3
 
 
 def test_prior_predictive_sees_the_prior_on_the_share_changed():
@@ -157,7 +196,16 @@ def test_prior_predictive_sees_the_prior_on_the_share_changed():
 
 
 def _sim_counts(seed: int, n_items: int = N_ITEMS, **truth):
-    s = simulate_pair(n_items, 10, seed=seed, domains=("x", "y"), domain_mean={"x": -0.3, "y": 0.5}, domain_shift={"x": -0.2, "y": 0.2}, sigma_theta=1.2, **truth)
+    s = simulate_pair(
+        n_items,
+        10,
+        seed=seed,
+        domains=("x", "y"),
+        domain_mean={"x": -0.3, "y": 0.5},
+        domain_shift={"x": -0.2, "y": 0.2},
+        sigma_theta=1.2,
+        **truth,
+    )
     return item_counts(s.trials_v1, s.trials_v2), s
 
 
@@ -177,7 +225,9 @@ def calibration_fits():
     counts = _sim_counts(201, n_items=4 * N_ITEMS, pi_change=0.7, sigma_delta=0.8)[0]
     out["betabinom"] = fit(counts, model="betabinom")
     out["betabinom_pymc"] = fit(counts, model="betabinom", backend="pymc")
-    out["betabinom_model_201"] = fit(_sim_counts(201, pi_change=0.7, sigma_delta=0.8)[0], model="betabinom")  # the items of ("model", 201), for compare
+    out["betabinom_model_201"] = fit(
+        _sim_counts(201, pi_change=0.7, sigma_delta=0.8)[0], model="betabinom"
+    )  # the items of ("model", 201), for compare
     return out
 
 
@@ -188,8 +238,13 @@ def test_ppc_does_not_warn_on_no_change_or_model_data(calibration_fits):
             continue
         ppc = res.ppc
         assert ppc["n_tests"] >= 2 * len(STATS) and ppc["n_draws"] == 2000, key
-        assert ppc["covariate"] == "correct_answer" and any(":" in s and not s.endswith(":*") for s in ppc["strata"]), key
-        assert ppc["flagged"] == [] and not any(w.startswith("posterior predictive check") for w in res.warnings), (key, ppc["flagged"][:2])
+        assert ppc["covariate"] == "correct_answer" and any(":" in s and not s.endswith(":*") for s in ppc["strata"]), (
+            key
+        )
+        assert ppc["flagged"] == [] and not any(w.startswith("posterior predictive check") for w in res.warnings), (
+            key,
+            ppc["flagged"][:2],
+        )
         assert 0 < ppc["p_adjusted_min"] <= 1
 
 
@@ -199,7 +254,10 @@ def test_ppc_finds_that_the_betabinomial_does_not_pair_the_versions(calibration_
     for key in ("betabinom", "betabinom_pymc"):
         res = calibration_fits[key]
         stats = {r["stat"] for r in res.ppc["flagged"]}
-        assert ("all", "corr") in {(r["stratum"], r["stat"]) for r in res.ppc["flagged"]} and stats <= {"corr", "sd_change"}, (key, stats)
+        assert ("all", "corr") in {(r["stratum"], r["stat"]) for r in res.ppc["flagged"]} and stats <= {
+            "corr",
+            "sd_change",
+        }, (key, stats)
         [warn] = [w for w in res.warnings if w.startswith("posterior predictive check")]
         assert "treats an item's two versions as independent" in warn
         assert res.loo["loo_pit_ks_p"] < 0.05  # LOO-PIT of the change: the new-item predictive is too wide
@@ -210,7 +268,13 @@ def test_fit_carries_the_checks_in_its_payload_items_and_files(calibration_fits,
 
     res = calibration_fits[("model", 201)]
     lo = res.loo
-    assert np.isfinite(lo["elpd"]) and lo["se"] > 0 and lo["n_items"] == N_ITEMS and lo["pareto_k_max"] < 0.7 and lo["high_k_items"] == []
+    assert (
+        np.isfinite(lo["elpd"])
+        and lo["se"] > 0
+        and lo["n_items"] == N_ITEMS
+        and lo["pareto_k_max"] < 0.7
+        and lo["high_k_items"] == []
+    )
     items = res.items
     assert {"elpd_loo", "pareto_k", "loo_pit"} <= set(items) and np.isclose(items["elpd_loo"].sum(), lo["elpd"])
     pit = items["loo_pit"].to_numpy(float)
@@ -225,8 +289,15 @@ def test_fit_carries_the_checks_in_its_payload_items_and_files(calibration_fits,
     assert len(fig.axes) >= len(STATS)
     # the prior predictive check of the fit's own design: in the payload, the summary and a figure
     pp = back.prior_predictive
-    assert pp == res.prior_predictive and pp["model"] == "change" and pp["n_draws"] == 1000 and 0 < pp["share_abs_dp_above"]["0.05"] < 1
-    assert sum(pp["hist_p"]["observed_v1"]) == N_ITEMS and "prior predictive: share of items with |dp| > 0.05 / > 0.10" in set(res.summary()["metric"])
+    assert (
+        pp == res.prior_predictive
+        and pp["model"] == "change"
+        and pp["n_draws"] == 1000
+        and 0 < pp["share_abs_dp_above"]["0.05"] < 1
+    )
+    assert sum(
+        pp["hist_p"]["observed_v1"]
+    ) == N_ITEMS and "prior predictive: share of items with |dp| > 0.05 / > 0.10" in set(res.summary()["metric"])
     assert len(res.plot_prior_predictive().axes) == 2
 
 
@@ -250,7 +321,9 @@ def test_loo_checks_in_item_blocks_equal_psis_loo_over_all_items(calibration_fit
     payload, per_item = checks.loo_checks(res.posterior, data, data.items, block=7)
     np.testing.assert_allclose(per_item["elpd_loo"], np.asarray(whole.elpd_i), rtol=1e-12)
     np.testing.assert_allclose(per_item["pareto_k"], np.asarray(whole.pareto_k), rtol=1e-12)
-    assert payload["elpd"] == pytest.approx(whole.elpd, rel=1e-12) and payload["se"] == pytest.approx(whole.se, rel=1e-12)
+    assert payload["elpd"] == pytest.approx(whole.elpd, rel=1e-12) and payload["se"] == pytest.approx(
+        whole.se, rel=1e-12
+    )
     assert payload["p_loo"] == pytest.approx(whole.p, rel=1e-9) and payload["n_draws"] == whole.n_samples
     one_block = checks.loo_checks(res.posterior, data, data.items, block=data.n_items)[1]["loo_pit"]
     assert np.corrcoef(per_item["loo_pit"], one_block)[0, 1] > 0.9
@@ -269,7 +342,9 @@ def test_pit_ecdf_band_holds_uniform_pit_at_its_level_and_rejects_a_misfit():
 def test_loo_pit_figure_stays_in_its_band_for_the_generating_model_only(calibration_fits):
     own, misfit = calibration_fits[("model", 201)], calibration_fits["betabinom_model_201"]
     assert not own.loo_pit_band()["outside"].any()
-    assert misfit.loo_pit_band()["outside"].any()  # the beta-binomial's new-item change is too wide (its KS p < 0.05 above)
+    assert misfit.loo_pit_band()[
+        "outside"
+    ].any()  # the beta-binomial's new-item change is too wide (its KS p < 0.05 above)
     assert len(own.plot_loo_pit().axes) == 1
 
 
@@ -281,35 +356,58 @@ def test_compare_ranks_the_change_model_first_on_its_own_data(calibration_fits, 
     assert list(table.index) == ["change", "betabinom"] and mc.best == "change" and mc.separated("betabinom")
     assert "change predicts left-out items best" in mc.sentence() and "clearly worse" in mc.sentence()
     mc.save(tmp_path / "cmp")
-    assert bayesrc.load(tmp_path / "cmp" / "loo_compare.json") == mc and mc.payload["fits"]["betabinom"]["model"] == "betabinom"
+    assert (
+        bayesrc.load(tmp_path / "cmp" / "loo_compare.json") == mc
+        and mc.payload["fits"]["betabinom"]["model"] == "betabinom"
+    )
     assert len(mc.plot().axes) == 1
     row = table.loc["betabinom"]
     assert row["elpd_diff"] < 0 and row["dse"] > 0 and -row["elpd_diff"] > 2 * row["dse"]
     assert {"rank", "elpd", "se", "weight", "n_high_k"} <= set(table)
     with pytest.raises(ValueError, match="same items"):
         res = calibration_fits[("model", 201)]
-        shuffled = type(res)(res.payload, {**res.tables, "items": res.items.assign(item_id=res.items["item_id"].to_numpy()[::-1])}, res.posterior)
+        shuffled = type(res)(
+            res.payload,
+            {**res.tables, "items": res.items.assign(item_id=res.items["item_id"].to_numpy()[::-1])},
+            res.posterior,
+        )
         compare({"a": res, "b": shuffled})
 
 
-def test_a_ranking_without_entries_or_a_difference_is_one_named_line_and_a_repeated_name_is_reported(calibration_fits, tmp_path):
+def test_a_ranking_without_entries_or_a_difference_is_one_named_line_and_a_repeated_name_is_reported(
+    calibration_fits, tmp_path
+):
     from bayesrc.bayes.model_comparison import ModelComparison
     from bayesrc.errors import InputError
 
-    payload = compare({"change": calibration_fits[("model", 201)], "betabinom": calibration_fits["betabinom_model_201"]}).to_dict()
+    payload = compare(
+        {"change": calibration_fits[("model", 201)], "betabinom": calibration_fits["betabinom_model_201"]}
+    ).to_dict()
     ranking = payload["ranking"]
 
     def load(edit: dict) -> ModelComparison:
         folder = tmp_path / str(len(list(tmp_path.iterdir())))
         folder.mkdir()
-        (folder / "loo_compare.json").write_text(json.dumps({k: v for k, v in (payload | edit).items() if v is not None}))
+        (folder / "loo_compare.json").write_text(
+            json.dumps({k: v for k, v in (payload | edit).items() if v is not None})
+        )
         return ModelComparison.load(folder)
 
-    for edit, field in [({"ranking": None}, "'ranking'"), ({"ranking": []}, "'ranking'"), ({"ranking": [{k: v for k, v in ranking[0].items() if k != "dse"}]}, "'ranking[0].dse'")]:
+    for edit, field in [
+        ({"ranking": None}, "'ranking'"),
+        ({"ranking": []}, "'ranking'"),
+        ({"ranking": [{k: v for k, v in ranking[0].items() if k != "dse"}]}, "'ranking[0].dse'"),
+    ]:
         with pytest.raises(InputError, match=re.escape(f"loo_compare.json: field {field}")):
             load(edit)
-    twins = load({"ranking": [r | {"model": "change"} for r in ranking]})  # a hand-edited file: the report still reads it
-    assert twins.models == ["change", "change"] and "change: ELPD" in twins.sentence() and twins.separated("change") is False
+    twins = load(
+        {"ranking": [r | {"model": "change"} for r in ranking]}
+    )  # a hand-edited file: the report still reads it
+    assert (
+        twins.models == ["change", "change"]
+        and "change: ELPD" in twins.sentence()
+        and twins.separated("change") is False
+    )
 
 
 # ---------------------------------------------------------------- the CLI
@@ -330,16 +428,49 @@ def test_cli_fit_compare_writes_each_fit_and_the_ranking(tmp_path):
     save_trials(sim.trials_v1, tmp_path / "v1.parquet")
     save_trials(sim.trials_v2, tmp_path / "v2.parquet")
     out = tmp_path / "cmp"
-    assert main(["fit", str(tmp_path / "v1.parquet"), str(tmp_path / "v2.parquet"), "--compare", "betabinom,change", "--covariate", "none", "--no-progress", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "fit",
+                str(tmp_path / "v1.parquet"),
+                str(tmp_path / "v2.parquet"),
+                "--compare",
+                "betabinom,change",
+                "--covariate",
+                "none",
+                "--no-progress",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     mc = bayesrc.load(out / "loo_compare.json")
-    assert mc.models == ["change", "betabinom"] and (out / "change" / "fit.json").is_file() and (out / "betabinom" / "items.parquet").is_file()
+    assert (
+        mc.models == ["change", "betabinom"]
+        and (out / "change" / "fit.json").is_file()
+        and (out / "betabinom" / "items.parquet").is_file()
+    )
     run = load_run(out)  # the report: one comparison per model, the ranking and each fit's LOO-PIT
     assert list(run.comparisons) == ["change", "betabinom"] and run.comparisons["betabinom"].bayes.model == "betabinom"
     sections = {s.key: s for s in report_sections(run, run.comparisons["change"])}
     assert {"model_comparison", "checks"} <= set(sections)
     assert any(getattr(b, "name", "") == "loo_pit" for b in sections["checks"].blocks)
     assert [b.png[:4] for b in sections["model_comparison"].blocks if hasattr(b, "png")] == [b"\x89PNG"]
-    assert main(["fit", str(tmp_path / "v1.parquet"), str(tmp_path / "v2.parquet"), "--compare", "change", "--out", str(tmp_path / "bad")]) == 2
+    assert (
+        main(
+            [
+                "fit",
+                str(tmp_path / "v1.parquet"),
+                str(tmp_path / "v2.parquet"),
+                "--compare",
+                "change",
+                "--out",
+                str(tmp_path / "bad"),
+            ]
+        )
+        == 2
+    )
 
 
 def _sbc_script():

@@ -10,7 +10,16 @@ import pandas as pd
 import pytest
 from helpers import assert_one_log_density
 
-from bayesrc.bayes import ITEM_COLUMNS, SamplerConfig, betabinom_numpyro, cell_stats, fit, item_block, model_inputs, realised_fdp
+from bayesrc.bayes import (
+    ITEM_COLUMNS,
+    SamplerConfig,
+    betabinom_numpyro,
+    cell_stats,
+    fit,
+    item_block,
+    model_inputs,
+    realised_fdp,
+)
 from bayesrc.data import item_counts, save_trials, simulate_pair
 
 
@@ -115,7 +124,9 @@ def test_change_model_simulation_validation():
     covered, n_items, fdp, rci_est, rci_false, rci_flagged, held = 0, 0, [], [], 0, 0, []
     for seed in (101, 102, 103):  # several datasets: the FDP goal is an average
         sim, counts = _counts(300, seed)
-        res = fit(counts, model="change", config=SamplerConfig(seed=seed))  # the defaults a user gets (gate, sampler, escalation)
+        res = fit(
+            counts, model="change", config=SamplerConfig(seed=seed)
+        )  # the defaults a user gets (gate, sampler, escalation)
         assert res.diagnostics.passed, res.diagnostics
         it = res.items
         truth = sim.truth.set_index("item_id").loc[it["item_id"], "delta_p"].to_numpy()
@@ -150,7 +161,9 @@ def change_pair():
 def change_collapsed_fit(change_pair):
     from bayesrc.bayes import change_collapsed_numpyro
 
-    return change_collapsed_numpyro(model_inputs(change_pair[1]), config=SamplerConfig(chains=2, draws=1000, tune=500, seed=4))
+    return change_collapsed_numpyro(
+        model_inputs(change_pair[1]), config=SamplerConfig(chains=2, draws=1000, tune=500, seed=4)
+    )
 
 
 def _agree(a, b, var, z_max=4.5, sd_share=0.25):
@@ -194,7 +207,9 @@ def test_change_model_twins_have_one_log_density(form, change_pair, letter_pair)
     Whether nutpie samples the PyMC twin as NumPyro samples its own is the covariate fit's test below."""
     from bayesrc.bayes.change_collapsed import collapsed_model_numpyro, collapsed_model_pymc
 
-    data = model_inputs((letter_pair if form == "covariate" else change_pair)[1], **({} if form == "covariate" else {"covariate": None}))
+    data = model_inputs(
+        (letter_pair if form == "covariate" else change_pair)[1], **({} if form == "covariate" else {"covariate": None})
+    )
     assert (data.n_groups > 1) == (form == "covariate")
     kw = {"slope": form == "slope"}
     assert_one_log_density(*collapsed_model_numpyro(data, **kw), collapsed_model_pymc(data, **kw))
@@ -234,7 +249,9 @@ def test_cli_fit_writes_outputs_and_exits_3_on_failed_gate(tmp_path):
     assert json.loads((bad / "fit.json").read_text())["status"] == "failed"
     assert pd.read_parquet(bad / "items.parquet").attrs["status"] == "failed"
     assert main(["fit", *fail, "--allow-unconverged"]) == 0
-    assert main(["fit", *args, "--delta-min", "0", "--out", str(tmp_path / "dm")]) == 2 and not (tmp_path / "dm").exists()
+    assert (
+        main(["fit", *args, "--delta-min", "0", "--out", str(tmp_path / "dm")]) == 2 and not (tmp_path / "dm").exists()
+    )
     with pytest.raises(SystemExit) as exc:  # --collapsed and --full exclude each other
         main(["fit", *args[:2], "--model", "change", "--collapsed", "--full", "--out", str(bad)])
     assert exc.value.code == 2
@@ -252,22 +269,36 @@ def test_change_model_reports_p_rope_and_expected_flips(change_pair, change_coll
     assert "p_rope" not in no_rope
     items = item_summary(change_collapsed_fit, d, rope=0.1)
     np.testing.assert_allclose(items["p_rope"], (np.abs(dp) > 0.1).mean(0))
-    assert (items["p_rope"] <= items["p_changed"] + 0.05).all()  # an unchanged item has dp = 0 exactly (p_changed is Rao-Blackwellised)
+    assert (
+        items["p_rope"] <= items["p_changed"] + 0.05
+    ).all()  # an unchanged item has dp = 0 exactly (p_changed is Rao-Blackwellised)
     # Material change (SPEC 7's delta_min) in each direction, from the same draws.
     np.testing.assert_allclose(items["p_improve_material"], (dp >= 0.05).mean(0))
     np.testing.assert_allclose(items["p_deteriorate_material"], (dp <= -0.05).mean(0))
     strict = item_summary(change_collapsed_fit, d, delta_min=0.2)
-    assert (strict["p_improve_material"] <= items["p_improve_material"]).all() and (strict["p_improve_material"] < items["p_improve_material"]).any()
+    assert (strict["p_improve_material"] <= items["p_improve_material"]).all() and (
+        strict["p_improve_material"] < items["p_improve_material"]
+    ).any()
     # Summarised a block of items at a time (bounded memory at 12,000 items): the same table as in one block.
     monkeypatch.setattr(summaries, "ITEM_BLOCK", 7)
     pd.testing.assert_frame_equal(item_summary(change_collapsed_fit, d, rope=0.1), items)
     stored = change_collapsed_fit.posterior
-    assert {stored[k].dtype for k in ("theta", "delta", "r_cell", "p_up_cell")} | {draws[k].dtype for k in ("r", "p_up", "p", "dp")} == {np.dtype(np.float32)}
-    assert stored["r_cell"].sizes["cell"] == cell_stats(d).n_cells and not {"p", "dp", "r", "p_up"} & set(stored.data_vars)  # p, dp formed where read
+    assert {stored[k].dtype for k in ("theta", "delta", "r_cell", "p_up_cell")} | {
+        draws[k].dtype for k in ("r", "p_up", "p", "dp")
+    } == {np.dtype(np.float32)}
+    assert stored["r_cell"].sizes["cell"] == cell_stats(d).n_cells and not {"p", "dp", "r", "p_up"} & set(
+        stored.data_vars
+    )  # p, dp formed where read
     p = draws["p"].values.reshape(-1, d.n_items, 2)
     flips = expected_flips(change_collapsed_fit, d)
-    assert flips["expected_negative_flips"]["mean"] == pytest.approx(((p[:, :, 0] > 0.5) & (p[:, :, 1] <= 0.5)).sum(1).mean())
-    assert flips["expected_negative_flips"]["lo90"] <= flips["expected_negative_flips"]["mean"] <= flips["expected_negative_flips"]["hi90"]
+    assert flips["expected_negative_flips"]["mean"] == pytest.approx(
+        ((p[:, :, 0] > 0.5) & (p[:, :, 1] <= 0.5)).sum(1).mean()
+    )
+    assert (
+        flips["expected_negative_flips"]["lo90"]
+        <= flips["expected_negative_flips"]["mean"]
+        <= flips["expected_negative_flips"]["hi90"]
+    )
 
 
 @pytest.fixture(scope="module")
@@ -322,8 +353,12 @@ def test_change_model_on_letter_shaped_real_like_change(letter_pair, letter_fit)
     assert sens["alphas"] == [0.5, 2.0] and max(sens["pareto_k"]) < 0.7
     assert sens["rci_estimated_fdp"][0] >= sens["rci_estimated_fdp"][1]
     # the letters moved: "nothing changed" is rejected, so the intervals are the posterior's own
-    assert res.crosscheck["no_change_test"]["p_value"] < 0.01 and not res.crosscheck["rci_fdp_interval_includes_no_change"]
-    assert bool([w for w in res.warnings if w.startswith("RCI's estimated")]) == (sens["sensitive"] or sens["sensitive_material"])
+    assert (
+        res.crosscheck["no_change_test"]["p_value"] < 0.01 and not res.crosscheck["rci_fdp_interval_includes_no_change"]
+    )
+    assert bool([w for w in res.warnings if w.startswith("RCI's estimated")]) == (
+        sens["sensitive"] or sens["sensitive_material"]
+    )
     # the model with the letter covariate reproduces the letter-shaped data (issue 31's check)
     assert not any(w.startswith("posterior predictive check") for w in res.warnings), res.ppc["flagged"][:3]
 
@@ -350,7 +385,10 @@ def test_change_model_with_covariate_pymc_and_numpyro_agree(letter_pair, letter_
 
     ppc_b, loo_b, _ = run_checks(b, d, letter_pair[1], pd.Series(d.items), seed=0)
     assert ppc_b["n_tests"] == letter_fit.ppc["n_tests"] and bool(ppc_b["flagged"]) == bool(letter_fit.ppc["flagged"])
-    assert abs(loo_b["elpd"] - letter_fit.loo["elpd"]) < 0.5 * letter_fit.loo["se"] and loo_b["n_items"] == letter_fit.loo["n_items"]
+    assert (
+        abs(loo_b["elpd"] - letter_fit.loo["elpd"]) < 0.5 * letter_fit.loo["se"]
+        and loo_b["n_items"] == letter_fit.loo["n_items"]
+    )
 
 
 def test_rci_fdp_interval_reaches_one_where_nothing_changed_is_not_rejected(tmp_path):
@@ -368,10 +406,25 @@ def test_rci_fdp_interval_reaches_one_where_nothing_changed_is_not_rejected(tmp_
         p = cc["no_change_test"]["p_value"]
         assert flagged > 0
         if pi_change == 0.0:
-            assert p >= 0.10 and realised_fdp(res.items["rci_class"], sim.truth.set_index("item_id").loc[res.items["item_id"], "delta_p"].to_numpy()) == 1.0
-            assert cc["rci_estimated_fdp_interval90"][1] == 1.0 and cc["rci_estimated_fdp_material_interval90"][1] == 1.0
-            assert cc["rci_fdp_interval_includes_no_change"] and any("do not reject that nothing changed" in w for w in res.warnings)
+            assert (
+                p >= 0.10
+                and realised_fdp(
+                    res.items["rci_class"],
+                    sim.truth.set_index("item_id").loc[res.items["item_id"], "delta_p"].to_numpy(),
+                )
+                == 1.0
+            )
+            assert (
+                cc["rci_estimated_fdp_interval90"][1] == 1.0 and cc["rci_estimated_fdp_material_interval90"][1] == 1.0
+            )
+            assert cc["rci_fdp_interval_includes_no_change"] and any(
+                "do not reject that nothing changed" in w for w in res.warnings
+            )
         else:
-            assert p < 0.01 and not cc["rci_fdp_interval_includes_no_change"] and cc["rci_estimated_fdp_interval90"][1] < 0.5
+            assert (
+                p < 0.01
+                and not cc["rci_fdp_interval_includes_no_change"]
+                and cc["rci_estimated_fdp_interval90"][1] < 0.5
+            )
         res.save(tmp_path / f"fit{pi_change}")
         assert load(tmp_path / f"fit{pi_change}").crosscheck["no_change_test"] == cc["no_change_test"]

@@ -39,15 +39,28 @@ def test_crosscheck_estimates_rcis_sign_and_material_false_discoveries_by_hand()
 
     from bayesrc.bayes.summaries import crosscheck
 
-    items = pd.DataFrame({
-        "item_id": ["a", "b", "c", "d"], "domain": "x", "dp_mean": [0.3, 0.1, -0.2, 0.0], "bayes_class": ["improved", "no_change", "deteriorated", "no_change"],
-        "p_improve": [0.99, 0.70, 0.01, 0.4], "p_deteriorate": [0.01, 0.10, 0.97, 0.4],
-        "p_improve_material": [0.95, 0.30, 0.00, 0.1], "p_deteriorate_material": [0.00, 0.05, 0.90, 0.1],
-    })  # fmt: skip
-    rci = pd.DataFrame({
-        "item_id": ["a", "b", "c", "d"], "class": ["improved", "improved", "deteriorated", "no_change"],
-        "p_v1": [0.2, 0.4, 0.8, 0.5], "p_v2": [0.6, 0.8, 0.3, 0.5], "n_v1": 10, "n_v2": 10,
-    })  # fmt: skip
+    items = pd.DataFrame(
+        {
+            "item_id": ["a", "b", "c", "d"],
+            "domain": "x",
+            "dp_mean": [0.3, 0.1, -0.2, 0.0],
+            "bayes_class": ["improved", "no_change", "deteriorated", "no_change"],
+            "p_improve": [0.99, 0.70, 0.01, 0.4],
+            "p_deteriorate": [0.01, 0.10, 0.97, 0.4],
+            "p_improve_material": [0.95, 0.30, 0.00, 0.1],
+            "p_deteriorate_material": [0.00, 0.05, 0.90, 0.1],
+        }
+    )
+    rci = pd.DataFrame(
+        {
+            "item_id": ["a", "b", "c", "d"],
+            "class": ["improved", "improved", "deteriorated", "no_change"],
+            "p_v1": [0.2, 0.4, 0.8, 0.5],
+            "p_v2": [0.6, 0.8, 0.3, 0.5],
+            "n_v1": 10,
+            "n_v2": 10,
+        }
+    )
     cc, _ = crosscheck(items, rci, s_diff=0.15)
     assert cc["rci_n_flagged"] == 3
     assert cc["rci_estimated_fdp"] == pytest.approx(((1 - 0.99) + (1 - 0.70) + (1 - 0.97)) / 3)
@@ -69,19 +82,52 @@ def test_change_log_prior_moves_between_priors_as_numpyros_own_densities():
     rng = np.random.default_rng(8)
     centred = lambda n: (lambda x: x - x.mean())(rng.normal(0, 0.7, n))  # noqa: E731  a ZeroSumNormal draw
     draws = [
-        {"mu_theta": rng.normal(0, 1, 2), "sigma_theta": rng.gamma(2, 0.5, 2), "shift": rng.normal(0, 1, 2), "sigma_delta": rng.gamma(2, 0.4, 3),
-         "slope": rng.normal(0, 0.3), "pi": rng.beta(3, 2), "group_level": centred(3), "group_shift": centred(3),
-         "stratum_shift_sd": rng.gamma(2, 0.2), "stratum_shift_z": rng.normal(0, 1, q.shape[1])}
+        {
+            "mu_theta": rng.normal(0, 1, 2),
+            "sigma_theta": rng.gamma(2, 0.5, 2),
+            "shift": rng.normal(0, 1, 2),
+            "sigma_delta": rng.gamma(2, 0.4, 3),
+            "slope": rng.normal(0, 0.3),
+            "pi": rng.beta(3, 2),
+            "group_level": centred(3),
+            "group_shift": centred(3),
+            "stratum_shift_sd": rng.gamma(2, 0.2),
+            "stratum_shift_z": rng.normal(0, 1, q.shape[1]),
+        }
         for _ in range(5)
-    ]  # fmt: skip
+    ]
 
     def model(prior):
         hyperpriors_numpyro(2, True, prior, n_groups=3)
         group_effects_numpyro(3, prior, contrasts=q)
 
-    post = xr.Dataset({k: (("chain", "draw", *[f"{k}_dim{i}" for i in range(np.ndim(draws[0][k]))]), np.array([[d[k] for d in draws]])) for k in draws[0]})
-    settings = [{}, {k: PRIOR[k] * 2.0 for k in ("mu_theta_sd", "sigma_theta_sd", "shift_sd", "sigma_delta_scale", "slope_sd", "group_level_sd", "group_shift_sd", "stratum_shift_sd")},
-                {"pi_a": 1.0, "pi_b": 9.0}, {"sigma_delta_sd": 0.7}]  # fmt: skip
+    post = xr.Dataset(
+        {
+            k: (
+                ("chain", "draw", *[f"{k}_dim{i}" for i in range(np.ndim(draws[0][k]))]),
+                np.array([[d[k] for d in draws]]),
+            )
+            for k in draws[0]
+        }
+    )
+    settings = [
+        {},
+        {
+            k: PRIOR[k] * 2.0
+            for k in (
+                "mu_theta_sd",
+                "sigma_theta_sd",
+                "shift_sd",
+                "sigma_delta_scale",
+                "slope_sd",
+                "group_level_sd",
+                "group_shift_sd",
+                "stratum_shift_sd",
+            )
+        },
+        {"pi_a": 1.0, "pi_b": 9.0},
+        {"sigma_delta_sd": 0.7},
+    ]
     with jax.default_device(jax.devices("cpu")[0]):
         theirs = np.array([[float(log_density(model, (p,), {}, d)[0]) for d in draws] for p in settings])
     ours = np.array([change_log_prior(post, p) for p in settings])
@@ -105,18 +151,36 @@ def test_reweighting_to_another_prior_gives_the_conjugate_posterior():
     pi = rng.beta(5, 2, size=(4, 4000))
     r = np.repeat(pi[..., None], 2, axis=-1)
     dims = ("chain", "draw", "item")
-    post = xr.Dataset({
-        "pi": (("chain", "draw"), pi), "sigma_delta": (("chain", "draw"), np.full_like(pi, 0.5)),
-        "r": (dims, r), "p_up": (dims, np.ones_like(r)), "dp": (dims, np.where(r > 0.5, 0.1, 0.0)),
-    })  # fmt: skip
-    items = pd.DataFrame({"item_id": ["a", "b"], "p_improve": r.mean((0, 1)), "p_deteriorate": [0.0, 0.0], "rci_class": ["improved", "no_change"]})
+    post = xr.Dataset(
+        {
+            "pi": (("chain", "draw"), pi),
+            "sigma_delta": (("chain", "draw"), np.full_like(pi, 0.5)),
+            "r": (dims, r),
+            "p_up": (dims, np.ones_like(r)),
+            "dp": (dims, np.where(r > 0.5, 0.1, 0.0)),
+        }
+    )
+    items = pd.DataFrame(
+        {
+            "item_id": ["a", "b"],
+            "p_improve": r.mean((0, 1)),
+            "p_deteriorate": [0.0, 0.0],
+            "rci_class": ["improved", "no_change"],
+        }
+    )
     diag = Diagnostics(1.0, 16000.0, 16000.0, 0, True, {"max_rhat": 1.01, "min_ess": 400.0, "max_divergences": 0}, "")
-    payload = {"model": "change", "diagnostics": diag.to_dict(), "crosscheck": {"rci_estimated_fdp": 1 - float(pi.mean())},
-               "params": {"prior": prior_settings({}), "rope": None, "delta_min": 0.05}}  # fmt: skip
+    payload = {
+        "model": "change",
+        "diagnostics": diag.to_dict(),
+        "crosscheck": {"rci_estimated_fdp": 1 - float(pi.mean())},
+        "params": {"prior": prior_settings({}), "rope": None, "delta_min": 0.05},
+    }
     res = BayesFit(payload, {"items": items}, xr.DataTree.from_dict({"posterior": post}))
     same = reweighted_posterior(res, {})
     own = fitted_posterior(res)
-    assert same.pi_mean == pytest.approx(own.pi_mean, abs=1e-12) and same.rci_estimated_fdp == pytest.approx(own.rci_estimated_fdp, abs=1e-12)
+    assert same.pi_mean == pytest.approx(own.pi_mean, abs=1e-12) and same.rci_estimated_fdp == pytest.approx(
+        own.rci_estimated_fdp, abs=1e-12
+    )
     assert np.allclose(same.items["p_improve"], own.items["p_improve"]) and same.pareto_k == 0.0 and same.gate_passed
     moved = reweighted_posterior(res, {"pi_a": 2.0, "pi_b": 2.0})
     assert moved.pi_mean == pytest.approx(0.5, abs=0.01) and moved.rci_estimated_fdp == pytest.approx(0.5, abs=0.01)
@@ -141,14 +205,21 @@ def test_prior_sensitivity_of_rcis_estimated_fdp_matches_the_power_scaled_poster
     pi = rng.beta(5, 2, size=(4, 2000))
     r = np.repeat(pi[..., None], 3, axis=-1)  # three items, the same r
     dims = ("chain", "draw", "item")
-    post = xr.Dataset({
-        "pi": (("chain", "draw"), pi), "sigma_delta": (("chain", "draw"), np.full_like(pi, 0.5)),
-        "r": (dims, r), "p_up": (dims, np.ones_like(r)), "dp": (dims, np.where(r > 0.5, 0.1, 0.0)),
-    })  # fmt: skip
+    post = xr.Dataset(
+        {
+            "pi": (("chain", "draw"), pi),
+            "sigma_delta": (("chain", "draw"), np.full_like(pi, 0.5)),
+            "r": (dims, r),
+            "p_up": (dims, np.ones_like(r)),
+            "dp": (dims, np.where(r > 0.5, 0.1, 0.0)),
+        }
+    )
     flags = np.array(["improved", "improved", "no_change"])
     s = rci_fdp_prior_sensitivity(post, flags, change_log_prior(post, sites=STRUCTURE_SITES), alphas=(0.5, 1.0, 2.0))
     assert s["rci_estimated_fdp"] == pytest.approx([1 - 3.5 / 5.5, 1 - 5 / 7, 1 - 8 / 10], abs=0.01)
-    assert s["rci_estimated_fdp_material"][1] == pytest.approx(float((pi <= 0.5).mean()), abs=1e-9)  # alpha = 1: no reweighting
+    assert s["rci_estimated_fdp_material"][1] == pytest.approx(
+        float((pi <= 0.5).mean()), abs=1e-9
+    )  # alpha = 1: no reweighting
     assert max(s["pareto_k"]) < 0.7 and s["sensitive"] is True
     # no flag: nothing to estimate
     none = rci_fdp_prior_sensitivity(post, np.array(["no_change"] * 3), change_log_prior(post, sites=STRUCTURE_SITES))
@@ -169,7 +240,13 @@ def test_interval_of_rcis_fdp_is_the_binomial_of_independent_false_flags():
     changed = rng.random((2, 4000, 20)) >= 0.25
     step = np.where(np.arange(20) < 5, 0.03, 0.2)
     dims = ("chain", "draw", "item")
-    post = xr.Dataset({"r": (dims, np.full(changed.shape, 0.75)), "p_up": (dims, np.ones(changed.shape)), "dp": (dims, changed * step)})
+    post = xr.Dataset(
+        {
+            "r": (dims, np.full(changed.shape, 0.75)),
+            "p_up": (dims, np.ones(changed.shape)),
+            "dp": (dims, changed * step),
+        }
+    )
     flags = np.array(["improved"] * 20)
     got = rci_fdp_interval(post, flags)
     assert got["rci_estimated_fdp_interval90"] == pytest.approx([0.10, 0.40], abs=1e-9)
@@ -177,13 +254,24 @@ def test_interval_of_rcis_fdp_is_the_binomial_of_independent_false_flags():
     lo, hi = stats.binom(15, 0.25).ppf([0.05, 0.95])
     assert got["rci_estimated_fdp_material_interval90"] == pytest.approx([(5 + lo) / 20, (5 + hi) / 20], abs=1e-9)
     # the draws' mean is crosscheck's Rao-Blackwellised estimate (up to Monte Carlo error)
-    items = pd.DataFrame({"item_id": range(20), **{k: v.mean(0) for k, v in direction_draws(post, 20).items()}, "bayes_class": "no_change", "domain": "x", "dp_mean": 0.1})
+    items = pd.DataFrame(
+        {
+            "item_id": range(20),
+            **{k: v.mean(0) for k, v in direction_draws(post, 20).items()},
+            "bayes_class": "no_change",
+            "domain": "x",
+            "dp_mean": 0.1,
+        }
+    )
     rci = pd.DataFrame({"item_id": range(20), "class": flags, "p_v1": 0.4, "p_v2": 0.6, "n_v1": 10, "n_v2": 10})
     point = crosscheck(items, rci, s_diff=0.1)[0]["rci_estimated_fdp"]
     per_draw, _ = flag_errors(direction_draws(post, 20, rao_blackwell=False), flags)
     assert point == pytest.approx(0.25) and per_draw.mean() == pytest.approx(point, abs=0.005)
     # no flag: no interval
-    assert rci_fdp_interval(post, np.array(["no_change"] * 20)) == {"rci_estimated_fdp_interval90": None, "rci_estimated_fdp_material_interval90": None}
+    assert rci_fdp_interval(post, np.array(["no_change"] * 20)) == {
+        "rci_estimated_fdp_interval90": None,
+        "rci_estimated_fdp_material_interval90": None,
+    }
 
 
 def test_flagged_errors_equal_flag_errors_over_every_items_direction_draws():
@@ -195,7 +283,13 @@ def test_flagged_errors_equal_flag_errors_over_every_items_direction_draws():
 
     rng = np.random.default_rng(6)
     dims, shape = ("chain", "draw", "item"), (2, 300, 40)
-    post = xr.Dataset({"r": (dims, rng.random(shape)), "p_up": (dims, rng.random(shape)), "dp": (dims, rng.normal(0, 0.1, shape) * (rng.random(shape) < 0.5))})
+    post = xr.Dataset(
+        {
+            "r": (dims, rng.random(shape)),
+            "p_up": (dims, rng.random(shape)),
+            "dp": (dims, rng.normal(0, 0.1, shape) * (rng.random(shape) < 0.5)),
+        }
+    )
     flags = rng.choice(np.array(["improved", "deteriorated", "no_change", "excluded"], dtype=object), 40)
     for rao_blackwell in (True, False):
         whole = flag_errors(direction_draws(post, 40, delta_min=0.05, rao_blackwell=rao_blackwell), flags)
@@ -237,7 +331,9 @@ def test_sufficient_stats_reproduce_betabinomial_likelihood():
     full = sum(stats.betabinom.logpmf(d.y[:, v], d.n[:, v], a[d.dom, v], b[d.dom, v]).sum() for v in (0, 1))
     from scipy.special import betaln, gammaln
 
-    coef = sum((gammaln(d.n[:, v] + 1) - gammaln(d.y[:, v] + 1) - gammaln(d.n[:, v] - d.y[:, v] + 1)).sum() for v in (0, 1))
+    coef = sum(
+        (gammaln(d.n[:, v] + 1) - gammaln(d.y[:, v] + 1) - gammaln(d.n[:, v] - d.y[:, v] + 1)).sum() for v in (0, 1)
+    )
     compact = np.sum(w * (betaln(a[dd, vv] + yy, b[dd, vv] + nn - yy) - betaln(a[dd, vv], b[dd, vv])))
     assert compact + coef == pytest.approx(full, rel=1e-10)
 
@@ -251,7 +347,9 @@ def test_conjugate_p_draws_are_the_beta_posterior_of_each_item_and_version():
     mu = np.array([[0.2, 0.7], [0.5, 0.4], [0.9, 0.1]])  # (domain, version)
     kappa = np.array([[0.5, 3.0], [8.0, 1.0], [2.0, 0.8]])
     n_draw = 3000
-    p = conjugate_p(np.broadcast_to(mu, (2, n_draw, 3, 2)), np.broadcast_to(kappa, (2, n_draw, 3, 2)), d, np.random.default_rng(5))
+    p = conjugate_p(
+        np.broadcast_to(mu, (2, n_draw, 3, 2)), np.broadcast_to(kappa, (2, n_draw, 3, 2)), d, np.random.default_rng(5)
+    )
     assert p.shape == (2, n_draw, d.n_items, 2)
     for i in range(d.n_items):
         for v in range(2):
@@ -288,7 +386,9 @@ def test_gate_thresholds_on_synthetic_draws():
         post = xr.Dataset({"a": (("chain", "draw", "k"), x)})
         d = np.zeros((4, 1000), bool)
         d.flat[:div] = True
-        return xr.DataTree.from_dict({"posterior": post, "sample_stats": xr.Dataset({"diverging": (("chain", "draw"), d)})})
+        return xr.DataTree.from_dict(
+            {"posterior": post, "sample_stats": xr.Dataset({"diverging": (("chain", "draw"), d)})}
+        )
 
     assert gate(tree(good), ["a"]).passed
     g = gate(tree(stuck), ["a"])
@@ -316,7 +416,12 @@ def _cell_reference(mu, sd, shift, tau, slope, pi, n1, y1, n2, y2, half=10.0):
     sd_grid, tau = np.hypot(sd, 0.1), np.hypot(tau, 0.1)  # the model's spreads on its grid (grid_spread: step 0.2)
     t = np.linspace(mu - 12 * sd_grid, mu + 12 * sd_grid, 6001)
     v = np.linspace(-12, 12, 801)
-    g = np.concatenate([simpson(norm.pdf(v) * binom(y2, n2, (c + slope * (c - mu) / sd + shift)[:, None] + tau * v), x=v, axis=1) for c in np.array_split(t, 4)])
+    g = np.concatenate(
+        [
+            simpson(norm.pdf(v) * binom(y2, n2, (c + slope * (c - mu) / sd + shift)[:, None] + tau * v), x=v, axis=1)
+            for c in np.array_split(t, 4)
+        ]
+    )
     prior = norm.pdf(t, mu, sd_grid) * binom(y1, n1, t)
     return simpson(prior * ((1 - pi) * binom(y2, n2, t) + pi * g), x=t)
 
@@ -327,7 +432,14 @@ def _cells(rows):
     from bayesrc.bayes.inputs import ModelInputs
 
     a = np.array(rows, int)
-    data = ModelInputs(y=a[:, [1, 3]], n=a[:, [0, 2]], dom=np.zeros(len(a), int), items=np.arange(len(a)).astype(str), versions=("v1", "v2"), domains=("d",))
+    data = ModelInputs(
+        y=a[:, [1, 3]],
+        n=a[:, [0, 2]],
+        dom=np.zeros(len(a), int),
+        items=np.arange(len(a)).astype(str),
+        versions=("v1", "v2"),
+        domains=("d",),
+    )
     return cell_stats(data)
 
 
@@ -377,7 +489,9 @@ def test_stratum_shift_prior_is_the_normal_shifts_projected_on_the_interactions(
     with pm.Model(coords={"group": list("abc"), "stratum": list(range(7)), "contrast": list(range(q.shape[1]))}):
         group_effects_pymc(3, None, q)
         idata = pm.sample_prior_predictive(draws=40_000, random_seed=0, var_names=["stratum_shift", "stratum_shift_sd"])
-    draws["pymc"] = {k: idata.prior[k].values.reshape(40_000, -1).squeeze() for k in ("stratum_shift", "stratum_shift_sd")}
+    draws["pymc"] = {
+        k: idata.prior[k].values.reshape(40_000, -1).squeeze() for k in ("stratum_shift", "stratum_shift_sd")
+    }
     for name, d in draws.items():
         scaled = d["stratum_shift"] / d["stratum_shift_sd"][:, None]
         np.testing.assert_allclose(np.cov(scaled.T), q @ q.T, atol=0.03, err_msg=name)
@@ -387,12 +501,18 @@ def test_stratum_shift_prior_is_the_normal_shifts_projected_on_the_interactions(
 @pytest.mark.parametrize(
     "mu, sd, shift, tau, slope, rtol",
     [
-        (0.5, 1.0, -0.6, 1.0, 0.0, 1e-5), (0.0, 0.5, 0.2, 0.5, -0.2, 1e-5), (0.0, 2.0, 0.0, 0.2, 0.0, 1e-5), (1.0, 1.8, -0.3, 0.25, 0.0, 1e-5),
-        (-1.0, 1.5, 1.5, 2.0, 0.3, 1e-5), (0.0, 3.0, 0.0, 0.2, 0.0, 1e-5), (-2.0, 2.5, 1.5, 2.0, 0.3, 1e-5),
+        (0.5, 1.0, -0.6, 1.0, 0.0, 1e-5),
+        (0.0, 0.5, 0.2, 0.5, -0.2, 1e-5),
+        (0.0, 2.0, 0.0, 0.2, 0.0, 1e-5),
+        (1.0, 1.8, -0.3, 0.25, 0.0, 1e-5),
+        (-1.0, 1.5, 1.5, 2.0, 0.3, 1e-5),
+        (0.0, 3.0, 0.0, 0.2, 0.0, 1e-5),
+        (-2.0, 2.5, 1.5, 2.0, 0.3, 1e-5),
         # a tenth of the items beyond +-10 logits: the tails, lumped on the grid's end nodes, cost 0.1-0.3%
-        (-1.0, 5.0, 0.3, 3.0, 0.0, 5e-3), (2.0, 6.0, 0.0, 4.0, 0.3, 5e-3),
+        (-1.0, 5.0, 0.3, 3.0, 0.0, 5e-3),
+        (2.0, 6.0, 0.0, 4.0, 0.3, 5e-3),
     ],
-)  # fmt: skip
+)
 def test_collapsed_change_cell_likelihood_matches_a_fine_reference(mu, sd, shift, tau, slope, rtol):
     """The logit-grid quadrature of the collapsed change model vs brute force, floor / ceiling cells and an
     item with no valid version-1 response included, with and without the slope: to 1e-5 (grid step 0.2
@@ -401,10 +521,20 @@ def test_collapsed_change_cell_likelihood_matches_a_fine_reference(mu, sd, shift
 
     from bayesrc.bayes.change_collapsed import _ops, cell_loglik, likelihood_tables
 
-    rows = [(10, 0, 10, 0), (10, 10, 10, 10), (10, 0, 10, 10), (10, 5, 10, 6), (10, 9, 10, 2), (10, 1, 7, 7), (0, 0, 10, 3)]
+    rows = [
+        (10, 0, 10, 0),
+        (10, 10, 10, 10),
+        (10, 0, 10, 10),
+        (10, 5, 10, 6),
+        (10, 9, 10, 2),
+        (10, 1, 7, 7),
+        (0, 0, 10, 3),
+    ]
     cells = _cells(rows)
     tables = likelihood_tables(cells)
-    ll = cell_loglik(_ops("numpy"), np.array([mu]), np.array([sd]), np.array([shift]), np.array([tau]), slope, 0.4, tables)[: cells.n_cells]
+    ll = cell_loglik(
+        _ops("numpy"), np.array([mu]), np.array([sd]), np.array([shift]), np.array([tau]), slope, 0.4, tables
+    )[: cells.n_cells]
     a = np.stack([cells.n1, cells.y1, cells.n2, cells.y2], 1).astype(int)
     ll += np.log(comb(a[:, 0], a[:, 1]) * comb(a[:, 2], a[:, 3]))  # the model leaves the constant out
     ref = np.array([_cell_reference(mu, sd, shift, tau, slope, 0.4, *map(int, c)) for c in a])
@@ -439,7 +569,13 @@ def test_collapsed_change_convolution_band_form_equals_the_kernel_product(sigma_
 
     ops, tables = _ops("numpy"), likelihood_tables(_cells([(10, 4, 10, 6), (10, 0, 10, 1), (10, 10, 7, 7)]))
     assert "e2_band" in tables
-    args = (np.array([0.2, -1.0]), np.array([1.5, 2.0]), np.array([shift, 0.5 * shift + 0.1]), 0.0, np.array([sigma_delta, 2 * sigma_delta]))
+    args = (
+        np.array([0.2, -1.0]),
+        np.array([1.5, 2.0]),
+        np.array([shift, 0.5 * shift + 0.1]),
+        0.0,
+        np.array([sigma_delta, 2 * sigma_delta]),
+    )
     ones = np.ones((1, 2 * tables["x"].size - 1))  # no weighting: G = K @ e2
     band = weighted_convolutions(ops, tables, *args, ones)[0]
     formed = weighted_convolutions(ops, {k: v for k, v in tables.items() if k != "e2_band"}, *args, ones)[0]
@@ -462,7 +598,13 @@ def test_collapsed_change_weighted_convolutions_equal_the_weighted_kernel_produc
     x = tables["x"]
     n, h = x.size, x[1] - x[0]
     up = share_above_zero((np.arange(2 * n - 1) - (n - 1)) * h, h)
-    args = (np.array([0.2, -1.0]), np.array([1.5, 2.0]), np.array([-0.8, 9.0]), slope if slope == 0.0 else np.float64(slope), np.array([sigma_delta, 2 * sigma_delta]))
+    args = (
+        np.array([0.2, -1.0]),
+        np.array([1.5, 2.0]),
+        np.array([-0.8, 9.0]),
+        slope if slope == 0.0 else np.float64(slope),
+        np.array([sigma_delta, 2 * sigma_delta]),
+    )
     got = weighted_convolutions(ops, tables, *args, np.stack([np.ones_like(up), up]))
     kern = change_kernel(ops, tables, *args)
     up_matrix = share_above_zero(x[None, :] - x[:, None], h)
@@ -483,7 +625,9 @@ def test_collapsed_change_likelihood_gradient_is_finite_and_matches_finite_diffe
     from bayesrc.config import precision
 
     def loglik(v):  # v: mu, log sigma_theta, shift, log sigma_delta, logit pi
-        ll = cell_loglik(_ops("jax"), v[:1], jnp.exp(v[1:2]), v[2:3], jnp.exp(v[3:4]), 0.0, jax.nn.sigmoid(v[4]), tables)
+        ll = cell_loglik(
+            _ops("jax"), v[:1], jnp.exp(v[1:2]), v[2:3], jnp.exp(v[3:4]), 0.0, jax.nn.sigmoid(v[4]), tables
+        )
         return jnp.sum(tables["weight"] * ll)
 
     with precision():  # float64, as in a fit
@@ -511,16 +655,38 @@ def test_collapsed_change_sampler_band_precision_keeps_the_likelihood_and_gradie
     assert np.dtype(SAMPLER_BAND_DTYPE) == np.float32
     rng = np.random.default_rng(5)
     y = np.concatenate([rng.integers(0, 11, (200, 2)), [[0, 0], [10, 10], [0, 10], [10, 0]]])
-    data = ModelInputs(y=y, n=np.full_like(y, 10), dom=np.arange(len(y)) % 8, items=np.arange(len(y)).astype(str), versions=("v1", "v2"), domains=tuple("abcdefgh"))
+    data = ModelInputs(
+        y=y,
+        n=np.full_like(y, 10),
+        dom=np.arange(len(y)) % 8,
+        items=np.arange(len(y)).astype(str),
+        versions=("v1", "v2"),
+        domains=tuple("abcdefgh"),
+    )
     cells = cell_stats(data)
 
     def loglik(v, tables):  # v: 8 mu, 8 log sigma_theta, 8 shift, 8 log sigma_delta, logit pi
-        ll = cell_loglik(_ops("jax"), v[:8], jnp.exp(v[8:16]), v[16:24], jnp.exp(v[24:32]), 0.0, jax.nn.sigmoid(v[32]), tables)
+        ll = cell_loglik(
+            _ops("jax"), v[:8], jnp.exp(v[8:16]), v[16:24], jnp.exp(v[24:32]), 0.0, jax.nn.sigmoid(v[32]), tables
+        )
         return jnp.sum(tables["weight"] * ll)
 
     with precision():
-        v = jnp.asarray(np.concatenate([rng.normal(0, 1, 8), np.log(rng.uniform(0.5, 2.5, 8)), rng.normal(0, 1, 8), np.full(8, np.log(sigma_delta)), [0.5]]))
-        got = [jax.value_and_grad(loglik)(v, jax.tree.map(jnp.asarray, likelihood_tables(cells, dt))) for dt in (np.float64, SAMPLER_BAND_DTYPE)]
+        v = jnp.asarray(
+            np.concatenate(
+                [
+                    rng.normal(0, 1, 8),
+                    np.log(rng.uniform(0.5, 2.5, 8)),
+                    rng.normal(0, 1, 8),
+                    np.full(8, np.log(sigma_delta)),
+                    [0.5],
+                ]
+            )
+        )
+        got = [
+            jax.value_and_grad(loglik)(v, jax.tree.map(jnp.asarray, likelihood_tables(cells, dt)))
+            for dt in (np.float64, SAMPLER_BAND_DTYPE)
+        ]
     (v64, g64), (v32, g32) = got
     assert np.isfinite(float(v32)) and np.isfinite(np.asarray(g32)).all()
     assert abs(float(v32) - float(v64)) <= 1e-6 * abs(float(v64))
@@ -544,23 +710,48 @@ def test_collapsed_change_likelihood_by_pair_equals_the_dense_band_product(band_
     y = np.concatenate([rng.integers(0, 11, (90, 2)), [[0, 0], [10, 10], [0, 10], [10, 0]]])
     n = np.full_like(y, 10)
     n[:5, 1] = 7  # a few items with fewer valid answers: more outcomes than pairs
-    data = ModelInputs(y=y, n=n, dom=np.arange(len(y)) % 6, items=np.arange(len(y)).astype(str), versions=("v1", "v2"), domains=tuple("abcdef"))
+    data = ModelInputs(
+        y=y,
+        n=n,
+        dom=np.arange(len(y)) % 6,
+        items=np.arange(len(y)).astype(str),
+        versions=("v1", "v2"),
+        domains=tuple("abcdef"),
+    )
     cells = cell_stats(data)
     tables = likelihood_tables(cells, band_dtype)
-    assert "pair_band" in tables and tables["pair_onehot"].sum() < tables["pair_onehot"].shape[1] * tables["e2"].shape[0]
+    assert (
+        "pair_band" in tables and tables["pair_onehot"].sum() < tables["pair_onehot"].shape[1] * tables["e2"].shape[0]
+    )
     dense = likelihood_tables(cells, band_dtype, pairs=False)
 
     def loglik(v, t):  # v: 6 mu, 6 log sigma_theta, 6 shift, 6 log sigma_delta, logit pi
-        ll = cell_loglik(_ops("jax"), v[:6], jnp.exp(v[6:12]), v[12:18], jnp.exp(v[18:24]), 0.0, jax.nn.sigmoid(v[24]), t)
+        ll = cell_loglik(
+            _ops("jax"), v[:6], jnp.exp(v[6:12]), v[12:18], jnp.exp(v[18:24]), 0.0, jax.nn.sigmoid(v[24]), t
+        )
         return jnp.sum(t["weight"] * ll), ll
 
     for shift, log_sd in ((0.3, np.log(0.05)), (-1.0, np.log(0.8)), (12.0, np.log(0.2)), (0.0, np.log(4.0))):
-        v = np.concatenate([rng.normal(0, 1, 6), np.log(rng.uniform(0.3, 2.5, 6)), shift + rng.normal(0, 0.3, 6), np.full(6, log_sd), [0.4]])
+        v = np.concatenate(
+            [
+                rng.normal(0, 1, 6),
+                np.log(rng.uniform(0.3, 2.5, 6)),
+                shift + rng.normal(0, 0.3, 6),
+                np.full(6, log_sd),
+                [0.4],
+            ]
+        )
         with precision():
-            (total_p, ll_p), g_p = jax.value_and_grad(loglik, has_aux=True)(jnp.asarray(v), jax.tree.map(jnp.asarray, tables))
-            (total_d, ll_d), g_d = jax.value_and_grad(loglik, has_aux=True)(jnp.asarray(v), jax.tree.map(jnp.asarray, dense))
+            (total_p, ll_p), g_p = jax.value_and_grad(loglik, has_aux=True)(
+                jnp.asarray(v), jax.tree.map(jnp.asarray, tables)
+            )
+            (total_d, ll_d), g_d = jax.value_and_grad(loglik, has_aux=True)(
+                jnp.asarray(v), jax.tree.map(jnp.asarray, dense)
+            )
         real = slice(0, cells.n_cells)  # padded cells have weight 0, and each path gives them another cell's value
-        np.testing.assert_allclose(np.asarray(ll_p)[real], np.asarray(ll_d)[real], rtol=1e-6 if band_dtype == np.float32 else 1e-12, atol=1e-9)
+        np.testing.assert_allclose(
+            np.asarray(ll_p)[real], np.asarray(ll_d)[real], rtol=1e-6 if band_dtype == np.float32 else 1e-12, atol=1e-9
+        )
         assert np.isclose(float(total_p), float(total_d), rtol=1e-6 if band_dtype == np.float32 else 1e-12)
         np.testing.assert_allclose(np.asarray(g_p), np.asarray(g_d), rtol=1e-6, atol=1e-6 * float(np.abs(g_d).max()))
 
@@ -605,12 +796,19 @@ def test_collapsed_change_item_draws_match_a_fine_grid_reference():
     n_draw = 4000
     const = lambda v, dims=("chain", "draw"): (dims, np.full((1, n_draw, *np.shape(v)), v))  # noqa: E731
     post = xr.Dataset(
-        {"mu_theta": const([mu], ("chain", "draw", "domain")), "sigma_theta": const([sd], ("chain", "draw", "domain")),
-         "shift": const([shift], ("chain", "draw", "domain")), "sigma_delta": const(tau), "pi": const(pi)}
-    )  # fmt: skip
+        {
+            "mu_theta": const([mu], ("chain", "draw", "domain")),
+            "sigma_theta": const([sd], ("chain", "draw", "domain")),
+            "shift": const([shift], ("chain", "draw", "domain")),
+            "sigma_delta": const(tau),
+            "pi": const(pi),
+        }
+    )
     cells = _cells(rows)
     out = item_draws(post, cells, seed=3)
-    for name, values in item_draws(post, cells, seed=3, batch=1).items():  # each draw has its own key: the batch changes nothing
+    for name, values in item_draws(
+        post, cells, seed=3, batch=1
+    ).items():  # each draw has its own key: the batch changes nothing
         np.testing.assert_array_equal(values, out[name], err_msg=name)
     assert out["r"].shape[-1] == out["p_up"].shape[-1] == cells.n_cells  # per cell; the items' columns below
     sd, tau = np.hypot(sd, 0.1), np.hypot(tau, 0.1)  # the model's spreads on its grid (grid_spread: step 0.2)
@@ -662,8 +860,17 @@ def test_item_draws_given_the_drawn_hyperparameters_rank_uniformly(prior_seed):
     rng = np.random.default_rng(prior_seed)
     dom, grp = np.arange(n_items) % 2, (np.arange(n_items) // 2) % 4
     y0 = np.zeros((n_items, 2), np.int64)
-    design = ModelInputs(y=y0, n=np.full_like(y0, k), dom=dom, items=np.array([f"i{i}" for i in range(n_items)]),
-                         versions=("v1", "v2"), domains=("a", "b"), group=grp, groups=tuple("ABCD"), covariate="letter")  # fmt: skip
+    design = ModelInputs(
+        y=y0,
+        n=np.full_like(y0, k),
+        dom=dom,
+        items=np.array([f"i{i}" for i in range(n_items)]),
+        versions=("v1", "v2"),
+        domains=("a", "b"),
+        group=grp,
+        groups=tuple("ABCD"),
+        covariate="letter",
+    )
     truth = prior_draws(design, "change", n_draws=1, seed=100 + prior_seed)
     p_true = new_item_p(truth, design, rng, max_draws=1)[0]  # (item, version)
     data = replace(design, y=rng.binomial(design.n, p_true))
@@ -674,9 +881,14 @@ def test_item_draws_given_the_drawn_hyperparameters_rank_uniformly(prior_seed):
     p1 = clip(draws["theta"][0].astype(float))
     p2 = clip(draws["theta"][0].astype(float) + draws["changed"][0] * draws["delta"][0].astype(float))
     with np.errstate(divide="ignore"):
-        t1, t2 = clip(np.log(p_true[:, 0]) - np.log1p(-p_true[:, 0])), clip(np.log(p_true[:, 1]) - np.log1p(-p_true[:, 1]))
+        t1, t2 = (
+            clip(np.log(p_true[:, 0]) - np.log1p(-p_true[:, 0])),
+            clip(np.log(p_true[:, 1]) - np.log1p(-p_true[:, 1])),
+        )
     for name, d, t in (("p_v1", p1, t1), ("p_v2", p2, t2), ("dp", p2 - p1, t2 - t1)):
-        ranks = (d < t).sum(0) + rng.integers(0, (d == t).sum(0) + 1)  # 0..99 per item; ties (dp = 0 when unchanged) broken at random
+        ranks = (d < t).sum(0) + rng.integers(
+            0, (d == t).sum(0) + 1
+        )  # 0..99 per item; ties (dp = 0 when unchanged) broken at random
         hist = np.bincount(ranks // 10, minlength=10)
         assert stats.chisquare(hist).pvalue > 0.001, (name, hist.tolist())
 
@@ -715,7 +927,12 @@ def test_vectorised_convergence_diagnostics_equal_arviz_stats(case):
 
     x = _diagnostic_cases()[case]
     da = xr.DataArray(x, dims=("entry", "chain", "draw"))
-    ref = {"r_hat": azs.rhat(da), "ess_bulk": azs.ess(da, method="bulk"), "ess_tail": azs.ess(da, method="tail"), "mcse": azs.mcse(da, method="mean")}
+    ref = {
+        "r_hat": azs.rhat(da),
+        "ess_bulk": azs.ess(da, method="bulk"),
+        "ess_tail": azs.ess(da, method="tail"),
+        "mcse": azs.mcse(da, method="mean"),
+    }
     ours = convergence(x) | {"mcse": mcse_mean(x)}
     for key, expected in ref.items():
         np.testing.assert_allclose(ours[key], expected.values, rtol=1e-12, equal_nan=True, err_msg=key)
@@ -730,19 +947,31 @@ def test_loo_relative_efficiency_equals_arviz_stats_default():
     from bayesrc.bayes.diagnostics import mean_relative_ess
 
     rng = np.random.default_rng(3)
-    post = xr.Dataset({
-        "pi": (("chain", "draw"), _ar1(rng, 0.6, (4, 300))),
-        "p": (("chain", "draw", "item", "version"), rng.beta(2, 3, size=(4, 300, 7, 2))),
-        "dp": (("chain", "draw", "item"), _ar1(rng, 0.3, (7, 4, 300)).transpose(1, 2, 0)),
-        "changed": (("chain", "draw", "item"), rng.integers(0, 2, size=(4, 300, 7)).astype(np.int8)),
-    })  # fmt: skip
-    assert mean_relative_ess(post, chunk=3) == pytest.approx(_get_r_eff(xr.DataTree.from_dict({"posterior": post}), 1200), rel=1e-12)
+    post = xr.Dataset(
+        {
+            "pi": (("chain", "draw"), _ar1(rng, 0.6, (4, 300))),
+            "p": (("chain", "draw", "item", "version"), rng.beta(2, 3, size=(4, 300, 7, 2))),
+            "dp": (("chain", "draw", "item"), _ar1(rng, 0.3, (7, 4, 300)).transpose(1, 2, 0)),
+            "changed": (("chain", "draw", "item"), rng.integers(0, 2, size=(4, 300, 7)).astype(np.int8)),
+        }
+    )
+    assert mean_relative_ess(post, chunk=3) == pytest.approx(
+        _get_r_eff(xr.DataTree.from_dict({"posterior": post}), 1200), rel=1e-12
+    )
     # Beyond max_entries, every k-th entry: within 2% of the mean over all (items mixing from iid to rho 0.8).
     rho = np.linspace(0.0, 0.8, 3000)
     x = np.stack([_ar1(rng, r, (4, 300)) for r in rho], -1)
-    many = xr.Dataset({"pi": (("chain", "draw"), _ar1(rng, 0.6, (4, 300))), "theta": (("chain", "draw", "item"), x), "p": (("chain", "draw", "item"), x[..., ::-1])})
+    many = xr.Dataset(
+        {
+            "pi": (("chain", "draw"), _ar1(rng, 0.6, (4, 300))),
+            "theta": (("chain", "draw", "item"), x),
+            "p": (("chain", "draw", "item"), x[..., ::-1]),
+        }
+    )
     exact = mean_relative_ess(many, max_entries=10_000)
-    assert mean_relative_ess(many, max_entries=500) == pytest.approx(exact, rel=0.02) and exact == pytest.approx(_get_r_eff(xr.DataTree.from_dict({"posterior": many}), 1200), rel=1e-12)
+    assert mean_relative_ess(many, max_entries=500) == pytest.approx(exact, rel=0.02) and exact == pytest.approx(
+        _get_r_eff(xr.DataTree.from_dict({"posterior": many}), 1200), rel=1e-12
+    )
 
 
 def test_sample_gated_escalates_by_what_failed():
@@ -760,7 +989,9 @@ def test_sample_gated_escalates_by_what_failed():
             seen.append(config)
             kind = outcomes[len(seen) - 1]
             rng = np.random.default_rng(len(seen))
-            x = rng.normal(size=(config.chains, config.draws)) + (np.arange(config.chains)[:, None] if kind == "stuck" else 0.0)
+            x = rng.normal(size=(config.chains, config.draws)) + (
+                np.arange(config.chains)[:, None] if kind == "stuck" else 0.0
+            )
             div = np.zeros(x.shape, bool)
             div[0, 0] = kind == "divergent"
             return azb.from_dict({"posterior": {"a": x}, "sample_stats": {"diverging": div}})
@@ -771,10 +1002,17 @@ def test_sample_gated_escalates_by_what_failed():
     first = SamplerConfig(chains=4, tune=500, draws=500, seed=3)
     run, seen = sampler(["stuck", "divergent", "ok"])
     _, diag, attempts, last = sample_gated(run, ["a"], first, limits)
-    assert [(c.tune, c.draws, c.target_accept, c.seed) for c in seen] == [(500, 500, 0.85, 3), (500, 1000, 0.85, 4), (2000, 2000, 0.99, 5)]
+    assert [(c.tune, c.draws, c.target_accept, c.seed) for c in seen] == [
+        (500, 500, 0.85, 3),
+        (500, 1000, 0.85, 4),
+        (2000, 2000, 0.99, 5),
+    ]
     assert [a["passed"] for a in attempts] == [False, False, True] and diag.passed and last == seen[-1]
     run, seen = sampler(["divergent", "ok"])
-    assert [a["passed"] for a in sample_gated(run, ["a"], first, limits)[2]] == [False, True] and (seen[1].tune, seen[1].target_accept) == (1000, 0.95)
+    assert [a["passed"] for a in sample_gated(run, ["a"], first, limits)[2]] == [False, True] and (
+        seen[1].tune,
+        seen[1].target_accept,
+    ) == (1000, 0.95)
     run, seen = sampler(["stuck"])
     assert len(sample_gated(run, ["a"], first, limits, escalate=False)[2]) == 1
 
@@ -796,7 +1034,11 @@ def test_numpyro_chains_go_on_while_short_and_continue_exactly():
         dt = run_numpyro(model, {"scale": np.array(1.0)}, SamplerConfig(chains=2, tune=100, seed=4, **kw), {}, {})
         return dt["posterior"]["a"].values
 
-    went_on, whole, alone = draws(draws=100, max_draws=300), draws(draws=300, max_draws=300), draws(draws=100, max_draws=100)
+    went_on, whole, alone = (
+        draws(draws=100, max_draws=300),
+        draws(draws=300, max_draws=300),
+        draws(draws=100, max_draws=100),
+    )
     assert went_on.shape == whole.shape == (2, 300, 2) and alone.shape == (2, 100, 2)
     np.testing.assert_array_equal(went_on, whole)
     np.testing.assert_array_equal(alone, whole[:, :100])
@@ -823,7 +1065,10 @@ def test_numpyro_later_rounds_reuse_the_first_rounds_adaptation(monkeypatch):
     n_dev = min(4, jax.local_device_count())
     cfg = SamplerConfig(chains=2 * n_dev, tune=300, draws=500, max_draws=500, seed=3, progress=False)
     dt = samplers.run_numpyro(model, {"scale": np.array([1.0, 50.0])}, cfg, {}, {})
-    assert lengths == [800, samplers.REUSED_METRIC_BURN_IN + 500]  # one call per round: warm-up, then burn-in, and the draws
+    assert lengths == [
+        800,
+        samplers.REUSED_METRIC_BURN_IN + 500,
+    ]  # one call per round: warm-up, then burn-in, and the draws
     a = dt["posterior"]["a"].values
     assert a.shape == (2 * n_dev, 500, 2) and not dt["sample_stats"]["diverging"].values.any()
     np.testing.assert_allclose(a.std(axis=1), np.broadcast_to([1.0, 50.0], (2 * n_dev, 2)), rtol=0.25)
@@ -858,7 +1103,9 @@ def test_numpyro_later_rounds_warm_up_on_their_own_after_a_poor_first_round(monk
     monkeypatch.setattr(samplers, "_adapted_well", lambda calls, cfg: False)
     import jax
 
-    two_rounds = SamplerConfig(chains=2 * jax.local_device_count(), tune=300, draws=500, max_draws=500, seed=3, progress=False)
+    two_rounds = SamplerConfig(
+        chains=2 * jax.local_device_count(), tune=300, draws=500, max_draws=500, seed=3, progress=False
+    )
     dt = samplers.run_numpyro(model, {"scale": np.array([1.0, 50.0])}, two_rounds, {}, {})
     assert lengths == [800, 800] and dt["posterior"].sizes["draw"] == 500
 
@@ -920,7 +1167,9 @@ def test_item_draws_come_once_after_the_gate(monkeypatch):
     monkeypatch.setattr(gating, "ESCALATION", {"divergences": same, "mixing": same})
     res = fit(counts, config=cfg, checks=False)  # 2 x 60 draws cannot reach an ESS of 400: the gate escalates
     last = res.payload["attempts"][-1]
-    assert len(res.payload["attempts"]) == 2 and calls == [1] and res.posterior["posterior"].sizes["draw"] == last["draws"]
+    assert (
+        len(res.payload["attempts"]) == 2 and calls == [1] and res.posterior["posterior"].sizes["draw"] == last["draws"]
+    )
     items = ["theta", "delta", "changed", "r_cell", "p_up_cell", "item_cell"]
     hyper = res.posterior.copy()
     hyper["posterior"] = res.posterior["posterior"].to_dataset().drop_vars(items)
@@ -946,10 +1195,22 @@ def test_item_block_forms_what_fits_stored_before_and_reads_those_fits_as_they_a
     item_cell = rng.integers(0, n_cells, 30)
     r_cell, p_up_cell = (rng.random((2, 50, n_cells)).astype(np.float32) for _ in range(2))
     p = np.stack([expit(theta.astype(float)), expit(theta.astype(float) + changed * delta.astype(float))], -1)
-    stored = xr.Dataset({"theta": (dims, theta), "delta": (dims, delta), "changed": (dims, changed), "pi": (("chain", "draw"), rng.random((2, 50))),
-                         "r_cell": (cell_dims, r_cell), "p_up_cell": (cell_dims, p_up_cell), "item_cell": ("item", item_cell)})  # fmt: skip
+    stored = xr.Dataset(
+        {
+            "theta": (dims, theta),
+            "delta": (dims, delta),
+            "changed": (dims, changed),
+            "pi": (("chain", "draw"), rng.random((2, 50))),
+            "r_cell": (cell_dims, r_cell),
+            "p_up_cell": (cell_dims, p_up_cell),
+            "item_cell": ("item", item_cell),
+        }
+    )
     older = stored.drop_vars(["r_cell", "p_up_cell", "item_cell"]).assign(
-        p=((*dims, "version"), p), dp=(dims, p[..., 1] - p[..., 0]), r=(dims, r_cell[..., item_cell]), p_up=(dims, p_up_cell[..., item_cell])
+        p=((*dims, "version"), p),
+        dp=(dims, p[..., 1] - p[..., 0]),
+        r=(dims, r_cell[..., item_cell]),
+        p_up=(dims, p_up_cell[..., item_cell]),
     )
     items = [3, 1, 4, 29]
     formed, read = item_block(stored, items), item_block(older, items)

@@ -43,15 +43,22 @@ def _flagged(res) -> int:
 
 @pytest.mark.parametrize("method", ["reference", "binomial"])
 def test_sample_level_null_covers_the_observed_count(no_change, method):
-    inside = [r[method].null_samples["flagged_p025"] <= _flagged(r[method]) <= r[method].null_samples["flagged_p975"] for r in no_change]
-    print(f"{method}: observed flagged count inside the null's 95% interval in {np.mean(inside):.0%} of {len(inside)} no-change datasets")
+    inside = [
+        r[method].null_samples["flagged_p025"] <= _flagged(r[method]) <= r[method].null_samples["flagged_p975"]
+        for r in no_change
+    ]
+    print(
+        f"{method}: observed flagged count inside the null's 95% interval in {np.mean(inside):.0%} of {len(inside)} no-change datasets"
+    )
     assert np.mean(inside) >= 0.9
 
 
 def test_reference_recipe_is_miscalibrated_and_says_so(no_change):
     rates = np.array([r["reference"].null_samples["rate"] for r in no_change])
     observed = np.array([_flagged(r["reference"]) / r["reference"].counts["analysable"]["n"] for r in no_change])
-    print(f"reference: null rate {rates.mean():.3f}, observed flag rate {observed.mean():.3f} (nominal {nominal_rate(1.96):.3f})")
+    print(
+        f"reference: null rate {rates.mean():.3f}, observed flag rate {observed.mean():.3f} (nominal {nominal_rate(1.96):.3f})"
+    )
     assert rates.mean() > 2 * nominal_rate(1.96) and observed.mean() > 2 * nominal_rate(1.96)
     assert rates.mean() == pytest.approx(observed.mean(), rel=0.15)  # the null predicts what the recipe does
     for r in no_change:
@@ -149,7 +156,9 @@ def test_shared_seeds_are_detected_and_warned_about():
 
     sim = simulate_pair(200, 10, seed=3)
     independent = item_counts(sim.trials_v1, sim.trials_v2)
-    assert independent.attrs["shared_seeds"]["n_shared"] == 0 and not any("seed" in n for n in input_notes(independent, 6))
+    assert independent.attrs["shared_seeds"]["n_shared"] == 0 and not any(
+        "seed" in n for n in input_notes(independent, 6)
+    )
     t2 = sim.trials_v2.copy()
     t2["seed"] = sim.trials_v1["seed"].to_numpy()  # the reference study's rule: the same seeds in both versions
     shared = item_counts(sim.trials_v1, t2)
@@ -168,7 +177,9 @@ def _exact_no_change_p(y: np.ndarray, n: np.ndarray, strata: np.ndarray) -> tupl
     from scipy.stats import hypergeom
 
     laws = [hypergeom(M=int(n_i.sum()), n=int(y_i.sum()), N=int(n_i[0])) for y_i, n_i in zip(y, n)]
-    supports = [np.arange(max(0, d.kwds["N"] - (d.kwds["M"] - d.kwds["n"])), min(d.kwds["n"], d.kwds["N"]) + 1) for d in laws]
+    supports = [
+        np.arange(max(0, d.kwds["N"] - (d.kwds["M"] - d.kwds["n"])), min(d.kwds["n"], d.kwds["N"]) + 1) for d in laws
+    ]
     rows = []
     for y1 in itertools.product(*supports):
         dev = np.array([v - d.mean() for v, d in zip(y1, laws)])
@@ -223,7 +234,9 @@ def test_no_change_test_is_calibrated_on_identical_versions_and_has_power():
         n = 10 - rng.binomial(1, 0.1, (120, 2))
         return np.stack([rng.binomial(n[:, 0], p1), rng.binomial(n[:, 1], p2)], 1), n
 
-    p_null = np.array([no_change_test(*dataset(0.0), strata, n_permutations=199, seed=s)["p_value"] for s in range(400)])
+    p_null = np.array(
+        [no_change_test(*dataset(0.0), strata, n_permutations=199, seed=s)["p_value"] for s in range(400)]
+    )
     for a in (0.10, 0.05):
         se = np.sqrt(a * (1 - a) / len(p_null))
         assert abs(np.mean(p_null <= a) - a) <= 3 * se, (a, np.mean(p_null <= a))

@@ -105,7 +105,15 @@ def test_spearman_brown_and_k_needed():
 
 def test_domain_chi2_by_hand():
     dom = np.array(["a"] * 60 + ["b"] * 60, dtype=object)
-    cls = np.array(["improved"] * 10 + ["no_change"] * 20 + ["deteriorated"] * 30 + ["improved"] * 20 + ["no_change"] * 20 + ["deteriorated"] * 20, dtype=object)
+    cls = np.array(
+        ["improved"] * 10
+        + ["no_change"] * 20
+        + ["deteriorated"] * 30
+        + ["improved"] * 20
+        + ["no_change"] * 20
+        + ["deteriorated"] * 20,
+        dtype=object,
+    )
     obs = np.array([[10, 20, 30], [20, 20, 20]], float)
     exp = obs.sum(1, keepdims=True) * obs.sum(0, keepdims=True) / obs.sum()
     chi2 = ((obs - exp) ** 2 / exp).sum()

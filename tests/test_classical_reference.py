@@ -11,7 +11,9 @@ from bayesrc.classical import analyse_pairs, reliable_change
 from bayesrc.data import item_counts
 
 
-@pytest.fixture(scope="module", params=[("a", "analysable"), ("a", "all"), ("b", "analysable")], ids=lambda p: "-".join(p))
+@pytest.fixture(
+    scope="module", params=[("a", "analysable"), ("a", "all"), ("b", "analysable")], ids=lambda p: "-".join(p)
+)
 def both(request, sim_pair, sim_pair_b):
     which, basis = request.param
     sim = sim_pair if which == "a" else sim_pair_b

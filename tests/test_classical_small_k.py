@@ -31,11 +31,32 @@ def test_k5_items_are_analysable_and_the_rule_is_stated(tmp_path, capsys):
     r = reliable_change(item_counts(sim.trials_v1, sim.trials_v2), n_splits=50, n_permutations=20)
     n = r.exclusions["n_before"]
     assert r.exclusions["low_valid"] < n // 10 and r.exclusions["n_after"] > 0
-    assert r.exclusions["min_valid_rule"] == r.params["min_valid_rule"] == "ceil(0.6·K) valid responses of the item's K (K = 5: 3)"
+    assert (
+        r.exclusions["min_valid_rule"]
+        == r.params["min_valid_rule"]
+        == "ceil(0.6·K) valid responses of the item's K (K = 5: 3)"
+    )
     a, b = tmp_path / "a.parquet", tmp_path / "b.parquet"
     save_trials(sim.trials_v1, a)
     save_trials(sim.trials_v2, b)
-    assert main(["rci", "--pair", "P", str(a), str(b), "--splits", "50", "--permutations", "20", "--out", str(tmp_path / "o")]) == 0
+    assert (
+        main(
+            [
+                "rci",
+                "--pair",
+                "P",
+                str(a),
+                str(b),
+                "--splits",
+                "50",
+                "--permutations",
+                "20",
+                "--out",
+                str(tmp_path / "o"),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "rule (a) minimum valid" in out and "K = 5: 3" in out
     rec = json.loads((tmp_path / "o" / "rci.json").read_text())["pairs"]["P"]

@@ -30,7 +30,9 @@ ALPHA = 0.001
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "bayesrc", *map(str, args)], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "bayesrc", *map(str, args)], capture_output=True, text=True, cwd=ROOT, timeout=600
+    )
 
 
 def _prompt(card, model, item):
@@ -137,7 +139,20 @@ def test_epsilon_range():
 def test_epsilon_outside_range_is_one_line_exit_2(tmp_path):
     bank = builtin_bank(tmp_path / "b.jsonl", n_items=3)
     for eps in ("0", "0.1", "2", "abc"):
-        r = cli("collect", "--engine", "exact", "--epsilon", eps, "--model", CARD, "--items", bank, "--out", tmp_path / "r", "--no-progress")
+        r = cli(
+            "collect",
+            "--engine",
+            "exact",
+            "--epsilon",
+            eps,
+            "--model",
+            CARD,
+            "--items",
+            bank,
+            "--out",
+            tmp_path / "r",
+            "--no-progress",
+        )
         assert r.returncode == 2, r.stderr
         assert len(r.stderr.strip().splitlines()) == 1 and "epsilon" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "r").exists()
@@ -171,14 +186,18 @@ def test_exact_run_layout_and_sums(exact_runs):
     for row in items.itertuples():
         assert math.isclose(sums[row.item_id], 1.0 - row.p_unresolved, abs_tol=1e-12)
         d = dist[dist["item_id"] == row.item_id]
-        assert math.isclose(row.p_correct, d.loc[d["is_correct"].fillna(False).astype(bool), "prob"].sum(), abs_tol=1e-15)
+        assert math.isclose(
+            row.p_correct, d.loc[d["is_correct"].fillna(False).astype(bool), "prob"].sum(), abs_tol=1e-15
+        )
         assert math.isclose(row.p_missing, d.loc[d["answer"].isna(), "prob"].sum(), abs_tol=1e-15)
         assert d["is_correct"].isna().sum() == 1  # the no-valid-answer row
     assert not (full / "trials.parquet").exists()
 
 
 def test_item_order_and_resume_do_not_change_a_single_probability(exact_runs):
-    full, resumed, rev = (load_exact(r).dist.sort_values(["item_id", "answer"]).reset_index(drop=True) for r in exact_runs)
+    full, resumed, rev = (
+        load_exact(r).dist.sort_values(["item_id", "answer"]).reset_index(drop=True) for r in exact_runs
+    )
     cols = ["item_id", "answer", "prob", "is_correct"]
     pd.testing.assert_frame_equal(full[cols], resumed[cols], check_exact=True)
     pd.testing.assert_frame_equal(full[cols], rev[cols], check_exact=True)
@@ -194,7 +213,9 @@ def test_exact_run_where_trials_are_needed_and_the_reverse(exact_runs, tmp_path)
     # a trials run where an exact run is needed
     trials = tmp_path / "t"
     trials.mkdir()
-    pd.DataFrame({"item_id": ["a"], "k": [0], "model": ["m"], "extracted": ["A"], "is_correct": [True]}).to_parquet(trials / "trials.parquet")
+    pd.DataFrame({"item_id": ["a"], "k": [0], "model": ["m"], "extracted": ["A"], "is_correct": [True]}).to_parquet(
+        trials / "trials.parquet"
+    )
     with pytest.raises(InputError, match="trials run, not an exact run"):
         load_exact(trials / "trials.parquet")
     with pytest.raises(InputError, match="trials run, not an exact run"):
@@ -211,7 +232,22 @@ def test_undecidable_prompt_is_reported_as_unresolved(tmp_path):
     card = tmp_path / "ramble.toml"
     card.write_text(text)
     bank = builtin_bank(tmp_path / "b.jsonl", n_items=1, seed=1)
-    r = cli("collect", "--engine", "exact", "--max-expansions", "25", "--model", card, "--items", bank, "--out", tmp_path / "r", "--no-progress", "--temperature", "1.0")
+    r = cli(
+        "collect",
+        "--engine",
+        "exact",
+        "--max-expansions",
+        "25",
+        "--model",
+        card,
+        "--items",
+        bank,
+        "--out",
+        tmp_path / "r",
+        "--no-progress",
+        "--temperature",
+        "1.0",
+    )
     assert r.returncode == 0, r.stderr
     items = load_exact(tmp_path / "r").items
     assert (items["p_unresolved"] > 0.01).all()
@@ -231,13 +267,25 @@ def test_quantized_card_differs_only_in_the_model(tmp_path):
     new = load_card(tmp_path / "c.toml")
     assert new.path == (tmp_path / "x.gguf").resolve() and new.label == "gemma-3-270m-Q3_K_M"
     assert new.package is None and new.sha256 is None
-    for f in ("system", "template", "format", "max_tokens", "n_ctx", "n_batch", "n_threads", "n_gpu_layers", "chat_format"):
+    for f in (
+        "system",
+        "template",
+        "format",
+        "max_tokens",
+        "n_ctx",
+        "n_batch",
+        "n_threads",
+        "n_gpu_layers",
+        "chat_format",
+    ):
         assert getattr(new, f) == getattr(src, f), f
     import difflib
 
     diff = [d for d in difflib.ndiff(CARD.read_text().splitlines(), text.splitlines()) if d[:2] in ("- ", "+ ")]
     changed = [d[2:] for d in diff]
-    assert changed and all(line.startswith(("label", "path", "package", "module", "sha256")) for line in changed), changed
+    assert changed and all(line.startswith(("label", "path", "package", "module", "sha256")) for line in changed), (
+        changed
+    )
 
 
 def test_quantize_and_bank_commands_bad_input(tmp_path):
@@ -245,14 +293,22 @@ def test_quantize_and_bank_commands_bad_input(tmp_path):
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "Q3_K_M" in r.stderr, r.stderr
     (tmp_path / "gemma-3-270m-q3_k_m.toml").write_text("keep")
     r = cli("quantize", CARD, "--type", "Q3_K_M", "--out", tmp_path)
-    assert r.returncode == 2 and "nothing overwritten" in r.stderr and (tmp_path / "gemma-3-270m-q3_k_m.toml").read_text() == "keep"
+    assert (
+        r.returncode == 2
+        and "nothing overwritten" in r.stderr
+        and (tmp_path / "gemma-3-270m-q3_k_m.toml").read_text() == "keep"
+    )
     r = cli("bank", "demo", "--n", "300", "--seed", "0", "--out", tmp_path / "b.jsonl")
     assert r.returncode == 0, r.stderr
     bank = load_bank(tmp_path / "b.jsonl")
-    assert len(bank) == 300 and len({(it.question, it.options) for it in bank.items}) == 300  # repeat4 items reuse a question with 4 options
+    assert (
+        len(bank) == 300 and len({(it.question, it.options) for it in bank.items}) == 300
+    )  # repeat4 items reuse a question with 4 options
     assert {len(it.letters) for it in bank.items} == {2, 3, 4}
     # a smaller bank of the same seed keeps the earlier items (the demo's bank is unchanged)
-    assert [it.question for it in load_bank(builtin_bank(tmp_path / "s.jsonl", n_items=40, seed=0)).items] == [it.question for it in bank.items[:40]]
+    assert [it.question for it in load_bank(builtin_bank(tmp_path / "s.jsonl", n_items=40, seed=0)).items] == [
+        it.question for it in bank.items[:40]
+    ]
     r = cli("bank", "demo", "--n", "300", "--out", tmp_path / "b.jsonl")
     assert r.returncode == 2 and "nothing overwritten" in r.stderr
     r = cli("bank", "demo", "--n", "100000", "--out", tmp_path / "c.jsonl")

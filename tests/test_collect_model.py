@@ -119,17 +119,34 @@ def test_any_resume_point_gives_identical_trials(gemma, gemma_bank4, full_run, t
         collect(CARD, gemma_bank4, out, k=K, model=gemma, resume=step > 0, max_items=1)
     pd.testing.assert_frame_equal(_core(read_run_trials(out)), _core(read_run_trials(full_run)))
     rec = json.loads((out / "run.json").read_text())
-    assert rec["pins"]["runtime.n_threads"] == gemma.n_threads == 1 and rec["pins"]["prompt.blocks"].startswith("shared+own/")
+    assert rec["pins"]["runtime.n_threads"] == gemma.n_threads == 1 and rec["pins"]["prompt.blocks"].startswith(
+        "shared+own/"
+    )
 
 
 def _cli(*args: str, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "bayesrc", *args], cwd=ROOT, capture_output=True, text=True, timeout=120, **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "bayesrc", *args], cwd=ROOT, capture_output=True, text=True, timeout=120, **kw
+    )
 
 
 def test_sigkill_at_random_points_then_resume_gives_the_uninterrupted_trials(gemma_bank4, full_run, tmp_path):
     out = tmp_path / "killed"
     rng = random.Random(20260101)
-    base = ["collect", "--model", str(CARD), "--items", str(gemma_bank4.path), "--k", str(K), "--out", str(out), "--no-progress", "--threads", "1"]
+    base = [
+        "collect",
+        "--model",
+        str(CARD),
+        "--items",
+        str(gemma_bank4.path),
+        "--k",
+        str(K),
+        "--out",
+        str(out),
+        "--no-progress",
+        "--threads",
+        "1",
+    ]
     kills = 0
 
     def n_parts() -> int:
@@ -140,7 +157,9 @@ def test_sigkill_at_random_points_then_resume_gives_the_uninterrupted_trials(gem
         # Kill at a random point of the run's progress, not of the clock: after 0-2 more items are on
         # disk, plus up to 0.3 s (a fixed 3-8 s sleep let a fast machine finish all 4 items first).
         target = n_parts() + rng.randint(0, 2)
-        proc = subprocess.Popen([sys.executable, "-m", "bayesrc", *args], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "bayesrc", *args], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         deadline = time.monotonic() + 120
         while proc.poll() is None and n_parts() < target and time.monotonic() < deadline:
             time.sleep(0.02)
@@ -169,7 +188,9 @@ def test_bad_inputs_one_line_exit_2_nothing_lost(gemma_bank4, full_run, tmp_path
     missing = tmp_path / "missing.toml"
     missing.write_text('[model]\npath = "no-such-model.gguf"\n')
     bad_bank = tmp_path / "bad.jsonl"
-    bad_bank.write_text(gemma_bank4.path.read_text().splitlines()[0] + '\n{"item_id": "x", "question": "Q?", "options": ["a", "b"]}\n')
+    bad_bank.write_text(
+        gemma_bank4.path.read_text().splitlines()[0] + '\n{"item_id": "x", "question": "Q?", "options": ["a", "b"]}\n'
+    )
     blocker = tmp_path / "a_file"
     blocker.write_text("")
     cases = {
@@ -191,7 +212,18 @@ def test_bad_inputs_one_line_exit_2_nothing_lost(gemma_bank4, full_run, tmp_path
 
     (tmp_path / "locked").mkdir()
     with RunLock(tmp_path / "locked"):
-        res = _cli("collect", "--model", str(CARD), "--items", str(gemma_bank4.path), "--out", str(tmp_path / "locked"), "--k", "2", "--no-progress")
+        res = _cli(
+            "collect",
+            "--model",
+            str(CARD),
+            "--items",
+            str(gemma_bank4.path),
+            "--out",
+            str(tmp_path / "locked"),
+            "--k",
+            "2",
+            "--no-progress",
+        )
     assert res.returncode == 2 and "another collector" in res.stderr and len(res.stderr.strip().splitlines()) == 1
 
 
@@ -223,7 +255,9 @@ def test_shared_seeds_couple_versions_and_the_version_rule_removes_it(gemma, gem
 
     card = load_card(CARD)
     card2 = dataclasses.replace(
-        card, system="Pick the letter that continues the pattern. Think of the options in reverse order.", template=card.template.replace("Answer: B\n", "Answer: A\n", 1)
+        card,
+        system="Pick the letter that continues the pattern. Think of the options in reverse order.",
+        template=card.template.replace("Answer: B\n", "Answer: A\n", 1),
     )  # a re-templated version
     eng = FastEngine(gemma, Sampling(temperature=0.7, max_tokens=card.max_tokens))
     n = 40
@@ -231,8 +265,14 @@ def test_shared_seeds_couple_versions_and_the_version_rule_removes_it(gemma, gem
     for item in gemma_bank4.items:
         shared = sample_seeds(item.index, n, stride=1000)
         salted = sample_seeds(item.index, n, stride=1000, salt=seed_salt("version 2"))
-        a1 = [extract(x.response, item.letters).answer for x in eng.sample_item(gemma.tokenize(build_prompt(card, item)), shared, item.letters)]
-        both = [extract(x.response, item.letters).answer for x in eng.sample_item(gemma.tokenize(build_prompt(card2, item)), shared + salted, item.letters)]
+        a1 = [
+            extract(x.response, item.letters).answer
+            for x in eng.sample_item(gemma.tokenize(build_prompt(card, item)), shared, item.letters)
+        ]
+        both = [
+            extract(x.response, item.letters).answer
+            for x in eng.sample_item(gemma.tokenize(build_prompt(card2, item)), shared + salted, item.letters)
+        ]
         a2, a2s = both[:n], both[n:]
         f1, f2 = Counter(a1), Counter(both)
         expected = sum(f1[x] / n * f2[x] / (2 * n) for x in f1 if x is not None)  # agreement of independent draws
@@ -269,7 +309,22 @@ def test_a_larger_k_needs_no_flag_and_draws_the_smaller_ks_trials_first(gemma, g
     """K = 40 runs with no other flag, no two of its samples share a seed, and its first K = 3
     trials of an item are the K = 3 run's trial for trial (seeds of the item and k alone); the
     K <= 10 run keeps the reference study's i * 10 + k."""
-    res = _cli("collect", "--model", str(CARD), "--items", str(gemma_bank4.path), "--items-range", "0:2", "--k", "40", "--threads", "1", "--out", str(tmp_path / "k40"), "--no-progress")
+    res = _cli(
+        "collect",
+        "--model",
+        str(CARD),
+        "--items",
+        str(gemma_bank4.path),
+        "--items-range",
+        "0:2",
+        "--k",
+        "40",
+        "--threads",
+        "1",
+        "--out",
+        str(tmp_path / "k40"),
+        "--no-progress",
+    )
     assert res.returncode == 0, res.stderr
     trials = load_trials(tmp_path / "k40" / "trials.parquet")
     assert len(trials) == 80 and trials["seed"].nunique() == 80
@@ -278,4 +333,6 @@ def test_a_larger_k_needs_no_flag_and_draws_the_smaller_ks_trials_first(gemma, g
     pd.testing.assert_frame_equal(first, small[small["item_id"].isin(first["item_id"])].reset_index(drop=True))
     pins = json.loads((tmp_path / "k40" / "run.json").read_text())["pins"]
     assert "(k - 10) * 2**19 + item_index for k >= 10" in pins["sampling.seed_rule"]
-    assert json.loads((full_run / "run.json").read_text())["pins"]["sampling.seed_rule"].endswith("0 + item_index * 10 + k")
+    assert json.loads((full_run / "run.json").read_text())["pins"]["sampling.seed_rule"].endswith(
+        "0 + item_index * 10 + k"
+    )

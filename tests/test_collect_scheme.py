@@ -46,12 +46,32 @@ def test_k400_on_one_item_runs_with_no_other_flag(demo1, tmp_path):
     from bayesrc.cli import main
     from bayesrc.data.seeds import sample_seeds
 
-    assert main(["collect", "--model", str(CARD), "--items", str(demo1.path), "--k", "400", "--out", str(tmp_path / "k400"), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "collect",
+                "--model",
+                str(CARD),
+                "--items",
+                str(demo1.path),
+                "--k",
+                "400",
+                "--out",
+                str(tmp_path / "k400"),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     t = pd.read_parquet(tmp_path / "k400" / "trials.parquet")
     assert len(t) == 400 and list(t["k"]) == list(range(400))
     pins = json.loads((tmp_path / "k400" / "run.json").read_text())["pins"]
     salt = pins["model.seed_salt"]
-    assert pins["sampling.k"] == 400 and list(t["seed"]) == [salt + s for s in sample_seeds(0, 400)] and t["seed"].nunique() == 400
+    assert (
+        pins["sampling.k"] == 400
+        and list(t["seed"]) == [salt + s for s in sample_seeds(0, 400)]
+        and t["seed"].nunique() == 400
+    )
     assert t["extracted"].notna().mean() > 0.9 and t["extracted"].nunique() >= 2  # real answers, not one repeated
 
 
@@ -80,7 +100,9 @@ def test_batched_samples_are_drawn_in_chunks_that_fit_the_sequence_limit(gemma, 
     same = 0
     for it, a, b, sd in zip(items, one, many, seeds):
         assert [x.k for x in b] == list(range(5)) and [x.seed for x in b] == sd
-        same += sum(extract(x.response, it.letters).answer == extract(y.response, it.letters).answer for x, y in zip(a, b))
+        same += sum(
+            extract(x.response, it.letters).answer == extract(y.response, it.letters).answer for x, y in zip(a, b)
+        )
     assert same >= 7, same
     with pytest.raises(InputError, match="items_per_batch.: must be <= 4"):
         sample_chunks(5, 10)
@@ -103,7 +125,11 @@ def test_whole_scheme_is_create_completion_on_a_fresh_context(gemma, demo1):
     cc = []
     for seed in seeds:
         llm.reset()  # a fresh context: create_completion evaluates the whole prompt
-        cc.append(llm.create_completion(p.tokens, max_tokens=8, temperature=0.7, top_k=40, top_p=0.95, min_p=0.05, seed=seed)["choices"][0]["text"])
+        cc.append(
+            llm.create_completion(p.tokens, max_tokens=8, temperature=0.7, top_k=40, top_p=0.95, min_p=0.05, seed=seed)[
+                "choices"
+            ][0]["text"]
+        )
     gemma.forget_prefix()
     assert not np.array_equal(whole, blocks)
     s = Sampling(temperature=0.7, max_tokens=8)
@@ -128,7 +154,9 @@ def test_batched_whole_scheme_gives_the_one_item_logits(gemma, demo1):
         seq.start(())
         out = seq.eval_item(2, p, whole=True, n_batch=gemma.llm.n_batch)
         n_vocab = ref.shape[0]
-        assert np.array_equal(np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(seq.ctx, out), shape=(n_vocab,)), ref)
+        assert np.array_equal(
+            np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(seq.ctx, out), shape=(n_vocab,)), ref
+        )
     finally:
         seq.close()
 
@@ -160,7 +188,9 @@ def test_scheme_is_pinned_and_runs_of_two_schemes_are_refused(gemma, demo1, sche
     assert not check_comparable(a, b, allow=["prompt.blocks"]).blocking.shape[0]
     assert not check_comparable(a, b, force=True).comparable  # --force: analysed anyway, with a warning
     assert "warning: runs are not comparable" in capsys.readouterr().err
-    assert compare_runs(scheme_runs / "fast-blocks", scheme_runs / "fast-whole").blocking["field"].tolist() == ["prompt.blocks"]
+    assert compare_runs(scheme_runs / "fast-blocks", scheme_runs / "fast-whole").blocking["field"].tolist() == [
+        "prompt.blocks"
+    ]
     pa, pb = (load_exact(r).items["p_correct"].iloc[0] for r in (a, b))
     assert 0 < pa < 1 and 0 < pb < 1 and pa != pb  # same tokens, other batch split, other probabilities
     with pytest.raises(InputError, match="prompt.blocks"):  # a run resumes only under its own scheme
@@ -172,8 +202,16 @@ def test_analyses_refuse_runs_of_two_schemes_unless_forced(scheme_runs, tmp_path
     """Every analysis that reads two runs refuses other schemes in one line (exit 2), before any work."""
     kind = "exact" if command == "truth" else "fast"
     a, b = str(scheme_runs / f"{kind}-blocks"), str(scheme_runs / f"{kind}-whole")
-    argv = {"rci": ["rci", "--pair", "p", a, b], "sensitivity": ["sensitivity", "threshold", a, b]}.get(command, [command, a, b])
-    res = subprocess.run([sys.executable, "-m", "bayesrc", *argv, "--out", str(tmp_path / "out")], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    argv = {"rci": ["rci", "--pair", "p", a, b], "sensitivity": ["sensitivity", "threshold", a, b]}.get(
+        command, [command, a, b]
+    )
+    res = subprocess.run(
+        [sys.executable, "-m", "bayesrc", *argv, "--out", str(tmp_path / "out")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode == 2, res.stderr
     assert "evaluation schemes differ (blocks vs whole)" in res.stderr and "Traceback" not in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
@@ -181,9 +219,25 @@ def test_analyses_refuse_runs_of_two_schemes_unless_forced(scheme_runs, tmp_path
 
 def test_scheme_option_errors_are_one_line(demo1, tmp_path):
     res = subprocess.run(
-        [sys.executable, "-m", "bayesrc", "collect", "--model", str(CARD), "--items", str(demo1.path), "--out", str(tmp_path / "a"), "--scheme", "halves"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "bayesrc",
+            "collect",
+            "--model",
+            str(CARD),
+            "--items",
+            str(demo1.path),
+            "--out",
+            str(tmp_path / "a"),
+            "--scheme",
+            "halves",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 2 and "--scheme" in res.stderr and "Traceback" not in res.stderr
     with pytest.raises(InputError, match="scheme"):
         collect(CARD, demo1, tmp_path / "b", engine="server", scheme="whole", server={"base_url": "http://127.0.0.1:9"})

@@ -34,7 +34,9 @@ K = 4  # 16 trials each way: enough for trial-for-trial equality and the resume 
 @pytest.fixture(scope="session")
 def llama_server(tmp_path_factory):
     """``python -m llama_cpp.server`` on the card's GGUF (its chat endpoint in Gemma's turn format: the GGUF has no template); yields its base URL."""
-    with start_llama_server(resolve_model(load_card(CARD)), tmp_path_factory.mktemp("server") / "server.log", chat_format="gemma") as url:
+    with start_llama_server(
+        resolve_model(load_card(CARD)), tmp_path_factory.mktemp("server") / "server.log", chat_format="gemma"
+    ) as url:
         yield url
 
 
@@ -50,8 +52,29 @@ def server_run(llama_server, bank4, tmp_path_factory):
     # the reference study's shared seed rule, so the local fast run below draws the very same seeds
     first = collect_server(CARD, bank4, out, base_url=llama_server, k=K, concurrency=2, max_items=1, seed_rule="shared")
     assert first.n_items == 1 and not (out / "trials.parquet").exists()
-    rc = main(["collect", "--model", str(CARD), "--items", str(bank4.path), "--out", str(out), "--k", str(K), "--engine", "server",
-               "--base-url", llama_server, "--concurrency", "3", "--seed-rule", "shared", "--resume", "--no-progress"])  # fmt: skip
+    rc = main(
+        [
+            "collect",
+            "--model",
+            str(CARD),
+            "--items",
+            str(bank4.path),
+            "--out",
+            str(out),
+            "--k",
+            str(K),
+            "--engine",
+            "server",
+            "--base-url",
+            llama_server,
+            "--concurrency",
+            "3",
+            "--seed-rule",
+            "shared",
+            "--resume",
+            "--no-progress",
+        ]
+    )
     assert rc == 0
     return out
 
@@ -88,7 +111,11 @@ def test_server_run_record_pins_and_resume(server_run, llama_server, bank4):
     pins = rec["pins"]
     assert rec["status"] == "complete" and rec["n_trials"] == 4 * K
     assert pins["model.server_model_id"] == "gemma-3-270m" and pins["runtime.engine"] == "server"
-    assert "model.file_sha256" not in pins and pins["sampling.k"] == K and pins["sampling.seed_rule"] == "0 + item_index * 10 + k"
+    assert (
+        "model.file_sha256" not in pins
+        and pins["sampling.k"] == K
+        and pins["sampling.seed_rule"] == "0 + item_index * 10 + k"
+    )
     assert len(rec["info"]["resumed_at"]) == 1 and rec["info"]["base_url"] == llama_server
     t = read_run_trials(server_run)
     assert sorted(t["item_index"].unique()) == [0, 1, 2, 3] and list(t["seed"].head(K)) == list(range(K))
@@ -102,9 +129,15 @@ def test_server_run_record_pins_and_resume(server_run, llama_server, bank4):
         collect_server(CARD, bank4, server_run.parent / "other", base_url=llama_server, k=K, api_model="nope")
     assert (server_run / "trials.parquet").read_bytes() == before
     # resuming the complete run draws nothing and rewrites nothing, not even its record
-    files = {p: p.read_bytes() for p in server_run.rglob("*") if p.is_file() and p.name != ".lock"}  # the lock names its last holder
+    files = {
+        p: p.read_bytes() for p in server_run.rglob("*") if p.is_file() and p.name != ".lock"
+    }  # the lock names its last holder
     again = collect_server(CARD, bank4, server_run, base_url=llama_server, k=K, seed_rule="shared", resume=True)
-    assert again.n_new_items == 0 and again.n_trials == 4 * K and {p: p.read_bytes() for p in server_run.rglob("*") if p.is_file() and p.name != ".lock"} == files
+    assert (
+        again.n_new_items == 0
+        and again.n_trials == 4 * K
+        and {p: p.read_bytes() for p in server_run.rglob("*") if p.is_file() and p.name != ".lock"} == files
+    )
 
 
 @pytest.fixture(scope="session")
@@ -113,8 +146,29 @@ def chat_run(llama_server, bank4, tmp_path_factory):
     out = tmp_path_factory.mktemp("chat") / "run"
     first = collect_server(CARD, bank4, out, base_url=llama_server, api="chat", k=K, concurrency=2, max_items=1)
     assert first.n_items == 1
-    rc = main(["collect", "--model", str(CARD), "--items", str(bank4.path), "--out", str(out), "--k", str(K), "--engine", "server",
-               "--base-url", llama_server, "--api", "chat", "--concurrency", "3", "--resume", "--no-progress"])  # fmt: skip
+    rc = main(
+        [
+            "collect",
+            "--model",
+            str(CARD),
+            "--items",
+            str(bank4.path),
+            "--out",
+            str(out),
+            "--k",
+            str(K),
+            "--engine",
+            "server",
+            "--base-url",
+            llama_server,
+            "--api",
+            "chat",
+            "--concurrency",
+            "3",
+            "--resume",
+            "--no-progress",
+        ]
+    )
     assert rc == 0
     return out
 
@@ -123,9 +177,15 @@ def test_chat_run_samples_pins_and_resumes(chat_run, server_run, llama_server, b
     rec = json.loads((chat_run / "run.json").read_text())
     pins = rec["pins"]
     assert rec["status"] == "complete" and rec["n_trials"] == 4 * K and len(rec["info"]["resumed_at"]) == 1
-    assert pins["runtime.server_api"] == "chat" and pins["model.chat_template_sha256"] is None  # the server's template renders the messages
-    assert pins["runtime.server_samples_per_request"] == 1  # llama-cpp-python's server answers n = 2 with one choice: one request per sample
-    assert "runtime.server_api" not in json.loads((server_run / "run.json").read_text())["pins"]  # completions runs pin as before
+    assert (
+        pins["runtime.server_api"] == "chat" and pins["model.chat_template_sha256"] is None
+    )  # the server's template renders the messages
+    assert (
+        pins["runtime.server_samples_per_request"] == 1
+    )  # llama-cpp-python's server answers n = 2 with one choice: one request per sample
+    assert (
+        "runtime.server_api" not in json.loads((server_run / "run.json").read_text())["pins"]
+    )  # completions runs pin as before
     t = read_run_trials(chat_run).sort_values(["item_index", "k"])
     assert sorted(t["item_index"].unique()) == [0, 1, 2, 3] and (t.groupby("item_index")["k"].nunique() == K).all()
     assert t["response"].map(lambda r: isinstance(r, str)).all() and t["seed"].is_unique  # one seeded request per trial
@@ -147,7 +207,11 @@ def test_chat_run_reads_the_final_answer_where_the_card_says(llama_server, bank4
     from bayesrc.collect.extract import extract_final
 
     card = tmp_path / "final.toml"
-    card.write_text(CARD.read_text().replace("max_tokens = 8", 'max_tokens = 24\nanswer = "final"').replace('path = "gemma', f'path = "{CARD.parent}/gemma'))
+    card.write_text(
+        CARD.read_text()
+        .replace("max_tokens = 8", 'max_tokens = 24\nanswer = "final"')
+        .replace('path = "gemma', f'path = "{CARD.parent}/gemma')
+    )
     out = tmp_path / "run"
     collect_server(card, bank4, out, base_url=llama_server, api="chat", k=2, concurrency=2, items_range="0:2")
     rec = json.loads((out / "run.json").read_text())
@@ -188,7 +252,18 @@ class ChoicesServer:
             def do_POST(self):
                 req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 outer.requests.append(req)
-                self._send({"choices": [{"index": j, "message": {"role": "assistant", "content": ChoicesServer.answer(req["seed"], j)}, "finish_reason": "stop"} for j in range(req["n"])]})
+                self._send(
+                    {
+                        "choices": [
+                            {
+                                "index": j,
+                                "message": {"role": "assistant", "content": ChoicesServer.answer(req["seed"], j)},
+                                "finish_reason": "stop",
+                            }
+                            for j in range(req["n"])
+                        ]
+                    }
+                )
 
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
@@ -210,16 +285,34 @@ def test_chat_endpoint_that_honours_n_gets_an_items_samples_in_one_request(bank4
         srv.httpd.shutdown()
     probe, *runs = srv.requests
     assert probe["n"] == 2 and probe["max_tokens"] == 1  # the probe for n
-    assert [r["n"] for r in runs] == [3, 3] and rec["pins"]["runtime.server_samples_per_request"] == 3  # one request per item
+    assert [r["n"] for r in runs] == [3, 3] and rec["pins"][
+        "runtime.server_samples_per_request"
+    ] == 3  # one request per item
     for (_, item), req in zip(t.groupby("item_index"), runs):
         assert (item["seed"] == req["seed"]).all()  # the item's first seed, recorded with each of its samples
         assert item["response"].tolist() == [ChoicesServer.answer(req["seed"], j) for j in range(3)]
 
 
 def test_chat_api_needs_the_server_engine(bank4, tmp_path, capsys):
-    code = main(["collect", "--model", str(CARD), "--items", str(bank4.path), "--out", str(tmp_path / "x"), "--k", "2", "--api", "chat"])
+    code = main(
+        [
+            "collect",
+            "--model",
+            str(CARD),
+            "--items",
+            str(bank4.path),
+            "--out",
+            str(tmp_path / "x"),
+            "--k",
+            "2",
+            "--api",
+            "chat",
+        ]
+    )
     err = capsys.readouterr().err.strip()
-    assert code == 2 and err.splitlines() == ["bayesrc: error: <input>: field '--engine': --base-url / --api-model / --api need --engine server"], err
+    assert code == 2 and err.splitlines() == [
+        "bayesrc: error: <input>: field '--engine': --base-url / --api-model / --api need --engine server"
+    ], err
     with pytest.raises(InputError, match="field '--api'"):
         collect_server(CARD, bank4, tmp_path / "y", base_url="http://127.0.0.1:9", api="responses", k=2)
     assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
@@ -230,9 +323,40 @@ def test_unreachable_server_retries_then_one_line_exit_2(bank4, tmp_path, capsys
     client = ServerClient(f"http://127.0.0.1:{port}", retries=2, backoff=0.01, timeout=2)
     with pytest.raises(ServerError, match="after 3 attempt"):  # the first try and 2 retries, backing off between them
         client.model_id()
-    rc = main(["collect", "--model", str(CARD), "--items", str(bank4.path), "--out", str(tmp_path / "r"), "--engine", "server",
-               "--base-url", f"http://127.0.0.1:{port}", "--retries", "0", "--no-progress"])  # fmt: skip
+    rc = main(
+        [
+            "collect",
+            "--model",
+            str(CARD),
+            "--items",
+            str(bank4.path),
+            "--out",
+            str(tmp_path / "r"),
+            "--engine",
+            "server",
+            "--base-url",
+            f"http://127.0.0.1:{port}",
+            "--retries",
+            "0",
+            "--no-progress",
+        ]
+    )
     err = capsys.readouterr().err.strip()
     assert rc == 2 and len(err.splitlines()) == 1 and "no answer from /v1/models" in err
-    assert main(["collect", "--model", str(CARD), "--items", str(bank4.path), "--out", str(tmp_path / "r2"), "--engine", "server"]) == 2
+    assert (
+        main(
+            [
+                "collect",
+                "--model",
+                str(CARD),
+                "--items",
+                str(bank4.path),
+                "--out",
+                str(tmp_path / "r2"),
+                "--engine",
+                "server",
+            ]
+        )
+        == 2
+    )
     assert "--base-url" in capsys.readouterr().err

@@ -9,7 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from bayesrc.collect import builtin_items, check_comparable, compare_runs, decided, extract, load_bank, merge_runs, render_chat_template
+from bayesrc.collect import (
+    builtin_items,
+    check_comparable,
+    compare_runs,
+    decided,
+    extract,
+    load_bank,
+    merge_runs,
+    render_chat_template,
+)
 from bayesrc.collect.rundir import RunLock, parse_range, shard_range
 from bayesrc.errors import InputError
 
@@ -53,7 +62,9 @@ def test_extract_final(text, answer):
     from bayesrc.collect.extract import extract_answer, extract_final
 
     assert extract_final(text, "ABCD").answer == answer == extract_answer(text, "ABCD", "final").answer
-    assert extract_answer(text, "ABCD").answer == extract(text, "ABCD").answer  # the default rule is the first valid letter
+    assert (
+        extract_answer(text, "ABCD").answer == extract(text, "ABCD").answer
+    )  # the default rule is the first valid letter
 
 
 def test_card_answer_rule_is_checked_and_pinned(tmp_path):
@@ -62,9 +73,15 @@ def test_card_answer_rule_is_checked_and_pinned(tmp_path):
 
     base = (ROOT / "models" / "gemma-3-270m-q4_k_m.toml").read_text()
     card = tmp_path / "final.toml"
-    card.write_text(base.replace("max_tokens = 8", 'max_tokens = 8\nanswer = "final"').replace('path = "gemma', f'path = "{ROOT}/models/gemma'))
+    card.write_text(
+        base.replace("max_tokens = 8", 'max_tokens = 8\nanswer = "final"').replace(
+            'path = "gemma', f'path = "{ROOT}/models/gemma'
+        )
+    )
     assert load_card(card).answer == "final" and prompt_pins(load_card(card))["prompt.answer"] == "final"
-    assert "prompt.answer" not in prompt_pins(load_card(ROOT / "models" / "gemma-3-270m-q4_k_m.toml"))  # the default pins as before
+    assert "prompt.answer" not in prompt_pins(
+        load_card(ROOT / "models" / "gemma-3-270m-q4_k_m.toml")
+    )  # the default pins as before
     bad = tmp_path / "bad.toml"
     bad.write_text(base.replace("max_tokens = 8", 'max_tokens = 8\nanswer = "last"'))
     with pytest.raises(InputError, match="field 'prompt.answer'"):
@@ -115,9 +132,24 @@ def test_bank_reads_reference_layout():
     [
         ('{"item_id": 2, "question": "Q?", "options": ["a", "b"]', 2, None, "malformed JSON"),
         (json.dumps({"item_id": 2, "question": "Q?", "options": ["a", "b"]}), 2, "answer", "missing answer"),
-        (json.dumps({"item_id": 2, "question": "Q?", "options": ["a", "b"], "answer": "C"}), 2, "answer", "outside the options"),
-        (json.dumps({"item_id": 2, "question": "Q?", "options_formatted": "A. x\nB. y", "answer": "E"}), 2, "answer", "outside the options"),
-        (json.dumps({"item_id": 2, "question": "", "options": ["a", "b"], "answer": "A"}), 2, "question", "empty question"),
+        (
+            json.dumps({"item_id": 2, "question": "Q?", "options": ["a", "b"], "answer": "C"}),
+            2,
+            "answer",
+            "outside the options",
+        ),
+        (
+            json.dumps({"item_id": 2, "question": "Q?", "options_formatted": "A. x\nB. y", "answer": "E"}),
+            2,
+            "answer",
+            "outside the options",
+        ),
+        (
+            json.dumps({"item_id": 2, "question": "", "options": ["a", "b"], "answer": "A"}),
+            2,
+            "question",
+            "empty question",
+        ),
         (json.dumps({"item_id": 1, "question": "Q?", "options": ["a", "b"], "answer": "A"}), 2, "item_id", "duplicate"),
     ],
 )
@@ -181,7 +213,11 @@ def test_run_spec_fills_its_defaults_once():
     item = Item(3, "q3", "math", "?", ("a", "b"), "A")
     assert RunSpec(k=10).seeds(item) == list(range(30, 40))
     k400 = RunSpec(k=400).seeds(item, salt=7)
-    assert RunSpec(k=400).seed_stride is None and k400[:10] == [7 + s for s in range(30, 40)] and k400[:40] == RunSpec(k=40).seeds(item, salt=7)
+    assert (
+        RunSpec(k=400).seed_stride is None
+        and k400[:10] == [7 + s for s in range(30, 40)]
+        and k400[:40] == RunSpec(k=40).seeds(item, salt=7)
+    )
     assert RunSpec(k=40, seed_stride=100, seed_offset=5).seeds(item)[0] == 305
     exact = RunSpec(engine="exact", k=50, epsilon="1e-4")
     assert (exact.k, exact.per_item, exact.epsilon, exact.max_expansions) == (1, 0, 1e-4, DEFAULT_MAX_EXPANSIONS)
@@ -244,9 +280,27 @@ def test_cli_options_make_the_spec_collect_makes(tmp_path):
 
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers())
-    argv = ["collect", "--model", "m.toml", "--items", "b.jsonl", "--out", str(tmp_path), "--k", "40", "--seed-rule", "shared", "--scheme", "whole", "--label", "v1"]
+    argv = [
+        "collect",
+        "--model",
+        "m.toml",
+        "--items",
+        "b.jsonl",
+        "--out",
+        str(tmp_path),
+        "--k",
+        "40",
+        "--seed-rule",
+        "shared",
+        "--scheme",
+        "whole",
+        "--label",
+        "v1",
+    ]
     assert run_spec(parser.parse_args(argv)) == RunSpec(k=40, seed_rule="shared", scheme="whole", label="v1")
-    exact = parser.parse_args(["collect", "--model", "m", "--items", "b", "--out", "r", "--engine", "exact", "--epsilon", "1e-5"])
+    exact = parser.parse_args(
+        ["collect", "--model", "m", "--items", "b", "--out", "r", "--engine", "exact", "--epsilon", "1e-5"]
+    )
     assert run_spec(exact) == RunSpec(engine="exact", epsilon=1e-5)
 
 
@@ -306,7 +360,9 @@ def test_malicious_chat_template_cannot_execute(template, tmp_path):
 
 
 def test_benign_chat_template_renders():
-    out = render_chat_template("{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}", [{"role": "user", "content": "hi"}])
+    out = render_chat_template(
+        "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}", [{"role": "user", "content": "hi"}]
+    )
     assert out == "<user>hi"
 
 
@@ -316,7 +372,9 @@ def test_prompt_blocks_split_at_a_line_start_and_concatenate_to_the_prompt(tmp_p
 
     card = tmp_path / "c.toml"
     chat = 'format = "chat"\nchat_format = "chatml"\n' if fmt == "chat" else ""
-    card.write_text(f'[model]\npath = "x.gguf"\n[prompt]\n{chat}system = "Be brief."\ntemplate = """Example: 1+1?\\nAnswer: 2\\n\\nQuestion: {{question}}\\n{{options}}\\nAnswer:"""\n')
+    card.write_text(
+        f'[model]\npath = "x.gguf"\n[prompt]\n{chat}system = "Be brief."\ntemplate = """Example: 1+1?\\nAnswer: 2\\n\\nQuestion: {{question}}\\n{{options}}\\nAnswer:"""\n'
+    )
     c = load_card(card)
     items = load_bank(builtin_bank(tmp_path / "bank.jsonl", n_items=5, seed=3)).items
     shared = shared_block(c)
@@ -329,4 +387,6 @@ def test_prompt_blocks_split_at_a_line_start_and_concatenate_to_the_prompt(tmp_p
 
     c2 = dataclasses.replace(c, template="{question}\n{options}")  # item field first: only the system text is shared
     s2, own2 = prompt_blocks(c2, items[0])
-    assert (s2 == "Be brief.\n\n" if fmt == "completion" else s2.endswith("\n") and "Be brief." in s2) and own2.startswith(items[0].question)
+    assert (
+        s2 == "Be brief.\n\n" if fmt == "completion" else s2.endswith("\n") and "Be brief." in s2
+    ) and own2.startswith(items[0].question)

@@ -49,8 +49,17 @@ def run_step(name: str, inputs: dict, files: dict, env_extra: dict | None = None
     s = step(name)
     given = {k: str(v.get("default", "")) for k, v in ACTION["inputs"].items()} | inputs
     sub = lambda text: re.sub(r"\$\{\{\s*inputs\.([\w-]+)\s*\}\}", lambda m: given[m.group(1)], str(text))  # noqa: E731
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", **{k: sub(v) for k, v in s.get("env", {}).items()}}
-    env |= {"GITHUB_OUTPUT": str(files["output"]), "GITHUB_STEP_SUMMARY": str(files["summary"]), "GITHUB_ENV": str(files["env"]), **(env_extra or {})}
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        **{k: sub(v) for k, v in s.get("env", {}).items()},
+    }
+    env |= {
+        "GITHUB_OUTPUT": str(files["output"]),
+        "GITHUB_STEP_SUMMARY": str(files["summary"]),
+        "GITHUB_ENV": str(files["env"]),
+        **(env_extra or {}),
+    }
     return subprocess.run(["bash", "-e", "-c", s["run"]], env=env, cwd=files["cwd"], timeout=900).returncode
 
 
@@ -67,10 +76,24 @@ def read_pairs(path: Path) -> dict:
 
 def test_the_action_declares_its_inputs_outputs_and_install():
     assert ACTION["runs"]["using"] == "composite"
-    assert set(ACTION["outputs"]) >= {"decision", "exit-code", "mean-dp", "mean-dp-lo90", "mean-dp-hi90", "items-deteriorated", "would-decide", "mde"}
+    assert set(ACTION["outputs"]) >= {
+        "decision",
+        "exit-code",
+        "mean-dp",
+        "mean-dp-lo90",
+        "mean-dp-hi90",
+        "items-deteriorated",
+        "would-decide",
+        "mde",
+    }
     assert all(f"steps.gate.outputs.{k}" in v["value"] for k, v in ACTION["outputs"].items())
-    assert step("install bayesrc")["if"] == "inputs.install == 'true'" and "GITHUB_ACTION_PATH" in step("install bayesrc")["run"]
-    assert ACTION["inputs"]["rope"]["default"] == "0.02" and ACTION["inputs"]["fail-on-inconclusive"]["default"] == "false"
+    assert (
+        step("install bayesrc")["if"] == "inputs.install == 'true'"
+        and "GITHUB_ACTION_PATH" in step("install bayesrc")["run"]
+    )
+    assert (
+        ACTION["inputs"]["rope"]["default"] == "0.02" and ACTION["inputs"]["fail-on-inconclusive"]["default"] == "false"
+    )
 
 
 @pytest.mark.slow
@@ -82,10 +105,15 @@ def test_action_steps_gate_a_small_pair(small_pair, tmp_path):
     out, env = read_pairs(files["output"]), read_pairs(files["env"])
     assert out["decision"] == "inconclusive" and out["exit-code"] == "4" and env["BAYESRC_EXIT"] == "4"
     assert out["margin"] == "0.02" and float(out["mde"]) > 0.02  # 40 items cannot resolve two accuracy points
-    assert float(out["mean-dp-lo90"]) < float(out["mean-dp"]) < float(out["mean-dp-hi90"]) and out["items-deteriorated"] == "0"
+    assert (
+        float(out["mean-dp-lo90"]) < float(out["mean-dp"]) < float(out["mean-dp-hi90"])
+        and out["items-deteriorated"] == "0"
+    )
     assert "would decide the mean" in out["would-decide"] and "items at K = 10" in out["would-decide"]
     summary = files["summary"].read_text()
-    assert summary.startswith("### bayesrc compare") and "**inconclusive** (exit 4" in summary and "Resolution:" in summary
+    assert (
+        summary.startswith("### bayesrc compare") and "**inconclusive** (exit 4" in summary and "Resolution:" in summary
+    )
     assert (tmp_path / "bayesrc-gate" / "compare.json").is_file()  # the default out folder
     assert run_step("verdict", {}, files, {"BAYESRC_EXIT": "4"}) == 0
     assert run_step("verdict", {"fail-on-inconclusive": "true"}, files, {"BAYESRC_EXIT": "4"}) == 4
@@ -99,7 +127,14 @@ def test_action_verdict_fails_the_step_on_fail_bad_input_and_failed_fit(tmp_path
 def test_action_bad_input_sets_exit_code_2(small_pair, tmp_path):
     _, a, _ = small_pair
     files = runner_files(tmp_path)
-    assert run_step("bayesrc compare", {"baseline": str(a), "candidate": str(tmp_path / "missing.parquet"), "install": "false"}, files) == 0
+    assert (
+        run_step(
+            "bayesrc compare",
+            {"baseline": str(a), "candidate": str(tmp_path / "missing.parquet"), "install": "false"},
+            files,
+        )
+        == 0
+    )
     assert read_pairs(files["output"]) == {"exit-code": "2"} and read_pairs(files["env"])["BAYESRC_EXIT"] == "2"
     assert files["summary"].read_text() == "" and not (tmp_path / "bayesrc-gate").exists()
     assert run_step("verdict", {}, files, {"BAYESRC_EXIT": "2"}) == 2
@@ -113,7 +148,11 @@ def test_assert_no_regression_fails_a_test_it_cannot_decide(small_pair):
     with pytest.raises(GateFailure, match=r"^bayesrc gate: inconclusive \(exit 4\)") as e:
         assert_no_regression(sim.trials_v1, sim.trials_v2, config=SamplerConfig(seed=1, progress=False))
     res = e.value.result
-    assert isinstance(e.value, AssertionError) and res.decision == "inconclusive" and "would decide the mean" in str(e.value)
+    assert (
+        isinstance(e.value, AssertionError)
+        and res.decision == "inconclusive"
+        and "would decide the mean" in str(e.value)
+    )
     assert check_gate(res, allow_inconclusive=True) is res
 
 
@@ -126,12 +165,23 @@ def test_assert_no_regression_refuses_runs_whose_pins_differ(small_pair, tmp_pat
     from bayesrc.errors import InputError
 
     _, a, b = small_pair
-    pins = {"model.label": "m", "items.bank_sha256": "b", "sampling.k": 10, "sampling.temperature": 0.7, "prompt.template_sha256": "t"}
+    pins = {
+        "model.label": "m",
+        "items.bank_sha256": "b",
+        "sampling.k": 10,
+        "sampling.temperature": 0.7,
+        "prompt.template_sha256": "t",
+    }
     runs = []
     for trials, name, temperature in ((a, "base", 0.7), (b, "cand", 1.0)):
         (tmp_path / name).mkdir()
         shutil.copy(trials, tmp_path / name / "trials.parquet")
-        record = {"format": "bayesrc-run/1", "status": "complete", "pins": pins | {"sampling.temperature": temperature}, "info": {}}
+        record = {
+            "format": "bayesrc-run/1",
+            "status": "complete",
+            "pins": pins | {"sampling.temperature": temperature},
+            "info": {},
+        }
         (tmp_path / name / "run.json").write_text(json.dumps(record))
         runs.append(tmp_path / name)
     with pytest.raises(InputError, match="pins differ in sampling.temperature"):
@@ -151,14 +201,36 @@ def test_assert_no_regression_refuses_runs_whose_pins_differ(small_pair, tmp_pat
 def gate_result(mean: float) -> CompareResult:
     """A gate decided on known posterior draws of 100 items' dp (no fit)."""
     dp = np.random.default_rng(0).normal(mean, 0.05, size=(4000, 100))
-    ev = margin_evidence(dp, np.array(["no_change"] * 100), np.arange(100).astype(str), fail_on="deteriorated", margin=0.02, q=0.1)
-    items = pd.DataFrame({"item_id": ["a"], "domain": ["law"], "bayes_class": ["no_change"], "p_improve": [0.1], "p_deteriorate": [0.1]})
-    bayes = {"n_improved": 0, "n_deteriorated": 0, "expected_false": 0.0, "aggregate": {"mean": mean, "lo90": mean - 0.01, "hi90": mean + 0.01, "p_below_0": 0.5}, "diagnostics": {}}
-    classical = {"improved": 0, "deteriorated": 0, "n_analysable": 1, "n_items": 100, "z": 1.96, "min_valid_rule": "6", "aggregate": {"mean_delta": mean, "ci95": [mean - 0.02, mean + 0.02]}}
-    return CompareResult.from_decision(("v1", "v2"), "deteriorated", 0.1, False, "ok", bayes, classical, items, margin=ev)
+    ev = margin_evidence(
+        dp, np.array(["no_change"] * 100), np.arange(100).astype(str), fail_on="deteriorated", margin=0.02, q=0.1
+    )
+    items = pd.DataFrame(
+        {"item_id": ["a"], "domain": ["law"], "bayes_class": ["no_change"], "p_improve": [0.1], "p_deteriorate": [0.1]}
+    )
+    bayes = {
+        "n_improved": 0,
+        "n_deteriorated": 0,
+        "expected_false": 0.0,
+        "aggregate": {"mean": mean, "lo90": mean - 0.01, "hi90": mean + 0.01, "p_below_0": 0.5},
+        "diagnostics": {},
+    }
+    classical = {
+        "improved": 0,
+        "deteriorated": 0,
+        "n_analysable": 1,
+        "n_items": 100,
+        "z": 1.96,
+        "min_valid_rule": "6",
+        "aggregate": {"mean_delta": mean, "ci95": [mean - 0.02, mean + 0.02]},
+    }
+    return CompareResult.from_decision(
+        ("v1", "v2"), "deteriorated", 0.1, False, "ok", bayes, classical, items, margin=ev
+    )
 
 
-@pytest.mark.parametrize(("mean", "allow", "passes"), [(0.0, False, True), (-0.05, True, False), (-0.02, False, False), (-0.02, True, True)])
+@pytest.mark.parametrize(
+    ("mean", "allow", "passes"), [(0.0, False, True), (-0.05, True, False), (-0.02, False, False), (-0.02, True, True)]
+)
 def test_check_gate_passes_only_what_the_gate_passes(mean, allow, passes):
     res = gate_result(mean)
     assert res.decision == {0.0: "pass", -0.05: "fail", -0.02: "inconclusive"}[mean]

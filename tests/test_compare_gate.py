@@ -11,8 +11,14 @@ from bayesrc.cli import main
 from bayesrc.compare.gate import aggregate_change, decide
 from bayesrc.data import save_trials, simulate_pair
 
-N_ITEMS = {"same": 2000, "worse": 60}  # the no-change pair a CI gate sees most, at benchmark size (its fit: test_compare_margin.py)
-DEFAULTS = ["--seed", "1"]  # sampler, gate (R-hat <= 1.01, ESS >= 400, no divergences) and escalation as a user gets them
+N_ITEMS = {
+    "same": 2000,
+    "worse": 60,
+}  # the no-change pair a CI gate sees most, at benchmark size (its fit: test_compare_margin.py)
+DEFAULTS = [
+    "--seed",
+    "1",
+]  # sampler, gate (R-hat <= 1.01, ESS >= 400, no divergences) and escalation as a user gets them
 DOWN = {d: -2.0 for d in ("physics", "law", "psychology", "economics")}
 
 
@@ -21,7 +27,10 @@ def pairs(tmp_path_factory):
     """A no-change pair (pi_change = 0) and a pair where 40% of items change, mostly for the worse."""
     root = tmp_path_factory.mktemp("cmp")
     out = {}
-    for name, kw in {"same": {"pi_change": 0.0}, "worse": {"pi_change": 0.4, "domain_shift": DOWN, "sigma_delta": 1.0}}.items():
+    for name, kw in {
+        "same": {"pi_change": 0.0},
+        "worse": {"pi_change": 0.4, "domain_shift": DOWN, "sigma_delta": 1.0},
+    }.items():
         sim = simulate_pair(N_ITEMS[name], 10, models=("base", "cand"), seed=21, **kw)
         a, b = root / f"{name}-v1.parquet", root / f"{name}-v2.parquet"
         save_trials(sim.trials_v1, a)
@@ -49,7 +58,11 @@ def test_real_deteriorations_exit_1(pairs, tmp_path, capsys):
     assert list(items["bayes_class"].head(len(flagged))) == ["deteriorated"] * len(flagged)  # listed first
     md = (tmp_path / "summary.md").read_text()
     assert "deteriorated items found" in md and "(exit 1)" in md and flagged["item_id"].iloc[0] in md
-    assert res["margin"] is None and res["resolution"]["margin"] is None and "no margin: the item selection alone decides" in md
+    assert (
+        res["margin"] is None
+        and res["resolution"]["margin"] is None
+        and "no margin: the item selection alone decides" in md
+    )
 
 
 def test_decision_rules():
@@ -87,8 +100,28 @@ def test_bad_input_exits_2_and_writes_nothing(pairs, tmp_path, capsys):
 def test_failed_convergence_gate_exits_3(pairs, tmp_path, capsys):
     a, b, _ = pairs["worse"]
     # 2 chains x 15 draws cannot reach an ESS of 100: the gate fails, exit 3 (cheaper than a full small fit).
-    rc = main(["compare", str(a), str(b), "--out", str(tmp_path), "--chains", "2", "--draws", "15", "--tune", "5", "--min-ess", "100", "--seed", "1"])
+    rc = main(
+        [
+            "compare",
+            str(a),
+            str(b),
+            "--out",
+            str(tmp_path),
+            "--chains",
+            "2",
+            "--draws",
+            "15",
+            "--tune",
+            "5",
+            "--min-ess",
+            "100",
+            "--seed",
+            "1",
+        ]
+    )
     assert rc == 3
     assert "convergence gate" in capsys.readouterr().err
     res = json.loads((tmp_path / "compare.json").read_text())
-    assert res["status"] == "failed" and res["exit_code"] == 3 and "inconclusive" in (tmp_path / "summary.md").read_text()
+    assert (
+        res["status"] == "failed" and res["exit_code"] == 3 and "inconclusive" in (tmp_path / "summary.md").read_text()
+    )

@@ -20,7 +20,15 @@ import bayesrc
 from bayesrc.classical import rci_detection_probability
 from bayesrc.cli import main
 from bayesrc.compare import CompareResult
-from bayesrc.compare.gate import margin_evidence, markdown_summary, p_within_margin, require_resolution, resolution, three_way, what_would_decide
+from bayesrc.compare.gate import (
+    margin_evidence,
+    markdown_summary,
+    p_within_margin,
+    require_resolution,
+    resolution,
+    three_way,
+    what_would_decide,
+)
 from bayesrc.data import item_truth, save_trials, simulate_pair
 
 DEFAULTS = ["--seed", "1"]  # as test_compare_gate.py: the sampler, gate and margin a user gets
@@ -45,7 +53,9 @@ def pairs(tmp_path_factory):
     sims = {
         "same": simulate_pair(2000, 10, models=("base", "cand"), seed=21, pi_change=0.0),
         "small_drop": simulate_pair(100, 10, models=("base", "cand"), seed=2, truth=drop_truth(100, 0.01, seed=2)),
-        "worse": simulate_pair(60, 10, models=("base", "cand"), seed=21, pi_change=0.4, domain_shift=DOWN, sigma_delta=1.0),
+        "worse": simulate_pair(
+            60, 10, models=("base", "cand"), seed=21, pi_change=0.4, domain_shift=DOWN, sigma_delta=1.0
+        ),
     }
     out = {}
     for name, sim in sims.items():
@@ -89,8 +99,13 @@ def test_no_change_on_2000_items_passes(pairs, tmp_path, capsys):
     assert r["n_items"] == 2000 and r["margin"] == 0.02 and r["resolves_margin"] is True
     assert r["aggregate_mde"] == pytest.approx((1.2816 + 0.8416) * nd["se"], rel=1e-3) and r["aggregate_mde"] < 0.02
     assert 0.2 < r["item_mde"] < 1 and m.get("would_decide") is None
-    assert "Resolution: With 80% power this comparison detects a mean change of" in md and "within what it resolves" in md
-    assert "over all 2000 items (change model)" in md and f"over the {res['classical']['n_analysable']} analysable items" in md
+    assert (
+        "Resolution: With 80% power this comparison detects a mean change of" in md and "within what it resolves" in md
+    )
+    assert (
+        "over all 2000 items (change model)" in md
+        and f"over the {res['classical']['n_analysable']} analysable items" in md
+    )
     loaded = bayesrc.load(tmp_path)
     assert isinstance(loaded, CompareResult) and loaded.decision == "pass" and loaded.exit_code == 0
     loaded.save(tmp_path / "copy")
@@ -175,7 +190,9 @@ def draws(means: np.ndarray, sd: float, n_draws: int = 4000, seed: int = 0) -> n
 )
 def test_aggregate_decisions_with_known_posterior(mean, fail_on, expected):
     dp = draws(np.full(100, mean), sd=0.05)  # sd of M = 0.005
-    ev = margin_evidence(dp, np.array(["no_change"] * 100), np.arange(100).astype(str), fail_on=fail_on, margin=0.02, q=0.1)
+    ev = margin_evidence(
+        dp, np.array(["no_change"] * 100), np.arange(100).astype(str), fail_on=fail_on, margin=0.02, q=0.1
+    )
     assert ev["decision"] == expected, ev
 
 
@@ -186,41 +203,100 @@ def test_flagged_items_decide_beside_the_mean():
     cls = np.array(["deteriorated", "deteriorated", "improved"] + ["no_change"] * 97, dtype=object)
     ids = np.array([f"q{i}" for i in range(100)])
     det = margin_evidence(dp, cls, ids, fail_on="deteriorated", margin=0.02, q=0.1)
-    assert det["decision"] == "fail" and [it["item_id"] for it in det["items"]] == ["q0", "q1"]  # the improvement is not weighed
+    assert det["decision"] == "fail" and [it["item_id"] for it in det["items"]] == [
+        "q0",
+        "q1",
+    ]  # the improvement is not weighed
     assert det["aggregate"]["p_within"] == 1.0  # the mean (-0.0035) alone would pass
     assert margin_evidence(dp, cls, ids, fail_on="aggregate", margin=0.02, q=0.1)["decision"] == "pass"
-    small = margin_evidence(draws(np.r_[-0.021, np.zeros(99)], sd=0.01), cls, ids, fail_on="deteriorated", margin=0.02, q=0.1)
-    assert small["decision"] == "inconclusive" and "the least within: q0" in small["reasons"][1]  # flagged, change on the margin
-    up = margin_evidence(dp, np.where(np.arange(100) == 2, "improved", "no_change").astype(object), ids, fail_on="deteriorated", margin=0.02, q=0.1)
+    small = margin_evidence(
+        draws(np.r_[-0.021, np.zeros(99)], sd=0.01), cls, ids, fail_on="deteriorated", margin=0.02, q=0.1
+    )
+    assert (
+        small["decision"] == "inconclusive" and "the least within: q0" in small["reasons"][1]
+    )  # flagged, change on the margin
+    up = margin_evidence(
+        dp,
+        np.where(np.arange(100) == 2, "improved", "no_change").astype(object),
+        ids,
+        fail_on="deteriorated",
+        margin=0.02,
+        q=0.1,
+    )
     assert up["decision"] == "pass" and up["reasons"][1] == "no item flagged deteriorated"
 
 
 def test_result_round_trip_and_old_payloads(tmp_path):
     dp = draws(np.full(50, -0.01), sd=0.1)
-    ev = margin_evidence(dp, np.array(["no_change"] * 50), np.arange(50).astype(str), fail_on="deteriorated", margin=0.02, q=0.1)
+    ev = margin_evidence(
+        dp, np.array(["no_change"] * 50), np.arange(50).astype(str), fail_on="deteriorated", margin=0.02, q=0.1
+    )
     assert ev["decision"] == "inconclusive"
-    items = pd.DataFrame({"item_id": ["a"], "domain": ["law"], "bayes_class": ["no_change"], "p_improve": [0.1], "p_deteriorate": [0.1]})
-    bayes = {"n_improved": 0, "n_deteriorated": 0, "expected_false": 0.0, "aggregate": {"mean": -0.01, "lo90": -0.03, "hi90": 0.01, "p_below_0": 0.8}, "diagnostics": {}}
-    classical = {"improved": 0, "deteriorated": 0, "n_analysable": 1, "n_items": 50, "z": 1.96, "min_valid_rule": "6", "aggregate": {"mean_delta": -0.01, "ci95": [-0.03, 0.01]}}
-    noise = {"se": 0.01, "share_sampling": 0.7, "share_items": 0.3, "n_items": 50, "k": 10.0, "n_half": 100, "k_half": 29, "k_factor_half": 2.9, "var_sampling": 7e-5, "var_items": 3e-5}
+    items = pd.DataFrame(
+        {"item_id": ["a"], "domain": ["law"], "bayes_class": ["no_change"], "p_improve": [0.1], "p_deteriorate": [0.1]}
+    )
+    bayes = {
+        "n_improved": 0,
+        "n_deteriorated": 0,
+        "expected_false": 0.0,
+        "aggregate": {"mean": -0.01, "lo90": -0.03, "hi90": 0.01, "p_below_0": 0.8},
+        "diagnostics": {},
+    }
+    classical = {
+        "improved": 0,
+        "deteriorated": 0,
+        "n_analysable": 1,
+        "n_items": 50,
+        "z": 1.96,
+        "min_valid_rule": "6",
+        "aggregate": {"mean_delta": -0.01, "ci95": [-0.03, 0.01]},
+    }
+    noise = {
+        "se": 0.01,
+        "share_sampling": 0.7,
+        "share_items": 0.3,
+        "n_items": 50,
+        "k": 10.0,
+        "n_half": 100,
+        "k_half": 29,
+        "k_factor_half": 2.9,
+        "var_sampling": 7e-5,
+        "var_items": 3e-5,
+    }
     ev["would_decide"] = what_would_decide(ev["aggregate"]["mean"], ev["aggregate"]["sd"], 0.02, ev["side"], 0.1, noise)
     reso = resolution(noise, 0.2, 1.96, 0.1, 0.02)
-    res = CompareResult.from_decision(("v1", "v2"), "deteriorated", 0.1, False, "ok", bayes, classical, items, margin=ev, noise=noise, resolution=reso)
+    res = CompareResult.from_decision(
+        ("v1", "v2"), "deteriorated", 0.1, False, "ok", bayes, classical, items, margin=ev, noise=noise, resolution=reso
+    )
     assert res.exit_code == 4 and res.decision == "inconclusive"
     s = res.summary().set_index("metric")["value"]
     assert s["decision"] == "inconclusive" and s["exit code"] == 4 and s["K to halve it"] == 29
-    assert s["would decide: N at this K"] == ev["would_decide"]["n_items"] and s["detectable mean change (80% power)"] == reso["aggregate_mde"]
-    assert s["mean dp, 90% CrI (posterior; all 1 items)"] == "-0.010 (-0.030 to +0.010)"  # every interval names the items it covers
+    assert (
+        s["would decide: N at this K"] == ev["would_decide"]["n_items"]
+        and s["detectable mean change (80% power)"] == reso["aggregate_mde"]
+    )
+    assert (
+        s["mean dp, 90% CrI (posterior; all 1 items)"] == "-0.010 (-0.030 to +0.010)"
+    )  # every interval names the items it covers
     assert s["mean dp, 95% CI (classical; the 1 analysable items)"] == "-0.010 (-0.030 to +0.010)"
     res.save(tmp_path / "r")
     back = bayesrc.load(tmp_path / "r")
     assert back == res and back.exit_code == 4 and back.margin == res.margin
     assert "❔ **inconclusive** (exit 4; margin 0.02)" in (tmp_path / "r" / "summary.md").read_text()
     assert "Resolution: With 80% power" in (tmp_path / "r" / "summary.md").read_text()
-    old = CompareResult({k: v for k, v in res.payload.items() if k not in ("decision", "margin", "noise", "resolution")}, {"items": items})
+    old = CompareResult(
+        {k: v for k, v in res.payload.items() if k not in ("decision", "margin", "noise", "resolution")},
+        {"items": items},
+    )
     assert old.decision == "pass" and old.exit_code == 0 and old.margin is None  # compare.json from before the margin
-    assert "Noise:" not in markdown_summary(old) and "Why:" not in markdown_summary(old) and "Resolution:" not in markdown_summary(old)
-    failed = CompareResult.from_decision(("v1", "v2"), "deteriorated", 0.1, False, "failed", bayes, classical, items, margin=ev)
+    assert (
+        "Noise:" not in markdown_summary(old)
+        and "Why:" not in markdown_summary(old)
+        and "Resolution:" not in markdown_summary(old)
+    )
+    failed = CompareResult.from_decision(
+        ("v1", "v2"), "deteriorated", 0.1, False, "failed", bayes, classical, items, margin=ev
+    )
     assert failed.exit_code == 3 and failed.decision == "undecided" and failed.payload["decision"] == "undecided"
     assert failed.summary().set_index("metric")["value"]["decision"].startswith("undecided")
 
@@ -232,9 +308,13 @@ def test_bad_margin_exits_2_and_writes_nothing(tmp_path, capsys):
     save_trials(sim.trials_v2, b)
     out = tmp_path / "out"
     cases = [
-        (["--rope", "1.5"], "field '--rope'"), (["--min-delta", "0"], "field '--rope'"), (["--margin", "nan"], "field '--rope'"),
-        (["--rope", "two"], "field '--rope'"), (["--rope", "0.02", "--q", "0.6"], "field '--q'"), (["--q", "0.6"], "field '--q'"),  # the default margin needs q < 0.5
-    ]  # fmt: skip
+        (["--rope", "1.5"], "field '--rope'"),
+        (["--min-delta", "0"], "field '--rope'"),
+        (["--margin", "nan"], "field '--rope'"),
+        (["--rope", "two"], "field '--rope'"),
+        (["--rope", "0.02", "--q", "0.6"], "field '--q'"),
+        (["--q", "0.6"], "field '--q'"),  # the default margin needs q < 0.5
+    ]
     for argv, msg in cases:
         capsys.readouterr()
         assert main(["compare", str(a), str(b), "--out", str(out), *argv]) == 2, argv
@@ -252,7 +332,10 @@ def test_aggregate_mde_is_detected_with_its_power():
     r = resolution({"se": 0.01, "n_items": 400, "k": 10.0}, 0.2, 1.96, 0.1, 0.02)
     est = np.random.default_rng(3).normal(r["aggregate_mde"], 0.01, 200_000)
     assert np.mean(est / 0.01 > 1.2816) == pytest.approx(0.8, abs=0.005)
-    assert r["resolves_margin"] is False and resolution({"se": 0.005, "n_items": 400, "k": 10.0}, 0.2, 1.96, 0.1, 0.02)["resolves_margin"] is True
+    assert (
+        r["resolves_margin"] is False
+        and resolution({"se": 0.005, "n_items": 400, "k": 10.0}, 0.2, 1.96, 0.1, 0.02)["resolves_margin"] is True
+    )
 
 
 def test_item_mde_is_flagged_with_its_power():
@@ -273,7 +356,10 @@ def test_what_would_decide_decides_with_its_power(mean, side):
     nd = {"n_items": 100, "k": 10.0, "var_sampling": 1.0e-4, "var_items": 0.05e-4}
     sd = float(np.sqrt(nd["var_sampling"] + nd["var_items"]))  # the posterior SD, taken to scale as the observed SE
     w = what_would_decide(mean, sd, 0.02, side, 0.1, nd)
-    for var_new in ((nd["var_sampling"] + nd["var_items"]) * 100 / w["n_items"], (nd["var_sampling"] * 10 / w["k"] + nd["var_items"])):
+    for var_new in (
+        (nd["var_sampling"] + nd["var_items"]) * 100 / w["n_items"],
+        (nd["var_sampling"] * 10 / w["k"] + nd["var_items"]),
+    ):
         s_new = np.sqrt(var_new)
         assert s_new <= w["sd_needed"] * (1 + 1e-9)  # N' and K' (rounded up) reach the SD it needs
         est = np.random.default_rng(1).normal(mean, w["sd_needed"], 200_000)
@@ -288,22 +374,38 @@ def test_what_would_decide_says_when_nothing_practical_would():
     nd = {"n_items": 100, "k": 10.0, "var_sampling": 1e-4, "var_items": 1e-4}
     assert what_would_decide(-0.02, 0.01, 0.02, "lower", 0.1, nd) is None  # the mean on the margin's edge
     w = what_would_decide(-0.005, 0.014, 0.02, "lower", 0.1, nd)
-    assert w["k"] is None and w["extra_samples_k"] is None and w["cheaper"] == "items"  # item-set noise alone is too wide for any K
+    assert (
+        w["k"] is None and w["extra_samples_k"] is None and w["cheaper"] == "items"
+    )  # item-set noise alone is too wide for any K
 
 
 def test_a_pass_needs_the_margin_resolved():
     """A posterior inside the margin passes only where the comparison could have shown it: the same draws, an
     unresolved margin, are inconclusive, and what would decide it follows the resolution's requirement."""
     dp = draws(np.zeros(100), sd=0.05)  # M ~ N(0, 0.005): inside 0.02
-    ev = margin_evidence(dp, np.array(["no_change"] * 100), np.arange(100).astype(str), fail_on="deteriorated", margin=0.02, q=0.1)
+    ev = margin_evidence(
+        dp, np.array(["no_change"] * 100), np.arange(100).astype(str), fail_on="deteriorated", margin=0.02, q=0.1
+    )
     assert ev["decision"] == "pass"
     nd = {"se": 0.015, "n_items": 100, "k": 10.0, "var_sampling": 2.25e-4, "var_items": 0.0}
     unresolved, resolved = resolution(nd, 0.2, 1.96, 0.1, 0.02), resolution(nd | {"se": 0.009}, 0.2, 1.96, 0.1, 0.02)
     assert require_resolution(ev, resolved) is ev
     out = require_resolution(ev, unresolved)
     assert out["decision"] == "inconclusive" and "cannot show a change within it" in out["reasons"][-1]
-    fail = margin_evidence(draws(np.full(100, -0.05), sd=0.05), np.array(["no_change"] * 100), np.arange(100).astype(str), fail_on="deteriorated", margin=0.02, q=0.1)
+    fail = margin_evidence(
+        draws(np.full(100, -0.05), sd=0.05),
+        np.array(["no_change"] * 100),
+        np.arange(100).astype(str),
+        fail_on="deteriorated",
+        margin=0.02,
+        q=0.1,
+    )
     assert require_resolution(fail, unresolved)["decision"] == "fail"  # a deterioration shown stays shown
-    w = what_would_decide(out["aggregate"]["mean"], out["aggregate"]["sd"], 0.02, "lower", 0.1, nd, mde=unresolved["aggregate_mde"])
+    w = what_would_decide(
+        out["aggregate"]["mean"], out["aggregate"]["sd"], 0.02, "lower", 0.1, nd, mde=unresolved["aggregate_mde"]
+    )
     assert w["variance_factor"] == pytest.approx((unresolved["aggregate_mde"] / 0.02) ** 2)
-    assert resolution(nd | {"se": nd["se"] / np.sqrt(w["variance_factor"])}, 0.2, 1.96, 0.1, 0.02)["resolves_margin"] is True
+    assert (
+        resolution(nd | {"se": nd["se"] / np.sqrt(w["variance_factor"])}, 0.2, 1.96, 0.1, 0.02)["resolves_margin"]
+        is True
+    )

@@ -67,9 +67,16 @@ def test_a_collection_run_directory_reads_as_its_trials_everywhere_trials_are_re
         (tmp_path / name).mkdir()
         save_trials(t, tmp_path / name / "trials.parquet")
     assert load_trials(tmp_path / "v1").equals(load_trials(tmp_path / "v1" / "trials.parquet"))
-    assert run_cli(["rci", "--pair", "A", str(tmp_path / "v1"), str(tmp_path / "v2"), "--out", str(tmp_path / "out")], capsys)[0] == 0
+    assert (
+        run_cli(
+            ["rci", "--pair", "A", str(tmp_path / "v1"), str(tmp_path / "v2"), "--out", str(tmp_path / "out")], capsys
+        )[0]
+        == 0
+    )
     (tmp_path / "empty").mkdir()
-    code, _, err = run_cli(["rci", "--pair", "A", str(tmp_path / "v1"), str(tmp_path / "empty"), "--out", str(tmp_path / "out2")], capsys)
+    code, _, err = run_cli(
+        ["rci", "--pair", "A", str(tmp_path / "v1"), str(tmp_path / "empty"), "--out", str(tmp_path / "out2")], capsys
+    )
     assert code == 2 and err.strip().count("\n") == 0 and "empty: run directory has no trials.parquet" in err
     with pytest.raises(InputError, match="file not found"):
         trials_file(tmp_path / "nowhere")
@@ -107,7 +114,31 @@ def rci_run(tmp_path_factory, small_pair):
     g1 = write_jsonl(d / "g1.jsonl", small_pair.trials_v1[small_pair.trials_v1.k == 0].drop(columns=["k"]))
     g2 = write_jsonl(d / "g2.jsonl", small_pair.trials_v2[small_pair.trials_v2.k == 0].drop(columns=["k"]))
     out = d / "out"
-    code = main(["rci", "--pair", "A", str(a), str(b), "--pair", "B", str(c), str(e), "--greedy", "A", str(g1), str(g2), "--splits", "200", "--permutations", "200", "--seed", "1", "--out", str(out)])
+    code = main(
+        [
+            "rci",
+            "--pair",
+            "A",
+            str(a),
+            str(b),
+            "--pair",
+            "B",
+            str(c),
+            str(e),
+            "--greedy",
+            "A",
+            str(g1),
+            str(g2),
+            "--splits",
+            "200",
+            "--permutations",
+            "200",
+            "--seed",
+            "1",
+            "--out",
+            str(out),
+        ]
+    )
     return code, out
 
 
@@ -125,13 +156,30 @@ def test_rci_json_has_every_documented_key(rci_run):
         assert key in pair
     for basis in ("analysable", "all", "conservative"):
         assert set(pair["counts"][basis]) >= {"improved", "no_change", "deteriorated"}
-    assert set(pair["direction_asymmetry"]) >= {"improved_p95", "deteriorated_p95", "improved_mean", "deteriorated_mean"}
-    assert set(pair["null_samples"]) >= {"replicates", "flagged_mean", "flagged_p025", "flagged_p50", "flagged_p975", "rate"}
+    assert set(pair["direction_asymmetry"]) >= {
+        "improved_p95",
+        "deteriorated_p95",
+        "improved_mean",
+        "deteriorated_mean",
+    }
+    assert set(pair["null_samples"]) >= {
+        "replicates",
+        "flagged_mean",
+        "flagged_p025",
+        "flagged_p50",
+        "flagged_p975",
+        "rate",
+    }
     assert isinstance(pair["warnings"], list) and all(isinstance(w, str) for w in pair["warnings"])
     assert set(pair["flips"]) >= {"negative_flip_rate", "positive_flip_rate"}
     assert set(pair["domain"]) >= {"chi2", "p", "cramers_v"}
     assert set(doc["cross_pair"]) >= {"z", "p", "pearson_r", "n_shared", "test", "p_test", "mcnemar"}
-    assert set(doc["greedy"]["A"]) >= {"matched", "greedy_flips", "rci_changed_missed_by_greedy", "greedy_flips_no_rci_change"}
+    assert set(doc["greedy"]["A"]) >= {
+        "matched",
+        "greedy_flips",
+        "rci_changed_missed_by_greedy",
+        "greedy_flips_no_rci_change",
+    }
     assert doc["greedy"]["A"]["matched"] == 120
     assert pair["sd_basis"] == "analysable"
 
@@ -149,7 +197,24 @@ def test_rci_items_table(rci_run):
 def test_rci_sd_basis_all(tmp_path, small_pair, capsys):
     a = write_jsonl(tmp_path / "v1.jsonl", small_pair.trials_v1)
     b = write_jsonl(tmp_path / "v2.jsonl", small_pair.trials_v2)
-    code, out, _ = run_cli(["rci", "--pair", "A", str(a), str(b), "--sd-basis", "all", "--splits", "100", "--permutations", "100", "--out", str(tmp_path / "o")], capsys)
+    code, out, _ = run_cli(
+        [
+            "rci",
+            "--pair",
+            "A",
+            str(a),
+            str(b),
+            "--sd-basis",
+            "all",
+            "--splits",
+            "100",
+            "--permutations",
+            "100",
+            "--out",
+            str(tmp_path / "o"),
+        ],
+        capsys,
+    )
     doc = json.loads((tmp_path / "o" / "rci.json").read_text())
     assert code == 0 and doc["pairs"]["A"]["sd_basis"] == "all"
     assert doc["pairs"]["A"]["s_diff"] == pytest.approx(doc["pairs"]["A"]["s_diff_all_items"])
@@ -163,7 +228,10 @@ def test_printed_summary_keeps_its_table_narrow_and_each_warning_whole(tmp_path,
     a, b = write_jsonl(tmp_path / "v1.jsonl", sim.trials_v1), write_jsonl(tmp_path / "v2.jsonl", sim.trials_v2)
     code, out, _ = run_cli(["rci", "--pair", "p", str(a), str(b), "--out", str(tmp_path / "o")], capsys)
     warnings = json.loads((tmp_path / "o" / "rci.json").read_text())["pairs"]["p"]["warnings"]
-    table, notes = [line for line in out.splitlines() if not line.startswith("[")], [line for line in out.splitlines() if line.startswith("[")]
+    table, notes = (
+        [line for line in out.splitlines() if not line.startswith("[")],
+        [line for line in out.splitlines() if line.startswith("[")],
+    )
     assert code == 0 and warnings and max(map(len, warnings)) > 150
     assert max(map(len, table)) <= 110 and notes == [f"[{i}] {w}" for i, w in enumerate(warnings, 1)]
 
@@ -201,7 +269,9 @@ def _bad_case(tmp_path: Path, small_pair, case: str) -> tuple[list[str], str]:
         expect = f"v1.jsonl:{len(t1) + 1}: field 'k': duplicate trial (item {t1.item_id[5]}, k {t1.k[5]})"
     elif case == "one_version_only":
         write_jsonl(a, t1[t1.item_id != t1.item_id.iloc[-1]])
-        expect = f"v1.jsonl: item {t1.item_id.iloc[-1]}: field 'item_id': present in another version but not in this file"
+        expect = (
+            f"v1.jsonl: item {t1.item_id.iloc[-1]}: field 'item_id': present in another version but not in this file"
+        )
     elif case == "all_missing":
         t1["is_correct"] = pd.array([None] * len(t1), dtype="boolean")
         t1["is_missing"] = True
@@ -212,11 +282,35 @@ def _bad_case(tmp_path: Path, small_pair, case: str) -> tuple[list[str], str]:
         expect = "v1.jsonl: file is empty"
     elif case == "missing_file":
         expect = "v1.jsonl: file not found"
-    args = ["rci", "--pair", "A", str(a), str(b), "--splits", "50", "--permutations", "50", "--out", str(tmp_path / "out")]
+    args = [
+        "rci",
+        "--pair",
+        "A",
+        str(a),
+        str(b),
+        "--splits",
+        "50",
+        "--permutations",
+        "50",
+        "--out",
+        str(tmp_path / "out"),
+    ]
     return args, expect
 
 
-@pytest.mark.parametrize("case", ["malformed_line", "missing_field", "not_boolean", "duplicate", "one_version_only", "all_missing", "empty", "missing_file"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "malformed_line",
+        "missing_field",
+        "not_boolean",
+        "duplicate",
+        "one_version_only",
+        "all_missing",
+        "empty",
+        "missing_file",
+    ],
+)
 def test_bad_input_one_line_exit_2_no_output(tmp_path, small_pair, capsys, case):
     args, expect = _bad_case(tmp_path, small_pair, case)
     code, out, err = run_cli(args, capsys)
@@ -239,13 +333,18 @@ def test_every_command_that_fits_takes_the_same_sampler_sizes(tmp_path, small_pa
 
     a = write_jsonl(tmp_path / "v1.jsonl", small_pair.trials_v1)
     b = write_jsonl(tmp_path / "v2.jsonl", small_pair.trials_v2)
-    inputs = {"sensitivity": ["sensitivity", "prior", str(a), str(b)], "switch": ["switch", str(datasets.path("switch_matrix_cells.csv"))]}.get(command, [command, str(a), str(b)])
+    inputs = {
+        "sensitivity": ["sensitivity", "prior", str(a), str(b)],
+        "switch": ["switch", str(datasets.path("switch_matrix_cells.csv"))],
+    }.get(command, [command, str(a), str(b)])
     args = build_parser().parse_args([*inputs, "--out", str(tmp_path / "out")])
     d = SamplerConfig()
     assert (args.chains, args.draws, args.tune) == (d.chains, d.draws, d.tune)
     for bad in (["--chains", "0"], ["--draws", "0"], ["--tune", "-1"]):
         code, _, err = run_cli([*inputs, *bad, "--out", str(tmp_path / "out")], capsys)
-        assert code == 2 and err.strip().splitlines() == ["bayesrc: error: <input>: field '--chains': chains and draws must be >= 1, tune >= 0"], err
+        assert code == 2 and err.strip().splitlines() == [
+            "bayesrc: error: <input>: field '--chains': chains and draws must be >= 1, tune >= 0"
+        ], err
     assert not (tmp_path / "out").exists()
 
 
@@ -253,7 +352,9 @@ def test_bad_input_leaves_previous_output_untouched(tmp_path, small_pair, capsys
     a = write_jsonl(tmp_path / "v1.jsonl", small_pair.trials_v1)
     b = write_jsonl(tmp_path / "v2.jsonl", small_pair.trials_v2)
     out = tmp_path / "out"
-    assert main(["rci", "--pair", "A", str(a), str(b), "--splits", "50", "--permutations", "50", "--out", str(out)]) == 0
+    assert (
+        main(["rci", "--pair", "A", str(a), str(b), "--splits", "50", "--permutations", "50", "--out", str(out)]) == 0
+    )
     before = (out / "rci.json").read_bytes()
     a.write_text(a.read_text() + "{not json\n")
     assert main(["rci", "--pair", "A", str(a), str(b), "--out", str(out)]) == 2
@@ -264,7 +365,23 @@ def test_unmatched_items_allowed_on_request(tmp_path, small_pair, capsys):
     t1 = small_pair.trials_v1
     a = write_jsonl(tmp_path / "v1.jsonl", t1[~t1.item_id.isin(["q00000", "q00001"])])
     b = write_jsonl(tmp_path / "v2.jsonl", small_pair.trials_v2)
-    code, _, err = run_cli(["rci", "--pair", "A", str(a), str(b), "--allow-unmatched", "--splits", "50", "--permutations", "50", "--out", str(tmp_path / "o")], capsys)
+    code, _, err = run_cli(
+        [
+            "rci",
+            "--pair",
+            "A",
+            str(a),
+            str(b),
+            "--allow-unmatched",
+            "--splits",
+            "50",
+            "--permutations",
+            "50",
+            "--out",
+            str(tmp_path / "o"),
+        ],
+        capsys,
+    )
     assert code == 0
     assert "2 item(s) missing (first: q00000)" in err
     assert json.loads((tmp_path / "o" / "rci.json").read_text())["pairs"]["A"]["exclusions"]["n_before"] == 118
@@ -282,7 +399,10 @@ def test_missing_responses_are_excluded_not_fatal(tmp_path, small_pair, capsys):
     t1 = t1[~((t1.item_id == t1.item_id.iloc[-1]) & (t1.k >= 8))]
     a = write_jsonl(tmp_path / "v1.jsonl", t1)
     b = write_jsonl(tmp_path / "v2.jsonl", small_pair.trials_v2)
-    code, _, err = run_cli(["rci", "--pair", "A", str(a), str(b), "--splits", "50", "--permutations", "50", "--out", str(tmp_path / "o")], capsys)
+    code, _, err = run_cli(
+        ["rci", "--pair", "A", str(a), str(b), "--splits", "50", "--permutations", "50", "--out", str(tmp_path / "o")],
+        capsys,
+    )
     assert code == 0
     assert f"item {t1.item_id.iloc[0]}: field 'is_missing': fewer than 6 valid responses (5)" in err
     assert "field 'k': K differs between items (8, 10 samples)" in err
@@ -295,25 +415,49 @@ def test_unwritable_output_is_one_line(tmp_path, small_pair, capsys):
     b = write_jsonl(tmp_path / "v2.jsonl", small_pair.trials_v2)
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    code, _, err = run_cli(["rci", "--pair", "A", str(a), str(b), "--splits", "50", "--permutations", "50", "--out", str(blocker / "sub")], capsys)
+    code, _, err = run_cli(
+        ["rci", "--pair", "A", str(a), str(b), "--splits", "50", "--permutations", "50", "--out", str(blocker / "sub")],
+        capsys,
+    )
     assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
 def test_rci_refuses_runs_with_different_pins(tmp_path, small_pair, capsys):
     # Two run directories whose records differ in the sampling temperature, not only the model.
     pins = {"model.sha256": "aaa", "items.bank_sha256": "bank", "sampling.temperature": 0.7, "runtime.engine": "fast"}
-    for name, trials, change in (("a", small_pair.trials_v1, {}), ("b", small_pair.trials_v2, {"model.sha256": "bbb", "sampling.temperature": 1.0})):
+    for name, trials, change in (
+        ("a", small_pair.trials_v1, {}),
+        ("b", small_pair.trials_v2, {"model.sha256": "bbb", "sampling.temperature": 1.0}),
+    ):
         d = tmp_path / name
         d.mkdir()
         save_trials(trials, d / "trials.parquet")
         (d / "run.json").write_text(json.dumps({"pins": {**pins, **change}}))
-    args = ["rci", "--pair", "A", str(tmp_path / "a" / "trials.parquet"), str(tmp_path / "b" / "trials.parquet"), "--splits", "50", "--permutations", "50", "--out", str(tmp_path / "o")]
+    args = [
+        "rci",
+        "--pair",
+        "A",
+        str(tmp_path / "a" / "trials.parquet"),
+        str(tmp_path / "b" / "trials.parquet"),
+        "--splits",
+        "50",
+        "--permutations",
+        "50",
+        "--out",
+        str(tmp_path / "o"),
+    ]
     code, _, err = run_cli(args, capsys)
     assert code == 2 and "pins differ in sampling.temperature" in err and not (tmp_path / "o").exists()
     assert "model.sha256" not in err.split("pins differ in")[1]  # the model may differ: it is the comparison
     assert run_cli(args + ["--allow-pin", "sampling"], capsys)[0] == 0
     assert run_cli(args + ["--force"], capsys)[0] == 0
     # `fit` refuses the same pair before any sampling.
-    fit_args = ["fit", str(tmp_path / "a" / "trials.parquet"), str(tmp_path / "b" / "trials.parquet"), "--out", str(tmp_path / "f")]
+    fit_args = [
+        "fit",
+        str(tmp_path / "a" / "trials.parquet"),
+        str(tmp_path / "b" / "trials.parquet"),
+        "--out",
+        str(tmp_path / "f"),
+    ]
     code, _, err = run_cli(fit_args, capsys)
     assert code == 2 and "pins differ in sampling.temperature" in err and not (tmp_path / "f").exists()

@@ -24,7 +24,11 @@ from bayesrc.report.render import SECTION_DOCS
 GUIDES = ("compare_notebook", "ci_gate", "import_logs", "collect", "exact_truth", "switch", "planning", "reports")
 NOTEBOOKS = ("01_quickstart", "02_version_comparison", "03_switch_matrices", "04_planning")
 # the three pages looked at in the browser: home, a user guide notebook with its figure, an API page
-SHOTS = {"home": "index.html", "notebook": "notebooks/01_quickstart.html", "api": "api/generated/02_bayesrc.classical.html"}
+SHOTS = {
+    "home": "index.html",
+    "notebook": "notebooks/01_quickstart.html",
+    "api": "api/generated/02_bayesrc.classical.html",
+}
 
 
 @pytest.fixture(scope="session")
@@ -32,7 +36,13 @@ def docs_html(tmp_path_factory) -> Path:
     if docs_build_is_fresh() and os.environ.get("BAYESRC_DOCS_REBUILD") != "1":
         return DOCS_HTML
     out = tmp_path_factory.mktemp("docs") / "html"
-    res = subprocess.run([sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html", str(DOCS), str(out)], capture_output=True, text=True, timeout=1800, cwd=ROOT)
+    res = subprocess.run(
+        [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html", str(DOCS), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        cwd=ROOT,
+    )
     assert res.returncode == 0, f"sphinx-build -W failed:\n{res.stdout[-2000:]}\n{res.stderr[-6000:]}"
     return out
 
@@ -44,7 +54,19 @@ def _png_images(page: Path) -> list[Path]:
 
 
 def test_every_page_is_built(docs_html):
-    pages = ["index", "getting_started", "cli", "performance", "development", "methods/classical", "methods/bayesian", "validation/calibration", "validation/truth", "validation/faults", "api/index"]
+    pages = [
+        "index",
+        "getting_started",
+        "cli",
+        "performance",
+        "development",
+        "methods/classical",
+        "methods/bayesian",
+        "validation/calibration",
+        "validation/truth",
+        "validation/faults",
+        "api/index",
+    ]
     pages += [f"guides/{g}" for g in GUIDES] + [f"notebooks/{n}" for n in NOTEBOOKS]
     for page in pages:
         assert (docs_html / f"{page}.html").is_file(), page
@@ -93,14 +115,25 @@ def _not_blank(shot: Path) -> None:
     assert (img < 0.5).any(axis=2).mean() > 0.005, f"{shot.name}: almost no dark pixels: no text was painted"
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (make browser: apt-get install -y --no-install-recommends chromium)")
+@pytest.mark.skipif(
+    CHROMIUM is None,
+    reason="chromium not installed (make browser: apt-get install -y --no-install-recommends chromium)",
+)
 @pytest.mark.parametrize("name", list(SHOTS))
 def test_docs_page_renders_in_headless_chromium(docs_html, name, tmp_path):
     """Screenshot of the page in headless Chromium is not blank; on the notebook page every image decoded."""
     page = docs_html / SHOTS[name]
     shot = tmp_path / f"docs_{name}.png"
     res = subprocess.run(
-        [CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'u1'}", "--virtual-time-budget=5000", f"--screenshot={shot}", "--window-size=1280,2400", page.as_uri()],
+        [
+            CHROMIUM,
+            *CHROMIUM_FLAGS,
+            f"--user-data-dir={tmp_path / 'u1'}",
+            "--virtual-time-budget=5000",
+            f"--screenshot={shot}",
+            "--window-size=1280,2400",
+            page.as_uri(),
+        ],
         capture_output=True,
         text=True,
         timeout=180,
@@ -118,7 +151,19 @@ def test_docs_page_renders_in_headless_chromium(docs_html, name, tmp_path):
     )
     probe.write_text(page.read_text().replace("</body>", script + "</body>"))
     try:
-        dom = subprocess.run([CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'u2'}", "--virtual-time-budget=5000", "--dump-dom", probe.as_uri()], capture_output=True, text=True, timeout=180)
+        dom = subprocess.run(
+            [
+                CHROMIUM,
+                *CHROMIUM_FLAGS,
+                f"--user-data-dir={tmp_path / 'u2'}",
+                "--virtual-time-budget=5000",
+                "--dump-dom",
+                probe.as_uri(),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
     finally:
         probe.unlink()
     assert dom.returncode == 0, dom.stderr[-2000:]

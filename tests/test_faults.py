@@ -20,11 +20,27 @@ from bayesrc.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 HERE = Path(__file__).resolve().parent
-ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}  # one thread: the harness forks
+ENV = {
+    **os.environ,
+    "PYTHONPATH": str(ROOT),
+    "OPENBLAS_NUM_THREADS": "1",
+    "OMP_NUM_THREADS": "1",
+}  # one thread: the harness forks
 
 
 def _crash_points(tmp_path: Path, mode: str, points: int, timed: int) -> dict:
-    cmd = [sys.executable, str(HERE / "crashpoints.py"), "--root", str(tmp_path / "w"), "--mode", mode, "--points", str(points), "--timed", str(timed)]
+    cmd = [
+        sys.executable,
+        str(HERE / "crashpoints.py"),
+        "--root",
+        str(tmp_path / "w"),
+        "--mode",
+        mode,
+        "--points",
+        str(points),
+        "--timed",
+        str(timed),
+    ]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=ENV)
     assert res.returncode == 0, res.stderr[-3000:]
     return json.loads(res.stdout)
@@ -37,9 +53,13 @@ def test_killed_writer_leaves_the_old_folder_or_the_new_one(tmp_path, mode, poin
     next write succeeds past the dead writer's lock file."""
     summary = _crash_points(tmp_path, mode, points, timed=4)
     assert summary["killed"] >= 24
-    assert summary["mixed"] == summary["lost"] == summary["duplicated"] == summary["next_failed"] == 0, summary["outcomes"]
+    assert summary["mixed"] == summary["lost"] == summary["duplicated"] == summary["next_failed"] == 0, summary[
+        "outcomes"
+    ]
     assert summary["states"].get("old", 0) > 0 and summary["states"].get("new", 0) > 0  # the kills spanned the swap
-    if mode == "rename":  # the kill between the two renames (a timed kill may land there too): the old folder set aside, put back by recovery
+    if (
+        mode == "rename"
+    ):  # the kill between the two renames (a timed kill may land there too): the old folder set aside, put back by recovery
         assert summary["states"].get("set aside", 0) >= 1 and summary["tried"] >= summary["events"]
 
 
@@ -60,7 +80,12 @@ def test_new_folder_keeps_the_old_files_it_does_not_replace_and_its_mode(tmp_pat
     out.chmod(0o750)
     with io.staged_output(out) as stage:
         io.atomic_write_text(stage / "report.html", "<html>")
-    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*")) == ["fit", "fit/fit.json", "rci.json", "report.html"]
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*")) == [
+        "fit",
+        "fit/fit.json",
+        "rci.json",
+        "report.html",
+    ]
     assert out.stat().st_mode & 0o777 == 0o750
 
 
@@ -85,7 +110,9 @@ with io.staged_output(sys.argv[1]) as stage:
 
 
 def _holder(out: Path, seconds: float) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(out), str(seconds)], stdout=subprocess.PIPE, text=True, env=ENV)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(out), str(seconds)], stdout=subprocess.PIPE, text=True, env=ENV
+    )
     assert proc.stdout.readline().strip() == "holding"
     return proc
 
@@ -95,7 +122,22 @@ def test_second_writer_is_refused_with_one_line_then_serialised(tmp_path, small_
     and exit 2 and writes nothing; once the first is done, the same command succeeds."""
     a, b = small_pair_files
     out = tmp_path / "out"
-    argv = [sys.executable, "-m", "bayesrc", "rci", "--pair", "A", str(a), str(b), "--splits", "50", "--permutations", "50", "--out", str(out)]
+    argv = [
+        sys.executable,
+        "-m",
+        "bayesrc",
+        "rci",
+        "--pair",
+        "A",
+        str(a),
+        str(b),
+        "--splits",
+        "50",
+        "--permutations",
+        "50",
+        "--out",
+        str(out),
+    ]
     first = _holder(out, 60)
     try:
         second = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=ENV)
@@ -104,7 +146,9 @@ def test_second_writer_is_refused_with_one_line_then_serialised(tmp_path, small_
         first.wait()
     assert second.returncode == 2, second.stderr
     lines = second.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"bayesrc: error: {out.resolve()}: another bayesrc process (pid {first.pid}) is writing this output")
+    assert len(lines) == 1 and lines[0].startswith(
+        f"bayesrc: error: {out.resolve()}: another bayesrc process (pid {first.pid}) is writing this output"
+    )
     assert not out.exists()  # the first was killed before its swap; the second wrote nothing
     assert subprocess.run(argv, capture_output=True, text=True, timeout=120, env=ENV).returncode == 0
     assert json.loads((out / "rci.json").read_text())["pairs"]["A"]
@@ -136,14 +180,33 @@ def test_outputs_get_the_umasks_mode_like_any_new_file(tmp_path, small_pair_file
     a, b = small_pair_files
     old = os.umask(0o022)
     try:
-        assert main(["rci", "--pair", "A", str(a), str(b), "--splits", "50", "--permutations", "50", "--out", str(tmp_path / "out")]) == 0
+        assert (
+            main(
+                [
+                    "rci",
+                    "--pair",
+                    "A",
+                    str(a),
+                    str(b),
+                    "--splits",
+                    "50",
+                    "--permutations",
+                    "50",
+                    "--out",
+                    str(tmp_path / "out"),
+                ]
+            )
+            == 0
+        )
         pair = simulate_pair(5, 3, seed=1)
         save_counts(item_counts(pair.trials_v1, pair.trials_v2), tmp_path / "out" / "counts.nc")
         io.atomic_write_text(tmp_path / "plain.txt", "x")
     finally:
         os.umask(old)
     files = [p for p in (tmp_path / "out").rglob("*") if p.is_file()] + [tmp_path / "plain.txt"]
-    assert len(files) >= 4 and {p.relative_to(tmp_path).as_posix(): oct(p.stat().st_mode & 0o777) for p in files} == {p.relative_to(tmp_path).as_posix(): "0o644" for p in files}
+    assert len(files) >= 4 and {p.relative_to(tmp_path).as_posix(): oct(p.stat().st_mode & 0o777) for p in files} == {
+        p.relative_to(tmp_path).as_posix(): "0o644" for p in files
+    }
 
 
 @pytest.fixture
@@ -162,7 +225,10 @@ def test_mount_point_output_is_written_in_place(tmp_path):
     are replaced one by one, the lock file inside it."""
     mnt = tmp_path / "mnt"
     mnt.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True).returncode != 0:
+    if (
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True).returncode
+        != 0
+    ):
         pytest.skip("mounting a tmpfs needs root")
     try:
         io.atomic_write_text(mnt / "a.txt", "old")

@@ -43,16 +43,40 @@ def test_collection_killed_at_seeded_crash_points_resumes_to_the_uninterrupted_t
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "bayesrc", *args], capture_output=True, text=True, timeout=120, env=ENV, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "bayesrc", *args], capture_output=True, text=True, timeout=120, env=ENV, cwd=ROOT
+    )
 
 
 def _collect_args(bank: Path, out: Path, *extra: str) -> list[str]:
-    return ["collect", "--model", str(CARD), "--items", str(bank), "--out", str(out), "--k", "3", "--threads", "1", "--seed-rule", "shared", "--no-progress", *extra]
+    return [
+        "collect",
+        "--model",
+        str(CARD),
+        "--items",
+        str(bank),
+        "--out",
+        str(out),
+        "--k",
+        "3",
+        "--threads",
+        "1",
+        "--seed-rule",
+        "shared",
+        "--no-progress",
+        *extra,
+    ]
 
 
 def _stopped_collector(bank: Path, out: Path, *, when) -> subprocess.Popen:
     """A real collector (CLI process) frozen with SIGSTOP as soon as ``when(out)`` holds (it keeps its lock)."""
-    proc = subprocess.Popen([sys.executable, "-m", "bayesrc", *_collect_args(bank, out)], env=ENV, cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bayesrc", *_collect_args(bank, out)],
+        env=ENV,
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 60
     while not when(out) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.002)
@@ -94,8 +118,15 @@ def test_second_collector_and_merge_on_a_running_run_are_refused_then_it_complet
         before = sorted(p.name for p in (out / "parts").iterdir())
         _one_line(_cli(*_collect_args(gemma_bank4.path, out, "--resume")), f"another collector (pid {first.pid})")
         _one_line(_cli("merge", str(out), "--out", str(tmp_path / "merged")), f"another collector (pid {first.pid})")
-        _one_line(_cli("merge", str(reference4), "--out", str(out)), "already holds a run", f"another collector (pid {first.pid})")
-        assert sorted(p.name for p in (out / "parts").iterdir()) == before and not (tmp_path / "merged" / "run.json").exists()
+        _one_line(
+            _cli("merge", str(reference4), "--out", str(out)),
+            "already holds a run",
+            f"another collector (pid {first.pid})",
+        )
+        assert (
+            sorted(p.name for p in (out / "parts").iterdir()) == before
+            and not (tmp_path / "merged" / "run.json").exists()
+        )
     finally:
         first.send_signal(signal.SIGCONT)
     assert first.wait(timeout=120) == 0, first.stderr.read()

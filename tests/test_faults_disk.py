@@ -97,5 +97,7 @@ def test_a_first_demo_on_a_disk_without_room_for_its_weights_is_one_line_naming_
     with disk_faults.tmpfs(tmp_path / "mnt", 8 << 20) as mnt:
         res = disk_faults.cli("demo", "--items", "8", "--k", "3", "--out", str(mnt / "out"))
         assert disk_faults.clean_failure(res), res.stderr
-        assert res.stderr.strip().endswith("/out/collect/models/gemma-3-270m-q3_k_m.gguf: No space left on device for the re-quantised weights (up to 253 MB)"), res.stderr
+        assert res.stderr.strip().endswith(
+            "/out/collect/models/gemma-3-270m-q3_k_m.gguf: No space left on device for the re-quantised weights (up to 253 MB)"
+        ), res.stderr
         assert disk_faults.leftovers(mnt) == [] and not list(mnt.rglob("*.gguf"))

@@ -101,7 +101,9 @@ def test_the_undamaged_shards_merge(shard_pair, tmp_path, capsys):
 
 @pytest.mark.parametrize("which", [0, 1])
 @pytest.mark.parametrize(("case", "damage", "field"), DAMAGES, ids=[d[0] for d in DAMAGES])
-def test_damaged_shard_record_is_one_line_naming_file_and_field(shard_pair, tmp_path, capsys, which, case, damage, field):
+def test_damaged_shard_record_is_one_line_naming_file_and_field(
+    shard_pair, tmp_path, capsys, which, case, damage, field
+):
     record, s0, s1 = _damaged_pair(shard_pair, tmp_path, which, damage)
     out = tmp_path / "out"
     out.mkdir()
@@ -124,7 +126,9 @@ def test_damaged_record_json_is_one_line_and_no_output(shard_pair, tmp_path, cap
         assert not (tmp_path / "merged").exists()
 
 
-@pytest.mark.parametrize(("case", "damage", "field"), [d for d in DAMAGES if d[2] == "pins"], ids=[d[0] for d in DAMAGES if d[2] == "pins"])
+@pytest.mark.parametrize(
+    ("case", "damage", "field"), [d for d in DAMAGES if d[2] == "pins"], ids=[d[0] for d in DAMAGES if d[2] == "pins"]
+)
 def test_pins_refuses_a_record_without_pins(shard_pair, tmp_path, capsys, case, damage, field):
     """``bayesrc pins`` used to compare a record without pins as an empty one (every pin "blocking")."""
     record, s0, s1 = _damaged_pair(shard_pair, tmp_path, 1, damage)
@@ -132,7 +136,9 @@ def test_pins_refuses_a_record_without_pins(shard_pair, tmp_path, capsys, case, 
     assert code == 2 and len(err) == 1 and f"field {field!r}" in err[0] and str(s1) in err[0], (case, err)
 
 
-@pytest.mark.parametrize(("case", "damage", "field"), [d for d in DAMAGES if d[2] != "pins"], ids=[d[0] for d in DAMAGES if d[2] != "pins"])
+@pytest.mark.parametrize(
+    ("case", "damage", "field"), [d for d in DAMAGES if d[2] != "pins"], ids=[d[0] for d in DAMAGES if d[2] != "pins"]
+)
 def test_pins_compares_any_other_damaged_record_without_a_traceback(shard_pair, tmp_path, capsys, case, damage, field):
     """``bayesrc pins`` only compares values: a mistyped pin is a difference, never a crash."""
     _, s0, s1 = _damaged_pair(shard_pair, tmp_path, 1, damage)

@@ -32,7 +32,12 @@ SEED = 33
 def server(tmp_path_factory):
     """One llama-cpp-python server for the module (one thread: on a shared machine more only spin)."""
     pytest.importorskip("llama_cpp")
-    with llama_server(resolve_model(load_card(sf.CARD)), tmp_path_factory.mktemp("server") / "server.log", n_threads=1, chat_format="gemma") as url:
+    with llama_server(
+        resolve_model(load_card(sf.CARD)),
+        tmp_path_factory.mktemp("server") / "server.log",
+        n_threads=1,
+        chat_format="gemma",
+    ) as url:
         yield url
 
 
@@ -67,7 +72,12 @@ def test_every_transient_fault_once_then_the_clean_trials(server, bank, referenc
     assert retries["connection refused"] >= 1  # the restart: nothing listened for a while
     # reported: run.json info.retries (asserted above) and one line on stderr with the same counts
     total = sum(retries.values())
-    assert s["stderr"].strip() == f"bayesrc: retried {total} requests: " + ", ".join(f"{k} {n}" for k, n in sorted(retries.items())) + " (run.json info.retries)"
+    assert (
+        s["stderr"].strip()
+        == f"bayesrc: retried {total} requests: "
+        + ", ".join(f"{k} {n}" for k, n in sorted(retries.items()))
+        + " (run.json info.retries)"
+    )
     assert total <= s["requests"]  # bounded: no request retried past --retries, or the run would have stopped
 
 
@@ -78,7 +88,9 @@ def test_chat_endpoint_rides_through_the_same_faults(server, bank, tmp_path):
     res = sf.run(sf.collect_command(bank, clean, server, k=K, timeout=120, api="chat"))
     assert res.returncode == 0 and res.stderr == "", res.stderr
     reference = sf.sorted_trials(clean)
-    s = sf.transient_faults(server, bank, tmp_path / "run", reference, k=K, counts=dict.fromkeys(FAULTS, 1), seed=SEED, api="chat")
+    s = sf.transient_faults(
+        server, bank, tmp_path / "run", reference, k=K, counts=dict.fromkeys(FAULTS, 1), seed=SEED, api="chat"
+    )
     assert s["exit"] == 0, s["stderr"]
     assert s["injected"] == dict.fromkeys(FAULTS, 1) and (s["lost"], s["duplicated"], s["tracebacks"]) == (0, 0, 0)
     exact = ("HTTP 500", "HTTP 503", "HTTP 429", "invalid JSON", "body without an answer")

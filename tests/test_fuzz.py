@@ -23,7 +23,14 @@ def test_seed_inputs_are_valid(workspace):
     assert try_input(workspace, workspace.seed_bytes) == ("ok", "")
 
 
-@settings(max_examples=EXAMPLES, derandomize=True, database=None, deadline=None, phases=[Phase.generate, Phase.shrink], suppress_health_check=list(HealthCheck))
+@settings(
+    max_examples=EXAMPLES,
+    derandomize=True,
+    database=None,
+    deadline=None,
+    phases=[Phase.generate, Phase.shrink],
+    suppress_health_check=list(HealthCheck),
+)
 @given(data=st.data())
 def test_malformed_input_is_one_named_input_error(workspace, data):
     mutated = data.draw(workspace.reader.mutate(workspace.seed_bytes), label="input")

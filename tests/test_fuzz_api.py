@@ -18,7 +18,14 @@ FRAMES = 600
 PER_READER = 120  # options x inputs per reader (5 readers)
 
 
-@settings(max_examples=FRAMES, derandomize=True, database=None, deadline=None, phases=[Phase.generate, Phase.shrink], suppress_health_check=list(HealthCheck))
+@settings(
+    max_examples=FRAMES,
+    derandomize=True,
+    database=None,
+    deadline=None,
+    phases=[Phase.generate, Phase.shrink],
+    suppress_health_check=list(HealthCheck),
+)
 @given(trial_frames())
 def test_any_frame_is_trials_or_one_named_input_error(case):
     frame, options = case
@@ -31,7 +38,14 @@ def workspace(request, tmp_path_factory):
     return Workspace.make(READERS[request.param], tmp_path_factory.mktemp("options"))
 
 
-@settings(max_examples=PER_READER, derandomize=True, database=None, deadline=None, phases=[Phase.generate, Phase.shrink], suppress_health_check=list(HealthCheck))
+@settings(
+    max_examples=PER_READER,
+    derandomize=True,
+    database=None,
+    deadline=None,
+    phases=[Phase.generate, Phase.shrink],
+    suppress_health_check=list(HealthCheck),
+)
 @given(data=st.data())
 def test_any_options_on_any_input_are_one_named_input_error(workspace, data):
     name = workspace.reader.name

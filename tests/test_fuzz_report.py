@@ -11,7 +11,15 @@ import pytest
 from fuzzing import REPORT_KINDS, Workspace, fuzz_report, report_retyped, report_without_each_column, try_report
 
 #: seeded inputs per kind: an RCI pair's HTML report draws four figures (about 1 s here), the others are cheaper
-EXAMPLES = {"rci.json": 10, "items_A.parquet": 6, "run.json": 4, "switch.json": 10, "truth.json": 10, "truth_replicates.parquet": 6, "family_truth.json": 10}
+EXAMPLES = {
+    "rci.json": 10,
+    "items_A.parquet": 6,
+    "run.json": 4,
+    "switch.json": 10,
+    "truth.json": 10,
+    "truth_replicates.parquet": 6,
+    "family_truth.json": 10,
+}
 
 
 @pytest.mark.parametrize("name", [n for n, kind in REPORT_KINDS.items() if not kind.slow_seed])
@@ -19,7 +27,9 @@ def test_any_value_of_a_fields_type_is_a_report_or_one_named_line(name, tmp_path
     ws = Workspace.make(REPORT_KINDS[name], tmp_path / "seed")
     assert try_report(ws, ws.seed_bytes) == ("ok", "")  # the seed gives a report: a refusal is the mutation's doing
     outcomes, faults = fuzz_report(REPORT_KINDS[name], EXAMPLES.get(name, 40), tmp_path / "fuzz")
-    assert not faults, f"{name}: {len(faults)} faults of {sum(outcomes.values())}; the first: {faults[0][0]}: {faults[0][1]}"
+    assert not faults, (
+        f"{name}: {len(faults)} faults of {sum(outcomes.values())}; the first: {faults[0][0]}: {faults[0][1]}"
+    )
     assert outcomes["ok"] > 0  # the mutations leave reports to draw, not only refusals
 
 
@@ -30,10 +40,14 @@ def test_a_field_of_another_type_is_a_report_or_one_named_line(name, tmp_path):
     the report (a text where a number is formatted, a list where a table is built, a null block).
     A seeded sample here; benchmarks/faults.py tries every field with every value."""
     outcomes, faults = report_retyped(REPORT_KINDS[name], tmp_path, sample=25)
-    assert not faults, f"{name}: {len(faults)} faults of {sum(outcomes.values())}; the first: {faults[0][0]}: {faults[0][1]}"
+    assert not faults, (
+        f"{name}: {len(faults)} faults of {sum(outcomes.values())}; the first: {faults[0][0]}: {faults[0][1]}"
+    )
 
 
-@pytest.mark.parametrize("name", [n for n, kind in REPORT_KINDS.items() if n.endswith(".parquet") and not kind.slow_seed])
+@pytest.mark.parametrize(
+    "name", [n for n, kind in REPORT_KINDS.items() if n.endswith(".parquet") and not kind.slow_seed]
+)
 def test_a_table_without_any_one_of_its_columns_is_a_report_or_one_named_line(name, tmp_path):
     """Every column dropped in turn (the mutations above keep columns): before ``Result.required_columns``,
     a missing ``rci`` or ``class`` in a pair's item table, or ``method`` in the truth replicates, was a KeyError."""
@@ -66,10 +80,14 @@ def test_null_counts_of_an_rci_pair_read_n_a_not_none(tmp_path):
     doc = json.loads(ws.seed_bytes)
     pair = next(iter(doc["pairs"].values()))
     nulled = {
-        "params": ["k"], "exclusions": ["n_before", "n_after", "low_valid", "floor_ceiling"], "counts.analysable": ["n"],
-        "null_samples": ["replicates"], "no_change_test": ["n_permutations"], "flips": ["n", "negative_flips", "positive_flips"],
+        "params": ["k"],
+        "exclusions": ["n_before", "n_after", "low_valid", "floor_ceiling"],
+        "counts.analysable": ["n"],
+        "null_samples": ["replicates"],
+        "no_change_test": ["n_permutations"],
+        "flips": ["n", "negative_flips", "positive_flips"],
         "direction_asymmetry": ["n_permutations", "n_items", "observed_improved", "observed_deteriorated"],
-    }  # fmt: skip
+    }
     for path, fields in nulled.items():
         record = pair
         for key in path.split("."):
@@ -80,7 +98,15 @@ def test_null_counts_of_an_rci_pair_read_n_a_not_none(tmp_path):
     folder = ws.target.parent
     ws.target.write_text(json.dumps(doc))
     assert ws.reader.run(ws.target, out) == 0, folder
-    text = html.unescape(re.sub(r"<[^>]+>", " ", re.sub(r"<script.*?</script>|<style.*?</style>", "", next(out.glob("report_*.html")).read_text(), flags=re.S)))
+    text = html.unescape(
+        re.sub(
+            r"<[^>]+>",
+            " ",
+            re.sub(
+                r"<script.*?</script>|<style.*?</style>", "", next(out.glob("report_*.html")).read_text(), flags=re.S
+            ),
+        )
+    )
     assert "n/a of K = n/a samples" in text or "n/a analysable" in text or "n/a items are analysable" in text
     assert not re.search(r"\bNone\b", text), re.search(r".{0,60}\bNone\b.{0,30}", text).group(0)
 

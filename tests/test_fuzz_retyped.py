@@ -40,7 +40,9 @@ def test_sensitivity_result_with_analyses_not_tables_is_one_line(tmp_path):
         folder = tmp_path / f"case{len(list(tmp_path.iterdir()))}"
         shutil.copytree(ws.folder / "res", folder)
         (folder / "sensitivity.json").write_text(json.dumps({"analyses": analyses}))
-        with pytest.raises(InputError, match=r"sensitivity\.json: field 'analyses': expected an object of lists of row objects"):
+        with pytest.raises(
+            InputError, match=r"sensitivity\.json: field 'analyses': expected an object of lists of row objects"
+        ):
             bayesrc.load(folder)
 
 
@@ -52,7 +54,9 @@ def test_damaged_posterior_is_one_line_and_nothing_on_stderr(tmp_path, capfd):
     from bayesrc.results import read_posterior
 
     good = tmp_path / "posterior.nc"
-    xr.DataTree.from_dict({"posterior": xr.Dataset({"p": ("draw", [0.1, 0.2, 0.3])})}).to_netcdf(good, engine="h5netcdf")
+    xr.DataTree.from_dict({"posterior": xr.Dataset({"p": ("draw", [0.1, 0.2, 0.3])})}).to_netcdf(
+        good, engine="h5netcdf"
+    )
     assert float(read_posterior(good)["posterior"]["p"].sum()) == pytest.approx(0.6)
     data = good.read_bytes()
     at = data.index(b"OHDR") + 8  # a byte of the first object header, whose checksum then fails (h5py: KeyError)

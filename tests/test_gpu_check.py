@@ -31,8 +31,12 @@ def parts(tmp_path_factory) -> Path:
 
 
 def run_check(parts: Path, result: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHON=sys.executable, BUILDS="cpu", CPU_WHEEL="installed", CPU_ITEMS="6", EXACT_ITEMS="3", K="2")
-    return subprocess.run(["bash", str(SCRIPT), "run", str(parts), str(result)], env=env, capture_output=True, text=True, timeout=600)
+    env = dict(
+        os.environ, PYTHON=sys.executable, BUILDS="cpu", CPU_WHEEL="installed", CPU_ITEMS="6", EXACT_ITEMS="3", K="2"
+    )
+    return subprocess.run(
+        ["bash", str(SCRIPT), "run", str(parts), str(result)], env=env, capture_output=True, text=True, timeout=600
+    )
 
 
 def test_dry_run_measures_the_cpu_build_from_the_reassembled_parts(parts, tmp_path):

@@ -28,6 +28,8 @@ def test_real_greedy_matched_and_flips():
     assert sorted(map(str, flips.index)) == both
     flipped = {i for i in both if a[i] != b[i]}
     assert set(map(str, flips.index[flips["change"] != "no_change"])) == flipped
-    assert flips["g_v1"].mean() == sum(a[i] for i in both) / len(both) and flips["g_v2"].mean() == sum(b[i] for i in both) / len(both)
+    assert flips["g_v1"].mean() == sum(a[i] for i in both) / len(both) and flips["g_v2"].mean() == sum(
+        b[i] for i in both
+    ) / len(both)
     # The reference figures SPEC section 2.1 states for these files: 1,997 matched items, 329 flips.
     assert (len(both), len(flipped)) == (1997, 329)

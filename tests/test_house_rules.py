@@ -28,7 +28,9 @@ def _run(code: str) -> str:
 def _all_modules() -> list[str]:
     import bayesrc
 
-    return ["bayesrc"] + sorted(m.name for m in pkgutil.walk_packages(bayesrc.__path__, "bayesrc.") if not m.name.endswith("__main__"))
+    return ["bayesrc"] + sorted(
+        m.name for m in pkgutil.walk_packages(bayesrc.__path__, "bayesrc.") if not m.name.endswith("__main__")
+    )
 
 
 def test_importing_every_bayesrc_module_leaves_matplotlib_and_jax_alone():
@@ -54,7 +56,16 @@ print(json.dumps(state))
     assert state == {"backend": "svg", "xla": True, "jax_imported": False, "pyplot": False, "x64": False, "cache": None}
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["rci", "--help"], ["rci", "--z", "not-a-number"], ["fit", "--model", "nope", "a", "b", "--out", "o"], ["bogus"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--help"],
+        ["rci", "--help"],
+        ["rci", "--z", "not-a-number"],
+        ["fit", "--model", "nope", "a", "b", "--out", "o"],
+        ["bogus"],
+    ],
+)
 def test_cli_help_and_argument_errors_import_no_heavy_modules(argv):
     code = f"""
 import json, sys
@@ -82,14 +93,27 @@ def test_import_layers():
     """`lint-imports`: no module imports a layer above its own ([tool.importlinter] in pyproject.toml),
     inside functions included."""
     lint = shutil.which("lint-imports") or str(Path(sys.executable).with_name("lint-imports"))
-    res = subprocess.run([lint], cwd=ROOT, capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    res = subprocess.run(
+        [lint], cwd=ROOT, capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)}
+    )
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
 
 
 # public objects whose modules other work streams own right now (the change model, truth scoring,
 # the collection engines): their Examples sections are still to write. Nothing may join this list.
 EXAMPLES_PENDING = {
-    "bayesrc.collect": {"ExactEngine", "FastEngine", "ItemDistribution", "Model", "NaiveEngine", "Prompt", "Sample", "Sampling", "make_engine", "physical_cores"},
+    "bayesrc.collect": {
+        "ExactEngine",
+        "FastEngine",
+        "ItemDistribution",
+        "Model",
+        "NaiveEngine",
+        "Prompt",
+        "Sample",
+        "Sampling",
+        "make_engine",
+        "physical_cores",
+    },
 }
 
 
@@ -105,9 +129,13 @@ def test_public_api_has_numpydoc_examples():
         mod = importlib.import_module(name)
         for attr in getattr(mod, "__all__", []):
             obj = getattr(mod, attr)
-            if (inspect.isfunction(obj) or inspect.isclass(obj)) and "\nExamples\n--------\n" not in (inspect.getdoc(obj) or ""):
+            if (inspect.isfunction(obj) or inspect.isclass(obj)) and "\nExamples\n--------\n" not in (
+                inspect.getdoc(obj) or ""
+            ):
                 missing.setdefault(name, set()).add(attr)
-    extra = {m: sorted(v - EXAMPLES_PENDING.get(m, set())) for m, v in missing.items() if v - EXAMPLES_PENDING.get(m, set())}
+    extra = {
+        m: sorted(v - EXAMPLES_PENDING.get(m, set())) for m, v in missing.items() if v - EXAMPLES_PENDING.get(m, set())
+    }
     assert not extra, f"public objects without a numpydoc Examples section: {extra}"
 
 
@@ -141,7 +169,10 @@ DEFERRED_IMPORTS = {
 # `import bayesrc` and `bayesrc --help`, which must not wait for numpy (~0.2 s)
 STARTUP_DEFERRED = {
     ("bayesrc/errors.py", "numpy"): "float_parameter: numpy only when a parameter is checked",
-    ("bayesrc/config.py", "ctypes"): "release_memory's malloc_trim, after a fit: ctypes.util loads subprocess and tempfile (~30 ms)",
+    (
+        "bayesrc/config.py",
+        "ctypes",
+    ): "release_memory's malloc_trim, after a fit: ctypes.util loads subprocess and tempfile (~30 ms)",
 }
 
 _PRAGMAS = ("noqa", "fmt:", "type:", "pragma")
@@ -156,7 +187,11 @@ def _function_level_imports(path: Path) -> list[tuple[int, str]]:
     def walk(node, in_function):
         for child in ast.iter_child_nodes(node):
             if isinstance(child, (ast.Import, ast.ImportFrom)) and in_function:
-                names = [a.name for a in child.names] if isinstance(child, ast.Import) else ["." * child.level + (child.module or "")]
+                names = (
+                    [a.name for a in child.names]
+                    if isinstance(child, ast.Import)
+                    else ["." * child.level + (child.module or "")]
+                )
                 found.extend((child.lineno, name.split(".")[0] or name) for name in names)
             walk(child, in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
 
@@ -196,7 +231,10 @@ def test_function_level_imports_are_heavy_optional_dependencies_and_say_so():
                 last += 1
             if not comments & set(range(first - 1, last + 1)):
                 silent.append(f"{rel}:{line}: {name}")
-    assert not bad, "imports inside functions (move them to the top of the module, or add a heavy optional dependency to DEFERRED_IMPORTS):\n" + "\n".join(bad)
+    assert not bad, (
+        "imports inside functions (move them to the top of the module, or add a heavy optional dependency to DEFERRED_IMPORTS):\n"
+        + "\n".join(bad)
+    )
     assert not silent, "deferred imports without a comment saying why:\n" + "\n".join(silent)
 
 

@@ -12,7 +12,14 @@ import pytest
 from bayesrc.cli import main
 from bayesrc.data import item_counts, load_trials, simulate_pair
 from bayesrc.errors import InputError
-from bayesrc.importers import read_inspect, read_lm_eval, score_correct, task_from_filename, write_inspect_example, write_lm_eval_example
+from bayesrc.importers import (
+    read_inspect,
+    read_lm_eval,
+    score_correct,
+    task_from_filename,
+    write_inspect_example,
+    write_lm_eval_example,
+)
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +29,12 @@ def pair():
 
 def _key(t: pd.DataFrame) -> pd.DataFrame:
     cols = ["item_id", "domain", "k", "extracted", "correct_answer", "is_correct", "is_missing"]
-    return t[cols].sort_values(["item_id", "k"]).reset_index(drop=True).astype({"extracted": "string", "correct_answer": "string", "is_correct": "boolean"})
+    return (
+        t[cols]
+        .sort_values(["item_id", "k"])
+        .reset_index(drop=True)
+        .astype({"extracted": "string", "correct_answer": "string", "is_correct": "boolean"})
+    )
 
 
 def test_lm_eval_round_trip_repeats(pair, tmp_path):
@@ -35,7 +47,9 @@ def test_lm_eval_round_trip_repeats(pair, tmp_path):
     # counts computed from the imported file equal those of the original trials
     a = item_counts(src, pair.trials_v2).sortby("item")
     b = item_counts(back, pair.trials_v2.assign(model="other")).sortby("item")
-    np.testing.assert_array_equal(a["n_correct"].sel(version="imp-v1").values, b["n_correct"].sel(version="imp-v1").values)
+    np.testing.assert_array_equal(
+        a["n_correct"].sel(version="imp-v1").values, b["n_correct"].sel(version="imp-v1").values
+    )
     np.testing.assert_array_equal(a["n_valid"].sel(version="imp-v1").values, b["n_valid"].sel(version="imp-v1").values)
 
 
@@ -144,7 +158,24 @@ def test_cli_import_writes_loadable_trials_and_refuses_bad_input(pair, tmp_path,
     write_lm_eval_example(pair.trials_v1, tmp_path / "lm")
     write_inspect_example(pair.trials_v2, tmp_path / "ins.json")
     out1, out2 = tmp_path / "v1.parquet", tmp_path / "v2.parquet"
-    assert main(["import", "lm-eval", str(tmp_path / "lm"), "--model", "v1", "--item-id-field", "doc.question_id", "--domain-field", "doc.category", "--out", str(out1)]) == 0
+    assert (
+        main(
+            [
+                "import",
+                "lm-eval",
+                str(tmp_path / "lm"),
+                "--model",
+                "v1",
+                "--item-id-field",
+                "doc.question_id",
+                "--domain-field",
+                "doc.category",
+                "--out",
+                str(out1),
+            ]
+        )
+        == 0
+    )
     assert main(["import", "inspect", str(tmp_path / "ins.json"), "--model", "v2", "--out", str(out2)]) == 0
     t1, t2 = load_trials(out1), load_trials(out2)
     ds = item_counts(t1, t2)
@@ -155,7 +186,12 @@ def test_cli_import_writes_loadable_trials_and_refuses_bad_input(pair, tmp_path,
     capsys.readouterr()
     assert main(["import", "inspect", str(tmp_path / "bad.json"), "--out", str(out3)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("bayesrc: error:") and "bad.json" in err and "'epoch'" in err and len(err.strip().splitlines()) == 1
+    assert (
+        err.startswith("bayesrc: error:")
+        and "bad.json" in err
+        and "'epoch'" in err
+        and len(err.strip().splitlines()) == 1
+    )
     assert not out3.exists()
 
 
@@ -163,7 +199,9 @@ def test_lm_eval_multiple_choice_and_several_filters(tmp_path):
     """Loglikelihood (multiple-choice) records scored by `acc`; a file with two filters uses the one chosen."""
     path = tmp_path / "samples_arc_easy_2025-06-01T12-00-00.000000.jsonl"
     recs = []
-    for doc_id, (lls, gold) in enumerate([([-3.1, -0.4, -5.0, -2.2], 1), ([-1.0, -2.5, -0.7, -4.0], 0), ([-2.0, -2.1, -3.3, -0.9], 3)]):
+    for doc_id, (lls, gold) in enumerate(
+        [([-3.1, -0.4, -5.0, -2.2], 1), ([-1.0, -2.5, -0.7, -4.0], 0), ([-2.0, -2.1, -3.3, -0.9], 3)]
+    ):
         for filt in ("none", "other"):
             acc = float(int(np.argmax(lls)) == gold) if filt == "none" else 1.0
             recs.append(
@@ -229,7 +267,18 @@ def _mc_file(tmp_path, **change):
     """A multiple-choice lm-eval samples file: two records, the second with ``change`` applied."""
     path = tmp_path / "samples_arc_easy_2025-06-01T12-00-00.000000.jsonl"
     lls = [-3.1, -0.4, -5.0]
-    recs = [{"doc_id": i, "target": 1, "filter": "other", "metrics": ["acc"], "resps": [[[ll, False]] for ll in lls], "filtered_resps": [[ll, False] for ll in lls], "acc": 1.0} for i in range(2)]
+    recs = [
+        {
+            "doc_id": i,
+            "target": 1,
+            "filter": "other",
+            "metrics": ["acc"],
+            "resps": [[[ll, False]] for ll in lls],
+            "filtered_resps": [[ll, False] for ll in lls],
+            "acc": 1.0,
+        }
+        for i in range(2)
+    ]
     recs[1].update(change)
     path.write_text("".join(json.dumps(r) + "\n" for r in recs))
     return path
@@ -255,5 +304,11 @@ def test_cli_import_non_object_scores_is_one_error_line(pair, tmp_path, capsys):
     capsys.readouterr()
     assert main(["import", "inspect", str(path), "--out", str(out)]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("bayesrc: error:") and "log.json" in lines[0] and "sample 2" in lines[0] and "'scores'" in lines[0]
+    assert (
+        len(lines) == 1
+        and lines[0].startswith("bayesrc: error:")
+        and "log.json" in lines[0]
+        and "sample 2" in lines[0]
+        and "'scores'" in lines[0]
+    )
     assert not out.exists()

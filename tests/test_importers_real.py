@@ -116,7 +116,9 @@ def test_unreadable_logs_are_one_line_exit_2(tmp_path, capsys):
         capsys.readouterr()
         assert main(["import", "inspect", str(path), "--out", str(out)]) == 2
         err = capsys.readouterr().err.strip()
-        assert len(err.splitlines()) == 1 and err.startswith("bayesrc: error:") and path.name in err and reason in err, err
+        assert (
+            len(err.splitlines()) == 1 and err.startswith("bayesrc: error:") and path.name in err and reason in err
+        ), err
         assert not out.exists()
 
 
@@ -125,7 +127,22 @@ def test_cli_imports_both_real_tools(tmp_path):
     src = tmp_path / "lm"
     src.mkdir()
     shutil.copy(LM_EVAL / exp["samples_file"], src)
-    assert main(["import", "lm-eval", str(src), "--model", "gemma", "--domain-field", "doc.category", "--out", str(tmp_path / "a.parquet")]) == 0
+    assert (
+        main(
+            [
+                "import",
+                "lm-eval",
+                str(src),
+                "--model",
+                "gemma",
+                "--domain-field",
+                "doc.category",
+                "--out",
+                str(tmp_path / "a.parquet"),
+            ]
+        )
+        == 0
+    )
     assert main(["import", "inspect", str(INSPECT / "v2.eval"), "--out", str(tmp_path / "b.parquet")]) == 0
     with pytest.raises(InputError, match="file not found"):
         read_inspect(tmp_path / "missing.eval")
@@ -134,7 +151,9 @@ def test_cli_imports_both_real_tools(tmp_path):
 def promptfoo_table_passes(label: str) -> dict[str, int]:
     """promptfoo's own table export: per test case (Description), the rows whose status under ``label``'s column is PASS."""
     rows = list(csv.reader((PROMPTFOO / "table.csv").open(encoding="utf-8")))
-    col = next(i for i, h in enumerate(rows[0]) if h.endswith(f"] {label}")) + 1  # the prompt's output column, then its Status
+    col = (
+        next(i for i, h in enumerate(rows[0]) if h.endswith(f"] {label}")) + 1
+    )  # the prompt's output column, then its Status
     assert rows[0][col] == "Status"
     out: dict[str, int] = {}
     for r in rows[1:]:
@@ -147,7 +166,10 @@ def test_promptfoo_counts_equal_promptfoos_own(label):
     exp = _expected(PROMPTFOO)
     t = read_promptfoo(PROMPTFOO / "results.json", prompt=label)
     assert t["model"].iloc[0] == label and (t.groupby("item_id")["k"].nunique() == exp["repeats"]).all()
-    assert int(t["is_correct"].sum()) == exp["prompts"][label]["pass"] and int((t["is_correct"] == False).sum()) == exp["prompts"][label]["fail"]  # noqa: E712
+    assert (
+        int(t["is_correct"].sum()) == exp["prompts"][label]["pass"]
+        and int((t["is_correct"] == False).sum()) == exp["prompts"][label]["fail"]  # noqa: E712
+    )
     assert t.groupby("item_id")["is_correct"].sum().astype(int).to_dict() == promptfoo_table_passes(label)
     assert set(t["domain"]) == {"physics", "law", "psychology"} and not t["is_missing"].any()
     assert (t["correct_answer"].str.len() == 1).all()
@@ -182,11 +204,16 @@ def test_promptfoo_bad_files_are_one_line_exit_2(tmp_path, capsys):
     doc["results"]["results"][few_shot[2]]["success"] = "yes"  # a result of the prompt imported by default
     bad.write_text(json.dumps(doc))
     cases[bad] = ([], "'success' is 'yes'")
-    cases[PROMPTFOO / "results.json"] = (["--prompt", "zero-shot"], "field '--prompt': no prompt 'zero-shot'; the file has 'few-shot', 'bare'")
+    cases[PROMPTFOO / "results.json"] = (
+        ["--prompt", "zero-shot"],
+        "field '--prompt': no prompt 'zero-shot'; the file has 'few-shot', 'bare'",
+    )
     for path, (extra, reason) in cases.items():
         out = tmp_path / f"{path.stem}.parquet"
         capsys.readouterr()
         assert main(["import", "promptfoo", str(path), *extra, "--out", str(out)]) == 2
         err = capsys.readouterr().err.strip()
-        assert len(err.splitlines()) == 1 and err.startswith("bayesrc: error:") and path.name in err and reason in err, err
+        assert (
+            len(err.splitlines()) == 1 and err.startswith("bayesrc: error:") and path.name in err and reason in err
+        ), err
         assert not out.exists()

@@ -31,7 +31,14 @@ def _mappings_added_by_a_fit(backend: str = "numpyro") -> int:
     """Memory mappings one small change-model fit leaves behind in this process."""
     sim = simulate_pair(30, 10, seed=0)
     before = _n_mappings()
-    fit(item_counts(sim.trials_v1, sim.trials_v2), model="change", backend=backend, config=SMALL, escalate=False, checks=False)
+    fit(
+        item_counts(sim.trials_v1, sim.trials_v2),
+        model="change",
+        backend=backend,
+        config=SMALL,
+        escalate=False,
+        checks=False,
+    )
     return _n_mappings() - before
 
 
@@ -101,5 +108,7 @@ print(json.dumps(per_fit))
     assert out.returncode == 0, out.stderr[-3000:]
     first, second = json.loads(out.stdout.strip().splitlines()[-1])
     assert first["cache_misses"] > 50  # an empty cache: the first fit compiles
-    assert second["cache_hits"] > 50  # the release made the second fit ask again for what the first one compiled, and the cache had it
+    assert (
+        second["cache_hits"] > 50
+    )  # the release made the second fit ask again for what the first one compiled, and the cache had it
     assert second["cache_misses"] == 0 and second["cache_hits"] == second["compile_requests_use_cache"]

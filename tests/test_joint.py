@@ -21,7 +21,15 @@ from bayesrc.data import save_trials, simulate_family
 from bayesrc.errors import InputError
 
 # The main family: a clearly better, an unchanged-on-average and a clearly worse version against the reference.
-MAIN = {"n_items": 300, "k": 10, "versions": 4, "shifts": [1.0, 0.0, -1.0], "pi_change": 0.5, "sigma_delta": 1.5, "seed": 2}
+MAIN = {
+    "n_items": 300,
+    "k": 10,
+    "versions": 4,
+    "shifts": [1.0, 0.0, -1.0],
+    "pi_change": 0.5,
+    "sigma_delta": 1.5,
+    "seed": 2,
+}
 
 
 @pytest.fixture(scope="module")
@@ -72,8 +80,19 @@ def test_joint_likelihood_of_two_versions_is_the_pair_models(n_groups):
         spread = tau * np.array([1.0, 0.5, 2.0])[:n_groups] if n_groups > 1 else np.array(tau)
         strata = strata_hyper(pair, mu, sd, shift, alpha, gamma, eta, spread)
         ll_pair = cell_loglik(_ops("numpy"), *strata, 0.0, pi, likelihood_tables(pair))[: pair.n_cells][pair.item_cell]
-        per_change = strata_hyper(cells, mu, sd, shift[None], alpha, gamma if n_groups == 1 else gamma[None], np.asarray(eta)[None], spread[None])
-        ll_joint = family_loglik(_ops("numpy"), *per_change, np.array([pi]), family_tables(cells))[: cells.n_cells][cells.item_cell]
+        per_change = strata_hyper(
+            cells,
+            mu,
+            sd,
+            shift[None],
+            alpha,
+            gamma if n_groups == 1 else gamma[None],
+            np.asarray(eta)[None],
+            spread[None],
+        )
+        ll_joint = family_loglik(_ops("numpy"), *per_change, np.array([pi]), family_tables(cells))[: cells.n_cells][
+            cells.item_cell
+        ]
         np.testing.assert_allclose(ll_joint, ll_pair, rtol=0, atol=1e-8)
 
 
@@ -95,7 +114,9 @@ def _family_reference(mu, sd, shifts, taus, pis, n, y, half=10.0):
     theta, z = np.linspace(mu - 12 * sd_g, mu + 12 * sd_g, 6001), np.linspace(-12, 12, 1601)
     integrand = norm.pdf(theta, mu, sd_g) * binom(y[0], n[0], theta)
     for v in range(len(shifts)):
-        changed = simpson(norm.pdf(z) * binom(y[v + 1], n[v + 1], (theta + shifts[v])[:, None] + tau_g[v] * z), x=z, axis=1)
+        changed = simpson(
+            norm.pdf(z) * binom(y[v + 1], n[v + 1], (theta + shifts[v])[:, None] + tau_g[v] * z), x=z, axis=1
+        )
         integrand = integrand * ((1 - pis[v]) * binom(y[v + 1], n[v + 1], theta) + pis[v] * changed)
     return simpson(integrand, x=theta)
 
@@ -108,7 +129,9 @@ def test_joint_likelihood_of_three_versions_matches_direct_integration(y):
     n = [10, 10, 8]
     mu, sd, shifts, taus, pis = 0.4, 1.3, np.array([0.8, -0.5]), np.array([0.5, 1.5]), np.array([0.7, 0.4])
     cells = family_cells(_inputs([y], [n], [0], 1))
-    ll = family_loglik(_ops("numpy"), np.array([mu]), np.array([sd]), shifts[:, None], taus[:, None], pis, family_tables(cells))[0]
+    ll = family_loglik(
+        _ops("numpy"), np.array([mu]), np.array([sd]), shifts[:, None], taus[:, None], pis, family_tables(cells)
+    )[0]
     ll += sum(np.log(comb(nn, yy)) for nn, yy in zip(n, y))  # the model leaves the constants out
     np.testing.assert_allclose(np.exp(ll), _family_reference(mu, sd, shifts, taus, pis, n, y), rtol=1e-5)
 
@@ -138,13 +161,21 @@ def test_fit_of_three_or_more_versions_is_the_joint_model_and_passes_the_default
     assert isinstance(joint, JointFit) and joint.status == "ok" and joint.diagnostics.passed
     assert joint.versions == family.versions
     post = joint.posterior["posterior"]
-    assert post["p"].dims == ("chain", "draw", "item", "version") and post["shift"].dims == ("chain", "draw", "change", "domain")
+    assert post["p"].dims == ("chain", "draw", "item", "version") and post["shift"].dims == (
+        "chain",
+        "draw",
+        "change",
+        "domain",
+    )
     assert list(post["change"].values) == family.versions[1:]
     summary = joint.summary().set_index("metric")["value"]
     assert summary["status"] == "ok" and all(f"version {v}" in summary.index for v in family.versions)
     steps = joint.version_changes()
     for a, b, up in zip(family.versions, family.versions[1:], steps["items_up"]):
-        assert summary[f"step {a} -> {b}"].startswith("accuracy change ") and f"items up {up}," in summary[f"step {a} -> {b}"]
+        assert (
+            summary[f"step {a} -> {b}"].startswith("accuracy change ")
+            and f"items up {up}," in summary[f"step {a} -> {b}"]
+        )
 
 
 def test_per_item_change_intervals_cover_the_true_change(joint, family):
@@ -152,7 +183,11 @@ def test_per_item_change_intervals_cover_the_true_change(joint, family):
     0.9 +- 0.045, 4.5 binomial SEs of a coverage over 900 independent intervals (sqrt(0.09 / 900) = 0.01;
     the items share hyperparameters, so their misses are not quite independent)."""
     items = joint.items[joint.items["version"] != family.versions[0]]
-    truth = pd.DataFrame(family.p - family.p[:, :1], columns=family.versions).assign(item_id=family.truth["item_id"]).melt("item_id", var_name="version", value_name="true_dp")
+    truth = (
+        pd.DataFrame(family.p - family.p[:, :1], columns=family.versions)
+        .assign(item_id=family.truth["item_id"])
+        .melt("item_id", var_name="version", value_name="true_dp")
+    )
     merged = items.merge(truth, on=["item_id", "version"], validate="one_to_one")
     assert len(merged) == 900
     covered = ((merged["true_dp"] >= merged["dp_lo90"]) & (merged["true_dp"] <= merged["dp_hi90"])).mean()
@@ -178,8 +213,14 @@ def test_consecutive_change_intervals_cover_the_true_change(joint, family):
     true_dacc = np.diff(family.p, axis=1).mean(0)
     sd = (acc["dacc_hi90"] - acc["dacc_lo90"]) / 3.29
     assert (np.abs(acc["dacc_mean"] - true_dacc) <= 3 * sd).all(), (acc, true_dacc)
-    ref = joint.item_changes("reference").merge(joint.items, left_on=["item_id", "to"], right_on=["item_id", "version"], validate="one_to_one")
-    assert len(ref) == 900 and (ref["dp_mean_x"] == ref["dp_mean_y"]).all() and (ref["dp_lo90_x"] == ref["dp_lo90_y"]).all()
+    ref = joint.item_changes("reference").merge(
+        joint.items, left_on=["item_id", "to"], right_on=["item_id", "version"], validate="one_to_one"
+    )
+    assert (
+        len(ref) == 900
+        and (ref["dp_mean_x"] == ref["dp_mean_y"]).all()
+        and (ref["dp_lo90_x"] == ref["dp_lo90_y"]).all()
+    )
     with pytest.raises(ValueError, match="no version nope"):
         joint.item_changes([(family.versions[0], "nope")])
 
@@ -196,7 +237,9 @@ def test_rank_bands_and_p_best_follow_the_true_order(joint, family):
                 assert true[a] > true[b], (a, b)
     best, worst = true.idxmax(), true.idxmin()
     assert table["p_best"].idxmax() == best and table.loc[best, "p_best"] > 0.9
-    assert (table["band"] == table.loc[best, "band"]).sum() == 1 and (table["band"] == table.loc[worst, "band"]).sum() == 1
+    assert (table["band"] == table.loc[best, "band"]).sum() == 1 and (
+        table["band"] == table.loc[worst, "band"]
+    ).sum() == 1
     assert np.isclose(table["p_best"].sum(), 1.0)
     per_item = joint.items.groupby("item_id")["p_best"].sum()
     np.testing.assert_allclose(per_item, 1.0, atol=1e-6)
@@ -213,7 +256,10 @@ def test_joint_fit_round_trips_through_save_and_load(joint, tmp_path):
         doc = json.loads((tmp_path / "joint" / "joint.json").read_text())
         doc["params"]["versions"] = versions
         (tmp_path / "joint" / "joint.json").write_text(json.dumps(doc))
-        with pytest.raises(InputError, match=re.escape("joint.json: field 'params.versions': expected a list of two or more version labels")):
+        with pytest.raises(
+            InputError,
+            match=re.escape("joint.json: field 'params.versions': expected a list of two or more version labels"),
+        ):
             bayesrc.load(tmp_path / "joint")
 
 
@@ -250,14 +296,19 @@ def test_a_family_with_the_item_covariate_fits_in_both_twins_alike():
         assert res.status == "ok", res.diagnostics
         assert res.payload["params"]["covariate"] == "correct_answer"
         post = res.posterior["posterior"]
-        assert post["sigma_delta"].dims[2:] == ("change", "group") and post["stratum_shift"].dims[2:] == ("change", "stratum")
+        assert post["sigma_delta"].dims[2:] == ("change", "group") and post["stratum_shift"].dims[2:] == (
+            "change",
+            "stratum",
+        )
     a, b = (res.posterior["posterior"] for res in fits)
     for name in ("mu_theta", "sigma_theta", "shift", "sigma_delta", "pi", "group_level", "group_shift"):
         xa, xb = chain_draw_last(a[name]), chain_draw_last(b[name])
         gap = np.abs(xa.mean((-2, -1)) - xb.mean((-2, -1)))
         assert np.all(gap <= 4 * np.hypot(mcse_mean(xa), mcse_mean(xb))), name
     acc_a, acc_b = (chain_draw_last(p["p"].mean("item")) for p in (a, b))
-    assert np.all(np.abs(acc_a.mean((-2, -1)) - acc_b.mean((-2, -1))) <= 4 * np.hypot(mcse_mean(acc_a), mcse_mean(acc_b)))
+    assert np.all(
+        np.abs(acc_a.mean((-2, -1)) - acc_b.mean((-2, -1))) <= 4 * np.hypot(mcse_mean(acc_a), mcse_mean(acc_b))
+    )
 
 
 @pytest.mark.parametrize("domains", [None, ["law", "physics"]], ids=["domains", "covariate"])
@@ -283,7 +334,9 @@ def test_a_family_truth_scores_the_joint_fit_by_item_and_version(joint, family):
 
     ids = family.truth["item_id"].to_numpy()
     dp = {v: family.p[:, j] - family.p[:, 0] for j, v in enumerate(family.versions) if j}
-    rows = {r["version"]: r for r in fit_scores("joint", joint, ids[::-1], {v: d[::-1] for v, d in dp.items()})}  # any item order
+    rows = {
+        r["version"]: r for r in fit_scores("joint", joint, ids[::-1], {v: d[::-1] for v, d in dp.items()})
+    }  # any item order
     assert list(rows) == family.versions[1:]
     for v in family.versions[1:]:
         it = joint.items[joint.items["version"] == v].set_index("item_id").loc[ids]
@@ -292,14 +345,19 @@ def test_a_family_truth_scores_the_joint_fit_by_item_and_version(joint, family):
         assert rows[v]["flagged"] == np.sum((lo > 0) | (hi < 0))
         assert rows[v]["false_sign"] == np.sum((lo > 0) & (dp[v] <= 0) | (hi < 0) & (dp[v] >= 0))
     # the later consecutive steps (v2 -> v3, v3 -> v4): the joint fit's contrasts against p_b - p_a
-    steps = {(a, b): family.p[:, j + 2] - family.p[:, j + 1] for j, (a, b) in enumerate(zip(family.versions[1:-1], family.versions[2:]))}
+    steps = {
+        (a, b): family.p[:, j + 2] - family.p[:, j + 1]
+        for j, (a, b) in enumerate(zip(family.versions[1:-1], family.versions[2:]))
+    }
     step_rows = {r["version"]: r for r in step_scores(joint, ids[::-1], {ab: d[::-1] for ab, d in steps.items()})}
     assert list(step_rows) == [f"{a} -> {b}" for a, b in steps]
     changes = joint.item_changes()
     for (a, b), d in steps.items():
         it = changes[(changes["from"] == a) & (changes["to"] == b)].set_index("item_id").loc[ids]
         lo, hi, row = it["dp_lo90"].to_numpy(), it["dp_hi90"].to_numpy(), step_rows[f"{a} -> {b}"]
-        assert row["coverage90"] == pytest.approx(np.mean((d >= lo) & (d <= hi))) and row["flagged"] == np.sum((lo > 0) | (hi < 0))
+        assert row["coverage90"] == pytest.approx(np.mean((d >= lo) & (d <= hi))) and row["flagged"] == np.sum(
+            (lo > 0) | (hi < 0)
+        )
     bands = band_scores(joint, family.mean_accuracy)
     table = joint.versions_table.set_index("version")
     assert bands["order_respected"] and bands["n_bands"] == table["band"].nunique() >= 2
@@ -324,10 +382,31 @@ def test_cli_fits_a_no_change_family_into_one_band_and_exits_3_on_a_failed_gate(
     assert isinstance(res, JointFit) and res.status == "ok"
     assert res.bands() == [list(res.versions_table.sort_values("mean_accuracy", ascending=False)["version"])]
     bad = tmp_path / "bad"
-    assert main(["fit", *paths, "--chains", "1", "--draws", "20", "--tune", "5", "--no-escalate", "--no-progress", "--out", str(bad)]) == 3
+    assert (
+        main(
+            [
+                "fit",
+                *paths,
+                "--chains",
+                "1",
+                "--draws",
+                "20",
+                "--tune",
+                "5",
+                "--no-escalate",
+                "--no-progress",
+                "--out",
+                str(bad),
+            ]
+        )
+        == 3
+    )
     assert json.loads((bad / "joint.json").read_text())["status"] == "failed"
     failed = bayesrc.load(bad)
-    assert failed.summary().set_index("metric").loc["status", "value"] == "failed" and failed.gate_table().iloc[-1]["value"] == "FAILED"
+    assert (
+        failed.summary().set_index("metric").loc["status", "value"] == "failed"
+        and failed.gate_table().iloc[-1]["value"] == "FAILED"
+    )
 
 
 def test_pair_only_settings_are_refused_for_a_family_before_sampling(tmp_path, capsys):

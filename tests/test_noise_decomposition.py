@@ -11,20 +11,30 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bayesrc.classical.noise import halving_factor, noise_decomposition, noise_from_counts, noise_sentence, within_item_variance
+from bayesrc.classical.noise import (
+    halving_factor,
+    noise_decomposition,
+    noise_from_counts,
+    noise_sentence,
+    within_item_variance,
+)
 from bayesrc.data import item_counts, item_truth, simulate_pair
 from bayesrc.errors import InputError
 
 N, K, REPS = 200, 10, 4000
 
 
-def population(sigma_theta: float, sigma_delta: float, pi_change: float, seed: int = 5) -> tuple[np.ndarray, np.ndarray]:
+def population(
+    sigma_theta: float, sigma_delta: float, pi_change: float, seed: int = 5
+) -> tuple[np.ndarray, np.ndarray]:
     """True per-item accuracies (v1, v2) of a large item population."""
     t = item_truth(200_000, sigma_theta=sigma_theta, sigma_delta=sigma_delta, pi_change=pi_change, seed=seed)
     return t["p_v1"].to_numpy(), t["p_v2"].to_numpy()
 
 
-def true_parts(p1: np.ndarray, p2: np.ndarray, k1: float | np.ndarray, k2: float | np.ndarray, n: int) -> tuple[float, float]:
+def true_parts(
+    p1: np.ndarray, p2: np.ndarray, k1: float | np.ndarray, k2: float | np.ndarray, n: int
+) -> tuple[float, float]:
     """(item-set, sampling) parts of Var(D) for benchmarks of n items from the population (K may vary per item)."""
     items = np.var(p2 - p1) / n
     sampling = np.mean(p1 * (1 - p1) / k1 + p2 * (1 - p2) / k2) / n
@@ -105,7 +115,9 @@ def test_varying_k_and_missing_answers_stay_unbiased(mixed):
     k1, k2 = rng.integers(3, 11, (reps, N)), rng.integers(3, 11, (reps, N))
     y1, y2 = rng.binomial(k1, p1[idx]), rng.binomial(k2, p2[idx])
     items = np.var(p2 - p1) / N
-    sampling = np.mean(p1 * (1 - p1) * np.mean(1 / np.arange(3, 11)) + p2 * (1 - p2) * np.mean(1 / np.arange(3, 11))) / N
+    sampling = (
+        np.mean(p1 * (1 - p1) * np.mean(1 / np.arange(3, 11)) + p2 * (1 - p2) * np.mean(1 / np.arange(3, 11))) / N
+    )
     est = [noise_decomposition(y1[r], k1[r], y2[r], k2[r]) for r in range(reps)]
     assert np.mean([e["var_sampling"] for e in est]) == pytest.approx(sampling, rel=0.02)
     assert np.var((y2 / k2 - y1 / k1).mean(1), ddof=1) == pytest.approx(items + sampling, rel=0.08)
@@ -148,7 +160,9 @@ def test_power_cli_reports_the_split_and_single_shot_has_none(tmp_path, capsys):
     counts = item_counts(sim.trials_v1, sim.trials_v2)
     pair = doc["pairs"][0]
     expect = noise_from_counts(counts, (pair["name_b"], pair["name_a"]))
-    assert row["var_total"] == pytest.approx(expect["var_total"]) and row["mean_diff"] == pytest.approx(expect["mean_diff"])
+    assert row["var_total"] == pytest.approx(expect["var_total"]) and row["mean_diff"] == pytest.approx(
+        expect["mean_diff"]
+    )
     # ... and near the truth of these 400 items' population (one benchmark: loose)
     items, sampling = true_parts(truth["p_v1"].to_numpy(), truth["p_v2"].to_numpy(), 10, 10, 400)
     assert row["var_sampling"] == pytest.approx(sampling, rel=0.15)
@@ -173,7 +187,11 @@ def test_report_noise_block_matches_counts():
     counts = item_counts(sim.trials_v1, sim.trials_v2)
     items = reliable_change(counts, n_splits=20, n_permutations=20).items
     nd, direct = noise_from_items(items), noise_from_counts(counts)
-    assert {k: nd[k] for k in ("n_items", "n_half", "k_half")} == {k: direct[k] for k in ("n_items", "n_half", "k_half")}
-    assert nd["var_total"] == pytest.approx(direct["var_total"]) and nd["var_sampling"] == pytest.approx(direct["var_sampling"])
+    assert {k: nd[k] for k in ("n_items", "n_half", "k_half")} == {
+        k: direct[k] for k in ("n_items", "n_half", "k_half")
+    }
+    assert nd["var_total"] == pytest.approx(direct["var_total"]) and nd["var_sampling"] == pytest.approx(
+        direct["var_sampling"]
+    )
     assert noise_block(items).text == f"**Noise.** {noise_sentence(direct)}"
     assert noise_block(items.drop(columns=["n_v1"])) is None

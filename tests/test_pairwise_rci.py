@@ -68,9 +68,16 @@ def test_family_wise_z_keeps_items_flagged_in_some_pair_at_alpha_on_a_no_change_
         m = res.multiplicity
         assert m["observed_flags"] == int(res.pairs_table["flagged"].sum())
         assert m["expected_no_change"] == pytest.approx(res.pairs_table["expected_no_change"].sum())
-        assert abs(m["observed_flags"] - m["expected_no_change"]) <= 3 * _flag_total_se(res), (m["observed_flags"], m["expected_no_change"])
-        assert res.payload["warnings"] == []  # the binomial S_diff's nulls expect about the nominal number: no miscalibration warning
-    assert per_pair.multiplicity["expected_nominal"] == pytest.approx(p * family.multiplicity["expected_nominal"], rel=1e-3)  # 5% at 1.96 vs 5% / 6
+        assert abs(m["observed_flags"] - m["expected_no_change"]) <= 3 * _flag_total_se(res), (
+            m["observed_flags"],
+            m["expected_no_change"],
+        )
+        assert (
+            res.payload["warnings"] == []
+        )  # the binomial S_diff's nulls expect about the nominal number: no miscalibration warning
+    assert per_pair.multiplicity["expected_nominal"] == pytest.approx(
+        p * family.multiplicity["expected_nominal"], rel=1e-3
+    )  # 5% at 1.96 vs 5% / 6
     ratio = per_pair.multiplicity["observed_flags"] / family.multiplicity["observed_flags"]
     assert p / 2 <= ratio <= 2 * p, ratio
     print(
@@ -84,12 +91,20 @@ def test_family_wise_z_keeps_items_flagged_in_some_pair_at_alpha_on_a_no_change_
 def test_summary_states_the_z_and_what_the_multiplicity_means(no_change):
     _, per_pair, family = no_change
     fam_rows = family.summary().query("pair == 'family'").set_index("metric")["value"]
-    assert fam_rows["z rule"] == "family-wise (Bonferroni), alpha 0.05 over 6 pairs" and fam_rows["z"] == round(family.z, 4)
+    assert fam_rows["z rule"] == "family-wise (Bonferroni), alpha 0.05 over 6 pairs" and fam_rows["z"] == round(
+        family.z, 4
+    )
     assert fam_rows["pairs"] == 6 and fam_rows["item x pair tests"] == family.n_tests
-    assert "2(1 - Phi(z)) = 0.05 / 6 = 0.83% per test" in fam_rows["multiplicity"] and "at most 5%" in fam_rows["multiplicity"]
+    assert (
+        "2(1 - Phi(z)) = 0.05 / 6 = 0.83% per test" in fam_rows["multiplicity"]
+        and "at most 5%" in fam_rows["multiplicity"]
+    )
     sentence = per_pair.multiplicity_sentence()
     assert "not adjusted for the 6 pairs" in sentence and "up to 30%" in sentence
-    assert f"{per_pair.multiplicity['expected_no_change']:.1f} flags (the sum of the pairs' sample-level no-change nulls" in sentence
+    assert (
+        f"{per_pair.multiplicity['expected_no_change']:.1f} flags (the sum of the pairs' sample-level no-change nulls"
+        in sentence
+    )
     pair_rows = per_pair.summary().query("metric == 'expected with no change'")
     assert list(pair_rows["pair"]) == per_pair.names and len(pair_rows) == 6
 
@@ -98,7 +113,16 @@ def test_the_reference_s_diff_is_warned_about_where_it_breaks_the_family_wise_bo
     """The paper's S_diff over-flags most in the tail Bonferroni's z reaches (many floor / ceiling items):
     the pairs' nulls expect over twice the nominal flags, and the result says the bound does not hold."""
     fam = simulate_family(300, 10, versions=4, pi_change=0.0, seed=2)
-    res = pairwise_rci(fam.counts, family_alpha=ALPHA, s_diff="reference", n_null=50, null_splits=20, n_splits=100, n_permutations=50, n_splits_by_k=20)
+    res = pairwise_rci(
+        fam.counts,
+        family_alpha=ALPHA,
+        s_diff="reference",
+        n_null=50,
+        null_splits=20,
+        n_splits=100,
+        n_permutations=50,
+        n_splits_by_k=20,
+    )
     m = res.multiplicity
     assert m["expected_no_change"] > 2 * m["expected_nominal"]
     assert len(res.payload["warnings"]) == 1 and "the family-wise bound does not hold" in res.payload["warnings"][0]
@@ -114,11 +138,18 @@ def test_known_changes_are_flagged_in_the_pairs_where_they_happened():
     position = {v: i for i, v in enumerate(fam.versions)}
     row = {item: i for i, item in enumerate(fam.counts["item"].values)}
     items = res.items[~res.items["excluded"]]
-    true_dp = np.array([fam.p[row[i], position[b]] - fam.p[row[i], position[a]] for i, a, b in zip(items["item_id"], items["v1"], items["v2"])])
+    true_dp = np.array(
+        [
+            fam.p[row[i], position[b]] - fam.p[row[i], position[a]]
+            for i, a, b in zip(items["item_id"], items["v1"], items["v2"])
+        ]
+    )
     flagged = items["class"].isin([IMPROVED, DETERIORATED]).to_numpy()
     rate = res.multiplicity["per_test_rate"]
     unchanged = true_dp == 0
-    assert unchanged.sum() > 300 and flagged[unchanged].mean() <= rate + 3 * np.sqrt(rate * (1 - rate) / unchanged.sum())
+    assert unchanged.sum() > 300 and flagged[unchanged].mean() <= rate + 3 * np.sqrt(
+        rate * (1 - rate) / unchanged.sum()
+    )
     large = np.abs(true_dp) >= 0.5
     assert large.sum() >= 30 and flagged[large].mean() >= 0.8
     real = flagged & ~unchanged
@@ -127,7 +158,11 @@ def test_known_changes_are_flagged_in_the_pairs_where_they_happened():
     # The pairs not involving a version's changes stay quiet on its changed items: an item changed in
     # model-v3 only is flagged in model-v1 -> model-v3 and model-v2 -> model-v3, not in model-v1 -> model-v2.
     only_v3 = fam.truth.loc[~fam.truth["changed_model-v2"] & fam.truth["changed_model-v3"], "item_id"]
-    flags = res.items.assign(flagged=res.items["class"].isin([IMPROVED, DETERIORATED])).pivot(index="item_id", columns="pair", values="flagged").loc[only_v3]
+    flags = (
+        res.items.assign(flagged=res.items["class"].isin([IMPROVED, DETERIORATED]))
+        .pivot(index="item_id", columns="pair", values="flagged")
+        .loc[only_v3]
+    )
     quiet = max(1, flags["model-v1 -> model-v2"].sum())
     assert flags["model-v1 -> model-v3"].sum() > 5 * quiet and flags["model-v2 -> model-v3"].sum() > 5 * quiet
 
@@ -137,14 +172,28 @@ def test_each_pair_equals_reliable_change_of_that_pair_alone(tmp_path):
     two trials frames alone (not the family's counts), at the family's z; the per-pair table holds its numbers."""
     fam = simulate_family(120, 10, versions=4, shifts=[0.5, 0.0, -0.5], seed=6)
     res = pairwise_rci(fam.counts, family_alpha=0.1, **QUICK)
-    assert res.names == [pair_name(a, b) for i, a in enumerate(fam.versions) for b in fam.versions[i + 1 :]] and len(res) == 6
+    assert (
+        res.names == [pair_name(a, b) for i, a in enumerate(fam.versions) for b in fam.versions[i + 1 :]]
+        and len(res) == 6
+    )
     res.save(tmp_path / "fam")
     loaded = bayesrc.load(tmp_path / "fam")
     trials = dict(zip(fam.versions, fam.trials))
     for row in res.pairs_table.itertuples(index=False):
-        alone = reliable_change(item_counts(trials[row.v1], trials[row.v2]), name=row.pair, z=family_wise_z(0.1, 6), s_diff="binomial", **QUICK)
+        alone = reliable_change(
+            item_counts(trials[row.v1], trials[row.v2]),
+            name=row.pair,
+            z=family_wise_z(0.1, 6),
+            s_diff="binomial",
+            **QUICK,
+        )
         assert res[row.pair] == alone and loaded[row.pair] == alone and res.pair(row.v1, row.v2) == alone
-        assert (row.improved, row.deteriorated, row.flagged, row.n_analysable) == (alone.analysable["improved"], alone.analysable["deteriorated"], alone.n_flagged, alone.analysable["n"])
+        assert (row.improved, row.deteriorated, row.flagged, row.n_analysable) == (
+            alone.analysable["improved"],
+            alone.analysable["deteriorated"],
+            alone.n_flagged,
+            alone.analysable["n"],
+        )
         assert row.expected_no_change == alone.null_samples["flagged_mean"]
 
 
@@ -153,7 +202,11 @@ def test_result_round_trips_through_load_and_refuses_a_broken_file(tmp_path):
     res = pairwise_rci(fam.counts, versions=["model-v3", "model-v1", "model-v2"], **QUICK)
     assert res.names == ["model-v3 -> model-v1", "model-v3 -> model-v2", "model-v1 -> model-v2"]
     res.save(tmp_path / "r")
-    assert sorted(p.name for p in (tmp_path / "r").iterdir()) == ["pairwise_rci.json", "pairwise_rci_items.parquet", "pairwise_rci_pairs.parquet"]
+    assert sorted(p.name for p in (tmp_path / "r").iterdir()) == [
+        "pairwise_rci.json",
+        "pairwise_rci_items.parquet",
+        "pairwise_rci_pairs.parquet",
+    ]
     for path in (tmp_path / "r", tmp_path / "r" / "pairwise_rci.json"):
         loaded = bayesrc.load(path)
         assert type(loaded) is PairwiseRCI and loaded == res
@@ -198,16 +251,27 @@ def test_cli_family_writes_the_result_and_its_report(family_files, tmp_path, cap
 
     out = tmp_path / "out"
     assert main(["rci", "--family", *family_files, "--family-alpha", "0.05", *QUICK_CLI, "--out", str(out)]) == 0
-    assert sorted(p.name for p in out.iterdir()) == ["pairwise_rci.json", "pairwise_rci_items.parquet", "pairwise_rci_pairs.parquet"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "pairwise_rci.json",
+        "pairwise_rci_items.parquet",
+        "pairwise_rci_pairs.parquet",
+    ]
     res = bayesrc.load(out)
-    assert type(res) is PairwiseRCI and res.versions == ["model-v1", "model-v2", "model-v3"]  # names from the trials' model field
+    assert type(res) is PairwiseRCI and res.versions == [
+        "model-v1",
+        "model-v2",
+        "model-v3",
+    ]  # names from the trials' model field
     assert res.z == pytest.approx(family_wise_z(0.05, 3)) and res.multiplicity["s_diff_method"] == "binomial"
     printed = capsys.readouterr().out
     assert res.multiplicity_sentence() in printed and f"wrote {out / 'pairwise_rci.json'}" in printed
     assert main(["report", str(out), "--format", "md"]) == 0
     md = (out / "report_run.md").read_text()
     assert "## Pairwise reliable change in a family of versions" in md and res.multiplicity_sentence() in md
-    assert "| pair | analysable | improved | deteriorated | flagged | expected, no-change null | null 97.5% | expected, nominal rate |" in md
+    assert (
+        "| pair | analysable | improved | deteriorated | flagged | expected, no-change null | null 97.5% | expected, nominal rate |"
+        in md
+    )
     assert all(f"| {name} |" in md for name in res.names)
 
 
@@ -228,7 +292,9 @@ def test_cli_family_refuses_bad_options_in_one_line_writing_nothing(family_files
     assert not (tmp_path / "out").exists()
 
 
-def test_cli_family_refuses_a_bad_trials_file_two_files_a_repeated_file_and_a_pair_with_a_family_alpha(family_files, tmp_path, capsys):
+def test_cli_family_refuses_a_bad_trials_file_two_files_a_repeated_file_and_a_pair_with_a_family_alpha(
+    family_files, tmp_path, capsys
+):
     from bayesrc.cli import main
 
     broken = tmp_path / "broken.parquet"
@@ -243,7 +309,9 @@ def test_cli_family_refuses_a_bad_trials_file_two_files_a_repeated_file_and_a_pa
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("bayesrc: error:") and says in err[0], err
         assert not (tmp_path / "out").exists()
-    assert main(["rci", "--pair", "a", *family_files[:2], "--family-alpha", "0.05", "--out", str(tmp_path / "out")]) == 2
+    assert (
+        main(["rci", "--pair", "a", *family_files[:2], "--family-alpha", "0.05", "--out", str(tmp_path / "out")]) == 2
+    )
     assert "--family-alpha" in capsys.readouterr().err and not (tmp_path / "out").exists()
 
 
@@ -255,9 +323,19 @@ def _joint_stand_in(versions: list[str], items: list[str]):
 
     rng = np.random.default_rng(0)
     p = rng.beta(2, 2, size=(200, len(items), 1)) * np.linspace(0.6, 1.0, len(versions))
-    tables = {"versions": version_table(p, versions), "items": item_table(p, np.full((200, len(items), len(versions) - 1), 0.5), items, ["d"] * len(items), versions)}
+    tables = {
+        "versions": version_table(p, versions),
+        "items": item_table(p, np.full((200, len(items), len(versions) - 1), 0.5), items, ["d"] * len(items), versions),
+    }
     diag = Diagnostics(1.002, 800.0, 650.0, 0, True, dict(DEFAULT_GATE), "")
-    payload = {"status": "ok", "model": "joint", "backend": "numpyro", "diagnostics": diag.to_dict(), "params": {"versions": versions, "n_items": len(items), "q": 0.1}, "warnings": []}
+    payload = {
+        "status": "ok",
+        "model": "joint",
+        "backend": "numpyro",
+        "diagnostics": diag.to_dict(),
+        "params": {"versions": versions, "n_items": len(items), "q": 0.1},
+        "warnings": [],
+    }
     return JointFit(payload, tables)
 
 
@@ -269,7 +347,9 @@ def test_report_puts_the_pairwise_table_in_the_family_section_beside_a_joint_fit
     fam = simulate_family(60, 10, versions=3, seed=5)
     res = pairwise_rci(fam.counts, **QUICK)
     res.save(tmp_path / "run")
-    _joint_stand_in(fam.versions, list(fam.counts["item"].values)).save(tmp_path / "run")  # beside it: staged_output keeps the folder's other files
+    _joint_stand_in(fam.versions, list(fam.counts["item"].values)).save(
+        tmp_path / "run"
+    )  # beside it: staged_output keeps the folder's other files
     run = load_run(tmp_path / "run")
     assert run.pairwise == res and run.joint is not None
     sections = report_sections(run, None)

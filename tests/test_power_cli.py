@@ -18,7 +18,13 @@ from bayesrc.data import save_trials, simulate_pair
 def _greedy_file(path: Path, model: str, correct: np.ndarray, domains=("law", "physics")) -> Path:
     with path.open("w") as fh:
         for i, c in enumerate(correct):
-            rec = {"item_id": i, "domain": domains[i % len(domains)], "model": model, "parsed_response": "A", "is_correct": None if c is None else bool(c)}
+            rec = {
+                "item_id": i,
+                "domain": domains[i % len(domains)],
+                "model": model,
+                "parsed_response": "A",
+                "is_correct": None if c is None else bool(c),
+            }
             fh.write(json.dumps(rec) + "\n")
     return path
 
@@ -110,7 +116,22 @@ def test_cli_bad_input_exit_2_one_line_no_output(tmp_path, capsys, case):
 
 def test_cli_power_plan(tmp_path):
     out, cache = tmp_path / "plan", tmp_path / "cache"
-    args = ["power-plan", "--delta-p", "0.4", "--k", "4", "20", "--n", "200", "--replicates", "1", "--cache-dir", str(cache), "--out", str(out)]
+    args = [
+        "power-plan",
+        "--delta-p",
+        "0.4",
+        "--k",
+        "4",
+        "20",
+        "--n",
+        "200",
+        "--replicates",
+        "1",
+        "--cache-dir",
+        str(cache),
+        "--out",
+        str(out),
+    ]
     assert main(args) == 0
     doc = json.loads((out / "plan.json").read_text())
     assert doc["recommendation"]["method"] == "rci" and len(doc["grid"]) == 2

@@ -37,7 +37,9 @@ def test_planner_known_truth_and_cache(tmp_path):
     # share has at most this SD).
     c = plan.cells
     sd = np.sqrt(c["sensitivity_expected"] * (1 - c["sensitivity_expected"]) / c["n_changed"])
-    assert (np.abs(c["sensitivity"] - c["sensitivity_expected"]) <= 4 * sd + 1e-9).all(), (c["sensitivity"] - c["sensitivity_expected"]) / sd
+    assert (np.abs(c["sensitivity"] - c["sensitivity_expected"]) <= 4 * sd + 1e-9).all(), (
+        c["sensitivity"] - c["sensitivity_expected"]
+    ) / sd
     assert (f["false_positive_rate"] < 0.15).all()
     rec = plan.recommend()
     assert rec["method"] == "rci" and rec["k_per_item"] == 24 and rec["k"] == 24 and rec["n_items"] == 600
@@ -58,7 +60,9 @@ def test_planner_known_truth_and_cache(tmp_path):
     assert len(list(cache.glob("cell-*.json"))) == 3
 
 
-@pytest.mark.parametrize("kwargs", [dict(delta_p=0.0), dict(delta_p=1.2), dict(delta_p=0.3, k_grid=(1,)), dict(delta_p=0.3, pi_change=0)])
+@pytest.mark.parametrize(
+    "kwargs", [dict(delta_p=0.0), dict(delta_p=1.2), dict(delta_p=0.3, k_grid=(1,)), dict(delta_p=0.3, pi_change=0)]
+)
 def test_planner_bad_parameters(tmp_path, kwargs):
     with pytest.raises(ValueError):
         plan_k_n(cache_dir=tmp_path, **kwargs)
@@ -66,9 +70,13 @@ def test_planner_bad_parameters(tmp_path, kwargs):
 
 def test_planner_constrains_false_positives_among_analysable_items(tmp_path):
     """The paper's S_diff finds the changed items but flags many unchanged analysable ones: no recommendation."""
-    ref = plan_k_n(0.35, k_grid=(10,), n_grid=(600,), replicates=1, seed=3, cache_dir=tmp_path, s_diff="reference", power=0.7)
+    ref = plan_k_n(
+        0.35, k_grid=(10,), n_grid=(600,), replicates=1, seed=3, cache_dir=tmp_path, s_diff="reference", power=0.7
+    )
     f = ref.to_frame().iloc[0]
-    print(f"reference S_diff at K = 10: sensitivity {f['sensitivity']:.2f}, false-positive rate (analysable) {f['false_positive_rate']:.3f}")
+    print(
+        f"reference S_diff at K = 10: sensitivity {f['sensitivity']:.2f}, false-positive rate (analysable) {f['false_positive_rate']:.3f}"
+    )
     assert f["sensitivity"] >= 0.7 and f["false_positive_rate"] > 0.10
     assert f["false_positive_rate_all_items"] < f["false_positive_rate"]  # excluded items hid part of it
     rec = ref.recommend()

@@ -49,7 +49,9 @@ def test_llama_greedy_report_with_domain_clustering(llama_greedy):
     ds = load_counts([g1, g2], greedy=True, on_unmatched="drop")
     scores, domain, info = scores_from_counts(ds)
     assert info["aggregate"] == "single" and info["items_dropped_missing"] == 3
-    pr = resolution_report(scores["llama3.1-8b"], scores["llama3-8b"], domain.to_numpy(), names=("llama3.1-8b", "llama3-8b"))
+    pr = resolution_report(
+        scores["llama3.1-8b"], scores["llama3-8b"], domain.to_numpy(), names=("llama3.1-8b", "llama3-8b")
+    )
 
     # Independent recount from the raw files.
     a, b = _read_greedy(g2), _read_greedy(g1)

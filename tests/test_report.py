@@ -75,7 +75,9 @@ def test_classification_table_counts_the_item_table(demo_run):
         counts = items.loc[rows, cls_col].value_counts()
         assert [table.loc[labels[c], col] for c in labels] == [counts.get(c, 0) for c in labels], col
         assert table.loc["total", col] == rows.sum()
-    assert table.loc["total", "analysable %"] == 100.0 and np.isclose(table.loc[list(labels.values()), "analysable %"].sum(), 100.0)
+    assert table.loc["total", "analysable %"] == 100.0 and np.isclose(
+        table.loc[list(labels.values()), "analysable %"].sum(), 100.0
+    )
 
 
 def test_aggregate_matches_independent_formula(demo_run):
@@ -131,23 +133,41 @@ def test_bayes_sections_render_from_fit_outputs(demo_run, minor_fit, tmp_path):
     assert r.comparisons["minor"].bayes == res and r.comparisons["major"].bayes is None
     assert r.comparisons["minor"].pair.payload == pair.payload
     keys = {s.key: s.status for s in report_sections(r, r.comparisons["minor"])}
-    assert keys["bayes_items"] == keys["crosscheck"] == keys["diagnostics"] == keys["domain_shift"] == keys["checks"] == "ok"
+    assert (
+        keys["bayes_items"]
+        == keys["crosscheck"]
+        == keys["diagnostics"]
+        == keys["domain_shift"]
+        == keys["checks"]
+        == "ok"
+    )
     text = build_report(run, pairs=["minor"])["minor"].read_text()
     # one classification: the fit cross-checked the very RCI classes the report shows
     cc = res.crosscheck
     assert cc["rci_n_flagged"] == pair.n_flagged
-    assert f"Of the {pair.n_flagged} items the RCI calls reliably changed, the posterior estimates that about {100 * cc['rci_estimated_fdp']:.1f}%" in text
+    assert (
+        f"Of the {pair.n_flagged} items the RCI calls reliably changed, the posterior estimates that about {100 * cc['rci_estimated_fdp']:.1f}%"
+        in text
+    )
     assert "other settings" not in text
     assert f"κ = {cc['kappa']:.3f}" in text
     # the gate table states the thresholds this fit used (the defaults)
     t = res.diagnostics.thresholds
-    assert f"R-hat ≤ {t['max_rhat']:g}, bulk and tail ESS ≥ {t['min_ess']:g}" in text and "R-hat ≤ 1.01, bulk and tail ESS ≥ 400" in text
+    assert (
+        f"R-hat ≤ {t['max_rhat']:g}, bulk and tail ESS ≥ {t['min_ess']:g}" in text
+        and "R-hat ≤ 1.01, bulk and tail ESS ≥ 400" in text
+    )
     # domain shifts: the interval fit.json holds (lo90/hi90), shown in the table
     from bayesrc.report.render import fmt_value
 
     for dom, v in res.domain_shift.items():
-        assert f"<td>{dom}</td><td>{fmt_value(v['mean'])}</td><td>{fmt_value(v['lo90'])}</td><td>{fmt_value(v['hi90'])}</td>" in text
-    assert len(re.findall(r'src="data:image/png', text)) == 4 + 3 + 2 + 3  # + P(change) vs RCI, forest, domain shifts, trace, rank, posterior predictive check, LOO-PIT, prior predictive check
+        assert (
+            f"<td>{dom}</td><td>{fmt_value(v['mean'])}</td><td>{fmt_value(v['lo90'])}</td><td>{fmt_value(v['hi90'])}</td>"
+            in text
+        )
+    assert (
+        len(re.findall(r'src="data:image/png', text)) == 4 + 3 + 2 + 3
+    )  # + P(change) vs RCI, forest, domain shifts, trace, rank, posterior predictive check, LOO-PIT, prior predictive check
     # the workflow checks (issue 31): the posterior and prior predictive checks in words, and their figures
     assert "Predictive checks and LOO" in text and f"ELPD {res.loo['elpd']:.1f}" in text
     pp = res.prior_predictive
@@ -175,14 +195,31 @@ def test_power_and_switch_sections_from_their_commands(demo_run, tmp_path):
 
     run = tmp_path / "run"
     shutil.copytree(demo_run, run, ignore=shutil.ignore_patterns("report_*"))
-    assert main(["power", str(run / "trials" / "minor_v1.parquet"), str(run / "trials" / "minor_v2.parquet"), "--cluster-by", "domain", "--out", str(run)]) == 0
+    assert (
+        main(
+            [
+                "power",
+                str(run / "trials" / "minor_v1.parquet"),
+                str(run / "trials" / "minor_v2.parquet"),
+                "--cluster-by",
+                "domain",
+                "--out",
+                str(run),
+            ]
+        )
+        == 0
+    )
     cells = data_path("switch_matrix_cells.csv")
     assert main(["switch", str(cells), "--bayes", "none", "--bootstrap", "200", "--out", str(run)]) == 0
     power = json.loads((run / "power.json").read_text())["pairs"][0]
     text = build_report(run, pairs=["minor"])["minor"].read_text()
     assert '<section id="power" data-status="ok">' in text and '<section id="switch" data-status="ok">' in text
     assert f"N* ≈ {power['n_star_ceil']} items" in text and f"q = N/N* = {power['q']:.3g}" in text
-    verdict = "unresolved under every stress test" if all(v == "unresolved" for v in power["verdicts"].values()) else "resolved under"
+    verdict = (
+        "unresolved under every stress test"
+        if all(v == "unresolved" for v in power["verdicts"].values())
+        else "resolved under"
+    )
     assert verdict in text
     switch = json.loads((run / "switch.json").read_text())["benchmarks"]
     for name, bench in switch.items():
@@ -225,11 +262,25 @@ def test_bad_run_dir_is_a_clear_error(tmp_path, capsys):
     assert not list(tmp_path.glob("report_*"))
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (apt-get install -y --no-install-recommends chromium)")
+@pytest.mark.skipif(
+    CHROMIUM is None, reason="chromium not installed (apt-get install -y --no-install-recommends chromium)"
+)
 def test_report_renders_in_headless_chromium(html_reports, tmp_path):
     """Open the demo's report in headless Chromium: every figure decodes, tables are there, a screenshot is written."""
     page = html_reports["minor"].resolve().as_uri()
-    dom = subprocess.run([CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'u1'}", "--virtual-time-budget=5000", "--dump-dom", page], capture_output=True, text=True, timeout=120)
+    dom = subprocess.run(
+        [
+            CHROMIUM,
+            *CHROMIUM_FLAGS,
+            f"--user-data-dir={tmp_path / 'u1'}",
+            "--virtual-time-budget=5000",
+            "--dump-dom",
+            page,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert dom.returncode == 0, dom.stderr[-2000:]
     body = re.search(r"<body[^>]*>", dom.stdout)
     assert body, dom.stdout[:500]
@@ -237,7 +288,19 @@ def test_report_renders_in_headless_chromium(html_reports, tmp_path):
     assert attrs.get("data-report-status") == "ok", attrs  # set by the page's script after load: all images decoded
     assert attrs["data-images"] == "4" and int(attrs["data-tables"]) >= 5
     shot = tmp_path / "report.png"
-    res = subprocess.run([CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'u2'}", f"--screenshot={shot}", "--window-size=1280,4000", page], capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [
+            CHROMIUM,
+            *CHROMIUM_FLAGS,
+            f"--user-data-dir={tmp_path / 'u2'}",
+            f"--screenshot={shot}",
+            "--window-size=1280,4000",
+            page,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 0 and shot.is_file(), res.stderr[-2000:]
     w, h = _png_size(shot.read_bytes())
     assert (w, h) == (1280, 4000)
@@ -256,15 +319,33 @@ def test_pair_pins_side_by_side(tmp_path):
     from bayesrc.report.sections import pair_pins_frame
 
     pins = {
-        "v1": {"model.file_sha256": "a" * 64, "sampling.temperature": 0.7, "items.bank_sha256": "b" * 64, "runtime.threads": 2},
-        "v2": {"model.file_sha256": "c" * 64, "sampling.temperature": 1.0, "items.bank_sha256": "b" * 64, "runtime.threads": 4},
+        "v1": {
+            "model.file_sha256": "a" * 64,
+            "sampling.temperature": 0.7,
+            "items.bank_sha256": "b" * 64,
+            "runtime.threads": 2,
+        },
+        "v2": {
+            "model.file_sha256": "c" * 64,
+            "sampling.temperature": 1.0,
+            "items.bank_sha256": "b" * 64,
+            "runtime.threads": 4,
+        },
     }
     for v, p in pins.items():
         atomic_write_json(tmp_path / v / "run.json", {"status": "complete", "pins": p})
     record = {"comparison": compare_runs(tmp_path / "v1", tmp_path / "v2").to_dict(), **pins}
     df = pair_pins_frame(record).set_index("pin")
-    assert df["status"].to_dict() == {"items.bank_sha256": "same", "model.file_sha256": "allowed", "runtime.threads": "ignored", "sampling.temperature": "blocking"}
-    assert len(df.loc["model.file_sha256", "v1"]) < 64 and df.loc["model.file_sha256", "v1"] != df.loc["model.file_sha256", "v2"]
+    assert df["status"].to_dict() == {
+        "items.bank_sha256": "same",
+        "model.file_sha256": "allowed",
+        "runtime.threads": "ignored",
+        "sampling.temperature": "blocking",
+    }
+    assert (
+        len(df.loc["model.file_sha256", "v1"]) < 64
+        and df.loc["model.file_sha256", "v1"] != df.loc["model.file_sha256", "v2"]
+    )
     assert df.loc["sampling.temperature"].tolist()[:2] == ["0.7", "1.0"]
 
 
@@ -286,7 +367,10 @@ def test_demo_pins_come_from_demo_json_not_a_run_record(demo_run, tmp_path):
     assert run.demo_record == record and run.run_record is None and run.files["demo.json"] == run_dir / "demo.json"
     tables = [b for b in section_pins(run, run.comparisons["minor"]).blocks if isinstance(b, Table)]
     assert tables[0].caption == "Run pins of both versions (demo.json)"
-    assert tables[0].frame.set_index("pin")["status"].to_dict() == {"model.file_sha256": "allowed", "sampling.k": "same"}
+    assert tables[0].frame.set_index("pin")["status"].to_dict() == {
+        "model.file_sha256": "allowed",
+        "sampling.k": "same",
+    }
 
 
 def test_crosscheck_table_rows_are_rci_classes(minor_fit):
@@ -298,7 +382,9 @@ def test_crosscheck_table_rows_are_rci_classes(minor_fit):
     frame = crosscheck_table(res).set_index("RCI \\ posterior")
     items = res.items
     order = ["improved", "no_change", "deteriorated"]
-    expect = pd.crosstab(items["rci_class"].replace("excluded", "no_change"), items["bayes_class"]).reindex(index=order, columns=order, fill_value=0)
+    expect = pd.crosstab(items["rci_class"].replace("excluded", "no_change"), items["bayes_class"]).reindex(
+        index=order, columns=order, fill_value=0
+    )
     assert frame.to_numpy().tolist() == expect.to_numpy().tolist()
     assert frame.loc["improved"].sum() + frame.loc["deteriorated"].sum() == res.crosscheck["rci_n_flagged"]
 
@@ -308,13 +394,25 @@ def test_crosscheck_table_rows_are_rci_classes(minor_fit):
     [
         (lambda doc: doc["params"].update(versions=["only-one"]), "params.versions"),
         (lambda doc: doc["diagnostics"]["thresholds"].update(max_rhat=None), "diagnostics.thresholds.max_rhat"),
-        (lambda doc: doc["diagnostics"]["thresholds"].update(max_divergences=0.5), "diagnostics.thresholds.max_divergences"),
+        (
+            lambda doc: doc["diagnostics"]["thresholds"].update(max_divergences=0.5),
+            "diagnostics.thresholds.max_divergences",
+        ),
         (lambda doc: doc.pop("backend"), "backend"),
         (lambda doc: doc.update(diagnostics={}), "diagnostics"),
-        (lambda doc: doc["prior_predictive"]["hist_p"]["prior_v1"].__setitem__(0, None), "prior_predictive.hist_p.prior_v1"),
+        (
+            lambda doc: doc["prior_predictive"]["hist_p"]["prior_v1"].__setitem__(0, None),
+            "prior_predictive.hist_p.prior_v1",
+        ),
         (lambda doc: doc["prior_predictive"]["hist_dp"].pop("prior"), "prior_predictive.hist_dp.prior"),
-        (lambda doc: doc["crosscheck"].update(rci_estimated_fdp_interval90=[0.1]), "crosscheck.rci_estimated_fdp_interval90"),
-        (lambda doc: doc["crosscheck"].update(rci_estimated_fdp_material_interval90=[0.1, "x"]), "crosscheck.rci_estimated_fdp_material_interval90"),
+        (
+            lambda doc: doc["crosscheck"].update(rci_estimated_fdp_interval90=[0.1]),
+            "crosscheck.rci_estimated_fdp_interval90",
+        ),
+        (
+            lambda doc: doc["crosscheck"].update(rci_estimated_fdp_material_interval90=[0.1, "x"]),
+            "crosscheck.rci_estimated_fdp_material_interval90",
+        ),
         (lambda doc: doc["ppc"].pop("table"), "ppc.table"),
         (lambda doc: doc["loo"].update(high_k_items=None), "loo.high_k_items"),
         (lambda doc: doc.update(prior_predictive="x"), "prior_predictive"),
@@ -332,7 +430,7 @@ def test_crosscheck_table_rows_are_rci_classes(minor_fit):
         "no check table",
         "null high-k list",
         "text prior predictive",
-    ],  # fmt: skip
+    ],
 )
 def test_fit_fields_the_report_cannot_show_are_one_named_line(minor_fit, edit, field, tmp_path, capsys):
     """Found at 1,000 fit.json inputs (benchmarks/faults.py --report-fit: 122 tracebacks, these among
@@ -369,7 +467,10 @@ def test_a_null_flip_count_in_fit_json_reads_n_a(minor_fit, tmp_path):
     doc["flips"]["expected_negative_flips"]["mean"] = None
     (run / "fit.json").write_text(json.dumps(doc))
     assert main(["report", str(run), "--out", str(tmp_path / "out")]) == 0
-    assert "Expected real majority flips (true accuracy crossing 0.5): n/a negative" in (tmp_path / "out" / "report_comparison.html").read_text()
+    assert (
+        "Expected real majority flips (true accuracy crossing 0.5): n/a negative"
+        in (tmp_path / "out" / "report_comparison.html").read_text()
+    )
 
 
 def test_difficulty_counts_above_their_bin_size_keep_the_figure_its_size(demo_run, tmp_path):

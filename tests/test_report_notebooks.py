@@ -28,7 +28,9 @@ def _executed_by_docs_build(path: Path):
     from jupyter_cache import get_cache
 
     copy = nbformat.read(DOCS / "notebooks" / path.name, as_version=4)  # the copy the build ran (kernel metadata added)
-    assert [c.source for c in copy.cells] == [c.source for c in nbformat.read(path, as_version=4).cells], "the docs copy is stale"
+    assert [c.source for c in copy.cells] == [c.source for c in nbformat.read(path, as_version=4).cells], (
+        "the docs copy is stale"
+    )
     cache = get_cache(str(DOCS / "_build" / ".jupyter_cache"))
     record = cache.match_cache_notebook(copy)  # KeyError: the build did not execute this version
     code_changed = max(p.stat().st_mtime for p in (ROOT / "bayesrc").rglob("*.py"))
@@ -48,7 +50,9 @@ def _executed_here(nb, out: Path, monkeypatch):
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
 def test_notebook_runs(path, tmp_path, monkeypatch):
     nb = nbformat.read(path, as_version=4)
-    assert all(not c.get("outputs") and c.get("execution_count") is None for c in nb.cells if c.cell_type == "code"), "commit notebooks with outputs cleared"
+    assert all(not c.get("outputs") and c.get("execution_count") is None for c in nb.cells if c.cell_type == "code"), (
+        "commit notebooks with outputs cleared"
+    )
     executed = _executed_by_docs_build(path)
     ran_here = executed is None
     if ran_here:
@@ -65,4 +69,9 @@ def test_notebook_runs(path, tmp_path, monkeypatch):
 
 
 def test_notebooks_present():
-    assert [p.name for p in NOTEBOOKS] == ["01_quickstart.ipynb", "02_version_comparison.ipynb", "03_switch_matrices.ipynb", "04_planning.ipynb"]
+    assert [p.name for p in NOTEBOOKS] == [
+        "01_quickstart.ipynb",
+        "02_version_comparison.ipynb",
+        "03_switch_matrices.ipynb",
+        "04_planning.ipynb",
+    ]

@@ -58,9 +58,15 @@ def test_rci_run_roundtrip_and_typed_accessors(rci_run, small_pair, tmp_path):
     pair = loaded["p"]
     assert pair.versions == ("v1", "v2") and pair.z == 1.96
     c = pair.counts["analysable"]
-    assert pair.n_flagged == c["improved"] + c["deteriorated"] == int(pair.items["class"].isin(["improved", "deteriorated"]).sum())
+    assert (
+        pair.n_flagged
+        == c["improved"] + c["deteriorated"]
+        == int(pair.items["class"].isin(["improved", "deteriorated"]).sum())
+    )
     s = loaded.summary()
-    assert list(s.columns) == ["pair", "metric", "value"] and s.set_index("metric").loc["S_diff", "value"] == pytest.approx(pair.s_diff)
+    assert list(s.columns) == ["pair", "metric", "value"] and s.set_index("metric").loc[
+        "S_diff", "value"
+    ] == pytest.approx(pair.s_diff)
     assert pair.plot_rci().axes  # a Figure with axes
 
 
@@ -74,9 +80,31 @@ def test_reliable_change_returns_the_pair_load_gives_back(small_pair, tmp_path):
     RCIRun.from_pairs({"p": pair}).save(tmp_path / "r")
     loaded = bayesrc.load(tmp_path / "r")["p"]
     assert isinstance(pair, PairResult) and loaded == pair
-    for name in ("versions", "params", "s_diff", "s_diff_all", "min_detectable", "sem", "r_xx", "reliability", "aggregate", "effect_sizes", "k_for_r80", "null_samples", "warnings"):
+    for name in (
+        "versions",
+        "params",
+        "s_diff",
+        "s_diff_all",
+        "min_detectable",
+        "sem",
+        "r_xx",
+        "reliability",
+        "aggregate",
+        "effect_sizes",
+        "k_for_r80",
+        "null_samples",
+        "warnings",
+    ):
         assert getattr(loaded, name) == getattr(pair, name), name
-    for name in ("to_frame", "summary", "classification_table", "reliability_table", "difficulty_table", "stratified_table", "reliability_vs_k_table"):
+    for name in (
+        "to_frame",
+        "summary",
+        "classification_table",
+        "reliability_table",
+        "difficulty_table",
+        "stratified_table",
+        "reliability_vs_k_table",
+    ):
         assert getattr(loaded, name)().equals(getattr(pair, name)()), name
 
 
@@ -87,7 +115,9 @@ def test_undefined_reliability_reads_as_nan_in_memory_and_from_disk(tmp_path):
     from bayesrc.data import item_counts, simulate_pair
 
     sim = simulate_pair(40, 4, seed=9)
-    flat = sim.trials_v1.assign(is_correct=sim.trials_v1["k"] % 2 == 0)  # every item at 0.5 in v1: no split-half reliability
+    flat = sim.trials_v1.assign(
+        is_correct=sim.trials_v1["k"] % 2 == 0
+    )  # every item at 0.5 in v1: no split-half reliability
     pair = reliable_change(item_counts(flat, sim.trials_v2), n_splits=50, n_permutations=20, n_null=0, name="flat")
     RCIRun.from_pairs({"flat": pair}).save(tmp_path / "r")
     for p in (pair, bayesrc.load(tmp_path / "r")["flat"]):
@@ -108,7 +138,11 @@ def test_unknown_keys_flow_through_load_and_save(rci_run, tmp_path):
     res = RCIRun.from_dict(d)
     res.save(tmp_path / "r")
     back = bayesrc.load(tmp_path / "r" / "rci.json")
-    assert back.payload["new_block"] == {"warnings": ["w"]} and back["p"].payload["null_samples"]["improved"] == [1, 2, 3]
+    assert back.payload["new_block"] == {"warnings": ["w"]} and back["p"].payload["null_samples"]["improved"] == [
+        1,
+        2,
+        3,
+    ]
     assert back == res
 
 
@@ -182,7 +216,16 @@ def test_analyse_switch_returns_the_result_load_gives_back(tmp_path):
     assert loaded.summary().equals(res.summary()) and res.summary()["models"].tolist() == [9, 9]
     for b in res.benchmarks:
         assert loaded.models(b) == res.models(b) == data.models[b]
-        for name in ("effects", "cells", "factors", "factor_table", "intervals", "cell_means", "effects_matrix", "residual_matrix"):
+        for name in (
+            "effects",
+            "cells",
+            "factors",
+            "factor_table",
+            "intervals",
+            "cell_means",
+            "effects_matrix",
+            "residual_matrix",
+        ):
             assert getattr(loaded, name)(b).equals(getattr(res, name)(b)), name
         eff = switch_effects(data.select(b), n_boot=100)
         off = ~np.eye(len(data.models[b]), dtype=bool)
@@ -290,11 +333,15 @@ def test_leaderboard_report_returns_the_report_load_gives_back(tmp_path):
     assert loaded.info == rep.info and loaded.noise == rep.noise and loaded.to_markdown() == rep.to_markdown()
     for name in ("ranking", "to_frame", "summary", "pairs_table", "noise_table"):
         value = getattr(loaded, name)
-        assert (value if name == "ranking" else value()).equals(getattr(rep, name) if name == "ranking" else getattr(rep, name)()), name
+        assert (value if name == "ranking" else value()).equals(
+            getattr(rep, name) if name == "ranking" else getattr(rep, name)()
+        ), name
     assert rep.with_noise([]).noise == [] and "noise" not in rep.with_noise([]).payload
 
     x = np.tile([1.0, 0.0], 50)
-    edge = leaderboard_report({"tie_a": x, "tie_b": 1 - x, "all": np.ones(100)})  # all vs tie_a: N* finite; tie_a vs tie_b: δ = 0
+    edge = leaderboard_report(
+        {"tie_a": x, "tie_b": 1 - x, "all": np.ones(100)}
+    )  # all vs tie_a: N* finite; tie_a vs tie_b: δ = 0
     edge.save(tmp_path / "e")
     for r in (edge, bayesrc.load(tmp_path / "e")):
         (tie,) = [p for p in r.pair_records() if p["delta"] == 0]
@@ -326,7 +373,9 @@ def test_compare_result_roundtrip(tmp_path):
     assert isinstance(res, CompareResult) and res.fit is not None
     loaded = _roundtrip(res, tmp_path)
     assert loaded.exit_code == res.exit_code and loaded.versions == ("v1", "v2") and loaded.fit is None
-    assert loaded.items.equals(res.items) and (tmp_path / "r" / "summary.md").read_text().startswith("### bayesrc compare")
+    assert loaded.items.equals(res.items) and (tmp_path / "r" / "summary.md").read_text().startswith(
+        "### bayesrc compare"
+    )
 
 
 def test_truth_result_roundtrip(tmp_path):
@@ -336,13 +385,33 @@ def test_truth_result_roundtrip(tmp_path):
     t = letter_shift_truth(30, seed=3)
     runs = []
     for v, col in (("v1", "p_v1"), ("v2", "p_v2")):
-        rows = [(r.item_id, r.domain, x, getattr(r, col) if x == r.correct_answer else (1 - getattr(r, col)) / 2, x == r.correct_answer) for r in t.itertuples() for x in "ABC"]
-        runs.append(write_exact_run(tmp_path / v, pd.DataFrame(rows, columns=["item_id", "domain", "answer", "prob", "is_correct"]), label=f"sim-{v}"))
+        rows = [
+            (
+                r.item_id,
+                r.domain,
+                x,
+                getattr(r, col) if x == r.correct_answer else (1 - getattr(r, col)) / 2,
+                x == r.correct_answer,
+            )
+            for r in t.itertuples()
+            for x in "ABC"
+        ]
+        runs.append(
+            write_exact_run(
+                tmp_path / v,
+                pd.DataFrame(rows, columns=["item_id", "domain", "answer", "prob", "is_correct"]),
+                label=f"sim-{v}",
+            )
+        )
     res = truth(*runs, k=5, replicates=2, seed=1, methods=())
     assert isinstance(res, TruthResult) and res.per_replicate is not None and res.items is not None
     res.save(tmp_path / "r")
     loaded = bayesrc.load(tmp_path / "r" / "truth.json")
-    assert type(loaded) is TruthResult and loaded == res and loaded.to_dict() == json.loads((tmp_path / "r" / "truth.json").read_text())
+    assert (
+        type(loaded) is TruthResult
+        and loaded == res
+        and loaded.to_dict() == json.loads((tmp_path / "r" / "truth.json").read_text())
+    )
     assert TruthResult.from_dict(loaded.to_dict(), per_replicate=loaded.per_replicate, items=loaded.items) == res
     assert loaded.summary()["method"].tolist() == list(res.methods) and "<table" in loaded._repr_html_()
 
@@ -364,12 +433,30 @@ def test_exact_run_roundtrip(tmp_path):
     from bayesrc.datasets import path
 
     bundled = bayesrc.load(path("exact_gemma/q4"))
-    assert isinstance(bundled, CollectedRun) and bundled.engine == "exact" and sorted(bundled.tables) == ["dist", "items_exact"]
+    assert (
+        isinstance(bundled, CollectedRun)
+        and bundled.engine == "exact"
+        and sorted(bundled.tables) == ["dist", "items_exact"]
+    )
     loaded = _roundtrip(bundled, tmp_path / "bundled")
-    assert load_exact(tmp_path / "bundled" / "r").items.equals(load_exact(path("exact_gemma/q4")).items)  # still an exact run
-    dist = pd.DataFrame({"item_id": ["q1", "q1"], "domain": ["d", "d"], "answer": ["A", "B"], "prob": [0.7, 0.3], "is_correct": [True, False]})
+    assert load_exact(tmp_path / "bundled" / "r").items.equals(
+        load_exact(path("exact_gemma/q4")).items
+    )  # still an exact run
+    dist = pd.DataFrame(
+        {
+            "item_id": ["q1", "q1"],
+            "domain": ["d", "d"],
+            "answer": ["A", "B"],
+            "prob": [0.7, 0.3],
+            "is_correct": [True, False],
+        }
+    )
     written = bayesrc.load(write_exact_run(tmp_path / "toy", dist, label="toy") / "dist.parquet")
-    assert written.label == "toy" and written.payload["format"] == "bayesrc-run/1" and loaded.payload["format"] == "bayesrc-run/1"
+    assert (
+        written.label == "toy"
+        and written.payload["format"] == "bayesrc-run/1"
+        and loaded.payload["format"] == "bayesrc-run/1"
+    )
     _roundtrip(written, tmp_path / "toy-copy")
 
 
@@ -384,12 +471,22 @@ def test_collected_trials_run_roundtrip(gemma, gemma_bank4, tmp_path):
     run = collect(GEMMA_CARD, gemma_bank4, tmp_path / "run", k=2, model=gemma, items_range=(0, 2)).run_dir
     loaded = bayesrc.load(run)
     assert isinstance(loaded, CollectedRun) and loaded.status == "complete" and loaded.engine == "fast"
-    assert list(loaded.tables) == ["trials"] and len(loaded.tables["trials"]) == 4 and loaded.payload["format"] == "bayesrc-run/1"
+    assert (
+        list(loaded.tables) == ["trials"]
+        and len(loaded.tables["trials"]) == 4
+        and loaded.payload["format"] == "bayesrc-run/1"
+    )
     _roundtrip(loaded, tmp_path / "copy")
     assert len(load_trials(tmp_path / "copy" / "r" / "trials.parquet")) == 4  # the copy is still a trials run
 
 
-@pytest.mark.parametrize(("attrs", "field"), [({"bayesrc_json_attrs": '["sources"]', "sources": '["a", "b"'}, "sources"), ({"bayesrc_json_attrs": "{"}, "bayesrc_json_attrs")])
+@pytest.mark.parametrize(
+    ("attrs", "field"),
+    [
+        ({"bayesrc_json_attrs": '["sources"]', "sources": '["a", "b"'}, "sources"),
+        ({"bayesrc_json_attrs": "{"}, "bayesrc_json_attrs"),
+    ],
+)
 def test_counts_netcdf_whose_json_attribute_is_cut_is_one_named_line(attrs, field, tmp_path):
     """Found at 1,000 fuzzed counts files (benchmarks/faults.py, 2 tracebacks): an attribute that
     save_counts stores as JSON, cut short, was a JSONDecodeError; now one line naming the file and attribute."""

@@ -40,8 +40,13 @@ pytestmark = pytest.mark.slow
 
 def _start_node(args: list[str], env: dict) -> subprocess.Popen:
     ray_bin = Path(sys.executable).with_name("ray")
-    return subprocess.Popen([str(ray_bin), "start", "--block", "--num-cpus=1", "--disable-usage-stats", *args], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    return subprocess.Popen(
+        [str(ray_bin), "start", "--block", "--num-cpus=1", "--disable-usage-stats", *args],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -61,9 +66,23 @@ def ray_cluster():
 
     saved = {v: os.environ.get(v) for v in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN")}
     use_private_token()
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
-               RAY_USAGE_STATS_ENABLED="0")  # fmt: skip
-    procs = [_start_node(["--head", f"--port={port}", "--node-ip-address=127.0.0.1", "--include-dashboard=false", f"--temp-dir={tmp}"], env)]
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+        RAY_USAGE_STATS_ENABLED="0",
+    )
+    procs = [
+        _start_node(
+            [
+                "--head",
+                f"--port={port}",
+                "--node-ip-address=127.0.0.1",
+                "--include-dashboard=false",
+                f"--temp-dir={tmp}",
+            ],
+            env,
+        )
+    ]
     try:
         deadline = time.monotonic() + 90
         while True:  # the head is up when a driver can connect
@@ -102,7 +121,19 @@ def single_run(bank8, tmp_path_factory):
 
 
 def _core(df: pd.DataFrame) -> pd.DataFrame:
-    cols = ["item_id", "item_index", "k", "seed", "response", "extracted", "is_correct", "is_missing", "n_tokens", "finish", "engine"]
+    cols = [
+        "item_id",
+        "item_index",
+        "k",
+        "seed",
+        "response",
+        "extracted",
+        "is_correct",
+        "is_missing",
+        "n_tokens",
+        "finish",
+        "engine",
+    ]
     return df[cols].sort_values(["item_index", "k"]).reset_index(drop=True)
 
 
@@ -148,7 +179,9 @@ def test_killed_actor_has_its_shard_retried_nothing_lost_or_duplicated(ray_clust
     from bayesrc.scale import collect_ray
 
     out, box = tmp_path / "killed", {}
-    worker = threading.Thread(target=lambda: box.update(res=collect_ray(CARD, bank8, out, k=K, workers=2, shards=2)), daemon=True)
+    worker = threading.Thread(
+        target=lambda: box.update(res=collect_ray(CARD, bank8, out, k=K, workers=2, shards=2)), daemon=True
+    )
     worker.start()
     shard0, killed = out / "shards" / "0000", None
     deadline = time.monotonic() + 120
@@ -195,8 +228,24 @@ def test_driver_killed_mid_run_then_resume(ray_cluster, bank8, single_run, tmp_p
     from bayesrc.scale import collect_ray
 
     out = tmp_path / "cli"
-    cmd = [sys.executable, "-m", "bayesrc", "collect", "--model", str(CARD), "--items", str(bank8.path), "--out", str(out),
-           "--k", str(K), "--ray", "--workers", "2", "--no-progress"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "bayesrc",
+        "collect",
+        "--model",
+        str(CARD),
+        "--items",
+        str(bank8.path),
+        "--out",
+        str(out),
+        "--k",
+        str(K),
+        "--ray",
+        "--workers",
+        "2",
+        "--no-progress",
+    ]
     env = dict(os.environ, RAY_ADDRESS=ray_cluster, PYTHONPATH=str(ROOT))
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     deadline = time.monotonic() + 120
@@ -243,7 +292,9 @@ def manifest(tmp_path_factory):
 
     d = tmp_path_factory.mktemp("pairs")
     rows = []
-    for name, seed in (("pair-a", 4),):  # one pair (seed 4: some items change): a default change fit on a 1-CPU Ray node takes minutes here
+    for name, seed in (
+        ("pair-a", 4),
+    ):  # one pair (seed 4: some items change): a default change fit on a 1-CPU Ray node takes minutes here
         sim = simulate_pair(60, 10, models=(f"{name}-v1", f"{name}-v2"), seed=seed)
         sim.trials_v1.to_parquet(d / f"{name}-v1.parquet", index=False)
         sim.trials_v2.to_parquet(d / f"{name}-v2.parquet", index=False)

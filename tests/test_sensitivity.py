@@ -50,14 +50,23 @@ def test_defaults_reproduce_the_classical_pipeline(counts, pair):
 
 def test_stricter_threshold_fewer_changes_and_fewer_false_discoveries(counts, sim, pair):
     t = threshold_sensitivity(counts, zs=(1.645, 1.96, 2.58, 3.0), truth=sim.truth, pair=pair, null_replicates=40)
-    assert set(t["s_diff_method"]) == {"reference", "binomial"} and {"null_flagged_mean", "null_rate", "nominal_rate"} <= set(t.columns)
+    assert set(t["s_diff_method"]) == {"reference", "binomial"} and {
+        "null_flagged_mean",
+        "null_rate",
+        "nominal_rate",
+    } <= set(t.columns)
     for _, g in t.groupby("method"):
         g = g.sort_values("z")
         assert (np.diff(g["detections"]) <= 0).all() and g["detections"].iloc[-1] < g["detections"].iloc[0]
         assert g["realized_fdp"].iloc[-1] < g["realized_fdp"].iloc[0]
         assert g["share_changed_detected"].iloc[-1] < g["share_changed_detected"].iloc[0]
-    row = t[(t["z"] == 1.96) & (t["sd_basis"] == "analysable") & (t["method"] == "reference (r_xx: all, SD: analysable)")].iloc[0]
-    assert row["improved"] == pair.counts["analysable"]["improved"] and row["deteriorated"] == pair.counts["analysable"]["deteriorated"]
+    row = t[
+        (t["z"] == 1.96) & (t["sd_basis"] == "analysable") & (t["method"] == "reference (r_xx: all, SD: analysable)")
+    ].iloc[0]
+    assert (
+        row["improved"] == pair.counts["analysable"]["improved"]
+        and row["deteriorated"] == pair.counts["analysable"]["deteriorated"]
+    )
     # independent check of the realized FDP at the default: flagged items that did not change in the flagged direction
     items = pair.items.merge(sim.truth[["item_id", "delta_p", "changed"]], on="item_id")
     flagged = items["class"].isin(["improved", "deteriorated"])
@@ -130,7 +139,9 @@ def test_cli_sensitivity_writes_tables_figures_and_report_section(sim, tmp_path,
         == 0
     )
     table = pd.read_csv(out / "sensitivity_threshold.csv")
-    assert len(table) == 4 and {"realized_fdp", "detections", "z", "sd_basis", "null_flagged_mean", "null_rate"} <= set(table.columns)
+    assert len(table) == 4 and {"realized_fdp", "detections", "z", "sd_basis", "null_flagged_mean", "null_rate"} <= set(
+        table.columns
+    )
     assert (out / "sensitivity_threshold.png").read_bytes()[:4] == b"\x89PNG"
     summary = json.loads((out / "sensitivity.json").read_text())
     assert set(summary["analyses"]) == {"threshold"} and len(summary["analyses"]["threshold"]) == 4
@@ -140,7 +151,21 @@ def test_cli_sensitivity_writes_tables_figures_and_report_section(sim, tmp_path,
     # bad truth table: exit 2, names the file and the missing column
     pd.DataFrame({"item_id": ["q1"]}).to_parquet(tmp_path / "bad.parquet")
     capsys.readouterr()
-    assert main(["sensitivity", "k", str(v1), str(v2), "--truth", str(tmp_path / "bad.parquet"), "--out", str(tmp_path / "x")]) == 2
+    assert (
+        main(
+            [
+                "sensitivity",
+                "k",
+                str(v1),
+                str(v2),
+                "--truth",
+                str(tmp_path / "bad.parquet"),
+                "--out",
+                str(tmp_path / "x"),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "bad.parquet" in err and "'changed'" in err
 
@@ -174,7 +199,9 @@ def test_fdr_level_sensitivity_from_one_fit(bayes_sim, bayes_fit):
     res = bayes_fit
     assert res.diagnostics.passed
     counts = item_counts(bayes_sim.trials_v1, bayes_sim.trials_v2)
-    t = fdr_sensitivity(counts, qs=(0.01, 0.05, 0.10, 0.20), thresholds=(0.9, 0.975, 0.99), result=res, truth=bayes_sim.truth)
+    t = fdr_sensitivity(
+        counts, qs=(0.01, 0.05, 0.10, 0.20), thresholds=(0.9, 0.975, 0.99), result=res, truth=bayes_sim.truth
+    )
     q = t[t["rule"] == "fdr"].sort_values("level")
     th = t[t["rule"] == "threshold"].sort_values("level")
     # a stricter level selects fewer items, with fewer realized false discoveries
@@ -197,7 +224,9 @@ def test_prior_grid_moves_the_share_changed_in_the_prior_direction(bayes_sim, ba
 
     counts = item_counts(bayes_sim.trials_v1, bayes_sim.trials_v2)
     grid = {"sceptical": {"pi_a": 1.0, "pi_b": 9.0}, "default": {}, "eager": {"pi_a": 6.0, "pi_b": 1.0}}
-    t = prior_sensitivity(counts, grid=grid, result=bayes_fit, config=bayes_config, truth=bayes_sim.truth).set_index("prior")
+    t = prior_sensitivity(counts, grid=grid, result=bayes_fit, config=bayes_config, truth=bayes_sim.truth).set_index(
+        "prior"
+    )
     assert t.loc["default", "pi_mean"] == float(bayes_fit.posterior["posterior"]["pi"].mean())  # the reused fit
     assert t["method"].to_dict() == {"sceptical": "fit", "default": "fit", "eager": "reweighted"}
     assert t["gate_passed"].all() and t.loc["eager", "pareto_k"] <= 0.7 and t.loc["eager", "ess"] >= 400
@@ -205,8 +234,12 @@ def test_prior_grid_moves_the_share_changed_in_the_prior_direction(bayes_sim, ba
     assert t.loc["sceptical", "detections"] <= t.loc["eager", "detections"]
     assert t.loc["default", "pi_a"] == 4.0 and t.loc["eager", "pi_a"] == 6.0
     # the data dominate: the default prior's conclusions are within a few items of the others'
-    assert (t["detections"] - t.loc["default", "detections"]).abs().max() <= 0.25 * max(t.loc["default", "detections"], 4)
-    refit = prior_sensitivity(counts, grid={"eager": grid["eager"]}, config=bayes_config, truth=bayes_sim.truth, reweight=False).iloc[0]
+    assert (t["detections"] - t.loc["default", "detections"]).abs().max() <= 0.25 * max(
+        t.loc["default", "detections"], 4
+    )
+    refit = prior_sensitivity(
+        counts, grid={"eager": grid["eager"]}, config=bayes_config, truth=bayes_sim.truth, reweight=False
+    ).iloc[0]
     assert refit["method"] == "fit" and refit["gate_passed"]
     # pi's posterior SD is ~0.06 here: each Monte Carlo error is ~0.003 at ESS >= 400
     assert abs(t.loc["eager", "pi_mean"] - refit["pi_mean"]) <= 0.015
@@ -224,10 +257,27 @@ def test_cli_sensitivity_fdr_and_report(tmp_path):
     save_trials(sim.trials_v2, v2)
     sim.truth.to_parquet(truth)
     out = tmp_path / "run"
-    args = ["sensitivity", "fdr", str(v1), str(v2), "--truth", str(truth), "--chains", "2", "--tune", "300", "--draws", "400", "--seed", "3"]
+    args = [
+        "sensitivity",
+        "fdr",
+        str(v1),
+        str(v2),
+        "--truth",
+        str(truth),
+        "--chains",
+        "2",
+        "--tune",
+        "300",
+        "--draws",
+        "400",
+        "--seed",
+        "3",
+    ]
     assert main([*args, "--q-grid", "0.05", "0.1", "--out", str(out)]) == 0
     table = pd.read_csv(out / "sensitivity_fdr.csv")
-    assert len(table) == 2 + 4 and {"rule", "level", "error_level", "expected_fdp", "realized_fdp"} <= set(table.columns)
+    assert len(table) == 2 + 4 and {"rule", "level", "error_level", "expected_fdp", "realized_fdp"} <= set(
+        table.columns
+    )
     assert main(["report", str(out)]) == 0
     assert "Bayesian FDR level and posterior threshold" in (out / "report_run.html").read_text()
     assert main([*args, "--q-grid", "1.5", "--out", str(tmp_path / "bad")]) == 2

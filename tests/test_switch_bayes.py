@@ -10,7 +10,15 @@ import numpy as np
 import pytest
 from conftest import data_path
 
-from bayesrc.switch import FactorPriors, factor_data, fit_additive, fit_factor_bayes, load_switch, simulate_switch, switch_effects
+from bayesrc.switch import (
+    FactorPriors,
+    factor_data,
+    fit_additive,
+    fit_factor_bayes,
+    load_switch,
+    simulate_switch,
+    switch_effects,
+)
 from bayesrc.switch.bayes import BayesFactorFit, fit_numpyro
 
 WEAK = FactorPriors(pooled=False, scale_sd=1.0, mu_sd=1.0)
@@ -41,7 +49,15 @@ def test_weak_prior_posterior_means_agree_with_least_squares(coqa, backend):
     # the item models' gate (bayesrc.bayes.diagnostics.gate), same keys and non-finite handling
     g = fit.gate()  # the item models' gate and thresholds
     assert g.passed, (g, fit.attempts)
-    assert set(fit.diagnostics()) == {"max_rhat", "min_ess_bulk", "min_ess_tail", "divergences", "passed", "thresholds", "worst"}
+    assert set(fit.diagnostics()) == {
+        "max_rhat",
+        "min_ess_bulk",
+        "min_ess_tail",
+        "divergences",
+        "passed",
+        "thresholds",
+        "worst",
+    }
     assert {"ess_bulk", "ess_tail", "mcse_mean", "r_hat"} <= set(s.columns)  # per term, from arviz_stats
 
 
@@ -49,9 +65,15 @@ def test_weak_prior_posterior_means_agree_with_least_squares(coqa, backend):
 def episode_fits():
     """Four simulated switch matrices (6 models, 30 episodes, known α, β, γ), fitted with
     NumPyro through bayesrc.bayes.samplers; the first also with PyMC."""
-    sims = [simulate_switch(6, 30, mu=0.03, sd_alpha=0.04, sd_beta=0.06, tau=0.02, sigma_u=0.15, sigma=0.08, seed=100 + r) for r in range(4)]
+    sims = [
+        simulate_switch(6, 30, mu=0.03, sd_alpha=0.04, sd_beta=0.06, tau=0.02, sigma_u=0.15, sigma=0.08, seed=100 + r)
+        for r in range(4)
+    ]
     fds = [factor_data(s.data) for s in sims]
-    fits = [BayesFactorFit("numpyro", fd, fit_numpyro(fd, draws=300, tune=300, chains=1, seed=r), level=0.9) for r, fd in enumerate(fds)]
+    fits = [
+        BayesFactorFit("numpyro", fd, fit_numpyro(fd, draws=300, tune=300, chains=1, seed=r), level=0.9)
+        for r, fd in enumerate(fds)
+    ]
     return sims, fits
 
 
@@ -88,7 +110,9 @@ def test_episode_model_recovers_known_factors_with_nominal_coverage(episode_fits
 def test_pymc_episode_model_matches_numpyro(episode_fits):
     sims, fits = episode_fits
     fd = fits[0].data
-    pm_fit = fit_factor_bayes(fd, backend="pymc", draws=300, tune=300, chains=1, seed=5, escalate=False)  # one chain: agreement only, no gate
+    pm_fit = fit_factor_bayes(
+        fd, backend="pymc", draws=300, tune=300, chains=1, seed=5, escalate=False
+    )  # one chain: agreement only, no gate
     a, b = pm_fit.summary(), fits[0].summary()
     # Same model, same priors: posterior means agree within Monte Carlo error.
     diff = np.abs(a["mean"].to_numpy() - b["mean"].to_numpy())

@@ -13,7 +13,9 @@ from bayesrc.switch.bootstrap import bootstrap_mean, percentile_interval
 def test_bca_matches_scipy_on_skewed_data():
     x = np.random.default_rng(1).exponential(1.0, 60)
     _, lo, hi = bca_mean(x, n_boot=20000, rng=2)
-    ref = stats.bootstrap((x,), np.mean, n_resamples=20000, method="BCa", confidence_level=0.95, random_state=3).confidence_interval
+    ref = stats.bootstrap(
+        (x,), np.mean, n_resamples=20000, method="BCa", confidence_level=0.95, random_state=3
+    ).confidence_interval
     width = ref.high - ref.low
     assert lo[0] == pytest.approx(ref.low, abs=0.03 * width)
     assert hi[0] == pytest.approx(ref.high, abs=0.03 * width)

@@ -67,7 +67,9 @@ def _good_rows():
 
 def _episodes_csv(tmp_path, score_override=None):
     sim = simulate_switch(2, 4, seed=1)
-    df = sim.data.frame.rename(columns={"prefix": "prefix_model", "suffix": "suffix_model"})[["episode", "prefix_model", "suffix_model", "score"]]
+    df = sim.data.frame.rename(columns={"prefix": "prefix_model", "suffix": "suffix_model"})[
+        ["episode", "prefix_model", "suffix_model", "score"]
+    ]
     df = df.astype({"score": object})
     if score_override is not None:
         df.loc[5, "score"] = score_override
@@ -87,7 +89,9 @@ def _bad_inputs(tmp_path):
     yield "non-numeric score", _episodes_csv(tmp_path, "n/a"), "score", "finite number"
 
 
-@pytest.mark.parametrize("case", ["missing diagonal", "duplicate cell", "non-numeric mean", "single model", "non-numeric score"])
+@pytest.mark.parametrize(
+    "case", ["missing diagonal", "duplicate cell", "non-numeric mean", "single model", "non-numeric score"]
+)
 def test_bad_input_cli_exit_2_one_line_no_output(tmp_path, capsys, case):
     cases = {c[0]: c[1:] for c in _bad_inputs(tmp_path)}
     path, field, words = cases[case]
@@ -137,7 +141,21 @@ def test_cli_episode_file_with_both_bayesian_backends(tmp_path, capsys):
     path = tmp_path / "episodes.jsonl"
     save_episodes(sim.data.frame, path)
     out = tmp_path / "out"
-    args = ["switch", str(path), "--bootstrap", "200", "--draws", "100", "--tune", "100", "--chains", "1", "--no-progress", "--out", str(out)]
+    args = [
+        "switch",
+        str(path),
+        "--bootstrap",
+        "200",
+        "--draws",
+        "100",
+        "--tune",
+        "100",
+        "--chains",
+        "1",
+        "--no-progress",
+        "--out",
+        str(out),
+    ]
     rc = main(args + ["--allow-unconverged"])
     assert rc == 0
     res = json.loads((out / "switch.json").read_text())["benchmarks"]["sim"]
@@ -145,12 +163,22 @@ def test_cli_episode_file_with_both_bayesian_backends(tmp_path, capsys):
     for backend in ("numpyro", "pymc"):
         b = res["bayes"][backend]
         assert b["likelihood"] == "episodes"
-        assert set(b["alpha"]) == set(sim.models) and set(b["diagnostics"]) == {"max_rhat", "min_ess_bulk", "min_ess_tail", "divergences", "passed", "thresholds", "worst"}
+        assert set(b["alpha"]) == set(sim.models) and set(b["diagnostics"]) == {
+            "max_rhat",
+            "min_ess_bulk",
+            "min_ess_tail",
+            "divergences",
+            "passed",
+            "thresholds",
+            "worst",
+        }
         assert b["passed"] is False  # one chain of 100 draws cannot pass the gate (no R-hat, ESS < 400)
     # the typed result names each failed fit and the diagnostic that failed it (the CLI's exit-3 message)
     import bayesrc
 
-    assert bayesrc.load(out).failed_fit_reasons() == {f"sim/{b}": res["bayes"][b]["diagnostics"]["worst"] for b in ("numpyro", "pymc")}
+    assert bayesrc.load(out).failed_fit_reasons() == {
+        f"sim/{b}": res["bayes"][b]["diagnostics"]["worst"] for b in ("numpyro", "pymc")
+    }
     assert {e["stars"] for e in res["effects"]} <= {"", "*", "**", "***"}
 
 

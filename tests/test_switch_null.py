@@ -69,7 +69,9 @@ def test_pure_noise_r2_within_noise_floor(null_fits):
 
 
 def test_bh_adjusted_cell_significance_controls_false_discoveries(null_fits):
-    raw = np.mean([int(e["p"].to_numpy()[np.isfinite(e["p"].to_numpy())].__le__(0.05).sum()) > 0 for e, _, _ in null_fits])
+    raw = np.mean(
+        [int(e["p"].to_numpy()[np.isfinite(e["p"].to_numpy())].__le__(0.05).sum()) > 0 for e, _, _ in null_fits]
+    )
     adj = np.mean([bool(e["significant_95_adjusted"].to_numpy().any()) for e, _, _ in null_fits])
     assert adj < raw
     assert adj <= 0.10  # family-wise rate on the global null stays near 5%

@@ -10,7 +10,15 @@ import pytest
 from scipy import stats
 
 import bayesrc
-from bayesrc.data import exact_truth, item_counts, letter_shift_truth, load_exact, normalise_trials, sample_from_exact, write_exact_run
+from bayesrc.data import (
+    exact_truth,
+    item_counts,
+    letter_shift_truth,
+    load_exact,
+    normalise_trials,
+    sample_from_exact,
+    write_exact_run,
+)
 from bayesrc.errors import InputError
 
 
@@ -96,7 +104,11 @@ def test_exact_reader_bad_input_is_one_clear_error(tmp_path, exact_pair):
     with pytest.raises(InputError, match="not complete: resume it"):
         load_exact(unfinished)
     with pytest.raises(InputError, match="sum to"):
-        write_exact_run(tmp_path / "x", pd.DataFrame({"item_id": ["a"], "domain": ["d"], "answer": ["A"], "prob": [0.5], "is_correct": [True]}), label="x")
+        write_exact_run(
+            tmp_path / "x",
+            pd.DataFrame({"item_id": ["a"], "domain": ["d"], "answer": ["A"], "prob": [0.5], "is_correct": [True]}),
+            label="x",
+        )
 
 
 def test_score_classes_by_hand():
@@ -118,14 +130,36 @@ def test_cli_truth_writes_scores_and_a_report_section(tmp_path, exact_pair):
 
     a, b, truth = exact_pair
     out = tmp_path / "truth"
-    args = ["truth", str(a), str(b), "--k", "10", "--replicates", "2", "--seed", "1", "--methods", "change,betabinom", "--no-progress", "--out", str(out)]
+    args = [
+        "truth",
+        str(a),
+        str(b),
+        "--k",
+        "10",
+        "--replicates",
+        "2",
+        "--seed",
+        "1",
+        "--methods",
+        "change,betabinom",
+        "--no-progress",
+        "--out",
+        str(out),
+    ]
     assert main(args) == 0
     tj = json.loads((out / "truth.json").read_text())
     for key in ("k", "replicates", "delta_min", "n_items"):
         assert key in tj
     assert (tj["k"], tj["replicates"], tj["n_items"]) == (10, 2, 60)
     assert {"flagged_mean", "fdp_sign", "fdp_material"} <= set(tj["rci"])
-    assert {"selected_mean", "fdp_sign", "fdp_material", "coverage90", "rci_fdp_estimate_mean", "rci_fdp_estimate_material_mean"} <= set(tj["model"])
+    assert {
+        "selected_mean",
+        "fdp_sign",
+        "fdp_material",
+        "coverage90",
+        "rci_fdp_estimate_mean",
+        "rci_fdp_estimate_material_mean",
+    } <= set(tj["model"])
     assert {"rci", "rci_conservative", "rci_all_items", "rci_sd_all", "change", "betabinom"} == set(tj["methods"])
     rep = pd.read_parquet(out / "truth_replicates.parquet")
     assert len(rep) == 2 * 6 and set(rep["replicate"]) == {0, 1}
@@ -140,13 +174,20 @@ def test_cli_truth_writes_scores_and_a_report_section(tmp_path, exact_pair):
     assert 0 <= tj["model"]["coverage90"] <= 1
     # Whether each change-model fit warned that its estimate moves with the priors; the beta-binomial has no such check.
     warned = by["change"].loc[scored, "rci_fdp_prior_sensitive"]
-    assert set(warned) <= {0.0, 1.0} and tj["model"]["rci_fdp_prior_sensitive_share"] == pytest.approx(by["change"]["rci_fdp_prior_sensitive"].mean())
+    assert set(warned) <= {0.0, 1.0} and tj["model"]["rci_fdp_prior_sensitive_share"] == pytest.approx(
+        by["change"]["rci_fdp_prior_sensitive"].mean()
+    )
     assert by["betabinom"]["rci_fdp_prior_sensitive"].isna().all()
     # Each model's 90% interval of RCI's FDP, and whether it held RCI's realised FDP of that replicate.
     for m in ("change", "betabinom"):
         g = by[m].loc[scored]
-        assert (g["rci_fdp_lo90"] <= g["rci_fdp_estimate"] + 0.02).all() and (g["rci_fdp_estimate"] - 0.02 <= g["rci_fdp_hi90"]).all()
-        held = ((g["rci_fdp_lo90"] <= by["rci"].loc[scored, "fdp_sign"]) & (by["rci"].loc[scored, "fdp_sign"] <= g["rci_fdp_hi90"])).astype(float)
+        assert (g["rci_fdp_lo90"] <= g["rci_fdp_estimate"] + 0.02).all() and (
+            g["rci_fdp_estimate"] - 0.02 <= g["rci_fdp_hi90"]
+        ).all()
+        held = (
+            (g["rci_fdp_lo90"] <= by["rci"].loc[scored, "fdp_sign"])
+            & (by["rci"].loc[scored, "fdp_sign"] <= g["rci_fdp_hi90"])
+        ).astype(float)
         assert g["rci_fdp_covered90"].tolist() == held.tolist()
         assert tj["methods"][m]["rci_fdp_interval_coverage"] == pytest.approx(held.mean())
         # where the no-change test did not reject, the interval runs to 1 (every flag false if nothing changed)
@@ -156,7 +197,9 @@ def test_cli_truth_writes_scores_and_a_report_section(tmp_path, exact_pair):
     # PSIS-LOO of each collapsed fit is recorded beside its truth scores (choosing models on both).
     bayes = rep[rep["kind"] == "bayes"]
     assert np.isfinite(bayes["elpd_loo"]).all() and (bayes["elpd_loo_se"] > 0).all()
-    assert tj["methods"]["change"]["elpd_loo_mean"] == pytest.approx(bayes.loc[bayes["method"] == "change", "elpd_loo"].mean())
+    assert tj["methods"]["change"]["elpd_loo_mean"] == pytest.approx(
+        bayes.loc[bayes["method"] == "change", "elpd_loo"].mean()
+    )
     res = TruthResult.load(out)
     assert res.to_dict() == tj and TruthResult.from_dict(res.to_dict()).summary().shape[0] == 6
     html = build_report(out)["run"].read_text()
@@ -181,23 +224,50 @@ def test_family_truth_scores_every_version_against_the_reference_and_reports_it(
     same = write_exact_run(tmp_path / "v3", dist_from_truth(truth, "p_v1", p_missing=0.02), label="sim-same")
     res = family_truth([a, b, same], k=10, replicates=2, seed=1, methods=())
     assert res.versions == ["sim-q4", "sim-q3", "sim-same"] and res.n_items == 60 and res.bands is None
-    np.testing.assert_allclose(res.items.set_index("item_id").loc[truth["item_id"], ["sim-q4", "sim-q3"]].to_numpy(), truth[["p_v1", "p_v2"]].to_numpy(), atol=1e-12)
-    assert res.exact["median_abs_dp"]["sim-same"] == 0 and res.exact["mean_accuracy"]["sim-q3"] == pytest.approx(truth["p_v2"].mean())
+    np.testing.assert_allclose(
+        res.items.set_index("item_id").loc[truth["item_id"], ["sim-q4", "sim-q3"]].to_numpy(),
+        truth[["p_v1", "p_v2"]].to_numpy(),
+        atol=1e-12,
+    )
+    assert res.exact["median_abs_dp"]["sim-same"] == 0 and res.exact["mean_accuracy"]["sim-q3"] == pytest.approx(
+        truth["p_v2"].mean()
+    )
     rep = res.per_replicate
     assert len(rep) == 2 * 3 and set(rep["method"]) == {"rci"}
     unchanged = rep[rep["version"] == "sim-same"]
     assert (unchanged["false_sign"] == unchanged["flagged"]).all()
     # the step sim-q3 -> sim-same undoes the change: RCI on that pair, scored against p_same - p_q3
     step = rep[rep["version"] == "sim-q3 -> sim-same"].set_index("replicate")
-    by_hand = [score_classes(reliable_change(c, "sim-q3", "sim-same", n_splits=200, n_permutations=200, seed=r).to_frame().set_index("item_id").reindex(c["item"].values)["class"].to_numpy(dtype=object), p[:, 2] - p[:, 1])
-               for r, c, p, _ in family_replicates([load_exact(x) for x in (a, b, same)], k=10, seed=1, replicates=range(2), labels=res.versions)]  # fmt: skip
-    assert [step.loc[r, "flagged"] for r in (0, 1)] == [h["flagged"] for h in by_hand] and min(h["flagged"] for h in by_hand) > 0
+    by_hand = [
+        score_classes(
+            reliable_change(c, "sim-q3", "sim-same", n_splits=200, n_permutations=200, seed=r)
+            .to_frame()
+            .set_index("item_id")
+            .reindex(c["item"].values)["class"]
+            .to_numpy(dtype=object),
+            p[:, 2] - p[:, 1],
+        )
+        for r, c, p, _ in family_replicates(
+            [load_exact(x) for x in (a, b, same)], k=10, seed=1, replicates=range(2), labels=res.versions
+        )
+    ]
+    assert [step.loc[r, "flagged"] for r in (0, 1)] == [h["flagged"] for h in by_hand] and min(
+        h["flagged"] for h in by_hand
+    ) > 0
     assert [step.loc[r, "false_sign"] for r in (0, 1)] == [h["false_sign"] for h in by_hand]
     changed = rep[rep["version"] == "sim-q3"]
-    assert res.scores["rci"]["sim-q3"]["fdp_sign"] == pytest.approx(changed["fdp_sign"].mean()) and changed["flagged"].min() > 0
+    assert (
+        res.scores["rci"]["sim-q3"]["fdp_sign"] == pytest.approx(changed["fdp_sign"].mean())
+        and changed["flagged"].min() > 0
+    )
     res.save(tmp_path / "ft")
     back = bayesrc.load(tmp_path / "ft")
-    assert type(back) is FamilyTruth and back == res and back.summary().equals(res.summary()) and "<table" in back._repr_html_()
+    assert (
+        type(back) is FamilyTruth
+        and back == res
+        and back.summary().equals(res.summary())
+        and "<table" in back._repr_html_()
+    )
     html = build_report(tmp_path / "ft")["run"].read_text()
     assert "Real-model truth of a family of versions" in html and "sim-same" in html and "sim-q3 -&gt; sim-same" in html
     assert 'id="fig-family_truth"><img alt="Per version or step and method' in html and "data:image/png" in html
@@ -249,10 +319,20 @@ def test_bundled_exact_gemma_family_is_evaluated_alike():
     for v in FAMILY[1:]:
         comp = compare_runs(ref, path(f"exact_gemma/family/{v}"), allow=("prompt",) if "prompt" in v else ())
         assert comp.comparable, comp.summary()
-        assert set(comp.differences["field"]) <= {"model.file_name", "model.file_sha256", "model.label", "model.seed_salt", "prompt.system_sha256", "prompt.shared_sha256"}
+        assert set(comp.differences["field"]) <= {
+            "model.file_name",
+            "model.file_sha256",
+            "model.label",
+            "model.seed_salt",
+            "prompt.system_sha256",
+            "prompt.shared_sha256",
+        }
     assert not compare_runs(ref, path("exact_gemma/q4")).comparable
     runs = [load_exact(path(f"exact_gemma/family/{v}")) for v in FAMILY]
-    assert all(r.items["item_id"].tolist() == runs[0].items["item_id"].tolist() for r in runs) and len(runs[0].items) == 300
+    assert (
+        all(r.items["item_id"].tolist() == runs[0].items["item_id"].tolist() for r in runs)
+        and len(runs[0].items) == 300
+    )
 
 
 def test_bundled_exact_gemma_pair_is_a_real_letter_shaped_change():

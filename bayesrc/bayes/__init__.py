@@ -13,7 +13,13 @@ JAX and PyMC are imported only when a model is sampled.
 
 from bayesrc.bayes.betabinom import betabinom_numpyro, betabinom_pymc, conjugate_p, sufficient_stats
 from bayesrc.bayes.change import change_numpyro, change_pymc, item_conditionals
-from bayesrc.bayes.change_collapsed import cell_stats, change_collapsed_numpyro, change_collapsed_pymc, item_draws, with_item_draws
+from bayesrc.bayes.change_collapsed import (
+    cell_stats,
+    change_collapsed_numpyro,
+    change_collapsed_pymc,
+    item_draws,
+    with_item_draws,
+)
 from bayesrc.bayes.checks import posterior_predictive_check
 from bayesrc.bayes.diagnostics import Diagnostics, gate
 from bayesrc.bayes.draws import item_block
@@ -23,14 +29,58 @@ from bayesrc.bayes.joint import family_item_draws, joint_numpyro, joint_pymc
 from bayesrc.bayes.joint_fit import JointFit, fit_joint, rank_bands
 from bayesrc.bayes.model_comparison import ModelComparison, compare
 from bayesrc.bayes.samplers import SamplerConfig, configure_host_devices
-from bayesrc.bayes.summaries import ITEM_COLUMNS, agreement_table, cohen_kappa, crosscheck, domain_shift, item_summary, select
+from bayesrc.bayes.summaries import (
+    ITEM_COLUMNS,
+    agreement_table,
+    cohen_kappa,
+    crosscheck,
+    domain_shift,
+    item_summary,
+    select,
+)
 
 __all__ = [
-    "BACKENDS", "ITEM_COLUMNS", "MODELS", "BayesFit", "Diagnostics", "JointFit", "ModelComparison", "ModelInputs", "SamplerConfig",
-    "agreement_table", "betabinom_numpyro", "betabinom_pymc", "cell_stats", "change_collapsed_numpyro",
-    "change_collapsed_pymc", "change_numpyro", "change_pymc", "check",
-    "cohen_kappa", "compare", "configure_host_devices", "conjugate_p", "crosscheck", "domain_shift", "family_item_draws", "fit", "fit_joint", "gate",
-    "gated_vars", "item_block", "item_conditionals", "item_draws", "item_summary", "joint_numpyro", "joint_pymc", "model_inputs", "posterior_predictive_check",
-    "rank_bands", "realised_fdp", "sample", "select",
-    "sufficient_stats", "with_item_draws",
-]  # fmt: skip
+    "BACKENDS",
+    "ITEM_COLUMNS",
+    "MODELS",
+    "BayesFit",
+    "Diagnostics",
+    "JointFit",
+    "ModelComparison",
+    "ModelInputs",
+    "SamplerConfig",
+    "agreement_table",
+    "betabinom_numpyro",
+    "betabinom_pymc",
+    "cell_stats",
+    "change_collapsed_numpyro",
+    "change_collapsed_pymc",
+    "change_numpyro",
+    "change_pymc",
+    "check",
+    "cohen_kappa",
+    "compare",
+    "configure_host_devices",
+    "conjugate_p",
+    "crosscheck",
+    "domain_shift",
+    "family_item_draws",
+    "fit",
+    "fit_joint",
+    "gate",
+    "gated_vars",
+    "item_block",
+    "item_conditionals",
+    "item_draws",
+    "item_summary",
+    "joint_numpyro",
+    "joint_pymc",
+    "model_inputs",
+    "posterior_predictive_check",
+    "rank_bands",
+    "realised_fdp",
+    "sample",
+    "select",
+    "sufficient_stats",
+    "with_item_draws",
+]

@@ -27,7 +27,13 @@ from bayesrc.bayes.samplers import SamplerConfig, run_numpyro, run_pymc
 
 PRIOR = {"logit_mu_sd": 1.5, "log_kappa_mean": 1.0, "log_kappa_sd": 1.5}
 HYPER = ("logit_mu", "log_kappa", "mu", "kappa")
-DIMS = {"logit_mu": ["domain", "version"], "log_kappa": ["domain", "version"], "mu": ["domain", "version"], "kappa": ["domain", "version"], "p": ["item", "version"]}
+DIMS = {
+    "logit_mu": ["domain", "version"],
+    "log_kappa": ["domain", "version"],
+    "mu": ["domain", "version"],
+    "kappa": ["domain", "version"],
+    "p": ["item", "version"],
+}
 
 
 def sufficient_stats(data: ModelInputs) -> tuple[np.ndarray, ...]:
@@ -62,7 +68,9 @@ def hyperpriors_numpyro(n_domains: int):
     import numpyro.distributions as dist
 
     logit_mu = numpyro.sample("logit_mu", dist.Normal(0.0, PRIOR["logit_mu_sd"]).expand([n_domains, 2]).to_event(2))
-    log_kappa = numpyro.sample("log_kappa", dist.Normal(PRIOR["log_kappa_mean"], PRIOR["log_kappa_sd"]).expand([n_domains, 2]).to_event(2))
+    log_kappa = numpyro.sample(
+        "log_kappa", dist.Normal(PRIOR["log_kappa_mean"], PRIOR["log_kappa_sd"]).expand([n_domains, 2]).to_event(2)
+    )
     return numpyro.deterministic("mu", jax_expit(logit_mu)), numpyro.deterministic("kappa", jnp.exp(log_kappa))
 
 

@@ -75,16 +75,43 @@ from bayesrc.bayes.inputs import ModelInputs
 from bayesrc.bayes.samplers import SamplerConfig, run_numpyro, run_pymc
 
 PRIOR = {
-    "mu_theta_sd": 2.0, "sigma_theta_sd": 5.0, "shift_sd": 1.0, "slope_sd": 0.5, "group_shift_sd": 1.0, "group_level_sd": 1.0,
+    "mu_theta_sd": 2.0,
+    "sigma_theta_sd": 5.0,
+    "shift_sd": 1.0,
+    "slope_sd": 0.5,
+    "group_shift_sd": 1.0,
+    "group_level_sd": 1.0,
     "stratum_shift_sd": 0.5,
-    "sigma_delta_shape": 2.0, "sigma_delta_scale": 0.6, "pi_a": 4.0, "pi_b": 1.0,
+    "sigma_delta_shape": 2.0,
+    "sigma_delta_scale": 0.6,
+    "pi_a": 4.0,
+    "pi_b": 1.0,
     "sigma_delta_sd": None,  # set: the HalfNormal(sigma_delta_sd) prior of the model before issue 12 instead
-}  # fmt: skip
+}
 DIMS = {
-    "mu_theta": ["domain"], "sigma_theta": ["domain"], "shift": ["domain"], "group_shift": ["group"], "group_level": ["group"],
-    "stratum_shift": ["stratum"], "stratum_shift_z": ["contrast"], "theta": ["item"],
-}  # fmt: skip
-SAMPLED = ("mu_theta", "sigma_theta", "shift", "group_shift", "group_level", "stratum_shift_sd", "stratum_shift_z", "stratum_shift", "sigma_delta", "slope", "pi", "theta")
+    "mu_theta": ["domain"],
+    "sigma_theta": ["domain"],
+    "shift": ["domain"],
+    "group_shift": ["group"],
+    "group_level": ["group"],
+    "stratum_shift": ["stratum"],
+    "stratum_shift_z": ["contrast"],
+    "theta": ["item"],
+}
+SAMPLED = (
+    "mu_theta",
+    "sigma_theta",
+    "shift",
+    "group_shift",
+    "group_level",
+    "stratum_shift_sd",
+    "stratum_shift_z",
+    "stratum_shift",
+    "sigma_delta",
+    "slope",
+    "pi",
+    "theta",
+)
 GRID_NODES = 49
 
 
@@ -138,7 +165,17 @@ def _sigma_delta_prior(lib, pr: dict, *name, **dims):
 
 #: The hyperpriors whose density is evaluated per draw (:func:`change_log_prior`); the rest
 #: (``stratum_shift_z``, the items) have priors that no prior setting changes.
-HYPERPRIOR_SITES = ("mu_theta", "sigma_theta", "shift", "group_level", "group_shift", "stratum_shift_sd", "sigma_delta", "slope", "pi")
+HYPERPRIOR_SITES = (
+    "mu_theta",
+    "sigma_theta",
+    "shift",
+    "group_level",
+    "group_shift",
+    "stratum_shift_sd",
+    "sigma_delta",
+    "slope",
+    "pi",
+)
 #: The priors that decide how many items changed and by how much (the fit's own prior-sensitivity check).
 STRUCTURE_SITES = ("pi", "sigma_delta")
 
@@ -193,7 +230,9 @@ def model_dims(n_groups: int) -> dict:
     return DIMS | {"sigma_delta": ["group"]} if n_groups > 1 else DIMS
 
 
-def hyperpriors_numpyro(n_domains: int, slope: bool, prior: dict | None = None, n_groups: int = 1, n_changes: int | None = None):
+def hyperpriors_numpyro(
+    n_domains: int, slope: bool, prior: dict | None = None, n_groups: int = 1, n_changes: int | None = None
+):
     """The hyperpriors of the change model (``PRIOR``, or ``prior_settings(prior)``), NumPyro;
     shared by the full and collapsed models and the joint model of several versions.
 
@@ -237,7 +276,9 @@ def hyperpriors_pymc(slope: bool, prior: dict | None = None, n_groups: int = 1, 
     return mu_theta, sigma_theta, shift, sigma_delta, b, pi
 
 
-def group_effects_numpyro(n_groups: int, prior: dict | None = None, contrasts: np.ndarray | None = None, n_changes: int | None = None):
+def group_effects_numpyro(
+    n_groups: int, prior: dict | None = None, contrasts: np.ndarray | None = None, n_changes: int | None = None
+):
     """Per-level effects of the item covariate (e.g. the correct option's letter), NumPyro.
 
     Returns ``(alpha, gamma, eta)``: ``alpha ~ ZeroSumNormal(group_level_sd)`` shifts the items'
@@ -270,7 +311,9 @@ def group_effects_numpyro(n_groups: int, prior: dict | None = None, contrasts: n
     return alpha, gamma, numpyro.deterministic("stratum_shift", eta)
 
 
-def group_effects_pymc(n_groups: int, prior: dict | None = None, contrasts: np.ndarray | None = None, per_change: bool = False):
+def group_effects_pymc(
+    n_groups: int, prior: dict | None = None, contrasts: np.ndarray | None = None, per_change: bool = False
+):
     """The same in PyMC, inside an open ``pm.Model`` with ``group``, ``stratum`` and ``contrast`` coords
     (``per_change``: the joint model's, and a ``change`` coord)."""
     if n_groups <= 1:
@@ -303,7 +346,21 @@ def _gather(gamma, idx):
     return 0.0 if isinstance(gamma, float) else gamma[idx]
 
 
-def _numpyro_model(y, n, dom, z, logw, grp=None, stratum=None, *, n_domains: int, slope: bool, prior=None, n_groups: int = 1, contrasts=None):
+def _numpyro_model(
+    y,
+    n,
+    dom,
+    z,
+    logw,
+    grp=None,
+    stratum=None,
+    *,
+    n_domains: int,
+    slope: bool,
+    prior=None,
+    n_groups: int = 1,
+    contrasts=None,
+):
     import jax.numpy as jnp  # deferred: NumPyro and JAX load in seconds (bayes extra)
     import numpyro
     import numpyro.distributions as dist
@@ -328,7 +385,9 @@ def _numpyro_model(y, n, dom, z, logw, grp=None, stratum=None, *, n_domains: int
     numpyro.factor("y", jnp.sum(ll))
 
 
-def change_numpyro(data: ModelInputs, *, slope: bool = False, prior: dict | None = None, config: SamplerConfig | None = None):
+def change_numpyro(
+    data: ModelInputs, *, slope: bool = False, prior: dict | None = None, config: SamplerConfig | None = None
+):
     """Fit the paired change model with NumPyro; returns a DataTree with derived item quantities.
 
     ``prior`` overrides entries of ``PRIOR`` (see :func:`prior_settings`).
@@ -342,13 +401,22 @@ def change_numpyro(data: ModelInputs, *, slope: bool = False, prior: dict | None
     cfg = config or SamplerConfig()
     z, logw = z_grid()
     stratum = data.strata()[0] if data.n_groups > 1 else None
-    model = partial(_numpyro_model, n_domains=data.n_domains, slope=slope, prior=prior_settings(prior), n_groups=data.n_groups, contrasts=data.stratum_contrasts())
+    model = partial(
+        _numpyro_model,
+        n_domains=data.n_domains,
+        slope=slope,
+        prior=prior_settings(prior),
+        n_groups=data.n_groups,
+        contrasts=data.stratum_contrasts(),
+    )
     arrays = dict(y=data.y, n=data.n, dom=data.dom, z=z, logw=logw, grp=data.grp, stratum=stratum)
     dt = run_numpyro(model, arrays, cfg, data.coords, model_dims(data.n_groups))
     return _finish(dt, data, cfg.seed, slope, prior)
 
 
-def change_pymc(data: ModelInputs, *, slope: bool = False, prior: dict | None = None, config: SamplerConfig | None = None):
+def change_pymc(
+    data: ModelInputs, *, slope: bool = False, prior: dict | None = None, config: SamplerConfig | None = None
+):
     """Fit the same model with PyMC (nutpie); same priors, names and dims as the NumPyro twin.
 
     Examples
@@ -367,7 +435,12 @@ def change_pymc(data: ModelInputs, *, slope: bool = False, prior: dict | None = 
         sd_i = (sigma_delta[data.grp] if data.n_groups > 1 else sigma_delta * np.ones(data.n_items))[:, None]
         mu_i = mu_theta[data.dom] + _gather(alpha, data.grp)
         theta = pm.Normal("theta", mu_i, sigma_theta[data.dom], dims="item")
-        m = shift[data.dom] + _gather(gamma, data.grp) + _gather(eta, data.strata()[0]) + b * (theta - mu_i) / sigma_theta[data.dom]
+        m = (
+            shift[data.dom]
+            + _gather(gamma, data.grp)
+            + _gather(eta, data.strata()[0])
+            + b * (theta - mu_i) / sigma_theta[data.dom]
+        )
 
         def binom(yy, nn, logit):
             return yy * pt.log(pt.sigmoid(logit)) + (nn - yy) * pt.log(pt.sigmoid(-logit))
@@ -408,7 +481,9 @@ def item_conditionals(post, data: ModelInputs, rng: np.random.Generator, chunk: 
     alpha, gamma, eta = group_draws(post)
     th = theta.reshape(-1, n_items)
     flat = lambda a: a.reshape(n_chain * n_draw, *a.shape[2:])  # noqa: E731
-    mu_t, sd_t, sh, sd_d, pp, bb, gg, aa, ee = map(flat, (mu_theta, sigma_theta, shift, sigma_delta, pi, b, gamma, alpha, eta))
+    mu_t, sd_t, sh, sd_d, pp, bb, gg, aa, ee = map(
+        flat, (mu_theta, sigma_theta, shift, sigma_delta, pi, b, gamma, alpha, eta)
+    )
     grp = data.grp if gamma.shape[-1] > 1 else np.zeros(n_items, np.int64)
     stratum = data.strata()[0] if eta.shape[-1] > 1 else np.zeros(n_items, np.int64)
     sd_d = sd_d[:, grp] if sd_d.ndim == 2 else np.broadcast_to(sd_d[:, None], th.shape)  # per item
@@ -418,7 +493,12 @@ def item_conditionals(post, data: ModelInputs, rng: np.random.Generator, chunk: 
     for s0 in range(0, th.shape[0], chunk):
         sl = slice(s0, s0 + chunk)
         t = th[sl]
-        m = sh[sl][:, data.dom] + gg[sl][:, grp] + ee[sl][:, stratum] + bb[sl][:, None] * (t - mu_t[sl][:, data.dom] - aa[sl][:, grp]) / sd_t[sl][:, data.dom]
+        m = (
+            sh[sl][:, data.dom]
+            + gg[sl][:, grp]
+            + ee[sl][:, stratum]
+            + bb[sl][:, None] * (t - mu_t[sl][:, data.dom] - aa[sl][:, grp]) / sd_t[sl][:, data.dom]
+        )
         dgrid = m[..., None] + sd_d[sl][..., None] * z  # (s, item, node)
         lw = logw + _binom(y2[:, None], n2[:, None], t[..., None] + dgrid)
         ll_change = np.logaddexp.reduce(lw, axis=-1)

@@ -86,8 +86,13 @@ from bayesrc.config import precision, prepare_jax
 
 LOGIT_HALF, LOGIT_STEP = 10.0, 0.2  # the logit grid: [-10, 10] in steps of at most 0.2
 ITEM_DRAW_STEPS_PER_CALL = 25  # item draws: vectorised steps per compiled call (the progress bar's step)
-ITEM_DRAW_BATCH_ENTRIES = 12_000  # item draws: posterior draws vectorised per step, up to 4, while draws x items stay below this
-DRAW_DELTA_NODES, DRAW_DELTA_HALF = 61, 6.0  # delta_i | theta_i: a piecewise-linear density through 61 nodes (0.2 SD apart)
+ITEM_DRAW_BATCH_ENTRIES = (
+    12_000  # item draws: posterior draws vectorised per step, up to 4, while draws x items stay below this
+)
+DRAW_DELTA_NODES, DRAW_DELTA_HALF = (
+    61,
+    6.0,
+)  # delta_i | theta_i: a piecewise-linear density through 61 nodes (0.2 SD apart)
 
 
 def logit_grid(max_n: int) -> np.ndarray:
@@ -151,7 +156,16 @@ def cell_stats(data: ModelInputs) -> Cells:
     rows = np.stack([stratum, data.n[:, 0], data.y[:, 0], data.n[:, 1], data.y[:, 1]], axis=1)
     cells, item_cell, w = np.unique(rows, axis=0, return_inverse=True, return_counts=True)
     f = lambda a: a.astype(float)  # noqa: E731
-    return Cells(dom=cells[:, 0], n1=f(cells[:, 1]), y1=f(cells[:, 2]), n2=f(cells[:, 3]), y2=f(cells[:, 4]), weight=f(w), item_cell=item_cell.ravel(), **strata)
+    return Cells(
+        dom=cells[:, 0],
+        n1=f(cells[:, 1]),
+        y1=f(cells[:, 2]),
+        n2=f(cells[:, 3]),
+        y2=f(cells[:, 4]),
+        weight=f(w),
+        item_cell=item_cell.ravel(),
+        **strata,
+    )
 
 
 def item_strata(data: ModelInputs) -> tuple[np.ndarray, dict]:
@@ -236,17 +250,24 @@ def likelihood_tables(cells: Cells, band_dtype=np.float64, pairs: bool = True) -
     e2, lm2 = binomial_table(x, o2[:, 0], o2[:, 1])
     tables = {
         "x": x,
-        "e1": pad(e1, n_u), "lm1": pad(lm1, n_u), "e2": pad(e2, n_t), "lm2": pad(lm2, n_t),
-        "cell_key": pad(cells.dom * n_t + t.ravel(), n_c), "cell_t": pad(t.ravel(), n_c), "cell_u": pad(u.ravel(), n_c),
+        "e1": pad(e1, n_u),
+        "lm1": pad(lm1, n_u),
+        "e2": pad(e2, n_t),
+        "lm2": pad(lm2, n_t),
+        "cell_key": pad(cells.dom * n_t + t.ravel(), n_c),
+        "cell_t": pad(t.ravel(), n_c),
+        "cell_u": pad(u.ravel(), n_c),
         "weight": pad(cells.weight, n_c),
-    }  # fmt: skip
+    }
     if band_table_fits(n_t, len(x), band_dtype):
         tables["e2_band"] = band_table(tables["e2"]).astype(band_dtype)
         tables |= pair_tables(cells.dom, t.ravel(), cells.n_strata, tables["e2_band"], n_c) if pairs else {}
     return tables
 
 
-def pair_tables(cell_s: np.ndarray, cell_t: np.ndarray, n_strata: int, e2_band: np.ndarray, n_cells: int) -> dict[str, np.ndarray]:
+def pair_tables(
+    cell_s: np.ndarray, cell_t: np.ndarray, n_strata: int, e2_band: np.ndarray, n_cells: int
+) -> dict[str, np.ndarray]:
     """The (stratum, version-2 outcome) pairs the cells have, for :func:`cell_loglik`'s band product:
     ``pair_onehot`` (pair, stratum), ``pair_band`` the band table's rows of the pairs' outcomes
     (:func:`band_table`), ``ones_band`` its row of ones, ``cell_pair`` each cell's pair; pairs padded to a
@@ -266,9 +287,11 @@ def pair_tables(cell_s: np.ndarray, cell_t: np.ndarray, n_strata: int, e2_band: 
     if n_p * e2_band[0].nbytes > BAND_TABLE_MAX_BYTES:
         return {}
     return {
-        "pair_onehot": pad_rows(np.eye(n_strata)[pairs[:, 0]], n_p), "pair_band": pad_rows(e2_band[pairs[:, 1]], n_p),
-        "ones_band": e2_band[-1], "cell_pair": pad_rows(cell_pair.ravel(), n_cells),
-    }  # fmt: skip
+        "pair_onehot": pad_rows(np.eye(n_strata)[pairs[:, 0]], n_p),
+        "pair_band": pad_rows(e2_band[pairs[:, 1]], n_p),
+        "ones_band": e2_band[-1],
+        "cell_pair": pad_rows(cell_pair.ravel(), n_cells),
+    }
 
 
 def outcome_bucket(n: int) -> int:
@@ -300,13 +323,20 @@ def strata_hyper(cells: Cells, mu_theta, sigma_theta, shift, alpha, gamma, eta, 
     if cells.stratum_dom is None:
         return mu_theta, sigma_theta, shift, sigma_delta[..., None] + 0.0 * shift
     sd, sg = cells.stratum_dom, cells.stratum_group
-    return mu_theta[..., sd] + alpha[..., sg], sigma_theta[..., sd], shift[..., sd] + gamma[..., sg] + eta, sigma_delta[..., sg]
+    return (
+        mu_theta[..., sd] + alpha[..., sg],
+        sigma_theta[..., sd],
+        shift[..., sd] + gamma[..., sg] + eta,
+        sigma_delta[..., sg],
+    )
 
 
 def _ops(backend: str) -> SimpleNamespace:
     """The handful of array functions the likelihood needs, for numpy, jax or pytensor."""
     if backend == "numpy":
-        return SimpleNamespace(xp=np, logsumexp=logsumexp, tensordot=np.tensordot, einsum=np.einsum, maximum=np.maximum, ndtr=ndtr)
+        return SimpleNamespace(
+            xp=np, logsumexp=logsumexp, tensordot=np.tensordot, einsum=np.einsum, maximum=np.maximum, ndtr=ndtr
+        )
     if backend == "jax":
         import jax
         import jax.numpy as jnp
@@ -315,10 +345,19 @@ def _ops(backend: str) -> SimpleNamespace:
         # Phi as one erfc, as PyTensor's below: jax.scipy's ndtr evaluates erf and erfc everywhere and picks one
         # (the tails' two Phi per stratum and node were 15% of the likelihood's value and gradient).
         phi = lambda z: 0.5 * jax.lax.erfc(-z / np.sqrt(2.0))  # noqa: E731
-        return SimpleNamespace(xp=jnp, logsumexp=jss.logsumexp, tensordot=jnp.tensordot, einsum=jnp.einsum, maximum=jnp.maximum, ndtr=phi)
+        return SimpleNamespace(
+            xp=jnp, logsumexp=jss.logsumexp, tensordot=jnp.tensordot, einsum=jnp.einsum, maximum=jnp.maximum, ndtr=phi
+        )
     import pytensor.tensor as pt  # deferred: PyMC loads in ~2 s (bayes extra)
 
-    return SimpleNamespace(xp=pt, logsumexp=pt.logsumexp, tensordot=pt.tensordot, einsum=pt.einsum, maximum=pt.maximum, ndtr=lambda z: 0.5 * pt.erfc(-z / np.sqrt(2.0)))
+    return SimpleNamespace(
+        xp=pt,
+        logsumexp=pt.logsumexp,
+        tensordot=pt.tensordot,
+        einsum=pt.einsum,
+        maximum=pt.maximum,
+        ndtr=lambda z: 0.5 * pt.erfc(-z / np.sqrt(2.0)),
+    )
 
 
 def _lump_tails(ops, weights, below, above):
@@ -442,7 +481,11 @@ def weighted_convolutions(ops, tables, mu, sigma, shift, slope, sigma_delta, wei
     """
     sums, scale, first, last = convolution_parts(ops, tables, mu, sigma, shift, slope, sigma_delta, weights)
     e2 = tables["e2"]
-    return sums * scale[None, :, None, :] + first[:, :, None, :] * e2[None, None, :, :1] + last[:, :, None, :] * e2[None, None, :, -1:]
+    return (
+        sums * scale[None, :, None, :]
+        + first[:, :, None, :] * e2[None, None, :, :1]
+        + last[:, :, None, :] * e2[None, None, :, -1:]
+    )
 
 
 def convolution_parts(ops, tables, mu, sigma, shift, slope, sigma_delta, weights):
@@ -463,7 +506,9 @@ def convolution_parts(ops, tables, mu, sigma, shift, slope, sigma_delta, weights
         sd = grid_spread(ops, sigma_delta, x)
         rows = weights[:, None, :] * _kernel_offsets(ops, x, shift, sd)[None]  # (W, stratum, 2J - 1)
         band = tables["e2_band"]  # in its own precision (likelihood_tables' band_dtype), the sums back in the rows'
-        sums = ops.tensordot(rows.astype(band.dtype), band, axes=[[2], [2]]).astype(rows.dtype)  # (W, stratum, outcome2 + 1, node)
+        sums = ops.tensordot(rows.astype(band.dtype), band, axes=[[2], [2]]).astype(
+            rows.dtype
+        )  # (W, stratum, outcome2 + 1, node)
         centre, sd = x[None, :] + shift[:, None], sd[:, None]
     else:
         k, centre, sd = _kernel_rows(ops, x, mu, sigma, shift, slope, sigma_delta)
@@ -471,7 +516,10 @@ def convolution_parts(ops, tables, mu, sigma, shift, slope, sigma_delta, weights
         e2_ones = ops.xp.concatenate([e2, ops.xp.ones_like(e2[:1])], axis=0)
         sums = ops.tensordot(kw, e2_ones, axes=[[3], [1]]).transpose(0, 1, 3, 2)  # (W, stratum, outcome2 + 1, node)
     scale, below, above = _rows_scale_and_tails(ops, x, centre, sd, sums[0, :, -1])
-    at_first, at_last = weights[:, n - 1 :: -1], weights[:, : n - 2 : -1]  # (W, node j): w of the change to node 0 / node J - 1
+    at_first, at_last = (
+        weights[:, n - 1 :: -1],
+        weights[:, : n - 2 : -1],
+    )  # (W, node j): w of the change to node 0 / node J - 1
     return sums[:, :, :-1], scale, at_first[:, None, :] * below[None], at_last[:, None, :] * above[None]
 
 
@@ -499,13 +547,19 @@ def cell_loglik(ops, mu_theta, sigma_theta, shift, sigma_delta, slope, pi, table
     by_pair = isinstance(slope, float) and slope == 0.0 and "pair_band" in tables
     if by_pair:  # the change convolutions of the pairs the cells have only (pair_tables)
         scaled, first, last, sums = _pair_convolution_parts(ops, tables, shift, sigma_delta)
-        changed = (ops.tensordot(tables["pair_onehot"], prior * scaled, axes=[[1], [0]]) * sums) @ e1.T  # (pair, outcome1)
+        changed = (
+            ops.tensordot(tables["pair_onehot"], prior * scaled, axes=[[1], [0]]) * sums
+        ) @ e1.T  # (pair, outcome1)
     else:
         ones = np.ones((1, 2 * e1.shape[-1] - 1))
-        sums, scale, first, last = convolution_parts(ops, tables, mu_theta, sigma_theta, shift, slope, sigma_delta, ones)
+        sums, scale, first, last = convolution_parts(
+            ops, tables, mu_theta, sigma_theta, shift, slope, sigma_delta, ones
+        )
         first, last = first[0], last[0]
         changed = ops.einsum("suj,stj->sut", pe1 * scale[:, None, :], sums[0])
-    at_ends = [(pe1 * tail[:, None, :]).sum(-1)[:, :, None] for tail in (first, last)]  # (stratum, outcome1, 1): the tails' mass
+    at_ends = [
+        (pe1 * tail[:, None, :]).sum(-1)[:, :, None] for tail in (first, last)
+    ]  # (stratum, outcome1, 1): the tails' mass
     ends = at_ends[0] * e2[None, None, :, 0] + at_ends[1] * e2[None, None, :, -1]  # on the end nodes' binomials
     lik = (1.0 - pi) * same + pi * (ends if by_pair else changed + ends)
     lik = lik.transpose(0, 2, 1)  # (stratum, outcome2, outcome1)
@@ -524,7 +578,9 @@ def _pair_convolution_parts(ops, tables, shift, sigma_delta):
     sd = grid_spread(ops, sigma_delta, x)
     rows = _kernel_offsets(ops, x, shift, sd)  # (stratum, 2J - 1)
     band = tables["pair_band"]
-    pair_rows = ops.tensordot(tables["pair_onehot"], rows, axes=[[1], [0]])  # (pair, 2J - 1): a product, not a gather (see toeplitz)
+    pair_rows = ops.tensordot(
+        tables["pair_onehot"], rows, axes=[[1], [0]]
+    )  # (pair, 2J - 1): a product, not a gather (see toeplitz)
     sums = ops.einsum("pm,pjm->pj", pair_rows.astype(band.dtype), band).astype(rows.dtype)
     # (stratum, node): each row's sum over the grid, in the band's precision as the sums (in float64 it took an eighth of a step)
     inside = ops.tensordot(rows.astype(band.dtype), tables["ones_band"], axes=[[1], [1]]).astype(rows.dtype)
@@ -558,7 +614,14 @@ def _numpyro_model(tables, *, cells: Cells, n_domains: int, slope: bool, prior=N
     numpyro.factor("y", _jax_loglik(slope)(*strata, b, pi, tables))
 
 
-def change_collapsed_numpyro(data: ModelInputs, *, slope: bool = False, prior: dict | None = None, config: SamplerConfig | None = None, items: bool = True):
+def change_collapsed_numpyro(
+    data: ModelInputs,
+    *,
+    slope: bool = False,
+    prior: dict | None = None,
+    config: SamplerConfig | None = None,
+    items: bool = True,
+):
     """Collapsed change model with NumPyro: NUTS on the hyperparameters, exact item draws after
     (``items=False``: the hyperparameters only; :func:`with_item_draws` adds the items later).
 
@@ -575,7 +638,9 @@ def change_collapsed_numpyro(data: ModelInputs, *, slope: bool = False, prior: d
     return with_item_draws(dt, data, cfg, slope=slope, prior=prior) if items else dt
 
 
-def collapsed_model_numpyro(data: ModelInputs, *, slope: bool = False, prior: dict | None = None) -> tuple[Callable, dict]:
+def collapsed_model_numpyro(
+    data: ModelInputs, *, slope: bool = False, prior: dict | None = None
+) -> tuple[Callable, dict]:
     """The NumPyro twin as a model function and its data arguments (the sampler's tables): what
     :func:`change_collapsed_numpyro` samples, e.g. for ``numpyro.infer.util.potential_energy``.
 
@@ -584,11 +649,26 @@ def collapsed_model_numpyro(data: ModelInputs, *, slope: bool = False, prior: di
     >>> model, args = collapsed_model_numpyro(model_inputs(counts))   # doctest: +SKIP
     """
     cells = cell_stats(data)
-    model = partial(_numpyro_model, cells=cells, n_domains=data.n_domains, slope=slope, prior=prior_settings(prior), n_groups=data.n_groups, contrasts=data.stratum_contrasts())
+    model = partial(
+        _numpyro_model,
+        cells=cells,
+        n_domains=data.n_domains,
+        slope=slope,
+        prior=prior_settings(prior),
+        n_groups=data.n_groups,
+        contrasts=data.stratum_contrasts(),
+    )
     return model, {"tables": likelihood_tables(cells, SAMPLER_BAND_DTYPE)}
 
 
-def change_collapsed_pymc(data: ModelInputs, *, slope: bool = False, prior: dict | None = None, config: SamplerConfig | None = None, items: bool = True):
+def change_collapsed_pymc(
+    data: ModelInputs,
+    *,
+    slope: bool = False,
+    prior: dict | None = None,
+    config: SamplerConfig | None = None,
+    items: bool = True,
+):
     """The same collapsed model with PyMC (nutpie); same priors, names and dims as the NumPyro twin
     (``items`` as there).
 
@@ -667,8 +747,12 @@ def _cell_posteriors(hyper, data):
     x = data["x"]
     prior = prior_weights(ops, x, mu_theta, sigma_theta)
     n, h = x.shape[0], x[1] - x[0]
-    up = share_above_zero((jnp.arange(2 * n - 1) - (n - 1)) * h, h)  # per node offset k - j: the change x_k - x_j above 0
-    g, g_up = weighted_convolutions(ops, data, mu_theta, sigma_theta, shift, b, sigma_delta, jnp.stack([jnp.ones_like(up), up]))
+    up = share_above_zero(
+        (jnp.arange(2 * n - 1) - (n - 1)) * h, h
+    )  # per node offset k - j: the change x_k - x_j above 0
+    g, g_up = weighted_convolutions(
+        ops, data, mu_theta, sigma_theta, shift, b, sigma_delta, jnp.stack([jnp.ones_like(up), up])
+    )
     e2 = data["e2"]
     s, t, u = data["cell_dom"], data["cell_t"], data["cell_u"]
     base = prior[s] * data["e1"][u]  # (cell, node)
@@ -695,14 +779,22 @@ def _draws_one(hyper, key, data: dict, fine_v):
     f, cdf = _pwlinear_tables(jnp.concatenate([w0, w1], 0))  # rows: (changed, cell)
     rows = item_cell + changed * w0.shape[0]
     x = data["x"]
-    theta = _pwlinear_draw(f, cdf, rows, jax.random.uniform(k2, (n_items,)), jax.random.uniform(k3, (n_items,)), x[0], x[1] - x[0])
+    theta = _pwlinear_draw(
+        f, cdf, rows, jax.random.uniform(k2, (n_items,)), jax.random.uniform(k3, (n_items,)), x[0], x[1] - x[0]
+    )
     d = data["cell_dom"][item_cell]
     m_i = shift[d] + b * (theta - mu_theta[d]) / sigma_theta[d]
     # delta_i | theta_i, changed_i = 1 on a fine standardised grid; the prior when changed_i = 0 (delta_i is not in the likelihood).
     spread = grid_spread(_ops("jax"), sigma_delta, x)[d]
     zv = standardised_change_draw(theta + m_i, spread, data["item_y2"], data["item_n2"], changed, fine_v, (k4, k5, k6))
     f = ITEM_DRAW_DTYPE  # stored in single precision (computed in double): half the memory, and the transfer, at 12,000 items
-    return theta.astype(f), (m_i + spread * zv).astype(f), changed.astype(jnp.int8), r.astype(f), p_up.astype(f)  # r, p_up per cell
+    return (
+        theta.astype(f),
+        (m_i + spread * zv).astype(f),
+        changed.astype(jnp.int8),
+        r.astype(f),
+        p_up.astype(f),
+    )  # r, p_up per cell
 
 
 def draw_data(cells: Cells) -> dict[str, np.ndarray]:
@@ -724,7 +816,13 @@ def draw_data(cells: Cells) -> dict[str, np.ndarray]:
     tables = likelihood_tables(cells, pairs=False)
     n_cells, n_items = len(tables["weight"]), bucket(cells.item_cell.size)
     item_cell = pad_rows(cells.item_cell, n_items)
-    return {**tables, "cell_dom": pad_rows(cells.dom, n_cells), "item_cell": item_cell, "item_y2": cells.y2[item_cell], "item_n2": cells.n2[item_cell]}
+    return {
+        **tables,
+        "cell_dom": pad_rows(cells.dom, n_cells),
+        "item_cell": item_cell,
+        "item_y2": cells.y2[item_cell],
+        "item_n2": cells.n2[item_cell],
+    }
 
 
 def standardised_change_draw(centre, spread, y, n, changed, fine_v, keys):
@@ -743,7 +841,15 @@ def standardised_change_draw(centre, spread, y, n, changed, fine_v, keys):
     y, n = y[:, None], n[:, None]
     fd, cdfd = _pwlinear_tables(jnp.exp(_max_shift(-0.5 * fine_v**2 + n * log_sigmoid(xi) - (n - y) * xi)))
     hv = fine_v[1] - fine_v[0]
-    zv = _pwlinear_draw(fd, cdfd, jnp.arange(n_items), jax.random.uniform(keys[0], (n_items,)), jax.random.uniform(keys[1], (n_items,)), fine_v[0], hv)
+    zv = _pwlinear_draw(
+        fd,
+        cdfd,
+        jnp.arange(n_items),
+        jax.random.uniform(keys[0], (n_items,)),
+        jax.random.uniform(keys[1], (n_items,)),
+        fine_v[0],
+        hv,
+    )
     return jnp.where(changed, zv, jax.random.normal(keys[2], (n_items,)))
 
 
@@ -752,7 +858,9 @@ def _max_shift(logf):
     return logf - logf.max(-1, keepdims=True)
 
 
-def item_draws(post, cells: Cells, seed: int, batch: int | None = None, progress: bool | None = None) -> dict[str, np.ndarray]:
+def item_draws(
+    post, cells: Cells, seed: int, batch: int | None = None, progress: bool | None = None
+) -> dict[str, np.ndarray]:
     """Exact conditional item draws for every posterior draw (JAX: ``batch`` draws vectorised,
     spread over the JAX devices, in calls of :data:`ITEM_DRAW_STEPS_PER_CALL` steps a progress
     bar follows; ``progress`` as :class:`SamplerConfig`'s). Each draw has its own random key, so
@@ -781,7 +889,12 @@ def flat_hyper(post, cells: Cells) -> list[np.ndarray]:
     n_chain, n_draw = post["pi"].shape
     flat = lambda a: np.asarray(a, float).reshape(n_chain * n_draw, *np.shape(a)[2:])  # noqa: E731
     slope = post["slope"].values if "slope" in post else np.zeros((n_chain, n_draw))
-    strata = strata_hyper(cells, *(post[k].values for k in ("mu_theta", "sigma_theta", "shift")), *group_draws(post), post["sigma_delta"].values)
+    strata = strata_hyper(
+        cells,
+        *(post[k].values for k in ("mu_theta", "sigma_theta", "shift")),
+        *group_draws(post),
+        post["sigma_delta"].values,
+    )
     return [flat(h) for h in (*strata, slope, post["pi"].values)]
 
 
@@ -876,7 +989,9 @@ def _pointwise_loglik(post, cells: Cells, batch: int):
     pad = (-n_s) % batch  # every call the same shape: one compile
     hyper = [np.concatenate([h, np.repeat(h[-1:], pad, 0)]) for h in hyper]
     f = _jax_pointwise(has_slope)
-    out = np.concatenate([np.asarray(f(*(h[i : i + batch] for h in hyper), tables)) for i in range(0, n_s + pad, batch)])
+    out = np.concatenate(
+        [np.asarray(f(*(h[i : i + batch] for h in hyper), tables)) for i in range(0, n_s + pad, batch)]
+    )
     return out[:n_s, : cells.n_cells].reshape(n_chain, n_draw, -1)
 
 

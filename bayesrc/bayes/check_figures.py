@@ -14,10 +14,16 @@ from bayesrc.bayes.checks import PPC_ALPHA, STATS
 from bayesrc.plotting import subplots
 
 STAT_TITLES = {
-    "mean_v1": "mean accuracy v1", "mean_v2": "mean accuracy v2", "sd_v1": "SD of accuracies v1", "sd_v2": "SD of accuracies v2",
-    "mean_change": "mean change (y2 - y1)/n", "sd_change": "SD of change", "floor": "share at floor", "ceiling": "share at ceiling",
+    "mean_v1": "mean accuracy v1",
+    "mean_v2": "mean accuracy v2",
+    "sd_v1": "SD of accuracies v1",
+    "sd_v2": "SD of accuracies v2",
+    "mean_change": "mean change (y2 - y1)/n",
+    "sd_change": "SD of change",
+    "floor": "share at floor",
+    "ceiling": "share at ceiling",
     "corr": "corr(v1, v2)",
-}  # fmt: skip
+}
 
 
 def ppc_figure(ppc: Mapping, *, title: str = ""):
@@ -36,12 +42,20 @@ def ppc_figure(ppc: Mapping, *, title: str = ""):
     strata = list(dict.fromkeys(table["stratum"]))
     ncols = 3
     nrows = int(np.ceil(len(STATS) / ncols))
-    fig, axes = subplots(nrows, ncols, figsize=(11, 0.8 + nrows * (0.6 + 0.22 * len(strata))), layout="constrained", squeeze=False)
+    fig, axes = subplots(
+        nrows, ncols, figsize=(11, 0.8 + nrows * (0.6 + 0.22 * len(strata))), layout="constrained", squeeze=False
+    )
     ypos = np.arange(len(strata))[::-1]
     for ax, stat in zip(axes.ravel(), STATS):
         t = table[table["stat"] == stat].set_index("stratum").reindex(strata)
         num = lambda c: pd.to_numeric(t[c], errors="coerce").to_numpy(float)  # noqa: E731  (JSON null -> NaN)
-        lo, hi, mean, obs, adj = num("replicated_lo90"), num("replicated_hi90"), num("replicated_mean"), num("observed"), num("p_adjusted")
+        lo, hi, mean, obs, adj = (
+            num("replicated_lo90"),
+            num("replicated_hi90"),
+            num("replicated_mean"),
+            num("observed"),
+            num("p_adjusted"),
+        )
         ax.hlines(ypos, lo, hi, color="0.6", lw=4, label="replicated 90%")
         ax.plot(mean, ypos, "|", color="0.2", ms=8, label="replicated mean")
         bad = np.nan_to_num(adj, nan=1.0) <= alpha
@@ -77,14 +91,19 @@ def prior_predictive_figure(pp: Mapping, *, title: str = ""):
     share = lambda c: np.asarray(c, float) / max(float(np.sum(c)), 1.0)  # noqa: E731
     for v, colour in ((1, "tab:blue"), (2, "tab:orange")):
         ax_p.stairs(share(hp[f"prior_v{v}"]), edges, color=colour, lw=1.5, label=f"prior predictive, version {v}")
-        ax_p.stairs(share(hp[f"observed_v{v}"]), edges, color=colour, lw=1, ls=":", label=f"observed y / n, version {v}")
+        ax_p.stairs(
+            share(hp[f"observed_v{v}"]), edges, color=colour, lw=1, ls=":", label=f"observed y / n, version {v}"
+        )
     ax_p.set(xlabel="item accuracy", ylabel="share of items", title="Accuracy of an item")
     ax_p.legend(fontsize=7, frameon=False)
     hd = pp["hist_dp"]
     ax_dp.stairs(share(hd["prior"]), np.asarray(hd["edges"]), color="0.3", fill=True, alpha=0.5)
     above = pp["share_abs_dp_above"]
-    ax_dp.set(xlabel="change in accuracy (v2 - v1)", ylabel="share of items",
-              title="Change: " + ", ".join(f"|dp| > {k}: {v:.0%}" for k, v in above.items()))  # fmt: skip
+    ax_dp.set(
+        xlabel="change in accuracy (v2 - v1)",
+        ylabel="share of items",
+        title="Change: " + ", ".join(f"|dp| > {k}: {v:.0%}" for k, v in above.items()),
+    )
     fig.suptitle(title or "Prior predictive check: what the priors allow before the data", fontsize=10)
     return fig
 
@@ -105,10 +124,19 @@ def loo_pit_figure(band: pd.DataFrame, *, ks_p: float | None = None, title: str 
     """
     fig, ax = subplots(1, 1, figsize=(5.5, 3.4), layout="constrained")
     x = band["x"].to_numpy(float)
-    ax.fill_between(x, band["lower"], band["upper"], step="post", color="0.85", label="95% simultaneous band (uniform PIT)")
+    ax.fill_between(
+        x, band["lower"], band["upper"], step="post", color="0.85", label="95% simultaneous band (uniform PIT)"
+    )
     ax.axhline(0.0, color="0.5", lw=0.8)
     out = band["outside"].to_numpy(bool)
-    ax.step(x, band["ecdf_diff"], where="post", color="tab:red" if out.any() else "tab:blue", lw=1.5, label="LOO-PIT ECDF - uniform")
+    ax.step(
+        x,
+        band["ecdf_diff"],
+        where="post",
+        color="tab:red" if out.any() else "tab:blue",
+        lw=1.5,
+        label="LOO-PIT ECDF - uniform",
+    )
     ax.set(xlabel="LOO-PIT of y2 - y1", ylabel="ECDF difference")
     ax.legend(fontsize=7, frameon=False)
     verdict = "outside the band" if out.any() else "within the band"

@@ -46,12 +46,16 @@ from bayesrc.config import release_memory
 
 STATS = ("mean_v1", "mean_v2", "sd_v1", "sd_v2", "mean_change", "sd_change", "floor", "ceiling", "corr")
 STAT_LABELS = {
-    "mean_v1": "the mean accuracy in version 1", "mean_v2": "the mean accuracy in version 2",
-    "sd_v1": "the spread (SD) of item accuracies in version 1", "sd_v2": "the spread (SD) of item accuracies in version 2",
-    "mean_change": "the mean per-item change y2 - y1", "sd_change": "the spread (SD) of the per-item change y2 - y1",
-    "floor": "the share of items at floor (0 correct)", "ceiling": "the share of items at ceiling (all correct)",
+    "mean_v1": "the mean accuracy in version 1",
+    "mean_v2": "the mean accuracy in version 2",
+    "sd_v1": "the spread (SD) of item accuracies in version 1",
+    "sd_v2": "the spread (SD) of item accuracies in version 2",
+    "mean_change": "the mean per-item change y2 - y1",
+    "sd_change": "the spread (SD) of the per-item change y2 - y1",
+    "floor": "the share of items at floor (0 correct)",
+    "ceiling": "the share of items at ceiling (all correct)",
     "corr": "the between-version correlation of item accuracies",
-}  # fmt: skip
+}
 PPC_ALPHA = 0.05  # family-wise level of the posterior predictive check's warning
 MIN_STRATUM_ITEMS = 5  # strata with fewer items (valid in both versions) are not tested on their own
 MAX_PPC_DRAWS = 2000  # posterior draws replicated (evenly thinned beyond)
@@ -210,7 +214,9 @@ def thin_draws(a: np.ndarray, max_draws: int = MAX_PPC_DRAWS) -> np.ndarray:
     return flat if flat.shape[0] <= max_draws else flat[thin_index(flat.shape[0], max_draws)]
 
 
-def replicated_statistics(draws: np.ndarray, per_draw: int, data: ModelInputs, member: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+def replicated_statistics(
+    draws: np.ndarray, per_draw: int, data: ModelInputs, member: np.ndarray, rng: np.random.Generator
+) -> np.ndarray:
     """:func:`stratum_statistics` of ``per_draw`` datasets ``y ~ Binomial(n, p)`` per draw of ``draws`` (draw, item, 2):
     (draw x per_draw, stratum, stat).
 
@@ -218,11 +224,22 @@ def replicated_statistics(draws: np.ndarray, per_draw: int, data: ModelInputs, m
     at 12,000 items), in the order one call would draw them: the same replicates as drawing all at once.
     """
     step = max(1, PPC_SLICE_ENTRIES // max(data.n_items * per_draw, 1))
-    parts = [stratum_statistics(rng.binomial(data.n[None], np.repeat(draws[i : i + step], per_draw, axis=0)), data.n, member) for i in range(0, len(draws), step)]
+    parts = [
+        stratum_statistics(rng.binomial(data.n[None], np.repeat(draws[i : i + step], per_draw, axis=0)), data.n, member)
+        for i in range(0, len(draws), step)
+    ]
     return np.concatenate(parts) if parts else np.empty((0, member.shape[1], len(STATS)))
 
 
-def posterior_predictive_check(p: np.ndarray, data: ModelInputs, *, seed: int = 0, alpha: float = PPC_ALPHA, min_items: int = MIN_STRATUM_ITEMS, max_draws: int = MAX_PPC_DRAWS) -> dict:
+def posterior_predictive_check(
+    p: np.ndarray,
+    data: ModelInputs,
+    *,
+    seed: int = 0,
+    alpha: float = PPC_ALPHA,
+    min_items: int = MIN_STRATUM_ITEMS,
+    max_draws: int = MAX_PPC_DRAWS,
+) -> dict:
     """Posterior predictive check of item accuracy draws ``p`` (chain, draw, item, 2) against ``data``.
 
     Replicates ``y_rep ~ Binomial(n, p)`` (1-4 datasets per draw: ``PPC_REPLICATE_BUDGET``), computes :data:`STATS` per stratum
@@ -251,19 +268,42 @@ def posterior_predictive_check(p: np.ndarray, data: ModelInputs, *, seed: int = 
     lo, hi = np.nanquantile(rep, [0.05, 0.95], axis=0) if rep.shape[0] else (np.full_like(obs, np.nan),) * 2
     counts = (member & (data.n > 0).all(1)[:, None]).sum(0)
     table = [
-        {"stratum": s, "n_items": int(counts[i]), "stat": st, "observed": obs[i, j], "replicated_mean": float(np.nanmean(rep[:, i, j])) if np.isfinite(rep[:, i, j]).any() else None,
-         "replicated_lo90": lo[i, j], "replicated_hi90": hi[i, j], "p": p_obs[i, j], "p_adjusted": adj[i, j]}
-        for i, s in enumerate(names) for j, st in enumerate(STATS)
-    ]  # fmt: skip
+        {
+            "stratum": s,
+            "n_items": int(counts[i]),
+            "stat": st,
+            "observed": obs[i, j],
+            "replicated_mean": float(np.nanmean(rep[:, i, j])) if np.isfinite(rep[:, i, j]).any() else None,
+            "replicated_lo90": lo[i, j],
+            "replicated_hi90": hi[i, j],
+            "p": p_obs[i, j],
+            "p_adjusted": adj[i, j],
+        }
+        for i, s in enumerate(names)
+        for j, st in enumerate(STATS)
+    ]
     table = [{k: (float(v) if isinstance(v, np.floating) else v) for k, v in row.items()} for row in table]
-    flagged = sorted((r for r in table if r["p_adjusted"] is not None and np.isfinite(r["p_adjusted"]) and r["p_adjusted"] <= alpha), key=lambda r: (r["p_adjusted"], r["p"]))
+    flagged = sorted(
+        (r for r in table if r["p_adjusted"] is not None and np.isfinite(r["p_adjusted"]) and r["p_adjusted"] <= alpha),
+        key=lambda r: (r["p_adjusted"], r["p"]),
+    )
     n_tests = int(np.isfinite(p_obs).sum())
     return {
-        "alpha": alpha, "method": "single-step min-p over the replicates (Westfall-Young)", "n_draws": int(draws.shape[0]), "n_replicates": int(rep.shape[0]), "n_tests": n_tests,
-        "covariate": data.covariate, "strata": names, "stats": list(STATS), "min_stratum_items": min_items,
-        "p_min": float(np.nanmin(p_obs)) if n_tests else None, "p_adjusted_min": float(np.nanmin(adj)) if n_tests else None,
-        "table": table, "flagged": flagged, "passed": not flagged,
-    }  # fmt: skip
+        "alpha": alpha,
+        "method": "single-step min-p over the replicates (Westfall-Young)",
+        "n_draws": int(draws.shape[0]),
+        "n_replicates": int(rep.shape[0]),
+        "n_tests": n_tests,
+        "covariate": data.covariate,
+        "strata": names,
+        "stats": list(STATS),
+        "min_stratum_items": min_items,
+        "p_min": float(np.nanmin(p_obs)) if n_tests else None,
+        "p_adjusted_min": float(np.nanmin(adj)) if n_tests else None,
+        "table": table,
+        "flagged": flagged,
+        "passed": not flagged,
+    }
 
 
 PAIRING_STATS = ("corr", "sd_change")  # what a model without pairing (the beta-binomial) cannot reproduce
@@ -297,10 +337,14 @@ def ppc_warnings(ppc: Mapping, model: str = "change", max_named: int = 3) -> lis
             "the model misses structure in these items (an item covariate such as the correct option's letter, a stratum with its own "
             "change): read its estimates there with care, and compare models (bayesrc fit --compare)"
         )
-    return [f"posterior predictive check: the model does not reproduce {named}{more}, at family-wise level {ppc['alpha']:g} over {ppc['n_tests']} tests; {advice}"]
+    return [
+        f"posterior predictive check: the model does not reproduce {named}{more}, at family-wise level {ppc['alpha']:g} over {ppc['n_tests']} tests; {advice}"
+    ]
 
 
-def new_item_p(post, data: ModelInputs, rng: np.random.Generator, max_draws: int = MAX_PPC_DRAWS, items: slice = slice(None)) -> np.ndarray:
+def new_item_p(
+    post, data: ModelInputs, rng: np.random.Generator, max_draws: int = MAX_PPC_DRAWS, items: slice = slice(None)
+) -> np.ndarray:
     """Accuracies (draw, item, 2) of a *new* item in each item's stratum (of the items ``items``),
     one per posterior draw of the hyperparameters.
 
@@ -315,7 +359,10 @@ def new_item_p(post, data: ModelInputs, rng: np.random.Generator, max_draws: int
     >>> p_new = new_item_p(fit.posterior["posterior"].to_dataset(), data, np.random.default_rng(0))  # doctest: +SKIP
     """
     if "sigma_delta" not in post:
-        mu, kappa = thin_draws(post["mu"].values, max_draws), thin_draws(post["kappa"].values, max_draws)  # (draw, domain, version)
+        mu, kappa = (
+            thin_draws(post["mu"].values, max_draws),
+            thin_draws(post["kappa"].values, max_draws),
+        )  # (draw, domain, version)
         dom = data.dom[items]
         a, b = (mu * kappa)[:, dom, :], ((1.0 - mu) * kappa)[:, dom, :]
         return rng.beta(a, b)
@@ -348,7 +395,14 @@ def new_item_p(post, data: ModelInputs, rng: np.random.Generator, max_draws: int
     return out
 
 
-def loo_pit_change(log_weights: np.ndarray, pareto_k: np.ndarray, p_new: np.ndarray, data: ModelInputs, rng: np.random.Generator, items: slice = slice(None)) -> np.ndarray:
+def loo_pit_change(
+    log_weights: np.ndarray,
+    pareto_k: np.ndarray,
+    p_new: np.ndarray,
+    data: ModelInputs,
+    rng: np.random.Generator,
+    items: slice = slice(None),
+) -> np.ndarray:
     """LOO-PIT of the change ``y2 - y1`` of the items ``items`` (randomised for ties): ``arviz_stats.loo_pit``
     with their PSIS log weights (chain, draw, item) and Pareto k, and new-item replicates ``p_new``
     (draw, item, 2; :func:`new_item_p`, draws evenly thinned from the posterior's).
@@ -368,13 +422,21 @@ def loo_pit_change(log_weights: np.ndarray, pareto_k: np.ndarray, p_new: np.ndar
     dims = ("chain", "draw", "item")
     dt = xr.DataTree.from_dict(
         {
-            "posterior": xr.Dataset({"draw_index": (("chain", "draw"), np.arange(t_new.shape[1], dtype=float)[None])}),  # one chain: r_eff 1
+            "posterior": xr.Dataset(
+                {"draw_index": (("chain", "draw"), np.arange(t_new.shape[1], dtype=float)[None])}
+            ),  # one chain: r_eff 1
             "posterior_predictive": xr.Dataset({"y": (dims, t_new)}),
             "observed_data": xr.Dataset({"y": (("item",), (y[:, 1] - y[:, 0]).astype(float))}),
             "log_likelihood": xr.Dataset({"y": (dims, np.zeros_like(t_new))}),
         }
     )
-    out = azs.loo_pit(dt, var_names="y", log_weights=xr.Dataset({"y": (dims, lw)}), pareto_k=xr.Dataset({"y": (("item",), np.asarray(pareto_k, float))}), random_state=rng)
+    out = azs.loo_pit(
+        dt,
+        var_names="y",
+        log_weights=xr.Dataset({"y": (dims, lw)}),
+        pareto_k=xr.Dataset({"y": (("item",), np.asarray(pareto_k, float))}),
+        random_state=rng,
+    )
     return np.asarray(out["y"].values, float)
 
 
@@ -409,7 +471,15 @@ def unit_psis(post, data: ModelInputs, block: int = LOO_BLOCK) -> tuple[np.ndarr
     return elpd, p_loo, k, lw, item_unit
 
 
-def loo_checks(dt, data: ModelInputs, item_ids: Sequence[str], *, seed: int = 0, k_threshold: float = K_THRESHOLD, block: int = LOO_BLOCK) -> tuple[dict, pd.DataFrame]:
+def loo_checks(
+    dt,
+    data: ModelInputs,
+    item_ids: Sequence[str],
+    *,
+    seed: int = 0,
+    k_threshold: float = K_THRESHOLD,
+    block: int = LOO_BLOCK,
+) -> tuple[dict, pd.DataFrame]:
     """PSIS-LOO over items, Pareto k per item and LOO-PIT of the per-item change for one fit.
 
     PSIS runs once per unit of the likelihood (:func:`unit_psis`: a cell of the change model, whose
@@ -432,19 +502,34 @@ def loo_checks(dt, data: ModelInputs, item_ids: Sequence[str], *, seed: int = 0,
     elpd_u, p_u, k_u, lw_u, item_unit = unit_psis(post, data, block)
     elpd_i, p_i, k = elpd_u[item_unit], p_u[item_unit], k_u[item_unit]
     rng_new, rng_pit = (np.random.default_rng(np.random.SeedSequence([seed, stream])) for stream in (33, 32))
-    pit = np.concatenate([
-        loo_pit_change(lw_u[..., item_unit[items]], k[items], new_item_p(post, data, rng_new, items=items), data, rng_pit, items)
-        for items in item_slices(data.n_items, block)
-    ])  # fmt: skip
+    pit = np.concatenate(
+        [
+            loo_pit_change(
+                lw_u[..., item_unit[items]],
+                k[items],
+                new_item_p(post, data, rng_new, items=items),
+                data,
+                rng_pit,
+                items,
+            )
+            for items in item_slices(data.n_items, block)
+        ]
+    )
     elpd, se, p_loo, _ = xr.DataArray(elpd_i, dims=["item"]).azstats.loo_summary(xr.DataArray(p_i, dims=["item"]))
     ids = np.asarray(item_ids).astype(str)
     high = np.flatnonzero(k > k_threshold)
     payload = {
-        "elpd": float(elpd), "se": float(se), "p_loo": float(p_loo), "n_items": int(data.n_items), "n_draws": int(lw_u.shape[0] * lw_u.shape[1]),
-        "k_threshold": k_threshold, "pareto_k_max": float(np.nanmax(k)) if k.size else None,
-        "n_high_k": int(high.size), "high_k_items": ids[high[np.argsort(-k[high])]].tolist(),
+        "elpd": float(elpd),
+        "se": float(se),
+        "p_loo": float(p_loo),
+        "n_items": int(data.n_items),
+        "n_draws": int(lw_u.shape[0] * lw_u.shape[1]),
+        "k_threshold": k_threshold,
+        "pareto_k_max": float(np.nanmax(k)) if k.size else None,
+        "n_high_k": int(high.size),
+        "high_k_items": ids[high[np.argsort(-k[high])]].tolist(),
         "loo_pit_ks_p": _uniform_ks_p(pit),
-    }  # fmt: skip
+    }
     return payload, pd.DataFrame({"item_id": ids, "elpd_loo": elpd_i, "pareto_k": k, "loo_pit": pit})
 
 
@@ -454,7 +539,9 @@ def _uniform_ks_p(pit: np.ndarray) -> float | None:
     return float(kstest(pit, "uniform").pvalue) if pit.size else None
 
 
-def pit_ecdf_band(pit: np.ndarray, *, prob: float = 0.95, max_points: int = 200, n_simulations: int = 1000, seed: int = 0) -> pd.DataFrame:
+def pit_ecdf_band(
+    pit: np.ndarray, *, prob: float = 0.95, max_points: int = 200, n_simulations: int = 1000, seed: int = 0
+) -> pd.DataFrame:
     """ECDF of PIT values minus the uniform CDF, with a simultaneous ``prob`` band for uniform PIT.
 
     The band holds the whole difference curve (at every evaluation point at once) with
@@ -474,7 +561,8 @@ def pit_ecdf_band(pit: np.ndarray, *, prob: float = 0.95, max_points: int = 200,
     >>> bool(band["outside"].any()), list(band.columns)
     (False, ['x', 'ecdf_diff', 'lower', 'upper', 'outside'])
     """
-    from arviz_stats.ecdf_utils import compute_ecdf, get_pointwise_confidence_band, simulate_confidence_bands  # deferred: arviz_stats loads in ~3 s (bayes extra)
+    # deferred: arviz_stats loads in ~3 s (bayes extra)
+    from arviz_stats.ecdf_utils import compute_ecdf, get_pointwise_confidence_band, simulate_confidence_bands
 
     pit = np.asarray(pit, float)
     pit = pit[np.isfinite(pit)]
@@ -486,7 +574,15 @@ def pit_ecdf_band(pit: np.ndarray, *, prob: float = 0.95, max_points: int = 200,
     pointwise = simulate_confidence_bands(n, 1, x, prob, n_simulations, np.random.default_rng(seed))
     lower, upper = get_pointwise_confidence_band(pointwise, n, x)
     ecdf = compute_ecdf(pit, x)
-    return pd.DataFrame({"x": x, "ecdf_diff": ecdf - x, "lower": lower - x, "upper": upper - x, "outside": (ecdf < lower) | (ecdf > upper)})
+    return pd.DataFrame(
+        {
+            "x": x,
+            "ecdf_diff": ecdf - x,
+            "lower": lower - x,
+            "upper": upper - x,
+            "outside": (ecdf < lower) | (ecdf > upper),
+        }
+    )
 
 
 def loo_warnings(loo_payload: Mapping, max_named: int = 5) -> list[str]:

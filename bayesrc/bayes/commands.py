@@ -12,13 +12,24 @@ from bayesrc.errors import InputError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("fit", help="Bayesian item model (beta-binomial or paired change) for a version pair, or the joint change model of three or more versions")
-    p.add_argument("runs", type=Path, nargs="+", metavar="TRIALS", help="V1 V2: a version pair; V1 V2 V3 ...: a family (the joint change model, V1 the reference)")
+    p = sub.add_parser(
+        "fit",
+        help="Bayesian item model (beta-binomial or paired change) for a version pair, or the joint change model of three or more versions",
+    )
+    p.add_argument(
+        "runs",
+        type=Path,
+        nargs="+",
+        metavar="TRIALS",
+        help="V1 V2: a version pair; V1 V2 V3 ...: a family (the joint change model, V1 the reference)",
+    )
     add_fit_arguments(p)
     p.add_argument(
-        "--compare", default=None, metavar="MODELS",
+        "--compare",
+        default=None,
+        metavar="MODELS",
         help="fit each of these models (comma-separated, e.g. change,betabinom) into OUT/MODEL/ and rank them by PSIS-LOO ELPD -> OUT/loo_compare.json (--model is then ignored)",
-    )  # fmt: skip
+    )
     p.add_argument("--out", required=True, type=Path)
     p.set_defaults(func="bayesrc.bayes.handlers:run_fit")
 
@@ -35,7 +46,11 @@ def add_sampler_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--min-ess", type=float, default=DEFAULT_GATE["min_ess"])
     p.add_argument("--max-divergences", type=int, default=DEFAULT_GATE["max_divergences"])
     p.add_argument("--seed", type=int, default=d.seed)
-    p.add_argument("--no-escalate", action="store_true", help="one sampling attempt only (default: after a failed gate, two more with longer warm-up, more draws, higher target acceptance)")
+    p.add_argument(
+        "--no-escalate",
+        action="store_true",
+        help="one sampling attempt only (default: after a failed gate, two more with longer warm-up, more draws, higher target acceptance)",
+    )
     add_progress_argument(p)
 
 
@@ -75,26 +90,51 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", choices=("betabinom", "change"), default="change")
     p.add_argument("--backend", choices=("numpyro", "pymc"), default="numpyro")
     mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--collapsed", action="store_true", help="NUTS on the hyperparameters + exact conditional item draws (the default, as in the Python API)")
+    mode.add_argument(
+        "--collapsed",
+        action="store_true",
+        help="NUTS on the hyperparameters + exact conditional item draws (the default, as in the Python API)",
+    )
     mode.add_argument("--full", action="store_true", help="NUTS over every item parameter too (the cross-check)")
     p.add_argument("--slope", action="store_true", help="change model: slope of delta on baseline difficulty")
     p.add_argument(
-        "--covariate", default="auto", help="change model: item covariate shifting the mean change (default auto: the correct answer's letter when the trials carry it; 'none': no covariate)"
+        "--covariate",
+        default="auto",
+        help="change model: item covariate shifting the mean change (default auto: the correct answer's letter when the trials carry it; 'none': no covariate)",
     )
     p.add_argument("--fdr", type=float, default=0.10, help="Bayesian FDR level q (default 0.10)")
     p.add_argument("--rule", choices=("fdr", "threshold"), default="fdr", help="selection rule (default fdr)")
     p.add_argument("--threshold", type=float, default=0.975, help="threshold rule: P(direction) >= this")
-    p.add_argument("--rope", type=float, default=None, help="ROPE on |dp|: items.parquet gets p_rope = P(|dp| > ROPE) (both models); betabinom also uses it for P(change)")
-    p.add_argument("--delta-min", type=float, default=0.05, help="a material change in accuracy (default 0.05): items get P(dp >= it) and P(dp <= -it), the cross-check RCI's material FDP")
+    p.add_argument(
+        "--rope",
+        type=float,
+        default=None,
+        help="ROPE on |dp|: items.parquet gets p_rope = P(|dp| > ROPE) (both models); betabinom also uses it for P(change)",
+    )
+    p.add_argument(
+        "--delta-min",
+        type=float,
+        default=0.05,
+        help="a material change in accuracy (default 0.05): items get P(dp >= it) and P(dp <= -it), the cross-check RCI's material FDP",
+    )
     add_sampler_arguments(p)
-    p.add_argument("--allow-unconverged", action="store_true", help="exit 0 even if the gate fails (outputs still marked failed)")
+    p.add_argument(
+        "--allow-unconverged", action="store_true", help="exit 0 even if the gate fails (outputs still marked failed)"
+    )
     add_pairing_arguments(p)
 
 
 def sampler_config(args: argparse.Namespace):
     """The :class:`~bayesrc.bayes.SamplerConfig` of :func:`add_sampler_arguments`' options (validated: exit 2 on bad values)."""
     check_sampler_sizes(args)
-    return SamplerConfig(chains=args.chains, draws=args.draws, tune=args.tune, target_accept=args.target_accept, seed=args.seed, progress=progress_setting(args))
+    return SamplerConfig(
+        chains=args.chains,
+        draws=args.draws,
+        tune=args.tune,
+        target_accept=args.target_accept,
+        seed=args.seed,
+        progress=progress_setting(args),
+    )
 
 
 def fit_kwargs(args: argparse.Namespace) -> dict:
@@ -106,8 +146,19 @@ def fit_kwargs(args: argparse.Namespace) -> dict:
     collapsed = not args.full  # the Python API's default for both models
     cfg = sampler_config(args)
     return {
-        "model": args.model, "backend": args.backend, "collapsed": collapsed, "slope": args.slope, "config": cfg,
-        "rule": args.rule, "fdr": args.fdr, "threshold": args.threshold, "rope": args.rope, "delta_min": args.delta_min,
-        "max_rhat": args.max_rhat, "min_ess": args.min_ess, "max_divergences": args.max_divergences,
-        "covariate": None if args.covariate in ("none", "") else args.covariate, "escalate": not args.no_escalate,
-    }  # fmt: skip
+        "model": args.model,
+        "backend": args.backend,
+        "collapsed": collapsed,
+        "slope": args.slope,
+        "config": cfg,
+        "rule": args.rule,
+        "fdr": args.fdr,
+        "threshold": args.threshold,
+        "rope": args.rope,
+        "delta_min": args.delta_min,
+        "max_rhat": args.max_rhat,
+        "min_ess": args.min_ess,
+        "max_divergences": args.max_divergences,
+        "covariate": None if args.covariate in ("none", "") else args.covariate,
+        "escalate": not args.no_escalate,
+    }

@@ -116,7 +116,11 @@ def convergence(x: np.ndarray) -> dict[str, np.ndarray]:
     with np.errstate(invalid="ignore", divide="ignore"):
         r_hat = np.maximum(_rhat_basic(z), _rhat_basic(_z_scale(folded)))
     ok = _valid(x, 1)
-    return {"r_hat": np.where(_valid(x, 2), r_hat, np.nan), "ess_bulk": np.where(ok, _ess_chains(z), np.nan), "ess_tail": np.where(ok, _ess_tail(x), np.nan)}
+    return {
+        "r_hat": np.where(_valid(x, 2), r_hat, np.nan),
+        "ess_bulk": np.where(ok, _ess_chains(z), np.nan),
+        "ess_tail": np.where(ok, _ess_tail(x), np.nan),
+    }
 
 
 def ess_bulk(x: np.ndarray) -> np.ndarray:
@@ -165,7 +169,9 @@ def mean_relative_ess(post, chunk: int = 256, max_entries: int = 8192) -> float:
     1.0
     """
     n_samples = post.sizes["chain"] * post.sizes["draw"]
-    post = post[[k for k, da in post.data_vars.items() if {"chain", "draw"} <= set(da.dims)]]  # not the item -> cell map
+    post = post[
+        [k for k, da in post.data_vars.items() if {"chain", "draw"} <= set(da.dims)]
+    ]  # not the item -> cell map
     sizes = [int(np.prod(da.shape)) // n_samples for da in post.data_vars.values()]
     step = -(-sum(sizes) // max_entries)
     total, count, offset = 0.0, 0, 0
@@ -174,7 +180,9 @@ def mean_relative_ess(post, chunk: int = 256, max_entries: int = 8192) -> float:
         x = x.reshape(-1, *x.shape[-2:])[(-offset) % step :: step]  # every step-th entry of all variables together
         offset += size
         for i in range(0, len(x), chunk):
-            part = np.asarray(x[i : i + chunk], float)  # a chunk at a time: its FFT autocorrelations (complex, padded) cost ~0.3 GB at 1,024 entries x 4,000 draws
+            part = np.asarray(
+                x[i : i + chunk], float
+            )  # a chunk at a time: its FFT autocorrelations (complex, padded) cost ~0.3 GB at 1,024 entries x 4,000 draws
             ess = np.where(_valid(part, 1), _ess_chains(_split_chains(part)), np.nan)
             total, count = total + ess.sum(), count + ess.size
     return float(total / count / n_samples)
@@ -262,7 +270,12 @@ def gate(
     min_b, where_b = _extreme({k: v["ess_bulk"] for k, v in per_variable.items()}, "min")
     min_t, where_t = _extreme({k: v["ess_tail"] for k, v in per_variable.items()}, "min")
     div = int(np.asarray(dt["sample_stats"]["diverging"].values).sum())
-    checks = {"rhat": max_r <= max_rhat, "ess_bulk": min_b >= min_ess, "ess_tail": min_t >= min_ess, "divergences": div <= max_divergences}
+    checks = {
+        "rhat": max_r <= max_rhat,
+        "ess_bulk": min_b >= min_ess,
+        "ess_tail": min_t >= min_ess,
+        "divergences": div <= max_divergences,
+    }
     failed = [f"{k} ({where})" for (k, ok), where in zip(checks.items(), (where_r, where_b, where_t, "")) if not ok]
     return Diagnostics(
         max_rhat=max_r,
@@ -306,8 +319,14 @@ class GatedResult(Result):
     'ok'
     """
 
-    field_kinds = {"diagnostics": "object", "diagnostics.passed": "flag", "runtime_s": "number"}  # the thresholds: checked by the property below
-    runtime_s = property(lambda self: self.payload.get("runtime_s") or 0.0)  # the fit's wall time, every attempt and the item draws
+    field_kinds = {
+        "diagnostics": "object",
+        "diagnostics.passed": "flag",
+        "runtime_s": "number",
+    }  # the thresholds: checked by the property below
+    runtime_s = property(
+        lambda self: self.payload.get("runtime_s") or 0.0
+    )  # the fit's wall time, every attempt and the item draws
 
     @property
     def diagnostics(self) -> Diagnostics:
@@ -315,7 +334,9 @@ class GatedResult(Result):
         try:
             d = Diagnostics(**recorded)
         except TypeError:  # not an object, or not the gate's fields
-            raise InputError(f"expected the convergence gate's record, got {recorded!r}"[:160], field="diagnostics") from None
+            raise InputError(
+                f"expected the convergence gate's record, got {recorded!r}"[:160], field="diagnostics"
+            ) from None
         _check_thresholds(d.thresholds)
         return d
 

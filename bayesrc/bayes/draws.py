@@ -51,7 +51,10 @@ def item_block(post, items=None) -> xr.Dataset:
         ds = ds.assign({k: ds[f"{k}_cell"].isel(cell=cell) for k in CELL_QUANTITIES})
         ds = ds.drop_vars([f"{k}_cell" for k in CELL_QUANTITIES] + ["item_cell"])
     if "p" not in ds and "theta" in ds:
-        ds["p"] = ((*ds["theta"].dims, "version"), change_accuracy(ds["theta"].values, ds["delta"].values, ds["changed"].values))
+        ds["p"] = (
+            (*ds["theta"].dims, "version"),
+            change_accuracy(ds["theta"].values, ds["delta"].values, ds["changed"].values),
+        )
     if "dp" not in ds and "p" in ds:
         p = ds["p"]
         ds["dp"] = (p.dims[:-1], p.values[..., 1] - p.values[..., 0])

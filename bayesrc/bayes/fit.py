@@ -14,7 +14,14 @@ from bayesrc.bayes.betabinom import betabinom_numpyro, betabinom_pymc
 from bayesrc.bayes.change import STRUCTURE_SITES, change_log_prior, change_numpyro, change_pymc, prior_settings
 from bayesrc.bayes.change_collapsed import change_collapsed_numpyro, change_collapsed_pymc, with_item_draws
 from bayesrc.bayes.check_figures import loo_pit_figure, ppc_figure, prior_predictive_figure
-from bayesrc.bayes.checks import MAX_PPC_DRAWS, loo_checks, loo_warnings, pit_ecdf_band, posterior_predictive_check, ppc_warnings
+from bayesrc.bayes.checks import (
+    MAX_PPC_DRAWS,
+    loo_checks,
+    loo_warnings,
+    pit_ecdf_band,
+    posterior_predictive_check,
+    ppc_warnings,
+)
 from bayesrc.bayes.diagnostics import GatedResult
 from bayesrc.bayes.draws import item_block, thinned_draws
 from bayesrc.bayes.gating import sample_gated
@@ -22,7 +29,18 @@ from bayesrc.bayes.inputs import ModelInputs, model_inputs
 from bayesrc.bayes.joint_fit import JointFit, fit_joint
 from bayesrc.bayes.prior_predictive import prior_predictive
 from bayesrc.bayes.samplers import SamplerConfig
-from bayesrc.bayes.summaries import DELTA_MIN, ITEM_COLUMNS, allow_no_change, crosscheck, domain_shift, expected_flips, item_summary, rci_fdp_interval, rci_fdp_prior_sensitivity, select
+from bayesrc.bayes.summaries import (
+    DELTA_MIN,
+    ITEM_COLUMNS,
+    allow_no_change,
+    crosscheck,
+    domain_shift,
+    expected_flips,
+    item_summary,
+    rci_fdp_interval,
+    rci_fdp_prior_sensitivity,
+    select,
+)
 from bayesrc.classical import PairResult, reliable_change
 from bayesrc.classical.pipeline import pair_no_change_test
 from bayesrc.config import release_memory, releases_jax_caches
@@ -30,14 +48,25 @@ from bayesrc.errors import ConvergenceError, InputError
 from bayesrc.results import finite_number, register, two_labels
 
 MODELS = ("betabinom", "change")
-CROSSCHECK_RCI_KWARGS = {"n_splits": 200, "n_permutations": 200, "n_null": 0}  # the classical run fit() cross-checks when given none
+CROSSCHECK_RCI_KWARGS = {
+    "n_splits": 200,
+    "n_permutations": 200,
+    "n_null": 0,
+}  # the classical run fit() cross-checks when given none
 BACKENDS = ("numpyro", "pymc")
 
 
 def sample(
-    data: ModelInputs, model: str, backend: str = "numpyro", *, collapsed: bool = True, slope: bool = False,
-    prior: dict | None = None, config: SamplerConfig | None = None, items: bool = True,
-):  # fmt: skip
+    data: ModelInputs,
+    model: str,
+    backend: str = "numpyro",
+    *,
+    collapsed: bool = True,
+    slope: bool = False,
+    prior: dict | None = None,
+    config: SamplerConfig | None = None,
+    items: bool = True,
+):
     """Dispatch to one of the four model functions; returns the posterior DataTree.
 
     ``prior`` overrides the change model's ``PRIOR`` entries (prior sensitivity). ``items=False``
@@ -78,7 +107,9 @@ def gated_vars(model: str, slope: bool = False, collapsed: bool = False, covaria
     """
     if model == "betabinom":
         return ["logit_mu", "log_kappa", "p"]
-    extra = (["slope"] if slope else []) + (["group_level", "group_shift", "stratum_shift_sd", "stratum_shift_z"] if covariate else [])
+    extra = (["slope"] if slope else []) + (
+        ["group_level", "group_shift", "stratum_shift_sd", "stratum_shift_z"] if covariate else []
+    )
     return ["mu_theta", "sigma_theta", "shift", "sigma_delta", "pi"] + ([] if collapsed else ["theta"]) + extra
 
 
@@ -101,45 +132,50 @@ class BayesFit(GatedResult):
 
     main_file = "fit.json"
     kind = "fit"
-    field_kinds = GatedResult.field_kinds | {  # what summary(), the figures and the report read (bayesrc.results.check_fields)
-        "{status,model,backend}": "text",
-        "{selection,crosscheck}": "object",
-        "selection.rule": "text",
-        "selection.{fdr,threshold,expected_false,expected_fdp}": "number",
-        "selection.{n_improved,n_deteriorated}": "count",
-        "crosscheck.{kappa,rci_estimated_fdp,rci_estimated_fdp_material}": "number",
-        "crosscheck.rci_n_flagged": "count",
-        "crosscheck.table.*": "object",
-        "crosscheck.table.*.*": "count",
-        "crosscheck.{rci_estimated_fdp_interval90,rci_estimated_fdp_material_interval90}": "interval",
-        "crosscheck.no_change_test.p_value": "number",
-        "crosscheck.prior_sensitivity.{alphas,rci_estimated_fdp,rci_estimated_fdp_material}": "numbers",
-        "domain_shift.*": "object",
-        "domain_shift.*.{mean,lo90,hi90}": "number",
-        "params.delta_min": "finite",
-        "params.rope": "number",
-        "flips.{expected_negative_flips,expected_positive_flips}": "object",
-        "flips.{expected_negative_flips,expected_positive_flips}.{mean,lo90,hi90}": "number",
-        "warnings": "texts",
-        "ppc.{alpha,p_adjusted_min}": "finite",
-        "ppc.n_tests": "count",
-        "ppc.flagged": "list",
-        "ppc.table!": "records",  # drawn after the section is built: a missing key there is no section's error
-        "ppc.table.[].{stratum!,stat!}": "text",
-        "ppc.table.[].{observed,replicated_mean,replicated_lo90,replicated_hi90,p,p_adjusted}": "number",
-        "loo.{elpd,se,k_threshold}": "finite",
-        "loo.n_high_k": "count",
-        "loo.high_k_items": "labels",
-        "{ppc,loo,prior_predictive,flips}": "block",
-        "loo.loo_pit_ks_p": "number",
-    }
+    field_kinds = (
+        GatedResult.field_kinds
+        | {  # what summary(), the figures and the report read (bayesrc.results.check_fields)
+            "{status,model,backend}": "text",
+            "{selection,crosscheck}": "object",
+            "selection.rule": "text",
+            "selection.{fdr,threshold,expected_false,expected_fdp}": "number",
+            "selection.{n_improved,n_deteriorated}": "count",
+            "crosscheck.{kappa,rci_estimated_fdp,rci_estimated_fdp_material}": "number",
+            "crosscheck.rci_n_flagged": "count",
+            "crosscheck.table.*": "object",
+            "crosscheck.table.*.*": "count",
+            "crosscheck.{rci_estimated_fdp_interval90,rci_estimated_fdp_material_interval90}": "interval",
+            "crosscheck.no_change_test.p_value": "number",
+            "crosscheck.prior_sensitivity.{alphas,rci_estimated_fdp,rci_estimated_fdp_material}": "numbers",
+            "domain_shift.*": "object",
+            "domain_shift.*.{mean,lo90,hi90}": "number",
+            "params.delta_min": "finite",
+            "params.rope": "number",
+            "flips.{expected_negative_flips,expected_positive_flips}": "object",
+            "flips.{expected_negative_flips,expected_positive_flips}.{mean,lo90,hi90}": "number",
+            "warnings": "texts",
+            "ppc.{alpha,p_adjusted_min}": "finite",
+            "ppc.n_tests": "count",
+            "ppc.flagged": "list",
+            "ppc.table!": "records",  # drawn after the section is built: a missing key there is no section's error
+            "ppc.table.[].{stratum!,stat!}": "text",
+            "ppc.table.[].{observed,replicated_mean,replicated_lo90,replicated_hi90,p,p_adjusted}": "number",
+            "loo.{elpd,se,k_threshold}": "finite",
+            "loo.n_high_k": "count",
+            "loo.high_k_items": "labels",
+            "{ppc,loo,prior_predictive,flips}": "block",
+            "loo.loo_pit_ks_p": "number",
+        }
+    )
     has_posterior = True
 
     def table_names_on_disk(self, folder: Path) -> dict[str, Path]:
         return {n: folder / f"{n}.parquet" for n in ("items", "discordant") if (folder / f"{n}.parquet").is_file()}
 
     def required_columns(self, name: str) -> tuple[str, ...]:
-        return ("item_id", "dp_mean", "dp_lo90", "dp_hi90", "bayes_class") if name == "items" else ()  # the report's item table and forest
+        return (
+            ("item_id", "dp_mean", "dp_lo90", "dp_hi90", "bayes_class") if name == "items" else ()
+        )  # the report's item table and forest
 
     def posterior_attrs(self) -> dict:
         return {"status": self.status, "model": self.model, "backend": self.backend}
@@ -179,52 +215,105 @@ class BayesFit(GatedResult):
         """Headline numbers as a two-column table (metric, value)."""
         d, s, c = self.diagnostics, self.selection, self.crosscheck
         rows = [
-            ("status", self.status), ("model", self.model), ("backend", self.backend), ("runtime_s", round(self.runtime_s, 2)),
-            ("max R-hat", d.max_rhat), ("min ESS bulk", d.min_ess_bulk), ("min ESS tail", d.min_ess_tail), ("divergences", d.divergences),
-            ("improved", s["n_improved"]), ("deteriorated", s["n_deteriorated"]), ("expected false", s["expected_false"]),
-            ("kappa vs RCI (RCI-analysed items)", c["kappa"]), ("RCI flagged", c.get("rci_n_flagged")), ("RCI estimated FDP", c["rci_estimated_fdp"]),
-            (f"RCI estimated FDP, material (|dp| >= {self.params.get('delta_min', DELTA_MIN):g})", c.get("rci_estimated_fdp_material")),
-        ]  # fmt: skip
+            ("status", self.status),
+            ("model", self.model),
+            ("backend", self.backend),
+            ("runtime_s", round(self.runtime_s, 2)),
+            ("max R-hat", d.max_rhat),
+            ("min ESS bulk", d.min_ess_bulk),
+            ("min ESS tail", d.min_ess_tail),
+            ("divergences", d.divergences),
+            ("improved", s["n_improved"]),
+            ("deteriorated", s["n_deteriorated"]),
+            ("expected false", s["expected_false"]),
+            ("kappa vs RCI (RCI-analysed items)", c["kappa"]),
+            ("RCI flagged", c.get("rci_n_flagged")),
+            ("RCI estimated FDP", c["rci_estimated_fdp"]),
+            (
+                f"RCI estimated FDP, material (|dp| >= {self.params.get('delta_min', DELTA_MIN):g})",
+                c.get("rci_estimated_fdp_material"),
+            ),
+        ]
         if c.get("no_change_test"):
             rows.append(("no-change test p (within-item permutation)", c["no_change_test"]["p_value"]))
-        for key, label in (("rci_estimated_fdp_interval90", "RCI estimated FDP, 90% interval"), ("rci_estimated_fdp_material_interval90", "RCI estimated FDP, material, 90% interval")):
+        for key, label in (
+            ("rci_estimated_fdp_interval90", "RCI estimated FDP, 90% interval"),
+            ("rci_estimated_fdp_material_interval90", "RCI estimated FDP, material, 90% interval"),
+        ):
             if c.get(key):
                 rows.append((label, " - ".join(f"{v:.3f}" for v in c[key])))
         sens = c.get("prior_sensitivity") or {}
         if sens.get("rci_estimated_fdp"):
-            for key, label in (("rci_estimated_fdp", "RCI estimated FDP"), ("rci_estimated_fdp_material", "RCI estimated FDP, material")):
-                rows.append((f"{label}, priors power-scaled x{sens['alphas'][0]:g} / x{sens['alphas'][-1]:g}", " / ".join(f"{v:.3f}" for v in sens[key])))
+            for key, label in (
+                ("rci_estimated_fdp", "RCI estimated FDP"),
+                ("rci_estimated_fdp_material", "RCI estimated FDP, material"),
+            ):
+                rows.append(
+                    (
+                        f"{label}, priors power-scaled x{sens['alphas'][0]:g} / x{sens['alphas'][-1]:g}",
+                        " / ".join(f"{v:.3f}" for v in sens[key]),
+                    )
+                )
         if self.flips:
             rows.append(("expected negative flips", self.flips["expected_negative_flips"]["mean"]))
         if self.ppc:
-            verdict = "passed" if not self.ppc["flagged"] else f"WARNS ({len(self.ppc['flagged'])} of {self.ppc['n_tests']} tests)"
+            verdict = (
+                "passed"
+                if not self.ppc["flagged"]
+                else f"WARNS ({len(self.ppc['flagged'])} of {self.ppc['n_tests']} tests)"
+            )
             rows += [("posterior predictive check", verdict), ("PPC smallest adjusted p", self.ppc["p_adjusted_min"])]
         if self.loo:
-            rows += [("ELPD (PSIS-LOO) ± SE", f"{self.loo['elpd']:.1f} ± {self.loo['se']:.1f}"), (f"items with Pareto k > {self.loo['k_threshold']:g}", self.loo["n_high_k"])]
+            rows += [
+                ("ELPD (PSIS-LOO) ± SE", f"{self.loo['elpd']:.1f} ± {self.loo['se']:.1f}"),
+                (f"items with Pareto k > {self.loo['k_threshold']:g}", self.loo["n_high_k"]),
+            ]
         if pp := self.prior_predictive:
             rows += [
-                ("prior predictive: share of items with |dp| > 0.05 / > 0.10", " / ".join(f"{v:.3f}" for v in pp["share_abs_dp_above"].values())),
-                ("prior predictive: 90% range of an item's accuracy (v1)", f"{pp['p_v1'][0]:.3f} - {pp['p_v1'][-1]:.3f}"),
-            ]  # fmt: skip
+                (
+                    "prior predictive: share of items with |dp| > 0.05 / > 0.10",
+                    " / ".join(f"{v:.3f}" for v in pp["share_abs_dp_above"].values()),
+                ),
+                (
+                    "prior predictive: 90% range of an item's accuracy (v1)",
+                    f"{pp['p_v1'][0]:.3f} - {pp['p_v1'][-1]:.3f}",
+                ),
+            ]
         rows += [("warning", w) for w in self.warnings]
         return pd.DataFrame(rows, columns=["metric", "value"])
 
     def ppc_table(self) -> pd.DataFrame:
         """The posterior predictive check, one row per (stratum, statistic): observed, replicated
         mean and 90% range, p and min-p adjusted p (empty for a fit without checks)."""
-        cols = ["stratum", "n_items", "stat", "observed", "replicated_mean", "replicated_lo90", "replicated_hi90", "p", "p_adjusted"]
+        cols = [
+            "stratum",
+            "n_items",
+            "stat",
+            "observed",
+            "replicated_mean",
+            "replicated_lo90",
+            "replicated_hi90",
+            "p",
+            "p_adjusted",
+        ]
         return pd.DataFrame(self.ppc.get("table") or [], columns=cols)
 
     def plot_ppc(self, **kwargs):
         """Figure of the posterior predictive check (:func:`bayesrc.bayes.check_figures.ppc_figure`)."""
         if not self.ppc:
-            raise ValueError("this fit has no posterior predictive check (fit(..., checks=False) or fitted before issue 31)")
+            raise ValueError(
+                "this fit has no posterior predictive check (fit(..., checks=False) or fitted before issue 31)"
+            )
         return ppc_figure(self.ppc, **kwargs)
 
     def loo_pit_band(self) -> pd.DataFrame:
         """The LOO-PIT ECDF of the per-item change against uniform, with its simultaneous 95% band
         (:func:`bayesrc.bayes.checks.pit_ecdf_band` on the item table's ``loo_pit``)."""
-        pit = self.items["loo_pit"].to_numpy(float) if self.items is not None and "loo_pit" in self.items else np.array([])
+        pit = (
+            self.items["loo_pit"].to_numpy(float)
+            if self.items is not None and "loo_pit" in self.items
+            else np.array([])
+        )
         if np.isfinite(pit).sum() < 2:
             raise ValueError("this fit has no LOO-PIT values (fit(..., checks=False) or fitted before issue 31)")
         return pit_ecdf_band(pit)
@@ -236,12 +325,16 @@ class BayesFit(GatedResult):
     def plot_prior_predictive(self, **kwargs):
         """Figure of the prior predictive check (:func:`bayesrc.bayes.check_figures.prior_predictive_figure`)."""
         if not self.prior_predictive:
-            raise ValueError("this fit has no prior predictive check (fit(..., checks=False) or fitted before it existed)")
+            raise ValueError(
+                "this fit has no prior predictive check (fit(..., checks=False) or fitted before it existed)"
+            )
         return prior_predictive_figure(self.prior_predictive, **kwargs)
 
     def domain_shift_table(self) -> pd.DataFrame:
         """Per-domain posterior mean dp and its 90 % interval (domain, mean, lo90, hi90)."""
-        rows = [{"domain": k, "mean": v["mean"], "lo90": v["lo90"], "hi90": v["hi90"]} for k, v in self.domain_shift.items()]
+        rows = [
+            {"domain": k, "mean": v["mean"], "lo90": v["lo90"], "hi90": v["hi90"]} for k, v in self.domain_shift.items()
+        ]
         return pd.DataFrame(rows, columns=["domain", "mean", "lo90", "hi90"])
 
     def item_draws(self, items=None) -> xr.Dataset:
@@ -273,7 +366,9 @@ class BayesFit(GatedResult):
         import arviz_plots as azp  # deferred: arviz_plots loads matplotlib, ~4 s (bayes extra)
 
         post = self.posterior["posterior"]
-        names = var_names or [v for v in gated_vars(self.model, bool(self.params.get("slope")), True) if v in post and v != "p"]
+        names = var_names or [
+            v for v in gated_vars(self.model, bool(self.params.get("slope")), True) if v in post and v != "p"
+        ]
         kwargs.setdefault("backend", "matplotlib")
         return azp.plot_trace_dist(self.posterior, var_names=names, compact=True, **kwargs)
 
@@ -283,8 +378,10 @@ class BayesFit(GatedResult):
 
     def _headline(self) -> str:
         s = self.selection
-        return (f"{self.model} ({self.backend}) {self.versions[0]} -> {self.versions[1]}, gate {self.status}, "
-                f"{s['n_improved']} improved, {s['n_deteriorated']} deteriorated")  # fmt: skip
+        return (
+            f"{self.model} ({self.backend}) {self.versions[0]} -> {self.versions[1]}, gate {self.status}, "
+            f"{s['n_improved']} improved, {s['n_deteriorated']} deteriorated"
+        )
 
 
 @releases_jax_caches
@@ -370,21 +467,37 @@ def fit(
         counts = counts.sel(version=[str(v) for v in versions])
     if counts.sizes["version"] >= 3:
         if model != "change":
-            raise ValueError(f"the {model} model compares a pair: pass versions=(v1, v2), or model='change' for the joint model of the family")
+            raise ValueError(
+                f"the {model} model compares a pair: pass versions=(v1, v2), or model='change' for the joint model of the family"
+            )
         bad = pair_only_settings(
-            collapsed=collapsed, slope=slope, rci=rci, rci_kwargs=rci_kwargs, rope=rope, rule=rule, fdr=fdr, threshold=threshold, delta_min=delta_min
-        )  # fmt: skip
+            collapsed=collapsed,
+            slope=slope,
+            rci=rci,
+            rci_kwargs=rci_kwargs,
+            rope=rope,
+            rule=rule,
+            fdr=fdr,
+            threshold=threshold,
+            delta_min=delta_min,
+        )
         if bad:
-            raise ValueError(f"the joint model of three or more versions has no {', '.join(bad)} setting (fit a pair with versions=(v1, v2))")
+            raise ValueError(
+                f"the joint model of three or more versions has no {', '.join(bad)} setting (fit a pair with versions=(v1, v2))"
+            )
         thresholds = {"max_rhat": max_rhat, "min_ess": min_ess, "max_divergences": max_divergences}
-        return fit_joint(counts, backend=backend, prior=prior, config=config, covariate=covariate, escalate=escalate, **thresholds)
+        return fit_joint(
+            counts, backend=backend, prior=prior, config=config, covariate=covariate, escalate=escalate, **thresholds
+        )
     data = model_inputs(counts, covariate=covariate if model == "change" else None)
     rci_items, s_diff, rci_params = _rci_classes(counts, data, rci, rci_kwargs)  # before sampling: a bad rci fails fast
     t0 = time.perf_counter()
     thresholds = {"max_rhat": max_rhat, "min_ess": min_ess, "max_divergences": max_divergences}
     hyper_only = model == "change" and collapsed  # its item draws once, after the gate, not for every attempt
     sampler = partial(sample, data, model, backend, collapsed=collapsed, slope=slope, prior=prior, items=not hyper_only)
-    dt, diag, attempts, cfg = sample_gated(sampler, gated_vars(model, slope, collapsed, data.n_groups > 1), config or SamplerConfig(), thresholds, escalate)
+    dt, diag, attempts, cfg = sample_gated(
+        sampler, gated_vars(model, slope, collapsed, data.n_groups > 1), config or SamplerConfig(), thresholds, escalate
+    )
     release_memory()  # the sampler's compiled code and buffers: the item draws and checks need the room
     if hyper_only:
         dt = with_item_draws(dt, data, cfg, slope=slope, prior=prior)
@@ -393,28 +506,60 @@ def fit(
     items = item_summary(dt, data, rope=rope, delta_min=delta_min)
     cls, sel = select(items["p_improve"], items["p_deteriorate"], rule=rule, fdr=fdr, threshold=threshold)
     items["bayes_class"] = cls
-    cc, disc, warnings = _crosscheck_rci(dt, counts, data, items, rci_items, s_diff, model=model, prior=prior, rope=rope, delta_min=delta_min)
+    cc, disc, warnings = _crosscheck_rci(
+        dt, counts, data, items, rci_items, s_diff, model=model, prior=prior, rope=rope, delta_min=delta_min
+    )
     ppc, loo_payload, prior_pred = None, None, None
     if checks:
-        items, ppc, loo_payload, prior_pred = _workflow_checks(dt, data, counts, items, model=model, slope=slope, prior=prior, seed=cfg.seed)
+        items, ppc, loo_payload, prior_pred = _workflow_checks(
+            dt, data, counts, items, model=model, slope=slope, prior=prior, seed=cfg.seed
+        )
         warnings += ppc_warnings(ppc, model) + loo_warnings(loo_payload)
     items = items[[c for c in ITEM_COLUMNS if c in items] + (["p_rope"] if "p_rope" in items else [])]
     payload = {
-        "status": "ok" if diag.passed else "failed", "model": model, "backend": backend, "runtime_s": runtime,
-        "diagnostics": diag.to_dict(), "selection": sel, "crosscheck": cc, "domain_shift": domain_shift(dt, data),
-        "params": _fit_params(data, cfg, rci_params, s_diff, model=model, collapsed=collapsed, slope=slope, prior=prior, rope=rope, delta_min=delta_min),
-        "flips": expected_flips(dt, data), "warnings": warnings, "attempts": attempts, "ppc": ppc, "loo": loo_payload,
+        "status": "ok" if diag.passed else "failed",
+        "model": model,
+        "backend": backend,
+        "runtime_s": runtime,
+        "diagnostics": diag.to_dict(),
+        "selection": sel,
+        "crosscheck": cc,
+        "domain_shift": domain_shift(dt, data),
+        "params": _fit_params(
+            data,
+            cfg,
+            rci_params,
+            s_diff,
+            model=model,
+            collapsed=collapsed,
+            slope=slope,
+            prior=prior,
+            rope=rope,
+            delta_min=delta_min,
+        ),
+        "flips": expected_flips(dt, data),
+        "warnings": warnings,
+        "attempts": attempts,
+        "ppc": ppc,
+        "loo": loo_payload,
         "prior_predictive": prior_pred,
-    }  # fmt: skip
+    }
     return BayesFit(payload, {"items": items.reset_index(drop=True), "discordant": disc}, dt)
 
 
 #: Settings only a pair's fit has (the joint model of a family is collapsed, without slope, covariate,
 #: item selection or RCI cross-check yet), at the values that leave them unused.
 PAIR_ONLY_DEFAULTS = {
-    "collapsed": True, "slope": False, "rci": None, "rci_kwargs": None, "rope": None, "rule": "fdr", "fdr": 0.10, "threshold": 0.975,
+    "collapsed": True,
+    "slope": False,
+    "rci": None,
+    "rci_kwargs": None,
+    "rope": None,
+    "rule": "fdr",
+    "fdr": 0.10,
+    "threshold": 0.975,
     "delta_min": DELTA_MIN,
-}  # fmt: skip
+}
 
 
 def pair_only_settings(**given) -> list[str]:
@@ -430,18 +575,36 @@ def pair_only_settings(**given) -> list[str]:
     return [k for k, v in given.items() if v != PAIR_ONLY_DEFAULTS[k]]
 
 
-def _workflow_checks(dt, data: ModelInputs, counts: xr.Dataset, items: pd.DataFrame, *, model: str, slope: bool, prior, seed: int):
+def _workflow_checks(
+    dt, data: ModelInputs, counts: xr.Dataset, items: pd.DataFrame, *, model: str, slope: bool, prior, seed: int
+):
     """The prior predictive check, the posterior predictive check and PSIS-LOO of a fit:
     ``(items with the per-item LOO columns, ppc, loo, prior_predictive)``."""
-    prior_pred = prior_predictive(data, model, slope=slope and model == "change", prior=prior if model == "change" else None, seed=seed)
+    prior_pred = prior_predictive(
+        data, model, slope=slope and model == "change", prior=prior if model == "change" else None, seed=seed
+    )
     ppc, loo_payload, per_item = run_checks(dt, data, counts, items["item_id"], seed=seed)
     items = pd.concat([items.reset_index(drop=True), per_item.drop(columns="item_id")], axis=1)
     return items, ppc, loo_payload, prior_pred
 
 
-def _crosscheck_rci(dt, counts: xr.Dataset, data: ModelInputs, items: pd.DataFrame, rci_items: pd.DataFrame, s_diff: float, *, model: str, prior, rope, delta_min: float):
+def _crosscheck_rci(
+    dt,
+    counts: xr.Dataset,
+    data: ModelInputs,
+    items: pd.DataFrame,
+    rci_items: pd.DataFrame,
+    s_diff: float,
+    *,
+    model: str,
+    prior,
+    rope,
+    delta_min: float,
+):
     """The RCI cross-check of a fit: ``(crosscheck, discordant items, warnings)``; adds the RCI class to ``items`` (in place)."""
-    items["rci_class"] = rci_items.set_index("item_id")["class"].reindex(items["item_id"]).fillna("excluded").to_numpy(dtype=object)
+    items["rci_class"] = (
+        rci_items.set_index("item_id")["class"].reindex(items["item_id"]).fillna("excluded").to_numpy(dtype=object)
+    )
     rci_class = items["rci_class"].to_numpy(dtype=object)
     cc, disc = crosscheck(items, rci_items, s_diff)
     cc |= rci_fdp_interval(dt["posterior"], rci_class, rope=float(rope or 0.0), delta_min=delta_min)
@@ -449,25 +612,52 @@ def _crosscheck_rci(dt, counts: xr.Dataset, data: ModelInputs, items: pd.DataFra
     cc, warnings = allow_no_change(cc, cc["no_change_test"], cc["rci_n_flagged"])
     if model == "change":
         log_prior = change_log_prior(dt["posterior"], prior, STRUCTURE_SITES)
-        cc["prior_sensitivity"] = rci_fdp_prior_sensitivity(dt["posterior"], rci_class, log_prior, delta_min=delta_min, rope=float(rope or 0.0))
+        cc["prior_sensitivity"] = rci_fdp_prior_sensitivity(
+            dt["posterior"], rci_class, log_prior, delta_min=delta_min, rope=float(rope or 0.0)
+        )
         warnings += prior_sensitivity_warnings(cc["prior_sensitivity"], cc, delta_min)
     return cc, disc, warnings
 
 
-def _fit_params(data: ModelInputs, cfg: SamplerConfig, rci_params: dict, s_diff: float, *, model: str, collapsed: bool, slope: bool, prior, rope, delta_min: float) -> dict:
+def _fit_params(
+    data: ModelInputs,
+    cfg: SamplerConfig,
+    rci_params: dict,
+    s_diff: float,
+    *,
+    model: str,
+    collapsed: bool,
+    slope: bool,
+    prior,
+    rope,
+    delta_min: float,
+) -> dict:
     """``fit.json``'s ``params``: the model's settings, the sampler's and the cross-checked RCI's."""
     return {
         "collapsed": bool(collapsed),
         "slope": bool(slope) if model == "change" else None,
         "prior": prior_settings(prior) if model == "change" else None,
-        "chains": cfg.chains, "draws": cfg.draws, "tune": cfg.tune, "target_accept": cfg.target_accept, "seed": cfg.seed,
-        "covariate": data.covariate, "covariate_levels": list(data.groups) if data.covariate else None,
-        "rope": rope, "delta_min": float(delta_min), "versions": list(data.versions), "n_items": data.n_items, "domains": list(data.domains),
-        "rci_sd_basis": rci_params.get("sd_basis"), "rci_s_diff": s_diff, "rci_params": rci_params,
-    }  # fmt: skip
+        "chains": cfg.chains,
+        "draws": cfg.draws,
+        "tune": cfg.tune,
+        "target_accept": cfg.target_accept,
+        "seed": cfg.seed,
+        "covariate": data.covariate,
+        "covariate_levels": list(data.groups) if data.covariate else None,
+        "rope": rope,
+        "delta_min": float(delta_min),
+        "versions": list(data.versions),
+        "n_items": data.n_items,
+        "domains": list(data.domains),
+        "rci_sd_basis": rci_params.get("sd_basis"),
+        "rci_s_diff": s_diff,
+        "rci_params": rci_params,
+    }
 
 
-def run_checks(dt, data: ModelInputs, counts: xr.Dataset, item_ids, *, seed: int = 0) -> tuple[dict, dict, pd.DataFrame]:
+def run_checks(
+    dt, data: ModelInputs, counts: xr.Dataset, item_ids, *, seed: int = 0
+) -> tuple[dict, dict, pd.DataFrame]:
     """The posterior predictive check and PSIS-LOO of one fit: ``(ppc, loo, per-item table)``.
 
     The check's strata are domain x covariate level whatever the model used: a model without the
@@ -479,7 +669,9 @@ def run_checks(dt, data: ModelInputs, counts: xr.Dataset, item_ids, *, seed: int
     >>> ppc, loo, per_item = run_checks(res.posterior, model_inputs(counts), counts, res.items["item_id"])  # doctest: +SKIP
     """
     strata = data if data.covariate else model_inputs(counts, *data.versions, covariate="auto")
-    p = item_block(thinned_draws(dt["posterior"], MAX_PPC_DRAWS))["p"].values[None]  # the draws the check replicates, formed for them alone
+    p = item_block(thinned_draws(dt["posterior"], MAX_PPC_DRAWS))["p"].values[
+        None
+    ]  # the draws the check replicates, formed for them alone
     ppc = posterior_predictive_check(p, strata, seed=seed)
     del p  # freed before PSIS-LOO, a fit's peak step at 12,000 items
     ids = np.asarray(item_ids).astype(str)
@@ -494,10 +686,17 @@ def prior_sensitivity_warnings(sens: dict, cc: dict, delta_min: float) -> list[s
     """One line per estimate of RCI's false-discovery proportion that the data do not decide
     (it moves by more than the tolerance when the change-structure priors are power-scaled)."""
     out = []
-    for key, label, flag in (("rci_estimated_fdp", "sign", "sensitive"), ("rci_estimated_fdp_material", f"material, |dp| >= {delta_min:g}", "sensitive_material")):
+    for key, label, flag in (
+        ("rci_estimated_fdp", "sign", "sensitive"),
+        ("rci_estimated_fdp_material", f"material, |dp| >= {delta_min:g}", "sensitive_material"),
+    ):
         if not sens.get(flag):
             continue
-        advice = "use the material estimate, or more samples per item" if flag == "sensitive" and not sens.get("sensitive_material") else "more samples per item would"
+        advice = (
+            "use the material estimate, or more samples per item"
+            if flag == "sensitive" and not sens.get("sensitive_material")
+            else "more samples per item would"
+        )
         out.append(
             f"RCI's estimated false-discovery proportion ({label}) is {cc[key]:.1%}, but {min(sens[key]):.1%}-{max(sens[key]):.1%} with the priors "
             f"on the share and spread of changes power-scaled by {min(sens['alphas']):g}-{max(sens['alphas']):g}: the data do not decide it, so it is not calibrated ({advice})"
@@ -505,7 +704,9 @@ def prior_sensitivity_warnings(sens: dict, cc: dict, delta_min: float) -> list[s
     return out
 
 
-def _rci_classes(counts: xr.Dataset, data: ModelInputs, rci: PairResult | None, rci_kwargs: dict | None) -> tuple[pd.DataFrame, float, dict]:
+def _rci_classes(
+    counts: xr.Dataset, data: ModelInputs, rci: PairResult | None, rci_kwargs: dict | None
+) -> tuple[pd.DataFrame, float, dict]:
     """The RCI item table, S_diff and settings the cross-check uses (given, or run here)."""
     if rci is None:
         rci = reliable_change(counts, data.versions[0], data.versions[1], **(rci_kwargs or CROSSCHECK_RCI_KWARGS))
@@ -583,7 +784,9 @@ def check_prior_predictive(pp: dict) -> None:
         edges = _finite_list(hist.get("edges"), f"prior_predictive.{name}.edges", min_len=2)
         for key in series:
             if len(_finite_list(hist.get(key), f"prior_predictive.{name}.{key}")) != len(edges) - 1:
-                raise InputError(f"expected {len(edges) - 1} counts, one per bin", field=f"prior_predictive.{name}.{key}")
+                raise InputError(
+                    f"expected {len(edges) - 1} counts, one per bin", field=f"prior_predictive.{name}.{key}"
+                )
 
 
 def _finite_list(values: object, field: str, *, min_len: int = 0) -> list:

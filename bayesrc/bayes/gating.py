@@ -42,8 +42,12 @@ def escalated_config(first: SamplerConfig, diag: Diagnostics, attempt: int) -> S
     kind = "divergences" if diag.divergences > diag.thresholds["max_divergences"] else "mixing"
     e = ESCALATION[kind][attempt - 1]
     return replace(
-        first, tune=first.tune * e["tune"], draws=first.draws * e["draws"], target_accept=max(first.target_accept, e["target_accept"]), seed=first.seed + attempt
-    )  # fmt: skip
+        first,
+        tune=first.tune * e["tune"],
+        draws=first.draws * e["draws"],
+        target_accept=max(first.target_accept, e["target_accept"]),
+        seed=first.seed + attempt,
+    )
 
 
 def sample_gated(sampler, var_names: list[str], first: SamplerConfig, thresholds: dict, escalate: bool = True):
@@ -59,13 +63,26 @@ def sample_gated(sampler, var_names: list[str], first: SamplerConfig, thresholds
             cfg = escalated_config(first, diag, attempt)
         t0 = time.perf_counter()
         dt = sampler(config=cfg)
-        cfg = replace(cfg, draws=int(dt["posterior"].sizes["draw"]))  # NumPyro's chains may have gone on (SamplerConfig.max_draws)
+        cfg = replace(
+            cfg, draws=int(dt["posterior"].sizes["draw"])
+        )  # NumPyro's chains may have gone on (SamplerConfig.max_draws)
         diag = gate(dt, var_names, **thresholds)
         attempts.append(
-            {"chains": cfg.chains, "draws": cfg.draws, "tune": cfg.tune, "target_accept": cfg.target_accept, "seed": cfg.seed,
-             "max_rhat": diag.max_rhat, "min_ess_bulk": diag.min_ess_bulk, "min_ess_tail": diag.min_ess_tail, "divergences": diag.divergences,
-             "passed": diag.passed, "worst": diag.worst, "wall_s": round(time.perf_counter() - t0, 2)}
-        )  # fmt: skip
+            {
+                "chains": cfg.chains,
+                "draws": cfg.draws,
+                "tune": cfg.tune,
+                "target_accept": cfg.target_accept,
+                "seed": cfg.seed,
+                "max_rhat": diag.max_rhat,
+                "min_ess_bulk": diag.min_ess_bulk,
+                "min_ess_tail": diag.min_ess_tail,
+                "divergences": diag.divergences,
+                "passed": diag.passed,
+                "worst": diag.worst,
+                "wall_s": round(time.perf_counter() - t0, 2),
+            }
+        )
         if diag.passed:
             break
     return dt, diag, attempts, cfg

@@ -43,14 +43,31 @@ def run_fit(args: argparse.Namespace) -> int:
 
 def _run_family(args: argparse.Namespace, kwargs: dict) -> int:
     """Three or more trials files: the joint change model of the family (V1 the reference), written to ``--out``."""
-    flags = {"collapsed": "--full", "delta_min": "--delta-min"}  # fit()'s keyword -> this command's option, where they differ
+    flags = {
+        "collapsed": "--full",
+        "delta_min": "--delta-min",
+    }  # fit()'s keyword -> this command's option, where they differ
     given = {k: kwargs[k] for k in ("collapsed", "slope", "rope", "rule", "fdr", "threshold", "delta_min")}
-    bad = ["--compare"] * bool(args.compare) + ["--model betabinom"] * (args.model == "betabinom") + [flags.get(k, f"--{k}") for k in pair_only_settings(**given)]
+    bad = (
+        ["--compare"] * bool(args.compare)
+        + ["--model betabinom"] * (args.model == "betabinom")
+        + [flags.get(k, f"--{k}") for k in pair_only_settings(**given)]
+    )
     if bad:
-        raise InputError(f"the joint model of {len(args.runs)} versions has no {', '.join(bad)} (give two trials files for a pair)", field="TRIALS")
+        raise InputError(
+            f"the joint model of {len(args.runs)} versions has no {', '.join(bad)} (give two trials files for a pair)",
+            field="TRIALS",
+        )
     counts = family_counts(args.runs, args)  # SPEC 6: only the model may differ (pins checked first)
     gate = {k: kwargs[k] for k in ("max_rhat", "min_ess", "max_divergences")}
-    res = fit_joint(counts, backend=kwargs["backend"], config=kwargs["config"], covariate=kwargs["covariate"], escalate=kwargs["escalate"], **gate)
+    res = fit_joint(
+        counts,
+        backend=kwargs["backend"],
+        config=kwargs["config"],
+        covariate=kwargs["covariate"],
+        escalate=kwargs["escalate"],
+        **gate,
+    )
     _report_fit(res, args.out)
     check(res, allow_unconverged=args.allow_unconverged)
     return 0
@@ -79,7 +96,10 @@ def _report_fit(res, out: Path) -> None:
     for w in res.warnings:
         print(f"bayesrc: warning: {w}", file=sys.stderr)
     if not res.diagnostics.passed:
-        print(f"bayesrc: warning: convergence gate FAILED ({res.diagnostics.worst}); every output is marked status=failed", file=sys.stderr)
+        print(
+            f"bayesrc: warning: convergence gate FAILED ({res.diagnostics.worst}); every output is marked status=failed",
+            file=sys.stderr,
+        )
 
 
 def _run_compare(args: argparse.Namespace, counts, kwargs: dict) -> int:

@@ -48,7 +48,14 @@ from functools import cache, partial
 
 import numpy as np
 
-from bayesrc.bayes.change import group_draws, group_effects_numpyro, group_effects_pymc, hyperpriors_numpyro, hyperpriors_pymc, prior_settings
+from bayesrc.bayes.change import (
+    group_draws,
+    group_effects_numpyro,
+    group_effects_pymc,
+    hyperpriors_numpyro,
+    hyperpriors_pymc,
+    prior_settings,
+)
 from bayesrc.bayes.change_collapsed import (
     DRAW_DELTA_HALF,
     DRAW_DELTA_NODES,
@@ -76,12 +83,22 @@ from bayesrc.bayes.samplers import SamplerConfig, progress_bar, run_numpyro, run
 from bayesrc.config import precision, prepare_jax
 
 #: The sampled hyperparameters' dims: ``change`` runs over the non-reference versions.
-JOINT_DIMS = {"mu_theta": ["domain"], "sigma_theta": ["domain"], "shift": ["change", "domain"], "sigma_delta": ["change"], "pi": ["change"]}
+JOINT_DIMS = {
+    "mu_theta": ["domain"],
+    "sigma_theta": ["domain"],
+    "shift": ["change", "domain"],
+    "sigma_delta": ["change"],
+    "pi": ["change"],
+}
 #: ... and with an item covariate (its levels ``group``, the (domain, level) ``stratum``, their interaction ``contrast``s).
 COVARIATE_DIMS = {
-    "sigma_delta": ["change", "group"], "group_level": ["group"], "group_shift": ["change", "group"], "stratum_shift_sd": ["change"],
-    "stratum_shift_z": ["change", "contrast"], "stratum_shift": ["change", "stratum"],
-}  # fmt: skip
+    "sigma_delta": ["change", "group"],
+    "group_level": ["group"],
+    "group_shift": ["change", "group"],
+    "stratum_shift_sd": ["change"],
+    "stratum_shift_z": ["change", "contrast"],
+    "stratum_shift": ["change", "stratum"],
+}
 #: What the convergence gate checks (the items are exact conditional draws given these), and with a covariate
 #: (``stratum_shift`` is a product of the gated ``stratum_shift_sd`` and ``_z``, 0 in a stratum without a contrast).
 JOINT_GATED = ("mu_theta", "sigma_theta", "shift", "sigma_delta", "pi")
@@ -132,7 +149,9 @@ class FamilyCells:
     weight: np.ndarray
     item_cell: np.ndarray
     n_strata: int
-    stratum_dom: np.ndarray | None = None  # with an item covariate: each stratum's domain and level (as the pair model's Cells)
+    stratum_dom: np.ndarray | None = (
+        None  # with an item covariate: each stratum's domain and level (as the pair model's Cells)
+    )
     stratum_group: np.ndarray | None = None
 
     @property
@@ -161,7 +180,14 @@ def family_cells(data: ModelInputs) -> FamilyCells:
     rows = np.concatenate([stratum[:, None], data.n, data.y], axis=1)
     cells, item_cell, w = np.unique(rows, axis=0, return_inverse=True, return_counts=True)
     f = lambda a: a.astype(float)  # noqa: E731
-    return FamilyCells(dom=cells[:, 0], n=f(cells[:, 1 : 1 + n_ver]), y=f(cells[:, 1 + n_ver :]), weight=f(w), item_cell=item_cell.ravel(), **strata)
+    return FamilyCells(
+        dom=cells[:, 0],
+        n=f(cells[:, 1 : 1 + n_ver]),
+        y=f(cells[:, 1 + n_ver :]),
+        weight=f(w),
+        item_cell=item_cell.ravel(),
+        **strata,
+    )
 
 
 def family_tables(cells: FamilyCells, band_dtype=np.float64) -> dict[str, np.ndarray]:
@@ -185,12 +211,20 @@ def family_tables(cells: FamilyCells, band_dtype=np.float64) -> dict[str, np.nda
     x = logit_grid(int(cells.n.max()))
     outcomes, t = np.unique(np.stack([cells.n.ravel(), cells.y.ravel()], 1), axis=0, return_inverse=True)
     t = t.reshape(cells.n.shape)
-    n_t, n_c = outcome_bucket(len(outcomes)), -(-cells.n_cells // 32) * 32  # padding only to a few shapes: the cells cost every gradient
+    n_t, n_c = (
+        outcome_bucket(len(outcomes)),
+        -(-cells.n_cells // 32) * 32,
+    )  # padding only to a few shapes: the cells cost every gradient
     e, lm = binomial_table(x, outcomes[:, 0], outcomes[:, 1])
     tables = {
-        "x": x, "e2": pad_rows(e, n_t), "cell_s": pad_rows(cells.dom, n_c), "e_cell": np.stack([pad_rows(e[t[:, v]], n_c) for v in range(cells.n_versions)]),
-        "lm_cell": pad_rows(lm[t].sum(1), n_c), "cell_key": pad_rows((cells.dom[:, None] * n_t + t[:, 1:]), n_c).T.copy(), "weight": pad_rows(cells.weight, n_c),
-    }  # fmt: skip
+        "x": x,
+        "e2": pad_rows(e, n_t),
+        "cell_s": pad_rows(cells.dom, n_c),
+        "e_cell": np.stack([pad_rows(e[t[:, v]], n_c) for v in range(cells.n_versions)]),
+        "lm_cell": pad_rows(lm[t].sum(1), n_c),
+        "cell_key": pad_rows((cells.dom[:, None] * n_t + t[:, 1:]), n_c).T.copy(),
+        "weight": pad_rows(cells.weight, n_c),
+    }
     if band_table_fits(n_t, len(x), band_dtype):
         tables["e2_band"] = band_table(tables["e2"]).astype(band_dtype)
     return tables
@@ -209,7 +243,9 @@ def node_terms(ops, mu_theta, sigma_theta, shift, spread, pi, tables):
     n_s, (n_t, n_j) = mu_theta.shape[0], e.shape
     prior = prior_weights(ops, x, mu_theta, sigma_theta)  # (stratum, node)
     ones = np.ones((1, 2 * n_j - 1))
-    g = weighted_convolutions(ops, tables, None, None, shift.reshape((-1,)), 0.0, spread.reshape((-1,)), ones)[0]  # (change x stratum, outcome, node)
+    g = weighted_convolutions(ops, tables, None, None, shift.reshape((-1,)), 0.0, spread.reshape((-1,)), ones)[
+        0
+    ]  # (change x stratum, outcome, node)
     base = prior[tables["cell_s"]] * e_cell[0]
     same = [(1.0 - pi[v]) * e_cell[v + 1] for v in range(key.shape[0])]
     changed = [pi[v] * g[v * n_s : (v + 1) * n_s].reshape((n_s * n_t, n_j))[key[v]] for v in range(key.shape[0])]
@@ -254,15 +290,24 @@ def family_coords(data: ModelInputs) -> dict[str, list]:
     return data.coords | {"change": list(data.versions[1:])}
 
 
-def _numpyro_model(tables, *, cells: FamilyCells, n_domains: int, n_changes: int, prior: dict, n_groups: int = 1, contrasts=None):
+def _numpyro_model(
+    tables, *, cells: FamilyCells, n_domains: int, n_changes: int, prior: dict, n_groups: int = 1, contrasts=None
+):
     import numpyro  # deferred: NumPyro and JAX load in seconds (bayes extra)
 
     mu_theta, sigma_theta, shift, sigma_delta, _, pi = hyperpriors_numpyro(n_domains, False, prior, n_groups, n_changes)
     alpha, gamma, eta = group_effects_numpyro(n_groups, prior, contrasts, n_changes)
-    numpyro.factor("y", _jax_family_loglik()(*strata_hyper(cells, mu_theta, sigma_theta, shift, alpha, gamma, eta, sigma_delta), pi, tables))
+    numpyro.factor(
+        "y",
+        _jax_family_loglik()(
+            *strata_hyper(cells, mu_theta, sigma_theta, shift, alpha, gamma, eta, sigma_delta), pi, tables
+        ),
+    )
 
 
-def joint_numpyro(data: ModelInputs, *, prior: dict | None = None, config: SamplerConfig | None = None, items: bool = True):
+def joint_numpyro(
+    data: ModelInputs, *, prior: dict | None = None, config: SamplerConfig | None = None, items: bool = True
+):
     """Fit the joint change model of ``data``'s versions with NumPyro: NUTS on the hyperparameters,
     exact item draws after (:func:`family_item_draws`; ``items=False``: the hyperparameters only,
     :func:`with_family_item_draws` adds them later). Returns a DataTree.
@@ -290,11 +335,21 @@ def joint_model_numpyro(data: ModelInputs, prior: dict | None = None) -> tuple[C
     >>> log_density(model, (), args, params)  # doctest: +SKIP
     """
     cells = family_cells(data)
-    model = partial(_numpyro_model, cells=cells, n_domains=data.n_domains, n_changes=data.n_versions - 1, prior=prior_settings(prior), n_groups=data.n_groups, contrasts=data.stratum_contrasts())
+    model = partial(
+        _numpyro_model,
+        cells=cells,
+        n_domains=data.n_domains,
+        n_changes=data.n_versions - 1,
+        prior=prior_settings(prior),
+        n_groups=data.n_groups,
+        contrasts=data.stratum_contrasts(),
+    )
     return model, {"tables": family_tables(cells, SAMPLER_BAND_DTYPE)}
 
 
-def joint_pymc(data: ModelInputs, *, prior: dict | None = None, config: SamplerConfig | None = None, items: bool = True):
+def joint_pymc(
+    data: ModelInputs, *, prior: dict | None = None, config: SamplerConfig | None = None, items: bool = True
+):
     """The same joint model with PyMC (nutpie); same priors, names and dims as the NumPyro twin
     (``items`` as there).
 
@@ -321,9 +376,16 @@ def joint_model_pymc(data: ModelInputs, prior: dict | None = None):
     cells = family_cells(data)
     tables = family_tables(cells, SAMPLER_BAND_DTYPE)
     with pm.Model(coords=family_coords(data)) as model:
-        mu_theta, sigma_theta, shift, sigma_delta, _, pi = hyperpriors_pymc(False, prior, data.n_groups, per_change=True)
+        mu_theta, sigma_theta, shift, sigma_delta, _, pi = hyperpriors_pymc(
+            False, prior, data.n_groups, per_change=True
+        )
         alpha, gamma, eta = group_effects_pymc(data.n_groups, prior, data.stratum_contrasts(), per_change=True)
-        ll = family_loglik(_ops("pytensor"), *strata_hyper(cells, mu_theta, sigma_theta, shift, alpha, gamma, eta, sigma_delta), pi, tables)
+        ll = family_loglik(
+            _ops("pytensor"),
+            *strata_hyper(cells, mu_theta, sigma_theta, shift, alpha, gamma, eta, sigma_delta),
+            pi,
+            tables,
+        )
         pm.Potential("y", pt.sum(tables["weight"] * ll))
     return model
 
@@ -354,7 +416,9 @@ def _family_draws_one(hyper, key, tables, item_cell, cell_dom, y, n, fine_v):
     n_items, n_change = item_cell.shape[0], len(terms)
     keys = jax.random.split(key, 2 + 4 * n_change)
     f, cdf = _pwlinear_tables(w)
-    theta = _pwlinear_draw(f, cdf, item_cell, jax.random.uniform(keys[0], (n_items,)), jax.random.uniform(keys[1], (n_items,)), x[0], h)
+    theta = _pwlinear_draw(
+        f, cdf, item_cell, jax.random.uniform(keys[0], (n_items,)), jax.random.uniform(keys[1], (n_items,)), x[0], h
+    )
     pos = (theta - x[0]) / h
     k = jnp.clip(jnp.floor(pos).astype(jnp.int32), 0, x.shape[0] - 2)
     frac = jnp.clip(pos - k, 0.0, 1.0)
@@ -402,20 +466,34 @@ def _family_item_draws(post, cells: FamilyCells, seed: int, progress: bool | Non
     names = ("mu_theta", "sigma_theta", "shift", "sigma_delta")
     mu, sd, shift, sigma_delta = (flat(post[k].values) for k in names)
     alpha, gamma, eta = (flat(g) for g in group_draws(post))
-    hyper = [*map(np.asarray, strata_hyper(cells, mu, sd, shift, alpha, gamma, eta, sigma_delta)), flat(post["pi"].values)]
+    hyper = [
+        *map(np.asarray, strata_hyper(cells, mu, sd, shift, alpha, gamma, eta, sigma_delta)),
+        flat(post["pi"].values),
+    ]
     pad = (-n_s) % DRAW_BATCH
     hyper = [np.concatenate([h, np.repeat(h[-1:], pad, 0)]) for h in hyper]
     keys = np.asarray(jax.random.split(jax.random.PRNGKey(seed), n_s + pad))
     # the data as arguments, items padded to a bucket (as cell 0): one compiled draw per bucket, not per dataset
     item_cell = pad_rows(cells.item_cell, bucket(cells.item_cell.size))
-    data = {"tables": family_tables(cells), "item_cell": item_cell, "cell_dom": cells.dom, "y": cells.y[item_cell], "n": cells.n[item_cell]}
+    data = {
+        "tables": family_tables(cells),
+        "item_cell": item_cell,
+        "cell_dom": cells.dom,
+        "y": cells.y[item_cell],
+        "n": cells.n[item_cell],
+    }
     data = jax.tree.map(jnp.asarray, data)
     fine_v = jnp.linspace(-DRAW_DELTA_HALF, DRAW_DELTA_HALF, DRAW_DELTA_NODES)
     batch = jax.jit(jax.vmap(lambda h, k, d: _family_draws_one(h, k, **d, fine_v=fine_v), in_axes=(0, 0, None)))
     parts = []
     with progress_bar(progress, n_s, desc="item draws") as bar:
         for i in range(0, n_s + pad, DRAW_BATCH):
-            parts.append([np.asarray(a) for a in batch(tuple(h[i : i + DRAW_BATCH] for h in hyper), keys[i : i + DRAW_BATCH], data)])
+            parts.append(
+                [
+                    np.asarray(a)
+                    for a in batch(tuple(h[i : i + DRAW_BATCH] for h in hyper), keys[i : i + DRAW_BATCH], data)
+                ]
+            )
             bar.update(min(DRAW_BATCH, n_s - i))
     out = [np.concatenate(a)[:n_s, : cells.item_cell.size] for a in zip(*parts)]
     return {k: v.reshape(n_chain, n_draw, *v.shape[1:]) for k, v in zip(("theta", "p", "changed", "r", "delta"), out)}

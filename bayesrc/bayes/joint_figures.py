@@ -47,7 +47,9 @@ def change_heatmap(items: pd.DataFrame, *, n_items: int = 40, title: str = ""):
     >>> len(change_heatmap(t).axes)   # the heatmap and its colour bar
     2
     """
-    dp = items.pivot(index="item_id", columns="version", values="dp_mean")[list(dict.fromkeys(items["version"]))].iloc[:, 1:]
+    dp = items.pivot(index="item_id", columns="version", values="dp_mean")[list(dict.fromkeys(items["version"]))].iloc[
+        :, 1:
+    ]
     dp = dp.loc[dp.abs().max(axis=1).sort_values(ascending=False).index[:n_items]]
     fig, ax = subplots(1, 1, figsize=(1.8 + 0.9 * dp.shape[1], 1.2 + 0.18 * len(dp)), layout="constrained")
     lim = max(float(np.nanmax(np.abs(dp.to_numpy()))), 1e-3) if dp.size else 1.0

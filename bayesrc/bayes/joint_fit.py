@@ -35,7 +35,17 @@ from bayesrc.results import register
 
 RANK_Q = 0.1  # rank bands: versions whose (1 - q) rank intervals overlap
 INTERVAL = 0.9  # accuracy and dp intervals
-VERSION_COLUMNS = ("version", "mean_accuracy", "acc_lo90", "acc_hi90", "p_best", "rank_mean", "rank_lo", "rank_hi", "band")
+VERSION_COLUMNS = (
+    "version",
+    "mean_accuracy",
+    "acc_lo90",
+    "acc_hi90",
+    "p_best",
+    "rank_mean",
+    "rank_lo",
+    "rank_hi",
+    "band",
+)
 ITEM_COLUMNS = ("item_id", "domain", "version", "p_mean", "dp_mean", "dp_lo90", "dp_hi90", "p_changed", "p_best")
 ITEM_CHANGE_COLUMNS = ("item_id", "domain", "from", "to", "dp_mean", "dp_lo90", "dp_hi90", "p_up", "p_down")
 VERSION_CHANGE_COLUMNS = ("from", "to", "dacc_mean", "dacc_lo90", "dacc_hi90", "p_up", "items_up", "items_down")
@@ -84,7 +94,9 @@ def rank_bands(mean: np.ndarray, rank_lo: np.ndarray, rank_hi: np.ndarray) -> np
     """
     order = np.argsort(-np.asarray(mean), kind="stable")
     reach = np.maximum.accumulate(np.asarray(rank_hi)[order])  # the worst rank any version up to here can take
-    rest = np.minimum.accumulate(np.asarray(rank_lo)[order][::-1])[::-1]  # the best rank any version from here on can take
+    rest = np.minimum.accumulate(np.asarray(rank_lo)[order][::-1])[
+        ::-1
+    ]  # the best rank any version from here on can take
     breaks = np.concatenate([[0], (reach[:-1] < rest[1:]).astype(int)])
     band = np.empty(len(order), int)
     band[order] = np.cumsum(breaks) + 1
@@ -112,8 +124,17 @@ def version_table(p: np.ndarray, versions, q: float = RANK_Q) -> pd.DataFrame:
     r_lo, r_hi = np.quantile(ranks, [q / 2, 1 - q / 2], axis=0, method="inverted_cdf").astype(int)
     p_best = np.bincount(acc.argmax(1), minlength=acc.shape[1]) / acc.shape[0]
     mean = acc.mean(0)
-    out = {"version": list(map(str, versions)), "mean_accuracy": mean, "acc_lo90": lo, "acc_hi90": hi, "p_best": p_best,
-           "rank_mean": ranks.mean(0), "rank_lo": r_lo, "rank_hi": r_hi, "band": rank_bands(mean, r_lo, r_hi)}  # fmt: skip
+    out = {
+        "version": list(map(str, versions)),
+        "mean_accuracy": mean,
+        "acc_lo90": lo,
+        "acc_hi90": hi,
+        "p_best": p_best,
+        "rank_mean": ranks.mean(0),
+        "rank_lo": r_lo,
+        "rank_hi": r_hi,
+        "band": rank_bands(mean, r_lo, r_hi),
+    }
     return pd.DataFrame(out, columns=list(VERSION_COLUMNS))
 
 
@@ -149,10 +170,16 @@ def item_table(p: np.ndarray, r: np.ndarray, items, domains, versions) -> pd.Dat
     lo, hi = interval90(dp)
     p_changed = np.concatenate([np.full((n_items, 1), np.nan), r.mean(0)], axis=1)
     cols = {
-        "item_id": np.repeat(np.asarray(items).astype(str), n_ver), "domain": np.repeat(np.asarray(domains).astype(str), n_ver),
-        "version": np.tile(np.asarray(versions).astype(str), n_items), "p_mean": p.mean(0).ravel(), "dp_mean": dp.mean(0).ravel(),
-        "dp_lo90": lo.ravel(), "dp_hi90": hi.ravel(), "p_changed": p_changed.ravel(), "p_best": item_best_share(p).ravel(),
-    }  # fmt: skip
+        "item_id": np.repeat(np.asarray(items).astype(str), n_ver),
+        "domain": np.repeat(np.asarray(domains).astype(str), n_ver),
+        "version": np.tile(np.asarray(versions).astype(str), n_items),
+        "p_mean": p.mean(0).ravel(),
+        "dp_mean": dp.mean(0).ravel(),
+        "dp_lo90": lo.ravel(),
+        "dp_hi90": hi.ravel(),
+        "p_changed": p_changed.ravel(),
+        "p_best": item_best_share(p).ravel(),
+    }
     return pd.DataFrame(cols, columns=list(ITEM_COLUMNS))
 
 
@@ -204,10 +231,16 @@ def item_changes(p: np.ndarray, items, domains, versions, pairs) -> pd.DataFrame
     lo, hi = interval90(dp)
     n_items, n_pairs = dp.shape[1:]
     cols = {
-        "item_id": np.repeat(np.asarray(items).astype(str), n_pairs), "domain": np.repeat(np.asarray(domains).astype(str), n_pairs),
-        "from": np.tile([a for a, _ in pairs], n_items), "to": np.tile([b for _, b in pairs], n_items),
-        "dp_mean": dp.mean(0).ravel(), "dp_lo90": lo.ravel(), "dp_hi90": hi.ravel(), "p_up": (dp > 0).mean(0).ravel(), "p_down": (dp < 0).mean(0).ravel(),
-    }  # fmt: skip
+        "item_id": np.repeat(np.asarray(items).astype(str), n_pairs),
+        "domain": np.repeat(np.asarray(domains).astype(str), n_pairs),
+        "from": np.tile([a for a, _ in pairs], n_items),
+        "to": np.tile([b for _, b in pairs], n_items),
+        "dp_mean": dp.mean(0).ravel(),
+        "dp_lo90": lo.ravel(),
+        "dp_hi90": hi.ravel(),
+        "p_up": (dp > 0).mean(0).ravel(),
+        "p_down": (dp < 0).mean(0).ravel(),
+    }
     return pd.DataFrame(cols, columns=list(ITEM_CHANGE_COLUMNS))
 
 
@@ -227,9 +260,15 @@ def version_changes(p: np.ndarray, versions, pairs) -> pd.DataFrame:
     lo, hi = interval90(dp)
     acc_lo, acc_hi = interval90(dacc)
     cols = {
-        "from": [a for a, _ in pairs], "to": [b for _, b in pairs], "dacc_mean": dacc.mean(0), "dacc_lo90": acc_lo, "dacc_hi90": acc_hi,
-        "p_up": (dacc > 0).mean(0), "items_up": (lo > 0).sum(0), "items_down": (hi < 0).sum(0),
-    }  # fmt: skip
+        "from": [a for a, _ in pairs],
+        "to": [b for _, b in pairs],
+        "dacc_mean": dacc.mean(0),
+        "dacc_lo90": acc_lo,
+        "dacc_hi90": acc_hi,
+        "p_up": (dacc > 0).mean(0),
+        "items_up": (lo > 0).sum(0),
+        "items_down": (hi < 0).sum(0),
+    }
     return pd.DataFrame(cols, columns=list(VERSION_CHANGE_COLUMNS))
 
 
@@ -251,14 +290,17 @@ class JointFit(GatedResult):
 
     main_file = "joint.json"
     kind = "joint"
-    field_kinds = GatedResult.field_kinds | {  # what summary(), the figures and the report read (bayesrc.results.check_fields)
-        "params": "object",
-        "params.versions!": "versions",
-        "params.n_items": "count",
-        "params.q": "finite",
-        "backend": "text",
-        "warnings": "texts",
-    }
+    field_kinds = (
+        GatedResult.field_kinds
+        | {  # what summary(), the figures and the report read (bayesrc.results.check_fields)
+            "params": "object",
+            "params.versions!": "versions",
+            "params.n_items": "count",
+            "params.q": "finite",
+            "backend": "text",
+            "warnings": "texts",
+        }
+    )
     has_posterior = True
 
     def table_names_on_disk(self, folder: Path) -> dict[str, Path]:
@@ -279,11 +321,19 @@ class JointFit(GatedResult):
         axis of ``p`` is read by position)."""
         for name, table in {"versions.parquet": self.versions_table, "items.parquet": self.items}.items():
             if table is not None and set(table["version"]) != set(self.versions):
-                raise InputError(f"versions {sorted(set(table['version']))} are not joint.json's {self.versions}", path=folder / name, field="version")
+                raise InputError(
+                    f"versions {sorted(set(table['version']))} are not joint.json's {self.versions}",
+                    path=folder / name,
+                    field="version",
+                )
         if self.posterior is not None and "change" in self.posterior["posterior"].coords:
             changes = [str(v) for v in self.posterior["posterior"].coords["change"].values]
             if changes != self.versions[1:]:
-                raise InputError(f"change axis {changes} is not joint.json's versions after the reference {self.versions[1:]}", path=folder / "posterior.nc", field="change")
+                raise InputError(
+                    f"change axis {changes} is not joint.json's versions after the reference {self.versions[1:]}",
+                    path=folder / "posterior.nc",
+                    field="change",
+                )
 
     model = property(lambda self: "joint change")
     backend = property(lambda self: self.payload["backend"])
@@ -302,10 +352,16 @@ class JointFit(GatedResult):
         step of the chain of consecutive versions (:meth:`version_changes`)."""
         d = self.diagnostics
         rows = [
-            ("status", self.status), ("model", "joint change"), ("backend", self.backend), ("reference", self.versions[0]),
-            ("runtime_s", round(self.runtime_s, 2)), ("max R-hat", d.max_rhat), ("min ESS bulk", d.min_ess_bulk),
-            ("min ESS tail", d.min_ess_tail), ("divergences", d.divergences),
-        ]  # fmt: skip
+            ("status", self.status),
+            ("model", "joint change"),
+            ("backend", self.backend),
+            ("reference", self.versions[0]),
+            ("runtime_s", round(self.runtime_s, 2)),
+            ("max R-hat", d.max_rhat),
+            ("min ESS bulk", d.min_ess_bulk),
+            ("min ESS tail", d.min_ess_tail),
+            ("divergences", d.divergences),
+        ]
         for r in self.versions_table.itertuples():
             rows.append(
                 (
@@ -338,7 +394,13 @@ class JointFit(GatedResult):
         >>> res.item_changes().query("dp_hi90 < 0")  # items that got worse from one version to the next  # doctest: +SKIP
         """
         first = self.items[self.items["version"] == self.versions[0]]  # one row per item, in the posterior's item order
-        return item_changes(self._accuracy_draws(), first["item_id"], first["domain"], self.versions, version_pairs(self.versions, between))
+        return item_changes(
+            self._accuracy_draws(),
+            first["item_id"],
+            first["domain"],
+            self.versions,
+            version_pairs(self.versions, between),
+        )
 
     def version_changes(self, between="consecutive") -> pd.DataFrame:
         """Per pair of versions (``between`` as in :meth:`item_changes`), the change in mean accuracy with
@@ -363,10 +425,19 @@ class JointFit(GatedResult):
         return self.save(out_dir)
 
     def _headline(self) -> str:
-        return f"{len(self.versions)} versions ({self.backend}), gate {self.status}, bands " + " > ".join("{" + ", ".join(b) + "}" for b in self.bands())
+        return f"{len(self.versions)} versions ({self.backend}), gate {self.status}, bands " + " > ".join(
+            "{" + ", ".join(b) + "}" for b in self.bands()
+        )
 
 
-def sample_joint(data: ModelInputs, backend: str = "numpyro", *, prior: dict | None = None, config: SamplerConfig | None = None, items: bool = True):
+def sample_joint(
+    data: ModelInputs,
+    backend: str = "numpyro",
+    *,
+    prior: dict | None = None,
+    config: SamplerConfig | None = None,
+    items: bool = True,
+):
     """The joint model's posterior DataTree with either backend (``items=False``: without the item draws).
 
     Examples
@@ -410,18 +481,39 @@ def fit_joint(
     thresholds = {"max_rhat": max_rhat, "min_ess": min_ess, "max_divergences": max_divergences}
     t0 = time.perf_counter()
     sampler = partial(sample_joint, data, backend, prior=prior, items=False)  # the item draws once, after the gate
-    dt, diag, attempts, cfg = sample_gated(sampler, joint_gated(data.n_groups), config or SamplerConfig(), thresholds, escalate)
+    dt, diag, attempts, cfg = sample_gated(
+        sampler, joint_gated(data.n_groups), config or SamplerConfig(), thresholds, escalate
+    )
     release_memory()
     dt = with_family_item_draws(dt, data, cfg, prior=prior)
     post = dt["posterior"]
     p = post["p"].values.reshape(-1, data.n_items, data.n_versions)
     r = post["r"].values.reshape(-1, data.n_items, data.n_versions - 1)
-    tables = {"versions": version_table(p, data.versions, q), "items": item_table(p, r, data.items, np.asarray(data.domains)[data.dom], data.versions)}
+    tables = {
+        "versions": version_table(p, data.versions, q),
+        "items": item_table(p, r, data.items, np.asarray(data.domains)[data.dom], data.versions),
+    }
     payload = {
-        "status": "ok" if diag.passed else "failed", "model": "joint", "backend": backend, "runtime_s": time.perf_counter() - t0,
-        "diagnostics": diag.to_dict(), "attempts": attempts,
-        "params": {"versions": list(data.versions), "reference": data.versions[0], "q": q, "n_items": data.n_items, "domains": list(data.domains),
-                   "prior": prior_settings(prior), "covariate": data.covariate, "chains": cfg.chains, "draws": cfg.draws, "tune": cfg.tune, "target_accept": cfg.target_accept, "seed": cfg.seed},
+        "status": "ok" if diag.passed else "failed",
+        "model": "joint",
+        "backend": backend,
+        "runtime_s": time.perf_counter() - t0,
+        "diagnostics": diag.to_dict(),
+        "attempts": attempts,
+        "params": {
+            "versions": list(data.versions),
+            "reference": data.versions[0],
+            "q": q,
+            "n_items": data.n_items,
+            "domains": list(data.domains),
+            "prior": prior_settings(prior),
+            "covariate": data.covariate,
+            "chains": cfg.chains,
+            "draws": cfg.draws,
+            "tune": cfg.tune,
+            "target_accept": cfg.target_accept,
+            "seed": cfg.seed,
+        },
         "warnings": [],
-    }  # fmt: skip
+    }
     return JointFit(payload, tables, dt)

@@ -37,10 +37,17 @@ def elpd_of(fit):
     ids = items["item_id"].astype(str).to_numpy()
     da = lambda v: xr.DataArray(np.asarray(v, float), dims=["item"], coords={"item": ids})  # noqa: E731
     return azs.ELPDData(
-        elpd=float(payload["elpd"]), se=float(payload["se"]), p=float(payload["p_loo"]), n_samples=int(payload["n_draws"]),
-        n_data_points=len(ids), scale="log", warning=bool(payload.get("n_high_k")), good_k=float(payload.get("k_threshold", K_THRESHOLD)),
-        elpd_i=da(items["elpd_loo"]), pareto_k=da(items["pareto_k"]),
-    )  # fmt: skip
+        elpd=float(payload["elpd"]),
+        se=float(payload["se"]),
+        p=float(payload["p_loo"]),
+        n_samples=int(payload["n_draws"]),
+        n_data_points=len(ids),
+        scale="log",
+        warning=bool(payload.get("n_high_k")),
+        good_k=float(payload.get("k_threshold", K_THRESHOLD)),
+        elpd_i=da(items["elpd_loo"]),
+        pareto_k=da(items["pareto_k"]),
+    )
 
 
 def _named(fits: Mapping | Sequence) -> dict:
@@ -83,8 +90,13 @@ def compare(fits: Mapping | Sequence) -> ModelComparison:
         raise ValueError("the fits compared must cover the same items in the same order")
     table = azs.compare({name: elpd_of(f) for name, f in fits.items()}, round_to="none")
     table["n_high_k"] = [int((fits[name].payload.get("loo") or {}).get("n_high_k") or 0) for name in table.index]
-    ranking = [{"model": str(name), **{c: row[c] for c in RANKING_COLUMNS if c in row}} for name, row in table.iterrows()]
-    about = {name: {"model": f.model, "backend": f.backend, "status": f.status, "n_items": len(f.items)} for name, f in fits.items()}
+    ranking = [
+        {"model": str(name), **{c: row[c] for c in RANKING_COLUMNS if c in row}} for name, row in table.iterrows()
+    ]
+    about = {
+        name: {"model": f.model, "backend": f.backend, "status": f.status, "n_items": len(f.items)}
+        for name, f in fits.items()
+    }
     return ModelComparison({"ranking": ranking, "fits": about})
 
 

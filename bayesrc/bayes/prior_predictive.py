@@ -31,7 +31,15 @@ DP_EDGES = np.linspace(-1.0, 1.0, 41)
 
 
 @releases_jax_caches  # Predictive compiles anew each call: a loop of them (SBC) ran out of memory mappings
-def prior_draws(data: ModelInputs, model: str = "change", *, slope: bool = False, prior: dict | None = None, n_draws: int = 1000, seed: int = 0) -> xr.Dataset:
+def prior_draws(
+    data: ModelInputs,
+    model: str = "change",
+    *,
+    slope: bool = False,
+    prior: dict | None = None,
+    n_draws: int = 1000,
+    seed: int = 0,
+) -> xr.Dataset:
     """Draws of a model's hyperparameters from their priors, in the posterior's layout (one chain).
 
     Examples
@@ -60,10 +68,17 @@ def prior_draws(data: ModelInputs, model: str = "change", *, slope: bool = False
         raise ValueError(f"model must be 'change' or 'betabinom', got {model!r}")
     with jax.default_device(jax.devices("cpu")[0]):
         draws = Predictive(hyperpriors, num_samples=int(n_draws))(jax.random.PRNGKey(seed))
-    return xr.Dataset({k: (("chain", "draw", *(f"{k}_dim_{i}" for i in range(np.ndim(v) - 1))), np.asarray(v, float)[None]) for k, v in draws.items()})
+    return xr.Dataset(
+        {
+            k: (("chain", "draw", *(f"{k}_dim_{i}" for i in range(np.ndim(v) - 1))), np.asarray(v, float)[None])
+            for k, v in draws.items()
+        }
+    )
 
 
-def prior_predictive(data: ModelInputs, model: str = "change", *, slope: bool = False, prior: dict | None = None, seed: int = 0) -> dict:
+def prior_predictive(
+    data: ModelInputs, model: str = "change", *, slope: bool = False, prior: dict | None = None, seed: int = 0
+) -> dict:
     """The prior predictive summary of ``model`` on the design of ``data`` (payload ``prior_predictive``).
 
     Returns ``n_draws`` (prior draws; fewer for many items, :data:`PRIOR_PREDICTIVE_ITEMS` new items
@@ -90,14 +105,21 @@ def prior_predictive(data: ModelInputs, model: str = "change", *, slope: bool = 
     hist = lambda x, edges: np.histogram(np.clip(x, edges[0], edges[-1]), edges)[0].tolist()  # noqa: E731
     observed = np.where(data.n > 0, data.y / np.maximum(data.n, 1), np.nan)
     out = {
-        "model": model, "n_draws": n_draws, "quantiles": list(QUANTILES),
-        "p_v1": at(p[..., 0]), "p_v2": at(p[..., 1]), "dp": at(dp),
+        "model": model,
+        "n_draws": n_draws,
+        "quantiles": list(QUANTILES),
+        "p_v1": at(p[..., 0]),
+        "p_v2": at(p[..., 1]),
+        "dp": at(dp),
         "share_abs_dp_above": {f"{c:g}": float((np.abs(dp) > c).mean()) for c in DP_CUTS},
         "share_extreme": float(((p < 0.02) | (p > 0.98)).mean()),
-        "hist_p": {"edges": P_EDGES.tolist(), **{f"prior_v{v + 1}": hist(p[..., v], P_EDGES) for v in range(2)},
-                   **{f"observed_v{v + 1}": hist(observed[:, v][np.isfinite(observed[:, v])], P_EDGES) for v in range(2)}},
+        "hist_p": {
+            "edges": P_EDGES.tolist(),
+            **{f"prior_v{v + 1}": hist(p[..., v], P_EDGES) for v in range(2)},
+            **{f"observed_v{v + 1}": hist(observed[:, v][np.isfinite(observed[:, v])], P_EDGES) for v in range(2)},
+        },
         "hist_dp": {"edges": DP_EDGES.tolist(), "prior": hist(dp, DP_EDGES)},
-    }  # fmt: skip
+    }
     if "pi" in post:
         out["pi"] = at(post["pi"].values)
     return out

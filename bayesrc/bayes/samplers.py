@@ -80,7 +80,14 @@ def _chain_functions(jax, model: Callable, data: dict, cfg: SamplerConfig, keys)
     init_kernel, sample_kernel = hmc(potential_fn_gen=info.potential_fn, algo="NUTS")
 
     def start(key, z0, data):
-        return init_kernel(z0, cfg.tune, target_accept_prob=cfg.target_accept, max_tree_depth=cfg.max_tree_depth, model_kwargs=data, rng_key=key)
+        return init_kernel(
+            z0,
+            cfg.tune,
+            target_accept_prob=cfg.target_accept,
+            max_tree_depth=cfg.max_tree_depth,
+            model_kwargs=data,
+            rng_key=key,
+        )
 
     def advance(state, data, length):
         def step(st, _):
@@ -138,7 +145,13 @@ def _with_metric(state, adapted, tune: int, burn: int):
 
     a = adapted.adapt_state
     x_t, x_avg, g_avg, t, _ = a.ss_state
-    fresh = (jnp.zeros_like(x_t), jnp.zeros_like(x_avg), jnp.zeros_like(g_avg), jnp.zeros_like(t), jnp.log(10.0 * a.step_size))
+    fresh = (
+        jnp.zeros_like(x_t),
+        jnp.zeros_like(x_avg),
+        jnp.zeros_like(g_avg),
+        jnp.zeros_like(t),
+        jnp.log(10.0 * a.step_size),
+    )
     last_window = a._replace(ss_state=fresh, window_idx=a.window_idx - 1, rng_key=state.adapt_state.rng_key)
     return state._replace(adapt_state=last_window, i=jnp.full_like(state.i, tune - burn))
 
@@ -155,9 +168,13 @@ def _run_numpyro(jax, model: Callable, data: dict[str, Any], cfg: SamplerConfig,
     burn = _burn_in(cfg, chunk)
     in_round = [min(n_dev, cfg.chains - r * n_dev) for r in range(rounds)]  # chains kept of each round
     states, parts, skips = [], [], []  # skips: each round's transitions before its draws
-    with progress_bar(cfg.progress, (cfg.tune + cfg.draws) * in_round[0] + (burn + cfg.draws) * sum(in_round[1:])) as bar:
+    with progress_bar(
+        cfg.progress, (cfg.tune + cfg.draws) * in_round[0] + (burn + cfg.draws) * sum(in_round[1:])
+    ) as bar:
         for r in range(rounds):
-            idx = np.arange(r * n_dev, (r + 1) * n_dev) % cfg.chains  # an uneven last round repeats a chain, dropped below
+            idx = (
+                np.arange(r * n_dev, (r + 1) * n_dev) % cfg.chains
+            )  # an uneven last round repeats a chain, dropped below
             state = start(keys[idx], jax.tree.map(lambda a: a[idx], inits), data)
             skips.append(burn if r and burn < cfg.tune and _adapted_well(parts[0], cfg) else cfg.tune)
             if skips[r] < cfg.tune:  # the first round's adaptation, each of its chains' for one chain of this round
@@ -165,16 +182,23 @@ def _run_numpyro(jax, model: Callable, data: dict[str, Any], cfg: SamplerConfig,
             elif r:  # a warm-up of its own after all: the bar counted a burn-in
                 bar.total += (cfg.tune - burn) * in_round[r]
             parts.append([])
-            states.append(_advance_chunks(advance, state, data, skips[r] + cfg.draws, chunk, bar, in_round[r], parts[r]))
+            states.append(
+                _advance_chunks(advance, state, data, skips[r] + cfg.draws, chunk, bar, in_round[r], parts[r])
+            )
     dt = _datatree(jax, *_gathered(jax, parts, skips, cfg), constrain, data, coords, dims)
     budget = (cfg.max_draws or 2 * cfg.draws) - cfg.draws
     while budget >= chunk and _too_short(dt):
         more = max(chunk, min(budget, cfg.draws // 2) // chunk * chunk)  # half the draws at a time: often enough
         with progress_bar(cfg.progress, more * cfg.chains, desc="NUTS (more draws)") as bar:
-            states = [_advance_chunks(advance, st, data, more, chunk, bar, in_round[r], parts[r]) for r, st in enumerate(states)]
+            states = [
+                _advance_chunks(advance, st, data, more, chunk, bar, in_round[r], parts[r])
+                for r, st in enumerate(states)
+            ]
         budget -= more
         dt = _datatree(jax, *_gathered(jax, parts, skips, cfg), constrain, data, coords, dims)
-    dt.attrs["chains_per_round"] = n_dev  # a later round's chains start from the first's adaptation: their draws depend on it
+    dt.attrs["chains_per_round"] = (
+        n_dev  # a later round's chains start from the first's adaptation: their draws depend on it
+    )
     return dt
 
 
@@ -191,7 +215,9 @@ def _advance_chunks(advance, state, data, length: int, chunk: int, bar, n_chains
 def _gathered(jax, parts: list[list], skips: list[int], cfg: SamplerConfig):
     """(z, diverging, n_steps) of every chain after its round's warm-up or burn-in (``skips``), (chain, draw, ...),
     from each round's calls."""
-    rounds = [jax.tree.map(lambda *a: np.concatenate(a, 1)[:, skip:], *calls) for calls, skip in zip(parts, skips)]  # (device, draw, ...)
+    rounds = [
+        jax.tree.map(lambda *a: np.concatenate(a, 1)[:, skip:], *calls) for calls, skip in zip(parts, skips)
+    ]  # (device, draw, ...)
     flat = lambda *a: np.concatenate(a, 0)[: cfg.chains]  # noqa: E731
     return tuple(jax.tree.map(flat, *field) for field in zip(*rounds))
 
@@ -207,12 +233,16 @@ def _too_short(dt) -> bool:
     for da in dt["posterior"].data_vars.values():
         c = convergence(chain_draw_last(da))
         with np.errstate(invalid="ignore"):
-            if (c["r_hat"] > DEFAULT_GATE["max_rhat"]).any() or (np.minimum(c["ess_bulk"], c["ess_tail"]) < DEFAULT_GATE["min_ess"]).any():
+            if (c["r_hat"] > DEFAULT_GATE["max_rhat"]).any() or (
+                np.minimum(c["ess_bulk"], c["ess_tail"]) < DEFAULT_GATE["min_ess"]
+            ).any():
                 return True
     return False
 
 
-def _datatree(jax, z: dict, diverging: np.ndarray, n_steps: np.ndarray, constrain, data: dict, coords: dict, dims: dict):
+def _datatree(
+    jax, z: dict, diverging: np.ndarray, n_steps: np.ndarray, constrain, data: dict, coords: dict, dims: dict
+):
     """ArviZ DataTree of the constrained draws (deterministic sites included) and sample stats."""
     import arviz_base as azb  # deferred: ArviZ loads in ~1 s (bayes extra)
 

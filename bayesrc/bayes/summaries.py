@@ -31,12 +31,30 @@ from bayesrc.classical.calibration import NO_CHANGE_ALPHA, not_rejected_phrase
 from bayesrc.classical.rci import CLASSES, DETERIORATED, EXCLUDED, IMPROVED, NO_CHANGE
 
 ITEM_COLUMNS = (
-    "item_id", "domain", "p_v1_mean", "p_v2_mean", "dp_mean", "dp_lo90", "dp_hi90", "dp_ess_bulk", "dp_mcse",
-    "p_changed", "p_improve", "p_deteriorate", "p_improve_material", "p_deteriorate_material", "bayes_class", "rci_class",
-    "elpd_loo", "pareto_k", "loo_pit",
-)  # fmt: skip
+    "item_id",
+    "domain",
+    "p_v1_mean",
+    "p_v2_mean",
+    "dp_mean",
+    "dp_lo90",
+    "dp_hi90",
+    "dp_ess_bulk",
+    "dp_mcse",
+    "p_changed",
+    "p_improve",
+    "p_deteriorate",
+    "p_improve_material",
+    "p_deteriorate_material",
+    "bayes_class",
+    "rci_class",
+    "elpd_loo",
+    "pareto_k",
+    "loo_pit",
+)
 DELTA_MIN = 0.05  # a material change in accuracy (SPEC 7)
-ITEM_BLOCK = 500  # items summarised at a time: the temporaries (sorted copies, ranks, indicators) stay ~25 MB at 2,000 draws
+ITEM_BLOCK = (
+    500  # items summarised at a time: the temporaries (sorted copies, ranks, indicators) stay ~25 MB at 2,000 draws
+)
 
 
 def draws_summary(da, *, prob: float = 0.9, ci_kind: str = "eti") -> pd.DataFrame:
@@ -96,7 +114,9 @@ def item_summary(dt, data, *, rope: float | None = 0.0, delta_min: float = DELTA
     """
     rope = float(rope or 0.0)
     post = dt["posterior"]
-    blocks = [_item_block_summary(item_block(post, items), rope, delta_min) for items in item_slices(data.n_items, ITEM_BLOCK)]
+    blocks = [
+        _item_block_summary(item_block(post, items), rope, delta_min) for items in item_slices(data.n_items, ITEM_BLOCK)
+    ]
     out = pd.concat(blocks, ignore_index=True)
     out.insert(0, "domain", np.asarray(data.domains)[data.dom])
     out.insert(0, "item_id", data.items)
@@ -111,7 +131,9 @@ def _item_block_summary(post, rope: float, delta_min: float) -> pd.DataFrame:
     p = post["p"].values.reshape(-1, n_items, 2)
     dp = post["dp"].values.reshape(-1, n_items)
     interval = azs.eti(post["dp"], prob=0.9, dim=["chain", "draw"]).transpose("item", ...).values  # (item, bound)
-    dp_chains = chain_draw_last(post["dp"])  # only the columns below: draws_summary's R-hat and tail ESS cost seconds at 10k items
+    dp_chains = chain_draw_last(
+        post["dp"]
+    )  # only the columns below: draws_summary's R-hat and tail ESS cost seconds at 10k items
     d = direction_draws(post, n_items, rope=rope, delta_min=delta_min)
     p_chg = post["r"].values.reshape(-1, n_items).mean(0, dtype=float) if "r" in post else (np.abs(dp) > rope).mean(0)
     out = pd.DataFrame(
@@ -132,7 +154,9 @@ def _item_block_summary(post, rope: float, delta_min: float) -> pd.DataFrame:
     return out
 
 
-def direction_draws(post, n_items: int, *, rope: float = 0.0, delta_min: float = DELTA_MIN, rao_blackwell: bool = True) -> dict[str, np.ndarray]:
+def direction_draws(
+    post, n_items: int, *, rope: float = 0.0, delta_min: float = DELTA_MIN, rao_blackwell: bool = True
+) -> dict[str, np.ndarray]:
     """Per posterior draw (rows) and item (columns) of ``post``, an :func:`~bayesrc.bayes.draws.item_block`:
     the four direction probabilities of :func:`item_summary`.
 
@@ -150,7 +174,12 @@ def direction_draws(post, n_items: int, *, rope: float = 0.0, delta_min: float =
     else:
         cut = 0.0 if "r" in post else rope  # the change model's directions have no ROPE (module docstring)
         imp, det = dp > cut, dp < -cut
-    return {"p_improve": imp, "p_deteriorate": det, "p_improve_material": dp >= delta_min, "p_deteriorate_material": dp <= -delta_min}
+    return {
+        "p_improve": imp,
+        "p_deteriorate": det,
+        "p_improve_material": dp >= delta_min,
+        "p_deteriorate_material": dp <= -delta_min,
+    }
 
 
 def expected_flips(dt, data) -> dict:
@@ -168,10 +197,16 @@ def expected_flips(dt, data) -> dict:
     def describe(x: np.ndarray) -> dict:
         return {"mean": float(x.mean()), "lo90": float(np.quantile(x, 0.05)), "hi90": float(np.quantile(x, 0.95))}
 
-    return {"expected_negative_flips": describe(neg), "expected_positive_flips": describe(pos), "n_items": int(data.n_items)}
+    return {
+        "expected_negative_flips": describe(neg),
+        "expected_positive_flips": describe(pos),
+        "n_items": int(data.n_items),
+    }
 
 
-def select(p_improve: np.ndarray, p_deteriorate: np.ndarray, *, rule: str = "fdr", fdr: float = 0.10, threshold: float = 0.975) -> tuple[np.ndarray, dict]:
+def select(
+    p_improve: np.ndarray, p_deteriorate: np.ndarray, *, rule: str = "fdr", fdr: float = 0.10, threshold: float = 0.975
+) -> tuple[np.ndarray, dict]:
     """Classify items as improved / deteriorated / no_change; return (classes, summary).
 
     Examples
@@ -287,7 +322,13 @@ def crosscheck(items: pd.DataFrame, rci_items: pd.DataFrame, s_diff: float) -> t
     raw = rci["class"].fillna(EXCLUDED).to_numpy(dtype=object)
     rci_cls = np.where(np.isin(raw, CLASSES), raw, NO_CHANGE)
     tab = agreement_table(items["bayes_class"].to_numpy(dtype=object), rci_cls)
-    err, err_material = flag_errors({k: items[k].to_numpy()[None] for k in ("p_improve", "p_deteriorate", "p_improve_material", "p_deteriorate_material")}, rci_cls)
+    err, err_material = flag_errors(
+        {
+            k: items[k].to_numpy()[None]
+            for k in ("p_improve", "p_deteriorate", "p_improve_material", "p_deteriorate_material")
+        },
+        rci_cls,
+    )
     disc = items.assign(
         rci_class_raw=raw,
         p_v1_obs=rci["p_v1"].to_numpy(),
@@ -312,7 +353,18 @@ def crosscheck(items: pd.DataFrame, rci_items: pd.DataFrame, s_diff: float) -> t
         "n_discordant": int(len(disc)),
         "discordant_reasons": {k: int(v) for k, v in disc["reason"].value_counts().items()} if len(disc) else {},
     }
-    cols = ["item_id", "domain", "p_v1_obs", "p_v2_obs", "dp_mean", "p_improve", "p_deteriorate", "bayes_class", "rci_class_raw", "reason"]
+    cols = [
+        "item_id",
+        "domain",
+        "p_v1_obs",
+        "p_v2_obs",
+        "dp_mean",
+        "p_improve",
+        "p_deteriorate",
+        "bayes_class",
+        "rci_class_raw",
+        "reason",
+    ]
     return out, disc[cols].rename(columns={"rci_class_raw": "rci_class"}).reset_index(drop=True)
 
 
@@ -341,7 +393,9 @@ def flag_errors(direction: dict[str, np.ndarray], rci_cls: np.ndarray) -> tuple[
     return err("p_improve", "p_deteriorate"), err("p_improve_material", "p_deteriorate_material")
 
 
-def flagged_errors(post, rci_cls: np.ndarray, *, rope: float = 0.0, delta_min: float = DELTA_MIN, rao_blackwell: bool = True) -> tuple[np.ndarray, np.ndarray]:
+def flagged_errors(
+    post, rci_cls: np.ndarray, *, rope: float = 0.0, delta_min: float = DELTA_MIN, rao_blackwell: bool = True
+) -> tuple[np.ndarray, np.ndarray]:
     """:func:`flag_errors` of :func:`direction_draws` per posterior draw, from RCI's flagged items'
     draws alone (the others' would be read and never used: a few percent of the items are flagged,
     and at 12,000 items each direction draw of all of them is ~100 MB).
@@ -357,7 +411,9 @@ def flagged_errors(post, rci_cls: np.ndarray, *, rope: float = 0.0, delta_min: f
     if flagged.size == 0:
         nan = np.full(post.sizes["chain"] * post.sizes["draw"], np.nan)
         return nan, nan.copy()
-    d = direction_draws(item_block(post, flagged), flagged.size, rope=rope, delta_min=delta_min, rao_blackwell=rao_blackwell)
+    d = direction_draws(
+        item_block(post, flagged), flagged.size, rope=rope, delta_min=delta_min, rao_blackwell=rao_blackwell
+    )
     return flag_errors(d, np.asarray(rci_cls)[flagged])
 
 
@@ -444,9 +500,15 @@ def psis_weights(log_ratio: np.ndarray) -> tuple[np.ndarray, float]:
 
 
 def rci_fdp_prior_sensitivity(
-    post, rci_cls: np.ndarray, log_prior: np.ndarray, *, delta_min: float = DELTA_MIN, rope: float = 0.0,
-    alphas: tuple[float, ...] = PRIOR_ALPHAS, tolerance: float = PRIOR_TOLERANCE,
-) -> dict:  # fmt: skip
+    post,
+    rci_cls: np.ndarray,
+    log_prior: np.ndarray,
+    *,
+    delta_min: float = DELTA_MIN,
+    rope: float = 0.0,
+    alphas: tuple[float, ...] = PRIOR_ALPHAS,
+    tolerance: float = PRIOR_TOLERANCE,
+) -> dict:
     """How far RCI's estimated FDP moves when the priors that decide "changed or not" are power-scaled.
 
     Power-scaling (Kallioinen et al. 2024, Stat Comput 34:57): the prior ``p(phi)`` becomes
@@ -476,7 +538,10 @@ def rci_fdp_prior_sensitivity(
     err, err_material = flagged_errors(post, rci_cls, rope=rope, delta_min=delta_min)
     out = {"alphas": list(alphas), "rci_estimated_fdp": [], "rci_estimated_fdp_material": [], "pareto_k": []}
     if not np.isfinite(err).all():
-        return out | {k: None for k in ("rci_estimated_fdp", "rci_estimated_fdp_material", "pareto_k", "sensitive", "sensitive_material")}
+        return out | {
+            k: None
+            for k in ("rci_estimated_fdp", "rci_estimated_fdp_material", "pareto_k", "sensitive", "sensitive_material")
+        }
     for alpha in alphas:
         w, khat = psis_weights((alpha - 1.0) * np.asarray(log_prior, float).ravel())
         out["rci_estimated_fdp"].append(float(w @ err))
@@ -486,7 +551,10 @@ def rci_fdp_prior_sensitivity(
     # say where it is (Vehtari et al. 2024, PSIS) - the prior moves it a lot, so count that as moved too
     unreliable = max(out["pareto_k"]) > PARETO_K_MAX
     moved = lambda est, base: unreliable or bool(np.max(np.abs(np.asarray(est) - base)) > tolerance)  # noqa: E731
-    return out | {"sensitive": moved(out["rci_estimated_fdp"], err.mean()), "sensitive_material": moved(out["rci_estimated_fdp_material"], err_material.mean())}
+    return out | {
+        "sensitive": moved(out["rci_estimated_fdp"], err.mean()),
+        "sensitive_material": moved(out["rci_estimated_fdp_material"], err_material.mean()),
+    }
 
 
 def domain_shift(dt, data) -> dict:
@@ -499,14 +567,28 @@ def domain_shift(dt, data) -> dict:
     """
     post = dt["posterior"]
     onehot = np.eye(len(data.domains))[data.dom]  # (item, domain)
-    sums = sum(item_block(post, items)["dp"].values.astype(float) @ onehot[items] for items in item_slices(data.n_items, ITEM_BLOCK))
-    by_domain = xr.DataArray(sums / onehot.sum(0), dims=("chain", "draw", "domain_of_item"), coords={"domain_of_item": np.asarray(data.domains)})  # chain x draw x domain
+    sums = sum(
+        item_block(post, items)["dp"].values.astype(float) @ onehot[items]
+        for items in item_slices(data.n_items, ITEM_BLOCK)
+    )
+    by_domain = xr.DataArray(
+        sums / onehot.sum(0),
+        dims=("chain", "draw", "domain_of_item"),
+        coords={"domain_of_item": np.asarray(data.domains)},
+    )  # chain x draw x domain
     ms = draws_summary(by_domain, prob=0.9).set_index("domain_of_item")
     ls = draws_summary(post["shift"], prob=0.9).set_index("domain") if "shift" in post else None
     out = {}
     for d in data.domains:
         r = ms.loc[d]
-        entry = {"mean": float(r["mean"]), "lo90": float(r["ci_low"]), "hi90": float(r["ci_high"]), "ess_bulk": float(r["ess_bulk"]), "mcse": float(r["mcse_mean"]), "scale": "mean dp (probability)"}
+        entry = {
+            "mean": float(r["mean"]),
+            "lo90": float(r["ci_low"]),
+            "hi90": float(r["ci_high"]),
+            "ess_bulk": float(r["ess_bulk"]),
+            "mcse": float(r["mcse_mean"]),
+            "scale": "mean dp (probability)",
+        }
         if ls is not None:
             s = ls.loc[d]
             entry["logit_shift"] = {"mean": float(s["mean"]), "lo90": float(s["ci_low"]), "hi90": float(s["ci_high"])}

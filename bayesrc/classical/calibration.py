@@ -27,7 +27,9 @@ from bayesrc.classical.reliability import _split_masks, spearman_brown
 
 #: classify_counts' and sample_level_null's default rule: the paper's (rule (a) at 6 of K = 10)
 PAPER_SETTINGS = RCISettings(min_valid=6)
-NO_CHANGE_ALPHA = 0.10  # no_change_test's level for "the data do not reject that nothing changed" (one minus 90% intervals' level)
+NO_CHANGE_ALPHA = (
+    0.10  # no_change_test's level for "the data do not reject that nothing changed" (one minus 90% intervals' level)
+)
 
 
 def nominal_rate(z: float) -> float:
@@ -60,7 +62,9 @@ def binomial_s_diff(y1: np.ndarray, n1: np.ndarray, y2: np.ndarray, n2: np.ndarr
     return np.where((n1 > 0) & (n2 > 0), out, np.nan)
 
 
-def rci_detection_probability(p_v1: np.ndarray, p_v2: np.ndarray, k: int, s_diff: float | None, z: float = 1.96) -> np.ndarray:
+def rci_detection_probability(
+    p_v1: np.ndarray, p_v2: np.ndarray, k: int, s_diff: float | None, z: float = 1.96
+) -> np.ndarray:
     """Exact probability that the RCI flags an item as improved: ``P((Y2 - Y1) / K > z S_diff)``.
 
     ``Y_v ~ Binomial(K, p_v)`` independently. ``s_diff`` a number: the reference S_diff,
@@ -404,9 +408,14 @@ def _upper_p(draws: np.ndarray) -> np.ndarray:
 
 
 def no_change_test(
-    y: np.ndarray, n: np.ndarray, strata: np.ndarray | None = None, *, n_permutations: int = 999,
-    seed: int | np.random.Generator | np.random.SeedSequence = 0, batch: int = 100,
-) -> dict:  # fmt: skip
+    y: np.ndarray,
+    n: np.ndarray,
+    strata: np.ndarray | None = None,
+    *,
+    n_permutations: int = 999,
+    seed: int | np.random.Generator | np.random.SeedSequence = 0,
+    batch: int = 100,
+) -> dict:
     """Did anything change between two versions? A within-item permutation test of "identical".
 
     Null hypothesis: every item's valid outcomes in the two versions are exchangeable (the
@@ -466,7 +475,10 @@ def no_change_test(
     movable = np.isfinite(var) & (var > 0)
     var = np.where(movable, var, 0.0)
     stratum_var = var @ member
-    inv_var, inv_stratum_var = 1.0 / np.where(movable, var, np.inf), 1.0 / np.where(stratum_var > 0, stratum_var, np.inf)
+    inv_var, inv_stratum_var = (
+        1.0 / np.where(movable, var, np.inf),
+        1.0 / np.where(stratum_var > 0, stratum_var, np.inf),
+    )
 
     def statistics(y1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         dev = np.where(movable, y1 - expected, 0.0)
@@ -477,7 +489,12 @@ def no_change_test(
     stats_all = [statistics(y[:, 0])]  # first: the observed data
     for start in range(0, n_permutations, batch):
         y1 = np.zeros((min(batch, n_permutations - start), len(y)))
-        y1[:, cols] = rng.hypergeometric(t[cols].astype(np.int64), (total - t)[cols].astype(np.int64), n1[cols].astype(np.int64), size=(len(y1), len(cols)))
+        y1[:, cols] = rng.hypergeometric(
+            t[cols].astype(np.int64),
+            (total - t)[cols].astype(np.int64),
+            n1[cols].astype(np.int64),
+            size=(len(y1), len(cols)),
+        )
         stats_all.append(statistics(y1))
     items, strat = (np.concatenate(part) for part in zip(*stats_all))
     p_items, p_strata = _upper_p(items), _upper_p(strat)

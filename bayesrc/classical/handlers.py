@@ -20,7 +20,9 @@ def run_rci(args: argparse.Namespace) -> int:
     if args.family:
         return run_family(args)
     if args.family_alpha is not None:
-        raise InputError("a family-wise rate needs a family (--family V1 V2 V3 ...); a pair takes --z", field="--family-alpha")
+        raise InputError(
+            "a family-wise rate needs a family (--family V1 V2 V3 ...); a pair takes --z", field="--family-alpha"
+        )
     names = [name for name, _, _ in args.pair]
     if len(set(names)) != len(names):
         raise InputError(f"pair name {names[0]!r} given twice", field="--pair")
@@ -51,7 +53,10 @@ def run_rci(args: argparse.Namespace) -> int:
 def run_family(args: argparse.Namespace) -> int:
     """``--family V1 V2 V3 ...``: RCI for every pair of the family -> ``pairwise_rci.json`` (:func:`bayesrc.classical.pairwise_rci`)."""
     if len(args.family) < 3:
-        raise InputError(f"a family is three or more trials files, got {len(args.family)} (for two, use --pair NAME V1 V2)", field="--family")
+        raise InputError(
+            f"a family is three or more trials files, got {len(args.family)} (for two, use --pair NAME V1 V2)",
+            field="--family",
+        )
     if args.greedy:
         raise InputError("greedy comparisons are per named pair (--pair), not with --family", field="--greedy")
     if args.family_alpha is not None and args.z is not None:
@@ -65,7 +70,9 @@ def run_family(args: argparse.Namespace) -> int:
     result = pairwise_rci(counts, family_alpha=args.family_alpha, **options)
     result.save(args.out)  # pairwise_rci.json + pairwise_rci_pairs.parquet + pairwise_rci_items.parquet
     summary = result.summary()
-    print(summary[~summary["metric"].isin(["multiplicity", "warning"])].to_string(index=False))  # the sentence and the warnings on lines of their own
+    print(
+        summary[~summary["metric"].isin(["multiplicity", "warning"])].to_string(index=False)
+    )  # the sentence and the warnings on lines of their own
     print(result.multiplicity_sentence())
     for w in result.warnings:
         print(f"bayesrc: warning: {w}", file=sys.stderr)

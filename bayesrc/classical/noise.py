@@ -102,7 +102,9 @@ def noise_decomposition(correct_v1: ArrayLike, valid_v1: ArrayLike, correct_v2: 
     keep = (n1 >= 2) & (n2 >= 2)
     n = int(keep.sum())
     if n < 2:
-        raise InputError(f"{n} item(s) with at least two valid answers in both versions; the decomposition needs 2", field="n_valid")
+        raise InputError(
+            f"{n} item(s) with at least two valid answers in both versions; the decomposition needs 2", field="n_valid"
+        )
     y1, n1, y2, n2 = y1[keep], n1[keep], y2[keep], n2[keep]
     x = y2 / n2 - y1 / n1
     total = float(x.var(ddof=1) / n)
@@ -112,11 +114,21 @@ def noise_decomposition(correct_v1: ArrayLike, valid_v1: ArrayLike, correct_v2: 
     k = float(np.median(np.concatenate([n1, n2])))
     f = halving_factor(sampling, items)
     return {
-        "n_items": n, "n_dropped": int((~keep).sum()), "k": k, "mean_diff": float(x.mean()),
-        "var_total": total, "se": math.sqrt(max(total, 0.0)), "var_sampling": sampling, "var_items": items,
-        "share_sampling": share, "share_items": 1.0 - share, "var_infinite_k": max(items, 0.0),
-        "n_half": 2 * n, "k_factor_half": f, "k_half": None if f is None else int(math.ceil(f * k - 1e-9)),
-    }  # fmt: skip
+        "n_items": n,
+        "n_dropped": int((~keep).sum()),
+        "k": k,
+        "mean_diff": float(x.mean()),
+        "var_total": total,
+        "se": math.sqrt(max(total, 0.0)),
+        "var_sampling": sampling,
+        "var_items": items,
+        "share_sampling": share,
+        "share_items": 1.0 - share,
+        "var_infinite_k": max(items, 0.0),
+        "n_half": 2 * n,
+        "k_factor_half": f,
+        "k_half": None if f is None else int(math.ceil(f * k - 1e-9)),
+    }
 
 
 def noise_from_counts(counts: xr.Dataset, versions: tuple[str, str] | None = None) -> dict:
@@ -172,5 +184,9 @@ def noise_sentence(nd: dict) -> str:
         f"Of the variance of the accuracy difference (SE {nd['se']:.4f}), {nd['share_sampling']:.0%} is sampling noise within items (K = {k}) "
         f"and {nd['share_items']:.0%} item-set noise (N = {nd['n_items']}); halving it takes N = {nd['n_half']} items at this K"
     )
-    tail = f", or K = {nd['k_half']} samples per item at this N." if nd["k_half"] is not None else "; no K can at this N (item-set noise is half of it or more)."
+    tail = (
+        f", or K = {nd['k_half']} samples per item at this N."
+        if nd["k_half"] is not None
+        else "; no K can at this N (item-set noise is half of it or more)."
+    )
     return head + tail

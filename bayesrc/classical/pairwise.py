@@ -38,9 +38,18 @@ from bayesrc.results import Result, register
 
 #: the per-pair table (``pairwise_rci_pairs.parquet``): one row per pair
 PAIR_COLUMNS = (
-    "pair", "v1", "v2", "n_analysable", "improved", "deteriorated", "flagged",
-    "expected_no_change", "no_change_p975", "expected_nominal", "no_change_rate",
-)  # fmt: skip
+    "pair",
+    "v1",
+    "v2",
+    "n_analysable",
+    "improved",
+    "deteriorated",
+    "flagged",
+    "expected_no_change",
+    "no_change_p975",
+    "expected_nominal",
+    "no_change_rate",
+)
 #: the item table (``pairwise_rci_items.parquet``): every pair's item table, one row per item and pair
 PAIR_KEY_COLUMNS = ("pair", "v1", "v2")
 TABLE_FILES = {"pairs": "pairwise_rci_pairs.parquet", "items": "pairwise_rci_items.parquet"}
@@ -155,9 +164,11 @@ def pairwise_rci(
     pairs = version_pairs(chosen)
     threshold = pair_threshold(z, family_alpha, len(pairs))
     results = {
-        pair_name(a, b): reliable_change(counts.sel(version=[a, b]), a, b, name=pair_name(a, b), z=threshold, s_diff=s_diff, **rci_options)
+        pair_name(a, b): reliable_change(
+            counts.sel(version=[a, b]), a, b, name=pair_name(a, b), z=threshold, s_diff=s_diff, **rci_options
+        )
         for a, b in pairs
-    }  # fmt: skip
+    }
     return PairwiseRCI.from_pairs(results, versions=chosen, z=threshold, family_alpha=family_alpha)
 
 
@@ -215,12 +226,21 @@ def pairs_frame(pairs: dict[str, PairResult]) -> pd.DataFrame:
     rows = []
     for name, pair in pairs.items():
         c, null = pair.analysable, pair.null_samples or {}
-        rows.append({
-            "pair": name, "v1": pair.versions[0], "v2": pair.versions[1], "n_analysable": int(c["n"]),
-            "improved": int(c["improved"]), "deteriorated": int(c["deteriorated"]), "flagged": pair.n_flagged,
-            "expected_no_change": _float(null.get("flagged_mean")), "no_change_p975": _float(null.get("flagged_p975")),
-            "expected_nominal": int(c["n"]) * nominal_rate(pair.z), "no_change_rate": _float(null.get("rate")),
-        })  # fmt: skip
+        rows.append(
+            {
+                "pair": name,
+                "v1": pair.versions[0],
+                "v2": pair.versions[1],
+                "n_analysable": int(c["n"]),
+                "improved": int(c["improved"]),
+                "deteriorated": int(c["deteriorated"]),
+                "flagged": pair.n_flagged,
+                "expected_no_change": _float(null.get("flagged_mean")),
+                "no_change_p975": _float(null.get("flagged_p975")),
+                "expected_nominal": int(c["n"]) * nominal_rate(pair.z),
+                "no_change_rate": _float(null.get("rate")),
+            }
+        )
     return pd.DataFrame(rows, columns=list(PAIR_COLUMNS))
 
 
@@ -236,12 +256,22 @@ def family_items(pairs: dict[str, PairResult]) -> pd.DataFrame:
     >>> len(t), list(t.columns[:4])
     (150, ['pair', 'v1', 'v2', 'item_id'])
     """
-    frames = [pair.to_frame().assign(pair=name, v1=pair.versions[0], v2=pair.versions[1]) for name, pair in pairs.items()]
+    frames = [
+        pair.to_frame().assign(pair=name, v1=pair.versions[0], v2=pair.versions[1]) for name, pair in pairs.items()
+    ]
     stacked = pd.concat(frames, ignore_index=True)
     return stacked[[*PAIR_KEY_COLUMNS, *(c for c in stacked.columns if c not in PAIR_KEY_COLUMNS)]]
 
 
-def multiplicity(pairs: dict[str, PairResult], table: pd.DataFrame, items: pd.DataFrame, *, versions: list[str], z: float, family_alpha: float | None) -> dict:
+def multiplicity(
+    pairs: dict[str, PairResult],
+    table: pd.DataFrame,
+    items: pd.DataFrame,
+    *,
+    versions: list[str],
+    z: float,
+    family_alpha: float | None,
+) -> dict:
     """The ``multiplicity`` block: pairs, item x pair tests, the threshold and its rule, the per-test
     rate and its family-wise bound, flags observed and expected with no change, items flagged in some pair.
 
@@ -278,13 +308,17 @@ def multiplicity(pairs: dict[str, PairResult], table: pd.DataFrame, items: pd.Da
 def _item_flag_counts(items: pd.DataFrame) -> pd.DataFrame:
     """Per item (in the items' order): the pairs in which it was analysable and those in which it was flagged, and the latter's names."""
     flagged = items["class"].isin([IMPROVED, DETERIORATED])
-    marks = items.assign(tested=~items["excluded"].astype(bool), flagged=flagged, flagged_pair=items["pair"].where(flagged))
+    marks = items.assign(
+        tested=~items["excluded"].astype(bool), flagged=flagged, flagged_pair=items["pair"].where(flagged)
+    )
     grouped = marks.groupby("item_id", sort=False)
-    return pd.DataFrame({
-        "n_pairs_tested": grouped["tested"].sum().astype(int),
-        "n_pairs_flagged": grouped["flagged"].sum().astype(int),
-        "flagged_in": grouped["flagged_pair"].agg(lambda s: "; ".join(s.dropna())),
-    }).reset_index()  # fmt: skip
+    return pd.DataFrame(
+        {
+            "n_pairs_tested": grouped["tested"].sum().astype(int),
+            "n_pairs_flagged": grouped["flagged"].sum().astype(int),
+            "flagged_in": grouped["flagged_pair"].agg(lambda s: "; ".join(s.dropna())),
+        }
+    ).reset_index()
 
 
 def family_warnings(m: dict) -> list[str]:
@@ -332,7 +366,11 @@ def multiplicity_sentence(m: dict) -> str:
         )
     expected = m["expected_no_change"]
     nominal = f"{m['expected_nominal']:.1f} at the nominal rate"
-    expected_text = f"{expected:.1f} flags (the sum of the pairs' sample-level no-change nulls; {nominal})" if expected is not None else f"{nominal} flags"
+    expected_text = (
+        f"{expected:.1f} flags (the sum of the pairs' sample-level no-change nulls; {nominal})"
+        if expected is not None
+        else f"{nominal} flags"
+    )
     tail = f"With no change the family expects {expected_text}; observed {m['observed_flags']} flags, {m['items_flagged']} of the {m['items_tested']} items tested flagged in some pair."
     return head + rule + tail
 
@@ -375,12 +413,20 @@ class PairwiseRCI(Result):
     }
 
     @classmethod
-    def from_pairs(cls, pairs: dict[str, PairResult], *, versions: list[str], z: float, family_alpha: float | None) -> PairwiseRCI:
+    def from_pairs(
+        cls, pairs: dict[str, PairResult], *, versions: list[str], z: float, family_alpha: float | None
+    ) -> PairwiseRCI:
         """The result of a family's pairs (:func:`pairwise_rci`): its tables and multiplicity from the pairs' results."""
         table, items = pairs_frame(pairs), family_items(pairs)
         m = multiplicity(pairs, table, items, versions=versions, z=z, family_alpha=family_alpha)
         params = {k: v for k, v in next(iter(pairs.values())).params.items() if k != "k"}
-        payload = {"versions": versions, "multiplicity": m, "params": params, "warnings": family_warnings(m), "pairs": {n: p.payload for n, p in pairs.items()}}
+        payload = {
+            "versions": versions,
+            "multiplicity": m,
+            "params": params,
+            "warnings": family_warnings(m),
+            "pairs": {n: p.payload for n, p in pairs.items()},
+        }
         return cls(payload, {"pairs": table, "items": items})
 
     # storage ---------------------------------------------------------------------------
@@ -395,8 +441,12 @@ class PairwiseRCI(Result):
 
     # accessors -------------------------------------------------------------------------
     versions = property(lambda self: list(self.payload["versions"]))
-    multiplicity = property(lambda self: self.payload["multiplicity"])  # n_pairs, n_tests, z, rule, family_alpha, per_test_rate, expected_no_change, ...
-    params = property(lambda self: self.payload.get("params", {}))  # the settings every pair used (reliable_change's keywords)
+    multiplicity = property(
+        lambda self: self.payload["multiplicity"]
+    )  # n_pairs, n_tests, z, rule, family_alpha, per_test_rate, expected_no_change, ...
+    params = property(
+        lambda self: self.payload.get("params", {})
+    )  # the settings every pair used (reliable_change's keywords)
     z = property(lambda self: float(self.multiplicity["z"]))
     family_alpha = property(lambda self: self.multiplicity.get("family_alpha"))  # None: a per-pair z
     n_pairs = property(lambda self: int(self.multiplicity["n_pairs"]))
@@ -411,7 +461,11 @@ class PairwiseRCI(Result):
 
     def __getitem__(self, name: str) -> PairResult:
         items = self.items
-        own = None if items is None else items.loc[items["pair"] == name].drop(columns=list(PAIR_KEY_COLUMNS)).reset_index(drop=True)
+        own = (
+            None
+            if items is None
+            else items.loc[items["pair"] == name].drop(columns=list(PAIR_KEY_COLUMNS)).reset_index(drop=True)
+        )
         return PairResult(name, self.payload["pairs"][name], own)
 
     def __iter__(self):
@@ -446,18 +500,36 @@ class PairwiseRCI(Result):
     def summary(self) -> pd.DataFrame:
         """Headline numbers as a tidy table (pair, metric, value): the family's multiplicity first (pair "family"), then each pair's flags."""
         m = self.multiplicity
-        rule = m["rule"] + (f", alpha {m['family_alpha']:g} over {m['n_pairs']} pairs" if m["family_alpha"] is not None else "")
+        rule = m["rule"] + (
+            f", alpha {m['family_alpha']:g} over {m['n_pairs']} pairs" if m["family_alpha"] is not None else ""
+        )
         rows = [
-            ("versions", ", ".join(self.versions)), ("pairs", m["n_pairs"]), ("item x pair tests", m["n_tests"]), ("z", round(m["z"], 4)),
-            ("z rule", rule), ("per-test rate 2(1 - Phi(z))", m["per_test_rate"]), ("P(flagged in some pair | no change) at most", m["family_rate_bound"] if m["family_alpha"] is None else m["family_alpha"]),
-            ("S_diff method", m["s_diff_method"]), ("flags observed", m["observed_flags"]), ("flags expected with no change (pairs' nulls)", m["expected_no_change"]),
-            ("flags expected at the nominal rate", m["expected_nominal"]), ("items flagged in some pair", f"{m['items_flagged']} of {m['items_tested']}"),
+            ("versions", ", ".join(self.versions)),
+            ("pairs", m["n_pairs"]),
+            ("item x pair tests", m["n_tests"]),
+            ("z", round(m["z"], 4)),
+            ("z rule", rule),
+            ("per-test rate 2(1 - Phi(z))", m["per_test_rate"]),
+            (
+                "P(flagged in some pair | no change) at most",
+                m["family_rate_bound"] if m["family_alpha"] is None else m["family_alpha"],
+            ),
+            ("S_diff method", m["s_diff_method"]),
+            ("flags observed", m["observed_flags"]),
+            ("flags expected with no change (pairs' nulls)", m["expected_no_change"]),
+            ("flags expected at the nominal rate", m["expected_nominal"]),
+            ("items flagged in some pair", f"{m['items_flagged']} of {m['items_tested']}"),
             ("multiplicity", self.multiplicity_sentence()),
-        ]  # fmt: skip
+        ]
         out = [("family", metric, value) for metric, value in rows]
         for r in self.pairs_table.itertuples(index=False):
-            out += [(r.pair, "improved", r.improved), (r.pair, "deteriorated", r.deteriorated), (r.pair, "flagged", r.flagged),
-                    (r.pair, "expected with no change", r.expected_no_change), (r.pair, "analysable", r.n_analysable)]  # fmt: skip
+            out += [
+                (r.pair, "improved", r.improved),
+                (r.pair, "deteriorated", r.deteriorated),
+                (r.pair, "flagged", r.flagged),
+                (r.pair, "expected with no change", r.expected_no_change),
+                (r.pair, "analysable", r.n_analysable),
+            ]
         out += [("family", "warning", w) for w in self.payload.get("warnings") or []]
         out += [(n, "warning", w) for n in self.names for w in self[n].warnings]
         return pd.DataFrame(out, columns=["pair", "metric", "value"])

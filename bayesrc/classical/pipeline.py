@@ -33,9 +33,23 @@ import xarray as xr
 from scipy import stats
 
 from bayesrc.classical import rci as _rci
-from bayesrc.classical.calibration import NO_CHANGE_ALPHA, binomial_s_diff, no_change_test, not_rejected_phrase, null_warnings, sample_level_null
+from bayesrc.classical.calibration import (
+    NO_CHANGE_ALPHA,
+    binomial_s_diff,
+    no_change_test,
+    not_rejected_phrase,
+    null_warnings,
+    sample_level_null,
+)
 from bayesrc.classical.rci import RCISettings
-from bayesrc.classical.reliability import SplitHalfReliability, icc_1_1, icc_1_k, k_for_reliability, reliability_vs_k, split_half_reliability
+from bayesrc.classical.reliability import (
+    SplitHalfReliability,
+    icc_1_1,
+    icc_1_k,
+    k_for_reliability,
+    reliability_vs_k,
+    split_half_reliability,
+)
 from bayesrc.classical.result import PairResult, RCIRun
 from bayesrc.classical.secondary import (
     difficulty_bins,
@@ -98,8 +112,13 @@ def flip_metrics(p_v1: np.ndarray, p_v2: np.ndarray) -> dict:
     neg = int(np.sum(ok & (p1 > 0.5) & (p2 <= 0.5)))
     pos = int(np.sum(ok & (p1 <= 0.5) & (p2 > 0.5)))
     n = int(ok.sum())
-    return {"n": n, "negative_flips": neg, "positive_flips": pos,
-            "negative_flip_rate": neg / n if n else float("nan"), "positive_flip_rate": pos / n if n else float("nan")}  # fmt: skip
+    return {
+        "n": n,
+        "negative_flips": neg,
+        "positive_flips": pos,
+        "negative_flip_rate": neg / n if n else float("nan"),
+        "positive_flip_rate": pos / n if n else float("nan"),
+    }
 
 
 def reliable_change(
@@ -162,7 +181,9 @@ def reliable_change(
     >>> res.summary().head(3)  # doctest: +SKIP
     >>> res.to_frame()[["item_id", "rci", "class"]].head()  # doctest: +SKIP
     """
-    settings = RCISettings(z=z, min_valid=min_valid, sd_basis=sd_basis, s_diff=s_diff, reliability_basis=reliability_basis)
+    settings = RCISettings(
+        z=z, min_valid=min_valid, sd_basis=sd_basis, s_diff=s_diff, reliability_basis=reliability_basis
+    )
     versions = list(map(str, counts["version"].values))
     v1 = versions[0] if v1 is None else v1
     v2 = versions[1] if v2 is None else v2
@@ -173,29 +194,69 @@ def reliable_change(
     rule, reason, analysable, scored = _exclusions(items, min_valid, valid_share)
 
     correct = (a["correct"].values, b["correct"].values)
-    rel = _reliability_and_icc(correct, analysable if reliability_basis == "analysed" else None, n_splits=n_splits, seeds=(s_rel1, s_rel2))
+    rel = _reliability_and_icc(
+        correct, analysable if reliability_basis == "analysed" else None, n_splits=n_splits, seeds=(s_rel1, s_rel2)
+    )
     r1, r2 = rel["reliability"]["v1"].r_xx, rel["reliability"]["v2"].r_xx
     basis = analysable if sd_basis == "analysable" else scored
     s_item = binomial_s_diff(a["n_correct"].values, items["n_v1"], b["n_correct"].values, items["n_v2"])
-    scale = _classify_items(items, settings, z_conservative, r1, r2, analysable=analysable, scored=scored, basis=basis, s_item=s_item)
+    scale = _classify_items(
+        items, settings, z_conservative, r1, r2, analysable=analysable, scored=scored, basis=basis, s_item=s_item
+    )
     items["excluded"] = ~analysable
     items["reason"] = reason
     counts_out = _class_counts(items, analysable, scored)
 
     # Direction-asymmetry test on the items of the observed counts (analysable).
-    null = empirical_null(items["p_v1"], items["p_v2"], r1, r2, z=z, n_permutations=n_permutations, seed=s_null,
-                          count=analysable, basis=basis, s_item=s_item if s_diff == "binomial" else None)  # fmt: skip
-    checks = _no_change_checks(counts, (v1, v2), correct, _null_settings(settings, items, valid_share), n_null=n_null, null_splits=null_splits, seed=seed)
+    null = empirical_null(
+        items["p_v1"],
+        items["p_v2"],
+        r1,
+        r2,
+        z=z,
+        n_permutations=n_permutations,
+        seed=s_null,
+        count=analysable,
+        basis=basis,
+        s_item=s_item if s_diff == "binomial" else None,
+    )
+    checks = _no_change_checks(
+        counts,
+        (v1, v2),
+        correct,
+        _null_settings(settings, items, valid_share),
+        n_null=n_null,
+        null_splits=null_splits,
+        seed=seed,
+    )
     flagged = counts_out["analysable"]["improved"] + counts_out["analysable"]["deteriorated"]
-    warnings = _pair_warnings(checks["null_samples"], checks["no_change_test"], flagged, int(analysable.sum()),
-                              reliable=bool(np.isfinite(r1) and np.isfinite(r2)), s_diff=s_diff, seeds=counts.attrs.get("shared_seeds") or {})  # fmt: skip
+    warnings = _pair_warnings(
+        checks["null_samples"],
+        checks["no_change_test"],
+        flagged,
+        int(analysable.sum()),
+        reliable=bool(np.isfinite(r1) and np.isfinite(r2)),
+        s_diff=s_diff,
+        seeds=counts.attrs.get("shared_seeds") or {},
+    )
     k_design = modal_k(counts)
     params = {
-        "z": z, "z_conservative": z_conservative, "min_valid": min_valid, "valid_share": valid_share, "min_valid_rule": rule,
-        "sd_basis": sd_basis, "s_diff": s_diff, "reliability_basis": reliability_basis, "n_splits": n_splits,
-        "n_permutations": n_permutations, "n_null": n_null, "null_splits": null_splits, "seed": seed, "k": k_design,
+        "z": z,
+        "z_conservative": z_conservative,
+        "min_valid": min_valid,
+        "valid_share": valid_share,
+        "min_valid_rule": rule,
+        "sd_basis": sd_basis,
+        "s_diff": s_diff,
+        "reliability_basis": reliability_basis,
+        "n_splits": n_splits,
+        "n_permutations": n_permutations,
+        "n_null": n_null,
+        "null_splits": null_splits,
+        "seed": seed,
+        "k": k_design,
         "null_basis": "analysable",
-    }  # fmt: skip
+    }
     payload = _pair_payload(
         versions=(v1, v2),
         params=params,
@@ -247,7 +308,11 @@ def _pair_payload(
     dom = {k: v for k, v in domain.items() if k != "table"}
     dom["table"] = {str(d): {str(c): int(n) for c, n in row.items()} for d, row in domain["table"].iterrows()}
     flagged = analysable["improved"] + analysable["deteriorated"]
-    samples = None if null_samples is None else {**_without_draws(null_samples), "observed_flagged": flagged, "observed_rate": analysable["churn"]}
+    samples = (
+        None
+        if null_samples is None
+        else {**_without_draws(null_samples), "observed_flagged": flagged, "observed_rate": analysable["churn"]}
+    )
     return {
         "versions": list(versions),
         "sd_basis": params["sd_basis"],
@@ -277,7 +342,10 @@ def _pair_payload(
         "difficulty_bins": difficulty.to_dict(orient="records"),
         "effect_sizes": effects,
         "stratified": stratified.to_dict(orient="records"),
-        "reliability_vs_k": {v: {str(k): {"r_xx": r.r_xx, "ci": list(r.ci)} for k, r in by_k.items()} for v, by_k in reliability_by_k.items()},
+        "reliability_vs_k": {
+            v: {str(k): {"r_xx": r.r_xx, "ci": list(r.ci)} for k, r in by_k.items()}
+            for v, by_k in reliability_by_k.items()
+        },
         "k_for_r80": {v: d["0.8"] for v, d in k_for_r.items()},
         "k_for_r90": {v: d["0.9"] for v, d in k_for_r.items()},
         "aggregate": aggregate,
@@ -289,20 +357,36 @@ def _without_draws(record: dict) -> dict:
     return {k: v for k, v in record.items() if not k.endswith("_draws")}
 
 
-def _exclusions(items: pd.DataFrame, min_valid: int | None, valid_share: float) -> tuple[str, np.ndarray, np.ndarray, np.ndarray]:
+def _exclusions(
+    items: pd.DataFrame, min_valid: int | None, valid_share: float
+) -> tuple[str, np.ndarray, np.ndarray, np.ndarray]:
     """SPEC 2's exclusions on the pair's item table: rule (a) in force (text), each item's reason
     (``""`` if kept), the analysable items (kept) and the scored ones (an accuracy in both versions)."""
     rule = _rci.min_valid_rule(min_valid, valid_share, np.concatenate([items["k_v1"], items["k_v2"]]))
-    reason = _rci.exclusion_reasons(items["n_v1"], items["n_v2"], items["p_v1"], items["p_v2"], min_valid, k_v1=items["k_v1"], k_v2=items["k_v2"], valid_share=valid_share)
+    reason = _rci.exclusion_reasons(
+        items["n_v1"],
+        items["n_v2"],
+        items["p_v1"],
+        items["p_v2"],
+        min_valid,
+        k_v1=items["k_v1"],
+        k_v2=items["k_v2"],
+        valid_share=valid_share,
+    )
     scored = items[["p_v1", "p_v2"]].notna().all(axis=1).to_numpy()
     return rule, reason, reason == "", scored
 
 
-def _reliability_and_icc(correct: tuple[np.ndarray, np.ndarray], keep: np.ndarray | None, *, n_splits: int, seeds: tuple) -> dict:
+def _reliability_and_icc(
+    correct: tuple[np.ndarray, np.ndarray], keep: np.ndarray | None, *, n_splits: int, seeds: tuple
+) -> dict:
     """Split-half reliability, ICC(1,1) and ICC(1,k) of each version's (item, sample) scores ``correct``, on the items ``keep`` (None: every paired item)."""
     c1, c2 = correct if keep is None else (correct[0][keep], correct[1][keep])
     return {
-        "reliability": {"v1": split_half_reliability(c1, n_splits=n_splits, seed=seeds[0]), "v2": split_half_reliability(c2, n_splits=n_splits, seed=seeds[1])},
+        "reliability": {
+            "v1": split_half_reliability(c1, n_splits=n_splits, seed=seeds[0]),
+            "v2": split_half_reliability(c2, n_splits=n_splits, seed=seeds[1]),
+        },
         "icc": {"v1": icc_1_1(c1), "v2": icc_1_1(c2)},
         "icc_k": {"v1": icc_1_k(c1), "v2": icc_1_k(c2)},
     }
@@ -312,16 +396,33 @@ def _null_settings(settings: RCISettings, items: pd.DataFrame, valid_share: floa
     """The sample-level null's settings: without a fixed ``min_valid``, each version's rule (a) follows the K its items were given."""
     if settings.min_valid is not None:
         return settings
-    return replace(settings, min_valid=(_rci.min_valid_for(items["k_v1"].to_numpy(), valid_share), _rci.min_valid_for(items["k_v2"].to_numpy(), valid_share)))
+    return replace(
+        settings,
+        min_valid=(
+            _rci.min_valid_for(items["k_v1"].to_numpy(), valid_share),
+            _rci.min_valid_for(items["k_v2"].to_numpy(), valid_share),
+        ),
+    )
 
 
-def _no_change_checks(counts: xr.Dataset, versions: tuple[str, str], correct: tuple[np.ndarray, np.ndarray], null_settings: RCISettings, *, n_null: int, null_splits: int, seed: int) -> dict:
+def _no_change_checks(
+    counts: xr.Dataset,
+    versions: tuple[str, str],
+    correct: tuple[np.ndarray, np.ndarray],
+    null_settings: RCISettings,
+    *,
+    n_null: int,
+    null_splits: int,
+    seed: int,
+) -> dict:
     """The sample-level null (the pair's samples re-dealt within item) and :func:`pair_no_change_test`; both None for ``n_null=0``."""
     if n_null <= 0:
         return {"null_samples": None, "no_change_test": None}
     s_sample_null = np.random.SeedSequence([seed, 7])  # a separate stream: adding it moves no earlier number
     return {
-        "null_samples": sample_level_null(*correct, null_settings, n_replicates=n_null, n_splits=null_splits, seed=s_sample_null),
+        "null_samples": sample_level_null(
+            *correct, null_settings, n_replicates=n_null, n_splits=null_splits, seed=s_sample_null
+        ),
         "no_change_test": pair_no_change_test(counts, *versions),
     }
 
@@ -341,20 +442,39 @@ def _detection_limits(scale: dict, z: float, k_design: int) -> dict:
 def _reliability_growth(correct: tuple[np.ndarray, np.ndarray], rel: dict, *, n_splits: int, seeds: tuple) -> dict:
     """Reliability against the number of samples per item, and the K that reaches r_xx = 0.8 and 0.9."""
     return {
-        "reliability_by_k": {"v1": reliability_vs_k(correct[0], n_splits=n_splits, seed=seeds[0]), "v2": reliability_vs_k(correct[1], n_splits=n_splits, seed=seeds[1])},
+        "reliability_by_k": {
+            "v1": reliability_vs_k(correct[0], n_splits=n_splits, seed=seeds[0]),
+            "v2": reliability_vs_k(correct[1], n_splits=n_splits, seed=seeds[1]),
+        },
         "k_for_r": {v: {str(t): k_for_reliability(rel[v].r_xx, rel[v].k, t) for t in (0.8, 0.9)} for v in ("v1", "v2")},
     }
 
 
 def _pair_items(counts: xr.Dataset, a: xr.Dataset, b: xr.Dataset) -> pd.DataFrame:
     """The pair's item table (p, n, delta per version) with the K each item was given (``k_v1``, ``k_v2``)."""
-    items = _rci.pair_frame(a["p"].values, b["p"].values, a["n_valid"].values, b["n_valid"].values, counts["item"].values, counts["domain"].values)
+    items = _rci.pair_frame(
+        a["p"].values,
+        b["p"].values,
+        a["n_valid"].values,
+        b["n_valid"].values,
+        counts["item"].values,
+        counts["domain"].values,
+    )
     items["k_v1"], items["k_v2"] = a["n_trials"].values.astype(np.int64), b["n_trials"].values.astype(np.int64)
     return items
 
 
 def _classify_items(
-    items: pd.DataFrame, settings: RCISettings, z_conservative: float, r1: float, r2: float, *, analysable: np.ndarray, scored: np.ndarray, basis: np.ndarray, s_item: np.ndarray
+    items: pd.DataFrame,
+    settings: RCISettings,
+    z_conservative: float,
+    r1: float,
+    r2: float,
+    *,
+    analysable: np.ndarray,
+    scored: np.ndarray,
+    basis: np.ndarray,
+    s_item: np.ndarray,
 ) -> dict:
     """S_diff, RCI and the three classifications (primary, conservative, all items), written into ``items``.
 
@@ -382,7 +502,9 @@ def _classify_items(
     return {"sem_v1": sem1, "sem_v2": sem2, "s_diff": s_pair, "s_diff_all": s_diff_all}
 
 
-def _exclusion_summary(items: pd.DataFrame, analysable: np.ndarray, reason: np.ndarray, min_valid: int | None, rule: str) -> dict:
+def _exclusion_summary(
+    items: pd.DataFrame, analysable: np.ndarray, reason: np.ndarray, min_valid: int | None, rule: str
+) -> dict:
     """The ``exclusions`` block: how many items each rule removed, and the rule (a) in force."""
     n_before = len(items)
     return {
@@ -407,18 +529,34 @@ def _class_counts(items: pd.DataFrame, analysable: np.ndarray, scored: np.ndarra
     }
 
 
-def _pair_warnings(samples: dict | None, no_change: dict | None, flagged: int, n_analysable: int, *, reliable: bool, s_diff: str, seeds: dict) -> list[str]:
+def _pair_warnings(
+    samples: dict | None,
+    no_change: dict | None,
+    flagged: int,
+    n_analysable: int,
+    *,
+    reliable: bool,
+    s_diff: str,
+    seeds: dict,
+) -> list[str]:
     """What the reader must know before trusting the classes: the null's verdicts, an undefined
     reliability, and versions whose draws share seeds."""
     warnings = null_warnings(samples, flagged, n_analysable) if samples is not None else []
     if no_change is not None and no_change["p_value"] >= NO_CHANGE_ALPHA and flagged:
-        warnings.append(f"{not_rejected_phrase(no_change).capitalize()}: the {flagged} reliable changes may all be chance.")
+        warnings.append(
+            f"{not_rejected_phrase(no_change).capitalize()}: the {flagged} reliable changes may all be chance."
+        )
     if not reliable and s_diff == "reference":
-        warnings.insert(0, "The split-half reliability of a version is undefined (too few items with varying accuracy): "
-                           "SEM and S_diff are NaN and no item is classified; use --s-diff binomial.")  # fmt: skip
+        warnings.insert(
+            0,
+            "The split-half reliability of a version is undefined (too few items with varying accuracy): "
+            "SEM and S_diff are NaN and no item is classified; use --s-diff binomial.",
+        )
     if seeds.get("n_shared", 0) > 0 and seeds["share"] >= 0.5:
-        warnings.append(f"{seeds['share']:.0%} of the (item, k) samples share their seed across the two versions: their draws are "
-                        "coupled, while this analysis assumes independent versions (collect with the version-specific seed rule).")  # fmt: skip
+        warnings.append(
+            f"{seeds['share']:.0%} of the (item, k) samples share their seed across the two versions: their draws are "
+            "coupled, while this analysis assumes independent versions (collect with the version-specific seed rule)."
+        )
     return warnings
 
 
@@ -428,7 +566,9 @@ def _secondary_tables(sub: pd.DataFrame, z: float) -> dict:
         "domain": domain_contingency(sub["domain"].to_numpy(), sub["class"].to_numpy()),
         "difficulty": difficulty_bins(sub["p_v1"].to_numpy(), sub["class"].to_numpy()),
         "effects": effect_sizes(sub["delta"].to_numpy(), sub["class"].to_numpy()),
-        "stratified": stratified_s_diff(sub["p_v1"].to_numpy(), sub["p_v2"].to_numpy(), sub["n_v1"].to_numpy(), sub["n_v2"].to_numpy(), z=z),
+        "stratified": stratified_s_diff(
+            sub["p_v1"].to_numpy(), sub["p_v2"].to_numpy(), sub["n_v1"].to_numpy(), sub["n_v2"].to_numpy(), z=z
+        ),
         "aggregate": _aggregate_change(sub["delta"].to_numpy()),
     }
 
@@ -475,7 +615,12 @@ def cross_pair(a: PairResult, b: PairResult) -> dict:
         "rate_b": cb["churn"],
         "test": "mcnemar" if paired else "two_proportion_z",
         "p_test": mc["p_exact"] if paired else p,
-        "mcnemar": {**mc, "n_shared": int(len(shared)), "rate_a_shared": float(fa.mean()) if paired else float("nan"), "rate_b_shared": float(fb.mean()) if paired else float("nan")},
+        "mcnemar": {
+            **mc,
+            "n_shared": int(len(shared)),
+            "rate_a_shared": float(fa.mean()) if paired else float("nan"),
+            "rate_b_shared": float(fb.mean()) if paired else float("nan"),
+        },
         "z": z,
         "p": p,
         "z_test_note": "two-proportion z assumes independent item sets; with shared items use the McNemar test",
@@ -501,7 +646,9 @@ def greedy_flips(greedy_counts: xr.Dataset, v1: str | None = None, v2: str | Non
     ok = (a["n_valid"].values > 0) & (b["n_valid"].values > 0)
     g1 = a["p"].values[ok] >= 0.5
     g2 = b["p"].values[ok] >= 0.5
-    return pd.DataFrame({"item_id": greedy_counts["item"].values[ok], "g_v1": g1, "g_v2": g2, "change": greedy_change(g1, g2)})
+    return pd.DataFrame(
+        {"item_id": greedy_counts["item"].values[ok], "g_v1": g1, "g_v2": g2, "change": greedy_change(g1, g2)}
+    )
 
 
 def greedy_comparison(greedy_counts: xr.Dataset, pair: PairResult) -> dict:

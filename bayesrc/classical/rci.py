@@ -24,7 +24,12 @@ IMPROVED, NO_CHANGE, DETERIORATED = "improved", "no_change", "deteriorated"
 CLASSES: tuple[str, str, str] = (IMPROVED, NO_CHANGE, DETERIORATED)
 EXCLUDED = "excluded"
 #: how reports and tables name each class
-CLASS_LABELS = {IMPROVED: "improved", NO_CHANGE: "no reliable change", DETERIORATED: "deteriorated", EXCLUDED: "excluded"}
+CLASS_LABELS = {
+    IMPROVED: "improved",
+    NO_CHANGE: "no reliable change",
+    DETERIORATED: "deteriorated",
+    EXCLUDED: "excluded",
+}
 #: how figures colour each class (report and sensitivity figures alike)
 CLASS_COLOURS = {IMPROVED: "#1b9e77", NO_CHANGE: "#9e9e9e", DETERIORATED: "#d95f02", EXCLUDED: "#d0d0d0"}
 VALID_SHARE = 0.6
@@ -65,7 +70,11 @@ class RCISettings:
     reliability_basis: str = "all"
 
     def __post_init__(self) -> None:
-        for name, choices in (("sd_basis", SD_BASES), ("s_diff", S_DIFF_METHODS), ("reliability_basis", RELIABILITY_BASES)):
+        for name, choices in (
+            ("sd_basis", SD_BASES),
+            ("s_diff", S_DIFF_METHODS),
+            ("reliability_basis", RELIABILITY_BASES),
+        ):
             if getattr(self, name) not in choices:
                 raise ValueError(f"{name} must be one of {choices}, got {getattr(self, name)!r}")
 

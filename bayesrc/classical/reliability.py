@@ -60,7 +60,9 @@ def _columnwise_pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if w.all():  # the usual case: no missing half-accuracy, skip the masking
         da, db = a - a.mean(axis=0), b - b.mean(axis=0)
         with np.errstate(invalid="ignore", divide="ignore"):
-            return np.einsum("ij,ij->j", da, db) / np.sqrt(np.einsum("ij,ij->j", da, da) * np.einsum("ij,ij->j", db, db))
+            return np.einsum("ij,ij->j", da, db) / np.sqrt(
+                np.einsum("ij,ij->j", da, da) * np.einsum("ij,ij->j", db, db)
+            )
     n = w.sum(axis=0)
     a0, b0 = np.where(w, a, 0.0), np.where(w, b, 0.0)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -102,7 +104,15 @@ class SplitHalfReliability:
     draws: np.ndarray
 
     def to_dict(self) -> dict:
-        return {"r_xx": self.r_xx, "ci": list(self.ci), "mean": self.mean, "sd": self.sd, "n_splits": self.n_splits, "n_items": self.n_items, "k": self.k}
+        return {
+            "r_xx": self.r_xx,
+            "ci": list(self.ci),
+            "mean": self.mean,
+            "sd": self.sd,
+            "n_splits": self.n_splits,
+            "n_items": self.n_items,
+            "k": self.k,
+        }
 
 
 def split_half_reliability(

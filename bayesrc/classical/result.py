@@ -124,11 +124,17 @@ class PairResult:
     def n_flagged(self) -> int:
         """Items classified reliably changed (analysable items, primary threshold)."""
         c = self.counts.get("analysable", {})
-        return _count(c.get("improved", 0), "counts.analysable.improved") + _count(c.get("deteriorated", 0), "counts.analysable.deteriorated")
+        return _count(c.get("improved", 0), "counts.analysable.improved") + _count(
+            c.get("deteriorated", 0), "counts.analysable.deteriorated"
+        )
 
     # typed views of the pairs.NAME block (keys as reliable_change writes them) --------------
-    exclusions = property(lambda self: self.payload["exclusions"])  # n_before, n_after, low_valid, floor_ceiling, min_valid_rule
-    reliability = property(lambda self: self.payload["reliability"])  # v1/v2: r_xx, ci, mean, sd, n_splits, n_items, k, icc, icc_1_k
+    exclusions = property(
+        lambda self: self.payload["exclusions"]
+    )  # n_before, n_after, low_valid, floor_ceiling, min_valid_rule
+    reliability = property(
+        lambda self: self.payload["reliability"]
+    )  # v1/v2: r_xx, ci, mean, sd, n_splits, n_items, k, icc, icc_1_k
     s_diff_method = property(lambda self: self.payload["s_diff_method"])  # "reference" | "binomial"
     sd_basis = property(lambda self: self.payload["sd_basis"])
     reliability_basis = property(lambda self: self.payload["reliability_basis"])
@@ -139,9 +145,13 @@ class PairResult:
     flips = property(lambda self: self.payload.get("flips") or {})
     domain = property(lambda self: self.payload["domain"])  # chi2, p, cramers_v, per_domain, table
     difficulty_bins = property(lambda self: self.payload["difficulty_bins"])  # records: difficulty_table()
-    effect_sizes = property(lambda self: self.payload["effect_sizes"])  # |dp| of all / of the reliably changed items: n, mean, median, shares >= 0.2, 0.4
+    effect_sizes = property(
+        lambda self: self.payload["effect_sizes"]
+    )  # |dp| of all / of the reliably changed items: n, mean, median, shares >= 0.2, 0.4
     aggregate = property(lambda self: self.payload["aggregate"])  # n, mean_delta, ci95 (t interval)
-    k_for_r80 = property(lambda self: self.payload["k_for_r80"])  # v1/v2: the K that reaches r_xx = 0.8 (None: r_xx not in (0, 1))
+    k_for_r80 = property(
+        lambda self: self.payload["k_for_r80"]
+    )  # v1/v2: the K that reaches r_xx = 0.8 (None: r_xx not in (0, 1))
     k_for_r90 = property(lambda self: self.payload["k_for_r90"])
     warnings = property(lambda self: list(self.payload.get("warnings") or []))
 
@@ -170,9 +180,15 @@ class PairResult:
                 row[f"{label} n"] = cnt[cls]
                 row[f"{label} %"] = 100 * _float(cnt["proportions"][cls]) if cnt["n"] else np.nan
             if ns:  # null means read as NaN (a missing number in the table)
-                row["no-change null n"] = _float(ns[null_mean[cls]]) if cls in null_mean else _float(ns["n_analysable_mean"]) - _float(ns["flagged_mean"])
+                row["no-change null n"] = (
+                    _float(ns[null_mean[cls]])
+                    if cls in null_mean
+                    else _float(ns["n_analysable_mean"]) - _float(ns["flagged_mean"])
+                )
             rows.append(row)
-        total: dict = {"class": "total"} | {k: v for key, label in sets for k, v in ((f"{label} n", self.counts[key]["n"]), (f"{label} %", 100.0))}
+        total: dict = {"class": "total"} | {
+            k: v for key, label in sets for k, v in ((f"{label} n", self.counts[key]["n"]), (f"{label} %", 100.0))
+        }
         if ns:
             total["no-change null n"] = ns["n_analysable_mean"]
         return pd.DataFrame([*rows, total])
@@ -180,20 +196,41 @@ class PairResult:
     def reliability_table(self):
         """Per version: split-half r_xx with its interval, ICC(1,K), ICC(1,1) and SEM."""
         rel = self.reliability
-        return pd.DataFrame([
-            {"version": v, "r_xx": rel[v]["r_xx"], "ci_lo": _bounds(rel[v]["ci"])[0], "ci_hi": _bounds(rel[v]["ci"])[1], "ICC(1,K)": rel[v]["icc_1_k"],
-             "ICC(1,1)": rel[v]["icc"], "SEM": self.sem[v]}
-            for v in ("v1", "v2")
-        ])  # fmt: skip
+        return pd.DataFrame(
+            [
+                {
+                    "version": v,
+                    "r_xx": rel[v]["r_xx"],
+                    "ci_lo": _bounds(rel[v]["ci"])[0],
+                    "ci_hi": _bounds(rel[v]["ci"])[1],
+                    "ICC(1,K)": rel[v]["icc_1_k"],
+                    "ICC(1,1)": rel[v]["icc"],
+                    "SEM": self.sem[v],
+                }
+                for v in ("v1", "v2")
+            ]
+        )
 
     def domain_table(self):
         """Per domain: analysable items, class counts, churn (%), improved/deteriorated ratio and net."""
         rows = []
         for d, v in self.domain["per_domain"].items():
-            n, up, same, down = (_count(v[k], f"domain.per_domain.{d}.{k}") for k in ("n", "improved", "no_change", "deteriorated"))
+            n, up, same, down = (
+                _count(v[k], f"domain.per_domain.{d}.{k}") for k in ("n", "improved", "no_change", "deteriorated")
+            )
             churn = 100 * (up + down) / n if n else np.nan
-            rows.append({"domain": d, "n": n, "improved": up, "no change": same, "deteriorated": down,
-                         "churn %": churn, "imp/det": np.nan if v["ratio"] is None else v["ratio"], "net": v["net"]})  # fmt: skip
+            rows.append(
+                {
+                    "domain": d,
+                    "n": n,
+                    "improved": up,
+                    "no change": same,
+                    "deteriorated": down,
+                    "churn %": churn,
+                    "imp/det": np.nan if v["ratio"] is None else v["ratio"],
+                    "net": v["net"],
+                }
+            )
         return pd.DataFrame(rows)
 
     def domain_crosstab(self):
@@ -210,8 +247,17 @@ class PairResult:
 
     def reliability_vs_k_table(self) -> pd.DataFrame:
         """Split-half r_xx (with its interval) on the first K samples, per version and K."""
-        rows = [{"version": v, "k": int(k), "r_xx": _float(r["r_xx"]), "ci_lo": _float(r["ci"][0]), "ci_hi": _float(r["ci"][1])}
-                for v, by_k in self.payload["reliability_vs_k"].items() for k, r in by_k.items()]  # fmt: skip
+        rows = [
+            {
+                "version": v,
+                "k": int(k),
+                "r_xx": _float(r["r_xx"]),
+                "ci_lo": _float(r["ci"][0]),
+                "ci_hi": _float(r["ci"][1]),
+            }
+            for v, by_k in self.payload["reliability_vs_k"].items()
+            for k, r in by_k.items()
+        ]
         return pd.DataFrame(rows, columns=["version", "k", "r_xx", "ci_lo", "ci_hi"])
 
     def summary(self):
@@ -224,7 +270,11 @@ class PairResult:
             ("S_diff method", method),
             ("sd_basis", self.sd_basis),
             ("reliability basis", self.reliability_basis),
-            *((f"{name} {v}", rel[v][key]) for key, name in (("r_xx", "r_xx"), ("icc_1_k", "ICC(1,K)"), ("icc", "ICC(1,1)")) for v in ("v1", "v2")),
+            *(
+                (f"{name} {v}", rel[v][key])
+                for key, name in (("r_xx", "r_xx"), ("icc_1_k", "ICC(1,K)"), ("icc", "ICC(1,1)"))
+                for v in ("v1", "v2")
+            ),
             ("SEM v1", self.sem["v1"]),
             ("SEM v2", self.sem["v2"]),
             ("S_diff (median per item)" if method == "binomial" else "S_diff", self.s_diff),
@@ -279,7 +329,9 @@ class PairResult:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, PairResult):
             return NotImplemented
-        same_items = (self.items is None) == (other.items is None) and (self.items is None or same_frame(self.items, other.items))
+        same_items = (self.items is None) == (other.items is None) and (
+            self.items is None or same_frame(self.items, other.items)
+        )
         return self.name == other.name and same_payload(self.payload, other.payload) and same_items
 
     __hash__ = None  # type: ignore[assignment]
@@ -340,10 +392,12 @@ class RCIRun(Result):
         "pairs.*.difficulty_bins": "records",
         "pairs.*.difficulty_bins.[].{n,improved,no_change,deteriorated}": "integer",
         "pairs.*.difficulty_bins.[].{lo,hi,churn}": "number",
-    }  # fmt: skip
+    }
 
     @classmethod
-    def from_pairs(cls, pairs: dict[str, PairResult], cross_pairs: list[dict] | None = None, greedy: dict[str, dict] | None = None) -> RCIRun:
+    def from_pairs(
+        cls, pairs: dict[str, PairResult], cross_pairs: list[dict] | None = None, greedy: dict[str, dict] | None = None
+    ) -> RCIRun:
         """The run of analysed ``pairs``, with the cross-pair tests and greedy comparisons
         (:func:`bayesrc.classical.greedy_comparison` records, their tables as DataFrames)."""
         payload: dict = {"pairs": {n: p.payload for n, p in pairs.items()}}
@@ -357,7 +411,9 @@ class RCIRun(Result):
         return f"items_{name}.parquet"
 
     def table_names_on_disk(self, folder: Path) -> dict[str, Path]:
-        return {n: folder / f"items_{n}.parquet" for n in self.payload["pairs"] if (folder / f"items_{n}.parquet").is_file()}  # an object: field_kinds
+        return {
+            n: folder / f"items_{n}.parquet" for n in self.payload["pairs"] if (folder / f"items_{n}.parquet").is_file()
+        }  # an object: field_kinds
 
     def required_columns(self, name: str) -> tuple[str, ...]:
         return ITEM_COLUMNS
@@ -389,7 +445,11 @@ class RCIRun(Result):
         return pd.concat([self[n].to_frame().assign(pair=n) for n in self.names], ignore_index=True)
 
     def summary(self):
-        return pd.concat([self[n].summary() for n in self.names], ignore_index=True) if self.names else pd.DataFrame(columns=["pair", "metric", "value"])
+        return (
+            pd.concat([self[n].summary() for n in self.names], ignore_index=True)
+            if self.names
+            else pd.DataFrame(columns=["pair", "metric", "value"])
+        )
 
     def plot_rci(self, name: str | None = None, ax=None):
         return self[name or self.names[0]].plot_rci(ax=ax)

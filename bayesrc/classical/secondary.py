@@ -106,7 +106,9 @@ def domain_contingency(domain: np.ndarray, classes: np.ndarray) -> dict:
     >>> out["dof"], round(out["cramers_v"], 3)
     (2, 0.707)
     """
-    table = pd.crosstab(pd.Series(domain, name="domain"), pd.Series(classes, name="class")).reindex(columns=list(CLASSES), fill_value=0)
+    table = pd.crosstab(pd.Series(domain, name="domain"), pd.Series(classes, name="class")).reindex(
+        columns=list(CLASSES), fill_value=0
+    )
     informative = table.loc[table.sum(axis=1) > 0, table.sum(axis=0) > 0]
     if informative.shape[0] >= 2 and informative.shape[1] >= 2:
         chi2, p, dof, _ = stats.chi2_contingency(informative.to_numpy())
@@ -124,7 +126,14 @@ def domain_contingency(domain: np.ndarray, classes: np.ndarray) -> dict:
             "ratio": imp / det if det else None,
             "net": imp - det,
         }
-    return {"chi2": float(chi2), "p": float(p), "dof": int(dof), "cramers_v": v, "table": table, "per_domain": per_domain}
+    return {
+        "chi2": float(chi2),
+        "p": float(p),
+        "dof": int(dof),
+        "cramers_v": v,
+        "table": table,
+        "per_domain": per_domain,
+    }
 
 
 DIFFICULTY_EDGES: tuple[float, ...] = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
@@ -360,7 +369,9 @@ def greedy_agreement(change: np.ndarray, classes: np.ndarray) -> dict:
     0.5
     """
     change, cls = np.asarray(change, dtype=object), np.asarray(classes, dtype=object)
-    table = pd.crosstab(pd.Series(change, name="greedy"), pd.Series(cls, name="rci")).reindex(index=["gained", "no_change", "lost"], columns=list(CLASSES), fill_value=0)
+    table = pd.crosstab(pd.Series(change, name="greedy"), pd.Series(cls, name="rci")).reindex(
+        index=["gained", "no_change", "lost"], columns=list(CLASSES), fill_value=0
+    )
     agree = int(table.loc["gained", IMPROVED] + table.loc["no_change", NO_CHANGE] + table.loc["lost", DETERIORATED])
     flips = change != "no_change"
     rci_changed = cls != NO_CHANGE

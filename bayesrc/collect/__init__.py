@@ -15,9 +15,33 @@ Public API::
 """
 
 from bayesrc.collect.bank import Bank, Item, load_bank
-from bayesrc.collect.builtin import builtin_bank, builtin_capacity, builtin_items, collect_demo_runs, quantize_card, requantize
-from bayesrc.collect.card import ModelCard, build_prompt, load_card, prompt_blocks, render_chat_template, resolve_model, shared_block
-from bayesrc.collect.engines import FastEngine, Model, NaiveEngine, Prompt, Sample, Sampling, make_engine, physical_cores
+from bayesrc.collect.builtin import (
+    builtin_bank,
+    builtin_capacity,
+    builtin_items,
+    collect_demo_runs,
+    quantize_card,
+    requantize,
+)
+from bayesrc.collect.card import (
+    ModelCard,
+    build_prompt,
+    load_card,
+    prompt_blocks,
+    render_chat_template,
+    resolve_model,
+    shared_block,
+)
+from bayesrc.collect.engines import (
+    FastEngine,
+    Model,
+    NaiveEngine,
+    Prompt,
+    Sample,
+    Sampling,
+    make_engine,
+    physical_cores,
+)
 from bayesrc.collect.exact import ExactEngine, ItemDistribution
 from bayesrc.collect.extract import Extraction, decided, extract, strip_think
 from bayesrc.collect.pins import PinComparison, check_comparable, compare_runs, merge_runs

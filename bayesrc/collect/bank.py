@@ -76,11 +76,23 @@ def _parse_formatted(text: str, *, path: Path, line: int, item: object) -> tuple
         m = _OPTION_LINE.match(row)
         if m is None:
             if not opts:
-                raise InputError(f"option line {row[:40]!r} does not start with a letter", path=path, line=line, item=item, field="options_formatted")
+                raise InputError(
+                    f"option line {row[:40]!r} does not start with a letter",
+                    path=path,
+                    line=line,
+                    item=item,
+                    field="options_formatted",
+                )
             opts[-1] += "\n" + row  # continuation of a multi-line option
             continue
         if m.group(1) != LETTERS[len(opts)]:
-            raise InputError(f"options out of order: expected {LETTERS[len(opts)]}, got {m.group(1)}", path=path, line=line, item=item, field="options_formatted")
+            raise InputError(
+                f"options out of order: expected {LETTERS[len(opts)]}, got {m.group(1)}",
+                path=path,
+                line=line,
+                item=item,
+                field="options_formatted",
+            )
         opts.append(m.group(2).strip())
     return tuple(opts)
 
@@ -107,18 +119,34 @@ def parse_item(rec: object, *, index: int, path: Path, line: int) -> Item:
     if options is None and isinstance(rec.get("options_formatted"), str):
         options = _parse_formatted(rec["options_formatted"], path=path, line=line, item=item_id)
     if options is None:
-        raise InputError("missing options (need 'options', 'options_raw' or 'options_formatted')", path=path, line=line, item=item_id, field="options")
+        raise InputError(
+            "missing options (need 'options', 'options_raw' or 'options_formatted')",
+            path=path,
+            line=line,
+            item=item_id,
+            field="options",
+        )
     if not 2 <= len(options) <= len(LETTERS):
-        raise InputError(f"expected 2 to 26 options, got {len(options)}", path=path, line=line, item=item_id, field="options")
+        raise InputError(
+            f"expected 2 to 26 options, got {len(options)}", path=path, line=line, item=item_id, field="options"
+        )
     answer = rec.get("answer")
     if answer is None or (isinstance(answer, str) and not answer.strip()):
         raise InputError("missing answer letter", path=path, line=line, item=item_id, field="answer")
     if not isinstance(answer, str) or len(answer.strip()) != 1 or answer.strip().upper() not in LETTERS:
-        raise InputError(f"expected one option letter, got {json.dumps(answer)}", path=path, line=line, item=item_id, field="answer")
+        raise InputError(
+            f"expected one option letter, got {json.dumps(answer)}", path=path, line=line, item=item_id, field="answer"
+        )
     answer = answer.strip().upper()
     letters = LETTERS[: len(options)]
     if answer not in letters:
-        raise InputError(f"answer {answer} is outside the options {letters[0]}-{letters[-1]}", path=path, line=line, item=item_id, field="answer")
+        raise InputError(
+            f"answer {answer} is outside the options {letters[0]}-{letters[-1]}",
+            path=path,
+            line=line,
+            item=item_id,
+            field="answer",
+        )
     domain = rec.get("domain") or "all"
     return Item(index=index, item_id=item_id, domain=str(domain), question=question, options=options, answer=answer)
 
@@ -154,7 +182,13 @@ def load_bank(path: str | Path) -> Bank:
             raise InputError(f"malformed JSON ({exc.msg})", path=path, line=lineno) from None
         item = parse_item(rec, index=len(items), path=path, line=lineno)
         if item.item_id in seen:
-            raise InputError(f"duplicate item_id (first on line {seen[item.item_id]})", path=path, line=lineno, item=item.item_id, field="item_id")
+            raise InputError(
+                f"duplicate item_id (first on line {seen[item.item_id]})",
+                path=path,
+                line=lineno,
+                item=item.item_id,
+                field="item_id",
+            )
         seen[item.item_id] = lineno
         items.append(item)
     if not items:

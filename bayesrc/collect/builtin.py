@@ -112,12 +112,17 @@ def builtin_items(n_items: int = 60, seed: int = 0) -> list[dict]:
         raise InputError(f"must be >= 1, got {n_items}", field="n")
     rng = random.Random(seed)
     pools = {}
-    for domain in (*_DOMAINS, *_EXTRA_DOMAINS):  # base pools are shuffled first: their order does not depend on the extras
+    for domain in (
+        *_DOMAINS,
+        *_EXTRA_DOMAINS,
+    ):  # base pools are shuffled first: their order does not depend on the extras
         pool = _candidates(domain)
         rng.shuffle(pool)
         pools[domain] = pool
     if n_items > sum(map(len, pools.values())):
-        raise InputError(f"the built-in bank has {sum(map(len, pools.values()))} distinct items, asked for {n_items}", field="n")
+        raise InputError(
+            f"the built-in bank has {sum(map(len, pools.values()))} distinct items, asked for {n_items}", field="n"
+        )
     items: list[dict] = []
     for group in (tuple(_DOMAINS), tuple(_EXTRA_DOMAINS)):
         while len(items) < n_items and any(pools[d] for d in group):
@@ -164,7 +169,11 @@ def requantize(src: str | Path, dst: str | Path, ftype: str = "Q3_K_M", n_thread
     dst.parent.mkdir(parents=True, exist_ok=True)
     need = Path(src).stat().st_size  # the re-quantised weights are at most the source's size
     if shutil.disk_usage(dst.parent).free < need:  # the quantiser only says "code 1" when the disk fills
-        raise OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)} for the re-quantised weights (up to {need / 1e6:.0f} MB)", str(dst))
+        raise OSError(
+            errno.ENOSPC,
+            f"{os.strerror(errno.ENOSPC)} for the re-quantised weights (up to {need / 1e6:.0f} MB)",
+            str(dst),
+        )
     fd, tmp = temp_file_beside(dst)
     os.close(fd)
     try:
@@ -233,7 +242,9 @@ def quantize_card(card: str | Path, ftype: str, out_dir: str | Path, *, n_thread
 
     src_card = load_card(card)
     if getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{ftype}", None) is None:
-        known = sorted(n.removeprefix("LLAMA_FTYPE_MOSTLY_") for n in dir(llama_cpp) if n.startswith("LLAMA_FTYPE_MOSTLY_"))
+        known = sorted(
+            n.removeprefix("LLAMA_FTYPE_MOSTLY_") for n in dir(llama_cpp) if n.startswith("LLAMA_FTYPE_MOSTLY_")
+        )
         raise InputError(f"unknown quantisation type {ftype!r}; one of {', '.join(known)}", field="type")
     out_dir = Path(out_dir)
     name = quantized_name(Path(src_card.card_path).stem, ftype)
@@ -254,7 +265,15 @@ DEMO_CARD = Path(__file__).resolve().parents[2] / "models" / "gemma-3-270m-q4_k_
 
 
 def collect_demo_runs(
-    out_dir: str | Path, n_items: int = 40, k: int = 10, *, temperature: float = 0.7, seed: int = 0, engine: str = "fast", card: str | Path | None = None, progress: bool = False
+    out_dir: str | Path,
+    n_items: int = 40,
+    k: int = 10,
+    *,
+    temperature: float = 0.7,
+    seed: int = 0,
+    engine: str = "fast",
+    card: str | Path | None = None,
+    progress: bool = False,
 ) -> dict[str, Path]:
     """Collect the demo's two versions on the built-in bank; return their run directories.
 
@@ -280,7 +299,9 @@ def collect_demo_runs(
     src = resolve_model(base_card)
     qdir = out_dir / "models"
     q3 = requantize(src, qdir / "gemma-3-270m-q3_k_m.gguf", "Q3_K_M")
-    atomic_write_text(qdir / "gemma-3-270m-q3_k_m.toml", requantized_card_text(base_card.card_path, q3.name, "gemma-3-270m-Q3_K_M"))
+    atomic_write_text(
+        qdir / "gemma-3-270m-q3_k_m.toml", requantized_card_text(base_card.card_path, q3.name, "gemma-3-270m-Q3_K_M")
+    )
     runs = {}
     for name, c in (("v1", base_card.card_path), ("v2", qdir / "gemma-3-270m-q3_k_m.toml")):
         collect(c, bank, out_dir / name, k=k, temperature=temperature, engine=engine, resume=True, progress=progress)

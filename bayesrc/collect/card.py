@@ -56,7 +56,9 @@ class ModelCard:
     system: str = ""
     template: str = DEFAULT_TEMPLATE
     max_tokens: int = 8
-    answer: str = "first"  # the extraction rule (bayesrc.collect.extract.ANSWER_RULES): first valid letter, or the final answer
+    answer: str = (
+        "first"  # the extraction rule (bayesrc.collect.extract.ANSWER_RULES): first valid letter, or the final answer
+    )
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -125,9 +127,17 @@ def load_card(path: str | Path) -> ModelCard:
         answer=g(prompt, "prompt", "answer", str, "first"),
     )
     if card.answer not in ANSWER_RULES:
-        raise InputError(f"expected one of {', '.join(map(repr, ANSWER_RULES))}, got {card.answer!r}", path=path, field="prompt.answer")
+        raise InputError(
+            f"expected one of {', '.join(map(repr, ANSWER_RULES))}, got {card.answer!r}",
+            path=path,
+            field="prompt.answer",
+        )
     if card.format == "chat" and not (card.chat_format or card.chat_template):
-        raise InputError("chat format needs 'chat_format' (\"gguf\" or a llama-cpp-python name) or 'chat_template'", path=path, field="prompt.chat_format")
+        raise InputError(
+            "chat format needs 'chat_format' (\"gguf\" or a llama-cpp-python name) or 'chat_template'",
+            path=path,
+            field="prompt.chat_format",
+        )
     if card.max_tokens < 1:
         raise InputError("must be >= 1", path=path, field="prompt.max_tokens")
     return card
@@ -169,10 +179,21 @@ def sha256_text(text: str | None) -> str | None:
 
 def user_message(card: ModelCard, item: Item) -> str:
     """The item rendered into the card's template (plain ``str.replace``: no code runs)."""
-    return card.template.replace("{question}", item.question).replace("{options}", item.options_formatted).replace("{letters}", ", ".join(item.letters))
+    return (
+        card.template.replace("{question}", item.question)
+        .replace("{options}", item.options_formatted)
+        .replace("{letters}", ", ".join(item.letters))
+    )
 
 
-def render_chat_template(template: str, messages: list[dict], *, bos_token: str = "", eos_token: str = "", source: str | Path = "<chat template>") -> str:
+def render_chat_template(
+    template: str,
+    messages: list[dict],
+    *,
+    bos_token: str = "",
+    eos_token: str = "",
+    source: str | Path = "<chat template>",
+) -> str:
     """Render a (possibly untrusted) Jinja2 chat template in llama-cpp-python's sandbox.
 
     This is the only place a chat template is rendered. ``Jinja2ChatFormatter`` builds an
@@ -193,12 +214,18 @@ def render_chat_template(template: str, messages: list[dict], *, bos_token: str 
         # Defence in depth: refuse to render if the library ever stops sandboxing.
         env = formatter._environment.environment
         if not isinstance(env, ImmutableSandboxedEnvironment):
-            raise InputError("chat template environment is not sandboxed; refusing to render", path=source, field="chat_template")
+            raise InputError(
+                "chat template environment is not sandboxed; refusing to render", path=source, field="chat_template"
+            )
         return formatter(messages=messages).prompt
     except jinja2.exceptions.SecurityError as exc:
-        raise InputError(f"chat template tried an unsafe operation ({exc})", path=source, field="chat_template") from None
+        raise InputError(
+            f"chat template tried an unsafe operation ({exc})", path=source, field="chat_template"
+        ) from None
     except jinja2.exceptions.TemplateError as exc:
-        raise InputError(f"chat template failed to render ({type(exc).__name__}: {exc})", path=source, field="chat_template") from None
+        raise InputError(
+            f"chat template failed to render ({type(exc).__name__}: {exc})", path=source, field="chat_template"
+        ) from None
 
 
 def chat_messages(card: ModelCard, item: Item) -> list[dict]:
@@ -252,7 +279,15 @@ def shared_block(card: ModelCard, *, gguf_template: str | None = None, bos: str 
     return head[: head.rfind("\n") + 1]
 
 
-def prompt_blocks(card: ModelCard, item: Item, *, gguf_template: str | None = None, bos: str = "", eos: str = "", shared: str | None = None) -> tuple[str, str]:
+def prompt_blocks(
+    card: ModelCard,
+    item: Item,
+    *,
+    gguf_template: str | None = None,
+    bos: str = "",
+    eos: str = "",
+    shared: str | None = None,
+) -> tuple[str, str]:
     """The prompt of one item as its two canonical blocks ``(shared, own)`` (SPEC section 6).
 
     ``shared`` (from :func:`shared_block`; pass it to avoid re-rendering) is the same for
@@ -275,7 +310,11 @@ def prompt_blocks(card: ModelCard, item: Item, *, gguf_template: str | None = No
     if shared is None:
         shared = shared_block(card, gguf_template=gguf_template, bos=bos, eos=eos)
     if not full.startswith(shared):  # a chat template that renders the system text from item data
-        raise InputError("the rendered prompt does not start with the card's shared block (system text, worked examples)", path=card.card_path, item=item.item_id)
+        raise InputError(
+            "the rendered prompt does not start with the card's shared block (system text, worked examples)",
+            path=card.card_path,
+            item=item.item_id,
+        )
     return shared, full[len(shared) :]
 
 
@@ -288,7 +327,11 @@ def _render(card: ModelCard, user: str, *, gguf_template: str | None = None, bos
         return render_chat_template(card.chat_template, messages, bos_token=bos, eos_token=eos, source=card.card_path)
     if card.chat_format == "gguf":
         if not gguf_template:
-            raise InputError('chat_format = "gguf" but the GGUF has no tokenizer.chat_template (a base model?): use format = "completion"', path=card.card_path, field="prompt.chat_format")
+            raise InputError(
+                'chat_format = "gguf" but the GGUF has no tokenizer.chat_template (a base model?): use format = "completion"',
+                path=card.card_path,
+                field="prompt.chat_format",
+            )
         return render_chat_template(gguf_template, messages, bos_token=bos, eos_token=eos, source=card.path)
     from llama_cpp import llama_chat_format  # deferred: llama.cpp's library, only to collect (collect extra)
 

@@ -36,7 +36,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     bd.add_argument("--out", type=Path, required=True, help="bank file (JSONL)")
     bd.set_defaults(func="bayesrc.collect.handlers:run_bank_demo")
 
-    d = sub.add_parser("collect-demo", help="collect the built-in demo bank under two versions (Q4_K_M vs re-quantised Q3_K_M)")
+    d = sub.add_parser(
+        "collect-demo", help="collect the built-in demo bank under two versions (Q4_K_M vs re-quantised Q3_K_M)"
+    )
     d.add_argument("--out", type=Path, default=Path("runs/demo-collect"))
     d.add_argument("--items", type=int, default=40)
     d.add_argument("--k", type=int, default=10)
@@ -51,7 +53,9 @@ def _add_collect_command(sub: argparse._SubParsersAction) -> None:
     _add_engine_arguments(p)
     _add_items_and_seeds_arguments(p)
     _add_execution_arguments(p)
-    p.set_defaults(func="bayesrc.collect.handlers:run_collect")  # bayesrc.scale.commands adds --ray (item shards on Ray) to this parser
+    p.set_defaults(
+        func="bayesrc.collect.handlers:run_collect"
+    )  # bayesrc.scale.commands adds --ray (item shards on Ray) to this parser
 
 
 def _add_collect_paths(p: argparse.ArgumentParser) -> None:
@@ -78,17 +82,40 @@ def _add_engine_arguments(p: argparse.ArgumentParser) -> None:
         default="fast",
         help="exact: compute each item's answer distribution (dist.parquet, items_exact.parquet) instead of sampling; server: an OpenAI-compatible completions endpoint (--base-url)",
     )
-    p.add_argument("--base-url", help="server engine: the endpoint, e.g. http://127.0.0.1:8080 (llama.cpp server, vLLM, ...)")
+    p.add_argument(
+        "--base-url", help="server engine: the endpoint, e.g. http://127.0.0.1:8080 (llama.cpp server, vLLM, ...)"
+    )
     p.add_argument("--api-model", help="server engine: model name to request (default: the one the server lists)")
     p.add_argument(
-        "--api", choices=("completions", "chat"), default=None,
+        "--api",
+        choices=("completions", "chat"),
+        default=None,
         help="server engine: /v1/completions (default; the card's prompt as text) or /v1/chat/completions (its system text and template as messages)",
-    )  # fmt: skip
+    )
     p.add_argument("--concurrency", type=int, default=4, help="server engine: requests in flight (default 4)")
-    p.add_argument("--retries", type=int, default=5, help="server engine: retries per request, with exponential back-off (default 5)")
-    p.add_argument("--timeout", type=float, default=120.0, help="server engine: seconds to wait for an answer before retrying (default 120)")
-    p.add_argument("--epsilon", default="1e-6", help="exact engine: expand every token prefix with probability >= EPSILON, in (0, 0.1) (default 1e-6)")
-    p.add_argument("--max-expansions", type=int, default=None, help="exact engine: decode budget per item (default 20000); mass left over is p_unresolved")
+    p.add_argument(
+        "--retries",
+        type=int,
+        default=5,
+        help="server engine: retries per request, with exponential back-off (default 5)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=120.0,
+        help="server engine: seconds to wait for an answer before retrying (default 120)",
+    )
+    p.add_argument(
+        "--epsilon",
+        default="1e-6",
+        help="exact engine: expand every token prefix with probability >= EPSILON, in (0, 0.1) (default 1e-6)",
+    )
+    p.add_argument(
+        "--max-expansions",
+        type=int,
+        default=None,
+        help="exact engine: decode budget per item (default 20000); mass left over is p_unresolved",
+    )
 
 
 def _add_items_and_seeds_arguments(p: argparse.ArgumentParser) -> None:
@@ -142,5 +169,15 @@ def add_pin_arguments(p: argparse.ArgumentParser, what: str = "analyse") -> None
     >>> parser.parse_args(["--allow-pin", "prompt", "--force"])
     Namespace(allow_pin=['prompt'], force=True)
     """
-    p.add_argument("--allow-pin", action="append", default=[], metavar="FIELD", help="a run pin (or category, e.g. prompt) that may differ between the runs (repeatable)")
-    p.add_argument("--force", action="store_true", help=f"{what} runs whose pins differ (item bank, sampling, evaluation scheme, ...), with a warning")
+    p.add_argument(
+        "--allow-pin",
+        action="append",
+        default=[],
+        metavar="FIELD",
+        help="a run pin (or category, e.g. prompt) that may differ between the runs (repeatable)",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help=f"{what} runs whose pins differ (item bank, sampling, evaluation scheme, ...), with a warning",
+    )

@@ -179,7 +179,16 @@ def physical_cores() -> int:
 class Model:
     """A loaded GGUF plus what the pins need (file hash, tokenizer and template hashes)."""
 
-    def __init__(self, path: str | Path, *, n_ctx: int = 1024, n_batch: int = 512, n_gpu_layers: int = 0, n_threads: int | None = None, label: str | None = None):
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        n_ctx: int = 1024,
+        n_batch: int = 512,
+        n_gpu_layers: int = 0,
+        n_threads: int | None = None,
+        label: str | None = None,
+    ):
         path = Path(path)
         if not path.exists():
             raise InputError("model file not found", path=path)
@@ -237,7 +246,9 @@ class Model:
                     h.update(f"{key}={self.llm.metadata[key]}\n".encode())
             for tok in range(llama_cpp.llama_vocab_n_tokens(vocab)):
                 h.update(llama_cpp.llama_vocab_get_text(vocab, tok) or b"")
-                h.update(f"\x00{llama_cpp.llama_vocab_get_score(vocab, tok)!r}\x00{llama_cpp.llama_vocab_get_attr(vocab, tok)}\n".encode())
+                h.update(
+                    f"\x00{llama_cpp.llama_vocab_get_score(vocab, tok)!r}\x00{llama_cpp.llama_vocab_get_attr(vocab, tok)}\n".encode()
+                )
             self._tokenizer_sha256 = h.hexdigest()
         return self._tokenizer_sha256
 
@@ -291,7 +302,12 @@ class Model:
             self._shared = None
             llm.eval(prompt.tokens)
             return len(prompt)
-        cached = not fresh and self._shared == prompt.shared and llm.n_tokens >= n_shared and list(llm.input_ids[:n_shared]) == list(prompt.shared)
+        cached = (
+            not fresh
+            and self._shared == prompt.shared
+            and llm.n_tokens >= n_shared
+            and list(llm.input_ids[:n_shared]) == list(prompt.shared)
+        )
         n = 0
         if cached:
             llm.n_tokens = n_shared  # eval() drops the KV cells from here on
@@ -326,8 +342,9 @@ def require_gpu_offload(n_gpu_layers: int, where: str | Path | None = None) -> N
         raise InputError(
             f"n_gpu_layers = {n_gpu_layers} asks for GPU layers but the installed llama-cpp-python {llama_cpp.__version__} "
             "cannot offload (CPU-only build); build the CUDA wheel with `make gpu` or set n_gpu_layers = 0",
-            path=where, field="runtime.n_gpu_layers",
-        )  # fmt: skip
+            path=where,
+            field="runtime.n_gpu_layers",
+        )
 
 
 def runtime_info(model: Model) -> dict:
@@ -364,7 +381,12 @@ def make_sampler(model: Model, sampling: Sampling, seed: int):
     s, llm = sampling, model.llm
     llm.set_seed(seed)
     return llm._init_sampler(  # noqa: SLF001
-        top_k=s.top_k, top_p=s.top_p, min_p=s.min_p, typical_p=s.typical_p, temp=s.temperature, repeat_penalty=s.repeat_penalty
+        top_k=s.top_k,
+        top_p=s.top_p,
+        min_p=s.min_p,
+        typical_p=s.typical_p,
+        temp=s.temperature,
+        repeat_penalty=s.repeat_penalty,
     )
 
 
@@ -415,7 +437,9 @@ class SharedDraws:
     def draw(self, ks: list[int], *, ctx=None, index: int = -1) -> list[int]:
         """One token for each sample in ``ks`` from the logits of output ``index`` of ``ctx`` (default: the model's context, its last output)."""
         lc, np = self.lc, self.np
-        logits = np.ctypeslib.as_array(lc.llama_get_logits_ith(self.ctx if ctx is None else ctx, index), shape=(self.n_vocab,))
+        logits = np.ctypeslib.as_array(
+            lc.llama_get_logits_ith(self.ctx if ctx is None else ctx, index), shape=(self.n_vocab,)
+        )
         self.arr["id"] = self.ids
         self.arr["logit"] = logits
         self.arr["p"] = 0.0
@@ -438,7 +462,18 @@ class SharedDraws:
         self.dists = []
 
 
-def _settle(model: Model, prompt: Prompt, prefix: list[int], ks: list[int], drawn: list[int], seeds, letters: str, max_tokens: int, vocab, results: dict) -> dict[int, list[int]]:
+def _settle(
+    model: Model,
+    prompt: Prompt,
+    prefix: list[int],
+    ks: list[int],
+    drawn: list[int],
+    seeds,
+    letters: str,
+    max_tokens: int,
+    vocab,
+    results: dict,
+) -> dict[int, list[int]]:
     """Record the samples ``ks`` that end with the token each drew after ``prefix`` (end of
     generation, ``max_tokens``, answer decided) in ``results``; return the others grouped by
     their token (in order of first draw), each group one child prefix to continue."""
@@ -564,7 +599,9 @@ class FastEngine:
                     drawn = draws[i].draw(ks, ctx=seq.ctx, index=out)
                 else:
                     drawn = [samplers[i][k].sample(_SeqCtx(seq.ctx), out) for k in ks]
-                groups = _settle(model, prompts[i], prefix, ks, drawn, seeds[i], letters[i], max_tokens, vocab, results[i])
+                groups = _settle(
+                    model, prompts[i], prefix, ks, drawn, seeds[i], letters[i], max_tokens, vocab, results[i]
+                )
                 kids = []
                 for tok, group in groups.items():
                     child = sid if not kids else free.pop()
@@ -586,7 +623,9 @@ class FastEngine:
                 nodes += expand((i, sid, [], list(range(len(seeds[i])))), out)
             # Deeper levels: every open branch of every item, one token each, all in one decode.
             while nodes:
-                outs = seq.decode([(sid, len(prompts[i]) + len(prefix) - 1, [prefix[-1]]) for i, sid, prefix, _ in nodes])
+                outs = seq.decode(
+                    [(sid, len(prompts[i]) + len(prefix) - 1, [prefix[-1]]) for i, sid, prefix, _ in nodes]
+                )
                 self.n_decodes += 1
                 nodes = [kid for node, out in zip(nodes, outs) for kid in expand(node, out)]
         finally:
@@ -600,7 +639,9 @@ class FastEngine:
         n_seq = 1 + self.items_per_batch * k
         own = max(len(p.own) for p in prompts)
         per_seq = -(-(len(prompts[0].shared) + own + self.sampling.max_tokens) // 256) * 256
-        n_batch = max(512, own, n_seq, self.model.llm.n_batch)  # an own block (a whole prompt's n_batch piece), or one token of every open branch
+        n_batch = max(
+            512, own, n_seq, self.model.llm.n_batch
+        )  # an own block (a whole prompt's n_batch piece), or one token of every open branch
         s = self._seq
         if s is None or s.n_seq < n_seq or s.n_per_seq < per_seq or s.n_batch < n_batch:
             if s is not None:
@@ -673,7 +714,9 @@ class SeqContext:
         with _quiet_stderr():
             self.ctx = lc.llama_init_from_model(model.llm._model.model, p)  # noqa: SLF001
         if not self.ctx:
-            raise InputError(f"llama.cpp could not make a context of {n_seq} sequences x {n_per_seq} cells", field="items_per_batch")
+            raise InputError(
+                f"llama.cpp could not make a context of {n_seq} sequences x {n_per_seq} cells", field="items_per_batch"
+            )
         self.mem = lc.llama_get_memory(self.ctx)
         self.batch = lc.llama_batch_init(n_batch, 0, 1)
         self.n_seq, self.n_per_seq, self.n_batch = n_seq, n_per_seq, n_batch
@@ -772,7 +815,10 @@ def check_items_per_batch(n: int) -> int:
     if n < 1:
         raise InputError(f"must be >= 1, got {n}", field="items_per_batch")
     if n > MAX_SEQ - 1:
-        raise InputError(f"must be <= {MAX_SEQ - 1}, got {n}: each item of a decode needs a KV sequence and llama.cpp holds at most {MAX_SEQ}", field="items_per_batch")
+        raise InputError(
+            f"must be <= {MAX_SEQ - 1}, got {n}: each item of a decode needs a KV sequence and llama.cpp holds at most {MAX_SEQ}",
+            field="items_per_batch",
+        )
     return n
 
 
@@ -795,7 +841,9 @@ def sample_chunks(n_items: int, k: int, max_seq: int | None = None) -> list[rang
     return [range(a, min(a + per, k)) for a in range(0, k, per)]
 
 
-def make_engine(name: str, model: Model, sampling: Sampling, *, items_per_batch: int = 1, scheme: str = "blocks") -> Engine:
+def make_engine(
+    name: str, model: Model, sampling: Sampling, *, items_per_batch: int = 1, scheme: str = "blocks"
+) -> Engine:
     """The sampling engine ``name`` (:data:`ENGINES`) on ``model``, under the evaluation ``scheme``.
 
     Examples
@@ -815,13 +863,17 @@ def check_llama_cpp(llm) -> None:
     """Refuse a llama-cpp-python whose private internals differ from the ones the engines use."""
     import llama_cpp  # deferred: llama.cpp's library, only to collect (collect extra)
 
-    missing = [name for name, ok in (
-        ("Llama._model.vocab", hasattr(getattr(llm, "_model", None), "vocab")),
-        ("Llama._ctx", hasattr(llm, "_ctx")),
-        ("Llama._init_sampler", hasattr(llm, "_init_sampler")),
-        ("llama_vocab_n_tokens", hasattr(llama_cpp, "llama_vocab_n_tokens")),
-        ("llama_vocab_is_eog", hasattr(llama_cpp, "llama_vocab_is_eog")),
-    ) if not ok]  # fmt: skip
+    missing = [
+        name
+        for name, ok in (
+            ("Llama._model.vocab", hasattr(getattr(llm, "_model", None), "vocab")),
+            ("Llama._ctx", hasattr(llm, "_ctx")),
+            ("Llama._init_sampler", hasattr(llm, "_init_sampler")),
+            ("llama_vocab_n_tokens", hasattr(llama_cpp, "llama_vocab_n_tokens")),
+            ("llama_vocab_is_eog", hasattr(llama_cpp, "llama_vocab_is_eog")),
+        )
+        if not ok
+    ]
     if missing:
         raise BayesrcError(
             f"llama-cpp-python {getattr(llama_cpp, '__version__', '?')} lacks {', '.join(missing)}; "

@@ -108,7 +108,15 @@ class ExactEngine(FastEngine):
 
     name = "exact"
 
-    def __init__(self, model: Model, sampling: Sampling, *, epsilon: float = DEFAULT_EPSILON, max_expansions: int = DEFAULT_MAX_EXPANSIONS, scheme: str = "blocks"):
+    def __init__(
+        self,
+        model: Model,
+        sampling: Sampling,
+        *,
+        epsilon: float = DEFAULT_EPSILON,
+        max_expansions: int = DEFAULT_MAX_EXPANSIONS,
+        scheme: str = "blocks",
+    ):
         super().__init__(model, sampling, scheme=scheme)
         self.epsilon = check_epsilon(epsilon)
         if int(max_expansions) < 1:
@@ -132,7 +140,9 @@ class ExactEngine(FastEngine):
         import llama_cpp  # deferred: llama.cpp's library, only to collect (collect extra)
 
         llm = self.model.llm
-        chain = make_sampler(self.model, self.sampling, 0)  # the chain create_completion builds; its seed is irrelevant here
+        chain = make_sampler(
+            self.model, self.sampling, 0
+        )  # the chain create_completion builds; its seed is irrelevant here
         for tok in prefix:  # penalty state: the tokens generated so far
             chain.accept(tok)
         logits = llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1)  # noqa: SLF001 - what llama_sampler_sample reads
@@ -140,7 +150,9 @@ class ExactEngine(FastEngine):
         cand["id"] = self._ids
         cand["logit"] = np.ctypeslib.as_array(logits, shape=(self._n_vocab,))
         cand["p"] = 0.0
-        arr = llama_cpp.llama_token_data_array(data=cand.ctypes.data_as(llama_cpp.llama_token_data_p), size=self._n_vocab, selected=-1, sorted=False)
+        arr = llama_cpp.llama_token_data_array(
+            data=cand.ctypes.data_as(llama_cpp.llama_token_data_p), size=self._n_vocab, selected=-1, sorted=False
+        )
         llama_cpp.llama_sampler_apply(chain.sampler, ctypes.byref(arr))
         n, sel = int(arr.size), int(arr.selected)
         chain.close()
@@ -232,7 +244,9 @@ def compact(parts: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         {
             "item_id": first["item_id"],
             "domain": first["domain"],
-            "p_correct": g.apply(lambda d: float(d.loc[d["is_correct"].fillna(False).astype(bool), "prob"].sum()), include_groups=False),
+            "p_correct": g.apply(
+                lambda d: float(d.loc[d["is_correct"].fillna(False).astype(bool), "prob"].sum()), include_groups=False
+            ),
             "p_missing": g.apply(lambda d: float(d.loc[d["answer"].isna(), "prob"].sum()), include_groups=False),
             "p_unresolved": first["p_unresolved"].astype(float),
             "n_expanded": first["n_expanded"].astype("int64"),

@@ -26,7 +26,9 @@ _OPEN_THINK = "<think>"
 _LETTER = re.compile(r"(?<![A-Za-z0-9])([A-Z])(?![A-Za-z0-9])")
 # An answer statement: "answer" (any case; "final answer", "the answer is", "Answer:"), then the letter, bracketed,
 # in bold or not; or a LaTeX \boxed{X}.
-_STATEMENT = re.compile(r"(?i:answer)(?:\s+(?i:is))?\s*[:=]?\s*(?:\*\*)?\s*[(\[]?([A-Z])(?![A-Za-z0-9])|\\boxed\{\s*([A-Z])\s*\}")
+_STATEMENT = re.compile(
+    r"(?i:answer)(?:\s+(?i:is))?\s*[:=]?\s*(?:\*\*)?\s*[(\[]?([A-Z])(?![A-Za-z0-9])|\\boxed\{\s*([A-Z])\s*\}"
+)
 ANSWER_RULES = ("first", "final")  # the card's [prompt] answer: extract's and extract_final's rules
 
 

@@ -53,10 +53,23 @@ def run_spec(args: argparse.Namespace):
     """
     exact = args.engine == "exact"
     return RunSpec(
-        k=args.k, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p, engine=args.engine, scheme=args.scheme,
-        items_per_batch=args.items_per_batch, seed_stride=args.seed_stride, seed_rule=args.seed_rule, items_range=args.items_range, shard=args.shard,
-        label=args.label, threads=args.threads, epsilon=args.epsilon if exact else 1e-6, max_expansions=args.max_expansions,
-    )  # fmt: skip
+        k=args.k,
+        temperature=args.temperature,
+        top_k=args.top_k,
+        top_p=args.top_p,
+        min_p=args.min_p,
+        engine=args.engine,
+        scheme=args.scheme,
+        items_per_batch=args.items_per_batch,
+        seed_stride=args.seed_stride,
+        seed_rule=args.seed_rule,
+        items_range=args.items_range,
+        shard=args.shard,
+        label=args.label,
+        threads=args.threads,
+        epsilon=args.epsilon if exact else 1e-6,
+        max_expansions=args.max_expansions,
+    )
 
 
 def run_collect(args: argparse.Namespace) -> int:
@@ -64,17 +77,36 @@ def run_collect(args: argparse.Namespace) -> int:
     if args.engine == "server":
         if not args.base_url:
             raise InputError("--engine server needs --base-url", field="--base-url")
-        server = {"base_url": args.base_url, "api_model": args.api_model, "api": args.api or "completions", "concurrency": args.concurrency, "retries": args.retries, "timeout": args.timeout}
+        server = {
+            "base_url": args.base_url,
+            "api_model": args.api_model,
+            "api": args.api or "completions",
+            "concurrency": args.concurrency,
+            "retries": args.retries,
+            "timeout": args.timeout,
+        }
     elif args.base_url or args.api_model or args.api:
         raise InputError("--base-url / --api-model / --api need --engine server", field="--engine")
     spec = run_spec(args)
-    res = collect(args.model, args.items, args.out, spec, resume=args.resume, progress=not args.no_progress and sys.stderr.isatty(), server=server)
+    res = collect(
+        args.model,
+        args.items,
+        args.out,
+        spec,
+        resume=args.resume,
+        progress=not args.no_progress and sys.stderr.isatty(),
+        server=server,
+    )
     if spec.exact:
         _report_exact(res)
         return 0
     rate = res.n_new_items * args.k / res.sample_seconds if res.sample_seconds > 0 else float("nan")
-    print(f"{res.run_dir}: {res.n_trials} trials over {res.n_items} items ({res.n_new_items} new items, {rate:.1f} trials/s)")
-    if res.server_retries:  # the faults the run rode through, on stderr (stdout stays the one result line); run.json keeps them
+    print(
+        f"{res.run_dir}: {res.n_trials} trials over {res.n_items} items ({res.n_new_items} new items, {rate:.1f} trials/s)"
+    )
+    if (
+        res.server_retries
+    ):  # the faults the run rode through, on stderr (stdout stays the one result line); run.json keeps them
         print(f"bayesrc: {retries_line(res.server_retries)} (run.json info.retries)", file=sys.stderr)
     return 0
 
@@ -87,7 +119,9 @@ def retries_line(retries: dict[str, int]) -> str:
     >>> retries_line({"timeout": 1, "HTTP 503": 2})
     'retried 3 requests: HTTP 503 2, timeout 1'
     """
-    return f"retried {sum(retries.values())} requests: " + ", ".join(f"{kind} {n}" for kind, n in sorted(retries.items()))
+    return f"retried {sum(retries.values())} requests: " + ", ".join(
+        f"{kind} {n}" for kind, n in sorted(retries.items())
+    )
 
 
 def run_pins(args: argparse.Namespace) -> int:
@@ -149,5 +183,7 @@ def run_bank_demo(args: argparse.Namespace) -> int:
     by_opts = {}
     for it in bank.items:
         by_opts[len(it.letters)] = by_opts.get(len(it.letters), 0) + 1
-    print(f"{path}: {len(bank)} items ({', '.join(f'{v} with {k} options' for k, v in sorted(by_opts.items()))}), seed {args.seed}")
+    print(
+        f"{path}: {len(bank)} items ({', '.join(f'{v} with {k} options' for k, v in sorted(by_opts.items()))}), seed {args.seed}"
+    )
     return 0

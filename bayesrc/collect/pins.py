@@ -24,7 +24,16 @@ import pandas as pd
 
 from bayesrc.collect.engines import SCHEMES
 from bayesrc.collect.exact import compact
-from bayesrc.collect.rundir import RunLock, check_writable, frame_bytes, now_utc, pin_category, read_parts, read_run_record, read_run_trials
+from bayesrc.collect.rundir import (
+    RunLock,
+    check_writable,
+    frame_bytes,
+    now_utc,
+    pin_category,
+    read_parts,
+    read_run_record,
+    read_run_trials,
+)
 from bayesrc.errors import InputError
 from bayesrc.io import atomic_write_bytes, staged_output, write_run_record
 
@@ -83,7 +92,13 @@ class PinComparison:
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
-        return {"run_a": self.run_a, "run_b": self.run_b, "pinned": self.pinned, "comparable": self.comparable, "differences": self.differences.to_dict(orient="records")}
+        return {
+            "run_a": self.run_a,
+            "run_b": self.run_b,
+            "pinned": self.pinned,
+            "comparable": self.comparable,
+            "differences": self.differences.to_dict(orient="records"),
+        }
 
 
 def _short(v) -> str:
@@ -124,7 +139,9 @@ def compare_runs(run_a: str | Path, run_b: str | Path, *, allow: Iterable[str] =
     return PinComparison(str(run_a), str(run_b), True, pd.DataFrame(rows, columns=cols))
 
 
-def check_comparable(run_a: str | Path, run_b: str | Path, *, allow: Iterable[str] = (), force: bool = False) -> PinComparison:
+def check_comparable(
+    run_a: str | Path, run_b: str | Path, *, allow: Iterable[str] = (), force: bool = False
+) -> PinComparison:
     """Refuse (``InputError``, exit 2) two runs whose non-model pins differ, unless ``force``.
 
     Runs without a run record (e.g. the reference study's files) pass unchecked
@@ -136,7 +153,9 @@ def check_comparable(run_a: str | Path, run_b: str | Path, *, allow: Iterable[st
     """
     comp = compare_runs(run_a, run_b, allow=allow)
     if comp.pinned and not comp.comparable:
-        message = f"runs are not comparable: pins differ in {', '.join(comp.blocking['field'])}{_scheme_note(run_a, run_b)}"
+        message = (
+            f"runs are not comparable: pins differ in {', '.join(comp.blocking['field'])}{_scheme_note(run_a, run_b)}"
+        )
         if not force:
             raise InputError(f"{message} (see `bayesrc pins`; --force to override)", path=run_b)
         print(f"bayesrc: warning: {message}; analysed anyway (--force)", file=sys.stderr)
@@ -158,7 +177,11 @@ def check_all_comparable(runs: Iterable[str | Path], *, allow: Iterable[str] = (
 def _scheme_note(run_a: str | Path, run_b: str | Path) -> str:
     """``"; evaluation schemes differ (blocks vs whole)"`` when they do, else ``""``."""
     sa, sb = (scheme_of(record_pins(read_run_record(r), r)) for r in (run_a, run_b))
-    return f"; evaluation schemes differ ({sa} vs {sb}): llama.cpp's logits depend on how the prompt is evaluated" if sa != sb else ""
+    return (
+        f"; evaluation schemes differ ({sa} vs {sb}): llama.cpp's logits depend on how the prompt is evaluated"
+        if sa != sb
+        else ""
+    )
 
 
 def merge_runs(shards: Iterable[str | Path], out: str | Path, *, lock_output: bool = True) -> Path:
@@ -229,9 +252,17 @@ def pinned_range(pins: dict, path: str | Path) -> tuple[int, int]:
         raise InputError("missing from the run's pins", path=path, field="items.range")
     value = pins["items.range"]
     # bool is an int subclass, but true/false is no item index
-    ints = isinstance(value, list) and len(value) == 2 and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value)
+    ints = (
+        isinstance(value, list)
+        and len(value) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value)
+    )
     if not ints or value[0] > value[1]:
-        raise InputError(f"expected [start, stop] with 0 <= start <= stop, got {_short(json.dumps(value))}", path=path, field="items.range")
+        raise InputError(
+            f"expected [start, stop] with 0 <= start <= stop, got {_short(json.dumps(value))}",
+            path=path,
+            field="items.range",
+        )
     return value[0], value[1]
 
 
@@ -251,11 +282,17 @@ def check_shard_record(record: dict, path: str | Path) -> None:
     bayesrc.errors.InputError: s0/run.json: field 'info': expected an object, got []
     """
     if record.get("status") != "complete":
-        raise InputError(f"shard is not complete ({_short(json.dumps(record.get('n_items_done', 0)))} items done); resume it first", path=path, field="status")
+        raise InputError(
+            f"shard is not complete ({_short(json.dumps(record.get('n_items_done', 0)))} items done); resume it first",
+            path=path,
+            field="status",
+        )
     pins = record_pins(record, path)
     pinned_range(pins, path)
     if not isinstance(pins.get("runtime.engine", ""), str):
-        raise InputError(f"expected a string, got {_short(json.dumps(pins['runtime.engine']))}", path=path, field="runtime.engine")
+        raise InputError(
+            f"expected a string, got {_short(json.dumps(pins['runtime.engine']))}", path=path, field="runtime.engine"
+        )
     info = record.get("info", {})
     if not isinstance(info, dict):
         raise InputError(f"expected an object, got {_short(json.dumps(info))}", path=path, field="info")
@@ -264,7 +301,9 @@ def check_shard_record(record: dict, path: str | Path) -> None:
             raise InputError(f"expected a string, got {_short(json.dumps(info[key]))}", path=path, field=f"info.{key}")
 
 
-def check_shard_items(trials: pd.DataFrame, rng: tuple[int, int], shard: str | Path, *, keys: tuple[str, ...] = ("item_index", "k")) -> None:
+def check_shard_items(
+    trials: pd.DataFrame, rng: tuple[int, int], shard: str | Path, *, keys: tuple[str, ...] = ("item_index", "k")
+) -> None:
     """Refuse a complete shard whose trials lack the ``keys`` merging reads, or do not hold exactly the items of its pinned range.
 
     A range edited into another valid one would otherwise be merged into a record whose
@@ -283,7 +322,9 @@ def check_shard_items(trials: pd.DataFrame, rng: tuple[int, int], shard: str | P
     held = set(trials["item_index"].tolist())
     if held != set(range(*rng)):
         listed = ", ".join(str(v) for v in sorted(held, key=str)[:6]) + (", ..." if len(held) > 6 else "")
-        raise InputError(f"the trials hold items {listed}, not the range {rng[0]}:{rng[1]}", path=shard, field="items.range")
+        raise InputError(
+            f"the trials hold items {listed}, not the range {rng[0]}:{rng[1]}", path=shard, field="items.range"
+        )
 
 
 def _read_shards(shards: list[Path], out: Path) -> tuple[list[dict], list[int], pd.DataFrame]:
@@ -297,11 +338,21 @@ def _read_shards(shards: list[Path], out: Path) -> tuple[list[dict], list[int], 
         records.append(rec)
     base = records[0]["pins"]
     for s, rec in zip(shards[1:], records[1:]):
-        diff = [f for f in sorted(set(base) | set(rec["pins"])) if base.get(f) != rec["pins"].get(f) and f != "items.range" and pin_category(f) not in IGNORED]
+        diff = [
+            f
+            for f in sorted(set(base) | set(rec["pins"]))
+            if base.get(f) != rec["pins"].get(f) and f != "items.range" and pin_category(f) not in IGNORED
+        ]
         if diff:
             raise InputError(f"shard pins differ from {shards[0]} in {', '.join(diff)}", path=s / "run.json")
-        if (rec["pins"].get("runtime.engine") == "exact") != (base.get("runtime.engine") == "exact"):  # exact parts and sampled trials do not mix
-            raise InputError(f"exact and sampled shards cannot be merged ({shards[0] / 'run.json'} has {base.get('runtime.engine')!r})", path=s / "run.json", field="runtime.engine")
+        if (rec["pins"].get("runtime.engine") == "exact") != (
+            base.get("runtime.engine") == "exact"
+        ):  # exact parts and sampled trials do not mix
+            raise InputError(
+                f"exact and sampled shards cannot be merged ({shards[0] / 'run.json'} has {base.get('runtime.engine')!r})",
+                path=s / "run.json",
+                field="runtime.engine",
+            )
     order = sorted(range(len(shards)), key=lambda i: records[i]["pins"]["items.range"][0])
     ranges = [records[i]["pins"]["items.range"] for i in order]
     for (a0, b0), (a1, b1), i in zip(ranges, ranges[1:], order[1:]):
@@ -312,7 +363,12 @@ def _read_shards(shards: list[Path], out: Path) -> tuple[list[dict], list[int], 
     exact = base.get("runtime.engine") == "exact"
     frames = [read_parts(shards[i]) if exact else read_run_trials(shards[i]) for i in order]
     for i, frame in zip(order, frames):
-        check_shard_items(frame, pinned_range(records[i]["pins"], shards[i] / "run.json"), shards[i], keys=("item_index",) if exact else ("item_index", "k"))
+        check_shard_items(
+            frame,
+            pinned_range(records[i]["pins"], shards[i] / "run.json"),
+            shards[i],
+            keys=("item_index",) if exact else ("item_index", "k"),
+        )
     trials = pd.concat(frames, ignore_index=True)
     if exact:  # exact shards: their per-item parts, compacted as one run
         if trials.drop_duplicates(["item_index", "answer"]).shape[0] != len(trials):
@@ -341,4 +397,11 @@ def _write_merged(out: Path, shards: list[Path], records: list[dict], order: lis
             "started_at": min(r.get("info", {}).get("started_at", "") for r in records),
             "finished_at": max(r.get("info", {}).get("finished_at", "") for r in records),
         }
-        write_run_record(stage, "complete", pins, info, n_items_done=int(trials["item_index"].nunique()), n_trials=0 if exact else len(trials))
+        write_run_record(
+            stage,
+            "complete",
+            pins,
+            info,
+            n_items_done=int(trials["item_index"].nunique()),
+            n_trials=0 if exact else len(trials),
+        )

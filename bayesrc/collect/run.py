@@ -19,7 +19,15 @@ import pandas as pd
 
 from bayesrc.collect import exact as exact_mod
 from bayesrc.collect.bank import Bank, load_bank
-from bayesrc.collect.card import ModelCard, chat_template_text, load_card, prompt_blocks, resolve_model, sha256_text, shared_block
+from bayesrc.collect.card import (
+    ModelCard,
+    chat_template_text,
+    load_card,
+    prompt_blocks,
+    resolve_model,
+    sha256_text,
+    shared_block,
+)
 from bayesrc.collect.engines import SCHEMES, Model, Prompt, Sampling, make_engine, runtime_info
 from bayesrc.collect.rundir import RunResult, progress_bar, run_collection, run_times, trial_rows
 from bayesrc.collect.server import collect_server
@@ -31,7 +39,17 @@ EXACT_OUTPUTS = ("dist.parquet", "items_exact.parquet")
 PROMPT_BLOCKS = SCHEMES["blocks"]  # the default scheme's pin (runs from before the scheme option carry it)
 
 
-def make_pins(card: ModelCard, model: Model, bank: Bank, rng: tuple[int, int], sampling: Sampling, spec: RunSpec, *, label: str, shared: str = "") -> dict:
+def make_pins(
+    card: ModelCard,
+    model: Model,
+    bank: Bank,
+    rng: tuple[int, int],
+    sampling: Sampling,
+    spec: RunSpec,
+    *,
+    label: str,
+    shared: str = "",
+) -> dict:
     """The run's pins. An exact run has no K and no seeds, but its pruning threshold and
     expansion budget. The evaluation ``scheme`` is pinned as ``prompt.blocks``
     (:data:`~bayesrc.collect.engines.SCHEMES`: the default's text is the one runs carried
@@ -56,11 +74,20 @@ def make_pins(card: ModelCard, model: Model, bank: Bank, rng: tuple[int, int], s
         **_runtime_pins(card, model, spec.engine),
     }
     pins |= salt_pins(spec, pins)
-    if spec.items_per_batch != 1:  # batch shapes change the logits (like prompt.blocks); absent at 1, as before the option
+    if (
+        spec.items_per_batch != 1
+    ):  # batch shapes change the logits (like prompt.blocks); absent at 1, as before the option
         n = spec.items_per_batch
-        pins["prompt.items_per_batch"] = f"{n}: items i with the same i // {n} evaluated together (own blocks one decode each, continuations one decode per tree level), by index"
+        pins["prompt.items_per_batch"] = (
+            f"{n}: items i with the same i // {n} evaluated together (own blocks one decode each, continuations one decode per tree level), by index"
+        )
     if spec.exact:
-        pins |= {"sampling.k": None, "sampling.seed_rule": None, "sampling.epsilon": spec.epsilon, "sampling.max_expansions": spec.max_expansions}
+        pins |= {
+            "sampling.k": None,
+            "sampling.seed_rule": None,
+            "sampling.epsilon": spec.epsilon,
+            "sampling.max_expansions": spec.max_expansions,
+        }
     return pins
 
 
@@ -81,7 +108,9 @@ def _runtime_pins(card: ModelCard, model: Model, engine: str) -> dict:
     }
 
 
-def render_prompts(card: ModelCard, model: Model, items, *, max_tokens: int, bank_path=None) -> tuple[str, dict[int, Prompt]]:
+def render_prompts(
+    card: ModelCard, model: Model, items, *, max_tokens: int, bank_path=None
+) -> tuple[str, dict[int, Prompt]]:
     """The shared block's text and each item's canonical :class:`Prompt`, by item index.
 
     Raises :class:`InputError` for a template that fails to render or a prompt that does not
@@ -95,7 +124,11 @@ def render_prompts(card: ModelCard, model: Model, items, *, max_tokens: int, ban
     for it in items:
         prompt = model.prompt(*prompt_blocks(card, it, shared=shared, **kw))
         if len(prompt) + max_tokens > card.n_ctx:
-            raise InputError(f"prompt is {len(prompt)} tokens; with max_tokens {max_tokens} it exceeds n_ctx {card.n_ctx} (raise runtime.n_ctx in the card)", path=bank_path, item=it.item_id)
+            raise InputError(
+                f"prompt is {len(prompt)} tokens; with max_tokens {max_tokens} it exceeds n_ctx {card.n_ctx} (raise runtime.n_ctx in the card)",
+                path=bank_path,
+                item=it.item_id,
+            )
         prompts[it.index] = prompt
     return shared, prompts
 
@@ -138,13 +171,25 @@ def collect(
     """
     spec = as_spec(spec, settings)
     if spec.engine == "server":  # SPEC 9: same run directory, seeds, resume and lock; pins from the server
-        return collect_server(card, items, out, spec=spec, resume=resume, progress=progress, max_items=max_items, **(server or {}))
+        return collect_server(
+            card, items, out, spec=spec, resume=resume, progress=progress, max_items=max_items, **(server or {})
+        )
     card = card if isinstance(card, ModelCard) else load_card(card)
     if card.answer != "first":  # the local engines stop a sample once its first valid letter is decided
-        raise InputError(f"answer = {card.answer!r} is read by the server engine only; the {spec.engine} engine takes the first valid letter", path=card.card_path, field="prompt.answer")
+        raise InputError(
+            f"answer = {card.answer!r} is read by the server engine only; the {spec.engine} engine takes the first valid letter",
+            path=card.card_path,
+            field="prompt.answer",
+        )
     bank = items if isinstance(items, Bank) else load_bank(items)
     rng = spec.item_range(len(bank))
-    return run_collection(Path(out), lambda record: _open_local_run(card, bank, rng, spec, record, model), resume=resume, progress=progress, max_items=max_items)
+    return run_collection(
+        Path(out),
+        lambda record: _open_local_run(card, bank, rng, spec, record, model),
+        resume=resume,
+        progress=progress,
+        max_items=max_items,
+    )
 
 
 @dataclass
@@ -179,7 +224,9 @@ class _LocalRun:
 
     def render(self, items) -> dict[int, Prompt]:
         """More items' prompts (a batch's members outside the range)."""
-        return render_prompts(self.card, self.model, items, max_tokens=self.sampling.max_tokens, bank_path=self.bank.path)[1]
+        return render_prompts(
+            self.card, self.model, items, max_tokens=self.sampling.max_tokens, bank_path=self.bank.path
+        )[1]
 
     def draw(self, pending: list, write, progress: bool = False) -> None:
         """Draw the ``pending`` items with the run's engine (closed at the end); ``write(item, frame)`` stores each item's part.
@@ -203,14 +250,23 @@ class _LocalRun:
                 _sample_in_batches(eng, pending, self, lambda it, samples: put(it, _trials(self, it, samples)))
             else:
                 for it in pending:
-                    put(it, _trials(self, it, eng.sample_item(self.prompts[it.index], spec.seeds(it, pinned_salt(self.pins)), it.letters)))
+                    put(
+                        it,
+                        _trials(
+                            self,
+                            it,
+                            eng.sample_item(self.prompts[it.index], spec.seeds(it, pinned_salt(self.pins)), it.letters),
+                        ),
+                    )
         finally:
             bar.close()
             if hasattr(eng, "close"):
                 eng.close()  # the multi-sequence context, if any (the model stays loaded)
 
 
-def _open_local_run(card: ModelCard, bank: Bank, rng: tuple[int, int], spec: RunSpec, record: dict | None, model: Model | None) -> _LocalRun:
+def _open_local_run(
+    card: ModelCard, bank: Bank, rng: tuple[int, int], spec: RunSpec, record: dict | None, model: Model | None
+) -> _LocalRun:
     """Load (or check) the model, render the selected items' prompts, pin the run and make its engine."""
     label = spec.label or card.label
     sampling = spec.sampling(card.max_tokens)
@@ -218,14 +274,30 @@ def _open_local_run(card: ModelCard, bank: Bank, rng: tuple[int, int], spec: Run
     selected = bank.items[rng[0] : rng[1]]
     shared, prompts = render_prompts(card, model, selected, max_tokens=sampling.max_tokens, bank_path=bank.path)
     pins = make_pins(card, model, bank, rng, sampling, spec, label=label, shared=shared)
-    engine = _local_engine(spec, model, sampling)  # made before the record is written (holds no llama.cpp memory until it draws)
-    return _LocalRun(spec, card, bank, model, engine, sampling, label, selected, prompts, pins, _run_info(card, model, bank, record, prompts))
+    engine = _local_engine(
+        spec, model, sampling
+    )  # made before the record is written (holds no llama.cpp memory until it draws)
+    return _LocalRun(
+        spec,
+        card,
+        bank,
+        model,
+        engine,
+        sampling,
+        label,
+        selected,
+        prompts,
+        pins,
+        _run_info(card, model, bank, record, prompts),
+    )
 
 
 def _local_engine(spec: RunSpec, model: Model, sampling: Sampling):
     """The run's engine on its model: exact, or a sampling engine from :func:`make_engine`."""
     if spec.exact:
-        return exact_mod.ExactEngine(model, sampling, epsilon=spec.epsilon, max_expansions=spec.max_expansions, scheme=spec.scheme)
+        return exact_mod.ExactEngine(
+            model, sampling, epsilon=spec.epsilon, max_expansions=spec.max_expansions, scheme=spec.scheme
+        )
     return make_engine(spec.engine, model, sampling, items_per_batch=spec.items_per_batch, scheme=spec.scheme)
 
 
@@ -236,7 +308,14 @@ def _trials(run: _LocalRun, item, samples) -> pd.DataFrame:
 def _card_model(card: ModelCard, model: Model | None, *, threads: int | None, label: str) -> Model:
     """The card's model: loaded here, or the caller's preloaded one once it is checked to be the card's file."""
     if model is None:
-        return Model(resolve_model(card), n_ctx=card.n_ctx, n_batch=card.n_batch, n_gpu_layers=card.n_gpu_layers, n_threads=threads or card.n_threads, label=label)
+        return Model(
+            resolve_model(card),
+            n_ctx=card.n_ctx,
+            n_batch=card.n_batch,
+            n_gpu_layers=card.n_gpu_layers,
+            n_threads=threads or card.n_threads,
+            label=label,
+        )
     if model.path.resolve() != resolve_model(card).resolve():
         raise InputError(f"preloaded model {model.path} is not the card's {card.path}", path=card.card_path)
     return model
@@ -272,7 +351,11 @@ def _sample_in_batches(eng, pending: list, run: _LocalRun, write) -> None:
         extra = [m for m in members if m.index not in prompts]
         if extra:  # batch-mates outside the range: evaluated, not written
             prompts.update(run.render(extra))
-        batch = eng.sample_items([prompts[m.index] for m in members], [run.spec.seeds(m, salt) for m in members], [m.letters for m in members])
+        batch = eng.sample_items(
+            [prompts[m.index] for m in members],
+            [run.spec.seeds(m, salt) for m in members],
+            [m.letters for m in members],
+        )
         for m, samples in zip(members, batch):
             if m.index in todo:
                 write(m, samples)

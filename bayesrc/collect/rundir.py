@@ -169,13 +169,22 @@ def item_seeds(item: Item, k: int, *, stride: int | None = None, offset: int = 0
     [30, 31, 32, 33]
     """
     if stride is None and item.index >= ITEM_SLOTS:
-        raise InputError(f"item {item.item_id!r} is number {item.index + 1:,} of its bank; past {ITEM_SLOTS:,} items give --seed-stride", field="items")
+        raise InputError(
+            f"item {item.item_id!r} is number {item.index + 1:,} of its bank; past {ITEM_SLOTS:,} items give --seed-stride",
+            field="items",
+        )
     return sample_seeds(item.index, k, stride=stride, offset=offset, salt=salt)
 
 
 def version_pin(pins: dict) -> str:
     """What identifies a version for its seed salt: model file, templates, system prompt, label."""
-    keys = ("model.label", "model.file_sha256", "model.chat_template_sha256", "prompt.template_sha256", "prompt.system_sha256")
+    keys = (
+        "model.label",
+        "model.file_sha256",
+        "model.chat_template_sha256",
+        "prompt.template_sha256",
+        "prompt.system_sha256",
+    )
     return "|".join(f"{k}={pins.get(k)}" for k in keys)
 
 
@@ -211,7 +220,9 @@ class RunResult:
     n_new_items: int
     seconds: float  # whole call, including model load and hashing
     sample_seconds: float = 0.0  # drawing the new trials only (for trials/s)
-    server_retries: dict[str, int] = field(default_factory=dict)  # server engine: this call's retried requests by fault kind
+    server_retries: dict[str, int] = field(
+        default_factory=dict
+    )  # server engine: this call's retried requests by fault kind
 
     @property
     def trials_path(self) -> Path:
@@ -309,16 +320,23 @@ def progress_bar(total: int, enabled: bool, unit: str = "trial"):
     return tqdm(total=total, unit=unit, disable=not enabled, dynamic_ncols=True, file=sys.stderr, smoothing=0.1)
 
 
-def check_sampling_args(*, k: int, seed_stride: int | None, temperature: float, seed_rule: str, items_range=None, shard: str | None = None) -> None:
+def check_sampling_args(
+    *, k: int, seed_stride: int | None, temperature: float, seed_rule: str, items_range=None, shard: str | None = None
+) -> None:
     """The checks every engine makes before touching a run directory (:class:`InputError`, exit 2)."""
     if k < 1:
         raise InputError(f"must be >= 1, got {k}", field="k")
     if seed_rule not in SEED_RULES:
         raise InputError(f"must be one of {', '.join(SEED_RULES)}, got {seed_rule!r}", field="seed_rule")
     if seed_stride is not None and k > seed_stride:
-        raise InputError(f"K = {k} exceeds the seed stride {seed_stride}: seeds of neighbouring items would collide (raise --seed-stride)", field="k")
+        raise InputError(
+            f"K = {k} exceeds the seed stride {seed_stride}: seeds of neighbouring items would collide (raise --seed-stride)",
+            field="k",
+        )
     if seed_stride is None and k > MAX_K:
-        raise InputError(f"K = {k} is above the {MAX_K:,} the default seed rule lays out; give --seed-stride (at least K)", field="k")
+        raise InputError(
+            f"K = {k} is above the {MAX_K:,} the default seed rule lays out; give --seed-stride (at least K)", field="k"
+        )
     if not 0.0 <= temperature <= 5.0:
         raise InputError(f"must be in [0, 5], got {temperature}", field="temperature")
     if items_range is not None and shard is not None:
@@ -338,7 +356,9 @@ def existing_record(run_dir: Path, resume: bool) -> dict | None:
     """The run record to resume (None for a new run); refuses a used folder without ``resume``. Call under :class:`RunLock`."""
     record = read_run_record(run_dir) if (run_dir / "run.json").exists() else None
     if record is not None and not resume:
-        raise InputError("run directory already holds a run; pass --resume to continue it or choose another --out", path=run_dir)
+        raise InputError(
+            "run directory already holds a run; pass --resume to continue it or choose another --out", path=run_dir
+        )
     if record is None and not resume and done_items(run_dir):
         raise InputError("run directory holds trial parts but no run.json; choose another --out", path=run_dir)
     return record
@@ -351,7 +371,9 @@ def check_resume_pins(record: dict | None, pins: dict, run_dir: Path) -> None:
     old = record.get("pins", {})
     diff = [f for f in sorted(set(pins) | set(old)) if pins.get(f) != old.get(f)]
     if diff:
-        raise InputError(f"cannot resume: settings differ from the run's pins in {', '.join(diff)}", path=run_dir / "run.json")
+        raise InputError(
+            f"cannot resume: settings differ from the run's pins in {', '.join(diff)}", path=run_dir / "run.json"
+        )
 
 
 def finished(run_dir: Path, record: dict | None, selected, outputs: tuple[str, ...]) -> bool:
@@ -366,14 +388,23 @@ def finished(run_dir: Path, record: dict | None, selected, outputs: tuple[str, .
 def run_times(record: dict | None) -> dict:
     """``started_at`` (kept from the first start) and ``resumed_at`` (one stamp per resume) for a run's ``info``."""
     old = (record or {}).get("info", {})
-    return {"started_at": old.get("started_at", now_utc()), "resumed_at": (old.get("resumed_at", []) + [now_utc()]) if record is not None else []}
+    return {
+        "started_at": old.get("started_at", now_utc()),
+        "resumed_at": (old.get("resumed_at", []) + [now_utc()]) if record is not None else [],
+    }
 
 
 def begin_run(run_dir: Path, pins: dict, info: dict) -> None:
     """Mark the run running, make ``parts/`` and remove temp files a killed writer left."""
     write_run_record(run_dir, "running", pins, info)
     (run_dir / "parts").mkdir(exist_ok=True)
-    for pattern in ("parts/.*.tmp", ".run.json.*.tmp", ".trials.parquet.*.tmp", ".dist.parquet.*.tmp", ".items_exact.parquet.*.tmp"):
+    for pattern in (
+        "parts/.*.tmp",
+        ".run.json.*.tmp",
+        ".trials.parquet.*.tmp",
+        ".dist.parquet.*.tmp",
+        ".items_exact.parquet.*.tmp",
+    ):
         for stale in run_dir.glob(pattern):
             stale.unlink(missing_ok=True)
 
@@ -425,7 +456,14 @@ class OpenedRun(Protocol):
     def compact(self, parts: pd.DataFrame) -> dict[str, pd.DataFrame]: ...
 
 
-def run_collection(run_dir: Path, open_run: Callable[[dict | None], OpenedRun], *, resume: bool, progress: bool = False, max_items: int | None = None) -> RunResult:
+def run_collection(
+    run_dir: Path,
+    open_run: Callable[[dict | None], OpenedRun],
+    *,
+    resume: bool,
+    progress: bool = False,
+    max_items: int | None = None,
+) -> RunResult:
     """Collect into ``run_dir`` with the run ``open_run(record)`` opens (``record``: the one resumed, or None).
 
     The same steps for every engine: refuse an unwritable folder, take the lock, check a resumed
@@ -453,7 +491,19 @@ def run_collection(run_dir: Path, open_run: Callable[[dict | None], OpenedRun], 
         try:
             run.draw(pending, lambda it, frame: write_part(run_dir, it.index, frame), progress)
         except DrawStopped as exc:  # the items finished so far are journalled; the record says how far the run got
-            raise type(exc)(f"{exc.message}; the run stopped with {end()} of {n_items} items done, --resume continues it", path=exc.path, field=exc.field) from None
+            raise type(exc)(
+                f"{exc.message}; the run stopped with {end()} of {n_items} items done, --resume continues it",
+                path=exc.path,
+                field=exc.field,
+            ) from None
         t_sample = time.monotonic() - t_sample
         n_done = end()
-    return RunResult(run_dir, n_done, n_done * run.per_item, len(pending), time.monotonic() - t0, t_sample, server_retries=dict(run.retries))
+    return RunResult(
+        run_dir,
+        n_done,
+        n_done * run.per_item,
+        len(pending),
+        time.monotonic() - t0,
+        t_sample,
+        server_retries=dict(run.retries),
+    )

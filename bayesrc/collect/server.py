@@ -66,7 +66,9 @@ from bayesrc.errors import InputError
 
 RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 SERVER_APIS = ("completions", "chat")  # POST /v1/completions (the default) or /v1/chat/completions
-NO_ANSWER = "body without an answer"  # the fault kind of a JSON body that holds no answer (an error object, a foreign body)
+NO_ANSWER = (
+    "body without an answer"  # the fault kind of a JSON body that holds no answer (an error object, a foreign body)
+)
 MAX_DELAY = 30.0  # seconds: the longest back-off, and the longest Retry-After honoured (a collection should not sleep for hours)
 
 
@@ -109,7 +111,9 @@ def fault_kind(exc: BaseException) -> str:
         return "connection refused"
     if isinstance(exc, http.client.IncompleteRead):
         return "truncated body"
-    if isinstance(exc, ConnectionError):  # reset, aborted, broken pipe; RemoteDisconnected (closed before an answer) too
+    if isinstance(
+        exc, ConnectionError
+    ):  # reset, aborted, broken pipe; RemoteDisconnected (closed before an answer) too
         return "connection reset"
     return "connection error"
 
@@ -171,7 +175,9 @@ def completion_of(doc: object) -> dict:
     return {
         "text": choice["text"],
         "finish": finish if isinstance(finish, str) else None,
-        "n_tokens": n_tokens if isinstance(n_tokens, int) and not isinstance(n_tokens, bool) and n_tokens >= 0 else None,
+        "n_tokens": n_tokens
+        if isinstance(n_tokens, int) and not isinstance(n_tokens, bool) and n_tokens >= 0
+        else None,
         "fingerprint": fingerprint if isinstance(fingerprint, str) else None,
     }
 
@@ -289,7 +295,9 @@ class ServerClient:
                 return parse(self._attempt(method, path, data))
             except Retryable as exc:
                 last = exc
-        raise ServerError(f"no answer from {path} after {tried} attempt(s): {last.detail}", path=self.root, field="--base-url")
+        raise ServerError(
+            f"no answer from {path} after {tried} attempt(s): {last.detail}", path=self.root, field="--base-url"
+        )
 
     def abandon(self) -> None:
         """Stop retrying (the run has failed): a request waiting to retry gives up at once."""
@@ -297,7 +305,9 @@ class ServerClient:
 
     def _attempt(self, method: str, path: str, data: bytes | None) -> object:
         """One request: the decoded JSON body, :class:`Retryable` for a transient failure, :class:`ServerError` for a refusal."""
-        headers = {"Content-Type": "application/json"} | ({"Authorization": f"Bearer {self.api_key}"} if self.api_key else {})
+        headers = {"Content-Type": "application/json"} | (
+            {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        )
         req = urllib.request.Request(self.root + path, data=data, method=method, headers=headers)
         try:
             with urllib.request.urlopen(req, timeout=self.timeout) as resp:
@@ -305,14 +315,26 @@ class ServerClient:
         except urllib.error.HTTPError as exc:
             detail = _error_detail(exc)
             if exc.code not in RETRY_STATUS:
-                raise ServerError(f"HTTP {exc.code} from {path}: {detail}", status=exc.code, path=self.root, field="--base-url") from None
-            raise Retryable(f"HTTP {exc.code}", f"HTTP {exc.code}: {detail}", retry_after_seconds((exc.headers or {}).get("Retry-After"))) from None
-        except (http.client.HTTPException, OSError) as exc:  # URLError, refused, reset, timeout, IncompleteRead, a bad status line
+                raise ServerError(
+                    f"HTTP {exc.code} from {path}: {detail}", status=exc.code, path=self.root, field="--base-url"
+                ) from None
+            raise Retryable(
+                f"HTTP {exc.code}",
+                f"HTTP {exc.code}: {detail}",
+                retry_after_seconds((exc.headers or {}).get("Retry-After")),
+            ) from None
+        except (
+            http.client.HTTPException,
+            OSError,
+        ) as exc:  # URLError, refused, reset, timeout, IncompleteRead, a bad status line
             raise Retryable(fault_kind(exc), str(getattr(exc, "reason", exc)) or type(exc).__name__) from None
         try:
             return json.loads(raw)
         except ValueError:  # cut off, or not JSON at all (is this an OpenAI-compatible endpoint?); bad UTF-8 too
-            raise Retryable("invalid JSON", f"{path} did not return JSON ({len(raw)} bytes: {raw[:80]!r}; is this an OpenAI-compatible endpoint?)") from None
+            raise Retryable(
+                "invalid JSON",
+                f"{path} did not return JSON ({len(raw)} bytes: {raw[:80]!r}; is this an OpenAI-compatible endpoint?)",
+            ) from None
 
     def _get_optional(self, path: str) -> dict | None:
         """An endpoint only some servers have: None where the server refuses it (404, ...); transient faults are retried
@@ -326,15 +348,27 @@ class ServerClient:
 
     def model_id(self) -> str:
         """The served model's id (``--api-model`` must be one of them when several are served)."""
-        ids = [m["id"] for m in self._request("GET", "/v1/models", parse=model_listing) if isinstance(m.get("id"), str) and m["id"]]
+        ids = [
+            m["id"]
+            for m in self._request("GET", "/v1/models", parse=model_listing)
+            if isinstance(m.get("id"), str) and m["id"]
+        ]
         if self.api_model is not None:
             if ids and self.api_model not in ids:
-                raise InputError(f"model {self.api_model!r} is not served here (served: {', '.join(ids)})", path=self.root, field="--api-model")
+                raise InputError(
+                    f"model {self.api_model!r} is not served here (served: {', '.join(ids)})",
+                    path=self.root,
+                    field="--api-model",
+                )
             return self.api_model
         if not ids:
             raise InputError("GET /v1/models lists no model; pass --api-model", path=self.root, field="--api-model")
         if len(ids) > 1:
-            raise InputError(f"{len(ids)} models served ({', '.join(ids)}); choose one with --api-model", path=self.root, field="--api-model")
+            raise InputError(
+                f"{len(ids)} models served ({', '.join(ids)}); choose one with --api-model",
+                path=self.root,
+                field="--api-model",
+            )
         return ids[0]
 
     def build_info(self) -> str | None:
@@ -349,7 +383,12 @@ class ServerClient:
 
     def complete(self, model: str, prompt: str, seed: int, sampling: Sampling) -> dict:
         """One seeded completion: :func:`completion_of` its answer (retried until the body holds one, bounded)."""
-        return self._request("POST", "/v1/completions", {"model": model, "prompt": prompt, **sampling_body(sampling, seed)}, parse=completion_of)
+        return self._request(
+            "POST",
+            "/v1/completions",
+            {"model": model, "prompt": prompt, **sampling_body(sampling, seed)},
+            parse=completion_of,
+        )
 
     def chat(self, model: str, messages: list[dict], seed: int, sampling: Sampling, n: int = 1) -> list[dict]:
         """One seeded chat completion of ``n`` choices: :func:`chat_answers` (retried until the body holds ``n``, bounded)."""
@@ -360,14 +399,24 @@ class ServerClient:
                 raise Retryable(NO_ANSWER, f"asked for {n} choices, got {len(answers)}")
             return answers[:n]
 
-        return self._request("POST", "/v1/chat/completions", {"model": model, "messages": messages, **sampling_body(sampling, seed, n)}, parse=parse)
+        return self._request(
+            "POST",
+            "/v1/chat/completions",
+            {"model": model, "messages": messages, **sampling_body(sampling, seed, n)},
+            parse=parse,
+        )
 
     def honours_n(self, model: str, messages: list[dict], sampling: Sampling) -> bool:
         """Whether the chat endpoint answers a request for two choices with two (llama-cpp-python's server gives one;
         a server that refuses the request, HTTP 400 and the like, does not honour it either)."""
         probe = dataclasses.replace(sampling, max_tokens=1)
         try:
-            answers = self._request("POST", "/v1/chat/completions", {"model": model, "messages": messages, **sampling_body(probe, 0, 2)}, parse=chat_answers)
+            answers = self._request(
+                "POST",
+                "/v1/chat/completions",
+                {"model": model, "messages": messages, **sampling_body(probe, 0, 2)},
+                parse=chat_answers,
+            )
         except ServerError as exc:
             if exc.status is None:  # no answer at all: the run cannot start
                 raise
@@ -401,8 +450,23 @@ class ServerEngine:
 
     name = "server"
 
-    def __init__(self, client: ServerClient, model: str, sampling: Sampling, pool: ThreadPoolExecutor, api: str = "completions", per_request: int = 1):
-        self.client, self.model, self.sampling, self.pool, self.api, self.per_request = client, model, sampling, pool, api, per_request
+    def __init__(
+        self,
+        client: ServerClient,
+        model: str,
+        sampling: Sampling,
+        pool: ThreadPoolExecutor,
+        api: str = "completions",
+        per_request: int = 1,
+    ):
+        self.client, self.model, self.sampling, self.pool, self.api, self.per_request = (
+            client,
+            model,
+            sampling,
+            pool,
+            api,
+            per_request,
+        )
         self.fingerprint: str | None = None
 
     def _requests(self, prompt: str | list[dict], seeds: list[int]) -> list:
@@ -413,7 +477,11 @@ class ServerEngine:
         return [self.pool.submit(self._one, prompt, s) for s in seeds]
 
     def _one(self, prompt: str | list[dict], seed: int) -> list[tuple[int, dict]]:
-        r = self.client.chat(self.model, prompt, seed, self.sampling)[0] if self.api == "chat" else self.client.complete(self.model, prompt, seed, self.sampling)
+        r = (
+            self.client.chat(self.model, prompt, seed, self.sampling)[0]
+            if self.api == "chat"
+            else self.client.complete(self.model, prompt, seed, self.sampling)
+        )
         return [(seed, r)]
 
     def _choices(self, messages: list[dict], seeds: list[int]) -> list[tuple[int, dict]]:
@@ -453,7 +521,17 @@ class ServerEngine:
 
 
 def server_pins(
-    card: ModelCard, bank: Bank, rng: tuple[int, int], sampling: Sampling, spec: RunSpec, *, label: str, model_id: str, build: str | None, api: str = "completions", per_request: int = 1
+    card: ModelCard,
+    bank: Bank,
+    rng: tuple[int, int],
+    sampling: Sampling,
+    spec: RunSpec,
+    *,
+    label: str,
+    model_id: str,
+    build: str | None,
+    api: str = "completions",
+    per_request: int = 1,
 ) -> dict:
     """The run record's pins for a server run (same names as :func:`bayesrc.collect.run.make_pins` where they mean the same).
 
@@ -468,13 +546,17 @@ def server_pins(
     pins = {
         "model.label": label,
         "model.server_model_id": model_id,
-        "model.chat_template_sha256": None if api == "chat" else sha256_text(chat_template_text(card, None)),  # chat: the server's template
+        "model.chat_template_sha256": None
+        if api == "chat"
+        else sha256_text(chat_template_text(card, None)),  # chat: the server's template
         **items_pins(bank, rng),
         **prompt_pins(card),
         **sampling_pins(spec, sampling),
         "tooling.server_build": build,
         "runtime.engine": "server",
-    } | ({"runtime.server_api": "chat", "runtime.server_samples_per_request": per_request} if api == "chat" else {})  # a completions run's pins stay as before
+    } | (
+        {"runtime.server_api": "chat", "runtime.server_samples_per_request": per_request} if api == "chat" else {}
+    )  # a completions run's pins stay as before
     return pins | salt_pins(spec, pins, f"|model.server_model_id={model_id}")
 
 
@@ -541,15 +623,65 @@ class _ServerRun:
     outputs: tuple[str, ...] = ("trials.parquet",)
 
     @classmethod
-    def open(cls, client: ServerClient, card: ModelCard, bank: Bank, rng: tuple[int, int], spec: RunSpec, record: dict | None, concurrency: int, api: str) -> _ServerRun:
+    def open(
+        cls,
+        client: ServerClient,
+        card: ModelCard,
+        bank: Bank,
+        rng: tuple[int, int],
+        spec: RunSpec,
+        record: dict | None,
+        concurrency: int,
+        api: str,
+    ) -> _ServerRun:
         """Ask the server for its model, pin the run and render the selected items' prompts or messages (a template that fails, fails here)."""
         sampling, label, model_id = spec.sampling(card.max_tokens), spec.label or card.label, client.model_id()
         selected = bank.items[rng[0] : rng[1]]
         prompts = {it.index: chat_messages(card, it) if api == "chat" else build_prompt(card, it) for it in selected}
-        per_request = spec.k if api == "chat" and spec.k > 1 and selected and client.honours_n(model_id, prompts[selected[0].index], sampling) else 1
-        pins = server_pins(card, bank, rng, sampling, spec, label=label, model_id=model_id, build=client.build_info(), api=api, per_request=per_request)
-        info = {"card": str(card.card_path), "bank_path": str(bank.path), "host": socket.gethostname(), "base_url": client.root, "concurrency": concurrency, **R.run_times(record)}
-        return cls(client, spec, sampling, model_id, label, concurrency, api, per_request, card.answer, selected, prompts, pins, info, recorded_retries(record))
+        per_request = (
+            spec.k
+            if api == "chat"
+            and spec.k > 1
+            and selected
+            and client.honours_n(model_id, prompts[selected[0].index], sampling)
+            else 1
+        )
+        pins = server_pins(
+            card,
+            bank,
+            rng,
+            sampling,
+            spec,
+            label=label,
+            model_id=model_id,
+            build=client.build_info(),
+            api=api,
+            per_request=per_request,
+        )
+        info = {
+            "card": str(card.card_path),
+            "bank_path": str(bank.path),
+            "host": socket.gethostname(),
+            "base_url": client.root,
+            "concurrency": concurrency,
+            **R.run_times(record),
+        }
+        return cls(
+            client,
+            spec,
+            sampling,
+            model_id,
+            label,
+            concurrency,
+            api,
+            per_request,
+            card.answer,
+            selected,
+            prompts,
+            pins,
+            info,
+            recorded_retries(record),
+        )
 
     @property
     def per_item(self) -> int:
@@ -570,9 +702,15 @@ class _ServerRun:
         try:
             with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="bayesrc-server") as pool:
                 eng = ServerEngine(self.client, self.model_id, self.sampling, pool, self.api, self.per_request)
-                prompts, seeds = {i: self.prompts[i] for i in by_index}, {i: self.spec.seeds(it, salt) for i, it in by_index.items()}
+                prompts, seeds = (
+                    {i: self.prompts[i] for i in by_index},
+                    {i: self.spec.seeds(it, salt) for i, it in by_index.items()},
+                )
                 for idx, samples in eng.sample_items(prompts, seeds):
-                    write(by_index[idx], R.trial_rows(by_index[idx], samples, label=self.label, engine="server", answer=self.answer))
+                    write(
+                        by_index[idx],
+                        R.trial_rows(by_index[idx], samples, label=self.label, engine="server", answer=self.answer),
+                    )
                     bar.update(k)
             self.info["system_fingerprint"] = eng.fingerprint
         finally:
@@ -590,10 +728,16 @@ def recorded_retries(record: dict | None) -> Counter:
     """
     info = (record or {}).get("info")
     retries = info.get("retries") if isinstance(info, dict) else None
-    return Counter({k: v for k, v in retries.items() if isinstance(v, int) and not isinstance(v, bool) and v > 0} if isinstance(retries, dict) else {})
+    return Counter(
+        {k: v for k, v in retries.items() if isinstance(v, int) and not isinstance(v, bool) and v > 0}
+        if isinstance(retries, dict)
+        else {}
+    )
 
 
-def _check_server_args(card: ModelCard, concurrency: int, api: str, *, retries: int, backoff: float, timeout: float) -> None:
+def _check_server_args(
+    card: ModelCard, concurrency: int, api: str, *, retries: int, backoff: float, timeout: float
+) -> None:
     """What a server run needs beyond the spec: the API, requests in flight, retries and waits, and a chat template it can render without the GGUF."""
     if api not in SERVER_APIS:
         raise InputError(f"expected one of {', '.join(SERVER_APIS)}, got {api!r}", field="--api")
@@ -604,5 +748,8 @@ def _check_server_args(card: ModelCard, concurrency: int, api: str, *, retries: 
     if not timeout > 0 or not backoff >= 0:  # also refuses NaN
         raise InputError(f"expected a timeout > 0 and a back-off >= 0, got {timeout} and {backoff}", field="--timeout")
     if api == "completions" and card.format == "chat" and card.chat_template is None and card.chat_format == "gguf":
-        raise InputError("the server engine cannot read the GGUF's chat template: give the card a chat_template or a named chat_format",
-                         path=card.card_path, field="prompt.chat_format")  # fmt: skip
+        raise InputError(
+            "the server engine cannot read the GGUF's chat template: give the card a chat_template or a named chat_format",
+            path=card.card_path,
+            field="prompt.chat_format",
+        )

@@ -114,7 +114,9 @@ class RunSpec:
 
     def sampling(self, max_tokens: int) -> Sampling:
         """The engines' sampling settings; ``max_tokens`` is the card's."""
-        return Sampling(temperature=self.temperature, top_k=self.top_k, top_p=self.top_p, min_p=self.min_p, max_tokens=max_tokens)
+        return Sampling(
+            temperature=self.temperature, top_k=self.top_k, top_p=self.top_p, min_p=self.min_p, max_tokens=max_tokens
+        )
 
     def item_range(self, n_items: int) -> tuple[int, int]:
         """The bank slice ``[start, stop)`` the run collects from a bank of ``n_items``."""
@@ -143,7 +145,9 @@ def as_spec(spec: RunSpec | None, settings: dict) -> RunSpec:
     if spec is None:
         return RunSpec(**settings)
     if settings:
-        raise TypeError(f"give a run's settings as a RunSpec or as keywords, not both (got {', '.join(sorted(settings))} beside a RunSpec)")
+        raise TypeError(
+            f"give a run's settings as a RunSpec or as keywords, not both (got {', '.join(sorted(settings))} beside a RunSpec)"
+        )
     return spec
 
 
@@ -154,13 +158,23 @@ def _completed(spec: RunSpec) -> dict:
     if out["items_per_batch"] != 1 and engine != "fast":
         raise InputError(f"several items per decode needs the fast engine, not {engine!r}", field="items_per_batch")
     if engine == "server" and out["scheme"] != "blocks":
-        raise InputError("the server evaluates prompts its own way; --scheme applies to the local engines (fast, naive, exact)", field="scheme")
+        raise InputError(
+            "the server evaluates prompts its own way; --scheme applies to the local engines (fast, naive, exact)",
+            field="scheme",
+        )
     if spec.threads is not None and spec.threads < 1:
         raise InputError(f"must be >= 1, got {spec.threads}", field="threads")
     if engine == "exact":
         out |= {"k": 1, **_exact_args(spec.epsilon, spec.max_expansions)}  # k unused: no samples are drawn
     k = out.get("k", spec.k)
-    check_sampling_args(k=k, seed_stride=spec.seed_stride, temperature=spec.temperature, seed_rule=spec.seed_rule, items_range=spec.items_range, shard=spec.shard)
+    check_sampling_args(
+        k=k,
+        seed_stride=spec.seed_stride,
+        temperature=spec.temperature,
+        seed_rule=spec.seed_rule,
+        items_range=spec.items_range,
+        shard=spec.shard,
+    )
     return out
 
 

@@ -26,7 +26,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="deteriorated: any item flagged worse (default); changed: any item flagged; aggregate: mean accuracy credibly lower",
     )
     p.add_argument(
-        "--q", type=float, default=0.10, help="Bayesian FDR level of the item selection (default 0.10); with --rope also the posterior mass that decides (>= 1 - q within: pass, <= q: fail)"
+        "--q",
+        type=float,
+        default=0.10,
+        help="Bayesian FDR level of the item selection (default 0.10); with --rope also the posterior mass that decides (>= 1 - q within: pass, <= q: fail)",
     )
     p.add_argument(
         "--rope",

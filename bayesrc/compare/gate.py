@@ -126,12 +126,28 @@ class CompareResult(Result):
         (RCI counts, S_diff, aggregate, rule (a)), ``items`` (flagged items first), the fit, the margin
         evidence (:func:`margin_evidence`, None without a margin), the noise decomposition and what the
         comparison could have detected (:func:`resolution`)."""
-        decision = "undecided" if status != "ok" else margin["decision"] if margin is not None else ("fail" if found else "pass")
+        decision = (
+            "undecided"
+            if status != "ok"
+            else margin["decision"]
+            if margin is not None
+            else ("fail" if found else "pass")
+        )
         exit_code = EXIT_CODES.get(decision, 3)
         payload = {
-            "versions": list(versions), "fail_on": fail_on, "q": q, "found": found, "decision": decision, "status": status, "exit_code": exit_code,
-            "margin": margin, "bayes": bayes, "classical": classical, "noise": noise, "resolution": resolution,
-        }  # fmt: skip
+            "versions": list(versions),
+            "fail_on": fail_on,
+            "q": q,
+            "found": found,
+            "decision": decision,
+            "status": status,
+            "exit_code": exit_code,
+            "margin": margin,
+            "bayes": bayes,
+            "classical": classical,
+            "noise": noise,
+            "resolution": resolution,
+        }
         return cls(payload, {"items": items}, fit=fit)
 
     versions = property(lambda self: tuple(self.payload["versions"]))
@@ -139,11 +155,19 @@ class CompareResult(Result):
     q = property(lambda self: self.payload["q"])
     found = property(lambda self: self.payload["found"])  # the FDR selection flagged what fail_on names (no margin)
     margin = property(lambda self: self.payload.get("margin"))  # margin evidence (margin_evidence) or None
-    noise = property(lambda self: self.payload.get("noise"))  # noise decomposition (bayesrc.classical.noise_from_counts) or None
-    resolution = property(lambda self: self.payload.get("resolution"))  # what the comparison could have detected (resolution) or None
+    noise = property(
+        lambda self: self.payload.get("noise")
+    )  # noise decomposition (bayesrc.classical.noise_from_counts) or None
+    resolution = property(
+        lambda self: self.payload.get("resolution")
+    )  # what the comparison could have detected (resolution) or None
     status = property(lambda self: self.payload["status"])  # "ok" or "failed" (convergence gate)
-    bayes = property(lambda self: self.payload["bayes"])  # n_improved, n_deteriorated, expected_false, aggregate {mean, lo90, hi90, p_below_0}
-    classical = property(lambda self: self.payload["classical"])  # RCI counts, S_diff, aggregate mean dp with t interval, rule (a)
+    bayes = property(
+        lambda self: self.payload["bayes"]
+    )  # n_improved, n_deteriorated, expected_false, aggregate {mean, lo90, hi90, p_below_0}
+    classical = property(
+        lambda self: self.payload["classical"]
+    )  # RCI counts, S_diff, aggregate mean dp with t interval, rule (a)
     items = property(lambda self: self.tables.get("items"))  # flagged items first (bayes class, posterior, RCI class)
 
     @property
@@ -168,25 +192,48 @@ class CompareResult(Result):
     def summary(self) -> pd.DataFrame:
         b, c = self.bayes, self.classical
         rows = [
-            ("versions", f"{self.versions[0]} -> {self.versions[1]}"), ("fail on", self.fail_on), ("q", self.q),
-            ("status", self.status), ("found", self.found),
-            ("Bayes improved", b["n_improved"]), ("Bayes deteriorated", b["n_deteriorated"]),
+            ("versions", f"{self.versions[0]} -> {self.versions[1]}"),
+            ("fail on", self.fail_on),
+            ("q", self.q),
+            ("status", self.status),
+            ("found", self.found),
+            ("Bayes improved", b["n_improved"]),
+            ("Bayes deteriorated", b["n_deteriorated"]),
             ("expected false discoveries", b["expected_false"]),
-            (f"mean dp, 90% CrI (posterior; all {self._n_fitted()} items)", _interval_text(b["aggregate"]["mean"], b["aggregate"]["lo90"], b["aggregate"]["hi90"])),
+            (
+                f"mean dp, 90% CrI (posterior; all {self._n_fitted()} items)",
+                _interval_text(b["aggregate"]["mean"], b["aggregate"]["lo90"], b["aggregate"]["hi90"]),
+            ),
             ("P(mean dp < 0)", b["aggregate"]["p_below_0"]),
-            (f"mean dp, 95% CI (classical; the {c['n_analysable']} analysable items)", _interval_text(c["aggregate"]["mean_delta"], *c["aggregate"]["ci95"])),
-            ("RCI improved", c["improved"]), ("RCI deteriorated", c["deteriorated"]), ("RCI analysable", c["n_analysable"]),
-        ]  # fmt: skip
+            (
+                f"mean dp, 95% CI (classical; the {c['n_analysable']} analysable items)",
+                _interval_text(c["aggregate"]["mean_delta"], *c["aggregate"]["ci95"]),
+            ),
+            ("RCI improved", c["improved"]),
+            ("RCI deteriorated", c["deteriorated"]),
+            ("RCI analysable", c["n_analysable"]),
+        ]
         m = self.margin
         if m is not None:
             rows += [
                 ("margin", m["margin"]),
-                ("decision", "undecided (the fit failed its convergence gate)" if self.status != "ok" else m["label"] if m["decision"] == "inconclusive" else f"{m['decision']}: {m['label']}"),
+                (
+                    "decision",
+                    "undecided (the fit failed its convergence gate)"
+                    if self.status != "ok"
+                    else m["label"]
+                    if m["decision"] == "inconclusive"
+                    else f"{m['decision']}: {m['label']}",
+                ),
                 (m["aggregate"]["within_text"], m["aggregate"]["p_within"]),
             ]
             w = m.get("would_decide")
             if w is not None:
-                rows += [("would decide: N at this K", w["n_items"]), ("would decide: K at this N", w["k"]), ("would decide: cheaper", f"more {w['cheaper']}")]
+                rows += [
+                    ("would decide: N at this K", w["n_items"]),
+                    ("would decide: K at this N", w["k"]),
+                    ("would decide: cheaper", f"more {w['cheaper']}"),
+                ]
         nd, r = self.noise, self.resolution
         if nd is not None:
             rows += [
@@ -196,7 +243,10 @@ class CompareResult(Result):
                 ("K to halve it", nd["k_half"]),
             ]
         if r is not None:
-            rows += [(f"detectable mean change ({r['power']:.0%} power)", r["aggregate_mde"]), (f"detectable item change (RCI, {r['power']:.0%} power, an item near 50%)", r["item_mde"])]
+            rows += [
+                (f"detectable mean change ({r['power']:.0%} power)", r["aggregate_mde"]),
+                (f"detectable item change (RCI, {r['power']:.0%} power, an item near 50%)", r["item_mde"]),
+            ]
         rows.append(("exit code", self.exit_code))
         return pd.DataFrame(rows, columns=["metric", "value"])
 
@@ -225,7 +275,12 @@ def aggregate_change(dp_draws: np.ndarray) -> dict:
     ``dp_draws`` has shape (draws, items).
     """
     m = np.asarray(dp_draws, float).mean(axis=1)
-    return {"mean": float(m.mean()), "lo90": float(np.quantile(m, 0.05)), "hi90": float(np.quantile(m, 0.95)), "p_below_0": float(np.mean(m < 0))}
+    return {
+        "mean": float(m.mean()),
+        "lo90": float(np.quantile(m, 0.05)),
+        "hi90": float(np.quantile(m, 0.95)),
+        "p_below_0": float(np.mean(m < 0)),
+    }
 
 
 def decide(fail_on: str, q: float, n_improved: int, n_deteriorated: int, p_below_0: float) -> bool:
@@ -284,7 +339,9 @@ def within_text(side: str, margin: float, what: str = "mean dp") -> str:
     return f"P(|{what}| <= {margin:g})" if side == "two" else f"P({what} >= -{margin:g})"
 
 
-def resolution(noise: dict, s_diff: float, rci_z: float, q: float, margin: float | None, power: float = RESOLUTION_POWER) -> dict:
+def resolution(
+    noise: dict, s_diff: float, rci_z: float, q: float, margin: float | None, power: float = RESOLUTION_POWER
+) -> dict:
     """What this comparison could have detected, from its own N, K and variance (no fit needed).
 
     ``aggregate_mde``: the smallest mean change over items that a one-sided test at level ``q`` (the
@@ -306,10 +363,18 @@ def resolution(noise: dict, s_diff: float, rci_z: float, q: float, margin: float
     mde = z * noise["se"]
     k = int(round(noise["k"]))
     return {
-        "power": power, "q": q, "n_items": noise["n_items"], "k": noise["k"], "se": noise["se"], "aggregate_mde": mde,
-        "item_mde": rci_detectable_change(k, s_diff, rci_z, power), "rci_z": rci_z, "s_diff": s_diff,
-        "margin": margin, "resolves_margin": None if margin is None else bool(margin >= mde),
-    }  # fmt: skip
+        "power": power,
+        "q": q,
+        "n_items": noise["n_items"],
+        "k": noise["k"],
+        "se": noise["se"],
+        "aggregate_mde": mde,
+        "item_mde": rci_detectable_change(k, s_diff, rci_z, power),
+        "rci_z": rci_z,
+        "s_diff": s_diff,
+        "margin": margin,
+        "resolves_margin": None if margin is None else bool(margin >= mde),
+    }
 
 
 def _distance_to_decision(mean: float, margin: float, side: str) -> float:
@@ -317,7 +382,17 @@ def _distance_to_decision(mean: float, margin: float, side: str) -> float:
     return abs(margin - abs(mean)) if side == "two" else abs(mean + margin)
 
 
-def what_would_decide(mean: float, sd: float, margin: float, side: str, q: float, noise: dict, *, mde: float | None = None, power: float = RESOLUTION_POWER) -> dict | None:
+def what_would_decide(
+    mean: float,
+    sd: float,
+    margin: float,
+    side: str,
+    q: float,
+    noise: dict,
+    *,
+    mde: float | None = None,
+    power: float = RESOLUTION_POWER,
+) -> dict | None:
     """How many items at this K, or samples per item at this N, would decide an undecided mean change.
 
     Two requirements, the larger of which sets a factor ``f`` on the variance. The posterior's: if the
@@ -355,7 +430,16 @@ def what_would_decide(mean: float, sd: float, margin: float, side: str, q: float
     extra_n = (n_new - n) * int(round(k))
     extra_k = None if k_new is None else n * (k_new - int(round(k)))
     cheaper = "samples" if extra_k is not None and extra_k <= extra_n else "items"
-    return {"power": power, "sd_needed": d / z, "variance_factor": f, "n_items": n_new, "k": k_new, "extra_samples_n": extra_n, "extra_samples_k": extra_k, "cheaper": cheaper}
+    return {
+        "power": power,
+        "sd_needed": d / z,
+        "variance_factor": f,
+        "n_items": n_new,
+        "k": k_new,
+        "extra_samples_n": extra_n,
+        "extra_samples_k": extra_k,
+        "cheaper": cheaper,
+    }
 
 
 def require_resolution(ev: dict, reso: dict) -> dict:
@@ -375,7 +459,9 @@ def require_resolution(ev: dict, reso: dict) -> dict:
     return ev | {"decision": "inconclusive", "label": "inconclusive", "reasons": [*ev["reasons"], why]}
 
 
-def margin_evidence(dp_draws: np.ndarray, classes: np.ndarray, item_ids: np.ndarray, *, fail_on: str, margin: float, q: float) -> dict:
+def margin_evidence(
+    dp_draws: np.ndarray, classes: np.ndarray, item_ids: np.ndarray, *, fail_on: str, margin: float, q: float
+) -> dict:
     """The three-way decision under a margin (module docstring) and the evidence behind it.
 
     Parameters
@@ -409,17 +495,30 @@ def margin_evidence(dp_draws: np.ndarray, classes: np.ndarray, item_ids: np.ndar
     x = np.asarray(dp_draws, float)
     m = x.mean(axis=1)
     classes = np.asarray(classes, dtype=object)
-    weighed = {"deteriorated": classes == DETERIORATED, "changed": classes != NO_CHANGE, "aggregate": np.zeros(classes.size, bool)}[fail_on]
+    weighed = {
+        "deteriorated": classes == DETERIORATED,
+        "changed": classes != NO_CHANGE,
+        "aggregate": np.zeros(classes.size, bool),
+    }[fail_on]
     p_items = p_within_margin(x[:, weighed], margin, side)
     agg = {
-        "mean": float(m.mean()), "sd": float(m.std(ddof=1)),
-        "p_within": float(p_within_margin(m[:, None], margin, side)[0]), "p_abs_within": float(np.mean(np.abs(m) <= margin)),
-        "p_below": float(np.mean(m < -margin)), "p_above": float(np.mean(m > margin)), "within_text": within_text(side, margin),
-    }  # fmt: skip
+        "mean": float(m.mean()),
+        "sd": float(m.std(ddof=1)),
+        "p_within": float(p_within_margin(m[:, None], margin, side)[0]),
+        "p_abs_within": float(np.mean(np.abs(m) <= margin)),
+        "p_below": float(np.mean(m < -margin)),
+        "p_above": float(np.mean(m > margin)),
+        "within_text": within_text(side, margin),
+    }
     order = np.argsort(p_items, kind="stable")
-    items = [{"item_id": str(i), "bayes_class": str(c), "p_within": float(p)} for i, c, p in zip(np.asarray(item_ids)[weighed][order], classes[weighed][order], p_items[order])]
+    items = [
+        {"item_id": str(i), "bayes_class": str(c), "p_within": float(p)}
+        for i, c, p in zip(np.asarray(item_ids)[weighed][order], classes[weighed][order], p_items[order])
+    ]
     decision = three_way(np.concatenate([[agg["p_within"]], p_items]), q)
-    label = {"pass": MARGIN_LABELS[fail_on][0], "fail": MARGIN_LABELS[fail_on][1], "inconclusive": "inconclusive"}[decision]
+    label = {"pass": MARGIN_LABELS[fail_on][0], "fail": MARGIN_LABELS[fail_on][1], "inconclusive": "inconclusive"}[
+        decision
+    ]
     ev = {"margin": float(margin), "side": side, "decision": decision, "label": label, "aggregate": agg, "items": items}
     return ev | {"reasons": margin_reasons(ev, fail_on, q)}
 
@@ -452,7 +551,9 @@ def margin_reasons(ev: dict, fail_on: str, q: float) -> list[str]:
     if not items:
         return out + [f"no item flagged {kind}"]
     worst = items[0]
-    out.append(f"{len(items)} item(s) flagged {kind}; the least within: {worst['item_id']} ({worst['bayes_class']}), {item_event} = {worst['p_within']:.3f}: {verdict(worst['p_within'])}")
+    out.append(
+        f"{len(items)} item(s) flagged {kind}; the least within: {worst['item_id']} ({worst['bayes_class']}), {item_event} = {worst['p_within']:.3f}: {verdict(worst['p_within'])}"
+    )
     n_beyond = sum(it["p_within"] <= lo for it in items)
     if n_beyond > 1:
         out.append(f"{n_beyond} flagged item(s) beyond the margin")
@@ -499,38 +600,87 @@ def compare(
         raise ValueError(f"q must be in (0, 1), got {q}")
     if margin is not None and not (0 < margin < 1 and q < 0.5):
         raise ValueError(f"a margin needs 0 < margin < 1 and q < 0.5, got margin {margin}, q {q}")
-    rci = reliable_change(counts, n_splits=200, n_permutations=200)  # one classical run: the fit's cross-check and the summary's
-    res = fit(counts, model="change", collapsed=True, config=config, rule="fdr", fdr=q,
-              max_rhat=max_rhat, min_ess=min_ess, max_divergences=max_divergences, escalate=escalate, rci=rci)  # fmt: skip
+    rci = reliable_change(
+        counts, n_splits=200, n_permutations=200
+    )  # one classical run: the fit's cross-check and the summary's
+    res = fit(
+        counts,
+        model="change",
+        collapsed=True,
+        config=config,
+        rule="fdr",
+        fdr=q,
+        max_rhat=max_rhat,
+        min_ess=min_ess,
+        max_divergences=max_divergences,
+        escalate=escalate,
+        rci=rci,
+    )
     sel = res.selection
     dp = res.item_draws()["dp"].values
     agg = aggregate_change(dp.reshape(-1, dp.shape[-1]))
-    bayes = {"n_improved": int(sel["n_improved"]), "n_deteriorated": int(sel["n_deteriorated"]),
-             "expected_false": float(sel["expected_false"]), "aggregate": agg, "diagnostics": res.diagnostics.to_dict(),
-             "model": "change (collapsed)", "selection": f"Bayesian FDR q = {q:g}"}  # fmt: skip
+    bayes = {
+        "n_improved": int(sel["n_improved"]),
+        "n_deteriorated": int(sel["n_deteriorated"]),
+        "expected_false": float(sel["expected_false"]),
+        "aggregate": agg,
+        "diagnostics": res.diagnostics.to_dict(),
+        "model": "change (collapsed)",
+        "selection": f"Bayesian FDR q = {q:g}",
+    }
 
     ca = rci.counts["analysable"]
     classical = {
-        "improved": ca["improved"], "deteriorated": ca["deteriorated"], "n_analysable": ca["n"],
-        "n_items": rci.exclusions["n_before"], "s_diff": rci.s_diff, "z": rci.params["z"],
-        "min_valid_rule": rci.exclusions["min_valid_rule"], "sd_basis": rci.params["sd_basis"], "aggregate": rci.aggregate,
-    }  # fmt: skip
+        "improved": ca["improved"],
+        "deteriorated": ca["deteriorated"],
+        "n_analysable": ca["n"],
+        "n_items": rci.exclusions["n_before"],
+        "s_diff": rci.s_diff,
+        "z": rci.params["z"],
+        "min_valid_rule": rci.exclusions["min_valid_rule"],
+        "sd_basis": rci.params["sd_basis"],
+        "aggregate": rci.aggregate,
+    }
     found = decide(fail_on, q, bayes["n_improved"], bayes["n_deteriorated"], agg["p_below_0"])
     items = res.items.copy()
     rank = items["bayes_class"].map({DETERIORATED: 0, IMPROVED: 1}).fillna(2)
-    items = items.assign(_r=rank, _p=-np.maximum(items["p_improve"], items["p_deteriorate"])).sort_values(["_r", "_p"], kind="stable")
+    items = items.assign(_r=rank, _p=-np.maximum(items["p_improve"], items["p_deteriorate"])).sort_values(
+        ["_r", "_p"], kind="stable"
+    )
     items = items.drop(columns=["_r", "_p"]).reset_index(drop=True)
     versions = tuple(map(str, res.params["versions"]))
     noise = noise_from_counts(counts, versions)
     reso = resolution(noise, rci.s_diff, rci.params["z"], q, margin)
     ev = None
     if margin is not None:
-        ev = margin_evidence(dp.reshape(-1, dp.shape[-1]), res.items["bayes_class"].to_numpy(dtype=object), res.items["item_id"].to_numpy(), fail_on=fail_on, margin=margin, q=q)
+        ev = margin_evidence(
+            dp.reshape(-1, dp.shape[-1]),
+            res.items["bayes_class"].to_numpy(dtype=object),
+            res.items["item_id"].to_numpy(),
+            fail_on=fail_on,
+            margin=margin,
+            q=q,
+        )
         ev = require_resolution(ev, reso)
         if ev["decision"] == "inconclusive":
-            w = what_would_decide(ev["aggregate"]["mean"], ev["aggregate"]["sd"], margin, ev["side"], q, noise, mde=reso["aggregate_mde"])
+            w = what_would_decide(
+                ev["aggregate"]["mean"], ev["aggregate"]["sd"], margin, ev["side"], q, noise, mde=reso["aggregate_mde"]
+            )
             ev = ev | {"would_decide": w, "reasons": [*ev["reasons"], decide_sentence(w, noise["k"], noise["n_items"])]}
-    return CompareResult.from_decision(versions, fail_on, q, bool(found), res.status, bayes, classical, items, res, margin=ev, noise=noise, resolution=reso)
+    return CompareResult.from_decision(
+        versions,
+        fail_on,
+        q,
+        bool(found),
+        res.status,
+        bayes,
+        classical,
+        items,
+        res,
+        margin=ev,
+        noise=noise,
+        resolution=reso,
+    )
 
 
 def _verdict(res: CompareResult) -> str:
@@ -549,8 +699,18 @@ def _counts_table(res: CompareResult) -> str:
     """Both methods' counts side by side: the Bayesian one decides, the RCI is shown beside it."""
     b, c = res.bayes, res.classical
     rows = [
-        [f"Bayesian change model (FDR q = {res.q:g})", b["n_improved"], b["n_deteriorated"], f"expected false discoveries {_num(b['expected_false']):.2f}"],
-        [f"Classical RCI (z = {c['z']:g}, no FDR control)", c["improved"], c["deteriorated"], f"{c['n_analysable']} of {c['n_items']} items analysable; rule (a): {c['min_valid_rule']}"],
+        [
+            f"Bayesian change model (FDR q = {res.q:g})",
+            b["n_improved"],
+            b["n_deteriorated"],
+            f"expected false discoveries {_num(b['expected_false']):.2f}",
+        ],
+        [
+            f"Classical RCI (z = {c['z']:g}, no FDR control)",
+            c["improved"],
+            c["deteriorated"],
+            f"{c['n_analysable']} of {c['n_items']} items analysable; rule (a): {c['min_valid_rule']}",
+        ],
     ]
     return markdown_table(["", CLASS_LABELS[IMPROVED], CLASS_LABELS[DETERIORATED], "notes"], rows, align="lrrl")
 
@@ -599,7 +759,11 @@ def decide_sentence(w: dict | None, k: float, n: int) -> str:
     """
     if w is None:
         return "the mean sits on the margin's edge: no amount of data would decide it, were it what the posterior says"
-    by_k = f"K = {w['k']} samples per item on these {n} items (+{w['extra_samples_k']} per version)" if w["k"] is not None else f"no K on these {n} items (their item-set noise alone is too wide)"
+    by_k = (
+        f"K = {w['k']} samples per item on these {n} items (+{w['extra_samples_k']} per version)"
+        if w["k"] is not None
+        else f"no K on these {n} items (their item-set noise alone is too wide)"
+    )
     return (
         f"would decide the mean with {w['power']:.0%} power, if it is what the posterior says: ~{w['n_items']} items at K = {k:g} "
         f"(+{w['extra_samples_n']} samples per version) or {by_k}; more {w['cheaper']} is cheaper"
@@ -609,10 +773,19 @@ def decide_sentence(w: dict | None, k: float, n: int) -> str:
 def _flagged_table(flagged: pd.DataFrame) -> str:
     """One row per flagged item: class, Δp with its 90% interval, P(direction), the RCI's class."""
     rows = [
-        [r["item_id"], r["domain"], r["bayes_class"], f"{r['dp_mean']:+.2f} ({r['dp_lo90']:+.2f}, {r['dp_hi90']:+.2f})", f"{max(r['p_improve'], r['p_deteriorate']):.3f}", r["rci_class"]]
+        [
+            r["item_id"],
+            r["domain"],
+            r["bayes_class"],
+            f"{r['dp_mean']:+.2f} ({r['dp_lo90']:+.2f}, {r['dp_hi90']:+.2f})",
+            f"{max(r['p_improve'], r['p_deteriorate']):.3f}",
+            r["rci_class"],
+        ]
         for _, r in flagged.iterrows()
     ]
-    return markdown_table(["item", "domain", "class", "Δp (90% CrI)", "P(direction)", "RCI class"], rows, align="llllrl")
+    return markdown_table(
+        ["item", "domain", "class", "Δp (90% CrI)", "P(direction)", "RCI class"], rows, align="llllrl"
+    )
 
 
 def markdown_summary(res: CompareResult, *, max_items: int = 10) -> str:
@@ -624,7 +797,13 @@ def markdown_summary(res: CompareResult, *, max_items: int = 10) -> str:
     """
     v1, v2 = res.versions
     gate = f" `--rope {res.margin['margin']:g}`" if res.margin is not None else ""
-    lines = [f"### bayesrc compare: `{v1}` → `{v2}`", "", f"{_verdict(res)} — gate `--fail-on {res.fail_on}`{gate}, q = {res.q:g}.", "", *margin_lines(res)]
+    lines = [
+        f"### bayesrc compare: `{v1}` → `{v2}`",
+        "",
+        f"{_verdict(res)} — gate `--fail-on {res.fail_on}`{gate}, q = {res.q:g}.",
+        "",
+        *margin_lines(res),
+    ]
     if res.resolution is not None:
         lines += [f"Resolution: {resolution_sentence(res.resolution)}", ""]
     lines += [_counts_table(res), "", _aggregate_line(res)]
@@ -632,7 +811,14 @@ def markdown_summary(res: CompareResult, *, max_items: int = 10) -> str:
         lines += ["", f"Noise: {noise_sentence(res.noise)}"]
     flagged = res.items[res.items["bayes_class"] != NO_CHANGE].head(max_items)
     if len(flagged):
-        lines += ["", f"<details><summary>Flagged items (first {len(flagged)})</summary>", "", _flagged_table(flagged), "", "</details>"]
+        lines += [
+            "",
+            f"<details><summary>Flagged items (first {len(flagged)})</summary>",
+            "",
+            _flagged_table(flagged),
+            "",
+            "</details>",
+        ]
     d = res.bayes["diagnostics"]
     fit_line = f"<sub>Fit: max R-hat {_num(d.get('max_rhat')):.3f}, min ESS bulk {_num(d.get('min_ess_bulk')):.0f}, {d.get('divergences', 0)} divergences; status {res.status}.</sub>"
     lines += ["", fit_line, ""]

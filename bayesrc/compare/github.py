@@ -34,12 +34,17 @@ def github_outputs(res: CompareResult) -> dict[str, str]:
     if res.status == "ok" and m is not None and m["decision"] == "inconclusive" and res.noise is not None:
         would = decide_sentence(m.get("would_decide"), res.noise["k"], res.noise["n_items"])
     return {
-        "decision": res.decision, "exit-code": str(res.exit_code),
-        "mean-dp": f"{a['mean']:.4f}", "mean-dp-lo90": f"{a['lo90']:.4f}", "mean-dp-hi90": f"{a['hi90']:.4f}",
-        "items-deteriorated": str(res.bayes["n_deteriorated"]), "items-improved": str(res.bayes["n_improved"]),
-        "margin": "none" if m is None else f"{m['margin']:g}", "mde": "" if r is None else f"{r['aggregate_mde']:.4f}",
+        "decision": res.decision,
+        "exit-code": str(res.exit_code),
+        "mean-dp": f"{a['mean']:.4f}",
+        "mean-dp-lo90": f"{a['lo90']:.4f}",
+        "mean-dp-hi90": f"{a['hi90']:.4f}",
+        "items-deteriorated": str(res.bayes["n_deteriorated"]),
+        "items-improved": str(res.bayes["n_improved"]),
+        "margin": "none" if m is None else f"{m['margin']:g}",
+        "mde": "" if r is None else f"{r['aggregate_mde']:.4f}",
         "would-decide": would,
-    }  # fmt: skip
+    }
 
 
 def write_github_files(res: CompareResult, env: Mapping[str, str]) -> None:

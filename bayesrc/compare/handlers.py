@@ -44,18 +44,31 @@ def run_compare(args: argparse.Namespace) -> int:
         raise InputError(f"must be in (0, 1), got {args.q}", field="--q")
     args.margin = margin_value(args.margin)
     if args.margin is not None and args.q >= 0.5:
-        raise InputError(f"must be below 0.5 with a margin (pass needs mass >= 1 - q, fail <= q; --rope none for none), got {args.q}", field="--q")
+        raise InputError(
+            f"must be below 0.5 with a margin (pass needs mass >= 1 - q, fail <= q; --rope none for none), got {args.q}",
+            field="--q",
+        )
     cfg = sampler_config(args)
     v1, v2 = trials_file(args.v1), trials_file(args.v2)
     check_comparable(v1, v2, allow=args.allow_pin, force=args.force)
     counts = load_counts([v1, v2], on_unmatched="drop" if args.allow_unmatched else "raise")
     if counts.sizes["item"] < 2:
-        raise InputError(f"{counts.sizes['item']} matched item(s); the comparison needs at least 2", path=v2, field="item_id")
+        raise InputError(
+            f"{counts.sizes['item']} matched item(s); the comparison needs at least 2", path=v2, field="item_id"
+        )
     for note in input_notes(counts):
         print(f"bayesrc: note: {note}", file=sys.stderr)
     configure_host_devices(min(args.chains, os.cpu_count() or 1))
     res = compare(
-        counts, fail_on=args.fail_on, q=args.q, config=cfg, max_rhat=args.max_rhat, min_ess=args.min_ess, max_divergences=args.max_divergences, escalate=not args.no_escalate, margin=args.margin
+        counts,
+        fail_on=args.fail_on,
+        q=args.q,
+        config=cfg,
+        max_rhat=args.max_rhat,
+        min_ess=args.min_ess,
+        max_divergences=args.max_divergences,
+        escalate=not args.no_escalate,
+        margin=args.margin,
     )
     res.save(args.out)  # compare.json, items.parquet and summary.md, all or nothing
     write_github_files(res, os.environ)  # in a GitHub Actions step: step outputs and the job summary
@@ -64,5 +77,8 @@ def run_compare(args: argparse.Namespace) -> int:
     if res.status == "ok" and res.margin is not None:
         print(f"decision: {res.margin['label']} (exit {res.exit_code}): " + "; ".join(res.margin["reasons"]))
     if res.status != "ok":
-        print(f"bayesrc: error: the change-model fit failed its convergence gate ({res.fit.diagnostics.worst}); nothing decided (exit 3)", file=sys.stderr)
+        print(
+            f"bayesrc: error: the change-model fit failed its convergence gate ({res.fit.diagnostics.worst}); nothing decided (exit 3)",
+            file=sys.stderr,
+        )
     return res.exit_code

@@ -2,7 +2,15 @@
 
 from bayesrc.data.counts import counts_frame, input_notes, item_counts, load_counts, modal_k, open_counts, save_counts
 from bayesrc.data.exact import ExactRun, exact_truth, load_exact, sample_from_exact, write_exact_run
-from bayesrc.data.simulate import SimulatedFamily, SimulatedPair, item_truth, letter_shift_truth, simulate_family, simulate_pair, trials_from_accuracy
+from bayesrc.data.simulate import (
+    SimulatedFamily,
+    SimulatedPair,
+    item_truth,
+    letter_shift_truth,
+    simulate_family,
+    simulate_pair,
+    trials_from_accuracy,
+)
 from bayesrc.data.trials import TRIAL_COLUMNS, load_trials, normalise_trials, save_trials, trials_file
 
 __all__ = [

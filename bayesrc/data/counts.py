@@ -65,7 +65,9 @@ def _item_domains(trials: Sequence[pd.DataFrame], sources: Sequence[str]) -> dic
             if prev is None:
                 item_domain[item] = dom
             elif prev != dom:
-                raise InputError(f"domain {dom!r} here but {prev!r} in another version", path=src, item=item, field="domain")
+                raise InputError(
+                    f"domain {dom!r} here but {prev!r} in another version", path=src, item=item, field="domain"
+                )
     return item_domain
 
 
@@ -305,17 +307,25 @@ def input_notes(ds: xr.Dataset, min_valid: int | None = None, valid_share: float
     for v, src in zip(ds["version"].values, sources):
         n_valid = ds["n_valid"].sel(version=v).values
         k_item = ds["n_trials"].sel(version=v).values
-        need = np.full(n_valid.shape, min_valid) if min_valid is not None else np.ceil(valid_share * k_item - 1e-9).astype(np.int64)
+        need = (
+            np.full(n_valid.shape, min_valid)
+            if min_valid is not None
+            else np.ceil(valid_share * k_item - 1e-9).astype(np.int64)
+        )
         low = np.flatnonzero(n_valid < need)
         if low.size:
             first = ds["item"].values[low[0]]
             rule = "" if min_valid is not None else f" (ceil({valid_share:g}·K) of the item's K = {k_item[low[0]]})"
-            notes.append(f"{src}: item {first}: field 'is_missing': fewer than {need[low[0]]} valid responses ({n_valid[low[0]]}); {low.size} such item(s) excluded by rule (a){rule}")
+            notes.append(
+                f"{src}: item {first}: field 'is_missing': fewer than {need[low[0]]} valid responses ({n_valid[low[0]]}); {low.size} such item(s) excluded by rule (a){rule}"
+            )
         n_trials = ds["n_trials"].sel(version=v).values
         ks = np.unique(n_trials[n_trials > 0])
         if ks.size > 1:
             odd = np.flatnonzero(n_trials != modal_k(ds))
-            notes.append(f"{src}: item {ds['item'].values[odd[0]]}: field 'k': K differs between items ({', '.join(map(str, ks))} samples); analysed as given")
+            notes.append(
+                f"{src}: item {ds['item'].values[odd[0]]}: field 'k': K differs between items ({', '.join(map(str, ks))} samples); analysed as given"
+            )
     for v, ids in (ds.attrs.get("unmatched") or {}).items():
         notes.append(f"version {v}: {len(ids)} item(s) missing (first: {ids[0]}); analysed matched items only")
     return notes + seed_notes(ds)

@@ -65,10 +65,14 @@ class ExactRun:
     def summary(self) -> pd.DataFrame:
         it = self.items
         rows = [
-            ("run", str(self.path)), ("label", self.label), ("items", self.n_items),
-            ("mean p", float(it["p"].mean())), ("mean p_missing", float(it["p_missing"].mean())),
-            ("max p_unresolved", float(it["p_unresolved"].max())), ("answers (rows of dist)", len(self.dist)),
-        ]  # fmt: skip
+            ("run", str(self.path)),
+            ("label", self.label),
+            ("items", self.n_items),
+            ("mean p", float(it["p"].mean())),
+            ("mean p_missing", float(it["p_missing"].mean())),
+            ("max p_unresolved", float(it["p_unresolved"].max())),
+            ("answers (rows of dist)", len(self.dist)),
+        ]
         return pd.DataFrame(rows, columns=["metric", "value"])
 
 
@@ -87,9 +91,15 @@ def _as_boolean(col: pd.Series, path: Path) -> pd.Series:
     try:
         return col.astype("boolean")
     except (TypeError, ValueError):
-        ok = col.map(lambda v: v is None or v is pd.NA or isinstance(v, bool | np.bool_) or (isinstance(v, float) and np.isnan(v)))
+        ok = col.map(
+            lambda v: (
+                v is None or v is pd.NA or isinstance(v, bool | np.bool_) or (isinstance(v, float) and np.isnan(v))
+            )
+        )
         i = int(np.flatnonzero(~ok.to_numpy(bool))[0]) if not ok.all() else 0
-        raise InputError(f"expected true, false or null, got {col.iloc[i]!r}", path=path, line=i + 1, field=str(col.name)) from None
+        raise InputError(
+            f"expected true, false or null, got {col.iloc[i]!r}", path=path, line=i + 1, field=str(col.name)
+        ) from None
 
 
 def _check_prob(df: pd.DataFrame, col: str, path: Path) -> None:
@@ -108,7 +118,10 @@ def _exact_root(run: str | Path) -> Path:
     if not root.is_dir():
         raise InputError("not a run directory", path=root)
     if (root / "trials.parquet").is_file() and not (root / "items_exact.parquet").is_file():
-        raise InputError("is a K-sample trials run, not an exact run: an exact run is needed (collect one with `bayesrc collect --engine exact`)", path=root / "trials.parquet")
+        raise InputError(
+            "is a K-sample trials run, not an exact run: an exact run is needed (collect one with `bayesrc collect --engine exact`)",
+            path=root / "trials.parquet",
+        )
     for name in ("items_exact.parquet", "dist.parquet"):
         if not (root / name).is_file() and _collected_exact(root):
             # collect --engine exact writes its per-item parts first and these two files last
@@ -171,7 +184,9 @@ def load_exact(run: str | Path) -> ExactRun:
         items["correct_answer"] = items["item_id"].map(key.set_index("item_id")["answer"]).astype("string")
     record = read_run_record(root) or {}
     label = str((record.get("pins") or {}).get("model.label") or root.name)
-    return ExactRun(path=root, label=label, items=items.reset_index(drop=True), dist=dist.reset_index(drop=True), record=record)
+    return ExactRun(
+        path=root, label=label, items=items.reset_index(drop=True), dist=dist.reset_index(drop=True), record=record
+    )
 
 
 def _as_exact(run) -> ExactRun:
@@ -197,7 +212,12 @@ def exact_truth(run_v1, run_v2) -> pd.DataFrame:
     only = sorted(set(ia.index) ^ set(ib.index))
     if only:
         where = a.path if only[0] in ia.index else b.path
-        raise InputError(f"present in one exact run only ({len(only)} such items)", path=where / "items_exact.parquet", item=only[0], field="item_id")
+        raise InputError(
+            f"present in one exact run only ({len(only)} such items)",
+            path=where / "items_exact.parquet",
+            item=only[0],
+            field="item_id",
+        )
     ids = list(ia.index)
     out = pd.DataFrame(
         {
@@ -238,7 +258,20 @@ def sample_from_exact(run, k: int = 10, seed: int = 0, *, model: str | None = No
     ex = _as_exact(run)
     label = model or ex.label
     groups = {i: g for i, g in ex.dist.groupby("item_id", sort=False)}
-    cols = {c: [] for c in ("item_id", "domain", "k", "seed", "response", "extracted", "correct_answer", "is_correct", "is_missing")}
+    cols = {
+        c: []
+        for c in (
+            "item_id",
+            "domain",
+            "k",
+            "seed",
+            "response",
+            "extracted",
+            "correct_answer",
+            "is_correct",
+            "is_missing",
+        )
+    }
     for row in ex.items.itertuples(index=False):
         g = groups.get(row.item_id)
         answers = list(g["answer"]) if g is not None else []
@@ -249,7 +282,9 @@ def sample_from_exact(run, k: int = 10, seed: int = 0, *, model: str | None = No
         correct.append(pd.NA)
         pr = np.asarray(probs, float)
         if pr.sum() <= 0:
-            raise InputError("no probability mass for this item", path=ex.path / "dist.parquet", item=row.item_id, field="prob")
+            raise InputError(
+                "no probability mass for this item", path=ex.path / "dist.parquet", item=row.item_id, field="prob"
+            )
         draw = _item_rng(seed, row.item_id).choice(len(pr), size=int(k), p=pr / pr.sum())
         for kk, j in enumerate(draw):
             ans = answers[j]
@@ -273,7 +308,9 @@ def sample_from_exact(run, k: int = 10, seed: int = 0, *, model: str | None = No
     return df
 
 
-def write_exact_run(path: str | Path, dist: pd.DataFrame, *, label: str, p_unresolved: dict | None = None, pins: dict | None = None) -> Path:
+def write_exact_run(
+    path: str | Path, dist: pd.DataFrame, *, label: str, p_unresolved: dict | None = None, pins: dict | None = None
+) -> Path:
     """Write an exact run directory from answer distributions (known truth for tests and simulations).
 
     ``dist``: ``item_id, domain, answer, prob, is_correct`` (one row per answer; a null answer
@@ -297,11 +334,16 @@ def write_exact_run(path: str | Path, dist: pd.DataFrame, *, label: str, p_unres
         total = float(g["prob"].sum()) + pu
         if abs(total - 1.0) > 1e-9:
             raise InputError(f"probabilities sum to {total:.12g}, not 1", item=item, field="prob")
-        rows.append({
-            "item_id": item, "domain": g["domain"].iloc[0],
-            "p_correct": float(g.loc[g["is_correct"].fillna(False).astype(bool), "prob"].sum()),
-            "p_missing": float(g.loc[g["answer"].isna(), "prob"].sum()), "p_unresolved": pu, "n_expanded": len(g),
-        })  # fmt: skip
+        rows.append(
+            {
+                "item_id": item,
+                "domain": g["domain"].iloc[0],
+                "p_correct": float(g.loc[g["is_correct"].fillna(False).astype(bool), "prob"].sum()),
+                "p_missing": float(g.loc[g["answer"].isna(), "prob"].sum()),
+                "p_unresolved": pu,
+                "n_expanded": len(g),
+            }
+        )
     with staged_output(path) as stage:
         write_parquet(pd.DataFrame(rows), stage / "items_exact.parquet")
         write_parquet(d, stage / "dist.parquet")

@@ -123,7 +123,9 @@ DEFAULT_COVARIATE = "correct_answer"
 AUTO_MAX_STRATA = 24
 
 
-def model_inputs(counts: xr.Dataset, v1: str | None = None, v2: str | None = None, *more: str, covariate: str | None = AUTO) -> ModelInputs:
+def model_inputs(
+    counts: xr.Dataset, v1: str | None = None, v2: str | None = None, *more: str, covariate: str | None = AUTO
+) -> ModelInputs:
     """Extract ``y, n`` (item x version), the domain index and an item covariate from item counts.
 
     The versions are ``v1, v2`` (default the counts' first two), then ``more`` (the joint model of a
@@ -165,7 +167,10 @@ def model_inputs(counts: xr.Dataset, v1: str | None = None, v2: str | None = Non
         if name not in counts.coords or counts[name].dims != ("item",):
             if covariate != AUTO:
                 known = [c for c in counts.coords if counts[c].dims == ("item",)]
-                raise InputError(f"no item covariate {name!r} in the item counts (item coords: {', '.join(known)})", field="covariate")
+                raise InputError(
+                    f"no item covariate {name!r} in the item counts (item coords: {', '.join(known)})",
+                    field="covariate",
+                )
         else:
             labels = np.asarray(counts[name].values).astype(str)
             levels, idx = np.unique(labels, return_inverse=True)

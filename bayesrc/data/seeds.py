@@ -80,4 +80,6 @@ def seed_rule_text(k: int, *, stride: int | None = None, offset: int = 0) -> str
     """
     if stride is not None or k <= REFERENCE_K:
         return f"{offset} + item_index * {REFERENCE_K if stride is None else stride} + k"
-    return f"{offset} + item_index * 10 + k for k < 10, {offset} + 10 * 2**19 + (k - 10) * 2**19 + item_index for k >= 10"
+    return (
+        f"{offset} + item_index * 10 + k for k < 10, {offset} + 10 * 2**19 + (k - 10) * 2**19 + item_index for k >= 10"
+    )

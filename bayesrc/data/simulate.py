@@ -171,9 +171,28 @@ def simulate_pair(
     s_truth, s1, s2 = ss.spawn(3)
     if truth is None:
         truth = item_truth(n_items, seed=np.random.default_rng(s_truth), **truth_kwargs)
-    common = dict(k=k, missing_rate=missing_rate, item_index=truth["item_index"], answers=truth["correct_answer"] if "correct_answer" in truth else None)
-    t1 = trials_from_accuracy(truth["item_id"], truth["domain"], truth["p_v1"].to_numpy(), model=models[0], seed=np.random.default_rng(s1), **common)
-    t2 = trials_from_accuracy(truth["item_id"], truth["domain"], truth["p_v2"].to_numpy(), model=models[1], seed=np.random.default_rng(s2), **common)
+    common = dict(
+        k=k,
+        missing_rate=missing_rate,
+        item_index=truth["item_index"],
+        answers=truth["correct_answer"] if "correct_answer" in truth else None,
+    )
+    t1 = trials_from_accuracy(
+        truth["item_id"],
+        truth["domain"],
+        truth["p_v1"].to_numpy(),
+        model=models[0],
+        seed=np.random.default_rng(s1),
+        **common,
+    )
+    t2 = trials_from_accuracy(
+        truth["item_id"],
+        truth["domain"],
+        truth["p_v2"].to_numpy(),
+        model=models[1],
+        seed=np.random.default_rng(s2),
+        **common,
+    )
     return SimulatedPair(t1, t2, truth)
 
 
@@ -217,16 +236,29 @@ def letter_shift_truth(
     letter = np.array(list(letters))[rng.integers(0, len(letters), n_items)]
     theta = mu_theta + np.array([levels.get(x, 0.0) for x in letter]) + rng.normal(0.0, sigma_theta, n_items)
     changed = rng.random(n_items) < pi_change
-    spread = np.array([sigma_delta[x] for x in letter]) if isinstance(sigma_delta, Mapping) else np.full(n_items, float(sigma_delta))
-    delta = np.where(changed, np.array([shifts.get(x, 0.0) for x in letter]) + rng.normal(0.0, 1.0, n_items) * spread, 0.0)
+    spread = (
+        np.array([sigma_delta[x] for x in letter])
+        if isinstance(sigma_delta, Mapping)
+        else np.full(n_items, float(sigma_delta))
+    )
+    delta = np.where(
+        changed, np.array([shifts.get(x, 0.0) for x in letter]) + rng.normal(0.0, 1.0, n_items) * spread, 0.0
+    )
     p1, p2 = expit(theta), expit(theta + delta)
     return pd.DataFrame(
         {
-            "item_id": [f"s{i:05d}" for i in range(n_items)], "item_index": np.arange(n_items), "domain": dom,
-            "correct_answer": letter, "theta": theta, "delta_logit": delta, "p_v1": p1, "p_v2": p2,
-            "delta_p": p2 - p1, "changed": changed,
+            "item_id": [f"s{i:05d}" for i in range(n_items)],
+            "item_index": np.arange(n_items),
+            "domain": dom,
+            "correct_answer": letter,
+            "theta": theta,
+            "delta_logit": delta,
+            "p_v1": p1,
+            "p_v2": p2,
+            "delta_p": p2 - p1,
+            "changed": changed,
         }
-    )  # fmt: skip
+    )
 
 
 @dataclass(frozen=True)
@@ -297,19 +329,53 @@ def simulate_family(
     if len(labels) < 2:
         raise ValueError(f"a family needs at least two versions, got {labels}")
     n_other = len(labels) - 1
-    shift, pis, spreads = _per_version(shifts, n_other, "shifts"), _per_version(pi_change, n_other, "pi_change"), _per_version(sigma_delta, n_other, "sigma_delta")
+    shift, pis, spreads = (
+        _per_version(shifts, n_other, "shifts"),
+        _per_version(pi_change, n_other, "pi_change"),
+        _per_version(sigma_delta, n_other, "sigma_delta"),
+    )
     seeds = np.random.SeedSequence(seed).spawn(2 * len(labels) + 1)
     domains = truth_kwargs.pop("domains", DEFAULT_DOMAINS)
     draws = [
-        item_truth(n_items, domains=domains, domain_shift={d: s for d in domains}, sigma_theta=sigma_theta, sigma_delta=sd, pi_change=pc, seed=np.random.default_rng(seeds[v]), **truth_kwargs)
+        item_truth(
+            n_items,
+            domains=domains,
+            domain_shift={d: s for d in domains},
+            sigma_theta=sigma_theta,
+            sigma_delta=sd,
+            pi_change=pc,
+            seed=np.random.default_rng(seeds[v]),
+            **truth_kwargs,
+        )
         for v, (s, sd, pc) in enumerate(zip([0.0, *shift], [1.0, *spreads], [0.0, *pis]))
-    ]  # fmt: skip
-    truth = draws[0].rename(columns={"p_v1": f"p_{labels[0]}"}).drop(columns=["p_v2", "delta_p", "delta_logit", "changed"])
+    ]
+    truth = (
+        draws[0].rename(columns={"p_v1": f"p_{labels[0]}"}).drop(columns=["p_v2", "delta_p", "delta_logit", "changed"])
+    )
     for label, d in zip(labels[1:], draws[1:]):
         truth[f"delta_logit_{label}"], truth[f"changed_{label}"] = d["delta_logit"].to_numpy(), d["changed"].to_numpy()
         truth[f"p_{label}"] = expit(truth["theta"].to_numpy() + d["delta_logit"].to_numpy())
     p = truth[[f"p_{v}" for v in labels]].to_numpy()
-    answers = np.array(list(LETTERS))[np.random.default_rng(seeds[-1]).integers(0, 10, n_items)]  # one key per item, in every version
+    answers = np.array(list(LETTERS))[
+        np.random.default_rng(seeds[-1]).integers(0, 10, n_items)
+    ]  # one key per item, in every version
     common = dict(k=k, missing_rate=missing_rate, item_index=truth["item_index"], answers=answers)
-    trials = [trials_from_accuracy(truth["item_id"], truth["domain"], p[:, v], model=label, seed=np.random.default_rng(seeds[len(labels) + v]), **common) for v, label in enumerate(labels)]
-    return SimulatedFamily(trials, item_counts(*trials, versions=labels), truth, p, pd.Series(p.mean(0), index=labels, name="mean_accuracy"), labels)
+    trials = [
+        trials_from_accuracy(
+            truth["item_id"],
+            truth["domain"],
+            p[:, v],
+            model=label,
+            seed=np.random.default_rng(seeds[len(labels) + v]),
+            **common,
+        )
+        for v, label in enumerate(labels)
+    ]
+    return SimulatedFamily(
+        trials,
+        item_counts(*trials, versions=labels),
+        truth,
+        p,
+        pd.Series(p.mean(0), index=labels, name="mean_accuracy"),
+        labels,
+    )

@@ -111,7 +111,9 @@ def _parse_seed(values: pd.Series, *, path: Path, lines: pd.Series) -> pd.Series
     bad = num.notna() & (~np.isfinite(num) | (num.abs() > 2**63 - 1) | (num != np.floor(num)))
     if bad.any():
         first = bad.idxmax()
-        raise InputError(f"expected an integer seed, got {values[first]!r}", path=path, line=int(lines[first]), field="seed")
+        raise InputError(
+            f"expected an integer seed, got {values[first]!r}", path=path, line=int(lines[first]), field="seed"
+        )
     return num.astype("Int64")
 
 
@@ -127,7 +129,9 @@ def _aliased_columns(df: pd.DataFrame, *, path: Path, lines: pd.Series) -> dict[
             found[canon] = df[alias]
     if "item_id" not in df:
         if "item_index" not in df:
-            raise InputError("missing required field (nor 'item_index')", path=path, line=int(lines.iloc[0]), field="item_id")
+            raise InputError(
+                "missing required field (nor 'item_index')", path=path, line=int(lines.iloc[0]), field="item_id"
+            )
         found["item_id"] = df["item_index"]
     return found
 
@@ -143,7 +147,12 @@ def _check_required_fields(df: pd.DataFrame, *, path: Path, lines: pd.Series) ->
     """Every row needs ``item_id`` and ``k``, and the file an ``is_correct`` field."""
     # Required per row: item_id, k, and is_correct or is_missing (can't tell correctness otherwise).
     if "k" not in df:  # only when greedy=False: otherwise a file without k is single-shot (k = 0)
-        raise InputError("missing required field (a K-sample file needs one; greedy=True reads single-shot answers)", path=path, line=int(lines.iloc[0]), field="k")
+        raise InputError(
+            "missing required field (a K-sample file needs one; greedy=True reads single-shot answers)",
+            path=path,
+            line=int(lines.iloc[0]),
+            field="k",
+        )
     for field in ("item_id", "k"):
         missing = df[field].isna()
         if missing.any():
@@ -159,7 +168,9 @@ def _parse_k(values: pd.Series, *, path: Path, lines: pd.Series) -> pd.Series:
     bad_k = _not_whole(k_num) | (k_num < 0)
     if bad_k.any():
         first = bad_k.idxmax()
-        raise InputError(f"expected a non-negative integer, got {values[first]!r}", path=path, line=int(lines[first]), field="k")
+        raise InputError(
+            f"expected a non-negative integer, got {values[first]!r}", path=path, line=int(lines[first]), field="k"
+        )
     return k_num.astype(np.int64)
 
 
@@ -271,7 +282,11 @@ def normalise_trials(
         df[col] = column
     _check_unique_trials(df, path=path, lines=lines)
     if df["is_missing"].all():
-        raise InputError(f"all {len(df)} responses are missing for model {df['model'].iloc[0]!r}: nothing to analyse", path=path, field="is_missing")
+        raise InputError(
+            f"all {len(df)} responses are missing for model {df['model'].iloc[0]!r}: nothing to analyse",
+            path=path,
+            field="is_missing",
+        )
 
     keep = list(TRIAL_COLUMNS) + ["_line"]
     return df[keep].reset_index(drop=True)
@@ -283,7 +298,11 @@ EXACT_RUN_FILES = ("dist.parquet", "items_exact.parquet")
 def _refuse_exact_run(path: Path) -> None:
     """An exact run (answer distributions, no samples) is not a trials file: say so in one line."""
     run_dir = path if path.is_dir() else path.parent
-    if path.name in EXACT_RUN_FILES or (path.is_dir() and any((path / f).exists() for f in EXACT_RUN_FILES)) or (path.name == "run.json" and any((run_dir / f).exists() for f in EXACT_RUN_FILES)):
+    if (
+        path.name in EXACT_RUN_FILES
+        or (path.is_dir() and any((path / f).exists() for f in EXACT_RUN_FILES))
+        or (path.name == "run.json" and any((run_dir / f).exists() for f in EXACT_RUN_FILES))
+    ):
         raise InputError(
             "is an exact run (per-item answer distributions), not K-sample trials; draw trials from it with bayesrc.data.sample_from_exact or pass its trials where trials are needed",
             path=path,

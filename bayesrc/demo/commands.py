@@ -12,6 +12,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--items", type=int, default=None, help="items (default: 40 collected, 2000 simulated)")
     p.add_argument("--k", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--simulated", action="store_true", help="simulated trials with known truth instead of collecting with Gemma")
+    p.add_argument(
+        "--simulated", action="store_true", help="simulated trials with known truth instead of collecting with Gemma"
+    )
     p.add_argument("--no-bayes", action="store_true", help="skip the Bayesian change model")
     p.set_defaults(func="bayesrc.demo.handlers:run_demo")

@@ -50,7 +50,9 @@ def run_demo(args: argparse.Namespace) -> int:
 
     analysis = analyse_pairs(pairs, seed=args.seed)
     # the fit's cross-check uses the same RCI classification the report shows
-    fits = {} if args.no_bayes else {name: _fit_change(ds, args.seed, analysis.pairs[name]) for name, ds in pairs.items()}
+    fits = (
+        {} if args.no_bayes else {name: _fit_change(ds, args.seed, analysis.pairs[name]) for name, ds in pairs.items()}
+    )
     scores, domain, _ = scores_from_counts(next(iter(pairs.values())))
     resolution = leaderboard_report(scores, domain)
 
@@ -67,7 +69,9 @@ def run_demo(args: argparse.Namespace) -> int:
             atomic_write_json(stage / "demo.json", record)
         for n, f in fits.items():
             f.write(stage / n)
-        report = render_report(stage, run_name=out.resolve().name)  # from the stage: results and reports land in one swap
+        report = render_report(
+            stage, run_name=out.resolve().name
+        )  # from the stage: results and reports land in one swap
         report.write_into(stage)
     reports = {n: out / fname for n, fname in report.main.items()}
 
@@ -79,7 +83,10 @@ def run_demo(args: argparse.Namespace) -> int:
         print(f"report {n}: {path}")
     failed = [n for n, f in fits.items() if not f.diagnostics.passed]
     if failed:
-        print(f"bayesrc: warning: convergence gate failed for {', '.join(failed)}; the report marks it failed", file=sys.stderr)
+        print(
+            f"bayesrc: warning: convergence gate failed for {', '.join(failed)}; the report marks it failed",
+            file=sys.stderr,
+        )
         return 3
     return 0
 

@@ -10,7 +10,13 @@ All return trials validated by :func:`bayesrc.data.normalise_trials`, so they fe
 writes small example logs of both kinds from simulated trials.
 """
 
-from bayesrc.importers.examples import inspect_log, lm_eval_records, write_examples, write_inspect_example, write_lm_eval_example
+from bayesrc.importers.examples import (
+    inspect_log,
+    lm_eval_records,
+    write_examples,
+    write_inspect_example,
+    write_lm_eval_example,
+)
 from bayesrc.importers.inspect_log import read_inspect, score_correct
 from bayesrc.importers.lm_eval import read_lm_eval, task_from_filename
 from bayesrc.importers.promptfoo import read_promptfoo

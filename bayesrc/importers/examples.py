@@ -92,7 +92,12 @@ def lm_eval_records(trials: pd.DataFrame, *, temperature: float = 0.7) -> dict[s
             "doc_id": len(recs),
             "doc": doc,
             "target": key,
-            "arguments": {"gen_args_0": {"arg_0": prompt, "arg_1": {"until": ["</s>", "Question:"], "do_sample": True, "temperature": temperature}}},
+            "arguments": {
+                "gen_args_0": {
+                    "arg_0": prompt,
+                    "arg_1": {"until": ["</s>", "Question:"], "do_sample": True, "temperature": temperature},
+                }
+            },
             "resps": [raw],
             "filtered_resps": [answers] if len(raw) > 1 else [answers[0]],
             "filter": "custom-extract",
@@ -128,7 +133,15 @@ def write_lm_eval_example(trials: pd.DataFrame, out_dir: str | Path, *, stamp: s
     model = str(trials["model"].iloc[0])
     atomic_write_text(
         out_dir / f"results_{stamp}.json",
-        json.dumps({"results": results, "config": {"model": "local-completions", "model_args": f"model={model}"}, "model_name": model}, indent=2) + "\n",
+        json.dumps(
+            {
+                "results": results,
+                "config": {"model": "local-completions", "model_args": f"model={model}"},
+                "model_name": model,
+            },
+            indent=2,
+        )
+        + "\n",
     )
     return paths
 
@@ -161,7 +174,13 @@ def inspect_log(trials: pd.DataFrame, *, task: str = "mmlu_pro", model: str | No
                         "model": model,
                         "choices": [{"message": {"role": "assistant", "content": reply}, "stop_reason": "stop"}],
                     },
-                    "scores": {"choice": {"value": value, "answer": None if missing else str(row["extracted"]), "explanation": reply}},
+                    "scores": {
+                        "choice": {
+                            "value": value,
+                            "answer": None if missing else str(row["extracted"]),
+                            "explanation": reply,
+                        }
+                    },
                     "metadata": {"subject": domain},
                 }
             )
@@ -178,11 +197,21 @@ def inspect_log(trials: pd.DataFrame, *, task: str = "mmlu_pro", model: str | No
             "dataset": {"name": "mmlu_pro_example", "samples": int(trials["item_id"].nunique())},
             "config": {"epochs": k_max, "epochs_reducer": ["mean"]},
         },
-        "plan": {"name": "plan", "steps": [{"solver": "multiple_choice", "params": {}}], "config": {"temperature": 0.7}},
+        "plan": {
+            "name": "plan",
+            "steps": [{"solver": "multiple_choice", "params": {}}],
+            "config": {"temperature": 0.7},
+        },
         "results": {
             "total_samples": len(samples),
             "completed_samples": len(samples),
-            "scores": [{"name": "choice", "scorer": "choice", "metrics": {"accuracy": {"name": "accuracy", "value": n_correct / max(len(samples), 1)}}}],
+            "scores": [
+                {
+                    "name": "choice",
+                    "scorer": "choice",
+                    "metrics": {"accuracy": {"name": "accuracy", "value": n_correct / max(len(samples), 1)}},
+                }
+            ],
         },
         "stats": {"started_at": "2025-06-01T12:00:00+00:00", "completed_at": "2025-06-01T12:30:00+00:00"},
         "samples": samples,
@@ -202,7 +231,9 @@ def write_inspect_example(trials: pd.DataFrame, path: str | Path, *, task: str =
     if path.suffix == ".eval":
         buf = io.BytesIO()
         with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-            zf.writestr("_journal/start.json", json.dumps({"version": log["version"], "eval": log["eval"], "plan": log["plan"]}))
+            zf.writestr(
+                "_journal/start.json", json.dumps({"version": log["version"], "eval": log["eval"], "plan": log["plan"]})
+            )
             for s in log["samples"]:
                 zf.writestr(f"samples/{s['id']}_epoch_{s['epoch']}.json", json.dumps(s))
             header = {k: v for k, v in log.items() if k != "samples"}
@@ -213,7 +244,9 @@ def write_inspect_example(trials: pd.DataFrame, path: str | Path, *, task: str =
     return path
 
 
-def example_trials(n_items: int = 24, k: int = 5, *, seed: int = 0, missing_rate: float = 0.05) -> tuple[pd.DataFrame, pd.DataFrame]:
+def example_trials(
+    n_items: int = 24, k: int = 5, *, seed: int = 0, missing_rate: float = 0.05
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Two versions' small simulated trials for the example files."""
     sim = simulate_pair(n_items, k, models=("example-v1", "example-v2"), seed=seed, missing_rate=missing_rate)
     return sim.trials_v1, sim.trials_v2

@@ -28,9 +28,24 @@ def run_import(args: argparse.Namespace) -> int:
             notes=notes,
         )
     elif args.kind == "promptfoo":
-        trials = read_promptfoo(args.src, model=args.model, prompt=args.prompt, provider=args.provider, item_id_field=args.item_id_field, domain_field=args.domain_field, notes=notes)
+        trials = read_promptfoo(
+            args.src,
+            model=args.model,
+            prompt=args.prompt,
+            provider=args.provider,
+            item_id_field=args.item_id_field,
+            domain_field=args.domain_field,
+            notes=notes,
+        )
     else:
-        trials = read_inspect(args.src, model=args.model, scorer=args.scorer, domain_field=args.domain_field, allow_partial=args.allow_partial, notes=notes)
+        trials = read_inspect(
+            args.src,
+            model=args.model,
+            scorer=args.scorer,
+            domain_field=args.domain_field,
+            allow_partial=args.allow_partial,
+            notes=notes,
+        )
     for note in notes:
         print(f"bayesrc: note: {note}", file=sys.stderr)
     save_trials(trials, args.out)

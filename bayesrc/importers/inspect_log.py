@@ -41,13 +41,19 @@ def _load_json_log(path: Path) -> tuple[dict, list[tuple[str, Any]]]:
     try:
         log = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
-        raise InputError(f"malformed JSON ({exc.msg}, column {exc.colno}); truncated or partial log?", path=path, line=exc.lineno) from None
+        raise InputError(
+            f"malformed JSON ({exc.msg}, column {exc.colno}); truncated or partial log?", path=path, line=exc.lineno
+        ) from None
     except UnicodeDecodeError:
         raise InputError("not a text file (an Inspect .eval log must end in .eval)", path=path) from None
     if not isinstance(log, dict) or "eval" not in log:
         raise InputError("not an Inspect eval log (no 'eval' header)", path=path, field="eval")
     if "samples" not in log or log["samples"] is None:
-        raise InputError("log has no samples (was it written with --no-log-samples, or is it a header-only log?)", path=path, field="samples")
+        raise InputError(
+            "log has no samples (was it written with --no-log-samples, or is it a header-only log?)",
+            path=path,
+            field="samples",
+        )
     if not isinstance(log["samples"], list):
         raise InputError("expected a list of samples", path=path, field="samples")
     return log, [(f"sample {i}", s) for i, s in enumerate(log["samples"])]
@@ -70,7 +76,9 @@ def read_zip_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> bytes:
     try:
         import zstandard  # deferred: only Zstandard-compressed logs need it; missing: the InputError below
     except ImportError:
-        raise InputError("this .eval log's members are Zstandard-compressed; pip install zstandard", path=zf.filename) from None
+        raise InputError(
+            "this .eval log's members are Zstandard-compressed; pip install zstandard", path=zf.filename
+        ) from None
     fp = zf.fp
     fp.seek(info.header_offset)
     head = fp.read(30)
@@ -112,7 +120,10 @@ def _load_eval_zip(path: Path) -> tuple[dict, list[tuple[str, Any]]]:
         raise InputError("log has no samples/ entries", path=path, field="samples")
     if not isinstance(header, dict):
         raise InputError(f"{head_name}: expected a JSON object", path=path, field="eval")
-    log = {"eval": header.get("eval", {}), "status": header.get("status", "success" if "header.json" in names else None)}
+    log = {
+        "eval": header.get("eval", {}),
+        "status": header.get("status", "success" if "header.json" in names else None),
+    }
     return log, samples
 
 
@@ -163,7 +174,9 @@ def _check_finished(status: Any, *, n_samples: int, allow_partial: bool, path: P
         )
 
 
-def _sample_ident(where: str, s: Any, *, seen: dict[tuple[str, int], str], epochs: int | None, path: Path) -> tuple[Any, int, str]:
+def _sample_ident(
+    where: str, s: Any, *, seen: dict[tuple[str, int], str], epochs: int | None, path: Path
+) -> tuple[Any, int, str]:
     """A sample's ``(id, epoch, name for messages)``, checked: an object, an epoch >= 1, not a duplicate of one in ``seen``."""
     if not isinstance(s, dict):
         raise InputError(f"{where}: expected a JSON object", path=path, field="samples")
@@ -187,7 +200,9 @@ def _sample_scores(s: dict, ident: str, *, path: Path) -> dict:
     if scores is None:
         return {}
     if not isinstance(scores, dict):
-        raise InputError(f"{ident}: expected an object of scores by scorer name, got {json.dumps(scores)}", path=path, field="scores")
+        raise InputError(
+            f"{ident}: expected an object of scores by scorer name, got {json.dumps(scores)}", path=path, field="scores"
+        )
     return scores
 
 
@@ -196,9 +211,13 @@ def _sample_score(s: dict, scores: dict, ident: str, scorer: str | None, *, path
     if not scores:
         if s.get("error") is not None:
             return None, None
-        raise InputError(f"{ident}: sample has no scores (unscored log? run `inspect score` first)", path=path, field="scores")
+        raise InputError(
+            f"{ident}: sample has no scores (unscored log? run `inspect score` first)", path=path, field="scores"
+        )
     if scorer not in scores:
-        raise InputError(f"{ident}: no score from scorer {scorer!r} (has {', '.join(scores)})", path=path, field="scores")
+        raise InputError(
+            f"{ident}: no score from scorer {scorer!r} (has {', '.join(scores)})", path=path, field="scores"
+        )
     score = scores[scorer]
     if not isinstance(score, dict) or "value" not in score:
         raise InputError(f"{ident}: expected a score object with a 'value'", path=path, field=f"scores.{scorer}")
@@ -241,7 +260,9 @@ def _sample_rows(
         if scores and chosen is None:
             chosen = next(iter(scores))
             if len(scores) > 1:
-                notes.append(choice_note(path, field="scores", noun="scorers", options=scores, chosen=chosen, option="scorer"))
+                notes.append(
+                    choice_note(path, field="scores", noun="scorers", options=scores, chosen=chosen, option="scorer")
+                )
         correct, answer = _sample_score(s, scores, ident, chosen, path=path)
         domain = _sample_domain(s, ident, domain_field=domain_field, task=task, path=path)
         missing = correct is None
@@ -306,8 +327,12 @@ def read_inspect(
         raise InputError("no model name in the log; pass --model", path=path, field="eval.model")
     epochs = lookup(spec, "config.epochs", None)
     if epochs is not None and (not isinstance(epochs, int) or isinstance(epochs, bool) or epochs < 1):
-        raise InputError(f"expected a number of epochs >= 1, got {json.dumps(epochs)}", path=path, field="eval.config.epochs")
-    rows = _sample_rows(samples, path=path, task=task, epochs=epochs, scorer=scorer, domain_field=domain_field, notes=notes)
+        raise InputError(
+            f"expected a number of epochs >= 1, got {json.dumps(epochs)}", path=path, field="eval.config.epochs"
+        )
+    rows = _sample_rows(
+        samples, path=path, task=task, epochs=epochs, scorer=scorer, domain_field=domain_field, notes=notes
+    )
     n_err = sum(1 for _, s in samples if isinstance(s, dict) and s.get("error") is not None)
     if n_err:
         notes.append(f"{path}: {n_err} sample(s) ended in an error; counted as missing responses")

@@ -67,7 +67,9 @@ def find_sample_files(sources: Sequence[str | Path]) -> list[Path]:
         if src.is_dir():
             found = sorted(src.rglob("samples_*.jsonl"))
             if not found:
-                raise InputError("no samples_*.jsonl file in this folder (was lm-eval run with --log_samples?)", path=src)
+                raise InputError(
+                    "no samples_*.jsonl file in this folder (was lm-eval run with --log_samples?)", path=src
+                )
             files += found
         elif not src.exists():
             raise InputError("file not found", path=src)
@@ -77,12 +79,16 @@ def find_sample_files(sources: Sequence[str | Path]) -> list[Path]:
 
 
 def _read_records(path: Path) -> list[tuple[int, dict]]:
-    out = list(iter_jsonl(path, what="one JSON object per line (an lm-eval sample record)", hint="; truncated or partial log?"))
+    out = list(
+        iter_jsonl(path, what="one JSON object per line (an lm-eval sample record)", hint="; truncated or partial log?")
+    )
     if not out:
         raise InputError("file is empty (no sample records)", path=path)
     for line, rec in out:
         if not isinstance(rec.get("filter"), str | None):
-            raise InputError(f"expected a filter name, got {json.dumps(rec['filter'])}", path=path, line=line, field="filter")
+            raise InputError(
+                f"expected a filter name, got {json.dumps(rec['filter'])}", path=path, line=line, field="filter"
+            )
     return out
 
 
@@ -96,7 +102,9 @@ def _require_fields(rec: dict, fields: Sequence[str], *, path: Path, line: int) 
 def _metric_correct(rec: dict, metric: str | None, *, path: Path, line: int) -> tuple[bool, str]:
     listed = rec.get("metrics") or []
     if not metric and (not isinstance(listed, list) or not all(isinstance(m, str) for m in listed)):
-        raise InputError(f"expected a list of metric names, got {json.dumps(listed)}", path=path, line=line, field="metrics")
+        raise InputError(
+            f"expected a list of metric names, got {json.dumps(listed)}", path=path, line=line, field="metrics"
+        )
     names = [metric] if metric else [*listed, *DEFAULT_METRICS]
     for name in names:
         if name in rec:
@@ -111,14 +119,24 @@ def _metric_correct(rec: dict, metric: str | None, *, path: Path, line: int) -> 
             )
     if metric:
         raise InputError("metric not in the record", path=path, line=line, field=metric)
-    raise InputError(f"no correctness metric (looked for {', '.join(DEFAULT_METRICS)}); pass --metric", path=path, line=line, field="metrics")
+    raise InputError(
+        f"no correctness metric (looked for {', '.join(DEFAULT_METRICS)}); pass --metric",
+        path=path,
+        line=line,
+        field="metrics",
+    )
 
 
 def _mc_choice(filtered: list, *, path: Path, line: int) -> str:
     """Multiple-choice (loglikelihood) records: ``[[ll, is_greedy], ...]`` -> index of the max ll."""
     for f in filtered:
         if not isinstance(f, list) or not f or isinstance(f[0], bool) or not isinstance(f[0], int | float):
-            raise InputError(f"expected one [loglikelihood, is_greedy] pair per option, got {json.dumps(f)}", path=path, line=line, field="filtered_resps")
+            raise InputError(
+                f"expected one [loglikelihood, is_greedy] pair per option, got {json.dumps(f)}",
+                path=path,
+                line=line,
+                field="filtered_resps",
+            )
     lls = [float(f[0]) for f in filtered]
     return str(max(range(len(lls)), key=lls.__getitem__))
 
@@ -134,16 +152,30 @@ def record_trials(
     _require_fields(rec, ("doc_id", "resps", "filtered_resps"), path=path, line=line)
     resps, filtered = rec["resps"], rec["filtered_resps"]
     if not isinstance(resps, list) or not isinstance(filtered, list) or not resps or not filtered:
-        raise InputError("expected a non-empty list", path=path, line=line, field="resps" if not resps or not isinstance(resps, list) else "filtered_resps")
+        raise InputError(
+            "expected a non-empty list",
+            path=path,
+            line=line,
+            field="resps" if not resps or not isinstance(resps, list) else "filtered_resps",
+        )
     target = rec.get("target")
     first_resps = resps[0] if isinstance(resps[0], list) else [resps[0]]
-    per_repeat = len(resps) == 1 and isinstance(filtered[0], list) and all(isinstance(a, (str, type(None))) for a in filtered[0])
+    per_repeat = (
+        len(resps) == 1 and isinstance(filtered[0], list) and all(isinstance(a, (str, type(None))) for a in filtered[0])
+    )
     if per_repeat:
         answers = filtered[0]
         if len(answers) != len(first_resps):
-            raise InputError(f"{len(first_resps)} responses but {len(answers)} filtered answers", path=path, line=line, field="filtered_resps")
+            raise InputError(
+                f"{len(first_resps)} responses but {len(answers)} filtered answers",
+                path=path,
+                line=line,
+                field="filtered_resps",
+            )
         if target is None:
-            raise InputError("missing required field (needed to score each repeat)", path=path, line=line, field="target")
+            raise InputError(
+                "missing required field (needed to score each repeat)", path=path, line=line, field="target"
+            )
         key = normalise_answer(as_text(target))
         out = []
         for k, (raw, ans) in enumerate(zip(first_resps, answers)):
@@ -170,7 +202,11 @@ def record_trials(
         extracted = _mc_choice(filtered, path=path, line=line)
         response = None
     else:
-        extracted = as_text(filtered[0]) if not isinstance(filtered[0], list) else as_text(filtered[0][0] if filtered[0] else None)
+        extracted = (
+            as_text(filtered[0])
+            if not isinstance(filtered[0], list)
+            else as_text(filtered[0][0] if filtered[0] else None)
+        )
         response = as_text(first_resps[0]) if first_resps and not isinstance(first_resps[0], list) else None
     return [{"k": 0, "response": response, "extracted": extracted, "is_correct": correct, "is_missing": False}]
 
@@ -183,13 +219,19 @@ def _files_by_task(files: list[Path]) -> dict[str, list[Path]]:
     return by_task
 
 
-def _chosen_filter(records: list[tuple[int, dict]], requested: str | None, *, path: Path, notes: list[str]) -> str | None:
+def _chosen_filter(
+    records: list[tuple[int, dict]], requested: str | None, *, path: Path, notes: list[str]
+) -> str | None:
     """The filter whose records to keep: ``requested`` (must be in the file), else the first of several, else ``None`` (keep all)."""
     filters = list(dict.fromkeys(r.get("filter") for _, r in records if r.get("filter") is not None))
     if requested is not None and filters and requested not in filters:
-        raise InputError(f"filter {requested!r} not in this file (it has {', '.join(filters)})", path=path, field="filter")
+        raise InputError(
+            f"filter {requested!r} not in this file (it has {', '.join(filters)})", path=path, field="filter"
+        )
     if requested is None and len(filters) > 1:
-        notes.append(choice_note(path, field="filter", noun="filters", options=filters, chosen=filters[0], option="filter"))
+        notes.append(
+            choice_note(path, field="filter", noun="filters", options=filters, chosen=filters[0], option="filter")
+        )
         return filters[0]
     return requested
 
@@ -229,7 +271,9 @@ def _file_rows(
             continue
         item_id = _item_id(rec, task=task, item_id_field=item_id_field, path=path, line=line)
         if item_id in seen:
-            raise InputError(f"duplicate record for item {item_id} (also line {seen[item_id]})", path=path, line=line, field="doc_id")
+            raise InputError(
+                f"duplicate record for item {item_id} (also line {seen[item_id]})", path=path, line=line, field="doc_id"
+            )
         seen[item_id] = line
         domain = _record_field(rec, domain_field, path=path, line=line) if domain_field else task
         target = as_text(rec.get("target"))
@@ -296,7 +340,16 @@ def read_lm_eval(
     for task, task_files in _files_by_task(files).items():
         offset = 0  # a task's later files are later runs: their samples follow the earlier files'
         for path in task_files:
-            file_rows = _file_rows(path, task=task, offset=offset, metric=metric, filter_name=filter, domain_field=domain_field, item_id_field=item_id_field, notes=notes)
+            file_rows = _file_rows(
+                path,
+                task=task,
+                offset=offset,
+                metric=metric,
+                filter_name=filter,
+                domain_field=domain_field,
+                item_id_field=item_id_field,
+                notes=notes,
+            )
             rows += file_rows
             offset = max((r["k"] + 1 for r in file_rows), default=offset)
         if len(task_files) > 1:

@@ -37,7 +37,11 @@ def _results(path: Path) -> list[dict]:
     results = doc.get("results") if isinstance(doc, dict) else None
     records = results.get("results") if isinstance(results, dict) else None
     if not isinstance(records, list):
-        raise InputError("not a promptfoo results file (no results.results list; write it with promptfoo eval -o results.json)", path=path, field="results.results")
+        raise InputError(
+            "not a promptfoo results file (no results.results list; write it with promptfoo eval -o results.json)",
+            path=path,
+            field="results.results",
+        )
     for i, rec in enumerate(records):
         if not isinstance(rec, dict):
             raise InputError(f"result {i} is not an object", path=path, field="results.results")
@@ -58,10 +62,16 @@ def _choose(values: list[str], wanted: str | None, *, noun: str, option: str, pa
     """The prompt or provider to import: ``wanted`` (which must be there), or the first with a note where several are."""
     if wanted is not None:
         if wanted not in values:
-            raise InputError(f"no {noun} {wanted!r}; the file has {', '.join(map(repr, values))}", path=path, field=f"--{option}")
+            raise InputError(
+                f"no {noun} {wanted!r}; the file has {', '.join(map(repr, values))}", path=path, field=f"--{option}"
+            )
         return wanted
     if len(values) > 1:
-        notes.append(choice_note(path, field=f"results.results.{noun}", noun=f"{noun}s", options=values, chosen=values[0], option=option))
+        notes.append(
+            choice_note(
+                path, field=f"results.results.{noun}", noun=f"{noun}s", options=values, chosen=values[0], option=option
+            )
+        )
     return values[0]
 
 
@@ -91,11 +101,20 @@ def _trial(rec: dict, i: int, *, item_id: str, domain: str, k: int, answer_var: 
     missing = rec.get("failureReason") == ERROR_REASON or (rec.get("error") not in (None, "") and output is None)
     success = rec.get("success")
     if not missing and not isinstance(success, bool):
-        raise InputError(f"result {i}: 'success' is {success!r}, not true or false", path=path, field="results.results.success")
+        raise InputError(
+            f"result {i}: 'success' is {success!r}, not true or false", path=path, field="results.results.success"
+        )
     return trial_row(
-        item_id=item_id, domain=domain, k=k, response=None if output is None else as_text(output), extracted=None,
-        correct_answer=as_text(vars_.get(answer_var)), is_correct=None if missing else success, is_missing=missing, line=i + 1,
-    )  # fmt: skip
+        item_id=item_id,
+        domain=domain,
+        k=k,
+        response=None if output is None else as_text(output),
+        extracted=None,
+        correct_answer=as_text(vars_.get(answer_var)),
+        is_correct=None if missing else success,
+        is_missing=missing,
+        line=i + 1,
+    )
 
 
 def read_promptfoo(
@@ -142,7 +161,17 @@ def read_promptfoo(
             raise InputError(f"result {i} has no variables (vars)", path=path, field="results.results.vars")
         item = _item_id(rec, vars_, item_id_field, i, path)
         k = repeats[item] = repeats.get(item, -1) + 1  # a test case's repeats are consecutive testIdx
-        rows.append(_trial(rec, i, item_id=item, domain=_domain(vars_, domain_field, i, path), k=k, answer_var=answer_var, path=path))
+        rows.append(
+            _trial(
+                rec,
+                i,
+                item_id=item,
+                domain=_domain(vars_, domain_field, i, path),
+                k=k,
+                answer_var=answer_var,
+                path=path,
+            )
+        )
     return finish(rows, path=path, model=label)
 
 

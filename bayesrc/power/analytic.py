@@ -266,7 +266,9 @@ def cohens_h(p_a: ArrayLike, p_b: ArrayLike) -> np.ndarray:
     return _out(2 * np.arcsin(np.sqrt(np.asarray(p_a, float))) - 2 * np.arcsin(np.sqrt(np.asarray(p_b, float))))
 
 
-def shortcut_n(p_a: ArrayLike, p_b: ArrayLike, rho: ArrayLike, alpha: ArrayLike = 0.05, power: ArrayLike = 0.8) -> np.ndarray:
+def shortcut_n(
+    p_a: ArrayLike, p_b: ArrayLike, rho: ArrayLike, alpha: ArrayLike = 0.05, power: ArrayLike = 0.8
+) -> np.ndarray:
     """The calculator shortcut: single-arm ``n_h = (K / h)^2`` times ``(1 - rho)``.
 
     Examples
@@ -282,7 +284,9 @@ def shortcut_n(p_a: ArrayLike, p_b: ArrayLike, rho: ArrayLike, alpha: ArrayLike 
     return _out(np.where(h != 0, (1 - r) * k**2 / np.where(h != 0, h, 1.0) ** 2, np.inf))
 
 
-def shortcut_ratio(p: ArrayLike, delta: ArrayLike, rho: ArrayLike, alpha: ArrayLike = 0.05, power: ArrayLike = 0.8) -> np.ndarray:
+def shortcut_ratio(
+    p: ArrayLike, delta: ArrayLike, rho: ArrayLike, alpha: ArrayLike = 0.05, power: ArrayLike = 0.8
+) -> np.ndarray:
     """``n_shortcut / N*`` at ``p_A = p + delta/2``, ``p_B = p - delta/2`` (paper 002, Lemma 1).
 
     Tends to 1/2 as ``delta -> 0`` (the shortcut halves the paired sample size):
@@ -297,7 +301,9 @@ def shortcut_ratio(p: ArrayLike, delta: ArrayLike, rho: ArrayLike, alpha: ArrayL
     p_arr = _check_open_unit("p", p)
     d = float_parameter("delta", delta)
     if (d == 0).any():
-        raise ParameterError("delta = 0: both N* and the shortcut are infinite, their ratio is undefined", field="delta")
+        raise ParameterError(
+            "delta = 0: both N* and the shortcut are infinite, their ratio is undefined", field="delta"
+        )
     pa, pb = p_arr + d / 2, p_arr - d / 2
     return _out(np.asarray(shortcut_n(pa, pb, rho, alpha, power)) / np.asarray(required_n(pa, pb, rho, alpha, power)))
 
@@ -327,7 +333,9 @@ def shortcut_constant(p: ArrayLike, rho: ArrayLike) -> np.ndarray:
 # ---------------------------------------------------------------------------
 
 
-def adjusted_alpha(m: ArrayLike, method: str = "bonferroni", alpha: ArrayLike = 0.05, rank: ArrayLike | None = None) -> np.ndarray:
+def adjusted_alpha(
+    m: ArrayLike, method: str = "bonferroni", alpha: ArrayLike = 0.05, rank: ArrayLike | None = None
+) -> np.ndarray:
     """Per-comparison level of a multiple-comparison procedure over ``m`` tests.
 
     ``rank`` (1 = the strongest comparison, smallest p / largest q) picks the step:
@@ -341,7 +349,9 @@ def adjusted_alpha(m: ArrayLike, method: str = "bonferroni", alpha: ArrayLike = 
     0.00125
     """
     if method not in MULTIPLICITY_METHODS:
-        raise ParameterError(f"unknown method {method!r}; expected one of {', '.join(MULTIPLICITY_METHODS)}", field="method")
+        raise ParameterError(
+            f"unknown method {method!r}; expected one of {', '.join(MULTIPLICITY_METHODS)}", field="method"
+        )
     m_arr = float_parameter("m", m)
     if (m_arr < 1).any() or (m_arr != np.round(m_arr)).any():
         raise ParameterError("the number of comparisons must be a positive integer", field="m")

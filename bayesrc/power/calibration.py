@@ -100,5 +100,17 @@ def calibration_grid(
         res = mcnemar(cells[:, 1], cells[:, 2])
         pw_ex = float(np.mean(np.asarray(res.p_exact) < alpha))
         pw_as = float(np.mean(np.asarray(res.p_asymptotic) < alpha))
-        rows.append(dict(p=float(pp), rho=float(rr), p_a=pa, p_b=pb, n_star=n_star, n=n, power_exact=pw_ex, power_asymptotic=pw_as, mc_se=float(np.sqrt(power * (1 - power) / n_trials))))
+        rows.append(
+            dict(
+                p=float(pp),
+                rho=float(rr),
+                p_a=pa,
+                p_b=pb,
+                n_star=n_star,
+                n=n,
+                power_exact=pw_ex,
+                power_asymptotic=pw_as,
+                mc_se=float(np.sqrt(power * (1 - power) / n_trials)),
+            )
+        )
     return pd.DataFrame(rows)

@@ -14,16 +14,44 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="resolution diagnostics (MDE, N*, q = N/N*, McNemar, stress tests) for paired comparisons",
         description="Is the benchmark large enough to resolve the comparison? Two SCORES files give one pair; more give a leaderboard ranked by accuracy and its adjacent-pair table.",
     )
-    p.add_argument("scores", nargs="+", type=Path, metavar="SCORES", help="trials files (greedy single-shot or K samples), one per model")
+    p.add_argument(
+        "scores",
+        nargs="+",
+        type=Path,
+        metavar="SCORES",
+        help="trials files (greedy single-shot or K samples), one per model",
+    )
     p.add_argument("--out", required=True, type=Path, help="output folder (power.json, power.md, pairs.csv)")
-    p.add_argument("--cluster-by", choices=("domain", "none"), default="none", help="item clusters for the design effect (default none)")
-    p.add_argument("--aggregate", choices=("auto", "majority", "mean"), default="auto", help="per-item score from K samples: majority (auto for K > 1) or mean (non-binary: paired t-test)")
-    p.add_argument("--missing", choices=("drop", "incorrect"), default="drop", help="unparsed answers: drop the item (default) or score it as wrong")
+    p.add_argument(
+        "--cluster-by",
+        choices=("domain", "none"),
+        default="none",
+        help="item clusters for the design effect (default none)",
+    )
+    p.add_argument(
+        "--aggregate",
+        choices=("auto", "majority", "mean"),
+        default="auto",
+        help="per-item score from K samples: majority (auto for K > 1) or mean (non-binary: paired t-test)",
+    )
+    p.add_argument(
+        "--missing",
+        choices=("drop", "incorrect"),
+        default="drop",
+        help="unparsed answers: drop the item (default) or score it as wrong",
+    )
     p.add_argument("--alpha", type=float, default=0.05)
     p.add_argument("--power", type=float, default=0.8)
-    p.add_argument("--comparisons", type=int, default=None, help="size of the comparison family (default: number of adjacent pairs)")
+    p.add_argument(
+        "--comparisons",
+        type=int,
+        default=None,
+        help="size of the comparison family (default: number of adjacent pairs)",
+    )
     add_pin_arguments(p, "rank")
-    p.add_argument("--anytime", choices=("normal_mixture", "stitched"), default="normal_mixture", help="anytime-valid boundary")
+    p.add_argument(
+        "--anytime", choices=("normal_mixture", "stitched"), default="normal_mixture", help="anytime-valid boundary"
+    )
     p.set_defaults(func="bayesrc.power.handlers:run_power")
 
     q = sub.add_parser(
@@ -39,6 +67,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--replicates", type=int, default=2)
     q.add_argument("--power", type=float, default=0.8)
     q.add_argument("--seed", type=int, default=0)
-    q.add_argument("--cache-dir", type=Path, default=None, help="cache folder (default $BAYESRC_CACHE/power-plan or ~/.cache/bayesrc/power-plan)")
+    q.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=None,
+        help="cache folder (default $BAYESRC_CACHE/power-plan or ~/.cache/bayesrc/power-plan)",
+    )
     q.add_argument("--out", required=True, type=Path)
     q.set_defaults(func="bayesrc.power.handlers:run_plan")

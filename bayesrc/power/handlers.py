@@ -22,15 +22,32 @@ def run_power(args: argparse.Namespace) -> int:
     check_all_comparable(args.scores, allow=args.allow_pin, force=args.force)  # only the model may differ (SPEC 6)
     counts = load_counts(args.scores, on_unmatched="drop")
     for v, ids in (counts.attrs.get("unmatched") or {}).items():
-        print(f"bayesrc: note: version {v}: {len(ids)} item(s) not in every file (first: {ids[0]}); analysed matched items only", file=sys.stderr)
+        print(
+            f"bayesrc: note: version {v}: {len(ids)} item(s) not in every file (first: {ids[0]}); analysed matched items only",
+            file=sys.stderr,
+        )
     scores, domain, info = scores_from_counts(counts, aggregate=args.aggregate, missing=args.missing)
     if info["items_dropped_missing"]:
-        print(f"bayesrc: note: {info['items_dropped_missing']} item(s) without a valid answer in some file dropped (--missing drop)", file=sys.stderr)
+        print(
+            f"bayesrc: note: {info['items_dropped_missing']} item(s) without a valid answer in some file dropped (--missing drop)",
+            file=sys.stderr,
+        )
     if len(scores) < 2:
         raise InputError("fewer than 2 items scored in every file", path=args.scores[0], field="is_correct")
-    info.update(sources=[str(s) for s in args.scores], cluster_by=None if args.cluster_by == "none" else args.cluster_by)
+    info.update(
+        sources=[str(s) for s in args.scores], cluster_by=None if args.cluster_by == "none" else args.cluster_by
+    )
     clusters = domain.to_numpy() if args.cluster_by == "domain" else None
-    report = leaderboard_report(scores, clusters, alpha=args.alpha, power=args.power, comparisons=args.comparisons, anytime=args.anytime, binary=info["binary"], info=info)
+    report = leaderboard_report(
+        scores,
+        clusters,
+        alpha=args.alpha,
+        power=args.power,
+        comparisons=args.comparisons,
+        anytime=args.anytime,
+        binary=info["binary"],
+        info=info,
+    )
     report = report.with_noise(leaderboard_noise(counts, report, scores.index))  # K vs N (none for single-shot scores)
     table = report.to_frame()
     with staged_output(args.out) as stage:
@@ -46,7 +63,16 @@ def run_power(args: argparse.Namespace) -> int:
 
 
 def run_plan(args: argparse.Namespace) -> int:
-    plan = plan_k_n(args.delta_p, k_grid=args.k, n_grid=args.n, pi_change=args.pi_change, replicates=args.replicates, power=args.power, seed=args.seed, cache_dir=args.cache_dir)
+    plan = plan_k_n(
+        args.delta_p,
+        k_grid=args.k,
+        n_grid=args.n,
+        pi_change=args.pi_change,
+        replicates=args.replicates,
+        power=args.power,
+        seed=args.seed,
+        cache_dir=args.cache_dir,
+    )
     plan.save(args.out)  # plan.json, plan_cells.parquet and plan.md, all or nothing
     rec = plan.recommend()
     print(plan.to_frame()[list(PLAN_COLUMNS)].to_string(index=False))

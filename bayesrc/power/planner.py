@@ -81,14 +81,30 @@ def simulate_cell(
     counts = item_counts(sim.trials_v1, sim.trials_v2)
     # Exclusion rule (a) scales with K: 0.6 K valid responses (6 at the paper's K = 10).
     min_valid = int(np.ceil(0.6 * k))
-    rci = reliable_change(counts, z=z, min_valid=min_valid, n_splits=n_splits, n_permutations=1, n_splits_by_k=1, n_null=0, s_diff=s_diff, seed=int(rng.integers(2**31)))
+    rci = reliable_change(
+        counts,
+        z=z,
+        min_valid=min_valid,
+        n_splits=n_splits,
+        n_permutations=1,
+        n_splits_by_k=1,
+        n_null=0,
+        s_diff=s_diff,
+        seed=int(rng.integers(2**31)),
+    )
     items = rci.to_frame().set_index("item_id").loc[truth["item_id"]]
     changed = truth["changed"].to_numpy()
     cls = items["class"].to_numpy()
     hit = cls == IMPROVED
     flagged = (cls == IMPROVED) | (cls == DETERIORATED)
     analysable = ~items["excluded"].to_numpy(bool)
-    expected = rci_detection_probability(truth["p_v1"].to_numpy()[changed], truth["p_v2"].to_numpy()[changed], k, None if s_diff == "binomial" else rci.s_diff, z)
+    expected = rci_detection_probability(
+        truth["p_v1"].to_numpy()[changed],
+        truth["p_v2"].to_numpy()[changed],
+        k,
+        None if s_diff == "binomial" else rci.s_diff,
+        z,
+    )
     d = items["p_v2"].to_numpy() - items["p_v1"].to_numpy()
     mean_d, var_d = float(d.mean()), float(d.var())
     kk = float(z_sum(alpha, power))
@@ -101,7 +117,9 @@ def simulate_cell(
         "n_changed": int(changed.sum()),
         "sensitivity": float(hit[changed].mean()) if changed.any() else float("nan"),
         "sensitivity_expected": float(expected.mean()) if changed.any() else float("nan"),
-        "false_positive_rate": float(flagged[~changed & analysable].mean()) if (~changed & analysable).any() else float("nan"),
+        "false_positive_rate": float(flagged[~changed & analysable].mean())
+        if (~changed & analysable).any()
+        else float("nan"),
         "false_positive_rate_all_items": float(flagged[~changed].mean()) if (~changed).any() else float("nan"),
         "s_diff_method": s_diff,
         "s_diff": float(rci.s_diff),
@@ -130,7 +148,10 @@ class KNPlan(Result):
     def from_cells(cls, cells: pd.DataFrame, params: dict) -> KNPlan:
         """The plan of simulated ``cells`` (one row per (k, n_items, replicate)) under ``params``."""
         draft = cls({"params": params}, {"cells": cells})
-        return cls({"params": params, "recommendation": draft.recommend(), "grid": draft.to_frame().to_dict(orient="records")}, {"cells": cells})
+        return cls(
+            {"params": params, "recommendation": draft.recommend(), "grid": draft.to_frame().to_dict(orient="records")},
+            {"cells": cells},
+        )
 
     cells = property(lambda self: self.tables["cells"])  # one row per (k, n_items, replicate)
     params = property(lambda self: self.payload.get("params", {}))
@@ -147,7 +168,19 @@ class KNPlan(Result):
     def to_frame(self) -> pd.DataFrame:
         """Mean over replicates per (k, n_items)."""
         g = self.cells.groupby(["k", "n_items"], as_index=False)
-        out = g[["sensitivity", "sensitivity_expected", "false_positive_rate", "false_positive_rate_all_items", "s_diff", "mdc", "mean_delta", "n_star_mean", "q_mean"]].mean()
+        out = g[
+            [
+                "sensitivity",
+                "sensitivity_expected",
+                "false_positive_rate",
+                "false_positive_rate_all_items",
+                "s_diff",
+                "mdc",
+                "mean_delta",
+                "n_star_mean",
+                "q_mean",
+            ]
+        ].mean()
         out["replicates"] = g.size()["size"].to_numpy()
         out["samples_per_version"] = out["k"] * out["n_items"]
         return out
@@ -230,7 +263,20 @@ def plan_k_n(
     for k in ks:
         for n in ns:
             for r in range(int(replicates)):
-                key = dict(v=PLANNER_VERSION, k=k, n=n, delta_p=delta_p, pi_change=pi_change, z=z, alpha=alpha, power=power, seed=seed, rep=r, n_splits=n_splits, s_diff=s_diff)
+                key = dict(
+                    v=PLANNER_VERSION,
+                    k=k,
+                    n=n,
+                    delta_p=delta_p,
+                    pi_change=pi_change,
+                    z=z,
+                    alpha=alpha,
+                    power=power,
+                    seed=seed,
+                    rep=r,
+                    n_splits=n_splits,
+                    s_diff=s_diff,
+                )
                 digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
                 path = cache / f"cell-{digest}.json"
                 if path.exists():
@@ -239,11 +285,34 @@ def plan_k_n(
                         continue
                     except (OSError, json.JSONDecodeError):
                         pass  # a damaged cache entry is recomputed
-                res = simulate_cell(k, n, delta_p, pi_change=pi_change, z=z, alpha=alpha, power=power, seed=seed * 1000 + r, n_splits=n_splits, s_diff=s_diff)
+                res = simulate_cell(
+                    k,
+                    n,
+                    delta_p,
+                    pi_change=pi_change,
+                    z=z,
+                    alpha=alpha,
+                    power=power,
+                    seed=seed * 1000 + r,
+                    n_splits=n_splits,
+                    s_diff=s_diff,
+                )
 
                 atomic_write_json(path, res)
                 rows.append(res)
-    params = dict(delta_p=delta_p, pi_change=pi_change, z=z, alpha=alpha, power=power, replicates=int(replicates), seed=seed, method="rci", s_diff=s_diff, max_fpr=float(max_fpr), cache_dir=str(cache))
+    params = dict(
+        delta_p=delta_p,
+        pi_change=pi_change,
+        z=z,
+        alpha=alpha,
+        power=power,
+        replicates=int(replicates),
+        seed=seed,
+        method="rci",
+        s_diff=s_diff,
+        max_fpr=float(max_fpr),
+        cache_dir=str(cache),
+    )
     return KNPlan.from_cells(pd.DataFrame(rows), params)
 
 
@@ -266,5 +335,9 @@ def plan_markdown(plan: KNPlan) -> str:
         "",
         markdown_table(cols, ([r[c] for c in cols] for _, r in table.iterrows()), cell=lambda v: f"{v:.3g}"),
     ]
-    lines += ["", f"Recommendation: K = {rec['k']}, N = {rec['n_items']} (smallest K for per-item detection: {rec['k_per_item']}; smallest N with q >= 1: {rec['n_aggregate']})", ""]
+    lines += [
+        "",
+        f"Recommendation: K = {rec['k']}, N = {rec['n_items']} (smallest K for per-item detection: {rec['k_per_item']}; smallest N with q >= 1: {rec['n_aggregate']})",
+        "",
+    ]
     return "\n".join(lines)

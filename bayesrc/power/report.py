@@ -104,7 +104,9 @@ def scores_from_counts(
 # ---------------------------------------------------------------------------
 
 
-def _check_scores(x_a: ArrayLike, x_b: ArrayLike, *, binary: bool, names: tuple[str, str]) -> tuple[np.ndarray, np.ndarray]:
+def _check_scores(
+    x_a: ArrayLike, x_b: ArrayLike, *, binary: bool, names: tuple[str, str]
+) -> tuple[np.ndarray, np.ndarray]:
     arrays = []
     for name, x in zip(names, (x_a, x_b)):
         try:
@@ -113,7 +115,9 @@ def _check_scores(x_a: ArrayLike, x_b: ArrayLike, *, binary: bool, names: tuple[
             raise InputError("scores must be numbers (0/1)", path=name, field="scores") from None
         bad = np.flatnonzero(np.isnan(arr))
         if bad.size:
-            raise InputError("missing score (NaN); drop the item or score it as 0", path=name, item=int(bad[0]), field="scores")
+            raise InputError(
+                "missing score (NaN); drop the item or score it as 0", path=name, item=int(bad[0]), field="scores"
+            )
         if binary:
             bad = np.flatnonzero((arr != 0) & (arr != 1))
             if bad.size:
@@ -188,15 +192,48 @@ class PairResolution:
 
     def to_frame(self) -> pd.DataFrame:
         """Verdict table: one row per paradigm (fixed-n and the stress tests)."""
-        rows = [dict(paradigm="fixed_n", alpha=self.alpha, inflation=1.0, n_star=self.n_star, q=self.q, resolved=self.q >= 1)]
+        rows = [
+            dict(
+                paradigm="fixed_n", alpha=self.alpha, inflation=1.0, n_star=self.n_star, q=self.q, resolved=self.q >= 1
+            )
+        ]
         for m, d in self.multiplicity.items():
-            rows.append(dict(paradigm=m, alpha=d["alpha"], inflation=d["inflation"], n_star=d["n_star"], q=d["q"], resolved=d["resolved"]))
+            rows.append(
+                dict(
+                    paradigm=m,
+                    alpha=d["alpha"],
+                    inflation=d["inflation"],
+                    n_star=d["n_star"],
+                    q=d["q"],
+                    resolved=d["resolved"],
+                )
+            )
         if self.design_effect is not None:
-            rows.append(dict(paradigm="clustered", alpha=self.alpha, inflation=self.design_effect, n_star=self.n_star_clustered, q=self.q / self.design_effect, resolved=self.q >= self.design_effect))
+            rows.append(
+                dict(
+                    paradigm="clustered",
+                    alpha=self.alpha,
+                    inflation=self.design_effect,
+                    n_star=self.n_star_clustered,
+                    q=self.q / self.design_effect,
+                    resolved=self.q >= self.design_effect,
+                )
+            )
         else:
-            rows.append(dict(paradigm="clustered", alpha=self.alpha, inflation=np.nan, n_star=np.nan, q=np.nan, resolved=None))
+            rows.append(
+                dict(paradigm="clustered", alpha=self.alpha, inflation=np.nan, n_star=np.nan, q=np.nan, resolved=None)
+            )
         a = self.anytime
-        rows.append(dict(paradigm="anytime", alpha=self.alpha, inflation=a["inflation"], n_star=a["n_star"], q=a["q"], resolved=a["resolved"]))
+        rows.append(
+            dict(
+                paradigm="anytime",
+                alpha=self.alpha,
+                inflation=a["inflation"],
+                n_star=a["n_star"],
+                q=a["q"],
+                resolved=a["resolved"],
+            )
+        )
         df = pd.DataFrame(rows)
         df.insert(0, "pair", f"{self.name_a} vs {self.name_b}")
         return df
@@ -229,7 +266,9 @@ class PairResolution:
         d = {k: getattr(self, k) for k in self.__dataclass_fields__}
         d["n_star_clustered"] = self.n_star_clustered
         d["n_star_ceil"] = None if not np.isfinite(self.n_star) else int(np.ceil(self.n_star))
-        d["verdicts"] = {k: (None if v is None else ("resolved" if v else "unresolved")) for k, v in self.verdicts.items()}
+        d["verdicts"] = {
+            k: (None if v is None else ("resolved" if v else "unresolved")) for k, v in self.verdicts.items()
+        }
         return d
 
 
@@ -293,11 +332,19 @@ def resolution_report(
     for method in an.MULTIPLICITY_METHODS:
         infl = float(an.multiplicity_inflation(comparisons, method, alpha, power, rank))
         ns, qq, ok = _stressed(n_star, n, infl)
-        multiplicity[method] = dict(alpha=float(an.adjusted_alpha(comparisons, method, alpha, rank)), inflation=infl, n_star=ns, q=qq, resolved=ok)
+        multiplicity[method] = dict(
+            alpha=float(an.adjusted_alpha(comparisons, method, alpha, rank)),
+            inflation=infl,
+            n_star=ns,
+            q=qq,
+            resolved=ok,
+        )
     n_clusters, icc, de = _clustering(clusters, d, names, cluster_mean, notes)
     infl_av = float(an.anytime_inflation(n, alpha, power, anytime))
     ns, qq, ok = _stressed(n_star, n, infl_av)
-    any_d = dict(method=anytime, u=float(an.anytime_boundary(n, alpha, anytime)), inflation=infl_av, n_star=ns, q=qq, resolved=ok)  # u: tuned at this N
+    any_d = dict(
+        method=anytime, u=float(an.anytime_boundary(n, alpha, anytime)), inflation=infl_av, n_star=ns, q=qq, resolved=ok
+    )  # u: tuned at this N
 
     return PairResolution(
         name_a=names[0],
@@ -338,7 +385,9 @@ def _paired_moments(xa: np.ndarray, xb: np.ndarray, notes: list[str]) -> tuple[f
     sa, sb = xa.std(), xb.std()
     rho = float(np.mean((xa - pa) * (xb - pb)) / (sa * sb)) if sa > 0 and sb > 0 else float("nan")
     if not np.isfinite(rho):
-        notes.append("one model's scores are constant: rho is undefined (N* uses the observed variance of the difference)")
+        notes.append(
+            "one model's scores are constant: rho is undefined (N* uses the observed variance of the difference)"
+        )
     return pa, pb, var_d, rho
 
 
@@ -367,7 +416,9 @@ def _paired_tests(xa: np.ndarray, xb: np.ndarray, var_d: float, binary: bool) ->
     return None, None, None, None, float(stats.ttest_rel(xa, xb).pvalue) if var_d > 0 else 1.0
 
 
-def _clustering(clusters: ArrayLike | None, d: np.ndarray, names: tuple[str, str], cluster_mean: str, notes: list[str]) -> tuple:
+def _clustering(
+    clusters: ArrayLike | None, d: np.ndarray, names: tuple[str, str], cluster_mean: str, notes: list[str]
+) -> tuple:
     """``(n_clusters, icc, design_effect)`` of the score differences ``d`` (None where not estimable)."""
     if clusters is None:
         return None, None, None
@@ -394,7 +445,9 @@ def cluster_icc_safe(d: np.ndarray, clusters: np.ndarray) -> float:
 # ---------------------------------------------------------------------------
 
 
-def multiplicity_verdicts(q: ArrayLike, m: int, method: str, alpha: float = 0.05, power: float = 0.8) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def multiplicity_verdicts(
+    q: ArrayLike, m: int, method: str, alpha: float = 0.05, power: float = 0.8
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Bonferroni / Holm (step-down) / BH (step-up) on the q scale; comparisons ranked by q (largest first).
 
     Rank k passes its step iff ``q_(k) >= multiplicity_inflation(m, method, rank=k)``.
@@ -481,13 +534,28 @@ def leaderboard_report(
         raise InputError("need the scores of at least two models", field="scores")
     acc = frame.mean(axis=0)
     order = sorted(frame.columns, key=lambda c: (-acc[c], list(frame.columns).index(c)))
-    ranking = pd.DataFrame({"rank": np.arange(1, len(order) + 1), "model": order, "accuracy": [float(acc[c]) for c in order]})
+    ranking = pd.DataFrame(
+        {"rank": np.arange(1, len(order) + 1), "model": order, "accuracy": [float(acc[c]) for c in order]}
+    )
     m_pairs = len(order) - 1
     m = m_pairs if comparisons is None else int(comparisons)
     if m < m_pairs:
-        raise an.ParameterError(f"comparisons = {m} but the leaderboard has {m_pairs} adjacent pairs", field="comparisons")
+        raise an.ParameterError(
+            f"comparisons = {m} but the leaderboard has {m_pairs} adjacent pairs", field="comparisons"
+        )
     pairs = [
-        resolution_report(frame[a], frame[b], clusters, names=(a, b), alpha=alpha, power=power, comparisons=m, anytime=anytime, binary=binary, cluster_mean=cluster_mean)
+        resolution_report(
+            frame[a],
+            frame[b],
+            clusters,
+            names=(a, b),
+            alpha=alpha,
+            power=power,
+            comparisons=m,
+            anytime=anytime,
+            binary=binary,
+            cluster_mean=cluster_mean,
+        )
         for a, b in zip(order[:-1], order[1:])
     ]
     q = np.array([p.q for p in pairs])
@@ -495,13 +563,22 @@ def leaderboard_report(
         ranks, infl, ok = multiplicity_verdicts(q, m, method, alpha, power)
         for pr, r, f, v in zip(pairs, ranks, infl, ok):
             ns, qq, _ = _stressed(pr.n_star, pr.n, float(f))  # the step procedure decides resolved, not q alone
-            pr.multiplicity[method].update(rank=int(r), alpha=float(an.adjusted_alpha(m, method, alpha, r)), inflation=float(f), n_star=ns, q=qq, resolved=bool(v))
-    return PowerReport({
-        "info": dict(info or {}, comparisons=m, alpha=alpha, power=power, anytime=anytime),
-        "ranking": ranking.to_dict(orient="records"),
-        "unresolved": _unresolved_counts(pairs),
-        "pairs": [p.to_dict() for p in pairs],
-    })  # fmt: skip
+            pr.multiplicity[method].update(
+                rank=int(r),
+                alpha=float(an.adjusted_alpha(m, method, alpha, r)),
+                inflation=float(f),
+                n_star=ns,
+                q=qq,
+                resolved=bool(v),
+            )
+    return PowerReport(
+        {
+            "info": dict(info or {}, comparisons=m, alpha=alpha, power=power, anytime=anytime),
+            "ranking": ranking.to_dict(orient="records"),
+            "unresolved": _unresolved_counts(pairs),
+            "pairs": [p.to_dict() for p in pairs],
+        }
+    )
 
 
 def _unresolved_counts(pairs: list[PairResolution]) -> list[dict]:

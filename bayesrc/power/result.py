@@ -99,8 +99,18 @@ class PowerReport(Result):
         """One row per pair: N, δ, ρ, discordant counts, MDE, N*, q = N/N*, exact p and each paradigm's verdict."""
         rows = []
         for p in self.pair_records(versions):
-            row = {"pair": f"{p['name_a']} vs {p['name_b']}", "N": p["n"], "delta": p["delta"], "rho": p["rho"], "b": p["b"], "c": p["c"],
-                   "MDE": p["mde"], "N*": p["n_star_ceil"], "q = N/N*": p["q"], "p exact": p["p_exact"]}  # fmt: skip
+            row = {
+                "pair": f"{p['name_a']} vs {p['name_b']}",
+                "N": p["n"],
+                "delta": p["delta"],
+                "rho": p["rho"],
+                "b": p["b"],
+                "c": p["c"],
+                "MDE": p["mde"],
+                "N*": p["n_star_ceil"],
+                "q = N/N*": p["q"],
+                "p exact": p["p_exact"],
+            }
             row.update({k: p["verdicts"][k] for k in VERDICT_PARADIGMS if k in p["verdicts"]})
             rows.append(row)
         return pd.DataFrame(rows)
@@ -116,12 +126,27 @@ class PowerReport(Result):
         >>> int(rep.noise_table().iloc[0]["K to halve"])
         27
         """
-        rows = [r for r in self.payload.get("noise", []) if versions is None or {r["name_a"], r["name_b"]} == set(map(str, versions))]
+        rows = [
+            r
+            for r in self.payload.get("noise", [])
+            if versions is None or {r["name_a"], r["name_b"]} == set(map(str, versions))
+        ]
         rows = rows or ([] if versions is None else self.payload.get("noise", []))
         return pd.DataFrame(
-            [{"pair": f"{r['name_a']} vs {r['name_b']}", "N": r["n_items"], "K": r["k"], "SE": r["se"], "sampling share": r["share_sampling"],
-              "item-set share": r["share_items"], "N to halve": r["n_half"], "K to halve": r["k_half"]} for r in rows]
-        )  # fmt: skip
+            [
+                {
+                    "pair": f"{r['name_a']} vs {r['name_b']}",
+                    "N": r["n_items"],
+                    "K": r["k"],
+                    "SE": r["se"],
+                    "sampling share": r["share_sampling"],
+                    "item-set share": r["share_items"],
+                    "N to halve": r["n_half"],
+                    "K to halve": r["k_half"],
+                }
+                for r in rows
+            ]
+        )
 
     def to_frame(self) -> pd.DataFrame:
         """One row per adjacent pair (rank r vs r + 1): figures, verdict per paradigm and the stressed
@@ -150,9 +175,43 @@ class PowerReport(Result):
             "## Pairs",
             "",
             markdown_table(
-                ["rank", "pair", "N", "acc A", "acc B", "δ", "ρ", "b", "c", "MDE", "N*", "q", "McNemar exact p", "asymptotic p", "paired t p"],
-                [[i, _pair_name(p), p["n"], p["p_a"], p["p_b"], p["delta"], p["rho"], p["b"], p["c"], p["mde"], _size(p["n_star"]), _size(p["q"]), p["p_exact"], p["p_asymptotic"], p["p_paired_t"]]
-                 for i, p in enumerate(pairs, start=1)],
+                [
+                    "rank",
+                    "pair",
+                    "N",
+                    "acc A",
+                    "acc B",
+                    "δ",
+                    "ρ",
+                    "b",
+                    "c",
+                    "MDE",
+                    "N*",
+                    "q",
+                    "McNemar exact p",
+                    "asymptotic p",
+                    "paired t p",
+                ],
+                [
+                    [
+                        i,
+                        _pair_name(p),
+                        p["n"],
+                        p["p_a"],
+                        p["p_b"],
+                        p["delta"],
+                        p["rho"],
+                        p["b"],
+                        p["c"],
+                        p["mde"],
+                        _size(p["n_star"]),
+                        _size(p["q"]),
+                        p["p_exact"],
+                        p["p_asymptotic"],
+                        p["p_paired_t"],
+                    ]
+                    for i, p in enumerate(pairs, start=1)
+                ],
                 cell=_md_cell,
             ),
             "",
@@ -160,14 +219,27 @@ class PowerReport(Result):
             "",
             markdown_table(
                 ["pair", *VERDICT_PARADIGMS, "DE", "N* clustered", "N* anytime"],
-                [[_pair_name(p), *[VERDICT_BOOL[p["verdicts"][k]] for k in VERDICT_PARADIGMS], p["design_effect"], _n_star_clustered(p), _size(p["anytime"]["n_star"])] for p in pairs],
+                [
+                    [
+                        _pair_name(p),
+                        *[VERDICT_BOOL[p["verdicts"][k]] for k in VERDICT_PARADIGMS],
+                        p["design_effect"],
+                        _n_star_clustered(p),
+                        _size(p["anytime"]["n_star"]),
+                    ]
+                    for p in pairs
+                ],
                 cell=_md_cell,
             ),
             "",
             "## Unresolved pairs per paradigm",
             "",
-            markdown_table(["paradigm", "unresolved", "pairs"], [[r["paradigm"], r["unresolved"], r["pairs"]] for r in self.payload.get("unresolved", [])], cell=_md_cell),
-        ]  # fmt: skip
+            markdown_table(
+                ["paradigm", "unresolved", "pairs"],
+                [[r["paradigm"], r["unresolved"], r["pairs"]] for r in self.payload.get("unresolved", [])],
+                cell=_md_cell,
+            ),
+        ]
         if self.noise:
             parts += [
                 "",
@@ -178,7 +250,19 @@ class PowerReport(Result):
                 "",
                 markdown_table(
                     ["pair", "N", "K", "SE", "sampling share", "item-set share", "N to halve", "K to halve"],
-                    [[_pair_name(r), r["n_items"], r["k"], r["se"], r["share_sampling"], r["share_items"], r["n_half"], r["k_half"] if r["k_half"] is not None else "none"] for r in self.noise],
+                    [
+                        [
+                            _pair_name(r),
+                            r["n_items"],
+                            r["k"],
+                            r["se"],
+                            r["share_sampling"],
+                            r["share_items"],
+                            r["n_half"],
+                            r["k_half"] if r["k_half"] is not None else "none",
+                        ]
+                        for r in self.noise
+                    ],
                     cell=_md_cell,
                 ),
             ]
@@ -194,7 +278,12 @@ class PowerReport(Result):
         ax = ax or fig.add_subplot()
         cols = [c for c in t.columns if c.endswith("mde") or c == "mde"]
         x = np.arange(len(t))
-        ax.bar(x, np.abs(t["delta"].astype(float)) if "delta" in t else np.zeros(len(t)), color="#777", label="|Δ| observed")
+        ax.bar(
+            x,
+            np.abs(t["delta"].astype(float)) if "delta" in t else np.zeros(len(t)),
+            color="#777",
+            label="|Δ| observed",
+        )
         if cols:
             ax.plot(x, t[cols[0]].astype(float), "D", color="#d62728", label="minimum detectable")
         ax.set_xticks(x, t["pair"] if "pair" in t else x, rotation=45, ha="right", fontsize=7)
@@ -221,7 +310,11 @@ def _n_star_clustered(record: dict) -> float | None:
 
 def _pair_row(rank: int, p: dict) -> dict:
     """A row of :meth:`PowerReport.to_frame` from a ``pairs`` record of ``power.json``."""
-    row = {"rank": rank, "pair": _pair_name(p), **{k: p[k] for k in ("n", "p_a", "p_b", "delta", "rho", "b", "c", "mde")}}
+    row = {
+        "rank": rank,
+        "pair": _pair_name(p),
+        **{k: p[k] for k in ("n", "p_a", "p_b", "delta", "rho", "b", "c", "mde")},
+    }
     row.update(n_star=_size(p["n_star"]), q=_size(p["q"]), p_exact=p["p_exact"], p_asymptotic=p["p_asymptotic"])
     if not p["binary"]:
         row["p_paired_t"] = p["p_paired_t"]

@@ -9,4 +9,13 @@ Sensitivity analyses live in :mod:`bayesrc.sensitivity` (this package draws thei
 from bayesrc.report.build import FORMATS, ReportFiles, build_report, render_report, report_sections
 from bayesrc.report.run import Comparison, Run, load_run
 
-__all__ = ["FORMATS", "Comparison", "ReportFiles", "Run", "build_report", "load_run", "render_report", "report_sections"]
+__all__ = [
+    "FORMATS",
+    "Comparison",
+    "ReportFiles",
+    "Run",
+    "build_report",
+    "load_run",
+    "render_report",
+    "report_sections",
+]

@@ -36,7 +36,18 @@ def report_sections(run: Run, comparison: Comparison | None) -> list[Section]:
     """
     if comparison is None:
         return build_sections(
-            run, None, builders=[section_model_comparison, section_joint, section_pairwise_rci, section_sensitivity, section_power, section_switch, section_truth, section_family_truth]
+            run,
+            None,
+            builders=[
+                section_model_comparison,
+                section_joint,
+                section_pairwise_rci,
+                section_sensitivity,
+                section_power,
+                section_switch,
+                section_truth,
+                section_family_truth,
+            ],
         )
     return build_sections(run, comparison)
 
@@ -96,7 +107,9 @@ def build_report(
     return {name: out_dir / fname for name, fname in rendered.main.items()}
 
 
-def render_report(run_dir: str | Path, *, fmt: str = "html", pairs: list[str] | None = None, run_name: str | None = None) -> ReportFiles:
+def render_report(
+    run_dir: str | Path, *, fmt: str = "html", pairs: list[str] | None = None, run_name: str | None = None
+) -> ReportFiles:
     """:func:`build_report`'s files, rendered from ``run_dir`` but not written (``run_name``: the
     run directory's name the reports give, default ``run_dir``'s own).
 
@@ -112,7 +125,11 @@ def render_report(run_dir: str | Path, *, fmt: str = "html", pairs: list[str] | 
     if pairs:
         unknown = [p for p in pairs if p not in run.comparisons]
         if unknown:
-            raise InputError(f"no comparison {unknown[0]!r} in this run (has {', '.join(run.comparisons) or 'none'})", path=run_dir, field="--pair")
+            raise InputError(
+                f"no comparison {unknown[0]!r} in this run (has {', '.join(run.comparisons) or 'none'})",
+                path=run_dir,
+                field="--pair",
+            )
         names = list(pairs)
     main: dict[str, str] = {}
     files: dict[str, str | bytes] = {}

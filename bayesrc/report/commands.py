@@ -26,18 +26,39 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     s.add_argument("v1", type=Path, help="trials of version 1")
     s.add_argument("v2", type=Path, help="trials of version 2")
-    s.add_argument("--truth", type=Path, help="known truth of a simulated pair (item_id, delta_p, changed): adds realized FDP")
+    s.add_argument(
+        "--truth", type=Path, help="known truth of a simulated pair (item_id, delta_p, changed): adds realized FDP"
+    )
     s.add_argument("--z-grid", type=float, nargs="+", help="RCI thresholds (default 1.645 1.96 2.326 2.58 3.0)")
     s.add_argument("--min-valid-grid", type=int, nargs="+", help="rule (a) grid (default 2 4 6 8 10)")
     s.add_argument("--k-grid", type=int, nargs="+", help="samples per item to keep (default 3 5 ... K)")
     s.add_argument("--q-grid", type=float, nargs="+", help="Bayesian FDR levels (default 0.01 0.05 0.10 0.20)")
     add_sampler_size_arguments(s)  # the change model's fits (prior, fdr)
     add_progress_argument(s, "progress bar over the prior grid's fits")
-    s.add_argument("--refit", action="store_true", help="prior: refit every prior of the grid with NUTS (default: reweight the default prior's fit where Pareto k <= 0.7 and ESS >= 400)")
+    s.add_argument(
+        "--refit",
+        action="store_true",
+        help="prior: refit every prior of the grid with NUTS (default: reweight the default prior's fit where Pareto k <= 0.7 and ESS >= 400)",
+    )
     s.add_argument("--sd-basis", choices=("analysable", "all"), default="analysable")
-    s.add_argument("--s-diff", action="append", choices=("reference", "binomial"), help="threshold: S_diff methods to tabulate (repeatable; default reference and binomial)")
-    s.add_argument("--reliability-basis", action="append", choices=("all", "analysed"), help="threshold: r_xx bases of the reference method (repeatable; default all and analysed)")
-    s.add_argument("--null-replicates", type=int, default=200, help="threshold: replicates of the no-change null per method (default 200; 0: skip)")
+    s.add_argument(
+        "--s-diff",
+        action="append",
+        choices=("reference", "binomial"),
+        help="threshold: S_diff methods to tabulate (repeatable; default reference and binomial)",
+    )
+    s.add_argument(
+        "--reliability-basis",
+        action="append",
+        choices=("all", "analysed"),
+        help="threshold: r_xx bases of the reference method (repeatable; default all and analysed)",
+    )
+    s.add_argument(
+        "--null-replicates",
+        type=int,
+        default=200,
+        help="threshold: replicates of the no-change null per method (default 200; 0: skip)",
+    )
     s.add_argument("--allow-unmatched", action="store_true")
     add_pin_arguments(s)
     s.add_argument("--seed", type=int, default=0)

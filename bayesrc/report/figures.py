@@ -32,7 +32,9 @@ def _max_samples(items: pd.DataFrame, default: int = 10) -> int:
     return int(counts.max()) if counts.size else default
 
 
-def item_scatter(items: pd.DataFrame, s_diff: float, z: float = 1.96, *, versions: tuple[str, str] = ("v1", "v2"), title: str = "") -> Figure:
+def item_scatter(
+    items: pd.DataFrame, s_diff: float, z: float = 1.96, *, versions: tuple[str, str] = ("v1", "v2"), title: str = ""
+) -> Figure:
     """v1 vs v2 item accuracy, coloured by RCI class, with the band ``|p2 - p1| <= z S_diff``.
 
     Points are jittered slightly: with K samples accuracies sit on a grid of 1/K.
@@ -45,15 +47,29 @@ def item_scatter(items: pd.DataFrame, s_diff: float, z: float = 1.96, *, version
         sel = (items["class"] == cls).to_numpy()
         if sel.any():
             ax.scatter(
-                items["p_v1"].to_numpy()[sel] + jx[sel], items["p_v2"].to_numpy()[sel] + jy[sel], s=7, alpha=0.55, color=CLASS_COLOURS[cls], label=f"{CLASS_LABELS[cls]} ({sel.sum()})", linewidths=0
+                items["p_v1"].to_numpy()[sel] + jx[sel],
+                items["p_v2"].to_numpy()[sel] + jy[sel],
+                s=7,
+                alpha=0.55,
+                color=CLASS_COLOURS[cls],
+                label=f"{CLASS_LABELS[cls]} ({sel.sum()})",
+                linewidths=0,
             )
     x = np.array([0.0, 1.0])
     ax.plot(x, x, color="black", lw=0.8)
     if np.isfinite(s_diff):
         band = z * s_diff
-        ax.fill_between(x, x - band, x + band, color="#4c72b0", alpha=0.12, label=f"RCI band ±{z:g}·S_diff = ±{band:.3f}")
+        ax.fill_between(
+            x, x - band, x + band, color="#4c72b0", alpha=0.12, label=f"RCI band ±{z:g}·S_diff = ±{band:.3f}"
+        )
     v1, v2 = versions
-    ax.set(xlim=(-0.05, 1.05), ylim=(-0.05, 1.05), xlabel=f"accuracy {v1} (p_v1)", ylabel=f"accuracy {v2} (p_v2)", title=title or f"Item accuracy, {v1} vs {v2}")
+    ax.set(
+        xlim=(-0.05, 1.05),
+        ylim=(-0.05, 1.05),
+        xlabel=f"accuracy {v1} (p_v1)",
+        ylabel=f"accuracy {v2} (p_v2)",
+        title=title or f"Item accuracy, {v1} vs {v2}",
+    )
     ax.set_aspect("equal")
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2, fontsize=7, frameon=False)
     return fig
@@ -67,7 +83,13 @@ def rci_histogram(items: pd.DataFrame, z: float = 1.96, *, title: str = "") -> F
     if r.size:
         lim = max(np.nanmax(np.abs(r)), z) * 1.05
         groups = [sub.loc[sub["class"] == c, "rci"].to_numpy() for c in CLASSES]
-        ax.hist(groups, bins=np.linspace(-lim, lim, 61), stacked=True, color=[CLASS_COLOURS[c] for c in CLASSES], label=[CLASS_LABELS[c] for c in CLASSES])
+        ax.hist(
+            groups,
+            bins=np.linspace(-lim, lim, 61),
+            stacked=True,
+            color=[CLASS_COLOURS[c] for c in CLASSES],
+            label=[CLASS_LABELS[c] for c in CLASSES],
+        )
         ax.legend(fontsize=7, frameon=False, loc="upper left")
     for s in (-z, z):
         ax.axvline(s, color="#d62728", ls="--", lw=1)
@@ -86,7 +108,15 @@ def domain_heatmap(table: pd.DataFrame, *, title: str = "", fmt: str = "{:d}") -
     for i in range(t.shape[0]):
         for j in range(t.shape[1]):
             v = share.iat[i, j]
-            ax.text(j, i, f"{int(t.iat[i, j])}\n{v:.0%}" if np.isfinite(v) else "0", ha="center", va="center", fontsize=7, color="white" if (np.isfinite(v) and v < 0.6) else "black")
+            ax.text(
+                j,
+                i,
+                f"{int(t.iat[i, j])}\n{v:.0%}" if np.isfinite(v) else "0",
+                ha="center",
+                va="center",
+                fontsize=7,
+                color="white" if (np.isfinite(v) and v < 0.6) else "black",
+            )
     ax.set_xticks(range(t.shape[1]), [CLASS_LABELS[c] for c in t.columns], fontsize=8)
     ax.set_yticks(range(t.shape[0]), list(map(str, t.index)), fontsize=8)
     fig.colorbar(im, ax=ax, label="share of domain's items", shrink=0.8)
@@ -101,11 +131,24 @@ def difficulty_churn(bins: pd.DataFrame, *, title: str = "") -> Figure:
     n = bins["n"].replace(0, np.nan).to_numpy(float)
     imp, det = bins[IMPROVED].to_numpy(float) / n, bins[DETERIORATED].to_numpy(float) / n
     ax.bar(x, np.nan_to_num(imp), color=CLASS_COLOURS[IMPROVED], label=CLASS_LABELS[IMPROVED])
-    ax.bar(x, np.nan_to_num(det), bottom=np.nan_to_num(imp), color=CLASS_COLOURS[DETERIORATED], label=CLASS_LABELS[DETERIORATED])
-    for xi, ni, top in zip(x, bins["n"], np.nan_to_num(imp + det)):  # a label inside the axes: a share over 1 (counts above n) would stretch the PNG
+    ax.bar(
+        x,
+        np.nan_to_num(det),
+        bottom=np.nan_to_num(imp),
+        color=CLASS_COLOURS[DETERIORATED],
+        label=CLASS_LABELS[DETERIORATED],
+    )
+    for xi, ni, top in zip(
+        x, bins["n"], np.nan_to_num(imp + det)
+    ):  # a label inside the axes: a share over 1 (counts above n) would stretch the PNG
         ax.text(xi, min(top, 1.0) + 0.01, f"n={int(ni)}" if np.isfinite(ni) else "n=n/a", ha="center", fontsize=7)
     ax.set_xticks(x, list(bins["bin"]))
-    ax.set(xlabel="baseline accuracy p_v1", ylabel="share of items (churn)", ylim=(0, 1.05), title=title or "Churn by baseline difficulty")
+    ax.set(
+        xlabel="baseline accuracy p_v1",
+        ylabel="share of items (churn)",
+        ylim=(0, 1.05),
+        title=title or "Churn by baseline difficulty",
+    )
     ax.legend(fontsize=8, frameon=False)
     return fig
 
@@ -116,10 +159,20 @@ def p_changed_vs_rci(merged: pd.DataFrame, z: float = 1.96) -> Figure:
     for cls in (EXCLUDED, *CLASSES):
         sel = merged["rci_class"] == cls
         if sel.any():
-            ax.scatter(merged.loc[sel, "rci"], merged.loc[sel, "p_changed"], s=7, alpha=0.6, color=CLASS_COLOURS.get(cls, "grey"), label=f"RCI: {CLASS_LABELS.get(cls, cls)}", linewidths=0)
+            ax.scatter(
+                merged.loc[sel, "rci"],
+                merged.loc[sel, "p_changed"],
+                s=7,
+                alpha=0.6,
+                color=CLASS_COLOURS.get(cls, "grey"),
+                label=f"RCI: {CLASS_LABELS.get(cls, cls)}",
+                linewidths=0,
+            )
     for s in (-z, z):
         ax.axvline(s, color="#d62728", ls="--", lw=0.8)
-    ax.set(xlabel="RCI", ylabel="posterior P(changed)", ylim=(-0.02, 1.02), title="Posterior probability of change vs RCI")
+    ax.set(
+        xlabel="RCI", ylabel="posterior P(changed)", ylim=(-0.02, 1.02), title="Posterior probability of change vs RCI"
+    )
     ax.legend(fontsize=7, frameon=False)
     return fig
 
@@ -169,7 +222,12 @@ def truth_scores(per_replicate: pd.DataFrame, q: float = 0.10, *, title: str = "
         g = per_replicate[per_replicate["method"] == m]
         kind = g["kind"].iloc[0]
         a1.scatter(
-            g["fdp_sign"] + rng.uniform(-0.004, 0.004, len(g)), np.full(len(g), i) + rng.uniform(-0.15, 0.15, len(g)), s=10, alpha=0.5, color="#4c72b0" if kind == "rci" else "#d95f02", linewidths=0
+            g["fdp_sign"] + rng.uniform(-0.004, 0.004, len(g)),
+            np.full(len(g), i) + rng.uniform(-0.15, 0.15, len(g)),
+            s=10,
+            alpha=0.5,
+            color="#4c72b0" if kind == "rci" else "#d95f02",
+            linewidths=0,
         )
         a1.scatter([g["fdp_sign"].mean()], [i], marker="|", s=300, color="black", zorder=3)
     a1.axvline(q, color="#d62728", ls="--", lw=0.8, label=f"q = {q:g}")
@@ -177,22 +235,69 @@ def truth_scores(per_replicate: pd.DataFrame, q: float = 0.10, *, title: str = "
     a1.set(xlabel="realised FDP (flag's sign ≠ exact Δp's)", title="False discoveries per replicate (| = mean)")
     a1.legend(fontsize=7, frameon=False)
     # replicates scored by RCI alone (truth(methods=())) have no model and no estimate column
-    bayes = per_replicate[(per_replicate["kind"] == "bayes") & per_replicate["rci_fdp_estimate"].notna()] if "rci_fdp_estimate" in per_replicate else per_replicate.iloc[:0]
+    bayes = (
+        per_replicate[(per_replicate["kind"] == "bayes") & per_replicate["rci_fdp_estimate"].notna()]
+        if "rci_fdp_estimate" in per_replicate
+        else per_replicate.iloc[:0]
+    )
     colours = ["#d95f02", "#7570b3", "#1b9e77", "#e7298a", "#66a61e"]
     for j, (m, g) in enumerate(bayes.groupby("method", sort=False)):
-        a2.scatter(g["rci_fdp_realised"], g["rci_fdp_estimate"], s=14, alpha=0.6, color=colours[j % len(colours)], linewidths=0, label=f"{m}, sign (coverage90 {g['coverage90'].mean():.2f})")
+        a2.scatter(
+            g["rci_fdp_realised"],
+            g["rci_fdp_estimate"],
+            s=14,
+            alpha=0.6,
+            color=colours[j % len(colours)],
+            linewidths=0,
+            label=f"{m}, sign (coverage90 {g['coverage90'].mean():.2f})",
+        )
         if "rci_fdp_lo90" in g:  # the fit's 90% interval of the realised proportion (tables from before it have none)
-            below, above = (g["rci_fdp_estimate"] - g["rci_fdp_lo90"]).clip(lower=0), (g["rci_fdp_hi90"] - g["rci_fdp_estimate"]).clip(lower=0)
-            a2.errorbar(g["rci_fdp_realised"], g["rci_fdp_estimate"], yerr=[below, above], fmt="none", ecolor=colours[j % len(colours)], alpha=0.3, lw=0.8)
+            below, above = (
+                (g["rci_fdp_estimate"] - g["rci_fdp_lo90"]).clip(lower=0),
+                (g["rci_fdp_hi90"] - g["rci_fdp_estimate"]).clip(lower=0),
+            )
+            a2.errorbar(
+                g["rci_fdp_realised"],
+                g["rci_fdp_estimate"],
+                yerr=[below, above],
+                fmt="none",
+                ecolor=colours[j % len(colours)],
+                alpha=0.3,
+                lw=0.8,
+            )
         if "rci_fdp_estimate_material" in g:  # material false discoveries (|exact dp| < delta_min counts too): hollow
-            a2.scatter(g["rci_fdp_realised_material"], g["rci_fdp_estimate_material"], s=14, alpha=0.6, facecolors="none", edgecolors=colours[j % len(colours)], label=f"{m}, material")
-    cols = [c for c in ("rci_fdp_realised", "rci_fdp_estimate", "rci_fdp_realised_material", "rci_fdp_estimate_material", "rci_fdp_hi90") if c in bayes]
+            a2.scatter(
+                g["rci_fdp_realised_material"],
+                g["rci_fdp_estimate_material"],
+                s=14,
+                alpha=0.6,
+                facecolors="none",
+                edgecolors=colours[j % len(colours)],
+                label=f"{m}, material",
+            )
+    cols = [
+        c
+        for c in (
+            "rci_fdp_realised",
+            "rci_fdp_estimate",
+            "rci_fdp_realised_material",
+            "rci_fdp_estimate_material",
+            "rci_fdp_hi90",
+        )
+        if c in bayes
+    ]
     shown = bayes[cols].to_numpy(float)
     shown = shown[np.isfinite(shown)]  # an infinite or missing proportion cannot set the axis limits
     hi = float(shown.max()) if shown.size else 1.0
     hi = max(hi, 0.1) * 1.1
     a2.plot([0, hi], [0, hi], color="black", lw=0.8)
-    a2.set(xlim=(-0.01, hi), ylim=(-0.01, hi), xlabel="RCI's realised FDP", ylabel="model's estimate of RCI's FDP", title="Estimating RCI's false discoveries")
+    a2.set(
+        xlim=(-0.01, hi),
+        ylim=(-0.01, hi),
+        xlabel="RCI's realised FDP",
+        ylabel="model's estimate of RCI's FDP",
+        title="Estimating RCI's false discoveries",
+    )
     if len(bayes):  # no model scored: nothing to label
         a2.legend(fontsize=7, frameon=False)
     if title:
@@ -220,7 +325,10 @@ def family_truth_scores(per_replicate: pd.DataFrame, *, title: str = "") -> Figu
     """
     rows = per_replicate[["version", "method"]].drop_duplicates()
     # each version's (or step's) methods together, in the order of FAMILY_METHOD_COLOURS
-    rank = rows.assign(v=rows["version"].map({v: i for i, v in enumerate(dict.fromkeys(rows["version"]))}), m=rows["method"].map({m: i for i, m in enumerate(FAMILY_METHOD_COLOURS)}))
+    rank = rows.assign(
+        v=rows["version"].map({v: i for i, v in enumerate(dict.fromkeys(rows["version"]))}),
+        m=rows["method"].map({m: i for i, m in enumerate(FAMILY_METHOD_COLOURS)}),
+    )
     rows = rows.loc[rank.sort_values(["v", "m"], kind="stable").index]
     fig, (a1, a2) = subplots(1, 2, figsize=(10.5, 1.2 + 0.32 * len(rows)), sharey=True)
     for i, (version, method) in enumerate(rows.itertuples(index=False)):
@@ -259,7 +367,9 @@ def scalar_vars(dt, max_panels: int = 8) -> list[str]:
     for name, da in post.data_vars.items():
         name = str(name)
         extra = [d for d in da.dims if d not in ("chain", "draw")]
-        if {"item", "cell"} & set(extra) or any(name.startswith(pre) and name[len(pre) :] in names for pre in ("log_", "logit_")):
+        if {"item", "cell"} & set(extra) or any(
+            name.startswith(pre) and name[len(pre) :] in names for pre in ("log_", "logit_")
+        ):
             continue
         sized.append((int(np.prod([da.sizes[d] for d in extra])), name))
     out, used = [], 0
@@ -297,12 +407,26 @@ def heatmap(matrix: pd.DataFrame, *, title: str, label: str, fmt: str = "{:+.3f}
     vals = matrix.to_numpy(float)
     lim = np.nanmax(np.abs(vals)) if np.isfinite(vals).any() else 1.0
     fig, ax = subplots(figsize=(0.8 * matrix.shape[1] + 2.5, 0.6 * matrix.shape[0] + 1.6))
-    im = ax.imshow(vals, cmap="RdBu_r" if centre else "viridis", vmin=-lim if centre else None, vmax=lim if centre else None, aspect="auto")
+    im = ax.imshow(
+        vals,
+        cmap="RdBu_r" if centre else "viridis",
+        vmin=-lim if centre else None,
+        vmax=lim if centre else None,
+        aspect="auto",
+    )
     for i in range(vals.shape[0]):
         for j in range(vals.shape[1]):
             if np.isfinite(vals[i, j]):
                 dark = centre and abs(vals[i, j]) > 0.6 * lim
-                ax.text(j, i, fmt.format(vals[i, j]), ha="center", va="center", fontsize=7, color="white" if dark else "black")
+                ax.text(
+                    j,
+                    i,
+                    fmt.format(vals[i, j]),
+                    ha="center",
+                    va="center",
+                    fontsize=7,
+                    color="white" if dark else "black",
+                )
     ax.set_xticks(range(matrix.shape[1]), list(map(str, matrix.columns)), rotation=45, ha="right", fontsize=7)
     ax.set_yticks(range(matrix.shape[0]), list(map(str, matrix.index)), fontsize=7)
     ax.set(xlabel=matrix.columns.name or "suffix model", ylabel=matrix.index.name or "prefix model", title=title)

@@ -42,10 +42,18 @@ def run_sensitivity(args: argparse.Namespace) -> int:
     session, mapper = _prior_grid_mapper(args, names)
     with session:
         tables = run_sensitivity_analyses(
-            counts, names, truth=truth, settings=RCISettings(sd_basis=args.sd_basis), seed=args.seed, config=config, mapper=mapper, reweight=not args.refit, methods=_threshold_methods(args),
+            counts,
+            names,
+            truth=truth,
+            settings=RCISettings(sd_basis=args.sd_basis),
+            seed=args.seed,
+            config=config,
+            mapper=mapper,
+            reweight=not args.refit,
+            methods=_threshold_methods(args),
             null_replicates=args.null_replicates,
             **{k: v for k, v in grids.items() if v},
-        )  # fmt: skip
+        )
     written = write_sensitivity(tables, args.out)
     for name, table in tables.items():
         print(f"== {name}")
@@ -90,11 +98,15 @@ def _change_model_config(args: argparse.Namespace, names: tuple[str, ...]):
     if not {"prior", "fdr"} & set(names):
         return None
     configure_host_devices(min(args.chains, os.cpu_count() or 1))
-    return SamplerConfig(chains=args.chains, draws=args.draws, tune=args.tune, seed=args.seed, progress=progress_setting(args))
+    return SamplerConfig(
+        chains=args.chains, draws=args.draws, tune=args.tune, seed=args.seed, progress=progress_setting(args)
+    )
 
 
 def _prior_grid_mapper(args: argparse.Namespace, names: tuple[str, ...]):
     """(session, mapper) for the prior grid's refits: on Ray with ``--ray``, else here (mapper None)."""
     if args.ray and "prior" not in names:
-        print("bayesrc: note: --ray runs the prior grid's refits; this analysis has none, it runs here", file=sys.stderr)
+        print(
+            "bayesrc: note: --ray runs the prior grid's refits; this analysis has none, it runs here", file=sys.stderr
+        )
     return mapper_for(args) if args.ray and "prior" in names else (contextlib.nullcontext(), None)

@@ -114,7 +114,11 @@ def fmt_value(v) -> str:
         return str(int(v))
     if isinstance(v, (float, np.floating)):
         a = abs(float(v))
-        return f"{v:.0f}" if float(v).is_integer() and a < 1e6 else (f"{v:.4f}" if a < 1 else f"{v:.4g}" if a < 1e4 else f"{v:.3e}")
+        return (
+            f"{v:.0f}"
+            if float(v).is_integer() and a < 1e6
+            else (f"{v:.4f}" if a < 1 else f"{v:.4g}" if a < 1e4 else f"{v:.3e}")
+        )
     return str(v)
 
 
@@ -124,7 +128,10 @@ def _bold_html(text: str) -> str:
 
 def _table_html(t: Table) -> str:
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in t.frame.columns)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(fmt_value(v))}</td>" for v in row) + "</tr>" for row in t.frame.itertuples(index=False))
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(fmt_value(v))}</td>" for v in row) + "</tr>"
+        for row in t.frame.itertuples(index=False)
+    )
     return f'<div class="tblwrap"><table><caption>{html.escape(t.caption)}</caption><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
@@ -147,14 +154,22 @@ def render_html(title: str, sections: list[Section], *, subtitle: str = "") -> s
             elif isinstance(b, Figure):
                 inner.append(_figure_html(b))
         link = docs_link(s.key)
-        doc = f' <a class="docs" href="{html.escape(link)}" title="What this section shows and how it is computed">docs</a>' if link else ""
-        parts.append(f'<section id="{s.key}" data-status="{s.status}"><h2>{html.escape(s.title)}{doc}</h2>{"".join(inner)}</section>')
+        doc = (
+            f' <a class="docs" href="{html.escape(link)}" title="What this section shows and how it is computed">docs</a>'
+            if link
+            else ""
+        )
+        parts.append(
+            f'<section id="{s.key}" data-status="{s.status}"><h2>{html.escape(s.title)}{doc}</h2>{"".join(inner)}</section>'
+        )
 
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f'<meta name="viewport" content="width=device-width, initial-scale=1"><title>{html.escape(title)}</title>'
         f'<style>{CSS}</style></head><body data-report-status="loading">'
-        f"<h1>{html.escape(title)}</h1><p>{html.escape(subtitle)}</p><nav><ul>{nav}</ul></nav>" + "".join(parts) + f"<footer>bayesrc {__version__}: self-contained report (figures embedded).</footer>"
+        f"<h1>{html.escape(title)}</h1><p>{html.escape(subtitle)}</p><nav><ul>{nav}</ul></nav>"
+        + "".join(parts)
+        + f"<footer>bayesrc {__version__}: self-contained report (figures embedded).</footer>"
         f"<script>{STATUS_JS}</script></body></html>\n"
     )
 
@@ -163,7 +178,9 @@ def table_markdown(frame: pd.DataFrame) -> str:
     return markdown_table(frame.columns, frame.itertuples(index=False), cell=lambda v: fmt_value(v).replace("|", "\\|"))
 
 
-def render_markdown(title: str, sections: list[Section], *, figure_dir: str | None = None, subtitle: str = "") -> tuple[str, dict[str, bytes]]:
+def render_markdown(
+    title: str, sections: list[Section], *, figure_dir: str | None = None, subtitle: str = ""
+) -> tuple[str, dict[str, bytes]]:
     """Markdown text and the figures it links (``figure_dir/NAME.png``; none if ``figure_dir`` is None)."""
     lines = [f"# {title}", "", subtitle, ""] if subtitle else [f"# {title}", ""]
     figs: dict[str, bytes] = {}
@@ -196,7 +213,19 @@ _LATEX_SPECIAL = {
     ">": r"\textgreater{}",
     "|": r"\textbar{}",
 }
-_LATEX_UNICODE = {"Δ": r"$\Delta$", "χ²": r"$\chi^2$", "κ": r"$\kappa$", "±": r"$\pm$", "≤": r"$\le$", "≥": r"$\ge$", "×": r"$\times$", "–": "--", "—": "---", "→": r"$\to$", "é": r"\'e"}
+_LATEX_UNICODE = {
+    "Δ": r"$\Delta$",
+    "χ²": r"$\chi^2$",
+    "κ": r"$\kappa$",
+    "±": r"$\pm$",
+    "≤": r"$\le$",
+    "≥": r"$\ge$",
+    "×": r"$\times$",
+    "–": "--",
+    "—": "---",
+    "→": r"$\to$",
+    "é": r"\'e",
+}
 _LATEX_ASCII = {"->": "→", "<=": "≤", ">=": "≥"}  # as the symbols they stand for (before "<" and ">" are escaped)
 
 
@@ -229,7 +258,12 @@ def table_latex(t: Table) -> str:
     lines = [r"\begin{table}[ht]", r"\centering", f"\\caption{{{latex_escape(t.caption)}}}"]
     if t.label:
         lines.append(f"\\label{{tab:{t.label}}}")
-    lines += [f"\\begin{{tabular}}{{{spec}}}", r"\toprule", " & ".join(latex_escape(c) for c in cols) + r" \\", r"\midrule"]
+    lines += [
+        f"\\begin{{tabular}}{{{spec}}}",
+        r"\toprule",
+        " & ".join(latex_escape(c) for c in cols) + r" \\",
+        r"\midrule",
+    ]
     for row in t.frame.itertuples(index=False):
         if str(row[0]) == "total":
             lines.append(r"\midrule")

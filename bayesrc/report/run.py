@@ -113,7 +113,9 @@ class Run:
     family_truth: Any = None  # bayesrc.truth.FamilyTruth (bayesrc truth on three or more exact runs)
     model_comparison: Any = None  # bayesrc.bayes.ModelComparison (bayesrc fit --compare: one comparison per model)
     joint: Any = None  # bayesrc.bayes.JointFit (bayesrc fit V1 V2 V3 ...: a family of versions)
-    pairwise: Any = None  # bayesrc.classical.PairwiseRCI (bayesrc rci --family: every pair of a family, the multiplicity stated)
+    pairwise: Any = (
+        None  # bayesrc.classical.PairwiseRCI (bayesrc rci --family: every pair of a family, the multiplicity stated)
+    )
     files: dict[str, Path] = field(default_factory=dict)
 
     def sensitivity_png(self, name: str) -> Path | None:
@@ -124,9 +126,14 @@ class Run:
 
 #: run-wide results: Run attribute -> result class (read from the run folder when its main file is there)
 RUN_WIDE = {
-    "switch": SwitchResult, "power": PowerReport, "sensitivity": SensitivityTable, "truth": TruthResult, "family_truth": FamilyTruth,
-    "joint": JointFit, "pairwise": PairwiseRCI,
-}  # fmt: skip
+    "switch": SwitchResult,
+    "power": PowerReport,
+    "sensitivity": SensitivityTable,
+    "truth": TruthResult,
+    "family_truth": FamilyTruth,
+    "joint": JointFit,
+    "pairwise": PairwiseRCI,
+}
 
 
 def load_run(run_dir: str | Path) -> Run:
@@ -158,14 +165,21 @@ def load_run(run_dir: str | Path) -> Run:
         run.rci, run.files["rci.json"] = RCIRun.load(root), root / "rci.json"
         if not run.rci.names:  # a report is per pair: an rci.json without one has nothing to show
             raise InputError("holds no version pair", path=root / "rci.json", field="pairs")
-    plain = BayesFit.load(root) if (root / BayesFit.main_file).is_file() else None  # a fit written into the run folder itself
+    plain = (
+        BayesFit.load(root) if (root / BayesFit.main_file).is_file() else None
+    )  # a fit written into the run folder itself
     owner = None if plain is None else plain.payload.get("pair")  # the pair it belongs to, when recorded
     names = list(run.rci.names) if run.rci is not None else []
     if not names and plain is not None:
         names = [str(owner or "comparison")]
     if (root / ModelComparison.main_file).is_file():  # bayesrc fit --compare: each model's fit in MODEL/
-        run.model_comparison, run.files[ModelComparison.main_file] = ModelComparison.load(root), root / ModelComparison.main_file
-        names += [m for m in run.model_comparison.models if m not in names and (root / m / BayesFit.main_file).is_file()]
+        run.model_comparison, run.files[ModelComparison.main_file] = (
+            ModelComparison.load(root),
+            root / ModelComparison.main_file,
+        )
+        names += [
+            m for m in run.model_comparison.models if m not in names and (root / m / BayesFit.main_file).is_file()
+        ]
     for i, name in enumerate(names):
         c = Comparison(name=name)
         if run.rci is not None and name in run.rci.names:
@@ -186,5 +200,8 @@ def load_run(run_dir: str | Path) -> Run:
     if (root / "demo.json").is_file():
         run.demo_record, run.files["demo.json"] = read_json(root / "demo.json"), root / "demo.json"
     if not run.comparisons and run.model_comparison is None and all(getattr(run, attr) is None for attr in RUN_WIDE):
-        raise InputError(f"no result files (rci.json, fit.json, loo_compare.json, {', '.join(cls.main_file for cls in RUN_WIDE.values())}) in this run directory", path=root)
+        raise InputError(
+            f"no result files (rci.json, fit.json, loo_compare.json, {', '.join(cls.main_file for cls in RUN_WIDE.values())}) in this run directory",
+            path=root,
+        )
     return run

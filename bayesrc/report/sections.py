@@ -114,7 +114,15 @@ def pair_pins_frame(record: dict) -> pd.DataFrame:
     status = {d["field"]: d["status"] for d in (record.get("comparison") or {}).get("differences", [])}
     v1, v2 = dict(_flatten(record["v1"])), dict(_flatten(record["v2"]))
     short = lambda v: v if len(v) <= 28 else v[:16] + "…" + v[-6:]  # noqa: E731  (hashes: enough to tell apart)
-    rows = [(f, short(str(v1.get(f, ""))), short(str(v2.get(f, ""))), status.get(f, "same" if v1.get(f) == v2.get(f) else "differs")) for f in sorted(set(v1) | set(v2))]
+    rows = [
+        (
+            f,
+            short(str(v1.get(f, ""))),
+            short(str(v2.get(f, ""))),
+            status.get(f, "same" if v1.get(f) == v2.get(f) else "differs"),
+        )
+        for f in sorted(set(v1) | set(v2))
+    ]
     return pd.DataFrame(rows, columns=["pin", "v1", "v2", "status"])
 
 
@@ -124,7 +132,11 @@ def section_pins(run: Run, c: Comparison) -> Section | None:
     rec, source = (run.demo_record, "demo.json") if run.demo_record is not None else (run.run_record, "run.json")
     if isinstance(rec, dict) and isinstance(rec.get("v1"), dict) and isinstance(rec.get("v2"), dict):
         comp = rec.get("comparison") or {}
-        verdict = "comparable: only the model pins differ" if comp.get("comparable") else "NOT comparable: pins other than the model differ"
+        verdict = (
+            "comparable: only the model pins differ"
+            if comp.get("comparable")
+            else "NOT comparable: pins other than the model differ"
+        )
         blocks.append(Text(f"The two collection runs are {verdict} (the differing pins are marked)."))
         blocks.append(Table(pair_pins_frame(rec), f"Run pins of both versions ({source})"))
     elif rec is not None:
@@ -132,11 +144,21 @@ def section_pins(run: Run, c: Comparison) -> Section | None:
         blocks.append(Table(pd.DataFrame(rows, columns=["pin", "value"]), f"Run record ({source})"))
     if c.pair is not None:
         params = {"versions": " -> ".join(c.versions), **c.pair.params}
-        blocks.append(Table(pd.DataFrame(list(params.items()), columns=["parameter", "value"]).astype({"value": str}), "Analysis parameters (rci.json)"))
+        blocks.append(
+            Table(
+                pd.DataFrame(list(params.items()), columns=["parameter", "value"]).astype({"value": str}),
+                "Analysis parameters (rci.json)",
+            )
+        )
     if c.bayes is not None:
         fit = c.bayes
         keys = {"model": fit.model, "backend": fit.backend, "runtime_s": fit.runtime_s, "seed": fit.params["seed"]}
-        blocks.append(Table(pd.DataFrame(list(keys.items()), columns=["fit", "value"]).astype({"value": str}), "Posterior fit (fit.json)"))
+        blocks.append(
+            Table(
+                pd.DataFrame(list(keys.items()), columns=["fit", "value"]).astype({"value": str}),
+                "Posterior fit (fit.json)",
+            )
+        )
     if not blocks:
         return None
     if rec is None:
@@ -155,7 +177,17 @@ def aggregate_frame(items: pd.DataFrame) -> pd.DataFrame:
     for label, sel in (("all scored items", scored), ("analysable items", scored & ~items["excluded"].astype(bool))):
         sub = items[sel]
         agg = _aggregate_change(sub["delta"].to_numpy())
-        rows.append({"items": label, "n": agg["n"], "acc_v1": sub["p_v1"].mean(), "acc_v2": sub["p_v2"].mean(), "delta": agg["mean_delta"], "ci95_lo": agg["ci95"][0], "ci95_hi": agg["ci95"][1]})
+        rows.append(
+            {
+                "items": label,
+                "n": agg["n"],
+                "acc_v1": sub["p_v1"].mean(),
+                "acc_v2": sub["p_v2"].mean(),
+                "delta": agg["mean_delta"],
+                "ci95_lo": agg["ci95"][0],
+                "ci95_hi": agg["ci95"][1],
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -172,14 +204,13 @@ def section_aggregate(run: Run, c: Comparison) -> Section | None:
     )
     pair = c.pair
     cnt = pair.analysable
-    text += (
-        f" Beneath it, {_count(cnt['improved'])} items reliably improved and {_count(cnt['deteriorated'])} reliably deteriorated (churn {_pct(cnt['churn'])} of {_count(cnt['n'])} analysable items)"
-    )
+    text += f" Beneath it, {_count(cnt['improved'])} items reliably improved and {_count(cnt['deteriorated'])} reliably deteriorated (churn {_pct(cnt['churn'])} of {_count(cnt['n'])} analysable items)"
     ns = pair.null_samples
     if ns and _known(ns["flagged_p975"]):  # a null bound: there is nothing to compare the flags with
         if pair.n_flagged > ns["flagged_p975"]:
-            text += f", more than the {ns['flagged_p975']:.0f} that data with no change would give at most (97.5%): there is item-level change beyond chance" + (
-                " that the aggregate hides." if sign == "did not change detectably" else "."
+            text += (
+                f", more than the {ns['flagged_p975']:.0f} that data with no change would give at most (97.5%): there is item-level change beyond chance"
+                + (" that the aggregate hides." if sign == "did not change detectably" else ".")
             )
         else:
             text += f", no more than data with no change give ({_num(ns['flagged_p025'], '.0f')}-{_num(ns['flagged_p975'], '.0f')}, 95%): this churn is no evidence of item-level change."
@@ -210,8 +241,10 @@ def null_sentence(pair: PairResult) -> str:
     ns, nc = pair.null_samples, pair.no_change_test
     test = (
         f" Did anything change at all? Within-item permutation test of identical versions ({_count(nc['n_permutations'])} re-deals; each item's and each "
-        f"(domain, letter) stratum's chi-square): p = {_num(nc['p_value'], '.3g')}." if nc else ""
-    )  # fmt: skip
+        f"(domain, letter) stratum's chi-square): p = {_num(nc['p_value'], '.3g')}."
+        if nc
+        else ""
+    )
     if not ns:
         return "The sample-level no-change null was not computed for this run." + test
     return (
@@ -243,9 +276,19 @@ def section_rci(run: Run, c: Comparison) -> Section | None:
     ]
     blocks += [Text(f"**Warning:** {w}") for w in r.warnings]
     blocks += [
-        Table(r.classification_table(), "Reliable-change classification (cf. the reference study's Table 1/2) and the no-change null", latex=True, label="rci-classes"),
+        Table(
+            r.classification_table(),
+            "Reliable-change classification (cf. the reference study's Table 1/2) and the no-change null",
+            latex=True,
+            label="rci-classes",
+        ),
         Text(null_sentence(r)),
-        Table(r.reliability_table(), "Split-half reliability (Spearman–Brown), ICC(1,K) (comparable with r_xx), ICC(1,1) and SEM per version", latex=True, label="reliability"),
+        Table(
+            r.reliability_table(),
+            "Split-half reliability (Spearman–Brown), ICC(1,K) (comparable with r_xx), ICC(1,1) and SEM per version",
+            latex=True,
+            label="reliability",
+        ),
         Text(
             f"Direction-asymmetry test ({_count(null['n_permutations'])} version-swap permutations over the {_count(null['n_items'])} analysable items; "
             f"swapping keeps every |Δp|, so it tests only the balance of improvements and deteriorations): 95th percentile "
@@ -277,9 +320,17 @@ def section_reference_figures(run: Run, c: Comparison) -> Section | None:
         dom = pd.crosstab(items["domain"], items["class"])
     bins = r.difficulty_table()
     blocks = [
-        _fig(lambda: F.item_scatter(items, r.s_diff, z, versions=c.versions), f"Item accuracy v1 vs v2 by RCI class; the shaded band is |Δp| < {z:g}·S_diff (no reliable change).", "scatter"),
+        _fig(
+            lambda: F.item_scatter(items, r.s_diff, z, versions=c.versions),
+            f"Item accuracy v1 vs v2 by RCI class; the shaded band is |Δp| < {z:g}·S_diff (no reliable change).",
+            "scatter",
+        ),
         _fig(lambda: F.rci_histogram(items, z), f"RCI over analysable items with the ±{z:g} thresholds.", "rci_hist"),
-        _fig(lambda: F.domain_heatmap(dom), f"Domain × class (analysable items): χ² = {_num(d['chi2'], '.2f')}, p = {_num(d['p'], '.3g')}, Cramér's V = {_num(d['cramers_v'], '.3f')}.", "domain"),
+        _fig(
+            lambda: F.domain_heatmap(dom),
+            f"Domain × class (analysable items): χ² = {_num(d['chi2'], '.2f')}, p = {_num(d['p'], '.3g')}, Cramér's V = {_num(d['cramers_v'], '.3f')}.",
+            "domain",
+        ),
         Table(r.domain_table(), "Reliable change by domain", latex=True, label="domains"),
     ]
     if len(bins):  # an rci.json without difficulty bins has no churn to draw
@@ -291,7 +342,9 @@ def section_reference_figures(run: Run, c: Comparison) -> Section | None:
 
 
 def _waiting(key: str, title: str, needs: str) -> Section:
-    return Section(key, title, [Text(f"Not available for this run: needs {needs} (written by `bayesrc fit`).")], status="waiting")
+    return Section(
+        key, title, [Text(f"Not available for this run: needs {needs} (written by `bayesrc fit`).")], status="waiting"
+    )
 
 
 def gate_caption(fit) -> str:
@@ -303,11 +356,17 @@ def gate_caption(fit) -> str:
 def section_bayes_items(run: Run, c: Comparison) -> Section | None:
     """Posterior P(change) vs RCI and the Δp forest plot (the fit's item table)."""
     if c.bayes is None:
-        return _waiting("bayes_items", "Bayesian item posteriors", "fit.json and items.parquet") if c.pair is not None else None
+        return (
+            _waiting("bayes_items", "Bayesian item posteriors", "fit.json and items.parquet")
+            if c.pair is not None
+            else None
+        )
     fit, b = c.bayes, c.bayes.items
     blocks: list = []
     if c.items is not None:
-        merged = b.drop(columns="rci_class").merge(c.items[["item_id", "rci", "class"]].rename(columns={"class": "rci_class"}), on="item_id", how="inner")
+        merged = b.drop(columns="rci_class").merge(
+            c.items[["item_id", "rci", "class"]].rename(columns={"class": "rci_class"}), on="item_id", how="inner"
+        )
         blocks.append(
             _fig(
                 lambda: F.p_changed_vs_rci(merged, c.pair.z),
@@ -315,15 +374,32 @@ def section_bayes_items(run: Run, c: Comparison) -> Section | None:
                 "p_changed",
             )
         )
-    blocks.append(_fig(lambda: F.dp_forest(b), "Δp posterior mean and 90% interval of the most changed items.", "forest"))
+    blocks.append(
+        _fig(lambda: F.dp_forest(b), "Δp posterior mean and 90% interval of the most changed items.", "forest")
+    )
     counts = b["bayes_class"].value_counts().reindex(list(CLASSES), fill_value=0)
-    blocks.append(Table(counts.rename_axis("class").reset_index(name="items"), "Posterior classification", latex=True, label="bayes-classes"))
+    blocks.append(
+        Table(
+            counts.rename_axis("class").reset_index(name="items"),
+            "Posterior classification",
+            latex=True,
+            label="bayes-classes",
+        )
+    )
     if "p_rope" in b:
         rope = fit.params["rope"]
         sure = int((b["p_rope"] >= 0.95).sum())
-        blocks.append(Text(f"Practical significance: {sure} of {len(b)} items have P(|Δp| > {rope}) ≥ 0.95 (expected number of items beyond the ROPE: {b['p_rope'].sum():.1f})."))
-        top = b.sort_values("p_rope", ascending=False).head(15)[["item_id", "domain", "dp_mean", "p_rope", "bayes_class"]]
-        blocks.append(Table(top, "Items most likely to have changed by more than the ROPE", latex=True, label="bayes-rope"))
+        blocks.append(
+            Text(
+                f"Practical significance: {sure} of {len(b)} items have P(|Δp| > {rope}) ≥ 0.95 (expected number of items beyond the ROPE: {b['p_rope'].sum():.1f})."
+            )
+        )
+        top = b.sort_values("p_rope", ascending=False).head(15)[
+            ["item_id", "domain", "dp_mean", "p_rope", "bayes_class"]
+        ]
+        blocks.append(
+            Table(top, "Items most likely to have changed by more than the ROPE", latex=True, label="bayes-rope")
+        )
     if fl := fit.flips:
         n, p = fl["expected_negative_flips"], fl["expected_positive_flips"]
         blocks.append(
@@ -343,7 +419,11 @@ def section_domain_shift(run: Run, c: Comparison) -> Section | None:
         "domain_shift",
         "Domain shift posteriors",
         [
-            _fig(lambda: F.domain_shift_forest(frame), "Per-domain shift of the change model: posterior mean and 90% interval.", "domain_shift"),
+            _fig(
+                lambda: F.domain_shift_forest(frame),
+                "Per-domain shift of the change model: posterior mean and 90% interval.",
+                "domain_shift",
+            ),
             Table(frame, "Domain shifts", latex=True, label="domain-shift"),
         ],
     )
@@ -352,18 +432,30 @@ def section_domain_shift(run: Run, c: Comparison) -> Section | None:
 def section_diagnostics(run: Run, c: Comparison) -> Section | None:
     """The diagnostics gate and trace / rank plots of the hyper-parameters (the fit's posterior)."""
     if c.bayes is None:
-        return _waiting("diagnostics", "Convergence diagnostics", "fit.json and posterior.nc") if c.pair is not None else None
+        return (
+            _waiting("diagnostics", "Convergence diagnostics", "fit.json and posterior.nc")
+            if c.pair is not None
+            else None
+        )
     fit = c.bayes
     blocks: list = [
-        Text("Diagnostics gate **passed**." if fit.diagnostics.passed else "Diagnostics gate **FAILED**: the posterior summaries below are not trustworthy."),
+        Text(
+            "Diagnostics gate **passed**."
+            if fit.diagnostics.passed
+            else "Diagnostics gate **FAILED**: the posterior summaries below are not trustworthy."
+        ),
         Table(fit.gate_table(), gate_caption(fit), latex=True, label="gate"),
     ]
     if fit.posterior is not None:
         dt = fit.posterior
         names = F.scalar_vars(dt)
         if names:
-            blocks.append(_fig(lambda: F.trace_plot(dt, names), f"Trace and marginal posteriors ({', '.join(names)}).", "trace"))
-            blocks.append(_fig(lambda: F.rank_plot(dt, names), "Rank ECDF plots: chains should stay within the envelope.", "rank"))
+            blocks.append(
+                _fig(lambda: F.trace_plot(dt, names), f"Trace and marginal posteriors ({', '.join(names)}).", "trace")
+            )
+            blocks.append(
+                _fig(lambda: F.rank_plot(dt, names), "Rank ECDF plots: chains should stay within the envelope.", "rank")
+            )
     return Section("diagnostics", "Convergence diagnostics", blocks)
 
 
@@ -371,8 +463,10 @@ def ppc_sentence(fit) -> str:
     """The posterior predictive check and PSIS-LOO of a fit in words (what to read first)."""
     ppc, lo = fit.ppc, fit.loo
     if not ppc["flagged"]:
-        text = (f"The model reproduces the data: no statistic in any stratum is outside what its replicated datasets give "
-                f"(smallest adjusted p = {ppc['p_adjusted_min']:.3f} over {ppc['n_tests']} tests, family-wise level {ppc['alpha']:g}).")  # fmt: skip
+        text = (
+            f"The model reproduces the data: no statistic in any stratum is outside what its replicated datasets give "
+            f"(smallest adjusted p = {ppc['p_adjusted_min']:.3f} over {ppc['n_tests']} tests, family-wise level {ppc['alpha']:g})."
+        )
     else:
         text = f"**The model does not reproduce the data** in {len(ppc['flagged'])} of {ppc['n_tests']} (stratum, statistic) tests (red dots)."
     if lo:
@@ -383,16 +477,21 @@ def ppc_sentence(fit) -> str:
 
 def loo_pit_caption(band: pd.DataFrame) -> str:
     """What the LOO-PIT figure shows, and whether the curve leaves its band."""
-    verdict = ("it leaves the band: the leave-one-out predictions of the per-item change are miscalibrated"
-               if band["outside"].any() else "it stays within the band, as calibrated predictions do 95% of the time")  # fmt: skip
+    verdict = (
+        "it leaves the band: the leave-one-out predictions of the per-item change are miscalibrated"
+        if band["outside"].any()
+        else "it stays within the band, as calibrated predictions do 95% of the time"
+    )
     return f"LOO-PIT of each item's change y2 - y1: the ECDF minus the uniform CDF, with its 95% simultaneous band; {verdict}."
 
 
 def prior_predictive_sentence(pp: dict) -> str:
     """What the priors imply, in words (``fit.json`` ``prior_predictive``)."""
     above = pp["share_abs_dp_above"]
-    text = (f"Before the data, the priors put an item's accuracy between {pp['p_v1'][0]:.2f} and {pp['p_v1'][-1]:.2f} "
-            f"(90%) and expect {above['0.05']:.0%} of items to move by more than 0.05 in accuracy ({above['0.1']:.0%} by more than 0.10)")  # fmt: skip
+    text = (
+        f"Before the data, the priors put an item's accuracy between {pp['p_v1'][0]:.2f} and {pp['p_v1'][-1]:.2f} "
+        f"(90%) and expect {above['0.05']:.0%} of items to move by more than 0.05 in accuracy ({above['0.1']:.0%} by more than 0.10)"
+    )
     if pp.get("pi"):
         text += f"; the share of changed items has prior median {pp['pi'][2]:.2f}"
     return text + ". The posterior moves away from this where the data speak (prior predictive check)."
@@ -404,14 +503,30 @@ def section_checks(run: Run, c: Comparison) -> Section | None:
         return None
     fit = c.bayes
     blocks: list = [Text(ppc_sentence(fit))]
-    blocks += [Text(f"**Warning:** {w}") for w in fit.warnings if w.startswith(("posterior predictive check", "PSIS-LOO"))]
-    blocks.append(_fig(lambda: ppc_figure(fit.ppc), "Observed statistic (dot; red: flagged) against the replicated 90% range (bar) and mean (tick), per stratum.", "ppc"))
+    blocks += [
+        Text(f"**Warning:** {w}") for w in fit.warnings if w.startswith(("posterior predictive check", "PSIS-LOO"))
+    ]
+    blocks.append(
+        _fig(
+            lambda: ppc_figure(fit.ppc),
+            "Observed statistic (dot; red: flagged) against the replicated 90% range (bar) and mean (tick), per stratum.",
+            "ppc",
+        )
+    )
     with contextlib.suppress(ValueError):  # a fit without LOO-PIT values has no such figure
         band = fit.loo_pit_band()
-        blocks.append(_fig(lambda: loo_pit_figure(band, ks_p=fit.loo.get("loo_pit_ks_p")), loo_pit_caption(band), "loo_pit"))
+        blocks.append(
+            _fig(lambda: loo_pit_figure(band, ks_p=fit.loo.get("loo_pit_ks_p")), loo_pit_caption(band), "loo_pit")
+        )
     if pp := fit.prior_predictive:
         blocks.append(Text(prior_predictive_sentence(pp)))
-        blocks.append(_fig(lambda: prior_predictive_figure(pp), "Prior predictive: a new item's accuracy per version (beside the observed y / n) and its change, before the data.", "prior_predictive"))
+        blocks.append(
+            _fig(
+                lambda: prior_predictive_figure(pp),
+                "Prior predictive: a new item's accuracy per version (beside the observed y / n) and its change, before the data.",
+                "prior_predictive",
+            )
+        )
     flagged = fit.ppc_table()
     flagged = flagged[pd.to_numeric(flagged["p_adjusted"], errors="coerce") <= fit.ppc["alpha"]]
     if len(flagged):
@@ -425,7 +540,13 @@ def section_model_comparison(run: Run, c: Comparison | None = None) -> Section |
     if mc is None:
         return None
     blocks: list = [Text(mc.sentence())]
-    blocks.append(_fig(lambda: loo_compare_figure(mc.table), "ELPD difference of each model from the best, with ±2 SE of the difference.", "loo_compare"))
+    blocks.append(
+        _fig(
+            lambda: loo_compare_figure(mc.table),
+            "ELPD difference of each model from the best, with ±2 SE of the difference.",
+            "loo_compare",
+        )
+    )
     blocks.append(Table(mc.summary().round(3), "Models ranked by PSIS-LOO ELPD", latex=True, label="loo-compare"))
     return Section("model_comparison", "Model comparison (PSIS-LOO)", blocks)
 
@@ -442,9 +563,28 @@ def section_joint(run: Run, c: Comparison | None = None) -> Section | None:
         f"Rank bands (versions whose {1 - jf.payload['params']['q']:.0%} rank intervals overlap share a band), best first: {bands}."
     )
     blocks: list = [Text(text)]
-    blocks.append(_fig(jf.plot_bands, "Each version's posterior mean accuracy with its 90% interval, coloured by rank band.", "joint_bands"))
-    blocks.append(_fig(jf.plot_changes, "Posterior mean change in accuracy from the reference, items with the largest changes.", "joint_changes"))
-    blocks.append(Table(jf.versions_table.round(3), "Versions: mean accuracy, P(best), rank interval and band", latex=True, label="joint-versions"))
+    blocks.append(
+        _fig(
+            jf.plot_bands,
+            "Each version's posterior mean accuracy with its 90% interval, coloured by rank band.",
+            "joint_bands",
+        )
+    )
+    blocks.append(
+        _fig(
+            jf.plot_changes,
+            "Posterior mean change in accuracy from the reference, items with the largest changes.",
+            "joint_changes",
+        )
+    )
+    blocks.append(
+        Table(
+            jf.versions_table.round(3),
+            "Versions: mean accuracy, P(best), rank interval and band",
+            latex=True,
+            label="joint-versions",
+        )
+    )
     if jf.posterior is not None:  # a ladder or a series of checkpoints reads step by step
         caption = "Consecutive versions: change in mean accuracy (90% interval, P(up)) and the items whose 90% interval of Δp lies above or below 0"
         blocks.append(Table(jf.version_changes().round(3), caption, latex=True, label="joint-steps"))
@@ -455,9 +595,15 @@ def section_joint(run: Run, c: Comparison | None = None) -> Section | None:
 
 #: the per-pair table's columns as the report heads them
 PAIRWISE_HEADINGS = {
-    "pair": "pair", "n_analysable": "analysable", "improved": "improved", "deteriorated": "deteriorated", "flagged": "flagged",
-    "expected_no_change": "expected, no-change null", "no_change_p975": "null 97.5%", "expected_nominal": "expected, nominal rate",
-}  # fmt: skip
+    "pair": "pair",
+    "n_analysable": "analysable",
+    "improved": "improved",
+    "deteriorated": "deteriorated",
+    "flagged": "flagged",
+    "expected_no_change": "expected, no-change null",
+    "no_change_p975": "null 97.5%",
+    "expected_nominal": "expected, nominal rate",
+}
 
 
 def pairwise_table(res) -> pd.DataFrame:
@@ -524,22 +670,34 @@ def crosscheck_table(fit) -> pd.DataFrame:
 
 def selection_rule(sel: dict) -> str:
     """The fit's selection rule in words (Bayesian FDR level, or a posterior-probability threshold)."""
-    return f"at FDR {_num(sel['fdr'], 'g')}" if sel["rule"] == "fdr" else f"at P(direction) ≥ {_num(sel['threshold'], 'g')}"
+    return (
+        f"at FDR {_num(sel['fdr'], 'g')}"
+        if sel["rule"] == "fdr"
+        else f"at P(direction) ≥ {_num(sel['threshold'], 'g')}"
+    )
 
 
 def section_crosscheck(run: Run, c: Comparison) -> Section | None:
     if c.bayes is None:
-        return _waiting("crosscheck", "RCI cross-check", "fit.json with a crosscheck block") if c.pair is not None else None
+        return (
+            _waiting("crosscheck", "RCI cross-check", "fit.json with a crosscheck block")
+            if c.pair is not None
+            else None
+        )
     fit = c.bayes
     cc = fit.crosscheck
     blocks: list = [Text(crosscheck_sentence(fit, c.pair))]
     if cc["kappa"] is not None:
         blocks.append(Text(f"Agreement of the posterior and RCI classes: Cohen's κ = {cc['kappa']:.3f}."))
     if cc["table"]:
-        blocks.append(Table(crosscheck_table(fit), "RCI class (rows) × posterior class (columns)", latex=True, label="crosscheck"))
+        blocks.append(
+            Table(crosscheck_table(fit), "RCI class (rows) × posterior class (columns)", latex=True, label="crosscheck")
+        )
     sel = fit.selection
     blocks.append(
-        Text(f"Posterior selection {selection_rule(sel)}: {sel['n_improved']} improved, {sel['n_deteriorated']} deteriorated, expected false discoveries {_num(sel['expected_false'], '.1f')}.")
+        Text(
+            f"Posterior selection {selection_rule(sel)}: {sel['n_improved']} improved, {sel['n_deteriorated']} deteriorated, expected false discoveries {_num(sel['expected_false'], '.1f')}."
+        )
     )
     return Section("crosscheck", "RCI cross-check", blocks)
 
@@ -560,13 +718,26 @@ def section_power(run: Run, c: Comparison | None = None) -> Section | None:
                 f"**{q['name_a']} vs {q['name_b']}**: N = {q['n']} items, observed δ = {_num(q['delta'], '+.3f')}, "
                 f"minimum detectable effect {_num(q['mde'], '.3f')}; resolving a difference of the observed size (δ = {_num(q['delta'], '+.3f')}) "
                 f"needs N* ≈ {q['n_star_ceil']} items, "
-                f"so q = N/N* = {_num(q['q'], '.3g')} — " + (f"resolved under {', '.join(resolved)}." if resolved else "unresolved under every stress test.")
+                f"so q = N/N* = {_num(q['q'], '.3g')} — "
+                + (f"resolved under {', '.join(resolved)}." if resolved else "unresolved under every stress test.")
             )
         )
-    blocks.append(Table(run.power.pairs_table(versions), "Resolution per pair (verdicts under fixed n, multiplicity, clustering, anytime-valid)", latex=True, label="power"))
+    blocks.append(
+        Table(
+            run.power.pairs_table(versions),
+            "Resolution per pair (verdicts under fixed n, multiplicity, clustering, anytime-valid)",
+            latex=True,
+            label="power",
+        )
+    )
     noise = run.power.noise_table(versions)
     if len(noise):
-        blocks.append(Table(noise, "Noise of the mean-accuracy difference: sampling within items (K) vs the item set (N), and what would halve it"))
+        blocks.append(
+            Table(
+                noise,
+                "Noise of the mean-accuracy difference: sampling within items (K) vs the item set (N), and what would halve it",
+            )
+        )
     unresolved = run.power.summary()
     if len(unresolved):
         blocks.append(Table(unresolved, "Unresolved pairs per paradigm"))
@@ -583,7 +754,11 @@ def switch_blocks(result, name: str) -> list:
         (
             f" Pure noise at the observed cell noise gives R² = {_num(floor['mean'], '.3f')} on average (97.5%: {_num(floor['p975'], '.3f')})"
             + (
-                (": the fit explains more than noise does." if bench["r2"] > floor["p975"] else ": the fit's R² is within what noise alone explains.")
+                (
+                    ": the fit explains more than noise does."
+                    if bench["r2"] > floor["p975"]
+                    else ": the fit's R² is within what noise alone explains."
+                )
                 if _known(bench["r2"]) and _known(floor["p975"])
                 else "."
             )
@@ -598,13 +773,31 @@ def switch_blocks(result, name: str) -> list:
             f" {int((eff['stars'] != '').sum())} of {len(eff)} cells are significant at 95% before adjustment, "
             f"{int(eff['significant_95_adjusted'].astype(bool).sum())} after Benjamini-Hochberg over the cells."
         )
-    blocks: list = [Text(f"**{name}**: μ = {_num(bench['mu'], '.3f')}, R² = {_num(bench['r2'], '.3f')}, leave-one-cell-out CV R² = {_num(bench['cv_r2'], '.3f')}." + floor_txt + sig_txt)]
+    blocks: list = [
+        Text(
+            f"**{name}**: μ = {_num(bench['mu'], '.3f')}, R² = {_num(bench['r2'], '.3f')}, leave-one-cell-out CV R² = {_num(bench['cv_r2'], '.3f')}."
+            + floor_txt
+            + sig_txt
+        )
+    ]
     cells = result.cells(name)
     if len(cells):
         obs = cells.pivot(index="prefix", columns="suffix", values="observed")
         res = cells.pivot(index="prefix", columns="suffix", values="resid")
-        blocks.append(_fig(lambda: F.heatmap(obs, title=f"{name}: switch effects", label="Δ (a→b − b→b)"), f"{name}: observed switch effects (rows: prefix model).", f"switch_{name}"))
-        blocks.append(_fig(lambda: F.heatmap(res, title=f"{name}: residuals", label="residual"), f"{name}: residuals of the additive factor model.", f"switch_resid_{name}"))
+        blocks.append(
+            _fig(
+                lambda: F.heatmap(obs, title=f"{name}: switch effects", label="Δ (a→b − b→b)"),
+                f"{name}: observed switch effects (rows: prefix model).",
+                f"switch_{name}",
+            )
+        )
+        blocks.append(
+            _fig(
+                lambda: F.heatmap(res, title=f"{name}: residuals", label="residual"),
+                f"{name}: residuals of the additive factor model.",
+                f"switch_resid_{name}",
+            )
+        )
     blocks.append(Table(result.factors(name), f"{name}: additive factor model", latex=True, label=f"switch-{name}"))
     return blocks
 
@@ -618,9 +811,12 @@ def section_switch(run: Run, c: Comparison | None = None) -> Section | None:
 
 
 SENSITIVITY_TITLES = {
-    "threshold": "RCI threshold and SD basis", "exclusion": "Exclusion rules", "k": "K-subsampling (first k samples per item)",
-    "prior": "Prior grid (change model reweighted or refitted)", "fdr": "Bayesian FDR level and posterior threshold",
-}  # fmt: skip
+    "threshold": "RCI threshold and SD basis",
+    "exclusion": "Exclusion rules",
+    "k": "K-subsampling (first k samples per item)",
+    "prior": "Prior grid (change model reweighted or refitted)",
+    "fdr": "Bayesian FDR level and posterior threshold",
+}
 
 
 def section_sensitivity(run: Run, c: Comparison | None = None) -> Section | None:
@@ -630,16 +826,30 @@ def section_sensitivity(run: Run, c: Comparison | None = None) -> Section | None
         return None
     titles = SENSITIVITY_TITLES
     truth = any("realized_fdp" in sens[n] for n in sens.analyses)
-    blocks: list = [Text("How the reliable-change conclusions move when one analysis choice changes" + (" (realized false-discovery proportion against the simulation's truth)." if truth else "."))]
+    blocks: list = [
+        Text(
+            "How the reliable-change conclusions move when one analysis choice changes"
+            + (" (realized false-discovery proportion against the simulation's truth)." if truth else ".")
+        )
+    ]
     order = sorted(sens.analyses, key=lambda n: (list(titles).index(n) if n in titles else len(titles), n))
     for name in order:
         table = sens[name]
         png = run.sensitivity_png(name)
-        fig = Figure(lambda t=table: _sensitivity_figure(t), f"Sensitivity: {titles.get(name, name)}.", f"sensitivity_{name}")
+        fig = Figure(
+            lambda t=table: _sensitivity_figure(t), f"Sensitivity: {titles.get(name, name)}.", f"sensitivity_{name}"
+        )
         if png is not None:  # the figure `bayesrc sensitivity` drew: embedded as it is
             fig._png = png.read_bytes()
         blocks.append(fig)
-        blocks.append(Table(table.drop(columns=[col for col in ("analysis",) if col in table]), f"Sensitivity: {titles.get(name, name)}", latex=True, label=f"sens-{name}"))
+        blocks.append(
+            Table(
+                table.drop(columns=[col for col in ("analysis",) if col in table]),
+                f"Sensitivity: {titles.get(name, name)}",
+                latex=True,
+                label=f"sens-{name}",
+            )
+        )
     return Section("sensitivity", "Sensitivity analyses", blocks)
 
 
@@ -682,10 +892,24 @@ def section_truth(run: Run, c: Comparison | None = None) -> Section | None:
             f" On {_pct(warned)} of the replicates the fit warned that its sign estimate of RCI's FDP moves by more than {PRIOR_TOLERANCE:g} "
             f"with its priors (material: {_pct(model.get('rci_fdp_material_prior_sensitive_share'))}): there the data do not decide it."
         )
-    blocks: list = [Text(text), Table(truth_table(t), "Real-model truth: every analysis against the exact Δp (means over replicates)", latex=True, label="truth")]
+    blocks: list = [
+        Text(text),
+        Table(
+            truth_table(t),
+            "Real-model truth: every analysis against the exact Δp (means over replicates)",
+            latex=True,
+            label="truth",
+        ),
+    ]
     if t.per_replicate is not None and len(t.per_replicate):
         reps = t.per_replicate
-        blocks.append(_fig(lambda: F.truth_scores(reps, q), "Realised false discoveries per replicate and the models' estimates of RCI's.", "truth"))
+        blocks.append(
+            _fig(
+                lambda: F.truth_scores(reps, q),
+                "Realised false discoveries per replicate and the models' estimates of RCI's.",
+                "truth",
+            )
+        )
     return Section("truth", "Real-model truth (exact answer distributions)", blocks)
 
 
@@ -719,16 +943,29 @@ def section_family_truth(run: Run, c: Comparison | None = None) -> Section | Non
                 "Per version or step and method: the models' per-item coverage and every method's false discoveries, one point per replicate.",
                 "family_truth",
             ),
-            Table(family_truth_table(t), "A family against exact truth: per method and version or step, means over replicates", latex=True, label="family-truth"),
+            Table(
+                family_truth_table(t),
+                "A family against exact truth: per method and version or step, means over replicates",
+                latex=True,
+                label="family-truth",
+            ),
         ],
     )
 
 
 #: FamilyTruth.summary() columns -> the report's headers
 FAMILY_TRUTH_COLUMNS = {
-    "method": "method", "version": "version", "coverage90": "coverage90", "dp_rmse": "Δp RMSE", "dp_slope": "Δp slope", "flagged_mean": "flagged / replicate",
-    "fdp_sign": "FDP (sign)", "fdp_material": "FDP (material)", "gate_pass_share": "gate passed", "runtime_mean_s": "seconds",
-}  # fmt: skip
+    "method": "method",
+    "version": "version",
+    "coverage90": "coverage90",
+    "dp_rmse": "Δp RMSE",
+    "dp_slope": "Δp slope",
+    "flagged_mean": "flagged / replicate",
+    "fdp_sign": "FDP (sign)",
+    "fdp_material": "FDP (material)",
+    "gate_pass_share": "gate passed",
+    "runtime_mean_s": "seconds",
+}
 
 
 def family_truth_table(truth) -> pd.DataFrame:
@@ -738,13 +975,23 @@ def family_truth_table(truth) -> pd.DataFrame:
 
 #: TruthResult.summary() columns -> the report's headers
 TRUTH_COLUMNS = {
-    "method": "method", "flagged_mean": "flagged / replicate", "fdp_sign": "FDP (sign)", "fdp_material": "FDP (material)",
-    "coverage90": "coverage90", "rci_fdp_estimate_mean": "est. RCI FDP", "rci_fdp_realised_mean": "RCI FDP (same replicates)",
-    "rci_fdp_estimate_material_mean": "est. RCI FDP (material)", "rci_fdp_realised_material_mean": "RCI FDP (material, same replicates)",
-    "rci_fdp_interval_coverage": "90% interval held RCI FDP", "rci_fdp_material_interval_coverage": "90% interval held RCI FDP (material)", "no_change_rejected_share": "no-change test rejected",
-    "rci_fdp_prior_sensitive_share": "est. moved by priors (share)", "rci_fdp_material_prior_sensitive_share": "est. moved by priors (material, share)",
-    "dp_slope_mean": "Δp slope", "gate_pass_share": "gate passed",
-}  # fmt: skip
+    "method": "method",
+    "flagged_mean": "flagged / replicate",
+    "fdp_sign": "FDP (sign)",
+    "fdp_material": "FDP (material)",
+    "coverage90": "coverage90",
+    "rci_fdp_estimate_mean": "est. RCI FDP",
+    "rci_fdp_realised_mean": "RCI FDP (same replicates)",
+    "rci_fdp_estimate_material_mean": "est. RCI FDP (material)",
+    "rci_fdp_realised_material_mean": "RCI FDP (material, same replicates)",
+    "rci_fdp_interval_coverage": "90% interval held RCI FDP",
+    "rci_fdp_material_interval_coverage": "90% interval held RCI FDP (material)",
+    "no_change_rejected_share": "no-change test rejected",
+    "rci_fdp_prior_sensitive_share": "est. moved by priors (share)",
+    "rci_fdp_material_prior_sensitive_share": "est. moved by priors (material, share)",
+    "dp_slope_mean": "Δp slope",
+    "gate_pass_share": "gate passed",
+}
 
 
 def truth_table(truth) -> pd.DataFrame:
@@ -784,7 +1031,11 @@ def build_sections(run: Run, c: Comparison | None, *, builders: list[PairBuilder
         try:
             s = b(run, c)
         except KeyError as exc:
-            raise InputError(f"{b.__name__}: the result lacks field {exc} (rerun the analysis with this bayesrc)", path=section_file(run, c, b.__name__), field=str(exc.args[0])) from None
+            raise InputError(
+                f"{b.__name__}: the result lacks field {exc} (rerun the analysis with this bayesrc)",
+                path=section_file(run, c, b.__name__),
+                field=str(exc.args[0]),
+            ) from None
         except InputError as exc:
             if exc.path is not None:
                 raise
@@ -795,14 +1046,28 @@ def build_sections(run: Run, c: Comparison | None, *, builders: list[PairBuilder
     return out
 
 
-BAYES_SECTIONS = {"section_bayes_items", "section_domain_shift", "section_crosscheck", "section_diagnostics", "section_checks"}
+BAYES_SECTIONS = {
+    "section_bayes_items",
+    "section_domain_shift",
+    "section_crosscheck",
+    "section_diagnostics",
+    "section_checks",
+}
 
 #: the result file each run-wide or classical section reads (an error in it names that file)
 SECTION_FILES = {
-    "section_aggregate": "rci.json", "section_rci": "rci.json", "section_reference_figures": "rci.json", "section_power": "power.json",
-    "section_switch": "switch.json", "section_sensitivity": "sensitivity.json", "section_truth": "truth.json", "section_family_truth": "family_truth.json", "section_model_comparison": "loo_compare.json",
-    "section_joint": "joint.json", "section_pairwise_rci": "pairwise_rci.json",
-}  # fmt: skip
+    "section_aggregate": "rci.json",
+    "section_rci": "rci.json",
+    "section_reference_figures": "rci.json",
+    "section_power": "power.json",
+    "section_switch": "switch.json",
+    "section_sensitivity": "sensitivity.json",
+    "section_truth": "truth.json",
+    "section_family_truth": "family_truth.json",
+    "section_model_comparison": "loo_compare.json",
+    "section_joint": "joint.json",
+    "section_pairwise_rci": "pairwise_rci.json",
+}
 
 
 def section_file(run: Run, c: Comparison | None, builder: str):

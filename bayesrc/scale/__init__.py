@@ -17,9 +17,14 @@ from __future__ import annotations
 import importlib
 
 _EXPORTS = {
-    "ray_map": "cluster", "ray_session": "cluster", "serial_map": "cluster",
-    "RayRunResult": "collect", "collect_ray": "collect", "fit_many": "fits", "read_manifest": "fits",
-}  # fmt: skip
+    "ray_map": "cluster",
+    "ray_session": "cluster",
+    "serial_map": "cluster",
+    "RayRunResult": "collect",
+    "collect_ray": "collect",
+    "fit_many": "fits",
+    "read_manifest": "fits",
+}
 __all__ = ["RayRunResult", "collect_ray", "fit_many", "ray_map", "ray_session", "read_manifest", "serial_map"]
 
 

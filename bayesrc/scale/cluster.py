@@ -18,7 +18,9 @@ def import_ray():
     try:
         import ray  # deferred: Ray loads in ~1 s (scale extra)
     except ImportError:
-        raise InputError("Ray is not installed: pip install 'bayesrc[scale]' (or 'ray[default]')", field="--ray") from None
+        raise InputError(
+            "Ray is not installed: pip install 'bayesrc[scale]' (or 'ray[default]')", field="--ray"
+        ) from None
     return ray
 
 
@@ -62,7 +64,10 @@ def ray_session(address: str | None = None, num_cpus: int | None = None) -> Iter
     except (ConnectionError, RuntimeError, ValueError) as exc:
         _restore(saved)
         where = f"cluster at {address}" if address else "a local cluster"
-        raise InputError(f"cannot start or reach {where} ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})", field="--ray-address") from None
+        raise InputError(
+            f"cannot start or reach {where} ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})",
+            field="--ray-address",
+        ) from None
     try:
         yield Session(ray.get_runtime_context().gcs_address, not address, time.monotonic() - t0)
     finally:

@@ -67,7 +67,14 @@ class ShardCollector:
         try:
             require_gpu_offload(card.n_gpu_layers, card.card_path)  # checked where the model runs
             # the actor reserves num_cpus = threads (_actor_options): its llama.cpp threads match that share
-            self.model = Model(resolve_model(card), n_ctx=card.n_ctx, n_batch=card.n_batch, n_gpu_layers=card.n_gpu_layers, n_threads=threads, label=label or card.label)
+            self.model = Model(
+                resolve_model(card),
+                n_ctx=card.n_ctx,
+                n_batch=card.n_batch,
+                n_gpu_layers=card.n_gpu_layers,
+                n_threads=threads,
+                label=label or card.label,
+            )
         except BayesrcError as exc:  # kept for ready(): a task error carries it to the driver intact
             self.error = exc
 
@@ -119,7 +126,9 @@ def _load_plan(out: Path, rng: tuple[int, int], n_shards: int, resume: bool) -> 
     plan_path = out / "ray.json"
     if plan_path.exists():
         if not resume:
-            raise InputError("run directory already holds a Ray run; pass --resume to continue it or choose another --out", path=out)
+            raise InputError(
+                "run directory already holds a Ray run; pass --resume to continue it or choose another --out", path=out
+            )
         try:
             plan = json.loads(plan_path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as exc:
@@ -127,10 +136,15 @@ def _load_plan(out: Path, rng: tuple[int, int], n_shards: int, resume: bool) -> 
         if not isinstance(plan, dict) or plan.get("format") != PLAN_FORMAT:
             raise InputError(f"not a Ray shard plan (expected format {PLAN_FORMAT})", path=plan_path)
         if list(plan.get("items_range", [])) != list(rng):
-            raise InputError(f"cannot resume: items range {rng[0]}:{rng[1]} differs from the run's {plan.get('items_range')}", path=plan_path)
+            raise InputError(
+                f"cannot resume: items range {rng[0]}:{rng[1]} differs from the run's {plan.get('items_range')}",
+                path=plan_path,
+            )
         return [tuple(r) for r in plan["shards"]]
     if (out / "run.json").exists():
-        raise InputError("run directory holds a single-process run; resume it without --ray or choose another --out", path=out)
+        raise InputError(
+            "run directory holds a single-process run; resume it without --ray or choose another --out", path=out
+        )
     if done_items(out):
         raise InputError("run directory holds trial parts but no run.json; choose another --out", path=out)
     shards = plan_shards(rng, n_shards)
@@ -173,7 +187,9 @@ def collect_ray(
     """
     t0 = time.monotonic()
     if "shard" in settings or (spec is not None and spec.shard):
-        raise InputError("--ray cuts the items into shards itself; give --items-range instead of --shard", field="shard")
+        raise InputError(
+            "--ray cuts the items into shards itself; give --items-range instead of --shard", field="shard"
+        )
     if workers < 1:
         raise InputError(f"must be >= 1, got {workers}", field="workers")
     spec = spec if spec is not None else RunSpec(items_range=items_range, label=label, **settings)
@@ -201,7 +217,9 @@ def collect_ray(
                 shutil.rmtree(out / "shards", ignore_errors=True)
                 (out / "ray.json").unlink(missing_ok=True)
             raise
-        rec = read_run_record(merge_runs(job.dirs, out, lock_output=False))  # checks every shard's pins against the first; the lock is ours
+        rec = read_run_record(
+            merge_runs(job.dirs, out, lock_output=False)
+        )  # checks every shard's pins against the first; the lock is ours
     res.n_items, res.n_trials = rec["n_items_done"], rec["n_trials"]
     res.n_new_items = res.n_items - done0
     res.seconds = time.monotonic() - t0
@@ -247,7 +265,9 @@ def _actor_options(card: ModelCard, threads: int) -> dict:
     return {"num_gpus": 1, "num_cpus": 1} if card.n_gpu_layers != 0 else {"num_cpus": threads}
 
 
-def _run_shards(ray, job: _ShardJob, res: RayRunResult, *, address: str | None, max_retries: int, progress: bool) -> None:
+def _run_shards(
+    ray, job: _ShardJob, res: RayRunResult, *, address: str | None, max_retries: int, progress: bool
+) -> None:
     """Start the actors (each loads the model once) and run the pending shards on them; fills ``res``'s times and retries."""
     threads = actor_threads(job.card, job.spec)
     queue, opts = job.todo(), _actor_options(job.card, threads)
@@ -266,7 +286,16 @@ def _run_shards(ray, job: _ShardJob, res: RayRunResult, *, address: str | None, 
                 raise unwrap(exc) from None
             res.actor_start_seconds = time.monotonic() - t_start
             t_sample = time.monotonic()
-            _drain(ray, job, queue, actors, lambda: actor_cls.remote(job.card, job.spec.label, threads), res, max_retries, lambda: _show(bar, job.items_done() * per_item))
+            _drain(
+                ray,
+                job,
+                queue,
+                actors,
+                lambda: actor_cls.remote(job.card, job.spec.label, threads),
+                res,
+                max_retries,
+                lambda: _show(bar, job.items_done() * per_item),
+            )
             res.sample_seconds = time.monotonic() - t_sample
         finally:
             bar.close()
@@ -279,7 +308,9 @@ def _show(bar, n: int) -> None:
     bar.refresh()
 
 
-def _drain(ray, job: _ShardJob, queue: collections.deque, actors: list, new_actor, res: RayRunResult, max_retries: int, tick) -> None:
+def _drain(
+    ray, job: _ShardJob, queue: collections.deque, actors: list, new_actor, res: RayRunResult, max_retries: int, tick
+) -> None:
     """Give each idle actor the next shard until every shard is done; a shard whose actor died goes
     back to the front of the queue on a new actor (appended to ``actors``), at most ``max_retries`` times."""
     attempts: collections.Counter = collections.Counter()
@@ -301,7 +332,10 @@ def _drain(ray, job: _ShardJob, queue: collections.deque, actors: list, new_acto
                 res.lost.append((i, type(exc).__name__))
                 if attempts[i] > max_retries:
                     a, b = job.plan[i]
-                    raise InputError(f"shard {i} ({a}:{b}) lost its worker {attempts[i]} times; its parts are kept, rerun with --resume", path=job.dirs[i]) from None
+                    raise InputError(
+                        f"shard {i} ({a}:{b}) lost its worker {attempts[i]} times; its parts are kept, rerun with --resume",
+                        path=job.dirs[i],
+                    ) from None
                 queue.appendleft(i)
                 actors.append(new_actor())
                 idle.append(actors[-1])

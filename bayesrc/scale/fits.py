@@ -23,10 +23,25 @@ from bayesrc.scale.cluster import serial_map
 
 MANIFEST_COLUMNS = ("name", "v1", "v2")
 SUMMARY_COLUMNS = (
-    "name", "v1", "v2", "status", "n_items", "improved", "deteriorated", "expected_false", "max_rhat",
-    "min_ess_bulk", "divergences", "kappa_vs_rci", "rci_estimated_fdp", "rci_estimated_fdp_lo90", "rci_estimated_fdp_hi90",
-    "rci_fdp_prior_sensitive", "runtime_s", "fit_dir",
-)  # fmt: skip
+    "name",
+    "v1",
+    "v2",
+    "status",
+    "n_items",
+    "improved",
+    "deteriorated",
+    "expected_false",
+    "max_rhat",
+    "min_ess_bulk",
+    "divergences",
+    "kappa_vs_rci",
+    "rci_estimated_fdp",
+    "rci_estimated_fdp_lo90",
+    "rci_estimated_fdp_hi90",
+    "rci_fdp_prior_sensitive",
+    "runtime_s",
+    "fit_dir",
+)
 
 
 def read_manifest(path: str | Path) -> pd.DataFrame:
@@ -74,13 +89,29 @@ def read_manifest(path: str | Path) -> pd.DataFrame:
 def _summary_row(name: str, v1: Path, v2: Path, res, fit_dir: Path) -> dict:
     d, s, c = res.diagnostics, res.selection, res.crosscheck
     return {
-        "name": name, "v1": str(v1), "v2": str(v2), "status": res.status, "n_items": res.params.get("n_items"),
-        "improved": s["n_improved"], "deteriorated": s["n_deteriorated"], "expected_false": s["expected_false"],
-        "max_rhat": d.max_rhat, "min_ess_bulk": d.min_ess_bulk, "divergences": d.divergences,
-        "kappa_vs_rci": c["kappa"], "rci_estimated_fdp": c["rci_estimated_fdp"],
-        **dict(zip(("rci_estimated_fdp_lo90", "rci_estimated_fdp_hi90"), c.get("rci_estimated_fdp_interval90") or (None, None))),
-        "rci_fdp_prior_sensitive": (c.get("prior_sensitivity") or {}).get("sensitive"), "runtime_s": res.runtime_s, "fit_dir": str(fit_dir),
-    }  # fmt: skip
+        "name": name,
+        "v1": str(v1),
+        "v2": str(v2),
+        "status": res.status,
+        "n_items": res.params.get("n_items"),
+        "improved": s["n_improved"],
+        "deteriorated": s["n_deteriorated"],
+        "expected_false": s["expected_false"],
+        "max_rhat": d.max_rhat,
+        "min_ess_bulk": d.min_ess_bulk,
+        "divergences": d.divergences,
+        "kappa_vs_rci": c["kappa"],
+        "rci_estimated_fdp": c["rci_estimated_fdp"],
+        **dict(
+            zip(
+                ("rci_estimated_fdp_lo90", "rci_estimated_fdp_hi90"),
+                c.get("rci_estimated_fdp_interval90") or (None, None),
+            )
+        ),
+        "rci_fdp_prior_sensitive": (c.get("prior_sensitivity") or {}).get("sensitive"),
+        "runtime_s": res.runtime_s,
+        "fit_dir": str(fit_dir),
+    }
 
 
 def fit_many(
@@ -120,7 +151,9 @@ def fit_many(
         jobs.append((n_devices or 1, counts, dict(fit_kwargs or {})))
     results = (mapper or serial_map)(fit_task, jobs)
     rows = []
-    with staged_output(out) as stage:  # every pair's fit and the summary, or none: a failed write can be rerun as it was
+    with staged_output(
+        out
+    ) as stage:  # every pair's fit and the summary, or none: a failed write can be rerun as it was
         for row, res in zip(pairs.itertuples(index=False), results):
             (stage / row.name).mkdir()
             res.write_into(stage / row.name)

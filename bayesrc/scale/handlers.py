@@ -22,7 +22,9 @@ def mapper_for(args: argparse.Namespace, num_cpus: float = 1):
         return contextlib.nullcontext(), serial_map
     if args.workers < 1:
         raise InputError(f"must be >= 1, got {args.workers}", field="--workers")
-    return ray_session(args.ray_address, num_cpus=int(args.workers * num_cpus)), functools.partial(ray_map, num_cpus=num_cpus)
+    return ray_session(args.ray_address, num_cpus=int(args.workers * num_cpus)), functools.partial(
+        ray_map, num_cpus=num_cpus
+    )
 
 
 def run_fit_many(args: argparse.Namespace) -> int:
@@ -32,19 +34,33 @@ def run_fit_many(args: argparse.Namespace) -> int:
     session, mapper = mapper_for(args)
     with session:
         table = fit_many(
-            args.manifest, args.out, mapper=mapper, fit_kwargs=kwargs, allow_pin=tuple(args.allow_pin), force=args.force,
-            allow_unmatched=args.allow_unmatched, n_devices=n_devices,
-        )  # fmt: skip
+            args.manifest,
+            args.out,
+            mapper=mapper,
+            fit_kwargs=kwargs,
+            allow_pin=tuple(args.allow_pin),
+            force=args.force,
+            allow_unmatched=args.allow_unmatched,
+            n_devices=n_devices,
+        )
     print(table.drop(columns=["v1", "v2", "fit_dir"]).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     print(f"wrote {len(table)} fits and {args.out / 'summary.csv'}")
     sensitive = table.loc[table["rci_fdp_prior_sensitive"].eq(True), "name"].tolist()
     if sensitive:
-        print(f"bayesrc: warning: RCI's estimated FDP moves with the priors (not calibrated) for {', '.join(sensitive)}; see their fit.json warnings", file=sys.stderr)
+        print(
+            f"bayesrc: warning: RCI's estimated FDP moves with the priors (not calibrated) for {', '.join(sensitive)}; see their fit.json warnings",
+            file=sys.stderr,
+        )
     failed = table.loc[table["status"] != "ok", "name"].tolist()
     if failed:
-        print(f"bayesrc: warning: convergence gate FAILED for {', '.join(failed)}; their outputs are marked status=failed", file=sys.stderr)
+        print(
+            f"bayesrc: warning: convergence gate FAILED for {', '.join(failed)}; their outputs are marked status=failed",
+            file=sys.stderr,
+        )
         if not args.allow_unconverged:
-            raise ConvergenceError(f"{len(failed)} of {len(table)} fits failed the convergence gate ({', '.join(failed)}); pass --allow-unconverged to accept")
+            raise ConvergenceError(
+                f"{len(failed)} of {len(table)} fits failed the convergence gate ({', '.join(failed)}); pass --allow-unconverged to accept"
+            )
     return 0
 
 
@@ -53,7 +69,10 @@ def run_collect_maybe_ray(args: argparse.Namespace) -> int:
     if not args.ray:
         return run_collect(args)
     if args.items_per_batch != 1:
-        raise InputError("--items-per-batch is not available with --ray (Ray shards do not keep batches whole)", field="--items-per-batch")
+        raise InputError(
+            "--items-per-batch is not available with --ray (Ray shards do not keep batches whole)",
+            field="--items-per-batch",
+        )
     return run_collect_ray(args)
 
 
@@ -61,6 +80,15 @@ def run_collect_ray(args: argparse.Namespace) -> int:
     """``bayesrc collect ... --ray``: the same options as a single-process run."""
     spec = run_spec(args)  # the single-process run's spec (seed rule, label, scheme, ... alike)
     progress = not args.no_progress and sys.stderr.isatty()
-    res = collect_ray(args.model, args.items, args.out, workers=args.workers, address=args.ray_address, resume=args.resume, progress=progress, spec=spec)
+    res = collect_ray(
+        args.model,
+        args.items,
+        args.out,
+        workers=args.workers,
+        address=args.ray_address,
+        resume=args.resume,
+        progress=progress,
+        spec=spec,
+    )
     print_summary(res, args.k)
     return 0

@@ -71,7 +71,9 @@ def _prior_grid() -> dict[str, dict]:
 PRIOR_GRID: dict[str, dict] = _prior_grid()
 
 
-def classify(items: pd.DataFrame, r_v1: float, r_v2: float, settings: RCISettings = RCISettings(), *, floor_ceiling: bool = True) -> pd.DataFrame:
+def classify(
+    items: pd.DataFrame, r_v1: float, r_v2: float, settings: RCISettings = RCISettings(), *, floor_ceiling: bool = True
+) -> pd.DataFrame:
     """Per-item class under one setting: ``items`` needs p_v1, p_v2, n_v1, n_v2 (an RCI items table).
 
     ``settings``: the classification (``z``, ``min_valid``, ``sd_basis``, ``s_diff``; the
@@ -187,19 +189,41 @@ def threshold_sensitivity(
         else:
             r1, r2 = r_all
         for basis in sd_bases if s_diff == "reference" else ("-",):
-            settings = RCISettings(z=float(zs[0]), min_valid=min_valid, sd_basis=basis if basis != "-" else "analysable", s_diff=s_diff, reliability_basis=rel_basis)
+            settings = RCISettings(
+                z=float(zs[0]),
+                min_valid=min_valid,
+                sd_basis=basis if basis != "-" else "analysable",
+                s_diff=s_diff,
+                reliability_basis=rel_basis,
+            )
             null = None
             if null_replicates > 0:
-                null = sample_level_null(a, b, settings, n_replicates=null_replicates, seed=seed, zs=tuple(float(z) for z in zs))
+                null = sample_level_null(
+                    a, b, settings, n_replicates=null_replicates, seed=seed, zs=tuple(float(z) for z in zs)
+                )
             for z in zs:
                 cls = classify(p.items, r1, r2, replace(settings, z=float(z)))
-                row = {"analysis": "threshold", "z": float(z), "method": f"{s_diff}" + (f" (r_xx: {rel_basis}, SD: {basis})" if s_diff == "reference" else ""),
-                       "s_diff_method": s_diff, "reliability_basis": rel_basis if s_diff == "reference" else "-", "sd_basis": basis,
-                       "s_diff": cls.attrs["s_diff"], "min_detectable": z * cls.attrs["s_diff"], **score_against_truth(cls, truth)}  # fmt: skip
+                row = {
+                    "analysis": "threshold",
+                    "z": float(z),
+                    "method": f"{s_diff}" + (f" (r_xx: {rel_basis}, SD: {basis})" if s_diff == "reference" else ""),
+                    "s_diff_method": s_diff,
+                    "reliability_basis": rel_basis if s_diff == "reference" else "-",
+                    "sd_basis": basis,
+                    "s_diff": cls.attrs["s_diff"],
+                    "min_detectable": z * cls.attrs["s_diff"],
+                    **score_against_truth(cls, truth),
+                }
                 if null is not None:
                     nz = null["by_z"][float(z)]
-                    row.update({"null_flagged_mean": nz["flagged_mean"], "null_flagged_p975": nz["flagged_p975"],
-                                "null_rate": nz["rate"], "nominal_rate": nominal_rate(z)})  # fmt: skip
+                    row.update(
+                        {
+                            "null_flagged_mean": nz["flagged_mean"],
+                            "null_flagged_p975": nz["flagged_p975"],
+                            "null_rate": nz["rate"],
+                            "nominal_rate": nominal_rate(z),
+                        }
+                    )
                 rows.append(row)
     return pd.DataFrame(rows)
 
@@ -232,7 +256,15 @@ def exclusion_sensitivity(
     for fc in floor_ceiling:
         for m in min_valid_grid:
             cls = classify(p.items, r1, r2, replace(settings, min_valid=int(m)), floor_ceiling=fc)
-            rows.append({"analysis": "exclusion", "min_valid": int(m), "floor_ceiling_excluded": bool(fc), "s_diff": cls.attrs["s_diff"], **score_against_truth(cls, truth)})
+            rows.append(
+                {
+                    "analysis": "exclusion",
+                    "min_valid": int(m),
+                    "floor_ceiling_excluded": bool(fc),
+                    "s_diff": cls.attrs["s_diff"],
+                    **score_against_truth(cls, truth),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -243,7 +275,10 @@ def first_k(counts: xr.Dataset, k: int) -> xr.Dataset:
     n_valid = correct.notnull().sum("k").astype(np.int64)
     n_correct = correct.fillna(0).sum("k").astype(np.int64)
     p = (n_correct / n_valid.where(n_valid > 0)).astype(float)
-    return xr.Dataset({"n_trials": administered, "n_valid": n_valid, "n_correct": n_correct, "p": p, "correct": correct}, attrs=dict(counts.attrs))
+    return xr.Dataset(
+        {"n_trials": administered, "n_valid": n_valid, "n_correct": n_correct, "p": p, "correct": correct},
+        attrs=dict(counts.attrs),
+    )
 
 
 def k_subsample_sensitivity(
@@ -274,7 +309,15 @@ def k_subsample_sensitivity(
             raise ValueError(f"k must be in 2..{k_full}, got {k}")
         mv = max(1, math.ceil(valid_share * k - 1e-9))
         at_k = replace(settings, min_valid=mv)
-        p = reliable_change(first_k(counts, k), n_splits=n_splits, n_permutations=20, n_splits_by_k=20, n_null=0, seed=seed + i, **asdict(at_k))
+        p = reliable_change(
+            first_k(counts, k),
+            n_splits=n_splits,
+            n_permutations=20,
+            n_splits_by_k=20,
+            n_null=0,
+            seed=seed + i,
+            **asdict(at_k),
+        )
         cls = classify(p.items, p.r_xx["v1"], p.r_xx["v2"], at_k)
         rows.append(
             {
@@ -308,7 +351,9 @@ def _change_fit_task(n_devices: int, counts: xr.Dataset, config, seed: int, prio
     return fit_task(n_devices, counts, {"model": "change", "prior": prior, "config": cfg, "fdr": fdr})
 
 
-def _prior_posteriors(counts: xr.Dataset, grid: dict[str, dict], fdr: float, result, config, seed: int, mapper, reweight: bool) -> dict:
+def _prior_posteriors(
+    counts: xr.Dataset, grid: dict[str, dict], fdr: float, result, config, seed: int, mapper, reweight: bool
+) -> dict:
     """Each grid entry's :class:`PriorPosterior`: ``result`` where its prior matches, the base fit
     reweighted where :func:`reweighted_posterior` passes, the rest refitted through ``mapper``."""
     base = result if result is not None and result.model == "change" else None
@@ -322,7 +367,12 @@ def _prior_posteriors(counts: xr.Dataset, grid: dict[str, dict], fdr: float, res
             out[name] = moved
         else:
             todo.append(name)
-    out.update({name: fitted_posterior(f) for name, f in zip(todo, _refits(counts, [grid[n] for n in todo], fdr, config, seed, mapper))})
+    out.update(
+        {
+            name: fitted_posterior(f)
+            for name, f in zip(todo, _refits(counts, [grid[n] for n in todo], fdr, config, seed, mapper))
+        }
+    )
     return {name: out[name] for name in grid}
 
 
@@ -335,7 +385,15 @@ def _refits(counts: xr.Dataset, priors: list[dict], fdr: float, config, seed: in
     fits = []
     with progress_bar(config.progress if config else None, len(priors), "prior grid", unit="fit") as bar:
         for prior in priors:
-            fits.append(_change_fit(counts, replace(config, progress=False) if config else SamplerConfig(seed=seed, progress=False), seed, prior, fdr))
+            fits.append(
+                _change_fit(
+                    counts,
+                    replace(config, progress=False) if config else SamplerConfig(seed=seed, progress=False),
+                    seed,
+                    prior,
+                    fdr,
+                )
+            )
             bar.update()
     return fits
 
@@ -364,9 +422,16 @@ def fitted_posterior(res) -> PriorPosterior:
     """A change-model fit's own :class:`PriorPosterior`."""
     post, diag = res.posterior["posterior"], res.diagnostics
     return PriorPosterior(
-        "fit", bool(diag.passed), float(post["pi"].mean()), float(post["sigma_delta"].mean()), float(res.crosscheck["rci_estimated_fdp"]),
-        res.items[["item_id", "p_improve", "p_deteriorate"]], res.params["prior"], float("nan"), float(min(diag.min_ess_bulk, diag.min_ess_tail)),
-    )  # fmt: skip
+        "fit",
+        bool(diag.passed),
+        float(post["pi"].mean()),
+        float(post["sigma_delta"].mean()),
+        float(res.crosscheck["rci_estimated_fdp"]),
+        res.items[["item_id", "p_improve", "p_deteriorate"]],
+        res.params["prior"],
+        float("nan"),
+        float(min(diag.min_ess_bulk, diag.min_ess_tail)),
+    )
 
 
 def reweighted_posterior(res, prior: dict) -> PriorPosterior:
@@ -396,13 +461,22 @@ def reweighted_posterior(res, prior: dict) -> PriorPosterior:
         for k, parts in weighted.items():
             parts.append(w @ d[k])
     rci_cls = res.items["rci_class"].to_numpy(dtype=object)  # excluded items are no flag
-    items = pd.DataFrame({"item_id": res.items["item_id"].to_numpy(), **{k: np.concatenate(parts) for k, parts in weighted.items()}})
+    items = pd.DataFrame(
+        {"item_id": res.items["item_id"].to_numpy(), **{k: np.concatenate(parts) for k, parts in weighted.items()}}
+    )
     sigma_delta = post["sigma_delta"].values.reshape(w.size, -1).mean(1)
     passed = bool(diag.passed) and khat <= PARETO_K_MAX and ess >= diag.thresholds["min_ess"]
     return PriorPosterior(
-        "reweighted", passed, float(w @ post["pi"].values.ravel()), float(w @ sigma_delta), float(w @ flagged_errors(post, rci_cls, **settings)[0]),
-        items, prior_settings(prior), khat, ess,
-    )  # fmt: skip
+        "reweighted",
+        passed,
+        float(w @ post["pi"].values.ravel()),
+        float(w @ sigma_delta),
+        float(w @ flagged_errors(post, rci_cls, **settings)[0]),
+        items,
+        prior_settings(prior),
+        khat,
+        ess,
+    )
 
 
 def prior_sensitivity(
@@ -441,13 +515,23 @@ def _prior_rows(posteriors: dict[str, PriorPosterior], fdr: float, truth: pd.Dat
     rows = []
     for name, p in posteriors.items():
         cls, sel = select(p.items["p_improve"], p.items["p_deteriorate"], rule="fdr", fdr=fdr)
-        rows.append({  # conclusions first, the prior's settings last (the report's table scrolls right)
-            "analysis": "prior", "prior": name, "method": p.method,
-            "gate_passed": p.gate_passed, "pareto_k": p.pareto_k, "ess": p.ess, "pi_mean": p.pi_mean,
-            "sigma_delta_mean": p.sigma_delta_mean, "fdr": fdr,
-            "expected_fdp": sel["expected_fdp"], "rci_estimated_fdp": p.rci_estimated_fdp,
-            **_bayes_scores(p.items, cls, truth), **p.prior,
-        })  # fmt: skip
+        rows.append(
+            {  # conclusions first, the prior's settings last (the report's table scrolls right)
+                "analysis": "prior",
+                "prior": name,
+                "method": p.method,
+                "gate_passed": p.gate_passed,
+                "pareto_k": p.pareto_k,
+                "ess": p.ess,
+                "pi_mean": p.pi_mean,
+                "sigma_delta_mean": p.sigma_delta_mean,
+                "fdr": fdr,
+                "expected_fdp": sel["expected_fdp"],
+                "rci_estimated_fdp": p.rci_estimated_fdp,
+                **_bayes_scores(p.items, cls, truth),
+                **p.prior,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -477,9 +561,18 @@ def fdr_sensitivity(
     rows = []
     for rule, level, error_level in settings:
         cls, sel = select(items["p_improve"], items["p_deteriorate"], rule=rule, fdr=level, threshold=level)
-        rows.append({"analysis": "fdr", "rule": rule, "level": level, "error_level": error_level,
-                     "expected_fdp": sel["expected_fdp"], "expected_false": sel["expected_false"],
-                     "gate_passed": bool(res.diagnostics.passed), **_bayes_scores(items, cls, truth)})  # fmt: skip
+        rows.append(
+            {
+                "analysis": "fdr",
+                "rule": rule,
+                "level": level,
+                "error_level": error_level,
+                "expected_fdp": sel["expected_fdp"],
+                "expected_false": sel["expected_false"],
+                "gate_passed": bool(res.diagnostics.passed),
+                **_bayes_scores(items, cls, truth),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -531,13 +624,19 @@ def run_sensitivity_analyses(
         if name in ("threshold", "exclusion") and pair is None:
             pair = _pair(counts, None, seed, settings)
         if name == "threshold":
-            out[name] = threshold_sensitivity(counts, zs=zs, methods=methods, null_replicates=null_replicates, truth=truth, pair=pair, seed=seed)
+            out[name] = threshold_sensitivity(
+                counts, zs=zs, methods=methods, null_replicates=null_replicates, truth=truth, pair=pair, seed=seed
+            )
         elif name == "exclusion":
-            out[name] = exclusion_sensitivity(counts, min_valid_grid=min_valid_grid, settings=settings, truth=truth, pair=pair, seed=seed)
+            out[name] = exclusion_sensitivity(
+                counts, min_valid_grid=min_valid_grid, settings=settings, truth=truth, pair=pair, seed=seed
+            )
         elif name == "k":
             out[name] = k_subsample_sensitivity(counts, ks=ks, settings=settings, truth=truth, seed=seed)
         elif name == "prior":
-            out[name] = prior_sensitivity(counts, result=base, config=config, truth=truth, seed=seed, mapper=mapper, reweight=reweight)
+            out[name] = prior_sensitivity(
+                counts, result=base, config=config, truth=truth, seed=seed, mapper=mapper, reweight=reweight
+            )
         elif name == "fdr":
             out[name] = fdr_sensitivity(counts, qs=qs, result=base, truth=truth, seed=seed)
         else:

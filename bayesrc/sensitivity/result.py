@@ -38,7 +38,9 @@ def _analyses(payload: dict) -> dict[str, list[dict]] | None:
     ({'k': [{'k': 3}]}, None)
     """
     analyses = payload.get("analyses", {}) if isinstance(payload, dict) else None
-    if not isinstance(analyses, dict) or not all(isinstance(recs, list) and all(isinstance(r, dict) for r in recs) for recs in analyses.values()):
+    if not isinstance(analyses, dict) or not all(
+        isinstance(recs, list) and all(isinstance(r, dict) for r in recs) for recs in analyses.values()
+    ):
         return None
     return analyses
 
@@ -71,7 +73,11 @@ class SensitivityTable(Result):
     def load(cls, path: str | Path) -> SensitivityTable:
         obj = super().load(path)
         if _analyses(obj.payload) is None:
-            raise InputError("expected an object of lists of row objects (output of bayesrc sensitivity)", path=Path(obj.path) / cls.main_file, field="analyses")
+            raise InputError(
+                "expected an object of lists of row objects (output of bayesrc sensitivity)",
+                path=Path(obj.path) / cls.main_file,
+                field="analyses",
+            )
         return obj
 
     @classmethod

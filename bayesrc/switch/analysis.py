@@ -66,30 +66,67 @@ def analyse_switch(
         means = cell_means(sub, n_boot=n_boot, seed=seed)
         effects = switch_effects(sub, n_boot=n_boot, seed=seed, pairing_rho=pairing_rho)
         factor = len(models) >= 3  # fewer: μ, α, β not identified
-        ls = fit_additive(effects["delta"], se=effects["se"], base_cov=effects["base_cov"], seed=seed) if factor else None
+        ls = (
+            fit_additive(effects["delta"], se=effects["se"], base_cov=effects["base_cov"], seed=seed)
+            if factor
+            else None
+        )
         bayes = {}
         if backends and factor:
             fd = factor_data(sub, pairing_rho=pairing_rho)
             for backend in backends:
-                bayes[backend] = fit_factor_bayes(fd, backend=backend, draws=draws, tune=tune, chains=chains, seed=seed, progress=progress)
+                bayes[backend] = fit_factor_bayes(
+                    fd, backend=backend, draws=draws, tune=tune, chains=chains, seed=seed, progress=progress
+                )
         benchmarks[bench] = _benchmark_payload(models, means, effects, ls, bayes)
         fits += [ls] if ls is not None else []
-    settings = {"n_boot": n_boot, "seed": seed, "backends": list(backends), "draws": draws, "tune": tune, "chains": chains, "pairing_rho": pairing_rho}
+    settings = {
+        "n_boot": n_boot,
+        "seed": seed,
+        "backends": list(backends),
+        "draws": draws,
+        "tune": tune,
+        "chains": chains,
+        "pairing_rho": pairing_rho,
+    }
     correlation = factor_correlation(fits[0], fits[1]) if len(fits) == 2 else None
-    return SwitchResult({"input": data.path, "kind": data.kind, "settings": settings, "benchmarks": benchmarks, "correlation": correlation})
+    return SwitchResult(
+        {
+            "input": data.path,
+            "kind": data.kind,
+            "settings": settings,
+            "benchmarks": benchmarks,
+            "correlation": correlation,
+        }
+    )
 
 
-def _benchmark_payload(models: list[str], means: xr.Dataset, effects: xr.Dataset, ls: AdditiveFit | None, bayes: dict[str, BayesFactorFit]) -> dict:
+def _benchmark_payload(
+    models: list[str], means: xr.Dataset, effects: xr.Dataset, ls: AdditiveFit | None, bayes: dict[str, BayesFactorFit]
+) -> dict:
     """The ``benchmarks.NAME`` block of ``switch.json`` from one benchmark's analysis."""
     out = {"models": models, "interval": effects.attrs.get("interval")}
     if ls is not None:
         out.update(ls.to_dict())
     else:
-        out.update({"mu": None, "alpha": None, "beta": None, "r2": None, "cv_r2": None, "noise_floor_r2": None, "cells": [], "note": MIN_MODELS_NOTE})
+        out.update(
+            {
+                "mu": None,
+                "alpha": None,
+                "beta": None,
+                "r2": None,
+                "cv_r2": None,
+                "noise_floor_r2": None,
+                "cells": [],
+                "note": MIN_MODELS_NOTE,
+            }
+        )
     out["adjustment"] = effects.attrs.get("adjustment")
     out["effects"] = effects_frame(effects).to_dict(orient="records")
     out["cell_means"] = means.to_dataframe().reset_index().to_dict(orient="records")
-    out["bayes"] = {name: fit.to_dict() for name, fit in bayes.items()}  # gated by bayesrc.bayes.diagnostics.gate ("passed")
+    out["bayes"] = {
+        name: fit.to_dict() for name, fit in bayes.items()
+    }  # gated by bayesrc.bayes.diagnostics.gate ("passed")
     return out
 
 

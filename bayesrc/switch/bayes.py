@@ -182,7 +182,19 @@ DIMS = {
 
 
 # ----------------------------------------------------------------------------- NumPyro
-def numpyro_model(prefix_idx, suffix_idx, cell_idx, episode_idx=None, se=None, y=None, base_var=None, *, k: int, n_episodes: int = 0, priors: FactorPriors = FactorPriors()) -> None:
+def numpyro_model(
+    prefix_idx,
+    suffix_idx,
+    cell_idx,
+    episode_idx=None,
+    se=None,
+    y=None,
+    base_var=None,
+    *,
+    k: int,
+    n_episodes: int = 0,
+    priors: FactorPriors = FactorPriors(),
+) -> None:
     """The factor model as a NumPyro model function (see module docstring).
 
     Arrays are arguments (so one compiled sampler serves many data sets of the same
@@ -205,7 +217,9 @@ def numpyro_model(prefix_idx, suffix_idx, cell_idx, episode_idx=None, se=None, y
     a, b = prefix_idx, suffix_idx
     if se is not None:
         c = jnp.zeros(k) if base_var is None else base_var
-        eta = numpyro.deterministic("eta", jnp.sqrt(c) * numpyro.sample("eta_z", dist.Normal(0.0, 1.0).expand([k]).to_event(1)))
+        eta = numpyro.deterministic(
+            "eta", jnp.sqrt(c) * numpyro.sample("eta_z", dist.Normal(0.0, 1.0).expand([k]).to_event(1))
+        )
         within = jnp.clip(se**2 - c[b], 1e-12, None)  # the cell's own noise beyond its column's shared baseline
         numpyro.sample("obs", dist.Normal(mu + alpha[a] + beta[b] + eta[b], jnp.sqrt(within + tau**2)), obs=y)
         return
@@ -233,8 +247,20 @@ def fit_numpyro(fd: FactorData, *, priors: FactorPriors = FactorPriors(), config
     ``seed``, ``target_accept`` overriding :class:`~bayesrc.bayes.SamplerConfig`'s defaults.
     """
     model = partial(numpyro_model, k=fd.k, n_episodes=len(fd.episodes), priors=priors)
-    kwargs = {"prefix_idx": fd.prefix_idx, "suffix_idx": fd.suffix_idx, "cell_idx": fd.cell_idx, "episode_idx": fd.episode_idx, "se": fd.se, "y": fd.y, "base_var": fd.base_var}
-    keep = ("alpha", "beta", "alpha_z", "beta_z", "eta", "eta_z") if fd.kind == "cells" else tuple(k for k in DIMS if not k.startswith("eta"))
+    kwargs = {
+        "prefix_idx": fd.prefix_idx,
+        "suffix_idx": fd.suffix_idx,
+        "cell_idx": fd.cell_idx,
+        "episode_idx": fd.episode_idx,
+        "se": fd.se,
+        "y": fd.y,
+        "base_var": fd.base_var,
+    }
+    keep = (
+        ("alpha", "beta", "alpha_z", "beta_z", "eta", "eta_z")
+        if fd.kind == "cells"
+        else tuple(k for k in DIMS if not k.startswith("eta"))
+    )
     dims = {k: v for k, v in DIMS.items() if k in keep}
     return run_numpyro(model, kwargs, _config(config, **sampler), _coords(fd), dims)
 
@@ -333,7 +359,9 @@ class BayesFactorFit:
         k = self.data.k
         off = ~np.eye(k, dtype=bool)
         pi, si = np.nonzero(off)  # row-major over a != b, the order of the gamma cells
-        cells = d.isel(p_=xr.DataArray(pi, dims="cell"), s_=xr.DataArray(si, dims="cell")).drop_vars(["p_", "s_"], errors="ignore")
+        cells = d.isel(p_=xr.DataArray(pi, dims="cell"), s_=xr.DataArray(si, dims="cell")).drop_vars(
+            ["p_", "s_"], errors="ignore"
+        )
         cells = cells.assign_coords(cell=self.data.cell_labels)
         if "gamma" in post:
             cells = cells + self.posterior("gamma").assign_coords(cell=self.data.cell_labels)
@@ -366,7 +394,13 @@ class BayesFactorFit:
     def to_dict(self) -> dict:
         s = self.summary()
         g = self.gate()
-        out: dict = {"backend": self.backend, "likelihood": self.data.kind, "level": self.level, "diagnostics": g.to_dict(), "passed": g.passed}
+        out: dict = {
+            "backend": self.backend,
+            "likelihood": self.data.kind,
+            "level": self.level,
+            "diagnostics": g.to_dict(),
+            "passed": g.passed,
+        }
         cols = [c for c in s.columns if c not in ("term", "model")]
         for term in ("mu", "tau"):
             r = s[s["term"] == term].iloc[0]
@@ -374,13 +408,23 @@ class BayesFactorFit:
         for term in ("alpha", "beta"):
             sub = s[s["term"] == term]
             out[term] = {r["model"]: {c: r[c] for c in cols} for _, r in sub.iterrows()}
-        out["terms"] = {f"{r['term']}[{r['model']}]" if r["model"] else r["term"]: {c: r[c] for c in cols} for _, r in s.iterrows()}
+        out["terms"] = {
+            f"{r['term']}[{r['model']}]" if r["model"] else r["term"]: {c: r[c] for c in cols} for _, r in s.iterrows()
+        }
         out["cells"] = self.cell_effects().to_dict(orient="records")
         return out
 
 
 @releases_jax_caches
-def fit_factor_bayes(data: SwitchData | FactorData, *, backend: str = "numpyro", priors: FactorPriors = FactorPriors(), config=None, escalate: bool = True, **sampler) -> BayesFactorFit:
+def fit_factor_bayes(
+    data: SwitchData | FactorData,
+    *,
+    backend: str = "numpyro",
+    priors: FactorPriors = FactorPriors(),
+    config=None,
+    escalate: bool = True,
+    **sampler,
+) -> BayesFactorFit:
     """Fit the Bayesian additive model with ``backend`` in {"numpyro", "pymc"}.
 
     Sampler settings: ``config`` (a :class:`bayesrc.bayes.SamplerConfig`) or keyword overrides of
@@ -400,5 +444,7 @@ def fit_factor_bayes(data: SwitchData | FactorData, *, backend: str = "numpyro",
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     fn = fit_numpyro if backend == "numpyro" else fit_pymc
-    idata, _, attempts, _ = sample_gated(partial(fn, fd, priors=priors), list(GATED), _config(config, **sampler), GATE, escalate)
+    idata, _, attempts, _ = sample_gated(
+        partial(fn, fd, priors=priors), list(GATED), _config(config, **sampler), GATE, escalate
+    )
     return BayesFactorFit(backend, fd, idata, attempts=attempts)

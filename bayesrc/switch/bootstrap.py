@@ -45,7 +45,9 @@ def _quantile_rows(sorted_boot: np.ndarray, q: np.ndarray) -> np.ndarray:
     return a + w * (b - a)
 
 
-def bca_from_replicates(theta: np.ndarray, boot: np.ndarray, jack: np.ndarray, levels: Sequence[float] = (0.95,)) -> tuple[np.ndarray, np.ndarray]:
+def bca_from_replicates(
+    theta: np.ndarray, boot: np.ndarray, jack: np.ndarray, levels: Sequence[float] = (0.95,)
+) -> tuple[np.ndarray, np.ndarray]:
     """BCa limits for each level: arrays (..., n_levels) of lower and upper limits.
 
     ``theta`` (...), ``boot`` (..., B) replicates, ``jack`` (..., n) leave-one-out values.
@@ -90,7 +92,13 @@ def bootstrap_mean(x: np.ndarray, n_boot: int, rng: np.random.Generator) -> tupl
     return x.mean(-1), boot, jack
 
 
-def bca_mean(x: np.ndarray, *, n_boot: int = 1000, levels: Sequence[float] = (0.95,), rng: np.random.Generator | int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def bca_mean(
+    x: np.ndarray,
+    *,
+    n_boot: int = 1000,
+    levels: Sequence[float] = (0.95,),
+    rng: np.random.Generator | int | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Mean of x[..., n] with BCa limits (..., n_levels); rows share the resampling.
 
     Examples
@@ -107,7 +115,14 @@ def bca_mean(x: np.ndarray, *, n_boot: int = 1000, levels: Sequence[float] = (0.
     return theta, lo, hi
 
 
-def bca_paired_diff(x: np.ndarray, y: np.ndarray, *, n_boot: int = 1000, levels: Sequence[float] = (0.95,), rng: np.random.Generator | int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def bca_paired_diff(
+    x: np.ndarray,
+    y: np.ndarray,
+    *,
+    n_boot: int = 1000,
+    levels: Sequence[float] = (0.95,),
+    rng: np.random.Generator | int | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """mean(x − y) with paired BCa limits: episodes are resampled, pairs stay together.
 
     Examples
@@ -121,7 +136,14 @@ def bca_paired_diff(x: np.ndarray, y: np.ndarray, *, n_boot: int = 1000, levels:
     return bca_mean(np.asarray(x, float) - np.asarray(y, float), n_boot=n_boot, levels=levels, rng=rng)
 
 
-def bca_unpaired_diff(x: np.ndarray, y: np.ndarray, *, n_boot: int = 1000, levels: Sequence[float] = (0.95,), rng: np.random.Generator | int | None = None) -> tuple[float, np.ndarray, np.ndarray]:
+def bca_unpaired_diff(
+    x: np.ndarray,
+    y: np.ndarray,
+    *,
+    n_boot: int = 1000,
+    levels: Sequence[float] = (0.95,),
+    rng: np.random.Generator | int | None = None,
+) -> tuple[float, np.ndarray, np.ndarray]:
     """mean(x) − mean(y) with BCa limits resampling x and y independently (ignores pairing).
 
     The jackknife deletes one observation at a time from either sample.

@@ -57,7 +57,9 @@ class SwitchData:
 
     def select(self, benchmark: str) -> SwitchData:
         if benchmark not in self.models:
-            raise InputError(f"benchmark {benchmark!r} not in the input (has {self.benchmarks})", path=self.path, field="benchmark")
+            raise InputError(
+                f"benchmark {benchmark!r} not in the input (has {self.benchmarks})", path=self.path, field="benchmark"
+            )
         frame = self.frame[self.frame["benchmark"] == benchmark].reset_index(drop=True)
         return SwitchData(self.kind, frame, {benchmark: self.models[benchmark]}, self.path)
 
@@ -69,7 +71,9 @@ def _numeric(df: pd.DataFrame, field: str, path: Path) -> np.ndarray:
     bad = ~np.isfinite(values)
     if bad.any():
         i = int(np.argmax(bad))
-        raise InputError(f"expected a finite number, got {col.iloc[i]!r}", path=path, line=int(df["_line"].iloc[i]), field=field)
+        raise InputError(
+            f"expected a finite number, got {col.iloc[i]!r}", path=path, line=int(df["_line"].iloc[i]), field=field
+        )
     return values
 
 
@@ -90,7 +94,9 @@ def _check_matrix(df: pd.DataFrame, keys: list[str], path: Path) -> dict[str, li
         row = df.iloc[i]
         src = {"prefix": "prefix_model", "suffix": "suffix_model"}
         what = ", ".join(f"{src.get(k, k)}={row[k]!r}" for k in keys)
-        raise InputError(f"duplicate cell ({what})", path=path, line=int(row["_line"]), field=src.get(keys[-1], keys[-1]))
+        raise InputError(
+            f"duplicate cell ({what})", path=path, line=int(row["_line"]), field=src.get(keys[-1], keys[-1])
+        )
     models: dict[str, list[str]] = {}
     for bench, sub in df.groupby("benchmark", sort=False):
         order = list(dict.fromkeys(np.ravel(sub[["prefix", "suffix"]].to_numpy())))
@@ -195,7 +201,9 @@ def _cell_columns(df: pd.DataFrame, path: Path) -> dict:
     bad = ~((cols["ci_low"] <= cols["mean"]) & (cols["mean"] <= cols["ci_high"]))
     if bad.any():
         i = int(np.argmax(bad))
-        raise InputError("interval [ci_low, ci_high] does not contain mean", path=path, line=int(df["_line"].iloc[i]), field="ci_low")
+        raise InputError(
+            "interval [ci_low, ci_high] does not contain mean", path=path, line=int(df["_line"].iloc[i]), field="ci_low"
+        )
     # SE of a cell mean from its published 95% interval (normal approximation).
     cols["se"] = (cols["ci_high"] - cols["ci_low"]) / (2 * Z95)
     return cols
@@ -207,7 +215,12 @@ def _episode_counts(df: pd.DataFrame, path: Path) -> np.ndarray:
     bad = (n < 1) | (n != np.round(n))
     if bad.any():
         i = int(np.argmax(bad))
-        raise InputError(f"expected a positive integer, got {df['n_episodes'].iloc[i]!r}", path=path, line=int(df["_line"].iloc[i]), field="n_episodes")
+        raise InputError(
+            f"expected a positive integer, got {df['n_episodes'].iloc[i]!r}",
+            path=path,
+            line=int(df["_line"].iloc[i]),
+            field="n_episodes",
+        )
     return n.astype(int)
 
 
@@ -216,7 +229,11 @@ def _only_benchmark(out: pd.DataFrame, benchmark: str | None, path: Path) -> pd.
     if benchmark is None:
         return out
     if benchmark not in set(out["benchmark"]):
-        raise InputError(f"benchmark {benchmark!r} not in the input (has {sorted(set(out['benchmark']))})", path=path, field="benchmark")
+        raise InputError(
+            f"benchmark {benchmark!r} not in the input (has {sorted(set(out['benchmark']))})",
+            path=path,
+            field="benchmark",
+        )
     return out[out["benchmark"] == benchmark].reset_index(drop=True)
 
 

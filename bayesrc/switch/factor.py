@@ -101,12 +101,29 @@ class AdditiveFit:
         rows = []
         for term, est, se in (("alpha", self.alpha, self.alpha_se), ("beta", self.beta, self.beta_se)):
             for m in self.models:
-                rows.append({"term": term, "model": m, "estimate": est[m], "se": se[m], "ci_low": est[m] - t * se[m], "ci_high": est[m] + t * se[m]})
+                rows.append(
+                    {
+                        "term": term,
+                        "model": m,
+                        "estimate": est[m],
+                        "se": se[m],
+                        "ci_low": est[m] - t * se[m],
+                        "ci_high": est[m] + t * se[m],
+                    }
+                )
         return pd.DataFrame(rows)
 
     def summary(self) -> pd.DataFrame:
         """One row per model: α (prefix influence) and β (suffix susceptibility) with SEs."""
-        return pd.DataFrame({"model": self.models, "alpha": self.alpha.to_numpy(), "alpha_se": self.alpha_se.to_numpy(), "beta": self.beta.to_numpy(), "beta_se": self.beta_se.to_numpy()})
+        return pd.DataFrame(
+            {
+                "model": self.models,
+                "alpha": self.alpha.to_numpy(),
+                "alpha_se": self.alpha_se.to_numpy(),
+                "beta": self.beta.to_numpy(),
+                "beta_se": self.beta_se.to_numpy(),
+            }
+        )
 
     def to_dict(self) -> dict:
         ci = self.intervals()
@@ -126,11 +143,15 @@ class AdditiveFit:
             "tau2": self.extra.get("tau2"),
             "noise_floor_r2": self.noise_floor,
             "n_cells": int(len(self.cells)),
-            "cells": self.cells[["prefix", "suffix", "observed", "pred", "resid", "loo_pred"]].to_dict(orient="records"),
+            "cells": self.cells[["prefix", "suffix", "observed", "pred", "resid", "loo_pred"]].to_dict(
+                orient="records"
+            ),
         }
 
 
-def noise_covariance(cells: pd.DataFrame, se: xr.DataArray, base_cov: xr.DataArray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def noise_covariance(
+    cells: pd.DataFrame, se: xr.DataArray, base_cov: xr.DataArray | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The cells' noise: ``(var, col_cov, suffix_idx)`` -- SE_ab² per cell, ``base_cov[b]``
     (0 where unknown) per cell's column b, and the cells' column index. The covariance is
     V = diag(var) + col_cov between two different cells of one column (0 across columns)."""
@@ -149,7 +170,9 @@ def _dense(var: np.ndarray, c: np.ndarray, col: np.ndarray) -> np.ndarray:
     return V
 
 
-def noise_floor_r2(X: np.ndarray, var: np.ndarray, col_cov: np.ndarray, col: np.ndarray, *, n_draws: int = 1000, seed: int = 0) -> dict:
+def noise_floor_r2(
+    X: np.ndarray, var: np.ndarray, col_cov: np.ndarray, col: np.ndarray, *, n_draws: int = 1000, seed: int = 0
+) -> dict:
     """R² of the additive fit on cells drawn with the cells' noise and no switch effects.
 
     Each draw is Δ*_ab = sqrt(var_ab − c_b) z_ab + sqrt(c_b) η_b (z, η standard normal):
@@ -158,7 +181,9 @@ def noise_floor_r2(X: np.ndarray, var: np.ndarray, col_cov: np.ndarray, col: np.
     rng = np.random.default_rng(seed)
     n = len(var)
     k = int(col.max()) + 1
-    Y = rng.standard_normal((n_draws, n)) * np.sqrt(var - col_cov) + rng.standard_normal((n_draws, k))[:, col] * np.sqrt(col_cov)
+    Y = rng.standard_normal((n_draws, n)) * np.sqrt(var - col_cov) + rng.standard_normal((n_draws, k))[
+        :, col
+    ] * np.sqrt(col_cov)
     H = X @ np.linalg.solve(X.T @ X, X.T)  # hat matrix (X has full column rank)
     R = Y - Y @ H
     sst = ((Y - Y.mean(1, keepdims=True)) ** 2).sum(1)
@@ -265,16 +290,22 @@ def _least_squares(X: np.ndarray, y: np.ndarray) -> _LeastSquares:
     n, p = X.shape
     df_resid = n - p
     s2 = float(resid @ resid / df_resid) if df_resid > 0 else np.nan
-    return _LeastSquares(XtX_inv=XtX_inv, coef=coef, pred=pred, resid=resid, loo_resid=resid / (1.0 - h), df_resid=df_resid, s2=s2)
+    return _LeastSquares(
+        XtX_inv=XtX_inv, coef=coef, pred=pred, resid=resid, loo_resid=resid / (1.0 - h), df_resid=df_resid, s2=s2
+    )
 
 
-def _cell_noise(cells: pd.DataFrame, se: xr.DataArray | None, base_cov: xr.DataArray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+def _cell_noise(
+    cells: pd.DataFrame, se: xr.DataArray | None, base_cov: xr.DataArray | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """:func:`noise_covariance` of the cells; None without ``se`` or with a cell whose SE is unknown (the fit falls back to OLS)."""
     noise = noise_covariance(cells, se, base_cov) if se is not None else None
     return noise if noise is not None and np.all(np.isfinite(noise[0])) else None
 
 
-def _coef_covariance(X: np.ndarray, ls: _LeastSquares, noise: tuple[np.ndarray, np.ndarray, np.ndarray] | None) -> tuple[np.ndarray, float | None]:
+def _coef_covariance(
+    X: np.ndarray, ls: _LeastSquares, noise: tuple[np.ndarray, np.ndarray, np.ndarray] | None
+) -> tuple[np.ndarray, float | None]:
     """Covariance of the basis coefficients and τ̂²: A (V + τ̂² I) Aᵀ given the cells' noise, else s² (XᵀX)⁻¹ (τ̂² None)."""
     if noise is None:
         return ls.s2 * ls.XtX_inv, None

@@ -28,7 +28,15 @@ def run_switch(args: argparse.Namespace) -> int:
     data = load_switch(args.input, benchmark=args.benchmark)
     backends = {"both": ("numpyro", "pymc"), "none": ()}.get(args.bayes, (args.bayes,))
     result = analyse_switch(
-        data, n_boot=args.bootstrap, seed=args.seed, backends=backends, draws=args.draws, tune=args.tune, chains=args.chains, pairing_rho=args.pairing_rho, progress=progress_setting(args)
+        data,
+        n_boot=args.bootstrap,
+        seed=args.seed,
+        backends=backends,
+        draws=args.draws,
+        tune=args.tune,
+        chains=args.chains,
+        pairing_rho=args.pairing_rho,
+        progress=progress_setting(args),
     )  # bayesrc.switch.SwitchResult
     with staged_output(args.out) as stage:
         result.write_into(stage)
@@ -43,7 +51,9 @@ def run_switch(args: argparse.Namespace) -> int:
     failed = result.failed_fit_reasons()
     if failed and not args.allow_unconverged:
         worst = "; ".join(f"{f}: {why}" for f, why in failed.items())
-        raise ConvergenceError(f"Bayesian fit(s) failed the diagnostics gate ({worst}); outputs are marked passed=false")
+        raise ConvergenceError(
+            f"Bayesian fit(s) failed the diagnostics gate ({worst}); outputs are marked passed=false"
+        )
     return 0
 
 
@@ -58,7 +68,13 @@ def run_switch_run(args: argparse.Namespace) -> int:
         except ValueError:
             raise InputError(f"expected STYLE@TEMPERATURE, got {style}@{temp}", item=label, field="--model") from None
         models.append(RunnerModel(label, card, style, temperature=t))
-    df = run_switch_matrix(models, n_episodes=args.episodes, n_turns=args.turns, cache_dir=args.cache or args.out / "prefix-cache", seed=args.seed)
+    df = run_switch_matrix(
+        models,
+        n_episodes=args.episodes,
+        n_turns=args.turns,
+        cache_dir=args.cache or args.out / "prefix-cache",
+        seed=args.seed,
+    )
     atomic_write_text(args.out / "episodes.csv", df.to_csv(index=False))
     print(df.pivot_table(index="prefix_model", columns="suffix_model", values="score").round(3).to_string())
     print(f"wrote {args.out / 'episodes.csv'}  (analyse: bayesrc switch {args.out / 'episodes.csv'} --out DIR)")

@@ -159,7 +159,9 @@ def cell_means(data: SwitchData, *, n_boot: int = 1000, level: float = 0.95, see
     return ds
 
 
-def effects_from_scores(scores: np.ndarray, models: list[str], *, n_boot: int = 1000, seed: int | None = 0, benchmark: str = "") -> xr.Dataset:
+def effects_from_scores(
+    scores: np.ndarray, models: list[str], *, n_boot: int = 1000, seed: int | None = 0, benchmark: str = ""
+) -> xr.Dataset:
     """Switch effects from a (prefix, suffix, episode) score array (NaN: no episode).
 
     What :func:`switch_effects` computes for episode data, without the loading step:
@@ -186,7 +188,9 @@ def effects_from_scores(scores: np.ndarray, models: list[str], *, n_boot: int = 
             _, l_, h_ = bca_mean(diff, n_boot=n_boot, levels=levels, rng=rng)
             lo[i, j], hi[i, j] = l_[0], h_[0]
             stars[i, j] = stars_from_limits(l_, h_)[()]
-    interval = f"paired BCa 95%, {n_boot} resamples of episodes" + ("" if n_boot >= MIN_BOOT_999 else f"; 99.9% stars need >= {MIN_BOOT_999} resamples")
+    interval = f"paired BCa 95%, {n_boot} resamples of episodes" + (
+        "" if n_boot >= MIN_BOOT_999 else f"; 99.9% stars need >= {MIN_BOOT_999} resamples"
+    )
     return _finish(models, benchmark, delta, lo, hi, se, n, stars, base_cov, interval)
 
 
@@ -198,15 +202,28 @@ def _finish(models, bench, delta, lo, hi, se, n, stars, base_cov, interval) -> x
     off = ~np.eye(k, dtype=bool) & np.isfinite(pval)
     p_adj = np.full((k, k), np.nan)
     p_adj[off] = benjamini_hochberg(pval[off])
-    ds = _dataset(models, bench, delta=delta, ci_low=lo, ci_high=hi, se=se, n=n, stars=stars, p=np.where(off, pval, np.nan),
-                  p_adjusted=p_adj, significant_95_adjusted=np.where(off, p_adj <= 0.05, False))  # fmt: skip
+    ds = _dataset(
+        models,
+        bench,
+        delta=delta,
+        ci_low=lo,
+        ci_high=hi,
+        se=se,
+        n=n,
+        stars=stars,
+        p=np.where(off, pval, np.nan),
+        p_adjusted=p_adj,
+        significant_95_adjusted=np.where(off, p_adj <= 0.05, False),
+    )
     ds["base_cov"] = ("suffix", base_cov)
     ds.attrs["interval"] = interval
     ds.attrs["adjustment"] = "Benjamini-Hochberg over the off-diagonal cells, p from Δ / SE (normal)"
     return ds
 
 
-def switch_effects(data: SwitchData, *, n_boot: int = 1000, seed: int | None = 0, pairing_rho: float = 0.0) -> xr.Dataset:
+def switch_effects(
+    data: SwitchData, *, n_boot: int = 1000, seed: int | None = 0, pairing_rho: float = 0.0
+) -> xr.Dataset:
     """Switch effects Δ_ab with intervals and significance stars, dims (prefix, suffix).
 
     Variables: ``delta`` (0 on the diagonal), ``ci_low``/``ci_high`` (95 %), ``se``,

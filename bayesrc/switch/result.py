@@ -84,7 +84,12 @@ class SwitchResult(Result):
 
     def failed_fit_reasons(self) -> dict[str, str]:
         """``{benchmark/backend: the gate's worst diagnostic}`` of the failed Bayesian fits."""
-        return {f"{b}/{n}": (d.get("diagnostics") or {}).get("worst", "") for b, r in self.payload.get("benchmarks", {}).items() for n, d in r.get("bayes", {}).items() if not d.get("passed")}
+        return {
+            f"{b}/{n}": (d.get("diagnostics") or {}).get("worst", "")
+            for b, r in self.payload.get("benchmarks", {}).items()
+            for n, d in r.get("bayes", {}).items()
+            if not d.get("passed")
+        }
 
     def effects(self, benchmark: str | None = None):
         """Switch effects (prefix, suffix, delta, interval, stars) of a benchmark."""
@@ -120,7 +125,12 @@ class SwitchResult(Result):
     def factors(self, benchmark: str | None = None):
         """The additive factor model's α (prefix influence) and β (suffix susceptibility) per model."""
         b = self.benchmark(benchmark or self.benchmarks[0])
-        ab = pd.DataFrame({"alpha (prefix influence)": pd.Series(b.get("alpha") or {}, dtype=float), "beta (suffix susceptibility)": pd.Series(b.get("beta") or {}, dtype=float)})
+        ab = pd.DataFrame(
+            {
+                "alpha (prefix influence)": pd.Series(b.get("alpha") or {}, dtype=float),
+                "beta (suffix susceptibility)": pd.Series(b.get("beta") or {}, dtype=float),
+            }
+        )
         return ab.rename_axis("model").reset_index()
 
     def factor_table(self, benchmark: str | None = None):
@@ -138,14 +148,25 @@ class SwitchResult(Result):
         for b, r in self.payload.get("benchmarks", {}).items():
             eff = r.get("effects", [])
             floor = r.get("noise_floor_r2") or {}
-            rows.append({
-                "benchmark": b, "models": len(r.get("models", [])), "cells": len(eff),
-                "significant_95": sum(1 for e in eff if e.get("stars")),
-                "significant_95_adjusted": sum(bool(e["significant_95_adjusted"]) for e in eff) if all("significant_95_adjusted" in e for e in eff) else np.nan,
-                "mu": _float(r.get("mu")), "r2": _float(r.get("r2")),
-                "noise_floor_r2": _float(floor.get("mean")), "noise_floor_r2_p975": _float(floor.get("p975")), "cv_r2": _float(r.get("cv_r2")),
-                "bayes_passed": ",".join(f"{n}={'yes' if d.get('passed') else 'NO'}" for n, d in r.get("bayes", {}).items()),
-            })  # fmt: skip
+            rows.append(
+                {
+                    "benchmark": b,
+                    "models": len(r.get("models", [])),
+                    "cells": len(eff),
+                    "significant_95": sum(1 for e in eff if e.get("stars")),
+                    "significant_95_adjusted": sum(bool(e["significant_95_adjusted"]) for e in eff)
+                    if all("significant_95_adjusted" in e for e in eff)
+                    else np.nan,
+                    "mu": _float(r.get("mu")),
+                    "r2": _float(r.get("r2")),
+                    "noise_floor_r2": _float(floor.get("mean")),
+                    "noise_floor_r2_p975": _float(floor.get("p975")),
+                    "cv_r2": _float(r.get("cv_r2")),
+                    "bayes_passed": ",".join(
+                        f"{n}={'yes' if d.get('passed') else 'NO'}" for n, d in r.get("bayes", {}).items()
+                    ),
+                }
+            )
         return pd.DataFrame(rows)
 
     def plot_effects(self, benchmark: str | None = None, ax=None):
@@ -165,7 +186,9 @@ class SwitchResult(Result):
         return fig
 
     def _headline(self) -> str:
-        return f"{len(self.benchmarks)} benchmark(s)" + (f", failed fits: {', '.join(self.failed_fits)}" if self.failed_fits else "")
+        return f"{len(self.benchmarks)} benchmark(s)" + (
+            f", failed fits: {', '.join(self.failed_fits)}" if self.failed_fits else ""
+        )
 
 
 def _float(x) -> float:

@@ -146,13 +146,22 @@ class _Backend:
         card = load_card(card_path)
         path = resolve_model(card)
         if path not in self._models:
-            self._models[path] = Model(path, n_ctx=card.n_ctx, n_batch=card.n_batch, n_gpu_layers=card.n_gpu_layers, n_threads=card.n_threads, label=card.label)
+            self._models[path] = Model(
+                path,
+                n_ctx=card.n_ctx,
+                n_batch=card.n_batch,
+                n_gpu_layers=card.n_gpu_layers,
+                n_threads=card.n_threads,
+                label=card.label,
+            )
         return self._models[path].llm
 
     def generate(self, model: RunnerModel, prompt: str, seed: int) -> str:
         llm = self._llm(model.card)
         self.calls += 1
-        out = llm.create_completion(prompt, max_tokens=model.max_tokens, temperature=model.temperature, seed=seed, stop=["\n"])
+        out = llm.create_completion(
+            prompt, max_tokens=model.max_tokens, temperature=model.temperature, seed=seed, stop=["\n"]
+        )
         return out["choices"][0]["text"].strip()
 
     def close(self) -> None:
@@ -195,7 +204,17 @@ def run_switch_matrix(
                 replies = _prefix(backend, pm, ep, i, cache)
                 for sm in models:
                     text = backend.generate(sm, build_prompt(sm, ep, replies), _seed(i, n_turns - 1))
-                    rows.append({"benchmark": TASK, "episode": ep.id, "prefix_model": pm.label, "suffix_model": sm.label, "score": score_reply(ep, text), "response": text, "target": ep.target})
+                    rows.append(
+                        {
+                            "benchmark": TASK,
+                            "episode": ep.id,
+                            "prefix_model": pm.label,
+                            "suffix_model": sm.label,
+                            "score": score_reply(ep, text),
+                            "response": text,
+                            "target": ep.target,
+                        }
+                    )
     finally:
         if own:
             backend.close()
@@ -206,7 +225,15 @@ def _prefix(backend: _Backend, model: RunnerModel, ep: Episode, i: int, cache: P
     """The prefix model's first n_turns − 1 replies, from the disk cache when present."""
     path = cache / re.sub(r"[^A-Za-z0-9_.-]+", "_", model.label) / f"{ep.id}.json"
     # The key also records what the prefix depends on, so a changed model or episode is regenerated.
-    key = {"task": TASK, "episode": ep.id, "prefix_model": model.label, "card": str(model.card), "style": model.style, "temperature": model.temperature, "facts": [list(f) for f in ep.facts]}
+    key = {
+        "task": TASK,
+        "episode": ep.id,
+        "prefix_model": model.label,
+        "card": str(model.card),
+        "style": model.style,
+        "temperature": model.temperature,
+        "facts": [list(f) for f in ep.facts],
+    }
     if path.exists():
         rec = json.loads(path.read_text())
         if rec.get("key") == key:

@@ -45,7 +45,16 @@ from bayesrc.results import register
 from bayesrc.truth.score import ScoredReplicates, _model_scores, family_replicates, run_labels, score_classes
 
 FAMILY_METHODS = ("joint", "pair")  # the Bayesian methods; RCI is always scored
-SCORE_NUMBERS = ("coverage90", "dp_rmse", "dp_slope", "flagged_mean", "fdp_sign", "fdp_material", "gate_pass_share", "runtime_mean_s")
+SCORE_NUMBERS = (
+    "coverage90",
+    "dp_rmse",
+    "dp_slope",
+    "flagged_mean",
+    "fdp_sign",
+    "fdp_material",
+    "gate_pass_share",
+    "runtime_mean_s",
+)
 BAND_NUMBERS = ("order_respected_share", "bands_mean", "p_best_of_true_best_mean")
 
 
@@ -75,7 +84,9 @@ def order_respected(bands: pd.Series, true_mean: pd.Series) -> bool:
     return all(true_mean[a] > true_mean[b] for a in bands.index for b in bands.index if bands[a] < bands[b])
 
 
-def interval_scores(method: str, label: str, items: pd.DataFrame, dp: np.ndarray, gate_passed: bool, delta_min: float = 0.05) -> dict:
+def interval_scores(
+    method: str, label: str, items: pd.DataFrame, dp: np.ndarray, gate_passed: bool, delta_min: float = 0.05
+) -> dict:
     """One score row: a model's 90% intervals of Delta p (``items``, rows in the order of ``dp``) against
     exact Delta p: their flags and false discoveries, coverage, error and slope.
 
@@ -86,7 +97,13 @@ def interval_scores(method: str, label: str, items: pd.DataFrame, dp: np.ndarray
     >>> row["flagged"], row["coverage90"]
     (1, 1.0)
     """
-    return {"method": method, "version": label, **score_classes(interval_classes(items), dp, delta_min), **_model_scores(items, dp), "gate_passed": bool(gate_passed)}
+    return {
+        "method": method,
+        "version": label,
+        **score_classes(interval_classes(items), dp, delta_min),
+        **_model_scores(items, dp),
+        "gate_passed": bool(gate_passed),
+    }
 
 
 def fit_scores(method: str, res, ids, dp: dict[str, np.ndarray], delta_min: float = 0.05) -> list[dict]:
@@ -100,7 +117,10 @@ def fit_scores(method: str, res, ids, dp: dict[str, np.ndarray], delta_min: floa
     """
     items = res.items
     groups = {v: g for v, g in items.groupby("version") if v in dp} if "version" in items else {res.versions[1]: items}
-    return [interval_scores(method, str(v), g.set_index("item_id").reindex(ids), dp[v], res.diagnostics.passed, delta_min) for v, g in groups.items()]
+    return [
+        interval_scores(method, str(v), g.set_index("item_id").reindex(ids), dp[v], res.diagnostics.passed, delta_min)
+        for v, g in groups.items()
+    ]
 
 
 def step_scores(joint, ids, dp: dict[tuple[str, str], np.ndarray], delta_min: float = 0.05) -> list[dict]:
@@ -112,7 +132,17 @@ def step_scores(joint, ids, dp: dict[tuple[str, str], np.ndarray], delta_min: fl
     >>> rows = step_scores(fit(counts), counts["item"].values, {("q3", "q2"): p[:, 2] - p[:, 1]})   # doctest: +SKIP
     """
     changes = joint.item_changes(list(dp)).set_index(["from", "to"])
-    return [interval_scores("joint", pair_name(a, b), changes.loc[(a, b)].set_index("item_id").reindex(ids), d, joint.diagnostics.passed, delta_min) for (a, b), d in dp.items()]
+    return [
+        interval_scores(
+            "joint",
+            pair_name(a, b),
+            changes.loc[(a, b)].set_index("item_id").reindex(ids),
+            d,
+            joint.diagnostics.passed,
+            delta_min,
+        )
+        for (a, b), d in dp.items()
+    ]
 
 
 def band_scores(joint, true_mean: pd.Series) -> dict:
@@ -125,10 +155,23 @@ def band_scores(joint, true_mean: pd.Series) -> dict:
     """
     table = joint.versions_table.set_index("version")
     best = true_mean.idxmax()
-    return {"order_respected": order_respected(table["band"], true_mean), "n_bands": int(table["band"].nunique()), "p_best_of_true_best": float(table.loc[best, "p_best"])}
+    return {
+        "order_respected": order_respected(table["band"], true_mean),
+        "n_bands": int(table["band"].nunique()),
+        "p_best_of_true_best": float(table.loc[best, "p_best"]),
+    }
 
 
-def score_family_replicate(counts, p_exact: np.ndarray, *, methods=FAMILY_METHODS, delta_min: float = 0.05, config=None, seed: int = 0, backend: str = "numpyro") -> list[dict]:
+def score_family_replicate(
+    counts,
+    p_exact: np.ndarray,
+    *,
+    methods=FAMILY_METHODS,
+    delta_min: float = 0.05,
+    config=None,
+    seed: int = 0,
+    backend: str = "numpyro",
+) -> list[dict]:
     """Score RCI and the joint and pair models on one K-sample dataset of a family: one row per method
     and non-reference version, and for RCI and the joint model one per consecutive step after the first
     (``"a -> b"``, :func:`step_scores`; the joint model's rows also carry its :func:`band_scores`).
@@ -141,13 +184,27 @@ def score_family_replicate(counts, p_exact: np.ndarray, *, methods=FAMILY_METHOD
     ids = counts["item"].values
     dp = {v: p_exact[:, j] - p_exact[:, 0] for j, v in enumerate(versions) if j}
     # the chain of consecutive versions after its first step (that one is the first version's change)
-    steps = {(a, b): p_exact[:, j + 2] - p_exact[:, j + 1] for j, (a, b) in enumerate(zip(versions[1:-1], versions[2:]))}
+    steps = {
+        (a, b): p_exact[:, j + 2] - p_exact[:, j + 1] for j, (a, b) in enumerate(zip(versions[1:-1], versions[2:]))
+    }
     rows = []
     for (a, b), d in [((versions[0], v), x) for v, x in dp.items()] + list(steps.items()):
         t0 = time.perf_counter()
-        rci = reliable_change(counts, a, b, n_splits=200, n_permutations=200, seed=seed).to_frame().set_index("item_id").reindex(ids)
+        rci = (
+            reliable_change(counts, a, b, n_splits=200, n_permutations=200, seed=seed)
+            .to_frame()
+            .set_index("item_id")
+            .reindex(ids)
+        )
         label = b if a == versions[0] else pair_name(a, b)
-        rows.append({"method": "rci", "version": label, **score_classes(rci["class"].to_numpy(dtype=object), d, delta_min), "runtime_s": time.perf_counter() - t0})
+        rows.append(
+            {
+                "method": "rci",
+                "version": label,
+                **score_classes(rci["class"].to_numpy(dtype=object), d, delta_min),
+                "runtime_s": time.perf_counter() - t0,
+            }
+        )
     if "pair" in methods:
         for v in dp:
             pair = fit(counts, versions=(versions[0], v), backend=backend, config=config, delta_min=delta_min)
@@ -155,7 +212,10 @@ def score_family_replicate(counts, p_exact: np.ndarray, *, methods=FAMILY_METHOD
     if "joint" in methods:
         joint = fit(counts, backend=backend, config=config)
         extra = band_scores(joint, pd.Series(p_exact.mean(0), index=versions)) | {"runtime_s": joint.runtime_s}
-        rows += [row | extra for row in fit_scores("joint", joint, ids, dp, delta_min) + step_scores(joint, ids, steps, delta_min)]
+        rows += [
+            row | extra
+            for row in fit_scores("joint", joint, ids, dp, delta_min) + step_scores(joint, ids, steps, delta_min)
+        ]
     return rows
 
 
@@ -163,14 +223,28 @@ def _aggregate(rep: pd.DataFrame) -> tuple[dict, dict | None]:
     """Per method and version, means over replicates; the joint model's band scores over replicates."""
     scores: dict[str, dict] = {}
     for (method, version), g in rep.groupby(["method", "version"], sort=False):
-        d = {"flagged_mean": float(g["flagged"].mean()), "fdp_sign": float(g["fdp_sign"].mean()), "fdp_material": float(g["fdp_material"].mean()), "runtime_mean_s": float(g["runtime_s"].mean())}
+        d = {
+            "flagged_mean": float(g["flagged"].mean()),
+            "fdp_sign": float(g["fdp_sign"].mean()),
+            "fdp_material": float(g["fdp_material"].mean()),
+            "runtime_mean_s": float(g["runtime_s"].mean()),
+        }
         if method != "rci":
-            d |= {"coverage90": float(g["coverage90"].mean()), "dp_rmse": float(g["dp_rmse"].mean()), "dp_slope": float(g["dp_slope"].mean()), "gate_pass_share": float(g["gate_passed"].mean())}
+            d |= {
+                "coverage90": float(g["coverage90"].mean()),
+                "dp_rmse": float(g["dp_rmse"].mean()),
+                "dp_slope": float(g["dp_slope"].mean()),
+                "gate_pass_share": float(g["gate_passed"].mean()),
+            }
         scores.setdefault(str(method), {})[str(version)] = d
     joint = rep[rep["method"] == "joint"].drop_duplicates("replicate")
     if joint.empty:
         return scores, None
-    bands = {"order_respected_share": float(joint["order_respected"].mean()), "bands_mean": float(joint["n_bands"].mean()), "p_best_of_true_best_mean": float(joint["p_best_of_true_best"].mean())}
+    bands = {
+        "order_respected_share": float(joint["order_respected"].mean()),
+        "bands_mean": float(joint["n_bands"].mean()),
+        "p_best_of_true_best_mean": float(joint["p_best_of_true_best"].mean()),
+    }
     return scores, bands
 
 
@@ -217,7 +291,11 @@ class FamilyTruth(ScoredReplicates):
 
     def summary(self) -> pd.DataFrame:
         """One row per method and non-reference version: flags and their false discoveries, and for the models coverage, error and gate."""
-        rows = [{"method": m, "version": v, **{c: np.nan if s.get(c) is None else s[c] for c in SCORE_NUMBERS}} for m, by_v in self.scores.items() for v, s in by_v.items()]
+        rows = [
+            {"method": m, "version": v, **{c: np.nan if s.get(c) is None else s[c] for c in SCORE_NUMBERS}}
+            for m, by_v in self.scores.items()
+            for v, s in by_v.items()
+        ]
         return pd.DataFrame(rows, columns=["method", "version", *SCORE_NUMBERS])
 
     def _headline(self) -> str:
@@ -225,9 +303,17 @@ class FamilyTruth(ScoredReplicates):
 
 
 def family_truth(
-    exact_runs, *, k: int = 10, replicates: int = 20, seed: int = 0, delta_min: float = 0.05, methods=FAMILY_METHODS,
-    config: SamplerConfig | None = None, backend: str = "numpyro", progress: bool | None = None,
-) -> FamilyTruth:  # fmt: skip
+    exact_runs,
+    *,
+    k: int = 10,
+    replicates: int = 20,
+    seed: int = 0,
+    delta_min: float = 0.05,
+    methods=FAMILY_METHODS,
+    config: SamplerConfig | None = None,
+    backend: str = "numpyro",
+    progress: bool | None = None,
+) -> FamilyTruth:
     """Score the joint model of a family, its pairs and their RCI on ``replicates`` K-sample datasets
     drawn from three or more exact runs (the first the reference).
 
@@ -250,23 +336,47 @@ def family_truth(
         raise InputError("replicates and k must be >= 1", field="--replicates")
     unknown = [m for m in methods if m not in FAMILY_METHODS]
     if unknown:
-        raise InputError(f"unknown method {unknown[0]!r} for a family; known: {', '.join(FAMILY_METHODS)}", field="--methods")
+        raise InputError(
+            f"unknown method {unknown[0]!r} for a family; known: {', '.join(FAMILY_METHODS)}", field="--methods"
+        )
     runs = [_as_exact(r) for r in exact_runs]
     labels, config, rows, p = run_labels(runs), config or SamplerConfig(), [], None
     with progress_bar(progress, replicates, desc="truth", unit="replicate") as bar:
-        for r, counts, p, sampler_seed in family_replicates(runs, k=k, seed=seed, replicates=range(replicates), labels=labels):
+        for r, counts, p, sampler_seed in family_replicates(
+            runs, k=k, seed=seed, replicates=range(replicates), labels=labels
+        ):
             cfg = replace(config, seed=sampler_seed, progress=False)
-            rows += [row | {"replicate": r} for row in score_family_replicate(counts, p, methods=methods, delta_min=delta_min, config=cfg, seed=r, backend=backend)]
+            rows += [
+                row | {"replicate": r}
+                for row in score_family_replicate(
+                    counts, p, methods=methods, delta_min=delta_min, config=cfg, seed=r, backend=backend
+                )
+            ]
             bar.update()
     per_rep = pd.DataFrame(rows)
     per_rep = per_rep[["replicate"] + [c for c in per_rep.columns if c != "replicate"]]
     scores, bands = _aggregate(per_rep)
     items = pd.DataFrame(p, columns=labels).assign(item_id=list(counts["item"].values))[["item_id", *labels]]
     payload = {
-        "k": int(k), "replicates": int(replicates), "seed": int(seed), "delta_min": float(delta_min), "n_items": len(items), "versions": labels,
+        "k": int(k),
+        "replicates": int(replicates),
+        "seed": int(seed),
+        "delta_min": float(delta_min),
+        "n_items": len(items),
+        "versions": labels,
         "runs": [{"path": str(run.path), "label": label} for run, label in zip(runs, labels)],
-        "exact": {"mean_accuracy": {v: float(items[v].mean()) for v in labels}, "median_abs_dp": {v: float((items[v] - items[labels[0]]).abs().median()) for v in labels[1:]}},
-        "scores": scores, "bands": bands,
-        "settings": {"chains": config.chains, "tune": config.tune, "draws": config.draws, "backend": backend, "methods": list(methods)},
-    }  # fmt: skip
+        "exact": {
+            "mean_accuracy": {v: float(items[v].mean()) for v in labels},
+            "median_abs_dp": {v: float((items[v] - items[labels[0]]).abs().median()) for v in labels[1:]},
+        },
+        "scores": scores,
+        "bands": bands,
+        "settings": {
+            "chains": config.chains,
+            "tune": config.tune,
+            "draws": config.draws,
+            "backend": backend,
+            "methods": list(methods),
+        },
+    }
     return FamilyTruth(payload, {"replicates": per_rep, "items": items})

@@ -86,10 +86,14 @@ def score_classes(classes, dp_exact: np.ndarray, delta_min: float = 0.05) -> dic
     false_material = ((up | down) & (np.abs(dp) < delta_min)) | false_sign
     n_fs, n_fm = int(false_sign.sum()), int(false_material.sum())
     return {
-        "flagged": flagged, "n_up": int(up.sum()), "n_down": int(down.sum()),
-        "false_sign": n_fs, "false_material": n_fm,
-        "fdp_sign": n_fs / flagged if flagged else 0.0, "fdp_material": n_fm / flagged if flagged else 0.0,
-    }  # fmt: skip
+        "flagged": flagged,
+        "n_up": int(up.sum()),
+        "n_down": int(down.sum()),
+        "false_sign": n_fs,
+        "false_material": n_fm,
+        "fdp_sign": n_fs / flagged if flagged else 0.0,
+        "fdp_material": n_fm / flagged if flagged else 0.0,
+    }
 
 
 def _model_scores(items: pd.DataFrame, dp: np.ndarray) -> dict:
@@ -106,11 +110,25 @@ def _elpd_loo(res) -> dict:
     beside their scores against the truth."""
     if not res.params.get("collapsed", True):
         return {"elpd_loo": float("nan"), "elpd_loo_se": float("nan"), "pareto_k_max": float("nan")}
-    return {"elpd_loo": float(res.loo["elpd"]), "elpd_loo_se": float(res.loo["se"]), "pareto_k_max": float(res.loo["pareto_k_max"])}
+    return {
+        "elpd_loo": float(res.loo["elpd"]),
+        "elpd_loo_se": float(res.loo["se"]),
+        "pareto_k_max": float(res.loo["pareto_k_max"]),
+    }
 
 
-def score_replicate(counts, dp_exact: np.ndarray, *, methods=DEFAULT_METHODS, delta_min: float = 0.05, q: float = 0.10,
-                    config=None, seed: int = 0, rci_kwargs: dict | None = None, backend: str = "numpyro") -> list[dict]:  # fmt: skip
+def score_replicate(
+    counts,
+    dp_exact: np.ndarray,
+    *,
+    methods=DEFAULT_METHODS,
+    delta_min: float = 0.05,
+    q: float = 0.10,
+    config=None,
+    seed: int = 0,
+    rci_kwargs: dict | None = None,
+    backend: str = "numpyro",
+) -> list[dict]:
     """Score RCI (every variant) and each Bayesian method on one K-sample dataset: one row per method.
 
     Examples
@@ -125,16 +143,39 @@ def score_replicate(counts, dp_exact: np.ndarray, *, methods=DEFAULT_METHODS, de
     rci_items = rci.to_frame().set_index("item_id").reindex(counts["item"].values)
     rci_time = time.perf_counter() - t0
     for col, name in RCI_VARIANTS.items():
-        rows.append({"method": name, "kind": "rci", **score_classes(rci_items[col].to_numpy(dtype=object), dp_exact, delta_min), "runtime_s": rci_time})
+        rows.append(
+            {
+                "method": name,
+                "kind": "rci",
+                **score_classes(rci_items[col].to_numpy(dtype=object), dp_exact, delta_min),
+                "runtime_s": rci_time,
+            }
+        )
     t0 = time.perf_counter()
-    rci_sd_all = reliable_change(counts, **{**rk, "sd_basis": "all"}).to_frame().set_index("item_id").reindex(counts["item"].values)
-    rows.append({"method": "rci_sd_all", "kind": "rci", **score_classes(rci_sd_all["class"].to_numpy(dtype=object), dp_exact, delta_min), "runtime_s": time.perf_counter() - t0})
+    rci_sd_all = (
+        reliable_change(counts, **{**rk, "sd_basis": "all"})
+        .to_frame()
+        .set_index("item_id")
+        .reindex(counts["item"].values)
+    )
+    rows.append(
+        {
+            "method": "rci_sd_all",
+            "kind": "rci",
+            **score_classes(rci_sd_all["class"].to_numpy(dtype=object), dp_exact, delta_min),
+            "runtime_s": time.perf_counter() - t0,
+        }
+    )
     ref = rows[0]
     for name in methods:
         spec = dict(MODEL_SPECS[name])
         res = fit(counts, backend=backend, config=config, fdr=q, delta_min=delta_min, rci_kwargs=rk, **spec)
         it = res.items.set_index("item_id").reindex(counts["item"].values)
-        row = {"method": name, "kind": "bayes", **score_classes(it["bayes_class"].to_numpy(dtype=object), dp_exact, delta_min)}
+        row = {
+            "method": name,
+            "kind": "bayes",
+            **score_classes(it["bayes_class"].to_numpy(dtype=object), dp_exact, delta_min),
+        }
         row.update(_model_scores(it, dp_exact))
         row.update(_elpd_loo(res))
         row.update(
@@ -145,9 +186,12 @@ def score_replicate(counts, dp_exact: np.ndarray, *, methods=DEFAULT_METHODS, de
             **_prior_sensitive(res.crosscheck, ref["flagged"]),
             **_interval_scores(res.crosscheck, ref),
             no_change_p=res.crosscheck["no_change_test"]["p_value"],
-            expected_fdp=res.selection["expected_fdp"], gate_passed=bool(res.diagnostics.passed),
-            max_rhat=float(res.diagnostics.max_rhat), min_ess=float(res.diagnostics.min_ess_bulk), runtime_s=res.runtime_s,
-        )  # fmt: skip
+            expected_fdp=res.selection["expected_fdp"],
+            gate_passed=bool(res.diagnostics.passed),
+            max_rhat=float(res.diagnostics.max_rhat),
+            min_ess=float(res.diagnostics.min_ess_bulk),
+            runtime_s=res.runtime_s,
+        )
         rows.append(row)
     return rows
 
@@ -156,7 +200,10 @@ def _prior_sensitive(cc: dict, rci_flagged: int) -> dict:
     """Whether the fit warned that its RCI-FDP estimates move with the priors (NaN: no flag or no such check)."""
     sens = cc.get("prior_sensitivity") or {}
     flag = lambda key: float(sens[key]) if rci_flagged and sens.get(key) is not None else float("nan")  # noqa: E731
-    return {"rci_fdp_prior_sensitive": flag("sensitive"), "rci_fdp_material_prior_sensitive": flag("sensitive_material")}
+    return {
+        "rci_fdp_prior_sensitive": flag("sensitive"),
+        "rci_fdp_material_prior_sensitive": flag("sensitive_material"),
+    }
 
 
 def interval_holds(bounds, realised: float) -> float:
@@ -177,7 +224,10 @@ def _interval_scores(cc: dict, ref: dict) -> dict:
     """The fit's 90% intervals of RCI's FDP and whether they hold RCI's realised FDP (NaN: no flag,
     or a fit without intervals)."""
     out = {}
-    for kind, key, name in (("sign", "rci_estimated_fdp_interval90", "rci_fdp"), ("material", "rci_estimated_fdp_material_interval90", "rci_fdp_material")):
+    for kind, key, name in (
+        ("sign", "rci_estimated_fdp_interval90", "rci_fdp"),
+        ("material", "rci_estimated_fdp_material_interval90", "rci_fdp_material"),
+    ):
         bounds = cc.get(key)  # None when RCI flagged nothing
         lo, hi = bounds or (float("nan"), float("nan"))
         out |= {f"{name}_lo90": lo, f"{name}_hi90": hi, f"{name}_covered90": interval_holds(bounds, ref[f"fdp_{kind}"])}
@@ -185,12 +235,30 @@ def _interval_scores(cc: dict, ref: dict) -> dict:
 
 
 METHOD_NUMBERS = (  # a method's means over replicates (_aggregate): all numbers but its kind
-    "flagged_mean", "fdp_sign", "fdp_material", "fdp_sign_pooled", "fdp_material_pooled", "runtime_mean_s", "selected_mean", "coverage90",
-    "rci_fdp_estimate_mean", "rci_fdp_realised_mean", "rci_fdp_estimate_material_mean", "rci_fdp_realised_material_mean",
-    "rci_fdp_interval_coverage", "rci_fdp_material_interval_coverage", "no_change_rejected_share", "rci_fdp_prior_sensitive_share",
-    "rci_fdp_material_prior_sensitive_share", "expected_fdp_mean", "dp_slope_mean", "elpd_loo_mean", "gate_pass_share",
-    "rci_fdp_error", "rci_fdp_material_error",
-)  # fmt: skip
+    "flagged_mean",
+    "fdp_sign",
+    "fdp_material",
+    "fdp_sign_pooled",
+    "fdp_material_pooled",
+    "runtime_mean_s",
+    "selected_mean",
+    "coverage90",
+    "rci_fdp_estimate_mean",
+    "rci_fdp_realised_mean",
+    "rci_fdp_estimate_material_mean",
+    "rci_fdp_realised_material_mean",
+    "rci_fdp_interval_coverage",
+    "rci_fdp_material_interval_coverage",
+    "no_change_rejected_share",
+    "rci_fdp_prior_sensitive_share",
+    "rci_fdp_material_prior_sensitive_share",
+    "expected_fdp_mean",
+    "dp_slope_mean",
+    "elpd_loo_mean",
+    "gate_pass_share",
+    "rci_fdp_error",
+    "rci_fdp_material_error",
+)
 
 
 def _aggregate(rep: pd.DataFrame) -> dict[str, dict]:
@@ -214,8 +282,12 @@ def _aggregate(rep: pd.DataFrame) -> dict[str, dict]:
                 coverage90=float(g["coverage90"].mean()),
                 rci_fdp_estimate_mean=float(g.loc[has, "rci_fdp_estimate"].mean()) if has.any() else float("nan"),
                 rci_fdp_realised_mean=float(g.loc[has, "rci_fdp_realised"].mean()) if has.any() else float("nan"),
-                rci_fdp_estimate_material_mean=float(g.loc[has, "rci_fdp_estimate_material"].mean()) if has.any() else float("nan"),
-                rci_fdp_realised_material_mean=float(g.loc[has, "rci_fdp_realised_material"].mean()) if has.any() else float("nan"),
+                rci_fdp_estimate_material_mean=float(g.loc[has, "rci_fdp_estimate_material"].mean())
+                if has.any()
+                else float("nan"),
+                rci_fdp_realised_material_mean=float(g.loc[has, "rci_fdp_realised_material"].mean())
+                if has.any()
+                else float("nan"),
                 rci_fdp_interval_coverage=float(g["rci_fdp_covered90"].mean()),
                 rci_fdp_material_interval_coverage=float(g["rci_fdp_material_covered90"].mean()),
                 no_change_rejected_share=float((g["no_change_p"] < NO_CHANGE_ALPHA).mean()),
@@ -225,7 +297,7 @@ def _aggregate(rep: pd.DataFrame) -> dict[str, dict]:
                 dp_slope_mean=float(g["dp_slope"].mean()),
                 elpd_loo_mean=float(g["elpd_loo"].mean()),
                 gate_pass_share=float(g["gate_passed"].mean()),
-            )  # fmt: skip
+            )
             d["rci_fdp_error"] = d["rci_fdp_estimate_mean"] - d["rci_fdp_realised_mean"]
             d["rci_fdp_material_error"] = d["rci_fdp_estimate_material_mean"] - d["rci_fdp_realised_material_mean"]
         out[str(name)] = d
@@ -235,10 +307,14 @@ def _aggregate(rep: pd.DataFrame) -> dict[str, dict]:
 def _exact_summary(items: pd.DataFrame, delta_min: float) -> dict:
     dp = items["delta_p"].to_numpy(float)
     return {
-        "n_items": int(dp.size), "median_abs_dp": float(np.median(np.abs(dp))),
-        "n_material": int(np.sum(np.abs(dp) >= delta_min)), "n_up": int(np.sum(dp >= delta_min)), "n_down": int(np.sum(dp <= -delta_min)),
-        "mean_p_v1": float(items["p_v1"].mean()), "mean_p_v2": float(items["p_v2"].mean()),
-    }  # fmt: skip
+        "n_items": int(dp.size),
+        "median_abs_dp": float(np.median(np.abs(dp))),
+        "n_material": int(np.sum(np.abs(dp) >= delta_min)),
+        "n_up": int(np.sum(dp >= delta_min)),
+        "n_down": int(np.sum(dp <= -delta_min)),
+        "mean_p_v1": float(items["p_v1"].mean()),
+        "mean_p_v2": float(items["p_v2"].mean()),
+    }
 
 
 class ScoredReplicates(Result):
@@ -258,14 +334,23 @@ class ScoredReplicates(Result):
         return f"{Path(self.main_file).stem}_{name}.parquet"
 
     def table_names_on_disk(self, folder: Path) -> dict[str, Path]:
-        return {n: folder / self.table_file(n) for n in ("replicates", "items") if (folder / self.table_file(n)).is_file()}
+        return {
+            n: folder / self.table_file(n) for n in ("replicates", "items") if (folder / self.table_file(n)).is_file()
+        }
 
     def to_dict(self) -> dict:
         """The content of the main file (the tables are saved beside it)."""
         return copy.deepcopy(self.payload)
 
     @classmethod
-    def from_dict(cls, d: dict, posterior: Any = None, *, per_replicate: pd.DataFrame | None = None, items: pd.DataFrame | None = None):
+    def from_dict(
+        cls,
+        d: dict,
+        posterior: Any = None,
+        *,
+        per_replicate: pd.DataFrame | None = None,
+        items: pd.DataFrame | None = None,
+    ):
         """Rebuild from the main file's content (and the tables, if given)."""
         tables = {name: t for name, t in (("replicates", per_replicate), ("items", items)) if t is not None}
         return cls(copy.deepcopy(d), tables)
@@ -303,14 +388,38 @@ class TruthResult(ScoredReplicates):
 
     @classmethod
     def from_scores(
-        cls, *, k: int, replicates: int, delta_min: float, q: float, seed: int, n_items: int, runs: dict, exact: dict, methods: dict[str, dict],
-        default_model: str = DEFAULT_MODEL, settings: dict | None = None, per_replicate: pd.DataFrame | None = None, items: pd.DataFrame | None = None,
-    ) -> TruthResult:  # fmt: skip
+        cls,
+        *,
+        k: int,
+        replicates: int,
+        delta_min: float,
+        q: float,
+        seed: int,
+        n_items: int,
+        runs: dict,
+        exact: dict,
+        methods: dict[str, dict],
+        default_model: str = DEFAULT_MODEL,
+        settings: dict | None = None,
+        per_replicate: pd.DataFrame | None = None,
+        items: pd.DataFrame | None = None,
+    ) -> TruthResult:
         """The result of :func:`truth` from its parts (``truth.json``'s keys, the two tables)."""
         payload = {
-            "k": k, "replicates": replicates, "delta_min": delta_min, "q": q, "seed": seed, "n_items": n_items, "runs": runs, "exact": exact,
-            "default_model": default_model, "rci": methods.get("rci"), "model": methods.get(default_model), "methods": methods, "settings": settings or {},
-        }  # fmt: skip
+            "k": k,
+            "replicates": replicates,
+            "delta_min": delta_min,
+            "q": q,
+            "seed": seed,
+            "n_items": n_items,
+            "runs": runs,
+            "exact": exact,
+            "default_model": default_model,
+            "rci": methods.get("rci"),
+            "model": methods.get(default_model),
+            "methods": methods,
+            "settings": settings or {},
+        }
         tables = {name: t for name, t in (("replicates", per_replicate), ("items", items)) if t is not None}
         return cls(payload, tables)
 
@@ -335,16 +444,30 @@ class TruthResult(ScoredReplicates):
     settings = property(lambda self: self.payload.get("settings", {}))
 
     def required_columns(self, name: str) -> tuple[str, ...]:
-        return ("method", "kind", "fdp_sign") if name == "replicates" else ()  # what the report's scores and figure read
+        return (
+            ("method", "kind", "fdp_sign") if name == "replicates" else ()
+        )  # what the report's scores and figure read
 
     def summary(self) -> pd.DataFrame:
         """One row per method: flagged per replicate, realised FDPs and, for models, coverage and RCI-FDP estimate."""
         cols = [
-            "flagged_mean", "fdp_sign", "fdp_material", "coverage90", "rci_fdp_estimate_mean", "rci_fdp_realised_mean",
-            "rci_fdp_estimate_material_mean", "rci_fdp_realised_material_mean", "rci_fdp_interval_coverage",
-            "rci_fdp_material_interval_coverage", "no_change_rejected_share", "rci_fdp_prior_sensitive_share",
-            "rci_fdp_material_prior_sensitive_share", "dp_slope_mean", "elpd_loo_mean", "gate_pass_share",
-        ]  # fmt: skip
+            "flagged_mean",
+            "fdp_sign",
+            "fdp_material",
+            "coverage90",
+            "rci_fdp_estimate_mean",
+            "rci_fdp_realised_mean",
+            "rci_fdp_estimate_material_mean",
+            "rci_fdp_realised_material_mean",
+            "rci_fdp_interval_coverage",
+            "rci_fdp_material_interval_coverage",
+            "no_change_rejected_share",
+            "rci_fdp_prior_sensitive_share",
+            "rci_fdp_material_prior_sensitive_share",
+            "dp_slope_mean",
+            "elpd_loo_mean",
+            "gate_pass_share",
+        ]
         rows = []
         for name, m in self.methods.items():
             label = name + (" (default)" if name == self.default_model else "")
@@ -406,14 +529,26 @@ def replicate_datasets(ex1, ex2, *, k: int, seed: int, replicates, labels: tuple
     >>> ex = load_exact(datasets.path("exact_gemma/q4"))                                 # doctest: +SKIP
     >>> r, counts, dp, _ = next(replicate_datasets(ex, ex, k=10, seed=0, replicates=[0]))  # doctest: +SKIP
     """
-    for r, counts, p, sampler_seed in family_replicates([ex1, ex2], k=k, seed=seed, replicates=replicates, labels=labels):
+    for r, counts, p, sampler_seed in family_replicates(
+        [ex1, ex2], k=k, seed=seed, replicates=replicates, labels=labels
+    ):
         yield r, counts, p[:, 1] - p[:, 0], sampler_seed
 
 
 def truth(
-    exact_v1, exact_v2, *, k: int = 10, replicates: int = 20, seed: int = 0, delta_min: float = 0.05, q: float = 0.10,
-    methods=DEFAULT_METHODS, config: SamplerConfig | None = None, backend: str = "numpyro", progress: bool | None = None,
-) -> TruthResult:  # fmt: skip
+    exact_v1,
+    exact_v2,
+    *,
+    k: int = 10,
+    replicates: int = 20,
+    seed: int = 0,
+    delta_min: float = 0.05,
+    q: float = 0.10,
+    methods=DEFAULT_METHODS,
+    config: SamplerConfig | None = None,
+    backend: str = "numpyro",
+    progress: bool | None = None,
+) -> TruthResult:
     """Score RCI and the Bayesian models on ``replicates`` K-sample datasets drawn from two exact runs.
 
     Parameters
@@ -444,17 +579,35 @@ def truth(
     config = config or SamplerConfig()
     rows = []
     with progress_bar(progress, replicates, desc="truth", unit="replicate") as bar:
-        for r, counts, dp, sampler_seed in replicate_datasets(ex1, ex2, k=k, seed=seed, replicates=range(replicates), labels=labels):
+        for r, counts, dp, sampler_seed in replicate_datasets(
+            ex1, ex2, k=k, seed=seed, replicates=range(replicates), labels=labels
+        ):
             cfg = replace(config, seed=sampler_seed, progress=False)
-            rep = score_replicate(counts, dp, methods=methods, delta_min=delta_min, q=q, config=cfg, seed=r, backend=backend)
+            rep = score_replicate(
+                counts, dp, methods=methods, delta_min=delta_min, q=q, config=cfg, seed=r, backend=backend
+            )
             rows += [row | {"replicate": r} for row in rep]
             bar.update()
     per_rep = pd.DataFrame(rows)
     per_rep = per_rep[["replicate"] + [c for c in per_rep.columns if c != "replicate"]]
     return TruthResult.from_scores(
-        k=int(k), replicates=int(replicates), delta_min=float(delta_min), q=float(q), seed=int(seed), n_items=len(items),
+        k=int(k),
+        replicates=int(replicates),
+        delta_min=float(delta_min),
+        q=float(q),
+        seed=int(seed),
+        n_items=len(items),
         runs={"v1": {"path": str(ex1.path), "label": ex1.label}, "v2": {"path": str(ex2.path), "label": ex2.label}},
-        exact=_exact_summary(items, delta_min), methods=_aggregate(per_rep),
-        settings={"chains": config.chains, "tune": config.tune, "draws": config.draws, "backend": backend, "methods": list(methods), "model_specs": {m: MODEL_SPECS[m] for m in methods}},
-        per_replicate=per_rep, items=items,
-    )  # fmt: skip
+        exact=_exact_summary(items, delta_min),
+        methods=_aggregate(per_rep),
+        settings={
+            "chains": config.chains,
+            "tune": config.tune,
+            "draws": config.draws,
+            "backend": backend,
+            "methods": list(methods),
+            "model_specs": {m: MODEL_SPECS[m] for m in methods},
+        },
+        per_replicate=per_rep,
+        items=items,
+    )

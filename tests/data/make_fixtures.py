@@ -93,7 +93,15 @@ def make_inspect(out: Path) -> None:
         opts = it["options_raw"]
         key = LETTERS.index(it["answer"])
         keep = sorted({key, *[i for i in range(len(opts)) if i != key][:3]})
-        samples.append(Sample(input=it["question"], choices=[opts[i] for i in keep], target=LETTERS[keep.index(key)], id=f"mmlu-{it['item_id']}", metadata={"subject": it["domain"]}))
+        samples.append(
+            Sample(
+                input=it["question"],
+                choices=[opts[i] for i in keep],
+                target=LETTERS[keep.index(key)],
+                id=f"mmlu-{it['item_id']}",
+                metadata={"subject": it["domain"]},
+            )
+        )
 
     def mock(version: str, acc: float):
         calls: dict[str, int] = {}
@@ -109,10 +117,14 @@ def make_inspect(out: Path) -> None:
                 text = "I am not sure which option is right."  # no answer: scored incorrect by choice()
             else:
                 letters = LETTERS[: len(sample.choices)]
-                pick = sample.target if rng.random() < p_item else rng.choice([c for c in letters if c != sample.target])
+                pick = (
+                    sample.target if rng.random() < p_item else rng.choice([c for c in letters if c != sample.target])
+                )
                 text = f"Let me think about the options.\n\nANSWER: {pick}"
             out = ModelOutput.from_content(model="mockllm/model", content=text)
-            out.usage = ModelUsage(input_tokens=len(prompt) // 4, output_tokens=len(text) // 4, total_tokens=(len(prompt) + len(text)) // 4)
+            out.usage = ModelUsage(
+                input_tokens=len(prompt) // 4, output_tokens=len(text) // 4, total_tokens=(len(prompt) + len(text)) // 4
+            )
             return out
 
         return output
@@ -123,9 +135,23 @@ def make_inspect(out: Path) -> None:
     expected: dict = {"tool": "inspect-ai", "version": inspect_ai.__version__, "epochs": INSPECT_EPOCHS, "logs": {}}
     for version, acc in INSPECT_VERSIONS.items():
         for fmt in ("eval", "json"):
-            task = Task(dataset=MemoryDataset(samples, name="mmlu_pro_mini"), solver=multiple_choice(), scorer=choice(), name="mmlu_pro_mini")
+            task = Task(
+                dataset=MemoryDataset(samples, name="mmlu_pro_mini"),
+                solver=multiple_choice(),
+                scorer=choice(),
+                name="mmlu_pro_mini",
+            )
             model = get_model("mockllm/model", custom_outputs=mock(version, acc), memoize=False)
-            logs = inspect_eval(task, model=model, epochs=INSPECT_EPOCHS, log_dir=str(target / f"tmp-{version}-{fmt}"), log_format=fmt, display="none", max_connections=1, log_level="warning")
+            logs = inspect_eval(
+                task,
+                model=model,
+                epochs=INSPECT_EPOCHS,
+                log_dir=str(target / f"tmp-{version}-{fmt}"),
+                log_format=fmt,
+                display="none",
+                max_connections=1,
+                log_level="warning",
+            )
             src = Path(logs[0].location)
             dest = target / f"{version}.{fmt}"
             src.rename(dest)
@@ -215,8 +241,14 @@ def make_lm_eval(out: Path, base_url: str, server_software: str) -> None:
                 )
                 + "\n"
             )
-    (work / "tasks" / "mmlu_pro_mini.yaml").write_text(LM_EVAL_TASK.format(data=work / "items.jsonl", repeats=LM_EVAL_REPEATS))
-    server = json.loads(subprocess.run(["curl", "-s", base_url.rstrip("/") + "/v1/models"], capture_output=True, text=True, check=True).stdout)
+    (work / "tasks" / "mmlu_pro_mini.yaml").write_text(
+        LM_EVAL_TASK.format(data=work / "items.jsonl", repeats=LM_EVAL_REPEATS)
+    )
+    server = json.loads(
+        subprocess.run(
+            ["curl", "-s", base_url.rstrip("/") + "/v1/models"], capture_output=True, text=True, check=True
+        ).stdout
+    )
     cmd = [
         sys.executable,
         "-m",
@@ -246,7 +278,12 @@ def make_lm_eval(out: Path, base_url: str, server_software: str) -> None:
     per_doc = {}
     for line in samples[0].read_text(encoding="utf-8").splitlines():
         rec = json.loads(line)
-        per_doc[str(rec["doc_id"])] = {"exact_match": rec["exact_match"], "filtered_resps": rec["filtered_resps"], "target": rec["target"], "n_correct": round(rec["exact_match"] * LM_EVAL_REPEATS)}
+        per_doc[str(rec["doc_id"])] = {
+            "exact_match": rec["exact_match"],
+            "filtered_resps": rec["filtered_resps"],
+            "target": rec["target"],
+            "n_correct": round(rec["exact_match"] * LM_EVAL_REPEATS),
+        }
     agg = json.loads(results[0].read_text(encoding="utf-8"))["results"]["mmlu_pro_mini"]
     expected = {
         "tool": "lm-evaluation-harness",
@@ -282,17 +319,52 @@ def make_promptfoo(out: Path, base_url: str, promptfoo: str) -> None:
         key = LETTERS.index(it["answer"])
         keep = sorted({key, *[i for i in range(len(it["options_raw"])) if i != key][:3]})
         options = "\n".join(f"{LETTERS[j]}. {it['options_raw'][i]}" for j, i in enumerate(keep))
-        tests.append({"description": str(it["item_id"]), "vars": {"question": it["question"], "options": options, "answer": LETTERS[keep.index(key)], "domain": it["domain"]}})
+        tests.append(
+            {
+                "description": str(it["item_id"]),
+                "vars": {
+                    "question": it["question"],
+                    "options": options,
+                    "answer": LETTERS[keep.index(key)],
+                    "domain": it["domain"],
+                },
+            }
+        )
     config = {
         "description": "bayesrc fixture: 6 MMLU-Pro items, two prompts, Gemma-3-270M behind llama-cpp-python's server",
         "prompts": [{"raw": text, "label": label} for label, text in PROMPTFOO_PROMPTS.items()],
-        "providers": [{"id": "openai:completion:gemma-3-270m", "config": {"apiBaseUrl": base_url.rstrip("/") + "/v1", "apiKey": "none", "temperature": 1.0, "max_tokens": 4, "stop": ["\n"]}}],
-        "defaultTest": {"assert": [{"type": "javascript", "value": "output.trim().replace(/^[(\\[]/, '').toUpperCase().startsWith(context.vars.answer)"}]},
+        "providers": [
+            {
+                "id": "openai:completion:gemma-3-270m",
+                "config": {
+                    "apiBaseUrl": base_url.rstrip("/") + "/v1",
+                    "apiKey": "none",
+                    "temperature": 1.0,
+                    "max_tokens": 4,
+                    "stop": ["\n"],
+                },
+            }
+        ],
+        "defaultTest": {
+            "assert": [
+                {
+                    "type": "javascript",
+                    "value": "output.trim().replace(/^[(\\[]/, '').toUpperCase().startsWith(context.vars.answer)",
+                }
+            ]
+        },
         "tests": tests,
     }
     (work / "promptfooconfig.yaml").write_text(json.dumps(config, indent=1))  # JSON is YAML
-    env = {**__import__("os").environ, "PROMPTFOO_DISABLE_TELEMETRY": "1", "PROMPTFOO_DISABLE_UPDATE": "1", "PROMPTFOO_CONFIG_DIR": str(work / ".promptfoo")}
-    version = subprocess.run([promptfoo, "--version"], capture_output=True, text=True, check=True, env=env).stdout.strip()
+    env = {
+        **__import__("os").environ,
+        "PROMPTFOO_DISABLE_TELEMETRY": "1",
+        "PROMPTFOO_DISABLE_UPDATE": "1",
+        "PROMPTFOO_CONFIG_DIR": str(work / ".promptfoo"),
+    }
+    version = subprocess.run(
+        [promptfoo, "--version"], capture_output=True, text=True, check=True, env=env
+    ).stdout.strip()
     cmd = [
         promptfoo,
         "eval",
@@ -315,7 +387,11 @@ def make_promptfoo(out: Path, base_url: str, promptfoo: str) -> None:
     doc = json.loads((work / "results.json").read_text(encoding="utf-8"))
     expected = {"tool": "promptfoo", "version": version, "repeats": PROMPTFOO_REPEATS, "prompts": {}}
     for p in doc["results"]["prompts"]:  # the tool's own per-prompt counts
-        expected["prompts"][p["label"]] = {"pass": p["metrics"]["testPassCount"], "fail": p["metrics"]["testFailCount"], "error": p["metrics"].get("testErrorCount", 0)}
+        expected["prompts"][p["label"]] = {
+            "pass": p["metrics"]["testPassCount"],
+            "fail": p["metrics"]["testFailCount"],
+            "error": p["metrics"].get("testErrorCount", 0),
+        }
     (target / "expected.json").write_text(json.dumps(expected, indent=1, sort_keys=True) + "\n")
     shutil.copy(work / "table.csv", target / "table.csv")
     shutil.rmtree(work)
@@ -328,7 +404,11 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("inspect")
     lm = sub.add_parser("lm-eval")
     lm.add_argument("--base-url", required=True)
-    lm.add_argument("--server-software", default="llama-cpp-python 0.3.36 (python -m llama_cpp.server), Gemma-3-270M Q4_K_M GGUF", help="what serves --base-url (recorded in expected.json)")
+    lm.add_argument(
+        "--server-software",
+        default="llama-cpp-python 0.3.36 (python -m llama_cpp.server), Gemma-3-270M Q4_K_M GGUF",
+        help="what serves --base-url (recorded in expected.json)",
+    )
     pf = sub.add_parser("promptfoo")
     pf.add_argument("--base-url", required=True)
     pf.add_argument("--promptfoo", required=True, help="the promptfoo executable (node_modules/.bin/promptfoo)")
