@@ -43,9 +43,10 @@ def load(path: str | Path):
     Parameters
     ----------
     path : a result folder (``bayesrc rci|fit|switch|power|plan|compare|truth|sensitivity|collect --out DIR``)
-        or one of its main files (``rci.json``, ``pairwise_rci.json``, ``fit.json``, ``joint.json``, ``switch.json``, ``power.json``,
-        ``plan.json``, ``compare.json``, ``truth.json``, ``sensitivity.json`` / ``sensitivity_NAME.csv``,
-        a complete run's ``run.json``, ``trials.parquet``, ``dist.parquet`` or ``items_exact.parquet``).
+        or one of its main files (``rci.json``, ``pairwise_rci.json``, ``fit.json``, ``joint.json``, ``switch.json``,
+        ``power.json``, ``plan.json``, ``compare.json``, ``truth.json``, ``sensitivity.json`` /
+        ``sensitivity_NAME.csv``, a complete run's ``run.json``, ``trials.parquet``, ``dist.parquet`` or
+        ``items_exact.parquet``).
 
     Returns
     -------

@@ -30,7 +30,8 @@ from bayesrc.errors import BayesrcError
 from bayesrc.locking import output_lock
 
 COMMAND_MODULES: tuple[str, ...] = (
-    "bayesrc.collect.commands",  # first: the other commands take its --allow-pin / --force (add_pin_arguments) already loaded
+    # first: the other commands take its --allow-pin / --force (add_pin_arguments) already loaded
+    "bayesrc.collect.commands",
     "bayesrc.classical.commands",
     "bayesrc.bayes.commands",
     "bayesrc.power.commands",

@@ -179,7 +179,8 @@ def release_memory() -> None:
 
 @functools.cache
 def _libc():
-    import ctypes  # deferred: ctypes.util loads subprocess and tempfile (~30 ms), and `import bayesrc` loads this module
+    # deferred: ctypes.util loads subprocess and tempfile (~30 ms), and `import bayesrc` loads this module
+    import ctypes
     import ctypes.util
 
     try:
@@ -205,7 +206,8 @@ def precision():
 #: options read them without importing the Bayesian layer.
 DEFAULT_GATE = {"max_rhat": 1.01, "min_ess": 400.0, "max_divergences": 0}
 
-#: ``bayesrc compare``'s margin on dp when the caller names none (``--rope``): a pass must show the change within two accuracy points
+#: ``bayesrc compare``'s margin on dp when the caller names none (``--rope``): a pass must show the change
+#: within two accuracy points
 DEFAULT_MARGIN = 0.02
 
 

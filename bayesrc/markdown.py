@@ -21,7 +21,8 @@ def markdown_table(
 
     Examples
     --------
-    >>> print(markdown_table(["model", "accuracy"], [["a", 0.71], ["b", 0.6]], cell=lambda v: v if isinstance(v, str) else f"{v:.2f}"))
+    >>> print(markdown_table(["model", "accuracy"], [["a", 0.71], ["b", 0.6]],
+    ...                      cell=lambda v: v if isinstance(v, str) else f"{v:.2f}"))
     | model | accuracy |
     |---|---|
     | a | 0.71 |

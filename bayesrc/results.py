@@ -324,7 +324,8 @@ def _real(v: Any) -> bool:
 
 
 def _finite(v: Any) -> bool:
-    """A number a report can do arithmetic on: NaN, infinities and |x| >= 1e300 (no sum, range or axis survives them) fail."""
+    """A number a report can do arithmetic on: NaN, infinities and |x| >= 1e300 (no sum, range or axis survives
+    them) fail."""
     return _real(v) and abs(v) < 1e300
 
 
@@ -349,7 +350,8 @@ def finite_number(value: Any, field: str, *, integer: bool = False) -> Any:
     return value
 
 
-#: kind name -> (accepts(value), what it expects): the kinds of :func:`check_fields`; "or null" kinds read null as unknown
+#: kind name -> (accepts(value), what it expects): the kinds of :func:`check_fields`; "or null" kinds read null
+#: as unknown
 FIELD_KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "number": (lambda v: v is None or _finite(v) or (_real(v) and math.isnan(v)), "a number (|x| < 1e300) or null"),
     "finite": (_finite, "a finite number (|x| < 1e300)"),
@@ -381,9 +383,9 @@ def check_fields(payload: dict, kinds: dict[str, str], path: Path | None = None)
     ``kinds`` maps dotted field patterns to kind names; a part ``*`` matches every key of an
     object, ``[]`` every entry of a list, ``{a,b}`` the keys named. A missing field is not
     checked here (its reader names it) unless its name ends in ``!``, nor below a null (an
-    optional block left out: declare a required one ``"object"``); a field on the way that is not an object (or a list, for
-    ``[]``) is an error, as is a field of the wrong kind: :class:`InputError` naming ``path``
-    and the field, e.g. ``pairs.A.domain.chi2``.
+    optional block left out: declare a required one ``"object"``); a field on the way that is
+    not an object (or a list, for ``[]``) is an error, as is a field of the wrong kind:
+    :class:`InputError` naming ``path`` and the field, e.g. ``pairs.A.domain.chi2``.
 
     Examples
     --------
@@ -492,7 +494,8 @@ def read_parquet(path: Path) -> pd.DataFrame:
 
 
 def _with_columns(frame: pd.DataFrame, columns: tuple[str, ...], path: Path) -> pd.DataFrame:
-    """``frame`` if it holds every one of ``columns``; else an :class:`InputError` naming ``path`` and the first missing column.
+    """``frame`` if it holds every one of ``columns``; else an :class:`InputError` naming ``path`` and the first
+    missing column.
 
     Examples
     --------

@@ -49,7 +49,8 @@ def assert_no_regression(
     fail_on, margin, q, config : as :func:`bayesrc.compare.compare` (its defaults).
     allow_inconclusive : let an inconclusive comparison (exit 4: too little data to decide) pass the test.
     allow_pin : pins that may differ between two collected runs (``bayesrc compare --allow-pin``, e.g. ``prompt``
-        for a prompt change); other differing pins (item bank, sampling, scheme, ...) raise ``InputError`` before any fit.
+        for a prompt change); other differing pins (item bank, sampling, scheme, ...) raise ``InputError``
+        before any fit.
 
     Returns
     -------
@@ -74,7 +75,8 @@ def assert_no_regression(
 
 
 def check_gate(res: CompareResult, *, allow_inconclusive: bool = False) -> CompareResult:
-    """``res`` if its decision passes the test (a pass; an inconclusive one if allowed), else :class:`GateFailure` with its summary.
+    """``res`` if its decision passes the test (a pass; an inconclusive one if allowed), else :class:`GateFailure`
+    with its summary.
 
     Examples
     --------

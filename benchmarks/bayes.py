@@ -4,12 +4,12 @@
         [--backends numpyro,pymc] [--warm] [--floor]
 
 Each row is one fresh Python process that simulates the data, imports bayesrc and runs the
-default ``bayesrc.bayes.fit(counts)`` (change model; the beta-binomial at 2,000 items too), each backend of ``--backends`` (PyMC's
-twin up to 2,000 items), then the PyMC / NumPyro ratio per row:
+default ``bayesrc.bayes.fit(counts)`` (change model; the beta-binomial at 2,000 items too), each backend of
+``--backends`` (PyMC's twin up to 2,000 items), then the PyMC / NumPyro ratio per row:
 wall time of the whole process (import and compile included), the fit's own ``runtime_s``, the
-gate, its attempts (``#``: 2 or 3 when it escalated) and peak memory. Cold (default): every process gets an empty JAX compilation cache, so it
-compiles; ``--warm``: each tree (this code, the baseline) has a cache of its own, filled by an unreported
-first run of each row, so the reported run loads what it compiled (a user's second process).
+gate, its attempts (``#``: 2 or 3 when it escalated) and peak memory. Cold (default): every process gets an empty
+JAX compilation cache, so it compiles; ``--warm``: each tree (this code, the baseline) has a cache of its own,
+filled by an unreported first run of each row, so the reported run loads what it compiled (a user's second process).
 ``--baseline REF`` (default ``bb41b19``, the last commit before issue 28) checks REF out in a
 ``git worktree`` and runs the same processes on its code, interleaved with this code's on the
 same machine, and prints the ratio baseline / this. Goals (issue 28, 2 cores): change model
@@ -33,8 +33,12 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-#: the bundled exact Q4_K_M -> Q3_K_M pair (300 items) sampled at K = 10, as the children load it (benchmarks/step_profile.py too)
-BUNDLED_PAIR = 'item_counts(sample_from_exact(path("exact_gemma/q4"), k=10, seed=1), sample_from_exact(path("exact_gemma/q3"), k=10, seed=2))'
+#: the bundled exact Q4_K_M -> Q3_K_M pair (300 items) sampled at K = 10, as the children load it
+#: (benchmarks/step_profile.py too)
+BUNDLED_PAIR = (
+    'item_counts(sample_from_exact(path("exact_gemma/q4"), k=10, seed=1), '
+    'sample_from_exact(path("exact_gemma/q3"), k=10, seed=2))'
+)
 
 CHILD = r"""
 import json, resource, sys, time
@@ -51,7 +55,9 @@ else:
     n = int(size)
     domains = [f"d{i:02d}" for i in range(14)] if n >= 12000 else ["physics", "law", "psychology", "economics"]
     truth = item_truth(n, domains=domains, sigma_theta=2.0, sigma_delta=1.0, seed=1)
-    truth["correct_answer"] = np.array(list("ABCDEFGHIJ" if n >= 12000 else "ABCD"))[np.random.default_rng(1).integers(0, 10 if n >= 12000 else 4, n)]
+    truth["correct_answer"] = np.array(list("ABCDEFGHIJ" if n >= 12000 else "ABCD"))[
+        np.random.default_rng(1).integers(0, 10 if n >= 12000 else 4, n)
+    ]
     sim = simulate_pair(truth=truth, k=10, seed=1)
     counts = item_counts(sim.trials_v1, sim.trials_v2)
 from bayesrc.bayes import fit
@@ -106,7 +112,8 @@ assert PLAIN != CHILD, "PLAIN no longer finds CHILD's fit call"
 
 
 def run_child(tree: Path, n: int, model: str, backend: str, cache: str, script: str = CHILD, *extra: str) -> dict:
-    """``script`` (default :data:`CHILD`) in a fresh process on ``tree``'s code; its last JSON line, or ``{"error": ...}``."""
+    """``script`` (default :data:`CHILD`) in a fresh process on ``tree``'s code; its last JSON line, or
+    ``{"error": ...}``."""
     env = dict(
         os.environ, PYTHONPATH=str(tree), BAYESRC_JAX_CACHE=cache or tempfile.mkdtemp(prefix="bayesrc-bench-jax-")
     )
@@ -127,7 +134,10 @@ def fit_columns(r: dict) -> str:
     """A child's process time, fit time, gate, attempts and peak memory (or its error)."""
     if "process_s" not in r:
         return f"{r.get('error', '-')[:40]:>40}"
-    return f"{r['process_s']:15.1f} {r['fit_s']:7.1f} {('ok' if r['passed'] else 'FAIL'):>6} {r['attempts']:>2} {r['peak_gb']:5.2f}"
+    return (
+        f"{r['process_s']:15.1f} {r['fit_s']:7.1f} {('ok' if r['passed'] else 'FAIL'):>6} "
+        f"{r['attempts']:>2} {r['peak_gb']:5.2f}"
+    )
 
 
 def baseline_tree(ref: str) -> Path:
@@ -177,7 +187,8 @@ def main() -> None:
     ]
     runs += [("2000", "betabinom", b) for b in args.backends.split(",")]
     print(
-        f"{'items':>6} {'model':>9} {'backend':>8} | {'this: process s':>15} {'fit s':>7} {'gate':>6} {'#':>2} {'GB':>5} | {'baseline: process s':>19} {'gate':>6} | ratio"
+        f"{'items':>6} {'model':>9} {'backend':>8} | {'this: process s':>15} {'fit s':>7} {'gate':>6} {'#':>2} "
+        f"{'GB':>5} | {'baseline: process s':>19} {'gate':>6} | ratio"
     )
     seconds = {}
     for n, model, backend in runs:

@@ -5,8 +5,8 @@ against an earlier release, side by side.
 
 NUTS spends nearly all of a change-model fit in value-and-gradient calls of the collapsed
 likelihood. This times one jitted call (JAX, float64) on replicate 1 of a bundled real-truth
-pair with the letter covariate (the shape ``bayesrc truth`` fits) at the prior's centre (the data as arguments, as in the sampler), in a
-fresh process per round for this code and for ``--baseline`` (checked out in a ``git worktree``;
+pair with the letter covariate (the shape ``bayesrc truth`` fits) at the prior's centre (the data as arguments, as
+in the sampler), in a fresh process per round for this code and for ``--baseline`` (checked out in a ``git worktree``;
 default the last commit before issue 28, whose likelihood integrated per stratum on a
 standardised grid), alternating, and prints ms per call and the ratio. The two are different
 quadratures of the same model (``tests/test_bayes_units.py`` checks this one against brute force).
@@ -45,7 +45,8 @@ with precision():
     hyper = (jnp.full(s, -0.5), jnp.full(s, 1.5), jnp.full(s, 0.1), jnp.full(s, 0.4))
     if hasattr(cc, "likelihood_tables"):  # the logit grid: the data enter as arguments, as in the sampler
         band = getattr(cc, "SAMPLER_BAND_DTYPE", None)  # the samplers' band table precision, where the code has one
-        tables = {k: jnp.asarray(v) for k, v in (cc.likelihood_tables(cells, band) if band else cc.likelihood_tables(cells)).items()}
+        tables = {k: jnp.asarray(v)
+                  for k, v in (cc.likelihood_tables(cells, band) if band else cc.likelihood_tables(cells)).items()}
         f = lambda h, pi, tables: jnp.sum(tables["weight"] * cc.cell_loglik(cc._ops("jax"), *h, 0.0, pi, tables))
     else:  # the standardised per-stratum grid (before issue 28)
         tables = None

@@ -89,10 +89,12 @@ def main() -> None:
     best = min(fast)
     print(f"classical pipeline, 2 pairs x {args.items} items x K={args.k}")
     print(
-        f"  bayesrc full analysis (vectorised): {best:8.3f} s  (best of {args.repeats}: {', '.join(f'{x:.3f}' for x in fast)})"
+        f"  bayesrc full analysis (vectorised): {best:8.3f} s  "
+        f"(best of {args.repeats}: {', '.join(f'{x:.3f}' for x in fast)})"
     )
     print(
-        f"    of which the sample-level null  : {best - no_null:8.3f} s  (200 replicates per pair; analysis without it {no_null:.3f} s)"
+        f"    of which the sample-level null  : {best - no_null:8.3f} s  "
+        f"(200 replicates per pair; analysis without it {no_null:.3f} s)"
     )
     print(f"    with --s-diff binomial          : {binom:8.3f} s")
     print(f"  naive per-split pandas loops      : {naive:8.3f} s  (split-half + null only)")

@@ -5,8 +5,8 @@
 Each command runs in a fresh interpreter (as a user's shell does); the median wall time
 of each and their ratio are printed, plus whether `--help` imported pandas, xarray or
 JAX (it must not: a command module holds only the options, and the analysis code is
-imported with its handlers module when the command runs, see bayesrc/cli.py). Also times `bayesrc rci` end to end on 2 pairs x 2,000 items x K = 10
-(the docs' performance page, "a second or two") against the same numpy baseline.
+imported with its handlers module when the command runs, see bayesrc/cli.py). Also times `bayesrc rci` end to end
+on 2 pairs x 2,000 items x K = 10 (the docs' performance page, "a second or two") against the same numpy baseline.
 """
 
 from __future__ import annotations

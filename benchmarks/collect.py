@@ -282,7 +282,8 @@ def main() -> None:
         "--clock",
         choices=("wall", "cpu"),
         default="wall",
-        help="wall: elapsed time; cpu: this process's CPU time (on an oversubscribed machine it leaves out the time the process waits for a core; with --threads 1 it is the work done)",
+        help="wall: elapsed time; cpu: this process's CPU time (on an oversubscribed machine it leaves out the time "
+        "the process waits for a core; with --threads 1 it is the work done)",
     )
     ap.add_argument("--card", default=str(ROOT / "models" / "gemma-3-270m-q4_k_m.toml"))
     args = ap.parse_args()
@@ -397,21 +398,28 @@ def main() -> None:
     per_item = {n: secs[n] / n_items[n] for n in names if n_items[n]}
     ref = per_item.get("reference")
     print(
-        f"{args.items} {args.bank} items, K = {args.k}, T = {args.temperature}, {model.n_threads} threads, n_batch {card.n_batch}, {args.clock} clock; "
-        f"prompt = shared {n_shared} + own {n_own:.1f} tokens on average (one-piece tokenisation equals the blocks' concatenation for {joint_same}/{len(texts)} items)"
+        f"{args.items} {args.bank} items, K = {args.k}, T = {args.temperature}, {model.n_threads} threads, "
+        f"n_batch {card.n_batch}, {args.clock} clock; "
+        f"prompt = shared {n_shared} + own {n_own:.1f} tokens on average "
+        f"(one-piece tokenisation equals the blocks' concatenation for {joint_same}/{len(texts)} items)"
     )
     print(
-        f"floor per item: own block {own_floor * 1e3:.1f} ms ({n_own / own_floor:.0f} tok/s), full prompt from an emptied cache {full_floor * 1e3:.1f} ms"
+        f"floor per item: own block {own_floor * 1e3:.1f} ms ({n_own / own_floor:.0f} tok/s), "
+        f"full prompt from an emptied cache {full_floor * 1e3:.1f} ms"
     )
     print(
-        f"llama.cpp throughput (llama-bench style): pp{card.n_batch} {pp_batch:.0f} tok/s, pp{round(n_own)} {pp_own:.0f} tok/s, tg32 {tg:.1f} tok/s; "
-        f"the own-block floor runs at {n_own / own_floor / pp_batch:.0%} of pp{card.n_batch}, {n_own / own_floor / pp_own:.0%} of pp{round(n_own)}"
+        f"llama.cpp throughput (llama-bench style): pp{card.n_batch} {pp_batch:.0f} tok/s, "
+        f"pp{round(n_own)} {pp_own:.0f} tok/s, tg32 {tg:.1f} tok/s; "
+        f"the own-block floor runs at {n_own / own_floor / pp_batch:.0%} of pp{card.n_batch}, "
+        f"{n_own / own_floor / pp_own:.0%} of pp{round(n_own)}"
     )
     print(
-        f"several items per decode ({group} sequences): {multi * 1e3:.1f} ms/item in one decode vs {single * 1e3:.1f} ms/item in one decode each ({single / multi:.2f}x)"
+        f"several items per decode ({group} sequences): {multi * 1e3:.1f} ms/item in one decode "
+        f"vs {single * 1e3:.1f} ms/item in one decode each ({single / multi:.2f}x)"
     )
     print(
-        f"{'engine':>10} {'items':>5} {'trials':>6} {'s':>8} {'trials/s':>9} {'ms/item':>8} {'x ref':>6} {'x own':>6} {'x full':>6} {'own tok/s % pp':>15}"
+        f"{'engine':>10} {'items':>5} {'trials':>6} {'s':>8} {'trials/s':>9} {'ms/item':>8} "
+        f"{'x ref':>6} {'x own':>6} {'x full':>6} {'own tok/s % pp':>15}"
     )
     for n in names:
         if not n_items[n] or n == "exact":
@@ -419,7 +427,8 @@ def main() -> None:
         t = per_item[n]
         print(
             f"{n:>10} {n_items[n]:>5} {len(res[n]):>6} {secs[n]:8.2f} {len(res[n]) / secs[n]:9.2f} {t * 1e3:8.1f} "
-            f"{(ref / t if ref else float('nan')):6.2f} {t / own_floor:6.2f} {t / full_floor:6.2f} {n_own / t / pp_batch:15.1%}"
+            f"{(ref / t if ref else float('nan')):6.2f} {t / own_floor:6.2f} {t / full_floor:6.2f} "
+            f"{n_own / t / pp_batch:15.1%}"
         )
 
     key = ["item_index", "k"]
@@ -429,7 +438,10 @@ def main() -> None:
         a, b = res[a_name], res[b_name]
         both = a.merge(b, on=key, suffixes=("_a", "_b"))
         same = (both["extracted_a"].fillna("-") == both["extracted_b"].fillna("-")).mean()
-        line = f"per-trial agreement {a_name} vs {b_name} (same item, k, seed): {same:.4f} ({int(round(same * len(both)))}/{len(both)})"
+        line = (
+            f"per-trial agreement {a_name} vs {b_name} (same item, k, seed): {same:.4f} "
+            f"({int(round(same * len(both)))}/{len(both)})"
+        )
         if b_name in batched:  # batching changes the logits' last bits: the distributions must agree
             g, df, p = g_test(
                 a.groupby("item_id")["extracted"].apply(list).to_dict(),
@@ -448,19 +460,22 @@ def main() -> None:
                 b.groupby("item_id")["extracted"].apply(list).to_dict(),
             )
             print(
-                f"reference vs {n}: per-trial agreement {same:.3f}; G-test of per-item answer distributions G = {g:.2f}, df = {df}, p = {p:.3f}"
+                f"reference vs {n}: per-trial agreement {same:.3f}; "
+                f"G-test of per-item answer distributions G = {g:.2f}, df = {df}, p = {p:.3f}"
             )
     tokens = ", ".join(f"{n} {r['n_tokens'].mean():.2f}" for n, r in res.items())
     print(f"generated tokens per trial: {tokens}")
     if "fast" in engines and n_items.get("fast"):
         print(
-            f"fast engine: {engines['fast'].n_decodes / n_items['fast']:.2f} single-token decodes per item (prefix-tree nodes past the prompt)"
+            f"fast engine: {engines['fast'].n_decodes / n_items['fast']:.2f} single-token decodes per item "
+            "(prefix-tree nodes past the prompt)"
         )
     for name, n_b in batched.items():
         if n_items[name]:
             n_batches = -(-n_items[name] // n_b)
             print(
-                f"{name}: {engines[name].n_decodes / n_batches:.2f} continuation decodes per batch of {n_b} items (one per tree level, all branches of all items)"
+                f"{name}: {engines[name].n_decodes / n_batches:.2f} continuation decodes per batch of {n_b} items "
+                "(one per tree level, all branches of all items)"
             )
     acc = ", ".join(f"{n} {r['is_correct'].mean():.3f}/{r['is_missing'].mean():.3f}" for n, r in res.items())
     print(f"accuracy/missing: {acc}")
@@ -491,7 +506,8 @@ def exact_report(dists, secs, rate, args) -> None:
         k_need = var / bound**2
         print(
             f"K for fast's SE to equal exact's mean error bound {bound:.2e}: {k_need:.3g} samples/item "
-            f"(~{k_need / rate['fast']:.3g} s/item at {rate['fast']:.1f} trials/s, vs exact {secs['exact'] / n:.2f} s/item)"
+            f"(~{k_need / rate['fast']:.3g} s/item at {rate['fast']:.1f} trials/s, "
+            f"vs exact {secs['exact'] / n:.2f} s/item)"
         )
     else:
         print("exact left no unresolved mass: no finite K matches it")

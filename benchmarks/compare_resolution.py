@@ -1,6 +1,7 @@
 """Resolution first: `bayesrc compare`'s defaults on pairs with known truth, and whether "what would decide it" does.
 
-    .venv/bin/python benchmarks/compare_resolution.py [--replicates 8] [--out benchmarks/results/compare_resolution.jsonl]
+    .venv/bin/python benchmarks/compare_resolution.py [--replicates 8]
+        [--out benchmarks/results/compare_resolution.jsonl]
 
 Part 1 runs :func:`bayesrc.compare.compare` with every default (the margin of 0.02 included) on the
 simulated pairs of ``tests/test_compare_margin.py`` (no change on 2,000 items, a mean drop of 0.01 on
@@ -118,7 +119,8 @@ def main() -> None:
     print(table.to_string(index=False))
     decided = table["decision"].isin(["pass", "fail"])
     print(
-        f"at N = {n_new} (named by the 100-item comparison): decided {decided.mean():.2f} of {len(table)} replicates (the figure's 0.80), passed {(table['decision'] == 'pass').mean():.2f}"
+        f"at N = {n_new} (named by the 100-item comparison): decided {decided.mean():.2f} of {len(table)} replicates "
+        f"(the figure's 0.80), passed {(table['decision'] == 'pass').mean():.2f}"
     )
 
 

@@ -45,8 +45,10 @@ def gate(arrays):
     worst = [np.inf, np.inf, 0.0]
     for v in arrays.values():
         c = convergence(np.moveaxis(v.reshape(v.shape[0], v.shape[1], -1), -1, 0))
-        worst = [min(worst[0], np.nanmin(c["ess_bulk"])), min(worst[1], np.nanmin(c["ess_tail"])), max(worst[2], np.nanmax(c["r_hat"]))]
-    return {"min_ess_bulk": round(float(worst[0])), "min_ess_tail": round(float(worst[1])), "max_rhat": round(float(worst[2]), 4)}
+        worst = [min(worst[0], np.nanmin(c["ess_bulk"])), min(worst[1], np.nanmin(c["ess_tail"])),
+                 max(worst[2], np.nanmax(c["r_hat"]))]
+    return {"min_ess_bulk": round(float(worst[0])), "min_ess_tail": round(float(worst[1])),
+            "max_rhat": round(float(worst[2]), 4)}
 
 
 def nuts(seed):
@@ -55,14 +57,17 @@ def nuts(seed):
     wall = time.perf_counter() - t
     post, stats = dt["posterior"], dt["sample_stats"]
     sampled = {k: post[k].values for k in GATED if k in post}
-    return {"sampler": "NUTS (default)", "wall_s": round(wall, 1), "chains x draws": f"{post.sizes['chain']} x {post.sizes['draw']}",
-            "steps_per_draw": round(float(stats["n_steps"].mean()), 1), "divergences": int(stats["diverging"].sum()), **gate(sampled)}
+    return {"sampler": "NUTS (default)", "wall_s": round(wall, 1),
+            "chains x draws": f"{post.sizes['chain']} x {post.sizes['draw']}",
+            "steps_per_draw": round(float(stats["n_steps"].mean()), 1), "divergences": int(stats["diverging"].sum()),
+            **gate(sampled)}
 
 
 def chees(seed):
     t = time.perf_counter()
     keys = jax.random.split(jax.random.PRNGKey(seed), per_device * n_dev)
-    info = initialize_model(keys, model, model_kwargs={"tables": tables}, dynamic_args=True)  # dispersed starts, as NUTS's
+    info = initialize_model(keys, model, model_kwargs={"tables": tables},
+                            dynamic_args=True)  # dispersed starts, as NUTS's
 
     def ensemble(key, z0, tab):
         logdensity = lambda z: -info.potential_fn(tables=tab)(z)
@@ -78,10 +83,13 @@ def chees(seed):
         return jax.lax.scan(draw, state, jax.random.split(k_draw, n_draws))[1]
 
     z0 = jax.tree.map(lambda a: a.reshape((n_dev, per_device) + a.shape[1:]), info.param_info.z)
-    z, divergent, steps = jax.block_until_ready(jax.pmap(ensemble, in_axes=(0, 0, None))(jax.random.split(jax.random.PRNGKey(seed + 1), n_dev), z0, tables))
+    z, divergent, steps = jax.block_until_ready(
+        jax.pmap(ensemble, in_axes=(0, 0, None))(jax.random.split(jax.random.PRNGKey(seed + 1), n_dev), z0, tables))
     wall = time.perf_counter() - t
-    to_chains = lambda a: np.moveaxis(np.asarray(a), 2, 1).reshape((n_dev * per_device, n_draws) + a.shape[3:])  # (device, draw, chain, ...) -> (chain, draw, ...)
-    constrained = jax.vmap(info.postprocess_fn(tables=tables))(jax.tree.map(lambda a: to_chains(a).reshape(-1, *a.shape[3:]), z))
+    # (device, draw, chain, ...) -> (chain, draw, ...)
+    to_chains = lambda a: np.moveaxis(np.asarray(a), 2, 1).reshape((n_dev * per_device, n_draws) + a.shape[3:])
+    constrained = jax.vmap(info.postprocess_fn(tables=tables))(
+        jax.tree.map(lambda a: to_chains(a).reshape(-1, *a.shape[3:]), z))
     sampled = {k: np.asarray(v).reshape(n_dev * per_device, n_draws, *v.shape[1:]) for k, v in constrained.items()
                if k in GATED}
     return {"sampler": "ChEES-HMC", "wall_s": round(wall, 1), "chains x draws": f"{n_dev * per_device} x {n_draws}",
@@ -89,7 +97,8 @@ def chees(seed):
 
 
 with precision():
-    starts = {b: initialize_model(jax.random.split(jax.random.PRNGKey(0), b), model, model_kwargs={"tables": tables}, dynamic_args=True) for b in (1, 16, 64)}
+    starts = {b: initialize_model(jax.random.split(jax.random.PRNGKey(0), b), model, model_kwargs={"tables": tables},
+                                  dynamic_args=True) for b in (1, 16, 64)}
     gradients = {b: min(gradient_ms(info, tables, 200, batch=b)) for b, info in starts.items()}
     rows = [nuts(0), nuts(1), chees(0), chees(1)]
 print(json.dumps({"gradients": gradients, "rows": rows}))
@@ -124,11 +133,14 @@ def main() -> None:
     )
     for run, r in zip(("first", "warm", "first", "warm"), rows):
         print(
-            f"{r['sampler']:>15} {run:>5}: {r['wall_s']:6.1f} s, {r['chains x draws']:>9} draws, {r['steps_per_draw']:5.1f} steps/draw, "
-            f"{r['divergences']} divergent, max R-hat {r['max_rhat']:.3f}, min ESS bulk {r['min_ess_bulk']}, tail {r['min_ess_tail']}"
+            f"{r['sampler']:>15} {run:>5}: {r['wall_s']:6.1f} s, {r['chains x draws']:>9} draws, "
+            f"{r['steps_per_draw']:5.1f} steps/draw, "
+            f"{r['divergences']} divergent, max R-hat {r['max_rhat']:.3f}, min ESS bulk {r['min_ess_bulk']}, "
+            f"tail {r['min_ess_tail']}"
         )
     print(
-        f"NUTS / ChEES, warm wall time: {rows[1]['wall_s'] / rows[3]['wall_s']:.2f}x (the gate: R-hat <= 1.01, ESS >= 400, no divergences)"
+        f"NUTS / ChEES, warm wall time: {rows[1]['wall_s'] / rows[3]['wall_s']:.2f}x "
+        "(the gate: R-hat <= 1.01, ESS >= 400, no divergences)"
     )
 
 

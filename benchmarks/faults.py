@@ -1,6 +1,8 @@
-"""Fault tolerance, counted: SIGKILL crash points of a result-folder write and of a collection, full disks, server faults and fuzzed reader inputs.
+"""Fault tolerance, counted: SIGKILL crash points of a result-folder write and of a collection, full disks, \
+server faults and fuzzed reader inputs.
 
-    .venv/bin/python benchmarks/faults.py [--quick] [--per-reader N] [--timed N] [--jobs N] [--crash-only | --server-only | --fuzz-only | --report-only | --disk-only] [--report-fit] [--disk-fit]
+    .venv/bin/python benchmarks/faults.py [--quick] [--per-reader N] [--timed N] [--jobs N]
+        [--crash-only | --server-only | --fuzz-only | --report-only | --disk-only] [--report-fit] [--disk-fit]
 
 Components, each a table (the suite, tests/test_faults.py and tests/test_fuzz.py, runs the
 same harnesses on a smaller seeded sample):
@@ -36,8 +38,9 @@ full disk
     tests/disk_faults.py (as root): ``collect``, ``rci``, ``merge``, ``report``, ``power``,
     ``switch --bayes none``, ``import lm-eval`` and ``sensitivity threshold`` (and with ``--disk-fit``
     ``fit`` and ``fit-many`` with the beta-binomial, ``truth``, ``switch`` with its factor models,
-    ``compare`` and ``demo``, whose fits take a minute or more a run), real CLI processes with their output on a tmpfs left with N KiB free,
-    half the writer's output free, or remounted read-only, over an older version of the output.
+    ``compare`` and ``demo``, whose fits take a minute or more a run), real CLI processes with their output on a
+    tmpfs left with N KiB free, half the writer's output free, or remounted read-only, over an older version of the
+    output.
     *exit 2*: one ``bayesrc: error:`` line; *old kept*: the older version byte for byte; *back*:
     with the space back the command completes (the resumed collection with the uninterrupted
     trials, a writer with every file of its output); *duplicated*: a stage, temporary or lock file
@@ -63,8 +66,8 @@ report
     column within its dtype, no row or one), through ``bayesrc report`` (HTML) in-process; then
     each column of a table dropped in turn, and each field of a JSON file given each value of
     another type (a string, list, object, flag, null, -1, 1e308: tests/fuzzing.py:
-    report_retyped; ``--quick``: 100 of them, seeded). *written*: a report; *clean errors*: exit 2 with one line naming the file and the field,
-    nothing written; *tracebacks*, *other*: as for the readers.
+    report_retyped; ``--quick``: 100 of them, seeded). *written*: a report; *clean errors*: exit 2 with one line
+    naming the file and the field, nothing written; *tracebacks*, *other*: as for the readers.
 
 The components run ``--jobs`` at a time (default 2), each in its own process, longest first. The
 last line is ``lost L, duplicated D, tracebacks T`` over everything tried; the exit status is 1
@@ -197,8 +200,8 @@ def collect_crash_rows(calls: int, quick: bool) -> list[dict]:
 
 
 def _crash_row(component: str, cmd: list[str]) -> dict:
-    """Run a crash-point harness; its JSON summary (the last line of its output: Ray notes each killed worker before it) as a table row.
-    *other*: a killed Ray actor whose shard was not retried exactly once."""
+    """Run a crash-point harness; its JSON summary (the last line of its output: Ray notes each killed worker
+    before it) as a table row. *other*: a killed Ray actor whose shard was not retried exactly once."""
     start = time.monotonic()
     s = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True, env=ENV).stdout.splitlines()[-1])
     return {
@@ -215,7 +218,8 @@ def _crash_row(component: str, cmd: list[str]) -> dict:
 
 
 def disk_rows(sizes: list[int], writers: tuple[str, ...]) -> list[dict]:
-    """collect and the writers on a real tmpfs with ``sizes`` KiB free, half each writer's output free, and read-only (needs root to mount)."""
+    """collect and the writers on a real tmpfs with ``sizes`` KiB free, half each writer's output free, and
+    read-only (needs root to mount)."""
     with tempfile.TemporaryDirectory() as tmp:
         if not disk_faults.can_mount(Path(tmp)):
             print("full disk / read-only: not run (mounting a tmpfs needs root)")
@@ -246,7 +250,8 @@ def disk_rows(sizes: list[int], writers: tuple[str, ...]) -> list[dict]:
 def server_rows(quick: bool) -> list[dict]:
     """``collect --engine server`` through tests/fault_proxy.py in front of llama-cpp-python's real server (one thread),
     two requests in flight: every transient fault 2 (``--quick``) or 3 times at seeded points, against a clean run of
-    the same command; then a server that keeps answering HTTP 500, and one that stays down, each repaired and resumed."""
+    the same command; then a server that keeps answering HTTP 500, and one that stays down, each repaired and
+    resumed."""
     import importlib.util
 
     if importlib.util.find_spec("llama_cpp") is None:
@@ -259,7 +264,8 @@ def server_rows(quick: bool) -> list[dict]:
     from bayesrc.collect import builtin_bank, load_card, resolve_model
 
     # 1 + n_items * k requests: room for the faults 3 apart (with two requests in flight, denser faults would often hit
-    # one request more often than its 5 retries allow, a restart's refusals included: a fault storm, not transient faults)
+    # one request more often than its 5 retries allow, a restart's refusals included: a fault storm, not transient
+    # faults)
     n_items, k, times = (4, 16, 2) if quick else (6, 16, 3)
     timeout = 15.0  # two requests in flight on a one-thread server: a new item's prompt can wait behind another's
     rows = []
@@ -314,7 +320,8 @@ def server_rows(quick: bool) -> list[dict]:
                     "component": f"server: {label} after {1 + k + 2} requests",
                     "tried": 1,
                     "faults": f"{fault} from then on ({b['injected'].get(fault, 0)} requests)",
-                    "exit": f"{b['first'].returncode}, {'one line naming the URL' if b['one_line'] else 'NOT one clean line'}",
+                    "exit": f"{b['first'].returncode}, "
+                    f"{'one line naming the URL' if b['one_line'] else 'NOT one clean line'}",
                     "resumed": f"exit {b['second'].returncode}",
                     "retries": ", ".join(f"{f} {n}" for f, n in sorted(b["retries"].items())),
                     "lost": b["lost"],
@@ -404,7 +411,8 @@ def frame_row(n: int) -> tuple[dict, list[tuple]]:
 
 
 def fuzz_rows(per_reader: int) -> tuple[list[dict], list[tuple]]:
-    """Per reader: ``per_reader`` generated inputs, every field retyped once, and ``per_reader`` (options, input) pairs where it takes options."""
+    """Per reader: ``per_reader`` generated inputs, every field retyped once, and ``per_reader`` (options, input)
+    pairs where it takes options."""
     rows, faults = [], []
     for name, reader in fuzzing.READERS.items():
         start = time.monotonic()
@@ -473,7 +481,8 @@ def report_rows(per_kind: int, with_fit: bool, retyped_sample: int | None = None
 
 def run_parts(parts: dict[str, tuple], jobs: int) -> dict[str, tuple[list[dict], list[tuple]]]:
     """Each component ``name: (function, args)`` -> ``(rows, faults)``, ``jobs`` at a time in fresh processes (spawned:
-    JAX, Ray and llama.cpp start no threads in this one), longest first as given; progress lines go to stderr as they come."""
+    JAX, Ray and llama.cpp start no threads in this one), longest first as given; progress lines go to stderr as they
+    come."""
     if jobs <= 1:
         return {name: _as_pair(fn(*fn_args)) for name, (fn, fn_args) in parts.items()}
     with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
@@ -533,12 +542,14 @@ def main() -> int:
     ap.add_argument(
         "--disk-fit",
         action="store_true",
-        help="also the writers that sample with NUTS (fit, fit-many, truth, switch with its factor models, compare, demo: minutes each)",
+        help="also the writers that sample with NUTS (fit, fit-many, truth, switch with its factor models, compare, "
+        "demo: minutes each)",
     )
     ap.add_argument(
         "--report-fit",
         action="store_true",
-        help="also fit.json, the fit's item table, loo_compare.json and joint.json through the report (one real compare and one joint fit, and figures of a posterior per input)",
+        help="also fit.json, the fit's item table, loo_compare.json and joint.json through the report "
+        "(one real compare and one joint fit, and figures of a posterior per input)",
     )
     args = ap.parse_args()
     calls = args.calls if args.calls is not None else (18 if args.quick else 60)
@@ -581,7 +592,8 @@ def main() -> int:
             else ""
         )
         print(
-            f"\ncrash points (SIGKILL) of a collection, resumed: every filesystem event + {calls} points over its calls{sampled}\n"
+            f"\ncrash points (SIGKILL) of a collection, resumed: every filesystem event + {calls} points "
+            f"over its calls{sampled}\n"
         )
         print(
             table(
@@ -591,7 +603,8 @@ def main() -> int:
         )
     if rows_of["disk"]:
         print(
-            f"\nfull disk ({', '.join(map(str, sizes))} KiB free on a tmpfs, and half each writer's output) and read-only outputs\n"
+            f"\nfull disk ({', '.join(map(str, sizes))} KiB free on a tmpfs, and half each writer's output) "
+            "and read-only outputs\n"
         )
         print(
             table(
@@ -601,7 +614,8 @@ def main() -> int:
         )
     if rows_of["server"]:
         print(
-            "\nserver faults: collect --engine server through a fault proxy in front of llama-cpp-python's server, against a clean run\n"
+            "\nserver faults: collect --engine server through a fault proxy in front of llama-cpp-python's server, "
+            "against a clean run\n"
         )
         print(
             table(
@@ -611,7 +625,8 @@ def main() -> int:
         )
     if runs["fuzz"]:
         print(
-            f"\nfuzzed reader inputs ({per_reader} generated per reader, every field retyped once, {per_reader} option sets where a reader takes options; seeded)\n"
+            f"\nfuzzed reader inputs ({per_reader} generated per reader, every field retyped once, "
+            f"{per_reader} option sets where a reader takes options; seeded)\n"
         )
         print(
             table(
@@ -634,7 +649,9 @@ def main() -> int:
         )
     if runs["report"]:
         print(
-            f"\nresult fields through bayesrc report ({per_kind} seeded inputs per result file, each field another value of its type; each column of a table dropped in turn; each JSON field given each value of another type{', 100 of them' if args.quick else ''})\n"
+            f"\nresult fields through bayesrc report ({per_kind} seeded inputs per result file, "
+            "each field another value of its type; each column of a table dropped in turn; "
+            f"each JSON field given each value of another type{', 100 of them' if args.quick else ''})\n"
         )
         print(table(rows_of["report"], ["component", "tried", "written", "clean errors", "tracebacks", "other", "s"]))
     for name, outcome, detail, data in faults[:20]:
@@ -642,7 +659,8 @@ def main() -> int:
     rows = [r for name in ("crash", "collect_crash", "disk", "server", "fuzz", "report") for r in rows_of[name]]
     totals = {k: sum(r[k] for r in rows) for k in ("tried", "lost", "duplicated", "tracebacks", "other")}
     print(
-        f"\n{totals['tried']} crash points and inputs in {time.monotonic() - start:.0f} s; other faults {totals['other']}"
+        f"\n{totals['tried']} crash points and inputs in {time.monotonic() - start:.0f} s; "
+        f"other faults {totals['other']}"
     )
     print(f"lost {totals['lost']}, duplicated {totals['duplicated']}, tracebacks {totals['tracebacks']}")
     return int(any(totals[k] for k in ("lost", "duplicated", "tracebacks", "other")))

@@ -6,9 +6,9 @@ One fresh process per code version runs the default ``bayesrc.bayes.fit(counts)`
 ``benchmarks/bayes.py``'s simulated dataset of ``--items`` items (14 domains x 10 letters at
 12,000) and prints, for each step of the fit (sampling, item draws, item table, checks, ...), its
 wall time, the resident memory before it, the peak *during* it (Linux: the peak is reset before
-each step through ``/proc/self/clear_refs``) and the resident memory after it. ``--baseline REF`` runs the same process on REF's code
-(a ``git worktree``, as ``benchmarks/bayes.py`` does) after this code's, and prints both side by side
-with the ratio of the peaks. Goal (issue 28): the whole 12,000-item fit within 1.5 GB.
+each step through ``/proc/self/clear_refs``) and the resident memory after it. ``--baseline REF`` runs the same
+process on REF's code (a ``git worktree``, as ``benchmarks/bayes.py`` does) after this code's, and prints both side
+by side with the ratio of the peaks. Goal (issue 28): the whole 12,000-item fit within 1.5 GB.
 """
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ def _timed(name, f):
         open("/proc/self/clear_refs", "w").write("5")  # the peak from here on
         before, t = _status_gb("VmRSS"), time.perf_counter()
         out = f(*a, **k)
-        ROWS.append({"phase": name, "s": time.perf_counter() - t, "before_gb": before, "peak_gb": _status_gb("VmHWM"), "after_gb": _status_gb("VmRSS")})
+        ROWS.append({"phase": name, "s": time.perf_counter() - t, "before_gb": before, "peak_gb": _status_gb("VmHWM"),
+                     "after_gb": _status_gb("VmRSS")})
         return out
     return g
 for mod, names in PHASES.items():
@@ -87,9 +88,11 @@ def main() -> None:
         cells = []
         for r in runs.values():
             rows = [p for p in r["phases"] if p["phase"] == name]
-            rss = lambda row, key: f"{row[key]:5.2f}" if key in row else "    -"  # noqa: E731  (rows of older runs lack them)
+            # rows of older runs lack them
+            rss = lambda row, key: f"{row[key]:5.2f}" if key in row else "    -"  # noqa: E731
             cells.append(
-                f"{sum(p['s'] for p in rows):10.1f} / {rss(rows[0], 'before_gb')} / {max(p['peak_gb'] for p in rows):5.2f} / {rss(rows[-1], 'after_gb')} GB"
+                f"{sum(p['s'] for p in rows):10.1f} / {rss(rows[0], 'before_gb')} / "
+                f"{max(p['peak_gb'] for p in rows):5.2f} / {rss(rows[-1], 'after_gb')} GB"
                 if rows
                 else f"{'-':>38}"
             )

@@ -7,8 +7,8 @@ Fits ``bayesrc.bayes.fit(counts)`` with every default (gate R-hat <= 1.01, bulk 
 many passed on the first attempt, after escalation, or failed, with wall time per fit; on the
 bundled exact pairs also the truth scores (coverage of the 90% intervals of Delta p, RCI's
 estimated against realised false-discovery proportion). ``--quick`` fits a seeded eighth
-(every eighth dataset); ``--kinds`` only the kinds named (e.g. ``null-300-k10,exact-q3-k10``). One JSON row per fit goes to ``--out``; datasets already there are skipped, so a long run
-can be resumed (the table covers them all).
+(every eighth dataset); ``--kinds`` only the kinds named (e.g. ``null-300-k10,exact-q3-k10``). One JSON row per
+fit goes to ``--out``; datasets already there are skipped, so a long run can be resumed (the table covers them all).
 
 Kinds:
 
@@ -183,7 +183,9 @@ def main() -> None:
     print(table(rows).to_string())
     n, ok = len(rows), int(rows["passed"].sum())
     print(
-        f"passed the gate: {ok} of {n} ({ok / n:.1%}); first attempt {int((rows.passed & (rows.attempts == 1)).sum())}, after escalation {int((rows.passed & (rows.attempts > 1)).sum())}"
+        f"passed the gate: {ok} of {n} ({ok / n:.1%}); "
+        f"first attempt {int((rows.passed & (rows.attempts == 1)).sum())}, "
+        f"after escalation {int((rows.passed & (rows.attempts > 1)).sum())}"
     )
 
 

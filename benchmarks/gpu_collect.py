@@ -25,7 +25,8 @@ CARD = ROOT / "models" / "gemma-3-270m-q4_k_m.toml"
 
 
 def repeated_builtin_bank(path: Path, n_items: int) -> Path:
-    """The built-in bank's first ``n_items`` items, its distinct items repeated (ids ``-r1``, ``-r2``, ...) past its capacity."""
+    """The built-in bank's first ``n_items`` items, its distinct items repeated (ids ``-r1``, ``-r2``, ...) past its
+    capacity."""
     from bayesrc.collect import builtin_capacity, builtin_items
 
     base = builtin_items(min(n_items, builtin_capacity()))

@@ -166,7 +166,8 @@ def main() -> None:
     }
     rules = {"current": (0.2, current), "hat": (args.step, hat), "keys": (args.step, keys), "band": (args.step, band)}
     print(
-        f"K = {args.k}; |log L - log L_ref| per cell: median / 90% / max (current at step 0.2, the others at {args.step})"
+        f"K = {args.k}; |log L - log L_ref| per cell: median / 90% / max "
+        f"(current at step 0.2, the others at {args.step})"
     )
     print(f"{'cells':24}" + "".join(f"{name:>30}" for name in rules))
     for kind, cells in kinds.items():

@@ -38,8 +38,10 @@ sim = simulate_pair(n, 10, seed=seed)
 cells = cell_stats(model_inputs(item_counts(sim.trials_v1, sim.trials_v2), covariate=None))
 rng, d, shape = np.random.default_rng(0), sim.trials_v1["domain"].nunique(), (4, 500)
 post = xr.Dataset({
-    "mu_theta": (("chain", "draw", "domain"), rng.normal(0.5, 0.3, (*shape, d))), "sigma_theta": (("chain", "draw", "domain"), rng.gamma(4, 0.4, (*shape, d))),
-    "shift": (("chain", "draw", "domain"), rng.normal(0, 0.2, (*shape, d))), "sigma_delta": (("chain", "draw"), rng.gamma(4, 0.3, shape)),
+    "mu_theta": (("chain", "draw", "domain"), rng.normal(0.5, 0.3, (*shape, d))),
+    "sigma_theta": (("chain", "draw", "domain"), rng.gamma(4, 0.4, (*shape, d))),
+    "shift": (("chain", "draw", "domain"), rng.normal(0, 0.2, (*shape, d))),
+    "sigma_delta": (("chain", "draw"), rng.gamma(4, 0.3, shape)),
     "pi": (("chain", "draw"), rng.beta(2, 8, shape)),
 })
 start = time.perf_counter()

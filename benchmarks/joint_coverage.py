@@ -96,10 +96,12 @@ def main() -> None:
     print(f"gate passed: {sum(row['gate_passed'] for row in got)} of {n_rep}")
     print(f"bands respect the true order: {sum(row['order_respected'] for row in got)} of {n_rep} (goal >= 90%)")
     print(
-        f"per-item change coverage (90% intervals): mean {cov.mean():.3f}, range {cov.min():.3f}-{cov.max():.3f} (goal 0.87-0.93)"
+        f"per-item change coverage (90% intervals): mean {cov.mean():.3f}, range {cov.min():.3f}-{cov.max():.3f} "
+        "(goal 0.87-0.93)"
     )
     print(
-        f"bands per family: {sorted(row['n_bands'] for row in got)}; wall per fit {np.mean([row['wall_s'] for row in got]):.0f} s"
+        f"bands per family: {sorted(row['n_bands'] for row in got)}; "
+        f"wall per fit {np.mean([row['wall_s'] for row in got]):.0f} s"
     )
 
 

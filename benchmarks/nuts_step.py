@@ -39,7 +39,8 @@ data = model_inputs(counts)
 cells = cc.cell_stats(data)
 tables = jax.tree.map(jnp.asarray, cc.likelihood_tables(cells, cc.SAMPLER_BAND_DTYPE))
 model = partial(cc._numpyro_model, cells=cells, n_domains=data.n_domains, slope=False, prior=cc.prior_settings(None),
-                n_groups=data.n_groups, contrasts=data.stratum_contrasts())  # the default collapsed change model, tables as arguments
+                n_groups=data.n_groups,
+                contrasts=data.stratum_contrasts())  # the default collapsed change model, tables as arguments
 
 
 def gradient_ms(info, tables, calls, batch=None):
@@ -116,10 +117,12 @@ def main() -> None:
     grad, step = min(r["grad_ms"]), sorted(r["step_ms"])[len(r["step_ms"]) // 2]
     print(f"{args.items} items, one chain on one device")
     print(
-        f"value and gradient, in a compiled loop: {grad:.3f} ms (best of {len(r['grad_ms'])}: {', '.join(f'{x:.3f}' for x in r['grad_ms'])})"
+        f"value and gradient, in a compiled loop: {grad:.3f} ms "
+        f"(best of {len(r['grad_ms'])}: {', '.join(f'{x:.3f}' for x in r['grad_ms'])})"
     )
     print(
-        f"leapfrog step in the sampler after warm-up: {step:.3f} ms (median of {len(r['step_ms'])} chunks; {r['steps_per_transition']:.1f} steps per transition)"
+        f"leapfrog step in the sampler after warm-up: {step:.3f} ms "
+        f"(median of {len(r['step_ms'])} chunks; {r['steps_per_transition']:.1f} steps per transition)"
     )
     print(f"not the gradient: {1 - grad / step:.0%} of a step")
 

@@ -49,7 +49,8 @@ def main() -> None:
     t_naive, c_naive = timed(lambda: naive_counts(n, pa, pb, rho, trials, seed=1), repeat=1)
     pw = lambda c: np.mean(np.asarray(mcnemar(c[:, 1], c[:, 2]).p_exact) < 0.05)  # noqa: E731
     print(
-        f"calibration, N = {n}, {trials} benchmarks: multinomial {t_vec * 1e3:.2f} ms, per-item {t_naive * 1e3:.0f} ms, ratio {t_naive / t_vec:.0f}x (power {pw(c_vec):.3f} vs {pw(c_naive):.3f})"
+        f"calibration, N = {n}, {trials} benchmarks: multinomial {t_vec * 1e3:.2f} ms, "
+        f"per-item {t_naive * 1e3:.0f} ms, ratio {t_naive / t_vec:.0f}x (power {pw(c_vec):.3f} vs {pw(c_naive):.3f})"
     )
 
     ns = np.repeat([100, 300, 1000, 3000, 12032], 40)
@@ -76,7 +77,8 @@ def main() -> None:
     t_br, m_br = timed(brent, repeat=1)
     ok = np.isfinite(m_br) & np.isfinite(m_bis)
     print(
-        f"mde over {ns.size} points: vectorised bisection {t_bis * 1e3:.1f} ms, brentq loop {t_br * 1e3:.0f} ms, ratio {t_br / t_bis:.1f}x, max |diff| {np.max(np.abs(m_br[ok] - m_bis[ok])):.2e}"
+        f"mde over {ns.size} points: vectorised bisection {t_bis * 1e3:.1f} ms, brentq loop {t_br * 1e3:.0f} ms, "
+        f"ratio {t_br / t_bis:.1f}x, max |diff| {np.max(np.abs(m_br[ok] - m_bis[ok])):.2e}"
     )
 
     rng = np.random.default_rng(0)
@@ -85,7 +87,8 @@ def main() -> None:
     t_mc, res = timed(lambda: mcnemar(b, c))
     t_sp, p_sp = timed(lambda: np.array([stats.binomtest(int(x), int(x + y)).pvalue for x, y in zip(b, c)]), repeat=1)
     print(
-        f"exact McNemar on {b.size} pairs: vectorised {t_mc * 1e3:.1f} ms, binomtest loop {t_sp * 1e3:.0f} ms, ratio {t_sp / t_mc:.0f}x, max |diff| {np.max(np.abs(res.p_exact - p_sp)):.1e}"
+        f"exact McNemar on {b.size} pairs: vectorised {t_mc * 1e3:.1f} ms, binomtest loop {t_sp * 1e3:.0f} ms, "
+        f"ratio {t_sp / t_mc:.0f}x, max |diff| {np.max(np.abs(res.p_exact - p_sp)):.1e}"
     )
 
 

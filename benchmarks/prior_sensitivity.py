@@ -38,18 +38,21 @@ if name == "q3":
     from bayesrc.data.exact import load_exact
     from bayesrc.truth.score import replicate_datasets
     root = datasets.path("exact_gemma")
-    [(_, counts, _, _)] = replicate_datasets(load_exact(root / "q4"), load_exact(root / "q3"), k=10, seed=0, replicates=[seed])
+    [(_, counts, _, _)] = replicate_datasets(load_exact(root / "q4"), load_exact(root / "q3"), k=10, seed=0,
+                                             replicates=[seed])
 else:
     from bayesrc.data import item_counts, simulate_pair
     from bayesrc.data.simulate import item_truth
-    truth = item_truth(300, domains=["physics", "law", "psychology", "economics"], sigma_theta=2.0, sigma_delta=1.0, seed=1 + seed)
+    truth = item_truth(300, domains=["physics", "law", "psychology", "economics"], sigma_theta=2.0, sigma_delta=1.0,
+                       seed=1 + seed)
     truth["correct_answer"] = np.array(list("ABCD"))[np.random.default_rng(1 + seed).integers(0, 4, 300)]
     sim = simulate_pair(truth=truth, k=10, seed=1 + seed)
     counts = item_counts(sim.trials_v1, sim.trials_v2)
 from bayesrc.bayes import SamplerConfig
 from bayesrc.sensitivity import prior_sensitivity
 t = prior_sensitivity(counts, config=SamplerConfig(seed=seed, progress=False), reweight=reweight)
-cols = ["prior", "method", "gate_passed", "pareto_k", "ess", "pi_mean", "sigma_delta_mean", "rci_estimated_fdp", "detections", "improved", "deteriorated"]
+cols = ["prior", "method", "gate_passed", "pareto_k", "ess", "pi_mean", "sigma_delta_mean", "rci_estimated_fdp",
+        "detections", "improved", "deteriorated"]
 print(json.dumps({"wall_s": time.perf_counter() - t0, "rows": t[cols].to_dict(orient="records")}))
 """
 
@@ -71,14 +74,18 @@ def run(name: str, reweight: bool, seed: int) -> dict:
 
 def compare(name: str, rw: dict, rf: dict) -> None:
     print(
-        f"== {name}: reweight {rw['wall_s']:.1f} s, refit every prior {rf['wall_s']:.1f} s, ratio {rf['wall_s'] / rw['wall_s']:.2f}x"
+        f"== {name}: reweight {rw['wall_s']:.1f} s, refit every prior {rf['wall_s']:.1f} s, "
+        f"ratio {rf['wall_s'] / rw['wall_s']:.2f}x"
     )
     for a, b in zip(rw["rows"], rf["rows"]):
         diff = {k: abs(a[k] - b[k]) for k in ("pi_mean", "sigma_delta_mean", "rci_estimated_fdp")}
         print(
-            f"  {a['prior']:<16} {a['method']:<10} gate {a['gate_passed']!s:<5} k {a['pareto_k']:.2f} ESS {a['ess']:6.0f} | "
-            f"pi {a['pi_mean']:.3f} vs {b['pi_mean']:.3f} (|d| {diff['pi_mean']:.3f}), sigma_delta |d| {diff['sigma_delta_mean']:.3f}, "
-            f"RCI FDP |d| {diff['rci_estimated_fdp']:.3f}, selected {a['improved']}+{a['deteriorated']} vs {b['improved']}+{b['deteriorated']}"
+            f"  {a['prior']:<16} {a['method']:<10} gate {a['gate_passed']!s:<5} k {a['pareto_k']:.2f} "
+            f"ESS {a['ess']:6.0f} | "
+            f"pi {a['pi_mean']:.3f} vs {b['pi_mean']:.3f} (|d| {diff['pi_mean']:.3f}), "
+            f"sigma_delta |d| {diff['sigma_delta_mean']:.3f}, "
+            f"RCI FDP |d| {diff['rci_estimated_fdp']:.3f}, selected {a['improved']}+{a['deteriorated']} "
+            f"vs {b['improved']}+{b['deteriorated']}"
         )
 
 

@@ -71,18 +71,22 @@ def main() -> None:
     r1, r1_wall = n / single.sample_seconds, n / single_wall
     rr, rr_wall = n / res.sample_seconds, n / ray_wall
     print(
-        f"{args.items} built-in items x K = {args.k} = {n} trials, engine {args.engine}, {os.cpu_count()} CPU cores, llama.cpp threads per process {threads}"
+        f"{args.items} built-in items x K = {args.k} = {n} trials, engine {args.engine}, {os.cpu_count()} CPU cores, "
+        f"llama.cpp threads per process {threads}"
     )
     print(
-        f"single process : {r1:7.2f} trials/s sampling; {r1_wall:7.2f} trials/s end to end ({single_wall:.1f} s incl. model load)"
+        f"single process : {r1:7.2f} trials/s sampling; {r1_wall:7.2f} trials/s end to end "
+        f"({single_wall:.1f} s incl. model load)"
     )
     print(
-        f"Ray, {args.workers} workers : {rr:7.2f} trials/s sampling; {rr_wall:7.2f} trials/s end to end ({ray_wall:.1f} s incl. "
+        f"Ray, {args.workers} workers : {rr:7.2f} trials/s sampling; {rr_wall:7.2f} trials/s end to end "
+        f"({ray_wall:.1f} s incl. "
         f"{res.actor_start_seconds:.1f} s actor start + model load, {res.n_shards} shards, merge)"
     )
     print(f"ratio Ray/single: {rr / r1:.2f}x sampling, {rr_wall / r1_wall:.2f}x end to end")
     print(
-        f"cluster start-up (not in the above): {startup:.1f} s ({'joined ' + args.address if args.address else 'local cluster'})"
+        f"cluster start-up (not in the above): {startup:.1f} s "
+        f"({'joined ' + args.address if args.address else 'local cluster'})"
     )
     print(f"identical trials (item, k, seed, response, answer): {identical}")
     models, items, k = (int(x) for x in args.target.split(","))

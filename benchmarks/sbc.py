@@ -250,7 +250,8 @@ def summarise(rows: list[dict], alpha: float = 0.01, plots: Path | None = None) 
             )
             pvals.append(stats.chisquare(hist).pvalue)
             print(
-                f"  {model:<9} {backend:<7} {engine:<7} {name:<16} {' '.join(f'{h:3d}' for h in hist)}  p {pvals[-1]:.3f}"
+                f"  {model:<9} {backend:<7} {engine:<7} {name:<16} {' '.join(f'{h:3d}' for h in hist)}  "
+                f"p {pvals[-1]:.3f}"
             )
         holm = _holm(np.array(pvals))
         rejected = [p for p, a in zip(params, holm) if a <= alpha]

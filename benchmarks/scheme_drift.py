@@ -106,7 +106,8 @@ def g_test(probs: dict, answers: list) -> tuple[float, float, int]:
 
 
 def exact_runs(bank, model, out: Path) -> dict[str, object]:
-    """The exact run of ``bank`` under each scheme in ``out/exact-SCHEME`` (reused if complete); their :func:`load_exact`."""
+    """The exact run of ``bank`` under each scheme in ``out/exact-SCHEME`` (reused if complete); their
+    :func:`load_exact`."""
     from bayesrc.collect import collect
     from bayesrc.data import load_exact
 
@@ -155,7 +156,8 @@ def completion_draws(model, text: str, letters: str, seeds: range, sampling, sav
 
 
 def fast_draws(model, shared: str, own: str, letters: str, seeds: range, sampling) -> list[str | None]:
-    """Extracted answers of the fast engine under the whole scheme, sample ``k`` seeded ``seeds[k]`` (one prompt evaluation)."""
+    """Extracted answers of the fast engine under the whole scheme, sample ``k`` seeded ``seeds[k]`` (one prompt
+    evaluation)."""
     from bayesrc.collect.engines import FastEngine
     from bayesrc.collect.extract import extract
 
@@ -211,7 +213,8 @@ def gtest_rows(bank, model, runs: dict, n_items: int, n_draws: int, n_fast: int,
                 )
                 r = rows[-1]
                 print(
-                    f"item {it.item_id}, {source}: {len(answers)} draws in {secs:.0f} s, G-test p vs whole {r['p_whole']:.3g}, vs blocks {r['p_blocks']:.3g}",
+                    f"item {it.item_id}, {source}: {len(answers)} draws in {secs:.0f} s, "
+                    f"G-test p vs whole {r['p_whole']:.3g}, vs blocks {r['p_blocks']:.3g}",
                     file=sys.stderr,
                 )
         print(f"item {it.item_id}: same answer for {agree:.3f} of the seeds both drew", file=sys.stderr)
@@ -298,7 +301,9 @@ def main(argv: list[str] | None = None) -> int:
         print(md(g))
         for source, r in g.groupby("source", sort=False):
             print(
-                f"{source}: Bonferroni level {level:.2g}, rejected under whole {int(r['rejected_whole'].sum())}/{len(r)}, under blocks {int(r['rejected_blocks'].sum())}/{len(r)}"
+                f"{source}: Bonferroni level {level:.2g}, "
+                f"rejected under whole {int(r['rejected_whole'].sum())}/{len(r)}, "
+                f"under blocks {int(r['rejected_blocks'].sum())}/{len(r)}"
             )
         result["gtest"] = {"level": level, "rows": g.to_dict("records")}
     (args.out / "scheme_drift.json").write_text(json.dumps(result, indent=1, default=str))

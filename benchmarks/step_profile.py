@@ -61,7 +61,8 @@ cfg = SamplerConfig(chains=1, seed=0, progress=False, tune=n, draws=2 * n, max_d
 cc.change_collapsed_numpyro(model_inputs(counts), config=cfg, items=False)
 events = json.load(gzip.open(glob.glob(f"{trace}/**/perfetto_trace.json.gz", recursive=True)[0]))["traceEvents"]
 spans = sorted((e["tid"], e["ts"], -e.get("dur", 0.0), e["name"]) for e in events if e.get("ph") == "X")
-per_op, open_spans = collections.defaultdict(float), []  # self time: a loop's or branch's span less the operations inside it
+# self time: a loop's or branch's span less the operations inside it
+per_op, open_spans = collections.defaultdict(float), []
 for tid, ts, neg, name in spans:
     while open_spans and (open_spans[-1][0] != tid or open_spans[-1][1] <= ts):
         open_spans.pop()
@@ -70,12 +71,14 @@ for tid, ts, neg, name in spans:
     per_op[name] -= neg / timed["profiled_steps"]  # microseconds per leapfrog step
     open_spans.append((tid, ts - neg, name))
 per_op = {k: v for k, v in per_op.items() if not k.startswith(("$", "ThunkExecutor"))}
-print(json.dumps({"step_ms": 1e3 * timed["s"] / timed["steps"], "steps_per_transition": timed["steps"] / n, "per_op_us": per_op}))
+print(json.dumps({"step_ms": 1e3 * timed["s"] / timed["steps"], "steps_per_transition": timed["steps"] / n,
+                  "per_op_us": per_op}))
 """.replace("BUNDLED_PAIR", BUNDLED_PAIR)
 
 
 def run(extra: str, transitions: int, dump: str | None) -> dict:
-    """CHILD in a fresh process (one device, ``extra`` XLA flags; ``dump``: the optimised HLO's folder); its JSON line or ``{"error": ...}``."""
+    """CHILD in a fresh process (one device, ``extra`` XLA flags; ``dump``: the optimised HLO's folder); its JSON line
+    or ``{"error": ...}``."""
     flags = f"--xla_force_host_platform_device_count=1 {extra}" + (
         f" --xla_dump_to={dump} --xla_dump_hlo_as_text" if dump else ""
     )
@@ -108,7 +111,8 @@ def main() -> None:
             continue
         top = sorted(r["per_op_us"].items(), key=lambda kv: -kv[1])[: args.top]
         print(
-            f"{name}: leapfrog step {r['step_ms']:.3f} ms ({r['steps_per_transition']:.1f} steps per transition); under the profiler, per step:"
+            f"{name}: leapfrog step {r['step_ms']:.3f} ms ({r['steps_per_transition']:.1f} steps per transition); "
+            "under the profiler, per step:"
         )
         print("\n".join(f"  {us:8.1f} us  {op}" for op, us in top))
     if all("step_ms" in r for r in rows.values()):

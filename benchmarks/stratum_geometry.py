@@ -5,9 +5,9 @@
 
 The default change fit on the bundled exact Q4_K_M -> Q3_K_M pair (K = 10, the letter covariate:
 11 strata of 3-66 items) diverged now and then after warm-up, at any target acceptance, so its
-gate failed (issue 28), with one non-centred shift per stratum. This fits the collapsed change model with ``numpyro.infer.MCMC`` (2 chains
-in parallel, 500 warm-up steps, 500 draws, target acceptance 0.85) under each parametrisation of
-the per-stratum shifts ``eta_s ~ Normal(0, sd)`` and prints, per seed, the divergences per chain,
+gate failed (issue 28), with one non-centred shift per stratum. This fits the collapsed change model with
+``numpyro.infer.MCMC`` (2 chains in parallel, 500 warm-up steps, 500 draws, target acceptance 0.85) under each
+parametrisation of the per-stratum shifts ``eta_s ~ Normal(0, sd)`` and prints, per seed, the divergences per chain,
 the mean leapfrog steps, the step sizes and the worst-mixing quantity:
 
 * ``model`` (the model's since then): ``eta = sd Q z``, ``z ~ N(0, 1)`` per interaction contrast
@@ -131,8 +131,10 @@ def run(counts, variant: str, seed: int) -> str:
         )
     name, c = worst
     return (
-        f"{variant:>11} {seed:>4} | divergences {np.asarray(extra['diverging']).sum(1).tolist()} | steps {np.asarray(extra['num_steps']).mean():5.1f} | "
-        f"step size {np.asarray(mcmc.last_state.adapt_state.step_size).round(3).tolist()} | worst {name}: R-hat {np.nanmax(c['r_hat']):.3f}, "
+        f"{variant:>11} {seed:>4} | divergences {np.asarray(extra['diverging']).sum(1).tolist()} | "
+        f"steps {np.asarray(extra['num_steps']).mean():5.1f} | "
+        f"step size {np.asarray(mcmc.last_state.adapt_state.step_size).round(3).tolist()} | "
+        f"worst {name}: R-hat {np.nanmax(c['r_hat']):.3f}, "
         f"ESS {np.nanmin(c['ess_bulk']):.0f}/{np.nanmin(c['ess_tail']):.0f} | {wall:.0f} s"
     )
 

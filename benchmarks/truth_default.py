@@ -1,6 +1,7 @@
 """The default change model against real truth, replicate by replicate (issue 12).
 
-    .venv/bin/python benchmarks/truth_default.py [--pairs q3,q4-prompt2,q4] [--replicates 2] [--first 1] [--seed 0] [--k 10] [--model change] [--jobs 1]
+    .venv/bin/python benchmarks/truth_default.py [--pairs q3,q4-prompt2,q4] [--replicates 2] [--first 1] [--seed 0]
+        [--k 10] [--model change] [--jobs 1]
     .venv/bin/python benchmarks/truth_default.py --summarise ROWS.jsonl
 
 For each bundled exact pair (Gemma-3-270M Q4_K_M against ``q3``: its Q3_K_M re-quantisation,
@@ -220,7 +221,8 @@ def _warned(g) -> dict:
 
 
 def _rejected(g) -> dict:
-    """Replicates where the no-change test rejected identical versions (elsewhere the intervals run to 1); blank for rows from before it."""
+    """Replicates where the no-change test rejected identical versions (elsewhere the intervals run to 1); blank for
+    rows from before it."""
     if "no_change_p" not in g or g["no_change_p"].isna().any():
         return {"no_change_rejected": ""}
     return {"no_change_rejected": f"{int((g['no_change_p'] < NO_CHANGE_ALPHA).sum())}/{len(g)}"}

@@ -1,6 +1,7 @@
 """Can K-sample data decide RCI's sign false-discovery proportion on a small version change? (issue 12)
 
-    .venv/bin/python benchmarks/truth_identifiability.py [--pair q4-prompt2] [--replicates 20] [--seed 0] [--k 10,20,40] [--rows ROWS.jsonl ...]
+    .venv/bin/python benchmarks/truth_identifiability.py [--pair q4-prompt2] [--replicates 20] [--seed 0]
+        [--k 10,20,40] [--rows ROWS.jsonl ...]
 
 Two truths for the same pair of versions: the real change (``--pair``, against Gemma-3-270M
 Q4_K_M) and the same change with every item that moved by less than delta_min = 0.05 set back
@@ -60,7 +61,8 @@ def main() -> None:
     ).all()
     ks = [int(k) for k in args.k.split(",")]
     print(
-        f"{args.pair}: {small.sum()} of {len(small)} items moved by |dp| < {DELTA_MIN} (median |dp| {real['delta_p'].abs().median():.3f}); reset in the second truth\n"
+        f"{args.pair}: {small.sum()} of {len(small)} items moved by |dp| < {DELTA_MIN} "
+        f"(median |dp| {real['delta_p'].abs().median():.3f}); reset in the second truth\n"
     )
     print(
         rci_in_both(v1, v2, reset, k=ks[0], seed=args.seed, replicates=args.replicates).round(3).to_string(index=False),

@@ -11,10 +11,10 @@ bytes left (a preallocated filler file takes the rest), or that is remounted rea
 - the writers (``rci``, ``merge``, ``report``, ``power``, ``switch --bayes none``, ``import lm-eval``
   (its output one file), ``sensitivity threshold``; sampling with NUTS: ``fit`` and ``fit-many`` with the
   beta-binomial, ``truth``, ``switch`` with its factor models, ``compare``, and ``demo`` on 8 items,
-  its collection, Q3_K_M weights, fit and report on a 1 GiB mount) over an output that holds an older version: one line and exit 2, the old version
-  unchanged and nothing left beside it; with space back, the command succeeds and its output
-  holds every file of a clean run. Each writer is also tried with half its output's size free
-  (some of its files fit, the rest do not).
+  its collection, Q3_K_M weights, fit and report on a 1 GiB mount) over an output that holds an older version: one
+  line and exit 2, the old version unchanged and nothing left beside it; with space back, the command succeeds and its
+  output holds every file of a clean run. Each writer is also tried with half its output's size free (some of its
+  files fit, the rest do not).
 
 *lost*: a row of the uninterrupted run missing or different after the resume, an old version
 changed, or a command that fails (or writes an incomplete output) once space is back;
@@ -45,9 +45,10 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OPENBLAS_NUM_THREADS": "1", "OMP_
 CORE = ["item_index", "k", "seed", "response", "extracted", "is_correct"]
 SWITCH_CELLS = ROOT / "bayesrc" / "datasets" / "switch_matrix_cells.csv"
 MOUNT_BYTES = 4 << 20
-#: every writer prepare() builds inputs for, cheapest first (from ``fit`` on they sample with NUTS: ``fit``, ``fit-many``
-#: and ``truth`` about a minute a run, ``switch-bayes`` (the default switch run, its two factor models) and
-#: ``compare`` (the CI gate's default change-model fit) a minute or two, ``demo`` (collection, fit and report) two or three)
+#: every writer prepare() builds inputs for, cheapest first (from ``fit`` on they sample with NUTS: ``fit``,
+#: ``fit-many`` and ``truth`` about a minute a run, ``switch-bayes`` (the default switch run, its two factor models)
+#: and ``compare`` (the CI gate's default change-model fit) a minute or two, ``demo`` (collection, fit and report)
+#: two or three)
 WRITERS = (
     "rci",
     "merge",
@@ -65,7 +66,8 @@ WRITERS = (
 )
 SLOW_WRITERS = ("fit", "fit-many", "truth", "switch-bayes", "compare", "demo")
 #: exits that wrote a whole output: compare's 1 is a failed gate (a deterioration found) and 4 an inconclusive one
-#: (30 items cannot resolve the default margin), the demo's 3 a fit that failed its gate (its report says so), not errors
+#: (30 items cannot resolve the default margin), the demo's 3 a fit that failed its gate (its report says so), not
+#: errors
 SUCCESS = {"compare": (0, 1, 4), "demo": (0, 3)}
 #: writers whose output needs a larger mount than MOUNT_BYTES: the demo's holds its collection and the Q3_K_M weights
 MOUNT_SIZE = {"demo": 1 << 30}
@@ -166,7 +168,8 @@ def output_bytes(files: dict[str, bytes] | None) -> int:
 
 
 def complete(name: str, out: Path, clean_files: set[str]) -> bool:
-    """Whether ``out`` holds a whole output: a new output's last file (:data:`NEW_OUTPUT`), or every file of a clean run, none empty."""
+    """Whether ``out`` holds a whole output: a new output's last file (:data:`NEW_OUTPUT`), or every file of a clean
+    run, none empty."""
     if name in NEW_OUTPUT:
         return (out / NEW_OUTPUT[name]).is_file()
     files = snapshot(out) or {}
@@ -297,8 +300,9 @@ def writer_case(mnt: Path, name: str, argv: list[str], *, free: int | None, half
 
 def half_free(name: str, output: Path) -> int:
     """Free bytes for a writer's "half its output" case: half the size of ``output`` (a whole output; the
-    demo's without its collection, so that its results fit and its report does not); for ``fit-many``, room for its first pair's fit and half the next one's, so that the second fails after the
-    first is written (a posterior is refused up front without its bytes plus ``HDF5_OVERHEAD`` free)."""
+    demo's without its collection, so that its results fit and its report does not); for ``fit-many``, room for its
+    first pair's fit and half the next one's, so that the second fails after the first is written (a posterior is
+    refused up front without its bytes plus ``HDF5_OVERHEAD`` free)."""
     from bayesrc.results import HDF5_OVERHEAD
 
     if name == "demo":  # its collection is resumed as it is: half of what it writes again (results and report)

@@ -30,8 +30,8 @@ one fault instead (:data:`FAULTS`):
     listens on the same port again.
 
 Only requests whose path starts with one of ``paths`` (default: all) are counted and may be
-faulted; the others are forwarded as they are. Besides the schedule, ``broken_from`` (from a request on, every request gets one fault, or
-``"down"``: nothing listens) models a server that stays broken or down until
+faulted; the others are forwarded as they are. Besides the schedule, ``broken_from`` (from a request on, every
+request gets one fault, or ``"down"``: nothing listens) models a server that stays broken or down until
 :meth:`FaultProxy.repair`. Request ordinals count requests the proxy read (refused
 connections are not requests), so a retried request has its own ordinal.
 """
@@ -76,7 +76,8 @@ def fault_schedule(seed: int, n_requests: int, counts: Mapping[str, int], *, gap
     Examples
     --------
     >>> s = fault_schedule(33, 20, {"reset": 2, "503": 1})
-    >>> sorted(Counter(s.values()).items()), all(0 <= n < 20 for n in s), min(b - a for a, b in zip(sorted(s), sorted(s)[1:])) >= 2
+    >>> (sorted(Counter(s.values()).items()), all(0 <= n < 20 for n in s),
+    ...  min(b - a for a, b in zip(sorted(s), sorted(s)[1:])) >= 2)
     ([('503', 1), ('reset', 2)], True, True)
     """
     kinds = [kind for kind in FAULTS for _ in range(counts.get(kind, 0))]
@@ -143,7 +144,8 @@ def injected_response(fault: str) -> bytes | None:
 
 
 def cut(answer: bytes, *, keep_length: bool) -> bytes:
-    """The upstream ``answer`` with half its body: the header's ``Content-Length`` kept (a short read) or made to match."""
+    """The upstream ``answer`` with half its body: the header's ``Content-Length`` kept (a short read) or made to
+    match."""
     head, body = split_message(answer)
     half = body[: len(body) // 2]
     return (head if keep_length else with_header(head, "Content-Length", str(len(half)))) + half
@@ -254,7 +256,8 @@ class FaultProxy:
         self.stop()
 
     def repair(self) -> None:
-        """The server is back: no more ``broken_from`` faults, and the proxy listens again (same port) if it was down."""
+        """The server is back: no more ``broken_from`` faults, and the proxy listens again (same port) if it was
+        down."""
         with self._lock:
             self.broken_from, self._held_down = None, False
 

@@ -793,7 +793,8 @@ def with_options(name: str, options: dict) -> Callable[[Path, Path], int]:
 
 
 def try_frame(frame: pd.DataFrame, options: dict) -> tuple[str, str]:
-    """:func:`~bayesrc.data.normalise_trials` of an in-memory frame: ``ok``, ``input error`` (naming the path), ``unnamed`` or ``traceback``."""
+    """:func:`~bayesrc.data.normalise_trials` of an in-memory frame: ``ok``, ``input error`` (naming the path),
+    ``unnamed`` or ``traceback``."""
     from bayesrc.data import normalise_trials
 
     try:
@@ -845,7 +846,8 @@ def _fed(ws: Workspace, data: bytes) -> Iterator[tuple[Path, Path, Callable[[], 
 
 
 def try_input(ws: Workspace, data: bytes, run: Callable[[Path, Path], int] | None = None) -> tuple[str, str]:
-    """Feed ``data`` (in place of the seed file) to the reader (or to ``run``, e.g. its Python function): (outcome, detail)."""
+    """Feed ``data`` (in place of the seed file) to the reader (or to ``run``, e.g. its Python function): (outcome,
+    detail)."""
     with _fed(ws, data) as (path, out, written):
         try:
             code = (run or ws.reader.run)(path, out)
@@ -890,7 +892,8 @@ def fuzz(
 def try_each(
     ws: Workspace, inputs: list[tuple[str, bytes]], attempt: Callable[[Workspace, bytes], tuple[str, str]]
 ) -> tuple[Counter, list[tuple[str, str, bytes]]]:
-    """Every ``(label, input)`` through ``attempt``: outcome counts and the faults, each detail led by its input's label."""
+    """Every ``(label, input)`` through ``attempt``: outcome counts and the faults, each detail led by its input's
+    label."""
     outcomes: Counter = Counter()
     faults: list[tuple[str, str, bytes]] = []
     for label, data in inputs:
@@ -915,7 +918,8 @@ def _number_values(value: float) -> list[object]:
 
 
 def _field_values(value: object) -> list[object]:
-    """The type-valid replacements of one field: numbers as above, an empty or one-element list, an empty object, a flipped flag, an empty text."""
+    """The type-valid replacements of one field: numbers as above, an empty or one-element list, an empty object, a
+    flipped flag, an empty text."""
     if isinstance(value, bool):
         return [not value]
     if isinstance(value, (int, float)):
@@ -958,7 +962,8 @@ def report_json_mutations(data: bytes) -> st.SearchStrategy[bytes]:
 
 
 def _column_values(column: pd.Series) -> list[object]:
-    """Values of a column's own dtype: NaN, ±inf, 0, negative, huge for floats; 0, negative, huge for integers; flipped flags; empty text."""
+    """Values of a column's own dtype: NaN, ±inf, 0, negative, huge for floats; 0, negative, huge for integers; flipped
+    flags; empty text."""
     if pd.api.types.is_bool_dtype(column):
         return [True, False]
     if pd.api.types.is_integer_dtype(column):
@@ -970,7 +975,8 @@ def _column_values(column: pd.Series) -> list[object]:
 
 @st.composite
 def report_table_mutation(draw, data: bytes) -> bytes:
-    """A Parquet table with one column's values changed within its dtype (in every row or one), or cut to no row or one row."""
+    """A Parquet table with one column's values changed within its dtype (in every row or one), or cut to no row or one
+    row."""
     df = pd.read_parquet(io.BytesIO(data))
     op = draw(st.sampled_from(["column", "cell", "rows"]))
     if op == "rows" or not len(df):
@@ -1005,7 +1011,8 @@ def _report(path: Path, out: Path) -> int:
 
 
 def _with_run_record(folder: Path) -> Path:
-    """An RCI result folder with a real run record (an exact run's ``run.json``) beside it: the report's pins section."""
+    """An RCI result folder with a real run record (an exact run's ``run.json``) beside it: the report's pins
+    section."""
     rci = _result_seed("rci", "rci.json")(folder)
     return Path(shutil.copy(_exact_seed(folder).with_name("run.json"), rci.parent / "run.json"))
 
@@ -1093,6 +1100,7 @@ def report_retyped(
 
 
 def report_without_each_column(kind: Reader, root: Path) -> tuple[Counter, list[tuple[str, str, bytes]]]:
-    """A Parquet result table without each of its columns in turn, through ``bayesrc report``: outcome counts and the faults."""
+    """A Parquet result table without each of its columns in turn, through ``bayesrc report``: outcome counts and the
+    faults."""
     ws = Workspace.make(kind, root)
     return try_each(ws, dropped_columns(ws.seed_bytes), try_report)

@@ -100,8 +100,8 @@ def llama_server(
     wait_s: float = 180,
     chat_format: str | None = None,
 ) -> Iterator[str]:
-    """``python -m llama_cpp.server`` on ``gguf`` at a free port of 127.0.0.1, its output in ``log``; yields its base URL
-    once ``GET /v1/models`` answers, and stops it (by process id) on exit. ``chat_format``: the template its chat
+    """``python -m llama_cpp.server`` on ``gguf`` at a free port of 127.0.0.1, its output in ``log``; yields its base
+    URL once ``GET /v1/models`` answers, and stops it (by process id) on exit. ``chat_format``: the template its chat
     endpoint renders messages with (llama-cpp-python's name; default: the GGUF's, else its fallback)."""
     port = free_port()
     with log.open("w") as out:

@@ -12,7 +12,8 @@ and each shard's event counts; each crash point is a fresh Ray run of the same i
 with exactly those trials (no lost, no duplicated row), no torn journal part in any shard, and
 exactly one retry.
 
-    python tests/ray_crashpoints.py --calls 40  # JSON summary, the last line of stdout (Ray notes each killed worker before it)
+    # JSON summary, the last line of stdout (Ray notes each killed worker before it)
+    python tests/ray_crashpoints.py --calls 40
 """
 
 from __future__ import annotations
@@ -122,7 +123,8 @@ def ray_run(bank, out: Path, state: Path, kill: dict | None) -> ray_collect.RayR
 
 
 def lost_and_duplicated(out: Path, want) -> tuple[int, int]:
-    """(lost, duplicated) trials of a finished run against the reference, temporary files left counting as duplicated."""
+    """(lost, duplicated) trials of a finished run against the reference, temporary files left counting as
+    duplicated."""
     lost, duplicated = table_differences(want, read_run_trials(out)[TRIAL_CORE], KEYS["fast"])
     return lost, duplicated + len(list(out.rglob(".*.tmp")))
 

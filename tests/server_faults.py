@@ -30,7 +30,8 @@ ROOT = Path(__file__).resolve().parents[1]
 CARD = ROOT / "models" / "gemma-3-270m-q4_k_m.toml"
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
 # The client's --timeout in the faulted runs: above the slowest real answer on 2 loaded cores (a new item's prompt,
-# about 6 s at worst, one request in flight), so that a timeout is the injected one (a "timeout" fault stalls 2 s longer).
+# about 6 s at worst, one request in flight), so that a timeout is the injected one (a "timeout" fault stalls 2 s
+# longer).
 TIMEOUT_S = 10.0
 DOWN_S = 3.0  # a restart refuses connections this long: within the default back-off's 5 retries (0.5 + 1 + 2 s)
 KEY = ["item_index", "k"]
@@ -62,7 +63,8 @@ def collect_command(
     timeout: float = TIMEOUT_S,
     api: str = "completions",
 ) -> list[str]:
-    """``bayesrc collect --engine server`` of ``bank`` into ``out`` (always ``--resume``: the same command starts and continues a run)."""
+    """``bayesrc collect --engine server`` of ``bank`` into ``out`` (always ``--resume``: the same command starts and
+    continues a run)."""
     return [
         sys.executable,
         "-m",
@@ -105,7 +107,8 @@ def sorted_trials(run_dir: Path) -> pd.DataFrame:
 
 
 def lost_and_duplicated(reference: pd.DataFrame, trials: pd.DataFrame) -> tuple[int, int]:
-    """Trials of ``reference`` missing from ``trials`` or different there, and trials there twice or not in ``reference``.
+    """Trials of ``reference`` missing from ``trials`` or different there, and trials there twice or not in
+    ``reference``.
 
     Examples
     --------

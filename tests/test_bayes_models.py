@@ -120,7 +120,8 @@ def test_gate_reports_failure_for_a_bad_configuration(bb_pair):
 
 @pytest.mark.slow
 def test_change_model_simulation_validation():
-    """Coverage of dp, realised FDP of the FDR selection (mean over datasets), RCI's FDP estimated vs realised (pooled)."""
+    """Coverage of dp, realised FDP of the FDR selection (mean over datasets), RCI's FDP estimated vs realised
+    (pooled)."""
     covered, n_items, fdp, rci_est, rci_false, rci_flagged, held = 0, 0, [], [], 0, 0, []
     for seed in (101, 102, 103):  # several datasets: the FDP goal is an average
         sim, counts = _counts(300, seed)
@@ -258,7 +259,8 @@ def test_cli_fit_writes_outputs_and_exits_3_on_failed_gate(tmp_path):
 
 
 def test_change_model_reports_p_rope_and_expected_flips(change_pair, change_collapsed_fit, monkeypatch):
-    """SPEC 3: the change model gives P(|dp| > ROPE) per item whenever a ROPE is given; SPEC 2.1: expected real flips."""
+    """SPEC 3: the change model gives P(|dp| > ROPE) per item whenever a ROPE is given; SPEC 2.1: expected real
+    flips."""
     from bayesrc.bayes import summaries
     from bayesrc.bayes.summaries import expected_flips, item_summary
 

@@ -48,7 +48,8 @@ def test_sample_level_null_covers_the_observed_count(no_change, method):
         for r in no_change
     ]
     print(
-        f"{method}: observed flagged count inside the null's 95% interval in {np.mean(inside):.0%} of {len(inside)} no-change datasets"
+        f"{method}: observed flagged count inside the null's 95% interval in {np.mean(inside):.0%} "
+        f"of {len(inside)} no-change datasets"
     )
     assert np.mean(inside) >= 0.9
 
@@ -57,7 +58,8 @@ def test_reference_recipe_is_miscalibrated_and_says_so(no_change):
     rates = np.array([r["reference"].null_samples["rate"] for r in no_change])
     observed = np.array([_flagged(r["reference"]) / r["reference"].counts["analysable"]["n"] for r in no_change])
     print(
-        f"reference: null rate {rates.mean():.3f}, observed flag rate {observed.mean():.3f} (nominal {nominal_rate(1.96):.3f})"
+        f"reference: null rate {rates.mean():.3f}, observed flag rate {observed.mean():.3f} "
+        f"(nominal {nominal_rate(1.96):.3f})"
     )
     assert rates.mean() > 2 * nominal_rate(1.96) and observed.mean() > 2 * nominal_rate(1.96)
     assert rates.mean() == pytest.approx(observed.mean(), rel=0.15)  # the null predicts what the recipe does

@@ -112,7 +112,8 @@ def test_shared_prefix_cache_gives_the_logits_of_a_fresh_evaluation(gemma, gemma
 
 
 def test_any_resume_point_gives_identical_trials(gemma, gemma_bank4, full_run, tmp_path):
-    """A run stopped after every item and resumed (shared block re-evaluated each time) gives the uninterrupted trials."""
+    """A run stopped after every item and resumed (shared block re-evaluated each time) gives the uninterrupted
+    trials."""
     out = tmp_path / "resumed"
     for step in range(len(gemma_bank4.items)):
         gemma.forget_prefix()

@@ -40,7 +40,8 @@ def _logits(gemma) -> np.ndarray:
 
 
 def test_k400_on_one_item_runs_with_no_other_flag(demo1, tmp_path):
-    """``bayesrc collect --k 400``: K > llama.cpp's 256 sequences, no --seed-stride, no --items-per-batch, no refusal."""
+    """``bayesrc collect --k 400``: K > llama.cpp's 256 sequences, no --seed-stride, no --items-per-batch, no
+    refusal."""
     import pandas as pd
 
     from bayesrc.cli import main

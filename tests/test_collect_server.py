@@ -33,7 +33,8 @@ K = 4  # 16 trials each way: enough for trial-for-trial equality and the resume 
 
 @pytest.fixture(scope="session")
 def llama_server(tmp_path_factory):
-    """``python -m llama_cpp.server`` on the card's GGUF (its chat endpoint in Gemma's turn format: the GGUF has no template); yields its base URL."""
+    """``python -m llama_cpp.server`` on the card's GGUF (its chat endpoint in Gemma's turn format: the GGUF has no
+    template); yields its base URL."""
     with start_llama_server(
         resolve_model(load_card(CARD)), tmp_path_factory.mktemp("server") / "server.log", chat_format="gemma"
     ) as url:

@@ -373,7 +373,8 @@ def test_prompt_blocks_split_at_a_line_start_and_concatenate_to_the_prompt(tmp_p
     card = tmp_path / "c.toml"
     chat = 'format = "chat"\nchat_format = "chatml"\n' if fmt == "chat" else ""
     card.write_text(
-        f'[model]\npath = "x.gguf"\n[prompt]\n{chat}system = "Be brief."\ntemplate = """Example: 1+1?\\nAnswer: 2\\n\\nQuestion: {{question}}\\n{{options}}\\nAnswer:"""\n'
+        f'[model]\npath = "x.gguf"\n[prompt]\n{chat}system = "Be brief."\n'
+        f'template = """Example: 1+1?\\nAnswer: 2\\n\\nQuestion: {{question}}\\n{{options}}\\nAnswer:"""\n'
     )
     c = load_card(card)
     items = load_bank(builtin_bank(tmp_path / "bank.jsonl", n_items=5, seed=3)).items

@@ -45,7 +45,8 @@ def step(name: str) -> dict:
 
 
 def run_step(name: str, inputs: dict, files: dict, env_extra: dict | None = None) -> int:
-    """Run one of the action's bash steps as the runner does: ``${{ inputs.X }}`` substituted in its env, the runner's files named."""
+    """Run one of the action's bash steps as the runner does: ``${{ inputs.X }}`` substituted in its env, the runner's
+    files named."""
     s = step(name)
     given = {k: str(v.get("default", "")) for k, v in ACTION["inputs"].items()} | inputs
     sub = lambda text: re.sub(r"\$\{\{\s*inputs\.([\w-]+)\s*\}\}", lambda m: given[m.group(1)], str(text))  # noqa: E731

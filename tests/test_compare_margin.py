@@ -36,7 +36,8 @@ DOWN = {d: -2.0 for d in ("physics", "law", "psychology", "economics")}
 
 
 def drop_truth(n_items: int, drop: float, seed: int, n_changed: int = 10) -> pd.DataFrame:
-    """Item truth whose mean change is exactly ``-drop``: ``n_changed`` mid-range items each lose ``n_items * drop / n_changed``."""
+    """Item truth whose mean change is exactly ``-drop``: ``n_changed`` mid-range items each lose
+    ``n_items * drop / n_changed``."""
     t = item_truth(n_items, pi_change=0.0, seed=seed)
     idx = np.argsort(np.abs(t["p_v1"].to_numpy() - 0.5), kind="stable")[:n_changed]
     p2 = t["p_v1"].to_numpy().copy()
@@ -48,7 +49,8 @@ def drop_truth(n_items: int, drop: float, seed: int, n_changed: int = 10) -> pd.
 
 @pytest.fixture(scope="module")
 def pairs(tmp_path_factory):
-    """name -> (v1 file, v2 file, truth): no change (N = 2,000), a 0.01 drop (N = 100), a clear deterioration (N = 60)."""
+    """name -> (v1 file, v2 file, truth): no change (N = 2,000), a 0.01 drop (N = 100), a clear deterioration
+    (N = 60)."""
     root = tmp_path_factory.mktemp("margin")
     sims = {
         "same": simulate_pair(2000, 10, models=("base", "cand"), seed=21, pi_change=0.0),
@@ -323,7 +325,7 @@ def test_bad_margin_exits_2_and_writes_nothing(tmp_path, capsys):
     assert not out.exists()
 
 
-# ------------------------------------------------------------------ resolution and what would decide, against known truth
+# ----------------------------------------------------------- resolution and what would decide, against known truth
 
 
 def test_aggregate_mde_is_detected_with_its_power():

@@ -3,8 +3,9 @@ a notebook with its figure and an API page looked at in headless Chromium.
 
 The site is built once per session into a temporary folder (``python -m sphinx -W --keep-going``),
 unless ``docs/_build/html`` holds a build that passed with -W (``make docs`` marks it; ``make test`` runs
-it first) newer than every source of it: the pages in docs/, the notebooks and the package's docstrings. The executed notebooks
-come from the shared cache in ``docs/_build/.jupyter_cache`` either way, so only a changed notebook runs.
+it first) newer than every source of it: the pages in docs/, the notebooks and the package's docstrings. The
+executed notebooks come from the shared cache in ``docs/_build/.jupyter_cache`` either way, so only a changed
+notebook runs.
 """
 
 from __future__ import annotations
@@ -145,9 +146,11 @@ def test_docs_page_renders_in_headless_chromium(docs_html, name, tmp_path):
     # The figure is really shown: a copy of the page beside it reports, after load, how many <img> decoded.
     probe = page.with_name(f"_probe_{os.getpid()}_{page.name}")
     script = (
-        "<script>window.addEventListener('load',function(){var im=[].slice.call(document.querySelectorAll('article img'));"
+        "<script>window.addEventListener('load',function(){"
+        "var im=[].slice.call(document.querySelectorAll('article img'));"
         "document.body.setAttribute('data-images',im.length);"
-        "document.body.setAttribute('data-decoded',im.filter(function(i){return i.complete&&i.naturalWidth>100;}).length);});</script>"
+        "document.body.setAttribute('data-decoded',"
+        "im.filter(function(i){return i.complete&&i.naturalWidth>100;}).length);});</script>"
     )
     probe.write_text(page.read_text().replace("</body>", script + "</body>"))
     try:

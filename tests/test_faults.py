@@ -57,9 +57,9 @@ def test_killed_writer_leaves_the_old_folder_or_the_new_one(tmp_path, mode, poin
         "outcomes"
     ]
     assert summary["states"].get("old", 0) > 0 and summary["states"].get("new", 0) > 0  # the kills spanned the swap
-    if (
-        mode == "rename"
-    ):  # the kill between the two renames (a timed kill may land there too): the old folder set aside, put back by recovery
+    if mode == "rename":
+        # the kill between the two renames (a timed kill may land there too): the old folder set aside, put back by
+        # recovery
         assert summary["states"].get("set aside", 0) >= 1 and summary["tried"] >= summary["events"]
 
 

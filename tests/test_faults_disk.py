@@ -15,8 +15,8 @@ sys.path.insert(0, str(HERE))
 
 import disk_faults  # noqa: E402  (tests/disk_faults.py: the tmpfs, the filler, the cases)
 
-#: (writer, free bytes, half its output free): no room for the lock file's pid, and room for part
-#: of the output (report: half its one file; switch: some of its files; import: half its one file, an output that is a file)
+#: (writer, free bytes, half its output free): no room for the lock file's pid, and room for part of the output
+#: (report: half its one file; switch: some of its files; import: half its one file, an output that is a file)
 CASES = [("power", 0, False), ("report", None, True), ("switch", None, True), ("import", None, True)]
 
 
@@ -98,6 +98,7 @@ def test_a_first_demo_on_a_disk_without_room_for_its_weights_is_one_line_naming_
         res = disk_faults.cli("demo", "--items", "8", "--k", "3", "--out", str(mnt / "out"))
         assert disk_faults.clean_failure(res), res.stderr
         assert res.stderr.strip().endswith(
-            "/out/collect/models/gemma-3-270m-q3_k_m.gguf: No space left on device for the re-quantised weights (up to 253 MB)"
+            "/out/collect/models/gemma-3-270m-q3_k_m.gguf: No space left on device "
+            "for the re-quantised weights (up to 253 MB)"
         ), res.stderr
         assert disk_faults.leftovers(mnt) == [] and not list(mnt.rglob("*.gguf"))

@@ -6,8 +6,8 @@ short), a timeout, bodies cut short or cut JSON, an error object sent with HTTP 
 each once at a seeded request of a 2-item, K = 10 run (one request in flight): the run completes with the clean run's
 trials, its retries counted by kind in run.json and on stderr. A server that stays down
 stops the run with one line (exit 2) and a whole journal; the same command completes it
-once the server is back. The chat endpoint (``--api chat``) rides through the same faults. benchmarks/faults.py runs the same harness (tests/server_faults.py) with
-more fault points.
+once the server is back. The chat endpoint (``--api chat``) rides through the same faults. benchmarks/faults.py
+runs the same harness (tests/server_faults.py) with more fault points.
 """
 
 from __future__ import annotations
@@ -48,7 +48,8 @@ def bank(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def reference(server, bank, tmp_path_factory):
-    """The clean run: the same command straight to the server (the client's default timeout), its trials sorted by item and sample."""
+    """The clean run: the same command straight to the server (the client's default timeout), its trials sorted by item
+    and sample."""
     out = tmp_path_factory.mktemp("clean") / "run"
     res = sf.run(sf.collect_command(bank, out, server, k=K, timeout=120))
     assert res.returncode == 0 and res.stderr == "", res.stderr
@@ -58,7 +59,8 @@ def reference(server, bank, tmp_path_factory):
 
 
 def test_every_transient_fault_once_then_the_clean_trials(server, bank, reference, tmp_path):
-    """Each fault of tests/fault_proxy.py once, at seeded requests: exit 0, the clean trials, retries counted by kind."""
+    """Each fault of tests/fault_proxy.py once, at seeded requests: exit 0, the clean trials, retries counted by
+    kind."""
     s = sf.transient_faults(server, bank, tmp_path / "run", reference, k=K, counts=dict.fromkeys(FAULTS, 1), seed=SEED)
     assert s["exit"] == 0, s["stderr"]
     assert s["injected"] == dict.fromkeys(FAULTS, 1)
@@ -98,9 +100,9 @@ def test_chat_endpoint_rides_through_the_same_faults(server, bank, tmp_path):
 
 
 def test_a_server_that_stays_down_stops_cleanly_and_resumes(server, bank, reference, tmp_path):
-    """After the first item and two more requests nothing listens any more: one line naming the URL, exit 2, a whole journal, no
-    traceback; the same command once the server is back completes with the clean trials. (benchmarks/faults.py
-    also runs a server that keeps answering HTTP 500.)"""
+    """After the first item and two more requests nothing listens any more: one line naming the URL, exit 2, a whole
+    journal, no traceback; the same command once the server is back completes with the clean trials.
+    (benchmarks/faults.py also runs a server that keeps answering HTTP 500.)"""
     out = tmp_path / "run"
     s = sf.stays_broken(server, bank, out, reference, k=K, fault="down", after=1 + K + 2)
     first = s["first"]

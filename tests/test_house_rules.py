@@ -46,8 +46,8 @@ matplotlib.use("svg")  # the caller's choice
 xla = os.environ.get("XLA_FLAGS")
 for m in {mods!r}:
     importlib.import_module(m)
-state = dict(backend=matplotlib.get_backend(), xla=os.environ.get("XLA_FLAGS") == xla, jax_imported="jax" in sys.modules,
-             pyplot="matplotlib.pyplot" in sys.modules)
+state = dict(backend=matplotlib.get_backend(), xla=os.environ.get("XLA_FLAGS") == xla,
+             jax_imported="jax" in sys.modules, pyplot="matplotlib.pyplot" in sys.modules)
 import jax  # imported by the caller after bayesrc: JAX's defaults are intact
 state.update(x64=bool(jax.config.jax_enable_x64), cache=jax.config.jax_compilation_cache_dir)
 print(json.dumps(state))
@@ -74,7 +74,8 @@ try:
     main({argv!r})
 except SystemExit as exc:
     code = exc.code
-print(json.dumps({{"code": code, "heavy": [m for m in ("pandas", "xarray", "jax", "scipy", "pyarrow") if m in sys.modules]}}))
+print(json.dumps({{"code": code,
+                  "heavy": [m for m in ("pandas", "xarray", "jax", "scipy", "pyarrow") if m in sys.modules]}}))
 """
     out = json.loads(_run(code))
     assert out["heavy"] == []
@@ -232,8 +233,8 @@ def test_function_level_imports_are_heavy_optional_dependencies_and_say_so():
             if not comments & set(range(first - 1, last + 1)):
                 silent.append(f"{rel}:{line}: {name}")
     assert not bad, (
-        "imports inside functions (move them to the top of the module, or add a heavy optional dependency to DEFERRED_IMPORTS):\n"
-        + "\n".join(bad)
+        "imports inside functions (move them to the top of the module, or add a heavy optional dependency to "
+        "DEFERRED_IMPORTS):\n" + "\n".join(bad)
     )
     assert not silent, "deferred imports without a comment saying why:\n" + "\n".join(silent)
 

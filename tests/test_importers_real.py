@@ -149,7 +149,8 @@ def test_cli_imports_both_real_tools(tmp_path):
 
 
 def promptfoo_table_passes(label: str) -> dict[str, int]:
-    """promptfoo's own table export: per test case (Description), the rows whose status under ``label``'s column is PASS."""
+    """promptfoo's own table export: per test case (Description), the rows whose status under ``label``'s column is
+    PASS."""
     rows = list(csv.reader((PROMPTFOO / "table.csv").open(encoding="utf-8")))
     col = (
         next(i for i, h in enumerate(rows[0]) if h.endswith(f"] {label}")) + 1

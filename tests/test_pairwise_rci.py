@@ -269,8 +269,8 @@ def test_cli_family_writes_the_result_and_its_report(family_files, tmp_path, cap
     md = (out / "report_run.md").read_text()
     assert "## Pairwise reliable change in a family of versions" in md and res.multiplicity_sentence() in md
     assert (
-        "| pair | analysable | improved | deteriorated | flagged | expected, no-change null | null 97.5% | expected, nominal rate |"
-        in md
+        "| pair | analysable | improved | deteriorated | flagged | expected, no-change null | null 97.5% "
+        "| expected, nominal rate |" in md
     )
     assert all(f"| {name} |" in md for name in res.names)
 

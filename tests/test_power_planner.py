@@ -75,7 +75,8 @@ def test_planner_constrains_false_positives_among_analysable_items(tmp_path):
     )
     f = ref.to_frame().iloc[0]
     print(
-        f"reference S_diff at K = 10: sensitivity {f['sensitivity']:.2f}, false-positive rate (analysable) {f['false_positive_rate']:.3f}"
+        f"reference S_diff at K = 10: sensitivity {f['sensitivity']:.2f}, "
+        f"false-positive rate (analysable) {f['false_positive_rate']:.3f}"
     )
     assert f["sensitivity"] >= 0.7 and f["false_positive_rate"] > 0.10
     assert f["false_positive_rate_all_items"] < f["false_positive_rate"]  # excluded items hid part of it

@@ -110,8 +110,8 @@ def test_markdown_and_latex(demo_run, tmp_path):
 
 @pytest.fixture(scope="module")
 def minor_fit(demo_run):
-    """A real (small) collapsed beta-binomial fit (the cheapest model with every Bayesian file) of the demo's "minor" pair, cross-checked
-    against the run's own RCI result, so report and fit share one classification."""
+    """A real (small) collapsed beta-binomial fit (the cheapest model with every Bayesian file) of the demo's "minor"
+    pair, cross-checked against the run's own RCI result, so report and fit share one classification."""
     import bayesrc
     from bayesrc.bayes import SamplerConfig, fit
     from bayesrc.data import load_counts
@@ -123,7 +123,8 @@ def minor_fit(demo_run):
 
 
 def test_bayes_sections_render_from_fit_outputs(demo_run, minor_fit, tmp_path):
-    """The files `bayesrc fit` writes (BayesFit.save: fit.json, items.parquet, posterior.nc) fill the Bayesian sections."""
+    """The files `bayesrc fit` writes (BayesFit.save: fit.json, items.parquet, posterior.nc) fill the Bayesian
+    sections."""
     res, pair = minor_fit
     run = tmp_path / "run"
     shutil.copytree(demo_run, run, ignore=shutil.ignore_patterns("trials", "report_*"))
@@ -146,8 +147,8 @@ def test_bayes_sections_render_from_fit_outputs(demo_run, minor_fit, tmp_path):
     cc = res.crosscheck
     assert cc["rci_n_flagged"] == pair.n_flagged
     assert (
-        f"Of the {pair.n_flagged} items the RCI calls reliably changed, the posterior estimates that about {100 * cc['rci_estimated_fdp']:.1f}%"
-        in text
+        f"Of the {pair.n_flagged} items the RCI calls reliably changed, "
+        f"the posterior estimates that about {100 * cc['rci_estimated_fdp']:.1f}%" in text
     )
     assert "other settings" not in text
     assert f"κ = {cc['kappa']:.3f}" in text
@@ -165,9 +166,9 @@ def test_bayes_sections_render_from_fit_outputs(demo_run, minor_fit, tmp_path):
             f"<td>{dom}</td><td>{fmt_value(v['mean'])}</td><td>{fmt_value(v['lo90'])}</td><td>{fmt_value(v['hi90'])}</td>"
             in text
         )
-    assert (
-        len(re.findall(r'src="data:image/png', text)) == 4 + 3 + 2 + 3
-    )  # + P(change) vs RCI, forest, domain shifts, trace, rank, posterior predictive check, LOO-PIT, prior predictive check
+    # + P(change) vs RCI, forest, domain shifts, trace, rank, posterior predictive check, LOO-PIT, prior predictive
+    # check
+    assert len(re.findall(r'src="data:image/png', text)) == 4 + 3 + 2 + 3
     # the workflow checks (issue 31): the posterior and prior predictive checks in words, and their figures
     assert "Predictive checks and LOO" in text and f"ELPD {res.loo['elpd']:.1f}" in text
     pp = res.prior_predictive
@@ -238,7 +239,8 @@ def test_each_section_links_to_its_docs_page(demo_run, html_reports, monkeypatch
     for key in keys:
         heading = re.search(rf'<section id="{key}"[^>]*><h2>(.*?)</h2>', text).group(1)
         assert f'<a class="docs" href="{render.DOCS_URL}/{render.SECTION_DOCS[key]}"' in heading, (key, heading)
-    # by default the links point at this checkout's docs/_build/html (a file: URI, no network); a published copy via BAYESRC_DOCS_URL
+    # by default the links point at this checkout's docs/_build/html (a file: URI, no network); a published copy via
+    # BAYESRC_DOCS_URL
     assert render.DOCS_URL.startswith("file:") and render.DOCS_URL.endswith("docs/_build/html")
     monkeypatch.setenv("BAYESRC_DOCS_URL", "https://docs.example.org/bayesrc/")
     monkeypatch.setattr(render, "DOCS_URL", render.default_docs_url())

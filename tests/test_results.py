@@ -427,7 +427,8 @@ def test_a_run_directory_opens_every_result_in_it(rci_run, tmp_path):
 
 
 def test_exact_run_roundtrip(tmp_path):
-    """``bayesrc collect --engine exact``'s run directory (here the bundled one it wrote) and one from write_exact_run."""
+    """``bayesrc collect --engine exact``'s run directory (here the bundled one it wrote) and one from
+    write_exact_run."""
     from bayesrc.collect.result import CollectedRun
     from bayesrc.data import load_exact, write_exact_run
     from bayesrc.datasets import path

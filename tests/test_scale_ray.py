@@ -211,7 +211,8 @@ def test_actor_killed_at_a_seeded_crash_point_has_its_shard_retried_to_the_same_
 
 
 def test_bad_setting_is_one_input_error_before_ray_starts(ray_cluster, bank8, tmp_path):
-    """A bad setting is the single-process run's InputError (the RunSpec is checked on the driver, before Ray starts), nothing written."""
+    """A bad setting is the single-process run's InputError (the RunSpec is checked on the driver, before Ray starts),
+    nothing written."""
     from bayesrc.errors import InputError
     from bayesrc.scale import collect_ray
 

@@ -271,7 +271,8 @@ def test_family_truth_scores_every_version_against_the_reference_and_reports_it(
     html = build_report(tmp_path / "ft")["run"].read_text()
     assert "Real-model truth of a family of versions" in html and "sim-same" in html and "sim-q3 -&gt; sim-same" in html
     assert 'id="fig-family_truth"><img alt="Per version or step and method' in html and "data:image/png" in html
-    # A family has no --fdr (its joint model selects nothing), a pair's methods are not a family's, one run is not a comparison.
+    # A family has no --fdr (its joint model selects nothing), a pair's methods are not a family's, one run is not a
+    # comparison.
     for bad in (["--fdr", "0.1"], ["--methods", "change"]):
         assert main(["truth", str(a), str(b), str(same), *bad, "--no-progress", "--out", str(tmp_path / "t")]) == 2
     assert main(["truth", str(a), "--out", str(tmp_path / "t")]) == 2

@@ -166,7 +166,8 @@ def conjugate_p(mu: np.ndarray, kappa: np.ndarray, data: ModelInputs, rng: np.ra
 
 
 def _finish(dt, data: ModelInputs, collapsed: bool, seed: int):
-    """Add the conjugate ``p`` draws (collapsed) to the posterior (:func:`~bayesrc.bayes.draws.item_block` forms ``dp``)."""
+    """Add the conjugate ``p`` draws (collapsed) to the posterior (:func:`~bayesrc.bayes.draws.item_block` forms
+    ``dp``)."""
     post = dt["posterior"].to_dataset()
     if collapsed:
         rng = np.random.default_rng(np.random.SeedSequence([seed, 7]))

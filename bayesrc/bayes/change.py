@@ -9,7 +9,8 @@ Model (item i in domain d; logit scale)::
     gamma_g    ~ ZeroSumNormal(1)    its effect on easiness and on change)
     eta_s      ~ Normal(0, tau)     tau ~ HalfNormal(0.5)   (stratum s = (domain, level): its own change)
     slope      ~ Normal(0, 0.5)     (optional: regression toward the middle, paper 001 s. 4.2)
-    delta_i    ~ Normal(shift_d + gamma_g[i] + eta_s[i] + slope * (theta_i - mu_theta_d - alpha_g[i]) / sigma_theta_d, sigma_delta_g[i])
+    delta_i    ~ Normal(shift_d + gamma_g[i] + eta_s[i] + slope * (theta_i - mu_theta_d - alpha_g[i]) / sigma_theta_d,
+                        sigma_delta_g[i])
     pi         ~ Beta(4, 1)         changed_i ~ Bernoulli(pi)
     y_i1 ~ Binomial(n_i1, expit(theta_i))
     y_i2 ~ Binomial(n_i2, expit(theta_i + changed_i * delta_i))
@@ -193,7 +194,8 @@ def change_log_prior(post, prior: dict | None = None, sites: tuple[str, ...] = H
     --------
     >>> import xarray as xr
     >>> post = xr.Dataset({"pi": (("chain", "draw"), [[0.5]]), "sigma_delta": (("chain", "draw"), [[0.6]])})
-    >>> round(float(change_log_prior(post, sites=STRUCTURE_SITES)[0]), 4)  # log Beta(0.5 | 4, 1) + log InvGamma(0.6 | 2, 0.6)
+    >>> # log Beta(0.5 | 4, 1) + log InvGamma(0.6 | 2, 0.6)
+    >>> round(float(change_log_prior(post, sites=STRUCTURE_SITES)[0]), 4)
     -1.1823
     """
     pr = prior_settings(prior)
@@ -534,7 +536,8 @@ def store_item_quantities(dt, post, c: dict, item_cell: np.ndarray, slope: bool,
 
 
 def _finish(dt, data: ModelInputs, seed: int, slope: bool, prior: dict | None = None):
-    """The item draws' stored quantities: delta, changed, r and P(delta > 0 | changed) (:func:`store_item_quantities`)."""
+    """The item draws' stored quantities: delta, changed, r and P(delta > 0 | changed)
+    (:func:`store_item_quantities`)."""
     post = dt["posterior"].to_dataset()
     rng = np.random.default_rng(np.random.SeedSequence([seed, 11]))
     c = item_conditionals(post, data, rng)  # per item: in the full model r and p_up depend on the sampled theta_i

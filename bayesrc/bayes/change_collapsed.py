@@ -28,7 +28,8 @@ once per fit (:func:`likelihood_tables`); what the sampler evaluates is
   the tails folded into the weights: :func:`cell_loglik`).
 
 So a gradient costs a few dense matrix products and no transcendental function of the data
-(0.4-0.7 ms for 40-2,000 items on a loaded 2-core machine, against 13.5 ms before on 11 strata; ``benchmarks/change_likelihood.py`` compares them on one shape).
+(0.4-0.7 ms for 40-2,000 items on a loaded 2-core machine, against 13.5 ms before on 11 strata;
+``benchmarks/change_likelihood.py`` compares them on one shape).
 The largest, the kernel rows times the band table, runs in single precision in the samplers
 (:data:`SAMPLER_BAND_DTYPE`): its terms are all positive, so the sums keep a relative error near 1e-7.
 The likelihood forms it only for the (stratum, outcome) pairs the cells have (:func:`pair_tables`:
@@ -174,7 +175,8 @@ def item_strata(data: ModelInputs) -> tuple[np.ndarray, dict]:
 
     Examples
     --------
-    >>> d = ModelInputs(items=("a", "b"), versions=("v1", "v2"), domains=("x", "z"), dom=np.array([1, 0]), y=np.zeros((2, 2)), n=np.ones((2, 2)))
+    >>> d = ModelInputs(items=("a", "b"), versions=("v1", "v2"), domains=("x", "z"), dom=np.array([1, 0]),
+    ...                 y=np.zeros((2, 2)), n=np.ones((2, 2)))
     >>> item_strata(d)
     (array([1, 0]), {'n_strata': 2, 'stratum_dom': None, 'stratum_group': None})
     """
@@ -311,7 +313,8 @@ def pad_rows(a: np.ndarray, size: int) -> np.ndarray:
 
 
 def band_table_fits(n_outcomes: int, n_nodes: int, dtype) -> bool:
-    """Whether the band table of ``n_outcomes`` binomial rows on ``n_nodes`` nodes stays within :data:`BAND_TABLE_MAX_BYTES`."""
+    """Whether the band table of ``n_outcomes`` binomial rows on ``n_nodes`` nodes stays within
+    :data:`BAND_TABLE_MAX_BYTES`."""
     return (n_outcomes + 1) * n_nodes * (2 * n_nodes - 1) * np.dtype(dtype).itemsize <= BAND_TABLE_MAX_BYTES
 
 
@@ -582,7 +585,8 @@ def _pair_convolution_parts(ops, tables, shift, sigma_delta):
         tables["pair_onehot"], rows, axes=[[1], [0]]
     )  # (pair, 2J - 1): a product, not a gather (see toeplitz)
     sums = ops.einsum("pm,pjm->pj", pair_rows.astype(band.dtype), band).astype(rows.dtype)
-    # (stratum, node): each row's sum over the grid, in the band's precision as the sums (in float64 it took an eighth of a step)
+    # (stratum, node): each row's sum over the grid, in the band's precision as the sums
+    # (in float64 it took an eighth of a step)
     inside = ops.tensordot(rows.astype(band.dtype), tables["ones_band"], axes=[[1], [1]]).astype(rows.dtype)
     return (*_rows_scale_and_tails(ops, x, x[None, :] + shift[:, None], sd[:, None], inside), sums)
 
@@ -784,10 +788,12 @@ def _draws_one(hyper, key, data: dict, fine_v):
     )
     d = data["cell_dom"][item_cell]
     m_i = shift[d] + b * (theta - mu_theta[d]) / sigma_theta[d]
-    # delta_i | theta_i, changed_i = 1 on a fine standardised grid; the prior when changed_i = 0 (delta_i is not in the likelihood).
+    # delta_i | theta_i, changed_i = 1 on a fine standardised grid; the prior when changed_i = 0
+    # (delta_i is not in the likelihood).
     spread = grid_spread(_ops("jax"), sigma_delta, x)[d]
     zv = standardised_change_draw(theta + m_i, spread, data["item_y2"], data["item_n2"], changed, fine_v, (k4, k5, k6))
-    f = ITEM_DRAW_DTYPE  # stored in single precision (computed in double): half the memory, and the transfer, at 12,000 items
+    # stored in single precision (computed in double): half the memory, and the transfer, at 12,000 items
+    f = ITEM_DRAW_DTYPE
     return (
         theta.astype(f),
         (m_i + spread * zv).astype(f),

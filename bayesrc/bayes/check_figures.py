@@ -80,7 +80,8 @@ def prior_predictive_figure(pp: Mapping, *, title: str = ""):
     Examples
     --------
     >>> e = np.linspace(0, 1, 3).tolist()
-    >>> pp = {"hist_p": {"edges": e, "prior_v1": [5, 5], "prior_v2": [4, 6], "observed_v1": [1, 0], "observed_v2": [0, 1]},
+    >>> pp = {"hist_p": {"edges": e, "prior_v1": [5, 5], "prior_v2": [4, 6], "observed_v1": [1, 0],
+    ...                  "observed_v2": [0, 1]},
     ...       "hist_dp": {"edges": [-1.0, 0.0, 1.0], "prior": [3, 7]}, "share_abs_dp_above": {"0.05": 0.4, "0.1": 0.2}}
     >>> len(prior_predictive_figure(pp).axes)
     2

@@ -19,7 +19,8 @@ Posterior predictive p-values are conservative (the data are used twice), so on 
 have generated the warning rate stays below the nominal level (``benchmarks/ppc_calibration.py``).
 
 **LOO** (:func:`loo_checks`): PSIS-LOO over items (:func:`bayesrc.bayes.change_collapsed.unit_loglik`, the
-collapsed marginal likelihood of an item's two counts, computed once per cell of items with the same counts and stratum), Pareto k per item (items above
+collapsed marginal likelihood of an item's two counts, computed once per cell of items with the same counts and
+stratum), Pareto k per item (items above
 :data:`K_THRESHOLD` listed), and LOO-PIT of each item's change ``y2 - y1`` against new items drawn
 from its stratum's population (:func:`new_item_p`: given the hyperparameters, the leave-one-out
 predictive of an item is that of a new item of its stratum), and its ECDF against uniform with a
@@ -79,8 +80,9 @@ def check_strata(data: ModelInputs, min_items: int = MIN_STRATUM_ITEMS) -> tuple
 
     Examples
     --------
-    >>> d = ModelInputs(y=np.zeros((6, 2), int), n=np.full((6, 2), 10), dom=np.array([0, 0, 0, 1, 1, 1]), items=np.arange(6),
-    ...                 versions=("a", "b"), domains=("x", "y"), group=np.array([0, 1, 0, 1, 0, 1]), groups=("A", "B"), covariate="letter")
+    >>> d = ModelInputs(y=np.zeros((6, 2), int), n=np.full((6, 2), 10), dom=np.array([0, 0, 0, 1, 1, 1]),
+    ...                 items=np.arange(6), versions=("a", "b"), domains=("x", "y"), group=np.array([0, 1, 0, 1, 0, 1]),
+    ...                 groups=("A", "B"), covariate="letter")
     >>> member, names = check_strata(d, min_items=3)
     >>> names, member.sum(0).tolist()
     (['x:*', 'y:*', '*:A', '*:B', 'all'], [3, 3, 3, 3, 6])
@@ -242,7 +244,8 @@ def posterior_predictive_check(
 ) -> dict:
     """Posterior predictive check of item accuracy draws ``p`` (chain, draw, item, 2) against ``data``.
 
-    Replicates ``y_rep ~ Binomial(n, p)`` (1-4 datasets per draw: ``PPC_REPLICATE_BUDGET``), computes :data:`STATS` per stratum
+    Replicates ``y_rep ~ Binomial(n, p)`` (1-4 datasets per draw: ``PPC_REPLICATE_BUDGET``), computes :data:`STATS`
+    per stratum
     (:func:`check_strata` over ``data``'s domains and covariate levels), two-sided predictive
     p-values and their min-p adjustment. Returns the ``ppc`` payload: settings, one row per
     (stratum, statistic) in ``table`` (observed, replicated mean and 90% range, p, adjusted p) and
@@ -252,7 +255,8 @@ def posterior_predictive_check(
     --------
     >>> rng = np.random.default_rng(0)
     >>> n = np.full((40, 2), 10); p = rng.beta(2, 2, (40, 1)).repeat(2, 1)
-    >>> d = ModelInputs(y=rng.binomial(n, p), n=n, dom=np.zeros(40, int), items=np.arange(40), versions=("a", "b"), domains=("x",))
+    >>> d = ModelInputs(y=rng.binomial(n, p), n=n, dom=np.zeros(40, int), items=np.arange(40), versions=("a", "b"),
+    ...                 domains=("x",))
     >>> out = posterior_predictive_check(np.broadcast_to(p, (2, 100, 40, 2)), d)
     >>> out["n_tests"], out["flagged"]
     (9, [])
@@ -317,7 +321,8 @@ def ppc_warnings(ppc: Mapping, model: str = "change", max_named: int = 3) -> lis
 
     Examples
     --------
-    >>> row = {"stratum": "repeat:A", "stat": "mean_change", "observed": 0.2, "replicated_lo90": 0.0, "replicated_hi90": 0.1, "p": 0.0, "p_adjusted": 0.0}
+    >>> row = {"stratum": "repeat:A", "stat": "mean_change", "observed": 0.2, "replicated_lo90": 0.0,
+    ...        "replicated_hi90": 0.1, "p": 0.0, "p_adjusted": 0.0}
     >>> ppc_warnings({"flagged": [row], "n_tests": 90, "alpha": 0.05})[0][:80]
     'posterior predictive check: the model does not reproduce the mean per-item chang'
     """
@@ -325,20 +330,26 @@ def ppc_warnings(ppc: Mapping, model: str = "change", max_named: int = 3) -> lis
     if not rows:
         return []
     named = "; ".join(
-        f"{STAT_LABELS.get(r['stat'], r['stat'])} in stratum {r['stratum']} (observed {r['observed']:.3f}, replicated 90% range "
+        f"{STAT_LABELS.get(r['stat'], r['stat'])} in stratum {r['stratum']} "
+        f"(observed {r['observed']:.3f}, replicated 90% range "
         f"{r['replicated_lo90']:.3f} to {r['replicated_hi90']:.3f}, adjusted p = {r['p_adjusted']:.3f})"
         for r in rows[:max_named]
     )
     more = f" and {len(rows) - max_named} more (fit.json: ppc.flagged)" if len(rows) > max_named else ""
     if model == "betabinom" and all(r["stat"] in PAIRING_STATS for r in rows):
-        advice = "the beta-binomial treats an item's two versions as independent; for per-item change use the change model, which pairs them"
+        advice = (
+            "the beta-binomial treats an item's two versions as independent; "
+            "for per-item change use the change model, which pairs them"
+        )
     else:
         advice = (
-            "the model misses structure in these items (an item covariate such as the correct option's letter, a stratum with its own "
+            "the model misses structure in these items "
+            "(an item covariate such as the correct option's letter, a stratum with its own "
             "change): read its estimates there with care, and compare models (bayesrc fit --compare)"
         )
     return [
-        f"posterior predictive check: the model does not reproduce {named}{more}, at family-wise level {ppc['alpha']:g} over {ppc['n_tests']} tests; {advice}"
+        f"posterior predictive check: the model does not reproduce {named}{more}, "
+        f"at family-wise level {ppc['alpha']:g} over {ppc['n_tests']} tests; {advice}"
     ]
 
 
@@ -599,6 +610,8 @@ def loo_warnings(loo_payload: Mapping, max_named: int = 5) -> list[str]:
     ids = list(loo_payload["high_k_items"])
     named = ", ".join(ids[:max_named]) + (f" and {n - max_named} more" if n > max_named else "")
     return [
-        f"PSIS-LOO: {n} item{'s have' if n > 1 else ' has'} Pareto k above {loo_payload['k_threshold']:g} ({named}): their leave-one-out "
-        "estimates are unreliable (the posterior moves a lot without them); treat ELPD comparisons of this fit with care"
+        f"PSIS-LOO: {n} item{'s have' if n > 1 else ' has'} Pareto k above {loo_payload['k_threshold']:g} "
+        f"({named}): their leave-one-out "
+        "estimates are unreliable (the posterior moves a lot without them); "
+        "treat ELPD comparisons of this fit with care"
     ]

@@ -14,7 +14,8 @@ from bayesrc.errors import InputError
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "fit",
-        help="Bayesian item model (beta-binomial or paired change) for a version pair, or the joint change model of three or more versions",
+        help="Bayesian item model (beta-binomial or paired change) for a version pair, "
+        "or the joint change model of three or more versions",
     )
     p.add_argument(
         "runs",
@@ -28,7 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--compare",
         default=None,
         metavar="MODELS",
-        help="fit each of these models (comma-separated, e.g. change,betabinom) into OUT/MODEL/ and rank them by PSIS-LOO ELPD -> OUT/loo_compare.json (--model is then ignored)",
+        help="fit each of these models (comma-separated, e.g. change,betabinom) into OUT/MODEL/ "
+        "and rank them by PSIS-LOO ELPD -> OUT/loo_compare.json (--model is then ignored)",
     )
     p.add_argument("--out", required=True, type=Path)
     p.set_defaults(func="bayesrc.bayes.handlers:run_fit")
@@ -49,7 +51,8 @@ def add_sampler_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--no-escalate",
         action="store_true",
-        help="one sampling attempt only (default: after a failed gate, two more with longer warm-up, more draws, higher target acceptance)",
+        help="one sampling attempt only "
+        "(default: after a failed gate, two more with longer warm-up, more draws, higher target acceptance)",
     )
     add_progress_argument(p)
 
@@ -75,7 +78,8 @@ def add_progress_argument(p: argparse.ArgumentParser, what: str = "progress bars
 
 
 def progress_setting(args: argparse.Namespace) -> bool | None:
-    """:class:`~bayesrc.bayes.SamplerConfig`'s ``progress`` of ``--no-progress``: False, else None (bars on a terminal or in Jupyter)."""
+    """:class:`~bayesrc.bayes.SamplerConfig`'s ``progress`` of ``--no-progress``: False, else None (bars on a
+    terminal or in Jupyter)."""
     return False if args.no_progress else None
 
 
@@ -100,7 +104,8 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--covariate",
         default="auto",
-        help="change model: item covariate shifting the mean change (default auto: the correct answer's letter when the trials carry it; 'none': no covariate)",
+        help="change model: item covariate shifting the mean change "
+        "(default auto: the correct answer's letter when the trials carry it; 'none': no covariate)",
     )
     p.add_argument("--fdr", type=float, default=0.10, help="Bayesian FDR level q (default 0.10)")
     p.add_argument("--rule", choices=("fdr", "threshold"), default="fdr", help="selection rule (default fdr)")
@@ -109,13 +114,15 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
         "--rope",
         type=float,
         default=None,
-        help="ROPE on |dp|: items.parquet gets p_rope = P(|dp| > ROPE) (both models); betabinom also uses it for P(change)",
+        help="ROPE on |dp|: items.parquet gets p_rope = P(|dp| > ROPE) (both models); "
+        "betabinom also uses it for P(change)",
     )
     p.add_argument(
         "--delta-min",
         type=float,
         default=0.05,
-        help="a material change in accuracy (default 0.05): items get P(dp >= it) and P(dp <= -it), the cross-check RCI's material FDP",
+        help="a material change in accuracy (default 0.05): items get P(dp >= it) and P(dp <= -it), "
+        "the cross-check RCI's material FDP",
     )
     add_sampler_arguments(p)
     p.add_argument(
@@ -125,7 +132,8 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def sampler_config(args: argparse.Namespace):
-    """The :class:`~bayesrc.bayes.SamplerConfig` of :func:`add_sampler_arguments`' options (validated: exit 2 on bad values)."""
+    """The :class:`~bayesrc.bayes.SamplerConfig` of :func:`add_sampler_arguments`' options (validated: exit 2 on bad
+    values)."""
     check_sampler_sizes(args)
     return SamplerConfig(
         chains=args.chains,

@@ -180,9 +180,8 @@ def mean_relative_ess(post, chunk: int = 256, max_entries: int = 8192) -> float:
         x = x.reshape(-1, *x.shape[-2:])[(-offset) % step :: step]  # every step-th entry of all variables together
         offset += size
         for i in range(0, len(x), chunk):
-            part = np.asarray(
-                x[i : i + chunk], float
-            )  # a chunk at a time: its FFT autocorrelations (complex, padded) cost ~0.3 GB at 1,024 entries x 4,000 draws
+            # a chunk at a time: its FFT autocorrelations (complex, padded) cost ~0.3 GB at 1,024 entries x 4,000 draws
+            part = np.asarray(x[i : i + chunk], float)
             ess = np.where(_valid(part, 1), _ess_chains(_split_chains(part)), np.nan)
             total, count = total + ess.sum(), count + ess.size
     return float(total / count / n_samples)
@@ -198,7 +197,8 @@ class Diagnostics:
 
     Examples
     --------
-    >>> d = Diagnostics(1.004, 812.0, 655.0, 0, True, {"max_rhat": 1.01, "min_ess": 400.0, "max_divergences": 0}, "sigma_delta")
+    >>> d = Diagnostics(1.004, 812.0, 655.0, 0, True, {"max_rhat": 1.01, "min_ess": 400.0, "max_divergences": 0},
+    ...                 "sigma_delta")
     >>> d.passed, d.to_dict()["min_ess_tail"]
     (True, 655.0)
     """
@@ -293,7 +293,8 @@ def gate_table(d: Diagnostics) -> pd.DataFrame:
 
     Examples
     --------
-    >>> d = Diagnostics(1.02, 812.0, 655.0, 0, False, {"max_rhat": 1.01, "min_ess": 400.0, "max_divergences": 0}, "rhat (pi)")
+    >>> d = Diagnostics(1.02, 812.0, 655.0, 0, False, {"max_rhat": 1.01, "min_ess": 400.0, "max_divergences": 0},
+    ...                 "rhat (pi)")
     >>> gate_table(d).iloc[-1].tolist()
     ['gate', 'FAILED', '']
     """
@@ -350,7 +351,8 @@ class GatedResult(Result):
 
 
 def _check_thresholds(thresholds: object) -> None:
-    """The gate's recorded thresholds are numbers (the report prints them); else :class:`InputError` naming the field."""
+    """The gate's recorded thresholds are numbers (the report prints them); else :class:`InputError` naming the
+    field."""
     if not isinstance(thresholds, dict):
         raise InputError(f"expected an object, got {thresholds!r}", field="diagnostics.thresholds")
     for key in ("max_rhat", "min_ess", "max_divergences"):

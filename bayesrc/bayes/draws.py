@@ -37,7 +37,8 @@ def item_block(post, items=None) -> xr.Dataset:
     >>> dims = ("chain", "draw", "item")
     >>> post = xr.Dataset({"theta": (dims, np.zeros((1, 2, 3))), "delta": (dims, np.ones((1, 2, 3))),
     ...                    "changed": (dims, np.array([[[1, 0, 0], [0, 0, 0]]], np.int8)),
-    ...                    "r_cell": (("chain", "draw", "cell"), [[[0.9, 0.1], [0.8, 0.2]]]), "p_up_cell": (("chain", "draw", "cell"), np.ones((1, 2, 2))),
+    ...                    "r_cell": (("chain", "draw", "cell"), [[[0.9, 0.1], [0.8, 0.2]]]),
+    ...                    "p_up_cell": (("chain", "draw", "cell"), np.ones((1, 2, 2))),
     ...                    "item_cell": ("item", [0, 1, 1])})
     >>> block = item_block(post, slice(0, 2))
     >>> block["dp"].values.astype(float).round(3).tolist(), block["r"].values.tolist()

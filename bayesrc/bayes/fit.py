@@ -435,7 +435,8 @@ def fit(
         :func:`bayesrc.classical.reliable_change` with ``rci_kwargs``.
     rci_kwargs : settings of that classical run (default 200 splits and permutations).
     covariate : change model: an item coord of ``counts`` whose levels shift the items' mean
-        easiness and mean change (``"auto"``: ``correct_answer`` when present; ``None``: none; see :func:`model_inputs`).
+        easiness and mean change (``"auto"``: ``correct_answer`` when present; ``None``: none; see
+        :func:`model_inputs`).
     escalate : when the gate fails, sample again before giving up (:func:`~bayesrc.bayes.gating.escalated_config`: more
         draws when R-hat or ESS fell short, longer warm-up and a higher target acceptance after
         divergences); every attempt is recorded in
@@ -468,7 +469,8 @@ def fit(
     if counts.sizes["version"] >= 3:
         if model != "change":
             raise ValueError(
-                f"the {model} model compares a pair: pass versions=(v1, v2), or model='change' for the joint model of the family"
+                f"the {model} model compares a pair: pass versions=(v1, v2), "
+                "or model='change' for the joint model of the family"
             )
         bad = pair_only_settings(
             collapsed=collapsed,
@@ -483,7 +485,8 @@ def fit(
         )
         if bad:
             raise ValueError(
-                f"the joint model of three or more versions has no {', '.join(bad)} setting (fit a pair with versions=(v1, v2))"
+                f"the joint model of three or more versions has no {', '.join(bad)} setting "
+                "(fit a pair with versions=(v1, v2))"
             )
         thresholds = {"max_rhat": max_rhat, "min_ess": min_ess, "max_divergences": max_divergences}
         return fit_joint(
@@ -601,7 +604,8 @@ def _crosscheck_rci(
     rope,
     delta_min: float,
 ):
-    """The RCI cross-check of a fit: ``(crosscheck, discordant items, warnings)``; adds the RCI class to ``items`` (in place)."""
+    """The RCI cross-check of a fit: ``(crosscheck, discordant items, warnings)``; adds the RCI class to ``items``
+    (in place)."""
     items["rci_class"] = (
         rci_items.set_index("item_id")["class"].reindex(items["item_id"]).fillna("excluded").to_numpy(dtype=object)
     )
@@ -666,7 +670,9 @@ def run_checks(
 
     Examples
     --------
-    >>> ppc, loo, per_item = run_checks(res.posterior, model_inputs(counts), counts, res.items["item_id"])  # doctest: +SKIP
+    >>> ppc, loo, per_item = run_checks(  # doctest: +SKIP
+    ...     res.posterior, model_inputs(counts), counts, res.items["item_id"]
+    ... )
     """
     strata = data if data.covariate else model_inputs(counts, *data.versions, covariate="auto")
     p = item_block(thinned_draws(dt["posterior"], MAX_PPC_DRAWS))["p"].values[
@@ -698,8 +704,11 @@ def prior_sensitivity_warnings(sens: dict, cc: dict, delta_min: float) -> list[s
             else "more samples per item would"
         )
         out.append(
-            f"RCI's estimated false-discovery proportion ({label}) is {cc[key]:.1%}, but {min(sens[key]):.1%}-{max(sens[key]):.1%} with the priors "
-            f"on the share and spread of changes power-scaled by {min(sens['alphas']):g}-{max(sens['alphas']):g}: the data do not decide it, so it is not calibrated ({advice})"
+            f"RCI's estimated false-discovery proportion ({label}) is {cc[key]:.1%}, "
+            f"but {min(sens[key]):.1%}-{max(sens[key]):.1%} with the priors "
+            "on the share and spread of changes power-scaled by "
+            f"{min(sens['alphas']):g}-{max(sens['alphas']):g}: the data do not decide it, "
+            f"so it is not calibrated ({advice})"
         )
     return out
 
@@ -732,7 +741,8 @@ def check(result: BayesFit, allow_unconverged: bool = False) -> BayesFit:
         num = lambda x, spec: "undefined" if x is None or not np.isfinite(x) else format(x, spec)  # noqa: E731
         raise ConvergenceError(
             f"{result.model} ({result.backend}) failed the convergence gate: max R-hat {num(d.max_rhat, '.4f')}, "
-            f"min ESS bulk {num(d.min_ess_bulk, '.0f')} / tail {num(d.min_ess_tail, '.0f')}, {d.divergences} divergences "
+            f"min ESS bulk {num(d.min_ess_bulk, '.0f')} / tail {num(d.min_ess_tail, '.0f')}, "
+            f"{d.divergences} divergences "
             f"[{d.worst}]; outputs are marked failed (pass --allow-unconverged to accept)"
         )
     return result
@@ -766,9 +776,12 @@ def check_prior_predictive(pp: dict) -> None:
 
     Examples
     --------
-    >>> check_prior_predictive({"p_v1": [0.1, 0.9], "share_abs_dp_above": {"0.05": 0.4}, "hist_p": {"edges": [0, 1], "prior_v1": [1]}})
-    Traceback (most recent call last):
-    bayesrc.errors.InputError: <input>: field 'prior_predictive.hist_p.prior_v2': expected a list of finite numbers, got None
+    >>> pp = {"p_v1": [0.1, 0.9], "share_abs_dp_above": {"0.05": 0.4}, "hist_p": {"edges": [0, 1], "prior_v1": [1]}}
+    >>> try:
+    ...     check_prior_predictive(pp)
+    ... except InputError as err:
+    ...     print(err.field, "|", err.message)
+    prior_predictive.hist_p.prior_v2 | expected a list of finite numbers, got None
     """
     _finite_list(pp.get("p_v1"), "prior_predictive.p_v1", min_len=1)
     if pp.get("pi") is not None:

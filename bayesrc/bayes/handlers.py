@@ -97,7 +97,8 @@ def _report_fit(res, out: Path) -> None:
         print(f"bayesrc: warning: {w}", file=sys.stderr)
     if not res.diagnostics.passed:
         print(
-            f"bayesrc: warning: convergence gate FAILED ({res.diagnostics.worst}); every output is marked status=failed",
+            f"bayesrc: warning: convergence gate FAILED ({res.diagnostics.worst}); "
+            "every output is marked status=failed",
             file=sys.stderr,
         )
 

@@ -28,8 +28,8 @@ with ``w_s`` the prior weights of the nodes (:func:`~bayesrc.bayes.change_collap
 and ``G_v`` the pair model's Gaussian-kernel convolution
 (:func:`~bayesrc.bayes.change_collapsed.weighted_convolutions`), one kernel row per (version,
 domain). With ``V = 2`` this is the pair model's :func:`~bayesrc.bayes.change_collapsed.cell_loglik`
-(tests/test_joint.py: to 1e-8). Items with the same stratum (domain, or (domain, letter)) and the same ``(n, y)`` in every version
-share one cell; all versions' outcomes ``(n, y)`` share one binomial table.
+(tests/test_joint.py: to 1e-8). Items with the same stratum (domain, or (domain, letter)) and the same ``(n, y)`` in
+every version share one cell; all versions' outcomes ``(n, y)`` share one binomial table.
 
 Item draws (:func:`family_item_draws`), for each posterior draw of the hyperparameters: ``theta_i``
 from its posterior on the grid (piecewise linear between the nodes, as the pair model draws it);
@@ -90,7 +90,8 @@ JOINT_DIMS = {
     "sigma_delta": ["change"],
     "pi": ["change"],
 }
-#: ... and with an item covariate (its levels ``group``, the (domain, level) ``stratum``, their interaction ``contrast``s).
+#: ... and with an item covariate (its levels ``group``, the (domain, level) ``stratum``, their interaction
+#: ``contrast``s).
 COVARIATE_DIMS = {
     "sigma_delta": ["change", "group"],
     "group_level": ["group"],
@@ -136,8 +137,8 @@ class FamilyCells:
 
     Examples
     --------
-    >>> d = ModelInputs(items=np.array(["a", "b", "c"]), versions=("v1", "v2", "v3"), domains=("x",), dom=np.zeros(3, int),
-    ...                 y=np.array([[3, 4, 5], [3, 4, 5], [5, 5, 5]]), n=np.full((3, 3), 10))
+    >>> d = ModelInputs(items=np.array(["a", "b", "c"]), versions=("v1", "v2", "v3"), domains=("x",),
+    ...                 dom=np.zeros(3, int), y=np.array([[3, 4, 5], [3, 4, 5], [5, 5, 5]]), n=np.full((3, 3), 10))
     >>> cells = family_cells(d)
     >>> cells.n_cells, cells.weight.tolist(), cells.item_cell.tolist()
     (2, [2.0, 1.0], [0, 0, 1])
@@ -196,16 +197,18 @@ def family_tables(cells: FamilyCells, band_dtype=np.float64) -> dict[str, np.nda
     ``x`` the logit grid; ``e2`` the binomial table (max-scaled rows) over the distinct ``(n, y)``
     outcomes of all versions, named as the pair model's version-2 table so that
     :func:`~bayesrc.bayes.change_collapsed.weighted_convolutions` reads it (``e2_band`` its band table
-    when it fits); per cell: its stratum ``cell_s`` (domain, or (domain, letter) with the covariate), its rows of that table per version ``e_cell``
-    (version, cell, node), the sum of the rows' log maxima ``lm_cell``, per non-reference version its
-    row ``cell_key = s T + t`` of the (stratum, outcome) convolutions, and its ``weight`` (0 on padding).
+    when it fits); per cell: its stratum ``cell_s`` (domain, or (domain, letter) with the covariate), its rows of
+    that table per version ``e_cell`` (version, cell, node), the sum of the rows' log maxima ``lm_cell``, per
+    non-reference version its row ``cell_key = s T + t`` of the (stratum, outcome) convolutions, and its ``weight``
+    (0 on padding).
 
     Examples
     --------
-    >>> d = ModelInputs(items=np.array(["a", "b"]), versions=("v1", "v2", "v3"), domains=("x", "z"), dom=np.array([0, 1]),
-    ...                 y=np.array([[3, 4, 5], [5, 5, 5]]), n=np.full((2, 3), 10))
+    >>> d = ModelInputs(items=np.array(["a", "b"]), versions=("v1", "v2", "v3"), domains=("x", "z"),
+    ...                 dom=np.array([0, 1]), y=np.array([[3, 4, 5], [5, 5, 5]]), n=np.full((2, 3), 10))
     >>> t = family_tables(family_cells(d))
-    >>> t["e_cell"].shape, t["cell_key"][:, :2].tolist()   # 4 outcome rows (3 padded to 4); cell 2 is (z, 5 of 10): 1 x 4 + 2
+    >>> # 4 outcome rows (3 padded to 4); cell 2 is (z, 5 of 10): 1 x 4 + 2
+    >>> t["e_cell"].shape, t["cell_key"][:, :2].tolist()
     ((3, 32, 101), [[1, 6], [2, 6]])
     """
     x = logit_grid(int(cells.n.max()))
@@ -234,9 +237,9 @@ def node_terms(ops, mu_theta, sigma_theta, shift, spread, pi, tables):
     """Per cell and grid node: the reference term ``w_s(x_j) Bin(y_1 | x_j)`` and, per other version,
     the unchanged and changed terms ``(1 - pi_v) Bin(y_v | x_j)`` and ``pi_v G_v(x_j; y_v)``.
 
-    Per stratum (:func:`~bayesrc.bayes.change_collapsed.strata_hyper`): ``mu_theta, sigma_theta`` (stratum,), ``shift`` and the
-    changes' ``spread`` (change, stratum); ``pi`` (change,). The convolutions of every (version, stratum)
-    come out of one call of the pair model's
+    Per stratum (:func:`~bayesrc.bayes.change_collapsed.strata_hyper`): ``mu_theta, sigma_theta`` (stratum,),
+    ``shift`` and the changes' ``spread`` (change, stratum); ``pi`` (change,). The convolutions of every (version,
+    stratum) come out of one call of the pair model's
     :func:`~bayesrc.bayes.change_collapsed.weighted_convolutions`, the rows stacked version-major.
     """
     x, e, e_cell, key = tables["x"], tables["e2"], tables["e_cell"], tables["cell_key"]
@@ -261,7 +264,8 @@ def family_loglik(ops, mu_theta, sigma_theta, shift, spread, pi, tables):
     >>> d = ModelInputs(items=np.array(["a"]), versions=("v1", "v2", "v3"), domains=("x",), dom=np.array([0]),
     ...                 y=np.array([[3, 4, 5]]), n=np.full((1, 3), 10))
     >>> t = family_tables(family_cells(d))
-    >>> ll = family_loglik(_ops("numpy"), np.zeros(1), np.ones(1), np.zeros((2, 1)), np.full((2, 1), 0.5), np.full(2, 0.8), t)
+    >>> ll = family_loglik(_ops("numpy"), np.zeros(1), np.ones(1), np.zeros((2, 1)), np.full((2, 1), 0.5),
+    ...                    np.full(2, 0.8), t)
     >>> bool(ll[0] < 0)
     True
     """

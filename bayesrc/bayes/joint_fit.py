@@ -252,7 +252,8 @@ def version_changes(p: np.ndarray, versions, pairs) -> pd.DataFrame:
     Examples
     --------
     >>> p = np.random.default_rng(0).uniform(0.4, 0.5, size=(400, 30, 2)) + [0.0, 0.3]
-    >>> version_changes(p, ["a", "b"], [("a", "b")])[["dacc_mean", "p_up", "items_up", "items_down"]].round(1).values.tolist()
+    >>> changes = version_changes(p, ["a", "b"], [("a", "b")])
+    >>> changes[["dacc_mean", "p_up", "items_up", "items_down"]].round(1).values.tolist()
     [[0.3, 1.0, 30.0, 0.0]]
     """
     dp = _pair_draws(p, versions, pairs)
@@ -366,7 +367,8 @@ class JointFit(GatedResult):
             rows.append(
                 (
                     f"version {r.version}",
-                    f"accuracy {r.mean_accuracy:.3f} [{r.acc_lo90:.3f}, {r.acc_hi90:.3f}], P(best) {r.p_best:.2f}, rank {r.rank_mean:.2f} [{r.rank_lo}-{r.rank_hi}], band {r.band}",
+                    f"accuracy {r.mean_accuracy:.3f} [{r.acc_lo90:.3f}, {r.acc_hi90:.3f}], P(best) {r.p_best:.2f}, "
+                    f"rank {r.rank_mean:.2f} [{r.rank_lo}-{r.rank_hi}], band {r.band}",
                 )
             )
         if self.posterior is not None:  # the chain of consecutive versions, step by step
@@ -374,7 +376,8 @@ class JointFit(GatedResult):
                 rows.append(
                     (
                         f"step {r['from']} -> {r['to']}",
-                        f"accuracy change {r['dacc_mean']:+.3f} [{r['dacc_lo90']:+.3f}, {r['dacc_hi90']:+.3f}], P(up) {r['p_up']:.2f}, items up {r['items_up']}, down {r['items_down']}",
+                        f"accuracy change {r['dacc_mean']:+.3f} [{r['dacc_lo90']:+.3f}, {r['dacc_hi90']:+.3f}], "
+                        f"P(up) {r['p_up']:.2f}, items up {r['items_up']}, down {r['items_down']}",
                     )
                 )
         rows += [("warning", w) for w in self.warnings]
@@ -391,7 +394,9 @@ class JointFit(GatedResult):
 
         Examples
         --------
-        >>> res.item_changes().query("dp_hi90 < 0")  # items that got worse from one version to the next  # doctest: +SKIP
+        >>> res.item_changes().query(  # items that got worse from one version to the next  # doctest: +SKIP
+        ...     "dp_hi90 < 0"
+        ... )
         """
         first = self.items[self.items["version"] == self.versions[0]]  # one row per item, in the posterior's item order
         return item_changes(
@@ -404,7 +409,8 @@ class JointFit(GatedResult):
 
     def version_changes(self, between="consecutive") -> pd.DataFrame:
         """Per pair of versions (``between`` as in :meth:`item_changes`), the change in mean accuracy with
-        its 90% interval and ``P(up)``, and how many items' 90% intervals lie above or below 0 (:func:`version_changes`).
+        its 90% interval and ``P(up)``, and how many items' 90% intervals lie above or below 0
+        (:func:`version_changes`).
 
         Examples
         --------
@@ -413,7 +419,8 @@ class JointFit(GatedResult):
         return version_changes(self._accuracy_draws(), self.versions, version_pairs(self.versions, between))
 
     def plot_bands(self, **kwargs):
-        """The versions' posterior mean accuracy with 90% intervals, coloured by rank band (:func:`~bayesrc.bayes.joint_figures.rank_band_figure`)."""
+        """The versions' posterior mean accuracy with 90% intervals, coloured by rank band
+        (:func:`~bayesrc.bayes.joint_figures.rank_band_figure`)."""
         return rank_band_figure(self.versions_table, **kwargs)
 
     def plot_changes(self, n_items: int = 40, **kwargs):

@@ -106,8 +106,10 @@ class ModelComparison(Result):
 
     Examples
     --------
-    >>> rows = [{"model": "change", "rank": 0, "elpd": -410.0, "se": 12.0, "elpd_diff": 0.0, "dse": 0.0, "weight": 0.9},
-    ...         {"model": "betabinom", "rank": 1, "elpd": -431.0, "se": 12.5, "elpd_diff": -21.0, "dse": 6.0, "weight": 0.1}]
+    >>> rows = [{"model": "change", "rank": 0, "elpd": -410.0, "se": 12.0, "elpd_diff": 0.0, "dse": 0.0,
+    ...          "weight": 0.9},
+    ...         {"model": "betabinom", "rank": 1, "elpd": -431.0, "se": 12.5, "elpd_diff": -21.0, "dse": 6.0,
+    ...          "weight": 0.1}]
     >>> mc = ModelComparison({"ranking": rows, "fits": {}})
     >>> mc.best, mc.separated("betabinom"), ModelComparison.from_dict(mc.to_dict()) == mc
     ('change', True, True)
@@ -160,7 +162,8 @@ class ModelComparison(Result):
         return f"best {self.best}" + (f"; {', '.join(rest)}" if rest else "")
 
     def sentence(self) -> str:
-        """The ranking in words: which fit predicts left-out items best, and whether the others are separated from it."""
+        """The ranking in words: which fit predicts left-out items best, and whether the others are separated from
+        it."""
         parts = []
         for m, row in self._others():
             verdict = "clearly worse" if _separated(row) else "not separated from it (difference within 2 SE)"

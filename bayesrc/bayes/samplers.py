@@ -28,7 +28,10 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from bayesrc.bayes.diagnostics import chain_draw_last, convergence
-from bayesrc.config import DEFAULT_GATE, SamplerConfig, precision, prepare_jax, request_host_devices  # noqa: F401  (re-exported; defined with the other settings: the CLI reads its defaults without loading JAX)
+
+# DEFAULT_GATE and SamplerConfig are re-exported; defined with the other settings: the CLI reads its defaults without
+# loading JAX
+from bayesrc.config import DEFAULT_GATE, SamplerConfig, precision, prepare_jax, request_host_devices  # noqa: F401
 
 
 def configure_host_devices(n: int | None = None) -> None:
@@ -130,7 +133,8 @@ def _burn_in(cfg: SamplerConfig, chunk: int) -> int:
 def _adapted_well(calls: list, cfg: SamplerConfig) -> bool:
     """Whether the first round's adaptation is fit for later rounds: none of its draws diverged, and its trees did not
     run to the maximum depth on average. A stuck chain's step size collapses (a chain of a later round would take
-    1,023 leapfrog steps a transition from it: 289 s against 27 s on a failing fit); then each round warms up on its own."""
+    1,023 leapfrog steps a transition from it: 289 s against 27 s on a failing fit); then each round warms up on its
+    own."""
     diverging = np.concatenate([np.asarray(d) for _, d, _ in calls], 1)[:, cfg.tune :]
     steps = np.concatenate([np.asarray(n) for _, _, n in calls], 1)[:, cfg.tune :]
     return not diverging.any() and steps.mean() < 2**cfg.max_tree_depth - 1

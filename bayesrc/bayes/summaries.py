@@ -124,7 +124,8 @@ def item_summary(dt, data, *, rope: float | None = 0.0, delta_min: float = DELTA
 
 
 def _item_block_summary(post, rope: float, delta_min: float) -> pd.DataFrame:
-    """:func:`item_summary`'s columns after ``domain`` for the items of ``post`` (an :func:`~bayesrc.bayes.draws.item_block`)."""
+    """:func:`item_summary`'s columns after ``domain`` for the items of ``post`` (an
+    :func:`~bayesrc.bayes.draws.item_block`)."""
     import arviz_stats as azs  # deferred: arviz_stats loads in ~3 s (bayes extra)
 
     n_items = post.sizes["item"]
@@ -458,7 +459,8 @@ def allow_no_change(intervals: dict, no_change: dict, n_flagged: int) -> tuple[d
 
     Examples
     --------
-    >>> out, warn = allow_no_change({"rci_estimated_fdp_interval90": [0.3, 0.8], "rci_estimated_fdp_material_interval90": [0.4, 0.9]}, {"p_value": 0.4}, 20)
+    >>> intervals = {"rci_estimated_fdp_interval90": [0.3, 0.8], "rci_estimated_fdp_material_interval90": [0.4, 0.9]}
+    >>> out, warn = allow_no_change(intervals, {"p_value": 0.4}, 20)
     >>> out["rci_estimated_fdp_interval90"], out["rci_fdp_interval_includes_no_change"]
     ([0.3, 1.0], True)
     """
@@ -470,7 +472,10 @@ def allow_no_change(intervals: dict, no_change: dict, n_flagged: int) -> tuple[d
     for key in keys:
         if out.get(key) is not None:
             out[key] = [out[key][0], 1.0]
-    warning = f"{not_rejected_phrase(no_change)}; if nothing did, all {n_flagged} of RCI's flags are false, so the 90% intervals of its false-discovery proportion run to 100%"
+    warning = (
+        f"{not_rejected_phrase(no_change)}; if nothing did, all {n_flagged} of RCI's flags are false, "
+        "so the 90% intervals of its false-discovery proportion run to 100%"
+    )
     return out, [warning]
 
 
@@ -531,8 +536,9 @@ def rci_fdp_prior_sensitivity(
 
     Examples
     --------
-    >>> s = rci_fdp_prior_sensitivity(dt["posterior"], rci_cls, change_log_prior(dt["posterior"], sites=STRUCTURE_SITES))  # doctest: +SKIP
-    >>> s["rci_estimated_fdp"], s["sensitive"]                                                                   # doctest: +SKIP
+    >>> log_prior = change_log_prior(dt["posterior"], sites=STRUCTURE_SITES)  # doctest: +SKIP
+    >>> s = rci_fdp_prior_sensitivity(dt["posterior"], rci_cls, log_prior)  # doctest: +SKIP
+    >>> s["rci_estimated_fdp"], s["sensitive"]  # doctest: +SKIP
     ([0.52, 0.31], True)
     """
     err, err_material = flagged_errors(post, rci_cls, rope=rope, delta_min=delta_min)

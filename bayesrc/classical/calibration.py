@@ -295,7 +295,8 @@ def sample_level_null(
     ``n_v2`` (a within-item permutation, so each item keeps its pooled accuracy and
     loses any change); exclusions, reliability (``n_splits`` random split halves, the
     same for every replicate), SD and S_diff are recomputed and the same rule is
-    applied (``settings``; default: the paper's, rule (a) at 6 valid responses). Returns the mean and 2.5 / 50 / 97.5 percentiles of the flagged counts
+    applied (``settings``; default: the paper's, rule (a) at 6 valid responses). Returns the mean and
+    2.5 / 50 / 97.5 percentiles of the flagged counts
     (improved + deteriorated), the implied false-positive rate per analysable item
     (``rate``) and the nominal two-sided rate of ``z``. ``zs``: further thresholds
     evaluated on the same replicates (``by_z``: flagged mean, 97.5 % and rate per z).
@@ -395,7 +396,10 @@ def null_warnings(null: dict, observed_flagged: int, n_analysable: int) -> list[
 
 def not_rejected_phrase(no_change: dict) -> str:
     """The start of a warning where :func:`no_change_test` does not reject (RCI runs and fits say it alike)."""
-    return f"the data do not reject that nothing changed between the versions (within-item permutation test, p = {no_change['p_value']:.2f})"
+    return (
+        "the data do not reject that nothing changed between the versions "
+        f"(within-item permutation test, p = {no_change['p_value']:.2f})"
+    )
 
 
 def _upper_p(draws: np.ndarray) -> np.ndarray:

@@ -28,14 +28,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         nargs="+",
         type=Path,
         metavar="TRIALS",
-        help="three or more trials files, one per version (names from their model field): RCI for every pair, the multiplicity stated -> pairwise_rci.json",
+        help="three or more trials files, one per version (names from their model field): "
+        "RCI for every pair, the multiplicity stated -> pairwise_rci.json",
     )
     p.add_argument(
         "--family-alpha",
         type=float,
         default=None,
         metavar="ALPHA",
-        help="with --family: a family-wise rate instead of --z: every pair at Bonferroni's z, 2(1 - Phi(z)) = ALPHA / pairs, so an unchanged item "
+        help="with --family: a family-wise rate instead of --z: every pair at Bonferroni's z, "
+        "2(1 - Phi(z)) = ALPHA / pairs, so an unchanged item "
         "is flagged in some pair with probability <= ALPHA",
     )
     p.add_argument(
@@ -57,7 +59,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         choices=("reference", "binomial"),
         default=None,
         help="S_diff: 'reference' (the paper's SEM-based S_diff; miscalibrated with many floor/ceiling items, "
-        "a warning says by how much) or 'binomial' (per-item binomial SE; calibrated). Default reference with --pair, binomial with --family",
+        "a warning says by how much) or 'binomial' (per-item binomial SE; calibrated). "
+        "Default reference with --pair, binomial with --family",
     )
     p.add_argument(
         "--reliability-basis",
@@ -82,7 +85,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--min-valid",
         type=int,
         default=None,
-        help="exclusion rule (a) as a fixed minimum of valid responses (default: ceil(0.6*K) of each item's K, 6 at K = 10)",
+        help="exclusion rule (a) as a fixed minimum of valid responses "
+        "(default: ceil(0.6*K) of each item's K, 6 at K = 10)",
     )
     p.add_argument("--splits", type=int, default=1000, help="random split-halves (default 1000)")
     p.add_argument(
@@ -98,8 +102,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def rci_options(args: argparse.Namespace) -> dict:
-    """Keywords of :func:`bayesrc.classical.reliable_change` (and :func:`~bayesrc.classical.pairwise_rci`) from the options;
-    ``--z`` and ``--s-diff`` only where given, so each function's own default applies."""
+    """Keywords of :func:`bayesrc.classical.reliable_change` (and :func:`~bayesrc.classical.pairwise_rci`) from the
+    options; ``--z`` and ``--s-diff`` only where given, so each function's own default applies."""
     if args.null_replicates < 0:
         raise InputError("must be >= 0", field="--null-replicates")
     given = {"z": args.z, "s_diff": args.s_diff}

@@ -51,7 +51,8 @@ def run_rci(args: argparse.Namespace) -> int:
 
 
 def run_family(args: argparse.Namespace) -> int:
-    """``--family V1 V2 V3 ...``: RCI for every pair of the family -> ``pairwise_rci.json`` (:func:`bayesrc.classical.pairwise_rci`)."""
+    """``--family V1 V2 V3 ...``: RCI for every pair of the family -> ``pairwise_rci.json``
+    (:func:`bayesrc.classical.pairwise_rci`)."""
     if len(args.family) < 3:
         raise InputError(
             f"a family is three or more trials files, got {len(args.family)} (for two, use --pair NAME V1 V2)",

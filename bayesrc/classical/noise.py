@@ -154,12 +154,14 @@ def noise_from_counts(counts: xr.Dataset, versions: tuple[str, str] | None = Non
 
 
 def noise_from_items(items) -> dict:
-    """:func:`noise_decomposition` from a pair's RCI item table (``p_v1``, ``n_v1``, ``p_v2``, ``n_v2``: accuracy and valid answers).
+    """:func:`noise_decomposition` from a pair's RCI item table (``p_v1``, ``n_v1``, ``p_v2``, ``n_v2``: accuracy
+    and valid answers).
 
     Examples
     --------
     >>> import pandas as pd
-    >>> items = pd.DataFrame({"p_v1": [0.5, 0.2, 0.9], "n_v1": [10, 10, 10], "p_v2": [0.6, 0.2, 0.7], "n_v2": [10, 10, 10]})
+    >>> items = pd.DataFrame({"p_v1": [0.5, 0.2, 0.9], "n_v1": [10, 10, 10], "p_v2": [0.6, 0.2, 0.7],
+    ...                       "n_v2": [10, 10, 10]})
     >>> nd = noise_from_items(items)
     >>> nd["n_items"], round(nd["mean_diff"], 4)
     (3, -0.0333)
@@ -175,14 +177,20 @@ def noise_sentence(nd: dict) -> str:
 
     Examples
     --------
-    >>> noise_sentence({"se": 0.01, "share_sampling": 0.75, "share_items": 0.25, "n_items": 100, "k": 10.0,
-    ...                 "n_half": 200, "k_half": 30})
-    'Of the variance of the accuracy difference (SE 0.0100), 75% is sampling noise within items (K = 10) and 25% item-set noise (N = 100); halving it takes N = 200 items at this K, or K = 30 samples per item at this N.'
+    >>> import textwrap
+    >>> s = noise_sentence({"se": 0.01, "share_sampling": 0.75, "share_items": 0.25, "n_items": 100, "k": 10.0,
+    ...                     "n_half": 200, "k_half": 30})
+    >>> print(textwrap.fill(s, 100))
+    Of the variance of the accuracy difference (SE 0.0100), 75% is sampling noise within items (K = 10)
+    and 25% item-set noise (N = 100); halving it takes N = 200 items at this K, or K = 30 samples per
+    item at this N.
     """
     k = f"{nd['k']:g}"
     head = (
-        f"Of the variance of the accuracy difference (SE {nd['se']:.4f}), {nd['share_sampling']:.0%} is sampling noise within items (K = {k}) "
-        f"and {nd['share_items']:.0%} item-set noise (N = {nd['n_items']}); halving it takes N = {nd['n_half']} items at this K"
+        f"Of the variance of the accuracy difference (SE {nd['se']:.4f}), "
+        f"{nd['share_sampling']:.0%} is sampling noise within items (K = {k}) "
+        f"and {nd['share_items']:.0%} item-set noise (N = {nd['n_items']}); "
+        f"halving it takes N = {nd['n_half']} items at this K"
     )
     tail = (
         f", or K = {nd['k_half']} samples per item at this N."

@@ -53,7 +53,8 @@ PAIR_COLUMNS = (
 #: the item table (``pairwise_rci_items.parquet``): every pair's item table, one row per item and pair
 PAIR_KEY_COLUMNS = ("pair", "v1", "v2")
 TABLE_FILES = {"pairs": "pairwise_rci_pairs.parquet", "items": "pairwise_rci_items.parquet"}
-#: the family warns when its pairs' no-change nulls expect more than this many times the nominal flags (as each pair's null does)
+#: the family warns when its pairs' no-change nulls expect more than this many times the nominal flags
+#: (as each pair's null does)
 MISCALIBRATION_FACTOR = 2.0
 
 
@@ -120,7 +121,8 @@ def pairwise_rci(
     s_diff: str = "binomial",
     **rci_options,
 ) -> PairwiseRCI:
-    """Item-level reliable change (Jacobson-Truax RCI) for every pair of a family of versions, with the multiplicity stated.
+    """Item-level reliable change (Jacobson-Truax RCI) for every pair of a family of versions, with the multiplicity
+    stated.
 
     Each pair ``(v1, v2)``, ``v1`` earlier in ``versions``, is :func:`bayesrc.classical.reliable_change`
     on those two versions' counts alone, with its calibrated sample-level no-change null (the
@@ -173,7 +175,8 @@ def pairwise_rci(
 
 
 def family_versions(counts: xr.Dataset, versions: Sequence[str] | None) -> list[str]:
-    """The versions to compare: ``versions`` (two or more distinct ones, each in ``counts``), or every version of ``counts``.
+    """The versions to compare: ``versions`` (two or more distinct ones, each in ``counts``), or every version of
+    ``counts``.
 
     Examples
     --------
@@ -192,7 +195,8 @@ def family_versions(counts: xr.Dataset, versions: Sequence[str] | None) -> list[
 
 
 def pair_threshold(z: float | None, family_alpha: float | None, n_pairs: int) -> float:
-    """The ``|RCI|`` threshold every pair uses: ``z`` (default 1.96), or Bonferroni's for ``family_alpha`` (:func:`family_wise_z`).
+    """The ``|RCI|`` threshold every pair uses: ``z`` (default 1.96), or Bonferroni's for ``family_alpha``
+    (:func:`family_wise_z`).
 
     Examples
     --------
@@ -306,7 +310,8 @@ def multiplicity(
 
 
 def _item_flag_counts(items: pd.DataFrame) -> pd.DataFrame:
-    """Per item (in the items' order): the pairs in which it was analysable and those in which it was flagged, and the latter's names."""
+    """Per item (in the items' order): the pairs in which it was analysable and those in which it was flagged, and the
+    latter's names."""
     flagged = items["class"].isin([IMPROVED, DETERIORATED])
     marks = items.assign(
         tested=~items["excluded"].astype(bool), flagged=flagged, flagged_pair=items["pair"].where(flagged)
@@ -322,13 +327,16 @@ def _item_flag_counts(items: pd.DataFrame) -> pd.DataFrame:
 
 
 def family_warnings(m: dict) -> list[str]:
-    """The family's warning: its pairs' no-change nulls expect more than twice the nominal flags (the stated rates do not hold).
+    """The family's warning: its pairs' no-change nulls expect more than twice the nominal flags (the stated rates do
+    not hold).
 
     Examples
     --------
-    >>> family_warnings({"expected_no_change": 44.0, "expected_nominal": 19.0, "s_diff_method": "reference", "rule": "family-wise (Bonferroni)"})[0][:48]
+    >>> family_warnings({"expected_no_change": 44.0, "expected_nominal": 19.0, "s_diff_method": "reference",
+    ...                  "rule": "family-wise (Bonferroni)"})[0][:48]
     "The pairs' no-change nulls expect 44.0 flags acr"
-    >>> family_warnings({"expected_no_change": 18.0, "expected_nominal": 19.0, "s_diff_method": "binomial", "rule": "per pair"})
+    >>> family_warnings({"expected_no_change": 18.0, "expected_nominal": 19.0, "s_diff_method": "binomial",
+    ...                  "rule": "per pair"})
     []
     """
     expected, nominal = m["expected_no_change"], m["expected_nominal"]
@@ -336,8 +344,10 @@ def family_warnings(m: dict) -> list[str]:
         return []
     bound = "the family-wise bound" if m["rule"] != "per pair" else "the nominal per-test rate"
     return [
-        f"The pairs' no-change nulls expect {expected:.1f} flags across the family against {nominal:.1f} at the nominal rate: "
-        f"method '{m['s_diff_method']}' is not calibrated on these items, so {bound} does not hold; use s_diff binomial (--s-diff binomial)."
+        f"The pairs' no-change nulls expect {expected:.1f} flags across the family "
+        f"against {nominal:.1f} at the nominal rate: "
+        f"method '{m['s_diff_method']}' is not calibrated on these items, so {bound} does not hold; "
+        "use s_diff binomial (--s-diff binomial)."
     ]
 
 
@@ -346,9 +356,10 @@ def multiplicity_sentence(m: dict) -> str:
 
     Examples
     --------
-    >>> m = {"n_versions": 4, "n_pairs": 6, "n_tests": 2255, "z": 2.638, "rule": "family-wise (Bonferroni)", "family_alpha": 0.05,
-    ...      "per_test_rate": 0.05 / 6, "family_rate_bound": 0.05, "observed_flags": 19, "expected_no_change": 18.3,
-    ...      "expected_nominal": 18.8, "items_tested": 391, "items_flagged": 16, "s_diff_method": "binomial"}
+    >>> m = {"n_versions": 4, "n_pairs": 6, "n_tests": 2255, "z": 2.638, "rule": "family-wise (Bonferroni)",
+    ...      "family_alpha": 0.05, "per_test_rate": 0.05 / 6, "family_rate_bound": 0.05, "observed_flags": 19,
+    ...      "expected_no_change": 18.3, "expected_nominal": 18.8, "items_tested": 391, "items_flagged": 16,
+    ...      "s_diff_method": "binomial"}
     >>> multiplicity_sentence(m)[:86]
     '4 versions, 6 pairs: 2255 item x pair tests at z = 2.638, family-wise (Bonferroni): 2('
     """
@@ -356,13 +367,17 @@ def multiplicity_sentence(m: dict) -> str:
     head = f"{m['n_versions']} versions, {p} pairs: {m['n_tests']} item x pair tests at z = {m['z']:.3f}, "
     if m["family_alpha"] is None:  # a per-pair z
         rule = (
-            f"per pair, not adjusted for the {p} pairs (two-sided rate 2(1 - Phi(z)) = {rate:.2%} per test): an item that changed in no "
-            f"version may be flagged in any of its {p} tests, in some pair with probability up to {m['family_rate_bound']:.0%}. "
+            f"per pair, not adjusted for the {p} pairs (two-sided rate 2(1 - Phi(z)) = {rate:.2%} per test): "
+            "an item that changed in no "
+            f"version may be flagged in any of its {p} tests, "
+            f"in some pair with probability up to {m['family_rate_bound']:.0%}. "
         )
     else:
         rule = (
-            f"family-wise (Bonferroni): 2(1 - Phi(z)) = {m['family_alpha']:g} / {p} = {rate:.2%} per test, so an item that changed in "
-            f"no version is flagged in some pair with probability at most {m['family_alpha']:.0%} (as far as each pair's test is calibrated). "
+            f"family-wise (Bonferroni): 2(1 - Phi(z)) = {m['family_alpha']:g} / {p} = {rate:.2%} per test, "
+            "so an item that changed in "
+            f"no version is flagged in some pair with probability at most {m['family_alpha']:.0%} "
+            "(as far as each pair's test is calibrated). "
         )
     expected = m["expected_no_change"]
     nominal = f"{m['expected_nominal']:.1f} at the nominal rate"
@@ -371,7 +386,10 @@ def multiplicity_sentence(m: dict) -> str:
         if expected is not None
         else f"{nominal} flags"
     )
-    tail = f"With no change the family expects {expected_text}; observed {m['observed_flags']} flags, {m['items_flagged']} of the {m['items_tested']} items tested flagged in some pair."
+    tail = (
+        f"With no change the family expects {expected_text}; observed {m['observed_flags']} flags, "
+        f"{m['items_flagged']} of the {m['items_tested']} items tested flagged in some pair."
+    )
     return head + rule + tail
 
 
@@ -416,7 +434,8 @@ class PairwiseRCI(Result):
     def from_pairs(
         cls, pairs: dict[str, PairResult], *, versions: list[str], z: float, family_alpha: float | None
     ) -> PairwiseRCI:
-        """The result of a family's pairs (:func:`pairwise_rci`): its tables and multiplicity from the pairs' results."""
+        """The result of a family's pairs (:func:`pairwise_rci`): its tables and multiplicity from the pairs'
+        results."""
         table, items = pairs_frame(pairs), family_items(pairs)
         m = multiplicity(pairs, table, items, versions=versions, z=z, family_alpha=family_alpha)
         params = {k: v for k, v in next(iter(pairs.values())).params.items() if k != "k"}
@@ -484,7 +503,8 @@ class PairwiseRCI(Result):
         return list(self.payload.get("warnings") or []) + [f"{n}: {w}" for n in self.names for w in self[n].warnings]
 
     def item_flags(self) -> pd.DataFrame:
-        """Per item: in how many pairs it was analysable (``n_pairs_tested``) and flagged (``n_pairs_flagged``), and those pairs (``flagged_in``).
+        """Per item: in how many pairs it was analysable (``n_pairs_tested``) and flagged (``n_pairs_flagged``), and
+        those pairs (``flagged_in``).
 
         Examples
         --------
@@ -498,7 +518,8 @@ class PairwiseRCI(Result):
         return multiplicity_sentence(self.multiplicity)
 
     def summary(self) -> pd.DataFrame:
-        """Headline numbers as a tidy table (pair, metric, value): the family's multiplicity first (pair "family"), then each pair's flags."""
+        """Headline numbers as a tidy table (pair, metric, value): the family's multiplicity first (pair "family"),
+        then each pair's flags."""
         m = self.multiplicity
         rule = m["rule"] + (
             f", alpha {m['family_alpha']:g} over {m['n_pairs']} pairs" if m["family_alpha"] is not None else ""
@@ -536,4 +557,7 @@ class PairwiseRCI(Result):
 
     def _headline(self) -> str:
         m = self.multiplicity
-        return f"{m['n_versions']} versions, {m['n_pairs']} pairs at z = {m['z']:.3f} ({m['rule']}), {m['observed_flags']} flags, {m['items_flagged']} items flagged in some pair"
+        return (
+            f"{m['n_versions']} versions, {m['n_pairs']} pairs at z = {m['z']:.3f} ({m['rule']}), "
+            f"{m['observed_flags']} flags, {m['items_flagged']} items flagged in some pair"
+        )

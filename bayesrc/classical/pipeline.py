@@ -380,7 +380,8 @@ def _exclusions(
 def _reliability_and_icc(
     correct: tuple[np.ndarray, np.ndarray], keep: np.ndarray | None, *, n_splits: int, seeds: tuple
 ) -> dict:
-    """Split-half reliability, ICC(1,1) and ICC(1,k) of each version's (item, sample) scores ``correct``, on the items ``keep`` (None: every paired item)."""
+    """Split-half reliability, ICC(1,1) and ICC(1,k) of each version's (item, sample) scores ``correct``, on the
+    items ``keep`` (None: every paired item)."""
     c1, c2 = correct if keep is None else (correct[0][keep], correct[1][keep])
     return {
         "reliability": {
@@ -393,7 +394,8 @@ def _reliability_and_icc(
 
 
 def _null_settings(settings: RCISettings, items: pd.DataFrame, valid_share: float) -> RCISettings:
-    """The sample-level null's settings: without a fixed ``min_valid``, each version's rule (a) follows the K its items were given."""
+    """The sample-level null's settings: without a fixed ``min_valid``, each version's rule (a) follows the K its
+    items were given."""
     if settings.min_valid is not None:
         return settings
     return replace(
@@ -415,7 +417,8 @@ def _no_change_checks(
     null_splits: int,
     seed: int,
 ) -> dict:
-    """The sample-level null (the pair's samples re-dealt within item) and :func:`pair_no_change_test`; both None for ``n_null=0``."""
+    """The sample-level null (the pair's samples re-dealt within item) and :func:`pair_no_change_test`; both None for
+    ``n_null=0``."""
     if n_null <= 0:
         return {"null_samples": None, "no_change_test": None}
     s_sample_null = np.random.SeedSequence([seed, 7])  # a separate stream: adding it moves no earlier number
@@ -561,7 +564,8 @@ def _pair_warnings(
 
 
 def _secondary_tables(sub: pd.DataFrame, z: float) -> dict:
-    """The secondary analyses of the analysable items ``sub``: by domain, by difficulty, effect sizes, stratified S_diff, aggregate change."""
+    """The secondary analyses of the analysable items ``sub``: by domain, by difficulty, effect sizes, stratified
+    S_diff, aggregate change."""
     return {
         "domain": domain_contingency(sub["domain"].to_numpy(), sub["class"].to_numpy()),
         "difficulty": difficulty_bins(sub["p_v1"].to_numpy(), sub["class"].to_numpy()),
@@ -592,7 +596,8 @@ def cross_pair(a: PairResult, b: PairResult) -> dict:
     --------
     >>> from bayesrc.data import item_counts, simulate_pair
     >>> a, b = (simulate_pair(200, 10, seed=s) for s in (1, 2))
-    >>> ra, rb = (reliable_change(item_counts(s.trials_v1, s.trials_v2), n_splits=50, n_permutations=50, n_null=0) for s in (a, b))
+    >>> ra, rb = (reliable_change(item_counts(s.trials_v1, s.trials_v2), n_splits=50, n_permutations=50, n_null=0)
+    ...           for s in (a, b))
     >>> cross_pair(ra, rb)["z"]  # doctest: +SKIP
     """
     ca, cb = a.counts["analysable"], b.counts["analysable"]

@@ -190,7 +190,8 @@ def exclusion_reasons(
     Examples
     --------
     >>> import numpy as np
-    >>> exclusion_reasons(np.array([10, 3]), np.array([10, 10]), np.array([0.5, 0.5]), np.array([0.6, 0.5]), min_valid=6).tolist()
+    >>> exclusion_reasons(np.array([10, 3]), np.array([10, 10]), np.array([0.5, 0.5]), np.array([0.6, 0.5]),
+    ...                   min_valid=6).tolist()
     ['', 'low_valid']
     """
     if min_valid is None:

@@ -59,7 +59,8 @@ class PairResult:
     >>> from bayesrc.classical import reliable_change
     >>> from bayesrc.data import item_counts, simulate_pair
     >>> sim = simulate_pair(200, 10, seed=1)
-    >>> pair = reliable_change(item_counts(sim.trials_v1, sim.trials_v2), n_splits=50, n_permutations=50, n_null=0, name="demo")
+    >>> pair = reliable_change(item_counts(sim.trials_v1, sim.trials_v2), n_splits=50, n_permutations=50, n_null=0,
+    ...                        name="demo")
     >>> pair.versions, pair.n_flagged == pair.analysable["improved"] + pair.analysable["deteriorated"]
     (('model-v1', 'model-v2'), True)
     >>> pair.classification_table()  # doctest: +SKIP
@@ -113,7 +114,8 @@ class PairResult:
 
     @property
     def r_xx(self) -> dict[str, float]:
-        """Split-half reliability per version (``v1``, ``v2``); its interval, ICCs and splits are in :attr:`reliability`."""
+        """Split-half reliability per version (``v1``, ``v2``); its interval, ICCs and splits are in
+        :attr:`reliability`."""
         return {v: _float(self.reliability[v]["r_xx"]) for v in ("v1", "v2")}
 
     @property
@@ -338,7 +340,10 @@ class PairResult:
 
     def __repr__(self) -> str:
         c = self.counts.get("analysable", {})
-        return f"<PairResult {self.name}: {self.versions[0]} -> {self.versions[1]}, {c.get('improved')} improved, {c.get('deteriorated')} deteriorated of {c.get('n')}>"
+        return (
+            f"<PairResult {self.name}: {self.versions[0]} -> {self.versions[1]}, {c.get('improved')} improved, "
+            f"{c.get('deteriorated')} deteriorated of {c.get('n')}>"
+        )
 
 
 @register
@@ -379,7 +384,10 @@ class RCIRun(Result):
         "pairs.*.counts.*.churn": "number",
         "pairs.*.counts.*.proportions.*": "number",
         "pairs.*.null_samples.replicates": "integer",
-        "pairs.*.null_samples.{flagged_mean,flagged_p025,flagged_p975,improved_mean,deteriorated_mean,n_analysable_mean,rate,nominal_rate}": "number",
+        (
+            "pairs.*.null_samples.{flagged_mean,flagged_p025,flagged_p975,improved_mean,deteriorated_mean,"
+            "n_analysable_mean,rate,nominal_rate}"
+        ): "number",
         "pairs.*.no_change_test.p_value": "number",
         "pairs.*.no_change_test.n_permutations": "integer",
         "pairs.*.direction_asymmetry.{n_permutations,n_items,observed_improved,observed_deteriorated}": "integer",

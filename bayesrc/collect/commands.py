@@ -80,7 +80,8 @@ def _add_engine_arguments(p: argparse.ArgumentParser) -> None:
         "--engine",
         choices=("fast", "naive", "exact", "server"),
         default="fast",
-        help="exact: compute each item's answer distribution (dist.parquet, items_exact.parquet) instead of sampling; server: an OpenAI-compatible completions endpoint (--base-url)",
+        help="exact: compute each item's answer distribution (dist.parquet, items_exact.parquet) instead of sampling; "
+        "server: an OpenAI-compatible completions endpoint (--base-url)",
     )
     p.add_argument(
         "--base-url", help="server engine: the endpoint, e.g. http://127.0.0.1:8080 (llama.cpp server, vLLM, ...)"
@@ -90,7 +91,8 @@ def _add_engine_arguments(p: argparse.ArgumentParser) -> None:
         "--api",
         choices=("completions", "chat"),
         default=None,
-        help="server engine: /v1/completions (default; the card's prompt as text) or /v1/chat/completions (its system text and template as messages)",
+        help="server engine: /v1/completions (default; the card's prompt as text) "
+        "or /v1/chat/completions (its system text and template as messages)",
     )
     p.add_argument("--concurrency", type=int, default=4, help="server engine: requests in flight (default 4)")
     p.add_argument(
@@ -127,13 +129,16 @@ def _add_items_and_seeds_arguments(p: argparse.ArgumentParser) -> None:
         "--seed-stride",
         type=int,
         default=None,
-        help="seed = salt + item_index * STRIDE + k for every k (K <= STRIDE); by default the reference study's item_index * 10 + k for k < 10 and seeds of the item and k alone beyond, so any K up to 4096 runs and a larger K draws a smaller K's trials first",
+        help="seed = salt + item_index * STRIDE + k for every k (K <= STRIDE); "
+        "by default the reference study's item_index * 10 + k for k < 10 and seeds of the item and k alone beyond, "
+        "so any K up to 4096 runs and a larger K draws a smaller K's trials first",
     )
     p.add_argument(
         "--seed-rule",
         choices=("version", "shared"),
         default="version",
-        help="version (default): salt the seeds with the version's pin, so versions draw independently; shared: salt 0 for every model, the reference study's rule (couples the versions' draws)",
+        help="version (default): salt the seeds with the version's pin, so versions draw independently; "
+        "shared: salt 0 for every model, the reference study's rule (couples the versions' draws)",
     )
 
 
@@ -147,20 +152,24 @@ def _add_execution_arguments(p: argparse.ArgumentParser) -> None:
         default=1,
         help="fast engine: continue the answers of N items as separate sequences of one decode per token position; "
         "batches are fixed by item index (items i with the same i // N), so order and resume do not change a trial; "
-        "N > 1 changes the logits in their last bits, so trials agree with N = 1 in distribution, not one by one (pinned). Default 1",
+        "N > 1 changes the logits in their last bits, so trials agree with N = 1 in distribution, "
+        "not one by one (pinned). Default 1",
     )
     p.add_argument(
         "--scheme",
         choices=("blocks", "whole"),
         default="blocks",
-        help="how a prompt is evaluated (fast, naive, exact): blocks (default) = shared block kept, the item's own block decoded after it; "
-        "whole = the prompt in one piece on an emptied cache, as llama-cpp-python's create_completion. llama.cpp's logits depend on the split, so it is pinned",
+        help="how a prompt is evaluated (fast, naive, exact): "
+        "blocks (default) = shared block kept, the item's own block decoded after it; "
+        "whole = the prompt in one piece on an emptied cache, as llama-cpp-python's create_completion. "
+        "llama.cpp's logits depend on the split, so it is pinned",
     )
     p.add_argument("--no-progress", action="store_true")
 
 
 def add_pin_arguments(p: argparse.ArgumentParser, what: str = "analyse") -> None:
-    """``--allow-pin`` and ``--force``: an analysis of runs whose pins differ (:func:`bayesrc.collect.pins.check_comparable`).
+    """``--allow-pin`` and ``--force``: an analysis of runs whose pins differ
+    (:func:`bayesrc.collect.pins.check_comparable`).
 
     Examples
     --------

@@ -68,8 +68,14 @@ LLAMA_CPP_SUPPORTED = ">=0.3.8,<0.4"
 #: once per model. ``whole``: the concatenated prompt decoded from an emptied cache in ``n_batch``
 #: pieces, as ``Llama.create_completion`` evaluates it on a fresh context.
 SCHEMES = {
-    "blocks": "shared+own/1: shared = rendered prompt up to the line break before the first item field, tokenised with BOS; own = the rest, tokenised without BOS; decoded as two batches, shared KV kept once per run",
-    "whole": "whole/1: shared + own tokens (tokenised as for blocks) decoded as one prompt from an emptied KV cache in n_batch pieces, as create_completion on a fresh context",
+    "blocks": (
+        "shared+own/1: shared = rendered prompt up to the line break before the first item field, tokenised with BOS; "
+        "own = the rest, tokenised without BOS; decoded as two batches, shared KV kept once per run"
+    ),
+    "whole": (
+        "whole/1: shared + own tokens (tokenised as for blocks) decoded as one prompt from an emptied KV cache "
+        "in n_batch pieces, as create_completion on a fresh context"
+    ),
 }
 
 
@@ -247,7 +253,10 @@ class Model:
             for tok in range(llama_cpp.llama_vocab_n_tokens(vocab)):
                 h.update(llama_cpp.llama_vocab_get_text(vocab, tok) or b"")
                 h.update(
-                    f"\x00{llama_cpp.llama_vocab_get_score(vocab, tok)!r}\x00{llama_cpp.llama_vocab_get_attr(vocab, tok)}\n".encode()
+                    (
+                        f"\x00{llama_cpp.llama_vocab_get_score(vocab, tok)!r}"
+                        f"\x00{llama_cpp.llama_vocab_get_attr(vocab, tok)}\n"
+                    ).encode()
                 )
             self._tokenizer_sha256 = h.hexdigest()
         return self._tokenizer_sha256
@@ -340,7 +349,8 @@ def require_gpu_offload(n_gpu_layers: int, where: str | Path | None = None) -> N
 
     if n_gpu_layers != 0 and not llama_cpp.llama_supports_gpu_offload():
         raise InputError(
-            f"n_gpu_layers = {n_gpu_layers} asks for GPU layers but the installed llama-cpp-python {llama_cpp.__version__} "
+            f"n_gpu_layers = {n_gpu_layers} asks for GPU layers "
+            f"but the installed llama-cpp-python {llama_cpp.__version__} "
             "cannot offload (CPU-only build); build the CUDA wheel with `make gpu` or set n_gpu_layers = 0",
             path=where,
             field="runtime.n_gpu_layers",
@@ -435,7 +445,8 @@ class SharedDraws:
         return sampling.temperature > 0 and sampling.repeat_penalty == 1.0
 
     def draw(self, ks: list[int], *, ctx=None, index: int = -1) -> list[int]:
-        """One token for each sample in ``ks`` from the logits of output ``index`` of ``ctx`` (default: the model's context, its last output)."""
+        """One token for each sample in ``ks`` from the logits of output ``index`` of ``ctx``
+        (default: the model's context, its last output)."""
         lc, np = self.lc, self.np
         logits = np.ctypeslib.as_array(
             lc.llama_get_logits_ith(self.ctx if ctx is None else ctx, index), shape=(self.n_vocab,)
@@ -801,7 +812,8 @@ MAX_SEQ = 256
 
 
 def check_items_per_batch(n: int) -> int:
-    """Validate ``items_per_batch``: a whole number from 1 to ``MAX_SEQ - 1`` (each item needs a KV sequence of its own beside the shared one).
+    """Validate ``items_per_batch``: a whole number from 1 to ``MAX_SEQ - 1`` (each item needs a KV sequence
+    of its own beside the shared one).
 
     Examples
     --------
@@ -816,7 +828,8 @@ def check_items_per_batch(n: int) -> int:
         raise InputError(f"must be >= 1, got {n}", field="items_per_batch")
     if n > MAX_SEQ - 1:
         raise InputError(
-            f"must be <= {MAX_SEQ - 1}, got {n}: each item of a decode needs a KV sequence and llama.cpp holds at most {MAX_SEQ}",
+            f"must be <= {MAX_SEQ - 1}, got {n}: "
+            f"each item of a decode needs a KV sequence and llama.cpp holds at most {MAX_SEQ}",
             field="items_per_batch",
         )
     return n
@@ -877,5 +890,6 @@ def check_llama_cpp(llm) -> None:
     if missing:
         raise BayesrcError(
             f"llama-cpp-python {getattr(llama_cpp, '__version__', '?')} lacks {', '.join(missing)}; "
-            f"bayesrc supports llama-cpp-python {LLAMA_CPP_SUPPORTED} (pip install 'llama-cpp-python{LLAMA_CPP_SUPPORTED}')"
+            f"bayesrc supports llama-cpp-python {LLAMA_CPP_SUPPORTED} "
+            f"(pip install 'llama-cpp-python{LLAMA_CPP_SUPPORTED}')"
         )

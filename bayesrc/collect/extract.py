@@ -1,14 +1,14 @@
-"""Answer extraction (SPEC section 6; paper 001 section 2.1).
+r"""Answer extraction (SPEC section 6; paper 001 section 2.1).
 
 The extracted answer is the **first valid option letter** of the response: the first
 capital letter that stands alone (no letter or digit on either side) and is one of the
 item's option letters. A card's ``answer = "final"`` (``[prompt]``; the server engine, for chat
 models that reason before they answer) takes the **final answer** instead: the last answer
 statement ("The answer is (C)", "Answer: C", "final answer: **C**", ``\boxed{C}``) with a valid
-letter, else the last valid letter that stands alone (:func:`extract_final`). ``<think>...</think>`` blocks are removed first; an empty block
-(``<think></think>``, as Qwen3 in non-thinking mode emits) is stripped silently, a
-non-empty one is a *thinking trace* and is flagged. Text after an unclosed ``<think>``
-is not an answer.
+letter, else the last valid letter that stands alone (:func:`extract_final`).
+``<think>...</think>`` blocks are removed first; an empty block (``<think></think>``, as
+Qwen3 in non-thinking mode emits) is stripped silently, a non-empty one is a *thinking
+trace* and is flagged. Text after an unclosed ``<think>`` is not an answer.
 
 :func:`decided` says whether a response *prefix* already fixes the extracted answer
 whatever tokens follow. The fast engine stops a sample there, which is what makes its
@@ -126,7 +126,10 @@ def extract_answer(text: str, letters: str, rule: str = "first") -> Extraction:
 
     Examples
     --------
-    >>> extract_answer("B, no: the answer is C", "ABCD").answer, extract_answer("B, no: the answer is C", "ABCD", "final").answer
+    >>> (
+    ...     extract_answer("B, no: the answer is C", "ABCD").answer,
+    ...     extract_answer("B, no: the answer is C", "ABCD", "final").answer,
+    ... )
     ('B', 'C')
     """
     return extract_final(text, letters) if rule == "final" else extract(text, letters)

@@ -1,5 +1,6 @@
-"""What ``bayesrc collect``, ``pins``, ``merge``, ``quantize``, ``bank`` and ``collect-demo`` run: :mod:`bayesrc.collect.commands` parses the options and names
-these functions (``func="bayesrc.collect.handlers:NAME"``), imported only when the command runs."""
+"""What ``bayesrc collect``, ``pins``, ``merge``, ``quantize``, ``bank`` and ``collect-demo`` run:
+:mod:`bayesrc.collect.commands` parses the options and names these functions
+(``func="bayesrc.collect.handlers:NAME"``), imported only when the command runs."""
 
 from __future__ import annotations
 
@@ -40,8 +41,8 @@ def family_counts(runs: list[Path], args: argparse.Namespace):
 
 
 def run_spec(args: argparse.Namespace):
-    """The :class:`~bayesrc.collect.spec.RunSpec` of ``bayesrc collect``'s options (checked: exit 2 before anything loads),
-    one for a single-process run and for ``--ray``.
+    """The :class:`~bayesrc.collect.spec.RunSpec` of ``bayesrc collect``'s options
+    (checked: exit 2 before anything loads), one for a single-process run and for ``--ray``.
 
     Examples
     --------
@@ -102,7 +103,8 @@ def run_collect(args: argparse.Namespace) -> int:
         return 0
     rate = res.n_new_items * args.k / res.sample_seconds if res.sample_seconds > 0 else float("nan")
     print(
-        f"{res.run_dir}: {res.n_trials} trials over {res.n_items} items ({res.n_new_items} new items, {rate:.1f} trials/s)"
+        f"{res.run_dir}: {res.n_trials} trials over {res.n_items} items "
+        f"({res.n_new_items} new items, {rate:.1f} trials/s)"
     )
     if (
         res.server_retries
@@ -163,8 +165,10 @@ def _report_exact(res) -> None:
     bad = per_item[per_item["p_unresolved"] > 0.01]
     if len(bad):
         print(
-            f"bayesrc: warning: {len(bad)} of {len(per_item)} items have p_unresolved > 0.01 (max {bad['p_unresolved'].max():.3f}): "
-            "their answers are not decided within max_tokens at this epsilon; lower --epsilon, raise --max-expansions or change the prompt",
+            f"bayesrc: warning: {len(bad)} of {len(per_item)} items have p_unresolved > 0.01 "
+            f"(max {bad['p_unresolved'].max():.3f}): "
+            "their answers are not decided within max_tokens at this epsilon; "
+            "lower --epsilon, raise --max-expansions or change the prompt",
             file=sys.stderr,
         )
 
@@ -184,6 +188,7 @@ def run_bank_demo(args: argparse.Namespace) -> int:
     for it in bank.items:
         by_opts[len(it.letters)] = by_opts.get(len(it.letters), 0) + 1
     print(
-        f"{path}: {len(bank)} items ({', '.join(f'{v} with {k} options' for k, v in sorted(by_opts.items()))}), seed {args.seed}"
+        f"{path}: {len(bank)} items "
+        f"({', '.join(f'{v} with {k} options' for k, v in sorted(by_opts.items()))}), seed {args.seed}"
     )
     return 0

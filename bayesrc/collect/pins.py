@@ -82,7 +82,10 @@ class PinComparison:
 
     def summary(self) -> str:
         if not self.pinned:
-            return f"not pinned: no run.json for {self.run_a if read_run_record(self.run_a) is None else self.run_b}; comparability cannot be checked"
+            return (
+                f"not pinned: no run.json for {self.run_a if read_run_record(self.run_a) is None else self.run_b}; "
+                "comparability cannot be checked"
+            )
         head = "comparable" if self.comparable else "NOT comparable"
         lines = [f"{head}: {self.run_a} vs {self.run_b}"]
         for row in self.differences.itertuples(index=False):
@@ -244,9 +247,9 @@ def pinned_range(pins: dict, path: str | Path) -> tuple[int, int]:
     --------
     >>> pinned_range({"items.range": [0, 4]}, "s0/run.json")
     (0, 4)
-    >>> pinned_range({"items.range": [4, 2]}, "s0/run.json")
+    >>> pinned_range({"items.range": [4, 2]}, "run.json")
     Traceback (most recent call last):
-    bayesrc.errors.InputError: s0/run.json: field 'items.range': expected [start, stop] with 0 <= start <= stop, got [4, 2]
+    bayesrc.errors.InputError: run.json: field 'items.range': expected [start, stop] with 0 <= start <= stop, got [4, 2]
     """
     if "items.range" not in pins:
         raise InputError("missing from the run's pins", path=path, field="items.range")
@@ -275,7 +278,11 @@ def check_shard_record(record: dict, path: str | Path) -> None:
 
     Examples
     --------
-    >>> rec = {"status": "complete", "pins": {"items.range": [0, 2], "runtime.engine": "fast"}, "info": {"started_at": "2025-01-01T00:00:00Z"}}
+    >>> rec = {
+    ...     "status": "complete",
+    ...     "pins": {"items.range": [0, 2], "runtime.engine": "fast"},
+    ...     "info": {"started_at": "2025-01-01T00:00:00Z"},
+    ... }
     >>> check_shard_record(rec, "s0/run.json")
     >>> check_shard_record(dict(rec, info=[]), "s0/run.json")
     Traceback (most recent call last):
@@ -304,7 +311,8 @@ def check_shard_record(record: dict, path: str | Path) -> None:
 def check_shard_items(
     trials: pd.DataFrame, rng: tuple[int, int], shard: str | Path, *, keys: tuple[str, ...] = ("item_index", "k")
 ) -> None:
-    """Refuse a complete shard whose trials lack the ``keys`` merging reads, or do not hold exactly the items of its pinned range.
+    """Refuse a complete shard whose trials lack the ``keys`` merging reads, or do not hold exactly the items
+    of its pinned range.
 
     A range edited into another valid one would otherwise be merged into a record whose
     ``items.range`` does not describe its trials (a complete shard holds every item of its range).
@@ -349,7 +357,8 @@ def _read_shards(shards: list[Path], out: Path) -> tuple[list[dict], list[int], 
             base.get("runtime.engine") == "exact"
         ):  # exact parts and sampled trials do not mix
             raise InputError(
-                f"exact and sampled shards cannot be merged ({shards[0] / 'run.json'} has {base.get('runtime.engine')!r})",
+                "exact and sampled shards cannot be merged "
+                f"({shards[0] / 'run.json'} has {base.get('runtime.engine')!r})",
                 path=s / "run.json",
                 field="runtime.engine",
             )

@@ -57,7 +57,9 @@ def make_pins(
 
     Examples
     --------
-    >>> make_pins(card, model, bank, (0, 40), Sampling(), RunSpec(k=10, scheme="whole"), label="v1")["prompt.blocks"]  # doctest: +SKIP
+    >>> make_pins(  # doctest: +SKIP
+    ...     card, model, bank, (0, 40), Sampling(), RunSpec(k=10, scheme="whole"), label="v1"
+    ... )["prompt.blocks"]
     'whole/1: ...'
     """
     pins = {
@@ -79,7 +81,8 @@ def make_pins(
     ):  # batch shapes change the logits (like prompt.blocks); absent at 1, as before the option
         n = spec.items_per_batch
         pins["prompt.items_per_batch"] = (
-            f"{n}: items i with the same i // {n} evaluated together (own blocks one decode each, continuations one decode per tree level), by index"
+            f"{n}: items i with the same i // {n} evaluated together "
+            "(own blocks one decode each, continuations one decode per tree level), by index"
         )
     if spec.exact:
         pins |= {
@@ -125,7 +128,8 @@ def render_prompts(
         prompt = model.prompt(*prompt_blocks(card, it, shared=shared, **kw))
         if len(prompt) + max_tokens > card.n_ctx:
             raise InputError(
-                f"prompt is {len(prompt)} tokens; with max_tokens {max_tokens} it exceeds n_ctx {card.n_ctx} (raise runtime.n_ctx in the card)",
+                f"prompt is {len(prompt)} tokens; with max_tokens {max_tokens} it exceeds n_ctx {card.n_ctx} "
+                "(raise runtime.n_ctx in the card)",
                 path=bank_path,
                 item=it.item_id,
             )
@@ -146,7 +150,8 @@ def collect(
     server: dict | None = None,
     **settings,
 ) -> RunResult:
-    """Collect K samples per item (or, with the exact engine, each item's answer distribution) into the run directory ``out``.
+    """Collect K samples per item (or, with the exact engine, each item's answer distribution) into the run
+    directory ``out``.
 
     What is drawn is ``spec``, a :class:`~bayesrc.collect.spec.RunSpec` (every setting and its
     meaning is there), or its fields given here as keywords (``k=40, temperature=0.7``); not both.
@@ -165,9 +170,15 @@ def collect(
 
     Examples
     --------
-    >>> res = collect("models/gemma-3-270m-q4_k_m.toml", "bank.jsonl", "runs/v1", k=10, temperature=0.7)  # doctest: +SKIP
-    >>> collect("models/gemma-3-270m-q4_k_m.toml", "bank.jsonl", "runs/v1", k=10, resume=True)  # after a crash  # doctest: +SKIP
-    >>> collect("models/gemma-3-270m-q4_k_m.toml", "bank.jsonl", "runs/v2", RunSpec(k=40, scheme="whole"))  # doctest: +SKIP
+    >>> res = collect(  # doctest: +SKIP
+    ...     "models/gemma-3-270m-q4_k_m.toml", "bank.jsonl", "runs/v1", k=10, temperature=0.7
+    ... )
+    >>> collect(  # after a crash  # doctest: +SKIP
+    ...     "models/gemma-3-270m-q4_k_m.toml", "bank.jsonl", "runs/v1", k=10, resume=True
+    ... )
+    >>> collect(  # doctest: +SKIP
+    ...     "models/gemma-3-270m-q4_k_m.toml", "bank.jsonl", "runs/v2", RunSpec(k=40, scheme="whole")
+    ... )
     """
     spec = as_spec(spec, settings)
     if spec.engine == "server":  # SPEC 9: same run directory, seeds, resume and lock; pins from the server
@@ -177,7 +188,8 @@ def collect(
     card = card if isinstance(card, ModelCard) else load_card(card)
     if card.answer != "first":  # the local engines stop a sample once its first valid letter is decided
         raise InputError(
-            f"answer = {card.answer!r} is read by the server engine only; the {spec.engine} engine takes the first valid letter",
+            f"answer = {card.answer!r} is read by the server engine only; "
+            f"the {spec.engine} engine takes the first valid letter",
             path=card.card_path,
             field="prompt.answer",
         )
@@ -229,7 +241,8 @@ class _LocalRun:
         )[1]
 
     def draw(self, pending: list, write, progress: bool = False) -> None:
-        """Draw the ``pending`` items with the run's engine (closed at the end); ``write(item, frame)`` stores each item's part.
+        """Draw the ``pending`` items with the run's engine (closed at the end); ``write(item, frame)`` stores
+        each item's part.
 
         Sampling engines write the item's trials (:func:`~bayesrc.collect.rundir.trial_rows`),
         the exact engine its answer distribution.

@@ -170,7 +170,8 @@ def item_seeds(item: Item, k: int, *, stride: int | None = None, offset: int = 0
     """
     if stride is None and item.index >= ITEM_SLOTS:
         raise InputError(
-            f"item {item.item_id!r} is number {item.index + 1:,} of its bank; past {ITEM_SLOTS:,} items give --seed-stride",
+            f"item {item.item_id!r} is number {item.index + 1:,} of its bank; "
+            f"past {ITEM_SLOTS:,} items give --seed-stride",
             field="items",
         )
     return sample_seeds(item.index, k, stride=stride, offset=offset, salt=salt)
@@ -206,7 +207,8 @@ def pin_category(field: str) -> str:
 # -- collection --------------------------------------------------------------------------
 @dataclass
 class RunResult:
-    """What :func:`collect` did: the run directory, items and trials in it, items drawn by this call, wall and sampling seconds.
+    """What :func:`collect` did: the run directory, items and trials in it, items drawn by this call, wall and
+    sampling seconds.
 
     Examples
     --------
@@ -243,7 +245,8 @@ def frame_bytes(df: pd.DataFrame) -> bytes:
 
 
 def trial_rows(item: Item, samples, *, label: str, engine: str, answer: str = "first") -> pd.DataFrame:
-    """An item's samples as trial rows, each response's answer read under the card's rule (``answer``: :func:`extract_answer`)."""
+    """An item's samples as trial rows, each response's answer read under the card's rule
+    (``answer``: :func:`extract_answer`)."""
     recs = []
     for s in samples:
         ex = extract_answer(s.response, item.letters, answer)
@@ -330,7 +333,8 @@ def check_sampling_args(
         raise InputError(f"must be one of {', '.join(SEED_RULES)}, got {seed_rule!r}", field="seed_rule")
     if seed_stride is not None and k > seed_stride:
         raise InputError(
-            f"K = {k} exceeds the seed stride {seed_stride}: seeds of neighbouring items would collide (raise --seed-stride)",
+            f"K = {k} exceeds the seed stride {seed_stride}: "
+            "seeds of neighbouring items would collide (raise --seed-stride)",
             field="k",
         )
     if seed_stride is None and k > MAX_K:
@@ -353,7 +357,8 @@ def select_range(n_items: int, items_range=None, shard: str | None = None) -> tu
 
 
 def existing_record(run_dir: Path, resume: bool) -> dict | None:
-    """The run record to resume (None for a new run); refuses a used folder without ``resume``. Call under :class:`RunLock`."""
+    """The run record to resume (None for a new run); refuses a used folder without ``resume``.
+    Call under :class:`RunLock`."""
     record = read_run_record(run_dir) if (run_dir / "run.json").exists() else None
     if record is not None and not resume:
         raise InputError(

@@ -69,7 +69,8 @@ SERVER_APIS = ("completions", "chat")  # POST /v1/completions (the default) or /
 NO_ANSWER = (
     "body without an answer"  # the fault kind of a JSON body that holds no answer (an error object, a foreign body)
 )
-MAX_DELAY = 30.0  # seconds: the longest back-off, and the longest Retry-After honoured (a collection should not sleep for hours)
+# seconds: the longest back-off, and the longest Retry-After honoured (a collection should not sleep for hours)
+MAX_DELAY = 30.0
 
 
 class ServerError(R.DrawStopped):
@@ -84,7 +85,8 @@ class ServerError(R.DrawStopped):
 
 
 class Retryable(Exception):
-    """One failed attempt worth another: ``kind`` is what the run counts (``info.retries``), ``delay`` the wait the server asked for."""
+    """One failed attempt worth another: ``kind`` is what the run counts (``info.retries``), ``delay`` the wait
+    the server asked for."""
 
     def __init__(self, kind: str, detail: str, delay: float | None = None) -> None:
         super().__init__(detail)
@@ -183,7 +185,8 @@ def completion_of(doc: object) -> dict:
 
 
 def chat_answers(doc: object) -> list[dict]:
-    """The answers in a chat completions response, one per choice (``message.content``), each as :func:`completion_of` gives it.
+    """The answers in a chat completions response, one per choice (``message.content``), each as
+    :func:`completion_of` gives it.
 
     A body whose first choice has no ``message.content`` is no answer: :class:`Retryable`.
 
@@ -191,10 +194,10 @@ def chat_answers(doc: object) -> list[dict]:
     --------
     >>> chat_answers({"choices": [{"message": {"role": "assistant", "content": "B"}, "finish_reason": "stop"}]})
     [{'text': 'B', 'finish': 'stop', 'n_tokens': None, 'fingerprint': None}]
-    >>> chat_answers({"choices": [{"message": {"role": "assistant"}}]})
+    >>> chat_answers({"choices": [{"message": {}}]})
     Traceback (most recent call last):
     ...
-    bayesrc.collect.server.Retryable: chat completion without choices[0].message.content: {"choices": [{"message": {"role": "assistant"}}]}
+    bayesrc.collect.server.Retryable: chat completion without choices[0].message.content: {"choices": [{"message": {}}]}
     """
     choices = json_object(doc).get("choices")
     choices = choices if isinstance(choices, list) else []
@@ -224,7 +227,8 @@ def model_listing(doc: object) -> list[dict]:
 
 
 def json_object(doc: object) -> dict:
-    """``doc`` if it is a JSON object and no error object (some servers send one with HTTP 200); else :class:`Retryable`.
+    """``doc`` if it is a JSON object and no error object (some servers send one with HTTP 200);
+    else :class:`Retryable`.
 
     Examples
     --------
@@ -304,7 +308,8 @@ class ServerClient:
         self._abandoned.set()
 
     def _attempt(self, method: str, path: str, data: bytes | None) -> object:
-        """One request: the decoded JSON body, :class:`Retryable` for a transient failure, :class:`ServerError` for a refusal."""
+        """One request: the decoded JSON body, :class:`Retryable` for a transient failure, :class:`ServerError`
+        for a refusal."""
         headers = {"Content-Type": "application/json"} | (
             {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         )
@@ -391,7 +396,8 @@ class ServerClient:
         )
 
     def chat(self, model: str, messages: list[dict], seed: int, sampling: Sampling, n: int = 1) -> list[dict]:
-        """One seeded chat completion of ``n`` choices: :func:`chat_answers` (retried until the body holds ``n``, bounded)."""
+        """One seeded chat completion of ``n`` choices: :func:`chat_answers` (retried until the body holds ``n``,
+        bounded)."""
 
         def parse(doc: object) -> list[dict]:
             answers = chat_answers(doc)
@@ -429,7 +435,11 @@ def sampling_body(sampling: Sampling, seed: int, n: int = 1) -> dict:
 
     Examples
     --------
-    >>> sampling_body(Sampling(temperature=0.7), 42)["seed"], sampling_body(Sampling(), 1)["n"], sampling_body(Sampling(), 1, 4)["n"]
+    >>> (
+    ...     sampling_body(Sampling(temperature=0.7), 42)["seed"],
+    ...     sampling_body(Sampling(), 1)["n"],
+    ...     sampling_body(Sampling(), 1, 4)["n"],
+    ... )
     (42, 1, 4)
     """
     return {
@@ -446,7 +456,8 @@ def sampling_body(sampling: Sampling, seed: int, n: int = 1) -> dict:
 
 
 class ServerEngine:
-    """Draws an item's K samples as K seeded requests (or, ``per_request`` = K, one request of K choices), ``concurrency`` at a time."""
+    """Draws an item's K samples as K seeded requests (or, ``per_request`` = K, one request of K choices),
+    ``concurrency`` at a time."""
 
     name = "server"
 
@@ -533,14 +544,17 @@ def server_pins(
     api: str = "completions",
     per_request: int = 1,
 ) -> dict:
-    """The run record's pins for a server run (same names as :func:`bayesrc.collect.run.make_pins` where they mean the same).
+    """The run record's pins for a server run (same names as :func:`bayesrc.collect.run.make_pins` where they
+    mean the same).
 
     ``seed_rule = "version"`` (default) salts the seeds with the version's pin (the server's
     model id standing in for the file hash), as local runs do, so two versions draw independently.
 
     Examples
     --------
-    >>> server_pins(card, bank, (0, 4), Sampling(), RunSpec(k=6, engine="server"), label="srv", model_id="gemma", build=None)["runtime.engine"]  # doctest: +SKIP
+    >>> server_pins(  # doctest: +SKIP
+    ...     card, bank, (0, 4), Sampling(), RunSpec(k=6, engine="server"), label="srv", model_id="gemma", build=None
+    ... )["runtime.engine"]
     'server'
     """
     pins = {
@@ -634,7 +648,8 @@ class _ServerRun:
         concurrency: int,
         api: str,
     ) -> _ServerRun:
-        """Ask the server for its model, pin the run and render the selected items' prompts or messages (a template that fails, fails here)."""
+        """Ask the server for its model, pin the run and render the selected items' prompts or messages
+        (a template that fails, fails here)."""
         sampling, label, model_id = spec.sampling(card.max_tokens), spec.label or card.label, client.model_id()
         selected = bank.items[rng[0] : rng[1]]
         prompts = {it.index: chat_messages(card, it) if api == "chat" else build_prompt(card, it) for it in selected}
@@ -689,14 +704,16 @@ class _ServerRun:
 
     @property
     def retries(self) -> dict[str, int]:
-        """This call's retried requests by fault kind (the record's ``info.retries`` adds a resumed run's earlier ones)."""
+        """This call's retried requests by fault kind (the record's ``info.retries`` adds a resumed run's
+        earlier ones)."""
         return dict(self.client.retried)
 
     def compact(self, parts):
         return {"trials.parquet": parts}
 
     def draw(self, pending: list, write, progress: bool = False) -> None:
-        """Request the pending items' K samples each; ``write(item, frame)`` stores an item as soon as it is complete."""
+        """Request the pending items' K samples each; ``write(item, frame)`` stores an item as soon as it is
+        complete."""
         by_index, salt, k = {it.index: it for it in pending}, pinned_salt(self.pins), self.spec.k
         bar = R.progress_bar(len(pending) * k, progress)
         try:
@@ -719,7 +736,8 @@ class _ServerRun:
 
 
 def recorded_retries(record: dict | None) -> Counter:
-    """The retries by fault kind that a resumed run's record holds (``info.retries``; kinds with a count that is not an integer dropped).
+    """The retries by fault kind that a resumed run's record holds (``info.retries``; kinds with a count that is
+    not an integer dropped).
 
     Examples
     --------
@@ -738,7 +756,8 @@ def recorded_retries(record: dict | None) -> Counter:
 def _check_server_args(
     card: ModelCard, concurrency: int, api: str, *, retries: int, backoff: float, timeout: float
 ) -> None:
-    """What a server run needs beyond the spec: the API, requests in flight, retries and waits, and a chat template it can render without the GGUF."""
+    """What a server run needs beyond the spec: the API, requests in flight, retries and waits, and a chat template
+    it can render without the GGUF."""
     if api not in SERVER_APIS:
         raise InputError(f"expected one of {', '.join(SERVER_APIS)}, got {api!r}", field="--api")
     if concurrency < 1:
@@ -749,7 +768,8 @@ def _check_server_args(
         raise InputError(f"expected a timeout > 0 and a back-off >= 0, got {timeout} and {backoff}", field="--timeout")
     if api == "completions" and card.format == "chat" and card.chat_template is None and card.chat_format == "gguf":
         raise InputError(
-            "the server engine cannot read the GGUF's chat template: give the card a chat_template or a named chat_format",
+            "the server engine cannot read the GGUF's chat template: "
+            "give the card a chat_template or a named chat_format",
             path=card.card_path,
             field="prompt.chat_format",
         )

@@ -146,7 +146,8 @@ def as_spec(spec: RunSpec | None, settings: dict) -> RunSpec:
         return RunSpec(**settings)
     if settings:
         raise TypeError(
-            f"give a run's settings as a RunSpec or as keywords, not both (got {', '.join(sorted(settings))} beside a RunSpec)"
+            f"give a run's settings as a RunSpec or as keywords, not both "
+            f"(got {', '.join(sorted(settings))} beside a RunSpec)"
         )
     return spec
 
@@ -185,7 +186,8 @@ def _check_engine(engine: str) -> str:
 
 
 def _exact_args(epsilon: float, max_expansions: int | None) -> dict:
-    """The exact engine's checked pruning threshold and per-item decode budget (default :data:`~bayesrc.collect.exact.DEFAULT_MAX_EXPANSIONS`)."""
+    """The exact engine's checked pruning threshold and per-item decode budget
+    (default :data:`~bayesrc.collect.exact.DEFAULT_MAX_EXPANSIONS`)."""
     budget = DEFAULT_MAX_EXPANSIONS if max_expansions is None else int(max_expansions)
     if budget < 1:
         raise InputError(f"must be >= 1, got {budget}", field="max-expansions")

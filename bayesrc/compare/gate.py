@@ -414,7 +414,8 @@ def what_would_decide(
     >>> w = what_would_decide(-0.01, 0.0113, 0.02, "lower", 0.1, nd)
     >>> w["n_items"], w["k"], w["extra_samples_n"], w["extra_samples_k"], w["cheaper"]
     (576, None, 4760, None, 'items')
-    >>> what_would_decide(0.0, 0.001, 0.02, "lower", 0.1, nd, mde=0.03)["n_items"]  # the posterior decides; the resolution does not
+    >>> # the posterior decides; the resolution does not
+    >>> what_would_decide(0.0, 0.001, 0.02, "lower", 0.1, nd, mde=0.03)["n_items"]
     225
     """
     d = _distance_to_decision(mean, margin, side)
@@ -448,14 +449,21 @@ def require_resolution(ev: dict, reso: dict) -> dict:
 
     Examples
     --------
-    >>> ev = {"decision": "pass", "label": "no material deterioration", "margin": 0.02, "reasons": ["P(mean dp >= -0.02) = 0.990"]}
+    >>> ev = {"decision": "pass", "label": "no material deterioration", "margin": 0.02,
+    ...       "reasons": ["P(mean dp >= -0.02) = 0.990"]}
     >>> out = require_resolution(ev, {"aggregate_mde": 0.048, "power": 0.8, "resolves_margin": False})
-    >>> out["decision"], out["label"], out["reasons"][-1]
-    ('inconclusive', 'inconclusive', 'this comparison resolves a mean change of 0.048 or more (80% power), more than the margin 0.02: it cannot show a change within it')
+    >>> out["decision"], out["label"]
+    ('inconclusive', 'inconclusive')
+    >>> print(*out["reasons"][-1].split(": "), sep=":\\n")
+    this comparison resolves a mean change of 0.048 or more (80% power), more than the margin 0.02:
+    it cannot show a change within it
     """
     if ev["decision"] != "pass" or reso["resolves_margin"] is not False:
         return ev
-    why = f"this comparison resolves a mean change of {reso['aggregate_mde']:.3f} or more ({reso['power']:.0%} power), more than the margin {ev['margin']:g}: it cannot show a change within it"
+    why = (
+        f"this comparison resolves a mean change of {reso['aggregate_mde']:.3f} or more ({reso['power']:.0%} power), "
+        f"more than the margin {ev['margin']:g}: it cannot show a change within it"
+    )
     return ev | {"decision": "inconclusive", "label": "inconclusive", "reasons": [*ev["reasons"], why]}
 
 
@@ -485,7 +493,8 @@ def margin_evidence(
     >>> import numpy as np
     >>> rng = np.random.default_rng(0)
     >>> dp = rng.normal(0.0, 0.002, size=(1000, 50))   # every item within 0.02 of no change
-    >>> ev = margin_evidence(dp, np.array(["no_change"] * 50), np.arange(50).astype(str), fail_on="changed", margin=0.02, q=0.1)
+    >>> ev = margin_evidence(dp, np.array(["no_change"] * 50), np.arange(50).astype(str), fail_on="changed",
+    ...                      margin=0.02, q=0.1)
     >>> ev["decision"], ev["label"], ev["aggregate"]["p_within"]
     ('pass', 'no material change', 1.0)
     """
@@ -530,8 +539,9 @@ def margin_reasons(ev: dict, fail_on: str, q: float) -> list[str]:
     --------
     >>> ev = {"margin": 0.02, "side": "lower", "decision": "inconclusive", "items": [],
     ...       "aggregate": {"p_within": 0.87, "within_text": "P(mean dp >= -0.02)"}}
-    >>> margin_reasons(ev, "deteriorated", 0.1)
-    ['P(mean dp >= -0.02) = 0.870: neither >= 0.90 (within the margin) nor <= 0.10 (beyond it)', 'no item flagged deteriorated']
+    >>> print(*margin_reasons(ev, "deteriorated", 0.1), sep="\\n")
+    P(mean dp >= -0.02) = 0.870: neither >= 0.90 (within the margin) nor <= 0.10 (beyond it)
+    no item flagged deteriorated
     """
     hi, lo = 1.0 - q, q
     a, items = ev["aggregate"], ev["items"]
@@ -552,7 +562,8 @@ def margin_reasons(ev: dict, fail_on: str, q: float) -> list[str]:
         return out + [f"no item flagged {kind}"]
     worst = items[0]
     out.append(
-        f"{len(items)} item(s) flagged {kind}; the least within: {worst['item_id']} ({worst['bayes_class']}), {item_event} = {worst['p_within']:.3f}: {verdict(worst['p_within'])}"
+        f"{len(items)} item(s) flagged {kind}; the least within: {worst['item_id']} ({worst['bayes_class']}), "
+        f"{item_event} = {worst['p_within']:.3f}: {verdict(worst['p_within'])}"
     )
     n_beyond = sum(it["p_within"] <= lo for it in items)
     if n_beyond > 1:
@@ -684,15 +695,18 @@ def compare(
 
 
 def _verdict(res: CompareResult) -> str:
-    """The summary's first words: undecided (exit 3), the margin's decision (exit 0 / 1 / 4), found (exit 1) or nothing found (exit 0)."""
+    """The summary's first words: undecided (exit 3), the margin's decision (exit 0 / 1 / 4), found (exit 1) or
+    nothing found (exit 0)."""
     if res.status != "ok":
         return "⚠️ **inconclusive**: the posterior fit failed its convergence gate (exit 3); rerun with more draws"
     if res.margin is not None:
         mark = {"pass": "✅", "fail": "❌", "inconclusive": "❔"}[res.decision]
         return f"{mark} **{res.margin['label']}** (exit {res.exit_code}; margin {res.margin['margin']:g})"
+    found = {"deteriorated": "deteriorated items found", "changed": "changed items found"}
     if res.found:
-        return f"❌ **{ {'deteriorated': 'deteriorated items found', 'changed': 'changed items found', 'aggregate': 'aggregate accuracy dropped'}[res.fail_on] }** (exit 1)"
-    return f"✅ **no {'deteriorated items' if res.fail_on == 'deteriorated' else 'changed items' if res.fail_on == 'changed' else 'credible aggregate drop'}** (exit 0)"
+        return f"❌ **{found.get(res.fail_on, 'aggregate accuracy dropped')}** (exit 1)"
+    none_found = {"deteriorated": "deteriorated items", "changed": "changed items"}
+    return f"✅ **no {none_found.get(res.fail_on, 'credible aggregate drop')}** (exit 0)"
 
 
 def _counts_table(res: CompareResult) -> str:
@@ -716,12 +730,15 @@ def _counts_table(res: CompareResult) -> str:
 
 
 def _aggregate_line(res: CompareResult) -> str:
-    """The mean accuracy change: posterior with its 90% interval over every fitted item, classical with its 95% CI over the analysable ones."""
+    """The mean accuracy change: posterior with its 90% interval over every fitted item, classical with its 95% CI
+    over the analysable ones."""
     c, a = res.classical, res.bayes["aggregate"]
     ci = c["aggregate"]["ci95"]
     return (
-        f"Mean accuracy change over all {res._n_fitted()} items (change model): {a['mean']:+.3f} (90% credible interval {_num(a['lo90']):+.3f} to {_num(a['hi90']):+.3f}; "
-        f"P(drop) = {a['p_below_0']:.3f}); classical, over the {c['n_analysable']} analysable items (rule (a)): {_num(c['aggregate']['mean_delta']):+.3f} "
+        f"Mean accuracy change over all {res._n_fitted()} items (change model): {a['mean']:+.3f} "
+        f"(90% credible interval {_num(a['lo90']):+.3f} to {_num(a['hi90']):+.3f}; "
+        f"P(drop) = {a['p_below_0']:.3f}); classical, over the {c['n_analysable']} analysable items (rule (a)): "
+        f"{_num(c['aggregate']['mean_delta']):+.3f} "
         f"(95% CI {_num(ci[0]):+.3f} to {_num(ci[1]):+.3f})."
     )
 
@@ -731,8 +748,12 @@ def resolution_sentence(r: dict) -> str:
 
     Examples
     --------
-    >>> resolution_sentence(resolution({"se": 0.01, "n_items": 100, "k": 10.0}, 0.2, 1.96, 0.1, 0.02))
-    'With 80% power this comparison detects a mean change of 0.021 or more (the 100 items with 2+ valid answers in both versions, K = 10, SE 0.0100), and the RCI flags one item whose accuracy moves by 0.51 or more (an item near 50%); the margin 0.02 is below what it resolves.'
+    >>> import textwrap
+    >>> s = resolution_sentence(resolution({"se": 0.01, "n_items": 100, "k": 10.0}, 0.2, 1.96, 0.1, 0.02))
+    >>> print(textwrap.fill(s, 100))
+    With 80% power this comparison detects a mean change of 0.021 or more (the 100 items with 2+ valid
+    answers in both versions, K = 10, SE 0.0100), and the RCI flags one item whose accuracy moves by
+    0.51 or more (an item near 50%); the margin 0.02 is below what it resolves.
     """
     item = (
         f"the RCI flags one item whose accuracy moves by {r['item_mde']:.2f} or more (an item near 50%)"
@@ -741,7 +762,8 @@ def resolution_sentence(r: dict) -> str:
     )
     head = (
         f"With {r['power']:.0%} power this comparison detects a mean change of {r['aggregate_mde']:.3f} or more "
-        f"(the {r['n_items']} items with 2+ valid answers in both versions, K = {r['k']:g}, SE {r['se']:.4f}), and {item}"
+        f"(the {r['n_items']} items with 2+ valid answers in both versions, K = {r['k']:g}, SE {r['se']:.4f}), "
+        f"and {item}"
     )
     if r["margin"] is None:
         return head + "; no margin: the item selection alone decides, whatever the data resolve."
@@ -753,9 +775,13 @@ def decide_sentence(w: dict | None, k: float, n: int) -> str:
 
     Examples
     --------
-    >>> w = {"power": 0.8, "n_items": 575, "k": 87, "extra_samples_n": 4750, "extra_samples_k": 7700, "cheaper": "items"}
-    >>> decide_sentence(w, 10.0, 100)
-    'would decide the mean with 80% power, if it is what the posterior says: ~575 items at K = 10 (+4750 samples per version) or K = 87 samples per item on these 100 items (+7700 per version); more items is cheaper'
+    >>> import textwrap
+    >>> w = {"power": 0.8, "n_items": 575, "k": 87, "extra_samples_n": 4750, "extra_samples_k": 7700,
+    ...      "cheaper": "items"}
+    >>> print(textwrap.fill(decide_sentence(w, 10.0, 100), 100))
+    would decide the mean with 80% power, if it is what the posterior says: ~575 items at K = 10 (+4750
+    samples per version) or K = 87 samples per item on these 100 items (+7700 per version); more items
+    is cheaper
     """
     if w is None:
         return "the mean sits on the margin's edge: no amount of data would decide it, were it what the posterior says"
@@ -765,7 +791,8 @@ def decide_sentence(w: dict | None, k: float, n: int) -> str:
         else f"no K on these {n} items (their item-set noise alone is too wide)"
     )
     return (
-        f"would decide the mean with {w['power']:.0%} power, if it is what the posterior says: ~{w['n_items']} items at K = {k:g} "
+        f"would decide the mean with {w['power']:.0%} power, if it is what the posterior says: "
+        f"~{w['n_items']} items at K = {k:g} "
         f"(+{w['extra_samples_n']} samples per version) or {by_k}; more {w['cheaper']} is cheaper"
     )
 
@@ -820,7 +847,10 @@ def markdown_summary(res: CompareResult, *, max_items: int = 10) -> str:
             "</details>",
         ]
     d = res.bayes["diagnostics"]
-    fit_line = f"<sub>Fit: max R-hat {_num(d.get('max_rhat')):.3f}, min ESS bulk {_num(d.get('min_ess_bulk')):.0f}, {d.get('divergences', 0)} divergences; status {res.status}.</sub>"
+    fit_line = (
+        f"<sub>Fit: max R-hat {_num(d.get('max_rhat')):.3f}, min ESS bulk {_num(d.get('min_ess_bulk')):.0f}, "
+        f"{d.get('divergences', 0)} divergences; status {res.status}.</sub>"
+    )
     lines += ["", fit_line, ""]
     return "\n".join(lines)
 
@@ -837,5 +867,8 @@ def margin_lines(res: CompareResult) -> list[str]:
         return []
     weighed = "the mean change has" if res.fail_on == "aggregate" else "the mean change and every flagged item have"
     within = f"|Δp| ≤ {m['margin']:g}" if m["side"] == "two" else f"Δp ≥ −{m['margin']:g}"
-    rule = f"Within the margin means {within}; pass when {weighed} posterior mass ≥ {1 - res.q:.2f} within it, fail when {'it' if res.fail_on == 'aggregate' else 'any'} has ≤ {res.q:.2f}, otherwise inconclusive. Why:"
+    rule = (
+        f"Within the margin means {within}; pass when {weighed} posterior mass ≥ {1 - res.q:.2f} within it, "
+        f"fail when {'it' if res.fail_on == 'aggregate' else 'any'} has ≤ {res.q:.2f}, otherwise inconclusive. Why:"
+    )
     return [rule, "", *[f"- {r}" for r in m["reasons"]], ""]

@@ -48,7 +48,8 @@ def github_outputs(res: CompareResult) -> dict[str, str]:
 
 
 def write_github_files(res: CompareResult, env: Mapping[str, str]) -> None:
-    """Append the step outputs to ``env["GITHUB_OUTPUT"]`` and the Markdown summary to ``env["GITHUB_STEP_SUMMARY"]``, where named.
+    """Append the step outputs to ``env["GITHUB_OUTPUT"]`` and the Markdown summary to
+    ``env["GITHUB_STEP_SUMMARY"]``, where named.
 
     Examples
     --------

@@ -19,7 +19,8 @@ from bayesrc.results import summary_text
 
 
 def margin_value(text: str | None) -> float | None:
-    """``--rope``'s value: the default margin when not given, None for ``none`` (the FDR selection alone decides), else a number in (0, 1).
+    """``--rope``'s value: the default margin when not given, None for ``none`` (the FDR selection alone decides), else
+    a number in (0, 1).
 
     Examples
     --------
@@ -45,7 +46,8 @@ def run_compare(args: argparse.Namespace) -> int:
     args.margin = margin_value(args.margin)
     if args.margin is not None and args.q >= 0.5:
         raise InputError(
-            f"must be below 0.5 with a margin (pass needs mass >= 1 - q, fail <= q; --rope none for none), got {args.q}",
+            "must be below 0.5 with a margin (pass needs mass >= 1 - q, fail <= q; --rope none for none), "
+            f"got {args.q}",
             field="--q",
         )
     cfg = sampler_config(args)
@@ -78,7 +80,8 @@ def run_compare(args: argparse.Namespace) -> int:
         print(f"decision: {res.margin['label']} (exit {res.exit_code}): " + "; ".join(res.margin["reasons"]))
     if res.status != "ok":
         print(
-            f"bayesrc: error: the change-model fit failed its convergence gate ({res.fit.diagnostics.worst}); nothing decided (exit 3)",
+            "bayesrc: error: the change-model fit failed its convergence gate "
+            f"({res.fit.diagnostics.worst}); nothing decided (exit 3)",
             file=sys.stderr,
         )
     return res.exit_code

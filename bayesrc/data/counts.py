@@ -40,7 +40,8 @@ def _version_label(trials: pd.DataFrame, fallback: str) -> str:
 
 
 def _distinct_version_labels(trials: Sequence[pd.DataFrame], versions: Sequence[str] | None) -> list[str]:
-    """``versions`` as text, else each frame's ``model`` (``v1, v2, ...`` if those are ambiguous); they must be distinct."""
+    """``versions`` as text, else each frame's ``model`` (``v1, v2, ...`` if those are ambiguous);
+    they must be distinct."""
     n_ver = len(trials)
     if versions is None:
         versions = [_version_label(t, f"v{i + 1}") for i, t in enumerate(trials)]
@@ -90,7 +91,8 @@ def _matched_items(
         src = sources[versions.index(v)]
         n_miss = len(unmatched[v])
         raise InputError(
-            f"present in another version but not in this file ({n_miss} such item{'s' if n_miss > 1 else ''}); pass --allow-unmatched to analyse matched items only",
+            f"present in another version but not in this file ({n_miss} such item{'s' if n_miss > 1 else ''}); "
+            "pass --allow-unmatched to analyse matched items only",
             path=src,
             item=unmatched[v][0],
             field="item_id",
@@ -120,7 +122,8 @@ def _sample_grid(trials: Sequence[pd.DataFrame], items: list[str], n_k: int) -> 
 
 
 def _count_variables(correct: np.ndarray, administered: np.ndarray) -> dict[str, tuple]:
-    """The dataset's variables: per (item, version) trials, valid and correct responses and ``p = y / n``, plus ``correct``."""
+    """The dataset's variables: per (item, version) trials, valid and correct responses and ``p = y / n``,
+    plus ``correct``."""
     n_trials = administered.sum(axis=2)
     n_valid = (~np.isnan(correct)).sum(axis=2)
     n_correct = np.nansum(correct, axis=2).astype(np.int64)
@@ -317,14 +320,16 @@ def input_notes(ds: xr.Dataset, min_valid: int | None = None, valid_share: float
             first = ds["item"].values[low[0]]
             rule = "" if min_valid is not None else f" (ceil({valid_share:g}·K) of the item's K = {k_item[low[0]]})"
             notes.append(
-                f"{src}: item {first}: field 'is_missing': fewer than {need[low[0]]} valid responses ({n_valid[low[0]]}); {low.size} such item(s) excluded by rule (a){rule}"
+                f"{src}: item {first}: field 'is_missing': fewer than {need[low[0]]} valid responses "
+                f"({n_valid[low[0]]}); {low.size} such item(s) excluded by rule (a){rule}"
             )
         n_trials = ds["n_trials"].sel(version=v).values
         ks = np.unique(n_trials[n_trials > 0])
         if ks.size > 1:
             odd = np.flatnonzero(n_trials != modal_k(ds))
             notes.append(
-                f"{src}: item {ds['item'].values[odd[0]]}: field 'k': K differs between items ({', '.join(map(str, ks))} samples); analysed as given"
+                f"{src}: item {ds['item'].values[odd[0]]}: field 'k': K differs between items "
+                f"({', '.join(map(str, ks))} samples); analysed as given"
             )
     for v, ids in (ds.attrs.get("unmatched") or {}).items():
         notes.append(f"version {v}: {len(ids)} item(s) missing (first: {ids[0]}); analysed matched items only")
@@ -410,7 +415,8 @@ def seed_notes(ds: xr.Dataset) -> list[str]:
         return []
     sources = ds.attrs.get("sources") or [str(v) for v in ds["version"].values]
     return [
-        f"{sources[0]} and {sources[1]}: field 'seed': {seeds['share']:.0%} of the {seeds['n_compared']} (item, k) samples "
+        f"{sources[0]} and {sources[1]}: field 'seed': "
+        f"{seeds['share']:.0%} of the {seeds['n_compared']} (item, k) samples "
         "share their seed across the versions; shared seeds couple the versions' draws, and every analysis here "
         "assumes independent versions (collect with the default version-specific seed rule)"
     ]

@@ -119,7 +119,8 @@ def _exact_root(run: str | Path) -> Path:
         raise InputError("not a run directory", path=root)
     if (root / "trials.parquet").is_file() and not (root / "items_exact.parquet").is_file():
         raise InputError(
-            "is a K-sample trials run, not an exact run: an exact run is needed (collect one with `bayesrc collect --engine exact`)",
+            "is a K-sample trials run, not an exact run: "
+            "an exact run is needed (collect one with `bayesrc collect --engine exact`)",
             path=root / "trials.parquet",
         )
     for name in ("items_exact.parquet", "dist.parquet"):
@@ -321,7 +322,10 @@ def write_exact_run(
     Examples
     --------
     >>> import pandas as pd
-    >>> dist = pd.DataFrame({"item_id": ["q1", "q1"], "domain": ["d", "d"], "answer": ["A", "B"], "prob": [0.7, 0.3], "is_correct": [True, False]})
+    >>> dist = pd.DataFrame(
+    ...     {"item_id": ["q1", "q1"], "domain": ["d", "d"], "answer": ["A", "B"], "prob": [0.7, 0.3],
+    ...      "is_correct": [True, False]}
+    ... )
     >>> write_exact_run("runs/toy_exact", dist, label="toy")  # doctest: +SKIP
     """
     d = dist[list(DIST_FIELDS)].copy()

@@ -55,7 +55,8 @@ def _not_whole(num: pd.Series) -> pd.Series:
 
 
 def _source_lines(df: pd.DataFrame) -> pd.Series:
-    """Each row's line in its source file: the readers' ``_line`` column where it holds whole numbers, else the row number.
+    """Each row's line in its source file: the readers' ``_line`` column where it holds whole numbers,
+    else the row number.
 
     ``_line`` is the readers' own column (they overwrite a file's); a caller's frame may carry
     one of its own, which must not turn an error message into a traceback.
@@ -137,7 +138,8 @@ def _aliased_columns(df: pd.DataFrame, *, path: Path, lines: pd.Series) -> dict[
 
 
 def _is_single_shot(df: pd.DataFrame, greedy: bool | None) -> bool:
-    """Whether every row gets ``k = 0``: a greedy file (``None``: one without a ``k`` column) whose ``k`` holds no value."""
+    """Whether every row gets ``k = 0``: a greedy file (``None``: one without a ``k`` column) whose ``k``
+    holds no value."""
     if greedy is None:
         greedy = "k" not in df
     return bool(greedy) and not ("k" in df and df["k"].notna().any())
@@ -207,7 +209,8 @@ def _parse_correctness(df: pd.DataFrame, *, path: Path, fmt: str, lines: pd.Seri
 
 
 def _model_column(df: pd.DataFrame, model: str | None, path: Path) -> pd.Series:
-    """Every row's version label: ``model`` if given, else the file's ``model`` field, else the file stem; one per file."""
+    """Every row's version label: ``model`` if given, else the file's ``model`` field, else the file stem;
+    one per file."""
     if model is not None or "model" not in df or df["model"].isna().all():
         column = pd.Series(model if model is not None else path.stem, index=df.index)
     else:
@@ -257,7 +260,9 @@ def normalise_trials(
     Examples
     --------
     >>> import pandas as pd
-    >>> raw = pd.DataFrame({"item_id": [1, 1], "k": [0, 1], "domain": ["d", "d"], "model": ["m", "m"], "is_correct": [True, False]})
+    >>> raw = pd.DataFrame(
+    ...     {"item_id": [1, 1], "k": [0, 1], "domain": ["d", "d"], "model": ["m", "m"], "is_correct": [True, False]}
+    ... )
     >>> normalise_trials(raw)["item_id"].tolist()
     ['1', '1']
     """
@@ -304,7 +309,8 @@ def _refuse_exact_run(path: Path) -> None:
         or (path.name == "run.json" and any((run_dir / f).exists() for f in EXACT_RUN_FILES))
     ):
         raise InputError(
-            "is an exact run (per-item answer distributions), not K-sample trials; draw trials from it with bayesrc.data.sample_from_exact or pass its trials where trials are needed",
+            "is an exact run (per-item answer distributions), not K-sample trials; "
+            "draw trials from it with bayesrc.data.sample_from_exact or pass its trials where trials are needed",
             path=path,
         )
 

@@ -73,8 +73,12 @@ def trial_row(
 
 
 def choice_note(path: str | Path, *, field: str, noun: str, options: Collection[str], chosen: str, option: str) -> str:
-    """The note that a log offered several ``noun`` and the first was used, e.g. ``... 2 filters (a, b); used 'a' (choose with --filter)``."""
-    return f"{path}: field '{field}': {len(options)} {noun} ({', '.join(options)}); used {chosen!r} (choose with --{option})"
+    """The note that a log offered several ``noun`` and the first was used,
+    e.g. ``... 2 filters (a, b); used 'a' (choose with --filter)``."""
+    return (
+        f"{path}: field '{field}': {len(options)} {noun} ({', '.join(options)}); "
+        f"used {chosen!r} (choose with --{option})"
+    )
 
 
 def finish(rows: list[dict], *, path: str | Path, model: str) -> pd.DataFrame:

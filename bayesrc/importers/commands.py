@@ -56,7 +56,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _options(p: argparse.ArgumentParser, options: dict[str, str]) -> None:
-    """A log kind's own options (each a string, ``--name``: its help), then the ones every kind takes, and its handler."""
+    """A log kind's own options (each a string, ``--name``: its help), then the ones every kind takes,
+    and its handler."""
     for name, text in options.items():
         p.add_argument(name, help=text)
     _common(p)
@@ -66,6 +67,7 @@ def _options(p: argparse.ArgumentParser, options: dict[str, str]) -> None:
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--model",
-        help="version label (default: lm-eval: required; Inspect: the log's model; promptfoo: the prompt's label, or the provider with one prompt)",
+        help="version label (default: lm-eval: required; Inspect: the log's model; "
+        "promptfoo: the prompt's label, or the provider with one prompt)",
     )
     p.add_argument("--out", type=Path, required=True, help="trials file to write (.parquet)")

@@ -13,8 +13,9 @@ The JSON format stores all of it in one file; the ``.eval`` format is a zip with
 ``_journal/start.json`` (or ``header.json``) and one ``samples/<id>_epoch_<n>.json``
 per sample. Current Inspect (0.3.1xx and later) compresses the zip members with
 Zstandard (zip method 93), which Python's ``zipfile`` cannot read before 3.14; those
-members are decompressed here with the ``zstandard`` package (CRC-checked). Score values map to correctness as Inspect's ``value_to_float`` does
-for binary scorers: ``"C"`` / true / 1 correct, ``"I"`` / false / 0 incorrect;
+members are decompressed here with the ``zstandard`` package (CRC-checked). Score values
+map to correctness as Inspect's ``value_to_float`` does for binary scorers:
+``"C"`` / true / 1 correct, ``"I"`` / false / 0 incorrect;
 ``"N"`` (no answer) and samples that ended in an error are missing responses.
 Partial credit (``"P"`` or 0 < value < 1) is not a binary trial and is refused.
 """
@@ -168,7 +169,8 @@ def _check_finished(status: Any, *, n_samples: int, allow_partial: bool, path: P
     """Refuse an unfinished run (its items may lack epochs) unless the caller allows it."""
     if status not in (None, "success") and not allow_partial:
         raise InputError(
-            f"log status is {status!r}: the run did not finish, so items may lack epochs; pass --allow-partial to import the {n_samples} samples it holds",
+            f"log status is {status!r}: the run did not finish, so items may lack epochs; "
+            f"pass --allow-partial to import the {n_samples} samples it holds",
             path=path,
             field="status",
         )
@@ -177,7 +179,8 @@ def _check_finished(status: Any, *, n_samples: int, allow_partial: bool, path: P
 def _sample_ident(
     where: str, s: Any, *, seen: dict[tuple[str, int], str], epochs: int | None, path: Path
 ) -> tuple[Any, int, str]:
-    """A sample's ``(id, epoch, name for messages)``, checked: an object, an epoch >= 1, not a duplicate of one in ``seen``."""
+    """A sample's ``(id, epoch, name for messages)``, checked: an object, an epoch >= 1, not a duplicate of one
+    in ``seen``."""
     if not isinstance(s, dict):
         raise InputError(f"{where}: expected a JSON object", path=path, field="samples")
     for field in ("id", "epoch"):
@@ -207,7 +210,8 @@ def _sample_scores(s: dict, ident: str, *, path: Path) -> dict:
 
 
 def _sample_score(s: dict, scores: dict, ident: str, scorer: str | None, *, path: Path) -> tuple[bool | None, Any]:
-    """``(correct, answer)`` from the ``scorer``'s entry in ``scores``; ``(None, None)`` for an unscored sample that ended in an error."""
+    """``(correct, answer)`` from the ``scorer``'s entry in ``scores``; ``(None, None)`` for an unscored sample
+    that ended in an error."""
     if not scores:
         if s.get("error") is not None:
             return None, None
@@ -229,7 +233,8 @@ def _sample_score(s: dict, scores: dict, ident: str, scorer: str | None, *, path
 
 
 def _sample_domain(s: dict, ident: str, *, domain_field: str | None, task: str, path: Path) -> Any:
-    """The ``domain_field`` value (required), else the first of ``metadata.domain / category / subject``, else the task."""
+    """The ``domain_field`` value (required), else the first of ``metadata.domain / category / subject``,
+    else the task."""
     if domain_field:
         domain = lookup(s, domain_field, None)
         if domain is None:
@@ -249,7 +254,8 @@ def _sample_rows(
     domain_field: str | None,
     notes: list[str],
 ) -> list[dict]:
-    """One trial row per sample (``k = epoch - 1``); without a ``scorer``, the first scored sample's first scorer is used."""
+    """One trial row per sample (``k = epoch - 1``); without a ``scorer``, the first scored sample's first scorer
+    is used."""
     rows: list[dict] = []
     chosen = scorer
     seen: dict[tuple[str, int], str] = {}  # (id, epoch) -> where, to name the first of a duplicate

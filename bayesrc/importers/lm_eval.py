@@ -112,7 +112,8 @@ def _metric_correct(rec: dict, metric: str | None, *, path: Path, line: int) -> 
             if isinstance(val, bool) or (isinstance(val, (int, float)) and val in (0, 1)):
                 return bool(val), name
             raise InputError(
-                f"expected 0 or 1 (one response's correctness), got {json.dumps(val)}; for a multi-sample metric log each repeat (repeats: K with a per-repeat filter)",
+                f"expected 0 or 1 (one response's correctness), got {json.dumps(val)}; "
+                "for a multi-sample metric log each repeat (repeats: K with a per-repeat filter)",
                 path=path,
                 line=line,
                 field=name,
@@ -192,7 +193,8 @@ def record_trials(
         return out
     if len(resps) == 1 and len(first_resps) > 1:
         raise InputError(
-            f"{len(first_resps)} repeats but a single filtered answer (the filter aggregates repeats, e.g. majority vote); choose a filter that keeps each repeat with --filter",
+            f"{len(first_resps)} repeats but a single filtered answer "
+            "(the filter aggregates repeats, e.g. majority vote); choose a filter that keeps each repeat with --filter",
             path=path,
             line=line,
             field="filtered_resps",
@@ -222,7 +224,8 @@ def _files_by_task(files: list[Path]) -> dict[str, list[Path]]:
 def _chosen_filter(
     records: list[tuple[int, dict]], requested: str | None, *, path: Path, notes: list[str]
 ) -> str | None:
-    """The filter whose records to keep: ``requested`` (must be in the file), else the first of several, else ``None`` (keep all)."""
+    """The filter whose records to keep: ``requested`` (must be in the file), else the first of several,
+    else ``None`` (keep all)."""
     filters = list(dict.fromkeys(r.get("filter") for _, r in records if r.get("filter") is not None))
     if requested is not None and filters and requested not in filters:
         raise InputError(

@@ -59,7 +59,8 @@ def _pair(rec: dict, i: int, path: Path) -> tuple[str, str]:
 
 
 def _choose(values: list[str], wanted: str | None, *, noun: str, option: str, path: Path, notes: list[str]) -> str:
-    """The prompt or provider to import: ``wanted`` (which must be there), or the first with a note where several are."""
+    """The prompt or provider to import: ``wanted`` (which must be there), or the first with a note where
+    several are."""
     if wanted is not None:
         if wanted not in values:
             raise InputError(

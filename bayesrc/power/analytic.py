@@ -84,7 +84,8 @@ def joint_probabilities(p_a: ArrayLike, p_b: ArrayLike, rho: ArrayLike) -> np.nd
         i = np.flatnonzero(bad.ravel())[0]
         lo, hi = rho_bounds(pa.ravel()[i], pb.ravel()[i])
         raise ParameterError(
-            f"rho = {r.ravel()[i]:g} is impossible for accuracies {pa.ravel()[i]:g} and {pb.ravel()[i]:g} (feasible range [{lo:.4g}, {hi:.4g}])",
+            f"rho = {r.ravel()[i]:g} is impossible for accuracies {pa.ravel()[i]:g} and {pb.ravel()[i]:g} "
+            f"(feasible range [{lo:.4g}, {hi:.4g}])",
             field="rho",
         )
     return np.clip(cells, 0.0, 1.0)

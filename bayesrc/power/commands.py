@@ -12,7 +12,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "power",
         help="resolution diagnostics (MDE, N*, q = N/N*, McNemar, stress tests) for paired comparisons",
-        description="Is the benchmark large enough to resolve the comparison? Two SCORES files give one pair; more give a leaderboard ranked by accuracy and its adjacent-pair table.",
+        description="Is the benchmark large enough to resolve the comparison? Two SCORES files give one pair; "
+        "more give a leaderboard ranked by accuracy and its adjacent-pair table.",
     )
     p.add_argument(
         "scores",

@@ -23,13 +23,15 @@ def run_power(args: argparse.Namespace) -> int:
     counts = load_counts(args.scores, on_unmatched="drop")
     for v, ids in (counts.attrs.get("unmatched") or {}).items():
         print(
-            f"bayesrc: note: version {v}: {len(ids)} item(s) not in every file (first: {ids[0]}); analysed matched items only",
+            f"bayesrc: note: version {v}: {len(ids)} item(s) not in every file (first: {ids[0]}); "
+            "analysed matched items only",
             file=sys.stderr,
         )
     scores, domain, info = scores_from_counts(counts, aggregate=args.aggregate, missing=args.missing)
     if info["items_dropped_missing"]:
         print(
-            f"bayesrc: note: {info['items_dropped_missing']} item(s) without a valid answer in some file dropped (--missing drop)",
+            f"bayesrc: note: {info['items_dropped_missing']} item(s) without a valid answer in some file dropped "
+            "(--missing drop)",
             file=sys.stderr,
         )
     if len(scores) < 2:

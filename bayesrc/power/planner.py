@@ -337,7 +337,8 @@ def plan_markdown(plan: KNPlan) -> str:
     ]
     lines += [
         "",
-        f"Recommendation: K = {rec['k']}, N = {rec['n_items']} (smallest K for per-item detection: {rec['k_per_item']}; smallest N with q >= 1: {rec['n_aggregate']})",
+        f"Recommendation: K = {rec['k']}, N = {rec['n_items']} "
+        f"(smallest K for per-item detection: {rec['k_per_item']}; smallest N with q >= 1: {rec['n_aggregate']})",
         "",
     ]
     return "\n".join(lines)

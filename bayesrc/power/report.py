@@ -122,7 +122,8 @@ def _check_scores(
             bad = np.flatnonzero((arr != 0) & (arr != 1))
             if bad.size:
                 raise InputError(
-                    f"scores must be binary 0/1, got {arr[bad[0]]:g} ({bad.size} non-binary value(s)); for per-item means of K samples pass binary=False (CLI: --aggregate mean)",
+                    f"scores must be binary 0/1, got {arr[bad[0]]:g} ({bad.size} non-binary value(s)); "
+                    "for per-item means of K samples pass binary=False (CLI: --aggregate mean)",
                     path=name,
                     item=int(bad[0]),
                     field="scores",
@@ -130,7 +131,8 @@ def _check_scores(
         arrays.append(arr)
     if arrays[0].size != arrays[1].size:
         raise InputError(
-            f"paired scores must cover the same items: {arrays[0].size} scores for {names[0]} but {arrays[1].size} for {names[1]}",
+            f"paired scores must cover the same items: {arrays[0].size} scores for {names[0]} "
+            f"but {arrays[1].size} for {names[1]}",
             path=names[1],
             field="scores",
         )
@@ -516,7 +518,8 @@ def leaderboard_report(
     --------
     >>> import numpy as np
     >>> rng = np.random.default_rng(0)
-    >>> rep = leaderboard_report({m: (rng.random(500) < p).astype(float) for m, p in (("a", 0.7), ("b", 0.6), ("c", 0.5))})
+    >>> rep = leaderboard_report({m: (rng.random(500) < p).astype(float)
+    ...                           for m, p in (("a", 0.7), ("b", 0.6), ("c", 0.5))})
     >>> rep.to_frame()["pair"].tolist()  # adjacent pairs of the ranking
     ['a vs b', 'b vs c']
     >>> rep.summary()["paradigm"].tolist()[:3]  # the unresolved pairs per paradigm

@@ -38,7 +38,8 @@ class PowerReport(Result):
     >>> import numpy as np
     >>> from bayesrc.power import leaderboard_report
     >>> rng = np.random.default_rng(0)
-    >>> rep = leaderboard_report({m: (rng.random(500) < p).astype(float) for m, p in (("a", 0.7), ("b", 0.6), ("c", 0.5))})
+    >>> rep = leaderboard_report({m: (rng.random(500) < p).astype(float)
+    ...                           for m, p in (("a", 0.7), ("b", 0.6), ("c", 0.5))})
     >>> rep.ranking["model"].tolist(), rep.pairs_table()["pair"].tolist()  # adjacent pairs of the ranking
     (['a', 'b', 'c'], ['a vs b', 'b vs c'])
     >>> rep.to_frame()[["rank", "pair", "resolved_fixed_n"]].shape
@@ -64,7 +65,8 @@ class PowerReport(Result):
 
     @property
     def info(self) -> dict:
-        """The settings: alpha, power, comparisons, anytime and what the CLI adds (aggregate, missing, sources, cluster_by, ...)."""
+        """The settings: alpha, power, comparisons, anytime and what the CLI adds (aggregate, missing, sources,
+        cluster_by, ...)."""
         return self.payload.get("info", {})
 
     @property
@@ -74,11 +76,13 @@ class PowerReport(Result):
 
     @property
     def noise(self) -> list[dict]:
-        """Per pair, the noise of the mean-accuracy difference, K vs N (:func:`bayesrc.power.leaderboard_noise`); empty for single-shot scores."""
+        """Per pair, the noise of the mean-accuracy difference, K vs N (:func:`bayesrc.power.leaderboard_noise`);
+        empty for single-shot scores."""
         return list(self.payload.get("noise", []))
 
     def with_noise(self, noise: list[dict]) -> PowerReport:
-        """A copy holding ``noise`` (:func:`bayesrc.power.leaderboard_noise` of this report); an empty list leaves the key out."""
+        """A copy holding ``noise`` (:func:`bayesrc.power.leaderboard_noise` of this report); an empty list leaves the
+        key out."""
         payload = {k: v for k, v in self.payload.items() if k != "noise"}
         return PowerReport({**payload, "noise": noise} if noise else payload)
 
@@ -121,8 +125,8 @@ class PowerReport(Result):
 
         Examples
         --------
-        >>> rep = PowerReport({"pairs": [], "noise": [{"name_a": "a", "name_b": "b", "n_items": 100, "k": 10.0, "se": 0.01,
-        ...                    "share_sampling": 0.8, "share_items": 0.2, "n_half": 200, "k_half": 27}]})
+        >>> rep = PowerReport({"pairs": [], "noise": [{"name_a": "a", "name_b": "b", "n_items": 100, "k": 10.0,
+        ...                    "se": 0.01, "share_sampling": 0.8, "share_items": 0.2, "n_half": 200, "k_half": 27}]})
         >>> int(rep.noise_table().iloc[0]["K to halve"])
         27
         """
@@ -164,7 +168,8 @@ class PowerReport(Result):
         parts = [
             "# Resolution report",
             "",
-            f"alpha = {info.get('alpha')}, power = {info.get('power')}, family of {info.get('comparisons')} comparison(s), "
+            f"alpha = {info.get('alpha')}, power = {info.get('power')}, "
+            f"family of {info.get('comparisons')} comparison(s), "
             f"anytime boundary: {info.get('anytime')}"
             + (f", scores: {info['aggregate']}" if "aggregate" in info else "")
             + (f", missing answers: {info['missing']}" if "missing" in info else "")
@@ -245,8 +250,9 @@ class PowerReport(Result):
                 "",
                 "## Noise: more samples (K) or more items (N)?",
                 "",
-                "Variance of the mean-accuracy difference (per-item accuracy over the K samples), split by the law of total variance into "
-                "sampling within items and the item set; the N and K that would halve it (K: none when item-set noise is half or more).",
+                "Variance of the mean-accuracy difference (per-item accuracy over the K samples), split by the law of "
+                "total variance into sampling within items and the item set; the N and K that would halve it "
+                "(K: none when item-set noise is half or more).",
                 "",
                 markdown_table(
                     ["pair", "N", "K", "SE", "sampling share", "item-set share", "N to halve", "K to halve"],

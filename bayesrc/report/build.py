@@ -71,7 +71,8 @@ class ReportFiles:
     files: dict[str, str | bytes]
 
     def write_into(self, stage: Path) -> None:
-        """Write every file into ``stage`` (a staging folder the caller commits, as :meth:`bayesrc.results.Result.write_into`)."""
+        """Write every file into ``stage`` (a staging folder the caller commits, as
+        :meth:`bayesrc.results.Result.write_into`)."""
         for rel, content in self.files.items():
             (atomic_write_text if isinstance(content, str) else atomic_write_bytes)(stage / rel, content)
 
@@ -98,7 +99,8 @@ def build_report(
     Examples
     --------
     >>> from bayesrc.report import build_report
-    >>> build_report("runs/demo", fmt="html")  # {'minor': PosixPath('runs/demo/report_minor.html'), ...}  # doctest: +SKIP
+    >>> build_report("runs/demo", fmt="html")  # doctest: +SKIP
+    {'minor': PosixPath('runs/demo/report_minor.html'), ...}
     """
     rendered = render_report(run_dir, fmt=fmt, pairs=pairs)
     out_dir = Path(out_dir) if out_dir is not None else Path(run_dir)
@@ -138,7 +140,10 @@ def render_report(
         sections = report_sections(run, comp)
         v1, v2 = comp.versions if comp else ("", "")
         title = f"Reliable-change report: {name}" + (f" ({v1} → {v2})" if comp else "")
-        subtitle = f"Run directory: {run_name or Path(run_dir).resolve().name}. Sections: {', '.join(s.title for s in sections)}."
+        subtitle = (
+            f"Run directory: {run_name or Path(run_dir).resolve().name}. "
+            f"Sections: {', '.join(s.title for s in sections)}."
+        )
         if fmt == "html":
             text, figs = render_html(title, sections, subtitle=subtitle), {}
         elif fmt == "md":

@@ -22,7 +22,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument(
         "analysis",
         choices=("threshold", "exclusion", "k", "prior", "fdr", "all"),
-        help="prior and fdr fit the paired change model (prior: one fit, reweighted to the grid's other priors where its importance weights pass the gate, else refitted)",
+        help="prior and fdr fit the paired change model (prior: one fit, reweighted to the grid's other priors "
+        "where its importance weights pass the gate, else refitted)",
     )
     s.add_argument("v1", type=Path, help="trials of version 1")
     s.add_argument("v2", type=Path, help="trials of version 2")
@@ -38,7 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument(
         "--refit",
         action="store_true",
-        help="prior: refit every prior of the grid with NUTS (default: reweight the default prior's fit where Pareto k <= 0.7 and ESS >= 400)",
+        help="prior: refit every prior of the grid with NUTS (default: reweight the default prior's fit "
+        "where Pareto k <= 0.7 and ESS >= 400)",
     )
     s.add_argument("--sd-basis", choices=("analysable", "all"), default="analysable")
     s.add_argument(

@@ -24,7 +24,8 @@ def _jitter(n: int, scale: float, seed: int = 0) -> np.ndarray:
 
 
 def _max_samples(items: pd.DataFrame, default: int = 10) -> int:
-    """The most samples an item has (``n_v1``, ``n_v2``): the grid of its accuracies; ``default`` with no finite count."""
+    """The most samples an item has (``n_v1``, ``n_v2``): the grid of its accuracies; ``default`` with no finite
+    count."""
     if not {"n_v1", "n_v2"} <= set(items):
         return default
     counts = items[["n_v1", "n_v2"]].to_numpy(float)
@@ -319,7 +320,8 @@ def family_truth_scores(per_replicate: pd.DataFrame, *, title: str = "") -> Figu
 
     Examples
     --------
-    >>> rep = pd.DataFrame({"method": ["rci", "joint"], "version": ["v2", "v2"], "coverage90": [np.nan, 0.9], "fdp_sign": [0.2, 0.0]})
+    >>> rep = pd.DataFrame({"method": ["rci", "joint"], "version": ["v2", "v2"], "coverage90": [np.nan, 0.9],
+    ...                     "fdp_sign": [0.2, 0.0]})
     >>> len(family_truth_scores(rep).axes)
     2
     """
@@ -358,8 +360,8 @@ def _arviz_figure(pc) -> Figure:
 
 
 def scalar_vars(dt, max_panels: int = 8) -> list[str]:
-    """Posterior variables for trace / rank plots: no per-item (or per-cell: the change model's ``r_cell``) variables, no ``log_`` /
-    ``logit_`` copies of a variable that is also stored, smallest first, at most
+    """Posterior variables for trace / rank plots: no per-item (or per-cell: the change model's ``r_cell``)
+    variables, no ``log_`` / ``logit_`` copies of a variable that is also stored, smallest first, at most
     ``max_panels`` panels in all (each panel is one chain-overlaid trace)."""
     post = dt["posterior"]
     names = set(map(str, post.data_vars))

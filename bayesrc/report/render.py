@@ -76,7 +76,8 @@ def docs_link(key: str, base: str | None = None) -> str | None:
 
 
 CSS = """
-body{font-family:DejaVu Sans,Helvetica,Arial,sans-serif;max-width:1100px;margin:1.5em auto;padding:0 1em;color:#222;line-height:1.45}
+body{font-family:DejaVu Sans,Helvetica,Arial,sans-serif;max-width:1100px;margin:1.5em auto;padding:0 1em;\
+color:#222;line-height:1.45}
 h1{font-size:1.6em;border-bottom:2px solid #4c72b0;padding-bottom:.2em}
 h2{font-size:1.25em;margin-top:1.8em;color:#274a7a}
 nav ul{columns:2;font-size:.9em}
@@ -132,12 +133,18 @@ def _table_html(t: Table) -> str:
         "<tr>" + "".join(f"<td>{html.escape(fmt_value(v))}</td>" for v in row) + "</tr>"
         for row in t.frame.itertuples(index=False)
     )
-    return f'<div class="tblwrap"><table><caption>{html.escape(t.caption)}</caption><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+    return (
+        f'<div class="tblwrap"><table><caption>{html.escape(t.caption)}</caption>'
+        f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
+    )
 
 
 def _figure_html(f: Figure) -> str:
     b64 = base64.b64encode(f.png).decode("ascii")
-    return f'<figure id="fig-{html.escape(f.name)}"><img alt="{html.escape(f.caption)}" src="data:image/png;base64,{b64}"><figcaption>{html.escape(f.caption)}</figcaption></figure>'
+    return (
+        f'<figure id="fig-{html.escape(f.name)}"><img alt="{html.escape(f.caption)}" '
+        f'src="data:image/png;base64,{b64}"><figcaption>{html.escape(f.caption)}</figcaption></figure>'
+    )
 
 
 def render_html(title: str, sections: list[Section], *, subtitle: str = "") -> str:
@@ -155,12 +162,14 @@ def render_html(title: str, sections: list[Section], *, subtitle: str = "") -> s
                 inner.append(_figure_html(b))
         link = docs_link(s.key)
         doc = (
-            f' <a class="docs" href="{html.escape(link)}" title="What this section shows and how it is computed">docs</a>'
+            f' <a class="docs" href="{html.escape(link)}" '
+            'title="What this section shows and how it is computed">docs</a>'
             if link
             else ""
         )
         parts.append(
-            f'<section id="{s.key}" data-status="{s.status}"><h2>{html.escape(s.title)}{doc}</h2>{"".join(inner)}</section>'
+            f'<section id="{s.key}" data-status="{s.status}">'
+            f"<h2>{html.escape(s.title)}{doc}</h2>{''.join(inner)}</section>"
         )
 
     return (

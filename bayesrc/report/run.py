@@ -2,21 +2,25 @@
 
 A run directory may hold (each optional; a report shows what is there):
 
-=========================  ====================================================  ==========================================
-file                       written by                                            opened as
-=========================  ====================================================  ==========================================
-``rci.json``               ``bayesrc rci`` / ``bayesrc demo`` (+ ``items_NAME``)  :class:`~bayesrc.classical.RCIRun`
-``pairwise_rci.json``      ``bayesrc rci --family`` (+ its two tables)            :class:`~bayesrc.classical.PairwiseRCI`
-``NAME/fit.json``          ``bayesrc fit`` (+ ``items.parquet``, ``posterior.nc``)  :class:`~bayesrc.bayes.BayesFit`
-``switch.json``            ``bayesrc switch``                                    :class:`~bayesrc.switch.SwitchResult`
-``power.json``             ``bayesrc power``                                     :class:`~bayesrc.power.PowerReport`
-``sensitivity.json``       ``bayesrc sensitivity`` (+ ``sensitivity_NAME.png``)  :class:`~bayesrc.sensitivity.SensitivityTable`
-``truth.json``             ``bayesrc truth`` (+ ``truth_replicates.parquet``)     :class:`~bayesrc.truth.TruthResult`
-``family_truth.json``      ``bayesrc truth`` on three or more exact runs          :class:`~bayesrc.truth.FamilyTruth`
-``loo_compare.json``       ``bayesrc fit --compare`` (+ ``MODEL/fit.json``)       :class:`~bayesrc.bayes.ModelComparison`
-``run.json``               collection: the run record with its pins              :func:`bayesrc.io.read_run_record`
-``demo.json``              ``bayesrc demo`` (collected): both runs' pins         a dict (``Run.demo_record``)
-=========================  ====================================================  ==========================================
+=====================  ================================================  ==============================================
+file                   written by                                        opened as
+=====================  ================================================  ==============================================
+``rci.json``           ``bayesrc rci`` / ``bayesrc demo``                :class:`~bayesrc.classical.RCIRun`
+                       (+ ``items_NAME``)
+``pairwise_rci.json``  ``bayesrc rci --family`` (+ its two tables)       :class:`~bayesrc.classical.PairwiseRCI`
+``NAME/fit.json``      ``bayesrc fit``                                   :class:`~bayesrc.bayes.BayesFit`
+                       (+ ``items.parquet``, ``posterior.nc``)
+``switch.json``        ``bayesrc switch``                                :class:`~bayesrc.switch.SwitchResult`
+``power.json``         ``bayesrc power``                                 :class:`~bayesrc.power.PowerReport`
+``sensitivity.json``   ``bayesrc sensitivity``                           :class:`~bayesrc.sensitivity.SensitivityTable`
+                       (+ ``sensitivity_NAME.png``)
+``truth.json``         ``bayesrc truth``                                 :class:`~bayesrc.truth.TruthResult`
+                       (+ ``truth_replicates.parquet``)
+``family_truth.json``  ``bayesrc truth`` on three or more exact runs     :class:`~bayesrc.truth.FamilyTruth`
+``loo_compare.json``   ``bayesrc fit --compare`` (+ ``MODEL/fit.json``)  :class:`~bayesrc.bayes.ModelComparison`
+``run.json``           collection: the run record with its pins          :func:`bayesrc.io.read_run_record`
+``demo.json``          ``bayesrc demo`` (collected): both runs' pins     a dict (``Run.demo_record``)
+=====================  ================================================  ==============================================
 
 Each file is read once, by its class's own reader (the same one :func:`bayesrc.load` uses);
 the section builders use only those objects' attributes and tables.
@@ -148,7 +152,8 @@ def load_run(run_dir: str | Path) -> Run:
     -------
     Run
         The typed results by comparison (``run.comparisons[NAME].pair`` / ``.bayes``) and
-        run-wide (``run.power``, ``run.switch``, ``run.sensitivity``, ``run.truth``, a family's ``run.joint`` and ``run.pairwise``).
+        run-wide (``run.power``, ``run.switch``, ``run.sensitivity``, ``run.truth``, a family's ``run.joint`` and
+        ``run.pairwise``).
 
     Examples
     --------
@@ -201,7 +206,8 @@ def load_run(run_dir: str | Path) -> Run:
         run.demo_record, run.files["demo.json"] = read_json(root / "demo.json"), root / "demo.json"
     if not run.comparisons and run.model_comparison is None and all(getattr(run, attr) is None for attr in RUN_WIDE):
         raise InputError(
-            f"no result files (rci.json, fit.json, loo_compare.json, {', '.join(cls.main_file for cls in RUN_WIDE.values())}) in this run directory",
+            "no result files (rci.json, fit.json, loo_compare.json, "
+            f"{', '.join(cls.main_file for cls in RUN_WIDE.values())}) in this run directory",
             path=root,
         )
     return run

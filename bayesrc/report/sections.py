@@ -199,21 +199,30 @@ def section_aggregate(run: Run, c: Comparison) -> Section | None:
     v1, v2 = c.versions
     sign = "rose" if a["ci95_lo"] > 0 else "fell" if a["ci95_hi"] < 0 else "did not change detectably"
     text = (
-        f"Mean accuracy over {_count(a['n'])} items scored in both versions: {v1} {a['acc_v1']:.3f}, {v2} {a['acc_v2']:.3f}; "
-        f"change {a['delta']:+.3f} (95% CI {a['ci95_lo']:+.3f} to {a['ci95_hi']:+.3f}) — the aggregate {sign}."
+        f"Mean accuracy over {_count(a['n'])} items scored in both versions: {v1} {a['acc_v1']:.3f}, {v2} "
+        f"{a['acc_v2']:.3f}; change {a['delta']:+.3f} (95% CI {a['ci95_lo']:+.3f} to {a['ci95_hi']:+.3f}) — the "
+        f"aggregate {sign}."
     )
     pair = c.pair
     cnt = pair.analysable
-    text += f" Beneath it, {_count(cnt['improved'])} items reliably improved and {_count(cnt['deteriorated'])} reliably deteriorated (churn {_pct(cnt['churn'])} of {_count(cnt['n'])} analysable items)"
+    text += (
+        f" Beneath it, {_count(cnt['improved'])} items reliably improved and {_count(cnt['deteriorated'])} reliably "
+        f"deteriorated (churn {_pct(cnt['churn'])} of {_count(cnt['n'])} analysable items)"
+    )
     ns = pair.null_samples
     if ns and _known(ns["flagged_p975"]):  # a null bound: there is nothing to compare the flags with
         if pair.n_flagged > ns["flagged_p975"]:
             text += (
-                f", more than the {ns['flagged_p975']:.0f} that data with no change would give at most (97.5%): there is item-level change beyond chance"
+                f", more than the {ns['flagged_p975']:.0f} that data with no change would give at most (97.5%): there "
+                "is item-level change beyond chance"
                 + (" that the aggregate hides." if sign == "did not change detectably" else ".")
             )
         else:
-            text += f", no more than data with no change give ({_num(ns['flagged_p025'], '.0f')}-{_num(ns['flagged_p975'], '.0f')}, 95%): this churn is no evidence of item-level change."
+            text += (
+                ", no more than data with no change give "
+                f"({_num(ns['flagged_p025'], '.0f')}-{_num(ns['flagged_p975'], '.0f')}, 95%): this churn is no "
+                "evidence of item-level change."
+            )
     else:
         text += "."
     blocks = [Text(text), Table(agg, "Aggregate change (mean item Δp, t interval)", latex=True, label="aggregate")]
@@ -240,18 +249,20 @@ def null_sentence(pair: PairResult) -> str:
     """The sample-level null in words: expected flagged count with no change, and the rate."""
     ns, nc = pair.null_samples, pair.no_change_test
     test = (
-        f" Did anything change at all? Within-item permutation test of identical versions ({_count(nc['n_permutations'])} re-deals; each item's and each "
-        f"(domain, letter) stratum's chi-square): p = {_num(nc['p_value'], '.3g')}."
+        " Did anything change at all? Within-item permutation test of identical versions "
+        f"({_count(nc['n_permutations'])} re-deals; each item's and each (domain, letter) stratum's chi-square): p = "
+        f"{_num(nc['p_value'], '.3g')}."
         if nc
         else ""
     )
     if not ns:
         return "The sample-level no-change null was not computed for this run." + test
     return (
-        f"No-change null ({_count(ns['replicates'])} replicates, each item's samples of both versions re-dealt at random): "
-        f"{_num(ns['flagged_mean'], '.1f')} items flagged on average (95% range {_num(ns['flagged_p025'], '.0f')}-{_num(ns['flagged_p975'], '.0f')}), "
-        f"a false-positive rate of {_pct(ns['rate'])} per analysable item against the nominal {_pct(ns['nominal_rate'])}; "
-        f"observed {_count(pair.n_flagged)}." + test
+        f"No-change null ({_count(ns['replicates'])} replicates, each item's samples of both versions re-dealt at "
+        f"random): {_num(ns['flagged_mean'], '.1f')} items flagged on average (95% range "
+        f"{_num(ns['flagged_p025'], '.0f')}-{_num(ns['flagged_p975'], '.0f')}), a false-positive rate of "
+        f"{_pct(ns['rate'])} per analysable item against the nominal {_pct(ns['nominal_rate'])}; observed "
+        f"{_count(pair.n_flagged)}." + test
     )
 
 
@@ -261,17 +272,23 @@ def section_rci(run: Run, c: Comparison) -> Section | None:
         return None
     z, ex, null = r.z, r.exclusions, r.direction_asymmetry
     if r.s_diff_method == "binomial":
-        sdiff = f"S_diff per item from its binomial SE (method **binomial**; median {r.s_diff:.4f}, so a typical item needs |Δp| ≥ {r.min_detectable:.3f})"
+        sdiff = (
+            f"S_diff per item from its binomial SE (method **binomial**; median {r.s_diff:.4f}, so a typical item "
+            f"needs |Δp| ≥ {r.min_detectable:.3f})"
+        )
     else:
         sdiff = (
             f"S_diff = {r.s_diff:.4f} (method **reference**, SD basis **{r.sd_basis}**, r_xx over "
-            f"{'the analysed' if r.reliability_basis == 'analysed' else 'all'} items), so the minimum detectable change is "
-            f"|Δp| ≥ {_num(r.min_detectable, '.3f')} ({_count(r.min_detectable_samples)} of K = {_count(r.params['k'])} samples)"
+            f"{'the analysed' if r.reliability_basis == 'analysed' else 'all'} items), so the minimum detectable "
+            f"change is |Δp| ≥ {_num(r.min_detectable, '.3f')} ({_count(r.min_detectable_samples)} of K = "
+            f"{_count(r.params['k'])} samples)"
         )
     blocks = [
         Text(
-            f"Reliable change (Jacobson–Truax RCI adapted to items), z = {z:g}. {sdiff}. {_count(ex['n_after'])} of {_count(ex['n_before'])} items are analysable "
-            f"({_count(ex['low_valid'])} with too few valid responses — rule (a): fewer than {r.min_valid_rule} —, {_count(ex['floor_ceiling'])} at floor or ceiling in both versions)."
+            f"Reliable change (Jacobson–Truax RCI adapted to items), z = {z:g}. {sdiff}. {_count(ex['n_after'])} of "
+            f"{_count(ex['n_before'])} items are analysable ({_count(ex['low_valid'])} with too few valid responses — "
+            f"rule (a): fewer than {r.min_valid_rule} —, {_count(ex['floor_ceiling'])} at floor or ceiling in both "
+            "versions)."
         ),
     ]
     blocks += [Text(f"**Warning:** {w}") for w in r.warnings]
@@ -290,10 +307,12 @@ def section_rci(run: Run, c: Comparison) -> Section | None:
             label="reliability",
         ),
         Text(
-            f"Direction-asymmetry test ({_count(null['n_permutations'])} version-swap permutations over the {_count(null['n_items'])} analysable items; "
-            f"swapping keeps every |Δp|, so it tests only the balance of improvements and deteriorations): 95th percentile "
-            f"{_num(null['improved_p95'], '.0f')} improved / {_num(null['deteriorated_p95'], '.0f')} deteriorated, observed {_count(null['observed_improved'])} / "
-            f"{_count(null['observed_deteriorated'])} — improvement {'exceeds' if null['improved_exceeds_null'] else 'does not exceed'} and deterioration "
+            f"Direction-asymmetry test ({_count(null['n_permutations'])} version-swap permutations over the "
+            f"{_count(null['n_items'])} analysable items; swapping keeps every |Δp|, so it tests only the balance of "
+            f"improvements and deteriorations): 95th percentile {_num(null['improved_p95'], '.0f')} improved / "
+            f"{_num(null['deteriorated_p95'], '.0f')} deteriorated, observed {_count(null['observed_improved'])} / "
+            f"{_count(null['observed_deteriorated'])} — improvement "
+            f"{'exceeds' if null['improved_exceeds_null'] else 'does not exceed'} and deterioration "
             f"{'exceeds' if null['deteriorated_exceeds_null'] else 'does not exceed'} its share under a symmetric null."
         ),
     ]
@@ -328,7 +347,8 @@ def section_reference_figures(run: Run, c: Comparison) -> Section | None:
         _fig(lambda: F.rci_histogram(items, z), f"RCI over analysable items with the ±{z:g} thresholds.", "rci_hist"),
         _fig(
             lambda: F.domain_heatmap(dom),
-            f"Domain × class (analysable items): χ² = {_num(d['chi2'], '.2f')}, p = {_num(d['p'], '.3g')}, Cramér's V = {_num(d['cramers_v'], '.3f')}.",
+            f"Domain × class (analysable items): χ² = {_num(d['chi2'], '.2f')}, p = {_num(d['p'], '.3g')}, "
+            f"Cramér's V = {_num(d['cramers_v'], '.3f')}.",
             "domain",
         ),
         Table(r.domain_table(), "Reliable change by domain", latex=True, label="domains"),
@@ -370,7 +390,8 @@ def section_bayes_items(run: Run, c: Comparison) -> Section | None:
         blocks.append(
             _fig(
                 lambda: F.p_changed_vs_rci(merged, c.pair.z),
-                "Posterior probability that an item changed against its RCI: items outside ±z with low P(changed) are RCI's likely false discoveries.",
+                "Posterior probability that an item changed against its RCI: items outside ±z with low P(changed) are "
+                "RCI's likely false discoveries.",
                 "p_changed",
             )
         )
@@ -391,7 +412,8 @@ def section_bayes_items(run: Run, c: Comparison) -> Section | None:
         sure = int((b["p_rope"] >= 0.95).sum())
         blocks.append(
             Text(
-                f"Practical significance: {sure} of {len(b)} items have P(|Δp| > {rope}) ≥ 0.95 (expected number of items beyond the ROPE: {b['p_rope'].sum():.1f})."
+                f"Practical significance: {sure} of {len(b)} items have P(|Δp| > {rope}) ≥ 0.95 (expected number of "
+                f"items beyond the ROPE: {b['p_rope'].sum():.1f})."
             )
         )
         top = b.sort_values("p_rope", ascending=False).head(15)[
@@ -404,8 +426,9 @@ def section_bayes_items(run: Run, c: Comparison) -> Section | None:
         n, p = fl["expected_negative_flips"], fl["expected_positive_flips"]
         blocks.append(
             Text(
-                f"Expected real majority flips (true accuracy crossing 0.5): {_num(n['mean'], '.1f')} negative (90% interval "
-                f"{_num(n['lo90'], '.0f')}-{_num(n['hi90'], '.0f')}) and {_num(p['mean'], '.1f')} positive ({_num(p['lo90'], '.0f')}-{_num(p['hi90'], '.0f')})."
+                f"Expected real majority flips (true accuracy crossing 0.5): {_num(n['mean'], '.1f')} negative (90% "
+                f"interval {_num(n['lo90'], '.0f')}-{_num(n['hi90'], '.0f')}) and {_num(p['mean'], '.1f')} positive "
+                f"({_num(p['lo90'], '.0f')}-{_num(p['hi90'], '.0f')})."
             )
         )
     return Section("bayes_items", "Bayesian item posteriors", blocks)
@@ -464,13 +487,20 @@ def ppc_sentence(fit) -> str:
     ppc, lo = fit.ppc, fit.loo
     if not ppc["flagged"]:
         text = (
-            f"The model reproduces the data: no statistic in any stratum is outside what its replicated datasets give "
-            f"(smallest adjusted p = {ppc['p_adjusted_min']:.3f} over {ppc['n_tests']} tests, family-wise level {ppc['alpha']:g})."
+            "The model reproduces the data: no statistic in any stratum is outside what its replicated datasets give "
+            f"(smallest adjusted p = {ppc['p_adjusted_min']:.3f} over {ppc['n_tests']} tests, family-wise level "
+            f"{ppc['alpha']:g})."
         )
     else:
-        text = f"**The model does not reproduce the data** in {len(ppc['flagged'])} of {ppc['n_tests']} (stratum, statistic) tests (red dots)."
+        text = (
+            f"**The model does not reproduce the data** in {len(ppc['flagged'])} of {ppc['n_tests']} (stratum, "
+            "statistic) tests (red dots)."
+        )
     if lo:
-        text += f" PSIS-LOO: ELPD {lo['elpd']:.1f} ± {lo['se']:.1f}; {lo['n_high_k']} items with Pareto k above {lo['k_threshold']:g}"
+        text += (
+            f" PSIS-LOO: ELPD {lo['elpd']:.1f} ± {lo['se']:.1f}; {lo['n_high_k']} items with Pareto k above "
+            f"{lo['k_threshold']:g}"
+        )
         text += f" ({', '.join(lo['high_k_items'][:10])})." if lo["n_high_k"] else "."
     return text
 
@@ -482,7 +512,10 @@ def loo_pit_caption(band: pd.DataFrame) -> str:
         if band["outside"].any()
         else "it stays within the band, as calibrated predictions do 95% of the time"
     )
-    return f"LOO-PIT of each item's change y2 - y1: the ECDF minus the uniform CDF, with its 95% simultaneous band; {verdict}."
+    return (
+        "LOO-PIT of each item's change y2 - y1: the ECDF minus the uniform CDF, with its 95% simultaneous band; "
+        f"{verdict}."
+    )
 
 
 def prior_predictive_sentence(pp: dict) -> str:
@@ -490,7 +523,8 @@ def prior_predictive_sentence(pp: dict) -> str:
     above = pp["share_abs_dp_above"]
     text = (
         f"Before the data, the priors put an item's accuracy between {pp['p_v1'][0]:.2f} and {pp['p_v1'][-1]:.2f} "
-        f"(90%) and expect {above['0.05']:.0%} of items to move by more than 0.05 in accuracy ({above['0.1']:.0%} by more than 0.10)"
+        f"(90%) and expect {above['0.05']:.0%} of items to move by more than 0.05 in accuracy ({above['0.1']:.0%} by "
+        "more than 0.10)"
     )
     if pp.get("pi"):
         text += f"; the share of changed items has prior median {pp['pi'][2]:.2f}"
@@ -509,7 +543,8 @@ def section_checks(run: Run, c: Comparison) -> Section | None:
     blocks.append(
         _fig(
             lambda: ppc_figure(fit.ppc),
-            "Observed statistic (dot; red: flagged) against the replicated 90% range (bar) and mean (tick), per stratum.",
+            "Observed statistic (dot; red: flagged) against the replicated 90% range (bar) and mean (tick), "
+            "per stratum.",
             "ppc",
         )
     )
@@ -523,7 +558,8 @@ def section_checks(run: Run, c: Comparison) -> Section | None:
         blocks.append(
             _fig(
                 lambda: prior_predictive_figure(pp),
-                "Prior predictive: a new item's accuracy per version (beside the observed y / n) and its change, before the data.",
+                "Prior predictive: a new item's accuracy per version (beside the observed y / n) and its change, "
+                "before the data.",
                 "prior_predictive",
             )
         )
@@ -558,9 +594,10 @@ def section_joint(run: Run, c: Comparison | None = None) -> Section | None:
         return None
     bands = " > ".join("{" + ", ".join(b) + "}" for b in jf.bands())
     text = (
-        f"Joint change model of {len(jf.versions)} versions on {jf.payload['params']['n_items']} items, reference {jf.versions[0]}; "
-        f"convergence gate {'passed' if jf.status == 'ok' else 'FAILED (the numbers decide nothing)'}. "
-        f"Rank bands (versions whose {1 - jf.payload['params']['q']:.0%} rank intervals overlap share a band), best first: {bands}."
+        f"Joint change model of {len(jf.versions)} versions on {jf.payload['params']['n_items']} items, reference "
+        f"{jf.versions[0]}; convergence gate "
+        f"{'passed' if jf.status == 'ok' else 'FAILED (the numbers decide nothing)'}. Rank bands (versions whose "
+        f"{1 - jf.payload['params']['q']:.0%} rank intervals overlap share a band), best first: {bands}."
     )
     blocks: list = [Text(text)]
     blocks.append(
@@ -586,7 +623,10 @@ def section_joint(run: Run, c: Comparison | None = None) -> Section | None:
         )
     )
     if jf.posterior is not None:  # a ladder or a series of checkpoints reads step by step
-        caption = "Consecutive versions: change in mean accuracy (90% interval, P(up)) and the items whose 90% interval of Δp lies above or below 0"
+        caption = (
+            "Consecutive versions: change in mean accuracy (90% interval, P(up)) and the items whose 90% interval of "
+            "Δp lies above or below 0"
+        )
         blocks.append(Table(jf.version_changes().round(3), caption, latex=True, label="joint-steps"))
     if run.pairwise is not None:  # bayesrc rci --family on the same versions: the classical side of the family
         blocks += pairwise_blocks(run.pairwise)
@@ -613,16 +653,21 @@ def pairwise_table(res) -> pd.DataFrame:
 
 
 def pairwise_blocks(res) -> list:
-    """Pairwise RCI of a family (:class:`~bayesrc.classical.PairwiseRCI`): the multiplicity in words, the family's warnings, the per-pair table."""
+    """Pairwise RCI of a family (:class:`~bayesrc.classical.PairwiseRCI`): the multiplicity in words, the family's
+    warnings, the per-pair table."""
     blocks: list = [Text(f"**Pairwise reliable change (classical).** {res.multiplicity_sentence()}")]
     blocks += [Text(f"**Warning:** {w}") for w in res.payload.get("warnings") or []]
-    caption = f"Reliable change of every pair at z = {res.z:.3f} ({res.multiplicity['rule']}), with the flags expected under each pair's no-change null"
+    caption = (
+        f"Reliable change of every pair at z = {res.z:.3f} ({res.multiplicity['rule']}), with the flags expected under "
+        "each pair's no-change null"
+    )
     blocks.append(Table(pairwise_table(res), caption, latex=True, label="pairwise-rci"))
     return blocks
 
 
 def section_pairwise_rci(run: Run, c: Comparison | None = None) -> Section | None:
-    """Pairwise RCI of a family (``pairwise_rci.json`` of ``bayesrc rci --family``), on its own when no joint fit holds it (:func:`section_joint`)."""
+    """Pairwise RCI of a family (``pairwise_rci.json`` of ``bayesrc rci --family``), on its own when no joint fit
+    holds it (:func:`section_joint`)."""
     if run.pairwise is None or run.joint is not None:
         return None
     return Section("pairwise_rci", "Pairwise reliable change in a family of versions", pairwise_blocks(run.pairwise))
@@ -641,19 +686,22 @@ def crosscheck_sentence(fit, pair=None) -> str:
         return f"The RCI flagged {flagged} items, so there is no false-discovery proportion to estimate."
     text = (
         f"Of the {flagged} items the RCI calls reliably changed, the posterior estimates that about {_pct(fdp)} "
-        f"({_interval(cc.get('rci_estimated_fdp_interval90'), '; ')}≈ {fdp * flagged:.0f} items) did not change in the flagged direction: "
-        f"that is the estimated false-discovery proportion of the RCI classification."
+        f"({_interval(cc.get('rci_estimated_fdp_interval90'), '; ')}≈ {fdp * flagged:.0f} items) did not change in the "
+        "flagged direction: that is the estimated false-discovery proportion of the RCI classification."
     )
     material = cc.get("rci_estimated_fdp_material")
     if material is not None and np.isfinite(material):
         dmin = fit.params.get("delta_min", 0.05)
         bounds = _interval(cc.get("rci_estimated_fdp_material_interval90"))
-        text += f" Counting also changes smaller than {dmin:g} in accuracy as false (a material false discovery), the estimate is {_pct(material)}{f' ({bounds})' if bounds else ''}."
+        text += (
+            f" Counting also changes smaller than {dmin:g} in accuracy as false (a material false discovery), the "
+            f"estimate is {_pct(material)}{f' ({bounds})' if bounds else ''}."
+        )
     text += "".join(f" **Warning:** {w}." for w in getattr(fit, "warnings", []))
     if pair is not None and pair.n_flagged != flagged:
         text += (
-            f" (The fit cross-checked an RCI run with other settings than this report's, which flags {pair.n_flagged} items;"
-            f" pass the report's classical result to bayesrc.bayes.fit(rci=...) to use one classification.)"
+            f" (The fit cross-checked an RCI run with other settings than this report's, which flags {pair.n_flagged} "
+            "items; pass the report's classical result to bayesrc.bayes.fit(rci=...) to use one classification.)"
         )
     return text
 
@@ -696,7 +744,8 @@ def section_crosscheck(run: Run, c: Comparison) -> Section | None:
     sel = fit.selection
     blocks.append(
         Text(
-            f"Posterior selection {selection_rule(sel)}: {sel['n_improved']} improved, {sel['n_deteriorated']} deteriorated, expected false discoveries {_num(sel['expected_false'], '.1f')}."
+            f"Posterior selection {selection_rule(sel)}: {sel['n_improved']} improved, {sel['n_deteriorated']} "
+            f"deteriorated, expected false discoveries {_num(sel['expected_false'], '.1f')}."
         )
     )
     return Section("crosscheck", "RCI cross-check", blocks)
@@ -716,10 +765,9 @@ def section_power(run: Run, c: Comparison | None = None) -> Section | None:
         blocks.append(
             Text(
                 f"**{q['name_a']} vs {q['name_b']}**: N = {q['n']} items, observed δ = {_num(q['delta'], '+.3f')}, "
-                f"minimum detectable effect {_num(q['mde'], '.3f')}; resolving a difference of the observed size (δ = {_num(q['delta'], '+.3f')}) "
-                f"needs N* ≈ {q['n_star_ceil']} items, "
-                f"so q = N/N* = {_num(q['q'], '.3g')} — "
-                + (f"resolved under {', '.join(resolved)}." if resolved else "unresolved under every stress test.")
+                f"minimum detectable effect {_num(q['mde'], '.3f')}; resolving a difference of the observed size (δ = "
+                f"{_num(q['delta'], '+.3f')}) needs N* ≈ {q['n_star_ceil']} items, so q = N/N* = {_num(q['q'], '.3g')} "
+                "— " + (f"resolved under {', '.join(resolved)}." if resolved else "unresolved under every stress test.")
             )
         )
     blocks.append(
@@ -735,7 +783,8 @@ def section_power(run: Run, c: Comparison | None = None) -> Section | None:
         blocks.append(
             Table(
                 noise,
-                "Noise of the mean-accuracy difference: sampling within items (K) vs the item set (N), and what would halve it",
+                "Noise of the mean-accuracy difference: sampling within items (K) vs the item set (N), and what would "
+                "halve it",
             )
         )
     unresolved = run.power.summary()
@@ -752,7 +801,8 @@ def switch_blocks(result, name: str) -> list:
     floor = bench.get("noise_floor_r2")
     floor_txt = (
         (
-            f" Pure noise at the observed cell noise gives R² = {_num(floor['mean'], '.3f')} on average (97.5%: {_num(floor['p975'], '.3f')})"
+            f" Pure noise at the observed cell noise gives R² = {_num(floor['mean'], '.3f')} on average (97.5%: "
+            f"{_num(floor['p975'], '.3f')})"
             + (
                 (
                     ": the fit explains more than noise does."
@@ -775,9 +825,8 @@ def switch_blocks(result, name: str) -> list:
         )
     blocks: list = [
         Text(
-            f"**{name}**: μ = {_num(bench['mu'], '.3f')}, R² = {_num(bench['r2'], '.3f')}, leave-one-cell-out CV R² = {_num(bench['cv_r2'], '.3f')}."
-            + floor_txt
-            + sig_txt
+            f"**{name}**: μ = {_num(bench['mu'], '.3f')}, R² = {_num(bench['r2'], '.3f')}, leave-one-cell-out CV R² = "
+            f"{_num(bench['cv_r2'], '.3f')}." + floor_txt + sig_txt
         )
     ]
     cells = result.cells(name)
@@ -820,7 +869,8 @@ SENSITIVITY_TITLES = {
 
 
 def section_sensitivity(run: Run, c: Comparison | None = None) -> Section | None:
-    """Sensitivity analyses (:class:`~bayesrc.sensitivity.SensitivityTable` of ``bayesrc sensitivity``, with its figures)."""
+    """Sensitivity analyses (:class:`~bayesrc.sensitivity.SensitivityTable` of ``bayesrc sensitivity``, with its
+    figures)."""
     sens = run.sensitivity
     if sens is None:
         return None
@@ -858,21 +908,23 @@ def _sensitivity_figure(table: pd.DataFrame):
 
 
 def section_truth(run: Run, c: Comparison | None = None) -> Section | None:
-    """Real-model truth (:class:`~bayesrc.truth.TruthResult` of ``bayesrc truth``): each analysis scored against exact Δp."""
+    """Real-model truth (:class:`~bayesrc.truth.TruthResult` of ``bayesrc truth``): each analysis scored against
+    exact Δp."""
     t = run.truth
     if t is None:
         return None
     ex, rci, model, q = t.exact, t.methods.get("rci") or {}, t.methods.get(t.default_model) or {}, t.q
     text = (
-        f"**{t.runs['v1']['label']} → {t.runs['v2']['label']}**, exact answer distributions: "
-        f"{t.n_items} items, median |Δp| {_num(ex['median_abs_dp'], '.3f')}, {ex['n_material']} moved by ≥ {t.delta_min} "
-        f"({ex['n_up']} up, {ex['n_down']} down). On {t.replicates} replicate datasets of K = {t.k} samples drawn from them, "
-        f"RCI flagged {_num(rci.get('flagged_mean'), '.1f')} items per replicate with realised FDP {_pct(rci.get('fdp_sign'))} (sign) / "
-        f"{_pct(rci.get('fdp_material'))} (material); the default change model estimated it as {_pct(model.get('rci_fdp_estimate_mean'))} (sign) / "
-        f"{_pct(model.get('rci_fdp_estimate_material_mean'))} (material; RCI's realised on the same replicates: "
-        f"{_pct(model.get('rci_fdp_realised_mean'))} / {_pct(model.get('rci_fdp_realised_material_mean'))}), "
-        f"selected {_num(model.get('selected_mean'), '.1f')} items at q = {q:g} with realised FDP {_pct(model.get('fdp_sign'))} "
-        f"and its 90% intervals covered the exact Δp of {_pct(model.get('coverage90'))} of items."
+        f"**{t.runs['v1']['label']} → {t.runs['v2']['label']}**, exact answer distributions: {t.n_items} items, median "
+        f"|Δp| {_num(ex['median_abs_dp'], '.3f')}, {ex['n_material']} moved by ≥ {t.delta_min} ({ex['n_up']} up, "
+        f"{ex['n_down']} down). On {t.replicates} replicate datasets of K = {t.k} samples drawn from them, RCI flagged "
+        f"{_num(rci.get('flagged_mean'), '.1f')} items per replicate with realised FDP {_pct(rci.get('fdp_sign'))} "
+        f"(sign) / {_pct(rci.get('fdp_material'))} (material); the default change model estimated it as "
+        f"{_pct(model.get('rci_fdp_estimate_mean'))} (sign) / {_pct(model.get('rci_fdp_estimate_material_mean'))} "
+        f"(material; RCI's realised on the same replicates: {_pct(model.get('rci_fdp_realised_mean'))} / "
+        f"{_pct(model.get('rci_fdp_realised_material_mean'))}), selected {_num(model.get('selected_mean'), '.1f')} "
+        f"items at q = {q:g} with realised FDP {_pct(model.get('fdp_sign'))} and its 90% intervals covered the exact "
+        f"Δp of {_pct(model.get('coverage90'))} of items."
     )
     held = model.get("rci_fdp_interval_coverage")
     if _known(held):
@@ -883,14 +935,16 @@ def section_truth(run: Run, c: Comparison | None = None) -> Section | None:
     rejected = model.get("no_change_rejected_share")
     if _known(rejected):
         text += (
-            f" The no-change permutation test rejected identical versions at 0.10 on {_pct(rejected)} of the replicates; "
-            "on the others the intervals of RCI's FDP run to 100% (if nothing changed, every flag is false)."
+            f" The no-change permutation test rejected identical versions at 0.10 on {_pct(rejected)} of the "
+            "replicates; on the others the intervals of RCI's FDP run to 100% "
+            "(if nothing changed, every flag is false)."
         )
     warned = model.get("rci_fdp_prior_sensitive_share")
     if _known(warned):
         text += (
-            f" On {_pct(warned)} of the replicates the fit warned that its sign estimate of RCI's FDP moves by more than {PRIOR_TOLERANCE:g} "
-            f"with its priors (material: {_pct(model.get('rci_fdp_material_prior_sensitive_share'))}): there the data do not decide it."
+            f" On {_pct(warned)} of the replicates the fit warned that its sign estimate of RCI's FDP moves by more "
+            f"than {PRIOR_TOLERANCE:g} with its priors (material: "
+            f"{_pct(model.get('rci_fdp_material_prior_sensitive_share'))}): there the data do not decide it."
         )
     blocks: list = [
         Text(text),
@@ -921,17 +975,19 @@ def section_family_truth(run: Run, c: Comparison | None = None) -> Section | Non
         return None
     acc = ", ".join(f"{v} {_num(t.exact['mean_accuracy'].get(v), '.3f')}" for v in t.versions)
     text = (
-        f"**A family of {len(t.versions)} versions**, {t.versions[0]} the reference, exact answer distributions: {t.n_items} items, "
-        f"mean accuracy {acc}. On {t.replicates} replicate datasets of K = {t.k} samples per version, each non-reference "
-        "version's per-item change Δp was scored as the joint model of the family estimates it, as the pair model fitted "
-        "to the reference and that version alone estimates it, and as RCI classifies it (flags of the models: 90% intervals that exclude 0). "
-        "Rows named 'a -> b' score a later step of the chain of consecutive versions: the joint model's contrast of the two versions and RCI on that pair."
+        f"**A family of {len(t.versions)} versions**, {t.versions[0]} the reference, exact answer distributions: "
+        f"{t.n_items} items, mean accuracy {acc}. On {t.replicates} replicate datasets of K = {t.k} samples per "
+        "version, each non-reference version's per-item change Δp was scored as the joint model of the family "
+        "estimates it, as the pair model fitted to the reference and that version alone estimates it, and as RCI "
+        "classifies it (flags of the models: 90% intervals that exclude 0). Rows named 'a -> b' score a later step of "
+        "the chain of consecutive versions: the joint model's contrast of the two versions and RCI on that pair."
     )
     if t.bands is not None:
         b = t.bands
         text += (
-            f" The joint model's rank bands kept the exact order of mean accuracy on {_pct(b['order_respected_share'])} of the replicates "
-            f"({_num(b['bands_mean'], '.1f')} bands on average; P(best) of the truly best version {_num(b['p_best_of_true_best_mean'], '.2f')})."
+            " The joint model's rank bands kept the exact order of mean accuracy on "
+            f"{_pct(b['order_respected_share'])} of the replicates ({_num(b['bands_mean'], '.1f')} bands on average; "
+            f"P(best) of the truly best version {_num(b['p_best_of_true_best_mean'], '.2f')})."
         )
     return Section(
         "family_truth",
@@ -940,7 +996,8 @@ def section_family_truth(run: Run, c: Comparison | None = None) -> Section | Non
             Text(text),
             _fig(
                 lambda: F.family_truth_scores(t.per_replicate),
-                "Per version or step and method: the models' per-item coverage and every method's false discoveries, one point per replicate.",
+                "Per version or step and method: the models' per-item coverage and every method's false discoveries, "
+                "one point per replicate.",
                 "family_truth",
             ),
             Table(
@@ -995,7 +1052,8 @@ TRUTH_COLUMNS = {
 
 
 def truth_table(truth) -> pd.DataFrame:
-    """One row per method of a :class:`~bayesrc.truth.TruthResult`: flags, realised FDPs, coverage, the estimate of RCI's FDP."""
+    """One row per method of a :class:`~bayesrc.truth.TruthResult`: flags, realised FDPs, coverage, the estimate of
+    RCI's FDP."""
     t = truth.summary()
     return t[[c for c in TRUTH_COLUMNS if c in t]].rename(columns=TRUTH_COLUMNS)
 
@@ -1071,7 +1129,8 @@ SECTION_FILES = {
 
 
 def section_file(run: Run, c: Comparison | None, builder: str):
-    """The file a section builder read: the pair's fit for the Bayesian sections, else its result file (the run's first file when unknown).
+    """The file a section builder read: the pair's fit for the Bayesian sections, else its result file (the run's
+    first file when unknown).
 
     Examples
     --------

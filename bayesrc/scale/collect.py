@@ -182,7 +182,9 @@ def collect_ray(
 
     Examples
     --------
-    >>> res = collect_ray("models/gemma-3-270m-q4_k_m.toml", "bank.jsonl", "runs/big", k=10, workers=4)  # doctest: +SKIP
+    >>> res = collect_ray(  # doctest: +SKIP
+    ...     "models/gemma-3-270m-q4_k_m.toml", "bank.jsonl", "runs/big", k=10, workers=4
+    ... )
     >>> res.n_trials, res.retries  # doctest: +SKIP
     """
     t0 = time.monotonic()
@@ -254,7 +256,10 @@ def actor_threads(card: ModelCard, spec: RunSpec) -> int:
     Examples
     --------
     >>> from types import SimpleNamespace
-    >>> actor_threads(SimpleNamespace(n_threads=None), RunSpec()), actor_threads(SimpleNamespace(n_threads=4), RunSpec(threads=2))
+    >>> (
+    ...     actor_threads(SimpleNamespace(n_threads=None), RunSpec()),
+    ...     actor_threads(SimpleNamespace(n_threads=4), RunSpec(threads=2)),
+    ... )
     (1, 2)
     """
     return spec.threads or card.n_threads or 1
@@ -268,7 +273,8 @@ def _actor_options(card: ModelCard, threads: int) -> dict:
 def _run_shards(
     ray, job: _ShardJob, res: RayRunResult, *, address: str | None, max_retries: int, progress: bool
 ) -> None:
-    """Start the actors (each loads the model once) and run the pending shards on them; fills ``res``'s times and retries."""
+    """Start the actors (each loads the model once) and run the pending shards on them; fills ``res``'s times
+    and retries."""
     threads = actor_threads(job.card, job.spec)
     queue, opts = job.todo(), _actor_options(job.card, threads)
     unit, per_item = job.spec.progress_unit
@@ -333,7 +339,8 @@ def _drain(
                 if attempts[i] > max_retries:
                     a, b = job.plan[i]
                     raise InputError(
-                        f"shard {i} ({a}:{b}) lost its worker {attempts[i]} times; its parts are kept, rerun with --resume",
+                        f"shard {i} ({a}:{b}) lost its worker {attempts[i]} times; "
+                        "its parts are kept, rerun with --resume",
                         path=job.dirs[i],
                     ) from None
                 queue.appendleft(i)
@@ -346,8 +353,10 @@ def _drain(
 def print_summary(res: RayRunResult, k: int, file=sys.stdout) -> None:
     rate = res.n_new_items * k / res.sample_seconds if res.sample_seconds > 0 else float("nan")
     print(
-        f"{res.run_dir}: {res.n_trials} trials over {res.n_items} items ({res.n_new_items} new items, {rate:.1f} trials/s "
-        f"on {res.workers} Ray workers, {res.n_shards} shards, {res.retries} retried; cluster {res.cluster_seconds:.1f} s, "
+        f"{res.run_dir}: {res.n_trials} trials over {res.n_items} items "
+        f"({res.n_new_items} new items, {rate:.1f} trials/s "
+        f"on {res.workers} Ray workers, {res.n_shards} shards, {res.retries} retried; "
+        f"cluster {res.cluster_seconds:.1f} s, "
         f"model load {res.actor_start_seconds:.1f} s)",
         file=file,
     )

@@ -1,4 +1,5 @@
-"""CLI: ``bayesrc fit-many`` (one fit per version pair of a manifest, serially or on Ray) and ``bayesrc collect --ray``."""
+"""CLI: ``bayesrc fit-many`` (one fit per version pair of a manifest, serially or on Ray) and
+``bayesrc collect --ray``."""
 
 from __future__ import annotations
 

@@ -48,24 +48,28 @@ def run_fit_many(args: argparse.Namespace) -> int:
     sensitive = table.loc[table["rci_fdp_prior_sensitive"].eq(True), "name"].tolist()
     if sensitive:
         print(
-            f"bayesrc: warning: RCI's estimated FDP moves with the priors (not calibrated) for {', '.join(sensitive)}; see their fit.json warnings",
+            f"bayesrc: warning: RCI's estimated FDP moves with the priors (not calibrated) for {', '.join(sensitive)}; "
+            "see their fit.json warnings",
             file=sys.stderr,
         )
     failed = table.loc[table["status"] != "ok", "name"].tolist()
     if failed:
         print(
-            f"bayesrc: warning: convergence gate FAILED for {', '.join(failed)}; their outputs are marked status=failed",
+            f"bayesrc: warning: convergence gate FAILED for {', '.join(failed)}; "
+            "their outputs are marked status=failed",
             file=sys.stderr,
         )
         if not args.allow_unconverged:
             raise ConvergenceError(
-                f"{len(failed)} of {len(table)} fits failed the convergence gate ({', '.join(failed)}); pass --allow-unconverged to accept"
+                f"{len(failed)} of {len(table)} fits failed the convergence gate ({', '.join(failed)}); "
+                "pass --allow-unconverged to accept"
             )
     return 0
 
 
 def run_collect_maybe_ray(args: argparse.Namespace) -> int:
-    """``bayesrc collect``: on Ray with ``--ray`` (:func:`run_collect_ray`), else :func:`bayesrc.collect.handlers.run_collect` (one process)."""
+    """``bayesrc collect``: on Ray with ``--ray`` (:func:`run_collect_ray`), else
+    :func:`bayesrc.collect.handlers.run_collect` (one process)."""
     if not args.ray:
         return run_collect(args)
     if args.items_per_batch != 1:

@@ -368,7 +368,8 @@ class BayesFactorFit:
         return cells
 
     def cell_effects(self) -> pd.DataFrame:
-        """Posterior of each off-diagonal Δ_ab: prefix, suffix, mean, sd, ci_low, ci_high, ess_bulk, ... (arviz_stats)."""
+        """Posterior of each off-diagonal Δ_ab: prefix, suffix, mean, sd, ci_low, ci_high, ess_bulk, ...
+        (arviz_stats)."""
         t = draws_summary(self.cell_draws(), prob=self.level)
         k = self.data.k
         pi, si = np.nonzero(~np.eye(k, dtype=bool))

@@ -47,7 +47,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="append",
         required=True,
         metavar=("LABEL", "CARD", "STYLE"),
-        help="a model: label, model card (TOML), prompt style (plain|sentence, optionally @TEMPERATURE, e.g. plain@0.8); repeat, at least twice",
+        help="a model: label, model card (TOML), prompt style "
+        "(plain|sentence, optionally @TEMPERATURE, e.g. plain@0.8); repeat, at least twice",
     )
     r.add_argument("--temperature", type=float, default=0.0, help="default temperature (0: greedy)")
     r.add_argument("--episodes", type=int, default=20)

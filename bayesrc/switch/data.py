@@ -167,7 +167,8 @@ def _input_kind(df: pd.DataFrame, path: Path) -> str:
         kind, required = "cells", CELL_COLUMNS
     else:
         raise InputError(
-            "neither episode-level (episode, prefix_model, suffix_model, score) nor cell-level (prefix_model, suffix_model, mean, ci_low, ci_high, n_episodes) columns",
+            "neither episode-level (episode, prefix_model, suffix_model, score) "
+            "nor cell-level (prefix_model, suffix_model, mean, ci_low, ci_high, n_episodes) columns",
             path=path,
             line=1,
             field="score",
@@ -259,7 +260,8 @@ def episodes_from_frame(frame: pd.DataFrame, *, name: str = "<episodes>") -> Swi
     Examples
     --------
     >>> import pandas as pd
-    >>> frame = pd.DataFrame({"episode": [0, 0, 0, 0], "prefix": ["a", "a", "b", "b"], "suffix": ["a", "b", "a", "b"], "score": [1.0, 0.0, 1.0, 1.0]})
+    >>> frame = pd.DataFrame({"episode": [0, 0, 0, 0], "prefix": ["a", "a", "b", "b"], "suffix": ["a", "b", "a", "b"],
+    ...                       "score": [1.0, 0.0, 1.0, 1.0]})
     >>> list(episodes_from_frame(frame).models.values())
     [['a', 'b']]
     """

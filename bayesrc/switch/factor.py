@@ -298,7 +298,8 @@ def _least_squares(X: np.ndarray, y: np.ndarray) -> _LeastSquares:
 def _cell_noise(
     cells: pd.DataFrame, se: xr.DataArray | None, base_cov: xr.DataArray | None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """:func:`noise_covariance` of the cells; None without ``se`` or with a cell whose SE is unknown (the fit falls back to OLS)."""
+    """:func:`noise_covariance` of the cells; None without ``se`` or with a cell whose SE is unknown (the fit falls
+    back to OLS)."""
     noise = noise_covariance(cells, se, base_cov) if se is not None else None
     return noise if noise is not None and np.all(np.isfinite(noise[0])) else None
 
@@ -306,7 +307,8 @@ def _cell_noise(
 def _coef_covariance(
     X: np.ndarray, ls: _LeastSquares, noise: tuple[np.ndarray, np.ndarray, np.ndarray] | None
 ) -> tuple[np.ndarray, float | None]:
-    """Covariance of the basis coefficients and τ̂²: A (V + τ̂² I) Aᵀ given the cells' noise, else s² (XᵀX)⁻¹ (τ̂² None)."""
+    """Covariance of the basis coefficients and τ̂²: A (V + τ̂² I) Aᵀ given the cells' noise, else s² (XᵀX)⁻¹
+    (τ̂² None)."""
     if noise is None:
         return ls.s2 * ls.XtX_inv, None
     V = _dense(*noise)

@@ -264,7 +264,10 @@ def switch_effects(
             lo[i, j], hi[i, j] = delta[i, j] - Z95 * se[i, j], delta[i, j] + Z95 * se[i, j]
             n[i, j] = min(r.n, b.n)
             stars[i, j] = "*" * int((abs(delta[i, j]) > z * se[i, j]).sum())
-        interval = f"normal 95% from published cell intervals, SE^2 = SE_ab^2 + SE_bb^2 - 2 rho SE_ab SE_bb, rho = {pairing_rho}"
+        interval = (
+            "normal 95% from published cell intervals, SE^2 = SE_ab^2 + SE_bb^2 - 2 rho SE_ab SE_bb, "
+            f"rho = {pairing_rho}"
+        )
     else:
         return effects_from_scores(episode_array(data).to_numpy(), models, n_boot=n_boot, seed=seed, benchmark=bench)
     return _finish(models, bench, delta, lo, hi, se, n, stars, base_cov, interval)

@@ -12,14 +12,16 @@ from bayesrc.collect.commands import add_pin_arguments
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "truth",
-        help="score RCI and the Bayesian models on K-sample replicates drawn from two exact runs, or from a family of three or more",
+        help="score RCI and the Bayesian models on K-sample replicates drawn from two exact runs, "
+        "or from a family of three or more",
     )
     p.add_argument(
         "runs",
         type=Path,
         nargs="+",
         metavar="EXACT_V",
-        help="exact run directories (bayesrc collect --engine exact): two, or three or more for a family (the first the reference)",
+        help="exact run directories (bayesrc collect --engine exact): two, "
+        "or three or more for a family (the first the reference)",
     )
     p.add_argument("--k", type=int, default=10, help="samples per item and version in each replicate (default 10)")
     p.add_argument("--replicates", type=int, default=20)
@@ -39,7 +41,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--methods",
         default=None,
-        help="comma-separated Bayesian methods (default: all; a pair: bayesrc.truth.MODEL_SPECS, a family: joint, pair)",
+        help="comma-separated Bayesian methods "
+        "(default: all; a pair: bayesrc.truth.MODEL_SPECS, a family: joint, pair)",
     )
     p.add_argument("--backend", choices=("numpyro", "pymc"), default="numpyro")
     add_sampler_size_arguments(p)

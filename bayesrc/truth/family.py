@@ -125,7 +125,8 @@ def fit_scores(method: str, res, ids, dp: dict[str, np.ndarray], delta_min: floa
 
 def step_scores(joint, ids, dp: dict[tuple[str, str], np.ndarray], delta_min: float = 0.05) -> list[dict]:
     """One row per consecutive step ``(a, b)`` of ``dp`` (exact ``p_b - p_a`` in the order of ``ids``):
-    the joint fit's contrast of the two versions (:meth:`~bayesrc.bayes.JointFit.item_changes`) scored as :func:`fit_scores` scores a version.
+    the joint fit's contrast of the two versions (:meth:`~bayesrc.bayes.JointFit.item_changes`) scored as
+    :func:`fit_scores` scores a version.
 
     Examples
     --------
@@ -290,7 +291,8 @@ class FamilyTruth(ScoredReplicates):
     bands = property(lambda self: self.payload.get("bands"))  # None when the joint model was not scored
 
     def summary(self) -> pd.DataFrame:
-        """One row per method and non-reference version: flags and their false discoveries, and for the models coverage, error and gate."""
+        """One row per method and non-reference version: flags and their false discoveries, and for the models
+        coverage, error and gate."""
         rows = [
             {"method": m, "version": v, **{c: np.nan if s.get(c) is None else s[c] for c in SCORE_NUMBERS}}
             for m, by_v in self.scores.items()

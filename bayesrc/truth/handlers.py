@@ -22,7 +22,8 @@ def run_truth(args: argparse.Namespace) -> int:
         raise InputError(f"must be in (0, 1), got {args.fdr}", field="--fdr")
     if args.fdr is not None and len(args.runs) > 2:
         raise InputError(
-            "applies to a pair: the joint model of a family selects no items (its flags are the 90% intervals that exclude 0)",
+            "applies to a pair: the joint model of a family selects no items "
+            "(its flags are the 90% intervals that exclude 0)",
             field="--fdr",
         )
     check_sampler_sizes(args)
@@ -57,7 +58,8 @@ def run_truth(args: argparse.Namespace) -> int:
     print(summary_text(res.summary(), float_format=lambda x: f"{x:.3f}"))
     if family and res.bands is not None:
         print(
-            f"rank bands in the exact order: {res.bands['order_respected_share']:.0%} of replicates ({res.bands['bands_mean']:.1f} bands on average)"
+            f"rank bands in the exact order: {res.bands['order_respected_share']:.0%} of replicates "
+            f"({res.bands['bands_mean']:.1f} bands on average)"
         )
     print(f"wrote {args.out / res.main_file}")
     return 0

@@ -319,7 +319,8 @@ def _exact_summary(items: pd.DataFrame, delta_min: float) -> dict:
 
 class ScoredReplicates(Result):
     """A truth result: its JSON (the means over replicates) with two tables beside it, ``PREFIX_replicates.parquet``
-    (one row per replicate and method) and ``PREFIX_items.parquet`` (the items' exact accuracies), ``PREFIX`` the main file's stem.
+    (one row per replicate and method) and ``PREFIX_items.parquet`` (the items' exact accuracies), ``PREFIX`` the
+    main file's stem.
 
     Examples
     --------

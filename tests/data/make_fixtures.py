@@ -1,4 +1,4 @@
-"""Regenerate the real-tool log fixtures under tests/data/ (run by hand, not by the tests).
+r"""Regenerate the real-tool log fixtures under tests/data/ (run by hand, not by the tests).
 
 Each part runs in a throwaway virtual environment holding the real tool, never in the
 project's own environment::
@@ -6,9 +6,11 @@ project's own environment::
     python -m venv /tmp/venv-inspect && /tmp/venv-inspect/bin/pip install inspect-ai zstandard
     /tmp/venv-inspect/bin/python tests/data/make_fixtures.py inspect
 
-    python -m venv /tmp/venv-lmeval && /tmp/venv-lmeval/bin/pip install 'lm-eval[api]'   # 0.4.13: no torch needed for API models
+    # 0.4.13: no torch needed for API models
+    python -m venv /tmp/venv-lmeval && /tmp/venv-lmeval/bin/pip install 'lm-eval[api]'
     # a llama.cpp server on the Gemma-3-270M GGUF (from the project venv):
-    python -m llama_cpp.server --model models/gemma-3-270m-q4_k_m.gguf --model_alias gemma-3-270m --host 127.0.0.1 --port 8765 &
+    python -m llama_cpp.server --model models/gemma-3-270m-q4_k_m.gguf --model_alias gemma-3-270m \
+        --host 127.0.0.1 --port 8765 &
     /tmp/venv-lmeval/bin/python tests/data/make_fixtures.py lm-eval --base-url http://127.0.0.1:8765
 
 Inspect AI: a multiple-choice task over 8 bundled MMLU-Pro items, solver
@@ -33,7 +35,8 @@ bare one: the two versions), provider ``openai:completion`` against the same lla
 server, a ``javascript`` assertion that the completion starts with the item's letter::
 
     mkdir -p /tmp/pf && (cd /tmp/pf && npm install promptfoo@0.120)   # 0.120: Node 20 (0.122 needs Node 22)
-    python tests/data/make_fixtures.py promptfoo --base-url http://127.0.0.1:8765 --promptfoo /tmp/pf/node_modules/.bin/promptfoo
+    python tests/data/make_fixtures.py promptfoo --base-url http://127.0.0.1:8765 \
+        --promptfoo /tmp/pf/node_modules/.bin/promptfoo
 
 Every run also writes ``expected.json`` beside its logs: per item, the correct counts
 as the TOOL reports them, read with the tool's own API (Inspect: ``read_eval_log`` and the
@@ -181,7 +184,8 @@ def make_inspect(out: Path) -> None:
 # -- lm-evaluation-harness ------------------------------------------------------------------
 LM_EVAL_REPEATS = 5
 # The card's few-shot completion prompt (models/gemma-3-270m-q4_k_m.toml), as an lm-eval task.
-LM_EVAL_TASK = """\
+LM_EVAL_TASK = (
+    """\
 task: mmlu_pro_mini
 dataset_path: json
 dataset_kwargs:
@@ -189,7 +193,9 @@ dataset_kwargs:
     test: {data}
 test_split: test
 output_type: generate_until
-doc_to_text: "Question: What comes next: A B A B A ?\\nA. A\\nB. B\\nAnswer: B\\n\\nQuestion: What comes next: A B C A B ?\\nA. A\\nB. B\\nC. C\\nAnswer: C\\n\\nQuestion: {{{{question}}}}\\n{{{{options_formatted}}}}\\nAnswer:"
+doc_to_text: "Question: What comes next: A B A B A ?\\nA. A\\nB. B\\nAnswer: B\\n\\n"""
+    """Question: What comes next: A B C A B ?\\nA. A\\nB. B\\nC. C\\nAnswer: C\\n\\n"""
+    """Question: {{{{question}}}}\\n{{{{options_formatted}}}}\\nAnswer:"
 doc_to_target: answer
 repeats: {repeats}
 generation_kwargs:
@@ -213,6 +219,7 @@ metric_list:
 metadata:
   version: 1.0
 """
+)
 
 
 def make_lm_eval(out: Path, base_url: str, server_software: str) -> None:
@@ -303,7 +310,9 @@ def make_lm_eval(out: Path, base_url: str, server_software: str) -> None:
 # -- promptfoo ------------------------------------------------------------------------------
 PROMPTFOO_REPEATS = 5
 PROMPTFOO_PROMPTS = {
-    "few-shot": "Question: What comes next: A B A B A ?\nA. A\nB. B\nAnswer: B\n\nQuestion: {{question}}\n{{options}}\nAnswer:",
+    "few-shot": (
+        "Question: What comes next: A B A B A ?\nA. A\nB. B\nAnswer: B\n\nQuestion: {{question}}\n{{options}}\nAnswer:"
+    ),
     "bare": "{{question}}\n{{options}}\nThe answer is",
 }
 
