@@ -127,9 +127,8 @@ def prepare_jax():
         # each step's helpers) compile again after each release of the in-process caches, ~2.5 s a fit
         # (docs/performance.md); loading them takes far less.
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-        jax.config.update(
-            "jax_compilation_cache_max_size", 256 * 2**20
-        )  # LRU-evicted; a sampler is ~1 MB, an eager op a few kB
+        # LRU-evicted; a sampler is ~1 MB, an eager op a few kB
+        jax.config.update("jax_compilation_cache_max_size", 256 * 2**20)
     return jax
 
 

@@ -417,9 +417,8 @@ def _fields_at(node: Any, parts: list[str], prefix: str, path: Path | None) -> I
             raise InputError(f"expected a list, got {_short(node)}", path=path, field=prefix)
         entries = [(f"{prefix}[{i}]", v) for i, v in enumerate(node)]
     elif isinstance(node, dict):
-        named = (
-            [] if head == "*" else head.strip("{}").split(",")
-        )  # a key of the data may end in "!" too: only named ones are required
+        # a key of the data may end in "!" too: only named ones are required
+        named = [] if head == "*" else head.strip("{}").split(",")
         if missing := [k[:-1] for k in named if k.endswith("!") and k[:-1] not in node]:
             raise InputError("missing", path=path, field=f"{prefix}.{missing[0]}" if prefix else missing[0])
         keys = list(node) if head == "*" else [k.removesuffix("!") for k in named]

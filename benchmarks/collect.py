@@ -344,9 +344,8 @@ def main() -> None:
         for name in order:
             if name == "naive" and args.naive_items is not None and j >= args.naive_items:
                 continue
-            if (
-                name in batched
-            ):  # the batch of items j .. j+N-1 (bank order = index order), timed whole at its first item
+            # the batch of items j .. j+N-1 (bank order = index order), timed whole at its first item
+            if name in batched:
                 n_b = batched[name]
                 if j % n_b:
                     continue

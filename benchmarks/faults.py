@@ -139,12 +139,8 @@ def crash_rows(timed: int) -> list[dict]:
     return rows
 
 
-QUICK_POINTS = {
-    "fast": 20,
-    "exact": 20,
-    "server": 10,
-    "ray": 3,
-}  # --quick: crash points per collection engine (~7 s each here, a Ray point ~15 s)
+# --quick: crash points per collection engine (~7 s each here, a Ray point ~15 s)
+QUICK_POINTS = {"fast": 20, "exact": 20, "server": 10, "ray": 3}
 
 
 def collect_crash_rows(calls: int, quick: bool) -> list[dict]:

@@ -104,9 +104,8 @@ def band(x, c, s, nodes=64):
     omega = (t + 1) * np.pi / (2 * h)
     sinc = (np.cos(np.outer(x - c, omega)) * (0.5 * g * np.exp(-0.5 * (s * omega) ** 2))).sum(1)
     gauss = h * norm.pdf(x, c, s)
-    blend = 0.5 + 0.5 * np.cos(
-        np.pi * np.clip(s / h - 1, 0, 1)
-    )  # the band-limited weights below s = h, the trapezoid's above 2 h
+    # the band-limited weights below s = h, the trapezoid's above 2 h
+    blend = 0.5 + 0.5 * np.cos(np.pi * np.clip(s / h - 1, 0, 1))
     return lump(blend * sinc + (1 - blend) * gauss, x, c, s)
 
 

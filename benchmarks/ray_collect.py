@@ -56,9 +56,8 @@ def main() -> None:
         single_wall = time.perf_counter() - t0
         threads = card.n_threads or max(1, (os.cpu_count() or 2) // 2)  # llama.cpp's default
 
-        with ray_session(
-            args.address, num_cpus=args.workers * (card.n_threads or 1)
-        ) as session:  # kept up for the timing
+        # kept up for the timing
+        with ray_session(args.address, num_cpus=args.workers * (card.n_threads or 1)) as session:
             startup = session.startup_seconds
             t0 = time.perf_counter()
             res = collect_ray(card, bank, tmp / "ray", k=args.k, engine=args.engine, workers=args.workers)

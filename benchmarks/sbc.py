@@ -38,10 +38,8 @@ import xarray as xr
 N_RANK_DRAWS = 99  # posterior draws a rank is taken among: ranks 0..99, 100 values
 N_BINS = 10
 SIMUK_CHUNK = 10  # simulations per simuk run (its seed is the chunk's first simulation)
-HYPER = {
-    "change": ["mu_theta", "sigma_theta", "shift", "sigma_delta", "pi"],
-    "betabinom": ["logit_mu", "log_kappa"],
-}  # the sampled hyperparameters
+# the sampled hyperparameters
+HYPER = {"change": ["mu_theta", "sigma_theta", "shift", "sigma_delta", "pi"], "betabinom": ["logit_mu", "log_kappa"]}
 
 
 def design(n_items: int, k: int):
@@ -102,9 +100,8 @@ def ranks(truth, post, names: list[str]) -> dict[str, int]:
 def one(data, model: str, backend: str, sim: int) -> dict:
     from bayesrc.config import releases_jax_caches
 
-    return releases_jax_caches(_one)(
-        data, model, backend, sim
-    )  # sample() bypasses fit()'s release: ~30 fits exhausted the memory mappings
+    # sample() bypasses fit()'s release: ~30 fits exhausted the memory mappings
+    return releases_jax_caches(_one)(data, model, backend, sim)
 
 
 def _one(data, model: str, backend: str, sim: int) -> dict:

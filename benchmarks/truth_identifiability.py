@@ -94,9 +94,8 @@ def rci_in_both(v1, v2, reset, *, k: int, seed: int, replicates: int) -> pd.Data
     for (r, counts, dp, _), (_, counts_reset, dp_reset, _) in pairs:
         classes, scores = [], []
         for c, d in ((counts, dp), (counts_reset, dp_reset)):
-            rci = (
-                reliable_change(c, "v1", "v2", **CROSSCHECK_RCI_KWARGS).to_frame().set_index("item_id")["class"]
-            )  # as the fits' cross-check
+            # as the fits' cross-check
+            rci = reliable_change(c, "v1", "v2", **CROSSCHECK_RCI_KWARGS).to_frame().set_index("item_id")["class"]
             cls = rci.reindex(c["item"].values).fillna("excluded").to_numpy(dtype=object)
             classes.append(cls)
             scores.append(score_classes(cls, d))

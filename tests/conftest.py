@@ -74,8 +74,7 @@ def pytest_runtest_makereport(item, call):
 def pytest_runtest_logreport(report):
     """With ``BAYESRC_DURATIONS=FILE``, each phase's duration is appended as it ends (kept even if the run dies)."""
     path = os.environ.get("BAYESRC_DURATIONS")
-    if path and not os.environ.get(
-        "PYTEST_XDIST_WORKER"
-    ):  # under xdist the controller gets every report too: write once
+    # under xdist the controller gets every report too: write once
+    if path and not os.environ.get("PYTEST_XDIST_WORKER"):
         with open(path, "a") as fh:
             fh.write(f"{report.duration:.2f}\t{report.when}\t{report.nodeid}\n")

@@ -329,9 +329,8 @@ def prepare(root: Path, *, writers: Sequence[str] = WRITERS, collect: bool = Tru
     pair.trials_v1.to_parquet(v1, index=False)
     pair.trials_v2.to_parquet(v2, index=False)
     write_lm_eval_example(pair.trials_v1, root / "lm-eval")
-    pd.DataFrame({"name": ["A", "B"], "v1": [v1, v2], "v2": [v2, v1]}).to_csv(
-        root / "manifest.csv", index=False
-    )  # two pairs: one may fit, the other not
+    # two pairs: one may fit, the other not
+    pd.DataFrame({"name": ["A", "B"], "v1": [v1, v2], "v2": [v2, v1]}).to_csv(root / "manifest.csv", index=False)
     short_nuts = ["--chains", "2", "--draws", "300", "--tune", "300"]  # a disk fault, not the gate, is under test here
     argv = {
         "rci": ["rci", "--pair", "A", v1, v2, "--splits", "50", "--permutations", "50"],

@@ -341,10 +341,8 @@ class FaultProxy:
             reset(conn)
         elif fault == "timeout":
             self._stop.wait(self.stall_s)
-        elif fault in (
-            "restart",
-            "down",
-        ):  # "down" was marked held down in _next_fault; a restart comes back after down_s
+        # "down" was marked held down in _next_fault; a restart comes back after down_s
+        elif fault in ("restart", "down"):
             with self._lock:
                 self._down_until = (
                     max(self._down_until, time.monotonic() + self.down_s) if fault == "restart" else self._down_until

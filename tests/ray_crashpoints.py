@@ -74,9 +74,8 @@ def crashing_collector(state: Path) -> type:
                 marker.touch()
                 os.kill(os.getpid(), signal.SIGKILL)
 
-        def is_fs_event(
-            event: str, args: tuple
-        ) -> bool:  # collect_crashpoints._is_fs_event, here so that it travels by value
+        # collect_crashpoints._is_fs_event, here so that it travels by value
+        def is_fs_event(event: str, args: tuple) -> bool:
             if event == "open":
                 _, mode, flags = args
                 return any(c in mode for c in "wax+") if isinstance(mode, str) else bool((flags or 0) & WRITE_FLAGS)

@@ -171,9 +171,8 @@ def transient_faults(
     Returns the faults injected, the retries the run record and stderr report, and lost / duplicated /
     tracebacks against ``reference`` (the clean run's sorted trials).
     """
-    n_requests = (
-        1 + (api == "chat") + len(reference)
-    )  # GET /v1/models (chat: the probe for n), then one request per trial
+    # GET /v1/models (chat: the probe for n), then one request per trial
+    n_requests = 1 + (api == "chat") + len(reference)
     schedule = fault_schedule(seed, n_requests, counts, gap=gap)
     with FaultProxy(upstream, schedule, stall_s=timeout + 2, down_s=DOWN_S, paths=("/v1/",)) as proxy:
         res = run(collect_command(bank, out, proxy.url, k=k, concurrency=concurrency, timeout=timeout, api=api))

@@ -118,9 +118,8 @@ def test_ppc_with_the_true_accuracies_is_calibrated_and_a_wrong_model_warns():
         )
     assert np.mean(warned) <= 0.10
     wrong = p.copy()
-    wrong[:, 1] = (
-        p[:, 0] + (p[:, 1] - p[:, 0]).mean()
-    )  # every item moves by the mean change: the letter's change is lost
+    # every item moves by the mean change: the letter's change is lost
+    wrong[:, 1] = p[:, 0] + (p[:, 1] - p[:, 0]).mean()
     out = posterior_predictive_check(np.broadcast_to(wrong, (1, 400, 120, 2)), d, seed=0)
     assert out["flagged"] and {r["stat"] for r in out["flagged"]} & {"mean_v2", "mean_change"}
     assert out["n_tests"] == len(out["strata"]) * len(STATS) - sum(r["p"] is None for r in out["table"])
@@ -225,9 +224,8 @@ def calibration_fits():
     counts = _sim_counts(201, n_items=4 * N_ITEMS, pi_change=0.7, sigma_delta=0.8)[0]
     out["betabinom"] = fit(counts, model="betabinom")
     out["betabinom_pymc"] = fit(counts, model="betabinom", backend="pymc")
-    out["betabinom_model_201"] = fit(
-        _sim_counts(201, pi_change=0.7, sigma_delta=0.8)[0], model="betabinom"
-    )  # the items of ("model", 201), for compare
+    # the items of ("model", 201), for compare
+    out["betabinom_model_201"] = fit(_sim_counts(201, pi_change=0.7, sigma_delta=0.8)[0], model="betabinom")
     return out
 
 
@@ -342,9 +340,8 @@ def test_pit_ecdf_band_holds_uniform_pit_at_its_level_and_rejects_a_misfit():
 def test_loo_pit_figure_stays_in_its_band_for_the_generating_model_only(calibration_fits):
     own, misfit = calibration_fits[("model", 201)], calibration_fits["betabinom_model_201"]
     assert not own.loo_pit_band()["outside"].any()
-    assert misfit.loo_pit_band()[
-        "outside"
-    ].any()  # the beta-binomial's new-item change is too wide (its KS p < 0.05 above)
+    # the beta-binomial's new-item change is too wide (its KS p < 0.05 above)
+    assert misfit.loo_pit_band()["outside"].any()
     assert len(own.plot_loo_pit().axes) == 1
 
 
@@ -400,9 +397,8 @@ def test_a_ranking_without_entries_or_a_difference_is_one_named_line_and_a_repea
     ]:
         with pytest.raises(InputError, match=re.escape(f"loo_compare.json: field {field}")):
             load(edit)
-    twins = load(
-        {"ranking": [r | {"model": "change"} for r in ranking]}
-    )  # a hand-edited file: the report still reads it
+    # a hand-edited file: the report still reads it
+    twins = load({"ranking": [r | {"model": "change"} for r in ranking]})
     assert (
         twins.models == ["change", "change"]
         and "change: ELPD" in twins.sentence()

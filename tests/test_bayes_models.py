@@ -125,9 +125,8 @@ def test_change_model_simulation_validation():
     covered, n_items, fdp, rci_est, rci_false, rci_flagged, held = 0, 0, [], [], 0, 0, []
     for seed in (101, 102, 103):  # several datasets: the FDP goal is an average
         sim, counts = _counts(300, seed)
-        res = fit(
-            counts, model="change", config=SamplerConfig(seed=seed)
-        )  # the defaults a user gets (gate, sampler, escalation)
+        # the defaults a user gets (gate, sampler, escalation)
+        res = fit(counts, model="change", config=SamplerConfig(seed=seed))
         assert res.diagnostics.passed, res.diagnostics
         it = res.items
         truth = sim.truth.set_index("item_id").loc[it["item_id"], "delta_p"].to_numpy()
@@ -271,9 +270,8 @@ def test_change_model_reports_p_rope_and_expected_flips(change_pair, change_coll
     assert "p_rope" not in no_rope
     items = item_summary(change_collapsed_fit, d, rope=0.1)
     np.testing.assert_allclose(items["p_rope"], (np.abs(dp) > 0.1).mean(0))
-    assert (
-        items["p_rope"] <= items["p_changed"] + 0.05
-    ).all()  # an unchanged item has dp = 0 exactly (p_changed is Rao-Blackwellised)
+    # an unchanged item has dp = 0 exactly (p_changed is Rao-Blackwellised)
+    assert (items["p_rope"] <= items["p_changed"] + 0.05).all()
     # Material change (SPEC 7's delta_min) in each direction, from the same draws.
     np.testing.assert_allclose(items["p_improve_material"], (dp >= 0.05).mean(0))
     np.testing.assert_allclose(items["p_deteriorate_material"], (dp <= -0.05).mean(0))

@@ -102,9 +102,8 @@ def test_batched_logits_are_the_one_item_logits_up_to_batch_shape_rounding(gemma
         outs = seq.decode([(1 + i, len(shared), p.own) for i, p in enumerate(plist)])
         got = [_softmax(logits(seq.ctx, o)) for o in outs]
         want = [_softmax(r) for r in ref]
-        tv = np.array(
-            [[0.5 * np.abs(g - w).sum() for w in want] for g in got]
-        )  # row: batched item, column: one-item item
+        # row: batched item, column: one-item item
+        tv = np.array([[0.5 * np.abs(g - w).sum() for w in want] for g in got])
         print("total variation, batched item x one-item item:", np.round(tv, 3))
         # Rounding moves an item's distribution (measured TV <= 0.07, as much as splitting an own block
         # into two decodes does) far less than another item's is from it (a mix-up would show here).
@@ -147,9 +146,8 @@ def test_items_per_batch_bad_values_are_input_errors(gemma_bank4, tmp_path):
         collect(CARD, gemma_bank4, tmp_path / "a", k=K, items_per_batch=0)
     with pytest.raises(InputError, match="fast engine"):
         collect(CARD, gemma_bank4, tmp_path / "b", k=K, engine="naive", items_per_batch=2)
-    with pytest.raises(
-        InputError, match="items_per_batch.: must be <= 255"
-    ):  # K is chunked; the items of a decode are not
+    # K is chunked; the items of a decode are not
+    with pytest.raises(InputError, match="items_per_batch.: must be <= 255"):
         collect(CARD, gemma_bank4, tmp_path / "c", k=10, items_per_batch=256)
     assert not any(tmp_path.iterdir())  # nothing written
     res = subprocess.run(

@@ -301,9 +301,8 @@ def test_quantize_and_bank_commands_bad_input(tmp_path):
     r = cli("bank", "demo", "--n", "300", "--seed", "0", "--out", tmp_path / "b.jsonl")
     assert r.returncode == 0, r.stderr
     bank = load_bank(tmp_path / "b.jsonl")
-    assert (
-        len(bank) == 300 and len({(it.question, it.options) for it in bank.items}) == 300
-    )  # repeat4 items reuse a question with 4 options
+    # repeat4 items reuse a question with 4 options
+    assert len(bank) == 300 and len({(it.question, it.options) for it in bank.items}) == 300
     assert {len(it.letters) for it in bank.items} == {2, 3, 4}
     # a smaller bank of the same seed keeps the earlier items (the demo's bank is unchanged)
     assert [it.question for it in load_bank(builtin_bank(tmp_path / "s.jsonl", n_items=40, seed=0)).items] == [

@@ -130,9 +130,8 @@ def test_server_run_record_pins_and_resume(server_run, llama_server, bank4):
         collect_server(CARD, bank4, server_run.parent / "other", base_url=llama_server, k=K, api_model="nope")
     assert (server_run / "trials.parquet").read_bytes() == before
     # resuming the complete run draws nothing and rewrites nothing, not even its record
-    files = {
-        p: p.read_bytes() for p in server_run.rglob("*") if p.is_file() and p.name != ".lock"
-    }  # the lock names its last holder
+    # the lock names its last holder
+    files = {p: p.read_bytes() for p in server_run.rglob("*") if p.is_file() and p.name != ".lock"}
     again = collect_server(CARD, bank4, server_run, base_url=llama_server, k=K, seed_rule="shared", resume=True)
     assert (
         again.n_new_items == 0
@@ -178,15 +177,12 @@ def test_chat_run_samples_pins_and_resumes(chat_run, server_run, llama_server, b
     rec = json.loads((chat_run / "run.json").read_text())
     pins = rec["pins"]
     assert rec["status"] == "complete" and rec["n_trials"] == 4 * K and len(rec["info"]["resumed_at"]) == 1
-    assert (
-        pins["runtime.server_api"] == "chat" and pins["model.chat_template_sha256"] is None
-    )  # the server's template renders the messages
-    assert (
-        pins["runtime.server_samples_per_request"] == 1
-    )  # llama-cpp-python's server answers n = 2 with one choice: one request per sample
-    assert (
-        "runtime.server_api" not in json.loads((server_run / "run.json").read_text())["pins"]
-    )  # completions runs pin as before
+    # the server's template renders the messages
+    assert pins["runtime.server_api"] == "chat" and pins["model.chat_template_sha256"] is None
+    # llama-cpp-python's server answers n = 2 with one choice: one request per sample
+    assert pins["runtime.server_samples_per_request"] == 1
+    # completions runs pin as before
+    assert "runtime.server_api" not in json.loads((server_run / "run.json").read_text())["pins"]
     t = read_run_trials(chat_run).sort_values(["item_index", "k"])
     assert sorted(t["item_index"].unique()) == [0, 1, 2, 3] and (t.groupby("item_index")["k"].nunique() == K).all()
     assert t["response"].map(lambda r: isinstance(r, str)).all() and t["seed"].is_unique  # one seeded request per trial
@@ -286,9 +282,8 @@ def test_chat_endpoint_that_honours_n_gets_an_items_samples_in_one_request(bank4
         srv.httpd.shutdown()
     probe, *runs = srv.requests
     assert probe["n"] == 2 and probe["max_tokens"] == 1  # the probe for n
-    assert [r["n"] for r in runs] == [3, 3] and rec["pins"][
-        "runtime.server_samples_per_request"
-    ] == 3  # one request per item
+    # one request per item
+    assert [r["n"] for r in runs] == [3, 3] and rec["pins"]["runtime.server_samples_per_request"] == 3
     for (_, item), req in zip(t.groupby("item_index"), runs):
         assert (item["seed"] == req["seed"]).all()  # the item's first seed, recorded with each of its samples
         assert item["response"].tolist() == [ChoicesServer.answer(req["seed"], j) for j in range(3)]

@@ -62,9 +62,8 @@ def test_extract_final(text, answer):
     from bayesrc.collect.extract import extract_answer, extract_final
 
     assert extract_final(text, "ABCD").answer == answer == extract_answer(text, "ABCD", "final").answer
-    assert (
-        extract_answer(text, "ABCD").answer == extract(text, "ABCD").answer
-    )  # the default rule is the first valid letter
+    # the default rule is the first valid letter
+    assert extract_answer(text, "ABCD").answer == extract(text, "ABCD").answer
 
 
 def test_card_answer_rule_is_checked_and_pinned(tmp_path):
@@ -79,9 +78,8 @@ def test_card_answer_rule_is_checked_and_pinned(tmp_path):
         )
     )
     assert load_card(card).answer == "final" and prompt_pins(load_card(card))["prompt.answer"] == "final"
-    assert "prompt.answer" not in prompt_pins(
-        load_card(ROOT / "models" / "gemma-3-270m-q4_k_m.toml")
-    )  # the default pins as before
+    # the default pins as before
+    assert "prompt.answer" not in prompt_pins(load_card(ROOT / "models" / "gemma-3-270m-q4_k_m.toml"))
     bad = tmp_path / "bad.toml"
     bad.write_text(base.replace("max_tokens = 8", 'max_tokens = 8\nanswer = "last"'))
     with pytest.raises(InputError, match="field 'prompt.answer'"):

@@ -11,14 +11,10 @@ from bayesrc.cli import main
 from bayesrc.compare.gate import aggregate_change, decide
 from bayesrc.data import save_trials, simulate_pair
 
-N_ITEMS = {
-    "same": 2000,
-    "worse": 60,
-}  # the no-change pair a CI gate sees most, at benchmark size (its fit: test_compare_margin.py)
-DEFAULTS = [
-    "--seed",
-    "1",
-]  # sampler, gate (R-hat <= 1.01, ESS >= 400, no divergences) and escalation as a user gets them
+# the no-change pair a CI gate sees most, at benchmark size (its fit: test_compare_margin.py)
+N_ITEMS = {"same": 2000, "worse": 60}
+# sampler, gate (R-hat <= 1.01, ESS >= 400, no divergences) and escalation as a user gets them
+DEFAULTS = ["--seed", "1"]
 DOWN = {d: -2.0 for d in ("physics", "law", "psychology", "economics")}
 
 

@@ -205,18 +205,15 @@ def test_flagged_items_decide_beside_the_mean():
     cls = np.array(["deteriorated", "deteriorated", "improved"] + ["no_change"] * 97, dtype=object)
     ids = np.array([f"q{i}" for i in range(100)])
     det = margin_evidence(dp, cls, ids, fail_on="deteriorated", margin=0.02, q=0.1)
-    assert det["decision"] == "fail" and [it["item_id"] for it in det["items"]] == [
-        "q0",
-        "q1",
-    ]  # the improvement is not weighed
+    # the improvement is not weighed
+    assert det["decision"] == "fail" and [it["item_id"] for it in det["items"]] == ["q0", "q1"]
     assert det["aggregate"]["p_within"] == 1.0  # the mean (-0.0035) alone would pass
     assert margin_evidence(dp, cls, ids, fail_on="aggregate", margin=0.02, q=0.1)["decision"] == "pass"
     small = margin_evidence(
         draws(np.r_[-0.021, np.zeros(99)], sd=0.01), cls, ids, fail_on="deteriorated", margin=0.02, q=0.1
     )
-    assert (
-        small["decision"] == "inconclusive" and "the least within: q0" in small["reasons"][1]
-    )  # flagged, change on the margin
+    # flagged, change on the margin
+    assert small["decision"] == "inconclusive" and "the least within: q0" in small["reasons"][1]
     up = margin_evidence(
         dp,
         np.where(np.arange(100) == 2, "improved", "no_change").astype(object),
@@ -277,9 +274,8 @@ def test_result_round_trip_and_old_payloads(tmp_path):
         s["would decide: N at this K"] == ev["would_decide"]["n_items"]
         and s["detectable mean change (80% power)"] == reso["aggregate_mde"]
     )
-    assert (
-        s["mean dp, 90% CrI (posterior; all 1 items)"] == "-0.010 (-0.030 to +0.010)"
-    )  # every interval names the items it covers
+    # every interval names the items it covers
+    assert s["mean dp, 90% CrI (posterior; all 1 items)"] == "-0.010 (-0.030 to +0.010)"
     assert s["mean dp, 95% CI (classical; the 1 analysable items)"] == "-0.010 (-0.030 to +0.010)"
     res.save(tmp_path / "r")
     back = bayesrc.load(tmp_path / "r")
@@ -376,9 +372,8 @@ def test_what_would_decide_says_when_nothing_practical_would():
     nd = {"n_items": 100, "k": 10.0, "var_sampling": 1e-4, "var_items": 1e-4}
     assert what_would_decide(-0.02, 0.01, 0.02, "lower", 0.1, nd) is None  # the mean on the margin's edge
     w = what_would_decide(-0.005, 0.014, 0.02, "lower", 0.1, nd)
-    assert (
-        w["k"] is None and w["extra_samples_k"] is None and w["cheaper"] == "items"
-    )  # item-set noise alone is too wide for any K
+    # item-set noise alone is too wide for any K
+    assert w["k"] is None and w["extra_samples_k"] is None and w["cheaper"] == "items"
 
 
 def test_a_pass_needs_the_margin_resolved():

@@ -20,12 +20,8 @@ from bayesrc.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 HERE = Path(__file__).resolve().parent
-ENV = {
-    **os.environ,
-    "PYTHONPATH": str(ROOT),
-    "OPENBLAS_NUM_THREADS": "1",
-    "OMP_NUM_THREADS": "1",
-}  # one thread: the harness forks
+# one thread: the harness forks
+ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
 
 
 def _crash_points(tmp_path: Path, mode: str, points: int, timed: int) -> dict:

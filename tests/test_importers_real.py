@@ -152,9 +152,8 @@ def promptfoo_table_passes(label: str) -> dict[str, int]:
     """promptfoo's own table export: per test case (Description), the rows whose status under ``label``'s column is
     PASS."""
     rows = list(csv.reader((PROMPTFOO / "table.csv").open(encoding="utf-8")))
-    col = (
-        next(i for i, h in enumerate(rows[0]) if h.endswith(f"] {label}")) + 1
-    )  # the prompt's output column, then its Status
+    # the prompt's output column, then its Status
+    col = next(i for i, h in enumerate(rows[0]) if h.endswith(f"] {label}")) + 1
     assert rows[0][col] == "Status"
     out: dict[str, int] = {}
     for r in rows[1:]:

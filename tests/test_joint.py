@@ -334,9 +334,8 @@ def test_a_family_truth_scores_the_joint_fit_by_item_and_version(joint, family):
 
     ids = family.truth["item_id"].to_numpy()
     dp = {v: family.p[:, j] - family.p[:, 0] for j, v in enumerate(family.versions) if j}
-    rows = {
-        r["version"]: r for r in fit_scores("joint", joint, ids[::-1], {v: d[::-1] for v, d in dp.items()})
-    }  # any item order
+    # any item order
+    rows = {r["version"]: r for r in fit_scores("joint", joint, ids[::-1], {v: d[::-1] for v, d in dp.items()})}
     assert list(rows) == family.versions[1:]
     for v in family.versions[1:]:
         it = joint.items[joint.items["version"] == v].set_index("item_id").loc[ids]

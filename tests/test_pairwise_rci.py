@@ -72,9 +72,8 @@ def test_family_wise_z_keeps_items_flagged_in_some_pair_at_alpha_on_a_no_change_
             m["observed_flags"],
             m["expected_no_change"],
         )
-        assert (
-            res.payload["warnings"] == []
-        )  # the binomial S_diff's nulls expect about the nominal number: no miscalibration warning
+        # the binomial S_diff's nulls expect about the nominal number: no miscalibration warning
+        assert res.payload["warnings"] == []
     assert per_pair.multiplicity["expected_nominal"] == pytest.approx(
         p * family.multiplicity["expected_nominal"], rel=1e-3
     )  # 5% at 1.96 vs 5% / 6
@@ -257,11 +256,8 @@ def test_cli_family_writes_the_result_and_its_report(family_files, tmp_path, cap
         "pairwise_rci_pairs.parquet",
     ]
     res = bayesrc.load(out)
-    assert type(res) is PairwiseRCI and res.versions == [
-        "model-v1",
-        "model-v2",
-        "model-v3",
-    ]  # names from the trials' model field
+    # names from the trials' model field
+    assert type(res) is PairwiseRCI and res.versions == ["model-v1", "model-v2", "model-v3"]
     assert res.z == pytest.approx(family_wise_z(0.05, 3)) and res.multiplicity["s_diff_method"] == "binomial"
     printed = capsys.readouterr().out
     assert res.multiplicity_sentence() in printed and f"wrote {out / 'pairwise_rci.json'}" in printed
@@ -347,9 +343,8 @@ def test_report_puts_the_pairwise_table_in_the_family_section_beside_a_joint_fit
     fam = simulate_family(60, 10, versions=3, seed=5)
     res = pairwise_rci(fam.counts, **QUICK)
     res.save(tmp_path / "run")
-    _joint_stand_in(fam.versions, list(fam.counts["item"].values)).save(
-        tmp_path / "run"
-    )  # beside it: staged_output keeps the folder's other files
+    # beside it: staged_output keeps the folder's other files
+    _joint_stand_in(fam.versions, list(fam.counts["item"].values)).save(tmp_path / "run")
     run = load_run(tmp_path / "run")
     assert run.pairwise == res and run.joint is not None
     sections = report_sections(run, None)

@@ -115,9 +115,8 @@ def test_undefined_reliability_reads_as_nan_in_memory_and_from_disk(tmp_path):
     from bayesrc.data import item_counts, simulate_pair
 
     sim = simulate_pair(40, 4, seed=9)
-    flat = sim.trials_v1.assign(
-        is_correct=sim.trials_v1["k"] % 2 == 0
-    )  # every item at 0.5 in v1: no split-half reliability
+    # every item at 0.5 in v1: no split-half reliability
+    flat = sim.trials_v1.assign(is_correct=sim.trials_v1["k"] % 2 == 0)
     pair = reliable_change(item_counts(flat, sim.trials_v2), n_splits=50, n_permutations=20, n_null=0, name="flat")
     RCIRun.from_pairs({"flat": pair}).save(tmp_path / "r")
     for p in (pair, bayesrc.load(tmp_path / "r")["flat"]):
@@ -339,9 +338,8 @@ def test_leaderboard_report_returns_the_report_load_gives_back(tmp_path):
     assert rep.with_noise([]).noise == [] and "noise" not in rep.with_noise([]).payload
 
     x = np.tile([1.0, 0.0], 50)
-    edge = leaderboard_report(
-        {"tie_a": x, "tie_b": 1 - x, "all": np.ones(100)}
-    )  # all vs tie_a: N* finite; tie_a vs tie_b: δ = 0
+    # all vs tie_a: N* finite; tie_a vs tie_b: δ = 0
+    edge = leaderboard_report({"tie_a": x, "tie_b": 1 - x, "all": np.ones(100)})
     edge.save(tmp_path / "e")
     for r in (edge, bayesrc.load(tmp_path / "e")):
         (tie,) = [p for p in r.pair_records() if p["delta"] == 0]
@@ -440,9 +438,8 @@ def test_exact_run_roundtrip(tmp_path):
         and sorted(bundled.tables) == ["dist", "items_exact"]
     )
     loaded = _roundtrip(bundled, tmp_path / "bundled")
-    assert load_exact(tmp_path / "bundled" / "r").items.equals(
-        load_exact(path("exact_gemma/q4")).items
-    )  # still an exact run
+    # still an exact run
+    assert load_exact(tmp_path / "bundled" / "r").items.equals(load_exact(path("exact_gemma/q4")).items)
     dist = pd.DataFrame(
         {
             "item_id": ["q1", "q1"],

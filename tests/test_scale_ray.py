@@ -293,9 +293,8 @@ def manifest(tmp_path_factory):
 
     d = tmp_path_factory.mktemp("pairs")
     rows = []
-    for name, seed in (
-        ("pair-a", 4),
-    ):  # one pair (seed 4: some items change): a default change fit on a 1-CPU Ray node takes minutes here
+    # one pair (seed 4: some items change): a default change fit on a 1-CPU Ray node takes minutes here
+    for name, seed in (("pair-a", 4),):
         sim = simulate_pair(60, 10, models=(f"{name}-v1", f"{name}-v2"), seed=seed)
         sim.trials_v1.to_parquet(d / f"{name}-v1.parquet", index=False)
         sim.trials_v2.to_parquet(d / f"{name}-v2.parquet", index=False)

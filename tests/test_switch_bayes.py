@@ -110,9 +110,8 @@ def test_episode_model_recovers_known_factors_with_nominal_coverage(episode_fits
 def test_pymc_episode_model_matches_numpyro(episode_fits):
     sims, fits = episode_fits
     fd = fits[0].data
-    pm_fit = fit_factor_bayes(
-        fd, backend="pymc", draws=300, tune=300, chains=1, seed=5, escalate=False
-    )  # one chain: agreement only, no gate
+    # one chain: agreement only, no gate
+    pm_fit = fit_factor_bayes(fd, backend="pymc", draws=300, tune=300, chains=1, seed=5, escalate=False)
     a, b = pm_fit.summary(), fits[0].summary()
     # Same model, same priors: posterior means agree within Monte Carlo error.
     diff = np.abs(a["mean"].to_numpy() - b["mean"].to_numpy())

@@ -87,13 +87,10 @@ from bayesrc.config import precision, prepare_jax
 
 LOGIT_HALF, LOGIT_STEP = 10.0, 0.2  # the logit grid: [-10, 10] in steps of at most 0.2
 ITEM_DRAW_STEPS_PER_CALL = 25  # item draws: vectorised steps per compiled call (the progress bar's step)
-ITEM_DRAW_BATCH_ENTRIES = (
-    12_000  # item draws: posterior draws vectorised per step, up to 4, while draws x items stay below this
-)
-DRAW_DELTA_NODES, DRAW_DELTA_HALF = (
-    61,
-    6.0,
-)  # delta_i | theta_i: a piecewise-linear density through 61 nodes (0.2 SD apart)
+# item draws: posterior draws vectorised per step, up to 4, while draws x items stay below this
+ITEM_DRAW_BATCH_ENTRIES = 12_000
+# delta_i | theta_i: a piecewise-linear density through 61 nodes (0.2 SD apart)
+DRAW_DELTA_NODES, DRAW_DELTA_HALF = 61, 6.0
 
 
 def logit_grid(max_n: int) -> np.ndarray:
@@ -509,9 +506,8 @@ def convolution_parts(ops, tables, mu, sigma, shift, slope, sigma_delta, weights
         sd = grid_spread(ops, sigma_delta, x)
         rows = weights[:, None, :] * _kernel_offsets(ops, x, shift, sd)[None]  # (W, stratum, 2J - 1)
         band = tables["e2_band"]  # in its own precision (likelihood_tables' band_dtype), the sums back in the rows'
-        sums = ops.tensordot(rows.astype(band.dtype), band, axes=[[2], [2]]).astype(
-            rows.dtype
-        )  # (W, stratum, outcome2 + 1, node)
+        # (W, stratum, outcome2 + 1, node)
+        sums = ops.tensordot(rows.astype(band.dtype), band, axes=[[2], [2]]).astype(rows.dtype)
         centre, sd = x[None, :] + shift[:, None], sd[:, None]
     else:
         k, centre, sd = _kernel_rows(ops, x, mu, sigma, shift, slope, sigma_delta)
@@ -519,10 +515,8 @@ def convolution_parts(ops, tables, mu, sigma, shift, slope, sigma_delta, weights
         e2_ones = ops.xp.concatenate([e2, ops.xp.ones_like(e2[:1])], axis=0)
         sums = ops.tensordot(kw, e2_ones, axes=[[3], [1]]).transpose(0, 1, 3, 2)  # (W, stratum, outcome2 + 1, node)
     scale, below, above = _rows_scale_and_tails(ops, x, centre, sd, sums[0, :, -1])
-    at_first, at_last = (
-        weights[:, n - 1 :: -1],
-        weights[:, : n - 2 : -1],
-    )  # (W, node j): w of the change to node 0 / node J - 1
+    # (W, node j): w of the change to node 0 / node J - 1
+    at_first, at_last = weights[:, n - 1 :: -1], weights[:, : n - 2 : -1]
     return sums[:, :, :-1], scale, at_first[:, None, :] * below[None], at_last[:, None, :] * above[None]
 
 
@@ -550,9 +544,8 @@ def cell_loglik(ops, mu_theta, sigma_theta, shift, sigma_delta, slope, pi, table
     by_pair = isinstance(slope, float) and slope == 0.0 and "pair_band" in tables
     if by_pair:  # the change convolutions of the pairs the cells have only (pair_tables)
         scaled, first, last, sums = _pair_convolution_parts(ops, tables, shift, sigma_delta)
-        changed = (
-            ops.tensordot(tables["pair_onehot"], prior * scaled, axes=[[1], [0]]) * sums
-        ) @ e1.T  # (pair, outcome1)
+        # (pair, outcome1)
+        changed = (ops.tensordot(tables["pair_onehot"], prior * scaled, axes=[[1], [0]]) * sums) @ e1.T
     else:
         ones = np.ones((1, 2 * e1.shape[-1] - 1))
         sums, scale, first, last = convolution_parts(
@@ -560,9 +553,8 @@ def cell_loglik(ops, mu_theta, sigma_theta, shift, sigma_delta, slope, pi, table
         )
         first, last = first[0], last[0]
         changed = ops.einsum("suj,stj->sut", pe1 * scale[:, None, :], sums[0])
-    at_ends = [
-        (pe1 * tail[:, None, :]).sum(-1)[:, :, None] for tail in (first, last)
-    ]  # (stratum, outcome1, 1): the tails' mass
+    # (stratum, outcome1, 1): the tails' mass
+    at_ends = [(pe1 * tail[:, None, :]).sum(-1)[:, :, None] for tail in (first, last)]
     ends = at_ends[0] * e2[None, None, :, 0] + at_ends[1] * e2[None, None, :, -1]  # on the end nodes' binomials
     lik = (1.0 - pi) * same + pi * (ends if by_pair else changed + ends)
     lik = lik.transpose(0, 2, 1)  # (stratum, outcome2, outcome1)
@@ -581,9 +573,8 @@ def _pair_convolution_parts(ops, tables, shift, sigma_delta):
     sd = grid_spread(ops, sigma_delta, x)
     rows = _kernel_offsets(ops, x, shift, sd)  # (stratum, 2J - 1)
     band = tables["pair_band"]
-    pair_rows = ops.tensordot(
-        tables["pair_onehot"], rows, axes=[[1], [0]]
-    )  # (pair, 2J - 1): a product, not a gather (see toeplitz)
+    # (pair, 2J - 1): a product, not a gather (see toeplitz)
+    pair_rows = ops.tensordot(tables["pair_onehot"], rows, axes=[[1], [0]])
     sums = ops.einsum("pm,pjm->pj", pair_rows.astype(band.dtype), band).astype(rows.dtype)
     # (stratum, node): each row's sum over the grid, in the band's precision as the sums
     # (in float64 it took an eighth of a step)
@@ -751,9 +742,8 @@ def _cell_posteriors(hyper, data):
     x = data["x"]
     prior = prior_weights(ops, x, mu_theta, sigma_theta)
     n, h = x.shape[0], x[1] - x[0]
-    up = share_above_zero(
-        (jnp.arange(2 * n - 1) - (n - 1)) * h, h
-    )  # per node offset k - j: the change x_k - x_j above 0
+    # per node offset k - j: the change x_k - x_j above 0
+    up = share_above_zero((jnp.arange(2 * n - 1) - (n - 1)) * h, h)
     g, g_up = weighted_convolutions(
         ops, data, mu_theta, sigma_theta, shift, b, sigma_delta, jnp.stack([jnp.ones_like(up), up])
     )
@@ -794,13 +784,8 @@ def _draws_one(hyper, key, data: dict, fine_v):
     zv = standardised_change_draw(theta + m_i, spread, data["item_y2"], data["item_n2"], changed, fine_v, (k4, k5, k6))
     # stored in single precision (computed in double): half the memory, and the transfer, at 12,000 items
     f = ITEM_DRAW_DTYPE
-    return (
-        theta.astype(f),
-        (m_i + spread * zv).astype(f),
-        changed.astype(jnp.int8),
-        r.astype(f),
-        p_up.astype(f),
-    )  # r, p_up per cell
+    # r, p_up per cell
+    return theta.astype(f), (m_i + spread * zv).astype(f), changed.astype(jnp.int8), r.astype(f), p_up.astype(f)
 
 
 def draw_data(cells: Cells) -> dict[str, np.ndarray]:

@@ -370,10 +370,8 @@ def new_item_p(
     >>> p_new = new_item_p(fit.posterior["posterior"].to_dataset(), data, np.random.default_rng(0))  # doctest: +SKIP
     """
     if "sigma_delta" not in post:
-        mu, kappa = (
-            thin_draws(post["mu"].values, max_draws),
-            thin_draws(post["kappa"].values, max_draws),
-        )  # (draw, domain, version)
+        # (draw, domain, version)
+        mu, kappa = thin_draws(post["mu"].values, max_draws), thin_draws(post["kappa"].values, max_draws)
         dom = data.dom[items]
         a, b = (mu * kappa)[:, dom, :], ((1.0 - mu) * kappa)[:, dom, :]
         return rng.beta(a, b)
@@ -433,9 +431,8 @@ def loo_pit_change(
     dims = ("chain", "draw", "item")
     dt = xr.DataTree.from_dict(
         {
-            "posterior": xr.Dataset(
-                {"draw_index": (("chain", "draw"), np.arange(t_new.shape[1], dtype=float)[None])}
-            ),  # one chain: r_eff 1
+            # one chain: r_eff 1
+            "posterior": xr.Dataset({"draw_index": (("chain", "draw"), np.arange(t_new.shape[1], dtype=float)[None])}),
             "posterior_predictive": xr.Dataset({"y": (dims, t_new)}),
             "observed_data": xr.Dataset({"y": (("item",), (y[:, 1] - y[:, 0]).astype(float))}),
             "log_likelihood": xr.Dataset({"y": (dims, np.zeros_like(t_new))}),

@@ -169,9 +169,8 @@ def mean_relative_ess(post, chunk: int = 256, max_entries: int = 8192) -> float:
     1.0
     """
     n_samples = post.sizes["chain"] * post.sizes["draw"]
-    post = post[
-        [k for k, da in post.data_vars.items() if {"chain", "draw"} <= set(da.dims)]
-    ]  # not the item -> cell map
+    # not the item -> cell map
+    post = post[[k for k, da in post.data_vars.items() if {"chain", "draw"} <= set(da.dims)]]
     sizes = [int(np.prod(da.shape)) // n_samples for da in post.data_vars.values()]
     step = -(-sum(sizes) // max_entries)
     total, count, offset = 0.0, 0, 0
@@ -320,14 +319,10 @@ class GatedResult(Result):
     'ok'
     """
 
-    field_kinds = {
-        "diagnostics": "object",
-        "diagnostics.passed": "flag",
-        "runtime_s": "number",
-    }  # the thresholds: checked by the property below
-    runtime_s = property(
-        lambda self: self.payload.get("runtime_s") or 0.0
-    )  # the fit's wall time, every attempt and the item draws
+    # the thresholds: checked by the property below
+    field_kinds = {"diagnostics": "object", "diagnostics.passed": "flag", "runtime_s": "number"}
+    # the fit's wall time, every attempt and the item draws
+    runtime_s = property(lambda self: self.payload.get("runtime_s") or 0.0)
 
     @property
     def diagnostics(self) -> Diagnostics:

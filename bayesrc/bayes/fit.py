@@ -48,11 +48,8 @@ from bayesrc.errors import ConvergenceError, InputError
 from bayesrc.results import finite_number, register, two_labels
 
 MODELS = ("betabinom", "change")
-CROSSCHECK_RCI_KWARGS = {
-    "n_splits": 200,
-    "n_permutations": 200,
-    "n_null": 0,
-}  # the classical run fit() cross-checks when given none
+# the classical run fit() cross-checks when given none
+CROSSCHECK_RCI_KWARGS = {"n_splits": 200, "n_permutations": 200, "n_null": 0}
 BACKENDS = ("numpyro", "pymc")
 
 
@@ -173,9 +170,8 @@ class BayesFit(GatedResult):
         return {n: folder / f"{n}.parquet" for n in ("items", "discordant") if (folder / f"{n}.parquet").is_file()}
 
     def required_columns(self, name: str) -> tuple[str, ...]:
-        return (
-            ("item_id", "dp_mean", "dp_lo90", "dp_hi90", "bayes_class") if name == "items" else ()
-        )  # the report's item table and forest
+        # the report's item table and forest
+        return ("item_id", "dp_mean", "dp_lo90", "dp_hi90", "bayes_class") if name == "items" else ()
 
     def posterior_attrs(self) -> dict:
         return {"status": self.status, "model": self.model, "backend": self.backend}
@@ -675,9 +671,8 @@ def run_checks(
     ... )
     """
     strata = data if data.covariate else model_inputs(counts, *data.versions, covariate="auto")
-    p = item_block(thinned_draws(dt["posterior"], MAX_PPC_DRAWS))["p"].values[
-        None
-    ]  # the draws the check replicates, formed for them alone
+    # the draws the check replicates, formed for them alone
+    p = item_block(thinned_draws(dt["posterior"], MAX_PPC_DRAWS))["p"].values[None]
     ppc = posterior_predictive_check(p, strata, seed=seed)
     del p  # freed before PSIS-LOO, a fit's peak step at 12,000 items
     ids = np.asarray(item_ids).astype(str)

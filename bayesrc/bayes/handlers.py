@@ -43,10 +43,8 @@ def run_fit(args: argparse.Namespace) -> int:
 
 def _run_family(args: argparse.Namespace, kwargs: dict) -> int:
     """Three or more trials files: the joint change model of the family (V1 the reference), written to ``--out``."""
-    flags = {
-        "collapsed": "--full",
-        "delta_min": "--delta-min",
-    }  # fit()'s keyword -> this command's option, where they differ
+    # fit()'s keyword -> this command's option, where they differ
+    flags = {"collapsed": "--full", "delta_min": "--delta-min"}
     given = {k: kwargs[k] for k in ("collapsed", "slope", "rope", "rule", "fdr", "threshold", "delta_min")}
     bad = (
         ["--compare"] * bool(args.compare)

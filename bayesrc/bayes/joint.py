@@ -150,9 +150,8 @@ class FamilyCells:
     weight: np.ndarray
     item_cell: np.ndarray
     n_strata: int
-    stratum_dom: np.ndarray | None = (
-        None  # with an item covariate: each stratum's domain and level (as the pair model's Cells)
-    )
+    # with an item covariate: each stratum's domain and level (as the pair model's Cells)
+    stratum_dom: np.ndarray | None = None
     stratum_group: np.ndarray | None = None
 
     @property
@@ -214,10 +213,8 @@ def family_tables(cells: FamilyCells, band_dtype=np.float64) -> dict[str, np.nda
     x = logit_grid(int(cells.n.max()))
     outcomes, t = np.unique(np.stack([cells.n.ravel(), cells.y.ravel()], 1), axis=0, return_inverse=True)
     t = t.reshape(cells.n.shape)
-    n_t, n_c = (
-        outcome_bucket(len(outcomes)),
-        -(-cells.n_cells // 32) * 32,
-    )  # padding only to a few shapes: the cells cost every gradient
+    # padding only to a few shapes: the cells cost every gradient
+    n_t, n_c = outcome_bucket(len(outcomes)), -(-cells.n_cells // 32) * 32
     e, lm = binomial_table(x, outcomes[:, 0], outcomes[:, 1])
     tables = {
         "x": x,
@@ -246,9 +243,8 @@ def node_terms(ops, mu_theta, sigma_theta, shift, spread, pi, tables):
     n_s, (n_t, n_j) = mu_theta.shape[0], e.shape
     prior = prior_weights(ops, x, mu_theta, sigma_theta)  # (stratum, node)
     ones = np.ones((1, 2 * n_j - 1))
-    g = weighted_convolutions(ops, tables, None, None, shift.reshape((-1,)), 0.0, spread.reshape((-1,)), ones)[
-        0
-    ]  # (change x stratum, outcome, node)
+    # (change x stratum, outcome, node)
+    g = weighted_convolutions(ops, tables, None, None, shift.reshape((-1,)), 0.0, spread.reshape((-1,)), ones)[0]
     base = prior[tables["cell_s"]] * e_cell[0]
     same = [(1.0 - pi[v]) * e_cell[v + 1] for v in range(key.shape[0])]
     changed = [pi[v] * g[v * n_s : (v + 1) * n_s].reshape((n_s * n_t, n_j))[key[v]] for v in range(key.shape[0])]

@@ -94,9 +94,8 @@ def rank_bands(mean: np.ndarray, rank_lo: np.ndarray, rank_hi: np.ndarray) -> np
     """
     order = np.argsort(-np.asarray(mean), kind="stable")
     reach = np.maximum.accumulate(np.asarray(rank_hi)[order])  # the worst rank any version up to here can take
-    rest = np.minimum.accumulate(np.asarray(rank_lo)[order][::-1])[
-        ::-1
-    ]  # the best rank any version from here on can take
+    # the best rank any version from here on can take
+    rest = np.minimum.accumulate(np.asarray(rank_lo)[order][::-1])[::-1]
     breaks = np.concatenate([[0], (reach[:-1] < rest[1:]).astype(int)])
     band = np.empty(len(order), int)
     band[order] = np.cumsum(breaks) + 1

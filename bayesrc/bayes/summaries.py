@@ -52,9 +52,8 @@ ITEM_COLUMNS = (
     "loo_pit",
 )
 DELTA_MIN = 0.05  # a material change in accuracy (SPEC 7)
-ITEM_BLOCK = (
-    500  # items summarised at a time: the temporaries (sorted copies, ranks, indicators) stay ~25 MB at 2,000 draws
-)
+# items summarised at a time: the temporaries (sorted copies, ranks, indicators) stay ~25 MB at 2,000 draws
+ITEM_BLOCK = 500
 
 
 def draws_summary(da, *, prob: float = 0.9, ci_kind: str = "eti") -> pd.DataFrame:
@@ -132,9 +131,8 @@ def _item_block_summary(post, rope: float, delta_min: float) -> pd.DataFrame:
     p = post["p"].values.reshape(-1, n_items, 2)
     dp = post["dp"].values.reshape(-1, n_items)
     interval = azs.eti(post["dp"], prob=0.9, dim=["chain", "draw"]).transpose("item", ...).values  # (item, bound)
-    dp_chains = chain_draw_last(
-        post["dp"]
-    )  # only the columns below: draws_summary's R-hat and tail ESS cost seconds at 10k items
+    # only the columns below: draws_summary's R-hat and tail ESS cost seconds at 10k items
+    dp_chains = chain_draw_last(post["dp"])
     d = direction_draws(post, n_items, rope=rope, delta_min=delta_min)
     p_chg = post["r"].values.reshape(-1, n_items).mean(0, dtype=float) if "r" in post else (np.abs(dp) > rope).mean(0)
     out = pd.DataFrame(

@@ -27,9 +27,8 @@ from bayesrc.classical.reliability import _split_masks, spearman_brown
 
 #: classify_counts' and sample_level_null's default rule: the paper's (rule (a) at 6 of K = 10)
 PAPER_SETTINGS = RCISettings(min_valid=6)
-NO_CHANGE_ALPHA = (
-    0.10  # no_change_test's level for "the data do not reject that nothing changed" (one minus 90% intervals' level)
-)
+# no_change_test's level for "the data do not reject that nothing changed" (one minus 90% intervals' level)
+NO_CHANGE_ALPHA = 0.10
 
 
 def nominal_rate(z: float) -> float:

@@ -71,9 +71,8 @@ def run_family(args: argparse.Namespace) -> int:
     result = pairwise_rci(counts, family_alpha=args.family_alpha, **options)
     result.save(args.out)  # pairwise_rci.json + pairwise_rci_pairs.parquet + pairwise_rci_items.parquet
     summary = result.summary()
-    print(
-        summary[~summary["metric"].isin(["multiplicity", "warning"])].to_string(index=False)
-    )  # the sentence and the warnings on lines of their own
+    # the sentence and the warnings on lines of their own
+    print(summary[~summary["metric"].isin(["multiplicity", "warning"])].to_string(index=False))
     print(result.multiplicity_sentence())
     for w in result.warnings:
         print(f"bayesrc: warning: {w}", file=sys.stderr)

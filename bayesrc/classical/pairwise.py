@@ -460,12 +460,10 @@ class PairwiseRCI(Result):
 
     # accessors -------------------------------------------------------------------------
     versions = property(lambda self: list(self.payload["versions"]))
-    multiplicity = property(
-        lambda self: self.payload["multiplicity"]
-    )  # n_pairs, n_tests, z, rule, family_alpha, per_test_rate, expected_no_change, ...
-    params = property(
-        lambda self: self.payload.get("params", {})
-    )  # the settings every pair used (reliable_change's keywords)
+    # n_pairs, n_tests, z, rule, family_alpha, per_test_rate, expected_no_change, ...
+    multiplicity = property(lambda self: self.payload["multiplicity"])
+    # the settings every pair used (reliable_change's keywords)
+    params = property(lambda self: self.payload.get("params", {}))
     z = property(lambda self: float(self.multiplicity["z"]))
     family_alpha = property(lambda self: self.multiplicity.get("family_alpha"))  # None: a per-pair z
     n_pairs = property(lambda self: int(self.multiplicity["n_pairs"]))

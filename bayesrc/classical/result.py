@@ -131,12 +131,10 @@ class PairResult:
         )
 
     # typed views of the pairs.NAME block (keys as reliable_change writes them) --------------
-    exclusions = property(
-        lambda self: self.payload["exclusions"]
-    )  # n_before, n_after, low_valid, floor_ceiling, min_valid_rule
-    reliability = property(
-        lambda self: self.payload["reliability"]
-    )  # v1/v2: r_xx, ci, mean, sd, n_splits, n_items, k, icc, icc_1_k
+    # n_before, n_after, low_valid, floor_ceiling, min_valid_rule
+    exclusions = property(lambda self: self.payload["exclusions"])
+    # v1/v2: r_xx, ci, mean, sd, n_splits, n_items, k, icc, icc_1_k
+    reliability = property(lambda self: self.payload["reliability"])
     s_diff_method = property(lambda self: self.payload["s_diff_method"])  # "reference" | "binomial"
     sd_basis = property(lambda self: self.payload["sd_basis"])
     reliability_basis = property(lambda self: self.payload["reliability_basis"])
@@ -147,13 +145,11 @@ class PairResult:
     flips = property(lambda self: self.payload.get("flips") or {})
     domain = property(lambda self: self.payload["domain"])  # chi2, p, cramers_v, per_domain, table
     difficulty_bins = property(lambda self: self.payload["difficulty_bins"])  # records: difficulty_table()
-    effect_sizes = property(
-        lambda self: self.payload["effect_sizes"]
-    )  # |dp| of all / of the reliably changed items: n, mean, median, shares >= 0.2, 0.4
+    # |dp| of all / of the reliably changed items: n, mean, median, shares >= 0.2, 0.4
+    effect_sizes = property(lambda self: self.payload["effect_sizes"])
     aggregate = property(lambda self: self.payload["aggregate"])  # n, mean_delta, ci95 (t interval)
-    k_for_r80 = property(
-        lambda self: self.payload["k_for_r80"]
-    )  # v1/v2: the K that reaches r_xx = 0.8 (None: r_xx not in (0, 1))
+    # v1/v2: the K that reaches r_xx = 0.8 (None: r_xx not in (0, 1))
+    k_for_r80 = property(lambda self: self.payload["k_for_r80"])
     k_for_r90 = property(lambda self: self.payload["k_for_r90"])
     warnings = property(lambda self: list(self.payload.get("warnings") or []))
 

@@ -112,10 +112,8 @@ def builtin_items(n_items: int = 60, seed: int = 0) -> list[dict]:
         raise InputError(f"must be >= 1, got {n_items}", field="n")
     rng = random.Random(seed)
     pools = {}
-    for domain in (
-        *_DOMAINS,
-        *_EXTRA_DOMAINS,
-    ):  # base pools are shuffled first: their order does not depend on the extras
+    # base pools are shuffled first: their order does not depend on the extras
+    for domain in (*_DOMAINS, *_EXTRA_DOMAINS):
         pool = _candidates(domain)
         rng.shuffle(pool)
         pools[domain] = pool

@@ -56,9 +56,8 @@ class ModelCard:
     system: str = ""
     template: str = DEFAULT_TEMPLATE
     max_tokens: int = 8
-    answer: str = (
-        "first"  # the extraction rule (bayesrc.collect.extract.ANSWER_RULES): first valid letter, or the final answer
-    )
+    # the extraction rule (bayesrc.collect.extract.ANSWER_RULES): first valid letter, or the final answer
+    answer: str = "first"
     extra: dict[str, Any] = field(default_factory=dict)
 
 

@@ -53,9 +53,8 @@ def _add_collect_command(sub: argparse._SubParsersAction) -> None:
     _add_engine_arguments(p)
     _add_items_and_seeds_arguments(p)
     _add_execution_arguments(p)
-    p.set_defaults(
-        func="bayesrc.collect.handlers:run_collect"
-    )  # bayesrc.scale.commands adds --ray (item shards on Ray) to this parser
+    # bayesrc.scale.commands adds --ray (item shards on Ray) to this parser
+    p.set_defaults(func="bayesrc.collect.handlers:run_collect")
 
 
 def _add_collect_paths(p: argparse.ArgumentParser) -> None:

@@ -650,9 +650,8 @@ class FastEngine:
         n_seq = 1 + self.items_per_batch * k
         own = max(len(p.own) for p in prompts)
         per_seq = -(-(len(prompts[0].shared) + own + self.sampling.max_tokens) // 256) * 256
-        n_batch = max(
-            512, own, n_seq, self.model.llm.n_batch
-        )  # an own block (a whole prompt's n_batch piece), or one token of every open branch
+        # an own block (a whole prompt's n_batch piece), or one token of every open branch
+        n_batch = max(512, own, n_seq, self.model.llm.n_batch)
         s = self._seq
         if s is None or s.n_seq < n_seq or s.n_per_seq < per_seq or s.n_batch < n_batch:
             if s is not None:

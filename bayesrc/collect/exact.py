@@ -140,9 +140,8 @@ class ExactEngine(FastEngine):
         import llama_cpp  # deferred: llama.cpp's library, only to collect (collect extra)
 
         llm = self.model.llm
-        chain = make_sampler(
-            self.model, self.sampling, 0
-        )  # the chain create_completion builds; its seed is irrelevant here
+        # the chain create_completion builds; its seed is irrelevant here
+        chain = make_sampler(self.model, self.sampling, 0)
         for tok in prefix:  # penalty state: the tokens generated so far
             chain.accept(tok)
         logits = llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1)  # noqa: SLF001 - what llama_sampler_sample reads

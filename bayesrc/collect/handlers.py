@@ -106,9 +106,8 @@ def run_collect(args: argparse.Namespace) -> int:
         f"{res.run_dir}: {res.n_trials} trials over {res.n_items} items "
         f"({res.n_new_items} new items, {rate:.1f} trials/s)"
     )
-    if (
-        res.server_retries
-    ):  # the faults the run rode through, on stderr (stdout stays the one result line); run.json keeps them
+    # the faults the run rode through, on stderr (stdout stays the one result line); run.json keeps them
+    if res.server_retries:
         print(f"bayesrc: {retries_line(res.server_retries)} (run.json info.retries)", file=sys.stderr)
     return 0
 

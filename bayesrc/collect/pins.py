@@ -353,9 +353,8 @@ def _read_shards(shards: list[Path], out: Path) -> tuple[list[dict], list[int], 
         ]
         if diff:
             raise InputError(f"shard pins differ from {shards[0]} in {', '.join(diff)}", path=s / "run.json")
-        if (rec["pins"].get("runtime.engine") == "exact") != (
-            base.get("runtime.engine") == "exact"
-        ):  # exact parts and sampled trials do not mix
+        # exact parts and sampled trials do not mix
+        if (rec["pins"].get("runtime.engine") == "exact") != (base.get("runtime.engine") == "exact"):
             raise InputError(
                 "exact and sampled shards cannot be merged "
                 f"({shards[0] / 'run.json'} has {base.get('runtime.engine')!r})",

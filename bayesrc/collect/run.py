@@ -76,9 +76,8 @@ def make_pins(
         **_runtime_pins(card, model, spec.engine),
     }
     pins |= salt_pins(spec, pins)
-    if (
-        spec.items_per_batch != 1
-    ):  # batch shapes change the logits (like prompt.blocks); absent at 1, as before the option
+    # batch shapes change the logits (like prompt.blocks); absent at 1, as before the option
+    if spec.items_per_batch != 1:
         n = spec.items_per_batch
         pins["prompt.items_per_batch"] = (
             f"{n}: items i with the same i // {n} evaluated together "
@@ -287,9 +286,8 @@ def _open_local_run(
     selected = bank.items[rng[0] : rng[1]]
     shared, prompts = render_prompts(card, model, selected, max_tokens=sampling.max_tokens, bank_path=bank.path)
     pins = make_pins(card, model, bank, rng, sampling, spec, label=label, shared=shared)
-    engine = _local_engine(
-        spec, model, sampling
-    )  # made before the record is written (holds no llama.cpp memory until it draws)
+    # made before the record is written (holds no llama.cpp memory until it draws)
+    engine = _local_engine(spec, model, sampling)
     return _LocalRun(
         spec,
         card,

@@ -222,9 +222,8 @@ class RunResult:
     n_new_items: int
     seconds: float  # whole call, including model load and hashing
     sample_seconds: float = 0.0  # drawing the new trials only (for trials/s)
-    server_retries: dict[str, int] = field(
-        default_factory=dict
-    )  # server engine: this call's retried requests by fault kind
+    # server engine: this call's retried requests by fault kind
+    server_retries: dict[str, int] = field(default_factory=dict)
 
     @property
     def trials_path(self) -> Path:

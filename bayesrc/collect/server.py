@@ -66,9 +66,8 @@ from bayesrc.errors import InputError
 
 RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 SERVER_APIS = ("completions", "chat")  # POST /v1/completions (the default) or /v1/chat/completions
-NO_ANSWER = (
-    "body without an answer"  # the fault kind of a JSON body that holds no answer (an error object, a foreign body)
-)
+# the fault kind of a JSON body that holds no answer (an error object, a foreign body)
+NO_ANSWER = "body without an answer"
 # seconds: the longest back-off, and the longest Retry-After honoured (a collection should not sleep for hours)
 MAX_DELAY = 30.0
 
@@ -113,9 +112,8 @@ def fault_kind(exc: BaseException) -> str:
         return "connection refused"
     if isinstance(exc, http.client.IncompleteRead):
         return "truncated body"
-    if isinstance(
-        exc, ConnectionError
-    ):  # reset, aborted, broken pipe; RemoteDisconnected (closed before an answer) too
+    # reset, aborted, broken pipe; RemoteDisconnected (closed before an answer) too
+    if isinstance(exc, ConnectionError):
         return "connection reset"
     return "connection error"
 
@@ -328,10 +326,8 @@ class ServerClient:
                 f"HTTP {exc.code}: {detail}",
                 retry_after_seconds((exc.headers or {}).get("Retry-After")),
             ) from None
-        except (
-            http.client.HTTPException,
-            OSError,
-        ) as exc:  # URLError, refused, reset, timeout, IncompleteRead, a bad status line
+        # URLError, refused, reset, timeout, IncompleteRead, a bad status line
+        except (http.client.HTTPException, OSError) as exc:
             raise Retryable(fault_kind(exc), str(getattr(exc, "reason", exc)) or type(exc).__name__) from None
         try:
             return json.loads(raw)

@@ -155,19 +155,15 @@ class CompareResult(Result):
     q = property(lambda self: self.payload["q"])
     found = property(lambda self: self.payload["found"])  # the FDR selection flagged what fail_on names (no margin)
     margin = property(lambda self: self.payload.get("margin"))  # margin evidence (margin_evidence) or None
-    noise = property(
-        lambda self: self.payload.get("noise")
-    )  # noise decomposition (bayesrc.classical.noise_from_counts) or None
-    resolution = property(
-        lambda self: self.payload.get("resolution")
-    )  # what the comparison could have detected (resolution) or None
+    # noise decomposition (bayesrc.classical.noise_from_counts) or None
+    noise = property(lambda self: self.payload.get("noise"))
+    # what the comparison could have detected (resolution) or None
+    resolution = property(lambda self: self.payload.get("resolution"))
     status = property(lambda self: self.payload["status"])  # "ok" or "failed" (convergence gate)
-    bayes = property(
-        lambda self: self.payload["bayes"]
-    )  # n_improved, n_deteriorated, expected_false, aggregate {mean, lo90, hi90, p_below_0}
-    classical = property(
-        lambda self: self.payload["classical"]
-    )  # RCI counts, S_diff, aggregate mean dp with t interval, rule (a)
+    # n_improved, n_deteriorated, expected_false, aggregate {mean, lo90, hi90, p_below_0}
+    bayes = property(lambda self: self.payload["bayes"])
+    # RCI counts, S_diff, aggregate mean dp with t interval, rule (a)
+    classical = property(lambda self: self.payload["classical"])
     items = property(lambda self: self.tables.get("items"))  # flagged items first (bayes class, posterior, RCI class)
 
     @property
@@ -611,9 +607,8 @@ def compare(
         raise ValueError(f"q must be in (0, 1), got {q}")
     if margin is not None and not (0 < margin < 1 and q < 0.5):
         raise ValueError(f"a margin needs 0 < margin < 1 and q < 0.5, got margin {margin}, q {q}")
-    rci = reliable_change(
-        counts, n_splits=200, n_permutations=200
-    )  # one classical run: the fit's cross-check and the summary's
+    # one classical run: the fit's cross-check and the summary's
+    rci = reliable_change(counts, n_splits=200, n_permutations=200)
     res = fit(
         counts,
         model="change",

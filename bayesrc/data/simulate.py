@@ -356,9 +356,8 @@ def simulate_family(
         truth[f"delta_logit_{label}"], truth[f"changed_{label}"] = d["delta_logit"].to_numpy(), d["changed"].to_numpy()
         truth[f"p_{label}"] = expit(truth["theta"].to_numpy() + d["delta_logit"].to_numpy())
     p = truth[[f"p_{v}" for v in labels]].to_numpy()
-    answers = np.array(list(LETTERS))[
-        np.random.default_rng(seeds[-1]).integers(0, 10, n_items)
-    ]  # one key per item, in every version
+    # one key per item, in every version
+    answers = np.array(list(LETTERS))[np.random.default_rng(seeds[-1]).integers(0, 10, n_items)]
     common = dict(k=k, missing_rate=missing_rate, item_index=truth["item_index"], answers=answers)
     trials = [
         trials_from_accuracy(

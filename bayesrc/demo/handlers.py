@@ -69,9 +69,8 @@ def run_demo(args: argparse.Namespace) -> int:
             atomic_write_json(stage / "demo.json", record)
         for n, f in fits.items():
             f.write(stage / n)
-        report = render_report(
-            stage, run_name=out.resolve().name
-        )  # from the stage: results and reports land in one swap
+        # from the stage: results and reports land in one swap
+        report = render_report(stage, run_name=out.resolve().name)
         report.write_into(stage)
     reports = {n: out / fname for n, fname in report.main.items()}
 

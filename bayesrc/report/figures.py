@@ -139,9 +139,8 @@ def difficulty_churn(bins: pd.DataFrame, *, title: str = "") -> Figure:
         color=CLASS_COLOURS[DETERIORATED],
         label=CLASS_LABELS[DETERIORATED],
     )
-    for xi, ni, top in zip(
-        x, bins["n"], np.nan_to_num(imp + det)
-    ):  # a label inside the axes: a share over 1 (counts above n) would stretch the PNG
+    # a label inside the axes: a share over 1 (counts above n) would stretch the PNG
+    for xi, ni, top in zip(x, bins["n"], np.nan_to_num(imp + det)):
         ax.text(xi, min(top, 1.0) + 0.01, f"n={int(ni)}" if np.isfinite(ni) else "n=n/a", ha="center", fontsize=7)
     ax.set_xticks(x, list(bins["bin"]))
     ax.set(

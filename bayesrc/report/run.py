@@ -117,9 +117,8 @@ class Run:
     family_truth: Any = None  # bayesrc.truth.FamilyTruth (bayesrc truth on three or more exact runs)
     model_comparison: Any = None  # bayesrc.bayes.ModelComparison (bayesrc fit --compare: one comparison per model)
     joint: Any = None  # bayesrc.bayes.JointFit (bayesrc fit V1 V2 V3 ...: a family of versions)
-    pairwise: Any = (
-        None  # bayesrc.classical.PairwiseRCI (bayesrc rci --family: every pair of a family, the multiplicity stated)
-    )
+    # bayesrc.classical.PairwiseRCI (bayesrc rci --family: every pair of a family, the multiplicity stated)
+    pairwise: Any = None
     files: dict[str, Path] = field(default_factory=dict)
 
     def sensitivity_png(self, name: str) -> Path | None:
@@ -170,9 +169,8 @@ def load_run(run_dir: str | Path) -> Run:
         run.rci, run.files["rci.json"] = RCIRun.load(root), root / "rci.json"
         if not run.rci.names:  # a report is per pair: an rci.json without one has nothing to show
             raise InputError("holds no version pair", path=root / "rci.json", field="pairs")
-    plain = (
-        BayesFit.load(root) if (root / BayesFit.main_file).is_file() else None
-    )  # a fit written into the run folder itself
+    # a fit written into the run folder itself
+    plain = BayesFit.load(root) if (root / BayesFit.main_file).is_file() else None
     owner = None if plain is None else plain.payload.get("pair")  # the pair it belongs to, when recorded
     names = list(run.rci.names) if run.rci is not None else []
     if not names and plain is not None:

@@ -219,9 +219,8 @@ def collect_ray(
                 shutil.rmtree(out / "shards", ignore_errors=True)
                 (out / "ray.json").unlink(missing_ok=True)
             raise
-        rec = read_run_record(
-            merge_runs(job.dirs, out, lock_output=False)
-        )  # checks every shard's pins against the first; the lock is ours
+        # checks every shard's pins against the first; the lock is ours
+        rec = read_run_record(merge_runs(job.dirs, out, lock_output=False))
     res.n_items, res.n_trials = rec["n_items_done"], rec["n_trials"]
     res.n_new_items = res.n_items - done0
     res.seconds = time.monotonic() - t0

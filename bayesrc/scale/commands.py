@@ -30,6 +30,5 @@ def register(sub: argparse._SubParsersAction) -> None:
     collect = sub.choices.get("collect")
     if collect is not None:  # Ray is another way to run collect's item shards: `bayesrc collect ... --ray`
         add_ray_arguments(collect, "item shards (one actor per worker, each loading the model once)")
-        collect.set_defaults(
-            func="bayesrc.scale.handlers:run_collect_maybe_ray"
-        )  # without --ray: collect's own handler
+        # without --ray: collect's own handler
+        collect.set_defaults(func="bayesrc.scale.handlers:run_collect_maybe_ray")

@@ -151,9 +151,8 @@ def fit_many(
         jobs.append((n_devices or 1, counts, dict(fit_kwargs or {})))
     results = (mapper or serial_map)(fit_task, jobs)
     rows = []
-    with staged_output(
-        out
-    ) as stage:  # every pair's fit and the summary, or none: a failed write can be rerun as it was
+    # every pair's fit and the summary, or none: a failed write can be rerun as it was
+    with staged_output(out) as stage:
         for row, res in zip(pairs.itertuples(index=False), results):
             (stage / row.name).mkdir()
             res.write_into(stage / row.name)

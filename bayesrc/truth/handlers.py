@@ -29,9 +29,8 @@ def run_truth(args: argparse.Namespace) -> int:
     check_sampler_sizes(args)
     configure_host_devices(min(args.chains, os.cpu_count() or 1))
     runs = [load_exact(r) for r in args.runs]
-    check_all_comparable(
-        args.runs, allow=args.allow_pin, force=args.force
-    )  # bad input fails here, before any fit; only the model may differ (SPEC 6)
+    # bad input fails here, before any fit; only the model may differ (SPEC 6)
+    check_all_comparable(args.runs, allow=args.allow_pin, force=args.force)
     family = len(runs) > 2
     methods = (
         tuple(m.strip() for m in args.methods.split(",") if m.strip())
