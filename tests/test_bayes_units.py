@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -217,9 +219,8 @@ def test_prior_sensitivity_of_rcis_estimated_fdp_matches_the_power_scaled_poster
     flags = np.array(["improved", "improved", "no_change"])
     s = rci_fdp_prior_sensitivity(post, flags, change_log_prior(post, sites=STRUCTURE_SITES), alphas=(0.5, 1.0, 2.0))
     assert s["rci_estimated_fdp"] == pytest.approx([1 - 3.5 / 5.5, 1 - 5 / 7, 1 - 8 / 10], abs=0.01)
-    assert s["rci_estimated_fdp_material"][1] == pytest.approx(
-        float((pi <= 0.5).mean()), abs=1e-9
-    )  # alpha = 1: no reweighting
+    # alpha = 1: no reweighting
+    assert s["rci_estimated_fdp_material"][1] == pytest.approx(float((pi <= 0.5).mean()), abs=1e-9)
     assert max(s["pareto_k"]) < 0.7 and s["sensitive"] is True
     # no flag: nothing to estimate
     none = rci_fdp_prior_sensitivity(post, np.array(["no_change"] * 3), change_log_prior(post, sites=STRUCTURE_SITES))
@@ -886,9 +887,8 @@ def test_item_draws_given_the_drawn_hyperparameters_rank_uniformly(prior_seed):
             clip(np.log(p_true[:, 1]) - np.log1p(-p_true[:, 1])),
         )
     for name, d, t in (("p_v1", p1, t1), ("p_v2", p2, t2), ("dp", p2 - p1, t2 - t1)):
-        ranks = (d < t).sum(0) + rng.integers(
-            0, (d == t).sum(0) + 1
-        )  # 0..99 per item; ties (dp = 0 when unchanged) broken at random
+        # 0..99 per item; ties (dp = 0 when unchanged) broken at random
+        ranks = (d < t).sum(0) + rng.integers(0, (d == t).sum(0) + 1)
         hist = np.bincount(ranks // 10, minlength=10)
         assert stats.chisquare(hist).pvalue > 0.001, (name, hist.tolist())
 
@@ -1065,10 +1065,8 @@ def test_numpyro_later_rounds_reuse_the_first_rounds_adaptation(monkeypatch):
     n_dev = min(4, jax.local_device_count())
     cfg = SamplerConfig(chains=2 * n_dev, tune=300, draws=500, max_draws=500, seed=3, progress=False)
     dt = samplers.run_numpyro(model, {"scale": np.array([1.0, 50.0])}, cfg, {}, {})
-    assert lengths == [
-        800,
-        samplers.REUSED_METRIC_BURN_IN + 500,
-    ]  # one call per round: warm-up, then burn-in, and the draws
+    # one call per round: warm-up, then burn-in, and the draws
+    assert lengths == [800, samplers.REUSED_METRIC_BURN_IN + 500]
     a = dt["posterior"]["a"].values
     assert a.shape == (2 * n_dev, 500, 2) and not dt["sample_stats"]["diverging"].values.any()
     np.testing.assert_allclose(a.std(axis=1), np.broadcast_to([1.0, 50.0], (2 * n_dev, 2)), rtol=0.25)
@@ -1092,15 +1090,15 @@ def test_numpyro_later_rounds_warm_up_on_their_own_after_a_poor_first_round(monk
     diverged[1][1, 400] = True
     saturated = (None, healthy[1], np.full((2, 800), 1023))
     early = (None, diverged[1] * 0 | (np.arange(800) == 5), healthy[2])  # in the warm-up: not a draw
-    assert samplers._adapted_well([healthy], cfg) and samplers._adapted_well([early], cfg)
-    assert not samplers._adapted_well([diverged], cfg) and not samplers._adapted_well([saturated], cfg)
+    assert samplers._adapted_well([healthy], 300, cfg) and samplers._adapted_well([early], 300, cfg)
+    assert not samplers._adapted_well([diverged], 300, cfg) and not samplers._adapted_well([saturated], 300, cfg)
 
     def model(scale):
         numpyro.sample("a", dist.Normal(0.0, scale).to_event(1))
 
     lengths, advance_chunks = [], samplers._advance_chunks
     monkeypatch.setattr(samplers, "_advance_chunks", lambda *a: lengths.append(a[3]) or advance_chunks(*a))
-    monkeypatch.setattr(samplers, "_adapted_well", lambda calls, cfg: False)
+    monkeypatch.setattr(samplers, "_adapted_well", lambda calls, skip, cfg: False)
     import jax
 
     two_rounds = SamplerConfig(
@@ -1108,6 +1106,43 @@ def test_numpyro_later_rounds_warm_up_on_their_own_after_a_poor_first_round(monk
     )
     dt = samplers.run_numpyro(model, {"scale": np.array([1.0, 50.0])}, two_rounds, {}, {})
     assert lengths == [800, 800] and dt["posterior"].sizes["draw"] == 500
+
+
+def test_numpyro_fits_in_a_shared_adaptation_block_start_from_an_earlier_fits_adaptation(monkeypatch):
+    """Inside ``shared_adaptation`` a fit of the same shape starts from an earlier fit's mass matrix and step size
+    and runs a burn-in of ``REUSED_METRIC_BURN_IN`` transitions instead of the warm-up, and still draws from its own
+    target (scales 2 and 100 after a fit at 1 and 50); a fit of another shape, a retry under ``own_adaptation`` and
+    a fit outside the block warm up on their own."""
+    import jax
+    import numpyro
+    import numpyro.distributions as dist
+
+    from bayesrc.bayes import samplers
+    from bayesrc.config import SamplerConfig
+
+    def model(scale):
+        numpyro.sample("a", dist.Normal(0.0, scale).to_event(1))
+
+    lengths, advance_chunks = [], samplers._advance_chunks
+    monkeypatch.setattr(samplers, "_advance_chunks", lambda *a: lengths.append(a[3]) or advance_chunks(*a))
+    n_dev = min(4, jax.local_device_count())
+    cfg = SamplerConfig(chains=n_dev, tune=300, draws=500, max_draws=500, seed=3, progress=False)  # one round
+    run = lambda scale, seed=3: samplers.run_numpyro(model, {"scale": np.array(scale)}, replace(cfg, seed=seed), {}, {})
+    with samplers.shared_adaptation():
+        first = run([1.0, 50.0])
+        second = run([2.0, 100.0], seed=4)
+        with samplers.own_adaptation():
+            run([1.0, 50.0])
+        run([1.0, 50.0, 3.0])  # another shape
+    run([2.0, 100.0], seed=4)
+    burn = samplers.REUSED_METRIC_BURN_IN
+    assert lengths == [800, burn + 500, 800, 800, 800]
+    assert (first.attrs["shared_adaptation"], second.attrs["shared_adaptation"]) == (0, 1)
+    a = second["posterior"]["a"].values
+    assert a.shape == (n_dev, 500, 2) and not second["sample_stats"]["diverging"].values.any()
+    np.testing.assert_allclose(a.std(axis=1), np.broadcast_to([2.0, 100.0], (n_dev, 2)), rtol=0.25)
+    steps = [dt["sample_stats"]["n_steps"].values.mean() for dt in (first, second)]
+    assert steps[1] <= 1.5 * steps[0]
 
 
 @pytest.mark.parametrize("progress", [True, False])
@@ -1124,6 +1159,32 @@ def test_progress_bar_appears_after_its_delay_unless_turned_off(progress, capsys
             bar.update()
     err = capsys.readouterr().err
     assert ("truth" in err and "replicate" in err) == progress, err
+
+
+def test_progress_bar_in_a_notebook_without_ipywidgets_is_text_and_warns_nothing(monkeypatch, capsys):
+    """In a Jupyter kernel without ipywidgets the bar is tqdm's text bar, with no "IProgress not found" warning
+    (tqdm.auto's, which put this machine's site-packages path into the rendered docs); with ipywidgets, the widget."""
+    import importlib.util
+    import sys
+    import types
+    import warnings
+
+    from tqdm.std import tqdm as text_bar
+
+    from bayesrc.bayes import samplers
+
+    monkeypatch.setitem(sys.modules, "ipykernel", types.ModuleType("ipykernel"))
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "ipywidgets" else real_find_spec(name, *a)
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with samplers.progress_bar(None, 3) as bar:
+            shown = not bar.disable  # a kernel is running
+            bar.update(3)
+    assert type(bar) is text_bar and shown
+    assert "IProgress" not in capsys.readouterr().err
 
 
 def test_fit_refuses_bad_arguments_before_it_samples(monkeypatch):

@@ -28,7 +28,7 @@ from bayesrc.bayes.inputs import ModelInputs, model_inputs
 from bayesrc.bayes.joint import family_item_draws, joint_numpyro, joint_pymc
 from bayesrc.bayes.joint_fit import JointFit, fit_joint, rank_bands
 from bayesrc.bayes.model_comparison import ModelComparison, compare
-from bayesrc.bayes.samplers import SamplerConfig, configure_host_devices
+from bayesrc.bayes.samplers import SamplerConfig, configure_host_devices, shared_adaptation
 from bayesrc.bayes.summaries import (
     ITEM_COLUMNS,
     agreement_table,
@@ -81,6 +81,7 @@ __all__ = [
     "realised_fdp",
     "sample",
     "select",
+    "shared_adaptation",
     "sufficient_stats",
     "with_item_draws",
 ]

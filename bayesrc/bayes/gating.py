@@ -9,10 +9,11 @@ switch model use it.
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from dataclasses import replace
 
 from bayesrc.bayes.diagnostics import Diagnostics, gate
-from bayesrc.bayes.samplers import SamplerConfig
+from bayesrc.bayes.samplers import SamplerConfig, own_adaptation
 
 # Each further attempt after a failed gate, by what failed (warm-up and draws as multiples of the first
 # attempt's, target acceptance at least this): divergences mean the step size was too large for the
@@ -62,10 +63,10 @@ def sample_gated(sampler, var_names: list[str], first: SamplerConfig, thresholds
         if diag is not None:
             cfg = escalated_config(first, diag, attempt)
         t0 = time.perf_counter()
-        dt = sampler(config=cfg)
-        cfg = replace(
-            cfg, draws=int(dt["posterior"].sizes["draw"])
-        )  # NumPyro's chains may have gone on (SamplerConfig.max_draws)
+        with own_adaptation() if attempt else nullcontext():  # a retry warms up afresh (samplers.shared_adaptation)
+            dt = sampler(config=cfg)
+        # NumPyro's chains may have gone on (SamplerConfig.max_draws)
+        cfg = replace(cfg, draws=int(dt["posterior"].sizes["draw"]))
         diag = gate(dt, var_names, **thresholds)
         attempts.append(
             {

@@ -6,7 +6,8 @@
   :func:`configure_host_devices` does), in rounds when there are more chains than devices: a later
   round's chains start from their own initial points with the first round's adapted mass matrix and
   a short burn-in (:data:`REUSED_METRIC_BURN_IN`) instead of a warm-up of their own, where the first
-  round adapted well (:func:`_adapted_well`).
+  round adapted well (:func:`_adapted_well`). Inside :func:`shared_adaptation` a fit's first round starts so
+  from an earlier fit of the same shape in the block (replicates, a sweep).
 * PyMC: :func:`pymc.sample` with the nutpie sampler on the model compiled by JAX
   (:func:`run_pymc`; ``pymc`` itself is imported lazily: ``import pymc`` takes seconds).
 
@@ -16,16 +17,18 @@ Both return a DataTree whose ``sample_stats`` holds a boolean ``diverging``
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from math import gcd
 from typing import Any
 
 import numpy as np
-from tqdm.auto import tqdm
+from tqdm.std import tqdm as text_bar
 
 from bayesrc.bayes.diagnostics import chain_draw_last, convergence
 
@@ -130,14 +133,61 @@ def _burn_in(cfg: SamplerConfig, chunk: int) -> int:
     return short if short < cfg.tune and short % chunk == 0 else cfg.tune
 
 
-def _adapted_well(calls: list, cfg: SamplerConfig) -> bool:
-    """Whether the first round's adaptation is fit for later rounds: none of its draws diverged, and its trees did not
-    run to the maximum depth on average. A stuck chain's step size collapses (a chain of a later round would take
-    1,023 leapfrog steps a transition from it: 289 s against 27 s on a failing fit); then each round warms up on its
-    own."""
-    diverging = np.concatenate([np.asarray(d) for _, d, _ in calls], 1)[:, cfg.tune :]
-    steps = np.concatenate([np.asarray(n) for _, _, n in calls], 1)[:, cfg.tune :]
+def _adapted_well(calls: list, skip: int, cfg: SamplerConfig) -> bool:
+    """Whether a round's adaptation (its calls' transitions, the first ``skip`` before its draws) is fit for other
+    chains: none of its draws diverged, and its trees did not run to the maximum depth on average. A stuck chain's
+    step size collapses (a chain of a later round would take 1,023 leapfrog steps a transition from it: 289 s against
+    27 s on a failing fit); then each round warms up on its own."""
+    diverging = np.concatenate([np.asarray(d) for _, d, _ in calls], 1)[:, skip:]
+    steps = np.concatenate([np.asarray(n) for _, _, n in calls], 1)[:, skip:]
     return not diverging.any() and steps.mean() < 2**cfg.max_tree_depth - 1
+
+
+_SHARED_ADAPTATION: ContextVar[dict | None] = ContextVar("bayesrc_shared_adaptation", default=None)
+
+
+@contextmanager
+def shared_adaptation() -> Iterator[None]:
+    """In this block, a NumPyro fit starts from the adaptation of the block's last fit of the same shape.
+
+    Fits of one shape (the same model, its sites' shapes, warm-up length and chains per round), such as the
+    replicates of ``bayesrc truth``, a sensitivity sweep's refits or a notebook's refits of new data, spend much of
+    their sampling in the same warm-up, whose first ~100 transitions take 3-4 times the leapfrog steps of the
+    later ones. Here a fit's chains start from their own initial points with the mass matrix and step size an
+    earlier fit's chains adapted, and adapt only the step size over :data:`REUSED_METRIC_BURN_IN` transitions
+    before their draws (as a later round of chains in one fit does). Only an adaptation whose draws did not diverge
+    and whose trees stayed below the maximum depth is passed on; the gate judges each fit as always, and an
+    escalated attempt after a failed gate warms up on its own (:func:`own_adaptation`). The draws then depend on
+    the fits before them in the block: rerunning the block gives the same draws, one fit alone does not.
+
+    Examples
+    --------
+    >>> from bayesrc.bayes import fit, shared_adaptation
+    >>> with shared_adaptation():                                  # doctest: +SKIP
+    ...     fits = [fit(counts) for counts in replicates]
+    """
+    token = _SHARED_ADAPTATION.set({})
+    try:
+        yield
+    finally:
+        _SHARED_ADAPTATION.reset(token)
+
+
+@contextmanager
+def own_adaptation() -> Iterator[None]:
+    """In this block every fit warms up on its own, also inside :func:`shared_adaptation` (a retry after a failed
+    gate: :func:`bayesrc.bayes.gating.sample_gated`), and passes nothing on."""
+    token = _SHARED_ADAPTATION.set(None)
+    try:
+        yield
+    finally:
+        _SHARED_ADAPTATION.reset(token)
+
+
+def _adaptation_key(inits: dict, cfg: SamplerConfig, n_dev: int) -> tuple:
+    """What an adaptation must match to serve a fit: the sites and their shapes (one chain's), the warm-up length
+    (its window schedule) and the chains per round (the states' leading axis)."""
+    return tuple(sorted((k, np.shape(v)[1:]) for k, v in inits.items())), cfg.tune, n_dev
 
 
 def _with_metric(state, adapted, tune: int, burn: int):
@@ -171,24 +221,30 @@ def _run_numpyro(jax, model: Callable, data: dict[str, Any], cfg: SamplerConfig,
     chunk = _chunk(cfg)
     burn = _burn_in(cfg, chunk)
     in_round = [min(n_dev, cfg.chains - r * n_dev) for r in range(rounds)]  # chains kept of each round
+    shared, shape = _SHARED_ADAPTATION.get(), _adaptation_key(inits, cfg, n_dev)
+    earlier = shared.get(shape) if shared is not None and burn < cfg.tune else None  # an earlier fit's, in the block
     states, parts, skips = [], [], []  # skips: each round's transitions before its draws
+    first_skip = cfg.tune if earlier is None else burn
     with progress_bar(
-        cfg.progress, (cfg.tune + cfg.draws) * in_round[0] + (burn + cfg.draws) * sum(in_round[1:])
+        cfg.progress, (first_skip + cfg.draws) * in_round[0] + (burn + cfg.draws) * sum(in_round[1:])
     ) as bar:
         for r in range(rounds):
-            idx = (
-                np.arange(r * n_dev, (r + 1) * n_dev) % cfg.chains
-            )  # an uneven last round repeats a chain, dropped below
+            # an uneven last round repeats a chain, dropped below
+            idx = np.arange(r * n_dev, (r + 1) * n_dev) % cfg.chains
             state = start(keys[idx], jax.tree.map(lambda a: a[idx], inits), data)
-            skips.append(burn if r and burn < cfg.tune and _adapted_well(parts[0], cfg) else cfg.tune)
-            if skips[r] < cfg.tune:  # the first round's adaptation, each of its chains' for one chain of this round
-                state = jax.pmap(_with_metric, static_broadcasted_argnums=(2, 3))(state, states[0], cfg.tune, skips[r])
+            # each chain of this round from one chain's adaptation: an earlier fit's, or the first round's if healthy
+            source = earlier if r == 0 else states[0] if _adapted_well(parts[0], skips[0], cfg) else None
+            skips.append(cfg.tune if source is None else burn)
+            if source is not None:
+                state = jax.pmap(_with_metric, static_broadcasted_argnums=(2, 3))(state, source, cfg.tune, burn)
             elif r:  # a warm-up of its own after all: the bar counted a burn-in
                 bar.total += (cfg.tune - burn) * in_round[r]
             parts.append([])
             states.append(
                 _advance_chunks(advance, state, data, skips[r] + cfg.draws, chunk, bar, in_round[r], parts[r])
             )
+    if shared is not None and _adapted_well(parts[0], skips[0], cfg):
+        shared[shape] = states[0]
     dt = _datatree(jax, *_gathered(jax, parts, skips, cfg), constrain, data, coords, dims)
     budget = (cfg.max_draws or 2 * cfg.draws) - cfg.draws
     while budget >= chunk and _too_short(dt):
@@ -200,9 +256,9 @@ def _run_numpyro(jax, model: Callable, data: dict[str, Any], cfg: SamplerConfig,
             ]
         budget -= more
         dt = _datatree(jax, *_gathered(jax, parts, skips, cfg), constrain, data, coords, dims)
-    dt.attrs["chains_per_round"] = (
-        n_dev  # a later round's chains start from the first's adaptation: their draws depend on it
-    )
+    # a later round's chains start from the first's adaptation: their draws depend on it
+    dt.attrs["chains_per_round"] = n_dev
+    dt.attrs["shared_adaptation"] = int(earlier is not None)  # its first round from an earlier fit's (in the block)
     return dt
 
 
@@ -219,9 +275,8 @@ def _advance_chunks(advance, state, data, length: int, chunk: int, bar, n_chains
 def _gathered(jax, parts: list[list], skips: list[int], cfg: SamplerConfig):
     """(z, diverging, n_steps) of every chain after its round's warm-up or burn-in (``skips``), (chain, draw, ...),
     from each round's calls."""
-    rounds = [
-        jax.tree.map(lambda *a: np.concatenate(a, 1)[:, skip:], *calls) for calls, skip in zip(parts, skips)
-    ]  # (device, draw, ...)
+    # (device, draw, ...)
+    rounds = [jax.tree.map(lambda *a: np.concatenate(a, 1)[:, skip:], *calls) for calls, skip in zip(parts, skips)]
     flat = lambda *a: np.concatenate(a, 0)[: cfg.chains]  # noqa: E731
     return tuple(jax.tree.map(flat, *field) for field in zip(*rounds))
 
@@ -272,7 +327,18 @@ def progress_bar(progress: bool | None, total: int, desc: str = "NUTS", unit: st
     >>> with progress_bar(False, 10) as bar:
     ...     bar.update(10)
     """
-    return tqdm(total=total, desc=desc, unit=unit, delay=2.0, disable=not show_progress(progress), leave=False)
+    bar = _bar_class()
+    return bar(total=total, desc=desc, unit=unit, delay=2.0, disable=not show_progress(progress), leave=False)
+
+
+def _bar_class():
+    """tqdm's widget in a Jupyter kernel that has ipywidgets, else its text bar: ``tqdm.auto`` without ipywidgets
+    warns "IProgress not found" with this machine's site-packages path, into the notebook (and the rendered docs)."""
+    if "ipykernel" in sys.modules and importlib.util.find_spec("ipywidgets") is not None:
+        from tqdm.notebook import tqdm as widget_bar  # deferred: only inside a notebook (it imports ipywidgets)
+
+        return widget_bar
+    return text_bar
 
 
 def show_progress(progress: bool | None) -> bool:

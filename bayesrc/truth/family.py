@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from bayesrc.bayes import SamplerConfig, fit
-from bayesrc.bayes.samplers import progress_bar
+from bayesrc.bayes.samplers import progress_bar, shared_adaptation
 from bayesrc.classical import reliable_change
 from bayesrc.classical.pairwise import pair_name
 from bayesrc.classical.rci import DETERIORATED, IMPROVED
@@ -343,7 +343,8 @@ def family_truth(
         )
     runs = [_as_exact(r) for r in exact_runs]
     labels, config, rows, p = run_labels(runs), config or SamplerConfig(), [], None
-    with progress_bar(progress, replicates, desc="truth", unit="replicate") as bar:
+    # replicates of one family share their fits' shapes: each starts from the last one's adaptation
+    with progress_bar(progress, replicates, desc="truth", unit="replicate") as bar, shared_adaptation():
         for r, counts, p, sampler_seed in family_replicates(
             runs, k=k, seed=seed, replicates=range(replicates), labels=labels
         ):

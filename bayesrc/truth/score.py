@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 
 from bayesrc.bayes import SamplerConfig, fit
-from bayesrc.bayes.samplers import progress_bar
+from bayesrc.bayes.samplers import progress_bar, shared_adaptation
 from bayesrc.classical import reliable_change
 from bayesrc.classical.calibration import NO_CHANGE_ALPHA
 from bayesrc.classical.rci import DETERIORATED, IMPROVED
@@ -445,9 +445,8 @@ class TruthResult(ScoredReplicates):
     settings = property(lambda self: self.payload.get("settings", {}))
 
     def required_columns(self, name: str) -> tuple[str, ...]:
-        return (
-            ("method", "kind", "fdp_sign") if name == "replicates" else ()
-        )  # what the report's scores and figure read
+        # what the report's scores and figure read
+        return ("method", "kind", "fdp_sign") if name == "replicates" else ()
 
     def summary(self) -> pd.DataFrame:
         """One row per method: flagged per replicate, realised FDPs and, for models, coverage and RCI-FDP estimate."""
@@ -579,7 +578,8 @@ def truth(
     labels = tuple(run_labels([ex1, ex2]))
     config = config or SamplerConfig()
     rows = []
-    with progress_bar(progress, replicates, desc="truth", unit="replicate") as bar:
+    # replicates of one pair share a shape: each fit starts from the last one's adaptation
+    with progress_bar(progress, replicates, desc="truth", unit="replicate") as bar, shared_adaptation():
         for r, counts, dp, sampler_seed in replicate_datasets(
             ex1, ex2, k=k, seed=seed, replicates=range(replicates), labels=labels
         ):
