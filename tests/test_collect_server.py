@@ -284,7 +284,10 @@ def test_chat_endpoint_that_honours_n_gets_an_items_samples_in_one_request(bank4
     assert probe["n"] == 2 and probe["max_tokens"] == 1  # the probe for n
     # one request per item
     assert [r["n"] for r in runs] == [3, 3] and rec["pins"]["runtime.server_samples_per_request"] == 3
-    for (_, item), req in zip(t.groupby("item_index"), runs):
+    by_seed = {r["seed"]: r for r in runs}  # the two items' requests run concurrently: in either order
+    assert sorted(by_seed) == sorted(t.groupby("item_index")["seed"].first())
+    for _, item in t.groupby("item_index"):
+        req = by_seed[item["seed"].iloc[0]]
         assert (item["seed"] == req["seed"]).all()  # the item's first seed, recorded with each of its samples
         assert item["response"].tolist() == [ChoicesServer.answer(req["seed"], j) for j in range(3)]
 
