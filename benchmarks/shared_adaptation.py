@@ -24,18 +24,9 @@ import time
 from pathlib import Path
 
 import pandas as pd
+from bayes import ROOT, baseline_tree
 
-ROOT = Path(__file__).resolve().parent.parent
 EXACT = ROOT / "bayesrc" / "datasets" / "exact_gemma"
-
-
-def baseline_tree(ref: str) -> Path:
-    path = Path(tempfile.gettempdir()) / f"bayesrc-baseline-{ref}"
-    if not path.exists():
-        subprocess.run(
-            ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(path), ref], check=True, capture_output=True
-        )
-    return path
 
 
 def run_truth(tree: Path, pair: str, replicates: int, methods: str, k: int) -> dict:
