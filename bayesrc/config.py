@@ -31,6 +31,7 @@ import contextlib
 import functools
 import os
 import sys
+import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
@@ -118,6 +119,7 @@ def request_host_devices(n: int | None = None) -> bool:
 def prepare_jax():
     """Import JAX for a fit: host devices (if JAX is not loaded yet) and the compile cache."""
     request_host_devices()
+    _quiet_tqdm_auto()
     import jax  # deferred: JAX loads in ~1.5 s (bayes extra)
 
     cache = _default_cache() if SETTINGS.compile_cache == "" else SETTINGS.compile_cache
@@ -130,6 +132,16 @@ def prepare_jax():
         # LRU-evicted; a sampler is ~1 MB, an eager op a few kB
         jax.config.update("jax_compilation_cache_max_size", 256 * 2**20)
     return jax
+
+
+def _quiet_tqdm_auto() -> None:
+    """Load ``tqdm.auto`` without its "IProgress not found" warning, which NumPyro's import (for progress bars bayesrc
+    does not use) raises in a Jupyter kernel without ipywidgets, with this machine's site-packages path, into the
+    notebook and the rendered docs; bayesrc's own bars choose text or widget themselves (``samplers.progress_bar``)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="IProgress not found")
+        # deferred: only for a fit (in a notebook it loads IPython)
+        import tqdm.auto  # noqa: F401
 
 
 def releases_jax_caches(fn: Callable) -> Callable:

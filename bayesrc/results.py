@@ -271,6 +271,9 @@ class Result:
 
     __hash__ = None  # type: ignore[assignment]
 
+    #: The summary's rows (its ``metric`` column) a notebook shows first, beside every warning (:func:`headline_rows`)
+    headline_metrics: ClassVar[tuple[str, ...]] = ()
+
     def summary(self):
         """A tidy DataFrame of the headline numbers (subclasses define it)."""
         return pd.DataFrame({"key": list(self.payload)})
@@ -283,14 +286,48 @@ class Result:
         return f"<{type(self).__name__}{': ' + head if head else ''}>"
 
     def _repr_html_(self) -> str:
-        return (
-            f"<p><b>{html.escape(type(self).__name__)}</b> {html.escape(self._headline())}</p>"
-            + self.summary().to_html(index=False, na_rep="")
-        )
+        """The headline, the summary's headline rows (:func:`headline_rows`) and the whole summary folded below."""
+        table = self.summary()
+        short = headline_rows(table, self.headline_metrics)
+        out = f"<p><b>{html.escape(type(self).__name__)}</b> {html.escape(self._headline())}</p>" + summary_html(short)
+        if len(short) < len(table):
+            out += f"<details><summary>all {len(table)} rows</summary>{summary_html(table)}</details>"
+        return out
 
 
 #: A text cell longer than this is printed as a numbered note below the table (:func:`summary_text`)
 SUMMARY_CELL_MAX = 60
+#: A summary without headline metrics shows this many of its first rows in a notebook, the rest folded below
+REPR_HEAD_ROWS = 12
+
+
+def headline_rows(table: pd.DataFrame, metrics: tuple[str, ...] = ()) -> pd.DataFrame:
+    """The rows of a summary a reader looks at first: those whose ``metric`` is one of ``metrics`` or a warning, or
+    without ``metrics`` (or a ``metric`` column) the first :data:`REPR_HEAD_ROWS`.
+
+    Examples
+    --------
+    >>> t = pd.DataFrame({"metric": ["items", "S_diff", "improved", "warning"], "value": [40, 0.1, 3, "few items"]})
+    >>> headline_rows(t, ("items", "improved"))["metric"].tolist()
+    ['items', 'improved', 'warning']
+    """
+    if metrics and "metric" in table.columns:
+        return table[table["metric"].isin((*metrics, "warning"))]
+    return table.head(REPR_HEAD_ROWS)
+
+
+def _with_notes(table: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """``table`` with each text cell over :data:`SUMMARY_CELL_MAX` characters replaced by ``[1]``, ``[2]``, ...,
+    and those texts in order."""
+    notes: list[str] = []
+
+    def note(v: Any) -> Any:
+        if isinstance(v, str) and len(v) > SUMMARY_CELL_MAX:
+            notes.append(v)
+            return f"[{len(notes)}]"
+        return v
+
+    return table.map(note), notes
 
 
 def summary_text(table: pd.DataFrame, **to_string: Any) -> str:
@@ -307,16 +344,22 @@ def summary_text(table: pd.DataFrame, **to_string: Any) -> str:
     warning   [1]
     [1] xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx
     """
-    notes: list[str] = []
-
-    def note(v: Any) -> Any:
-        if isinstance(v, str) and len(v) > SUMMARY_CELL_MAX:
-            notes.append(v)
-            return f"[{len(notes)}]"
-        return v
-
-    shown = table.map(note)
+    shown, notes = _with_notes(table)
     return "\n".join([shown.to_string(**{"index": False} | to_string), *(f"[{i}] {v}" for i, v in enumerate(notes, 1))])
+
+
+def summary_html(table: pd.DataFrame) -> str:
+    """A summary table as a notebook shows it: :func:`summary_text`'s long cells as numbered notes below the table.
+
+    Examples
+    --------
+    >>> t = pd.DataFrame({"metric": ["warning"], "value": ["x" * 70]})
+    >>> "<td>[1]</td>" in summary_html(t) and "<ol><li>xxx" in summary_html(t)
+    True
+    """
+    shown, notes = _with_notes(table)
+    items = "".join(f"<li>{html.escape(v)}</li>" for v in notes)
+    return shown.to_html(index=False, na_rep="") + (f"<ol>{items}</ol>" if notes else "")
 
 
 def _real(v: Any) -> bool:

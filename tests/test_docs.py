@@ -87,6 +87,8 @@ def test_notebooks_are_rendered_with_their_figures(docs_html):
         text = (docs_html / "notebooks" / f"{name}.html").read_text()
         assert "cell_output" in text, f"{name}: no executed output on the page"
         assert "Traceback" not in text and "Figure size" not in text, f"{name}: an error or an undisplayed figure"
+        # no warning with the build machine's paths (tqdm.auto's "IProgress not found" without ipywidgets)
+        assert "IProgress" not in text and "site-packages" not in text, f"{name}: a warning or a machine path"
     import matplotlib.image as mpimg
 
     for name in ("01_quickstart", "02_version_comparison", "03_switch_matrices"):

@@ -164,7 +164,7 @@ DEFERRED_IMPORTS = {
     "nbformat": "report extra",
     "IPython": "only inside a notebook",
     "ipywidgets": "only inside a notebook",
-    "tqdm": "tqdm.notebook, only inside a notebook (it loads IPython and ipywidgets)",
+    "tqdm": "tqdm.notebook and tqdm.auto, only where a notebook may run (they load IPython and ipywidgets)",
 }
 
 # (module, import) pairs kept inside a function for start-up: these modules load with

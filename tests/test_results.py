@@ -3,6 +3,7 @@ CLI writes, the counts NetCDF, and a notebook-style session on the Python API.""
 
 from __future__ import annotations
 
+import html
 import json
 
 import numpy as np
@@ -260,6 +261,27 @@ def test_load_refuses_what_is_not_a_result(tmp_path):
         bayesrc.load(tmp_path / "notes.json")
     with pytest.raises(bayesrc.InputError, match="no result files"):
         bayesrc.load(tmp_path)
+
+
+def test_notebook_display_shows_the_headline_rows_and_folds_the_rest(small_pair):
+    """A result in a notebook (``_repr_html_``) shows its headline rows and every warning, a long text as a numbered
+    note below the table, and the whole summary folded below them (the quick start showed ~80 rows at once)."""
+    import re
+
+    from bayesrc.classical import analyse_pairs
+
+    _, counts = small_pair
+    run = analyse_pairs({"a": counts, "b": counts}, seed=0, n_splits=50, n_permutations=50)
+    table = run.summary()
+    shown, folded = run._repr_html_().split("<details>")
+    shown_metrics = re.findall(r"<td>[ab]</td>\s*<td>([^<]+)</td>", shown)
+    assert sorted(set(shown_metrics)) == sorted({*run.headline_metrics, "warning"} & set(table["metric"]))
+    assert {"improved", "deteriorated", "items"} <= set(shown_metrics) and len(shown_metrics) < len(table) / 2
+    assert f"all {len(table)} rows" in folded and folded.count("<tr>") == len(table)
+    cells = re.findall(r"<td>([^<]*)</td>", shown)
+    assert max(map(len, cells)) <= 60  # long texts are notes below, each whole
+    warnings = table.loc[table["metric"] == "warning", "value"].tolist()
+    assert all(html.escape(w) in shown for w in warnings if len(w) > 60)
 
 
 def test_notebook_session(small_pair, bayes_fit, tmp_path):

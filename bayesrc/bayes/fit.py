@@ -129,6 +129,10 @@ class BayesFit(GatedResult):
 
     main_file = "fit.json"
     kind = "fit"
+    headline_metrics = (
+        *("status", "model", "max R-hat", "min ESS bulk", "divergences", "improved", "deteriorated"),
+        *("expected false", "RCI flagged", "RCI estimated FDP", "posterior predictive check"),
+    )
     field_kinds = (
         GatedResult.field_kinds
         | {  # what summary(), the figures and the report read (bayesrc.results.check_fields)

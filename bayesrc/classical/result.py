@@ -358,6 +358,11 @@ class RCIRun(Result):
 
     main_file = "rci.json"
     kind = "rci"
+    headline_metrics = (
+        *("versions", "items", "analysable", "improved", "no change", "deteriorated", "min detectable |dp|"),
+        *("no-change null: flagged mean", "no-change null: false-positive rate"),
+        "no-change test p (within-item permutation)",
+    )
     field_kinds = {  # what PairResult, the report and its figures read (bayesrc.results.check_fields)
         "pairs!": "object",
         "pairs.*": "object",
