@@ -148,9 +148,11 @@ def test_cli_sensitivity_writes_tables_figures_and_report_section(sim, tmp_path,
     assert main(["report", str(out)]) == 0
     html = (out / "report_run.html").read_text()
     assert "Sensitivity analyses" in html and "RCI threshold and SD basis" in html
+    # every table printed, its columns wrapped into blocks at 120 characters (then the paths written)
+    printed = capsys.readouterr().out.split("== threshold\n")[1].split("\nwrote ")[0]
+    assert "realized_fdp" in printed and max(map(len, printed.splitlines())) <= 120
     # bad truth table: exit 2, names the file and the missing column
     pd.DataFrame({"item_id": ["q1"]}).to_parquet(tmp_path / "bad.parquet")
-    capsys.readouterr()
     assert (
         main(
             [

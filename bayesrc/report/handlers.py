@@ -18,6 +18,7 @@ from bayesrc.collect.pins import check_comparable
 from bayesrc.data import input_notes, load_counts
 from bayesrc.errors import InputError
 from bayesrc.report import build_report
+from bayesrc.results import summary_text
 from bayesrc.scale.handlers import mapper_for
 from bayesrc.sensitivity import run_sensitivity_analyses, write_sensitivity
 
@@ -57,7 +58,8 @@ def run_sensitivity(args: argparse.Namespace) -> int:
     written = write_sensitivity(tables, args.out)
     for name, table in tables.items():
         print(f"== {name}")
-        print(table.drop(columns="analysis").to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        # wrapped into blocks of columns at 120 characters (a prior row has ~25 columns), long texts as notes
+        print(summary_text(table.drop(columns="analysis"), float_format=lambda v: f"{v:.3f}", line_width=120))
     print("wrote " + ", ".join(str(p) for p in written))
     return 0
 
