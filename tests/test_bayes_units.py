@@ -1108,6 +1108,32 @@ def test_numpyro_later_rounds_warm_up_on_their_own_after_a_poor_first_round(monk
     assert lengths == [800, 800] and dt["posterior"].sizes["draw"] == 500
 
 
+def test_numpyro_rounds_warm_up_on_their_own_where_the_warm_up_is_no_longer_than_the_burn_in(monkeypatch):
+    """With a warm-up of ``REUSED_METRIC_BURN_IN`` transitions or fewer a burn-in saves nothing: every round, and every
+    fit in a ``shared_adaptation`` block, warms up on its own, and no adaptation is carried over."""
+    import jax
+    import numpyro
+    import numpyro.distributions as dist
+
+    from bayesrc.bayes import samplers
+    from bayesrc.config import SamplerConfig
+
+    def model(scale):
+        numpyro.sample("a", dist.Normal(0.0, scale).to_event(1))
+
+    def carried(*a):
+        raise AssertionError("an adaptation was carried over")
+
+    monkeypatch.setattr(samplers, "_with_metric", carried)
+    tune = samplers.REUSED_METRIC_BURN_IN
+    chains = 2 * jax.local_device_count()
+    cfg = SamplerConfig(chains=chains, tune=tune, draws=100, max_draws=100, seed=3, progress=False)
+    with samplers.shared_adaptation():
+        for seed in (3, 4):
+            dt = samplers.run_numpyro(model, {"scale": np.array([1.0, 2.0])}, replace(cfg, seed=seed), {}, {})
+            assert dt.attrs["shared_adaptation"] == 0 and dt["posterior"].sizes["draw"] == 100
+
+
 def test_numpyro_fits_in_a_shared_adaptation_block_start_from_an_earlier_fits_adaptation(monkeypatch):
     """Inside ``shared_adaptation`` a fit of the same shape starts from an earlier fit's mass matrix and step size
     and runs a burn-in of ``REUSED_METRIC_BURN_IN`` transitions instead of the warm-up, and still draws from its own

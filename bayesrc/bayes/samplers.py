@@ -166,18 +166,22 @@ def shared_adaptation() -> Iterator[None]:
     >>> with shared_adaptation():                                  # doctest: +SKIP
     ...     fits = [fit(counts) for counts in replicates]
     """
-    token = _SHARED_ADAPTATION.set({})
-    try:
+    with _adaptations({}):
         yield
-    finally:
-        _SHARED_ADAPTATION.reset(token)
 
 
 @contextmanager
 def own_adaptation() -> Iterator[None]:
     """In this block every fit warms up on its own, also inside :func:`shared_adaptation` (a retry after a failed
     gate: :func:`bayesrc.bayes.gating.sample_gated`), and passes nothing on."""
-    token = _SHARED_ADAPTATION.set(None)
+    with _adaptations(None):
+        yield
+
+
+@contextmanager
+def _adaptations(shared: dict | None) -> Iterator[None]:
+    """The block's adaptations by shape (None: none shared), restored to the enclosing block's after it."""
+    token = _SHARED_ADAPTATION.set(shared)
     try:
         yield
     finally:
@@ -221,10 +225,12 @@ def _run_numpyro(jax, model: Callable, data: dict[str, Any], cfg: SamplerConfig,
     chunk = _chunk(cfg)
     burn = _burn_in(cfg, chunk)
     in_round = [min(n_dev, cfg.chains - r * n_dev) for r in range(rounds)]  # chains kept of each round
+    shortened = burn < cfg.tune  # whether a burn-in can stand for the warm-up (_burn_in)
     shared, shape = _SHARED_ADAPTATION.get(), _adaptation_key(inits, cfg, n_dev)
-    earlier = shared.get(shape) if shared is not None and burn < cfg.tune else None  # an earlier fit's, in the block
+    earlier = shared.get(shape) if shared is not None and shortened else None  # an earlier fit's, in the block
     states, parts, skips = [], [], []  # skips: each round's transitions before its draws
     first_skip = cfg.tune if earlier is None else burn
+    healthy = False  # whether the first round adapted well (_adapted_well) and a burn-in can follow it
     with progress_bar(
         cfg.progress, (first_skip + cfg.draws) * in_round[0] + (burn + cfg.draws) * sum(in_round[1:])
     ) as bar:
@@ -233,7 +239,7 @@ def _run_numpyro(jax, model: Callable, data: dict[str, Any], cfg: SamplerConfig,
             idx = np.arange(r * n_dev, (r + 1) * n_dev) % cfg.chains
             state = start(keys[idx], jax.tree.map(lambda a: a[idx], inits), data)
             # each chain of this round from one chain's adaptation: an earlier fit's, or the first round's if healthy
-            source = earlier if r == 0 else states[0] if _adapted_well(parts[0], skips[0], cfg) else None
+            source = earlier if r == 0 else states[0] if healthy else None
             skips.append(cfg.tune if source is None else burn)
             if source is not None:
                 state = jax.pmap(_with_metric, static_broadcasted_argnums=(2, 3))(state, source, cfg.tune, burn)
@@ -243,7 +249,9 @@ def _run_numpyro(jax, model: Callable, data: dict[str, Any], cfg: SamplerConfig,
             states.append(
                 _advance_chunks(advance, state, data, skips[r] + cfg.draws, chunk, bar, in_round[r], parts[r])
             )
-    if shared is not None and _adapted_well(parts[0], skips[0], cfg):
+            if r == 0:
+                healthy = shortened and _adapted_well(parts[0], skips[0], cfg)
+    if shared is not None and healthy:
         shared[shape] = states[0]
     dt = _datatree(jax, *_gathered(jax, parts, skips, cfg), constrain, data, coords, dims)
     budget = (cfg.max_draws or 2 * cfg.draws) - cfg.draws
