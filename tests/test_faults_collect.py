@@ -85,6 +85,14 @@ def _stopped_collector(bank: Path, out: Path, *, when) -> subprocess.Popen:
     return proc
 
 
+def _run_locked(out: Path) -> bool:
+    """Whether a collector holds the run directory's lock: its pid is in the lock file (written after ``flock``)."""
+    try:
+        return (out / ".lock").read_text().strip().isdigit()
+    except FileNotFoundError:
+        return False
+
+
 def _one_line(res: subprocess.CompletedProcess, *words: str) -> None:
     lines = res.stderr.strip().splitlines()
     assert res.returncode == 2 and len(lines) == 1 and lines[0].startswith("bayesrc: error:"), res.stderr
@@ -138,7 +146,8 @@ def test_merge_into_a_run_directory_a_collector_has_just_locked_is_refused(gemma
     a ``merge --out`` there used to swap the folder under it; now it is refused, and the collector
     completes with the uninterrupted trials."""
     out = tmp_path / "run"
-    first = _stopped_collector(gemma_bank4.path, out, when=lambda o: (o / ".lock").exists())
+    # the lock file exists before it is locked; the collector writes its pid into it once it holds the lock
+    first = _stopped_collector(gemma_bank4.path, out, when=_run_locked)
     try:
         if (out / "run.json").exists():
             pytest.skip("the collector wrote run.json before it could be stopped")
