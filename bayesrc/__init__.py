@@ -29,7 +29,7 @@ RESULT_MODULES: tuple[str, ...] = (
     "bayesrc.switch.result",
     "bayesrc.power.result",
     "bayesrc.power.planner",
-    "bayesrc.compare.gate",
+    "bayesrc.compare.result",
     "bayesrc.truth.score",
     "bayesrc.truth.family",
     "bayesrc.sensitivity.result",

@@ -14,8 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from bayesrc.collect.pins import check_comparable
-from bayesrc.compare import CompareResult, compare
-from bayesrc.compare.gate import markdown_summary
+from bayesrc.compare import CompareResult, compare, markdown_summary
 from bayesrc.config import DEFAULT_MARGIN
 from bayesrc.data import item_counts, load_counts, trials_file
 

@@ -28,7 +28,10 @@ CHILD = r"""
 import json, sys, time
 import numpy as np
 from bayesrc import datasets
-from bayesrc.bayes import change_collapsed as cc
+try:  # the collapsed model's data side and likelihood, modules of their own since issue 61
+    from bayesrc.bayes import change_grid as grid, change_likelihood as lik
+except ImportError:  # an earlier release (the baseline): both in change_collapsed
+    from bayesrc.bayes import change_collapsed as grid, change_collapsed as lik
 from bayesrc.bayes.inputs import model_inputs
 from bayesrc.config import precision, prepare_jax
 from bayesrc.data.exact import load_exact
@@ -37,20 +40,20 @@ pair, calls = sys.argv[1], int(sys.argv[2])
 v1, v2 = load_exact(datasets.path("exact_gemma/q4")), load_exact(datasets.path(f"exact_gemma/{pair}"))
 [(_, counts, _, _)] = replicate_datasets(v1, v2, k=10, seed=0, replicates=[0])
 data = model_inputs(counts, covariate="auto")
-cells = cc.cell_stats(data)
+cells = grid.cell_stats(data)
 jax = prepare_jax()
 import jax.numpy as jnp
 with precision():
     s = len(cells.stratum_dom)
     hyper = (jnp.full(s, -0.5), jnp.full(s, 1.5), jnp.full(s, 0.1), jnp.full(s, 0.4))
-    if hasattr(cc, "likelihood_tables"):  # the logit grid: the data enter as arguments, as in the sampler
-        band = getattr(cc, "SAMPLER_BAND_DTYPE", None)  # the samplers' band table precision, where the code has one
+    if hasattr(grid, "likelihood_tables"):  # the logit grid: the data enter as arguments, as in the sampler
+        band = getattr(grid, "SAMPLER_BAND_DTYPE", None)  # the samplers' band table precision, where the code has one
         tables = {k: jnp.asarray(v)
-                  for k, v in (cc.likelihood_tables(cells, band) if band else cc.likelihood_tables(cells)).items()}
-        f = lambda h, pi, tables: jnp.sum(tables["weight"] * cc.cell_loglik(cc._ops("jax"), *h, 0.0, pi, tables))
+                  for k, v in (grid.likelihood_tables(cells, band) if band else grid.likelihood_tables(cells)).items()}
+        f = lambda h, pi, tables: jnp.sum(tables["weight"] * lik.cell_loglik(lik._ops("jax"), *h, 0.0, pi, tables))
     else:  # the standardised per-stratum grid (before issue 28)
         tables = None
-        f = lambda h, pi, tables: jnp.sum(cells.weight * cc.cell_loglik(cc._ops("jax"), *h, 0.0, pi, cells))
+        f = lambda h, pi, tables: jnp.sum(cells.weight * lik.cell_loglik(lik._ops("jax"), *h, 0.0, pi, cells))
     g = jax.jit(jax.value_and_grad(f, argnums=(0, 1)))
     jax.block_until_ready(g(hyper, 0.8, tables))
     t0 = time.perf_counter()

@@ -91,7 +91,7 @@ class ReferenceLoop:
         self.model, self.sampling = model, sampling
 
     def sample_item(self, text: str, seeds: list[int]):
-        from bayesrc.collect.engines import Sample
+        from bayesrc.collect.sampling import Sample
 
         s, out = self.sampling, []
         for k, seed in enumerate(seeds):
@@ -131,7 +131,7 @@ class BenchContext:
         p.n_ctx, p.n_batch, p.n_ubatch, p.n_seq_max = n_ctx, n_batch, n_batch, n_seq
         p.n_threads = p.n_threads_batch = model.n_threads
         p.kv_unified = True
-        from bayesrc.collect.engines import _quiet_stderr
+        from bayesrc.collect.model import _quiet_stderr
 
         with _quiet_stderr():
             self.ctx = llama_cpp.llama_init_from_model(model.llm._model.model, p)  # noqa: SLF001
@@ -293,9 +293,10 @@ def main() -> None:
     import pandas as pd
 
     from bayesrc.collect import Model, build_prompt, load_card, resolve_model
-    from bayesrc.collect.engines import ENGINES, FastEngine, Sampling, make_engine
+    from bayesrc.collect.engines import ENGINES, FastEngine, make_engine
     from bayesrc.collect.run import render_prompts
     from bayesrc.collect.rundir import item_seeds, trial_rows
+    from bayesrc.collect.sampling import Sampling
 
     card = load_card(args.card)
     load = dict(

@@ -20,8 +20,9 @@ from pathlib import Path
 
 from bayes import CHILD, ROOT, baseline_tree, run_child
 
-PHASES = {  # module -> the functions timed (those a version lacks are left out)
-    "bayesrc.bayes.change_collapsed": ["run_numpyro", "item_draws", "store_item_quantities"],
+PHASES = {  # module -> the functions timed (the modules and functions a version lacks are left out)
+    "bayesrc.bayes.change_collapsed": ["run_numpyro", "item_draws", "store_item_quantities"],  # item draws: to issue 61
+    "bayesrc.bayes.change_item_draws": ["item_draws", "store_item_quantities"],  # the item draws since issue 61
     "bayesrc.bayes.fit": [
         "item_summary",
         "rci_fdp_interval",
@@ -47,7 +48,10 @@ def _timed(name, f):
         return out
     return g
 for mod, names in PHASES.items():
-    m = importlib.import_module(mod)
+    try:
+        m = importlib.import_module(mod)
+    except ModuleNotFoundError:
+        continue
     for name in names:
         if hasattr(m, name):
             setattr(m, name, _timed(name, getattr(m, name)))

@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/grid_quadrature.py [--k 10] [--step 0.4] [--cells 60]
 
 The collapsed change model integrates two normals (an item's easiness around its stratum's mean, and
-its change) against binomial terms held at fixed logit nodes (``bayesrc.bayes.change_collapsed``).
+its change) against binomial terms held at fixed logit nodes (``bayesrc.bayes.change_grid``).
 The likelihood's band product costs ``J x (2J - 1)`` per (stratum, outcome), so twice the step would
 make it ~4x cheaper (``J`` 101 -> 51 at K = 10: on the bundled Q4_K_M -> Q3_K_M pair a leapfrog step
 took 0.78 ms against 1.9 ms with the grid's step simply doubled, the model then wrong). This prints,

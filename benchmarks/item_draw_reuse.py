@@ -28,7 +28,8 @@ import json, sys, time
 sys.path.insert(0, sys.argv[1])
 import numpy as np, xarray as xr
 import bayesrc
-from bayesrc.bayes.change_collapsed import cell_stats, item_draws
+from bayesrc.bayes.change_grid import cell_stats
+from bayesrc.bayes.change_item_draws import item_draws
 from bayesrc.bayes.inputs import model_inputs
 from bayesrc.data import item_counts, simulate_pair
 

@@ -34,10 +34,11 @@ import jax, jax.numpy as jnp
 from numpyro.infer.util import initialize_model
 from bayesrc.bayes import model_inputs
 from bayesrc.bayes import change_collapsed as cc
+from bayesrc.bayes import change_grid as grid
 
 data = model_inputs(counts)
-cells = cc.cell_stats(data)
-tables = jax.tree.map(jnp.asarray, cc.likelihood_tables(cells, cc.SAMPLER_BAND_DTYPE))
+cells = grid.cell_stats(data)
+tables = jax.tree.map(jnp.asarray, grid.likelihood_tables(cells, grid.SAMPLER_BAND_DTYPE))
 model = partial(cc._numpyro_model, cells=cells, n_domains=data.n_domains, slope=False, prior=cc.prior_settings(None),
                 n_groups=data.n_groups,
                 contrasts=data.stratum_contrasts())  # the default collapsed change model, tables as arguments

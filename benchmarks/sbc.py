@@ -132,7 +132,7 @@ def counts_model(data, model: str):
     """
     from dataclasses import replace
 
-    from bayesrc.bayes import betabinom, change_collapsed
+    from bayesrc.bayes import betabinom, change_collapsed, change_grid
     from bayesrc.bayes.change import group_effects_numpyro, hyperpriors_numpyro, prior_settings
 
     def sbc_model(y=None):
@@ -145,8 +145,8 @@ def counts_model(data, model: str):
             d = replace(data, y=np.asarray(y))
             betabinom._numpyro_model(d.y, d.n, d.dom, d.n_domains, collapsed=True, suff=betabinom.sufficient_stats(d))
         else:
-            cells = change_collapsed.cell_stats(replace(data, y=np.asarray(y)))
-            tables = change_collapsed.likelihood_tables(cells, change_collapsed.SAMPLER_BAND_DTYPE)
+            cells = change_grid.cell_stats(replace(data, y=np.asarray(y)))
+            tables = change_grid.likelihood_tables(cells, change_grid.SAMPLER_BAND_DTYPE)
             change_collapsed._numpyro_model(
                 tables,
                 cells=cells,

@@ -189,7 +189,7 @@ def gtest_rows(bank, model, runs: dict, n_items: int, n_draws: int, n_fast: int,
     the whole scheme *is* create_completion's evaluation)."""
     from bayesrc.collect import load_card
     from bayesrc.collect.card import prompt_blocks
-    from bayesrc.collect.engines import Sampling
+    from bayesrc.collect.sampling import Sampling
 
     card, rows = load_card(CARD), []
     sampling = Sampling(temperature=0.7, max_tokens=card.max_tokens)

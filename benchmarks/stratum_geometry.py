@@ -75,8 +75,9 @@ def model(tables, *, cells, data, variant: str):
     import numpyro
     import numpyro.distributions as dist
 
-    from bayesrc.bayes import change_collapsed as cc
     from bayesrc.bayes.change import group_effects_numpyro, hyperpriors_numpyro, prior_settings
+    from bayesrc.bayes.change_grid import strata_hyper
+    from bayesrc.bayes.change_likelihood import _jax_loglik
 
     pr = prior_settings(None)
     mu_theta, sigma_theta, shift, sigma_delta, b, pi = hyperpriors_numpyro(data.n_domains, False, pr, data.n_groups)
@@ -90,8 +91,8 @@ def model(tables, *, cells, data, variant: str):
             shift, gamma, eta = 0.0 * shift, 0.0 * gamma, marginal_shifts(sd, cells, pr)
         else:
             eta = stratum_shifts(variant, sd, data, np.bincount(data.strata()[0], minlength=cells.n_strata))
-    strata = cc.strata_hyper(cells, mu_theta, sigma_theta, shift, alpha, gamma, eta, sigma_delta)
-    numpyro.factor("y", cc._jax_loglik(False)(*strata, b, pi, tables))
+    strata = strata_hyper(cells, mu_theta, sigma_theta, shift, alpha, gamma, eta, sigma_delta)
+    numpyro.factor("y", _jax_loglik(False)(*strata, b, pi, tables))
 
 
 def run(counts, variant: str, seed: int) -> str:
@@ -102,15 +103,15 @@ def run(counts, variant: str, seed: int) -> str:
     import jax.numpy as jnp
     from numpyro.infer import MCMC, NUTS
 
-    from bayesrc.bayes import change_collapsed as cc
+    from bayesrc.bayes.change_grid import SAMPLER_BAND_DTYPE, cell_stats, likelihood_tables
     from bayesrc.bayes.diagnostics import convergence
     from bayesrc.bayes.inputs import model_inputs
     from bayesrc.config import precision
 
     data = model_inputs(counts, covariate="auto")
-    cells = cc.cell_stats(data)
+    cells = cell_stats(data)
     with precision():
-        tables = {k: jnp.asarray(v) for k, v in cc.likelihood_tables(cells, cc.SAMPLER_BAND_DTYPE).items()}
+        tables = {k: jnp.asarray(v) for k, v in likelihood_tables(cells, SAMPLER_BAND_DTYPE).items()}
         t0 = time.perf_counter()
         mcmc = MCMC(
             NUTS(partial(model, cells=cells, data=data, variant=variant), target_accept_prob=0.85),

@@ -306,7 +306,7 @@ def test_loo_checks_in_item_blocks_equal_psis_loo_over_all_items(calibration_fit
     import arviz_stats as azs
     import xarray as xr
 
-    from bayesrc.bayes.change_collapsed import unit_loglik
+    from bayesrc.bayes.change_likelihood import unit_loglik
     from bayesrc.bayes.diagnostics import mean_relative_ess
 
     res = calibration_fits[key]

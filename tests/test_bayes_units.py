@@ -429,7 +429,7 @@ def _cell_reference(mu, sd, shift, tau, slope, pi, n1, y1, n2, y2, half=10.0):
 
 def _cells(rows):
     """Cells for a list of (n1, y1, n2, y2), one item each, one domain."""
-    from bayesrc.bayes.change_collapsed import cell_stats
+    from bayesrc.bayes.change_grid import cell_stats
     from bayesrc.bayes.inputs import ModelInputs
 
     a = np.array(rows, int)
@@ -520,7 +520,8 @@ def test_collapsed_change_cell_likelihood_matches_a_fine_reference(mu, sd, shift
     logits) while the items spread by at most 3 logits (as on every real benchmark seen)."""
     from scipy.special import comb
 
-    from bayesrc.bayes.change_collapsed import _ops, cell_loglik, likelihood_tables
+    from bayesrc.bayes.change_grid import likelihood_tables
+    from bayesrc.bayes.change_likelihood import _ops, cell_loglik
 
     rows = [
         (10, 0, 10, 0),
@@ -547,7 +548,8 @@ def test_collapsed_change_kernel_toeplitz_form_equals_the_direct_one(sigma_delta
     """Without the slope the change kernel is built from one row of offsets; with a zero slope
     passed as an array (the general path) it must be the same matrix; rows stay normalised,
     finite, from a spread of a quarter of the grid's step to far above its width, two strata."""
-    from bayesrc.bayes.change_collapsed import _ops, change_kernel, likelihood_tables
+    from bayesrc.bayes.change_grid import likelihood_tables
+    from bayesrc.bayes.change_likelihood import _ops, change_kernel
 
     tables = likelihood_tables(_cells([(10, 4, 10, 6), (10, 0, 10, 1)]))
     args = (np.array([0.2, -1.0]), np.array([1.5, 2.0]), np.array([0.37, -2.2]))
@@ -566,7 +568,8 @@ def test_collapsed_change_convolution_band_form_equals_the_kernel_product(sigma_
     binomials' band table (``e2_band``); it must equal the normalised kernel matrix times the
     binomials, and the path that forms the kernel (tables without the band table), from a spread
     of a quarter of the grid's step to far above its width, kernels centred beyond the grid included."""
-    from bayesrc.bayes.change_collapsed import _ops, change_kernel, likelihood_tables, weighted_convolutions
+    from bayesrc.bayes.change_grid import likelihood_tables
+    from bayesrc.bayes.change_likelihood import _ops, change_kernel, weighted_convolutions
 
     ops, tables = _ops("numpy"), likelihood_tables(_cells([(10, 4, 10, 6), (10, 0, 10, 1), (10, 10, 7, 7)]))
     assert "e2_band" in tables
@@ -593,7 +596,8 @@ def test_collapsed_change_weighted_convolutions_equal_the_weighted_kernel_produc
     above zero, a function of the change ``x_k - x_j``: it must equal the kernel matrix times that
     weight matrix times the binomials, tails on the end nodes included, with and without the slope."""
     from bayesrc.bayes.change import share_above_zero
-    from bayesrc.bayes.change_collapsed import _ops, change_kernel, likelihood_tables, weighted_convolutions
+    from bayesrc.bayes.change_grid import likelihood_tables
+    from bayesrc.bayes.change_likelihood import _ops, change_kernel, weighted_convolutions
 
     ops, tables = _ops("numpy"), likelihood_tables(_cells([(10, 4, 10, 6), (10, 0, 10, 1), (10, 10, 7, 7)]))
     x = tables["x"]
@@ -622,7 +626,8 @@ def test_collapsed_change_likelihood_gradient_is_finite_and_matches_finite_diffe
     import jax
     import jax.numpy as jnp
 
-    from bayesrc.bayes.change_collapsed import _ops, cell_loglik, likelihood_tables
+    from bayesrc.bayes.change_grid import likelihood_tables
+    from bayesrc.bayes.change_likelihood import _ops, cell_loglik
     from bayesrc.config import precision
 
     def loglik(v):  # v: mu, log sigma_theta, shift, log sigma_delta, logit pi
@@ -649,7 +654,8 @@ def test_collapsed_change_sampler_band_precision_keeps_the_likelihood_and_gradie
     import jax
     import jax.numpy as jnp
 
-    from bayesrc.bayes.change_collapsed import SAMPLER_BAND_DTYPE, _ops, cell_loglik, cell_stats, likelihood_tables
+    from bayesrc.bayes.change_grid import SAMPLER_BAND_DTYPE, cell_stats, likelihood_tables
+    from bayesrc.bayes.change_likelihood import _ops, cell_loglik
     from bayesrc.bayes.inputs import ModelInputs
     from bayesrc.config import precision
 
@@ -703,7 +709,8 @@ def test_collapsed_change_likelihood_by_pair_equals_the_dense_band_product(band_
     import jax
     import jax.numpy as jnp
 
-    from bayesrc.bayes.change_collapsed import _ops, cell_loglik, cell_stats, likelihood_tables
+    from bayesrc.bayes.change_grid import cell_stats, likelihood_tables
+    from bayesrc.bayes.change_likelihood import _ops, cell_loglik
     from bayesrc.bayes.inputs import ModelInputs
     from bayesrc.config import precision
 
@@ -762,7 +769,8 @@ def test_collapsed_change_likelihood_is_the_same_whatever_the_padding():
     log-likelihood that a direct logsumexp over the grid's nodes gives it."""
     from scipy.special import log_expit, logsumexp
 
-    from bayesrc.bayes.change_collapsed import _ops, cell_loglik, change_kernel, likelihood_tables, prior_weights
+    from bayesrc.bayes.change_grid import likelihood_tables
+    from bayesrc.bayes.change_likelihood import _ops, cell_loglik, change_kernel, prior_weights
 
     rows = [(10, y1, 10, y2) for y1 in (0, 3, 10) for y2 in (1, 9)] + [(8, 2, 9, 4)]
     cells = _cells(rows)
@@ -790,7 +798,7 @@ def test_collapsed_change_item_draws_match_a_fine_grid_reference():
     import xarray as xr
     from scipy.special import log_expit, logsumexp
 
-    from bayesrc.bayes.change_collapsed import item_draws
+    from bayesrc.bayes.change_item_draws import item_draws
 
     mu, sd, shift, tau, pi = 0.3, 2.0, 0.4, 1.5, 0.4  # the normals' mass inside the grid's +-10 logits
     rows = [(10, 5, 10, 5), (10, 2, 10, 9), (10, 10, 10, 10), (10, 0, 10, 1)]
@@ -853,7 +861,8 @@ def test_item_draws_given_the_drawn_hyperparameters_rank_uniformly(prior_seed):
     from scipy.special import expit
 
     from bayesrc.bayes import ModelInputs
-    from bayesrc.bayes.change_collapsed import cell_stats, item_draws
+    from bayesrc.bayes.change_grid import cell_stats
+    from bayesrc.bayes.change_item_draws import item_draws
     from bayesrc.bayes.checks import new_item_p
     from bayesrc.bayes.prior_predictive import prior_draws
 
@@ -1240,14 +1249,14 @@ def test_item_draws_come_once_after_the_gate(monkeypatch):
     """``fit`` samples the collapsed change model without its item draws and adds them once, after
     the gate (at 12,000 items they take as long as the sampling): none for an attempt the gate
     turned down, and the last attempt's hyperparameter draws with its seed."""
-    from bayesrc.bayes import change_collapsed, fit, gating, with_item_draws
+    from bayesrc.bayes import change_item_draws, fit, gating, with_item_draws
     from bayesrc.config import SamplerConfig
 
     sim = simulate_pair(30, 10, seed=0)
     counts = item_counts(sim.trials_v1, sim.trials_v2)
     cfg = SamplerConfig(chains=2, draws=60, tune=60, seed=2, progress=False)
-    calls, real = [], change_collapsed.item_draws
-    monkeypatch.setattr(change_collapsed, "item_draws", lambda *a, **k: calls.append(1) or real(*a, **k))
+    calls, real = [], change_item_draws.item_draws
+    monkeypatch.setattr(change_item_draws, "item_draws", lambda *a, **k: calls.append(1) or real(*a, **k))
     # One retry of the same shapes, whatever failed (the default escalation's longer chains each compile
     # a sampler of their own: 197 s of the suite for what two attempts show as well).
     same = ({"tune": 1, "draws": 1, "target_accept": 0.0},)

@@ -74,7 +74,7 @@ def test_batched_logits_are_the_one_item_logits_up_to_batch_shape_rounding(gemma
     rounding (a wrong position or attention across sequences would move it far)."""
     import llama_cpp
 
-    from bayesrc.collect.engines import SeqContext
+    from bayesrc.collect.batching import SeqContext
     from bayesrc.collect.run import render_prompts
 
     prompts = render_prompts(load_card(CARD), gemma, gemma_bank4.items[:3], max_tokens=8)[1]
@@ -116,10 +116,11 @@ def test_batched_logits_are_the_one_item_logits_up_to_batch_shape_rounding(gemma
 def test_batched_engine_agrees_with_one_item_engine_in_distribution(gemma, gemma_bank4):
     """The K answers of each item, batched vs one at a time (same seeds): mostly the same trials,
     every sample decided the same way (the batched tree ends samples exactly where one-item does)."""
-    from bayesrc.collect.engines import FastEngine, Sampling
+    from bayesrc.collect.engines import FastEngine
     from bayesrc.collect.extract import extract
     from bayesrc.collect.run import render_prompts
     from bayesrc.collect.rundir import item_seeds
+    from bayesrc.collect.sampling import Sampling
 
     items = gemma_bank4.items[:3]
     prompts = render_prompts(load_card(CARD), gemma, items, max_tokens=8)[1]

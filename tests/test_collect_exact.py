@@ -17,9 +17,10 @@ import pytest
 from scipy import stats
 
 from bayesrc.collect import builtin_bank, collect, load_bank, load_card, resolve_model
-from bayesrc.collect.engines import FastEngine, Sampling
+from bayesrc.collect.engines import FastEngine
 from bayesrc.collect.exact import ExactEngine, check_epsilon
 from bayesrc.collect.extract import extract
+from bayesrc.collect.sampling import Sampling
 from bayesrc.data import load_exact, load_trials
 from bayesrc.errors import InputError
 

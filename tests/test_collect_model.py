@@ -69,7 +69,8 @@ def _prompts(model, items):
 
 def test_fast_equals_naive_per_trial(gemma, gemma_bank4):
     """Same (item, k, seed): the naive engine's full completion extracts the fast engine's answer."""
-    from bayesrc.collect.engines import FastEngine, NaiveEngine, Sampling
+    from bayesrc.collect.engines import FastEngine, NaiveEngine
+    from bayesrc.collect.sampling import Sampling
 
     s = Sampling(temperature=0.7, max_tokens=load_card(CARD).max_tokens)
     prompts = _prompts(gemma, gemma_bank4.items[:1])
@@ -251,7 +252,8 @@ def test_shared_seeds_couple_versions_and_the_version_rule_removes_it(gemma, gem
     import numpy as np
 
     from bayesrc.collect.card import build_prompt
-    from bayesrc.collect.engines import FastEngine, Sampling
+    from bayesrc.collect.engines import FastEngine
+    from bayesrc.collect.sampling import Sampling
     from bayesrc.data.seeds import sample_seeds, seed_salt
 
     card = load_card(CARD)

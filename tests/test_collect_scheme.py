@@ -79,13 +79,15 @@ def test_k400_on_one_item_runs_with_no_other_flag(demo1, tmp_path):
 def test_batched_samples_are_drawn_in_chunks_that_fit_the_sequence_limit(gemma, gemma_bank4, monkeypatch):
     """With llama.cpp's limit lowered to 5 sequences, 2 items x K = 5 are drawn in chunks of 2 samples:
     every k and seed in place, answers as the one-item engine's (in distribution, as any batch)."""
-    from bayesrc.collect import engines
-    from bayesrc.collect.engines import FastEngine, Sampling, sample_chunks
+    from bayesrc.collect import batching
+    from bayesrc.collect.batching import sample_chunks
+    from bayesrc.collect.engines import FastEngine
     from bayesrc.collect.extract import extract
     from bayesrc.collect.run import render_prompts
     from bayesrc.collect.rundir import item_seeds
+    from bayesrc.collect.sampling import Sampling
 
-    monkeypatch.setattr(engines, "MAX_SEQ", 5)
+    monkeypatch.setattr(batching, "MAX_SEQ", 5)
     assert sample_chunks(2, 5) == [range(0, 2), range(2, 4), range(4, 5)]
     items = gemma_bank4.items[:2]
     prompts = render_prompts(load_card(CARD), gemma, items, max_tokens=8)[1]
@@ -113,8 +115,9 @@ def test_whole_scheme_is_create_completion_on_a_fresh_context(gemma, demo1):
     """Under the whole scheme the naive engine draws create_completion's responses (on a fresh
     context) seed for seed and the fast engine their answers; the blocks scheme's logits differ
     from the whole scheme's (another batch split of the same tokens)."""
-    from bayesrc.collect.engines import FastEngine, NaiveEngine, Sampling
+    from bayesrc.collect.engines import FastEngine, NaiveEngine
     from bayesrc.collect.extract import extract
+    from bayesrc.collect.sampling import Sampling
 
     item, p, llm = demo1.items[0], _prompt(gemma, demo1), gemma.llm
     gemma.eval_prompt(p, scheme="whole")
@@ -145,7 +148,7 @@ def test_batched_whole_scheme_gives_the_one_item_logits(gemma, demo1):
     bitwise Model.eval_prompt(scheme="whole")'s logits."""
     import llama_cpp
 
-    from bayesrc.collect.engines import SeqContext
+    from bayesrc.collect.batching import SeqContext
 
     p = _prompt(gemma, demo1)
     gemma.eval_prompt(p, scheme="whole")
@@ -174,7 +177,7 @@ def scheme_runs(gemma, demo1, tmp_path_factory):
 
 def test_scheme_is_pinned_and_runs_of_two_schemes_are_refused(gemma, demo1, scheme_runs, capsys):
     from bayesrc.collect import check_comparable, compare_runs
-    from bayesrc.collect.engines import SCHEMES
+    from bayesrc.collect.model import SCHEMES
     from bayesrc.collect.pins import scheme_of
     from bayesrc.data import load_exact
 
@@ -252,9 +255,10 @@ def test_whole_scheme_exact_distribution_passes_a_g_test_of_fast_samples(gemma, 
     from test_collect_exact import g_test
 
     from bayesrc.collect import builtin_bank, load_bank
-    from bayesrc.collect.engines import FastEngine, Sampling
+    from bayesrc.collect.engines import FastEngine
     from bayesrc.collect.exact import ExactEngine
     from bayesrc.collect.extract import extract
+    from bayesrc.collect.sampling import Sampling
 
     bank = load_bank(builtin_bank(tmp_path / "bank.jsonl", n_items=2, seed=0))
     s = Sampling(temperature=0.7, max_tokens=8)

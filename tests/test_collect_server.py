@@ -23,7 +23,8 @@ from bayesrc.collect import (
     read_run_trials,
     resolve_model,
 )
-from bayesrc.collect.server import ServerClient, ServerError, collect_server
+from bayesrc.collect.server import collect_server
+from bayesrc.collect.server_client import ServerClient, ServerError
 from bayesrc.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -22,7 +22,7 @@ import yaml
 
 import bayesrc.testing
 from bayesrc.compare import CompareResult
-from bayesrc.compare.gate import margin_evidence
+from bayesrc.compare.rules import margin_evidence
 from bayesrc.data import save_trials, simulate_pair
 from bayesrc.testing import GateFailure, assert_no_regression, check_gate
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from bayesrc.cli import main
-from bayesrc.compare.gate import aggregate_change, decide
+from bayesrc.compare.rules import aggregate_change, decide
 from bayesrc.data import save_trials, simulate_pair
 
 # the no-change pair a CI gate sees most, at benchmark size (its fit: test_compare_margin.py)

@@ -20,9 +20,9 @@ import bayesrc
 from bayesrc.classical import rci_detection_probability
 from bayesrc.cli import main
 from bayesrc.compare import CompareResult
-from bayesrc.compare.gate import (
+from bayesrc.compare.result import markdown_summary
+from bayesrc.compare.rules import (
     margin_evidence,
-    markdown_summary,
     p_within_margin,
     require_resolution,
     resolution,

@@ -21,7 +21,7 @@ from fault_proxy import FAULTS, FaultProxy
 from helpers import llama_server
 
 from bayesrc.collect import builtin_bank, load_card, resolve_model
-from bayesrc.collect.server import ServerClient
+from bayesrc.collect.server_client import ServerClient
 
 K = 10  # 21 requests: room for the 11 faults, 2 requests apart
 N_ITEMS = 2  # few items: on 2 loaded cores a new item's prompt costs seconds, a further sample half a second

@@ -13,7 +13,8 @@ import pandas as pd
 import pytest
 from helpers import assert_one_log_density
 
-from bayesrc.bayes.change_collapsed import _ops, cell_loglik, cell_stats, likelihood_tables, strata_hyper
+from bayesrc.bayes.change_grid import cell_stats, likelihood_tables, strata_hyper
+from bayesrc.bayes.change_likelihood import _ops, cell_loglik
 from bayesrc.bayes.inputs import ModelInputs
 from bayesrc.bayes.joint import family_cells, family_loglik, family_tables
 from bayesrc.bayes.joint_fit import ITEM_CHANGE_COLUMNS, JointFit, rank_bands

@@ -181,7 +181,7 @@ def test_power_cli_reports_the_split_and_single_shot_has_none(tmp_path, capsys):
 def test_report_noise_block_matches_counts():
     from bayesrc.classical import reliable_change
     from bayesrc.classical.noise import noise_from_items
-    from bayesrc.report.sections import noise_block
+    from bayesrc.report.classical_sections import noise_block
 
     sim = simulate_pair(300, 10, seed=8, missing_rate=0.05)
     counts = item_counts(sim.trials_v1, sim.trials_v2)

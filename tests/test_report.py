@@ -84,7 +84,7 @@ def test_aggregate_matches_independent_formula(demo_run):
     from scipy import stats
 
     items = pd.read_parquet(demo_run / "items_minor.parquet")
-    from bayesrc.report.sections import aggregate_frame
+    from bayesrc.report.classical_sections import aggregate_frame
 
     agg = aggregate_frame(items).set_index("items")
     d = (items["p_v2"] - items["p_v1"]).dropna().to_numpy()
@@ -179,7 +179,7 @@ def test_crosscheck_sentence_refuses_to_mix_two_rci_runs(demo_run, minor_fit):
     """A report whose RCI pair used other settings (z = 2.58, a real second run) than the fit's cross-check says so."""
     from bayesrc.classical import reliable_change
     from bayesrc.data import load_counts
-    from bayesrc.report.sections import crosscheck_sentence
+    from bayesrc.report.bayes_sections import crosscheck_sentence
 
     res, pair = minor_fit
     counts = load_counts([demo_run / "trials" / "minor_v1.parquet", demo_run / "trials" / "minor_v2.parquet"])
@@ -318,7 +318,7 @@ def test_pair_pins_side_by_side(tmp_path):
     """The comparison block is made by the real pin check (bayesrc.collect.pins.compare_runs) of two run records."""
     from bayesrc.collect.pins import compare_runs
     from bayesrc.io import atomic_write_json
-    from bayesrc.report.sections import pair_pins_frame
+    from bayesrc.report.classical_sections import pair_pins_frame
 
     pins = {
         "v1": {
@@ -355,7 +355,8 @@ def test_demo_pins_come_from_demo_json_not_a_run_record(demo_run, tmp_path):
     """`bayesrc demo` (collected) writes its two runs' pins as demo.json; the report shows them side by side,
     and a run directory's own run.json stays the collection's run record."""
     from bayesrc.io import atomic_write_json
-    from bayesrc.report.sections import Table, section_pins
+    from bayesrc.report.blocks import Table
+    from bayesrc.report.classical_sections import section_pins
 
     run_dir = shutil.copytree(demo_run, tmp_path / "run")
     record = {
@@ -378,7 +379,7 @@ def test_demo_pins_come_from_demo_json_not_a_run_record(demo_run, tmp_path):
 def test_crosscheck_table_rows_are_rci_classes(minor_fit):
     """fit.json stores table[posterior class][RCI class]; the report shows RCI classes as rows.
     Checked against a crosstab of the fit's own item table (RCI-excluded items count as no change)."""
-    from bayesrc.report.sections import crosscheck_table
+    from bayesrc.report.bayes_sections import crosscheck_table
 
     res, _ = minor_fit
     frame = crosscheck_table(res).set_index("RCI \\ posterior")

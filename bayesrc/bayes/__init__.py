@@ -13,13 +13,9 @@ JAX and PyMC are imported only when a model is sampled.
 
 from bayesrc.bayes.betabinom import betabinom_numpyro, betabinom_pymc, conjugate_p, sufficient_stats
 from bayesrc.bayes.change import change_numpyro, change_pymc, item_conditionals
-from bayesrc.bayes.change_collapsed import (
-    cell_stats,
-    change_collapsed_numpyro,
-    change_collapsed_pymc,
-    item_draws,
-    with_item_draws,
-)
+from bayesrc.bayes.change_collapsed import change_collapsed_numpyro, change_collapsed_pymc
+from bayesrc.bayes.change_grid import cell_stats
+from bayesrc.bayes.change_item_draws import item_draws, with_item_draws
 from bayesrc.bayes.checks import posterior_predictive_check
 from bayesrc.bayes.diagnostics import Diagnostics, gate
 from bayesrc.bayes.draws import item_block

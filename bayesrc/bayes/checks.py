@@ -18,7 +18,7 @@ which Bonferroni or Holm would pay for in power; the replicates carry that depen
 Posterior predictive p-values are conservative (the data are used twice), so on data the model can
 have generated the warning rate stays below the nominal level (``benchmarks/ppc_calibration.py``).
 
-**LOO** (:func:`loo_checks`): PSIS-LOO over items (:func:`bayesrc.bayes.change_collapsed.unit_loglik`, the
+**LOO** (:func:`loo_checks`): PSIS-LOO over items (:func:`bayesrc.bayes.change_likelihood.unit_loglik`, the
 collapsed marginal likelihood of an item's two counts, computed once per cell of items with the same counts and
 stratum), Pareto k per item (items above
 :data:`K_THRESHOLD` listed), and LOO-PIT of each item's change ``y2 - y1`` against new items drawn
@@ -39,7 +39,8 @@ import xarray as xr
 from scipy.special import expit
 from scipy.stats import kstest, rankdata
 
-from bayesrc.bayes.change_collapsed import _ops, cell_stats, flat_hyper, grid_spread, logit_grid, unit_loglik
+from bayesrc.bayes.change_grid import cell_stats, logit_grid
+from bayesrc.bayes.change_likelihood import _ops, flat_hyper, grid_spread, unit_loglik
 from bayesrc.bayes.diagnostics import mean_relative_ess
 from bayesrc.bayes.draws import item_slices, thin_index
 from bayesrc.bayes.inputs import ModelInputs
@@ -361,7 +362,7 @@ def new_item_p(
 
     Change model: ``theta ~ Normal(mu_s, sigma_s)``, ``changed ~ Bernoulli(pi)``,
     ``delta ~ Normal(m_s(theta), sigma_delta_s)`` (spreads as on the likelihood's grid,
-    :func:`bayesrc.bayes.change_collapsed.grid_spread`); beta-binomial: ``p_v ~ Beta(mu kappa,
+    :func:`bayesrc.bayes.change_likelihood.grid_spread`); beta-binomial: ``p_v ~ Beta(mu kappa,
     (1 - mu) kappa)`` per version. The leave-one-out predictive of an item given the
     hyperparameters (the input of LOO-PIT).
 
@@ -461,7 +462,7 @@ def psis_loo_items(ll: np.ndarray, reff: float) -> tuple[np.ndarray, np.ndarray,
 
 
 def unit_psis(post, data: ModelInputs, block: int = LOO_BLOCK) -> tuple[np.ndarray, ...]:
-    """PSIS-LOO of each likelihood unit (:func:`bayesrc.bayes.change_collapsed.unit_loglik`), ``block``
+    """PSIS-LOO of each likelihood unit (:func:`bayesrc.bayes.change_likelihood.unit_loglik`), ``block``
     units at a time: ``elpd``, ``p_loo``, Pareto ``k``, the smoothed log weights (chain, draw, unit)
     and each item's unit.
 

@@ -12,7 +12,8 @@ import xarray as xr
 
 from bayesrc.bayes.betabinom import betabinom_numpyro, betabinom_pymc
 from bayesrc.bayes.change import STRUCTURE_SITES, change_log_prior, change_numpyro, change_pymc, prior_settings
-from bayesrc.bayes.change_collapsed import change_collapsed_numpyro, change_collapsed_pymc, with_item_draws
+from bayesrc.bayes.change_collapsed import change_collapsed_numpyro, change_collapsed_pymc
+from bayesrc.bayes.change_item_draws import with_item_draws
 from bayesrc.bayes.check_figures import loo_pit_figure, ppc_figure, prior_predictive_figure
 from bayesrc.bayes.checks import (
     MAX_PPC_DRAWS,
@@ -42,7 +43,7 @@ from bayesrc.bayes.summaries import (
     select,
 )
 from bayesrc.classical import PairResult, reliable_change
-from bayesrc.classical.pipeline import pair_no_change_test
+from bayesrc.classical.no_change_checks import pair_no_change_test
 from bayesrc.config import release_memory, releases_jax_caches
 from bayesrc.errors import ConvergenceError, InputError
 from bayesrc.results import finite_number, register, two_labels
@@ -67,7 +68,7 @@ def sample(
     """Dispatch to one of the four model functions; returns the posterior DataTree.
 
     ``prior`` overrides the change model's ``PRIOR`` entries (prior sensitivity). ``items=False``
-    leaves out the collapsed change model's item draws (:func:`~bayesrc.bayes.change_collapsed.with_item_draws`
+    leaves out the collapsed change model's item draws (:func:`~bayesrc.bayes.change_item_draws.with_item_draws`
     adds them); the other models sample or draw their items as they go.
 
     Examples

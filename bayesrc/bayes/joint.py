@@ -15,19 +15,20 @@ across versions given ``theta_i``. With an item covariate (the correct option's 
 the pair model) the strata are (domain, letter) pairs: ``theta_i ~ Normal(mu_theta_d + alpha_g,
 sigma_theta_d)`` with ``alpha`` shared by the versions, and each other version's change has its own
 ``gamma_vg`` (per letter), ``eta_vs`` (per stratum, :func:`~bayesrc.bayes.change.group_effects_numpyro`
-with ``n_changes``) and spread ``sigma_delta_vg``; :func:`~bayesrc.bayes.change_collapsed.strata_hyper`
+with ``n_changes``) and spread ``sigma_delta_vg``; :func:`~bayesrc.bayes.change_grid.strata_hyper`
 expands them to strata for both models.
 
-Collapsed as the pair model is (:mod:`bayesrc.bayes.change_collapsed`, whose docstring has the
-numerics): NUTS samples the hyperparameters only. Given ``theta`` the versions are independent, so
-an item's marginal likelihood is **one** integral on the pair model's logit grid::
+Collapsed as the pair model is (:mod:`bayesrc.bayes.change_collapsed`; the numerics in the docstrings of
+:mod:`bayesrc.bayes.change_grid` and :mod:`bayesrc.bayes.change_likelihood`): NUTS samples the hyperparameters
+only. Given ``theta`` the versions are independent, so an item's marginal likelihood is **one** integral on
+the pair model's logit grid::
 
     L(c) = sum_j w_s(x_j) Bin(y_1 | x_j) prod_{v >= 2} [(1 - pi_v) Bin(y_v | x_j) + pi_v G_v(x_j; y_v)]
 
-with ``w_s`` the prior weights of the nodes (:func:`~bayesrc.bayes.change_collapsed.prior_weights`)
+with ``w_s`` the prior weights of the nodes (:func:`~bayesrc.bayes.change_likelihood.prior_weights`)
 and ``G_v`` the pair model's Gaussian-kernel convolution
-(:func:`~bayesrc.bayes.change_collapsed.weighted_convolutions`), one kernel row per (version,
-domain). With ``V = 2`` this is the pair model's :func:`~bayesrc.bayes.change_collapsed.cell_loglik`
+(:func:`~bayesrc.bayes.change_likelihood.weighted_convolutions`), one kernel row per (version,
+domain). With ``V = 2`` this is the pair model's :func:`~bayesrc.bayes.change_likelihood.cell_loglik`
 (tests/test_joint.py: to 1e-8). Items with the same stratum (domain, or (domain, letter)) and the same ``(n, y)`` in
 every version share one cell; all versions' outcomes ``(n, y)`` share one binomial table.
 
@@ -35,7 +36,7 @@ Item draws (:func:`family_item_draws`), for each posterior draw of the hyperpara
 from its posterior on the grid (piecewise linear between the nodes, as the pair model draws it);
 given ``theta_i`` the versions are independent, so each ``changed_iv`` is a Bernoulli draw with
 ``r_iv = P(changed_iv | theta_i, y_iv)`` (the node values interpolated linearly), and ``delta_iv`` as
-the pair model draws it (:func:`~bayesrc.bayes.change_collapsed.standardised_change_draw`). Then
+the pair model draws it (:func:`~bayesrc.bayes.change_item_draws.standardised_change_draw`). Then
 ``p_iv = expit(theta_i + changed_iv delta_iv)`` (``p_i1 = expit(theta_i)``).
 """
 
@@ -56,27 +57,26 @@ from bayesrc.bayes.change import (
     hyperpriors_pymc,
     prior_settings,
 )
-from bayesrc.bayes.change_collapsed import (
-    DRAW_DELTA_HALF,
-    DRAW_DELTA_NODES,
+from bayesrc.bayes.change_grid import (
     SAMPLER_BAND_DTYPE,
-    _ops,
-    _pwlinear_draw,
-    _pwlinear_tables,
     band_table,
     band_table_fits,
     binomial_table,
     bucket,
-    grid_spread,
     item_strata,
     logit_grid,
     outcome_bucket,
     pad_rows,
-    prior_weights,
-    standardised_change_draw,
     strata_hyper,
-    weighted_convolutions,
 )
+from bayesrc.bayes.change_item_draws import (
+    DRAW_DELTA_HALF,
+    DRAW_DELTA_NODES,
+    _pwlinear_draw,
+    _pwlinear_tables,
+    standardised_change_draw,
+)
+from bayesrc.bayes.change_likelihood import _ops, grid_spread, prior_weights, weighted_convolutions
 from bayesrc.bayes.draws import ITEM_DRAW_DTYPE
 from bayesrc.bayes.inputs import ModelInputs
 from bayesrc.bayes.samplers import SamplerConfig, progress_bar, run_numpyro, run_pymc
@@ -195,7 +195,7 @@ def family_tables(cells: FamilyCells, band_dtype=np.float64) -> dict[str, np.nda
 
     ``x`` the logit grid; ``e2`` the binomial table (max-scaled rows) over the distinct ``(n, y)``
     outcomes of all versions, named as the pair model's version-2 table so that
-    :func:`~bayesrc.bayes.change_collapsed.weighted_convolutions` reads it (``e2_band`` its band table
+    :func:`~bayesrc.bayes.change_likelihood.weighted_convolutions` reads it (``e2_band`` its band table
     when it fits); per cell: its stratum ``cell_s`` (domain, or (domain, letter) with the covariate), its rows of
     that table per version ``e_cell`` (version, cell, node), the sum of the rows' log maxima ``lm_cell``, per
     non-reference version its row ``cell_key = s T + t`` of the (stratum, outcome) convolutions, and its ``weight``
@@ -234,10 +234,10 @@ def node_terms(ops, mu_theta, sigma_theta, shift, spread, pi, tables):
     """Per cell and grid node: the reference term ``w_s(x_j) Bin(y_1 | x_j)`` and, per other version,
     the unchanged and changed terms ``(1 - pi_v) Bin(y_v | x_j)`` and ``pi_v G_v(x_j; y_v)``.
 
-    Per stratum (:func:`~bayesrc.bayes.change_collapsed.strata_hyper`): ``mu_theta, sigma_theta`` (stratum,),
+    Per stratum (:func:`~bayesrc.bayes.change_grid.strata_hyper`): ``mu_theta, sigma_theta`` (stratum,),
     ``shift`` and the changes' ``spread`` (change, stratum); ``pi`` (change,). The convolutions of every (version,
     stratum) come out of one call of the pair model's
-    :func:`~bayesrc.bayes.change_collapsed.weighted_convolutions`, the rows stacked version-major.
+    :func:`~bayesrc.bayes.change_likelihood.weighted_convolutions`, the rows stacked version-major.
     """
     x, e, e_cell, key = tables["x"], tables["e2"], tables["e_cell"], tables["cell_key"]
     n_s, (n_t, n_j) = mu_theta.shape[0], e.shape
@@ -275,7 +275,7 @@ def family_loglik(ops, mu_theta, sigma_theta, shift, spread, pi, tables):
 @cache
 def _jax_family_loglik():
     """The weighted sum of the cells' log-likelihoods as one compiled JAX function (compiled apart
-    for the reason :func:`bayesrc.bayes.change_collapsed._jax_loglik` gives)."""
+    for the reason :func:`bayesrc.bayes.change_likelihood._jax_loglik` gives)."""
     import jax  # deferred: JAX loads in ~1.5 s (bayes extra)
     import jax.numpy as jnp
 

@@ -1,5 +1,6 @@
 """Classical reliable change (Jacobson-Truax RCI adapted to items; SPEC section 2)."""
 
+from bayesrc.classical.across_pairs import analyse_pairs, cross_pair, greedy_comparison, greedy_flips
 from bayesrc.classical.calibration import (
     binomial_s_diff,
     classify_counts,
@@ -9,17 +10,11 @@ from bayesrc.classical.calibration import (
     rci_detection_probability,
     sample_level_null,
 )
+from bayesrc.classical.no_change_checks import pair_no_change_test
 from bayesrc.classical.noise import noise_decomposition, noise_from_counts
+from bayesrc.classical.pair_statistics import flip_metrics
 from bayesrc.classical.pairwise import PairwiseRCI, family_wise_z, pairwise_rci
-from bayesrc.classical.pipeline import (
-    analyse_pairs,
-    cross_pair,
-    flip_metrics,
-    greedy_comparison,
-    greedy_flips,
-    pair_no_change_test,
-    reliable_change,
-)
+from bayesrc.classical.pipeline import reliable_change
 from bayesrc.classical.rci import (
     CLASSES,
     RCISettings,

@@ -1,7 +1,7 @@
 """Secondary analyses of the reliable-change study (paper 001, sections 3.4-3.9).
 
 Pure functions over per-item arrays; the pipeline in
-:mod:`bayesrc.classical.pipeline` wires them together.
+:mod:`bayesrc.classical.pipeline` (one pair) and :mod:`bayesrc.classical.across_pairs` wire them together.
 """
 
 from __future__ import annotations

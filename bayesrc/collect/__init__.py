@@ -32,21 +32,14 @@ from bayesrc.collect.card import (
     resolve_model,
     shared_block,
 )
-from bayesrc.collect.engines import (
-    FastEngine,
-    Model,
-    NaiveEngine,
-    Prompt,
-    Sample,
-    Sampling,
-    make_engine,
-    physical_cores,
-)
+from bayesrc.collect.engines import FastEngine, NaiveEngine, make_engine
 from bayesrc.collect.exact import ExactEngine, ItemDistribution
 from bayesrc.collect.extract import Extraction, decided, extract, strip_think
+from bayesrc.collect.model import Model, Prompt, physical_cores
 from bayesrc.collect.pins import PinComparison, check_comparable, compare_runs, merge_runs
 from bayesrc.collect.run import collect
 from bayesrc.collect.rundir import RunResult, item_seeds, read_run_record, read_run_trials
+from bayesrc.collect.sampling import Sample, Sampling
 from bayesrc.collect.spec import RunSpec
 
 __all__ = [

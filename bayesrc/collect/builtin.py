@@ -30,7 +30,7 @@ import shutil
 from pathlib import Path
 
 from bayesrc.collect.card import load_card, resolve_model
-from bayesrc.collect.engines import _quiet_stderr
+from bayesrc.collect.model import _quiet_stderr
 from bayesrc.collect.run import collect
 from bayesrc.errors import InputError
 from bayesrc.io import atomic_write_text, temp_file_beside

@@ -8,7 +8,7 @@ The exact engine computes it by walking the tree of token prefixes:
 1. The item's prompt is evaluated as the other engines evaluate it,
    :meth:`Model.eval_prompt` on its two canonical blocks (the same logits), or under
    ``scheme="whole"`` in one piece from an emptied cache (the logits ``create_completion``
-   computes on a fresh context; :data:`~bayesrc.collect.engines.SCHEMES`).
+   computes on a fresh context; :data:`~bayesrc.collect.model.SCHEMES`).
 2. At each prefix, the next-token distribution is what ``create_completion``'s sampler
    chain draws from. The chain is *llama.cpp's own*: the engine builds it with the very
    call the fast engine uses (``Llama._init_sampler``: penalties, top-k, typical-p, top-p,
@@ -52,8 +52,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from bayesrc.collect.engines import FastEngine, Model, Prompt, Sampling, as_prompt, make_sampler
+from bayesrc.collect.engines import FastEngine
 from bayesrc.collect.extract import decided, extract
+from bayesrc.collect.model import Model, Prompt, as_prompt
+from bayesrc.collect.sampling import Sampling, make_sampler
 from bayesrc.errors import InputError
 
 DEFAULT_EPSILON = 1e-6

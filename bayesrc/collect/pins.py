@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from bayesrc.collect.engines import SCHEMES
 from bayesrc.collect.exact import compact
+from bayesrc.collect.model import SCHEMES
 from bayesrc.collect.rundir import (
     RunLock,
     check_writable,
@@ -48,7 +48,7 @@ def scheme_of(pins: dict) -> str | None:
 
     Examples
     --------
-    >>> from bayesrc.collect.engines import SCHEMES
+    >>> from bayesrc.collect.model import SCHEMES
     >>> scheme_of({"prompt.blocks": SCHEMES["whole"]})
     'whole'
     """

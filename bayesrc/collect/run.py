@@ -28,8 +28,10 @@ from bayesrc.collect.card import (
     sha256_text,
     shared_block,
 )
-from bayesrc.collect.engines import SCHEMES, Model, Prompt, Sampling, make_engine, runtime_info
+from bayesrc.collect.engines import make_engine
+from bayesrc.collect.model import SCHEMES, Model, Prompt, runtime_info
 from bayesrc.collect.rundir import RunResult, progress_bar, run_collection, run_times, trial_rows
+from bayesrc.collect.sampling import Sampling
 from bayesrc.collect.server import collect_server
 from bayesrc.collect.spec import RunSpec, as_spec, items_pins, pinned_salt, prompt_pins, salt_pins, sampling_pins
 from bayesrc.errors import InputError
@@ -52,7 +54,7 @@ def make_pins(
 ) -> dict:
     """The run's pins. An exact run has no K and no seeds, but its pruning threshold and
     expansion budget. The evaluation ``scheme`` is pinned as ``prompt.blocks``
-    (:data:`~bayesrc.collect.engines.SCHEMES`: the default's text is the one runs carried
+    (:data:`~bayesrc.collect.model.SCHEMES`: the default's text is the one runs carried
     before the option, so they stay comparable).
 
     Examples

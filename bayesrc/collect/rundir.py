@@ -196,7 +196,7 @@ def version_pin(pins: dict) -> str:
 PIN_CATEGORIES = ("model", "items", "prompt", "sampling", "tooling", "runtime")
 
 
-# How a prompt is cut and evaluated (engines.Prompt, card.prompt_blocks): changing it changes
+# How a prompt is cut and evaluated (model.Prompt, card.prompt_blocks): changing it changes
 # the tokens or the batch shapes, hence the logits, so it is a prompt pin.
 
 

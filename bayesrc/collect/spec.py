@@ -16,10 +16,13 @@ import dataclasses
 from dataclasses import dataclass
 
 from bayesrc.collect.bank import Bank, Item
+from bayesrc.collect.batching import check_items_per_batch
 from bayesrc.collect.card import ModelCard, sha256_text
-from bayesrc.collect.engines import ENGINES, Sampling, check_items_per_batch, check_scheme
+from bayesrc.collect.engines import ENGINES
 from bayesrc.collect.exact import DEFAULT_MAX_EXPANSIONS, check_epsilon
+from bayesrc.collect.model import check_scheme
 from bayesrc.collect.rundir import check_sampling_args, item_seeds, select_range, version_pin
+from bayesrc.collect.sampling import Sampling
 from bayesrc.data.seeds import seed_rule_text, seed_salt
 from bayesrc.errors import InputError
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from bayesrc.compare.gate import CompareResult, decide_sentence, markdown_summary
+from bayesrc.compare.result import CompareResult, markdown_summary
+from bayesrc.compare.rules import decide_sentence
 
 
 def github_outputs(res: CompareResult) -> dict[str, str]:

@@ -7,15 +7,14 @@ from pathlib import Path
 
 from bayesrc.errors import InputError
 from bayesrc.io import atomic_write_bytes, atomic_write_text, staged_output
+from bayesrc.report.bayes_sections import section_joint, section_model_comparison
+from bayesrc.report.blocks import Section
+from bayesrc.report.classical_sections import section_pairwise_rci
 from bayesrc.report.render import render_html, render_latex, render_markdown
 from bayesrc.report.run import Comparison, Run, load_run
-from bayesrc.report.sections import (
-    Section,
-    build_sections,
+from bayesrc.report.sections import build_sections
+from bayesrc.report.study_sections import (
     section_family_truth,
-    section_joint,
-    section_model_comparison,
-    section_pairwise_rci,
     section_power,
     section_sensitivity,
     section_switch,

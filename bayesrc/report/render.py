@@ -24,7 +24,7 @@ import pandas as pd
 
 from bayesrc import __version__
 from bayesrc.markdown import markdown_table
-from bayesrc.report.sections import Figure, Section, Table, Text
+from bayesrc.report.blocks import Figure, Section, Table, Text
 
 
 def default_docs_url() -> str:

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from bayesrc.collect.bank import Bank, load_bank
 from bayesrc.collect.card import ModelCard, load_card, resolve_model
-from bayesrc.collect.engines import Model, require_gpu_offload
+from bayesrc.collect.model import Model, require_gpu_offload
 from bayesrc.collect.pins import merge_runs
 from bayesrc.collect.run import collect
 from bayesrc.collect.rundir import RunLock, RunResult, check_writable, done_items, progress_bar, read_run_record

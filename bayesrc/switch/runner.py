@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from bayesrc.collect.card import load_card, resolve_model
-from bayesrc.collect.engines import Model
+from bayesrc.collect.model import Model
 from bayesrc.errors import InputError
 from bayesrc.io import atomic_write_json
 

@@ -1,0 +1,273 @@
+"""The collapsed change model's data side (:mod:`bayesrc.bayes.change_collapsed`): the logit grid, the
+cells and the binomial tables its likelihood reads.
+
+Given the hyperparameters items are independent, and an item's data enter only through the
+cell ``c = (s, n1, y1, n2, y2)`` (:func:`cell_stats`; ``s`` its stratum: domain, or (domain, covariate
+level), :func:`item_strata`). **Both integrals of a cell's marginal likelihood
+(:mod:`bayesrc.bayes.change_likelihood`) run on one fixed grid of the logit scale** (:func:`logit_grid`:
+step 0.2 on [-10, 10] for up to 100 trials per item, finer beyond), so every binomial term is a constant
+of the data, computed once per fit (:func:`likelihood_tables`).
+
+The trapezoid rule on a fixed grid converges geometrically for these analytic integrands while
+the grid step is below the narrowest width involved (the binomial's ``2 / sqrt(n)`` logits,
+``sigma_theta``, ``sigma_delta``): relative error below 1e-6 against ``scipy.integrate.dblquad``
+for ``sigma_delta >= 0.2`` (tests/test_bayes_units.py). Both normal densities are normalised on
+the grid, so a spread below the step keeps its mass (the prior keeps ``sigma_delta`` above 0.1
+with probability 0.98), and the mass beyond the grid's ends (+-10 logits: accuracy 4.5e-5 and
+0.99995) sits on the end nodes, where the binomials equal their limits to ``n 4.5e-5``.
+
+The data enter the compiled likelihood as arguments, padded to fixed shape buckets
+(:func:`likelihood_tables`), so one compiled sampler serves every fit of the same shape, also
+in a later process (JAX's persistent compilation cache, :func:`bayesrc.configure`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import log_expit
+
+from bayesrc.bayes.inputs import ModelInputs
+
+LOGIT_HALF, LOGIT_STEP = 10.0, 0.2  # the logit grid: [-10, 10] in steps of at most 0.2
+
+
+def logit_grid(max_n: int) -> np.ndarray:
+    """Fixed nodes on the logit scale for items with at most ``max_n`` trials per version.
+
+    Step ``min(0.2, 2 / sqrt(max_n))``: the binomial likelihood's logit-scale SD is at least
+    ``2 / sqrt(n)``, and the trapezoid rule's error falls like ``exp(-2 pi^2 (width / step)^2)``.
+
+    Examples
+    --------
+    >>> x = logit_grid(10)
+    >>> len(x), round(float(x[1] - x[0]), 12)
+    (101, 0.2)
+    """
+    step = min(LOGIT_STEP, 2.0 / np.sqrt(max(int(max_n), 1)))
+    half_nodes = int(np.ceil(LOGIT_HALF / step))
+    return np.linspace(-LOGIT_HALF, LOGIT_HALF, 2 * half_nodes + 1)
+
+
+@dataclass(frozen=True)
+class Cells:
+    """Distinct ``(s, n1, y1, n2, y2)`` cells, their multiplicities and the item -> cell map.
+
+    ``dom`` is the cell's stratum: its domain without a covariate; with one, the distinct
+    (domain, covariate level) pair, and ``stratum_dom`` / ``stratum_group`` map each stratum to
+    its domain and level; the model expands its per-domain and per-level hyperparameters to
+    strata (:func:`strata_hyper`), so the quadrature code is the same with or without a covariate.
+    """
+
+    dom: np.ndarray
+    n1: np.ndarray
+    y1: np.ndarray
+    n2: np.ndarray
+    y2: np.ndarray
+    weight: np.ndarray
+    item_cell: np.ndarray
+    n_strata: int
+    stratum_dom: np.ndarray | None = None
+    stratum_group: np.ndarray | None = None
+
+    @property
+    def n_cells(self) -> int:
+        return int(self.weight.size)
+
+
+def cell_stats(data: ModelInputs) -> Cells:
+    """Sufficient statistics of the change model: distinct cells with item counts.
+
+    Without a covariate a cell's first entry is the domain; with one, the stratum (see :class:`Cells`).
+
+    Examples
+    --------
+    >>> from bayesrc.bayes.inputs import ModelInputs
+    >>> d = ModelInputs(items=("a", "b", "c"), versions=("v1", "v2"), domains=("x",), dom=np.zeros(3, int),
+    ...                 y=np.array([[3, 4], [3, 4], [5, 5]]), n=np.full((3, 2), 10))
+    >>> cells = cell_stats(d)
+    >>> cells.n_cells, cells.weight.tolist(), cells.item_cell.tolist()
+    (2, [2.0, 1.0], [0, 0, 1])
+    """
+    stratum, strata = item_strata(data)
+    rows = np.stack([stratum, data.n[:, 0], data.y[:, 0], data.n[:, 1], data.y[:, 1]], axis=1)
+    cells, item_cell, w = np.unique(rows, axis=0, return_inverse=True, return_counts=True)
+    f = lambda a: a.astype(float)  # noqa: E731
+    return Cells(
+        dom=cells[:, 0],
+        n1=f(cells[:, 1]),
+        y1=f(cells[:, 2]),
+        n2=f(cells[:, 3]),
+        y2=f(cells[:, 4]),
+        weight=f(w),
+        item_cell=item_cell.ravel(),
+        **strata,
+    )
+
+
+def item_strata(data: ModelInputs) -> tuple[np.ndarray, dict]:
+    """Each item's stratum (its domain, or with a covariate its (domain, level) pair) and the cells'
+    stratum fields ``n_strata``, ``stratum_dom``, ``stratum_group`` (None without a covariate).
+
+    Examples
+    --------
+    >>> d = ModelInputs(items=("a", "b"), versions=("v1", "v2"), domains=("x", "z"), dom=np.array([1, 0]),
+    ...                 y=np.zeros((2, 2)), n=np.ones((2, 2)))
+    >>> item_strata(d)
+    (array([1, 0]), {'n_strata': 2, 'stratum_dom': None, 'stratum_group': None})
+    """
+    if data.n_groups <= 1:
+        return data.dom, {"n_strata": data.n_domains, "stratum_dom": None, "stratum_group": None}
+    stratum, s_dom, s_grp = data.strata()
+    return stratum, {"n_strata": len(s_dom), "stratum_dom": s_dom, "stratum_group": s_grp}
+
+
+def bucket(n: int, least: int = 64) -> int:
+    """The shape bucket of ``n`` cells: the next power of two, at least ``least`` (padding for compile reuse)."""
+    return max(least, 1 << int(np.ceil(np.log2(max(n, 1)))))
+
+
+def binomial_table(x: np.ndarray, n: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``exp(log Bin(y | n, expit x) - max)`` per outcome (row) and node, and the row maxima.
+
+    The binomial coefficient is left out (constant); ``y log p + (n - y) log q = n log expit(x) - (n - y) x``.
+    """
+    lb = n[:, None] * log_expit(x)[None, :] - (n - y)[:, None] * x[None, :]
+    top = lb.max(1)
+    return np.exp(lb - top[:, None]), top
+
+
+BAND_TABLE_MAX_BYTES = 64 * 2**20  # above it (K in the hundreds) the likelihood forms the Toeplitz kernel instead
+# The samplers' band table is single precision: its product with the kernel rows is most of a
+# gradient's cost, and ~1.7x as fast in float32. Every term is positive (no cancellation), so the
+# sums keep a relative error near 1e-7 (tests/test_bayes_units.py); the item draws (stored in single
+# precision: draws.ITEM_DRAW_DTYPE), LOO and the checks compute in float64.
+SAMPLER_BAND_DTYPE = np.float32
+
+
+def band_table(e: np.ndarray) -> np.ndarray:
+    """``B[t, j, m] = e[t, m + j - (J - 1)]`` (0 beyond the grid), with a row of ones after ``e``'s rows.
+
+    The slope-free change kernel is one row ``r[m]`` over the ``2J - 1`` node offsets, so
+    ``sum_k K[j, k] e[t, k] = sum_m r[m] B[t, j, m]``: a product of the parameters' row with this
+    constant (:func:`~bayesrc.bayes.change_likelihood.convolution_parts`); the ones give each kernel row's
+    mass inside the grid.
+
+    Examples
+    --------
+    >>> band_table(np.array([[1.0, 2.0]]))
+    array([[[0., 1., 2.],
+            [1., 2., 0.]],
+    <BLANKLINE>
+           [[0., 1., 1.],
+            [1., 1., 0.]]])
+    """
+    e = np.concatenate([e, np.ones_like(e[:1])])
+    n = e.shape[1]
+    k = np.arange(2 * n - 1)[None, :] + np.arange(n)[:, None] - (n - 1)  # (j, m): the node k of offset m from j
+    return np.where((k >= 0) & (k < n), e[:, np.clip(k, 0, n - 1)], 0.0)
+
+
+def likelihood_tables(cells: Cells, band_dtype=np.float64, pairs: bool = True) -> dict[str, np.ndarray]:
+    """Every data-dependent array of the collapsed likelihood, padded to shape buckets.
+
+    ``x`` the logit grid, ``e1`` / ``lm1`` the version-1 binomial table over distinct ``(n1, y1)`` outcomes,
+    ``e2`` / ``lm2`` the version-2 table over distinct ``(n2, y2)``, ``e2_band`` its band table
+    (:func:`band_table`; left out when over :data:`BAND_TABLE_MAX_BYTES`); per cell its row ``cell_key
+    = s T + t`` of the (stratum, version-2 outcome) table, its version-1 outcome ``cell_u`` and
+    its weight (0 on padding). Outcomes and cells are padded to powers of two, so datasets of
+    similar size share one compiled likelihood. ``band_dtype``: the band table's precision (the
+    samplers pass :data:`SAMPLER_BAND_DTYPE`); ``pairs``: with the likelihood's tables of the cells'
+    (stratum, outcome) pairs (:func:`pair_tables`; the item draws, which convolve every pair, leave them out).
+    """
+    x = logit_grid(int(max(cells.n1.max(), cells.n2.max())))
+    o1, u = np.unique(np.stack([cells.n1, cells.y1], 1), axis=0, return_inverse=True)
+    o2, t = np.unique(np.stack([cells.n2, cells.y2], 1), axis=0, return_inverse=True)
+    n_t, n_u, n_c = outcome_bucket(len(o2)), outcome_bucket(len(o1)), bucket(cells.n_cells)
+    pad = pad_rows
+    e1, lm1 = binomial_table(x, o1[:, 0], o1[:, 1])
+    e2, lm2 = binomial_table(x, o2[:, 0], o2[:, 1])
+    tables = {
+        "x": x,
+        "e1": pad(e1, n_u),
+        "lm1": pad(lm1, n_u),
+        "e2": pad(e2, n_t),
+        "lm2": pad(lm2, n_t),
+        "cell_key": pad(cells.dom * n_t + t.ravel(), n_c),
+        "cell_t": pad(t.ravel(), n_c),
+        "cell_u": pad(u.ravel(), n_c),
+        "weight": pad(cells.weight, n_c),
+    }
+    if band_table_fits(n_t, len(x), band_dtype):
+        tables["e2_band"] = band_table(tables["e2"]).astype(band_dtype)
+        tables |= pair_tables(cells.dom, t.ravel(), cells.n_strata, tables["e2_band"], n_c) if pairs else {}
+    return tables
+
+
+def pair_tables(
+    cell_s: np.ndarray, cell_t: np.ndarray, n_strata: int, e2_band: np.ndarray, n_cells: int
+) -> dict[str, np.ndarray]:
+    """The (stratum, version-2 outcome) pairs the cells have, for the band product of
+    :func:`~bayesrc.bayes.change_likelihood.cell_loglik`: ``pair_onehot`` (pair, stratum), ``pair_band`` the
+    band table's rows of the pairs' outcomes (:func:`band_table`), ``ones_band`` its row of ones, ``cell_pair``
+    each cell's pair; pairs padded to a multiple of 16 (zero rows). Empty when the pairs' band would be over
+    :data:`BAND_TABLE_MAX_BYTES`.
+
+    Why: the band product is most of a gradient's cost, and real data fill few of the pairs (70 of the
+    308 on the bundled Q4_K_M -> Q3_K_M pair, 34 of 192 on 40 simulated items).
+
+    Examples
+    --------
+    >>> t = pair_tables(np.array([0, 0, 1]), np.array([2, 2, 0]), 2, band_table(np.eye(3)), 4)
+    >>> t["pair_onehot"].shape, t["pair_band"].shape, t["cell_pair"].tolist()
+    ((16, 2), (16, 3, 5), [0, 0, 1, 0])
+    """
+    pairs, cell_pair = np.unique(np.stack([cell_s, cell_t], 1), axis=0, return_inverse=True)
+    n_p = -(-len(pairs) // 16) * 16
+    if n_p * e2_band[0].nbytes > BAND_TABLE_MAX_BYTES:
+        return {}
+    return {
+        "pair_onehot": pad_rows(np.eye(n_strata)[pairs[:, 0]], n_p),
+        "pair_band": pad_rows(e2_band[pairs[:, 1]], n_p),
+        "ones_band": e2_band[-1],
+        "cell_pair": pad_rows(cell_pair.ravel(), n_cells),
+    }
+
+
+def outcome_bucket(n: int) -> int:
+    """Outcome rows padded to a multiple of 4 (they cost matrix columns; shapes shared between fits)."""
+    return -(-n // 4) * 4
+
+
+def pad_rows(a: np.ndarray, size: int) -> np.ndarray:
+    """``a`` with zero rows appended up to ``size`` rows (the shape buckets' padding).
+
+    Examples
+    --------
+    >>> pad_rows(np.ones((2, 3)), 4).sum(1).tolist()
+    [3.0, 3.0, 0.0, 0.0]
+    """
+    return np.concatenate([a, np.zeros((size - len(a), *a.shape[1:]), a.dtype)])
+
+
+def band_table_fits(n_outcomes: int, n_nodes: int, dtype) -> bool:
+    """Whether the band table of ``n_outcomes`` binomial rows on ``n_nodes`` nodes stays within
+    :data:`BAND_TABLE_MAX_BYTES`."""
+    return (n_outcomes + 1) * n_nodes * (2 * n_nodes - 1) * np.dtype(dtype).itemsize <= BAND_TABLE_MAX_BYTES
+
+
+def strata_hyper(cells: Cells, mu_theta, sigma_theta, shift, alpha, gamma, eta, sigma_delta):
+    """Per-domain ``mu_theta, sigma_theta, shift`` (+ per-level ``alpha``, ``gamma``, ``sigma_delta`` and
+    per-stratum ``eta``) expanded to the cells' strata; without a covariate the strata are the
+    domains and the one ``sigma_delta`` is repeated for each. Works on the last axis (numpy, jax
+    or pytensor)."""
+    if cells.stratum_dom is None:
+        return mu_theta, sigma_theta, shift, sigma_delta[..., None] + 0.0 * shift
+    sd, sg = cells.stratum_dom, cells.stratum_group
+    return (
+        mu_theta[..., sd] + alpha[..., sg],
+        sigma_theta[..., sd],
+        shift[..., sd] + gamma[..., sg] + eta,
+        sigma_delta[..., sg],
+    )

@@ -1,0 +1,404 @@
+"""The collapsed change model's marginal likelihood on the logit grid (:mod:`bayesrc.bayes.change_collapsed`),
+one code for numpy, JAX and PyTensor (:func:`_ops`).
+
+The marginal likelihood of one cell ``c = (s, n1, y1, n2, y2)`` (:func:`~bayesrc.bayes.change_grid.cell_stats`)::
+
+    L(c) = int N(theta | mu_s, sigma_s) Bin(y1 | n1, expit theta) [ (1 - pi) Bin(y2 | n2, expit theta)
+                                                                   + pi g_s(theta) ] dtheta
+    g_s(theta) = int N(x | theta + m_s(theta), sigma_delta_s) Bin(y2 | n2, expit x) dx
+
+with ``m_s(theta) = shift_s + slope (theta - mu_s) / sigma_s``. Both integrals run on the fixed logit grid
+of :mod:`bayesrc.bayes.change_grid` (whose docstring has their accuracy), so every binomial term is a
+constant of the data (:func:`~bayesrc.bayes.change_grid.likelihood_tables`); what the sampler evaluates is
+
+* the prior weights of the theta nodes per stratum (a normal density, normalised over the grid),
+* the change kernel ``K_s[j, k]``, the normal density of ``x_k`` around ``x_j + m_s``, normalised
+  over ``k`` (a Toeplitz matrix without the slope: one row of ``2J - 1`` exponentials per stratum,
+  tiled into place),
+* the unnormalised sums of ``G = K @ Bin2`` per stratum and version-2 outcome ``(n2, y2)`` (with
+  the rows' normalisers in the same product), and ``L`` as matrix products of the prior-weighted
+  version-1 binomial table with ``Bin2`` (no change) and with those sums (the normalisers and
+  the tails folded into the weights: :func:`cell_loglik`).
+
+So a gradient costs a few dense matrix products and no transcendental function of the data
+(0.4-0.7 ms for 40-2,000 items on a loaded 2-core machine, against 13.5 ms before on 11 strata;
+``benchmarks/change_likelihood.py`` compares them on one shape).
+The largest, the kernel rows times the band table, runs in single precision in the samplers
+(:data:`~bayesrc.bayes.change_grid.SAMPLER_BAND_DTYPE`): its terms are all positive, so the sums keep a
+relative error near 1e-7. The likelihood forms it only for the (stratum, outcome) pairs the cells have
+(:func:`~bayesrc.bayes.change_grid.pair_tables`: real data fill few of them), and contracts the pairs'
+convolutions with the version-1 terms per pair: on the bundled Q4_K_M -> Q3_K_M pair (70 of 308 pairs) the
+likelihood's value and gradient took 0.58 ms against 0.97 ms over every pair, the same numbers (0.52 ms with
+the tails' normal CDF as one ``erfc``: :func:`_ops`).
+
+A fit's per-cell log-likelihood for every posterior draw (:func:`cell_pointwise_loglik`, :func:`unit_loglik`)
+is the input of PSIS-LOO (:func:`bayesrc.bayes.checks.loo_checks`).
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from types import SimpleNamespace
+
+import numpy as np
+from scipy.special import betaln, logsumexp, ndtr
+
+from bayesrc.bayes.change import group_draws
+from bayesrc.bayes.change_grid import Cells, cell_stats, likelihood_tables, strata_hyper
+from bayesrc.bayes.inputs import ModelInputs
+from bayesrc.config import precision, prepare_jax
+
+
+def _ops(backend: str) -> SimpleNamespace:
+    """The handful of array functions the likelihood needs, for numpy, jax or pytensor."""
+    if backend == "numpy":
+        return SimpleNamespace(
+            xp=np, logsumexp=logsumexp, tensordot=np.tensordot, einsum=np.einsum, maximum=np.maximum, ndtr=ndtr
+        )
+    if backend == "jax":
+        import jax
+        import jax.numpy as jnp
+        import jax.scipy.special as jss  # the module, not its names: logsumexp is scipy's, imported at the top
+
+        # Phi as one erfc, as PyTensor's below: jax.scipy's ndtr evaluates erf and erfc everywhere and picks one
+        # (the tails' two Phi per stratum and node were 15% of the likelihood's value and gradient).
+        phi = lambda z: 0.5 * jax.lax.erfc(-z / np.sqrt(2.0))  # noqa: E731
+        return SimpleNamespace(
+            xp=jnp, logsumexp=jss.logsumexp, tensordot=jnp.tensordot, einsum=jnp.einsum, maximum=jnp.maximum, ndtr=phi
+        )
+    import pytensor.tensor as pt  # deferred: PyMC loads in ~2 s (bayes extra)
+
+    return SimpleNamespace(
+        xp=pt,
+        logsumexp=pt.logsumexp,
+        tensordot=pt.tensordot,
+        einsum=pt.einsum,
+        maximum=pt.maximum,
+        ndtr=lambda z: 0.5 * pt.erfc(-z / np.sqrt(2.0)),
+    )
+
+
+def _lump_tails(ops, weights, below, above):
+    """Node weights (summing to 1 over the last axis) scaled to ``1 - below - above``, with the mass
+    below / above the grid put on its first / last node: the binomials there (accuracy 4.5e-5 and
+    0.99995) stand for everything beyond."""
+    w = weights * (1.0 - below - above)[..., None]
+    return ops.xp.concatenate([w[..., :1] + below[..., None], w[..., 1:-1], w[..., -1:] + above[..., None]], axis=-1)
+
+
+def grid_spread(ops, sigma, x):
+    """The spread a normal has on the grid: ``sqrt(sigma^2 + (h / 2)^2)``, never below half the step ``h``.
+
+    Why: a normal narrower than the step sits on one or two nodes, and its weights then jump as
+    its centre crosses a node: a likelihood NUTS cannot traverse (no-change data, where an
+    item's spread or change shrinks towards 0, diverged and hit the tree depth). Half a step
+    (0.1 logits) keeps neighbouring nodes within ``e^-2`` of each other, so the weights move
+    smoothly with the centre; the model reads it as an extra Normal(0, 0.1) logit jitter of
+    each item's easiness and change (0.5% of a 1-logit spread, 5% of a 0.3-logit one).
+    """
+    half = 0.5 * (x[1] - x[0])
+    return ops.xp.sqrt(sigma**2 + half**2)
+
+
+def prior_weights(ops, x, mu, sigma):
+    """Normal(mu_s, sigma_s) weights of the grid's nodes per stratum: (stratum, node) (spread at least
+    half a step: :func:`grid_spread`).
+
+    Inside the grid the nodes share the mass in proportion to the density (normalised: exact
+    mass for any spread), the tails beyond its end cells sit on the end nodes (:func:`_lump_tails`).
+    """
+    sigma = grid_spread(ops, sigma, x)
+    lp = -0.5 * ((x[None, :] - mu[:, None]) / sigma[:, None]) ** 2
+    inside = ops.xp.exp(lp - ops.logsumexp(lp, axis=-1, keepdims=True))
+    return _lump_tails(ops, inside, *_tails(ops, x, mu, sigma))
+
+
+def toeplitz(ops, row, n: int):
+    """``T[..., j, k] = row[..., k - j + n - 1]`` from the last axis's ``2n - 1`` entries.
+
+    By tiling and reshaping, not by an index gather: under a sampler the gather's index is data
+    (an argument), and its gradient, a scatter-add, cost most of a likelihood evaluation.
+
+    Examples
+    --------
+    >>> toeplitz(_ops("numpy"), np.arange(5.0)[None], 3)[0]
+    array([[2., 3., 4.],
+           [1., 2., 3.],
+           [0., 1., 2.]])
+    """
+    xp = ops.xp
+    period = xp.concatenate([row, xp.zeros_like(row[..., :1])], axis=-1)  # length 2n
+    tiled = xp.tile(period, (1,) * (row.ndim - 1) + (n,))[..., : n * (2 * n - 1)]
+    return tiled.reshape((*row.shape[:-1], n, 2 * n - 1))[..., n - 1 :]
+
+
+def _kernel_offsets(ops, x, shift, sigma_delta):
+    """The slope-free change kernel's one row per stratum: the Gaussian over the ``2J - 1`` node
+    offsets ``(k - j) h`` centred on ``shift_s``, scaled by its maximum: (stratum, 2J - 1)."""
+    n = x.shape[0]
+    offsets = (np.arange(2 * n - 1) - (n - 1)) * (x[1] - x[0])
+    lr = -0.5 * ((offsets[None, :] - shift[:, None]) / sigma_delta[:, None]) ** 2
+    return ops.xp.exp(lr - ops.xp.max(lr, axis=-1, keepdims=True))
+
+
+def _kernel_rows(ops, x, mu, sigma, shift, slope, sigma_delta):
+    """Unnormalised change-kernel rows ``k[s, j, k]``, their centres ``x_j + m_s(x_j)`` and spread.
+
+    Without the slope (``slope`` the float 0.0) the rows are one Gaussian over the ``2J - 1``
+    offsets per stratum (:func:`_kernel_offsets`) laid out as a Toeplitz matrix: a row centred
+    far beyond the grid may then underflow (its inside mass relative to the peak row's is below
+    1e-150: :func:`_safe_ratio` gives it none). With the slope each row is scaled by its own maximum.
+    """
+    sigma_delta = grid_spread(ops, sigma_delta, x)
+    if isinstance(slope, float) and slope == 0.0:
+        k = toeplitz(ops, _kernel_offsets(ops, x, shift, sigma_delta), x.shape[0])
+        centre = x[None, :] + shift[:, None]
+    else:
+        centre = x[None, :] + shift[:, None] + slope * (x[None, :] - mu[:, None]) / sigma[:, None]  # (stratum, node)
+        lk = -0.5 * ((x[None, None, :] - centre[:, :, None]) / sigma_delta[:, None, None]) ** 2
+        k = ops.xp.exp(lk - ops.xp.max(lk, axis=-1, keepdims=True))
+    return k, centre, sigma_delta[:, None]
+
+
+def _safe_ratio(ops, num, den):
+    """``num / den``, 0 where ``den`` is below 1e-150 (a kernel row with no mass on the grid).
+
+    Why not smaller: the gradient divides by ``den ** 2``, which must not underflow to 0.
+    """
+    ok = den > 1e-150
+    return ops.xp.where(ok, num / ops.xp.where(ok, den, 1.0), 0.0)
+
+
+def _tails(ops, x, centre, sd):
+    """Mass of Normal(centre, sd) below / above the grid's end cells."""
+    half = 0.5 * (x[1] - x[0])
+    return ops.ndtr((x[0] - half - centre) / sd), ops.ndtr((centre - x[-1] - half) / sd)
+
+
+def change_kernel(ops, tables, mu, sigma, shift, slope, sigma_delta):
+    """``K[s, j, k]``: the Normal(x_j + m_s(x_j), sigma_delta_s) weight of node ``x_k``, as
+    :func:`prior_weights` (rows sum to 1, tails on the end nodes, :func:`grid_spread`).
+
+    Without the slope (``slope`` the float 0.0) ``m_s`` is constant and ``K_s`` Toeplitz inside the
+    grid (:func:`_kernel_rows`). The item draws use the kernel itself; the likelihood applies it to
+    the version-2 binomials without forming it normalised (:func:`convolution_parts`).
+    """
+    x = tables["x"]
+    k, centre, sd = _kernel_rows(ops, x, mu, sigma, shift, slope, sigma_delta)
+    inside = _safe_ratio(ops, k, k.sum(-1, keepdims=True))
+    return _lump_tails(ops, inside, *_tails(ops, x, centre, sd))
+
+
+def weighted_convolutions(ops, tables, mu, sigma, shift, slope, sigma_delta, weights):
+    """``G_w[s, t, j] = sum_k K[s, j, k] w[k - j + J - 1] e2[t, k]`` for each row ``w`` of ``weights``
+    (W, 2J - 1), a function of the change ``x_k - x_j`` (a row of ones: ``G = K @ e2`` itself;
+    the share of a node's cell above zero: the item draws' ``P(delta > 0)``): (W, stratum, outcome2, node).
+
+    Assembled from :func:`convolution_parts`: the kernel's sums inside the grid, scaled per node by
+    the row's inside mass over its normaliser, plus the tails' mass on the end nodes' binomials.
+    """
+    sums, scale, first, last = convolution_parts(ops, tables, mu, sigma, shift, slope, sigma_delta, weights)
+    e2 = tables["e2"]
+    return (
+        sums * scale[None, :, None, :]
+        + first[:, :, None, :] * e2[None, None, :, :1]
+        + last[:, :, None, :] * e2[None, None, :, -1:]
+    )
+
+
+def convolution_parts(ops, tables, mu, sigma, shift, slope, sigma_delta, weights):
+    """The pieces of :func:`weighted_convolutions`: ``sums[w, s, t, j] = sum_k k[s, j, k] w[k - j + J - 1]
+    e2[t, k]`` over the grid (unnormalised kernel rows), ``scale[s, j]`` = (1 - tails' mass) / the
+    row's sum over the grid (0 for a row with no mass on the grid: :func:`_safe_ratio`), and the
+    tails' mass per weight row that goes to the first and last node's binomials (W, stratum, node).
+
+    The sums and the kernel rows' normalisers come out of one matrix product (a row of ones beside
+    the binomials). ``weights[0]`` must be ones (the normalisers come from it). Without the slope
+    the product is the kernel's one row per stratum times the binomials' band table (``e2_band``,
+    :func:`~bayesrc.bayes.change_grid.band_table`), a constant: forming the Toeplitz kernel from the
+    parameters instead made the gradient 4-9x slower at 16-140 strata.
+    """
+    x, e2 = tables["x"], tables["e2"]
+    n = x.shape[0]
+    if isinstance(slope, float) and slope == 0.0 and "e2_band" in tables:
+        sd = grid_spread(ops, sigma_delta, x)
+        rows = weights[:, None, :] * _kernel_offsets(ops, x, shift, sd)[None]  # (W, stratum, 2J - 1)
+        band = tables["e2_band"]  # in its own precision (likelihood_tables' band_dtype), the sums back in the rows'
+        # (W, stratum, outcome2 + 1, node)
+        sums = ops.tensordot(rows.astype(band.dtype), band, axes=[[2], [2]]).astype(rows.dtype)
+        centre, sd = x[None, :] + shift[:, None], sd[:, None]
+    else:
+        k, centre, sd = _kernel_rows(ops, x, mu, sigma, shift, slope, sigma_delta)
+        kw = k[None] * toeplitz(ops, weights, n)[:, None]  # (W, stratum, node, node)
+        e2_ones = ops.xp.concatenate([e2, ops.xp.ones_like(e2[:1])], axis=0)
+        sums = ops.tensordot(kw, e2_ones, axes=[[3], [1]]).transpose(0, 1, 3, 2)  # (W, stratum, outcome2 + 1, node)
+    scale, below, above = _rows_scale_and_tails(ops, x, centre, sd, sums[0, :, -1])
+    # (W, node j): w of the change to node 0 / node J - 1
+    at_first, at_last = weights[:, n - 1 :: -1], weights[:, : n - 2 : -1]
+    return sums[:, :, :-1], scale, at_first[:, None, :] * below[None], at_last[:, None, :] * above[None]
+
+
+def _rows_scale_and_tails(ops, x, centre, sd, inside):
+    """Per kernel row (stratum, node): the scale of its sums over the grid, (1 - tails' mass) / ``inside`` (its
+    sum over the grid; 0 for a row with no mass there, :func:`_safe_ratio`), and its mass below / above the grid."""
+    below, above = _tails(ops, x, centre, sd)
+    return _safe_ratio(ops, 1.0 - below - above, inside), below, above
+
+
+def cell_loglik(ops, mu_theta, sigma_theta, shift, sigma_delta, slope, pi, tables):
+    """``log L(c)`` per (padded) cell, hyperparameters per stratum (see the module docstring).
+
+    ``L = sum_j prior[s, j] e1[u, j] ((1 - pi) e2[t, j] + pi G[s, t, j])`` with ``G`` from the parts of
+    :func:`convolution_parts` contracted one by one against ``prior e1``: ``G`` itself (stratum x
+    outcome x node) is never formed, nor the elementwise passes over it (1.1-1.5x per value and
+    gradient on the q3 pair's shape, docs/performance.md). Without the slope and with the tables of
+    :func:`~bayesrc.bayes.change_grid.pair_tables`, the parts are formed and contracted for the cells'
+    (stratum, outcome) pairs only (:func:`_pair_convolution_parts`; 1.7x on that shape, the same numbers).
+    """
+    e1, e2 = tables["e1"], tables["e2"]
+    prior = prior_weights(ops, tables["x"], mu_theta, sigma_theta)  # (stratum, node)
+    pe1 = prior[:, None, :] * e1[None]  # (stratum, outcome1, node)
+    same = ops.tensordot(pe1, e2, axes=[[2], [1]])  # (stratum, outcome1, outcome2)
+    by_pair = isinstance(slope, float) and slope == 0.0 and "pair_band" in tables
+    if by_pair:  # the change convolutions of the pairs the cells have only (pair_tables)
+        scaled, first, last, sums = _pair_convolution_parts(ops, tables, shift, sigma_delta)
+        # (pair, outcome1)
+        changed = (ops.tensordot(tables["pair_onehot"], prior * scaled, axes=[[1], [0]]) * sums) @ e1.T
+    else:
+        ones = np.ones((1, 2 * e1.shape[-1] - 1))
+        sums, scale, first, last = convolution_parts(
+            ops, tables, mu_theta, sigma_theta, shift, slope, sigma_delta, ones
+        )
+        first, last = first[0], last[0]
+        changed = ops.einsum("suj,stj->sut", pe1 * scale[:, None, :], sums[0])
+    # (stratum, outcome1, 1): the tails' mass
+    at_ends = [(pe1 * tail[:, None, :]).sum(-1)[:, :, None] for tail in (first, last)]
+    ends = at_ends[0] * e2[None, None, :, 0] + at_ends[1] * e2[None, None, :, -1]  # on the end nodes' binomials
+    lik = (1.0 - pi) * same + pi * (ends if by_pair else changed + ends)
+    lik = lik.transpose(0, 2, 1)  # (stratum, outcome2, outcome1)
+    per_cell = lik.reshape((-1, lik.shape[-1]))[tables["cell_key"], tables["cell_u"]]
+    if by_pair:
+        per_cell = per_cell + pi * changed[tables["cell_pair"], tables["cell_u"]]
+    return ops.xp.log(ops.maximum(per_cell, 1e-300)) + tables["lm1"][tables["cell_u"]] + tables["lm2"][tables["cell_t"]]
+
+
+def _pair_convolution_parts(ops, tables, shift, sigma_delta):
+    """:func:`convolution_parts` without the slope and weights, its band product over the cells' (stratum,
+    outcome) pairs only (:func:`~bayesrc.bayes.change_grid.pair_tables`): the per-node scale (stratum, node),
+    the tails' mass to the first and last node (stratum, node) and the kernel's sums per pair (pair, node),
+    which are ``convolution_parts``' sums at the pairs' (stratum, outcome)."""
+    x = tables["x"]
+    sd = grid_spread(ops, sigma_delta, x)
+    rows = _kernel_offsets(ops, x, shift, sd)  # (stratum, 2J - 1)
+    band = tables["pair_band"]
+    # (pair, 2J - 1): a product, not a gather (see toeplitz)
+    pair_rows = ops.tensordot(tables["pair_onehot"], rows, axes=[[1], [0]])
+    sums = ops.einsum("pm,pjm->pj", pair_rows.astype(band.dtype), band).astype(rows.dtype)
+    # (stratum, node): each row's sum over the grid, in the band's precision as the sums
+    # (in float64 it took an eighth of a step)
+    inside = ops.tensordot(rows.astype(band.dtype), tables["ones_band"], axes=[[1], [1]]).astype(rows.dtype)
+    return (*_rows_scale_and_tails(ops, x, x[None, :] + shift[:, None], sd[:, None], inside), sums)
+
+
+@cache
+def _jax_loglik(slope: bool):
+    """The summed cell log-likelihood as one compiled JAX function (``slope``: whether it is sampled).
+
+    Why compiled apart: NumPyro runs the model once eagerly to find its sites before any
+    sampler is compiled; op by op, the likelihood's ~170 operations each compiled on their own
+    (3-4 s per fit). Inside the sampler this function is inlined like any other.
+    """
+    import jax  # deferred: JAX loads in ~1.5 s (bayes extra)
+    import jax.numpy as jnp
+
+    def total(mu_theta, sigma_theta, shift, sigma_delta, b, pi, tables):
+        ll = cell_loglik(_ops("jax"), mu_theta, sigma_theta, shift, sigma_delta, b if slope else 0.0, pi, tables)
+        return jnp.sum(tables["weight"] * ll)
+
+    return jax.jit(total)
+
+
+def flat_hyper(post, cells: Cells) -> list[np.ndarray]:
+    """The likelihood's hyperparameters per posterior draw, chains flattened: ``mu_theta, sigma_theta,
+    shift, sigma_delta`` expanded to the cells' strata (:func:`~bayesrc.bayes.change_grid.strata_hyper`),
+    then ``slope`` (0 when absent) and ``pi``; each (chain x draw, ...)."""
+    n_chain, n_draw = post["pi"].shape
+    flat = lambda a: np.asarray(a, float).reshape(n_chain * n_draw, *np.shape(a)[2:])  # noqa: E731
+    slope = post["slope"].values if "slope" in post else np.zeros((n_chain, n_draw))
+    strata = strata_hyper(
+        cells,
+        *(post[k].values for k in ("mu_theta", "sigma_theta", "shift")),
+        *group_draws(post),
+        post["sigma_delta"].values,
+    )
+    return [flat(h) for h in (*strata, slope, post["pi"].values)]
+
+
+def cell_pointwise_loglik(post, cells: Cells, batch: int = 64) -> np.ndarray:
+    """Each *cell's* log marginal likelihood ``log L(c)`` for every posterior draw: (chain, draw, cell).
+
+    The collapsed model's likelihood of an item of the cell given the hyperparameters (theta,
+    delta and changed integrated out, binomial coefficients left out as everywhere), the input of
+    PSIS-LOO (:func:`unit_loglik`, :func:`bayesrc.bayes.checks.loo_checks`) for comparing
+    change-model variants with each other and with the collapsed beta-binomial, whose marginal
+    leaves out the same constants. Per cell, not per item: 1,375 cells against 12,000 items at
+    MMLU-Pro's size.
+
+    Examples
+    --------
+    >>> ll = cell_pointwise_loglik(fit.posterior["posterior"].to_dataset(), cell_stats(data))  # doctest: +SKIP
+    """
+    prepare_jax()
+    with precision():  # float64 like the sampler: in float32 e^(k sigma_delta v) overflows past sigma_delta ~ 3
+        return _pointwise_loglik(post, cells, batch)
+
+
+def _pointwise_loglik(post, cells: Cells, batch: int):
+    import jax.numpy as jnp  # deferred: JAX loads in ~1.5 s (bayes extra)
+
+    n_chain, n_draw = post["pi"].shape
+    n_s = n_chain * n_draw
+    hyper = flat_hyper(post, cells)
+    has_slope = bool(np.any(hyper[4] != 0.0))
+    tables = {k: jnp.asarray(v) for k, v in likelihood_tables(cells).items()}
+    pad = (-n_s) % batch  # every call the same shape: one compile
+    hyper = [np.concatenate([h, np.repeat(h[-1:], pad, 0)]) for h in hyper]
+    f = _jax_pointwise(has_slope)
+    out = np.concatenate(
+        [np.asarray(f(*(h[i : i + batch] for h in hyper), tables)) for i in range(0, n_s + pad, batch)]
+    )
+    return out[:n_s, : cells.n_cells].reshape(n_chain, n_draw, -1)
+
+
+@cache
+def _jax_pointwise(slope: bool):
+    """The per-cell log-likelihood for a batch of hyperparameter draws, compiled once per process and
+    shape bucket: the data tables are arguments, not constants, so fits of the same shape reuse it
+    (also from JAX's persistent cache in a later process)."""
+    import jax  # deferred: JAX loads in ~1.5 s (bayes extra)
+
+    def one(m, s, sh, sdd, b, p, tables):
+        return cell_loglik(_ops("jax"), m, s, sh, sdd, b if slope else 0.0, p, tables)
+
+    return jax.jit(jax.vmap(one, in_axes=(0, 0, 0, 0, 0, 0, None)))
+
+
+def unit_loglik(post, data: ModelInputs) -> tuple[np.ndarray, np.ndarray]:
+    """The log marginal likelihoods per posterior draw of the distinct units of a collapsed fit's
+    data, (chain, draw, unit), and each item's unit: the input of PSIS-LOO over items
+    (:func:`bayesrc.bayes.checks.loo_checks`).
+
+    Change model: the cells (:func:`cell_pointwise_loglik`; items of one cell have the same
+    likelihood, so the same PSIS-LOO); beta-binomial (collapsed): each item, the sum over versions
+    of its beta-binomial marginals.
+
+    Examples
+    --------
+    >>> ll, item_unit = unit_loglik(fit.posterior["posterior"].to_dataset(), data)  # doctest: +SKIP
+    """
+    if "sigma_delta" in post:
+        cells = cell_stats(data)
+        return cell_pointwise_loglik(post, cells), cells.item_cell
+    mu, kappa = post["mu"].values, post["kappa"].values  # (chain, draw, domain, version)
+    a, b = (mu * kappa)[:, :, data.dom, :], ((1 - mu) * kappa)[:, :, data.dom, :]
+    return (betaln(a + data.y, b + data.n - data.y) - betaln(a, b)).sum(-1), np.arange(data.n_items)
