@@ -29,7 +29,7 @@ from bayesrc.classical.noise import noise_from_counts
 from bayesrc.classical.secondary import mcnemar
 from bayesrc.errors import InputError
 from bayesrc.power import analytic as an
-from bayesrc.power.result import VERDICT_PARADIGMS, PowerReport
+from bayesrc.power.result import VERDICT_PARADIGMS, PowerReport, pair_row
 
 AGGREGATES = ("auto", "majority", "mean")
 MISSING = ("drop", "incorrect")
@@ -241,28 +241,8 @@ class PairResolution:
         return df
 
     def summary(self) -> pd.DataFrame:
-        """One row: the pair's key figures and its verdicts."""
-        row = {
-            "pair": f"{self.name_a} vs {self.name_b}",
-            "n": self.n,
-            "p_a": self.p_a,
-            "p_b": self.p_b,
-            "delta": self.delta,
-            "rho": self.rho,
-            "b": self.b,
-            "c": self.c,
-            "mde": self.mde,
-            "n_star": self.n_star,
-            "q": self.q,
-            "p_exact": self.p_exact,
-            "p_asymptotic": self.p_asymptotic,
-        }
-        if not self.binary:
-            row["p_paired_t"] = self.p_paired_t
-        p_test = self.p_exact if self.binary else self.p_paired_t
-        row["significant"] = bool(p_test is not None and p_test < self.alpha)
-        row.update({f"resolved_{k}": v for k, v in self.verdicts.items()})
-        return pd.DataFrame([row])
+        """One row: the pair's figures and verdicts (the row of :meth:`PowerReport.to_frame`, without a rank)."""
+        return pd.DataFrame([pair_row(self.to_dict())])
 
     def to_dict(self) -> dict:
         d = {k: getattr(self, k) for k in self.__dataclass_fields__}

@@ -155,7 +155,7 @@ class PowerReport(Result):
     def to_frame(self) -> pd.DataFrame:
         """One row per adjacent pair (rank r vs r + 1): figures, verdict per paradigm and the stressed
         N* (what ``bayesrc power`` writes to ``pairs.csv``)."""
-        return pd.DataFrame([_pair_row(rank, p) for rank, p in enumerate(self.pair_records(), start=1)])
+        return pd.DataFrame([pair_row(p, rank) for rank, p in enumerate(self.pair_records(), start=1)])
 
     def summary(self):
         """Unresolved pairs per paradigm (paradigm, pairs, unresolved: the ``unresolved`` records)."""
@@ -314,10 +314,21 @@ def _n_star_clustered(record: dict) -> float | None:
     return None if record["design_effect"] is None else _size(record["n_star_clustered"])
 
 
-def _pair_row(rank: int, p: dict) -> dict:
-    """A row of :meth:`PowerReport.to_frame` from a ``pairs`` record of ``power.json``."""
+def pair_row(p: dict, rank: int | None = None) -> dict:
+    """A pair's figures and verdicts as one row, from its ``pairs`` record of ``power.json``
+    (:meth:`bayesrc.power.PairResolution.to_dict`): a row of :meth:`PowerReport.to_frame` (with its ``rank``)
+    and :meth:`bayesrc.power.PairResolution.summary` (without).
+
+    Examples
+    --------
+    >>> from bayesrc.power import resolution_report
+    >>> r = resolution_report([1, 1, 0, 1, 0, 1] * 20, [1, 0, 0, 1, 0, 0] * 20, names=("A", "B"))
+    >>> row = pair_row(r.to_dict())
+    >>> row["pair"], row["n"], row["resolved_fixed_n"]
+    ('A vs B', 120, True)
+    """
     row = {
-        "rank": rank,
+        **({} if rank is None else {"rank": rank}),
         "pair": _pair_name(p),
         **{k: p[k] for k in ("n", "p_a", "p_b", "delta", "rho", "b", "c", "mde")},
     }
