@@ -23,7 +23,7 @@ __all__ = ["RESULT_MODULES", "BayesrcError", "InputError", "__version__", "confi
 RESULT_MODULES: tuple[str, ...] = (
     "bayesrc.classical.result",
     "bayesrc.classical.pairwise",
-    "bayesrc.bayes.fit",
+    "bayesrc.bayes.fit_result",
     "bayesrc.bayes.joint_fit",
     "bayesrc.bayes.model_comparison",
     "bayesrc.switch.result",

@@ -31,7 +31,7 @@ MEASURE = r"""
 import numpy as np
 import blackjax, optax
 from bayesrc.bayes.diagnostics import convergence
-from bayesrc.bayes.fit import gated_vars
+from bayesrc.bayes.gating import gated_vars
 from bayesrc.config import SamplerConfig, precision
 
 per_device, n_warmup, n_draws = (int(a) for a in sys.argv[4:7])

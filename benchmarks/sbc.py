@@ -107,7 +107,8 @@ def one(data, model: str, backend: str, sim: int) -> dict:
 def _one(data, model: str, backend: str, sim: int) -> dict:
     from bayesrc.bayes import SamplerConfig
     from bayesrc.bayes.diagnostics import gate
-    from bayesrc.bayes.fit import gated_vars, sample
+    from bayesrc.bayes.fit import sample
+    from bayesrc.bayes.gating import gated_vars
 
     truth, sim_data = simulate(data, model, sim)
     t0 = time.perf_counter()

@@ -257,6 +257,34 @@ def test_cli_fit_writes_outputs_and_exits_3_on_failed_gate(tmp_path):
     assert exc.value.code == 2
 
 
+@pytest.mark.slow
+def test_fit_is_its_steps_called_one_by_one():
+    """A pair's ``fit`` is ``sample_posterior``, ``select_items``, ``crosscheck_rci`` and ``workflow_checks`` in
+    turn: called one by one on the same objects, with the classical result a user already has, they give
+    the fit's posterior, item tables and records, number for number."""
+    import xarray as xr
+
+    from bayesrc.bayes import crosscheck_rci, sample_posterior, select_items, workflow_checks
+    from bayesrc.classical import reliable_change
+
+    _, counts = _counts(40, 3)
+    cfg = SamplerConfig(chains=2, draws=100, tune=100, seed=1, progress=False)
+    rci = reliable_change(counts, n_splits=50, n_permutations=50, n_null=0)
+    res = fit(counts, config=cfg, escalate=False, rci=rci, fdr=0.2, rope=0.05)
+    data = model_inputs(counts)
+    dt, diag, attempts, last = sample_posterior(data, config=cfg, escalate=False)
+    items, selection = select_items(dt, data, fdr=0.2, rope=0.05)
+    items, cc, discordant, warnings = crosscheck_rci(dt, data, counts, items, rci, rope=0.05)
+    items, ppc, loo, prior_pred, more = workflow_checks(dt, data, counts, items, seed=last.seed)
+    xr.testing.assert_equal(dt["posterior"].to_dataset(), res.posterior["posterior"].to_dataset())
+    pd.testing.assert_frame_equal(items[list(res.items.columns)], res.items, check_exact=True)
+    pd.testing.assert_frame_equal(discordant, res.discordant, check_exact=True)
+    steps = {"diagnostics": diag.to_dict(), "selection": selection, "crosscheck": cc, "ppc": ppc, "loo": loo}
+    steps |= {"prior_predictive": prior_pred, "warnings": warnings + more}
+    assert json.dumps(steps, sort_keys=True) == json.dumps({k: res.payload[k] for k in steps}, sort_keys=True)
+    assert [a["seed"] for a in attempts] == [a["seed"] for a in res.payload["attempts"]] and "p_rope" in res.items
+
+
 def test_change_model_reports_p_rope_and_expected_flips(change_pair, change_collapsed_fit, monkeypatch):
     """SPEC 3: the change model gives P(|dp| > ROPE) per item whenever a ROPE is given; SPEC 2.1: expected real
     flips."""

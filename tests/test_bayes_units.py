@@ -146,7 +146,7 @@ def test_reweighting_to_another_prior_gives_the_conjugate_posterior():
 
     from bayesrc.bayes.change import prior_settings
     from bayesrc.bayes.diagnostics import Diagnostics
-    from bayesrc.bayes.fit import BayesFit
+    from bayesrc.bayes.fit_result import BayesFit
     from bayesrc.sensitivity.analyses import fitted_posterior, reweighted_posterior
 
     rng = np.random.default_rng(5)

@@ -7,7 +7,9 @@ Each model is written twice with the same priors and named dims (``item``, ``ver
 ``joint_pymc`` the joint change model of three or more versions (:mod:`bayesrc.bayes.joint`; :func:`fit` of a
 family returns a :class:`JointFit`). :func:`fit` runs one, gates it (R-hat, ESS,
 divergences), selects changed items (Bayesian FDR or threshold), cross-checks RCI and runs the
-workflow checks (:mod:`bayesrc.bayes.checks`: posterior predictive check, PSIS-LOO; :func:`compare` ranks fits by ELPD).
+workflow checks (:mod:`bayesrc.bayes.checks`: posterior predictive check, PSIS-LOO; :func:`compare` ranks fits by ELPD):
+for a pair, the steps :func:`sample_posterior`, :func:`select_items`, :func:`crosscheck_rci` and
+:func:`workflow_checks`, which can also be called one by one.
 JAX and PyMC are imported only when a model is sampled.
 """
 
@@ -19,7 +21,18 @@ from bayesrc.bayes.change_item_draws import item_draws, with_item_draws
 from bayesrc.bayes.checks import posterior_predictive_check
 from bayesrc.bayes.diagnostics import Diagnostics, gate
 from bayesrc.bayes.draws import item_block
-from bayesrc.bayes.fit import BACKENDS, MODELS, BayesFit, check, fit, gated_vars, realised_fdp, sample
+from bayesrc.bayes.fit import (
+    BACKENDS,
+    MODELS,
+    crosscheck_rci,
+    fit,
+    sample,
+    sample_posterior,
+    select_items,
+    workflow_checks,
+)
+from bayesrc.bayes.fit_result import BayesFit, check, realised_fdp
+from bayesrc.bayes.gating import gated_vars
 from bayesrc.bayes.inputs import ModelInputs, model_inputs
 from bayesrc.bayes.joint import family_item_draws, joint_numpyro, joint_pymc
 from bayesrc.bayes.joint_fit import JointFit, fit_joint, rank_bands
@@ -59,6 +72,7 @@ __all__ = [
     "configure_host_devices",
     "conjugate_p",
     "crosscheck",
+    "crosscheck_rci",
     "domain_shift",
     "family_item_draws",
     "fit",
@@ -76,8 +90,11 @@ __all__ = [
     "rank_bands",
     "realised_fdp",
     "sample",
+    "sample_posterior",
     "select",
+    "select_items",
     "shared_adaptation",
     "sufficient_stats",
     "with_item_draws",
+    "workflow_checks",
 ]

@@ -1,10 +1,15 @@
-"""One call from item counts to a gated, summarised, cross-checked Bayesian fit."""
+"""One call from item counts to a gated, summarised, cross-checked Bayesian fit, and the steps it composes.
+
+:func:`fit` of a pair runs :func:`sample_posterior` (the gated sampling), :func:`select_items` (the item
+table and the changed items), :func:`crosscheck_rci` (against the classical RCI result) and
+:func:`workflow_checks` (prior and posterior predictive checks, PSIS-LOO), and puts their records
+together as a :class:`~bayesrc.bayes.fit_result.BayesFit`; each step can be called on its own.
+"""
 
 from __future__ import annotations
 
 import time
 from functools import partial
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -14,18 +19,11 @@ from bayesrc.bayes.betabinom import betabinom_numpyro, betabinom_pymc
 from bayesrc.bayes.change import STRUCTURE_SITES, change_log_prior, change_numpyro, change_pymc, prior_settings
 from bayesrc.bayes.change_collapsed import change_collapsed_numpyro, change_collapsed_pymc
 from bayesrc.bayes.change_item_draws import with_item_draws
-from bayesrc.bayes.check_figures import loo_pit_figure, ppc_figure, prior_predictive_figure
-from bayesrc.bayes.checks import (
-    MAX_PPC_DRAWS,
-    loo_checks,
-    loo_warnings,
-    pit_ecdf_band,
-    posterior_predictive_check,
-    ppc_warnings,
-)
-from bayesrc.bayes.diagnostics import GatedResult
+from bayesrc.bayes.checks import MAX_PPC_DRAWS, loo_checks, loo_warnings, posterior_predictive_check, ppc_warnings
+from bayesrc.bayes.diagnostics import Diagnostics
 from bayesrc.bayes.draws import item_block, thinned_draws
-from bayesrc.bayes.gating import sample_gated
+from bayesrc.bayes.fit_result import BayesFit
+from bayesrc.bayes.gating import gated_vars, sample_gated
 from bayesrc.bayes.inputs import ModelInputs, model_inputs
 from bayesrc.bayes.joint_fit import JointFit, fit_joint
 from bayesrc.bayes.prior_predictive import prior_predictive
@@ -45,8 +43,6 @@ from bayesrc.bayes.summaries import (
 from bayesrc.classical import PairResult, reliable_change
 from bayesrc.classical.no_change_checks import pair_no_change_test
 from bayesrc.config import release_memory, releases_jax_caches
-from bayesrc.errors import ConvergenceError, InputError
-from bayesrc.results import finite_number, register, two_labels
 
 MODELS = ("betabinom", "change")
 # the classical run fit() cross-checks when given none
@@ -89,300 +85,185 @@ def sample(
     raise ValueError(f"model must be one of {MODELS}, got {model!r}")
 
 
-def gated_vars(model: str, slope: bool = False, collapsed: bool = False, covariate: bool = False) -> list[str]:
-    """The sampled quantities the gate checks (plus p for the beta-binomial).
+def sample_posterior(
+    data: ModelInputs,
+    model: str = "change",
+    backend: str = "numpyro",
+    *,
+    collapsed: bool = True,
+    slope: bool = False,
+    prior: dict | None = None,
+    config: SamplerConfig | None = None,
+    max_rhat: float = 1.01,
+    min_ess: float = 400.0,
+    max_divergences: int = 0,
+    escalate: bool = True,
+) -> tuple[xr.DataTree, Diagnostics, list[dict], SamplerConfig]:
+    """The sampling step of :func:`fit`: :func:`sample` behind the convergence gate.
 
-    The collapsed change model samples only the hyperparameters (``theta`` is an exact
-    conditional draw, independent given them), so only those are gated. ``covariate``: the
-    change model has an item covariate (its ``group_level``, ``group_shift``, ``stratum_shift_sd`` and
-    ``stratum_shift_z`` are gated too; ``stratum_shift`` is their product, exactly 0 in a stratum
-    with no interaction contrast).
+    :func:`~bayesrc.bayes.gating.sample_gated` samples with ``config`` (default :class:`SamplerConfig`'s defaults)
+    and, while the gate (``max_rhat``, ``min_ess``, ``max_divergences``) fails and ``escalate``, again with
+    longer chains. The collapsed change model is sampled without its item draws, which
+    :func:`~bayesrc.bayes.change_item_draws.with_item_draws` adds once, to the last attempt. The other
+    arguments are :func:`fit`'s.
 
-    Examples
-    --------
-    >>> gated_vars("change", collapsed=True)
-    ['mu_theta', 'sigma_theta', 'shift', 'sigma_delta', 'pi']
-    """
-    if model == "betabinom":
-        return ["logit_mu", "log_kappa", "p"]
-    extra = (["slope"] if slope else []) + (
-        ["group_level", "group_shift", "stratum_shift_sd", "stratum_shift_z"] if covariate else []
-    )
-    return ["mu_theta", "sigma_theta", "shift", "sigma_delta", "pi"] + ([] if collapsed else ["theta"]) + extra
-
-
-@register
-class BayesFit(GatedResult):
-    """A fitted model: posterior, item table, diagnostics, selection and RCI cross-check.
-
-    The record is ``fit.json`` (``payload``) plus the tables ``items`` and ``discordant``
-    (``items.parquet``, ``discordant.parquet``) and the posterior (``posterior.nc``);
-    :meth:`save` writes all four together, :func:`bayesrc.load` reads them back equal.
-    Keys other analyses add to ``fit.json`` are kept as they are.
+    Returns
+    -------
+    tuple
+        ``(dt, diagnostics, attempts, config)``: the posterior, the last attempt's gate
+        (:class:`~bayesrc.bayes.diagnostics.Diagnostics`; a failed gate does not raise), one record per
+        attempt (``fit.json``'s ``attempts``) and the last attempt's settings.
 
     Examples
     --------
-    >>> res = bayesrc.bayes.fit(counts, versions=("v1", "v2"))   # doctest: +SKIP
-    >>> res.summary(); res.plot_forest(); res.save("out/fit")     # doctest: +SKIP
-    >>> bayesrc.load("out/fit") == res                           # doctest: +SKIP
-    True
+    >>> data = model_inputs(counts)                                                   # doctest: +SKIP
+    >>> dt, diag, attempts, cfg = sample_posterior(data, config=SamplerConfig(seed=1))  # doctest: +SKIP
+    >>> diag.passed, len(attempts)                                                    # doctest: +SKIP
+    (True, 1)
     """
-
-    main_file = "fit.json"
-    kind = "fit"
-    headline_metrics = (
-        *("status", "model", "max R-hat", "min ESS bulk", "divergences", "improved", "deteriorated"),
-        *("expected false", "RCI flagged", "RCI estimated FDP", "posterior predictive check"),
+    thresholds = {"max_rhat": max_rhat, "min_ess": min_ess, "max_divergences": max_divergences}
+    hyper_only = model == "change" and collapsed  # its item draws once, after the gate, not for every attempt
+    sampler = partial(sample, data, model, backend, collapsed=collapsed, slope=slope, prior=prior, items=not hyper_only)
+    dt, diag, attempts, cfg = sample_gated(
+        sampler, gated_vars(model, slope, collapsed, data.n_groups > 1), config or SamplerConfig(), thresholds, escalate
     )
-    field_kinds = (
-        GatedResult.field_kinds
-        | {  # what summary(), the figures and the report read (bayesrc.results.check_fields)
-            "{status,model,backend}": "text",
-            "{selection,crosscheck}": "object",
-            "selection.rule": "text",
-            "selection.{fdr,threshold,expected_false,expected_fdp}": "number",
-            "selection.{n_improved,n_deteriorated}": "count",
-            "crosscheck.{kappa,rci_estimated_fdp,rci_estimated_fdp_material}": "number",
-            "crosscheck.rci_n_flagged": "count",
-            "crosscheck.table.*": "object",
-            "crosscheck.table.*.*": "count",
-            "crosscheck.{rci_estimated_fdp_interval90,rci_estimated_fdp_material_interval90}": "interval",
-            "crosscheck.no_change_test.p_value": "number",
-            "crosscheck.prior_sensitivity.{alphas,rci_estimated_fdp,rci_estimated_fdp_material}": "numbers",
-            "domain_shift.*": "object",
-            "domain_shift.*.{mean,lo90,hi90}": "number",
-            "params.delta_min": "finite",
-            "params.rope": "number",
-            "flips.{expected_negative_flips,expected_positive_flips}": "object",
-            "flips.{expected_negative_flips,expected_positive_flips}.{mean,lo90,hi90}": "number",
-            "warnings": "texts",
-            "ppc.{alpha,p_adjusted_min}": "finite",
-            "ppc.n_tests": "count",
-            "ppc.flagged": "list",
-            "ppc.table!": "records",  # drawn after the section is built: a missing key there is no section's error
-            "ppc.table.[].{stratum!,stat!}": "text",
-            "ppc.table.[].{observed,replicated_mean,replicated_lo90,replicated_hi90,p,p_adjusted}": "number",
-            "loo.{elpd,se,k_threshold}": "finite",
-            "loo.n_high_k": "count",
-            "loo.high_k_items": "labels",
-            "{ppc,loo,prior_predictive,flips}": "block",
-            "loo.loo_pit_ks_p": "number",
-        }
+    release_memory()  # the sampler's compiled code and buffers: the item draws and checks need the room
+    if hyper_only:
+        dt = with_item_draws(dt, data, cfg, slope=slope, prior=prior)
+        release_memory()
+    return dt, diag, attempts, cfg
+
+
+def select_items(
+    dt,
+    data: ModelInputs,
+    *,
+    rule: str = "fdr",
+    fdr: float = 0.10,
+    threshold: float = 0.975,
+    rope: float | None = None,
+    delta_min: float = DELTA_MIN,
+) -> tuple[pd.DataFrame, dict]:
+    """The item step of :func:`fit`: the item table of a posterior and the changed items selected from it.
+
+    :func:`~bayesrc.bayes.summaries.item_summary` (dp, the direction probabilities, those of a change of at
+    least ``delta_min``, ``p_rope`` with a ``rope``), then :func:`~bayesrc.bayes.summaries.select` on
+    ``p_improve`` and ``p_deteriorate``: Bayesian FDR at level ``fdr`` (``rule="fdr"``) or
+    ``P(direction) >= threshold`` (``rule="threshold"``).
+
+    Returns
+    -------
+    tuple
+        ``(items, selection)``: the item table with each item's class (``bayes_class``) and the
+        selection's record (``fit.json``'s ``selection``: rule, level, items flagged, expected false ones).
+
+    Examples
+    --------
+    >>> items, selection = select_items(dt, data, fdr=0.05)    # doctest: +SKIP
+    >>> selection["n_improved"], selection["expected_fdp"]     # doctest: +SKIP
+    """
+    items = item_summary(dt, data, rope=rope, delta_min=delta_min)
+    cls, sel = select(items["p_improve"], items["p_deteriorate"], rule=rule, fdr=fdr, threshold=threshold)
+    items["bayes_class"] = cls
+    return items, sel
+
+
+def crosscheck_rci(
+    dt,
+    data: ModelInputs,
+    counts: xr.Dataset,
+    items: pd.DataFrame,
+    rci: PairResult,
+    *,
+    model: str = "change",
+    prior: dict | None = None,
+    rope: float | None = None,
+    delta_min: float = DELTA_MIN,
+) -> tuple[pd.DataFrame, dict, pd.DataFrame, list[str]]:
+    """The cross-check step of :func:`fit`: the model's classes against a classical RCI result of the same pair.
+
+    The agreement table and kappa, the discordant items and RCI's estimated false-discovery proportion,
+    sign and material (:func:`~bayesrc.bayes.summaries.crosscheck`, with 90% intervals), the within-item
+    permutation test of no change and, for the change model, how that estimate moves when the
+    change-structure priors are power-scaled (:func:`prior_sensitivity_warnings`).
+
+    Parameters
+    ----------
+    dt, data, counts : the posterior (:func:`sample_posterior`), its model inputs and the item counts.
+    items : the item table with ``bayes_class`` (:func:`select_items`).
+    rci : the :class:`bayesrc.classical.PairResult` of ``data``'s pair (:func:`bayesrc.classical.reliable_change`,
+        or loaded from ``rci.json``), its item table used as it is (ValueError for another pair's).
+    model, prior : what ``dt`` was sampled with; rope, delta_min : what ``items`` was formed with.
+
+    Returns
+    -------
+    tuple
+        ``(items, crosscheck, discordant, warnings)``: a copy of ``items`` with RCI's class (``rci_class``),
+        ``fit.json``'s ``crosscheck``, the items the two classify differently and the warnings.
+
+    Examples
+    --------
+    >>> pair = bayesrc.classical.reliable_change(counts)                               # doctest: +SKIP
+    >>> items, cc, discordant, warnings = crosscheck_rci(dt, data, counts, items, pair)  # doctest: +SKIP
+    >>> cc["kappa"], cc["rci_estimated_fdp"]                                           # doctest: +SKIP
+    """
+    rci_items = _rci_items(rci, data)
+    items = items.copy()
+    items["rci_class"] = (
+        rci_items.set_index("item_id")["class"].reindex(items["item_id"]).fillna("excluded").to_numpy(dtype=object)
     )
-    has_posterior = True
-
-    def table_names_on_disk(self, folder: Path) -> dict[str, Path]:
-        return {n: folder / f"{n}.parquet" for n in ("items", "discordant") if (folder / f"{n}.parquet").is_file()}
-
-    def required_columns(self, name: str) -> tuple[str, ...]:
-        # the report's item table and forest
-        return ("item_id", "dp_mean", "dp_lo90", "dp_hi90", "bayes_class") if name == "items" else ()
-
-    def posterior_attrs(self) -> dict:
-        return {"status": self.status, "model": self.model, "backend": self.backend}
-
-    def table_attrs(self, name: str) -> dict:
-        return {"status": self.status} | ({"model": self.model, "backend": self.backend} if name == "items" else {})
-
-    # typed accessors over the payload ------------------------------------------------
-    model = property(lambda self: self.payload["model"])
-    backend = property(lambda self: self.payload["backend"])
-    selection = property(lambda self: self.payload["selection"])
-    crosscheck = property(lambda self: self.payload["crosscheck"])
-    domain_shift = property(lambda self: self.payload.get("domain_shift") or {})
-    params = property(lambda self: self.payload.get("params") or {})
-    flips = property(lambda self: self.payload.get("flips") or {})  # expected real majority flips (SPEC 2.1)
-    warnings = property(lambda self: list(self.payload.get("warnings") or []))  # estimates the data do not decide
-    ppc = property(lambda self: self.payload.get("ppc") or {})  # posterior predictive check (bayesrc.bayes.checks)
-    loo = property(lambda self: self.payload.get("loo") or {})  # PSIS-LOO over items: ELPD, Pareto k
-
-    @property
-    def prior_predictive(self) -> dict:
-        """What the priors imply (:func:`bayesrc.bayes.prior_predictive.prior_predictive`); the numbers
-        the summary, the report and its figure read are checked (:class:`InputError` naming the field)."""
-        pp = self.payload.get("prior_predictive") or {}
-        if pp:
-            check_prior_predictive(pp)
-        return pp
-
-    items = property(lambda self: self.tables.get("items"))
-    discordant = property(lambda self: self.tables.get("discordant"))
-
-    @property
-    def versions(self) -> tuple[str, str]:
-        return two_labels(self.params.get("versions") or ["v1", "v2"], "params.versions")
-
-    def summary(self) -> pd.DataFrame:
-        """Headline numbers as a two-column table (metric, value)."""
-        d, s, c = self.diagnostics, self.selection, self.crosscheck
-        rows = [
-            ("status", self.status),
-            ("model", self.model),
-            ("backend", self.backend),
-            ("runtime_s", round(self.runtime_s, 2)),
-            ("max R-hat", d.max_rhat),
-            ("min ESS bulk", d.min_ess_bulk),
-            ("min ESS tail", d.min_ess_tail),
-            ("divergences", d.divergences),
-            ("improved", s["n_improved"]),
-            ("deteriorated", s["n_deteriorated"]),
-            ("expected false", s["expected_false"]),
-            ("kappa vs RCI (RCI-analysed items)", c["kappa"]),
-            ("RCI flagged", c.get("rci_n_flagged")),
-            ("RCI estimated FDP", c["rci_estimated_fdp"]),
-            (
-                f"RCI estimated FDP, material (|dp| >= {self.params.get('delta_min', DELTA_MIN):g})",
-                c.get("rci_estimated_fdp_material"),
-            ),
-        ]
-        if c.get("no_change_test"):
-            rows.append(("no-change test p (within-item permutation)", c["no_change_test"]["p_value"]))
-        for key, label in (
-            ("rci_estimated_fdp_interval90", "RCI estimated FDP, 90% interval"),
-            ("rci_estimated_fdp_material_interval90", "RCI estimated FDP, material, 90% interval"),
-        ):
-            if c.get(key):
-                rows.append((label, " - ".join(f"{v:.3f}" for v in c[key])))
-        sens = c.get("prior_sensitivity") or {}
-        if sens.get("rci_estimated_fdp"):
-            for key, label in (
-                ("rci_estimated_fdp", "RCI estimated FDP"),
-                ("rci_estimated_fdp_material", "RCI estimated FDP, material"),
-            ):
-                rows.append(
-                    (
-                        f"{label}, priors power-scaled x{sens['alphas'][0]:g} / x{sens['alphas'][-1]:g}",
-                        " / ".join(f"{v:.3f}" for v in sens[key]),
-                    )
-                )
-        if self.flips:
-            rows.append(("expected negative flips", self.flips["expected_negative_flips"]["mean"]))
-        if self.ppc:
-            verdict = (
-                "passed"
-                if not self.ppc["flagged"]
-                else f"WARNS ({len(self.ppc['flagged'])} of {self.ppc['n_tests']} tests)"
-            )
-            rows += [("posterior predictive check", verdict), ("PPC smallest adjusted p", self.ppc["p_adjusted_min"])]
-        if self.loo:
-            rows += [
-                ("ELPD (PSIS-LOO) ± SE", f"{self.loo['elpd']:.1f} ± {self.loo['se']:.1f}"),
-                (f"items with Pareto k > {self.loo['k_threshold']:g}", self.loo["n_high_k"]),
-            ]
-        if pp := self.prior_predictive:
-            rows += [
-                (
-                    "prior predictive: share of items with |dp| > 0.05 / > 0.10",
-                    " / ".join(f"{v:.3f}" for v in pp["share_abs_dp_above"].values()),
-                ),
-                (
-                    "prior predictive: 90% range of an item's accuracy (v1)",
-                    f"{pp['p_v1'][0]:.3f} - {pp['p_v1'][-1]:.3f}",
-                ),
-            ]
-        rows += [("warning", w) for w in self.warnings]
-        return pd.DataFrame(rows, columns=["metric", "value"])
-
-    def ppc_table(self) -> pd.DataFrame:
-        """The posterior predictive check, one row per (stratum, statistic): observed, replicated
-        mean and 90% range, p and min-p adjusted p (empty for a fit without checks)."""
-        cols = [
-            "stratum",
-            "n_items",
-            "stat",
-            "observed",
-            "replicated_mean",
-            "replicated_lo90",
-            "replicated_hi90",
-            "p",
-            "p_adjusted",
-        ]
-        return pd.DataFrame(self.ppc.get("table") or [], columns=cols)
-
-    def plot_ppc(self, **kwargs):
-        """Figure of the posterior predictive check (:func:`bayesrc.bayes.check_figures.ppc_figure`)."""
-        if not self.ppc:
-            raise ValueError(
-                "this fit has no posterior predictive check (fit(..., checks=False) or fitted before issue 31)"
-            )
-        return ppc_figure(self.ppc, **kwargs)
-
-    def loo_pit_band(self) -> pd.DataFrame:
-        """The LOO-PIT ECDF of the per-item change against uniform, with its simultaneous 95% band
-        (:func:`bayesrc.bayes.checks.pit_ecdf_band` on the item table's ``loo_pit``)."""
-        pit = (
-            self.items["loo_pit"].to_numpy(float)
-            if self.items is not None and "loo_pit" in self.items
-            else np.array([])
+    rci_class = items["rci_class"].to_numpy(dtype=object)
+    cc, disc = crosscheck(items, rci_items, rci.s_diff)
+    cc |= rci_fdp_interval(dt["posterior"], rci_class, rope=float(rope or 0.0), delta_min=delta_min)
+    cc["no_change_test"] = pair_no_change_test(counts, *data.versions)  # the same p-value as the RCI run's
+    cc, warnings = allow_no_change(cc, cc["no_change_test"], cc["rci_n_flagged"])
+    if model == "change":
+        log_prior = change_log_prior(dt["posterior"], prior, STRUCTURE_SITES)
+        cc["prior_sensitivity"] = rci_fdp_prior_sensitivity(
+            dt["posterior"], rci_class, log_prior, delta_min=delta_min, rope=float(rope or 0.0)
         )
-        if np.isfinite(pit).sum() < 2:
-            raise ValueError("this fit has no LOO-PIT values (fit(..., checks=False) or fitted before issue 31)")
-        return pit_ecdf_band(pit)
+        warnings += prior_sensitivity_warnings(cc["prior_sensitivity"], cc, delta_min)
+    return items, cc, disc, warnings
 
-    def plot_loo_pit(self, **kwargs):
-        """Figure of the LOO-PIT calibration (:func:`bayesrc.bayes.check_figures.loo_pit_figure`)."""
-        return loo_pit_figure(self.loo_pit_band(), ks_p=self.loo.get("loo_pit_ks_p"), **kwargs)
 
-    def plot_prior_predictive(self, **kwargs):
-        """Figure of the prior predictive check (:func:`bayesrc.bayes.check_figures.prior_predictive_figure`)."""
-        if not self.prior_predictive:
-            raise ValueError(
-                "this fit has no prior predictive check (fit(..., checks=False) or fitted before it existed)"
-            )
-        return prior_predictive_figure(self.prior_predictive, **kwargs)
+def workflow_checks(
+    dt,
+    data: ModelInputs,
+    counts: xr.Dataset,
+    items: pd.DataFrame,
+    *,
+    model: str = "change",
+    slope: bool = False,
+    prior: dict | None = None,
+    seed: int = 0,
+) -> tuple[pd.DataFrame, dict, dict, dict, list[str]]:
+    """The checks step of :func:`fit`: what the priors imply, the posterior predictive check and PSIS-LOO.
 
-    def domain_shift_table(self) -> pd.DataFrame:
-        """Per-domain posterior mean dp and its 90 % interval (domain, mean, lo90, hi90)."""
-        rows = [
-            {"domain": k, "mean": v["mean"], "lo90": v["lo90"], "hi90": v["hi90"]} for k, v in self.domain_shift.items()
-        ]
-        return pd.DataFrame(rows, columns=["domain", "mean", "lo90", "hi90"])
+    :func:`~bayesrc.bayes.prior_predictive.prior_predictive` on ``data``'s design, then :func:`run_checks`
+    (a posterior predictive check per stratum, PSIS-LOO with Pareto k and LOO-PIT per item) and the
+    warnings they give. ``model``, ``slope``, ``prior``: what ``dt`` was sampled with; ``seed``: its
+    last attempt's.
 
-    def item_draws(self, items=None) -> xr.Dataset:
-        """The posterior draws of the items ``items`` (an ``isel`` indexer; None: all) with ``p``
-        (item, version), ``dp`` and, for the change model, ``r = P(changed)`` and ``p_up`` formed
-        (:func:`bayesrc.bayes.draws.item_block`: the fit stores only what cannot be recomputed).
+    Returns
+    -------
+    tuple
+        ``(items, ppc, loo, prior_predictive, warnings)``: ``items`` with the columns ``elpd_loo``,
+        ``pareto_k`` and ``loo_pit``; ``fit.json``'s ``ppc``, ``loo`` and ``prior_predictive``; the warnings
+        (a model that does not reproduce the data, items with a high Pareto k).
 
-        Examples
-        --------
-        >>> res.item_draws(slice(0, 100))["dp"].mean(("chain", "draw"))   # doctest: +SKIP
-        """
-        return item_block(self.posterior["posterior"], items)
-
-    def plot_forest(self, n: int = 30, **kwargs):
-        """Forest plot (arviz-plots) of the posterior Δp of the ``n`` items with the largest ``|mean Δp|``.
-
-        Returns the arviz-plots ``PlotCollection``; ``kwargs`` go to :func:`arviz_plots.plot_forest`
-        (e.g. ``backend="matplotlib"``).
-        """
-        import arviz_plots as azp  # deferred: arviz_plots loads matplotlib, ~4 s (bayes extra)
-
-        order = np.argsort(-self.items["dp_mean"].abs().to_numpy(), kind="stable")[:n]
-        dp = self.item_draws(order)["dp"].assign_coords(item=self.items["item_id"].to_numpy()[order].astype(str))
-        kwargs.setdefault("backend", "matplotlib")
-        return azp.plot_forest(dp.to_dataset(name="dp"), combined=True, **kwargs)
-
-    def plot_trace(self, var_names: list[str] | None = None, **kwargs):
-        """Trace and marginal plots (arviz-plots) of the gated hyperparameters."""
-        import arviz_plots as azp  # deferred: arviz_plots loads matplotlib, ~4 s (bayes extra)
-
-        post = self.posterior["posterior"]
-        names = var_names or [
-            v for v in gated_vars(self.model, bool(self.params.get("slope")), True) if v in post and v != "p"
-        ]
-        kwargs.setdefault("backend", "matplotlib")
-        return azp.plot_trace_dist(self.posterior, var_names=names, compact=True, **kwargs)
-
-    def write(self, out_dir: str | Path) -> Path:
-        """Alias of :meth:`save`: ``posterior.nc``, ``items.parquet``, ``discordant.parquet`` and ``fit.json``."""
-        return self.save(out_dir)
-
-    def _headline(self) -> str:
-        s = self.selection
-        return (
-            f"{self.model} ({self.backend}) {self.versions[0]} -> {self.versions[1]}, gate {self.status}, "
-            f"{s['n_improved']} improved, {s['n_deteriorated']} deteriorated"
-        )
+    Examples
+    --------
+    >>> items, ppc, loo, prior_pred, warnings = workflow_checks(  # doctest: +SKIP
+    ...     dt, data, counts, items, seed=cfg.seed
+    ... )
+    >>> loo["elpd"], ppc["flagged"]                            # doctest: +SKIP
+    """
+    prior_pred = prior_predictive(
+        data, model, slope=slope and model == "change", prior=prior if model == "change" else None, seed=seed
+    )
+    ppc, loo_payload, per_item = run_checks(dt, data, counts, items["item_id"], seed=seed)
+    items = pd.concat([items.reset_index(drop=True), per_item.drop(columns="item_id")], axis=1)
+    return items, ppc, loo_payload, prior_pred, ppc_warnings(ppc, model) + loo_warnings(loo_payload)
 
 
 @releases_jax_caches
@@ -412,6 +293,9 @@ def fit(
 ) -> BayesFit | JointFit:
     """Fit ``model`` to a version pair, gate it, select changed items and cross-check against RCI;
     or, for three or more versions, fit the joint change model of the family.
+
+    A pair's fit is :func:`sample_posterior`, :func:`select_items`, :func:`crosscheck_rci` and
+    :func:`workflow_checks` in turn, their records put together as a :class:`BayesFit`.
 
     Parameters
     ----------
@@ -494,31 +378,32 @@ def fit(
             counts, backend=backend, prior=prior, config=config, covariate=covariate, escalate=escalate, **thresholds
         )
     data = model_inputs(counts, covariate=covariate if model == "change" else None)
-    rci_items, s_diff, rci_params = _rci_classes(counts, data, rci, rci_kwargs)  # before sampling: a bad rci fails fast
+    rci = _rci_result(counts, data, rci, rci_kwargs)  # before sampling: a bad rci fails fast
     t0 = time.perf_counter()
-    thresholds = {"max_rhat": max_rhat, "min_ess": min_ess, "max_divergences": max_divergences}
-    hyper_only = model == "change" and collapsed  # its item draws once, after the gate, not for every attempt
-    sampler = partial(sample, data, model, backend, collapsed=collapsed, slope=slope, prior=prior, items=not hyper_only)
-    dt, diag, attempts, cfg = sample_gated(
-        sampler, gated_vars(model, slope, collapsed, data.n_groups > 1), config or SamplerConfig(), thresholds, escalate
+    dt, diag, attempts, cfg = sample_posterior(
+        data,
+        model,
+        backend,
+        collapsed=collapsed,
+        slope=slope,
+        prior=prior,
+        config=config,
+        max_rhat=max_rhat,
+        min_ess=min_ess,
+        max_divergences=max_divergences,
+        escalate=escalate,
     )
-    release_memory()  # the sampler's compiled code and buffers: the item draws and checks need the room
-    if hyper_only:
-        dt = with_item_draws(dt, data, cfg, slope=slope, prior=prior)
-        release_memory()
     runtime = time.perf_counter() - t0
-    items = item_summary(dt, data, rope=rope, delta_min=delta_min)
-    cls, sel = select(items["p_improve"], items["p_deteriorate"], rule=rule, fdr=fdr, threshold=threshold)
-    items["bayes_class"] = cls
-    cc, disc, warnings = _crosscheck_rci(
-        dt, counts, data, items, rci_items, s_diff, model=model, prior=prior, rope=rope, delta_min=delta_min
+    items, sel = select_items(dt, data, rule=rule, fdr=fdr, threshold=threshold, rope=rope, delta_min=delta_min)
+    items, cc, disc, warnings = crosscheck_rci(
+        dt, data, counts, items, rci, model=model, prior=prior, rope=rope, delta_min=delta_min
     )
     ppc, loo_payload, prior_pred = None, None, None
     if checks:
-        items, ppc, loo_payload, prior_pred = _workflow_checks(
+        items, ppc, loo_payload, prior_pred, check_warnings = workflow_checks(
             dt, data, counts, items, model=model, slope=slope, prior=prior, seed=cfg.seed
         )
-        warnings += ppc_warnings(ppc, model) + loo_warnings(loo_payload)
+        warnings += check_warnings
     items = items[[c for c in ITEM_COLUMNS if c in items] + (["p_rope"] if "p_rope" in items else [])]
     payload = {
         "status": "ok" if diag.passed else "failed",
@@ -530,16 +415,7 @@ def fit(
         "crosscheck": cc,
         "domain_shift": domain_shift(dt, data),
         "params": _fit_params(
-            data,
-            cfg,
-            rci_params,
-            s_diff,
-            model=model,
-            collapsed=collapsed,
-            slope=slope,
-            prior=prior,
-            rope=rope,
-            delta_min=delta_min,
+            data, cfg, rci, model=model, collapsed=collapsed, slope=slope, prior=prior, rope=rope, delta_min=delta_min
         ),
         "flips": expected_flips(dt, data),
         "warnings": warnings,
@@ -579,56 +455,10 @@ def pair_only_settings(**given) -> list[str]:
     return [k for k, v in given.items() if v != PAIR_ONLY_DEFAULTS[k]]
 
 
-def _workflow_checks(
-    dt, data: ModelInputs, counts: xr.Dataset, items: pd.DataFrame, *, model: str, slope: bool, prior, seed: int
-):
-    """The prior predictive check, the posterior predictive check and PSIS-LOO of a fit:
-    ``(items with the per-item LOO columns, ppc, loo, prior_predictive)``."""
-    prior_pred = prior_predictive(
-        data, model, slope=slope and model == "change", prior=prior if model == "change" else None, seed=seed
-    )
-    ppc, loo_payload, per_item = run_checks(dt, data, counts, items["item_id"], seed=seed)
-    items = pd.concat([items.reset_index(drop=True), per_item.drop(columns="item_id")], axis=1)
-    return items, ppc, loo_payload, prior_pred
-
-
-def _crosscheck_rci(
-    dt,
-    counts: xr.Dataset,
-    data: ModelInputs,
-    items: pd.DataFrame,
-    rci_items: pd.DataFrame,
-    s_diff: float,
-    *,
-    model: str,
-    prior,
-    rope,
-    delta_min: float,
-):
-    """The RCI cross-check of a fit: ``(crosscheck, discordant items, warnings)``; adds the RCI class to ``items``
-    (in place)."""
-    items["rci_class"] = (
-        rci_items.set_index("item_id")["class"].reindex(items["item_id"]).fillna("excluded").to_numpy(dtype=object)
-    )
-    rci_class = items["rci_class"].to_numpy(dtype=object)
-    cc, disc = crosscheck(items, rci_items, s_diff)
-    cc |= rci_fdp_interval(dt["posterior"], rci_class, rope=float(rope or 0.0), delta_min=delta_min)
-    cc["no_change_test"] = pair_no_change_test(counts, *data.versions)  # the same p-value as the RCI run's
-    cc, warnings = allow_no_change(cc, cc["no_change_test"], cc["rci_n_flagged"])
-    if model == "change":
-        log_prior = change_log_prior(dt["posterior"], prior, STRUCTURE_SITES)
-        cc["prior_sensitivity"] = rci_fdp_prior_sensitivity(
-            dt["posterior"], rci_class, log_prior, delta_min=delta_min, rope=float(rope or 0.0)
-        )
-        warnings += prior_sensitivity_warnings(cc["prior_sensitivity"], cc, delta_min)
-    return cc, disc, warnings
-
-
 def _fit_params(
     data: ModelInputs,
     cfg: SamplerConfig,
-    rci_params: dict,
-    s_diff: float,
+    rci: PairResult,
     *,
     model: str,
     collapsed: bool,
@@ -638,6 +468,7 @@ def _fit_params(
     delta_min: float,
 ) -> dict:
     """``fit.json``'s ``params``: the model's settings, the sampler's and the cross-checked RCI's."""
+    rci_params = dict(rci.params)
     return {
         "collapsed": bool(collapsed),
         "slope": bool(slope) if model == "change" else None,
@@ -655,7 +486,7 @@ def _fit_params(
         "n_items": data.n_items,
         "domains": list(data.domains),
         "rci_sd_basis": rci_params.get("sd_basis"),
-        "rci_s_diff": s_diff,
+        "rci_s_diff": rci.s_diff,
         "rci_params": rci_params,
     }
 
@@ -713,98 +544,19 @@ def prior_sensitivity_warnings(sens: dict, cc: dict, delta_min: float) -> list[s
     return out
 
 
-def _rci_classes(
-    counts: xr.Dataset, data: ModelInputs, rci: PairResult | None, rci_kwargs: dict | None
-) -> tuple[pd.DataFrame, float, dict]:
-    """The RCI item table, S_diff and settings the cross-check uses (given, or run here)."""
+def _rci_result(counts: xr.Dataset, data: ModelInputs, rci: PairResult | None, rci_kwargs: dict | None) -> PairResult:
+    """The classical result :func:`fit` cross-checks (given, or run here), refused before it samples when it
+    compares another pair or has no item table."""
     if rci is None:
         rci = reliable_change(counts, data.versions[0], data.versions[1], **(rci_kwargs or CROSSCHECK_RCI_KWARGS))
     elif rci_kwargs:
         raise ValueError("give either rci (an existing classical result) or rci_kwargs, not both")
+    _rci_items(rci, data)
+    return rci
+
+
+def _rci_items(rci: PairResult, data: ModelInputs) -> pd.DataFrame:
+    """``rci``'s item table (a copy), refused when ``rci`` compares another pair than ``data``."""
     if rci.versions != tuple(data.versions):
         raise ValueError(f"the classical result compares {rci.versions}, the fit {tuple(data.versions)}")
-    return rci.to_frame(), rci.s_diff, dict(rci.params)
-
-
-def check(result: BayesFit, allow_unconverged: bool = False) -> BayesFit:
-    """Raise :class:`ConvergenceError` for a failed gate unless ``allow_unconverged``.
-
-    Examples
-    --------
-    >>> res = check(fit(counts))  # doctest: +SKIP
-    Traceback (most recent call last):
-    bayesrc.errors.ConvergenceError: change (numpyro) failed the convergence gate: ...
-    """
-    if not result.diagnostics.passed and not allow_unconverged:
-        d = result.diagnostics
-        # non-finite R-hat / ESS (one chain, a constant draw) are stored as JSON null
-        num = lambda x, spec: "undefined" if x is None or not np.isfinite(x) else format(x, spec)  # noqa: E731
-        raise ConvergenceError(
-            f"{result.model} ({result.backend}) failed the convergence gate: max R-hat {num(d.max_rhat, '.4f')}, "
-            f"min ESS bulk {num(d.min_ess_bulk, '.0f')} / tail {num(d.min_ess_tail, '.0f')}, "
-            f"{d.divergences} divergences "
-            f"[{d.worst}]; outputs are marked failed (pass --allow-unconverged to accept)"
-        )
-    return result
-
-
-def realised_fdp(classes: np.ndarray, true_dp: np.ndarray) -> float:
-    """Share of flagged items whose true dp is zero or of the opposite sign (needs the truth).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> realised_fdp(np.array(["improved", "improved", "deteriorated", "no_change"]), np.array([0.2, -0.1, -0.3, 0.0]))
-    0.3333333333333333
-    """
-    classes = np.asarray(classes, dtype=object)
-    up, down = classes == "improved", classes == "deteriorated"
-    n = up.sum() + down.sum()
-    if n == 0:
-        return 0.0
-    false = np.sum(up & (true_dp <= 0)) + np.sum(down & (true_dp >= 0))
-    return float(false / n)
-
-
-#: the prior predictive histograms and the count series each holds beside its bin edges
-_PP_HISTOGRAMS = {"hist_p": ("prior_v1", "prior_v2", "observed_v1", "observed_v2"), "hist_dp": ("prior",)}
-
-
-def check_prior_predictive(pp: dict) -> None:
-    """:class:`InputError` naming the first field of a ``prior_predictive`` block (``fit.json``) that
-    is not what its readers draw and print: finite numbers, one count per histogram bin.
-
-    Examples
-    --------
-    >>> pp = {"p_v1": [0.1, 0.9], "share_abs_dp_above": {"0.05": 0.4}, "hist_p": {"edges": [0, 1], "prior_v1": [1]}}
-    >>> try:
-    ...     check_prior_predictive(pp)
-    ... except InputError as err:
-    ...     print(err.field, "|", err.message)
-    prior_predictive.hist_p.prior_v2 | expected a list of finite numbers, got None
-    """
-    _finite_list(pp.get("p_v1"), "prior_predictive.p_v1", min_len=1)
-    if pp.get("pi") is not None:
-        _finite_list(pp["pi"], "prior_predictive.pi", min_len=3)
-    above = pp.get("share_abs_dp_above")
-    if not isinstance(above, dict):
-        raise InputError(f"expected an object of shares, got {above!r}", field="prior_predictive.share_abs_dp_above")
-    _finite_list(list(above.values()), "prior_predictive.share_abs_dp_above")
-    for name, series in _PP_HISTOGRAMS.items():
-        hist = pp.get(name)
-        if not isinstance(hist, dict):
-            raise InputError(f"expected an object, got {hist!r}", field=f"prior_predictive.{name}")
-        edges = _finite_list(hist.get("edges"), f"prior_predictive.{name}.edges", min_len=2)
-        for key in series:
-            if len(_finite_list(hist.get(key), f"prior_predictive.{name}.{key}")) != len(edges) - 1:
-                raise InputError(
-                    f"expected {len(edges) - 1} counts, one per bin", field=f"prior_predictive.{name}.{key}"
-                )
-
-
-def _finite_list(values: object, field: str, *, min_len: int = 0) -> list:
-    if not isinstance(values, list) or len(values) < min_len:
-        raise InputError(f"expected a list of finite numbers, got {values!r}"[:160], field=field)
-    for v in values:
-        finite_number(v, field)
-    return values
+    return rci.to_frame()

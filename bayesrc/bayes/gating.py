@@ -3,7 +3,7 @@
 :func:`sample_gated` runs a sampler, gates it (:func:`bayesrc.bayes.diagnostics.gate`) and, while
 the gate fails, samples again with :func:`escalated_config`'s settings; the pair fit
 (:func:`bayesrc.bayes.fit`), the joint fit of a family (:mod:`bayesrc.bayes.joint_fit`) and the
-switch model use it.
+switch model use it. :func:`gated_vars` names what a pair's model is gated on.
 """
 
 from __future__ import annotations
@@ -87,3 +87,25 @@ def sample_gated(sampler, var_names: list[str], first: SamplerConfig, thresholds
         if diag.passed:
             break
     return dt, diag, attempts, cfg
+
+
+def gated_vars(model: str, slope: bool = False, collapsed: bool = False, covariate: bool = False) -> list[str]:
+    """The sampled quantities the gate checks (plus p for the beta-binomial).
+
+    The collapsed change model samples only the hyperparameters (``theta`` is an exact
+    conditional draw, independent given them), so only those are gated. ``covariate``: the
+    change model has an item covariate (its ``group_level``, ``group_shift``, ``stratum_shift_sd`` and
+    ``stratum_shift_z`` are gated too; ``stratum_shift`` is their product, exactly 0 in a stratum
+    with no interaction contrast).
+
+    Examples
+    --------
+    >>> gated_vars("change", collapsed=True)
+    ['mu_theta', 'sigma_theta', 'shift', 'sigma_delta', 'pi']
+    """
+    if model == "betabinom":
+        return ["logit_mu", "log_kappa", "p"]
+    extra = (["slope"] if slope else []) + (
+        ["group_level", "group_shift", "stratum_shift_sd", "stratum_shift_z"] if covariate else []
+    )
+    return ["mu_theta", "sigma_theta", "shift", "sigma_delta", "pi"] + ([] if collapsed else ["theta"]) + extra

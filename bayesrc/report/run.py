@@ -38,7 +38,7 @@ from typing import Any
 
 import pandas as pd
 
-from bayesrc.bayes.fit import BayesFit
+from bayesrc.bayes.fit_result import BayesFit
 from bayesrc.bayes.joint_fit import JointFit
 from bayesrc.bayes.model_comparison import ModelComparison
 from bayesrc.classical.pairwise import PairwiseRCI
