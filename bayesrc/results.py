@@ -316,6 +316,33 @@ def headline_rows(table: pd.DataFrame, metrics: tuple[str, ...] = ()) -> pd.Data
     return table.head(REPR_HEAD_ROWS)
 
 
+def headline_text(result: Result, path: str | Path | None = None) -> str:
+    """What the CLI prints of a result it wrote: the summary's headline rows and every warning (:func:`headline_rows`)
+    as :func:`summary_text`, then how many rows that is and where to read them all (``bayesrc show PATH``). A result
+    without :attr:`Result.headline_metrics` prints its whole summary.
+
+    Examples
+    --------
+    >>> class Demo(Result):
+    ...     headline_metrics = ("items",)
+    ...     def summary(self):
+    ...         return pd.DataFrame({"metric": ["items", "S_diff", "warning"], "value": [40, 0.1, "few items"]})
+    >>> print(headline_text(Demo({}), "out/rci.json"))
+     metric     value
+      items        40
+    warning few items
+    (2 of 3 rows; all of them: bayesrc show out/rci.json)
+    """
+    table = result.summary()
+    if not result.headline_metrics:
+        return summary_text(table)
+    short = headline_rows(table, result.headline_metrics)
+    if len(short) == len(table):
+        return summary_text(table)
+    where = f": bayesrc show {path}" if path is not None else ""
+    return summary_text(short) + f"\n({len(short)} of {len(table)} rows; all of them{where})"
+
+
 def _with_notes(table: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     """``table`` with each text cell over :data:`SUMMARY_CELL_MAX` characters replaced by ``[1]``, ``[2]``, ...,
     and those texts in order."""

@@ -57,7 +57,14 @@ def test_k5_items_are_analysable_and_the_rule_is_stated(tmp_path, capsys):
         )
         == 0
     )
+    # the CLI prints the headline rows and says where the rest is; `bayesrc show` prints them all
+    out = capsys.readouterr().out
+    assert (
+        "rule (a) minimum valid" not in out and f"rows; all of them: bayesrc show {tmp_path / 'o' / 'rci.json'}" in out
+    )
+    assert main(["show", str(tmp_path / "o" / "rci.json")]) == 0
     out = capsys.readouterr().out
     assert "rule (a) minimum valid" in out and "K = 5: 3" in out
+    assert max(len(line) for line in out.splitlines() if not line.startswith("[")) <= 120  # long texts: notes below
     rec = json.loads((tmp_path / "o" / "rci.json").read_text())["pairs"]["P"]
     assert "K = 5: 3" in rec["exclusions"]["min_valid_rule"] and rec["params"]["min_valid"] is None

@@ -142,6 +142,18 @@ def rci_run(tmp_path_factory, small_pair):
     return code, out
 
 
+def test_show_prints_a_saved_results_whole_summary_and_refuses_what_is_none(rci_run, tmp_path, capsys):
+    _, out = rci_run
+    code, text, _ = run_cli(["show", str(out)], capsys)  # the folder: its one result, rci.json
+    assert code == 0 and "S_diff method" in text and text.count("r_xx v1") == 2  # both pairs, every row
+    code, text, err = run_cli(["show", str(tmp_path / "nothing")], capsys)
+    assert (
+        code == 2
+        and text == ""
+        and err.strip().splitlines() == [f"bayesrc: error: {tmp_path / 'nothing'}: no such file or folder"]
+    )
+
+
 def test_rci_json_has_every_documented_key(rci_run):
     code, out = rci_run
     assert code == 0

@@ -18,7 +18,7 @@ from bayesrc.collect.pins import check_comparable
 from bayesrc.data import load_counts
 from bayesrc.data.counts import seed_notes
 from bayesrc.errors import InputError
-from bayesrc.results import summary_text
+from bayesrc.results import headline_text, summary_text
 
 
 def run_fit(args: argparse.Namespace) -> int:
@@ -89,7 +89,7 @@ def compare_models(spec: str) -> list[str]:
 def _report_fit(res, out: Path) -> None:
     """Write a fit (marked failed if so, before the gate decides the exit status), print its summary and warnings."""
     res.write(out)
-    print(summary_text(res.summary()))
+    print(headline_text(res, out / res.main_file))
     print(f"wrote {out / res.main_file}")
     for w in res.warnings:
         print(f"bayesrc: warning: {w}", file=sys.stderr)

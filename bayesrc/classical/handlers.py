@@ -13,7 +13,7 @@ from bayesrc.collect.handlers import family_counts
 from bayesrc.collect.pins import check_comparable
 from bayesrc.data import input_notes, load_counts
 from bayesrc.errors import InputError
-from bayesrc.results import summary_text
+from bayesrc.results import headline_text
 
 
 def run_rci(args: argparse.Namespace) -> int:
@@ -42,7 +42,7 @@ def run_rci(args: argparse.Namespace) -> int:
 
     analysis = analyse_pairs(pairs, greedy=greedy, **options)
     analysis.save(args.out)  # rci.json + items_NAME.parquet
-    print(summary_text(analysis.summary()))
+    print(headline_text(analysis, args.out / analysis.main_file))
     for name, pair in analysis.pairs.items():
         for w in pair.warnings:
             print(f"bayesrc: warning: {name}: {w}", file=sys.stderr)

@@ -15,7 +15,7 @@ from bayesrc.data import item_counts, load_counts, save_trials, simulate_pair
 from bayesrc.io import atomic_write_json, staged_output, write_parquet
 from bayesrc.power import leaderboard_report, scores_from_counts
 from bayesrc.report import render_report
-from bayesrc.results import summary_text
+from bayesrc.results import headline_text
 
 
 def _collect(out: Path, n_items: int, k: int, seed: int) -> tuple[dict, dict]:
@@ -74,10 +74,10 @@ def run_demo(args: argparse.Namespace) -> int:
         report.write_into(stage)
     reports = {n: out / fname for n, fname in report.main.items()}
 
-    print(summary_text(analysis.summary()))
+    print(headline_text(analysis, out / analysis.main_file))
     for n, f in fits.items():
         print(f"\n{n}: Bayesian change model ({f.backend})")
-        print(summary_text(f.summary()))
+        print(headline_text(f, out / n / f.main_file))
     for n, path in reports.items():
         print(f"report {n}: {path}")
     failed = [n for n, f in fits.items() if not f.diagnostics.passed]

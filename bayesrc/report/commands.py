@@ -1,4 +1,4 @@
-"""``bayesrc report`` and ``bayesrc sensitivity``."""
+"""``bayesrc report``, ``bayesrc show`` and ``bayesrc sensitivity``."""
 
 from __future__ import annotations
 
@@ -17,6 +17,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--pair", action="append", help="only this comparison (repeatable)")
     p.add_argument("--out", type=Path, help="output folder (default: RUN_DIR)")
     p.set_defaults(func="bayesrc.report.handlers:run_report")
+
+    show = sub.add_parser("show", help="print a saved result's whole summary (the commands print its headline rows)")
+    show.add_argument("path", type=Path, help="a result file (rci.json, fit.json, ...) or the folder it is in")
+    show.set_defaults(func="bayesrc.report.handlers:run_show")
 
     s = sub.add_parser("sensitivity", help="how the reliable-change conclusions move with the analysis choices")
     s.add_argument(

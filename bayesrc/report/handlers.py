@@ -1,5 +1,5 @@
-"""What ``bayesrc report`` and ``sensitivity`` run: :mod:`bayesrc.report.commands` parses the options and names
-these functions (``func="bayesrc.report.handlers:NAME"``), imported only when the command runs."""
+"""What ``bayesrc report``, ``show`` and ``sensitivity`` run: :mod:`bayesrc.report.commands` parses the options and
+names these functions (``func="bayesrc.report.handlers:NAME"``), imported only when the command runs."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
+import bayesrc
 from bayesrc.bayes import SamplerConfig, configure_host_devices
 from bayesrc.bayes.commands import check_sampler_sizes, progress_setting
 from bayesrc.classical.rci import RCISettings
@@ -27,6 +28,17 @@ def run_report(args: argparse.Namespace) -> int:
     written = build_report(args.run_dir, fmt=args.fmt, out_dir=args.out, pairs=args.pair)
     for name, path in written.items():
         print(f"{name}: {path}")
+    return 0
+
+
+def run_show(args: argparse.Namespace) -> int:
+    """Print the whole summary of a saved result (of each, for a folder holding several), 120 columns wide."""
+    found = bayesrc.load(args.path)
+    results = found if isinstance(found, dict) else {str(args.path): found}
+    for name, res in results.items():
+        if len(results) > 1:
+            print(f"== {name}")
+        print(summary_text(res.summary(), line_width=120))
     return 0
 
 
