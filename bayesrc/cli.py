@@ -8,7 +8,7 @@ convergence gate; ``bayesrc compare`` also 1 (fail) and, with a margin, 4 (incon
 
 Start-up: ``bayesrc --help`` and argument errors import no pandas, xarray or JAX. A
 ``commands.py`` imports only the standard library, :mod:`bayesrc.config`, :mod:`bayesrc.errors`
-and other ``commands.py`` modules (collect's and bayes' are loaded before their users;
+and other ``commands.py`` modules (data's, :data:`OPTION_MODULES`, and bayes' are loaded before their users;
 ``bayesrc.scale``'s ``__init__`` is light). Importing it the usual way would run its package's
 ``__init__`` (which imports the analysis code); :func:`_command_module` therefore loads each
 ``commands.py`` file on its own, and the package and its ``handlers.py`` are imported only when
@@ -29,8 +29,9 @@ from bayesrc import __version__
 from bayesrc.errors import BayesrcError
 from bayesrc.locking import output_lock
 
+#: ``commands.py`` modules of options that other commands take, loaded before them; they register no command
+OPTION_MODULES: tuple[str, ...] = ("bayesrc.data.commands",)  # --allow-pin / --force (add_pin_arguments)
 COMMAND_MODULES: tuple[str, ...] = (
-    # first: the other commands take its --allow-pin / --force (add_pin_arguments) already loaded
     "bayesrc.collect.commands",
     "bayesrc.classical.commands",
     "bayesrc.bayes.commands",
@@ -51,6 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"bayesrc {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in OPTION_MODULES:
+        _command_module(name)
     for name in COMMAND_MODULES:
         _command_module(name).register(sub)
     return parser

@@ -13,10 +13,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from bayesrc.collect.pins import check_comparable
 from bayesrc.compare import CompareResult, compare, markdown_summary
 from bayesrc.config import DEFAULT_MARGIN
-from bayesrc.data import item_counts, load_counts, trials_file
+from bayesrc.data import check_comparable, item_counts, load_counts, trials_file
 
 __all__ = ["GateFailure", "assert_no_regression", "check_gate"]
 

@@ -75,7 +75,7 @@ html_show_sourcelink = False
 # The public packages documented in the API reference, in reading order.
 API_MODULES = [
     ("bayesrc", "Top level: load, configure, errors"),
-    ("bayesrc.data", "Trials, item counts, exact runs, simulation"),
+    ("bayesrc.data", "Trials, item counts, exact runs, simulation, run pins"),
     ("bayesrc.classical", "Classical reliable change (RCI)"),
     ("bayesrc.bayes", "Bayesian item models"),
     ("bayesrc.compare", "The CI gate"),

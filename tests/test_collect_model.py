@@ -56,7 +56,7 @@ def test_shards_in_any_order_merge_to_the_full_run(gemma, gemma_bank4, full_run,
     collect(CARD, gemma_bank4, tmp_path / "s0", k=K, shard="0/2", model=gemma)
     merged = merge_runs([tmp_path / "s1", tmp_path / "s0"], tmp_path / "merged")
     pd.testing.assert_frame_equal(_core(read_run_trials(full_run)), _core(read_run_trials(merged)))
-    from bayesrc.collect import compare_runs
+    from bayesrc.data import compare_runs
 
     assert compare_runs(full_run, merged).differences.empty
 

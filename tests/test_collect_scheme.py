@@ -176,10 +176,8 @@ def scheme_runs(gemma, demo1, tmp_path_factory):
 
 
 def test_scheme_is_pinned_and_runs_of_two_schemes_are_refused(gemma, demo1, scheme_runs, capsys):
-    from bayesrc.collect import check_comparable, compare_runs
-    from bayesrc.collect.model import SCHEMES
-    from bayesrc.collect.pins import scheme_of
-    from bayesrc.data import load_exact
+    from bayesrc.data import check_comparable, compare_runs, load_exact
+    from bayesrc.data.provenance import SCHEMES, scheme_of
 
     pins = {s: json.loads((scheme_runs / f"exact-{s}" / "run.json").read_text())["pins"] for s in SCHEMES}
     assert pins["blocks"]["prompt.blocks"] == SCHEMES["blocks"]  # as before the option: old runs stay comparable

@@ -11,8 +11,6 @@ import pytest
 
 from bayesrc.collect import (
     builtin_items,
-    check_comparable,
-    compare_runs,
     decided,
     extract,
     load_bank,
@@ -20,6 +18,7 @@ from bayesrc.collect import (
     render_chat_template,
 )
 from bayesrc.collect.rundir import RunLock, parse_range, shard_range
+from bayesrc.data import check_comparable, compare_runs
 from bayesrc.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]

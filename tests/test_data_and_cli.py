@@ -240,9 +240,13 @@ def test_printed_summary_keeps_its_table_narrow_and_each_warning_whole(tmp_path,
     a, b = write_jsonl(tmp_path / "v1.jsonl", sim.trials_v1), write_jsonl(tmp_path / "v2.jsonl", sim.trials_v2)
     code, out, _ = run_cli(["rci", "--pair", "p", str(a), str(b), "--out", str(tmp_path / "o")], capsys)
     warnings = json.loads((tmp_path / "o" / "rci.json").read_text())["pairs"]["p"]["warnings"]
+    lines = out.splitlines()
+    assert lines[-2].startswith("(") and lines[-2].endswith(
+        f"rows; all of them: bayesrc show {tmp_path / 'o' / 'rci.json'})"
+    )
     table, notes = (
-        [line for line in out.splitlines() if not line.startswith("[")],
-        [line for line in out.splitlines() if line.startswith("[")],
+        [line for line in lines[:-2] if not line.startswith("[")],
+        [ln for ln in lines if ln.startswith("[")],
     )
     assert code == 0 and warnings and max(map(len, warnings)) > 150
     assert max(map(len, table)) <= 110 and notes == [f"[{i}] {w}" for i, w in enumerate(warnings, 1)]

@@ -315,8 +315,8 @@ def test_report_renders_in_headless_chromium(html_reports, tmp_path):
 
 
 def test_pair_pins_side_by_side(tmp_path):
-    """The comparison block is made by the real pin check (bayesrc.collect.pins.compare_runs) of two run records."""
-    from bayesrc.collect.pins import compare_runs
+    """The comparison block is made by the real pin check (bayesrc.data.compare_runs) of two run records."""
+    from bayesrc.data import compare_runs
     from bayesrc.io import atomic_write_json
     from bayesrc.report.classical_sections import pair_pins_frame
 

@@ -24,12 +24,12 @@ from helpers import free_port, stop
 from bayesrc.collect import (
     builtin_bank,
     collect,
-    compare_runs,
     load_bank,
     load_card,
     read_run_trials,
     resolve_model,
 )
+from bayesrc.data import compare_runs
 from bayesrc.io import read_run_record
 
 ROOT = Path(__file__).resolve().parents[1]

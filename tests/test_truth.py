@@ -313,7 +313,7 @@ def test_bundled_exact_gemma_family_is_evaluated_alike():
     variants, the prompt; the llama.cpp build and the prompt's evaluation blocks are one. The three
     runs of issue 12 beside it were evaluated otherwise (whole prompt, another build), which moves an
     item's exact accuracy by up to ~0.07: they are not members."""
-    from bayesrc.collect.pins import compare_runs
+    from bayesrc.data import compare_runs
     from bayesrc.datasets import path
 
     ref = path("exact_gemma/family/q4")

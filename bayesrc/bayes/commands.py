@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from bayesrc.collect.commands import add_pin_arguments
 from bayesrc.config import DEFAULT_GATE, SamplerConfig
+from bayesrc.data.commands import add_pin_arguments
 from bayesrc.errors import InputError
 
 

@@ -13,9 +13,7 @@ from bayesrc.bayes.commands import fit_kwargs
 from bayesrc.bayes.fit import MODELS, pair_only_settings
 from bayesrc.bayes.joint_fit import fit_joint
 from bayesrc.bayes.samplers import configure_host_devices
-from bayesrc.collect.handlers import family_counts
-from bayesrc.collect.pins import check_comparable
-from bayesrc.data import load_counts
+from bayesrc.data import check_comparable, load_comparable_counts, load_counts
 from bayesrc.data.counts import seed_notes
 from bayesrc.errors import InputError
 from bayesrc.results import headline_text, summary_text
@@ -56,7 +54,9 @@ def _run_family(args: argparse.Namespace, kwargs: dict) -> int:
             f"the joint model of {len(args.runs)} versions has no {', '.join(bad)} (give two trials files for a pair)",
             field="TRIALS",
         )
-    counts = family_counts(args.runs, args)  # SPEC 6: only the model may differ (pins checked first)
+    counts = load_comparable_counts(  # SPEC 6: only the model may differ (pins checked first)
+        args.runs, allow=args.allow_pin, force=args.force, on_unmatched="drop" if args.allow_unmatched else "raise"
+    )
     gate = {k: kwargs[k] for k in ("max_rhat", "min_ess", "max_divergences")}
     res = fit_joint(
         counts,

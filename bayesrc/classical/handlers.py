@@ -9,9 +9,7 @@ import sys
 from bayesrc.classical import analyse_pairs
 from bayesrc.classical.commands import rci_options
 from bayesrc.classical.pairwise import pairwise_rci
-from bayesrc.collect.handlers import family_counts
-from bayesrc.collect.pins import check_comparable
-from bayesrc.data import input_notes, load_counts
+from bayesrc.data import check_comparable, input_notes, load_comparable_counts, load_counts
 from bayesrc.errors import InputError
 from bayesrc.results import headline_text
 
@@ -65,7 +63,9 @@ def run_family(args: argparse.Namespace) -> int:
     if args.family_alpha is not None and not 0 < args.family_alpha < 1:
         raise InputError(f"must be in (0, 1), got {args.family_alpha}", field="--family-alpha")
     options = rci_options(args)
-    counts = family_counts(args.family, args)  # SPEC 6: only the model may differ (pins checked first)
+    counts = load_comparable_counts(  # SPEC 6: only the model may differ (pins checked first)
+        args.family, allow=args.allow_pin, force=args.force, on_unmatched="drop" if args.allow_unmatched else "raise"
+    )
     for note in input_notes(counts, args.min_valid):
         print(f"bayesrc: note: {note}", file=sys.stderr)
     result = pairwise_rci(counts, family_alpha=args.family_alpha, **options)

@@ -7,7 +7,7 @@ Public API::
     load_bank(path) -> Bank;  load_card(path) -> ModelCard;  Model(gguf_path, ...)
     prompt_blocks(card, item) -> (shared, own);  Model.prompt(shared, own) -> Prompt;
     Model.eval_prompt(prompt)   (shared block's KV kept once, own tokens decoded)
-    compare_runs(a, b, allow=()) -> PinComparison;  check_comparable(a, b, allow=(), force=False)
+    (whether two runs are comparable, their pins: bayesrc.data.compare_runs / check_comparable)
     merge_runs(shard_dirs, out);  read_run_trials(run_dir);  read_run_record(run)
     builtin_bank(path, n_items, seed);  collect_demo_runs(out_dir, n_items, k)
     quantize_card(card, "Q3_K_M", out_dir) -> (gguf, card)  (exact runs read with bayesrc.data.load_exact)
@@ -36,7 +36,7 @@ from bayesrc.collect.engines import FastEngine, NaiveEngine, make_engine
 from bayesrc.collect.exact import ExactEngine, ItemDistribution
 from bayesrc.collect.extract import Extraction, decided, extract, strip_think
 from bayesrc.collect.model import Model, Prompt, physical_cores
-from bayesrc.collect.pins import PinComparison, check_comparable, compare_runs, merge_runs
+from bayesrc.collect.pins import merge_runs
 from bayesrc.collect.run import collect
 from bayesrc.collect.rundir import RunResult, item_seeds, read_run_record, read_run_trials
 from bayesrc.collect.sampling import Sample, Sampling
@@ -44,7 +44,6 @@ from bayesrc.collect.spec import RunSpec
 
 __all__ = [
     "Bank",
-    "PinComparison",
     "ExactEngine",
     "Extraction",
     "FastEngine",
@@ -62,10 +61,8 @@ __all__ = [
     "builtin_bank",
     "builtin_capacity",
     "builtin_items",
-    "check_comparable",
     "collect",
     "collect_demo_runs",
-    "compare_runs",
     "decided",
     "extract",
     "item_seeds",

@@ -164,28 +164,3 @@ def _add_execution_arguments(p: argparse.ArgumentParser) -> None:
         "llama.cpp's logits depend on the split, so it is pinned",
     )
     p.add_argument("--no-progress", action="store_true")
-
-
-def add_pin_arguments(p: argparse.ArgumentParser, what: str = "analyse") -> None:
-    """``--allow-pin`` and ``--force``: an analysis of runs whose pins differ
-    (:func:`bayesrc.collect.pins.check_comparable`).
-
-    Examples
-    --------
-    >>> parser = argparse.ArgumentParser()
-    >>> add_pin_arguments(parser)
-    >>> parser.parse_args(["--allow-pin", "prompt", "--force"])
-    Namespace(allow_pin=['prompt'], force=True)
-    """
-    p.add_argument(
-        "--allow-pin",
-        action="append",
-        default=[],
-        metavar="FIELD",
-        help="a run pin (or category, e.g. prompt) that may differ between the runs (repeatable)",
-    )
-    p.add_argument(
-        "--force",
-        action="store_true",
-        help=f"{what} runs whose pins differ (item bank, sampling, evaluation scheme, ...), with a warning",
-    )

@@ -2,7 +2,7 @@
 
 Every engine evaluates an item's prompt alike, as its two canonical token blocks or whole, as the
 run's evaluation scheme says (:mod:`bayesrc.collect.model`: :meth:`~bayesrc.collect.model.Model.eval_prompt`,
-:data:`~bayesrc.collect.model.SCHEMES`).
+:data:`~bayesrc.data.provenance.SCHEMES`).
 
 All engines draw sample ``k`` of item ``i`` with its own sampler chain, built exactly as
 ``Llama.create_completion`` builds it (penalties, top-k, typical, top-p, min-p,

@@ -8,7 +8,7 @@ The exact engine computes it by walking the tree of token prefixes:
 1. The item's prompt is evaluated as the other engines evaluate it,
    :meth:`Model.eval_prompt` on its two canonical blocks (the same logits), or under
    ``scheme="whole"`` in one piece from an emptied cache (the logits ``create_completion``
-   computes on a fresh context; :data:`~bayesrc.collect.model.SCHEMES`).
+   computes on a fresh context; :data:`~bayesrc.data.provenance.SCHEMES`).
 2. At each prefix, the next-token distribution is what ``create_completion``'s sampler
    chain draws from. The chain is *llama.cpp's own*: the engine builds it with the very
    call the fast engine uses (``Llama._init_sampler``: penalties, top-k, typical-p, top-p,

@@ -6,38 +6,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-from bayesrc.collect import collect_demo_runs, compare_runs, merge_runs
+from bayesrc.collect import collect_demo_runs, merge_runs
 from bayesrc.collect.bank import load_bank
 from bayesrc.collect.builtin import builtin_bank, quantize_card
-from bayesrc.collect.pins import check_all_comparable
 from bayesrc.collect.run import collect
 from bayesrc.collect.rundir import read_parts
 from bayesrc.collect.spec import RunSpec
-from bayesrc.data import load_counts
+from bayesrc.data import compare_runs
 from bayesrc.errors import InputError
 from bayesrc.io import dumps_json
-
-
-def family_counts(runs: list[Path], args: argparse.Namespace):
-    """The item counts of a family's trials files (``bayesrc fit V1 V2 V3 ...``, ``bayesrc rci --family``):
-    every run checked against the first (only the model may differ, SPEC 6: ``--allow-pin``, ``--force``),
-    version names from the trials' ``model`` field, items missing from a version an error unless
-    ``--allow-unmatched`` (then only the items every version has). A file given twice is refused.
-
-    Examples
-    --------
-    >>> args = argparse.Namespace(allow_pin=[], force=False, allow_unmatched=False)
-    >>> family_counts([Path("v1.parquet"), Path("v2.parquet"), Path("v3.parquet")], args)  # doctest: +SKIP
-    """
-    seen: set[Path] = set()
-    for run in map(Path, runs):
-        if run.resolve() in seen:
-            raise InputError("given twice in one family (one trials file per version)", path=run)
-        seen.add(run.resolve())
-    check_all_comparable(runs, allow=args.allow_pin, force=args.force)
-    return load_counts(runs, on_unmatched="drop" if args.allow_unmatched else "raise")
 
 
 def run_spec(args: argparse.Namespace):

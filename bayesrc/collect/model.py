@@ -8,7 +8,7 @@ it and decodes only the item's own tokens. The shared KV cells are computed once
 same decode, whatever came before, so an item's logits do not depend on which items came
 before, on item order, or on where a run was resumed; and every engine (naive, fast, exact)
 evaluates exactly the same blocks, so they agree trial by trial. That is the default evaluation
-scheme, ``blocks``; under ``scheme="whole"`` (:data:`SCHEMES`) every engine evaluates the
+scheme, ``blocks``; under ``scheme="whole"`` (:data:`~bayesrc.data.provenance.SCHEMES`) every engine evaluates the
 concatenated prompt in one piece from an emptied cache instead, as ``create_completion`` does on
 a fresh context (the same tokens, another batch split: other logits in their last bits).
 """
@@ -22,29 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bayesrc.collect.card import sha256_file
+from bayesrc.data.provenance import SCHEMES
 from bayesrc.errors import BayesrcError, InputError
 
 #: llama-cpp-python versions whose private internals the engines use (``Llama._model.vocab``,
 #: ``Llama._ctx``, ``Llama._init_sampler`` and the ``llama_vocab_*`` C functions); the same
 #: range as pyproject.toml. Checked when a model loads (:func:`check_llama_cpp`).
 LLAMA_CPP_SUPPORTED = ">=0.3.8,<0.4"
-
-#: Evaluation schemes: how a prompt's tokens are decoded (pinned as ``prompt.blocks``, the text
-#: below). llama.cpp's CPU kernels give other logits for other batch splits, so two runs of one
-#: model under different schemes differ in distribution (``benchmarks/scheme_drift.py``).
-#: ``blocks`` (default): shared block, then the item's own block, two batches, the shared KV kept
-#: once per model. ``whole``: the concatenated prompt decoded from an emptied cache in ``n_batch``
-#: pieces, as ``Llama.create_completion`` evaluates it on a fresh context.
-SCHEMES = {
-    "blocks": (
-        "shared+own/1: shared = rendered prompt up to the line break before the first item field, tokenised with BOS; "
-        "own = the rest, tokenised without BOS; decoded as two batches, shared KV kept once per run"
-    ),
-    "whole": (
-        "whole/1: shared + own tokens (tokenised as for blocks) decoded as one prompt from an emptied KV cache "
-        "in n_batch pieces, as create_completion on a fresh context"
-    ),
-}
 
 
 @contextlib.contextmanager
@@ -85,7 +69,7 @@ class Prompt:
 
 
 def check_scheme(scheme: str) -> str:
-    """Validate an evaluation scheme name (a key of :data:`SCHEMES`).
+    """Validate an evaluation scheme name (a key of :data:`~bayesrc.data.provenance.SCHEMES`).
 
     Examples
     --------

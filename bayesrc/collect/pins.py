@@ -1,190 +1,24 @@
-"""Run pinning: are two runs comparable? (SPEC section 6; paper 003).
+"""Run shards: merging the disjoint item ranges of one run into one run directory (SPEC section 6).
 
-Two runs are comparable iff their pins match except the fields that define the
-comparison: the ``model.*`` fields (label, GGUF SHA-256, tokenizer and chat-template
-hashes) may differ, since the model is what is being compared. ``items.*`` (bank hash and
-range), ``prompt.*`` (user template, system prompt), ``sampling.*`` (K, T, top-k/p, min-p,
-max_tokens, seed rule) and ``tooling.*`` (llama-cpp-python version, llama.cpp library
-hash, backend) must match unless explicitly allowed; ``runtime.*`` (engine, context,
-threads) never changes what is measured and is only listed. The evaluation pins
-(:data:`EVALUATION_PINS`: the scheme, items per decode) are allowed only by name, never by
-``--allow prompt``: a prompt change compared under two schemes would show spurious changes.
+Every shard must hold the same pins but ``items.range`` (and ``runtime``), be complete and hold
+exactly the items of its range. Whether two runs are comparable, and their pins, is
+:mod:`bayesrc.data.provenance`.
 """
 
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterable
 from contextlib import ExitStack
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
 from bayesrc.collect.exact import compact
-from bayesrc.collect.model import SCHEMES
-from bayesrc.collect.rundir import (
-    RunLock,
-    check_writable,
-    frame_bytes,
-    now_utc,
-    pin_category,
-    read_parts,
-    read_run_record,
-    read_run_trials,
-)
+from bayesrc.collect.rundir import RunLock, check_writable, frame_bytes, now_utc, read_parts, read_run_trials
+from bayesrc.data.provenance import IGNORED, _short, pin_category, record_pins
 from bayesrc.errors import InputError
-from bayesrc.io import atomic_write_bytes, staged_output, write_run_record
-
-ALLOWED_BY_DEFAULT = ("model",)
-IGNORED = ("runtime",)
-#: How prompts are evaluated: llama.cpp's logits depend on it, so these differ only when named.
-EVALUATION_PINS = ("prompt.blocks", "prompt.items_per_batch")
-
-
-def scheme_of(pins: dict) -> str | None:
-    """The evaluation scheme a run's pins name (``"blocks"``, ``"whole"``), None if unknown (e.g. a server run).
-
-    Examples
-    --------
-    >>> from bayesrc.collect.model import SCHEMES
-    >>> scheme_of({"prompt.blocks": SCHEMES["whole"]})
-    'whole'
-    """
-    return next((name for name, text in SCHEMES.items() if pins.get("prompt.blocks") == text), None)
-
-
-@dataclass
-class PinComparison:
-    """Result of comparing the pins of two runs.
-
-    Examples
-    --------
-    >>> from bayesrc.datasets import path
-    >>> comp = compare_runs(path("exact_gemma/q4"), path("exact_gemma/q3"))  # bundled exact runs
-    >>> comp.comparable
-    True
-    """
-
-    run_a: str
-    run_b: str
-    pinned: bool  # both runs have a run record
-    differences: pd.DataFrame = field(default_factory=pd.DataFrame)  # field, category, a, b, status
-
-    @property
-    def blocking(self) -> pd.DataFrame:
-        return self.differences[self.differences["status"] == "blocking"] if len(self.differences) else self.differences
-
-    @property
-    def comparable(self) -> bool:
-        return len(self.blocking) == 0
-
-    def summary(self) -> str:
-        if not self.pinned:
-            return (
-                f"not pinned: no run.json for {self.run_a if read_run_record(self.run_a) is None else self.run_b}; "
-                "comparability cannot be checked"
-            )
-        head = "comparable" if self.comparable else "NOT comparable"
-        lines = [f"{head}: {self.run_a} vs {self.run_b}"]
-        for row in self.differences.itertuples(index=False):
-            lines.append(f"  {row.status:<9} {row.field}: {_short(row.a)} | {_short(row.b)}")
-        if len(self.differences) == 0:
-            lines.append("  all pins match")
-        return "\n".join(lines)
-
-    def to_dict(self) -> dict:
-        return {
-            "run_a": self.run_a,
-            "run_b": self.run_b,
-            "pinned": self.pinned,
-            "comparable": self.comparable,
-            "differences": self.differences.to_dict(orient="records"),
-        }
-
-
-def _short(v) -> str:
-    s = str(v)
-    return s if len(s) <= 24 else s[:21] + "..."
-
-
-def _allowed(fld: str, allow: Iterable[str]) -> bool:
-    return any(fld == a or (pin_category(fld) == a and fld not in EVALUATION_PINS) for a in allow)
-
-
-def compare_runs(run_a: str | Path, run_b: str | Path, *, allow: Iterable[str] = ()) -> PinComparison:
-    """Compare the pins of two runs (run directories, their run.json, or a trials file inside one).
-
-    ``allow`` names extra fields (``"prompt.template_sha256"``) or whole categories
-    (``"prompt"``) that may differ, e.g. when the comparison *is* a prompt change.
-
-    Examples
-    --------
-    >>> from bayesrc.datasets import path
-    >>> print(compare_runs(path("exact_gemma/q4"), path("exact_gemma/q3")).summary())  # doctest: +ELLIPSIS
-    comparable: ...
-      allowed   model.file_sha256: ... | ...
-    """
-    ra, rb = read_run_record(run_a), read_run_record(run_b)
-    cols = ["field", "category", "a", "b", "status"]
-    if ra is None or rb is None:
-        return PinComparison(str(run_a), str(run_b), False, pd.DataFrame(columns=cols))
-    pa, pb = record_pins(ra, run_a), record_pins(rb, run_b)
-    allow = tuple(ALLOWED_BY_DEFAULT) + tuple(allow)
-    rows = []
-    for fld in sorted(set(pa) | set(pb)):
-        if pa.get(fld) == pb.get(fld):
-            continue
-        cat = pin_category(fld)
-        status = "ignored" if cat in IGNORED else "allowed" if _allowed(fld, allow) else "blocking"
-        rows.append((fld, cat, pa.get(fld), pb.get(fld), status))
-    return PinComparison(str(run_a), str(run_b), True, pd.DataFrame(rows, columns=cols))
-
-
-def check_comparable(
-    run_a: str | Path, run_b: str | Path, *, allow: Iterable[str] = (), force: bool = False
-) -> PinComparison:
-    """Refuse (``InputError``, exit 2) two runs whose non-model pins differ, unless ``force``.
-
-    Runs without a run record (e.g. the reference study's files) pass unchecked
-    (``PinComparison.pinned`` is False). Call this from ``rci``/``fit`` before pairing runs.
-
-    Examples
-    --------
-    >>> check_comparable("runs/v1", "runs/v2", allow=["prompt"])  # a prompt change is the comparison  # doctest: +SKIP
-    """
-    comp = compare_runs(run_a, run_b, allow=allow)
-    if comp.pinned and not comp.comparable:
-        message = (
-            f"runs are not comparable: pins differ in {', '.join(comp.blocking['field'])}{_scheme_note(run_a, run_b)}"
-        )
-        if not force:
-            raise InputError(f"{message} (see `bayesrc pins`; --force to override)", path=run_b)
-        print(f"bayesrc: warning: {message}; analysed anyway (--force)", file=sys.stderr)
-    return comp
-
-
-def check_all_comparable(runs: Iterable[str | Path], *, allow: Iterable[str] = (), force: bool = False) -> None:
-    """:func:`check_comparable` of every run against the first (``bayesrc power``'s score files).
-
-    Examples
-    --------
-    >>> check_all_comparable(["runs/v1", "runs/v2", "runs/v3"])  # doctest: +SKIP
-    """
-    runs = list(runs)
-    for other in runs[1:]:
-        check_comparable(runs[0], other, allow=allow, force=force)
-
-
-def _scheme_note(run_a: str | Path, run_b: str | Path) -> str:
-    """``"; evaluation schemes differ (blocks vs whole)"`` when they do, else ``""``."""
-    sa, sb = (scheme_of(record_pins(read_run_record(r), r)) for r in (run_a, run_b))
-    return (
-        f"; evaluation schemes differ ({sa} vs {sb}): llama.cpp's logits depend on how the prompt is evaluated"
-        if sa != sb
-        else ""
-    )
+from bayesrc.io import atomic_write_bytes, read_run_record, staged_output, write_run_record
 
 
 def merge_runs(shards: Iterable[str | Path], out: str | Path, *, lock_output: bool = True) -> Path:
@@ -218,26 +52,6 @@ def merge_runs(shards: Iterable[str | Path], out: str | Path, *, lock_output: bo
             raise InputError("output already holds a run", path=out)
         _write_merged(out, shards, records, order, trials)
     return out
-
-
-def record_pins(record: dict, run: str | Path) -> dict:
-    """A run record's pins; a record without them is refused (``InputError`` naming ``run``).
-
-    :func:`~bayesrc.io.read_run_record` has checked that ``pins``, when present, is an
-    object; every collector writes it, so a record without it was edited or damaged, and
-    comparing it as "no pins" would report every pin as a difference.
-
-    Examples
-    --------
-    >>> record_pins({"status": "complete", "pins": {"sampling.k": 10}}, "runs/v1")
-    {'sampling.k': 10}
-    >>> record_pins({"status": "complete"}, "runs/v1")
-    Traceback (most recent call last):
-    bayesrc.errors.InputError: runs/v1: field 'pins': missing from the run record
-    """
-    if "pins" not in record:
-        raise InputError("missing from the run record", path=run, field="pins")
-    return record["pins"]
 
 
 def pinned_range(pins: dict, path: str | Path) -> tuple[int, int]:

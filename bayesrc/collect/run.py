@@ -29,11 +29,12 @@ from bayesrc.collect.card import (
     shared_block,
 )
 from bayesrc.collect.engines import make_engine
-from bayesrc.collect.model import SCHEMES, Model, Prompt, runtime_info
+from bayesrc.collect.model import Model, Prompt, runtime_info
 from bayesrc.collect.rundir import RunResult, progress_bar, run_collection, run_times, trial_rows
 from bayesrc.collect.sampling import Sampling
 from bayesrc.collect.server import collect_server
 from bayesrc.collect.spec import RunSpec, as_spec, items_pins, pinned_salt, prompt_pins, salt_pins, sampling_pins
+from bayesrc.data.provenance import SCHEMES
 from bayesrc.errors import InputError
 
 #: what a complete exact run writes (a sampling run: ``trials.parquet``)
@@ -54,7 +55,7 @@ def make_pins(
 ) -> dict:
     """The run's pins. An exact run has no K and no seeds, but its pruning threshold and
     expansion budget. The evaluation ``scheme`` is pinned as ``prompt.blocks``
-    (:data:`~bayesrc.collect.model.SCHEMES`: the default's text is the one runs carried
+    (:data:`~bayesrc.data.provenance.SCHEMES`: the default's text is the one runs carried
     before the option, so they stay comparable).
 
     Examples

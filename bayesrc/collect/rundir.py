@@ -189,21 +189,6 @@ def version_pin(pins: dict) -> str:
     return "|".join(f"{k}={pins.get(k)}" for k in keys)
 
 
-# -- pins --------------------------------------------------------------------------------
-# Category of each pin: "model" fields define a comparison and may differ; "items",
-# "prompt", "sampling", "tooling" must match for two runs to be comparable; "runtime"
-# must match to resume a run but does not change what is measured.
-PIN_CATEGORIES = ("model", "items", "prompt", "sampling", "tooling", "runtime")
-
-
-# How a prompt is cut and evaluated (model.Prompt, card.prompt_blocks): changing it changes
-# the tokens or the batch shapes, hence the logits, so it is a prompt pin.
-
-
-def pin_category(field: str) -> str:
-    return field.split(".", 1)[0]
-
-
 # -- collection --------------------------------------------------------------------------
 @dataclass
 class RunResult:

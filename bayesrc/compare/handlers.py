@@ -9,11 +9,10 @@ import sys
 
 from bayesrc.bayes.commands import sampler_config
 from bayesrc.bayes.samplers import configure_host_devices
-from bayesrc.collect.pins import check_comparable
 from bayesrc.compare import compare
 from bayesrc.compare.github import write_github_files
 from bayesrc.config import DEFAULT_MARGIN
-from bayesrc.data import input_notes, load_counts, trials_file
+from bayesrc.data import check_comparable, input_notes, load_counts, trials_file
 from bayesrc.errors import InputError
 from bayesrc.results import summary_text
 

@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from bayesrc.data.trials import TRIAL_COLUMNS
 from bayesrc.errors import InputError
 from bayesrc.io import read_parquet, read_run_record, staged_output, write_parquet, write_run_record
 
@@ -259,20 +260,7 @@ def sample_from_exact(run, k: int = 10, seed: int = 0, *, model: str | None = No
     ex = _as_exact(run)
     label = model or ex.label
     groups = {i: g for i, g in ex.dist.groupby("item_id", sort=False)}
-    cols = {
-        c: []
-        for c in (
-            "item_id",
-            "domain",
-            "k",
-            "seed",
-            "response",
-            "extracted",
-            "correct_answer",
-            "is_correct",
-            "is_missing",
-        )
-    }
+    cols: dict[str, list] = {c: [] for c in TRIAL_COLUMNS if c != "model"}  # model: one label for all, inserted below
     for row in ex.items.itertuples(index=False):
         g = groups.get(row.item_id)
         answers = list(g["answer"]) if g is not None else []
@@ -301,7 +289,7 @@ def sample_from_exact(run, k: int = 10, seed: int = 0, *, model: str | None = No
             cols["is_correct"].append(pd.NA if missing else bool(correct[j]))
             cols["is_missing"].append(bool(missing))
     df = pd.DataFrame(cols)
-    df.insert(2, "model", label)
+    df.insert(TRIAL_COLUMNS.index("model"), "model", label)
     df["seed"] = df["seed"].astype("Int64")
     df["is_correct"] = df["is_correct"].astype("boolean")
     for col in ("response", "extracted", "correct_answer"):

@@ -47,6 +47,79 @@ class SimulatedPair:
     truth: pd.DataFrame  # item_id, domain, p_v1, p_v2, delta_p, changed
 
 
+def domain_blocks(domains: Sequence[str], n_items: int) -> np.ndarray:
+    """Each simulated item's domain: the items split into consecutive, near-equal blocks, one per domain.
+
+    Parameters
+    ----------
+    domains : sequence of str
+        The domains, in the order their blocks follow each other.
+    n_items : int
+        How many items.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``n_items`` domain names (object dtype).
+
+    Examples
+    --------
+    >>> domain_blocks(("law", "physics"), 5).tolist()
+    ['law', 'law', 'law', 'physics', 'physics']
+    """
+    return np.array([domains[i * len(domains) // n_items] for i in range(n_items)], dtype=object)
+
+
+def truth_table(
+    id_prefix: str, domain: np.ndarray, theta: np.ndarray, delta: np.ndarray, changed: np.ndarray, **labels: np.ndarray
+) -> pd.DataFrame:
+    """The per-item truth of a simulated pair: ids, domains, the logits and the two versions' true accuracies.
+
+    Parameters
+    ----------
+    id_prefix : str
+        The items' ids are this and the item's index in five digits (``q00000``, ...).
+    domain : numpy.ndarray
+        Each item's domain.
+    theta : numpy.ndarray
+        Each item's easiness in the reference version (logit scale).
+    delta : numpy.ndarray
+        Each item's change on the logit scale (0 where it did not change).
+    changed : numpy.ndarray of bool
+        Whether the item changed.
+    **labels : numpy.ndarray
+        Further item columns (e.g. ``correct_answer``), placed after ``domain``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``item_id, item_index, domain, *labels, theta, delta_logit, p_v1, p_v2, delta_p, changed``, with
+        ``p_v1 = expit(theta)`` and ``p_v2 = expit(theta + delta)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> t = truth_table("q", np.array(["law", "law"]), np.zeros(2), np.array([0.0, 1.0]), np.array([False, True]))
+    >>> t["item_id"].tolist(), t["p_v2"].round(3).tolist()
+    (['q00000', 'q00001'], [0.5, 0.731])
+    """
+    p1, p2 = expit(theta), expit(theta + delta)
+    return pd.DataFrame(
+        {
+            "item_id": [f"{id_prefix}{i:05d}" for i in range(theta.size)],
+            "item_index": np.arange(theta.size),
+            "domain": domain,
+            **labels,
+            "theta": theta,
+            "delta_logit": delta,
+            "p_v1": p1,
+            "p_v2": p2,
+            "delta_p": p2 - p1,
+            "changed": changed,
+        }
+    )
+
+
 def item_truth(
     n_items: int = 2000,
     *,
@@ -70,24 +143,11 @@ def item_truth(
     domains = list(domains)
     domain_mean = dict(domain_mean or {d: m for d, m in zip(domains, np.linspace(-1.0, 0.6, len(domains)))})
     domain_shift = dict(domain_shift or {d: s for d, s in zip(domains, np.linspace(-0.6, 0.6, len(domains)))})
-    dom = np.array([domains[i * len(domains) // n_items] for i in range(n_items)], dtype=object)
+    dom = domain_blocks(domains, n_items)
     theta = np.array([domain_mean[d] for d in dom]) + rng.normal(0.0, sigma_theta, n_items)
     changed = rng.random(n_items) < pi_change
     delta = np.where(changed, np.array([domain_shift[d] for d in dom]) + rng.normal(0.0, sigma_delta, n_items), 0.0)
-    p1, p2 = expit(theta), expit(theta + delta)
-    return pd.DataFrame(
-        {
-            "item_id": [f"q{i:05d}" for i in range(n_items)],
-            "item_index": np.arange(n_items),
-            "domain": dom,
-            "theta": theta,
-            "delta_logit": delta,
-            "p_v1": p1,
-            "p_v2": p2,
-            "delta_p": p2 - p1,
-            "changed": changed,
-        }
-    )
+    return truth_table("q", dom, theta, delta, changed)
 
 
 def trials_from_accuracy(
@@ -177,21 +237,16 @@ def simulate_pair(
         item_index=truth["item_index"],
         answers=truth["correct_answer"] if "correct_answer" in truth else None,
     )
-    t1 = trials_from_accuracy(
-        truth["item_id"],
-        truth["domain"],
-        truth["p_v1"].to_numpy(),
-        model=models[0],
-        seed=np.random.default_rng(s1),
-        **common,
-    )
-    t2 = trials_from_accuracy(
-        truth["item_id"],
-        truth["domain"],
-        truth["p_v2"].to_numpy(),
-        model=models[1],
-        seed=np.random.default_rng(s2),
-        **common,
+    t1, t2 = (
+        trials_from_accuracy(
+            truth["item_id"],
+            truth["domain"],
+            truth[f"p_{version}"].to_numpy(),
+            model=model,
+            seed=np.random.default_rng(s),
+            **common,
+        )
+        for version, model, s in (("v1", models[0], s1), ("v2", models[1], s2))
     )
     return SimulatedPair(t1, t2, truth)
 
@@ -232,7 +287,7 @@ def letter_shift_truth(
     rng = np.random.default_rng(seed)
     shifts = dict(letter_shift or {"A": 0.8, "B": -0.5, "C": -0.3})
     levels = dict(letter_level or {"A": 0.0, "B": 0.6, "C": -1.2})
-    dom = np.array([domains[i * len(domains) // n_items] for i in range(n_items)], dtype=object)
+    dom = domain_blocks(domains, n_items)
     letter = np.array(list(letters))[rng.integers(0, len(letters), n_items)]
     theta = mu_theta + np.array([levels.get(x, 0.0) for x in letter]) + rng.normal(0.0, sigma_theta, n_items)
     changed = rng.random(n_items) < pi_change
@@ -244,21 +299,7 @@ def letter_shift_truth(
     delta = np.where(
         changed, np.array([shifts.get(x, 0.0) for x in letter]) + rng.normal(0.0, 1.0, n_items) * spread, 0.0
     )
-    p1, p2 = expit(theta), expit(theta + delta)
-    return pd.DataFrame(
-        {
-            "item_id": [f"s{i:05d}" for i in range(n_items)],
-            "item_index": np.arange(n_items),
-            "domain": dom,
-            "correct_answer": letter,
-            "theta": theta,
-            "delta_logit": delta,
-            "p_v1": p1,
-            "p_v2": p2,
-            "delta_p": p2 - p1,
-            "changed": changed,
-        }
-    )
+    return truth_table("s", dom, theta, delta, changed, correct_answer=letter)
 
 
 @dataclass(frozen=True)

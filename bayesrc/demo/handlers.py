@@ -10,9 +10,9 @@ from pathlib import Path
 
 from bayesrc.bayes import SamplerConfig, configure_host_devices, fit
 from bayesrc.classical import analyse_pairs
-from bayesrc.collect import check_comparable, collect_demo_runs, read_run_record
-from bayesrc.data import item_counts, load_counts, save_trials, simulate_pair
-from bayesrc.io import atomic_write_json, staged_output, write_parquet
+from bayesrc.collect import collect_demo_runs
+from bayesrc.data import check_comparable, item_counts, load_counts, save_trials, simulate_pair
+from bayesrc.io import atomic_write_json, read_run_record, staged_output, write_parquet
 from bayesrc.power import leaderboard_report, scores_from_counts
 from bayesrc.report import render_report
 from bayesrc.results import headline_text

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from bayesrc.collect.commands import add_pin_arguments
+from bayesrc.data.commands import add_pin_arguments
 
 
 def register(sub: argparse._SubParsersAction) -> None:

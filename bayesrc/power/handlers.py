@@ -7,8 +7,8 @@ import argparse
 import sys
 
 from bayesrc.classical.noise import noise_sentence
-from bayesrc.collect.pins import check_all_comparable
 from bayesrc.data import load_counts
+from bayesrc.data.provenance import check_all_comparable
 from bayesrc.errors import InputError
 from bayesrc.io import atomic_write_text, staged_output
 from bayesrc.power.planner import PLAN_COLUMNS, plan_k_n

@@ -17,7 +17,25 @@ from bayesrc.report.classical_sections import pairwise_blocks
 from bayesrc.report.run import Comparison, Run
 
 
-def _waiting(key: str, title: str, needs: str) -> Section:
+def _waiting_for_fit(c: Comparison, key: str, title: str, needs: str) -> Section | None:
+    """The section of a pair with no fit: one that says what it waits for where the pair's RCI ran, else none.
+
+    Parameters
+    ----------
+    c : Comparison
+        The pair, without a fit (``c.bayes is None``).
+    key, title : str
+        The section's key and title.
+    needs : str
+        The files of ``bayesrc fit`` the section reads.
+
+    Returns
+    -------
+    Section or None
+        A ``waiting`` section naming ``needs``; none where the pair has no RCI result either (nothing ran on it).
+    """
+    if c.pair is None:
+        return None
     return Section(
         key, title, [Text(f"Not available for this run: needs {needs} (written by `bayesrc fit`).")], status="waiting"
     )
@@ -32,11 +50,7 @@ def gate_caption(fit) -> str:
 def section_bayes_items(run: Run, c: Comparison) -> Section | None:
     """Posterior P(change) vs RCI and the Δp forest plot (the fit's item table)."""
     if c.bayes is None:
-        return (
-            _waiting("bayes_items", "Bayesian item posteriors", "fit.json and items.parquet")
-            if c.pair is not None
-            else None
-        )
+        return _waiting_for_fit(c, "bayes_items", "Bayesian item posteriors", "fit.json and items.parquet")
     fit, b = c.bayes, c.bayes.items
     blocks: list = []
     if c.items is not None:
@@ -111,11 +125,7 @@ def section_domain_shift(run: Run, c: Comparison) -> Section | None:
 def section_diagnostics(run: Run, c: Comparison) -> Section | None:
     """The diagnostics gate and trace / rank plots of the hyper-parameters (the fit's posterior)."""
     if c.bayes is None:
-        return (
-            _waiting("diagnostics", "Convergence diagnostics", "fit.json and posterior.nc")
-            if c.pair is not None
-            else None
-        )
+        return _waiting_for_fit(c, "diagnostics", "Convergence diagnostics", "fit.json and posterior.nc")
     fit = c.bayes
     blocks: list = [
         Text(
@@ -348,11 +358,7 @@ def selection_rule(sel: dict) -> str:
 
 def section_crosscheck(run: Run, c: Comparison) -> Section | None:
     if c.bayes is None:
-        return (
-            _waiting("crosscheck", "RCI cross-check", "fit.json with a crosscheck block")
-            if c.pair is not None
-            else None
-        )
+        return _waiting_for_fit(c, "crosscheck", "RCI cross-check", "fit.json with a crosscheck block")
     fit = c.bayes
     cc = fit.crosscheck
     blocks: list = [Text(crosscheck_sentence(fit, c.pair))]

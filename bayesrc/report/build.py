@@ -7,19 +7,10 @@ from pathlib import Path
 
 from bayesrc.errors import InputError
 from bayesrc.io import atomic_write_bytes, atomic_write_text, staged_output
-from bayesrc.report.bayes_sections import section_joint, section_model_comparison
 from bayesrc.report.blocks import Section
-from bayesrc.report.classical_sections import section_pairwise_rci
 from bayesrc.report.render import render_html, render_latex, render_markdown
 from bayesrc.report.run import Comparison, Run, load_run
-from bayesrc.report.sections import build_sections
-from bayesrc.report.study_sections import (
-    section_family_truth,
-    section_power,
-    section_sensitivity,
-    section_switch,
-    section_truth,
-)
+from bayesrc.report.sections import RUN_SECTION_BUILDERS, build_sections
 
 FORMATS = ("html", "md", "latex")
 SUFFIX = {"html": ".html", "md": ".md", "latex": ".tex"}
@@ -34,20 +25,7 @@ def report_sections(run: Run, comparison: Comparison | None) -> list[Section]:
     >>> [(s.title, s.status) for s in report_sections(run, run.comparisons["minor"])]  # doctest: +SKIP
     """
     if comparison is None:
-        return build_sections(
-            run,
-            None,
-            builders=[
-                section_model_comparison,
-                section_joint,
-                section_pairwise_rci,
-                section_sensitivity,
-                section_power,
-                section_switch,
-                section_truth,
-                section_family_truth,
-            ],
-        )
+        return build_sections(run, None, builders=RUN_SECTION_BUILDERS)
     return build_sections(run, comparison)
 
 

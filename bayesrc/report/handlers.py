@@ -15,8 +15,7 @@ import bayesrc
 from bayesrc.bayes import SamplerConfig, configure_host_devices
 from bayesrc.bayes.commands import check_sampler_sizes, progress_setting
 from bayesrc.classical.rci import RCISettings
-from bayesrc.collect.pins import check_comparable
-from bayesrc.data import input_notes, load_counts
+from bayesrc.data import check_comparable, input_notes, load_counts
 from bayesrc.errors import InputError
 from bayesrc.report import build_report
 from bayesrc.results import summary_text

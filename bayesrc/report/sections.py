@@ -5,7 +5,8 @@ A section is a title plus blocks (:mod:`bayesrc.report.blocks`); the builders li
 :mod:`bayesrc.report.classical_sections`, :mod:`bayesrc.report.bayes_sections` and
 :mod:`bayesrc.report.study_sections`, and the renderers in :mod:`bayesrc.report.render` turn the
 same sections into HTML, Markdown or LaTeX. To add a section, write a builder ``(run, comparison) ->
-Section | None`` and append it to :data:`SECTION_BUILDERS` (this module).
+Section | None`` and list it in :data:`SECTION_BUILDERS` (a pair's section) or :data:`RUN_SECTION_BUILDERS`
+(a section of the run's own results) in this module.
 """
 
 from __future__ import annotations
@@ -41,6 +42,19 @@ from bayesrc.report.study_sections import (
 
 PairBuilder = Callable[[Run, Comparison], "Section | None"]
 
+#: the sections of the run's own results, not a pair's: a comparison's report ends with them, and they are
+#: all a run with no pair shows
+RUN_SECTION_BUILDERS: list[PairBuilder] = [
+    section_model_comparison,
+    section_joint,
+    section_pairwise_rci,
+    section_sensitivity,
+    section_power,
+    section_switch,
+    section_truth,
+    section_family_truth,
+]
+
 SECTION_BUILDERS: list[PairBuilder] = [
     section_pins,
     section_aggregate,
@@ -51,14 +65,7 @@ SECTION_BUILDERS: list[PairBuilder] = [
     section_crosscheck,
     section_diagnostics,
     section_checks,
-    section_model_comparison,
-    section_joint,
-    section_pairwise_rci,
-    section_sensitivity,
-    section_power,
-    section_switch,
-    section_truth,
-    section_family_truth,
+    *RUN_SECTION_BUILDERS,
 ]
 
 

@@ -15,8 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from bayesrc.bayes.task import fit_task
-from bayesrc.collect.pins import check_comparable
-from bayesrc.data import load_counts
+from bayesrc.data import check_comparable, load_counts
 from bayesrc.errors import InputError
 from bayesrc.io import atomic_write_text, read_table, staged_output
 from bayesrc.scale.cluster import serial_map

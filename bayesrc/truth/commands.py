@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from bayesrc.bayes.commands import add_progress_argument, add_sampler_size_arguments
-from bayesrc.collect.commands import add_pin_arguments
+from bayesrc.data.commands import add_pin_arguments
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -8,8 +8,8 @@ import os
 
 from bayesrc.bayes.commands import check_sampler_sizes, progress_setting
 from bayesrc.bayes.samplers import SamplerConfig, configure_host_devices
-from bayesrc.collect.pins import check_all_comparable
 from bayesrc.data.exact import load_exact
+from bayesrc.data.provenance import check_all_comparable
 from bayesrc.errors import InputError
 from bayesrc.results import summary_text
 from bayesrc.truth import DEFAULT_METHODS, FAMILY_METHODS, family_truth, truth
