@@ -33,7 +33,7 @@ RESULT_MODULES: tuple[str, ...] = (
     "bayesrc.truth.score",
     "bayesrc.truth.family",
     "bayesrc.sensitivity.result",
-    "bayesrc.collect.result",
+    "bayesrc.data.run",
 )
 
 

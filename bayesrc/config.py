@@ -212,14 +212,106 @@ def precision():
     return enable(True)
 
 
-#: The convergence gate's thresholds (Vehtari et al. 2021's recommendations), the same for every fit
-#: and test (:func:`bayesrc.bayes.diagnostics.gate`); here, beside the sampler defaults, so the CLI's
-#: options read them without importing the Bayesian layer.
-DEFAULT_GATE = {"max_rhat": 1.01, "min_ess": 400.0, "max_divergences": 0}
+@dataclass(frozen=True)
+class GateConfig:
+    """The convergence gate every fit is held to, and what a fit does when it fails.
+
+    Here, beside :class:`SamplerConfig`, so the CLI's options read the defaults without importing the
+    Bayesian layer; :func:`bayesrc.bayes.diagnostics.gate` checks a posterior against them and
+    :func:`bayesrc.bayes.gating.sample_gated` samples again while they fail.
+
+    Parameters
+    ----------
+    max_rhat : the largest rank-normalised split R-hat allowed (Vehtari et al. 2021: 1.01).
+    min_ess : the smallest bulk and tail effective sample size allowed.
+    max_divergences : the most divergent transitions allowed.
+    escalate : when the gate fails, sample again before giving up
+        (:func:`bayesrc.bayes.gating.escalated_config`: more draws when R-hat or ESS fell short,
+        longer warm-up and a higher target acceptance after divergences), two more attempts at most.
+
+    Examples
+    --------
+    >>> gate = GateConfig(min_ess=100.0)
+    >>> gate.thresholds
+    {'max_rhat': 1.01, 'min_ess': 100.0, 'max_divergences': 0}
+    >>> GateConfig(escalate=False).escalate
+    False
+    """
+
+    max_rhat: float = 1.01
+    min_ess: float = 400.0
+    max_divergences: int = 0
+    escalate: bool = True
+
+    @property
+    def thresholds(self) -> dict:
+        """The gate's thresholds as :class:`~bayesrc.bayes.diagnostics.Diagnostics` records them
+        (``fit.json``'s ``diagnostics.thresholds``)."""
+        return {"max_rhat": self.max_rhat, "min_ess": self.min_ess, "max_divergences": self.max_divergences}
+
 
 #: ``bayesrc compare``'s margin on dp when the caller names none (``--rope``): a pass must show the change
 #: within two accuracy points
 DEFAULT_MARGIN = 0.02
+
+
+#: A material change in accuracy (SPEC 7): :class:`SelectionConfig`'s default ``delta_min``
+DELTA_MIN = 0.05
+
+
+@dataclass(frozen=True)
+class SelectionConfig:
+    """How a pair's fit selects its changed items and what counts as a material change.
+
+    :func:`bayesrc.bayes.select_items` forms the item table with ``rope`` and ``delta_min``
+    (:func:`~bayesrc.bayes.summaries.item_summary`) and selects on it with ``rule``, ``fdr`` and ``threshold``
+    (:func:`~bayesrc.bayes.summaries.select`);
+    :func:`bayesrc.bayes.crosscheck_rci` estimates RCI's (material) false-discovery proportion with
+    ``rope`` and ``delta_min``. Checked when made, so a bad setting fails before a fit samples. Here, beside
+    :class:`SamplerConfig` and :class:`GateConfig`, so the CLI's options read the defaults without importing
+    the Bayesian layer.
+
+    Parameters
+    ----------
+    rule : ``"fdr"`` (Bayesian FDR at level ``fdr``) or ``"threshold"`` (``P(direction) >= threshold``).
+    fdr : the Bayesian FDR level q of the ``"fdr"`` rule.
+    threshold : the posterior probability of a direction the ``"threshold"`` rule asks for.
+    rope : a ROPE on ``|dp|``: the item table gets ``p_rope = P(|dp| > rope)`` (None or 0: none).
+    delta_min : a material change in accuracy (SPEC 7), in (0, 1): items get ``P(dp >= delta_min)``
+        and ``P(dp <= -delta_min)``.
+
+    Raises
+    ------
+    ValueError
+        For an unknown ``rule`` or a ``delta_min`` outside (0, 1).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bayesrc.bayes import select
+    >>> sel = SelectionConfig(fdr=0.05, rope=0.03)
+    >>> sel.rule, sel.fdr, sel.delta_min
+    ('fdr', 0.05, 0.05)
+    >>> cls, summ = select(np.array([0.999, 0.5]), np.array([0.001, 0.5]), rule=sel.rule, fdr=sel.fdr)
+    >>> cls.tolist()
+    ['improved', 'no_change']
+    >>> SelectionConfig(delta_min=1.5)
+    Traceback (most recent call last):
+    ...
+    ValueError: delta_min must be in (0, 1), got 1.5
+    """
+
+    rule: str = "fdr"
+    fdr: float = 0.10
+    threshold: float = 0.975
+    rope: float | None = None
+    delta_min: float = DELTA_MIN
+
+    def __post_init__(self) -> None:
+        if self.rule not in ("fdr", "threshold"):
+            raise ValueError(f"rule must be 'fdr' or 'threshold', got {self.rule!r}")
+        if not 0 < self.delta_min < 1:  # before sampling: a fit is minutes
+            raise ValueError(f"delta_min must be in (0, 1), got {self.delta_min}")
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ main file              class                                           written b
 ``compare.json``       :class:`bayesrc.compare.CompareResult`          ``bayesrc compare``
 ``truth.json``         :class:`bayesrc.truth.TruthResult`              ``bayesrc truth``
 ``sensitivity.json``   :class:`bayesrc.sensitivity.SensitivityTable`   ``bayesrc sensitivity``
-``run.json``           :class:`bayesrc.collect.result.CollectedRun`    ``bayesrc collect`` / ``bayesrc merge``
+``run.json``           :class:`bayesrc.data.CollectedRun`              ``bayesrc collect`` / ``bayesrc merge``
 =====================  ==============================================  ==========================================
 
 A result is its JSON **payload** (kept whole: keys another version of an analysis adds
@@ -230,10 +230,7 @@ class Result:
             raise InputError(f"expected a JSON object, got {type(payload).__name__}", path=main)
         check_fields(payload, cls.field_kinds, main)
         obj = cls(payload)
-        tables = {
-            n: _with_columns(read_parquet(p), obj.required_columns(n), p)
-            for n, p in obj.table_names_on_disk(folder).items()
-        }
+        tables = obj.read_tables(folder)
         if tables:
             obj.tables = tables
         post = folder / "posterior.nc"
@@ -242,6 +239,14 @@ class Result:
         obj.check_files_agree(folder)
         obj.path = folder
         return obj
+
+    def read_tables(self, folder: Path) -> dict[str, pd.DataFrame]:
+        """The tables :meth:`load` reads from ``folder``: each of :meth:`table_names_on_disk`, checked for its
+        :meth:`required_columns` (a subclass whose data has a validated reader of its own overrides this)."""
+        return {
+            n: _with_columns(read_parquet(p), self.required_columns(n), p)
+            for n, p in self.table_names_on_disk(folder).items()
+        }
 
     def check_files_agree(self, folder: Path) -> None:
         """Hook: raise :class:`InputError` where the loaded files contradict each other (e.g. one

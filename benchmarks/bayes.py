@@ -71,7 +71,8 @@ print(json.dumps({"process_s": time.perf_counter() - t0, "fit_s": time.perf_coun
 FLOOR = CHILD.replace(
     "res = fit(counts, model=model, backend=backend)",
     "from bayesrc.config import SamplerConfig\n"
-    "res = fit(counts, model=model, backend=backend, escalate=False, checks=False,\n"
+    "from bayesrc.bayes import GateConfig\n"
+    "res = fit(counts, model=model, backend=backend, gate=GateConfig(escalate=False), checks=False,\n"
     "          config=SamplerConfig(chains=2, tune=25, draws=25, max_draws=25, progress=False))",
 )
 assert FLOOR != CHILD, "FLOOR no longer finds CHILD's fit call"

@@ -30,8 +30,8 @@ import json
 
 import pandas as pd
 
-from bayesrc.bayes.summaries import DELTA_MIN
 from bayesrc.classical.calibration import NO_CHANGE_ALPHA
+from bayesrc.config import DELTA_MIN
 
 
 def main() -> None:
@@ -79,7 +79,7 @@ def fit_row(number: int, pair: str, model: str, seed: int, k: int = 10) -> dict:
     """Fit ``model`` to replicate ``number`` (0-based, ``k`` samples per item and version) of Q4_K_M
     against the bundled exact run ``pair``; one row."""
     from bayesrc import datasets
-    from bayesrc.bayes import SamplerConfig, fit
+    from bayesrc.bayes import SamplerConfig, SelectionConfig, fit
     from bayesrc.data.exact import load_exact
     from bayesrc.truth.score import MODEL_SPECS, _elpd_loo, _model_scores, replicate_datasets, score_classes
 
@@ -91,7 +91,8 @@ def fit_row(number: int, pair: str, model: str, seed: int, k: int = 10) -> dict:
         else load_exact(root / pair)
     )
     [(r, counts, dp, _)] = replicate_datasets(v1, v2, k=k, seed=seed, replicates=[number])
-    res = fit(counts, config=SamplerConfig(chains=2, tune=300, draws=400, seed=1), fdr=0.1, **MODEL_SPECS[model])
+    cfg = SamplerConfig(chains=2, tune=300, draws=400, seed=1)
+    res = fit(counts, config=cfg, selection=SelectionConfig(fdr=0.1), **MODEL_SPECS[model])
     it = res.items.set_index("item_id").reindex(counts["item"].values)
     own = score_classes(it["bayes_class"].to_numpy(dtype=object), dp)
     rci = score_classes(it["rci_class"].to_numpy(dtype=object), dp)

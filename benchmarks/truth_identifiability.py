@@ -35,7 +35,7 @@ import pandas as pd
 from truth_default import RESET, reset_small_changes
 
 from bayesrc.bayes.fit import CROSSCHECK_RCI_KWARGS
-from bayesrc.bayes.summaries import DELTA_MIN
+from bayesrc.config import DELTA_MIN
 
 
 def main() -> None:

@@ -437,14 +437,14 @@ def _compare_folders() -> Path:
 
 def _joint(out: Path) -> None:
     """A joint fit of three simulated versions (short chains: the fields, not the gate, are under test)."""
-    from bayesrc.bayes import SamplerConfig, fit_joint
+    from bayesrc.bayes import GateConfig, SamplerConfig, fit_joint
     from bayesrc.data import simulate_family
 
     fam = simulate_family(30, 6, versions=3, shifts=[0.6, -0.6], seed=5)
     fit_joint(
         fam.counts,
         config=SamplerConfig(seed=1, chains=2, draws=50, tune=50, max_draws=50, progress=False),
-        escalate=False,
+        gate=GateConfig(escalate=False),
     ).save(out)
 
 

@@ -264,17 +264,25 @@ def test_fit_is_its_steps_called_one_by_one():
     the fit's posterior, item tables and records, number for number."""
     import xarray as xr
 
-    from bayesrc.bayes import crosscheck_rci, sample_posterior, select_items, workflow_checks
+    from bayesrc.bayes import (
+        GateConfig,
+        SelectionConfig,
+        crosscheck_rci,
+        sample_posterior,
+        select_items,
+        workflow_checks,
+    )
     from bayesrc.classical import reliable_change
 
     _, counts = _counts(40, 3)
     cfg = SamplerConfig(chains=2, draws=100, tune=100, seed=1, progress=False)
     rci = reliable_change(counts, n_splits=50, n_permutations=50, n_null=0)
-    res = fit(counts, config=cfg, escalate=False, rci=rci, fdr=0.2, rope=0.05)
+    once, sel = GateConfig(escalate=False), SelectionConfig(fdr=0.2, rope=0.05)
+    res = fit(counts, config=cfg, gate=once, selection=sel, rci=rci)
     data = model_inputs(counts)
-    dt, diag, attempts, last = sample_posterior(data, config=cfg, escalate=False)
-    items, selection = select_items(dt, data, fdr=0.2, rope=0.05)
-    items, cc, discordant, warnings = crosscheck_rci(dt, data, counts, items, rci, rope=0.05)
+    dt, diag, attempts, last = sample_posterior(data, config=cfg, gate=once)
+    items, selection = select_items(dt, data, sel)
+    items, cc, discordant, warnings = crosscheck_rci(dt, data, counts, items, rci, sel)
     items, ppc, loo, prior_pred, more = workflow_checks(dt, data, counts, items, seed=last.seed)
     xr.testing.assert_equal(dt["posterior"].to_dataset(), res.posterior["posterior"].to_dataset())
     pd.testing.assert_frame_equal(items[list(res.items.columns)], res.items, check_exact=True)

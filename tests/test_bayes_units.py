@@ -375,7 +375,7 @@ def test_gate_thresholds_on_synthetic_draws():
     """The gate on hand-made chains: well-mixed passes, stuck / divergent ones fail."""
     import xarray as xr
 
-    from bayesrc.bayes import gate
+    from bayesrc.bayes import GateConfig, gate
 
     rng = np.random.default_rng(0)
     good = rng.normal(size=(4, 1000, 3))
@@ -396,9 +396,9 @@ def test_gate_thresholds_on_synthetic_draws():
     assert not g.passed and g.max_rhat > 1.01 and "rhat" in g.worst
     g = gate(tree(good, div=1), ["a"])
     assert not g.passed and g.divergences == 1
-    assert gate(tree(good, div=1), ["a"], max_divergences=1).passed
+    assert gate(tree(good, div=1), ["a"], GateConfig(max_divergences=1)).passed
     assert not gate(tree(const), ["a"]).passed  # undefined R-hat / ESS is a failure, never a pass
-    assert not gate(tree(good[:, :100]), ["a"], min_ess=1000).passed
+    assert not gate(tree(good[:, :100]), ["a"], GateConfig(min_ess=1000)).passed
 
 
 def _cell_reference(mu, sd, shift, tau, slope, pi, n1, y1, n2, y2, half=10.0):
@@ -989,7 +989,7 @@ def test_sample_gated_escalates_by_what_failed():
     import arviz_base as azb
 
     from bayesrc.bayes.gating import sample_gated
-    from bayesrc.config import SamplerConfig
+    from bayesrc.config import GateConfig, SamplerConfig
 
     def sampler(outcomes):
         seen = []
@@ -1007,7 +1007,7 @@ def test_sample_gated_escalates_by_what_failed():
 
         return run, seen
 
-    limits = {"max_rhat": 1.01, "min_ess": 400.0, "max_divergences": 0}
+    limits = GateConfig(max_rhat=1.01, min_ess=400.0, max_divergences=0)
     first = SamplerConfig(chains=4, tune=500, draws=500, seed=3)
     run, seen = sampler(["stuck", "divergent", "ok"])
     _, diag, attempts, last = sample_gated(run, ["a"], first, limits)
@@ -1023,7 +1023,7 @@ def test_sample_gated_escalates_by_what_failed():
         seen[1].target_accept,
     ) == (1000, 0.95)
     run, seen = sampler(["stuck"])
-    assert len(sample_gated(run, ["a"], first, limits, escalate=False)[2]) == 1
+    assert len(sample_gated(run, ["a"], first, GateConfig(escalate=False))[2]) == 1
 
 
 def test_numpyro_chains_go_on_while_short_and_continue_exactly():
@@ -1237,7 +1237,7 @@ def test_fit_refuses_bad_arguments_before_it_samples(monkeypatch):
     sim = simulate_pair(30, 10, seed=2)
     counts = item_counts(sim.trials_v1, sim.trials_v2)
     with pytest.raises(ValueError, match="delta_min"):
-        fit_module.fit(counts, delta_min=1.5)
+        fit_module.fit(counts, selection=fit_module.SelectionConfig(delta_min=1.5))
     swapped = reliable_change(counts, "model-v2", "model-v1", n_splits=20, n_permutations=20, n_null=0)
     with pytest.raises(ValueError, match="classical result compares"):
         fit_module.fit(counts, rci=swapped)

@@ -16,7 +16,7 @@ import sys
 import pytest
 
 import bayesrc
-from bayesrc.bayes import SamplerConfig, fit
+from bayesrc.bayes import GateConfig, SamplerConfig, fit
 from bayesrc.data import item_counts, simulate_pair
 
 SMALL = SamplerConfig(chains=2, tune=50, draws=50, seed=1, progress=False)
@@ -36,7 +36,7 @@ def _mappings_added_by_a_fit(backend: str = "numpyro") -> int:
         model="change",
         backend=backend,
         config=SMALL,
-        escalate=False,
+        gate=GateConfig(escalate=False),
         checks=False,
     )
     return _n_mappings() - before
@@ -87,7 +87,7 @@ def test_a_fit_after_the_release_loads_every_function_it_compiles_from_the_persi
     code = """
 import collections, json
 import jax.monitoring
-from bayesrc.bayes import SamplerConfig, fit
+from bayesrc.bayes import GateConfig, SamplerConfig, fit
 from bayesrc.data import item_counts, simulate_pair
 
 sim = simulate_pair(30, 10, seed=0)
@@ -98,7 +98,7 @@ jax.monitoring.register_event_listener(lambda name, **_: events.update([name]))
 per_fit = []
 for _ in range(2):
     events.clear()
-    fit(counts, model="change", config=small, escalate=False, checks=False)
+    fit(counts, model="change", config=small, gate=GateConfig(escalate=False), checks=False)
     per_fit.append({k.rsplit("/", 1)[1]: events[k] for k in ("/jax/compilation_cache/compile_requests_use_cache",
                     "/jax/compilation_cache/cache_hits", "/jax/compilation_cache/cache_misses")})
 print(json.dumps(per_fit))

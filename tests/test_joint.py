@@ -412,11 +412,12 @@ def test_cli_fits_a_no_change_family_into_one_band_and_exits_3_on_a_failed_gate(
 def test_pair_only_settings_are_refused_for_a_family_before_sampling(tmp_path, capsys):
     """The joint model has no item selection or RCI cross-check yet, and the beta-binomial
     compares a pair: asked for them on a family, `fit` and the CLI refuse at once instead of ignoring them."""
-    from bayesrc.bayes import fit
+    from bayesrc.bayes import SelectionConfig, fit
     from bayesrc.cli import main
 
     fam = simulate_family(30, 5, versions=3, seed=1)
-    for kwargs in ({"model": "betabinom"}, {"fdr": 0.05}, {"rule": "threshold"}, {"delta_min": 0.1}, {"rope": 0.02}):
+    selections = ({"fdr": 0.05}, {"rule": "threshold"}, {"delta_min": 0.1}, {"rope": 0.02})
+    for kwargs in ({"model": "betabinom"}, *({"selection": SelectionConfig(**s)} for s in selections)):
         with pytest.raises(ValueError, match="pair|no "):
             fit(fam.counts, **kwargs)
     paths = []

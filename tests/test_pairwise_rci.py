@@ -315,7 +315,7 @@ def _joint_stand_in(versions: list[str], items: list[str]):
     """A JointFit built from random accuracy draws (no sampler): what the report reads of one (tables, gate, bands)."""
     from bayesrc.bayes.diagnostics import Diagnostics
     from bayesrc.bayes.joint_fit import JointFit, item_table, version_table
-    from bayesrc.config import DEFAULT_GATE
+    from bayesrc.config import GateConfig
 
     rng = np.random.default_rng(0)
     p = rng.beta(2, 2, size=(200, len(items), 1)) * np.linspace(0.6, 1.0, len(versions))
@@ -323,7 +323,7 @@ def _joint_stand_in(versions: list[str], items: list[str]):
         "versions": version_table(p, versions),
         "items": item_table(p, np.full((200, len(items), len(versions) - 1), 0.5), items, ["d"] * len(items), versions),
     }
-    diag = Diagnostics(1.002, 800.0, 650.0, 0, True, dict(DEFAULT_GATE), "")
+    diag = Diagnostics(1.002, 800.0, 650.0, 0, True, GateConfig().thresholds, "")
     payload = {
         "status": "ok",
         "model": "joint",

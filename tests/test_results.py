@@ -449,8 +449,7 @@ def test_a_run_directory_opens_every_result_in_it(rci_run, tmp_path):
 def test_exact_run_roundtrip(tmp_path):
     """``bayesrc collect --engine exact``'s run directory (here the bundled one it wrote) and one from
     write_exact_run."""
-    from bayesrc.collect.result import CollectedRun
-    from bayesrc.data import load_exact, write_exact_run
+    from bayesrc.data import CollectedRun, load_exact, write_exact_run
     from bayesrc.datasets import path
 
     bundled = bayesrc.load(path("exact_gemma/q4"))
@@ -485,8 +484,7 @@ def test_collected_trials_run_roundtrip(gemma, gemma_bank4, tmp_path):
     from conftest import GEMMA_CARD
 
     from bayesrc.collect import collect
-    from bayesrc.collect.result import CollectedRun
-    from bayesrc.data import load_trials
+    from bayesrc.data import CollectedRun, load_trials
 
     run = collect(GEMMA_CARD, gemma_bank4, tmp_path / "run", k=2, model=gemma, items_range=(0, 2)).run_dir
     loaded = bayesrc.load(run)

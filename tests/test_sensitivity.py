@@ -189,9 +189,10 @@ def bayes_config():
 
 @pytest.fixture(scope="module")
 def bayes_fit(bayes_sim, bayes_config):
-    from bayesrc.bayes import fit
+    from bayesrc.bayes import SelectionConfig, fit
 
-    return fit(item_counts(bayes_sim.trials_v1, bayes_sim.trials_v2), model="change", config=bayes_config, fdr=0.10)
+    counts = item_counts(bayes_sim.trials_v1, bayes_sim.trials_v2)
+    return fit(counts, model="change", config=bayes_config, selection=SelectionConfig(fdr=0.10))
 
 
 @pytest.mark.slow

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from conftest import data_path
 
+from bayesrc.bayes import GateConfig
 from bayesrc.switch import (
     FactorPriors,
     factor_data,
@@ -111,7 +112,9 @@ def test_pymc_episode_model_matches_numpyro(episode_fits):
     sims, fits = episode_fits
     fd = fits[0].data
     # one chain: agreement only, no gate
-    pm_fit = fit_factor_bayes(fd, backend="pymc", draws=300, tune=300, chains=1, seed=5, escalate=False)
+    pm_fit = fit_factor_bayes(
+        fd, backend="pymc", draws=300, tune=300, chains=1, seed=5, gate=GateConfig(escalate=False)
+    )
     a, b = pm_fit.summary(), fits[0].summary()
     # Same model, same priors: posterior means agree within Monte Carlo error.
     diff = np.abs(a["mean"].to_numpy() - b["mean"].to_numpy())

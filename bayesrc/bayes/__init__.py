@@ -9,7 +9,9 @@ family returns a :class:`JointFit`). :func:`fit` runs one, gates it (R-hat, ESS,
 divergences), selects changed items (Bayesian FDR or threshold), cross-checks RCI and runs the
 workflow checks (:mod:`bayesrc.bayes.checks`: posterior predictive check, PSIS-LOO; :func:`compare` ranks fits by ELPD):
 for a pair, the steps :func:`sample_posterior`, :func:`select_items`, :func:`crosscheck_rci` and
-:func:`workflow_checks`, which can also be called one by one.
+:func:`workflow_checks`, which can also be called one by one. Their settings come grouped:
+:class:`SamplerConfig` (NUTS), :class:`GateConfig` (the convergence gate and its escalation) and
+:class:`SelectionConfig` (how changed items are selected, what counts as material).
 JAX and PyMC are imported only when a model is sampled.
 """
 
@@ -47,6 +49,7 @@ from bayesrc.bayes.summaries import (
     item_summary,
     select,
 )
+from bayesrc.config import GateConfig, SelectionConfig
 
 __all__ = [
     "BACKENDS",
@@ -54,10 +57,12 @@ __all__ = [
     "MODELS",
     "BayesFit",
     "Diagnostics",
+    "GateConfig",
     "JointFit",
     "ModelComparison",
     "ModelInputs",
     "SamplerConfig",
+    "SelectionConfig",
     "agreement_table",
     "betabinom_numpyro",
     "betabinom_pymc",

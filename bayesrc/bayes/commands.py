@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from bayesrc.config import DEFAULT_GATE, SamplerConfig
+from bayesrc.config import GateConfig, SamplerConfig, SelectionConfig
 from bayesrc.data.commands import add_pin_arguments
 from bayesrc.errors import InputError
 
@@ -37,16 +37,18 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def add_sampler_arguments(p: argparse.ArgumentParser) -> None:
-    """NUTS settings and the convergence gate (``fit``, ``fit-many``, ``compare``): see :func:`sampler_config`.
+    """NUTS settings and the convergence gate (``fit``, ``fit-many``, ``compare``): see :func:`sampler_config`
+    and :func:`gate_config`.
 
-    The defaults are :class:`~bayesrc.bayes.SamplerConfig`'s, the one definition every command uses.
+    The defaults are :class:`~bayesrc.bayes.SamplerConfig`'s and :class:`~bayesrc.bayes.GateConfig`'s, the one
+    definition every command uses.
     """
-    d = SamplerConfig()
+    d, g = SamplerConfig(), GateConfig()
     add_sampler_size_arguments(p)
     p.add_argument("--target-accept", type=float, default=d.target_accept)
-    p.add_argument("--max-rhat", type=float, default=DEFAULT_GATE["max_rhat"])
-    p.add_argument("--min-ess", type=float, default=DEFAULT_GATE["min_ess"])
-    p.add_argument("--max-divergences", type=int, default=DEFAULT_GATE["max_divergences"])
+    p.add_argument("--max-rhat", type=float, default=g.max_rhat)
+    p.add_argument("--min-ess", type=float, default=g.min_ess)
+    p.add_argument("--max-divergences", type=int, default=g.max_divergences)
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument(
         "--no-escalate",
@@ -107,21 +109,22 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
         help="change model: item covariate shifting the mean change "
         "(default auto: the correct answer's letter when the trials carry it; 'none': no covariate)",
     )
-    p.add_argument("--fdr", type=float, default=0.10, help="Bayesian FDR level q (default 0.10)")
-    p.add_argument("--rule", choices=("fdr", "threshold"), default="fdr", help="selection rule (default fdr)")
-    p.add_argument("--threshold", type=float, default=0.975, help="threshold rule: P(direction) >= this")
+    s = SelectionConfig()
+    p.add_argument("--fdr", type=float, default=s.fdr, help=f"Bayesian FDR level q (default {s.fdr:.2f})")
+    p.add_argument("--rule", choices=("fdr", "threshold"), default=s.rule, help=f"selection rule (default {s.rule})")
+    p.add_argument("--threshold", type=float, default=s.threshold, help="threshold rule: P(direction) >= this")
     p.add_argument(
         "--rope",
         type=float,
-        default=None,
+        default=s.rope,
         help="ROPE on |dp|: items.parquet gets p_rope = P(|dp| > ROPE) (both models); "
         "betabinom also uses it for P(change)",
     )
     p.add_argument(
         "--delta-min",
         type=float,
-        default=0.05,
-        help="a material change in accuracy (default 0.05): items get P(dp >= it) and P(dp <= -it), "
+        default=s.delta_min,
+        help=f"a material change in accuracy (default {s.delta_min:g}): items get P(dp >= it) and P(dp <= -it), "
         "the cross-check RCI's material FDP",
     )
     add_sampler_arguments(p)
@@ -145,12 +148,32 @@ def sampler_config(args: argparse.Namespace):
     )
 
 
-def fit_kwargs(args: argparse.Namespace) -> dict:
-    """Keywords of :func:`bayesrc.bayes.fit` from the options of :func:`add_fit_arguments` (validated)."""
+def gate_config(args: argparse.Namespace) -> GateConfig:
+    """The :class:`~bayesrc.bayes.GateConfig` of :func:`add_sampler_arguments`' gate options
+    (``--max-rhat``, ``--min-ess``, ``--max-divergences``, ``--no-escalate``)."""
+    return GateConfig(
+        max_rhat=args.max_rhat,
+        min_ess=args.min_ess,
+        max_divergences=args.max_divergences,
+        escalate=not args.no_escalate,
+    )
+
+
+def selection_config(args: argparse.Namespace) -> SelectionConfig:
+    """The :class:`~bayesrc.bayes.SelectionConfig` of :func:`add_fit_arguments`' selection options (validated:
+    exit 2 on bad values)."""
     if not 0 < args.fdr < 1:
         raise InputError(f"must be in (0, 1), got {args.fdr}", field="--fdr")
     if not 0 < args.delta_min < 1:
         raise InputError(f"must be in (0, 1), got {args.delta_min}", field="--delta-min")
+    return SelectionConfig(
+        rule=args.rule, fdr=args.fdr, threshold=args.threshold, rope=args.rope, delta_min=args.delta_min
+    )
+
+
+def fit_kwargs(args: argparse.Namespace) -> dict:
+    """Keywords of :func:`bayesrc.bayes.fit` from the options of :func:`add_fit_arguments` (validated)."""
+    selection = selection_config(args)
     collapsed = not args.full  # the Python API's default for both models
     cfg = sampler_config(args)
     return {
@@ -159,14 +182,7 @@ def fit_kwargs(args: argparse.Namespace) -> dict:
         "collapsed": collapsed,
         "slope": args.slope,
         "config": cfg,
-        "rule": args.rule,
-        "fdr": args.fdr,
-        "threshold": args.threshold,
-        "rope": args.rope,
-        "delta_min": args.delta_min,
-        "max_rhat": args.max_rhat,
-        "min_ess": args.min_ess,
-        "max_divergences": args.max_divergences,
+        "gate": gate_config(args),
+        "selection": selection,
         "covariate": None if args.covariate in ("none", "") else args.covariate,
-        "escalate": not args.no_escalate,
     }

@@ -19,7 +19,7 @@ import pandas as pd
 from scipy import stats
 from scipy.special import ndtri
 
-from bayesrc.config import DEFAULT_GATE
+from bayesrc.config import GateConfig
 from bayesrc.errors import InputError
 from bayesrc.results import Result, finite_number
 
@@ -248,20 +248,19 @@ def chain_draw_last(da) -> np.ndarray:
 def gate(
     dt,
     var_names: list[str],
-    *,
-    max_rhat: float = DEFAULT_GATE["max_rhat"],
-    min_ess: float = DEFAULT_GATE["min_ess"],
-    max_divergences: int = DEFAULT_GATE["max_divergences"],
+    config: GateConfig | None = None,
 ) -> Diagnostics:
-    """Check the posterior of ``var_names`` against the gate's thresholds.
+    """Check the posterior of ``var_names`` against the gate's thresholds (``config``, default
+    :class:`GateConfig`'s; its ``escalate`` is :func:`~bayesrc.bayes.gating.sample_gated`'s business).
 
     Examples
     --------
     >>> from bayesrc.bayes import fit
     >>> res = fit(counts, model="betabinom")  # doctest: +SKIP
-    >>> gate(res.posterior, ["logit_mu", "log_kappa"], min_ess=400).passed  # doctest: +SKIP
+    >>> gate(res.posterior, ["logit_mu", "log_kappa"], GateConfig(min_ess=400)).passed  # doctest: +SKIP
     True
     """
+    config = config or GateConfig()
     post = dt["posterior"].to_dataset()[[v for v in var_names if v in dt["posterior"]]]
     per_variable = {name: convergence(chain_draw_last(da)) for name, da in post.data_vars.items()}
     # A constant draw (e.g. a parameter pinned by the data) has undefined R-hat; treat as failed.
@@ -270,10 +269,10 @@ def gate(
     min_t, where_t = _extreme({k: v["ess_tail"] for k, v in per_variable.items()}, "min")
     div = int(np.asarray(dt["sample_stats"]["diverging"].values).sum())
     checks = {
-        "rhat": max_r <= max_rhat,
-        "ess_bulk": min_b >= min_ess,
-        "ess_tail": min_t >= min_ess,
-        "divergences": div <= max_divergences,
+        "rhat": max_r <= config.max_rhat,
+        "ess_bulk": min_b >= config.min_ess,
+        "ess_tail": min_t >= config.min_ess,
+        "divergences": div <= config.max_divergences,
     }
     failed = [f"{k} ({where})" for (k, ok), where in zip(checks.items(), (where_r, where_b, where_t, "")) if not ok]
     return Diagnostics(
@@ -282,7 +281,7 @@ def gate(
         min_ess_tail=min_t,
         divergences=div,
         passed=all(checks.values()),
-        thresholds={"max_rhat": max_rhat, "min_ess": min_ess, "max_divergences": max_divergences},
+        thresholds=config.thresholds,
         worst=", ".join(failed),
     )
 
@@ -314,7 +313,7 @@ class GatedResult(Result):
 
     Examples
     --------
-    >>> d = Diagnostics(1.002, 800.0, 650.0, 0, True, dict(DEFAULT_GATE), "")
+    >>> d = Diagnostics(1.002, 800.0, 650.0, 0, True, GateConfig().thresholds, "")
     >>> GatedResult({"diagnostics": d.to_dict()}).status
     'ok'
     """

@@ -29,7 +29,6 @@ from bayesrc.bayes.joint_fit import JointFit, fit_joint
 from bayesrc.bayes.prior_predictive import prior_predictive
 from bayesrc.bayes.samplers import SamplerConfig
 from bayesrc.bayes.summaries import (
-    DELTA_MIN,
     ITEM_COLUMNS,
     allow_no_change,
     crosscheck,
@@ -42,7 +41,7 @@ from bayesrc.bayes.summaries import (
 )
 from bayesrc.classical import PairResult, reliable_change
 from bayesrc.classical.no_change_checks import pair_no_change_test
-from bayesrc.config import release_memory, releases_jax_caches
+from bayesrc.config import GateConfig, SelectionConfig, release_memory, releases_jax_caches
 
 MODELS = ("betabinom", "change")
 # the classical run fit() cross-checks when given none
@@ -94,15 +93,12 @@ def sample_posterior(
     slope: bool = False,
     prior: dict | None = None,
     config: SamplerConfig | None = None,
-    max_rhat: float = 1.01,
-    min_ess: float = 400.0,
-    max_divergences: int = 0,
-    escalate: bool = True,
+    gate: GateConfig | None = None,
 ) -> tuple[xr.DataTree, Diagnostics, list[dict], SamplerConfig]:
     """The sampling step of :func:`fit`: :func:`sample` behind the convergence gate.
 
     :func:`~bayesrc.bayes.gating.sample_gated` samples with ``config`` (default :class:`SamplerConfig`'s defaults)
-    and, while the gate (``max_rhat``, ``min_ess``, ``max_divergences``) fails and ``escalate``, again with
+    and, while the gate (``gate``, default :class:`GateConfig`'s) fails and its ``escalate`` is set, again with
     longer chains. The collapsed change model is sampled without its item draws, which
     :func:`~bayesrc.bayes.change_item_draws.with_item_draws` adds once, to the last attempt. The other
     arguments are :func:`fit`'s.
@@ -121,11 +117,10 @@ def sample_posterior(
     >>> diag.passed, len(attempts)                                                    # doctest: +SKIP
     (True, 1)
     """
-    thresholds = {"max_rhat": max_rhat, "min_ess": min_ess, "max_divergences": max_divergences}
     hyper_only = model == "change" and collapsed  # its item draws once, after the gate, not for every attempt
     sampler = partial(sample, data, model, backend, collapsed=collapsed, slope=slope, prior=prior, items=not hyper_only)
     dt, diag, attempts, cfg = sample_gated(
-        sampler, gated_vars(model, slope, collapsed, data.n_groups > 1), config or SamplerConfig(), thresholds, escalate
+        sampler, gated_vars(model, slope, collapsed, data.n_groups > 1), config or SamplerConfig(), gate or GateConfig()
     )
     release_memory()  # the sampler's compiled code and buffers: the item draws and checks need the room
     if hyper_only:
@@ -137,15 +132,11 @@ def sample_posterior(
 def select_items(
     dt,
     data: ModelInputs,
-    *,
-    rule: str = "fdr",
-    fdr: float = 0.10,
-    threshold: float = 0.975,
-    rope: float | None = None,
-    delta_min: float = DELTA_MIN,
+    selection: SelectionConfig | None = None,
 ) -> tuple[pd.DataFrame, dict]:
     """The item step of :func:`fit`: the item table of a posterior and the changed items selected from it.
 
+    With ``selection`` (a :class:`~bayesrc.bayes.SelectionConfig`, default its defaults):
     :func:`~bayesrc.bayes.summaries.item_summary` (dp, the direction probabilities, those of a change of at
     least ``delta_min``, ``p_rope`` with a ``rope``), then :func:`~bayesrc.bayes.summaries.select` on
     ``p_improve`` and ``p_deteriorate``: Bayesian FDR at level ``fdr`` (``rule="fdr"``) or
@@ -159,11 +150,12 @@ def select_items(
 
     Examples
     --------
-    >>> items, selection = select_items(dt, data, fdr=0.05)    # doctest: +SKIP
+    >>> items, selection = select_items(dt, data, SelectionConfig(fdr=0.05))    # doctest: +SKIP
     >>> selection["n_improved"], selection["expected_fdp"]     # doctest: +SKIP
     """
-    items = item_summary(dt, data, rope=rope, delta_min=delta_min)
-    cls, sel = select(items["p_improve"], items["p_deteriorate"], rule=rule, fdr=fdr, threshold=threshold)
+    s = selection or SelectionConfig()
+    items = item_summary(dt, data, rope=s.rope, delta_min=s.delta_min)
+    cls, sel = select(items["p_improve"], items["p_deteriorate"], rule=s.rule, fdr=s.fdr, threshold=s.threshold)
     items["bayes_class"] = cls
     return items, sel
 
@@ -174,11 +166,10 @@ def crosscheck_rci(
     counts: xr.Dataset,
     items: pd.DataFrame,
     rci: PairResult,
+    selection: SelectionConfig | None = None,
     *,
     model: str = "change",
     prior: dict | None = None,
-    rope: float | None = None,
-    delta_min: float = DELTA_MIN,
 ) -> tuple[pd.DataFrame, dict, pd.DataFrame, list[str]]:
     """The cross-check step of :func:`fit`: the model's classes against a classical RCI result of the same pair.
 
@@ -193,7 +184,9 @@ def crosscheck_rci(
     items : the item table with ``bayes_class`` (:func:`select_items`).
     rci : the :class:`bayesrc.classical.PairResult` of ``data``'s pair (:func:`bayesrc.classical.reliable_change`,
         or loaded from ``rci.json``), its item table used as it is (ValueError for another pair's).
-    model, prior : what ``dt`` was sampled with; rope, delta_min : what ``items`` was formed with.
+    selection : what ``items`` was formed with (its ``rope`` and ``delta_min``; default
+        :class:`~bayesrc.bayes.SelectionConfig`'s).
+    model, prior : what ``dt`` was sampled with.
 
     Returns
     -------
@@ -207,6 +200,8 @@ def crosscheck_rci(
     >>> items, cc, discordant, warnings = crosscheck_rci(dt, data, counts, items, pair)  # doctest: +SKIP
     >>> cc["kappa"], cc["rci_estimated_fdp"]                                           # doctest: +SKIP
     """
+    selection = selection or SelectionConfig()
+    rope, delta_min = float(selection.rope or 0.0), selection.delta_min
     rci_items = _rci_items(rci, data)
     items = items.copy()
     items["rci_class"] = (
@@ -214,13 +209,13 @@ def crosscheck_rci(
     )
     rci_class = items["rci_class"].to_numpy(dtype=object)
     cc, disc = crosscheck(items, rci_items, rci.s_diff)
-    cc |= rci_fdp_interval(dt["posterior"], rci_class, rope=float(rope or 0.0), delta_min=delta_min)
+    cc |= rci_fdp_interval(dt["posterior"], rci_class, rope=rope, delta_min=delta_min)
     cc["no_change_test"] = pair_no_change_test(counts, *data.versions)  # the same p-value as the RCI run's
     cc, warnings = allow_no_change(cc, cc["no_change_test"], cc["rci_n_flagged"])
     if model == "change":
         log_prior = change_log_prior(dt["posterior"], prior, STRUCTURE_SITES)
         cc["prior_sensitivity"] = rci_fdp_prior_sensitivity(
-            dt["posterior"], rci_class, log_prior, delta_min=delta_min, rope=float(rope or 0.0)
+            dt["posterior"], rci_class, log_prior, delta_min=delta_min, rope=rope
         )
         warnings += prior_sensitivity_warnings(cc["prior_sensitivity"], cc, delta_min)
     return items, cc, disc, warnings
@@ -276,19 +271,12 @@ def fit(
     collapsed: bool = True,
     slope: bool = False,
     prior: dict | None = None,
+    covariate: str | None = "auto",
     config: SamplerConfig | None = None,
-    rule: str = "fdr",
-    fdr: float = 0.10,
-    threshold: float = 0.975,
-    rope: float | None = None,
-    delta_min: float = DELTA_MIN,
-    max_rhat: float = 1.01,
-    min_ess: float = 400.0,
-    max_divergences: int = 0,
+    gate: GateConfig | None = None,
+    selection: SelectionConfig | None = None,
     rci: PairResult | None = None,
     rci_kwargs: dict | None = None,
-    covariate: str | None = "auto",
-    escalate: bool = True,
     checks: bool = True,
 ) -> BayesFit | JointFit:
     """Fit ``model`` to a version pair, gate it, select changed items and cross-check against RCI;
@@ -305,27 +293,30 @@ def fit(
     model : ``"change"`` (paired change model, SPEC 3.2) or ``"betabinom"`` (SPEC 3.1). With
         ``"change"`` and three or more versions in ``counts`` (or in ``versions``), the joint model of
         the family (:func:`bayesrc.bayes.joint_fit.fit_joint`: a :class:`JointFit`; its sampler and gate
-        settings are these, the pair-only ones must stay at their defaults).
+        settings are these, the pair-only ones (:data:`PAIR_ONLY_DEFAULTS`, ``selection`` among them)
+        must stay at their defaults).
     backend : ``"numpyro"`` or ``"pymc"``.
     collapsed : NUTS on the hyperparameters only, items integrated out (beta-binomial:
         conjugate; change model: :mod:`bayesrc.bayes.change_collapsed`); ``False`` samples
         every item parameter with NUTS (the cross-check).
-    rule, fdr, threshold : selection (Bayesian FDR at level ``fdr``, or P(direction) >= ``threshold``).
-    delta_min : a material change in accuracy (SPEC 7): items get ``P(dp >= delta_min)`` and
-        ``P(dp <= -delta_min)``, the cross-check RCI's estimated *material* false-discovery proportion.
-    max_rhat, min_ess, max_divergences : the convergence gate (stored with the result).
+    covariate : change model: an item coord of ``counts`` whose levels shift the items' mean
+        easiness and mean change (``"auto"``: ``correct_answer`` when present; ``None``: none; see
+        :func:`model_inputs`).
+    config : the sampler's settings (:class:`SamplerConfig`, default its defaults).
+    gate : the convergence gate (:class:`~bayesrc.bayes.GateConfig`: R-hat, ESS, divergences;
+        its thresholds are stored with the result) and whether a failed gate escalates: sample again
+        before giving up (:func:`~bayesrc.bayes.gating.escalated_config`: more draws when R-hat or ESS fell
+        short, longer warm-up and a higher target acceptance after divergences); every attempt is recorded
+        in ``payload["attempts"]`` (``fit.json``).
+    selection : how changed items are selected (:class:`~bayesrc.bayes.SelectionConfig`: Bayesian
+        FDR at level ``fdr``, or P(direction) >= ``threshold``) and what counts as material (``delta_min``,
+        SPEC 7: items get ``P(dp >= delta_min)`` and ``P(dp <= -delta_min)``, the cross-check RCI's
+        estimated *material* false-discovery proportion; ``rope``: ``p_rope``).
     rci : the classical result to cross-check against, a :class:`bayesrc.classical.PairResult`
         (from :func:`bayesrc.classical.reliable_change` or loaded from ``rci.json``; its item
         table is used as it is), so report and fit share one RCI classification. Default: run
         :func:`bayesrc.classical.reliable_change` with ``rci_kwargs``.
     rci_kwargs : settings of that classical run (default 200 splits and permutations).
-    covariate : change model: an item coord of ``counts`` whose levels shift the items' mean
-        easiness and mean change (``"auto"``: ``correct_answer`` when present; ``None``: none; see
-        :func:`model_inputs`).
-    escalate : when the gate fails, sample again before giving up (:func:`~bayesrc.bayes.gating.escalated_config`: more
-        draws when R-hat or ESS fell short, longer warm-up and a higher target acceptance after
-        divergences); every attempt is recorded in
-        ``payload["attempts"]`` (``fit.json``).
     checks : the workflow checks (:mod:`bayesrc.bayes.checks`): a posterior predictive check per
         stratum (domain x covariate level; ``payload["ppc"]``, a warning when the model does not
         reproduce the data) and PSIS-LOO with Pareto k and LOO-PIT per item (``payload["loo"]``,
@@ -343,12 +334,11 @@ def fit(
     >>> from bayesrc.data import simulate_pair
     >>> counts = simulate_pair(n_items=200, k=10, seed=1).counts     # doctest: +SKIP
     >>> res = fit(counts, versions=("v1", "v2"))                     # doctest: +SKIP
+    >>> strict = fit(counts, selection=SelectionConfig(fdr=0.05), gate=GateConfig(escalate=False))  # doctest: +SKIP
     >>> res.summary()                                                # doctest: +SKIP
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-    if not 0 < delta_min < 1:  # before sampling: a fit is minutes
-        raise ValueError(f"delta_min must be in (0, 1), got {delta_min}")
     if versions is not None:
         counts = counts.sel(version=[str(v) for v in versions])
     if counts.sizes["version"] >= 3:
@@ -357,26 +347,14 @@ def fit(
                 f"the {model} model compares a pair: pass versions=(v1, v2), "
                 "or model='change' for the joint model of the family"
             )
-        bad = pair_only_settings(
-            collapsed=collapsed,
-            slope=slope,
-            rci=rci,
-            rci_kwargs=rci_kwargs,
-            rope=rope,
-            rule=rule,
-            fdr=fdr,
-            threshold=threshold,
-            delta_min=delta_min,
-        )
+        bad = pair_only_settings(collapsed=collapsed, slope=slope, rci=rci, rci_kwargs=rci_kwargs, selection=selection)
         if bad:
             raise ValueError(
                 f"the joint model of three or more versions has no {', '.join(bad)} setting "
                 "(fit a pair with versions=(v1, v2))"
             )
-        thresholds = {"max_rhat": max_rhat, "min_ess": min_ess, "max_divergences": max_divergences}
-        return fit_joint(
-            counts, backend=backend, prior=prior, config=config, covariate=covariate, escalate=escalate, **thresholds
-        )
+        return fit_joint(counts, backend=backend, prior=prior, config=config, covariate=covariate, gate=gate)
+    selection = selection or SelectionConfig()
     data = model_inputs(counts, covariate=covariate if model == "change" else None)
     rci = _rci_result(counts, data, rci, rci_kwargs)  # before sampling: a bad rci fails fast
     t0 = time.perf_counter()
@@ -388,16 +366,11 @@ def fit(
         slope=slope,
         prior=prior,
         config=config,
-        max_rhat=max_rhat,
-        min_ess=min_ess,
-        max_divergences=max_divergences,
-        escalate=escalate,
+        gate=gate,
     )
     runtime = time.perf_counter() - t0
-    items, sel = select_items(dt, data, rule=rule, fdr=fdr, threshold=threshold, rope=rope, delta_min=delta_min)
-    items, cc, disc, warnings = crosscheck_rci(
-        dt, data, counts, items, rci, model=model, prior=prior, rope=rope, delta_min=delta_min
-    )
+    items, sel = select_items(dt, data, selection)
+    items, cc, disc, warnings = crosscheck_rci(dt, data, counts, items, rci, selection, model=model, prior=prior)
     ppc, loo_payload, prior_pred = None, None, None
     if checks:
         items, ppc, loo_payload, prior_pred, check_warnings = workflow_checks(
@@ -415,7 +388,7 @@ def fit(
         "crosscheck": cc,
         "domain_shift": domain_shift(dt, data),
         "params": _fit_params(
-            data, cfg, rci, model=model, collapsed=collapsed, slope=slope, prior=prior, rope=rope, delta_min=delta_min
+            data, cfg, rci, model=model, collapsed=collapsed, slope=slope, prior=prior, selection=selection
         ),
         "flips": expected_flips(dt, data),
         "warnings": warnings,
@@ -428,17 +401,14 @@ def fit(
 
 
 #: Settings only a pair's fit has (the joint model of a family is collapsed, without slope, covariate,
-#: item selection or RCI cross-check yet), at the values that leave them unused.
+#: item selection or RCI cross-check yet), at the values that leave them unused (``selection``: None or
+#: :class:`~bayesrc.bayes.SelectionConfig`'s defaults).
 PAIR_ONLY_DEFAULTS = {
     "collapsed": True,
     "slope": False,
     "rci": None,
     "rci_kwargs": None,
-    "rope": None,
-    "rule": "fdr",
-    "fdr": 0.10,
-    "threshold": 0.975,
-    "delta_min": DELTA_MIN,
+    "selection": SelectionConfig(),
 }
 
 
@@ -449,9 +419,12 @@ def pair_only_settings(**given) -> list[str]:
 
     Examples
     --------
-    >>> pair_only_settings(fdr=0.05, rule="fdr")
-    ['fdr']
+    >>> pair_only_settings(selection=SelectionConfig(fdr=0.05), slope=False)
+    ['selection']
+    >>> pair_only_settings(selection=None, collapsed=True)
+    []
     """
+    given = {k: PAIR_ONLY_DEFAULTS[k] if k == "selection" and v is None else v for k, v in given.items()}
     return [k for k, v in given.items() if v != PAIR_ONLY_DEFAULTS[k]]
 
 
@@ -464,8 +437,7 @@ def _fit_params(
     collapsed: bool,
     slope: bool,
     prior,
-    rope,
-    delta_min: float,
+    selection: SelectionConfig,
 ) -> dict:
     """``fit.json``'s ``params``: the model's settings, the sampler's and the cross-checked RCI's."""
     rci_params = dict(rci.params)
@@ -480,8 +452,8 @@ def _fit_params(
         "seed": cfg.seed,
         "covariate": data.covariate,
         "covariate_levels": list(data.groups) if data.covariate else None,
-        "rope": rope,
-        "delta_min": float(delta_min),
+        "rope": selection.rope,
+        "delta_min": float(selection.delta_min),
         "versions": list(data.versions),
         "n_items": data.n_items,
         "domains": list(data.domains),

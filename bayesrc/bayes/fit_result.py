@@ -15,7 +15,7 @@ from bayesrc.bayes.checks import pit_ecdf_band
 from bayesrc.bayes.diagnostics import GatedResult
 from bayesrc.bayes.draws import item_block
 from bayesrc.bayes.gating import gated_vars
-from bayesrc.bayes.summaries import DELTA_MIN
+from bayesrc.config import DELTA_MIN
 from bayesrc.errors import ConvergenceError, InputError
 from bayesrc.results import finite_number, register, two_labels
 

@@ -14,6 +14,7 @@ from dataclasses import replace
 
 from bayesrc.bayes.diagnostics import Diagnostics, gate
 from bayesrc.bayes.samplers import SamplerConfig, own_adaptation
+from bayesrc.config import GateConfig
 
 # Each further attempt after a failed gate, by what failed (warm-up and draws as multiples of the first
 # attempt's, target acceptance at least this): divergences mean the step size was too large for the
@@ -51,15 +52,16 @@ def escalated_config(first: SamplerConfig, diag: Diagnostics, attempt: int) -> S
     )
 
 
-def sample_gated(sampler, var_names: list[str], first: SamplerConfig, thresholds: dict, escalate: bool = True):
-    """``sampler(config=c)`` with ``first``, then, while the gate fails and ``escalate``, with each
-    :func:`escalated_config` (two at most).
+def sample_gated(sampler, var_names: list[str], first: SamplerConfig, gate_config: GateConfig | None = None):
+    """``sampler(config=c)`` with ``first``, then, while the gate ``gate_config`` (default :class:`GateConfig`'s)
+    fails and its ``escalate`` is set, with each :func:`escalated_config` (two at most).
 
     Returns the last posterior, its :class:`Diagnostics`, one record per attempt (settings, gate
     values, wall time) and the last attempt's settings.
     """
+    gate_config = gate_config or GateConfig()
     attempts, cfg, diag = [], first, None
-    for attempt in range(1 + len(ESCALATION["mixing"]) * escalate):
+    for attempt in range(1 + len(ESCALATION["mixing"]) * gate_config.escalate):
         if diag is not None:
             cfg = escalated_config(first, diag, attempt)
         t0 = time.perf_counter()
@@ -67,7 +69,7 @@ def sample_gated(sampler, var_names: list[str], first: SamplerConfig, thresholds
             dt = sampler(config=cfg)
         # NumPyro's chains may have gone on (SamplerConfig.max_draws)
         cfg = replace(cfg, draws=int(dt["posterior"].sizes["draw"]))
-        diag = gate(dt, var_names, **thresholds)
+        diag = gate(dt, var_names, gate_config)
         attempts.append(
             {
                 "chains": cfg.chains,

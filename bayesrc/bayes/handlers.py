@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from dataclasses import fields
 from pathlib import Path
 
 from bayesrc.bayes import check, compare, fit
@@ -13,6 +14,7 @@ from bayesrc.bayes.commands import fit_kwargs
 from bayesrc.bayes.fit import MODELS, pair_only_settings
 from bayesrc.bayes.joint_fit import fit_joint
 from bayesrc.bayes.samplers import configure_host_devices
+from bayesrc.config import SelectionConfig
 from bayesrc.data import check_comparable, load_comparable_counts, load_counts
 from bayesrc.data.counts import seed_notes
 from bayesrc.errors import InputError
@@ -41,13 +43,13 @@ def run_fit(args: argparse.Namespace) -> int:
 
 def _run_family(args: argparse.Namespace, kwargs: dict) -> int:
     """Three or more trials files: the joint change model of the family (V1 the reference), written to ``--out``."""
-    # fit()'s keyword -> this command's option, where they differ
-    flags = {"collapsed": "--full", "delta_min": "--delta-min"}
-    given = {k: kwargs[k] for k in ("collapsed", "slope", "rope", "rule", "fdr", "threshold", "delta_min")}
+    # fit()'s keyword -> this command's options, where they differ
+    flags = {"collapsed": ["--full"], "selection": _selection_flags(kwargs["selection"])}
+    given = {k: kwargs[k] for k in ("collapsed", "slope", "selection")}
     bad = (
         ["--compare"] * bool(args.compare)
         + ["--model betabinom"] * (args.model == "betabinom")
-        + [flags.get(k, f"--{k}") for k in pair_only_settings(**given)]
+        + [f for k in pair_only_settings(**given) for f in flags.get(k, [f"--{k}"])]
     )
     if bad:
         raise InputError(
@@ -57,18 +59,22 @@ def _run_family(args: argparse.Namespace, kwargs: dict) -> int:
     counts = load_comparable_counts(  # SPEC 6: only the model may differ (pins checked first)
         args.runs, allow=args.allow_pin, force=args.force, on_unmatched="drop" if args.allow_unmatched else "raise"
     )
-    gate = {k: kwargs[k] for k in ("max_rhat", "min_ess", "max_divergences")}
     res = fit_joint(
-        counts,
-        backend=kwargs["backend"],
-        config=kwargs["config"],
-        covariate=kwargs["covariate"],
-        escalate=kwargs["escalate"],
-        **gate,
+        counts, backend=kwargs["backend"], config=kwargs["config"], covariate=kwargs["covariate"], gate=kwargs["gate"]
     )
     _report_fit(res, args.out)
     check(res, allow_unconverged=args.allow_unconverged)
     return 0
+
+
+def _selection_flags(selection: SelectionConfig) -> list[str]:
+    """The options of ``selection`` set away from their defaults (``--rope``, ``--rule``, ``--fdr``, ...)."""
+    default = SelectionConfig()
+    return [
+        f"--{f.name.replace('_', '-')}"
+        for f in fields(selection)
+        if getattr(selection, f.name) != getattr(default, f.name)
+    ]
 
 
 def compare_models(spec: str) -> list[str]:

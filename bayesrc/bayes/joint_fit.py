@@ -29,7 +29,7 @@ from bayesrc.bayes.inputs import ModelInputs, model_inputs
 from bayesrc.bayes.joint import joint_gated, joint_numpyro, joint_pymc, with_family_item_draws
 from bayesrc.bayes.joint_figures import change_heatmap, rank_band_figure
 from bayesrc.bayes.samplers import SamplerConfig
-from bayesrc.config import DEFAULT_GATE, release_memory, releases_jax_caches
+from bayesrc.config import GateConfig, release_memory, releases_jax_caches
 from bayesrc.errors import InputError
 from bayesrc.results import register
 
@@ -463,15 +463,14 @@ def fit_joint(
     config: SamplerConfig | None = None,
     q: float = RANK_Q,
     covariate: str | None = "auto",
-    max_rhat: float = DEFAULT_GATE["max_rhat"],
-    min_ess: float = DEFAULT_GATE["min_ess"],
-    max_divergences: int = DEFAULT_GATE["max_divergences"],
-    escalate: bool = True,
+    gate: GateConfig | None = None,
 ) -> JointFit:
     """Fit the joint change model of every version in ``counts`` (the first the reference), gate it and
     summarise it (:func:`bayesrc.bayes.fit` calls this for a ``version`` dim of three or more).
 
-    Never raises for a failed gate: ``status`` is "failed" and the summary says so.
+    ``gate``: the convergence gate and its escalation (:class:`~bayesrc.bayes.GateConfig`, default its
+    defaults), as :func:`bayesrc.bayes.fit`'s. Never raises for a failed gate: ``status`` is "failed" and
+    the summary says so.
 
     Examples
     --------
@@ -484,11 +483,10 @@ def fit_joint(
         raise ValueError(f"q must be in (0, 1), got {q}")
     versions = [str(v) for v in counts["version"].values]
     data = model_inputs(counts, *versions, covariate=covariate)
-    thresholds = {"max_rhat": max_rhat, "min_ess": min_ess, "max_divergences": max_divergences}
     t0 = time.perf_counter()
     sampler = partial(sample_joint, data, backend, prior=prior, items=False)  # the item draws once, after the gate
     dt, diag, attempts, cfg = sample_gated(
-        sampler, joint_gated(data.n_groups), config or SamplerConfig(), thresholds, escalate
+        sampler, joint_gated(data.n_groups), config or SamplerConfig(), gate or GateConfig()
     )
     release_memory()
     dt = with_family_item_draws(dt, data, cfg, prior=prior)

@@ -32,9 +32,8 @@ from tqdm.std import tqdm as text_bar
 
 from bayesrc.bayes.diagnostics import chain_draw_last, convergence
 
-# DEFAULT_GATE and SamplerConfig are re-exported; defined with the other settings: the CLI reads its defaults without
-# loading JAX
-from bayesrc.config import DEFAULT_GATE, SamplerConfig, precision, prepare_jax, request_host_devices  # noqa: F401
+# SamplerConfig is re-exported; defined with the other settings: the CLI reads its defaults without loading JAX
+from bayesrc.config import GateConfig, SamplerConfig, precision, prepare_jax, request_host_devices  # noqa: F401
 
 
 def configure_host_devices(n: int | None = None) -> None:
@@ -292,16 +291,17 @@ def _gathered(jax, parts: list[list], skips: list[int], cfg: SamplerConfig):
 def _too_short(dt) -> bool:
     """Whether the chains should go on: nothing diverged (then more draws would not help: the fit
     escalates instead), and some entry of a sampled or derived quantity has its R-hat or bulk or
-    tail ESS short of the gate's defaults (:data:`~bayesrc.config.DEFAULT_GATE`). Entries
+    tail ESS short of the gate's defaults (:class:`~bayesrc.config.GateConfig`'s). Entries
     with NaN diagnostics (a constant, e.g. a pinned reference level) are passed over: more draws
     would not change them, and :func:`~bayesrc.bayes.diagnostics.gate` only sees the gated ones."""
     if dt["sample_stats"]["diverging"].values.any():
         return False
+    limits = GateConfig()
     for da in dt["posterior"].data_vars.values():
         c = convergence(chain_draw_last(da))
         with np.errstate(invalid="ignore"):
-            if (c["r_hat"] > DEFAULT_GATE["max_rhat"]).any() or (
-                np.minimum(c["ess_bulk"], c["ess_tail"]) < DEFAULT_GATE["min_ess"]
+            if (c["r_hat"] > limits.max_rhat).any() or (
+                np.minimum(c["ess_bulk"], c["ess_tail"]) < limits.min_ess
             ).any():
                 return True
     return False

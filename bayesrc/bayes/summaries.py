@@ -29,6 +29,7 @@ from bayesrc.bayes.diagnostics import chain_draw_last, convergence, ess_bulk, mc
 from bayesrc.bayes.draws import item_block, item_slices
 from bayesrc.classical.calibration import NO_CHANGE_ALPHA, not_rejected_phrase
 from bayesrc.classical.rci import CLASSES, DETERIORATED, EXCLUDED, IMPROVED, NO_CHANGE
+from bayesrc.config import DELTA_MIN
 
 ITEM_COLUMNS = (
     "item_id",
@@ -51,7 +52,6 @@ ITEM_COLUMNS = (
     "pareto_k",
     "loo_pit",
 )
-DELTA_MIN = 0.05  # a material change in accuracy (SPEC 7)
 # items summarised at a time: the temporaries (sorted copies, ranks, indicators) stay ~25 MB at 2,000 draws
 ITEM_BLOCK = 500
 

@@ -46,6 +46,7 @@ from tqdm import tqdm
 
 from bayesrc.collect.bank import Item
 from bayesrc.collect.extract import extract_answer
+from bayesrc.data.run import CollectedRun
 from bayesrc.data.seeds import ITEM_SLOTS, MAX_K, SEED_RULES, sample_seeds
 from bayesrc.data.trials import TRIAL_COLUMNS
 from bayesrc.errors import InputError
@@ -199,6 +200,7 @@ class RunResult:
     --------
     >>> res = collect("models/gemma-3-270m-q4_k_m.toml", "bank.jsonl", "runs/v1", k=10)  # doctest: +SKIP
     >>> res.n_trials / res.sample_seconds  # trials per second of this call  # doctest: +SKIP
+    >>> res.run.tables["trials"].groupby("item_id")["is_correct"].mean()  # the whole run, validated  # doctest: +SKIP
     """
 
     run_dir: Path
@@ -213,6 +215,11 @@ class RunResult:
     @property
     def trials_path(self) -> Path:
         return self.run_dir / "trials.parquet"
+
+    @property
+    def run(self) -> CollectedRun:
+        """The run directory as one validated object (:func:`bayesrc.load` of it: record, pins, tables)."""
+        return CollectedRun.load(self.run_dir)
 
     def trials(self) -> pd.DataFrame:
         return read_run_trials(self.run_dir)

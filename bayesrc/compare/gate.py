@@ -52,7 +52,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from bayesrc.bayes import fit
+from bayesrc.bayes import GateConfig, SelectionConfig, fit
 from bayesrc.classical import reliable_change
 from bayesrc.classical.noise import noise_from_counts
 from bayesrc.classical.rci import DETERIORATED, IMPROVED
@@ -76,10 +76,7 @@ def compare(
     fail_on: str = "deteriorated",
     q: float = 0.10,
     config=None,
-    max_rhat: float = 1.01,
-    min_ess: float = 400.0,
-    max_divergences: int = 0,
-    escalate: bool = True,
+    gate: GateConfig | None = None,
     margin: float | None = DEFAULT_MARGIN,
 ) -> CompareResult:
     """Fit the change model to a version pair and decide the gate.
@@ -91,7 +88,8 @@ def compare(
     fail_on : "deteriorated", "changed" or "aggregate" (module docstring).
     q : Bayesian FDR level of the item selection, and the tail level of the aggregate rule.
     config : :class:`bayesrc.bayes.SamplerConfig` (default: its defaults).
-    escalate : after a failed gate, sample again with longer warm-up (:func:`bayesrc.bayes.fit`).
+    gate : the convergence gate and whether a failed gate samples again with longer warm-up
+        (:class:`bayesrc.bayes.GateConfig`, default its defaults; :func:`bayesrc.bayes.fit`).
     margin : the practical margin on dp a pass must resolve (default :data:`~bayesrc.config.DEFAULT_MARGIN`, 0.02):
         the three-way decision of the module docstring (pass / fail / inconclusive, exit 0 / 1 / 4);
         None: the FDR selection alone decides (found / not found), whatever the data could resolve.
@@ -117,12 +115,8 @@ def compare(
         model="change",
         collapsed=True,
         config=config,
-        rule="fdr",
-        fdr=q,
-        max_rhat=max_rhat,
-        min_ess=min_ess,
-        max_divergences=max_divergences,
-        escalate=escalate,
+        gate=gate,
+        selection=SelectionConfig(rule="fdr", fdr=q),
         rci=rci,
     )
     sel = res.selection

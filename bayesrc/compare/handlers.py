@@ -7,7 +7,7 @@ import argparse
 import os
 import sys
 
-from bayesrc.bayes.commands import sampler_config
+from bayesrc.bayes.commands import gate_config, sampler_config
 from bayesrc.bayes.samplers import configure_host_devices
 from bayesrc.compare import compare
 from bayesrc.compare.github import write_github_files
@@ -65,10 +65,7 @@ def run_compare(args: argparse.Namespace) -> int:
         fail_on=args.fail_on,
         q=args.q,
         config=cfg,
-        max_rhat=args.max_rhat,
-        min_ess=args.min_ess,
-        max_divergences=args.max_divergences,
-        escalate=not args.no_escalate,
+        gate=gate_config(args),
         margin=args.margin,
     )
     res.save(args.out)  # compare.json, items.parquet and summary.md, all or nothing

@@ -1,8 +1,10 @@
-"""Data spine: trials -> item counts; a run's provenance (its pins, whether two runs are comparable)."""
+"""Data spine: trials -> item counts; a collected run directory (:class:`CollectedRun`); a run's provenance (its pins,
+whether two runs are comparable)."""
 
 from bayesrc.data.counts import counts_frame, input_notes, item_counts, load_counts, modal_k, open_counts, save_counts
 from bayesrc.data.exact import ExactRun, exact_truth, load_exact, sample_from_exact, write_exact_run
 from bayesrc.data.provenance import PinComparison, check_comparable, compare_runs, load_comparable_counts
+from bayesrc.data.run import CollectedRun
 from bayesrc.data.simulate import (
     SimulatedFamily,
     SimulatedPair,
@@ -15,6 +17,7 @@ from bayesrc.data.simulate import (
 from bayesrc.data.trials import TRIAL_COLUMNS, load_trials, normalise_trials, save_trials, trials_file
 
 __all__ = [
+    "CollectedRun",
     "PinComparison",
     "check_comparable",
     "compare_runs",

@@ -59,6 +59,13 @@ class ExactRun:
     dist: pd.DataFrame
     record: dict
 
+    @classmethod
+    def from_tables(cls, path: Path, items: pd.DataFrame, dist: pd.DataFrame, record: dict) -> ExactRun:
+        """The run at ``path`` from its validated tables (:func:`load_exact`'s) and its record; labelled by
+        its pins' ``model.label``, else the directory's name."""
+        label = str((record.get("pins") or {}).get("model.label") or path.name)
+        return cls(path=path, label=label, items=items, dist=dist, record=record)
+
     @property
     def n_items(self) -> int:
         return len(self.items)
@@ -155,6 +162,13 @@ def load_exact(run: str | Path) -> ExactRun:
     >>> run.items[["item_id", "p", "correct_answer"]].shape
     (300, 3)
     """
+    root, items, dist = read_exact_tables(run)
+    return ExactRun.from_tables(root, items, dist, read_run_record(root) or {})
+
+
+def read_exact_tables(run: str | Path) -> tuple[Path, pd.DataFrame, pd.DataFrame]:
+    """``(root, items, dist)`` of an exact run: its directory and its two tables, validated (the checks of
+    :func:`load_exact`, which adds the run record; :class:`bayesrc.data.CollectedRun` has its own)."""
     root = _exact_root(run)
     items_p, dist_p = root / "items_exact.parquet", root / "dist.parquet"
     items = _read(items_p, ITEM_FIELDS)
@@ -184,11 +198,7 @@ def load_exact(run: str | Path) -> ExactRun:
     if "correct_answer" not in items:
         key = dist[dist["is_correct"].fillna(False).astype(bool) & dist["answer"].notna()].drop_duplicates("item_id")
         items["correct_answer"] = items["item_id"].map(key.set_index("item_id")["answer"]).astype("string")
-    record = read_run_record(root) or {}
-    label = str((record.get("pins") or {}).get("model.label") or root.name)
-    return ExactRun(
-        path=root, label=label, items=items.reset_index(drop=True), dist=dist.reset_index(drop=True), record=record
-    )
+    return root, items.reset_index(drop=True), dist.reset_index(drop=True)
 
 
 def _as_exact(run) -> ExactRun:

@@ -251,11 +251,14 @@ def normalise_trials(
     fmt: str = "jsonl",
     model: str | None = None,
     greedy: bool | None = None,
+    extra_columns: bool = False,
 ) -> pd.DataFrame:
     """Map aliases, check required fields and types, and return canonical trials.
 
     ``greedy=None`` detects a single-shot file (no ``k`` column): every row gets
-    ``k = 0``. The result carries a ``_line`` column for error messages.
+    ``k = 0``. The result carries a ``_line`` column for error messages; with
+    ``extra_columns`` the file's other columns (a collected run's ``thinking``,
+    ``n_tokens``, ...) follow the canonical ones, as they are.
 
     Examples
     --------
@@ -294,6 +297,8 @@ def normalise_trials(
         )
 
     keep = list(TRIAL_COLUMNS) + ["_line"]
+    if extra_columns:
+        keep += [c for c in raw.columns if c not in keep]
     return df[keep].reset_index(drop=True)
 
 
@@ -335,7 +340,9 @@ def trials_file(path: str | Path) -> Path:
     return path
 
 
-def load_trials(path: str | Path, *, model: str | None = None, greedy: bool | None = None) -> pd.DataFrame:
+def load_trials(
+    path: str | Path, *, model: str | None = None, greedy: bool | None = None, extra_columns: bool = False
+) -> pd.DataFrame:
     """Load and validate a trials file (Parquet, JSONL or CSV).
 
     Parameters
@@ -344,6 +351,7 @@ def load_trials(path: str | Path, *, model: str | None = None, greedy: bool | No
     model : version label; overrides the file's ``model`` field (default: the
         field, else the file stem).
     greedy : single-shot file without ``k`` (``None`` detects it).
+    extra_columns : keep the file's columns beyond the canonical ones (after them).
 
     Examples
     --------
@@ -353,7 +361,7 @@ def load_trials(path: str | Path, *, model: str | None = None, greedy: bool | No
     path = trials_file(path)
     check = lambda rec, first, line: _check_required_keys(rec, first, path=path, line=line)  # noqa: E731
     raw, fmt = read_table(path, kind="trials", check_record=check)
-    return normalise_trials(raw, path=path, fmt=fmt, model=model, greedy=greedy)
+    return normalise_trials(raw, path=path, fmt=fmt, model=model, greedy=greedy, extra_columns=extra_columns)
 
 
 def save_trials(trials: pd.DataFrame, path: str | Path) -> None:

@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bayesrc.bayes import SamplerConfig, fit, select
+from bayesrc.bayes import SamplerConfig, SelectionConfig, fit, select
 from bayesrc.bayes.change import PRIOR, change_log_prior, prior_settings
 from bayesrc.bayes.draws import item_slices
 from bayesrc.bayes.samplers import progress_bar
@@ -342,13 +342,15 @@ def _bayes_scores(items: pd.DataFrame, classes: np.ndarray, truth: pd.DataFrame 
 
 def _change_fit(counts: xr.Dataset, config, seed: int, prior: dict | None = None, fdr: float = 0.10):
     cfg = config or SamplerConfig(seed=seed)  # every command's sampler defaults
-    return fit(counts, model="change", prior=prior, config=cfg, fdr=fdr)
+    return fit(counts, model="change", prior=prior, config=cfg, selection=SelectionConfig(fdr=fdr))
 
 
 def _change_fit_task(n_devices: int, counts: xr.Dataset, config, seed: int, prior: dict | None, fdr: float):
     """One change-model fit of the grid (a Ray task body when mapped on Ray)."""
     cfg = config or SamplerConfig(seed=seed)
-    return fit_task(n_devices, counts, {"model": "change", "prior": prior, "config": cfg, "fdr": fdr})
+    return fit_task(
+        n_devices, counts, {"model": "change", "prior": prior, "config": cfg, "selection": SelectionConfig(fdr=fdr)}
+    )
 
 
 def _prior_posteriors(

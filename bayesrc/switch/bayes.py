@@ -43,7 +43,7 @@ from bayesrc.bayes.diagnostics import gate
 from bayesrc.bayes.gating import sample_gated
 from bayesrc.bayes.samplers import SamplerConfig, run_numpyro, run_pymc
 from bayesrc.bayes.summaries import draws_summary
-from bayesrc.config import releases_jax_caches
+from bayesrc.config import GateConfig, releases_jax_caches
 from bayesrc.switch.data import SwitchData
 from bayesrc.switch.matrix import switch_effects
 
@@ -309,13 +309,13 @@ def fit_pymc(fd: FactorData, *, priors: FactorPriors = FactorPriors(), config=No
 
 # ----------------------------------------------------------------------------- results
 GATED = ("mu", "alpha", "beta", "tau")
-GATE = {"max_rhat": 1.01, "min_ess": 400.0, "max_divergences": 0}  # the item models' gate
 
 
-def diagnostics(idata, var_names: tuple[str, ...] = GATED, **thresholds):
+def diagnostics(idata, var_names: tuple[str, ...] = GATED, config: GateConfig | None = None):
     """The convergence gate of :func:`bayesrc.bayes.diagnostics.gate` on ``var_names``
-    (same keys, thresholds and non-finite handling as the item models)."""
-    return gate(idata, list(var_names), **thresholds)
+    (same keys, thresholds (``config``, default the item models' :class:`GateConfig`) and non-finite
+    handling as the item models)."""
+    return gate(idata, list(var_names), config)
 
 
 @dataclass
@@ -378,9 +378,10 @@ class BayesFactorFit:
         t.insert(0, "prefix", [m[i] for i in pi])
         return t.drop(columns="cell")
 
-    def gate(self, **thresholds):
-        """The convergence gate (:func:`bayesrc.bayes.diagnostics.gate`) of μ, α, β, τ."""
-        return diagnostics(self.idata, **thresholds)
+    def gate(self, config: GateConfig | None = None):
+        """The convergence gate (:func:`bayesrc.bayes.diagnostics.gate`, ``config`` default
+        :class:`GateConfig`'s) of μ, α, β, τ."""
+        return diagnostics(self.idata, config=config)
 
     def diagnostics(self) -> dict:
         return self.gate().to_dict()
@@ -423,7 +424,7 @@ def fit_factor_bayes(
     backend: str = "numpyro",
     priors: FactorPriors = FactorPriors(),
     config=None,
-    escalate: bool = True,
+    gate: GateConfig | None = None,
     **sampler,
 ) -> BayesFactorFit:
     """Fit the Bayesian additive model with ``backend`` in {"numpyro", "pymc"}.
@@ -431,9 +432,9 @@ def fit_factor_bayes(
     Sampler settings: ``config`` (a :class:`bayesrc.bayes.SamplerConfig`) or keyword overrides of
     :class:`~bayesrc.bayes.SamplerConfig`'s defaults (``draws``, ``tune``, ``chains``, ``seed``,
     ``target_accept``). Gated like the item models (R-hat <= 1.01, ESS >= 400, no divergences on
-    mu, alpha, beta, tau); a failed gate is sampled again with longer warm-up, more draws and a
-    higher target acceptance (``escalate``, :func:`bayesrc.bayes.gating.escalated_config`), every
-    attempt in ``attempts``.
+    mu, alpha, beta, tau; ``gate``, a :class:`GateConfig`, default its defaults); a failed gate is sampled
+    again with longer warm-up, more draws and a higher target acceptance (unless ``gate.escalate`` is off;
+    :func:`bayesrc.bayes.gating.escalated_config`), every attempt in ``attempts``.
 
     Examples
     --------
@@ -446,6 +447,6 @@ def fit_factor_bayes(
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     fn = fit_numpyro if backend == "numpyro" else fit_pymc
     idata, _, attempts, _ = sample_gated(
-        partial(fn, fd, priors=priors), list(GATED), _config(config, **sampler), GATE, escalate
+        partial(fn, fd, priors=priors), list(GATED), _config(config, **sampler), gate or GateConfig()
     )
     return BayesFactorFit(backend, fd, idata, attempts=attempts)

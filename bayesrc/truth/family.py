@@ -34,7 +34,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from bayesrc.bayes import SamplerConfig, fit
+from bayesrc.bayes import SamplerConfig, SelectionConfig, fit
 from bayesrc.bayes.samplers import progress_bar, shared_adaptation
 from bayesrc.classical import reliable_change
 from bayesrc.classical.pairwise import pair_name
@@ -208,7 +208,8 @@ def score_family_replicate(
         )
     if "pair" in methods:
         for v in dp:
-            pair = fit(counts, versions=(versions[0], v), backend=backend, config=config, delta_min=delta_min)
+            selection = SelectionConfig(delta_min=delta_min)
+            pair = fit(counts, versions=(versions[0], v), backend=backend, config=config, selection=selection)
             rows += [row | {"runtime_s": pair.runtime_s} for row in fit_scores("pair", pair, ids, dp, delta_min)]
     if "joint" in methods:
         joint = fit(counts, backend=backend, config=config)

@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bayesrc.bayes import SamplerConfig, fit
+from bayesrc.bayes import SamplerConfig, SelectionConfig, fit
 from bayesrc.bayes.samplers import progress_bar, shared_adaptation
 from bayesrc.classical import reliable_change
 from bayesrc.classical.calibration import NO_CHANGE_ALPHA
@@ -169,7 +169,8 @@ def score_replicate(
     ref = rows[0]
     for name in methods:
         spec = dict(MODEL_SPECS[name])
-        res = fit(counts, backend=backend, config=config, fdr=q, delta_min=delta_min, rci_kwargs=rk, **spec)
+        selection = SelectionConfig(fdr=q, delta_min=delta_min)
+        res = fit(counts, backend=backend, config=config, selection=selection, rci_kwargs=rk, **spec)
         it = res.items.set_index("item_id").reindex(counts["item"].values)
         row = {
             "method": name,
