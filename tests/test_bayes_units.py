@@ -147,7 +147,7 @@ def test_reweighting_to_another_prior_gives_the_conjugate_posterior():
     from bayesrc.bayes.change import prior_settings
     from bayesrc.bayes.diagnostics import Diagnostics
     from bayesrc.bayes.fit_result import BayesFit
-    from bayesrc.sensitivity.analyses import fitted_posterior, reweighted_posterior
+    from bayesrc.sensitivity.bayesian import fitted_posterior, reweighted_posterior
 
     rng = np.random.default_rng(5)
     pi = rng.beta(5, 2, size=(4, 4000))

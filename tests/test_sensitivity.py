@@ -12,7 +12,7 @@ from bayesrc.classical import reliable_change
 from bayesrc.classical.rci import RCISettings
 from bayesrc.cli import main
 from bayesrc.data import item_counts, save_trials, simulate_pair
-from bayesrc.sensitivity.analyses import (
+from bayesrc.sensitivity.classical import (
     classify,
     exclusion_sensitivity,
     first_k,

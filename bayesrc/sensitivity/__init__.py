@@ -8,18 +8,13 @@ Examples
 'sensitivity.json'
 """
 
-from bayesrc.sensitivity.analyses import (
-    ANALYSES,
-    FDR_GRID,
+from bayesrc.sensitivity.analyses import ANALYSES, run_sensitivity_analyses
+from bayesrc.sensitivity.bayesian import FDR_GRID, PRIOR_GRID, THRESHOLD_GRID, fdr_sensitivity, prior_sensitivity
+from bayesrc.sensitivity.classical import (
     MIN_VALID_GRID,
-    PRIOR_GRID,
-    THRESHOLD_GRID,
     Z_GRID,
     exclusion_sensitivity,
-    fdr_sensitivity,
     k_subsample_sensitivity,
-    prior_sensitivity,
-    run_sensitivity_analyses,
     threshold_sensitivity,
 )
 from bayesrc.sensitivity.figure import sensitivity_figure
