@@ -53,6 +53,15 @@ def section_power(run: Run, c: Comparison | None = None) -> Section | None:
     return Section("power", "Resolution diagnostics", blocks)
 
 
+#: SwitchResult.factors() columns -> the report's headers
+FACTOR_COLUMNS = {
+    "alpha": "alpha (prefix influence)",
+    "alpha_se": "alpha SE",
+    "beta": "beta (suffix susceptibility)",
+    "beta_se": "beta SE",
+}
+
+
 def switch_blocks(result, name: str) -> list:
     """Text, heatmaps and factor table of benchmark ``name`` of a :class:`~bayesrc.switch.SwitchResult`."""
     bench = result.benchmark(name)
@@ -107,7 +116,8 @@ def switch_blocks(result, name: str) -> list:
                 f"switch_resid_{name}",
             )
         )
-    blocks.append(Table(result.factors(name), f"{name}: additive factor model", latex=True, label=f"switch-{name}"))
+    factors = result.factors(name).rename(columns=FACTOR_COLUMNS)
+    blocks.append(Table(factors, f"{name}: additive factor model", latex=True, label=f"switch-{name}"))
     return blocks
 
 

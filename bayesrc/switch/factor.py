@@ -28,6 +28,7 @@ from N(0, V): what pure noise at the observed cell noise explains.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -55,6 +56,23 @@ def design_matrix(prefix_idx: np.ndarray, suffix_idx: np.ndarray, k: int) -> np.
     """X = [1, C[prefix], C[suffix]] (n × 2k−1)."""
     C = sum_to_zero_basis(k)
     return np.column_stack([np.ones(len(prefix_idx)), C[prefix_idx], C[suffix_idx]])
+
+
+def factor_summary(alpha: Mapping, alpha_se: Mapping, beta: Mapping, beta_se: Mapping) -> pd.DataFrame:
+    """One row per model (in ``alpha``'s order): α (prefix influence) and β (suffix susceptibility) with their standard
+    errors. The table of :meth:`AdditiveFit.summary` in memory and of :meth:`bayesrc.switch.SwitchResult.factors`
+    from ``switch.json``.
+
+    Examples
+    --------
+    >>> factor_summary({"a": 0.1, "b": -0.1}, {"a": 0.02, "b": 0.02}, {"a": -0.3, "b": 0.3}, {"a": 0.05, "b": 0.05})
+      model  alpha  alpha_se  beta  beta_se
+    0     a    0.1      0.02  -0.3     0.05
+    1     b   -0.1      0.02   0.3     0.05
+    """
+    models = list(alpha.keys())
+    columns = {"alpha": alpha, "alpha_se": alpha_se, "beta": beta, "beta_se": beta_se}
+    return pd.DataFrame({"model": models, **{c: [float(v[m]) for m in models] for c, v in columns.items()}})
 
 
 @dataclass
@@ -114,16 +132,8 @@ class AdditiveFit:
         return pd.DataFrame(rows)
 
     def summary(self) -> pd.DataFrame:
-        """One row per model: α (prefix influence) and β (suffix susceptibility) with SEs."""
-        return pd.DataFrame(
-            {
-                "model": self.models,
-                "alpha": self.alpha.to_numpy(),
-                "alpha_se": self.alpha_se.to_numpy(),
-                "beta": self.beta.to_numpy(),
-                "beta_se": self.beta_se.to_numpy(),
-            }
-        )
+        """One row per model: α (prefix influence) and β (suffix susceptibility) with SEs (:func:`factor_summary`)."""
+        return factor_summary(self.alpha, self.alpha_se, self.beta, self.beta_se)
 
     def to_dict(self) -> dict:
         ci = self.intervals()

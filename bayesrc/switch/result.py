@@ -10,6 +10,7 @@ import pandas as pd
 from bayesrc.errors import InputError
 from bayesrc.plotting import new_figure
 from bayesrc.results import Result, register
+from bayesrc.switch.factor import factor_summary
 
 
 @register
@@ -122,23 +123,22 @@ class SwitchResult(Result):
         """Mean score of every (prefix, suffix) cell with its interval and episode count."""
         return pd.DataFrame(self.benchmark(benchmark or self.benchmarks[0])["cell_means"])
 
-    def factors(self, benchmark: str | None = None):
-        """The additive factor model's α (prefix influence) and β (suffix susceptibility) per model."""
+    def factors(self, benchmark: str | None = None) -> pd.DataFrame:
+        """The least-squares factor model's α (prefix influence) and β (suffix susceptibility) per model with their
+        standard errors: :meth:`bayesrc.switch.AdditiveFit.summary`'s table (empty without a factor model)."""
         b = self.benchmark(benchmark or self.benchmarks[0])
-        ab = pd.DataFrame(
-            {
-                "alpha (prefix influence)": pd.Series(b.get("alpha") or {}, dtype=float),
-                "beta (suffix susceptibility)": pd.Series(b.get("beta") or {}, dtype=float),
-            }
-        )
-        return ab.rename_axis("model").reset_index()
+        if not b.get("alpha"):
+            return pd.DataFrame(columns=["model", "alpha", "alpha_se", "beta", "beta_se"])
+        return factor_summary(b["alpha"], b["alpha_se"], b["beta"], b["beta_se"])
 
-    def factor_table(self, benchmark: str | None = None):
-        """Posterior summary of μ, τ, α and β for every backend fitted (long format)."""
+    def factor_table(self, benchmark: str | None = None) -> pd.DataFrame:
+        """The Bayesian factor models' posterior summaries of μ, τ, α and β, one row per backend and term:
+        :meth:`bayesrc.switch.BayesFactorFit.summary`'s table with the backend in front."""
         rows = []
         for backend, d in self.benchmark(benchmark or self.benchmarks[0]).get("bayes", {}).items():
-            for term, v in d.get("terms", {}).items():
-                rows.append({"backend": backend, "term": term, **v})
+            for term in ("mu", "tau", "alpha", "beta"):
+                by_model = d.get(term, {}) if term in ("alpha", "beta") else {"": d.get(term)}
+                rows += [{"backend": backend, "term": term, "model": m, **v} for m, v in by_model.items() if v]
         return pd.DataFrame(rows)
 
     def summary(self) -> pd.DataFrame:
