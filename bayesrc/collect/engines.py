@@ -34,7 +34,8 @@ reported as well, for engines or builds where bitwise-equal logits cannot be ass
 from __future__ import annotations
 
 import dataclasses
-from typing import Protocol
+from collections.abc import Iterable, Iterator
+from typing import Any, Protocol
 
 from bayesrc.collect.batching import SeqContext, check_items_per_batch, sample_chunks
 from bayesrc.collect.extract import decided
@@ -80,12 +81,63 @@ def _settle(
     return groups
 
 
+@dataclasses.dataclass(frozen=True)
+class ItemJob:
+    """One item for an engine to draw: its bank ``index``, its ``prompt`` (a local engine's
+    :class:`~bayesrc.collect.model.Prompt`, the server's text or chat messages), the ``seeds`` of its
+    K samples (sample ``k`` uses ``seeds[k]``; the exact engine needs none) and its option ``letters``.
+
+    Examples
+    --------
+    >>> ItemJob(3, [1, 2, 3], [30, 31], "ABCD").seeds
+    [30, 31]
+    """
+
+    index: int
+    prompt: Any
+    seeds: list[int]
+    letters: str = ""
+
+
 class Engine(Protocol):
+    """What every engine implements (naive, fast, exact, server; Ray's shards run these same engines).
+
+    ``draw_items(jobs)`` takes the items to draw, in order (:class:`ItemJob`), and yields
+    ``(index, result)`` for each item as soon as it is complete, in the jobs' order: ``result`` is
+    the item's samples, one :class:`~bayesrc.collect.sampling.Sample` per seed, or (the exact
+    engine) its :class:`~bayesrc.collect.exact.ItemDistribution`. An engine that evaluates several
+    items together takes them as they come (the run hands it whole batches). ``close()`` frees
+    what drawing held (the model stays loaded). One loop drives every engine:
+    :func:`bayesrc.collect.rundir.draw_jobs`, which turns each result into the item's part.
+    """
+
     name: str
 
-    def sample_item(self, prompt: Prompt, seeds: list[int], letters: str) -> list[Sample]:
-        """Draw one sample per seed for one item (sample ``k`` uses ``seeds[k]``)."""
-        ...
+    def draw_items(self, jobs: Iterable[ItemJob]) -> Iterator[tuple[int, Any]]: ...
+
+    def close(self) -> None: ...
+
+
+def _batches(jobs: Iterable[ItemJob], n: int) -> Iterator[list[ItemJob]]:
+    """The jobs in batches of the same ``index // n``, each yielded once it holds ``n`` jobs or the next
+    job starts another batch (so a batch is drawn before the next one's job is asked for).
+
+    Examples
+    --------
+    >>> [[j.index for j in b] for b in _batches([ItemJob(i, None, []) for i in (2, 3, 4, 6, 7)], 2)]
+    [[2, 3], [4], [6, 7]]
+    """
+    batch: list[ItemJob] = []
+    for job in jobs:
+        if batch and job.index // n != batch[0].index // n:
+            yield batch
+            batch = []
+        batch.append(job)
+        if len(batch) == n:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
 class NaiveEngine:
@@ -95,6 +147,14 @@ class NaiveEngine:
 
     def __init__(self, model: Model, sampling: Sampling, *, scheme: str = "blocks"):
         self.model, self.sampling, self.scheme = model, sampling, check_scheme(scheme)
+
+    def draw_items(self, jobs: Iterable[ItemJob]) -> Iterator[tuple[int, list[Sample]]]:
+        """:meth:`sample_item` of each job in turn (the :class:`Engine` protocol)."""
+        for job in jobs:
+            yield job.index, self.sample_item(job.prompt, job.seeds, job.letters)
+
+    def close(self) -> None:
+        """Nothing to free: every trial starts from an emptied cache of the model's own context."""
 
     def sample_item(self, prompt: Prompt | list[int], seeds: list[int], letters: str) -> list[Sample]:
         import llama_cpp  # deferred: llama.cpp's library, only to collect (collect extra)
@@ -130,6 +190,13 @@ class FastEngine:
         self.n_decodes = 0  # single-token decodes so far (prefix-tree nodes past the prompt), for benchmarks
         self.items_per_batch = check_items_per_batch(items_per_batch)
         self._seq: SeqContext | None = None
+
+    def draw_items(self, jobs: Iterable[ItemJob]) -> Iterator[tuple[int, list[Sample]]]:
+        """The :class:`Engine` protocol: the jobs ``items_per_batch`` at a time (those with the same
+        ``index // items_per_batch``, :meth:`sample_items`), each batch's items yielded once it is drawn."""
+        for batch in _batches(jobs, self.items_per_batch):
+            drawn = self.sample_items([j.prompt for j in batch], [j.seeds for j in batch], [j.letters for j in batch])
+            yield from zip([j.index for j in batch], drawn)
 
     def sample_items(self, prompts: list[Prompt], seeds: list[list[int]], letters: list[str]) -> list[list[Sample]]:
         """Samples of several items evaluated together: :meth:`sample_item` of each, batched.

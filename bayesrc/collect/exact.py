@@ -47,12 +47,13 @@ Example
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-from bayesrc.collect.engines import FastEngine
+from bayesrc.collect.engines import FastEngine, ItemJob
 from bayesrc.collect.extract import decided, extract
 from bayesrc.collect.model import Model, Prompt, as_prompt
 from bayesrc.collect.sampling import Sampling, make_sampler
@@ -131,6 +132,12 @@ class ExactEngine(FastEngine):
         self._n_vocab = llama_cpp.llama_vocab_n_tokens(model.llm._model.vocab)  # noqa: SLF001
         self._cand = np.zeros(self._n_vocab, dtype=_TOKEN_DATA)
         self._ids = np.arange(self._n_vocab, dtype=np.int32)
+
+    def draw_items(self, jobs: Iterable[ItemJob]) -> Iterator[tuple[int, ItemDistribution]]:
+        """The :class:`~bayesrc.collect.engines.Engine` protocol: each job's :meth:`item_distribution` in turn
+        (its seeds unused)."""
+        for job in jobs:
+            yield job.index, self.item_distribution(job.prompt, job.letters)
 
     def next_token_probs(self, prefix: tuple[int, ...] | list[int]) -> list[tuple[int, float]]:
         """The next-token distribution create_completion's chain draws from, given the

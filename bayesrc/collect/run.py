@@ -28,9 +28,9 @@ from bayesrc.collect.card import (
     sha256_text,
     shared_block,
 )
-from bayesrc.collect.engines import make_engine
+from bayesrc.collect.engines import Engine, ItemJob, make_engine
 from bayesrc.collect.model import Model, Prompt, runtime_info
-from bayesrc.collect.rundir import RunResult, progress_bar, run_collection, run_times, trial_rows
+from bayesrc.collect.rundir import RunResult, draw_jobs, run_collection, run_times, trial_rows
 from bayesrc.collect.sampling import Sampling
 from bayesrc.collect.server import collect_server
 from bayesrc.collect.spec import RunSpec, as_spec, items_pins, pinned_salt, prompt_pins, salt_pins, sampling_pins
@@ -215,7 +215,7 @@ class _LocalRun:
     card: ModelCard
     bank: Bank
     model: Model
-    engine: object
+    engine: Engine
     sampling: Sampling
     label: str
     selected: list
@@ -244,39 +244,23 @@ class _LocalRun:
 
     def draw(self, pending: list, write, progress: bool = False) -> None:
         """Draw the ``pending`` items with the run's engine (closed at the end); ``write(item, frame)`` stores
-        each item's part.
+        each item's part: its trials (:func:`~bayesrc.collect.rundir.trial_rows`), or the exact engine's
+        answer distribution (:func:`~bayesrc.collect.exact.item_frame`)."""
+        unit, per_item = self.spec.progress_unit
+        jobs = self._jobs(pending)
+        draw_jobs(self.engine, jobs, pending, write, self._frame, per_item=per_item, progress=progress, unit=unit)
 
-        Sampling engines write the item's trials (:func:`~bayesrc.collect.rundir.trial_rows`),
-        the exact engine its answer distribution.
-        """
-        spec, eng = self.spec, self.engine
-        unit, per_item = spec.progress_unit
-        bar = progress_bar(len(pending) * per_item, progress, unit=unit)
+    def _frame(self, item, result) -> pd.DataFrame:
+        """An item's part from the engine's result for it."""
+        if self.spec.exact:
+            return exact_mod.item_frame(item, result)
+        return trial_rows(item, result, label=self.label, engine=self.spec.engine)
 
-        def put(it, frame) -> None:
-            write(it, frame)
-            bar.update(per_item)
-
-        try:
-            if spec.exact:
-                for it in pending:
-                    put(it, exact_mod.item_frame(it, eng.item_distribution(self.prompts[it.index], it.letters)))
-            elif spec.items_per_batch > 1:
-                _sample_in_batches(eng, pending, self, lambda it, samples: put(it, _trials(self, it, samples)))
-            else:
-                for it in pending:
-                    put(
-                        it,
-                        _trials(
-                            self,
-                            it,
-                            eng.sample_item(self.prompts[it.index], spec.seeds(it, pinned_salt(self.pins)), it.letters),
-                        ),
-                    )
-        finally:
-            bar.close()
-            if hasattr(eng, "close"):
-                eng.close()  # the multi-sequence context, if any (the model stays loaded)
+    def _jobs(self, pending: list):
+        """The engine's jobs, in order: each item it evaluates (:func:`_evaluated`), its prompt, seeds, letters."""
+        salt = pinned_salt(self.pins)
+        for it in _evaluated(self, pending):
+            yield ItemJob(it.index, self.prompts[it.index], self.spec.seeds(it, salt), it.letters)
 
 
 def _open_local_run(
@@ -315,10 +299,6 @@ def _local_engine(spec: RunSpec, model: Model, sampling: Sampling):
     return make_engine(spec.engine, model, sampling, items_per_batch=spec.items_per_batch, scheme=spec.scheme)
 
 
-def _trials(run: _LocalRun, item, samples) -> pd.DataFrame:
-    return trial_rows(item, samples, label=run.label, engine=run.spec.engine)
-
-
 def _card_model(card: ModelCard, model: Model | None, *, threads: int | None, label: str) -> Model:
     """The card's model: loaded here, or the caller's preloaded one once it is checked to be the card's file."""
     if model is None:
@@ -348,28 +328,23 @@ def _run_info(card: ModelCard, model: Model, bank: Bank, record: dict | None, pr
     }
 
 
-def _sample_in_batches(eng, pending: list, run: _LocalRun, write) -> None:
-    """Sample the pending items ``items_per_batch`` at a time: the batch of bank index // N, whole.
+def _evaluated(run: _LocalRun, pending: list):
+    """The items the engine evaluates: the pending ones, or with ``items_per_batch`` N > 1 the whole batch
+    (bank index // N) of each, in bank order.
 
-    Batch-mates outside the range or already done are rendered and evaluated but not
-    written, so a batch's composition, and with it every trial, never depends on the range,
-    shards or resume points. ``write(item, samples)`` stores one pending item's samples.
+    Batch-mates outside the range or already done are rendered (just before their batch) and
+    evaluated but not written, so a batch's composition, and with it every trial, never depends
+    on the range, shards or resume points.
     """
-    n, prompts, salt = run.spec.items_per_batch, run.prompts, pinned_salt(run.pins)
+    n = run.spec.items_per_batch
+    if n == 1:
+        yield from pending
+        return
     by_batch: dict[int, list] = {}
     for it in run.bank.items:  # fixed composition: bank index // N, whatever is selected or done
         by_batch.setdefault(it.index // n, []).append(it)
-    todo = {it.index for it in pending}
     for key in sorted({it.index // n for it in pending}):
-        members = by_batch[key]
-        extra = [m for m in members if m.index not in prompts]
+        extra = [m for m in by_batch[key] if m.index not in run.prompts]
         if extra:  # batch-mates outside the range: evaluated, not written
-            prompts.update(run.render(extra))
-        batch = eng.sample_items(
-            [prompts[m.index] for m in members],
-            [run.spec.seeds(m, salt) for m in members],
-            [m.letters for m in members],
-        )
-        for m, samples in zip(members, batch):
-            if m.index in todo:
-                write(m, samples)
+            run.prompts.update(run.render(extra))
+        yield from by_batch[key]

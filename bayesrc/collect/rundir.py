@@ -33,7 +33,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,6 +45,7 @@ import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from bayesrc.collect.bank import Item
+from bayesrc.collect.engines import Engine, ItemJob
 from bayesrc.collect.extract import extract_answer
 from bayesrc.data.run import CollectedRun
 from bayesrc.data.seeds import ITEM_SLOTS, MAX_K, SEED_RULES, sample_seeds
@@ -450,6 +451,40 @@ class OpenedRun(Protocol):
     def draw(self, pending: list, write: Callable[[Item, pd.DataFrame], None], progress: bool) -> None: ...
 
     def compact(self, parts: pd.DataFrame) -> dict[str, pd.DataFrame]: ...
+
+
+def draw_jobs(
+    engine: Engine,
+    jobs: Iterable[ItemJob],
+    pending: list,
+    write: Callable[[Item, pd.DataFrame], None],
+    frame: Callable[[Item, object], pd.DataFrame],
+    *,
+    per_item: int,
+    progress: bool,
+    unit: str = "trial",
+) -> None:
+    """The one drawing loop of every run (an :class:`OpenedRun`'s ``draw``): ``engine.draw_items(jobs)``
+    (the :class:`~bayesrc.collect.engines.Engine` protocol), each ``pending`` item's result stored as
+    ``write(item, frame(item, result))`` as soon as it is complete, then the engine closed.
+
+    ``jobs`` may hold items beyond ``pending`` (a batch's members outside the range or already
+    done): they are drawn, not written. The progress bar counts ``per_item`` ``unit`` per item.
+
+    Examples
+    --------
+    >>> draw_jobs(engine, jobs, pending, write, trial_frame, per_item=10, progress=False)  # doctest: +SKIP
+    """
+    by_index = {it.index: it for it in pending}
+    bar = progress_bar(len(pending) * per_item, progress, unit=unit)
+    try:
+        for index, result in engine.draw_items(jobs):
+            if index in by_index:
+                write(by_index[index], frame(by_index[index], result))
+                bar.update(per_item)
+    finally:
+        bar.close()
+        engine.close()
 
 
 def run_collection(

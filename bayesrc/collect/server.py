@@ -52,6 +52,7 @@ from bayesrc.collect.card import (
     load_card,
     sha256_text,
 )
+from bayesrc.collect.engines import ItemJob
 from bayesrc.collect.sampling import Sampling
 from bayesrc.collect.server_client import ServerClient
 from bayesrc.collect.server_engine import ServerEngine
@@ -243,26 +244,20 @@ class _ServerRun:
 
     def draw(self, pending: list, write, progress: bool = False) -> None:
         """Request the pending items' K samples each; ``write(item, frame)`` stores an item as soon as it is
-        complete."""
-        by_index, salt, k = {it.index: it for it in pending}, pinned_salt(self.pins), self.spec.k
-        bar = R.progress_bar(len(pending) * k, progress)
+        complete (:func:`~bayesrc.collect.rundir.draw_jobs`, the loop every run shares)."""
+        salt, (unit, per_item) = pinned_salt(self.pins), self.spec.progress_unit
+        jobs = [ItemJob(it.index, self.prompts[it.index], self.spec.seeds(it, salt), it.letters) for it in pending]
         try:
             with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="bayesrc-server") as pool:
                 eng = ServerEngine(self.client, self.model_id, self.sampling, pool, self.api, self.per_request)
-                prompts, seeds = (
-                    {i: self.prompts[i] for i in by_index},
-                    {i: self.spec.seeds(it, salt) for i, it in by_index.items()},
-                )
-                for idx, samples in eng.sample_items(prompts, seeds):
-                    write(
-                        by_index[idx],
-                        R.trial_rows(by_index[idx], samples, label=self.label, engine="server", answer=self.answer),
-                    )
-                    bar.update(k)
+                R.draw_jobs(eng, jobs, pending, write, self._frame, per_item=per_item, progress=progress, unit=unit)
             self.info["system_fingerprint"] = eng.fingerprint
         finally:
-            bar.close()
             self.info["retries"] = dict(self.earlier_retries + self.client.retried)
+
+    def _frame(self, item, samples):
+        """An item's part: its trials, answers read by the card's rule."""
+        return R.trial_rows(item, samples, label=self.label, engine="server", answer=self.answer)
 
 
 def recorded_retries(record: dict | None) -> Counter:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
+from bayesrc.collect.engines import ItemJob
 from bayesrc.collect.sampling import Sample, Sampling
 from bayesrc.collect.server_client import ServerClient
 
@@ -51,17 +53,19 @@ class ServerEngine:
     def _choices(self, messages: list[dict], seeds: list[int]) -> list[tuple[int, dict]]:
         return [(seeds[0], r) for r in self.client.chat(self.model, messages, seeds[0], self.sampling, len(seeds))]
 
-    def sample_items(self, prompts: dict[int, str | list[dict]], seeds: dict[int, list[int]]):
-        """Yield ``(index, [Sample, ...])`` per item as its K requests complete (bank order).
+    def draw_items(self, jobs: Iterable[ItemJob]) -> Iterator[tuple[int, list[Sample]]]:
+        """Yield ``(index, [Sample, ...])`` per item as its K requests complete, in the jobs' order (the
+        :class:`~bayesrc.collect.engines.Engine` protocol; the letters are the run's to read).
 
         Only a few items are in flight at a time, so a failure loses little finished work.
         """
-        order = list(prompts)
-        ahead = max(2, 2 * self.pool._max_workers // max(1, len(next(iter(seeds.values()), [1]))) + 1)
+        by_index = {j.index: j for j in jobs}
+        order, first = list(by_index), next(iter(by_index.values()), None)
+        ahead = max(2, 2 * self.pool._max_workers // max(1, len(first.seeds) if first else 1) + 1)
         futures: dict[int, list] = {}
 
         def submit(i: int) -> None:
-            futures[i] = self._requests(prompts[i], seeds[i])
+            futures[i] = self._requests(by_index[i].prompt, by_index[i].seeds)
 
         try:
             for j, i in enumerate(order):
@@ -82,3 +86,6 @@ class ServerEngine:
             for futs in futures.values():
                 for f in futs:
                     f.cancel()
+
+    def close(self) -> None:
+        """Nothing to free: the requests' pool is the run's (``with`` around the drawing)."""
