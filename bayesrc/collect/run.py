@@ -28,7 +28,7 @@ from bayesrc.collect.card import (
     sha256_text,
     shared_block,
 )
-from bayesrc.collect.engines import Engine, ItemJob, make_engine
+from bayesrc.collect.engines import Engine, make_engine
 from bayesrc.collect.model import Model, Prompt, runtime_info
 from bayesrc.collect.rundir import RunResult, draw_jobs, run_collection, run_times, trial_rows
 from bayesrc.collect.sampling import Sampling
@@ -247,7 +247,7 @@ class _LocalRun:
         each item's part: its trials (:func:`~bayesrc.collect.rundir.trial_rows`), or the exact engine's
         answer distribution (:func:`~bayesrc.collect.exact.item_frame`)."""
         unit, per_item = self.spec.progress_unit
-        jobs = self._jobs(pending)
+        jobs = self.spec.jobs(_evaluated(self, pending), self.prompts, pinned_salt(self.pins))
         draw_jobs(self.engine, jobs, pending, write, self._frame, per_item=per_item, progress=progress, unit=unit)
 
     def _frame(self, item, result) -> pd.DataFrame:
@@ -255,12 +255,6 @@ class _LocalRun:
         if self.spec.exact:
             return exact_mod.item_frame(item, result)
         return trial_rows(item, result, label=self.label, engine=self.spec.engine)
-
-    def _jobs(self, pending: list):
-        """The engine's jobs, in order: each item it evaluates (:func:`_evaluated`), its prompt, seeds, letters."""
-        salt = pinned_salt(self.pins)
-        for it in _evaluated(self, pending):
-            yield ItemJob(it.index, self.prompts[it.index], self.spec.seeds(it, salt), it.letters)
 
 
 def _open_local_run(

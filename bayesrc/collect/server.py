@@ -52,7 +52,6 @@ from bayesrc.collect.card import (
     load_card,
     sha256_text,
 )
-from bayesrc.collect.engines import ItemJob
 from bayesrc.collect.sampling import Sampling
 from bayesrc.collect.server_client import ServerClient
 from bayesrc.collect.server_engine import ServerEngine
@@ -245,8 +244,8 @@ class _ServerRun:
     def draw(self, pending: list, write, progress: bool = False) -> None:
         """Request the pending items' K samples each; ``write(item, frame)`` stores an item as soon as it is
         complete (:func:`~bayesrc.collect.rundir.draw_jobs`, the loop every run shares)."""
-        salt, (unit, per_item) = pinned_salt(self.pins), self.spec.progress_unit
-        jobs = [ItemJob(it.index, self.prompts[it.index], self.spec.seeds(it, salt), it.letters) for it in pending]
+        unit, per_item = self.spec.progress_unit
+        jobs = list(self.spec.jobs(pending, self.prompts, pinned_salt(self.pins)))
         try:
             with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="bayesrc-server") as pool:
                 eng = ServerEngine(self.client, self.model_id, self.sampling, pool, self.api, self.per_request)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from bayesrc.collect.bank import Bank, Item
 from bayesrc.collect.batching import check_items_per_batch
 from bayesrc.collect.card import ModelCard, sha256_text
-from bayesrc.collect.engines import ENGINES
+from bayesrc.collect.engines import ENGINES, ItemJob
 from bayesrc.collect.exact import DEFAULT_MAX_EXPANSIONS, check_epsilon
 from bayesrc.collect.model import check_scheme
 from bayesrc.collect.rundir import check_sampling_args, item_seeds, select_range, version_pin
@@ -128,6 +128,11 @@ class RunSpec:
     def seeds(self, item: Item, salt: int = 0) -> list[int]:
         """The K sampling seeds of ``item`` (``salt``: the run's ``model.seed_salt`` pin, 0 under the shared rule)."""
         return item_seeds(item, self.k, stride=self.seed_stride, offset=self.seed_offset, salt=salt)
+
+    def jobs(self, items, prompts: dict, salt: int = 0):
+        """The engine's jobs (:class:`~bayesrc.collect.engines.ItemJob`) for ``items``, in order: each item's
+        prompt from ``prompts`` (by bank index), its :meth:`seeds` and its option letters."""
+        return (ItemJob(it.index, prompts[it.index], self.seeds(it, salt), it.letters) for it in items)
 
     def for_range(self, rng: tuple[int, int]) -> RunSpec:
         """This spec restricted to the items ``rng`` (a Ray shard's)."""
