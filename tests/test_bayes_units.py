@@ -1007,7 +1007,7 @@ def test_sample_gated_escalates_by_what_failed():
 
         return run, seen
 
-    limits = GateConfig(max_rhat=1.01, min_ess=400.0, max_divergences=0)
+    limits = GateConfig()  # the defaults a user gets
     first = SamplerConfig(chains=4, tune=500, draws=500, seed=3)
     run, seen = sampler(["stuck", "divergent", "ok"])
     _, diag, attempts, last = sample_gated(run, ["a"], first, limits)
