@@ -302,6 +302,7 @@ def test_resuming_a_complete_run_changes_no_byte(gemma, gemma_bank4, full_run, t
     files = {p: p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != ".lock"}
     res = collect(CARD, gemma_bank4, run, k=K, model=gemma, resume=True)
     assert (res.n_new_items, res.n_items, res.n_trials) == (0, 4, 4 * K)
+    assert res.run.status == "complete" and len(res.run.tables["trials"]) == 4 * K  # the run, read and validated
     assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != ".lock"} == files
     (run / "trials.parquet").unlink()  # an output gone: the resume writes it again from the journal
     assert collect(CARD, gemma_bank4, run, k=K, model=gemma, resume=True).n_new_items == 0
