@@ -4,7 +4,8 @@ Each subpackage registers its own subcommands in ``<subpackage>/commands.py``
 (``register(subparsers)``: the options, and the name of the function that runs the command,
 ``func="bayesrc.<subpackage>.handlers:NAME"``); the functions live in ``<subpackage>/handlers.py``,
 which imports the analysis code at its top. Exit status: 0 ok, 2 bad input, 3 failed
-convergence gate; ``bayesrc compare`` also 1 (fail) and, with a margin, 4 (inconclusive).
+convergence gate; ``bayesrc compare`` also 1 (fail) and, with a margin, 4 (inconclusive); 141, quietly, when
+the reader of standard output has closed it (``bayesrc show PATH | head``), as for a program stopped by SIGPIPE.
 
 Start-up: ``bayesrc --help`` and argument errors import no pandas, xarray or JAX. A
 ``commands.py`` imports only the standard library, :mod:`bayesrc.config`, :mod:`bayesrc.errors`
@@ -20,6 +21,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import os
+import select
 import sys
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -116,17 +119,40 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         with _writer_lock(args):
-            return int(_handler(args.func)(args) or 0)
+            code = int(_handler(args.func)(args) or 0)
+        sys.stdout.flush()  # here, not at exit: a reader that has closed the pipe is met inside this try
+        return code
     except BayesrcError as exc:
         print(f"bayesrc: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except BrokenPipeError as exc:
+        if not _stdout_closed():  # a server's socket, say: an error like any other
+            return _os_error(exc)
+        # nothing more reaches the reader; stdout to /dev/null, so the interpreter's last flush stays quiet
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except OSError as exc:  # unwritable output folder, disk full, ...
-        target = f"{exc.filename}: " if exc.filename else ""
-        print(f"bayesrc: error: {target}{exc.strerror or exc}", file=sys.stderr)
-        return 2
+        return _os_error(exc)
     except KeyboardInterrupt:
         print("bayesrc: interrupted", file=sys.stderr)
         return 130
+
+
+def _os_error(exc: OSError) -> int:
+    """One line for an operating-system error; exit status 2."""
+    target = f"{exc.filename}: " if exc.filename else ""
+    print(f"bayesrc: error: {target}{exc.strerror or exc}", file=sys.stderr)
+    return 2
+
+
+def _stdout_closed() -> bool:
+    """Whether standard output is a pipe whose reader has gone (``poll`` reports an error on its write end)."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no poll (Windows), or stdout not a file
+        return False
 
 
 if __name__ == "__main__":

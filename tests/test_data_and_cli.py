@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -152,6 +155,18 @@ def test_show_prints_a_saved_results_whole_summary_and_refuses_what_is_none(rci_
         and text == ""
         and err.strip().splitlines() == [f"bayesrc: error: {tmp_path / 'nothing'}: no such file or folder"]
     )
+
+
+def test_show_into_a_pipe_its_reader_closed_ends_quietly(rci_run):
+    """``bayesrc show PATH | head``: the reader goes first; no error line, the exit status of SIGPIPE."""
+    _, out = rci_run
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader has gone before the first line is written
+    with os.fdopen(write_end, "wb") as stdout:
+        done = subprocess.run(
+            [sys.executable, "-m", "bayesrc", "show", str(out)], stdout=stdout, stderr=subprocess.PIPE, text=True
+        )
+    assert (done.returncode, done.stderr) == (141, "")
 
 
 def test_rci_json_has_every_documented_key(rci_run):
