@@ -174,12 +174,15 @@ def likelihood_tables(cells: Cells, band_dtype=np.float64, pairs: bool = True) -
 
     ``x`` the logit grid, ``e1`` / ``lm1`` the version-1 binomial table over distinct ``(n1, y1)`` outcomes,
     ``e2`` / ``lm2`` the version-2 table over distinct ``(n2, y2)``, ``e2_band`` its band table
-    (:func:`band_table`; left out when over :data:`BAND_TABLE_MAX_BYTES`); per cell its row ``cell_key
-    = s T + t`` of the (stratum, version-2 outcome) table, its version-1 outcome ``cell_u`` and
-    its weight (0 on padding). Outcomes and cells are padded to powers of two, so datasets of
-    similar size share one compiled likelihood. ``band_dtype``: the band table's precision (the
-    samplers pass :data:`SAMPLER_BAND_DTYPE`); ``pairs``: with the likelihood's tables of the cells'
-    (stratum, outcome) pairs (:func:`pair_tables`; the item draws, which convolve every pair, leave them out).
+    (:func:`band_table`; left out when over :data:`BAND_TABLE_MAX_BYTES`), ``e12`` the products of the
+    version-1 and version-2 rows of the (outcome1, outcome2) pairs the cells have; per cell its stratum
+    ``cell_s``, its row ``cell_key = s T + t`` of the (stratum, version-2 outcome) table, its outcomes
+    ``cell_u`` and ``cell_t``, its row ``cell_e12`` of ``e12``, its version-2 binomials at the grid's ends
+    ``cell_e2_ends`` (cell, 2) and its weight (0 on padding). Outcomes and cells are padded (cells and
+    ``e12`` to powers of two), so datasets of similar size share one compiled likelihood. ``band_dtype``: the
+    band table's precision (the samplers pass :data:`SAMPLER_BAND_DTYPE`); ``pairs``: with the likelihood's
+    tables of the cells' (stratum, outcome) pairs (:func:`pair_tables`; the item draws, which convolve every
+    pair, leave them out).
     """
     x = logit_grid(int(max(cells.n1.max(), cells.n2.max())))
     o1, u = np.unique(np.stack([cells.n1, cells.y1], 1), axis=0, return_inverse=True)
@@ -188,15 +191,20 @@ def likelihood_tables(cells: Cells, band_dtype=np.float64, pairs: bool = True) -
     pad = pad_rows
     e1, lm1 = binomial_table(x, o1[:, 0], o1[:, 1])
     e2, lm2 = binomial_table(x, o2[:, 0], o2[:, 1])
+    both, cell_both = np.unique(np.stack([u.ravel(), t.ravel()], 1), axis=0, return_inverse=True)
     tables = {
         "x": x,
         "e1": pad(e1, n_u),
         "lm1": pad(lm1, n_u),
         "e2": pad(e2, n_t),
         "lm2": pad(lm2, n_t),
+        "e12": pad(e1[both[:, 0]] * e2[both[:, 1]], bucket(len(both), least=16)),
+        "cell_s": pad(cells.dom, n_c),
         "cell_key": pad(cells.dom * n_t + t.ravel(), n_c),
         "cell_t": pad(t.ravel(), n_c),
         "cell_u": pad(u.ravel(), n_c),
+        "cell_e12": pad(cell_both.ravel(), n_c),
+        "cell_e2_ends": pad(e2[t.ravel()][:, [0, -1]], n_c),
         "weight": pad(cells.weight, n_c),
     }
     if band_table_fits(n_t, len(x), band_dtype):

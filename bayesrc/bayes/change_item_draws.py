@@ -78,7 +78,7 @@ def _cell_posteriors(hyper, data):
         ops, data, mu_theta, sigma_theta, shift, b, sigma_delta, jnp.stack([jnp.ones_like(up), up])
     )
     e2 = data["e2"]
-    s, t, u = data["cell_dom"], data["cell_t"], data["cell_u"]
+    s, t, u = data["cell_s"], data["cell_t"], data["cell_u"]
     base = prior[s] * data["e1"][u]  # (cell, node)
     w0 = base * (1.0 - pi) * e2[t]
     w1 = base * pi * g[s, t]
@@ -106,7 +106,7 @@ def _draws_one(hyper, key, data: dict, fine_v):
     theta = _pwlinear_draw(
         f, cdf, rows, jax.random.uniform(k2, (n_items,)), jax.random.uniform(k3, (n_items,)), x[0], x[1] - x[0]
     )
-    d = data["cell_dom"][item_cell]
+    d = data["cell_s"][item_cell]
     m_i = shift[d] + b * (theta - mu_theta[d]) / sigma_theta[d]
     # delta_i | theta_i, changed_i = 1 on a fine standardised grid; the prior when changed_i = 0
     # (delta_i is not in the likelihood).
@@ -119,9 +119,9 @@ def _draws_one(hyper, key, data: dict, fine_v):
 
 
 def draw_data(cells: Cells) -> dict[str, np.ndarray]:
-    """The item draws' data: :func:`~bayesrc.bayes.change_grid.likelihood_tables` and, padded like its
-    cells, each cell's stratum ``cell_dom``; per item (padded to :func:`~bayesrc.bayes.change_grid.bucket`
-    items, as cell 0) its cell and version-2 counts.
+    """The item draws' data: :func:`~bayesrc.bayes.change_grid.likelihood_tables` (each cell's stratum
+    ``cell_s`` among them) and per item (padded to :func:`~bayesrc.bayes.change_grid.bucket` items, as
+    cell 0) its cell and version-2 counts.
 
     Passed to the compiled draw as arguments, not baked into it as constants: one compiled draw
     serves every dataset of the same buckets, in later processes too (JAX's persistent cache).
@@ -132,15 +132,13 @@ def draw_data(cells: Cells) -> dict[str, np.ndarray]:
     >>> d = ModelInputs(items=("a", "b", "c"), versions=("v1", "v2"), domains=("x",), dom=np.zeros(3, int),
     ...                 y=np.array([[3, 4], [3, 4], [5, 5]]), n=np.full((3, 2), 10))
     >>> data = draw_data(cell_stats(d))
-    >>> data["item_cell"].shape, data["cell_dom"].shape == data["weight"].shape, data["item_y2"][:3].tolist()
+    >>> data["item_cell"].shape, data["cell_s"].shape == data["weight"].shape, data["item_y2"][:3].tolist()
     ((64,), True, [4.0, 4.0, 5.0])
     """
     tables = likelihood_tables(cells, pairs=False)
-    n_cells, n_items = len(tables["weight"]), bucket(cells.item_cell.size)
-    item_cell = pad_rows(cells.item_cell, n_items)
+    item_cell = pad_rows(cells.item_cell, bucket(cells.item_cell.size))
     return {
         **tables,
-        "cell_dom": pad_rows(cells.dom, n_cells),
         "item_cell": item_cell,
         "item_y2": cells.y2[item_cell],
         "item_n2": cells.n2[item_cell],

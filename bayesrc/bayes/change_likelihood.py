@@ -248,38 +248,40 @@ def _rows_scale_and_tails(ops, x, centre, sd, inside):
 def cell_loglik(ops, mu_theta, sigma_theta, shift, sigma_delta, slope, pi, tables):
     """``log L(c)`` per (padded) cell, hyperparameters per stratum (see the module docstring).
 
-    ``L = sum_j prior[s, j] e1[u, j] ((1 - pi) e2[t, j] + pi G[s, t, j])`` with ``G`` from the parts of
-    :func:`convolution_parts` contracted one by one against ``prior e1``: ``G`` itself (stratum x
-    outcome x node) is never formed, nor the elementwise passes over it (1.1-1.5x per value and
-    gradient on the q3 pair's shape, docs/performance.md). Without the slope and with the tables of
-    :func:`~bayesrc.bayes.change_grid.pair_tables`, the parts are formed and contracted for the cells'
-    (stratum, outcome) pairs only (:func:`_pair_convolution_parts`; 1.7x on that shape, the same numbers).
+    ``L = sum_j prior[s, j] e1[u, j] ((1 - pi) e2[t, j] + pi G[s, t, j])``, each term a product of the
+    strata's node weights with a data table, read at the cells: the no-change term against the cells'
+    products ``e1 e2`` (``e12``), the change convolution ``G`` from the parts of :func:`convolution_parts`
+    (``G`` itself, stratum x outcome x node, is never formed), and its tails' mass on the end nodes'
+    binomials. Without the slope and with the tables of :func:`~bayesrc.bayes.change_grid.pair_tables`, the
+    convolution's parts are formed and contracted for the cells' (stratum, outcome) pairs only
+    (:func:`_pair_convolution_parts`; 1.7x on the bundled pair's shape, the same numbers).
+
+    Why products at the cells: the cells are few (164 on the bundled pair) beside every (stratum, outcome1,
+    outcome2) combination (11 x 16 x 28); forming the no-change term for all of them was a third of a
+    gradient (docs/performance.md).
     """
-    e1, e2 = tables["e1"], tables["e2"]
+    e1 = tables["e1"]
     prior = prior_weights(ops, tables["x"], mu_theta, sigma_theta)  # (stratum, node)
-    pe1 = prior[:, None, :] * e1[None]  # (stratum, outcome1, node)
-    same = ops.tensordot(pe1, e2, axes=[[2], [1]])  # (stratum, outcome1, outcome2)
-    by_pair = isinstance(slope, float) and slope == 0.0 and "pair_band" in tables
-    if by_pair:  # the change convolutions of the pairs the cells have only (pair_tables)
+    cell_s, cell_u = tables["cell_s"], tables["cell_u"]
+    same = ops.tensordot(prior, tables["e12"], axes=[[1], [1]])[cell_s, tables["cell_e12"]]
+    if isinstance(slope, float) and slope == 0.0 and "pair_band" in tables:  # the cells' pairs only (pair_tables)
         scaled, first, last, sums = _pair_convolution_parts(ops, tables, shift, sigma_delta)
-        # (pair, outcome1)
-        changed = (ops.tensordot(tables["pair_onehot"], prior * scaled, axes=[[1], [0]]) * sums) @ e1.T
+        weighted = ops.tensordot(tables["pair_onehot"], prior * scaled, axes=[[1], [0]]) * sums  # (pair, node)
+        changed = ops.tensordot(weighted, e1, axes=[[1], [1]])[tables["cell_pair"], cell_u]
     else:
         ones = np.ones((1, 2 * e1.shape[-1] - 1))
         sums, scale, first, last = convolution_parts(
             ops, tables, mu_theta, sigma_theta, shift, slope, sigma_delta, ones
         )
         first, last = first[0], last[0]
-        changed = ops.einsum("suj,stj->sut", pe1 * scale[:, None, :], sums[0])
-    # (stratum, outcome1, 1): the tails' mass
-    at_ends = [(pe1 * tail[:, None, :]).sum(-1)[:, :, None] for tail in (first, last)]
-    ends = at_ends[0] * e2[None, None, :, 0] + at_ends[1] * e2[None, None, :, -1]  # on the end nodes' binomials
-    lik = (1.0 - pi) * same + pi * (ends if by_pair else changed + ends)
-    lik = lik.transpose(0, 2, 1)  # (stratum, outcome2, outcome1)
-    per_cell = lik.reshape((-1, lik.shape[-1]))[tables["cell_key"], tables["cell_u"]]
-    if by_pair:
-        per_cell = per_cell + pi * changed[tables["cell_pair"], tables["cell_u"]]
-    return ops.xp.log(ops.maximum(per_cell, 1e-300)) + tables["lm1"][tables["cell_u"]] + tables["lm2"][tables["cell_t"]]
+        changed = ops.einsum("sj,stj,uj->stu", prior * scale, sums[0], e1)
+        changed = changed.reshape((-1, changed.shape[-1]))[tables["cell_key"], cell_u]
+    # the tails' mass, on the end nodes' binomials: (2, stratum, outcome1)
+    at_ends = ops.tensordot(ops.xp.stack([prior * first, prior * last]), e1, axes=[[2], [1]])
+    ends = tables["cell_e2_ends"]
+    ends = at_ends[0][cell_s, cell_u] * ends[:, 0] + at_ends[1][cell_s, cell_u] * ends[:, 1]
+    per_cell = (1.0 - pi) * same + pi * (changed + ends)
+    return ops.xp.log(ops.maximum(per_cell, 1e-300)) + tables["lm1"][cell_u] + tables["lm2"][tables["cell_t"]]
 
 
 def _pair_convolution_parts(ops, tables, shift, sigma_delta):
