@@ -16,9 +16,9 @@ constant of the data (:func:`~bayesrc.bayes.change_grid.likelihood_tables`); wha
   over ``k`` (a Toeplitz matrix without the slope: one row of ``2J - 1`` exponentials per stratum,
   tiled into place),
 * the unnormalised sums of ``G = K @ Bin2`` per stratum and version-2 outcome ``(n2, y2)`` (with
-  the rows' normalisers in the same product), and ``L`` as matrix products of the prior-weighted
-  version-1 binomial table with ``Bin2`` (no change) and with those sums (the normalisers and
-  the tails folded into the weights: :func:`cell_loglik`).
+  the rows' normalisers in the same product), and ``L`` as products of the strata's node weights with
+  the data's tables, read at the cells: against the cells' ``Bin1 Bin2`` rows (no change), against
+  ``Bin1`` times those sums (the normalisers and the tails folded into the weights: :func:`cell_loglik`).
 
 So a gradient costs a few dense matrix products and no transcendental function of the data
 (0.4-0.7 ms for 40-2,000 items on a loaded 2-core machine, against 13.5 ms before on 11 strata;
@@ -29,7 +29,10 @@ relative error near 1e-7. The likelihood forms it only for the (stratum, outcome
 (:func:`~bayesrc.bayes.change_grid.pair_tables`: real data fill few of them), and contracts the pairs'
 convolutions with the version-1 terms per pair: on the bundled Q4_K_M -> Q3_K_M pair (70 of 308 pairs) the
 likelihood's value and gradient took 0.58 ms against 0.97 ms over every pair, the same numbers (0.52 ms with
-the tails' normal CDF as one ``erfc``: :func:`_ops`).
+the tails' normal CDF as one ``erfc``: :func:`_ops`). In JAX the sums' derivatives come out of the same pass
+over the band (:func:`_jax_band_sums`), so a value and gradient reads it once: a leapfrog step of the default
+fit on that pair took 0.59-0.65 ms against 0.97 ms with that and the terms read at the cells
+(``benchmarks/step_profile.py``, docs/performance.md).
 
 A fit's per-cell log-likelihood for every posterior draw (:func:`cell_pointwise_loglik`, :func:`unit_loglik`)
 is the input of PSIS-LOO (:func:`bayesrc.bayes.checks.loo_checks`).
