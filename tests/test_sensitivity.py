@@ -188,11 +188,19 @@ def bayes_config():
 
 
 @pytest.fixture(scope="module")
-def bayes_fit(bayes_sim, bayes_config):
-    from bayesrc.bayes import SelectionConfig, fit
+def bayes_adapted_fit(bayes_sim, bayes_config):
+    """The default fit and its sampler adaptation (what ``bayesrc sensitivity`` starts the prior grid's refits from)."""
+    from bayesrc.bayes import SelectionConfig, fit, shared_adaptation
 
     counts = item_counts(bayes_sim.trials_v1, bayes_sim.trials_v2)
-    return fit(counts, model="change", config=bayes_config, selection=SelectionConfig(fdr=0.10))
+    with shared_adaptation() as adaptation:
+        res = fit(counts, model="change", config=bayes_config, selection=SelectionConfig(fdr=0.10))
+    return res, adaptation
+
+
+@pytest.fixture(scope="module")
+def bayes_fit(bayes_adapted_fit):
+    return bayes_adapted_fit[0]
 
 
 @pytest.mark.slow
@@ -220,16 +228,20 @@ def test_fdr_level_sensitivity_from_one_fit(bayes_sim, bayes_fit):
 
 
 @pytest.mark.slow
-def test_prior_grid_moves_the_share_changed_in_the_prior_direction(bayes_sim, bayes_config, bayes_fit, tmp_path):
+def test_prior_grid_moves_the_share_changed_in_the_prior_direction(
+    bayes_sim, bayes_config, bayes_adapted_fit, tmp_path
+):
     """The default fit reused, moved to a near prior by importance weights (they pass their gate)
-    and refitted under a far one (they do not); the reweighted row agrees with a refit."""
+    and refitted under a far one (they do not), each refit from the fit's sampler adaptation; the reweighted row
+    agrees with a refit, and a refit through a mapper (as on Ray) is the same as here."""
     from bayesrc.sensitivity import prior_sensitivity, write_sensitivity
 
+    bayes_fit, adaptation = bayes_adapted_fit
+    assert adaptation  # the default fit adapted well: its refits start from it
     counts = item_counts(bayes_sim.trials_v1, bayes_sim.trials_v2)
     grid = {"sceptical": {"pi_a": 1.0, "pi_b": 9.0}, "default": {}, "eager": {"pi_a": 6.0, "pi_b": 1.0}}
-    t = prior_sensitivity(counts, grid=grid, result=bayes_fit, config=bayes_config, truth=bayes_sim.truth).set_index(
-        "prior"
-    )
+    common = {"result": bayes_fit, "adaptation": adaptation, "config": bayes_config, "truth": bayes_sim.truth}
+    t = prior_sensitivity(counts, grid=grid, **common).set_index("prior")
     assert t.loc["default", "pi_mean"] == float(bayes_fit.posterior["posterior"]["pi"].mean())  # the reused fit
     assert t["method"].to_dict() == {"sceptical": "fit", "default": "fit", "eager": "reweighted"}
     assert t["gate_passed"].all() and t.loc["eager", "pareto_k"] <= 0.7 and t.loc["eager", "ess"] >= 400
@@ -240,9 +252,13 @@ def test_prior_grid_moves_the_share_changed_in_the_prior_direction(bayes_sim, ba
     assert (t["detections"] - t.loc["default", "detections"]).abs().max() <= 0.25 * max(
         t.loc["default", "detections"], 4
     )
-    refit = prior_sensitivity(
-        counts, grid={"eager": grid["eager"]}, config=bayes_config, truth=bayes_sim.truth, reweight=False
-    ).iloc[0]
+    refits = prior_sensitivity(counts, grid={"eager": grid["eager"]}, reweight=False, **common)
+    in_process_mapper = lambda fn, tasks: [fn(*task) for task in tasks]  # noqa: E731  (ray_map's contract)
+    mapped = prior_sensitivity(
+        counts, grid={"eager": grid["eager"]}, reweight=False, mapper=in_process_mapper, **common
+    )
+    pd.testing.assert_frame_equal(refits, mapped)
+    refit = refits.iloc[0]
     assert refit["method"] == "fit" and refit["gate_passed"]
     # pi's posterior SD is ~0.06 here: each Monte Carlo error is ~0.003 at ESS >= 400
     assert abs(t.loc["eager", "pi_mean"] - refit["pi_mean"]) <= 0.015

@@ -146,7 +146,7 @@ _SHARED_ADAPTATION: ContextVar[dict | None] = ContextVar("bayesrc_shared_adaptat
 
 
 @contextmanager
-def shared_adaptation() -> Iterator[None]:
+def shared_adaptation(start: dict | None = None) -> Iterator[dict]:
     """In this block, a NumPyro fit starts from the adaptation of the block's last fit of the same shape.
 
     Fits of one shape (the same model, its sites' shapes, warm-up length and chains per round), such as the
@@ -159,14 +159,24 @@ def shared_adaptation() -> Iterator[None]:
     escalated attempt after a failed gate warms up on its own (:func:`own_adaptation`). The draws then depend on
     the fits before them in the block: rerunning the block gives the same draws, one fit alone does not.
 
+    Yields the block's adaptations by shape. ``start``: the block begins with a copy of those (an earlier block's;
+    its arrays may be NumPy's, e.g. handed to another process), and what its fits adapt is not written back into
+    ``start``: so fits that each start from one fit's adaptation (the prior grid's refits from its base fit) give the
+    same draws in any order and in any process.
+
     Examples
     --------
     >>> from bayesrc.bayes import fit, shared_adaptation
     >>> with shared_adaptation():                                  # doctest: +SKIP
     ...     fits = [fit(counts) for counts in replicates]
+    >>> with shared_adaptation() as base_adaptation:               # doctest: +SKIP
+    ...     base = fit(counts)
+    >>> with shared_adaptation(base_adaptation):                   # doctest: +SKIP
+    ...     refit = fit(counts, prior={"pi_a": 2.0})
     """
-    with _adaptations({}):
-        yield
+    adaptations = dict(start or {})
+    with _adaptations(adaptations):
+        yield adaptations
 
 
 @contextmanager

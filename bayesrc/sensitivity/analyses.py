@@ -33,6 +33,7 @@ from collections.abc import Sequence
 import pandas as pd
 import xarray as xr
 
+from bayesrc.bayes import shared_adaptation
 from bayesrc.classical.rci import RCISettings
 from bayesrc.sensitivity.bayesian import FDR_GRID, _change_fit, fdr_sensitivity, prior_sensitivity
 from bayesrc.sensitivity.classical import (
@@ -85,11 +86,12 @@ def run_sensitivity_analyses(
     >>> sorted(tables)                                                    # doctest: +SKIP
     ['k', 'threshold']
     """
-    pair, base = None, None
+    pair, base, adaptation = None, None, None
     out: dict[str, pd.DataFrame] = {}
     for name in names:
         if name in ("prior", "fdr") and base is None:  # one fit for both; the prior grid reweights it
-            base = _change_fit(counts, config, seed)
+            with shared_adaptation() as adaptation:  # the prior grid's refits start from its adaptation
+                base = _change_fit(counts, config, seed)
         if name in ("threshold", "exclusion") and pair is None:
             pair = _pair(counts, None, seed, settings)
         if name == "threshold":
@@ -104,7 +106,14 @@ def run_sensitivity_analyses(
             out[name] = k_subsample_sensitivity(counts, ks=ks, settings=settings, truth=truth, seed=seed)
         elif name == "prior":
             out[name] = prior_sensitivity(
-                counts, result=base, config=config, truth=truth, seed=seed, mapper=mapper, reweight=reweight
+                counts,
+                result=base,
+                config=config,
+                truth=truth,
+                seed=seed,
+                mapper=mapper,
+                reweight=reweight,
+                adaptation=adaptation,
             )
         elif name == "fdr":
             out[name] = fdr_sensitivity(counts, qs=qs, result=base, truth=truth, seed=seed)

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bayesrc.bayes import SamplerConfig, SelectionConfig, fit, select
+from bayesrc.bayes import SamplerConfig, SelectionConfig, fit, select, shared_adaptation
 from bayesrc.bayes.change import PRIOR, change_log_prior, prior_settings
 from bayesrc.bayes.draws import item_slices
 from bayesrc.bayes.samplers import progress_bar
@@ -48,27 +48,48 @@ def _bayes_scores(items: pd.DataFrame, classes: np.ndarray, truth: pd.DataFrame 
     return score_against_truth(frame, truth)
 
 
+#: What a sensitivity fit is asked for beside its model: the grids read its posterior, gate, items and RCI
+#: cross-check, never its predictive checks or PSIS-LOO (3-4 s a fit on 300 items; the fit the user reads is
+#: ``bayesrc fit``'s, with them)
+SENSITIVITY_FIT = {"model": "change", "checks": False}
+
+
 def _change_fit(counts: xr.Dataset, config, seed: int, prior: dict | None = None, fdr: float = 0.10):
     cfg = config or SamplerConfig(seed=seed)  # every command's sampler defaults
-    return fit(counts, model="change", prior=prior, config=cfg, selection=SelectionConfig(fdr=fdr))
+    return fit(counts, **SENSITIVITY_FIT, prior=prior, config=cfg, selection=SelectionConfig(fdr=fdr))
 
 
-def _change_fit_task(n_devices: int, counts: xr.Dataset, config, seed: int, prior: dict | None, fdr: float):
-    """One change-model fit of the grid (a Ray task body when mapped on Ray)."""
+def _change_fit_task(
+    n_devices: int, counts: xr.Dataset, config, seed: int, prior: dict | None, fdr: float, adaptation: dict | None
+):
+    """One change-model refit of the grid from the base fit's ``adaptation`` (a Ray task body when mapped on Ray)."""
     cfg = config or SamplerConfig(seed=seed)
-    return fit_task(
-        n_devices, counts, {"model": "change", "prior": prior, "config": cfg, "selection": SelectionConfig(fdr=fdr)}
-    )
+    with shared_adaptation(adaptation):
+        return fit_task(
+            n_devices,
+            counts,
+            {**SENSITIVITY_FIT, "prior": prior, "config": cfg, "selection": SelectionConfig(fdr=fdr)},
+        )
 
 
 def _prior_posteriors(
-    counts: xr.Dataset, grid: dict[str, dict], fdr: float, result, config, seed: int, mapper, reweight: bool
+    counts: xr.Dataset,
+    grid: dict[str, dict],
+    fdr: float,
+    result,
+    config,
+    seed: int,
+    mapper,
+    reweight: bool,
+    adaptation: dict | None,
 ) -> dict:
     """Each grid entry's :class:`PriorPosterior`: ``result`` where its prior matches, the base fit
-    reweighted where :func:`reweighted_posterior` passes, the rest refitted through ``mapper``."""
+    reweighted where :func:`reweighted_posterior` passes, the rest refitted through ``mapper`` from the base fit's
+    sampler adaptation (``adaptation``, or the one of the base fit made here; :func:`shared_adaptation`)."""
     base = result if result is not None and result.model == "change" else None
     if base is None and reweight:
-        base = _change_fit(counts, config, seed, next(iter(grid.values())), fdr)  # the grid's first prior
+        with shared_adaptation() as adaptation:
+            base = _change_fit(counts, config, seed, next(iter(grid.values())), fdr)  # the grid's first prior
     out, todo = {}, []
     for name, prior in grid.items():
         if base is not None and base.params.get("prior") == prior_settings(prior):
@@ -80,32 +101,40 @@ def _prior_posteriors(
     out.update(
         {
             name: fitted_posterior(f)
-            for name, f in zip(todo, _refits(counts, [grid[n] for n in todo], fdr, config, seed, mapper))
+            for name, f in zip(
+                todo, _refits(counts, [grid[n] for n in todo], fdr, config, seed, mapper, adaptation if base else None)
+            )
         }
     )
     return {name: out[name] for name in grid}
 
 
-def _refits(counts: xr.Dataset, priors: list[dict], fdr: float, config, seed: int, mapper) -> list:
-    """Change-model fits under ``priors``: here (one progress bar) or through ``mapper``."""
+def _refits(
+    counts: xr.Dataset, priors: list[dict], fdr: float, config, seed: int, mapper, adaptation: dict | None
+) -> list:
+    """Change-model fits under ``priors``, each from the base fit's sampler ``adaptation`` (None: each warms up on
+    its own): here (one progress bar) or through ``mapper``, with the same draws either way."""
     if mapper is not None:
         chains = config.chains if config is not None else SamplerConfig().chains
         n_dev = max(1, min(chains, os.cpu_count() or 1))
-        return list(mapper(_change_fit_task, [(n_dev, counts, config, seed, prior, fdr) for prior in priors]))
+        portable = None if adaptation is None else {k: _host_arrays(v) for k, v in adaptation.items()}
+        tasks = [(n_dev, counts, config, seed, prior, fdr, portable) for prior in priors]
+        return list(mapper(_change_fit_task, tasks))
     fits = []
+    quiet = replace(config, progress=False) if config else SamplerConfig(seed=seed, progress=False)
     with progress_bar(config.progress if config else None, len(priors), "prior grid", unit="fit") as bar:
         for prior in priors:
-            fits.append(
-                _change_fit(
-                    counts,
-                    replace(config, progress=False) if config else SamplerConfig(seed=seed, progress=False),
-                    seed,
-                    prior,
-                    fdr,
-                )
-            )
+            with shared_adaptation(adaptation):
+                fits.append(_change_fit(counts, quiet, seed, prior, fdr))
             bar.update()
     return fits
+
+
+def _host_arrays(state):
+    """A sampler state with NumPy arrays in place of JAX's (picklable for another process)."""
+    import jax  # deferred: JAX loads in ~1.5 s (bayes extra)
+
+    return jax.tree.map(np.asarray, state)
 
 
 @dataclass(frozen=True)
@@ -200,6 +229,7 @@ def prior_sensitivity(
     seed: int = 0,
     mapper=None,
     reweight: bool = True,
+    adaptation: dict | None = None,
 ) -> pd.DataFrame:
     """The collapsed change model under each prior of ``grid`` (default :data:`PRIOR_GRID`).
 
@@ -211,14 +241,18 @@ def prior_sensitivity(
     (:func:`reweighted_posterior`), the others refitted; ``False`` refits every prior. Every
     fit uses the same seed, so rows differ only by the prior. ``result``: a change-model fit
     to reuse for the grid entry with its prior. ``mapper(fn, arg_tuples)`` runs the refits
-    (e.g. :func:`bayesrc.scale.ray_map`: one Ray task per prior, same results).
+    (e.g. :func:`bayesrc.scale.ray_map`: one Ray task per prior, same results). Each refit starts from the base
+    fit's sampler adaptation (``adaptation``: the :func:`~bayesrc.bayes.shared_adaptation` block ``result`` was
+    fitted in; the base fit made here brings its own) with a short burn-in instead of a warm-up
+    (:func:`~bayesrc.bayes.shared_adaptation`), behind the same gate; without one each refit warms up on its own.
 
     Examples
     --------
     >>> prior_sensitivity(counts, truth=sim.truth, seed=0)   # doctest: +SKIP
     """
     grid = grid or PRIOR_GRID
-    return _prior_rows(_prior_posteriors(counts, grid, fdr, result, config, seed, mapper, reweight), fdr, truth)
+    posteriors = _prior_posteriors(counts, grid, fdr, result, config, seed, mapper, reweight, adaptation)
+    return _prior_rows(posteriors, fdr, truth)
 
 
 def _prior_rows(posteriors: dict[str, PriorPosterior], fdr: float, truth: pd.DataFrame | None) -> pd.DataFrame:
