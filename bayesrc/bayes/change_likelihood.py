@@ -53,11 +53,13 @@ from bayesrc.config import precision, prepare_jax
 
 
 def _ops(backend: str) -> SimpleNamespace:
-    """The handful of array functions the likelihood needs, for numpy, jax or pytensor."""
+    """The handful of array functions the likelihood needs, for numpy, jax or pytensor (``band_sums``: the kernel
+    rows' product with the band, :func:`_band_sums`; in JAX with its own derivative, :func:`_jax_band_sums`)."""
     if backend == "numpy":
-        return SimpleNamespace(
+        ops = SimpleNamespace(
             xp=np, logsumexp=logsumexp, tensordot=np.tensordot, einsum=np.einsum, maximum=np.maximum, ndtr=ndtr
         )
+        return SimpleNamespace(**vars(ops), band_sums=partial(_band_sums, ops))
     if backend == "jax":
         import jax
         import jax.numpy as jnp
@@ -67,11 +69,17 @@ def _ops(backend: str) -> SimpleNamespace:
         # (the tails' two Phi per stratum and node were 15% of the likelihood's value and gradient).
         phi = lambda z: 0.5 * jax.lax.erfc(-z / np.sqrt(2.0))  # noqa: E731
         return SimpleNamespace(
-            xp=jnp, logsumexp=jss.logsumexp, tensordot=jnp.tensordot, einsum=jnp.einsum, maximum=jnp.maximum, ndtr=phi
+            xp=jnp,
+            logsumexp=jss.logsumexp,
+            tensordot=jnp.tensordot,
+            einsum=jnp.einsum,
+            maximum=jnp.maximum,
+            ndtr=phi,
+            band_sums=_jax_band_sums,  # its derivative from the same pass over the band
         )
     import pytensor.tensor as pt  # deferred: PyMC loads in ~2 s (bayes extra)
 
-    return SimpleNamespace(
+    ops = SimpleNamespace(
         xp=pt,
         logsumexp=pt.logsumexp,
         tensordot=pt.tensordot,
@@ -79,6 +87,7 @@ def _ops(backend: str) -> SimpleNamespace:
         maximum=pt.maximum,
         ndtr=lambda z: 0.5 * pt.erfc(-z / np.sqrt(2.0)),
     )
+    return SimpleNamespace(**vars(ops), band_sums=partial(_band_sums, ops))
 
 
 def _lump_tails(ops, weights, below, above):
@@ -294,8 +303,7 @@ def _pair_convolution_parts(ops, tables, shift, sigma_delta):
     which are ``convolution_parts``' sums at the pairs' (stratum, outcome)."""
     x = tables["x"]
     sd = grid_spread(ops, sigma_delta, x)
-    band_sums = _jax_band_sums if ops.xp.__name__.startswith("jax") else partial(_band_sums, ops)
-    sums, inside = band_sums(x, shift, sd, tables["pair_onehot"], tables["pair_band"], tables["ones_band"])
+    sums, inside = ops.band_sums(x, shift, sd, tables["pair_onehot"], tables["pair_band"], tables["ones_band"])
     return (*_rows_scale_and_tails(ops, x, x[None, :] + shift[:, None], sd[:, None], inside), sums)
 
 

@@ -98,14 +98,9 @@ def _prior_posteriors(
             out[name] = moved
         else:
             todo.append(name)
-    out.update(
-        {
-            name: fitted_posterior(f)
-            for name, f in zip(
-                todo, _refits(counts, [grid[n] for n in todo], fdr, config, seed, mapper, adaptation if base else None)
-            )
-        }
-    )
+    adaptation = adaptation if base is not None else None  # no base fit: each refit warms up on its own
+    refits = _refits(counts, [grid[n] for n in todo], fdr, config, seed, mapper, adaptation)
+    out.update({name: fitted_posterior(f) for name, f in zip(todo, refits)})
     return {name: out[name] for name in grid}
 
 
