@@ -18,7 +18,14 @@ import numpy as np
 
 from bayesrc.bayes.change import share_above_zero, store_item_quantities
 from bayesrc.bayes.change_grid import Cells, bucket, cell_stats, likelihood_tables, pad_rows
-from bayesrc.bayes.change_likelihood import _ops, flat_hyper, grid_spread, prior_weights, weighted_convolutions
+from bayesrc.bayes.change_likelihood import (
+    _ops,
+    flat_hyper,
+    grid_spread,
+    node_offsets,
+    prior_weights,
+    weighted_convolutions,
+)
 from bayesrc.bayes.draws import ITEM_DRAW_DTYPE
 from bayesrc.bayes.inputs import ModelInputs
 from bayesrc.bayes.samplers import SamplerConfig, progress_bar
@@ -71,9 +78,8 @@ def _cell_posteriors(hyper, data):
     ops = _ops("jax")
     x = data["x"]
     prior = prior_weights(ops, x, mu_theta, sigma_theta)
-    n, h = x.shape[0], x[1] - x[0]
     # per node offset k - j: the change x_k - x_j above 0
-    up = share_above_zero((jnp.arange(2 * n - 1) - (n - 1)) * h, h)
+    up = share_above_zero(node_offsets(x), x[1] - x[0])
     g, g_up = weighted_convolutions(
         ops, data, mu_theta, sigma_theta, shift, b, sigma_delta, jnp.stack([jnp.ones_like(up), up])
     )

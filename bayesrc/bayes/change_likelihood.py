@@ -144,12 +144,16 @@ def toeplitz(ops, row, n: int):
     return tiled.reshape((*row.shape[:-1], n, 2 * n - 1))[..., n - 1 :]
 
 
+def node_offsets(x):
+    """The ``2J - 1`` offsets ``(k - j) h`` between the grid's nodes, from ``-(J - 1) h`` to ``(J - 1) h``."""
+    n = x.shape[0]
+    return (np.arange(2 * n - 1) - (n - 1)) * (x[1] - x[0])
+
+
 def _kernel_offsets(ops, x, shift, sigma_delta):
     """The slope-free change kernel's one row per stratum: the Gaussian over the ``2J - 1`` node
-    offsets ``(k - j) h`` centred on ``shift_s``, scaled by its maximum: (stratum, 2J - 1)."""
-    n = x.shape[0]
-    offsets = (np.arange(2 * n - 1) - (n - 1)) * (x[1] - x[0])
-    lr = -0.5 * ((offsets[None, :] - shift[:, None]) / sigma_delta[:, None]) ** 2
+    offsets (:func:`node_offsets`) centred on ``shift_s``, scaled by its maximum: (stratum, 2J - 1)."""
+    lr = -0.5 * ((node_offsets(x)[None, :] - shift[:, None]) / sigma_delta[:, None]) ** 2
     return ops.xp.exp(lr - ops.xp.max(lr, axis=-1, keepdims=True))
 
 
@@ -329,9 +333,7 @@ def _jax_band_sums(x, shift, sd, pair_onehot, pair_band, ones_band):
     reverse pass's product): 1.2-1.3x per value and gradient (docs/performance.md). The rows' scale (their
     maximum, 1) is held fixed: the likelihood reads the sums only as ratios to ``inside`` (:func:`cell_loglik`).
     """
-    n = x.shape[0]
-    offsets = (np.arange(2 * n - 1) - (n - 1)) * (x[1] - x[0])
-    return _jax_band_sums_rule()(shift, sd, offsets, pair_onehot, pair_band, ones_band)
+    return _jax_band_sums_rule()(shift, sd, node_offsets(x), pair_onehot, pair_band, ones_band)
 
 
 @cache
@@ -363,8 +365,9 @@ def _jax_band_sums_rule():
     def band_sums_jvp(primals, tangents):
         (shift, sd, *data), (d_shift, d_sd, *_) = primals, tangents
         sums, inside = moments(shift, sd, *data, powers=3)
+        pair_onehot = data[1]
         a, b = d_shift / sd, d_sd / sd  # (stratum,)
-        a_p, b_p = data[1] @ a, data[1] @ b  # (pair,)
+        a_p, b_p = pair_onehot @ a, pair_onehot @ b  # (pair,)
         d_sums = sums[:, 1] * a_p[:, None] + sums[:, 2] * b_p[:, None]
         d_inside = inside[:, 1] * a[:, None] + inside[:, 2] * b[:, None]
         return (sums[:, 0], inside[:, 0]), (d_sums, d_inside)
