@@ -284,31 +284,22 @@ def test_a_joint_fit_whose_files_disagree_on_the_versions_is_one_named_line(join
 
 
 @pytest.mark.slow
-def test_a_family_with_the_item_covariate_fits_in_both_twins_alike():
+def test_a_family_with_the_item_covariate_has_its_sites_and_passes_the_default_gate():
     """The default fit of a family whose (domain, letter) strata are few (one domain x 10 letters) has the
-    pair model's item covariate, in both twins: each passes the default gate, the covariate's sites have
-    their dims, and every hyperparameter's and version accuracy's posterior mean agrees within 4 Monte Carlo SEs."""
+    pair model's item covariate: it passes the default gate and the covariate's sites have their dims. The PyMC
+    twin is the same density (``test_twins_have_one_log_density[covariate]``, stronger than comparing two fits'
+    posteriors within Monte Carlo error, which this test did at twice the cost) and samples end to end in
+    ``test_cli_fits_a_no_change_family_into_one_band_and_exits_3_on_a_failed_gate``."""
     from bayesrc.bayes import fit
-    from bayesrc.bayes.diagnostics import chain_draw_last, mcse_mean
 
     fam = simulate_family(120, 10, versions=3, shifts=[0.8, -0.8], seed=4, domains=["law"])
-    fits = [fit(fam.counts, backend=b) for b in ("numpyro", "pymc")]
-    for res in fits:
-        assert res.status == "ok", res.diagnostics
-        assert res.payload["params"]["covariate"] == "correct_answer"
-        post = res.posterior["posterior"]
-        assert post["sigma_delta"].dims[2:] == ("change", "group") and post["stratum_shift"].dims[2:] == (
-            "change",
-            "stratum",
-        )
-    a, b = (res.posterior["posterior"] for res in fits)
-    for name in ("mu_theta", "sigma_theta", "shift", "sigma_delta", "pi", "group_level", "group_shift"):
-        xa, xb = chain_draw_last(a[name]), chain_draw_last(b[name])
-        gap = np.abs(xa.mean((-2, -1)) - xb.mean((-2, -1)))
-        assert np.all(gap <= 4 * np.hypot(mcse_mean(xa), mcse_mean(xb))), name
-    acc_a, acc_b = (chain_draw_last(p["p"].mean("item")) for p in (a, b))
-    assert np.all(
-        np.abs(acc_a.mean((-2, -1)) - acc_b.mean((-2, -1))) <= 4 * np.hypot(mcse_mean(acc_a), mcse_mean(acc_b))
+    res = fit(fam.counts)
+    assert res.status == "ok", res.diagnostics
+    assert res.payload["params"]["covariate"] == "correct_answer"
+    post = res.posterior["posterior"]
+    assert post["sigma_delta"].dims[2:] == ("change", "group") and post["stratum_shift"].dims[2:] == (
+        "change",
+        "stratum",
     )
 
 
@@ -366,7 +357,8 @@ def test_a_family_truth_scores_the_joint_fit_by_item_and_version(joint, family):
 
 def test_cli_fits_a_no_change_family_into_one_band_and_exits_3_on_a_failed_gate(tmp_path):
     """`bayesrc fit V1 V2 V3 --out DIR` on a family whose versions are all the same: exit 0, the result
-    loads, and every version sits in one band; a gate that cannot pass exits 3 with the output marked failed."""
+    loads, and every version sits in one band; a gate that cannot pass exits 3 with the output marked failed
+    (there on the PyMC twin, which so samples, draws its items and writes and loads its result end to end)."""
     import json
 
     import bayesrc
@@ -387,6 +379,8 @@ def test_cli_fits_a_no_change_family_into_one_band_and_exits_3_on_a_failed_gate(
             [
                 "fit",
                 *paths,
+                "--backend",
+                "pymc",
                 "--chains",
                 "1",
                 "--draws",
@@ -407,6 +401,8 @@ def test_cli_fits_a_no_change_family_into_one_band_and_exits_3_on_a_failed_gate(
         failed.summary().set_index("metric").loc["status", "value"] == "failed"
         and failed.gate_table().iloc[-1]["value"] == "FAILED"
     )
+    assert failed.posterior.attrs["backend"] == "pymc"
+    assert failed.posterior["posterior"]["p"].shape == (1, 20, 100, 3) and len(failed.items) == 100 * 3
 
 
 def test_pair_only_settings_are_refused_for_a_family_before_sampling(tmp_path, capsys):
