@@ -288,7 +288,7 @@ def test_a_family_with_the_item_covariate_has_its_sites_and_passes_the_default_g
     """The default fit of a family whose (domain, letter) strata are few (one domain x 10 letters) has the
     pair model's item covariate: it passes the default gate and the covariate's sites have their dims. The PyMC
     twin is the same density (``test_twins_have_one_log_density[covariate]``, stronger than comparing two fits'
-    posteriors within Monte Carlo error, which this test did at twice the cost) and samples end to end in
+    posteriors within Monte Carlo error) and samples end to end in
     ``test_cli_fits_a_no_change_family_into_one_band_and_exits_3_on_a_failed_gate``."""
     from bayesrc.bayes import fit
 
