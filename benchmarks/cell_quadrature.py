@@ -1,4 +1,4 @@
-"""Benchmark (a lead, not the model): each cell's integrals by adaptive Gauss-Hermite quadrature vs today's logit grid.
+"""Benchmark: each cell's integrals by adaptive Gauss-Hermite quadrature against today's logit grid (not adopted).
 
     .venv/bin/python benchmarks/cell_quadrature.py [--points 4] [--calls 300]
 
