@@ -59,7 +59,8 @@ def _ops(backend: str) -> SimpleNamespace:
         ops = SimpleNamespace(
             xp=np, logsumexp=logsumexp, tensordot=np.tensordot, einsum=np.einsum, maximum=np.maximum, ndtr=ndtr
         )
-        return SimpleNamespace(**vars(ops), band_sums=partial(_band_sums, ops))
+        ops.band_sums = partial(_band_sums, ops)
+        return ops
     if backend == "jax":
         import jax
         import jax.numpy as jnp
@@ -87,7 +88,8 @@ def _ops(backend: str) -> SimpleNamespace:
         maximum=pt.maximum,
         ndtr=lambda z: 0.5 * pt.erfc(-z / np.sqrt(2.0)),
     )
-    return SimpleNamespace(**vars(ops), band_sums=partial(_band_sums, ops))
+    ops.band_sums = partial(_band_sums, ops)
+    return ops
 
 
 def _lump_tails(ops, weights, below, above):
