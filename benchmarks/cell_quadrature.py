@@ -37,8 +37,12 @@ from scipy.special import logsumexp
 RULES = ((9, 7), (13, 9))  # (k1, k2): nodes of the no-change and the change integral
 
 
-def agq_loglik(jnp, lax, y1, n1, y2, n2, mu, sd, shift, tau, pi, k1: int, k2: int, iters: int = 12):
+def agq_loglik(y1, n1, y2, n2, mu, sd, shift, tau, pi, k1: int, k2: int, iters: int = 12):
     """log L per cell by adaptive Gauss-Hermite quadrature (arrays over cells; the binomial coefficients left out)."""
+    import jax.numpy as jnp
+    from jax import lax
+    from jax.scipy.special import logsumexp as lse
+
     t1, w1 = hermgauss(k1)
     t2, w2 = hermgauss(k2)
     sg = lax.stop_gradient
@@ -60,7 +64,7 @@ def agq_loglik(jnp, lax, y1, n1, y2, n2, mu, sd, shift, tau, pi, k1: int, k2: in
     z = th[..., None] + np.sqrt(2.0) * s[..., None] * t1
     f = -0.5 * ((z - mu[..., None]) / sd[..., None]) ** 2 - jnp.log(sd)[..., None]
     f = f + logbin(y1[..., None], n1[..., None], z) + logbin(y2[..., None], n2[..., None], z)
-    l0 = _lse(jnp, f + t1**2 + np.log(w1)) + jnp.log(np.sqrt(2.0) * s) - 0.5 * np.log(2 * np.pi)
+    l0 = lse(f + t1**2 + np.log(w1), axis=-1) + jnp.log(np.sqrt(2.0) * s) - 0.5 * np.log(2 * np.pi)
     # the change term over (theta, x): the prior's precision [[a, b], [b, c]] in closed form
     a, b, c = 1 / sd_**2 + 1 / tau_**2, -1 / tau_**2, 1 / tau_**2
     u, v = mu_, mu_ + sh_
@@ -84,13 +88,8 @@ def agq_loglik(jnp, lax, y1, n1, y2, n2, mu, sd, shift, tau, pi, k1: int, k2: in
     du, dv = zu - mu[..., None], zv - mu[..., None] - shift[..., None]
     f = -0.5 * (du / sd[..., None]) ** 2 - 0.5 * ((dv - du) / tau[..., None]) ** 2 - jnp.log(sd * tau)[..., None]
     f = f + logbin(y1[..., None], n1[..., None], zu) + logbin(y2[..., None], n2[..., None], zv)
-    l1 = _lse(jnp, f + wts) + np.log(2.0) - jnp.log(l11 * l22) - np.log(2 * np.pi)
+    l1 = lse(f + wts, axis=-1) + np.log(2.0) - jnp.log(l11 * l22) - np.log(2 * np.pi)
     return jnp.logaddexp(jnp.log1p(-pi) + l0, jnp.log(pi) + l1)
-
-
-def _lse(jnp, x):
-    m = x.max(-1)
-    return m + jnp.log(jnp.exp(x - m[..., None]).sum(-1))
 
 
 def jittered(sigma):
@@ -168,7 +167,7 @@ def main() -> None:
             )
             errors["grid"].append(np.abs(today[:n_c] - ref))
             for k1, k2 in RULES:
-                got = agq_loglik(jnp, jax.lax, y1, n1, y2, n2, mu[s], sd_j[s], shift[s], tau_j[s], pi, k1, k2)
+                got = agq_loglik(y1, n1, y2, n2, mu[s], sd_j[s], shift[s], tau_j[s], pi, k1, k2)
                 errors[f"agq {k1}/{k2}x{k2}"].append(np.abs(np.asarray(got) - ref))
         w = tables["weight"]
         params = tuple(jnp.asarray(a) for a in (np.zeros(n_s), np.zeros(n_s), np.zeros(n_s), np.zeros(n_s), -1.0))
@@ -185,7 +184,7 @@ def main() -> None:
                 mu, lsd, shift, ltau, lpi = (a[s] if a.ndim else a for a in p)
                 pi = jax.nn.sigmoid(lpi)
                 sd, tau = jittered(jnp.exp(lsd)), jittered(jnp.exp(ltau))
-                ll = agq_loglik(jnp, jax.lax, y1, n1, y2, n2, mu, sd, shift, tau, pi, k1, k2)
+                ll = agq_loglik(y1, n1, y2, n2, mu, sd, shift, tau, pi, k1, k2)
                 return jnp.sum(np.asarray(cells.weight) * ll)
 
             return total
