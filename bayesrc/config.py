@@ -15,7 +15,8 @@ imported, and neither ``jax.config`` nor ``XLA_FLAGS`` is touched. A NumPyro fit
   a cache directory of their own, and keeps every compiled function there, however quick to
   compile (a rerun on the same shapes, or the next fit after a release, skips the XLA compiles);
 * clears JAX's in-process compilation caches when the fit returns (``release_compiled``,
-  :func:`releases_jax_caches`): each fit's compiled code holds ~2,000 memory mappings that JAX
+  :func:`releases_jax_caches`; refits of the same data keep them until the end of a
+  :func:`compiled_kept` block): each fit's compiled code holds ~2,000 memory mappings that JAX
   would keep for the life of the process, and Linux allows 65,530 per process, so a notebook,
   sensitivity sweep or test worker died (a segfault in libgcc's unwinder, or LLVM's "cannot
   allocate memory for section" abort) after ~30 fits. The persistent cache keeps reruns fast.
@@ -28,11 +29,12 @@ imported, and neither ``jax.config`` nor ``XLA_FLAGS`` is touched. A NumPyro fit
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import os
 import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 
 
@@ -49,6 +51,7 @@ class Settings:
 
 
 SETTINGS = Settings()
+_KEEPING_COMPILED = contextvars.ContextVar("bayesrc_keeping_compiled", default=False)
 
 
 def configure(
@@ -168,6 +171,29 @@ def releases_jax_caches(fn: Callable) -> Callable:
     return wrapper
 
 
+@contextlib.contextmanager
+def compiled_kept() -> Iterator[None]:
+    """In this block fits keep JAX's in-process compiled code; it is released when the block ends.
+
+    For fits of the same data under other settings (a prior sweep's refits): they run the same compiled
+    functions, which each fit would otherwise load back from the persistent cache after the release before it
+    (~1.6 s a fit, docs/performance.md). Fits of other data compile for their own shapes, and each shape's
+    code (~2,000 memory mappings) stays until the block ends: not a block for many datasets.
+
+    Examples
+    --------
+    >>> from bayesrc.config import compiled_kept
+    >>> with compiled_kept():
+    ...     pass
+    """
+    token = _KEEPING_COMPILED.set(True)
+    try:
+        yield
+    finally:
+        _KEEPING_COMPILED.reset(token)
+        release_memory()
+
+
 def release_memory() -> None:
     """Give back what a finished step of a fit held: JAX's in-process compiled code (if JAX is
     loaded and ``release_compiled`` is on) and the freed memory glibc keeps on its free lists
@@ -181,7 +207,7 @@ def release_memory() -> None:
     --------
     >>> release_memory()
     """
-    if SETTINGS.release_compiled and "jax" in sys.modules:
+    if SETTINGS.release_compiled and not _KEEPING_COMPILED.get() and "jax" in sys.modules:
         sys.modules["jax"].clear_caches()
     libc = _libc()
     if hasattr(libc, "malloc_trim"):

@@ -141,6 +141,7 @@ class Result:
     main_file: ClassVar[str] = "result.json"
     kind: ClassVar[str] = "result"
     field_kinds: ClassVar[dict[str, str]] = {}  # payload fields its readers use, checked by load (check_fields)
+    table_names: ClassVar[tuple[str, ...]] = ()  # the tables a saved result may hold
 
     def __init__(self, payload: dict, tables: dict | None = None, posterior: Any = None) -> None:
         self.payload: dict = _normalise(with_format(payload) if isinstance(payload, dict) else payload)
@@ -153,8 +154,8 @@ class Result:
         return f"{name}.parquet"
 
     def table_names_on_disk(self, folder: Path) -> dict[str, Path]:
-        """Tables present in ``folder`` (subclasses with patterned names override)."""
-        return {}
+        """Those of :attr:`table_names` in ``folder`` (a subclass whose names depend on its payload overrides)."""
+        return {n: folder / self.table_file(n) for n in self.table_names if (folder / self.table_file(n)).is_file()}
 
     def required_columns(self, name: str) -> tuple[str, ...]:
         """Columns table ``name`` must hold when read back: those its summaries, figures and the

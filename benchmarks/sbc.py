@@ -134,14 +134,14 @@ def counts_model(data, model: str):
     from dataclasses import replace
 
     from bayesrc.bayes import betabinom, change_collapsed, change_grid
-    from bayesrc.bayes.change import group_effects_numpyro, hyperpriors_numpyro, prior_settings
+    from bayesrc.bayes.change import group_effects_numpyro, hyperpriors_numpyro, prior_arguments, prior_settings
 
     def sbc_model(y=None):
         if y is None and model == "betabinom":
             betabinom.hyperpriors_numpyro(data.n_domains)
         elif y is None:
-            hyperpriors_numpyro(data.n_domains, False, None, data.n_groups)
-            group_effects_numpyro(data.n_groups, None, data.stratum_contrasts())
+            hyperpriors_numpyro(data.n_domains, False, prior_settings(None), data.n_groups)
+            group_effects_numpyro(data.n_groups, prior_settings(None), data.stratum_contrasts())
         elif model == "betabinom":
             d = replace(data, y=np.asarray(y))
             betabinom._numpyro_model(d.y, d.n, d.dom, d.n_domains, collapsed=True, suff=betabinom.sufficient_stats(d))
@@ -153,7 +153,7 @@ def counts_model(data, model: str):
                 cells=cells,
                 n_domains=data.n_domains,
                 slope=False,
-                prior=prior_settings(None),
+                prior=prior_arguments(None),
                 n_groups=data.n_groups,
                 contrasts=data.stratum_contrasts(),
             )

@@ -77,7 +77,13 @@ def test_change_log_prior_moves_between_priors_as_numpyros_own_densities():
     import xarray as xr
     from numpyro.infer.util import log_density
 
-    from bayesrc.bayes.change import PRIOR, change_log_prior, group_effects_numpyro, hyperpriors_numpyro
+    from bayesrc.bayes.change import (
+        PRIOR,
+        change_log_prior,
+        group_effects_numpyro,
+        hyperpriors_numpyro,
+        prior_arguments,
+    )
     from bayesrc.bayes.inputs import interaction_basis
 
     q = interaction_basis(np.array([0, 0, 0, 1, 1, 1]), np.array([0, 1, 2, 0, 1, 2]))
@@ -99,7 +105,7 @@ def test_change_log_prior_moves_between_priors_as_numpyros_own_densities():
         for _ in range(5)
     ]
 
-    def model(prior):
+    def model(prior):  # the prior as the sampler takes it: traced arguments
         hyperpriors_numpyro(2, True, prior, n_groups=3)
         group_effects_numpyro(3, prior, contrasts=q)
 
@@ -131,7 +137,9 @@ def test_change_log_prior_moves_between_priors_as_numpyros_own_densities():
         {"sigma_delta_sd": 0.7},
     ]
     with jax.default_device(jax.devices("cpu")[0]):
-        theirs = np.array([[float(log_density(model, (p,), {}, d)[0]) for d in draws] for p in settings])
+        theirs = np.array(
+            [[float(log_density(model, (prior_arguments(p),), {}, d)[0]) for d in draws] for p in settings]
+        )
     ours = np.array([change_log_prior(post, p) for p in settings])
     assert np.allclose(theirs[1:] - theirs[0], ours[1:] - ours[0], atol=1e-4)
     assert not np.allclose(ours[1:] - ours[0], 0.0)
@@ -475,7 +483,7 @@ def test_stratum_shift_prior_is_the_normal_shifts_projected_on_the_interactions(
     from jax import random
     from numpyro.infer import Predictive
 
-    from bayesrc.bayes.change import group_effects_numpyro, group_effects_pymc
+    from bayesrc.bayes.change import group_effects_numpyro, group_effects_pymc, prior_settings
     from bayesrc.bayes.inputs import interaction_basis
 
     dom, grp = np.array([0, 0, 1, 1, 2, 2, 2]), np.array([0, 1, 1, 2, 0, 1, 2])
@@ -483,7 +491,7 @@ def test_stratum_shift_prior_is_the_normal_shifts_projected_on_the_interactions(
     draws = {}
 
     def model():
-        group_effects_numpyro(3, None, q)
+        group_effects_numpyro(3, prior_settings(None), q)
 
     prior = Predictive(model, num_samples=40_000)(random.PRNGKey(0))
     draws["numpyro"] = {k: np.asarray(prior[k]) for k in ("stratum_shift", "stratum_shift_sd")}

@@ -111,3 +111,44 @@ print(json.dumps(per_fit))
     # the release made the second fit ask again for what the first one compiled, and the cache had it
     assert second["cache_hits"] > 50
     assert second["cache_misses"] == 0 and second["cache_hits"] == second["compile_requests_use_cache"]
+
+
+def test_a_refit_under_another_prior_compiles_nothing_and_a_compiled_kept_block_keeps_the_code_to_its_end(tmp_path):
+    """A prior sweep's refits: the prior's numbers are the sampler's arguments (``prior_arguments``), so a refit
+    under another prior compiles nothing; in a ``compiled_kept`` block (around ``bayesrc sensitivity``) it also
+    asks the persistent cache for only the few functions every fit builds anew, the rest coming from the process's
+    own caches; at the block's end the code is released as after any fit. Fresh process, empty cache, JAX's
+    monitoring events."""
+    code = """
+import collections, json
+import jax.monitoring
+from bayesrc.bayes import GateConfig, SamplerConfig, fit
+from bayesrc.config import compiled_kept
+from bayesrc.data import item_counts, simulate_pair
+
+sim = simulate_pair(30, 10, seed=0)
+counts = item_counts(sim.trials_v1, sim.trials_v2)
+small = SamplerConfig(chains=2, tune=50, draws=50, seed=1, progress=False)
+events = collections.Counter()
+jax.monitoring.register_event_listener(lambda name, **_: events.update([name]))
+n_maps = lambda: sum(1 for _ in open("/proc/self/maps"))
+seen = {}
+with compiled_kept():
+    for name, prior in (("base", None), ("refit", {"pi_a": 1.0, "pi_b": 9.0})):
+        events.clear()
+        fit(counts, model="change", prior=prior, config=small, gate=GateConfig(escalate=False), checks=False)
+        seen[name] = {k.rsplit("/", 1)[1]: events[k] for k in ("/jax/compilation_cache/compile_requests_use_cache",
+                      "/jax/compilation_cache/cache_misses")}
+    kept = n_maps()
+seen["released_maps"] = kept - n_maps()
+print(json.dumps(seen))
+"""
+    env = dict(os.environ, BAYESRC_JAX_CACHE=str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert seen["base"]["cache_misses"] > 50  # an empty cache: the base fit compiles
+    assert seen["refit"]["cache_misses"] == 0  # before the prior was an argument: the sampler anew, ~10 s
+    # released after each fit, the refit would ask again for all the base fit's functions
+    assert seen["refit"]["compile_requests_use_cache"] < seen["base"]["compile_requests_use_cache"] / 4
+    assert seen["released_maps"] > 200  # the control of test_fits_release_their_compiled_code: hundreds a fit

@@ -145,6 +145,20 @@ def prior_settings(prior: dict | None = None) -> dict:
     return out
 
 
+def prior_arguments(prior: dict | None = None) -> dict:
+    """:func:`prior_settings` as a sampler's arguments: its numbers as float64 scalars, so that fits under other
+    priors (a prior sweep's refits) run one compiled sampler; an unset ``sigma_delta_sd`` stays None, which picks
+    the model's structure.
+
+    Examples
+    --------
+    >>> args = prior_arguments({"pi_a": 1.0})
+    >>> float(args["pi_a"]), args["sigma_delta_sd"]
+    (1.0, None)
+    """
+    return {k: None if v is None else np.float64(v) for k, v in prior_settings(prior).items()}
+
+
 def share_above_zero(delta, spacing):
     """Share of each quadrature node's cell ``[delta - h/2, delta + h/2]`` above zero (numpy or jax).
 
@@ -232,11 +246,10 @@ def model_dims(n_groups: int) -> dict:
     return DIMS | {"sigma_delta": ["group"]} if n_groups > 1 else DIMS
 
 
-def hyperpriors_numpyro(
-    n_domains: int, slope: bool, prior: dict | None = None, n_groups: int = 1, n_changes: int | None = None
-):
-    """The hyperpriors of the change model (``PRIOR``, or ``prior_settings(prior)``), NumPyro;
-    shared by the full and collapsed models and the joint model of several versions.
+def hyperpriors_numpyro(n_domains: int, slope: bool, pr: dict, n_groups: int = 1, n_changes: int | None = None):
+    """The hyperpriors of the change model under the prior ``pr`` (:func:`prior_settings`, or
+    :func:`prior_arguments` traced as the sampler's arguments), NumPyro; shared by the full and collapsed
+    models and the joint model of several versions.
 
     Returns ``(mu_theta, sigma_theta, shift, sigma_delta, slope, pi)``; ``slope`` is 0.0 when absent;
     ``sigma_delta`` has one entry per covariate level when ``n_groups > 1``, else it is a scalar.
@@ -247,7 +260,6 @@ def hyperpriors_numpyro(
     import numpyro  # deferred: NumPyro and JAX load in seconds (bayes extra)
     import numpyro.distributions as dist
 
-    pr = prior_settings(prior)
     per_change = (lambda d: d) if n_changes is None else (lambda d: d.expand([n_changes]).to_event(1))  # noqa: E731
     mu_theta = numpyro.sample("mu_theta", dist.Normal(0.0, pr["mu_theta_sd"]).expand([n_domains]).to_event(1))
     sigma_theta = numpyro.sample("sigma_theta", dist.HalfNormal(pr["sigma_theta_sd"]).expand([n_domains]).to_event(1))
@@ -278,9 +290,7 @@ def hyperpriors_pymc(slope: bool, prior: dict | None = None, n_groups: int = 1, 
     return mu_theta, sigma_theta, shift, sigma_delta, b, pi
 
 
-def group_effects_numpyro(
-    n_groups: int, prior: dict | None = None, contrasts: np.ndarray | None = None, n_changes: int | None = None
-):
+def group_effects_numpyro(n_groups: int, pr: dict, contrasts: np.ndarray | None = None, n_changes: int | None = None):
     """Per-level effects of the item covariate (e.g. the correct option's letter), NumPyro.
 
     Returns ``(alpha, gamma, eta)``: ``alpha ~ ZeroSumNormal(group_level_sd)`` shifts the items'
@@ -300,7 +310,6 @@ def group_effects_numpyro(
     import numpyro
     import numpyro.distributions as dist
 
-    pr = prior_settings(prior)
     lead = () if n_changes is None else (n_changes,)
     per_change = lambda d: d.expand(list(lead)).to_event(1) if lead else d  # noqa: E731
     alpha = numpyro.sample("group_level", dist.ZeroSumNormal(pr["group_level_sd"], event_shape=(n_groups,)))
@@ -356,10 +365,10 @@ def _numpyro_model(
     logw,
     grp=None,
     stratum=None,
+    prior=None,
     *,
     n_domains: int,
     slope: bool,
-    prior=None,
     n_groups: int = 1,
     contrasts=None,
 ):
@@ -407,11 +416,12 @@ def change_numpyro(
         _numpyro_model,
         n_domains=data.n_domains,
         slope=slope,
-        prior=prior_settings(prior),
         n_groups=data.n_groups,
         contrasts=data.stratum_contrasts(),
     )
-    arrays = dict(y=data.y, n=data.n, dom=data.dom, z=z, logw=logw, grp=data.grp, stratum=stratum)
+    arrays = dict(
+        y=data.y, n=data.n, dom=data.dom, z=z, logw=logw, grp=data.grp, stratum=stratum, prior=prior_arguments(prior)
+    )
     dt = run_numpyro(model, arrays, cfg, data.coords, model_dims(data.n_groups))
     return _finish(dt, data, cfg.seed, slope, prior)
 

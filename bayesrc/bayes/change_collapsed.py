@@ -29,7 +29,7 @@ from bayesrc.bayes.change import (
     hyperpriors_numpyro,
     hyperpriors_pymc,
     model_dims,
-    prior_settings,
+    prior_arguments,
 )
 from bayesrc.bayes.change_grid import SAMPLER_BAND_DTYPE, Cells, cell_stats, likelihood_tables, strata_hyper
 from bayesrc.bayes.change_item_draws import with_item_draws
@@ -38,7 +38,7 @@ from bayesrc.bayes.inputs import ModelInputs
 from bayesrc.bayes.samplers import SamplerConfig, run_numpyro, run_pymc
 
 
-def _numpyro_model(tables, *, cells: Cells, n_domains: int, slope: bool, prior=None, n_groups: int = 1, contrasts=None):
+def _numpyro_model(tables, prior, *, cells: Cells, n_domains: int, slope: bool, n_groups: int = 1, contrasts=None):
     import numpyro  # deferred: NumPyro and JAX load in seconds (bayes extra)
 
     mu_theta, sigma_theta, shift, sigma_delta, b, pi = hyperpriors_numpyro(n_domains, slope, prior, n_groups)
@@ -88,11 +88,10 @@ def collapsed_model_numpyro(
         cells=cells,
         n_domains=data.n_domains,
         slope=slope,
-        prior=prior_settings(prior),
         n_groups=data.n_groups,
         contrasts=data.stratum_contrasts(),
     )
-    return model, {"tables": likelihood_tables(cells, SAMPLER_BAND_DTYPE)}
+    return model, {"tables": likelihood_tables(cells, SAMPLER_BAND_DTYPE), "prior": prior_arguments(prior)}
 
 
 def change_collapsed_pymc(

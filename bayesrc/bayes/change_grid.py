@@ -50,9 +50,9 @@ def logit_grid(max_n: int) -> np.ndarray:
     return np.linspace(-LOGIT_HALF, LOGIT_HALF, 2 * half_nodes + 1)
 
 
-@dataclass(frozen=True)
-class Cells:
-    """Distinct ``(s, n1, y1, n2, y2)`` cells, their multiplicities and the item -> cell map.
+@dataclass(frozen=True, kw_only=True)
+class StrataCells:
+    """What the pair model's and the joint model's cells share: each cell's stratum and multiplicity.
 
     ``dom`` is the cell's stratum: its domain without a covariate; with one, the distinct
     (domain, covariate level) pair, and ``stratum_dom`` / ``stratum_group`` map each stratum to
@@ -61,10 +61,6 @@ class Cells:
     """
 
     dom: np.ndarray
-    n1: np.ndarray
-    y1: np.ndarray
-    n2: np.ndarray
-    y2: np.ndarray
     weight: np.ndarray
     item_cell: np.ndarray
     n_strata: int
@@ -74,6 +70,16 @@ class Cells:
     @property
     def n_cells(self) -> int:
         return int(self.weight.size)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Cells(StrataCells):
+    """Distinct ``(s, n1, y1, n2, y2)`` cells, their multiplicities and the item -> cell map (:class:`StrataCells`)."""
+
+    n1: np.ndarray
+    y1: np.ndarray
+    n2: np.ndarray
+    y2: np.ndarray
 
 
 def cell_stats(data: ModelInputs) -> Cells:

@@ -78,10 +78,8 @@ class BayesFit(GatedResult):
             "loo.loo_pit_ks_p": "number",
         }
     )
+    table_names = ("items", "discordant")
     has_posterior = True
-
-    def table_names_on_disk(self, folder: Path) -> dict[str, Path]:
-        return {n: folder / f"{n}.parquet" for n in ("items", "discordant") if (folder / f"{n}.parquet").is_file()}
 
     def required_columns(self, name: str) -> tuple[str, ...]:
         # the report's item table and forest
@@ -210,11 +208,7 @@ class BayesFit(GatedResult):
 
     def plot_ppc(self, **kwargs):
         """Figure of the posterior predictive check (:func:`bayesrc.bayes.check_figures.ppc_figure`)."""
-        if not self.ppc:
-            raise ValueError(
-                "this fit has no posterior predictive check (fit(..., checks=False) or fitted before issue 31)"
-            )
-        return ppc_figure(self.ppc, **kwargs)
+        return ppc_figure(_checked(self.ppc, "posterior predictive check"), **kwargs)
 
     def loo_pit_band(self) -> pd.DataFrame:
         """The LOO-PIT ECDF of the per-item change against uniform, with its simultaneous 95% band
@@ -234,11 +228,7 @@ class BayesFit(GatedResult):
 
     def plot_prior_predictive(self, **kwargs):
         """Figure of the prior predictive check (:func:`bayesrc.bayes.check_figures.prior_predictive_figure`)."""
-        if not self.prior_predictive:
-            raise ValueError(
-                "this fit has no prior predictive check (fit(..., checks=False) or fitted before it existed)"
-            )
-        return prior_predictive_figure(self.prior_predictive, **kwargs)
+        return prior_predictive_figure(_checked(self.prior_predictive, "prior predictive check"), **kwargs)
 
     def domain_shift_table(self) -> pd.DataFrame:
         """Per-domain posterior mean dp and its 90 % interval (domain, mean, lo90, hi90)."""
@@ -376,3 +366,10 @@ def _finite_list(values: object, field: str, *, min_len: int = 0) -> list:
     for v in values:
         finite_number(v, field)
     return values
+
+
+def _checked(block: dict, what: str) -> dict:
+    """``block``, or a ValueError saying the fit has no ``what`` (a fit without its checks)."""
+    if not block:
+        raise ValueError(f"this fit has no {what} (fit(..., checks=False) or fitted before the checks existed)")
+    return block

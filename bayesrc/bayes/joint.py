@@ -55,10 +55,12 @@ from bayesrc.bayes.change import (
     group_effects_pymc,
     hyperpriors_numpyro,
     hyperpriors_pymc,
+    prior_arguments,
     prior_settings,
 )
 from bayesrc.bayes.change_grid import (
     SAMPLER_BAND_DTYPE,
+    StrataCells,
     band_table,
     band_table_fits,
     binomial_table,
@@ -131,8 +133,8 @@ def joint_gated(n_groups: int) -> list[str]:
 DRAW_BATCH = 50  # posterior draws per compiled item-draw call
 
 
-@dataclass(frozen=True)
-class FamilyCells:
+@dataclass(frozen=True, kw_only=True)
+class FamilyCells(StrataCells):
     """Distinct ``(domain, n_1..n_V, y_1..y_V)`` cells, their multiplicities and the item -> cell map.
 
     Examples
@@ -144,19 +146,8 @@ class FamilyCells:
     (2, [2.0, 1.0], [0, 0, 1])
     """
 
-    dom: np.ndarray
     n: np.ndarray  # (cell, version)
     y: np.ndarray  # (cell, version)
-    weight: np.ndarray
-    item_cell: np.ndarray
-    n_strata: int
-    # with an item covariate: each stratum's domain and level (as the pair model's Cells)
-    stratum_dom: np.ndarray | None = None
-    stratum_group: np.ndarray | None = None
-
-    @property
-    def n_cells(self) -> int:
-        return int(self.weight.size)
 
     @property
     def n_versions(self) -> int:
@@ -291,7 +282,7 @@ def family_coords(data: ModelInputs) -> dict[str, list]:
 
 
 def _numpyro_model(
-    tables, *, cells: FamilyCells, n_domains: int, n_changes: int, prior: dict, n_groups: int = 1, contrasts=None
+    tables, prior, *, cells: FamilyCells, n_domains: int, n_changes: int, n_groups: int = 1, contrasts=None
 ):
     import numpyro  # deferred: NumPyro and JAX load in seconds (bayes extra)
 
@@ -340,11 +331,10 @@ def joint_model_numpyro(data: ModelInputs, prior: dict | None = None) -> tuple[C
         cells=cells,
         n_domains=data.n_domains,
         n_changes=data.n_versions - 1,
-        prior=prior_settings(prior),
         n_groups=data.n_groups,
         contrasts=data.stratum_contrasts(),
     )
-    return model, {"tables": family_tables(cells, SAMPLER_BAND_DTYPE)}
+    return model, {"tables": family_tables(cells, SAMPLER_BAND_DTYPE), "prior": prior_arguments(prior)}
 
 
 def joint_pymc(

@@ -301,10 +301,8 @@ class JointFit(GatedResult):
             "warnings": "texts",
         }
     )
+    table_names = ("versions", "items")
     has_posterior = True
-
-    def table_names_on_disk(self, folder: Path) -> dict[str, Path]:
-        return {n: folder / f"{n}.parquet" for n in ("versions", "items") if (folder / f"{n}.parquet").is_file()}
 
     def required_columns(self, name: str) -> tuple[str, ...]:
         return VERSION_COLUMNS if name == "versions" else ITEM_COLUMNS

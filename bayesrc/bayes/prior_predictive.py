@@ -18,7 +18,7 @@ import numpy as np
 import xarray as xr
 
 from bayesrc.bayes import betabinom
-from bayesrc.bayes.change import group_effects_numpyro, hyperpriors_numpyro
+from bayesrc.bayes.change import group_effects_numpyro, hyperpriors_numpyro, prior_settings
 from bayesrc.bayes.checks import new_item_p
 from bayesrc.bayes.inputs import ModelInputs
 from bayesrc.config import prepare_jax, releases_jax_caches
@@ -55,11 +55,11 @@ def prior_draws(
     from numpyro.infer import Predictive  # deferred: NumPyro and JAX load in seconds (bayes extra)
 
     if model == "change":
-        contrasts = data.stratum_contrasts()
+        contrasts, settled = data.stratum_contrasts(), prior_settings(prior)
 
         def hyperpriors():
-            hyperpriors_numpyro(data.n_domains, slope, prior, data.n_groups)
-            group_effects_numpyro(data.n_groups, prior, contrasts)
+            hyperpriors_numpyro(data.n_domains, slope, settled, data.n_groups)
+            group_effects_numpyro(data.n_groups, settled, contrasts)
     elif model == "betabinom":
 
         def hyperpriors():

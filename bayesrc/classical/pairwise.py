@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from itertools import combinations
-from pathlib import Path
 
 import pandas as pd
 import xarray as xr
@@ -419,6 +418,7 @@ class PairwiseRCI(Result):
 
     main_file = "pairwise_rci.json"
     kind = "pairwise_rci"
+    table_names = tuple(TABLE_FILES)
     field_kinds = {  # what the sentence, summary() and the report read (bayesrc.results.check_fields)
         "{pairs!,multiplicity!}": "object",
         "multiplicity.z": "critical z",
@@ -451,9 +451,6 @@ class PairwiseRCI(Result):
     # storage ---------------------------------------------------------------------------
     def table_file(self, name: str) -> str:
         return TABLE_FILES[name]
-
-    def table_names_on_disk(self, folder: Path) -> dict[str, Path]:
-        return {n: folder / f for n, f in TABLE_FILES.items() if (folder / f).is_file()}
 
     def required_columns(self, name: str) -> tuple[str, ...]:
         return PAIR_COLUMNS if name == "pairs" else (*PAIR_KEY_COLUMNS, *ITEM_COLUMNS)

@@ -1,7 +1,8 @@
 """Gate a model upgrade: what changed between two versions, and does it fail the build?
 
 :func:`compare` fits the paired change model (:func:`bayesrc.bayes.fit`, collapsed,
-Bayesian FDR selection at level ``q``; SPEC 3) to a version pair, puts the classical
+Bayesian FDR selection at level ``q``; SPEC 3; without the predictive checks and PSIS-LOO, which
+``bayesrc fit`` adds) to a version pair, puts the classical
 RCI result (SPEC 2) beside it, and decides what the CI job should do. ``fail_on`` names what
 the gate guards against; alone (``margin = None``) it decides as follows:
 
@@ -118,6 +119,7 @@ def compare(
         gate=gate,
         selection=SelectionConfig(rule="fdr", fdr=q),
         rci=rci,
+        checks=False,  # the decision reads the items' draws, never the predictive checks or PSIS-LOO
     )
     sel = res.selection
     dp = res.item_draws()["dp"].values

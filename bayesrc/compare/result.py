@@ -35,6 +35,7 @@ class CompareResult(Result):
 
     main_file = "compare.json"
     kind = "compare"
+    table_names = ("items",)
 
     def __init__(self, payload: dict, tables: dict | None = None, posterior: Any = None, *, fit: Any = None) -> None:
         super().__init__(payload, tables, posterior)
@@ -113,9 +114,6 @@ class CompareResult(Result):
     def exit_code(self) -> int:
         """0 pass, 1 fail, 4 inconclusive (margin only), 3 fit failed its convergence gate."""
         return EXIT_CODES.get(self.decision, 3)
-
-    def table_names_on_disk(self, folder: Path) -> dict[str, Path]:
-        return {"items": folder / "items.parquet"} if (folder / "items.parquet").is_file() else {}
 
     def _save_extra(self, stage: Path) -> None:
         atomic_write_text(stage / "summary.md", markdown_summary(self))

@@ -43,6 +43,7 @@ class CollectedRun(Result):
 
     main_file = "run.json"
     kind = "run"
+    table_names = RUN_TABLES
 
     @classmethod
     def found_in(cls, folder: Path) -> bool:
@@ -52,9 +53,6 @@ class CollectedRun(Result):
     @classmethod
     def owns(cls, file_name: str) -> bool:
         return file_name == cls.main_file or file_name in {f"{t}.parquet" for t in RUN_TABLES}
-
-    def table_names_on_disk(self, folder: Path) -> dict[str, Path]:
-        return {t: folder / f"{t}.parquet" for t in RUN_TABLES if (folder / f"{t}.parquet").is_file()}
 
     def read_tables(self, folder: Path) -> dict[str, pd.DataFrame]:
         on_disk = self.table_names_on_disk(folder)

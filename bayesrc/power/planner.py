@@ -143,6 +143,7 @@ class KNPlan(Result):
 
     main_file = "plan.json"
     kind = "plan"
+    table_names = ("cells",)
 
     @classmethod
     def from_cells(cls, cells: pd.DataFrame, params: dict) -> KNPlan:
@@ -158,9 +159,6 @@ class KNPlan(Result):
 
     def table_file(self, name: str) -> str:
         return f"plan_{name}.parquet"
-
-    def table_names_on_disk(self, folder: Path) -> dict[str, Path]:
-        return {"cells": folder / "plan_cells.parquet"} if (folder / "plan_cells.parquet").is_file() else {}
 
     def _save_extra(self, stage: Path) -> None:
         atomic_write_text(stage / "plan.md", plan_markdown(self))

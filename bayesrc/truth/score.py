@@ -261,6 +261,19 @@ METHOD_NUMBERS = (  # a method's means over replicates (_aggregate): all numbers
     "rci_fdp_material_error",
 )
 
+#: the method means TruthResult.summary leaves to the replicates table (pooled FDPs, run time, selection size, errors)
+_NOT_SUMMARISED = frozenset(
+    {
+        "fdp_sign_pooled",
+        "fdp_material_pooled",
+        "runtime_mean_s",
+        "selected_mean",
+        "expected_fdp_mean",
+        "rci_fdp_error",
+        "rci_fdp_material_error",
+    }
+)
+
 
 def _aggregate(rep: pd.DataFrame) -> dict[str, dict]:
     """Per-method means over replicates (see module docstring)."""
@@ -332,13 +345,10 @@ class ScoredReplicates(Result):
     per_replicate = property(lambda self: self.tables.get("replicates"))
     items = property(lambda self: self.tables.get("items"))
 
+    table_names = ("replicates", "items")
+
     def table_file(self, name: str) -> str:
         return f"{Path(self.main_file).stem}_{name}.parquet"
-
-    def table_names_on_disk(self, folder: Path) -> dict[str, Path]:
-        return {
-            n: folder / self.table_file(n) for n in ("replicates", "items") if (folder / self.table_file(n)).is_file()
-        }
 
     def to_dict(self) -> dict:
         """The content of the main file (the tables are saved beside it)."""
@@ -451,24 +461,7 @@ class TruthResult(ScoredReplicates):
 
     def summary(self) -> pd.DataFrame:
         """One row per method: flagged per replicate, realised FDPs and, for models, coverage and RCI-FDP estimate."""
-        cols = [
-            "flagged_mean",
-            "fdp_sign",
-            "fdp_material",
-            "coverage90",
-            "rci_fdp_estimate_mean",
-            "rci_fdp_realised_mean",
-            "rci_fdp_estimate_material_mean",
-            "rci_fdp_realised_material_mean",
-            "rci_fdp_interval_coverage",
-            "rci_fdp_material_interval_coverage",
-            "no_change_rejected_share",
-            "rci_fdp_prior_sensitive_share",
-            "rci_fdp_material_prior_sensitive_share",
-            "dp_slope_mean",
-            "elpd_loo_mean",
-            "gate_pass_share",
-        ]
+        cols = [c for c in METHOD_NUMBERS if c not in _NOT_SUMMARISED]
         rows = []
         for name, m in self.methods.items():
             label = name + (" (default)" if name == self.default_model else "")
