@@ -78,48 +78,8 @@ def test_prior_draws_release_their_compiled_code(restore_settings):
     assert _n_mappings() - before > 100
 
 
-def test_a_fit_after_the_release_loads_every_function_it_compiles_from_the_persistent_cache(tmp_path):
-    """Releasing the in-process caches after each fit (and between its steps) makes the next fit ask
-    for its ~100 compiled functions again; the persistent cache keeps all of them, not only those that
-    took a second to compile (``jax_persistent_cache_min_compile_time_secs``), so a second fit of the
-    same shapes compiles nothing: ~2.5 s less per fit (docs/performance.md). JAX's own monitoring
-    events say so, in a fresh process with an empty cache (this process's cache has a past)."""
-    code = """
-import collections, json
-import jax.monitoring
-from bayesrc.bayes import GateConfig, SamplerConfig, fit
-from bayesrc.data import item_counts, simulate_pair
-
-sim = simulate_pair(30, 10, seed=0)
-counts = item_counts(sim.trials_v1, sim.trials_v2)
-small = SamplerConfig(chains=2, tune=50, draws=50, seed=1, progress=False)
-events = collections.Counter()
-jax.monitoring.register_event_listener(lambda name, **_: events.update([name]))
-per_fit = []
-for _ in range(2):
-    events.clear()
-    fit(counts, model="change", config=small, gate=GateConfig(escalate=False), checks=False)
-    per_fit.append({k.rsplit("/", 1)[1]: events[k] for k in ("/jax/compilation_cache/compile_requests_use_cache",
-                    "/jax/compilation_cache/cache_hits", "/jax/compilation_cache/cache_misses")})
-print(json.dumps(per_fit))
-"""
-    env = dict(os.environ, BAYESRC_JAX_CACHE=str(tmp_path))
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr[-3000:]
-    first, second = json.loads(out.stdout.strip().splitlines()[-1])
-    assert first["cache_misses"] > 50  # an empty cache: the first fit compiles
-    # the release made the second fit ask again for what the first one compiled, and the cache had it
-    assert second["cache_hits"] > 50
-    assert second["cache_misses"] == 0 and second["cache_hits"] == second["compile_requests_use_cache"]
-
-
-def test_a_refit_under_another_prior_compiles_nothing_and_a_compiled_kept_block_keeps_the_code_to_its_end(tmp_path):
-    """A prior sweep's refits: the prior's numbers are the sampler's arguments (``prior_arguments``), so a refit
-    under another prior compiles nothing; in a ``compiled_kept`` block (around ``bayesrc sensitivity``) it also
-    asks the persistent cache for only the few functions every fit builds anew, the rest coming from the process's
-    own caches; at the block's end the code is released as after any fit. Fresh process, empty cache, JAX's
-    monitoring events."""
-    code = """
+#: a fresh process's set-up: a small fit and the compilation-cache events JAX reports for it
+FRESH_PROCESS = """
 import collections, json
 import jax.monitoring
 from bayesrc.bayes import GateConfig, SamplerConfig, fit
@@ -132,21 +92,54 @@ small = SamplerConfig(chains=2, tune=50, draws=50, seed=1, progress=False)
 events = collections.Counter()
 jax.monitoring.register_event_listener(lambda name, **_: events.update([name]))
 n_maps = lambda: sum(1 for _ in open("/proc/self/maps"))
-seen = {}
-with compiled_kept():
-    for name, prior in (("base", None), ("refit", {"pi_a": 1.0, "pi_b": 9.0})):
-        events.clear()
-        fit(counts, model="change", prior=prior, config=small, gate=GateConfig(escalate=False), checks=False)
-        seen[name] = {k.rsplit("/", 1)[1]: events[k] for k in ("/jax/compilation_cache/compile_requests_use_cache",
-                      "/jax/compilation_cache/cache_misses")}
-    kept = n_maps()
-seen["released_maps"] = kept - n_maps()
-print(json.dumps(seen))
+
+
+def cache_events_of_a_fit(**kwargs):
+    events.clear()
+    fit(counts, model="change", config=small, gate=GateConfig(escalate=False), checks=False, **kwargs)
+    names = ("compile_requests_use_cache", "cache_hits", "cache_misses")
+    return {k: events["/jax/compilation_cache/" + k] for k in names}
 """
+
+
+def _in_a_fresh_process(tmp_path, code: str):
+    """What ``code`` prints last (JSON), run after :data:`FRESH_PROCESS` in a new interpreter with an empty
+    compilation cache (this process's cache has a past)."""
     env = dict(os.environ, BAYESRC_JAX_CACHE=str(tmp_path))
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [sys.executable, "-c", FRESH_PROCESS + code], env=env, capture_output=True, text=True, timeout=600
+    )
     assert out.returncode == 0, out.stderr[-3000:]
-    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_a_fit_after_the_release_loads_every_function_it_compiles_from_the_persistent_cache(tmp_path):
+    """Releasing the in-process caches after each fit (and between its steps) makes the next fit ask
+    for its ~100 compiled functions again; the persistent cache keeps all of them, not only those that
+    took a second to compile (``jax_persistent_cache_min_compile_time_secs``), so a second fit of the
+    same shapes compiles nothing: ~2.5 s less per fit (docs/performance.md). JAX's own monitoring
+    events say so."""
+    first, second = _in_a_fresh_process(tmp_path, "print(json.dumps([cache_events_of_a_fit() for _ in range(2)]))")
+    assert first["cache_misses"] > 50  # an empty cache: the first fit compiles
+    # the release made the second fit ask again for what the first one compiled, and the cache had it
+    assert second["cache_hits"] > 50
+    assert second["cache_misses"] == 0 and second["cache_hits"] == second["compile_requests_use_cache"]
+
+
+def test_a_refit_under_another_prior_compiles_nothing_and_a_compiled_kept_block_keeps_the_code_to_its_end(tmp_path):
+    """A prior sweep's refits: the prior's numbers are the sampler's arguments (``prior_arguments``), so a refit
+    under another prior compiles nothing; in a ``compiled_kept`` block (around ``bayesrc sensitivity``) it also
+    asks the persistent cache for only the few functions every fit builds anew, the rest coming from the process's
+    own caches; at the block's end the code is released as after any fit."""
+    seen = _in_a_fresh_process(
+        tmp_path,
+        """
+with compiled_kept():
+    seen = {"base": cache_events_of_a_fit(), "refit": cache_events_of_a_fit(prior={"pi_a": 1.0, "pi_b": 9.0})}
+    kept = n_maps()
+print(json.dumps(seen | {"released_maps": kept - n_maps()}))
+""",
+    )
     assert seen["base"]["cache_misses"] > 50  # an empty cache: the base fit compiles
     assert seen["refit"]["cache_misses"] == 0  # before the prior was an argument: the sampler anew, ~10 s
     # released after each fit, the refit would ask again for all the base fit's functions
