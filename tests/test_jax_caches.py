@@ -102,10 +102,20 @@ def cache_events_of_a_fit(**kwargs):
 """
 
 
-def _in_a_fresh_process(tmp_path, code: str):
-    """What ``code`` prints last (JSON), run after :data:`FRESH_PROCESS` in a new interpreter with an empty
-    compilation cache (this process's cache has a past)."""
-    env = dict(os.environ, BAYESRC_JAX_CACHE=str(tmp_path))
+@pytest.fixture(scope="module")
+def cache_events(tmp_path_factory) -> dict:
+    """One fresh process with an empty compilation cache (this process's cache has a past): two fits one after the
+    other, then a ``compiled_kept`` block with a fit and a refit under another prior; JAX's cache events of each, and
+    the memory mappings the block's end released."""
+    code = """
+seen = {"first": cache_events_of_a_fit(), "second": cache_events_of_a_fit()}
+with compiled_kept():
+    seen["kept"] = cache_events_of_a_fit()
+    seen["refit"] = cache_events_of_a_fit(prior={"pi_a": 1.0, "pi_b": 9.0})
+    kept = n_maps()
+print(json.dumps(seen | {"released_maps": kept - n_maps()}))
+"""
+    env = dict(os.environ, BAYESRC_JAX_CACHE=str(tmp_path_factory.mktemp("jax_cache")))
     out = subprocess.run(
         [sys.executable, "-c", FRESH_PROCESS + code], env=env, capture_output=True, text=True, timeout=600
     )
@@ -113,35 +123,27 @@ def _in_a_fresh_process(tmp_path, code: str):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def test_a_fit_after_the_release_loads_every_function_it_compiles_from_the_persistent_cache(tmp_path):
+def test_a_fit_after_the_release_loads_every_function_it_compiles_from_the_persistent_cache(cache_events):
     """Releasing the in-process caches after each fit (and between its steps) makes the next fit ask
     for its ~100 compiled functions again; the persistent cache keeps all of them, not only those that
     took a second to compile (``jax_persistent_cache_min_compile_time_secs``), so a second fit of the
-    same shapes compiles nothing: ~2.5 s less per fit (docs/performance.md). JAX's own monitoring
-    events say so."""
-    first, second = _in_a_fresh_process(tmp_path, "print(json.dumps([cache_events_of_a_fit() for _ in range(2)]))")
+    same shapes compiles nothing: ~2.5 s less per fit (docs/performance.md)."""
+    first, second = cache_events["first"], cache_events["second"]
     assert first["cache_misses"] > 50  # an empty cache: the first fit compiles
     # the release made the second fit ask again for what the first one compiled, and the cache had it
     assert second["cache_hits"] > 50
     assert second["cache_misses"] == 0 and second["cache_hits"] == second["compile_requests_use_cache"]
 
 
-def test_a_refit_under_another_prior_compiles_nothing_and_a_compiled_kept_block_keeps_the_code_to_its_end(tmp_path):
+def test_a_refit_under_another_prior_compiles_nothing_and_a_compiled_kept_block_keeps_the_code_to_its_end(
+    cache_events,
+):
     """A prior sweep's refits: the prior's numbers are the sampler's arguments (``prior_arguments``), so a refit
     under another prior compiles nothing; in a ``compiled_kept`` block (around ``bayesrc sensitivity``) it also
     asks the persistent cache for only the few functions every fit builds anew, the rest coming from the process's
     own caches; at the block's end the code is released as after any fit."""
-    seen = _in_a_fresh_process(
-        tmp_path,
-        """
-with compiled_kept():
-    seen = {"base": cache_events_of_a_fit(), "refit": cache_events_of_a_fit(prior={"pi_a": 1.0, "pi_b": 9.0})}
-    kept = n_maps()
-print(json.dumps(seen | {"released_maps": kept - n_maps()}))
-""",
-    )
-    assert seen["base"]["cache_misses"] > 50  # an empty cache: the base fit compiles
-    assert seen["refit"]["cache_misses"] == 0  # before the prior was an argument: the sampler anew, ~10 s
-    # released after each fit, the refit would ask again for all the base fit's functions
-    assert seen["refit"]["compile_requests_use_cache"] < seen["base"]["compile_requests_use_cache"] / 4
-    assert seen["released_maps"] > 200  # the control of test_fits_release_their_compiled_code: hundreds a fit
+    kept, refit = cache_events["kept"], cache_events["refit"]
+    assert refit["cache_misses"] == 0  # before the prior was an argument: the sampler anew, ~10 s
+    # the block's first fit, after a release, asked for all its functions; released after it, the refit would too
+    assert refit["compile_requests_use_cache"] < kept["compile_requests_use_cache"] / 4
+    assert cache_events["released_maps"] > 200  # the control of test_fits_release_their_compiled_code: hundreds a fit
