@@ -219,7 +219,9 @@ class BayesFit(GatedResult):
             else np.array([])
         )
         if np.isfinite(pit).sum() < 2:
-            raise ValueError("this fit has no LOO-PIT values (fit(..., checks=False) or fitted before issue 31)")
+            raise ValueError(
+                "this fit has no LOO-PIT values (fit(..., checks=False) or fitted before the checks existed)"
+            )
         return pit_ecdf_band(pit)
 
     def plot_loo_pit(self, **kwargs):
