@@ -955,6 +955,22 @@ def test_vectorised_convergence_diagnostics_equal_arviz_stats(case):
         np.testing.assert_allclose(ours[key], expected.values, rtol=1e-12, equal_nan=True, err_msg=key)
 
 
+def test_average_ranks_equal_scipys_rankdata_with_ties_and_nans():
+    """The gate's ranks (one unstable sort, ties resolved in the rows that have them) are scipy's average ranks
+    (independent code), a row with a NaN NaN throughout as scipy's."""
+    from scipy.stats import rankdata
+
+    from bayesrc.bayes.diagnostics import _average_ranks
+
+    rng = np.random.default_rng(3)
+    rows = rng.normal(size=(50, 400))
+    rows[:20] = rng.integers(0, 5, size=(20, 400))  # many ties
+    rows[20:25, ::3] = 0.25  # runs of one tied value among distinct ones
+    rows[25, 7] = np.nan
+    rows[26] = 1.0  # all tied
+    np.testing.assert_array_equal(_average_ranks(rows), rankdata(rows, method="average", axis=-1))
+
+
 def test_loo_relative_efficiency_equals_arviz_stats_default():
     """The r_eff given to arviz-stats' loo equals the one it computes itself (independent code): the
     mean ESS of every entry of every posterior variable (scalars, items, an int8 one), over the draws."""

@@ -16,7 +16,6 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 from scipy.special import ndtri
 
 from bayesrc.config import GateConfig
@@ -42,9 +41,40 @@ def _split_chains(x: np.ndarray) -> np.ndarray:
 
 def _z_scale(x: np.ndarray) -> np.ndarray:
     """Normal scores of the ranks over each entry's pooled draws (Blom's offset 3/8)."""
-    flat = x.reshape(*x.shape[:-2], -1)
-    rank = stats.rankdata(flat, method="average", axis=-1)
-    return ndtri((rank - 0.375) / (flat.shape[-1] + 0.25)).reshape(x.shape)
+    flat = x.reshape(-1, x.shape[-2] * x.shape[-1])
+    return ndtri((_average_ranks(flat) - 0.375) / (flat.shape[-1] + 0.25)).reshape(x.shape)
+
+
+def _average_ranks(rows: np.ndarray) -> np.ndarray:
+    """Ranks 1..n within each row of ``rows`` (2-D), tied values sharing their mean rank, a row with a NaN all NaN:
+    ``scipy.stats.rankdata(rows, "average", axis=-1)``, which took 3 of a 2,000-item beta-binomial fit's 15 s (its
+    4,000 gated item accuracies); here one unstable sort, and the ties (rare in continuous draws) resolved only in
+    the rows that have them.
+
+    Examples
+    --------
+    >>> _average_ranks(np.array([[0.3, 0.1, 0.3, 0.2], [4.0, 3.0, 2.0, 1.0]]))
+    array([[3.5, 1. , 3.5, 2. ],
+           [4. , 3. , 2. , 1. ]])
+    """
+    order = np.argsort(rows, axis=-1)
+    ordered = np.take_along_axis(rows, order, -1)
+    n = rows.shape[-1]
+    rank = np.tile(np.arange(1.0, n + 1), (rows.shape[0], 1))
+    starts = np.ones(ordered.shape, bool)
+    np.not_equal(ordered[:, 1:], ordered[:, :-1], out=starts[:, 1:])
+    tied = ~starts.all(-1)
+    if tied.any():  # a run of equal values from position first to last shares (first + last) / 2 + 1
+        pos, new = np.arange(n), starts[tied]
+        first = np.maximum.accumulate(np.where(new, pos, 0), axis=-1)
+        ends = np.ones(new.shape, bool)
+        ends[:, :-1] = new[:, 1:]
+        last = np.minimum.accumulate(np.where(ends, pos, n)[:, ::-1], axis=-1)[:, ::-1]
+        rank[tied] = (first + last) / 2 + 1
+    out = np.empty(rows.shape)
+    np.put_along_axis(out, order, rank, -1)
+    out[np.isnan(rows).any(-1)] = np.nan
+    return out
 
 
 def _rhat_basic(x: np.ndarray) -> np.ndarray:
