@@ -219,9 +219,7 @@ class BayesFit(GatedResult):
             else np.array([])
         )
         if np.isfinite(pit).sum() < 2:
-            raise ValueError(
-                "this fit has no LOO-PIT values (fit(..., checks=False) or fitted before the checks existed)"
-            )
+            raise _no_checks("LOO-PIT values")
         return pit_ecdf_band(pit)
 
     def plot_loo_pit(self, **kwargs):
@@ -371,7 +369,12 @@ def _finite_list(values: object, field: str, *, min_len: int = 0) -> list:
 
 
 def _checked(block: dict, what: str) -> dict:
-    """``block``, or a ValueError saying the fit has no ``what`` (a fit without its checks)."""
+    """``block``, or :func:`_no_checks` raised when it is empty."""
     if not block:
-        raise ValueError(f"this fit has no {what} (fit(..., checks=False) or fitted before the checks existed)")
+        raise _no_checks(what)
     return block
+
+
+def _no_checks(what: str) -> ValueError:
+    """The error of a figure or table of a fit without its checks, naming ``what`` it lacks."""
+    return ValueError(f"this fit has no {what} (fit(..., checks=False) or fitted before the checks existed)")

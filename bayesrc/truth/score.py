@@ -105,13 +105,13 @@ def _model_scores(items: pd.DataFrame, dp: np.ndarray) -> dict:
     return {"coverage90": cov, "dp_slope": slope, "dp_rmse": float(np.sqrt(np.mean((mean - dp) ** 2)))}
 
 
-def _elpd_loo(res, counts, spec: dict) -> dict:
+def _elpd_loo(res, counts) -> dict:
     """PSIS-LOO over items of a collapsed fit (:func:`bayesrc.bayes.checks.loo_checks`, the step of the fit's own
     checks): the models' predictive fit on the same replicate, beside their scores against the truth. The fit runs
     without its checks, whose predictive checks no score reads (~3 s a 300-item fit)."""
     if not res.params.get("collapsed", True):
         return {"elpd_loo": float("nan"), "elpd_loo_se": float("nan"), "pareto_k_max": float("nan")}
-    data = model_inputs(counts, covariate=spec["covariate"] if spec["model"] == "change" else None)
+    data = model_inputs(counts, covariate=res.params["covariate"])  # the inputs the fit sampled
     loo, _ = loo_checks(res.posterior, data, data.items)
     return {"elpd_loo": float(loo["elpd"]), "elpd_loo_se": float(loo["se"]), "pareto_k_max": float(loo["pareto_k_max"])}
 
@@ -177,7 +177,7 @@ def score_replicate(
             **score_classes(it["bayes_class"].to_numpy(dtype=object), dp_exact, delta_min),
         }
         row.update(_model_scores(it, dp_exact))
-        row.update(_elpd_loo(res, counts, spec))
+        row.update(_elpd_loo(res, counts))
         row.update(
             rci_fdp_estimate=res.crosscheck["rci_estimated_fdp"] if ref["flagged"] else float("nan"),
             rci_fdp_realised=ref["fdp_sign"] if ref["flagged"] else float("nan"),
