@@ -327,6 +327,34 @@ def test_loo_checks_in_item_blocks_equal_psis_loo_over_all_items(calibration_fit
     assert np.corrcoef(per_item["loo_pit"], one_block)[0, 1] > 0.9
 
 
+def test_beta_binomial_loo_units_are_its_items_distinct_counts():
+    """PSIS-LOO's units of the beta-binomial: one per distinct (domain, counts), each item's column scipy's
+    beta-binomial log pmf (independent code) summed over its versions, binomial coefficients left out as in every
+    model's log-likelihood."""
+    import xarray as xr
+    from scipy.special import comb
+    from scipy.stats import betabinom
+
+    from bayesrc.bayes.change_likelihood import unit_loglik
+
+    counts = _sim_counts(5, n_items=60)[0]
+    data = model_inputs(counts, covariate=None)
+    rng = np.random.default_rng(0)
+    shape = (2, 3, data.n_domains, 2)
+    post = xr.Dataset(
+        {
+            "mu": (("chain", "draw", "domain", "version"), rng.uniform(0.2, 0.8, shape)),
+            "kappa": (("chain", "draw", "domain", "version"), rng.uniform(1.0, 20.0, shape)),
+        }
+    )
+    ll, item_unit = unit_loglik(post, data)
+    distinct = {(d, *y, *n) for d, y, n in zip(data.dom, data.y.tolist(), data.n.tolist())}
+    assert ll.shape == (2, 3, len(distinct)) < (2, 3, data.n_items) and item_unit.shape == (data.n_items,)
+    mu, kappa = post["mu"].values[:, :, data.dom], post["kappa"].values[:, :, data.dom]  # (chain, draw, item, version)
+    expected = (betabinom.logpmf(data.y, data.n, mu * kappa, (1 - mu) * kappa) - np.log(comb(data.n, data.y))).sum(-1)
+    np.testing.assert_allclose(ll[..., item_unit], expected, rtol=1e-10)
+
+
 def test_pit_ecdf_band_holds_uniform_pit_at_its_level_and_rejects_a_misfit():
     rng = np.random.default_rng(7)
     outside = [checks.pit_ecdf_band(rng.uniform(size=100), seed=i)["outside"].any() for i in range(60)]

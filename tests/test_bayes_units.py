@@ -930,6 +930,9 @@ def _diagnostic_cases() -> dict[str, np.ndarray]:
     cases["a NaN draw"] = rng.normal(size=(2, 4, 100))
     cases["a NaN draw"][0, 1, 5] = np.nan
     cases["five draws"] = rng.normal(size=(3, 2, 5))
+    # more entries than a chunk (diagnostics.ENTRY_CHUNK): computed a chunk at a time, on several threads
+    cases["150 entries"] = np.concatenate([_ar1(rng, phi, (30, 4, 301)) for phi in (-0.5, 0.0, 0.5, 0.9, 0.99)])
+    cases["150 entries"][70, 2, 10] = np.nan
     return cases
 
 
@@ -988,7 +991,7 @@ def test_loo_relative_efficiency_equals_arviz_stats_default():
             "changed": (("chain", "draw", "item"), rng.integers(0, 2, size=(4, 300, 7)).astype(np.int8)),
         }
     )
-    assert mean_relative_ess(post, chunk=3) == pytest.approx(
+    assert mean_relative_ess(post) == pytest.approx(
         _get_r_eff(xr.DataTree.from_dict({"posterior": post}), 1200), rel=1e-12
     )
     # Beyond max_entries, every k-th entry: within 2% of the mean over all (items mixing from iid to rho 0.8).
