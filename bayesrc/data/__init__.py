@@ -1,7 +1,16 @@
-"""Data spine: trials -> item counts; a collected run directory (:class:`CollectedRun`); a run's provenance (its pins,
-whether two runs are comparable)."""
+"""Data spine: trials -> item counts (graded trials -> item scores); a collected run directory
+(:class:`CollectedRun`); a run's provenance (its pins, whether two runs are comparable)."""
 
-from bayesrc.data.counts import counts_frame, input_notes, item_counts, load_counts, modal_k, open_counts, save_counts
+from bayesrc.data.counts import (
+    counts_frame,
+    input_notes,
+    item_counts,
+    item_scores,
+    load_counts,
+    modal_k,
+    open_counts,
+    save_counts,
+)
 from bayesrc.data.exact import ExactRun, exact_truth, load_exact, sample_from_exact, write_exact_run
 from bayesrc.data.provenance import PinComparison, check_comparable, compare_runs, load_comparable_counts
 from bayesrc.data.run import CollectedRun
@@ -14,7 +23,7 @@ from bayesrc.data.simulate import (
     simulate_pair,
     trials_from_accuracy,
 )
-from bayesrc.data.trials import TRIAL_COLUMNS, load_trials, normalise_trials, save_trials, trials_file
+from bayesrc.data.trials import TRIAL_COLUMNS, load_trials, normalise_trials, save_trials, score_kind, trials_file
 
 __all__ = [
     "CollectedRun",
@@ -34,6 +43,7 @@ __all__ = [
     "counts_frame",
     "input_notes",
     "item_counts",
+    "item_scores",
     "load_counts",
     "item_truth",
     "load_trials",
@@ -42,6 +52,7 @@ __all__ = [
     "save_counts",
     "normalise_trials",
     "save_trials",
+    "score_kind",
     "simulate_family",
     "simulate_pair",
     "trials_file",

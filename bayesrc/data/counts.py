@@ -16,6 +16,10 @@ coords: ``item`` (= item_id, str), ``version`` (labels), ``k``, ``domain`` (on i
 when the trials carry it, ``correct_answer`` (on item: the correct option's letter, an item
 covariate of the change model).
 K may differ between items and versions; nothing here assumes K = 10.
+
+Graded trials (a ``score`` per sample, SPEC section 11) have their twin, :func:`item_scores`: per item and
+version ``n_trials``, ``n_valid``, ``score_mean`` and ``score_sd``, the samples' ``score`` (item, version, k)
+and, for ordinal scores, ``level_counts`` (item, version, level); ``attrs["score_kind"]`` says which kind.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bayesrc.data.trials import load_trials
+from bayesrc.data.trials import MAX_SCORE_LEVELS, SCORE_COLUMN, load_trials, score_kind
 from bayesrc.errors import InputError
 from bayesrc.io import read_hdf5, temp_file_beside
 
@@ -103,22 +107,24 @@ def _matched_items(
     return items, unmatched
 
 
-def _sample_grid(trials: Sequence[pd.DataFrame], items: list[str], n_k: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(correct, administered)`` over (item, version, k): 1.0 / 0.0 / NaN, and whether the sample was run.
+def _sample_grid(
+    trials: Sequence[pd.DataFrame], items: list[str], n_k: int, column: str = "is_correct"
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(values, administered)`` over (item, version, k): each sample's ``column`` (``is_correct`` as 1.0 /
+    0.0), NaN where missing or not run, and whether the sample was run.
 
     Trials of items outside ``items`` (unmatched ones) are left out.
     """
     item_index = pd.Index(items)
-    correct = np.full((len(items), len(trials), n_k), np.nan)
+    values = np.full((len(items), len(trials), n_k), np.nan)
     administered = np.zeros((len(items), len(trials), n_k), dtype=bool)
     for v, t in enumerate(trials):
         rows = item_index.get_indexer(t["item_id"])
         keep = rows >= 0
         r, k = rows[keep], t["k"].to_numpy()[keep]
         administered[r, v, k] = True
-        val = t["is_correct"].to_numpy(dtype="float64", na_value=np.nan)[keep]
-        correct[r, v, k] = val
-    return correct, administered
+        values[r, v, k] = t[column].to_numpy(dtype="float64", na_value=np.nan)[keep]
+    return values, administered
 
 
 def _count_variables(correct: np.ndarray, administered: np.ndarray) -> dict[str, tuple]:
@@ -173,18 +179,41 @@ def item_counts(
     >>> dict(ds.sizes)
     {'item': 50, 'version': 2, 'k': 10}
     """
+    sources = [str(s) for s in sources] if sources is not None else [f"<version {i + 1}>" for i in range(len(trials))]
+    for t, src in zip(trials, sources):
+        if SCORE_COLUMN in t and t["is_correct"].isna().all():
+            raise InputError(
+                "graded trials (a 'score' per sample, no 'is_correct'): the right/wrong analyses need "
+                "'is_correct'; bayesrc.data.item_scores summarises graded ones",
+                path=src,
+                field="is_correct",
+            )
+    ds, (correct, administered) = _item_spine(trials, versions, sources, on_unmatched, "is_correct")
+    ds = ds.assign(_count_variables(correct, administered))
+    if len(trials) == 2:
+        ds.attrs["shared_seeds"] = shared_seeds(trials[0], trials[1])
+    return ds
+
+
+def _item_spine(
+    trials: Sequence[pd.DataFrame],
+    versions: Sequence[str] | None,
+    sources: list[str],
+    on_unmatched: str,
+    column: str,
+) -> tuple[xr.Dataset, tuple[np.ndarray, np.ndarray]]:
+    """What :func:`item_counts` and :func:`item_scores` share: the coords of the items present in every version
+    (``item``, ``version``, ``k``, ``domain``, ``correct_answer``), the unmatched items and sources as attrs, and
+    the samples' ``column`` over (item, version, k) with whether each was run."""
     if not trials:
-        raise ValueError("item_counts needs at least one trials frame")
+        raise ValueError("at least one trials frame is needed")
     if on_unmatched not in ("raise", "drop"):
         raise ValueError("on_unmatched must be 'raise' or 'drop'")
-    sources = [str(s) for s in sources] if sources is not None else [f"<version {i + 1}>" for i in range(len(trials))]
     versions = _distinct_version_labels(trials, versions)
     item_domain = _item_domains(trials, sources)
     items, unmatched = _matched_items(trials, list(item_domain), versions, sources, on_unmatched)
     n_k = int(max(t["k"].max() for t in trials)) + 1
-    correct, administered = _sample_grid(trials, items, n_k)
     ds = xr.Dataset(
-        _count_variables(correct, administered),
         coords={
             "item": np.array(items, dtype=object),
             "version": np.array(versions, dtype=object),
@@ -193,9 +222,80 @@ def item_counts(
         },
         attrs={"unmatched": {v: list(map(str, ids)) for v, ids in unmatched.items()}, "sources": list(sources)},
     )
-    if len(trials) == 2:
-        ds.attrs["shared_seeds"] = shared_seeds(trials[0], trials[1])
+    return ds, _sample_grid(trials, items, n_k, column)
+
+
+def item_scores(
+    *trials: pd.DataFrame,
+    versions: Sequence[str] | None = None,
+    sources: Sequence[str | Path] | None = None,
+    on_unmatched: str = "raise",
+) -> xr.Dataset:
+    """Graded item summaries from one trials frame per version, whose samples carry a ``score``: the twin of
+    :func:`item_counts` (the same coords and item matching).
+
+    Variables (item, version): ``n_trials``, ``n_valid`` (samples with a score), ``score_mean`` and ``score_sd``
+    (the sample SD; NaN under 2 scores); ``score`` (item, version, k), NaN where missing or not run; for ordinal
+    scores ``level_counts`` (item, version, level), ``level`` running over the whole numbers from the lowest
+    score to the highest of all versions. ``attrs["score_kind"]``: ``"ordinal"`` or ``"continuous"`` for all
+    versions together (a version whose scores are all 0 or 1 fits either; it takes the others' kind).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from bayesrc.data import normalise_trials
+    >>> t = pd.DataFrame({"item_id": ["a", "a", "b", "b"], "k": [0, 1, 0, 1], "score": [4.0, 5.0, 2.0, 2.0]})
+    >>> ds = item_scores(normalise_trials(t.assign(model="v1")), normalise_trials(t.assign(model="v2", score=3.0)))
+    >>> ds.attrs["score_kind"], ds["score_mean"].values.tolist(), ds["level"].values.tolist()
+    ('ordinal', [[4.5, 3.0], [2.0, 3.0]], [2, 3, 4, 5])
+    """
+    sources = [str(s) for s in sources] if sources is not None else [f"<version {i + 1}>" for i in range(len(trials))]
+    for t, src in zip(trials, sources):
+        if SCORE_COLUMN not in t:
+            raise InputError("missing (graded trials carry a score per sample)", path=src, field=SCORE_COLUMN)
+    kind = _pooled_score_kind([t.loc[~t["is_missing"], SCORE_COLUMN] for t in trials], sources)
+    ds, (scores, administered) = _item_spine(trials, versions, sources, on_unmatched, SCORE_COLUMN)
+    n_valid = (~np.isnan(scores)).sum(axis=2)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(n_valid > 0, np.nansum(scores, axis=2) / np.maximum(n_valid, 1), np.nan)
+        sd = np.sqrt(np.nansum((scores - mean[..., None]) ** 2, axis=2) / (n_valid - 1))
+    ds = ds.assign(
+        n_trials=(("item", "version"), administered.sum(axis=2).astype(np.int64)),
+        n_valid=(("item", "version"), n_valid.astype(np.int64)),
+        score_mean=(("item", "version"), mean),
+        score_sd=(("item", "version"), np.where(n_valid > 1, sd, np.nan)),
+        score=(("item", "version", "k"), scores),
+    )
+    if kind == "ordinal":
+        levels = np.arange(np.nanmin(scores), np.nanmax(scores) + 1).astype(np.int64)
+        counts = (scores[..., None] == levels).sum(axis=2).astype(np.int64)
+        ds = ds.assign_coords(level=levels).assign(level_counts=(("item", "version", "level"), counts))
+    ds.attrs["score_kind"] = kind
     return ds
+
+
+def _pooled_score_kind(scores: Sequence[pd.Series], sources: Sequence[str]) -> str:
+    """The one kind of every version's scores (each version's own kind already checked by
+    :func:`~bayesrc.data.trials.score_kind`); a mix, or ordinal levels that span more than
+    :data:`~bayesrc.data.trials.MAX_SCORE_LEVELS` together, is an :class:`InputError` naming the version's file."""
+    kinds = [score_kind(s, path=src) for s, src in zip(scores, sources)]
+    lows, highs = [s.min() for s in scores], [s.max() for s in scores]
+    if set(kinds) == {"ordinal"} and max(highs) - min(lows) < MAX_SCORE_LEVELS:
+        return "ordinal"
+    if all(lo >= 0 and hi <= 1 for lo, hi in zip(lows, highs)):
+        return "continuous"
+    if set(kinds) == {"ordinal"}:
+        raise InputError(
+            f"outside the levels: {min(lows):g}-{max(highs):g} across the versions, more than {MAX_SCORE_LEVELS}",
+            path=sources[int(np.argmax(highs))],
+            field=SCORE_COLUMN,
+        )
+    other = next(i for i, k in enumerate(kinds) if k != kinds[0])
+    raise InputError(
+        f"{kinds[other]} scores here but {kinds[0]} in {sources[0]}: one kind of score per comparison",
+        path=sources[other],
+        field=SCORE_COLUMN,
+    )
 
 
 def shared_seeds(trials_a: pd.DataFrame, trials_b: pd.DataFrame) -> dict:

@@ -5,6 +5,11 @@ Canonical columns::
     item_id, domain, model, k, seed, response, extracted, correct_answer,
     is_correct, is_missing
 
+and ``score`` where the file has it: a graded sample's number (SPEC section 11), beside or instead of
+``is_correct``. A version's scores are one kind (:func:`score_kind`): ordinal (whole numbers on at most
+:data:`MAX_SCORE_LEVELS` levels: an LLM judge's 1-5, a rubric grade) or continuous in [0, 1] (partial
+credit, F1).
+
 Loaders read Parquet, JSONL and CSV and also accept the reference study's field
 names (``item_index``, ``raw_response`` / ``raw_text``, ``extracted_answer``, and
 greedy files with ``parsed_response`` and no ``k``). Every problem is raised as
@@ -39,6 +44,9 @@ TRIAL_COLUMNS: tuple[str, ...] = (
     "is_missing",
 )
 
+SCORE_COLUMN = "score"  # a graded sample's number: optional, kept where the file has it
+MAX_SCORE_LEVELS = 11  # an ordinal score's levels at most (0-10): beyond, a score is continuous in [0, 1]
+
 # Reference-study field name -> canonical name (first match wins).
 FIELD_ALIASES: dict[str, tuple[str, ...]] = {
     "response": ("raw_response", "raw_text"),
@@ -71,13 +79,16 @@ def _source_lines(df: pd.DataFrame) -> pd.Series:
 def _check_required_keys(rec: dict, first: dict, *, path: Path, line: int) -> None:
     """A JSONL record must carry the key fields itself (an absent key is not a null).
 
-    Required: ``item_id`` (or ``item_index``), ``is_correct``, and ``k`` whenever the
-    file's first record has it (greedy files have no ``k``).
+    Required: ``item_id`` (or ``item_index``), ``is_correct`` (or, in a graded file, ``score``), and ``k``
+    whenever the file's first record has it (greedy files have no ``k``).
     """
     if "item_id" not in rec and "item_index" not in rec:
         raise InputError("missing required field", path=path, line=line, field="item_id")
-    if "is_correct" not in rec:
-        raise InputError("missing required field", path=path, line=line, field="is_correct")
+    if "is_correct" not in rec and SCORE_COLUMN not in rec:
+        raise InputError("missing required field (nor 'score')", path=path, line=line, field="is_correct")
+    score = rec.get(SCORE_COLUMN)
+    if isinstance(score, float) and not np.isfinite(score):  # JSON's NaN / Infinity: no null once in a frame
+        raise InputError(f"expected a finite number, got {score}", path=path, line=line, field=SCORE_COLUMN)
     if "k" in first and "k" not in rec:
         raise InputError("missing required field", path=path, line=line, field="k")
 
@@ -146,7 +157,7 @@ def _is_single_shot(df: pd.DataFrame, greedy: bool | None) -> bool:
 
 
 def _check_required_fields(df: pd.DataFrame, *, path: Path, lines: pd.Series) -> None:
-    """Every row needs ``item_id`` and ``k``, and the file an ``is_correct`` field."""
+    """Every row needs ``item_id`` and ``k``, and the file an ``is_correct`` or a ``score`` field."""
     # Required per row: item_id, k, and is_correct or is_missing (can't tell correctness otherwise).
     if "k" not in df:  # only when greedy=False: otherwise a file without k is single-shot (k = 0)
         raise InputError(
@@ -160,8 +171,8 @@ def _check_required_fields(df: pd.DataFrame, *, path: Path, lines: pd.Series) ->
         if missing.any():
             first = missing.idxmax()
             raise InputError("missing required field", path=path, line=int(lines[first]), field=field)
-    if "is_correct" not in df:
-        raise InputError("missing required field", path=path, line=int(lines.iloc[0]), field="is_correct")
+    if "is_correct" not in df and SCORE_COLUMN not in df:
+        raise InputError("missing required field (nor 'score')", path=path, line=int(lines.iloc[0]), field="is_correct")
 
 
 def _parse_k(values: pd.Series, *, path: Path, lines: pd.Series) -> pd.Series:
@@ -185,27 +196,96 @@ def _parse_item_id(values: pd.Series, *, path: Path, lines: pd.Series) -> pd.Ser
     return item_id
 
 
-def _parse_correctness(df: pd.DataFrame, *, path: Path, fmt: str, lines: pd.Series) -> tuple[pd.Series, pd.Series]:
-    """``(is_correct, is_missing)``: a missing answer has no score, and an answer that is not missing must have one.
+def _parse_correctness(
+    df: pd.DataFrame, *, path: Path, fmt: str, lines: pd.Series
+) -> tuple[pd.Series, pd.Series, pd.Series | None]:
+    """``(is_correct, is_missing, score)``: a missing answer has no score, and an answer that is not missing must
+    have one in each scoring field the file has (``is_correct``, ``score``; ``score`` None where the file has none).
 
-    ``is_missing`` defaults to "no score" where absent or null.
+    ``is_missing`` defaults to "no score" where absent or null. A graded file's ``is_correct`` may be absent or
+    all null (as :func:`save_trials` writes graded trials).
     """
-    is_correct = _parse_bool(df["is_correct"], path=path, fmt=fmt, lines=lines, field="is_correct")
+    graded = SCORE_COLUMN in df and ("is_correct" not in df or df["is_correct"].isna().all())
+    is_correct = (
+        pd.Series(pd.NA, index=df.index, dtype="boolean")
+        if graded
+        else _parse_bool(df["is_correct"], path=path, fmt=fmt, lines=lines, field="is_correct")
+    )
+    score = _parse_score(df[SCORE_COLUMN], path=path, lines=lines) if SCORE_COLUMN in df else None
+    unscored = score.isna() if graded else is_correct.isna()
     if "is_missing" in df:
         is_missing = _parse_bool(df["is_missing"], path=path, fmt=fmt, lines=lines, field="is_missing")
-        is_missing = is_missing.fillna(is_correct.isna())
+        is_missing = is_missing.fillna(unscored)
     else:
-        is_missing = is_correct.isna()
+        is_missing = unscored
     is_missing = is_missing.astype(bool)
-    contradiction = is_missing & is_correct.notna()
-    if contradiction.any():
-        # A missing answer cannot be scored; the reference study drops its score.
-        is_correct.loc[contradiction] = pd.NA
-    unscored = ~is_missing & is_correct.isna()
-    if unscored.any():
-        first = unscored.idxmax()
-        raise InputError("null but 'is_missing' is false", path=path, line=int(lines[first]), field="is_correct")
-    return is_correct, is_missing
+    # A missing answer cannot be scored; the reference study drops its score.
+    is_correct.loc[is_missing & is_correct.notna()] = pd.NA
+    if score is not None:
+        score.loc[is_missing] = np.nan
+    for field, values in (("is_correct", None if graded else is_correct), (SCORE_COLUMN, score)):
+        if values is not None and (~is_missing & values.isna()).any():
+            first = (~is_missing & values.isna()).idxmax()
+            raise InputError("null but 'is_missing' is false", path=path, line=int(lines[first]), field=field)
+    if score is not None:
+        score_kind(score[~is_missing], path=path, lines=lines)
+    return is_correct, is_missing, score
+
+
+def _parse_score(values: pd.Series, *, path: Path, lines: pd.Series) -> pd.Series:
+    """Scores as float64, NaN where null; text that is not a number and infinities are errors."""
+    num = pd.to_numeric(values, errors="coerce").astype(float)
+    null_text = values.map(lambda v: isinstance(v, str) and v.strip().lower() in ("", "null", "none", "nan"))
+    bad = values.notna() & ~null_text & ~np.isfinite(num)
+    if bad.any():
+        first = bad.idxmax()
+        raise InputError(
+            f"expected a finite number, got {json.dumps(values[first], default=str)}",
+            path=path,
+            line=int(lines[first]),
+            field=SCORE_COLUMN,
+        )
+    return num
+
+
+def score_kind(scores: pd.Series, *, path: str | Path = "<memory>", lines: pd.Series | None = None) -> str:
+    """The kind of one version's scores: ``"ordinal"`` (whole numbers spanning at most :data:`MAX_SCORE_LEVELS`
+    levels) or ``"continuous"`` (within [0, 1], not all whole); anything else is an :class:`InputError` naming
+    the first score that breaks the kind. Whole numbers in [0, 1] (0 / 1 credit) are ordinal, two levels.
+
+    Examples
+    --------
+    >>> score_kind(pd.Series([1.0, 5.0, 3.0])), score_kind(pd.Series([0.25, 1.0, 0.0]))
+    ('ordinal', 'continuous')
+    >>> try:
+    ...     score_kind(pd.Series([1.0, 2.0, 0.5]))
+    ... except InputError as err:
+    ...     print(err.line, err.message)
+    3 a mix of kinds: 0.5 among whole-number levels up to 2 (ordinal: whole numbers; continuous: in [0, 1])
+    """
+    x = pd.Series(scores, dtype=float).dropna()
+    lines = pd.Series(np.arange(len(scores)) + 1, index=scores.index) if lines is None else lines
+    whole, inside = x == np.floor(x), (x >= 0) & (x <= 1)
+    if whole.all() and not (x > x.min() + MAX_SCORE_LEVELS - 1).any():
+        return "ordinal"
+    if inside.all() and not whole.all():
+        return "continuous"
+    if whole.all():
+        first = (x > x.min() + MAX_SCORE_LEVELS - 1).idxmax()
+        message = (
+            f"outside its levels: {x[first]:g} with levels from {x.min():g}; an ordinal score takes at most "
+            f"{MAX_SCORE_LEVELS} levels (rescale a wider one to [0, 1])"
+        )
+    elif (~whole & ~inside).any():
+        first = (~whole & ~inside).idxmax()
+        message = f"{x[first]:g} is neither a whole-number level (ordinal) nor in [0, 1] (continuous)"
+    else:  # fractions in [0, 1] beside whole numbers above 1
+        first = (~whole).idxmax()
+        message = (
+            f"a mix of kinds: {x[first]:g} among whole-number levels up to {x[whole].max():g} "
+            "(ordinal: whole numbers; continuous: in [0, 1])"
+        )
+    raise InputError(message, path=path, line=int(lines[first]), field=SCORE_COLUMN)
 
 
 def _model_column(df: pd.DataFrame, model: str | None, path: Path) -> pd.Series:
@@ -283,7 +363,9 @@ def normalise_trials(
     _check_required_fields(df, path=path, lines=lines)
     df["k"] = _parse_k(df["k"], path=path, lines=lines)
     df["item_id"] = _parse_item_id(df["item_id"], path=path, lines=lines)
-    df["is_correct"], df["is_missing"] = _parse_correctness(df, path=path, fmt=fmt, lines=lines)
+    df["is_correct"], df["is_missing"], score = _parse_correctness(df, path=path, fmt=fmt, lines=lines)
+    if score is not None:
+        df[SCORE_COLUMN] = score
     df["domain"] = df.get("domain", pd.Series("all", index=df.index)).fillna("all").astype(str)
     df["model"] = _model_column(df, model, path)
     for col, column in _optional_columns(df, path=path, lines=lines).items():
@@ -296,7 +378,7 @@ def normalise_trials(
             field="is_missing",
         )
 
-    keep = list(TRIAL_COLUMNS) + ["_line"]
+    keep = list(TRIAL_COLUMNS) + ([SCORE_COLUMN] if score is not None else []) + ["_line"]
     if extra_columns:
         keep += [c for c in raw.columns if c not in keep]
     return df[keep].reset_index(drop=True)
@@ -372,7 +454,7 @@ def save_trials(trials: pd.DataFrame, path: str | Path) -> None:
     >>> from bayesrc.data import simulate_pair
     >>> save_trials(simulate_pair(50, 10, seed=1).trials_v1, "v1.parquet")  # doctest: +SKIP
     """
-    frame = trials[[c for c in TRIAL_COLUMNS if c in trials]].copy()
+    frame = trials[[c for c in (*TRIAL_COLUMNS, SCORE_COLUMN) if c in trials]].copy()
     buf = io.BytesIO()
     pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), buf)
     atomic_write_bytes(path, buf.getvalue())
