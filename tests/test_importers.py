@@ -15,7 +15,7 @@ from bayesrc.errors import InputError
 from bayesrc.importers import (
     read_inspect,
     read_lm_eval,
-    score_correct,
+    score_value,
     task_from_filename,
     write_inspect_example,
     write_lm_eval_example,
@@ -87,12 +87,22 @@ def test_inspect_round_trip_epochs(pair, tmp_path, suffix):
 
 
 def test_score_values():
-    assert score_correct("C") is True and score_correct("I") is False and score_correct("N") is None
-    assert score_correct(1.0) is True and score_correct(False) is False
-    with pytest.raises(ValueError):
-        score_correct("P")
-    with pytest.raises(ValueError):
-        score_correct(0.5)
+    """As Inspect's value_to_float: C / I / P 1 / 0 / 0.5, booleans and numbers as they are; N and NaN (no grade)
+    are no answer; anything else, or an infinite score, is refused."""
+    assert [score_value(v) for v in ("C", "I", "P", "N", "yes", "0.25", True, 2, float("nan"))] == [
+        1.0,
+        0.0,
+        0.5,
+        None,
+        1.0,
+        0.25,
+        1.0,
+        2.0,
+        None,
+    ]
+    for bad in ("maybe", float("inf"), None, [1]):
+        with pytest.raises(ValueError):
+            score_value(bad)
 
 
 def _lines(path):
@@ -130,12 +140,21 @@ def test_inspect_bad_input_names_sample_and_field(pair, tmp_path):
     with pytest.raises(InputError, match=r"log\.json:\d+: malformed JSON.*partial"):
         read_inspect(path)
     bad = json.loads(json.dumps(log))
-    bad["samples"][7]["scores"]["choice"]["value"] = "P"
+    bad["samples"][7]["scores"]["choice"]["value"] = "maybe"
     path.write_text(json.dumps(bad))
     with pytest.raises(InputError) as e:
         read_inspect(path)
     msg = str(e.value)
-    assert "log.json" in msg and "sample 7" in msg and "field 'scores.choice.value'" in msg and "partial credit" in msg
+    assert "log.json" in msg and "sample 7" in msg and "field 'scores.choice.value'" in msg and '"maybe"' in msg
+    # partial credit makes the whole log graded: C / I read as 1 / 0 beside P's 0.5
+    graded = json.loads(json.dumps(log))
+    graded["samples"][7]["scores"]["choice"]["value"] = "P"
+    path.write_text(json.dumps(graded))
+    t = read_inspect(path)
+    assert t["is_correct"].isna().all() and set(t["score"].dropna()) == {0.0, 0.5, 1.0}
+    (tmp_path / "binary.json").write_text(json.dumps(log))
+    binary = read_inspect(tmp_path / "binary.json")["is_correct"].astype("Float64").fillna(-1).to_numpy()
+    assert (t["score"].fillna(-1).to_numpy() != binary).sum() == 1  # sample 7 alone
     bad = json.loads(json.dumps(log))
     del bad["samples"][3]["epoch"]
     path.write_text(json.dumps(bad))

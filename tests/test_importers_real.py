@@ -20,12 +20,13 @@ import numpy as np
 import pytest
 
 from bayesrc.cli import main
-from bayesrc.data import item_counts
+from bayesrc.data import item_counts, item_scores, load_trials
 from bayesrc.errors import InputError
 from bayesrc.importers import read_inspect, read_lm_eval, read_promptfoo
 
 DATA = Path(__file__).parent / "data"
 INSPECT = DATA / "inspect"
+INSPECT_GRADED = DATA / "inspect_graded"
 LM_EVAL = DATA / "lm_eval"
 PROMPTFOO = DATA / "promptfoo"
 
@@ -56,6 +57,51 @@ def test_inspect_counts_equal_inspects_own(name):
             assert bool(rows.loc[int(epoch) - 1, "is_correct"]) == (value == "C")
     assert t["is_correct"].mean() == pytest.approx(log["accuracy"])
     assert set(t["domain"]) == {"physics", "law", "psychology", "economics"}
+
+
+@pytest.mark.parametrize("name", ["v1.eval", "v2.eval"])
+def test_inspect_graded_scores_equal_inspects_own(name):
+    """A model-graded scorer (model_graded_qa with partial credit, graded by the Gemma GGUF behind llama-cpp-python's
+    server): each epoch's C / P / I as 1 / 0.5 / 0, a grade the grader did not give (NaN) a missing response, and
+    each item's mean score Inspect's own epoch reduction."""
+    exp = _expected(INSPECT_GRADED)
+    log = exp["logs"][name]
+    t = read_inspect(INSPECT_GRADED / name)
+    assert log["scorer"] == "model_graded_qa"
+    # partial credit given: a graded version; none given: right / wrong as well (its scores all 0 or 1)
+    partial = any(v == "P" for epochs in log["scores"].values() for v in epochs.values())
+    assert t["is_correct"].isna().all() if partial else (t["is_correct"] == (t["score"] == 1)).fillna(True).all()
+    as_number = {"C": 1.0, "P": 0.5, "I": 0.0}
+    for item, per_epoch in log["scores"].items():
+        rows = t[t["item_id"] == item].set_index("k")
+        for epoch, value in per_epoch.items():
+            row = rows.loc[int(epoch) - 1]
+            if value in as_number:
+                assert row["score"] == as_number[value] and not row["is_missing"]
+            else:  # NaN: no grade found in the grader's reply
+                assert np.isnan(value) and np.isnan(row["score"]) and row["is_missing"]
+    means = t[~t["is_missing"]].groupby("item_id")["score"].mean()
+    assert means.to_dict() == pytest.approx(log["mean_score"])
+
+
+def test_inspect_graded_pair_imports_and_summarises_end_to_end(tmp_path, capsys):
+    """`bayesrc import inspect` writes the graded trials (their score kept), and the two versions' item scores
+    are the continuous kind (partial credit) with each item's mean as Inspect reduces it."""
+    paths = []
+    for name in ("v1", "v2"):
+        paths.append(tmp_path / f"{name}.parquet")
+        code = main(
+            ["import", "inspect", str(INSPECT_GRADED / f"{name}.eval"), "--out", str(paths[-1]), "--model", name]
+        )
+        assert code == 0, capsys.readouterr().err
+    ds = item_scores(*(load_trials(p) for p in paths))
+    assert ds.attrs["score_kind"] == "continuous" and ds.sizes["item"] == 8
+    exp = _expected(INSPECT_GRADED)["logs"]
+    for v in ("v1", "v2"):
+        got = ds["score_mean"].sel(version=v).to_series().dropna().to_dict()
+        assert got == pytest.approx(exp[f"{v}.eval"]["mean_score"])
+    with pytest.raises(InputError, match="graded trials"):  # not right / wrong: the binary analyses refuse them
+        item_counts(*(load_trials(p) for p in paths))
 
 
 def test_inspect_small_k_is_analysable_by_default():

@@ -17,7 +17,7 @@ from bayesrc.importers.examples import (
     write_inspect_example,
     write_lm_eval_example,
 )
-from bayesrc.importers.inspect_log import read_inspect, score_correct
+from bayesrc.importers.inspect_log import read_inspect, score_value
 from bayesrc.importers.lm_eval import read_lm_eval, task_from_filename
 from bayesrc.importers.promptfoo import read_promptfoo
 
@@ -27,7 +27,7 @@ __all__ = [
     "read_inspect",
     "read_lm_eval",
     "read_promptfoo",
-    "score_correct",
+    "score_value",
     "task_from_filename",
     "write_examples",
     "write_inspect_example",

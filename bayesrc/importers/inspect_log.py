@@ -13,16 +13,19 @@ The JSON format stores all of it in one file; the ``.eval`` format is a zip with
 ``_journal/start.json`` (or ``header.json``) and one ``samples/<id>_epoch_<n>.json``
 per sample. Current Inspect (0.3.1xx and later) compresses the zip members with
 Zstandard (zip method 93), which Python's ``zipfile`` cannot read before 3.14; those
-members are decompressed here with the ``zstandard`` package (CRC-checked). Score values
-map to correctness as Inspect's ``value_to_float`` does for binary scorers:
-``"C"`` / true / 1 correct, ``"I"`` / false / 0 incorrect;
-``"N"`` (no answer) and samples that ended in an error are missing responses.
-Partial credit (``"P"`` or 0 < value < 1) is not a binary trial and is refused.
+members are decompressed here with the ``zstandard`` package (CRC-checked). Score values map to
+numbers as Inspect's ``value_to_float`` maps them (:func:`score_value`): ``"C"`` / true / "yes" 1,
+``"I"`` / false / "no" 0, partial credit ``"P"`` 0.5, numbers (and numeric text) as they are;
+``"N"`` (no answer), a NaN score (a model-graded scorer that found no grade) and samples that
+ended in an error are missing responses. Every trial carries its ``score`` (SPEC section 11), and
+``is_correct`` too when every score of the log is 0 or 1: a log of a partial-credit scorer that
+happened to give no partial credit is still a graded version beside one that did.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import struct
 import zipfile
 import zlib
@@ -35,6 +38,7 @@ from bayesrc.errors import InputError
 from bayesrc.importers._common import as_text, choice_note, finish, lookup, trial_row
 
 CORRECT, INCORRECT, NOANSWER, PARTIAL = "C", "I", "N", "P"
+NAMED_SCORES = {"true": 1.0, "yes": 1.0, "correct": 1.0, "false": 0.0, "no": 0.0, "incorrect": 0.0}
 DOMAIN_KEYS = ("domain", "category", "subject")
 
 
@@ -128,31 +132,36 @@ def _load_eval_zip(path: Path) -> tuple[dict, list[tuple[str, Any]]]:
     return log, samples
 
 
-def score_correct(value: Any) -> bool | None:
-    """Binary correctness of an Inspect score value; ``None`` for no answer. Raises ValueError.
+def score_value(value: Any) -> float | None:
+    """An Inspect score value as a number (as Inspect's ``value_to_float``); ``None`` for no answer or no grade.
+    Raises ValueError.
 
     Examples
     --------
-    >>> score_correct("C"), score_correct("I"), score_correct("N"), score_correct(1.0)
-    (True, False, None, True)
+    >>> score_value("C"), score_value("P"), score_value("I"), score_value("N"), score_value(0.75), score_value(True)
+    (1.0, 0.5, 0.0, None, 0.75, 1.0)
     """
     if isinstance(value, bool):
-        return value
+        return float(value)
     if isinstance(value, (int, float)):
-        if value in (0, 1):
-            return bool(value)
-        raise ValueError(f"partial score {value!r} is not a binary trial")
+        if math.isnan(value):
+            return None  # a model-graded scorer that found no grade in its grader's reply
+        if math.isinf(value):
+            raise ValueError(f"expected a finite score, got {value!r}")
+        return float(value)
     if isinstance(value, str):
         v = value.strip()
-        if v == CORRECT or v.lower() in ("true", "yes", "correct"):
-            return True
-        if v == INCORRECT or v.lower() in ("false", "no", "incorrect"):
-            return False
         if v == NOANSWER:
             return None
-        if v == PARTIAL:
-            raise ValueError("partial credit 'P' is not a binary trial")
-    raise ValueError(f"cannot read {json.dumps(value)} as correct / incorrect")
+        named = {CORRECT: 1.0, INCORRECT: 0.0, PARTIAL: 0.5}.get(v)
+        named = named if named is not None else NAMED_SCORES.get(v.lower())
+        if named is not None:
+            return named
+        try:
+            return score_value(float(v))
+        except ValueError:
+            pass
+    raise ValueError(f"cannot read {json.dumps(value)} as a score (C, P, I, N, true, false or a number)")
 
 
 def _output_text(sample: dict) -> str | None:
@@ -209,9 +218,9 @@ def _sample_scores(s: dict, ident: str, *, path: Path) -> dict:
     return scores
 
 
-def _sample_score(s: dict, scores: dict, ident: str, scorer: str | None, *, path: Path) -> tuple[bool | None, Any]:
-    """``(correct, answer)`` from the ``scorer``'s entry in ``scores``; ``(None, None)`` for an unscored sample
-    that ended in an error."""
+def _sample_score(s: dict, scores: dict, ident: str, scorer: str | None, *, path: Path) -> tuple[float | None, Any]:
+    """``(score, answer)`` from the ``scorer``'s entry in ``scores`` (:func:`score_value`); ``(None, None)`` for an
+    unscored sample that ended in an error."""
     if not scores:
         if s.get("error") is not None:
             return None, None
@@ -226,10 +235,10 @@ def _sample_score(s: dict, scores: dict, ident: str, scorer: str | None, *, path
     if not isinstance(score, dict) or "value" not in score:
         raise InputError(f"{ident}: expected a score object with a 'value'", path=path, field=f"scores.{scorer}")
     try:
-        correct = score_correct(score["value"])
+        value = score_value(score["value"])
     except ValueError as exc:
         raise InputError(f"{ident}: {exc}", path=path, field=f"scores.{scorer}.value") from None
-    return correct, score.get("answer")
+    return value, score.get("answer")
 
 
 def _sample_domain(s: dict, ident: str, *, domain_field: str | None, task: str, path: Path) -> Any:
@@ -255,7 +264,7 @@ def _sample_rows(
     notes: list[str],
 ) -> list[dict]:
     """One trial row per sample (``k = epoch - 1``); without a ``scorer``, the first scored sample's first scorer
-    is used."""
+    is used; each carries its score, and ``is_correct`` where every score is 0 or 1 (:func:`with_correctness`)."""
     rows: list[dict] = []
     chosen = scorer
     seen: dict[tuple[str, int], str] = {}  # (id, epoch) -> where, to name the first of a duplicate
@@ -269,23 +278,38 @@ def _sample_rows(
                 notes.append(
                     choice_note(path, field="scores", noun="scorers", options=scores, chosen=chosen, option="scorer")
                 )
-        correct, answer = _sample_score(s, scores, ident, chosen, path=path)
+        value, answer = _sample_score(s, scores, ident, chosen, path=path)
         domain = _sample_domain(s, ident, domain_field=domain_field, task=task, path=path)
-        missing = correct is None
-        rows.append(
-            trial_row(
-                item_id=str(sid),
-                domain=str(domain),
-                k=epoch - 1,
-                response=_output_text(s),
-                extracted=None if missing or answer is None else str(answer),
-                correct_answer=as_text(s.get("target")),
-                is_correct=None if missing else correct,
-                is_missing=missing,
-                line=idx,
-            )
+        missing = value is None
+        row = trial_row(
+            item_id=str(sid),
+            domain=str(domain),
+            k=epoch - 1,
+            response=_output_text(s),
+            extracted=None if missing or answer is None else str(answer),
+            correct_answer=as_text(s.get("target")),
+            is_correct=None,
+            is_missing=missing,
+            line=idx,
         )
-    return rows
+        rows.append(row | {"score": value})
+    return with_correctness(rows)
+
+
+def with_correctness(rows: list[dict]) -> list[dict]:
+    """``rows`` with ``is_correct`` set from their ``score`` where every score is 0 or 1 (a right / wrong log);
+    otherwise left null (a graded log).
+
+    Examples
+    --------
+    >>> [r["is_correct"] for r in with_correctness([{"score": 1.0}, {"score": 0.0}, {"score": None}])]
+    [True, False, None]
+    >>> [r["is_correct"] for r in with_correctness([{"score": 0.5}, {"score": 1.0}])]
+    [None, None]
+    """
+    if not all(r["score"] in (None, 0.0, 1.0) for r in rows):
+        return [r | {"is_correct": None} for r in rows]
+    return [r | {"is_correct": None if r["score"] is None else r["score"] == 1.0} for r in rows]
 
 
 def read_inspect(

@@ -5,6 +5,8 @@ project's own environment::
 
     python -m venv /tmp/venv-inspect && /tmp/venv-inspect/bin/pip install inspect-ai zstandard
     /tmp/venv-inspect/bin/python tests/data/make_fixtures.py inspect
+    # graded: model_graded_qa's grader is the Gemma GGUF behind the llama.cpp server below
+    /tmp/venv-inspect/bin/python tests/data/make_fixtures.py inspect-graded --base-url http://127.0.0.1:8765/v1
 
     # 0.4.13: no torch needed for API models
     python -m venv /tmp/venv-lmeval && /tmp/venv-lmeval/bin/pip install 'lm-eval[api]'
@@ -79,20 +81,12 @@ INSPECT_VERSIONS = {"v1": 0.75, "v2": 0.45}  # mock accuracy per version (items 
 INSPECT_EPOCHS = 5
 
 
-def make_inspect(out: Path) -> None:
-    import inspect_ai
-    from inspect_ai import Task
-    from inspect_ai import eval as inspect_eval
-    from inspect_ai.dataset import MemoryDataset, Sample
-    from inspect_ai.log import read_eval_log
-    from inspect_ai.model import ModelOutput, ModelUsage, get_model
-    from inspect_ai.scorer import choice
-    from inspect_ai.solver import multiple_choice
+def _inspect_samples() -> list:
+    """The 8 bundled MMLU-Pro items as Inspect samples, 4 options each (the key among them: small logs)."""
+    from inspect_ai.dataset import Sample
 
-    items = bank_items(8, 2)
-    # Only 4 options each keep the logs small; the key stays among them.
     samples = []
-    for it in items:
+    for it in bank_items(8, 2):
         opts = it["options_raw"]
         key = LETTERS.index(it["answer"])
         keep = sorted({key, *[i for i in range(len(opts)) if i != key][:3]})
@@ -105,33 +99,70 @@ def make_inspect(out: Path) -> None:
                 metadata={"subject": it["domain"]},
             )
         )
+    return samples
 
-    def mock(version: str, acc: float):
-        calls: dict[str, int] = {}
 
-        def output(messages, tools, tool_choice, config):
-            prompt = "".join(str(m.content) for m in messages)
-            sample = next(s for s in samples if s.input in prompt)
-            n = calls[sample.id] = calls.get(sample.id, 0) + 1
-            rng = random.Random(f"{version}|{sample.id}|{n}")
-            p_item = min(0.95, max(0.05, acc + random.Random(f"{version}|{sample.id}").uniform(-0.3, 0.3)))
-            u = rng.random()
-            if u < 0.08:
-                text = "I am not sure which option is right."  # no answer: scored incorrect by choice()
-            else:
-                letters = LETTERS[: len(sample.choices)]
-                pick = (
-                    sample.target if rng.random() < p_item else rng.choice([c for c in letters if c != sample.target])
-                )
-                text = f"Let me think about the options.\n\nANSWER: {pick}"
-            out = ModelOutput.from_content(model="mockllm/model", content=text)
-            out.usage = ModelUsage(
-                input_tokens=len(prompt) // 4, output_tokens=len(text) // 4, total_tokens=(len(prompt) + len(text)) // 4
-            )
-            return out
+def _mock_answers(samples: list, version: str, acc: float):
+    """Inspect's ``mockllm/model`` outputs: per (version, item, call) a seeded answer letter, right with the item's
+    probability around ``acc``, ~8% no answer; with their usage (so no tokenizer is fetched)."""
+    from inspect_ai.model import ModelOutput, ModelUsage
 
-        return output
+    calls: dict[str, int] = {}
 
+    def output(messages, tools, tool_choice, config):
+        prompt = "".join(str(m.content) for m in messages)
+        sample = next(s for s in samples if s.input in prompt)
+        n = calls[sample.id] = calls.get(sample.id, 0) + 1
+        rng = random.Random(f"{version}|{sample.id}|{n}")
+        p_item = min(0.95, max(0.05, acc + random.Random(f"{version}|{sample.id}").uniform(-0.3, 0.3)))
+        u = rng.random()
+        if u < 0.08:
+            text = "I am not sure which option is right."  # no answer: scored incorrect by choice()
+        else:
+            letters = LETTERS[: len(sample.choices)]
+            pick = sample.target if rng.random() < p_item else rng.choice([c for c in letters if c != sample.target])
+            text = f"Let me think about the options.\n\nANSWER: {pick}"
+        out = ModelOutput.from_content(model="mockllm/model", content=text)
+        out.usage = ModelUsage(
+            input_tokens=len(prompt) // 4, output_tokens=len(text) // 4, total_tokens=(len(prompt) + len(text)) // 4
+        )
+        return out
+
+    return output
+
+
+def _run_inspect(task, model, log_dir: Path, fmt: str, dest: Path):
+    """One Inspect run of ``task`` (``INSPECT_EPOCHS`` epochs), its log moved to ``dest`` and read back."""
+    from inspect_ai import eval as inspect_eval
+    from inspect_ai.log import read_eval_log
+
+    logs = inspect_eval(
+        task,
+        model=model,
+        epochs=INSPECT_EPOCHS,
+        log_dir=str(log_dir),
+        log_format=fmt,
+        display="none",
+        max_connections=1,
+        log_level="warning",
+    )
+    src = Path(logs[0].location)
+    src.rename(dest)
+    shutil.rmtree(src.parent)
+    log = read_eval_log(str(dest))
+    assert log.status == "success", log.status
+    return log
+
+
+def make_inspect(out: Path) -> None:
+    import inspect_ai
+    from inspect_ai import Task
+    from inspect_ai.dataset import MemoryDataset
+    from inspect_ai.model import get_model
+    from inspect_ai.scorer import choice
+    from inspect_ai.solver import multiple_choice
+
+    samples = _inspect_samples()
     target = out / "inspect"
     shutil.rmtree(target, ignore_errors=True)
     target.mkdir(parents=True)
@@ -144,23 +175,9 @@ def make_inspect(out: Path) -> None:
                 scorer=choice(),
                 name="mmlu_pro_mini",
             )
-            model = get_model("mockllm/model", custom_outputs=mock(version, acc), memoize=False)
-            logs = inspect_eval(
-                task,
-                model=model,
-                epochs=INSPECT_EPOCHS,
-                log_dir=str(target / f"tmp-{version}-{fmt}"),
-                log_format=fmt,
-                display="none",
-                max_connections=1,
-                log_level="warning",
-            )
-            src = Path(logs[0].location)
+            model = get_model("mockllm/model", custom_outputs=_mock_answers(samples, version, acc), memoize=False)
             dest = target / f"{version}.{fmt}"
-            src.rename(dest)
-            shutil.rmtree(src.parent)
-            log = read_eval_log(str(dest))
-            assert log.status == "success", log.status
+            log = _run_inspect(task, model, target / f"tmp-{version}-{fmt}", fmt, dest)
             # The tool's own per-item report: the epoch reduction (mean of the C/I scores) times the epochs.
             per_item = {}
             for red in log.reductions[0].samples:
@@ -177,6 +194,90 @@ def make_inspect(out: Path) -> None:
                 "scores": per_epoch,
                 "accuracy": log.results.scores[0].metrics["accuracy"].value,
             }
+    (target / "expected.json").write_text(json.dumps(expected, indent=1, sort_keys=True) + "\n")
+    print(f"wrote {sorted(p.name for p in target.iterdir())}")
+
+
+# The model-graded scorer's prompt: a few-shot completion for the base Gemma model, which continues after
+# "GRADE:" with a letter (C correct, P partially correct, I incorrect); the grade is the completion's first
+# letter among C, P, I (model_graded_qa scores 0 when it finds none).
+GRADER_TEMPLATE = """Grade each submission against the expert answer: C correct, P partially correct, I incorrect.
+
+Question: What is 2+2?
+Expert answer: 4
+Submission: ANSWER: 4
+GRADE: C
+
+Question: Name the capital of France and of Spain.
+Expert answer: Paris and Madrid
+Submission: ANSWER: Paris
+GRADE: P
+
+Question: What colour is the sky on a clear day?
+Expert answer: blue
+Submission: ANSWER: green
+GRADE: I
+
+Question: {question}
+Expert answer: {criterion}
+Submission: {answer}
+GRADE:"""
+GRADER_PATTERN = r"^\s*([CPI])"
+
+
+def make_inspect_graded(out: Path, base_url: str, server_software: str) -> None:
+    """Inspect logs with graded scores: the same items and mock answers as :func:`make_inspect`, scored by
+    ``model_graded_qa(partial_credit=True)`` whose grader is the Gemma GGUF behind llama-cpp-python's server
+    (``openai-api-completions``: the raw few-shot prompt, no chat template), ``epochs = 5``."""
+    import inspect_ai
+    from inspect_ai import Task
+    from inspect_ai.dataset import MemoryDataset
+    from inspect_ai.model import GenerateConfig, get_model
+    from inspect_ai.scorer import model_graded_qa
+    from inspect_ai.solver import generate
+
+    samples = _inspect_samples()
+    target = out / "inspect_graded"
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
+    grader = get_model(
+        "openai-api-completions/llama/gemma-3-270m",
+        base_url=base_url,
+        api_key="none",
+        config=GenerateConfig(max_tokens=4, temperature=1.0),
+    )
+    expected: dict = {
+        "tool": "inspect-ai",
+        "version": inspect_ai.__version__,
+        "epochs": INSPECT_EPOCHS,
+        "grader": server_software,
+        "logs": {},
+    }
+    for version, acc in INSPECT_VERSIONS.items():
+        task = Task(
+            dataset=MemoryDataset(samples, name="mmlu_pro_mini"),
+            solver=generate(),
+            scorer=model_graded_qa(
+                template=GRADER_TEMPLATE, grade_pattern=GRADER_PATTERN, partial_credit=True, model=grader
+            ),
+            name="mmlu_pro_mini_graded",
+        )
+        model = get_model("mockllm/model", custom_outputs=_mock_answers(samples, version, acc), memoize=False)
+        dest = target / f"{version}.eval"
+        log = _run_inspect(task, model, target / f"tmp-{version}", "eval", dest)
+        # The tool's own report: each epoch's score value, and the mean reduction over epochs as Inspect
+        # computes it (its value_to_float: C 1, P 0.5, I 0).
+        per_epoch: dict = {}
+        for s in log.samples:
+            per_epoch.setdefault(str(s.id), {})[s.epoch] = s.scores["model_graded_qa"].value
+        expected["logs"][dest.name] = {
+            "model": log.eval.model,
+            "status": log.status,
+            "scorer": log.reductions[0].scorer,
+            "reducer": log.reductions[0].reducer,
+            "mean_score": {str(r.sample_id): float(r.value) for r in log.reductions[0].samples},
+            "scores": per_epoch,
+        }
     (target / "expected.json").write_text(json.dumps(expected, indent=1, sort_keys=True) + "\n")
     print(f"wrote {sorted(p.name for p in target.iterdir())}")
 
@@ -411,6 +512,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="tool", required=True)
     sub.add_parser("inspect")
+    graded = sub.add_parser("inspect-graded")
+    graded.add_argument("--base-url", required=True, help="the llama-cpp-python server's /v1 URL")
+    graded.add_argument(
+        "--server-software",
+        default="llama-cpp-python 0.3.36 (python -m llama_cpp.server), Gemma-3-270M Q4_K_M GGUF",
+        help="what serves --base-url (recorded in expected.json)",
+    )
     lm = sub.add_parser("lm-eval")
     lm.add_argument("--base-url", required=True)
     lm.add_argument(
@@ -424,6 +532,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.tool == "inspect":
         make_inspect(HERE)
+    elif args.tool == "inspect-graded":
+        make_inspect_graded(HERE, args.base_url, args.server_software)
     elif args.tool == "lm-eval":
         make_lm_eval(HERE, args.base_url, args.server_software)
     else:
