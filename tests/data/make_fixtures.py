@@ -154,6 +154,21 @@ def _run_inspect(task, model, log_dir: Path, fmt: str, dest: Path):
     return log
 
 
+def _log_record(log, scorer: str) -> dict:
+    """What ``expected.json`` holds of every Inspect log: its model, status, scorer, reducer and each epoch's score
+    value per sample, as Inspect's own API reads them."""
+    per_epoch: dict = {}
+    for s in log.samples:
+        per_epoch.setdefault(str(s.id), {})[s.epoch] = s.scores[scorer].value
+    return {
+        "model": log.eval.model,
+        "status": log.status,
+        "scorer": log.reductions[0].scorer,
+        "reducer": log.reductions[0].reducer,
+        "scores": per_epoch,
+    }
+
+
 def make_inspect(out: Path) -> None:
     import inspect_ai
     from inspect_ai import Task
@@ -182,16 +197,8 @@ def make_inspect(out: Path) -> None:
             per_item = {}
             for red in log.reductions[0].samples:
                 per_item[str(red.sample_id)] = round(float(red.value) * INSPECT_EPOCHS)
-            per_epoch = {}
-            for s in log.samples:
-                per_epoch.setdefault(str(s.id), {})[s.epoch] = s.scores["choice"].value
-            expected["logs"][dest.name] = {
-                "model": log.eval.model,
-                "status": log.status,
-                "scorer": log.reductions[0].scorer,
-                "reducer": log.reductions[0].reducer,
+            expected["logs"][dest.name] = _log_record(log, "choice") | {
                 "n_correct": per_item,
-                "scores": per_epoch,
                 "accuracy": log.results.scores[0].metrics["accuracy"].value,
             }
     (target / "expected.json").write_text(json.dumps(expected, indent=1, sort_keys=True) + "\n")
@@ -265,18 +272,10 @@ def make_inspect_graded(out: Path, base_url: str, server_software: str) -> None:
         model = get_model("mockllm/model", custom_outputs=_mock_answers(samples, version, acc), memoize=False)
         dest = target / f"{version}.eval"
         log = _run_inspect(task, model, target / f"tmp-{version}", "eval", dest)
-        # The tool's own report: each epoch's score value, and the mean reduction over epochs as Inspect
-        # computes it (its value_to_float: C 1, P 0.5, I 0).
-        per_epoch: dict = {}
-        for s in log.samples:
-            per_epoch.setdefault(str(s.id), {})[s.epoch] = s.scores["model_graded_qa"].value
-        expected["logs"][dest.name] = {
-            "model": log.eval.model,
-            "status": log.status,
-            "scorer": log.reductions[0].scorer,
-            "reducer": log.reductions[0].reducer,
+        # The tool's own report: the mean reduction over epochs as Inspect computes it (its value_to_float:
+        # C 1, P 0.5, I 0).
+        expected["logs"][dest.name] = _log_record(log, "model_graded_qa") | {
             "mean_score": {str(r.sample_id): float(r.value) for r in log.reductions[0].samples},
-            "scores": per_epoch,
         }
     (target / "expected.json").write_text(json.dumps(expected, indent=1, sort_keys=True) + "\n")
     print(f"wrote {sorted(p.name for p in target.iterdir())}")
