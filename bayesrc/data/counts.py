@@ -278,8 +278,9 @@ def _pooled_score_kind(scores: Sequence[pd.Series], sources: Sequence[str]) -> s
     """The one kind of every version's scores (each version's own kind already checked by
     :func:`~bayesrc.data.trials.score_kind`); a mix, or ordinal levels that span more than
     :data:`~bayesrc.data.trials.MAX_SCORE_LEVELS` together, is an :class:`InputError` naming the version's file."""
-    kinds = [score_kind(s, path=src) for s, src in zip(scores, sources)]
-    lows, highs = [s.min() for s in scores], [s.max() for s in scores]
+    scored = [(s.dropna(), src) for s, src in zip(scores, sources) if s.notna().any()]  # a version all missing: any
+    kinds = [score_kind(s, path=src) for s, src in scored]
+    lows, highs, sources = [s.min() for s, _ in scored], [s.max() for s, _ in scored], [src for _, src in scored]
     if set(kinds) == {"ordinal"} and max(highs) - min(lows) < MAX_SCORE_LEVELS:
         return "ordinal"
     if all(lo >= 0 and hi <= 1 for lo, hi in zip(lows, highs)):
