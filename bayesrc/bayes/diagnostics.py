@@ -151,11 +151,16 @@ def by_entries(fn: Callable[[np.ndarray], dict | np.ndarray], x: np.ndarray, chu
     if len(parts) == 1:
         out = [fn(flat)]
     else:
-        with ThreadPoolExecutor(min(len(parts), len(os.sched_getaffinity(0)))) as pool:
+        with ThreadPoolExecutor(min(len(parts), _cores())) as pool:
             out = list(pool.map(fn, parts))
     if isinstance(out[0], dict):
         return {k: np.concatenate([o[k] for o in out]).reshape(x.shape[:-2]) for k in out[0]}
     return np.concatenate(out).reshape(x.shape[:-2])
+
+
+def _cores() -> int:
+    """The cores this process may run on (its affinity on Linux, else every core)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def convergence(x: np.ndarray) -> dict[str, np.ndarray]:
