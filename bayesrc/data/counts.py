@@ -181,7 +181,7 @@ def item_counts(
     """
     sources = [str(s) for s in sources] if sources is not None else [f"<version {i + 1}>" for i in range(len(trials))]
     for t, src in zip(trials, sources):
-        if SCORE_COLUMN in t and t["is_correct"].isna().all():
+        if SCORE_COLUMN in t and ("is_correct" not in t or t["is_correct"].isna().all()):
             raise InputError(
                 "graded trials (a 'score' per sample, no 'is_correct'): the right/wrong analyses need "
                 "'is_correct'; bayesrc.data.item_scores summarises graded ones",
