@@ -20,8 +20,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bayesrc.bayes import ModelInputs, checks, compare, fit, model_inputs
-from bayesrc.bayes.checks import (
+from bayesrc.bayes import ModelInputs, checks, compare, fit, model_inputs, ppc
+from bayesrc.bayes.ppc import (
     STATS,
     check_strata,
     minp_adjust,
@@ -127,7 +127,7 @@ def test_ppc_with_the_true_accuracies_is_calibrated_and_a_wrong_model_warns():
     # Replicated a slice of draws at a time (bounded memory at 12,000 items): the same check as all at once.
     whole = posterior_predictive_check(np.broadcast_to(wrong, (1, 400, 120, 2)), d, seed=0)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(checks, "PPC_SLICE_ENTRIES", 120 * 4 * 7)  # 7 draws (of 4 datasets each) per slice
+        mp.setattr(ppc, "PPC_SLICE_ENTRIES", 120 * 4 * 7)  # 7 draws (of 4 datasets each) per slice
         assert posterior_predictive_check(np.broadcast_to(wrong, (1, 400, 120, 2)), d, seed=0) == whole
 
 

@@ -1308,8 +1308,8 @@ def test_item_block_forms_what_fits_stored_before_and_reads_those_fits_as_they_a
     import xarray as xr
 
     from bayesrc.bayes import item_block
-    from bayesrc.bayes.checks import thin_draws
     from bayesrc.bayes.draws import thinned_draws
+    from bayesrc.bayes.ppc import thin_draws
 
     rng = np.random.default_rng(0)
     dims, cell_dims, n_cells = ("chain", "draw", "item"), ("chain", "draw", "cell"), 7

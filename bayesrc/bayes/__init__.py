@@ -7,7 +7,8 @@ Each model is written twice with the same priors and named dims (``item``, ``ver
 ``joint_pymc`` the joint change model of three or more versions (:mod:`bayesrc.bayes.joint`; :func:`fit` of a
 family returns a :class:`JointFit`). :func:`fit` runs one, gates it (R-hat, ESS,
 divergences), selects changed items (Bayesian FDR or threshold), cross-checks RCI and runs the
-workflow checks (:mod:`bayesrc.bayes.checks`: posterior predictive check, PSIS-LOO; :func:`compare` ranks fits by ELPD):
+workflow checks (:mod:`bayesrc.bayes.ppc`: posterior predictive check; :mod:`bayesrc.bayes.checks`: PSIS-LOO;
+:func:`compare` ranks fits by ELPD):
 for a pair, the steps :func:`sample_posterior`, :func:`select_items`, :func:`crosscheck_rci` and
 :func:`workflow_checks`, which can also be called one by one. Their settings come grouped:
 :class:`SamplerConfig` (NUTS), :class:`GateConfig` (the convergence gate and its escalation) and
@@ -20,7 +21,6 @@ from bayesrc.bayes.change import change_numpyro, change_pymc, item_conditionals
 from bayesrc.bayes.change_collapsed import change_collapsed_numpyro, change_collapsed_pymc
 from bayesrc.bayes.change_grid import cell_stats
 from bayesrc.bayes.change_item_draws import item_draws, with_item_draws
-from bayesrc.bayes.checks import posterior_predictive_check
 from bayesrc.bayes.diagnostics import Diagnostics, gate
 from bayesrc.bayes.draws import item_block
 from bayesrc.bayes.fit import (
@@ -39,6 +39,7 @@ from bayesrc.bayes.inputs import ModelInputs, model_inputs
 from bayesrc.bayes.joint import family_item_draws, joint_numpyro, joint_pymc
 from bayesrc.bayes.joint_fit import JointFit, fit_joint, rank_bands
 from bayesrc.bayes.model_comparison import ModelComparison, compare
+from bayesrc.bayes.ppc import posterior_predictive_check
 from bayesrc.bayes.samplers import SamplerConfig, configure_host_devices, shared_adaptation
 from bayesrc.bayes.summaries import (
     ITEM_COLUMNS,

@@ -1,4 +1,5 @@
-"""Figures of the workflow checks (:mod:`bayesrc.bayes.checks`), drawn from ``fit.json`` alone.
+"""Figures of the workflow checks (:mod:`bayesrc.bayes.ppc`, :mod:`bayesrc.bayes.checks`), drawn from
+``fit.json`` alone.
 
 matplotlib is imported when a figure is drawn (through :mod:`bayesrc.plotting`), never at import.
 """
@@ -10,7 +11,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from bayesrc.bayes.checks import PPC_ALPHA, STATS
+from bayesrc.bayes.ppc import PPC_ALPHA, STATS
 from bayesrc.plotting import subplots
 
 STAT_TITLES = {

@@ -93,7 +93,7 @@ def item_slices(n_items: int, block: int) -> list[slice]:
 
 def thinned_draws(post, max_draws: int) -> xr.Dataset:
     """The posterior's chains and draws flattened into one ``sample`` dim and evenly thinned to at
-    most ``max_draws`` (:func:`thin_index`, as :func:`bayesrc.bayes.checks.thin_draws` thins), gathered
+    most ``max_draws`` (:func:`thin_index`, as :func:`bayesrc.bayes.ppc.thin_draws` thins), gathered
     without copying the others.
 
     Examples

@@ -19,13 +19,14 @@ from bayesrc.bayes.betabinom import betabinom_numpyro, betabinom_pymc
 from bayesrc.bayes.change import STRUCTURE_SITES, change_log_prior, change_numpyro, change_pymc, prior_settings
 from bayesrc.bayes.change_collapsed import change_collapsed_numpyro, change_collapsed_pymc
 from bayesrc.bayes.change_item_draws import with_item_draws
-from bayesrc.bayes.checks import MAX_PPC_DRAWS, loo_checks, loo_warnings, posterior_predictive_check, ppc_warnings
+from bayesrc.bayes.checks import loo_checks, loo_warnings
 from bayesrc.bayes.diagnostics import Diagnostics
 from bayesrc.bayes.draws import item_block, thinned_draws
 from bayesrc.bayes.fit_result import BayesFit
 from bayesrc.bayes.gating import gated_vars, sample_gated
 from bayesrc.bayes.inputs import ModelInputs, model_inputs
 from bayesrc.bayes.joint_fit import JointFit, fit_joint
+from bayesrc.bayes.ppc import MAX_PPC_DRAWS, posterior_predictive_check, ppc_warnings
 from bayesrc.bayes.prior_predictive import prior_predictive
 from bayesrc.bayes.samplers import SamplerConfig
 from bayesrc.bayes.summaries import (
@@ -317,8 +318,8 @@ def fit(
         table is used as it is), so report and fit share one RCI classification. Default: run
         :func:`bayesrc.classical.reliable_change` with ``rci_kwargs``.
     rci_kwargs : settings of that classical run (default 200 splits and permutations).
-    checks : the workflow checks (:mod:`bayesrc.bayes.checks`): a posterior predictive check per
-        stratum (domain x covariate level; ``payload["ppc"]``, a warning when the model does not
+    checks : the workflow checks (:mod:`bayesrc.bayes.ppc`, :mod:`bayesrc.bayes.checks`): a posterior predictive
+        check per stratum (domain x covariate level; ``payload["ppc"]``, a warning when the model does not
         reproduce the data) and PSIS-LOO with Pareto k and LOO-PIT per item (``payload["loo"]``,
         item columns ``elpd_loo``, ``pareto_k``, ``loo_pit``; :func:`bayesrc.bayes.compare`), and
         what the priors imply for item accuracies and their change on this design

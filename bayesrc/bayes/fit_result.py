@@ -100,7 +100,7 @@ class BayesFit(GatedResult):
     params = property(lambda self: self.payload.get("params") or {})
     flips = property(lambda self: self.payload.get("flips") or {})  # expected real majority flips (SPEC 2.1)
     warnings = property(lambda self: list(self.payload.get("warnings") or []))  # estimates the data do not decide
-    ppc = property(lambda self: self.payload.get("ppc") or {})  # posterior predictive check (bayesrc.bayes.checks)
+    ppc = property(lambda self: self.payload.get("ppc") or {})  # posterior predictive check (bayesrc.bayes.ppc)
     loo = property(lambda self: self.payload.get("loo") or {})  # PSIS-LOO over items: ELPD, Pareto k
 
     @property
