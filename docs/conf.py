@@ -81,6 +81,7 @@ API_MODULES = [
     ("bayesrc.compare", "The CI gate"),
     ("bayesrc.testing", "The gate in a test suite"),
     ("bayesrc.results", "Typed results"),
+    ("bayesrc.fields", "Result fields and their kinds"),
     ("bayesrc.power", "Resolution diagnostics and planning"),
     ("bayesrc.switch", "Switch matrices"),
     ("bayesrc.sensitivity", "Sensitivity analyses"),

@@ -25,7 +25,8 @@ from scipy.special import ndtri
 
 from bayesrc.config import GateConfig
 from bayesrc.errors import InputError
-from bayesrc.results import Result, finite_number
+from bayesrc.fields import finite_number
+from bayesrc.results import Result
 
 # The tail ESS: the worse of two quantiles' ESS. These are arviz-stats' (its default interval,
 # rcParams["stats.ci_prob"] = 0.89), which the gate has always used; Vehtari et al. use 5% / 95%.

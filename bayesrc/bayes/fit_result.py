@@ -17,7 +17,8 @@ from bayesrc.bayes.draws import item_block
 from bayesrc.bayes.gating import gated_vars
 from bayesrc.config import DELTA_MIN
 from bayesrc.errors import ConvergenceError, InputError
-from bayesrc.results import finite_number, register, two_labels
+from bayesrc.fields import finite_number, two_labels
+from bayesrc.results import register
 
 
 @register
@@ -45,7 +46,7 @@ class BayesFit(GatedResult):
     )
     field_kinds = (
         GatedResult.field_kinds
-        | {  # what summary(), the figures and the report read (bayesrc.results.check_fields)
+        | {  # what summary(), the figures and the report read (bayesrc.fields.check_fields)
             "{status,model,backend}": "text",
             "{selection,crosscheck}": "object",
             "selection.rule": "text",

@@ -292,7 +292,7 @@ class JointFit(GatedResult):
     kind = "joint"
     field_kinds = (
         GatedResult.field_kinds
-        | {  # what summary(), the figures and the report read (bayesrc.results.check_fields)
+        | {  # what summary(), the figures and the report read (bayesrc.fields.check_fields)
             "params": "object",
             "params.versions!": "versions",
             "params.n_items": "count",

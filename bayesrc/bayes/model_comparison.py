@@ -117,7 +117,7 @@ class ModelComparison(Result):
 
     main_file = "loo_compare.json"
     kind = "loo_compare"
-    field_kinds = {  # what the table, the sentence and the report read (bayesrc.results.check_fields)
+    field_kinds = {  # what the table, the sentence and the report read (bayesrc.fields.check_fields)
         "ranking!": "some records",
         "ranking.[].model!": "text",
         "ranking.[].{elpd_diff!,dse!}": "finite",

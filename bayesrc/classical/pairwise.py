@@ -419,7 +419,7 @@ class PairwiseRCI(Result):
     main_file = "pairwise_rci.json"
     kind = "pairwise_rci"
     table_names = tuple(TABLE_FILES)
-    field_kinds = {  # what the sentence, summary() and the report read (bayesrc.results.check_fields)
+    field_kinds = {  # what the sentence, summary() and the report read (bayesrc.fields.check_fields)
         "{pairs!,multiplicity!}": "object",
         "multiplicity.z": "critical z",
         "multiplicity.{per_test_rate,family_rate_bound,expected_nominal}": "finite",

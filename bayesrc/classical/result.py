@@ -12,8 +12,9 @@ import pandas as pd
 
 from bayesrc.classical.rci import CLASS_LABELS, CLASSES
 from bayesrc.errors import InputError
+from bayesrc.fields import two_labels
 from bayesrc.plotting import new_figure
-from bayesrc.results import Result, register, same_frame, same_payload, two_labels
+from bayesrc.results import Result, register, same_frame, same_payload
 
 #: the columns of a pair's item table (``items_NAME.parquet``) that its summaries, figures and the report read
 ITEM_COLUMNS = ("item_id", "p_v1", "p_v2", "delta", "rci", "class", "excluded")
@@ -363,7 +364,7 @@ class RCIRun(Result):
         *("no-change null: flagged mean", "no-change null: false-positive rate"),
         "no-change test p (within-item permutation)",
     )
-    field_kinds = {  # what PairResult, the report and its figures read (bayesrc.results.check_fields)
+    field_kinds = {  # what PairResult, the report and its figures read (bayesrc.fields.check_fields)
         "pairs!": "object",
         "pairs.*": "object",
         "pairs.*.{params,reliability,exclusions,sem,counts,domain,direction_asymmetry}": "object",

@@ -51,7 +51,7 @@ class PowerReport(Result):
 
     main_file = "power.json"
     kind = "power"
-    field_kinds = {  # what the summary, the tables and the report read (bayesrc.results.check_fields)
+    field_kinds = {  # what the summary, the tables and the report read (bayesrc.fields.check_fields)
         "pairs.[]": "object",
         "pairs.[].{delta,mde,q,rho,p_exact}": "number",
         "pairs.[].{n,b,c,n_star_ceil}": "integer",

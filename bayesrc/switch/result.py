@@ -38,7 +38,7 @@ class SwitchResult(Result):
 
     main_file = "switch.json"
     kind = "switch"
-    field_kinds = {  # what the tables, the figures and the report read (bayesrc.results.check_fields)
+    field_kinds = {  # what the tables, the figures and the report read (bayesrc.fields.check_fields)
         "benchmarks": "object",
         "benchmarks.*": "object",
         "benchmarks.*.{mu,r2,cv_r2}": "number",

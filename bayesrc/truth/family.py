@@ -265,7 +265,7 @@ class FamilyTruth(ScoredReplicates):
 
     main_file = "family_truth.json"
     kind = "family_truth"
-    field_kinds = {  # what the summary and the report read (bayesrc.results.check_fields)
+    field_kinds = {  # what the summary and the report read (bayesrc.fields.check_fields)
         "{exact,scores}": "object",
         "runs!": "records",
         "runs.[].label": "text",

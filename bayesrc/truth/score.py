@@ -383,7 +383,7 @@ class TruthResult(ScoredReplicates):
 
     main_file = "truth.json"
     kind = "truth"
-    field_kinds = {  # what the summary, the figure and the report read (bayesrc.results.check_fields)
+    field_kinds = {  # what the summary, the figure and the report read (bayesrc.fields.check_fields)
         "{exact,runs,methods}": "object",
         "runs.{v1,v2}": "object",
         "runs.*.label": "text",
