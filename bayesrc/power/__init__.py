@@ -38,9 +38,9 @@ from bayesrc.power.report import (
     leaderboard_report,
     multiplicity_verdicts,
     resolution_report,
-    scores_from_counts,
 )
 from bayesrc.power.result import VERDICT_PARADIGMS, PowerReport
+from bayesrc.power.scores import scores_from_counts
 
 __all__ = [
     "PowerReport",

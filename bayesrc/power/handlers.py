@@ -12,7 +12,8 @@ from bayesrc.data.provenance import check_all_comparable
 from bayesrc.errors import InputError
 from bayesrc.io import atomic_write_text, staged_output
 from bayesrc.power.planner import PLAN_COLUMNS, plan_k_n
-from bayesrc.power.report import leaderboard_noise, leaderboard_report, scores_from_counts
+from bayesrc.power.report import leaderboard_noise, leaderboard_report
+from bayesrc.power.scores import scores_from_counts
 from bayesrc.results import summary_text
 
 
