@@ -93,7 +93,10 @@ def test_inspect_graded_pair_imports_and_summarises_end_to_end(tmp_path, capsys)
         code = main(
             ["import", "inspect", str(INSPECT_GRADED / f"{name}.eval"), "--out", str(paths[-1]), "--model", name]
         )
-        assert code == 0, capsys.readouterr().err
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        partial = name == "v2"  # v2's grader gave partial credit; v1's only C and I (right / wrong as well)
+        assert ("; graded (continuous scores" in out) == partial, out
     ds = item_scores(*(load_trials(p) for p in paths))
     assert ds.attrs["score_kind"] == "continuous" and ds.sizes["item"] == 8
     exp = _expected(INSPECT_GRADED)["logs"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from bayesrc.data import save_trials
+from bayesrc.data import save_trials, score_kind
 from bayesrc.errors import InputError
 from bayesrc.importers import read_inspect, read_lm_eval, read_promptfoo, write_examples
 
@@ -54,8 +54,17 @@ def run_import(args: argparse.Namespace) -> int:
         f"wrote {args.out}: {trials['item_id'].nunique()} items, K = {k.min()}"
         + (f"-{k.max()}" if k.max() != k.min() else "")
         + f", {len(trials)} trials, {int(trials['is_missing'].sum())} missing, model {trials['model'].iloc[0]!r}"
+        + _graded_note(trials)
     )
     return 0
+
+
+def _graded_note(trials) -> str:
+    """What the import line adds for graded trials: their scores' kind, and that the right/wrong analyses skip them."""
+    if "score" not in trials or trials["is_correct"].notna().any():
+        return ""
+    kind = score_kind(trials.loc[~trials["is_missing"], "score"])
+    return f"; graded ({kind} scores, no right / wrong: bayesrc.data.item_scores reads them)"
 
 
 def run_examples(args: argparse.Namespace) -> int:
