@@ -23,7 +23,15 @@ from bayesrc.data.simulate import (
     simulate_pair,
     trials_from_accuracy,
 )
-from bayesrc.data.trials import TRIAL_COLUMNS, load_trials, normalise_trials, save_trials, score_kind, trials_file
+from bayesrc.data.trials import (
+    TRIAL_COLUMNS,
+    is_graded,
+    load_trials,
+    normalise_trials,
+    save_trials,
+    score_kind,
+    trials_file,
+)
 
 __all__ = [
     "CollectedRun",
@@ -44,6 +52,7 @@ __all__ = [
     "input_notes",
     "item_counts",
     "item_scores",
+    "is_graded",
     "load_counts",
     "item_truth",
     "load_trials",

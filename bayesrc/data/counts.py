@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bayesrc.data.trials import MAX_SCORE_LEVELS, SCORE_COLUMN, load_trials, score_kind
+from bayesrc.data.trials import MAX_SCORE_LEVELS, SCORE_COLUMN, is_graded, load_trials, score_kind
 from bayesrc.errors import InputError
 from bayesrc.io import read_hdf5, temp_file_beside
 
@@ -179,9 +179,9 @@ def item_counts(
     >>> dict(ds.sizes)
     {'item': 50, 'version': 2, 'k': 10}
     """
-    sources = [str(s) for s in sources] if sources is not None else [f"<version {i + 1}>" for i in range(len(trials))]
+    sources = _source_names(trials, sources)
     for t, src in zip(trials, sources):
-        if SCORE_COLUMN in t and ("is_correct" not in t or t["is_correct"].isna().all()):
+        if is_graded(t):
             raise InputError(
                 "graded trials (a 'score' per sample, no 'is_correct'): the right/wrong analyses need "
                 "'is_correct'; bayesrc.data.item_scores summarises graded ones",
@@ -193,6 +193,11 @@ def item_counts(
     if len(trials) == 2:
         ds.attrs["shared_seeds"] = shared_seeds(trials[0], trials[1])
     return ds
+
+
+def _source_names(trials: Sequence[pd.DataFrame], sources: Sequence[str | Path] | None) -> list[str]:
+    """What error messages call each version's trials: its file, else ``<version i>``."""
+    return [str(s) for s in sources] if sources is not None else [f"<version {i + 1}>" for i in range(len(trials))]
 
 
 def _item_spine(
@@ -249,7 +254,7 @@ def item_scores(
     >>> ds.attrs["score_kind"], ds["score_mean"].values.tolist(), ds["level"].values.tolist()
     ('ordinal', [[4.5, 3.0], [2.0, 3.0]], [2, 3, 4, 5])
     """
-    sources = [str(s) for s in sources] if sources is not None else [f"<version {i + 1}>" for i in range(len(trials))]
+    sources = _source_names(trials, sources)
     for t, src in zip(trials, sources):
         if SCORE_COLUMN not in t:
             raise InputError("missing (graded trials carry a score per sample)", path=src, field=SCORE_COLUMN)

@@ -205,7 +205,7 @@ def _parse_correctness(
     ``is_missing`` defaults to "no score" where absent or null. A graded file's ``is_correct`` may be absent or
     all null (as :func:`save_trials` writes graded trials).
     """
-    graded = SCORE_COLUMN in df and ("is_correct" not in df or df["is_correct"].isna().all())
+    graded = is_graded(df)
     is_correct = (
         pd.Series(pd.NA, index=df.index, dtype="boolean")
         if graded
@@ -230,6 +230,18 @@ def _parse_correctness(
     if score is not None:
         score_kind(score[~is_missing], path=path, lines=lines)
     return is_correct, is_missing, score
+
+
+def is_graded(trials: pd.DataFrame) -> bool:
+    """Whether ``trials`` (canonical, or a file's own fields) are graded: a ``score`` field and no ``is_correct``
+    value.
+
+    Examples
+    --------
+    >>> is_graded(pd.DataFrame({"score": [4.0], "is_correct": [None]})), is_graded(pd.DataFrame({"is_correct": [True]}))
+    (True, False)
+    """
+    return SCORE_COLUMN in trials and ("is_correct" not in trials or bool(trials["is_correct"].isna().all()))
 
 
 def _parse_score(values: pd.Series, *, path: Path, lines: pd.Series) -> pd.Series:

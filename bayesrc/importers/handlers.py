@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from bayesrc.data import save_trials, score_kind
+from bayesrc.data import is_graded, save_trials, score_kind
 from bayesrc.errors import InputError
 from bayesrc.importers import read_inspect, read_lm_eval, read_promptfoo, write_examples
 
@@ -61,7 +61,7 @@ def run_import(args: argparse.Namespace) -> int:
 
 def _graded_note(trials) -> str:
     """What the import line adds for graded trials: their scores' kind, and that the right/wrong analyses skip them."""
-    if "score" not in trials or trials["is_correct"].notna().any():
+    if not is_graded(trials):
         return ""
     kind = score_kind(trials.loc[~trials["is_missing"], "score"])
     return f"; graded ({kind} scores, no right / wrong: bayesrc.data.item_scores reads them)"

@@ -38,7 +38,8 @@ from bayesrc.errors import InputError
 from bayesrc.importers._common import as_text, choice_note, finish, lookup, trial_row
 
 CORRECT, INCORRECT, NOANSWER, PARTIAL = "C", "I", "N", "P"
-NAMED_SCORES = {"true": 1.0, "yes": 1.0, "correct": 1.0, "false": 0.0, "no": 0.0, "incorrect": 0.0}
+LETTER_SCORES = {CORRECT: 1.0, INCORRECT: 0.0, PARTIAL: 0.5}  # as written
+NAMED_SCORES = {"true": 1.0, "yes": 1.0, "correct": 1.0, "false": 0.0, "no": 0.0, "incorrect": 0.0}  # any case
 DOMAIN_KEYS = ("domain", "category", "subject")
 
 
@@ -153,8 +154,7 @@ def score_value(value: Any) -> float | None:
         v = value.strip()
         if v == NOANSWER:
             return None
-        named = {CORRECT: 1.0, INCORRECT: 0.0, PARTIAL: 0.5}.get(v)
-        named = named if named is not None else NAMED_SCORES.get(v.lower())
+        named = LETTER_SCORES.get(v, NAMED_SCORES.get(v.lower()))
         if named is not None:
             return named
         try:
