@@ -16,6 +16,8 @@ same machine, and prints the ratio baseline / this. Goals (issue 28, 2 cores): c
 40 items <= 5 s, 300 <= 15 s, 2,000 <= 30 s, 12,000 (14 domains x 10 letters) <= 120 s, peak
 <= 1.5 GB; beta-binomial at 2,000 <= 3 s; PyMC within 2x of NumPyro.
 
+Sizes ``q3`` and ``q3k40``: the bundled exact Q4_K_M -> Q3_K_M pair (300 items) sampled at K = 10 and 40.
+
 ``--floor`` adds, per row, the same process with the fit cut to its fixed cost (:data:`FLOOR`:
 2 chains x 25 warm-up steps + 25 draws, no escalation, no checks): import, tracing, compilation
 (or loading it from the cache) and the fit's bookkeeping, with next to no sampling. A wall-time
@@ -47,10 +49,11 @@ import numpy as np
 from bayesrc.data import item_counts, simulate_pair
 from bayesrc.data.simulate import item_truth
 size, model, backend = sys.argv[1], sys.argv[2], sys.argv[3]
-if size == "q3":  # the bundled exact Q4_K_M -> Q3_K_M pair (300 items), K = 10
+if size.startswith("q3"):  # the bundled exact Q4_K_M -> Q3_K_M pair (300 items), K = 10 (q3k40: K = 40)
     from bayesrc.data import sample_from_exact
     from bayesrc.datasets import path
-    counts = BUNDLED_PAIR
+    K = 40 if size == "q3k40" else 10
+    counts = BUNDLED_PAIR_K
 else:
     n = int(size)
     domains = [f"d{i:02d}" for i in range(14)] if n >= 12000 else ["physics", "law", "psychology", "economics"]
@@ -66,7 +69,7 @@ res = fit(counts, model=model, backend=backend)
 print(json.dumps({"process_s": time.perf_counter() - t0, "fit_s": time.perf_counter() - t1, "runtime_s": res.runtime_s,
                   "passed": bool(res.diagnostics.passed), "attempts": len(res.payload.get("attempts", [1])),
                   "peak_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}))
-""".replace("BUNDLED_PAIR", BUNDLED_PAIR)
+""".replace("BUNDLED_PAIR_K", BUNDLED_PAIR.replace("k=10", "k=K"))
 
 FLOOR = CHILD.replace(
     "res = fit(counts, model=model, backend=backend)",
@@ -179,12 +182,12 @@ def main() -> None:
     args = ap.parse_args()
     base = baseline_tree(args.baseline) if args.baseline else None
     caches = {tree: tempfile.mkdtemp(prefix="bayesrc-bench-jax-") if args.warm else "" for tree in (ROOT, base)}
-    sizes = args.sizes.split(",")  # item counts, or q3: the bundled Q4_K_M -> Q3_K_M pair (300 items)
+    sizes = args.sizes.split(",")  # item counts, or q3 / q3k40: the bundled Q4_K_M -> Q3_K_M pair (300 items)
     runs = [
         (n, "change", b)
         for n in sizes
         for b in args.backends.split(",")
-        if not (b == "pymc" and n != "q3" and int(n) >= 12000)
+        if not (b == "pymc" and not n.startswith("q3") and int(n) >= 12000)
     ]
     runs += [("2000", "betabinom", b) for b in args.backends.split(",")]
     print(
@@ -193,7 +196,8 @@ def main() -> None:
     )
     seconds = {}
     for n, model, backend in runs:
-        trees = [ROOT] + ([base] if base and (300 if n == "q3" else int(n)) <= args.skip_baseline_above else [])
+        items = 300 if n.startswith("q3") else int(n)
+        trees = [ROOT] + ([base] if base and items <= args.skip_baseline_above else [])
         if args.warm:  # fill each tree's cache with this row's compiled code (and the floor's)
             for tree in trees:
                 run_child(tree, n, model, backend, caches[tree])

@@ -573,13 +573,17 @@ def test_collapsed_change_kernel_toeplitz_form_equals_the_direct_one(sigma_delta
 @pytest.mark.parametrize("sigma_delta", [0.05, 0.3, 4.0, 60.0])
 def test_collapsed_change_convolution_band_form_equals_the_kernel_product(sigma_delta, shift):
     """The slope-free likelihood applies the change kernel as its row of offsets times the
-    binomials' band table (``e2_band``); it must equal the normalised kernel matrix times the
-    binomials, and the path that forms the kernel (tables without the band table), from a spread
-    of a quarter of the grid's step to far above its width, kernels centred beyond the grid included."""
+    binomials, by FFT (``e2_spectra``) or term by term over their band table (``e2_band``); both must equal the
+    normalised kernel matrix times the binomials, and the path that forms the kernel (tables without the band
+    table), from a spread of a quarter of the grid's step to far above its width, kernels centred beyond the grid
+    included: term by term to a relative 1e-10, by FFT to 1e-14 of the convolutions' scale (1)."""
     from bayesrc.bayes.change_grid import likelihood_tables
     from bayesrc.bayes.change_likelihood import _ops, change_kernel, weighted_convolutions
 
-    ops, tables = _ops("numpy"), likelihood_tables(_cells([(10, 4, 10, 6), (10, 0, 10, 1), (10, 10, 7, 7)]))
+    ops, tables = (
+        _ops("numpy", spectral=False),
+        likelihood_tables(_cells([(10, 4, 10, 6), (10, 0, 10, 1), (10, 10, 7, 7)])),
+    )
     assert "e2_band" in tables
     args = (
         np.array([0.2, -1.0]),
@@ -592,9 +596,11 @@ def test_collapsed_change_convolution_band_form_equals_the_kernel_product(sigma_
     band = weighted_convolutions(ops, tables, *args, ones)[0]
     formed = weighted_convolutions(ops, {k: v for k, v in tables.items() if k != "e2_band"}, *args, ones)[0]
     product = np.tensordot(change_kernel(ops, tables, *args), tables["e2"], axes=[[2], [1]]).transpose(0, 2, 1)
-    assert np.isfinite(band).all()
+    spectral = weighted_convolutions(_ops("numpy"), tables, *args, ones)[0]
+    assert np.isfinite(band).all() and (spectral >= 0).all()
     np.testing.assert_allclose(band, formed, rtol=1e-12, atol=1e-300)
     np.testing.assert_allclose(band, product, rtol=1e-10, atol=1e-300)
+    np.testing.assert_allclose(spectral, product, rtol=1e-10, atol=1e-14)
 
 
 @pytest.mark.parametrize("slope", [0.0, 0.4])
@@ -602,7 +608,8 @@ def test_collapsed_change_convolution_band_form_equals_the_kernel_product(sigma_
 def test_collapsed_change_weighted_convolutions_equal_the_weighted_kernel_product(sigma_delta, slope):
     """The item draws' ``P(delta > 0)`` weights the change kernel by the share of each node's cell
     above zero, a function of the change ``x_k - x_j``: it must equal the kernel matrix times that
-    weight matrix times the binomials, tails on the end nodes included, with and without the slope."""
+    weight matrix times the binomials, tails on the end nodes included, with and without the slope (without it
+    by FFT, to 1e-14 of the convolutions' scale, and term by term, to a relative 1e-10)."""
     from bayesrc.bayes.change import share_above_zero
     from bayesrc.bayes.change_grid import likelihood_tables
     from bayesrc.bayes.change_likelihood import _ops, change_kernel, weighted_convolutions
@@ -618,11 +625,12 @@ def test_collapsed_change_weighted_convolutions_equal_the_weighted_kernel_produc
         slope if slope == 0.0 else np.float64(slope),
         np.array([sigma_delta, 2 * sigma_delta]),
     )
-    got = weighted_convolutions(ops, tables, *args, np.stack([np.ones_like(up), up]))
     kern = change_kernel(ops, tables, *args)
     up_matrix = share_above_zero(x[None, :] - x[:, None], h)
     want = np.tensordot(np.stack([kern, kern * up_matrix]), tables["e2"], axes=[[3], [1]]).transpose(0, 1, 3, 2)
-    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-300)
+    for spectral in (True, False):
+        got = weighted_convolutions(_ops("numpy", spectral), tables, *args, np.stack([np.ones_like(up), up]))
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-14 if spectral and slope == 0.0 else 1e-300)
 
 
 @pytest.mark.parametrize("shift", [-7.0, 0.4, 6.5])
@@ -710,9 +718,9 @@ def test_collapsed_change_sampler_band_precision_keeps_the_likelihood_and_gradie
 
 @pytest.mark.parametrize("band_dtype", [np.float64, np.float32])
 def test_collapsed_change_likelihood_by_pair_equals_the_dense_band_product(band_dtype):
-    """The slope-free likelihood's band product over the cells' (stratum, outcome) pairs only
-    (``pair_tables``) gives each cell the log-likelihood and the gradient of the product over every
-    pair (the tables without them), float64 and the samplers' float32 band, floor / ceiling cells,
+    """The slope-free likelihood's band product by FFT over the cells' (stratum, outcome) pairs only
+    (``pair_tables``) gives each cell the log-likelihood and the gradient of the product term by term over every
+    pair (the tables without them, the band in float64 and in the samplers' float32), floor / ceiling cells,
     narrow to wide changes, kernels centred beyond the grid."""
     import jax
     import jax.numpy as jnp
@@ -741,9 +749,9 @@ def test_collapsed_change_likelihood_by_pair_equals_the_dense_band_product(band_
     )
     dense = likelihood_tables(cells, band_dtype, pairs=False)
 
-    def loglik(v, t):  # v: 6 mu, 6 log sigma_theta, 6 shift, 6 log sigma_delta, logit pi
+    def loglik(v, t, spectral):  # v: 6 mu, 6 log sigma_theta, 6 shift, 6 log sigma_delta, logit pi
         ll = cell_loglik(
-            _ops("jax"), v[:6], jnp.exp(v[6:12]), v[12:18], jnp.exp(v[18:24]), 0.0, jax.nn.sigmoid(v[24]), t
+            _ops("jax", spectral), v[:6], jnp.exp(v[6:12]), v[12:18], jnp.exp(v[18:24]), 0.0, jax.nn.sigmoid(v[24]), t
         )
         return jnp.sum(t["weight"] * ll), ll
 
@@ -759,10 +767,10 @@ def test_collapsed_change_likelihood_by_pair_equals_the_dense_band_product(band_
         )
         with precision():
             (total_p, ll_p), g_p = jax.value_and_grad(loglik, has_aux=True)(
-                jnp.asarray(v), jax.tree.map(jnp.asarray, tables)
+                jnp.asarray(v), jax.tree.map(jnp.asarray, tables), True
             )
             (total_d, ll_d), g_d = jax.value_and_grad(loglik, has_aux=True)(
-                jnp.asarray(v), jax.tree.map(jnp.asarray, dense)
+                jnp.asarray(v), jax.tree.map(jnp.asarray, dense), False
             )
         real = slice(0, cells.n_cells)  # padded cells have weight 0, and each path gives them another cell's value
         np.testing.assert_allclose(
@@ -770,6 +778,42 @@ def test_collapsed_change_likelihood_by_pair_equals_the_dense_band_product(band_
         )
         assert np.isclose(float(total_p), float(total_d), rtol=1e-6 if band_dtype == np.float32 else 1e-12)
         np.testing.assert_allclose(np.asarray(g_p), np.asarray(g_d), rtol=1e-6, atol=1e-6 * float(np.abs(g_d).max()))
+
+
+@pytest.mark.parametrize("k", [10, 40])
+def test_band_product_by_fft_keeps_every_cell_a_posterior_can_reach(k):
+    """The band product by FFT (NumPy's and JAX's likelihood) against the same product term by term in float64
+    (over the dense band, ``pairs=False``), at 200 random hyperparameters over the priors' range (spreads 0.05-4.5,
+    changes' spread 0.01-5, shifts to +-6): log L agrees to 1e-7 for every cell whose likelihood is above e^-20 of
+    its rows' maxima; below that the FFT's absolute round-off (~1e-16 of a row's scale) may dominate the sums, and
+    the likelihood stays finite. Real fits' posteriors keep every cell far above e^-20
+    (``benchmarks/fft_band.py``)."""
+    from bayesrc.bayes.change_grid import cell_stats, likelihood_tables
+    from bayesrc.bayes.change_likelihood import _ops, cell_loglik
+    from bayesrc.bayes.inputs import ModelInputs
+
+    rng = np.random.default_rng(3)
+    y = np.concatenate([rng.integers(0, k + 1, (120, 2)), [[0, 0], [k, k], [0, k], [k, 0], [1, k - 1]]])
+    data = ModelInputs(
+        y=y, n=np.full_like(y, k), dom=np.arange(len(y)) % 4, items=np.arange(len(y)).astype(str),
+        versions=("v1", "v2"), domains=tuple("abcd"),
+    )  # fmt: skip
+    cells = cell_stats(data)
+    fft, dense = likelihood_tables(cells), likelihood_tables(cells, pairs=False)
+    assert "pair_spectra" in fft and "pair_spectra" not in dense
+    real = slice(0, cells.n_cells)
+    rows_max = (dense["lm1"][dense["cell_u"]] + dense["lm2"][dense["cell_t"]])[real]
+    ops, terms, errors, reached = _ops("numpy"), _ops("numpy", spectral=False), [], []
+    for _ in range(200):
+        hyper = (
+            rng.normal(0, 2, 4), np.exp(rng.uniform(-3, 1.5, 4)), rng.normal(0, 2, 4),
+            np.full(4, np.exp(rng.uniform(np.log(0.01), np.log(5)))), 0.0, rng.uniform(0.001, 0.9),
+        )  # fmt: skip
+        by_fft, by_terms = cell_loglik(ops, *hyper, fft)[real], cell_loglik(terms, *hyper, dense)[real]
+        assert np.isfinite(by_fft).all()
+        errors.append(np.abs(by_fft - by_terms)), reached.append(by_terms - rows_max > -20)
+    errors, reached = np.concatenate(errors), np.concatenate(reached)
+    assert errors[reached].max() <= 1e-7 and reached.mean() > 0.6, (errors[reached].max(), reached.mean())
 
 
 def test_collapsed_change_likelihood_is_the_same_whatever_the_padding():

@@ -145,10 +145,11 @@ def binomial_table(x: np.ndarray, n: np.ndarray, y: np.ndarray) -> tuple[np.ndar
 
 
 BAND_TABLE_MAX_BYTES = 64 * 2**20  # above it (K in the hundreds) the likelihood forms the Toeplitz kernel instead
-# The samplers' band table is single precision: its product with the kernel rows is most of a
-# gradient's cost, and ~1.7x as fast in float32. Every term is positive (no cancellation), so the
-# sums keep a relative error near 1e-7 (tests/test_bayes_units.py); the item draws (stored in single
-# precision: draws.ITEM_DRAW_DTYPE), LOO and the checks compute in float64.
+# The samplers' band table is single precision where a sampler multiplies it term by term (the PyMC twin's pairs,
+# the joint model's and the slope's every outcome, each kernel row's mass inside the grid): ~1.7x as fast as in
+# float64, and every term is positive (no cancellation), so the sums keep a relative error near 1e-7
+# (tests/test_bayes_units.py). The NumPyro pair model's product is by FFT in float64 (pair_spectra); the item draws
+# (stored in single precision: draws.ITEM_DRAW_DTYPE), LOO and the checks compute in float64.
 SAMPLER_BAND_DTYPE = np.float32
 
 
@@ -179,8 +180,8 @@ def likelihood_tables(cells: Cells, band_dtype=np.float64, pairs: bool = True) -
     """Every data-dependent array of the collapsed likelihood, padded to shape buckets.
 
     ``x`` the logit grid, ``e1`` / ``lm1`` the version-1 binomial table over distinct ``(n1, y1)`` outcomes,
-    ``e2`` / ``lm2`` the version-2 table over distinct ``(n2, y2)``, ``e2_band`` its band table
-    (:func:`band_table`; left out when over :data:`BAND_TABLE_MAX_BYTES`), ``e12`` the products of the
+    ``e2`` / ``lm2`` the version-2 table over distinct ``(n2, y2)`` and its :func:`convolution_tables`
+    (``e2_spectra``, ``ones_band``, ``e2_band``), ``e12`` the products of the
     version-1 and version-2 rows of the (outcome1, outcome2) pairs the cells have; per cell its stratum
     ``cell_s``, its row ``cell_key = s T + t`` of the (stratum, version-2 outcome) table, its outcomes
     ``cell_u`` and ``cell_t``, its row ``cell_e12`` of ``e12``, its version-2 binomials at the grid's ends
@@ -213,40 +214,91 @@ def likelihood_tables(cells: Cells, band_dtype=np.float64, pairs: bool = True) -
         "cell_e2_ends": pad(e2[t.ravel()][:, [0, -1]], n_c),
         "weight": pad(cells.weight, n_c),
     }
-    if band_table_fits(n_t, len(x), band_dtype):
-        tables["e2_band"] = band_table(tables["e2"]).astype(band_dtype)
-        tables |= pair_tables(cells.dom, t.ravel(), cells.n_strata, tables["e2_band"], n_c) if pairs else {}
+    tables |= convolution_tables(tables["e2"], band_dtype)
+    return tables | (pair_tables(cells.dom, t.ravel(), cells.n_strata, tables, n_c) if pairs else {})
+
+
+def convolution_tables(e2: np.ndarray, band_dtype=np.float64) -> dict[str, np.ndarray]:
+    """The version-2 binomials ``e2`` (outcome, node) as the change kernel's convolutions read them: ``e2_spectra``
+    their spectra (:func:`band_spectra`, for the product by FFT), ``ones_band`` the band table's row of ones (each
+    kernel row's mass inside the grid) and ``e2_band`` the band table itself (:func:`band_table`, for the product
+    term by term: the PyMC twin's; left out when over :data:`BAND_TABLE_MAX_BYTES`), both in ``band_dtype``.
+
+    Examples
+    --------
+    >>> t = convolution_tables(np.ones((2, 3)))
+    >>> t["e2_spectra"].shape, t["ones_band"].shape, t["e2_band"].shape
+    ((2, 4), (3, 5), (3, 3, 5))
+    """
+    tables = {"e2_spectra": band_spectra(e2), "ones_band": band_table(np.ones((1, e2.shape[1])))[-1].astype(band_dtype)}
+    if band_table_fits(len(e2), e2.shape[1], band_dtype):
+        tables["e2_band"] = band_table(e2).astype(band_dtype)
     return tables
 
 
 def pair_tables(
-    cell_s: np.ndarray, cell_t: np.ndarray, n_strata: int, e2_band: np.ndarray, n_cells: int
+    cell_s: np.ndarray, cell_t: np.ndarray, n_strata: int, tables: dict, n_cells: int
 ) -> dict[str, np.ndarray]:
     """The (stratum, version-2 outcome) pairs the cells have, for the band product of
-    :func:`~bayesrc.bayes.change_likelihood.cell_loglik`: ``pair_onehot`` (pair, stratum), ``pair_band`` the
-    band table's rows of the pairs' outcomes (:func:`band_table`), ``ones_band`` its row of ones, ``cell_pair``
-    each cell's pair; pairs padded to a multiple of 16 (zero rows). Empty when the pairs' band would be over
-    :data:`BAND_TABLE_MAX_BYTES`.
+    :func:`~bayesrc.bayes.change_likelihood.cell_loglik`: ``pair_onehot`` (pair, stratum), ``pair_spectra`` the
+    spectra of the pairs' binomial rows (for the product by FFT), ``pair_band`` their rows of the band table (for the
+    product term by term, where ``tables`` (:func:`convolution_tables`) has it), ``cell_pair`` each cell's pair;
+    pairs padded to a multiple of 16 (zero rows).
 
     Why: the band product is most of a gradient's cost, and real data fill few of the pairs (70 of the
     308 on the bundled Q4_K_M -> Q3_K_M pair, 34 of 192 on 40 simulated items).
 
     Examples
     --------
-    >>> t = pair_tables(np.array([0, 0, 1]), np.array([2, 2, 0]), 2, band_table(np.eye(3)), 4)
-    >>> t["pair_onehot"].shape, t["pair_band"].shape, t["cell_pair"].tolist()
-    ((16, 2), (16, 3, 5), [0, 0, 1, 0])
+    >>> t = pair_tables(np.array([0, 0, 1]), np.array([2, 2, 0]), 2, convolution_tables(np.eye(3)), 4)
+    >>> t["pair_onehot"].shape, t["pair_band"].shape, t["pair_spectra"].shape, t["cell_pair"].tolist()
+    ((16, 2), (16, 3, 5), (16, 4), [0, 0, 1, 0])
     """
     pairs, cell_pair = np.unique(np.stack([cell_s, cell_t], 1), axis=0, return_inverse=True)
     n_p = -(-len(pairs) // 16) * 16
-    if n_p * e2_band[0].nbytes > BAND_TABLE_MAX_BYTES:
-        return {}
-    return {
+    out = {
         "pair_onehot": pad_rows(np.eye(n_strata)[pairs[:, 0]], n_p),
-        "pair_band": pad_rows(e2_band[pairs[:, 1]], n_p),
-        "ones_band": e2_band[-1],
+        "pair_spectra": pad_rows(tables["e2_spectra"][pairs[:, 1]], n_p),
         "cell_pair": pad_rows(cell_pair.ravel(), n_cells),
     }
+    band = tables.get("e2_band")
+    if band is not None and n_p * band[0].nbytes <= BAND_TABLE_MAX_BYTES:
+        out["pair_band"] = pad_rows(band[pairs[:, 1]], n_p)
+    return out
+
+
+def spectrum_length(n_nodes: int) -> int:
+    """The FFT length of the band product on ``n_nodes`` grid nodes: the smallest even 5-smooth number (fast for
+    the FFT) of at least ``2 n_nodes - 1``, so that the circular convolution of a kernel row (``2J - 1`` offsets)
+    with a binomial row (``J`` nodes) wraps around only onto outputs the product does not read.
+
+    Examples
+    --------
+    >>> spectrum_length(101), spectrum_length(3)
+    (216, 6)
+    """
+    length = 2 * n_nodes - 1
+    while True:
+        rest = length
+        for factor in (2, 3, 5):
+            while rest % factor == 0:
+                rest //= factor
+        if rest == 1 and length % 2 == 0:
+            return length
+        length += 1
+
+
+def band_spectra(e: np.ndarray) -> np.ndarray:
+    """The discrete Fourier transforms of the binomial rows ``e`` (row, node), of length
+    :func:`spectrum_length`, in double precision: what the band product by FFT multiplies with each kernel row's
+    (:func:`~bayesrc.bayes.change_likelihood.cell_loglik`).
+
+    Examples
+    --------
+    >>> band_spectra(np.ones((2, 3))).shape
+    (2, 4)
+    """
+    return np.fft.rfft(np.asarray(e, dtype=np.float64), spectrum_length(e.shape[-1]), axis=-1)
 
 
 def outcome_bucket(n: int) -> int:

@@ -23,16 +23,13 @@ constant of the data (:func:`~bayesrc.bayes.change_grid.likelihood_tables`); wha
 So a gradient costs a few dense matrix products and no transcendental function of the data
 (0.4-0.7 ms for 40-2,000 items on a loaded 2-core machine, against 13.5 ms before on 11 strata;
 ``benchmarks/change_likelihood.py`` compares them on one shape).
-The largest, the kernel rows times the band table, runs in single precision in the samplers
-(:data:`~bayesrc.bayes.change_grid.SAMPLER_BAND_DTYPE`): its terms are all positive, so the sums keep a
-relative error near 1e-7. The likelihood forms it only for the (stratum, outcome) pairs the cells have
-(:func:`~bayesrc.bayes.change_grid.pair_tables`: real data fill few of them), and contracts the pairs'
-convolutions with the version-1 terms per pair: on the bundled Q4_K_M -> Q3_K_M pair (70 of 308 pairs) the
-likelihood's value and gradient took 0.58 ms against 0.97 ms over every pair, the same numbers (0.52 ms with
-the tails' normal CDF as one ``erfc``: :func:`_ops`). In JAX the sums' derivatives come out of the same pass
-over the band (:func:`_jax_band_sums`), so a value and gradient reads it once: a leapfrog step of the default
-fit on that pair took 0.59-0.65 ms against 0.97 ms with that and the terms read at the cells
-(``benchmarks/step_profile.py``, docs/performance.md).
+The largest, the kernel rows times the version-2 binomials, is formed only for the (stratum, outcome) pairs
+the cells have (:func:`~bayesrc.bayes.change_grid.pair_tables`: real data fill few of them; 70 of 308 on the
+bundled Q4_K_M -> Q3_K_M pair) and contracted with the version-1 terms per pair. In NumPy and JAX it is a
+convolution by FFT in double precision (:func:`_spectral_band_sums`): a default fit of the bundled pair ~1.7x
+faster than the product term by term over the pairs' band table in single precision, which the PyMC twin keeps
+(:func:`_band_sums`; PyTensor's FFT has no JAX form for nutpie). Both agree to ~1e-6 in log L wherever a
+posterior goes (docs/performance.md, "Issue 57, eleventh session").
 
 A fit's per-cell log-likelihood for every posterior draw (:func:`cell_pointwise_loglik`, :func:`unit_loglik`)
 is the input of PSIS-LOO (:func:`bayesrc.bayes.checks.loo_checks`).
@@ -47,21 +44,23 @@ import numpy as np
 from scipy.special import betaln, logsumexp, ndtr
 
 from bayesrc.bayes.change import group_draws
-from bayesrc.bayes.change_grid import Cells, cell_stats, likelihood_tables, strata_hyper
+from bayesrc.bayes.change_grid import Cells, cell_stats, likelihood_tables, spectrum_length, strata_hyper
 from bayesrc.bayes.inputs import ModelInputs
 from bayesrc.config import precision, prepare_jax
 
 
-def _ops(backend: str) -> SimpleNamespace:
-    """The handful of array functions the likelihood needs, for numpy, jax or pytensor (``band_sums``: the kernel
-    rows' product with the band, :func:`_band_sums`; in JAX with its own derivative, :func:`_jax_band_sums`)."""
+def _ops(backend: str, spectral: bool = True) -> SimpleNamespace:
+    """The handful of array functions the likelihood needs, for numpy, jax or pytensor.
+
+    ``spectral``: the change kernel's products with the version-2 binomials by FFT (:func:`_spectral_band_sums`,
+    :func:`convolution_parts`); ``False``, term by term over the band tables (:func:`_band_sums`): PyTensor's
+    always (its FFT has no JAX form, which nutpie runs), NumPy's as the tests' independent reference.
+    """
     if backend == "numpy":
         ops = SimpleNamespace(
             xp=np, logsumexp=logsumexp, tensordot=np.tensordot, einsum=np.einsum, maximum=np.maximum, ndtr=ndtr
         )
-        ops.band_sums = partial(_band_sums, ops)
-        return ops
-    if backend == "jax":
+    elif backend == "jax":
         import jax
         import jax.numpy as jnp
         import jax.scipy.special as jss  # the module, not its names: logsumexp is scipy's, imported at the top
@@ -69,26 +68,23 @@ def _ops(backend: str) -> SimpleNamespace:
         # Phi as one erfc, as PyTensor's below: jax.scipy's ndtr evaluates erf and erfc everywhere and picks one
         # (the tails' two Phi per stratum and node were 15% of the likelihood's value and gradient).
         phi = lambda z: 0.5 * jax.lax.erfc(-z / np.sqrt(2.0))  # noqa: E731
-        return SimpleNamespace(
-            xp=jnp,
-            logsumexp=jss.logsumexp,
-            tensordot=jnp.tensordot,
-            einsum=jnp.einsum,
-            maximum=jnp.maximum,
-            ndtr=phi,
-            band_sums=_jax_band_sums,  # its derivative from the same pass over the band
+        ops = SimpleNamespace(
+            xp=jnp, logsumexp=jss.logsumexp, tensordot=jnp.tensordot, einsum=jnp.einsum, maximum=jnp.maximum, ndtr=phi
         )
-    import pytensor.tensor as pt  # deferred: PyMC loads in ~2 s (bayes extra)
+    else:
+        import pytensor.tensor as pt  # deferred: PyMC loads in ~2 s (bayes extra)
 
-    ops = SimpleNamespace(
-        xp=pt,
-        logsumexp=pt.logsumexp,
-        tensordot=pt.tensordot,
-        einsum=pt.einsum,
-        maximum=pt.maximum,
-        ndtr=lambda z: 0.5 * pt.erfc(-z / np.sqrt(2.0)),
-    )
-    ops.band_sums = partial(_band_sums, ops)
+        ops = SimpleNamespace(
+            xp=pt,
+            logsumexp=pt.logsumexp,
+            tensordot=pt.tensordot,
+            einsum=pt.einsum,
+            maximum=pt.maximum,
+            ndtr=lambda z: 0.5 * pt.erfc(-z / np.sqrt(2.0)),
+        )
+        spectral = False
+    ops.spectral = spectral
+    ops.band_sums = partial(_spectral_band_sums if spectral else _band_sums, ops)
     return ops
 
 
@@ -238,22 +234,28 @@ def convolution_parts(ops, tables, mu, sigma, shift, slope, sigma_delta, weights
     """
     x, e2 = tables["x"], tables["e2"]
     n = x.shape[0]
-    if isinstance(slope, float) and slope == 0.0 and "e2_band" in tables:
+    if isinstance(slope, float) and slope == 0.0 and (ops.spectral or "e2_band" in tables):
         sd = grid_spread(ops, sigma_delta, x)
         rows = weights[:, None, :] * _kernel_offsets(ops, x, shift, sd)[None]  # (W, stratum, 2J - 1)
-        band = tables["e2_band"]  # in its own precision (likelihood_tables' band_dtype), the sums back in the rows'
-        # (W, stratum, outcome2 + 1, node)
-        sums = ops.tensordot(rows.astype(band.dtype), band, axes=[[2], [2]]).astype(rows.dtype)
+        if ops.spectral:  # (W, stratum, outcome2, node)
+            sums = _convolved(ops, _row_spectra(ops, rows, n)[:, :, None, :] * tables["e2_spectra"][None, None], n)
+            inside = _inside_sums(ops, rows[0], tables["ones_band"])
+        else:
+            band = tables["e2_band"]  # in its own precision (likelihood_tables' band_dtype), the sums back in the rows'
+            # (W, stratum, outcome2 + 1, node)
+            sums = ops.tensordot(rows.astype(band.dtype), band, axes=[[2], [2]]).astype(rows.dtype)
+            sums, inside = sums[:, :, :-1], sums[0, :, -1]
         centre, sd = x[None, :] + shift[:, None], sd[:, None]
     else:
         k, centre, sd = _kernel_rows(ops, x, mu, sigma, shift, slope, sigma_delta)
         kw = k[None] * toeplitz(ops, weights, n)[:, None]  # (W, stratum, node, node)
         e2_ones = ops.xp.concatenate([e2, ops.xp.ones_like(e2[:1])], axis=0)
         sums = ops.tensordot(kw, e2_ones, axes=[[3], [1]]).transpose(0, 1, 3, 2)  # (W, stratum, outcome2 + 1, node)
-    scale, below, above = _rows_scale_and_tails(ops, x, centre, sd, sums[0, :, -1])
+        sums, inside = sums[:, :, :-1], sums[0, :, -1]
+    scale, below, above = _rows_scale_and_tails(ops, x, centre, sd, inside)
     # (W, node j): w of the change to node 0 / node J - 1
     at_first, at_last = weights[:, n - 1 :: -1], weights[:, : n - 2 : -1]
-    return sums[:, :, :-1], scale, at_first[:, None, :] * below[None], at_last[:, None, :] * above[None]
+    return sums, scale, at_first[:, None, :] * below[None], at_last[:, None, :] * above[None]
 
 
 def _rows_scale_and_tails(ops, x, centre, sd, inside):
@@ -282,7 +284,8 @@ def cell_loglik(ops, mu_theta, sigma_theta, shift, sigma_delta, slope, pi, table
     prior = prior_weights(ops, tables["x"], mu_theta, sigma_theta)  # (stratum, node)
     cell_s, cell_u = tables["cell_s"], tables["cell_u"]
     same = ops.tensordot(prior, tables["e12"], axes=[[1], [1]])[cell_s, tables["cell_e12"]]
-    if isinstance(slope, float) and slope == 0.0 and "pair_band" in tables:  # the cells' pairs only (pair_tables)
+    # the cells' pairs only (pair_tables)
+    if isinstance(slope, float) and slope == 0.0 and ("pair_spectra" if ops.spectral else "pair_band") in tables:
         scaled, first, last, sums = _pair_convolution_parts(ops, tables, shift, sigma_delta)
         weighted = ops.tensordot(tables["pair_onehot"], prior * scaled, axes=[[1], [0]]) * sums  # (pair, node)
         changed = ops.tensordot(weighted, e1, axes=[[1], [1]])[tables["cell_pair"], cell_u]
@@ -309,72 +312,57 @@ def _pair_convolution_parts(ops, tables, shift, sigma_delta):
     which are ``convolution_parts``' sums at the pairs' (stratum, outcome)."""
     x = tables["x"]
     sd = grid_spread(ops, sigma_delta, x)
-    sums, inside = ops.band_sums(x, shift, sd, tables["pair_onehot"], tables["pair_band"], tables["ones_band"])
+    sums, inside = ops.band_sums(x, shift, sd, tables)
     return (*_rows_scale_and_tails(ops, x, x[None, :] + shift[:, None], sd[:, None], inside), sums)
 
 
-def _band_sums(ops, x, shift, sd, pair_onehot, pair_band, ones_band):
-    """The kernel rows' sums against the pairs' band, (pair, node), and against the grid's ones (each row's
-    mass inside the grid), (stratum, node), both in the band's precision."""
+def _band_sums(ops, x, shift, sd, tables):
+    """The kernel rows' sums against the pairs' band, (pair, node), term by term, and against the grid's ones (each
+    row's mass inside the grid), (stratum, node), both in the band's precision (the PyMC twin's product)."""
     rows = _kernel_offsets(ops, x, shift, sd)  # (stratum, 2J - 1)
     # (pair, 2J - 1): a product, not a gather (see toeplitz)
-    pair_rows = ops.tensordot(pair_onehot, rows, axes=[[1], [0]])
-    sums = ops.einsum("pm,pjm->pj", pair_rows.astype(pair_band.dtype), pair_band).astype(rows.dtype)
-    # in float64 the rows' sums over the grid took an eighth of a step
-    inside = ops.tensordot(rows.astype(pair_band.dtype), ones_band, axes=[[1], [1]]).astype(rows.dtype)
-    return sums, inside
+    pair_rows = ops.tensordot(tables["pair_onehot"], rows, axes=[[1], [0]])
+    band = tables["pair_band"]
+    sums = ops.einsum("pm,pjm->pj", pair_rows.astype(band.dtype), band).astype(rows.dtype)
+    return sums, _inside_sums(ops, rows, tables["ones_band"])
 
 
-def _jax_band_sums(x, shift, sd, pair_onehot, pair_band, ones_band):
-    """:func:`_band_sums` in JAX, its derivative read from the same pass over the band.
+def _inside_sums(ops, rows, ones_band):
+    """Each kernel row's mass inside the grid, (stratum, node), in the band's precision: a sum of positive terms,
+    so single precision keeps it to ~1e-7 (in float64 these sums took an eighth of a step)."""
+    return ops.tensordot(rows.astype(ones_band.dtype), ones_band, axes=[[1], [1]]).astype(rows.dtype)
 
-    A kernel row is ``r_m = exp(-z_m^2 / 2)`` with ``z_m = (o_m - shift) / sd`` over the node offsets ``o_m``, so
-    ``dr / dshift = r z / sd`` and ``dr / dsd = r z^2 / sd``: the sums of ``r z`` and ``r z^2`` against the band
-    are the sums' derivatives. Computed beside ``r``'s in one product, the band (6.5 MB on the bundled pair, most
-    of a gradient's memory traffic) is read once per value and gradient instead of twice (forward, then the
-    reverse pass's product): 1.2-1.3x per value and gradient (docs/performance.md). The rows' scale (their
-    maximum, 1) is held fixed: the likelihood reads the sums only as ratios to ``inside`` (:func:`cell_loglik`).
+
+def _spectral_band_sums(ops, x, shift, sd, tables):
+    """:func:`_band_sums` by FFT in double precision (NumPy and JAX): each pair's sums are the convolution of its
+    stratum's kernel row with its binomial row, a product of their spectra (``pair_spectra``,
+    :func:`~bayesrc.bayes.change_grid.band_spectra`).
+
+    Why: term by term the product reads the pairs' band (6.5 MB on the bundled pair) and was most of a leapfrog
+    step; by FFT a default fit of the bundled pair took 27 s against 48 s (docs/performance.md, "Issue 57,
+    eleventh session"). The FFT's error is absolute, ~1e-16 of a row's scale (1), where the band's float32 sums
+    keep a relative 1e-7: log L agrees with the product term by term in float64 to 1e-7 for every cell whose
+    likelihood is above e^-20 of its rows' maxima (tests/test_bayes_units.py); below it the round-off may dominate
+    the sums, which are held at zero or above. Real fits' posteriors keep every cell far above it
+    (``benchmarks/fft_band.py``: e^-8 at K = 10, e^-10 at K = 40 on the bundled pair, log L within 5e-14).
     """
-    return _jax_band_sums_rule()(shift, sd, node_offsets(x), pair_onehot, pair_band, ones_band)
+    n = x.shape[0]
+    rows = _kernel_offsets(ops, x, shift, sd)  # (stratum, 2J - 1)
+    sums = _convolved(ops, (tables["pair_onehot"] @ _row_spectra(ops, rows, n)) * tables["pair_spectra"], n)
+    return sums, _inside_sums(ops, rows, tables["ones_band"])
 
 
-@cache
-def _jax_band_sums_rule():
-    """:func:`_jax_band_sums`' function with its derivative rule (``jax.custom_jvp``), made once per process.
+def _row_spectra(ops, rows, n: int):
+    """The spectra of kernel rows (..., 2J - 1), reversed: ``sum_k K[j, k] e[k] = sum_q e[q] r[q - j + J - 1]`` is
+    the convolution of ``e`` with the reversed row, read at ``J - 1 + j`` (:func:`_convolved`)."""
+    return ops.xp.fft.rfft(rows[..., ::-1], spectrum_length(n), axis=-1)
 
-    The data are arguments, not closed over (a closure over the sampler's traced tables leaks them), and their
-    tangents are taken as zero: only the hyperparameters are differentiated.
-    """
-    import jax  # deferred: JAX loads in ~1.5 s (bayes extra)
-    import jax.numpy as jnp
 
-    def moments(shift, sd, offsets, pair_onehot, pair_band, ones_band, powers: int):
-        # the rows times z^k for k < powers against the band, (pair, k, node), and the grid's ones, (stratum, k, node)
-        z = (offsets[None, :] - shift[:, None]) / sd[:, None]
-        lr = -0.5 * z**2
-        r = jnp.exp(lr - jnp.max(lr, axis=-1, keepdims=True))
-        rows = jnp.stack([r * z**k for k in range(powers)], axis=1).astype(pair_band.dtype)
-        pair_rows = jnp.einsum("ps,skm->pkm", pair_onehot.astype(rows.dtype), rows)
-        sums = jnp.einsum("pkm,pjm->pkj", pair_rows, pair_band).astype(r.dtype)
-        return sums, jnp.einsum("skm,jm->skj", rows, ones_band).astype(r.dtype)
-
-    @jax.custom_jvp
-    def band_sums(shift, sd, *data):
-        sums, inside = moments(shift, sd, *data, powers=1)
-        return sums[:, 0], inside[:, 0]
-
-    @band_sums.defjvp
-    def band_sums_jvp(primals, tangents):
-        (shift, sd, *data), (d_shift, d_sd, *_) = primals, tangents
-        sums, inside = moments(shift, sd, *data, powers=3)
-        pair_onehot = data[1]
-        a, b = d_shift / sd, d_sd / sd  # (stratum,)
-        a_p, b_p = pair_onehot @ a, pair_onehot @ b  # (pair,)
-        d_sums = sums[:, 1] * a_p[:, None] + sums[:, 2] * b_p[:, None]
-        d_inside = inside[:, 1] * a[:, None] + inside[:, 2] * b[:, None]
-        return (sums[:, 0], inside[:, 0]), (d_sums, d_inside)
-
-    return band_sums
+def _convolved(ops, spectra, n: int):
+    """The convolutions whose spectra are ``spectra`` (..., F), read at the ``J`` nodes (never below zero: the
+    round-off of a sum far below its row's scale can be)."""
+    sums = ops.xp.fft.irfft(spectra, spectrum_length(n), axis=-1)[..., n - 1 : 2 * n - 1]
+    return ops.maximum(sums, 0.0)
 
 
 @cache

@@ -61,10 +61,9 @@ from bayesrc.bayes.change import (
 from bayesrc.bayes.change_grid import (
     SAMPLER_BAND_DTYPE,
     StrataCells,
-    band_table,
-    band_table_fits,
     binomial_table,
     bucket,
+    convolution_tables,
     item_strata,
     logit_grid,
     outcome_bucket,
@@ -186,11 +185,11 @@ def family_tables(cells: FamilyCells, band_dtype=np.float64) -> dict[str, np.nda
 
     ``x`` the logit grid; ``e2`` the binomial table (max-scaled rows) over the distinct ``(n, y)``
     outcomes of all versions, named as the pair model's version-2 table so that
-    :func:`~bayesrc.bayes.change_likelihood.weighted_convolutions` reads it (``e2_band`` its band table
-    when it fits); per cell: its stratum ``cell_s`` (domain, or (domain, letter) with the covariate), its rows of
-    that table per version ``e_cell`` (version, cell, node), the sum of the rows' log maxima ``lm_cell``, per
-    non-reference version its row ``cell_key = s T + t`` of the (stratum, outcome) convolutions, and its ``weight``
-    (0 on padding).
+    :func:`~bayesrc.bayes.change_likelihood.weighted_convolutions` reads it (with its
+    :func:`~bayesrc.bayes.change_grid.convolution_tables`); per cell: its stratum ``cell_s`` (domain, or
+    (domain, letter) with the covariate), its rows of that table per version ``e_cell`` (version, cell, node), the
+    sum of the rows' log maxima ``lm_cell``, per non-reference version its row ``cell_key = s T + t`` of the
+    (stratum, outcome) convolutions, and its ``weight`` (0 on padding).
 
     Examples
     --------
@@ -216,9 +215,7 @@ def family_tables(cells: FamilyCells, band_dtype=np.float64) -> dict[str, np.nda
         "cell_key": pad_rows((cells.dom[:, None] * n_t + t[:, 1:]), n_c).T.copy(),
         "weight": pad_rows(cells.weight, n_c),
     }
-    if band_table_fits(n_t, len(x), band_dtype):
-        tables["e2_band"] = band_table(tables["e2"]).astype(band_dtype)
-    return tables
+    return tables | convolution_tables(tables["e2"], band_dtype)
 
 
 def node_terms(ops, mu_theta, sigma_theta, shift, spread, pi, tables):
