@@ -145,11 +145,10 @@ def binomial_table(x: np.ndarray, n: np.ndarray, y: np.ndarray) -> tuple[np.ndar
 
 
 BAND_TABLE_MAX_BYTES = 64 * 2**20  # above it (K in the hundreds) the likelihood forms the Toeplitz kernel instead
-# The samplers' band table is single precision where a sampler multiplies it term by term (the PyMC twin's pairs,
-# the joint model's and the slope's every outcome, each kernel row's mass inside the grid): ~1.7x as fast as in
+# The samplers' band table is single precision where the PyMC twin multiplies it term by term: ~1.7x as fast as in
 # float64, and every term is positive (no cancellation), so the sums keep a relative error near 1e-7
-# (tests/test_bayes_units.py). The NumPyro pair model's product is by FFT in float64 (pair_spectra); the item draws
-# (stored in single precision: draws.ITEM_DRAW_DTYPE), LOO and the checks compute in float64.
+# (tests/test_bayes_units.py). NumPy and JAX (the NumPyro samplers, the item draws, LOO and the checks) convolve by
+# FFT in float64 (e2_spectra, pair_spectra).
 SAMPLER_BAND_DTYPE = np.float32
 
 
@@ -181,7 +180,7 @@ def likelihood_tables(cells: Cells, band_dtype=np.float64, pairs: bool = True) -
 
     ``x`` the logit grid, ``e1`` / ``lm1`` the version-1 binomial table over distinct ``(n1, y1)`` outcomes,
     ``e2`` / ``lm2`` the version-2 table over distinct ``(n2, y2)`` and its :func:`convolution_tables`
-    (``e2_spectra``, ``ones_band``, ``e2_band``), ``e12`` the products of the
+    (``e2_spectra``, ``e2_band``), ``e12`` the products of the
     version-1 and version-2 rows of the (outcome1, outcome2) pairs the cells have; per cell its stratum
     ``cell_s``, its row ``cell_key = s T + t`` of the (stratum, version-2 outcome) table, its outcomes
     ``cell_u`` and ``cell_t``, its row ``cell_e12`` of ``e12``, its version-2 binomials at the grid's ends
@@ -220,17 +219,17 @@ def likelihood_tables(cells: Cells, band_dtype=np.float64, pairs: bool = True) -
 
 def convolution_tables(e2: np.ndarray, band_dtype=np.float64) -> dict[str, np.ndarray]:
     """The version-2 binomials ``e2`` (outcome, node) as the change kernel's convolutions read them: ``e2_spectra``
-    their spectra (:func:`band_spectra`, for the product by FFT), ``ones_band`` the band table's row of ones (each
-    kernel row's mass inside the grid) and ``e2_band`` the band table itself (:func:`band_table`, for the product
-    term by term: the PyMC twin's; left out when over :data:`BAND_TABLE_MAX_BYTES`), both in ``band_dtype``.
+    their spectra (:func:`band_spectra`, for the product by FFT) and ``e2_band`` their band table in ``band_dtype``
+    (:func:`band_table`, for the product term by term: the PyMC twin's; left out when over
+    :data:`BAND_TABLE_MAX_BYTES`).
 
     Examples
     --------
     >>> t = convolution_tables(np.ones((2, 3)))
-    >>> t["e2_spectra"].shape, t["ones_band"].shape, t["e2_band"].shape
-    ((2, 4), (3, 5), (3, 3, 5))
+    >>> t["e2_spectra"].shape, t["e2_band"].shape
+    ((2, 4), (3, 3, 5))
     """
-    tables = {"e2_spectra": band_spectra(e2), "ones_band": band_table(np.ones((1, e2.shape[1])))[-1].astype(band_dtype)}
+    tables = {"e2_spectra": band_spectra(e2)}
     if band_table_fits(len(e2), e2.shape[1], band_dtype):
         tables["e2_band"] = band_table(e2).astype(band_dtype)
     return tables
