@@ -151,7 +151,7 @@ def main() -> None:
     request_host_devices(2)  # both chains in parallel: before JAX starts
     from bayesrc import datasets
     from bayesrc.data.exact import load_exact
-    from bayesrc.truth.score import replicate_datasets
+    from bayesrc.truth.replicates import replicate_datasets
 
     v1, v2 = load_exact(datasets.path("exact_gemma") / "q4"), load_exact(datasets.path("exact_gemma") / args.pair)
     [(_, counts, _, _)] = replicate_datasets(v1, v2, k=args.k, seed=0, replicates=[args.replicate])

@@ -84,7 +84,8 @@ def rci_in_both(v1, v2, reset, *, k: int, seed: int, replicates: int) -> pd.Data
     """RCI on replicate r of each truth (the same seeds, so the draws coincide wherever the two
     distributions nearly do): flags, items classed alike, realised sign and material FDP."""
     from bayesrc.classical import reliable_change
-    from bayesrc.truth.score import replicate_datasets, score_classes
+    from bayesrc.truth.replicates import replicate_datasets
+    from bayesrc.truth.score import score_classes
 
     rows = []
     pairs = zip(

@@ -218,7 +218,7 @@ def test_family_truth_scores_every_version_against_the_reference_and_reports_it(
     from bayesrc.cli import main
     from bayesrc.report import build_report
     from bayesrc.truth import FamilyTruth, family_truth, score_classes
-    from bayesrc.truth.score import family_replicates
+    from bayesrc.truth.replicates import family_replicates
 
     a, b, truth = exact_pair
     same = write_exact_run(tmp_path / "v3", dist_from_truth(truth, "p_v1", p_missing=0.02), label="sim-same")

@@ -2,7 +2,7 @@
 
 V >= 3 exact runs (the first the reference) give every item's true accuracy per version.
 :func:`family_truth` draws ``replicates`` K-sample datasets of the whole family from them
-(:func:`bayesrc.truth.score.family_replicates`) and, on each, scores every non-reference version's
+(:func:`bayesrc.truth.replicates.family_replicates`) and, on each, scores every non-reference version's
 per-item change from the reference, Delta p, three ways:
 
 * ``joint``: the joint change model of the family (``bayesrc.bayes.fit`` on all versions);
@@ -42,7 +42,8 @@ from bayesrc.classical.rci import DETERIORATED, IMPROVED
 from bayesrc.data.exact import _as_exact
 from bayesrc.errors import InputError
 from bayesrc.results import register
-from bayesrc.truth.score import ScoredReplicates, _model_scores, family_replicates, run_labels, score_classes
+from bayesrc.truth.replicates import family_replicates, run_labels
+from bayesrc.truth.score import ScoredReplicates, _model_scores, score_classes
 
 FAMILY_METHODS = ("joint", "pair")  # the Bayesian methods; RCI is always scored
 SCORE_NUMBERS = (
