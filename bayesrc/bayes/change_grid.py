@@ -144,7 +144,9 @@ def binomial_table(x: np.ndarray, n: np.ndarray, y: np.ndarray) -> tuple[np.ndar
     return np.exp(lb - top[:, None]), top
 
 
-BAND_TABLE_MAX_BYTES = 64 * 2**20  # above it (K in the hundreds) the likelihood forms the Toeplitz kernel instead
+# above it (K in the hundreds) the likelihood term by term (the PyMC twin's) forms the Toeplitz kernel instead; by FFT
+# (NumPy, JAX) it needs no band
+BAND_TABLE_MAX_BYTES = 64 * 2**20
 # The samplers' band table is single precision where the PyMC twin multiplies it term by term: ~1.7x as fast as in
 # float64, and every term is positive (no cancellation), so the sums keep a relative error near 1e-7
 # (tests/test_bayes_units.py). NumPy and JAX (the NumPyro samplers, the item draws, LOO and the checks) convolve by

@@ -37,7 +37,7 @@ is the input of PSIS-LOO (:func:`bayesrc.bayes.checks.loo_checks`).
 
 from __future__ import annotations
 
-from functools import cache, partial
+from functools import cache
 from types import SimpleNamespace
 
 import numpy as np
@@ -84,7 +84,6 @@ def _ops(backend: str, spectral: bool = True) -> SimpleNamespace:
         )
         spectral = False
     ops.spectral = spectral
-    ops.band_sums = partial(_spectral_band_sums if spectral else _band_sums, ops)
     return ops
 
 
@@ -312,7 +311,7 @@ def _pair_convolution_parts(ops, tables, shift, sigma_delta):
     which are ``convolution_parts``' sums at the pairs' (stratum, outcome)."""
     x = tables["x"]
     sd = grid_spread(ops, sigma_delta, x)
-    sums, inside = ops.band_sums(x, shift, sd, tables)
+    sums, inside = (_spectral_band_sums if ops.spectral else _band_sums)(ops, x, shift, sd, tables)
     return (*_rows_scale_and_tails(ops, x, x[None, :] + shift[:, None], sd[:, None], inside), sums)
 
 
