@@ -216,7 +216,7 @@ def likelihood_tables(cells: Cells, band_dtype=np.float64, pairs: bool = True) -
         "weight": pad(cells.weight, n_c),
     }
     tables |= convolution_tables(tables["e2"], band_dtype)
-    return tables | (pair_tables(cells.dom, t.ravel(), cells.n_strata, tables, n_c) if pairs else {})
+    return tables | (pair_tables(cells.dom, t.ravel(), tables, n_c) if pairs else {})
 
 
 def convolution_tables(e2: np.ndarray, band_dtype=np.float64) -> dict[str, np.ndarray]:
@@ -237,28 +237,26 @@ def convolution_tables(e2: np.ndarray, band_dtype=np.float64) -> dict[str, np.nd
     return tables
 
 
-def pair_tables(
-    cell_s: np.ndarray, cell_t: np.ndarray, n_strata: int, tables: dict, n_cells: int
-) -> dict[str, np.ndarray]:
+def pair_tables(cell_s: np.ndarray, cell_t: np.ndarray, tables: dict, n_cells: int) -> dict[str, np.ndarray]:
     """The (stratum, version-2 outcome) pairs the cells have, for the band product of
-    :func:`~bayesrc.bayes.change_likelihood.cell_loglik`: ``pair_onehot`` (pair, stratum), ``pair_spectra`` the
+    :func:`~bayesrc.bayes.change_likelihood.cell_loglik`: ``pair_s`` each pair's stratum, ``pair_spectra`` the
     spectra of the pairs' binomial rows (for the product by FFT), ``pair_band`` their rows of the band table (for the
     product term by term, where ``tables`` (:func:`convolution_tables`) has it), ``cell_pair`` each cell's pair;
-    pairs padded to a multiple of 16 (zero rows).
+    pairs padded to a multiple of 16 (zero rows, stratum 0).
 
     Why: the band product is most of a gradient's cost, and real data fill few of the pairs (70 of the
     308 on the bundled Q4_K_M -> Q3_K_M pair, 34 of 192 on 40 simulated items).
 
     Examples
     --------
-    >>> t = pair_tables(np.array([0, 0, 1]), np.array([2, 2, 0]), 2, convolution_tables(np.eye(3)), 4)
-    >>> t["pair_onehot"].shape, t["pair_band"].shape, t["pair_spectra"].shape, t["cell_pair"].tolist()
-    ((16, 2), (16, 3, 5), (16, 4), [0, 0, 1, 0])
+    >>> t = pair_tables(np.array([0, 0, 1]), np.array([2, 2, 0]), convolution_tables(np.eye(3)), 4)
+    >>> t["pair_s"][:3].tolist(), t["pair_band"].shape, t["pair_spectra"].shape, t["cell_pair"].tolist()
+    ([0, 1, 0], (16, 3, 5), (16, 4), [0, 0, 1, 0])
     """
     pairs, cell_pair = np.unique(np.stack([cell_s, cell_t], 1), axis=0, return_inverse=True)
     n_p = -(-len(pairs) // 16) * 16
     out = {
-        "pair_onehot": pad_rows(np.eye(n_strata)[pairs[:, 0]], n_p),
+        "pair_s": pad_rows(pairs[:, 0], n_p),
         "pair_spectra": pad_rows(tables["e2_spectra"][pairs[:, 1]], n_p),
         "cell_pair": pad_rows(cell_pair.ravel(), n_cells),
     }

@@ -125,8 +125,9 @@ def prior_weights(ops, x, mu, sigma):
 def toeplitz(ops, row, n: int):
     """``T[..., j, k] = row[..., k - j + n - 1]`` from the last axis's ``2n - 1`` entries.
 
-    By tiling and reshaping, not by an index gather: under a sampler the gather's index is data
-    (an argument), and its gradient, a scatter-add, cost most of a likelihood evaluation.
+    By tiling and reshaping, not by an index gather of ``n x n`` entries a row: under a sampler the gather's index
+    is data (an argument), and its gradient, a scatter-add that large, cost most of a likelihood evaluation. (Rows
+    read whole by a short index, as the pairs' strata, cost a few microseconds, gradient included.)
 
     Examples
     --------
@@ -273,7 +274,9 @@ def cell_loglik(ops, mu_theta, sigma_theta, shift, sigma_delta, slope, pi, table
     (``G`` itself, stratum x outcome x node, is never formed), and its tails' mass on the end nodes'
     binomials. Without the slope and with the tables of :func:`~bayesrc.bayes.change_grid.pair_tables`, the
     convolution's parts are formed and contracted for the cells' (stratum, outcome) pairs only
-    (:func:`_pair_convolution_parts`; 1.7x on the bundled pair's shape, the same numbers).
+    (:func:`_pair_convolution_parts`; 1.7x on the bundled pair's shape, the same numbers), each pair reading its
+    stratum's rows by index (``pair_s``): as products with a one-hot matrix (complex ones for the spectra) they and
+    their transposes took a fifth of a gradient on XLA:CPU (docs/performance.md, "Issue 57, twelfth session").
 
     Why products at the cells: the cells are few (164 on the bundled pair) beside every (stratum, outcome1,
     outcome2) combination (11 x 16 x 28); forming the no-change term for all of them was a third of a
@@ -286,7 +289,7 @@ def cell_loglik(ops, mu_theta, sigma_theta, shift, sigma_delta, slope, pi, table
     # the cells' pairs only (pair_tables)
     if isinstance(slope, float) and slope == 0.0 and ("pair_spectra" if ops.spectral else "pair_band") in tables:
         scaled, first, last, sums = _pair_convolution_parts(ops, tables, shift, sigma_delta)
-        weighted = ops.tensordot(tables["pair_onehot"], prior * scaled, axes=[[1], [0]]) * sums  # (pair, node)
+        weighted = (prior * scaled)[tables["pair_s"]] * sums  # (pair, node)
         changed = ops.tensordot(weighted, e1, axes=[[1], [1]])[tables["cell_pair"], cell_u]
     else:
         ones = np.ones((1, 2 * e1.shape[-1] - 1))
@@ -319,10 +322,8 @@ def _band_sums(ops, x, shift, sd, tables):
     """The kernel rows' sums against the pairs' band, (pair, node), term by term in the band's precision (the PyMC
     twin's product), and each row's mass inside the grid, (stratum, node) (:func:`_inside_sums`)."""
     rows = _kernel_offsets(ops, x, shift, sd)  # (stratum, 2J - 1)
-    # (pair, 2J - 1): a product, not a gather (see toeplitz)
-    pair_rows = ops.tensordot(tables["pair_onehot"], rows, axes=[[1], [0]])
     band = tables["pair_band"]
-    sums = ops.einsum("pm,pjm->pj", pair_rows.astype(band.dtype), band).astype(rows.dtype)
+    sums = ops.einsum("pm,pjm->pj", rows[tables["pair_s"]].astype(band.dtype), band).astype(rows.dtype)
     return sums, _inside_sums(ops, x, rows, shift)
 
 
@@ -359,7 +360,7 @@ def _spectral_band_sums(ops, x, shift, sd, tables):
     """
     n = x.shape[0]
     rows = _kernel_offsets(ops, x, shift, sd)  # (stratum, 2J - 1)
-    sums = _convolved(ops, (tables["pair_onehot"] @ _row_spectra(ops, rows, n)) * tables["pair_spectra"], n)
+    sums = _convolved(ops, _row_spectra(ops, rows, n)[tables["pair_s"]] * tables["pair_spectra"], n)
     return sums, _inside_sums(ops, x, rows, shift)
 
 
