@@ -44,7 +44,7 @@ import numpy as np
 from scipy.special import betaln, logsumexp, ndtr
 
 from bayesrc.bayes.change import group_draws
-from bayesrc.bayes.change_grid import Cells, cell_stats, likelihood_tables, spectrum_length, strata_hyper
+from bayesrc.bayes.change_grid import Cells, band_spectra, cell_stats, likelihood_tables, spectrum_length, strata_hyper
 from bayesrc.bayes.inputs import ModelInputs
 from bayesrc.config import precision, prepare_jax
 
@@ -238,8 +238,9 @@ def convolution_parts(ops, tables, mu, sigma, shift, slope, sigma_delta, weights
         sd = grid_spread(ops, sigma_delta, x)
         rows = weights[:, None, :] * _kernel_offsets(ops, x, shift, sd)[None]  # (W, stratum, 2J - 1)
         if ops.spectral:  # (W, stratum, outcome2, node)
-            sums = _convolved(ops, _row_spectra(ops, rows, n)[:, :, None, :] * tables["e2_spectra"][None, None], n)
-            inside = _inside_sums(ops, x, rows[0], shift)
+            spectra = _row_spectra(ops, rows, n)
+            sums = _convolved(ops, spectra[:, :, None, :] * tables["e2_spectra"][None, None], n)
+            inside = _mass_inside(ops, spectra[0], n)
         else:
             band = tables["e2_band"]  # in its own precision (likelihood_tables' band_dtype), the sums back in the rows'
             # (W, stratum, outcome2 + 1, node)
@@ -328,9 +329,10 @@ def _band_sums(ops, x, shift, sd, tables):
 
 
 def _inside_sums(ops, x, rows, shift):
-    """Each kernel row's mass inside the grid, (stratum, node): its sum over the ``J`` offsets that keep node ``j``
-    on the grid (``m`` from ``J - 1 - j`` to ``2J - 2 - j``), a difference of the row's running sums in float64,
-    taken from the side away from the row's peak (``shift``), so that two tail sums never cancel.
+    """Each kernel row's mass inside the grid, (stratum, node), term by term (the PyMC twin's; by FFT:
+    :func:`_mass_inside`): its sum over the ``J`` offsets that keep node ``j`` on the grid (``m`` from ``J - 1 - j``
+    to ``2J - 2 - j``), a difference of the row's running sums in float64, taken from the side away from the row's
+    peak (``shift``), so that two tail sums never cancel.
 
     Why not a product with a band of ones: that (11 x 101 x 201 terms on the bundled pair) and its gradient took a
     third of a leapfrog step once the band product went by FFT.
@@ -359,9 +361,20 @@ def _spectral_band_sums(ops, x, shift, sd, tables):
     (``benchmarks/fft_band.py``: e^-8 at K = 10, e^-10 at K = 40 on the bundled pair, log L within 5e-14).
     """
     n = x.shape[0]
-    rows = _kernel_offsets(ops, x, shift, sd)  # (stratum, 2J - 1)
-    sums = _convolved(ops, _row_spectra(ops, rows, n)[tables["pair_s"]] * tables["pair_spectra"], n)
-    return sums, _inside_sums(ops, x, rows, shift)
+    spectra = _row_spectra(ops, _kernel_offsets(ops, x, shift, sd), n)  # (stratum, F)
+    return _convolved(ops, spectra[tables["pair_s"]] * tables["pair_spectra"], n), _mass_inside(ops, spectra, n)
+
+
+def _mass_inside(ops, spectra, n: int):
+    """Each kernel row's mass inside the grid, (..., node), from the rows' spectra (:func:`_row_spectra`): its
+    convolution with a row of ``J`` ones, by FFT like the sums it normalises (:func:`_inside_sums` term by term).
+
+    Why: the running sums' ~10 small operations (a cumulative sum is several on XLA:CPU) and their gradient took a
+    sixth of a gradient; by FFT they are one more product of spectra (value and gradient 1.18x on the bundled pair,
+    docs/performance.md, "Issue 57, twelfth session"). The error is absolute, as the sums': a row with almost no
+    mass on the grid gets a relative error, but its node's change term is then as small (tests/test_bayes_units.py).
+    """
+    return _convolved(ops, spectra * band_spectra(np.ones((1, n))), n)
 
 
 def _row_spectra(ops, rows, n: int):
