@@ -1,6 +1,6 @@
 """Benchmark: where a NUTS step's time goes in the default change fit.
 
-    .venv/bin/python benchmarks/nuts_step.py [--items 40] [--calls 500]
+    .venv/bin/python benchmarks/nuts_step.py [--items 40|q3] [--calls 500]
 
 On ``benchmarks/bayes.py``'s simulated dataset of ``--items`` items, one fresh process with one
 JAX device (one chain at a time, so no chain competes for a core) prints:
@@ -29,7 +29,6 @@ DATASET = CHILD.split("from bayesrc.bayes import fit\n")[0]  # benchmarks/bayes.
 
 POTENTIAL = r"""
 import time
-from functools import partial
 import jax, jax.numpy as jnp
 from numpyro.infer.util import initialize_model
 from bayesrc.bayes import model_inputs
@@ -37,17 +36,14 @@ from bayesrc.bayes import change_collapsed as cc
 from bayesrc.bayes import change_grid as grid
 
 data = model_inputs(counts)
-cells = grid.cell_stats(data)
-tables = jax.tree.map(jnp.asarray, grid.likelihood_tables(cells, grid.SAMPLER_BAND_DTYPE))
-model = partial(cc._numpyro_model, cells=cells, n_domains=data.n_domains, slope=False, prior=cc.prior_settings(None),
-                n_groups=data.n_groups,
-                contrasts=data.stratum_contrasts())  # the default collapsed change model, tables as arguments
+model, args = cc.collapsed_model_numpyro(data)  # the default collapsed change model, its tables as arguments
+args = jax.tree.map(jnp.asarray, args)
 
 
 def gradient_ms(info, tables, calls, batch=None):
     # ms per value-and-gradient call of the potential (of ``batch`` points at once, vmapped) inside one
     # compiled loop of ``calls`` calls, 3 runs
-    value_and_grad = jax.value_and_grad(lambda z, t: info.potential_fn(tables=t)(z))
+    value_and_grad = jax.value_and_grad(lambda z, t: info.potential_fn(**t)(z))
     if batch is not None:
         value_and_grad = jax.vmap(value_and_grad, (0, None))
 
@@ -73,8 +69,8 @@ from bayesrc.config import SamplerConfig, precision
 
 calls = int(sys.argv[4])
 with precision():  # float64, as in a fit
-    info = initialize_model(jax.random.PRNGKey(0), model, model_kwargs={"tables": tables}, dynamic_args=True)
-    grad_ms = gradient_ms(info, tables, calls)
+    info = initialize_model(jax.random.PRNGKey(0), model, model_kwargs=args, dynamic_args=True)
+    grad_ms = gradient_ms(info, args, calls)
 
 chunks, real = [], samplers._advance_chunks
 def timed(advance, state, data, length, chunk, bar, n_chains, into):
@@ -97,7 +93,7 @@ print(json.dumps({"grad_ms": grad_ms, "step_ms": step_ms, "steps_per_transition"
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--items", type=int, default=40)
+    ap.add_argument("--items", default="40", help="items of the simulated pair, or q3: the bundled pair")
     ap.add_argument("--calls", type=int, default=500)
     args = ap.parse_args()
     env = dict(
