@@ -33,7 +33,6 @@ import jax, jax.numpy as jnp
 from numpyro.infer.util import initialize_model
 from bayesrc.bayes import model_inputs
 from bayesrc.bayes import change_collapsed as cc
-from bayesrc.bayes import change_grid as grid
 
 data = model_inputs(counts)
 model, args = cc.collapsed_model_numpyro(data)  # the default collapsed change model, its tables as arguments
