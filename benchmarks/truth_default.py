@@ -1,7 +1,7 @@
 """The default change model against real truth, replicate by replicate (issue 12).
 
     .venv/bin/python benchmarks/truth_default.py [--pairs q3,q4-prompt2,q4] [--replicates 2] [--first 1] [--seed 0]
-        [--k 10] [--model change] [--jobs 1]
+        [--k 10] [--model change] [--sampler fast|default] [--jobs 1]
     .venv/bin/python benchmarks/truth_default.py --summarise ROWS.jsonl
 
 For each bundled exact pair (Gemma-3-270M Q4_K_M against ``q3``: its Q3_K_M re-quantisation,
@@ -11,10 +11,10 @@ with ``-reset`` appended, e.g. ``q4-prompt2-reset``: that change with its change
 the same K = 10 (``--k``) replicate datasets as ``bayesrc truth --seed S`` (replicate r from
 ``SeedSequence(S)``), fits the change model (``--model``: ``change``, the default, or
 ``change_v0``, the model before issue 12) with the ``--fast`` settings (2 chains x 400 draws
-after 300 warm-up, sampler seed 1) and prints one JSON row per replicate and pair, replicate by
-replicate: items selected at q = 0.10 and their realised FDP (sign / material), coverage of the
-exact Delta p by the 90% intervals, the model's estimate of RCI's FDP beside RCI's realised one
-(RCI as the fit cross-checks it) with the same estimates under power-scaled priors
+after 300 warm-up, sampler seed 1; ``--sampler default``: the default 4 chains x 500 after 500, seed 1) and
+prints one JSON row per replicate and pair, replicate by replicate: items selected at q = 0.10 and their
+realised FDP (sign / material), coverage of the exact Delta p by the 90% intervals, the model's estimate of
+RCI's FDP beside RCI's realised one (RCI as the fit cross-checks it) with the same estimates under power-scaled priors
 (``prior_sensitivity``: does the fit warn), the posterior of ``sigma_delta`` and ``pi``, and PSIS-LOO.
 ``--first`` continues an earlier run (rows append to the same file); ``--summarise`` prints the
 per-pair table of such a file. One fit takes 3-9 minutes on 2 cores; ``--jobs N`` runs N fits at
@@ -47,6 +47,12 @@ def main() -> None:
         help="a model of bayesrc truth: change (the default) or change_v0 (before issue 12); several: comma-separated",
     )
     ap.add_argument(
+        "--sampler",
+        default="fast",
+        choices=("fast", "default"),
+        help="fast: 2 chains x 400 draws after 300 (the docs' tables); default: the fit's default sampler",
+    )
+    ap.add_argument(
         "--jobs", type=int, default=1, help="fits at a time, each in its own process (2 cores each: one per chain)"
     )
     ap.add_argument(
@@ -58,7 +64,7 @@ def main() -> None:
         return
     # Replicate by replicate, every pair and model in each: a run cut short still covers them evenly.
     tasks = [
-        (number, pair, model, args.seed, args.k)
+        (number, pair, model, args.seed, args.k, args.sampler)
         for number in range(args.first - 1, args.first - 1 + args.replicates)  # 0-based, as bayesrc truth counts them
         for pair in args.pairs.split(",")
         for model in args.model.split(",")
@@ -75,9 +81,9 @@ def main() -> None:
             print(json.dumps(job.result()), flush=True)
 
 
-def fit_row(number: int, pair: str, model: str, seed: int, k: int = 10) -> dict:
+def fit_row(number: int, pair: str, model: str, seed: int, k: int = 10, sampler: str = "fast") -> dict:
     """Fit ``model`` to replicate ``number`` (0-based, ``k`` samples per item and version) of Q4_K_M
-    against the bundled exact run ``pair``; one row."""
+    against the bundled exact run ``pair`` (``sampler``: ``fast`` or ``default`` settings, seed 1); one row."""
     from bayesrc import datasets
     from bayesrc.bayes import SamplerConfig, SelectionConfig, fit
     from bayesrc.data.exact import load_exact
@@ -91,7 +97,7 @@ def fit_row(number: int, pair: str, model: str, seed: int, k: int = 10) -> dict:
         else load_exact(root / pair)
     )
     [(r, counts, dp, _)] = replicate_datasets(v1, v2, k=k, seed=seed, replicates=[number])
-    cfg = SamplerConfig(chains=2, tune=300, draws=400, seed=1)
+    cfg = SamplerConfig(chains=2, tune=300, draws=400, seed=1) if sampler == "fast" else SamplerConfig(seed=1)
     res = fit(counts, config=cfg, selection=SelectionConfig(fdr=0.1), **MODEL_SPECS[model])
     it = res.items.set_index("item_id").reindex(counts["item"].values)
     own = score_classes(it["bayes_class"].to_numpy(dtype=object), dp)
@@ -101,6 +107,7 @@ def fit_row(number: int, pair: str, model: str, seed: int, k: int = 10) -> dict:
         "model": model,
         "pair": pair,
         "k": k,
+        "sampler": sampler,
         "replicate": r + 1,
         "selected": own["flagged"],
         "fdp_sign": own["fdp_sign"],
