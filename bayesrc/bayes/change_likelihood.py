@@ -358,7 +358,7 @@ def _spectral_band_sums(ops, x, shift, sd, tables):
     keep a relative 1e-7: log L agrees with the product term by term in float64 to 1e-7 for every cell whose
     likelihood is above e^-20 of its rows' maxima (tests/test_bayes_units.py); below it the round-off may dominate
     the sums, which are held at zero or above. Real fits' posteriors keep every cell far above it
-    (``benchmarks/fft_band.py``: e^-8 at K = 10, e^-10 at K = 40 on the bundled pair, log L within 5e-14).
+    (``benchmarks/fft_band.py``: e^-8 at K = 10, e^-9 at K = 40 on the bundled pair, log L within 1e-14).
     """
     n = x.shape[0]
     spectra = _row_spectra(ops, _kernel_offsets(ops, x, shift, sd), n)  # (stratum, F)
