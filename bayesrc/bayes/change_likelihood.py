@@ -226,11 +226,13 @@ def convolution_parts(ops, tables, mu, sigma, shift, slope, sigma_delta, weights
     row's sum over the grid (0 for a row with no mass on the grid: :func:`_safe_ratio`), and the
     tails' mass per weight row that goes to the first and last node's binomials (W, stratum, node).
 
-    The sums and the kernel rows' normalisers come out of one matrix product (a row of ones beside
-    the binomials). ``weights[0]`` must be ones (the normalisers come from it). Without the slope
-    the product is the kernel's one row per stratum times the binomials' band table (``e2_band``,
-    :func:`~bayesrc.bayes.change_grid.band_table`), a constant: forming the Toeplitz kernel from the
-    parameters instead made the gradient 4-9x slower at 16-140 strata.
+    ``weights[0]`` must be ones (the normalisers come from it). Without the slope the kernel is one row per
+    stratum: by FFT (``ops.spectral``) the sums are its convolutions with the binomials (``e2_spectra``) and the
+    normalisers its convolution with a row of ones (:func:`_mass_inside`); term by term, one product of the row with
+    the binomials' band table (``e2_band``, :func:`~bayesrc.bayes.change_grid.band_table`, a constant with a row of
+    ones after the binomials). With the slope (or no band table) the kernel is formed and multiplied with the
+    binomials and a row of ones: forming the Toeplitz kernel from the parameters made the gradient 4-9x slower than
+    the band table at 16-140 strata.
     """
     x, e2 = tables["x"], tables["e2"]
     n = x.shape[0]

@@ -50,7 +50,7 @@ def family_replicates(runs, *, k: int, seed: int, replicates, labels):
 
 
 def replicate_datasets(ex1, ex2, *, k: int, seed: int, replicates, labels: tuple[str, str] = ("v1", "v2")):
-    """The K-sample datasets :func:`truth` scores: ``(r, counts, dp_exact, sampler_seed)`` for each
+    """The K-sample datasets :func:`~bayesrc.truth.truth` scores: ``(r, counts, dp_exact, sampler_seed)`` for each
     replicate number ``r`` in ``replicates`` (:func:`family_replicates` of the two runs;
     ``dp_exact`` is the exact Delta p in the counts' item order).
 
