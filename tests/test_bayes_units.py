@@ -1123,6 +1123,40 @@ def test_numpyro_chains_go_on_while_short_and_continue_exactly():
     np.testing.assert_array_equal(alone, whole[:, :100])
 
 
+def test_numpyro_chains_start_where_numpyros_own_search_for_initial_points_starts_them():
+    """The sampler draws its chains' initial points itself (NumPyro's search for them compiles the potential and its
+    gradient once more) and must start each chain where ``numpyro.infer.util.initialize_model`` would: its first
+    uniform draw, or where that one's potential is not finite (a wall at ``x[0] = 0.5``; seed 0's first draw is
+    past it), the next valid one. Independent code: NumPyro's own search on the same keys."""
+    import jax.numpy as jnp
+    import numpyro
+    import numpyro.distributions as dist
+    from numpyro.infer.util import initialize_model
+
+    from bayesrc.bayes import samplers
+    from bayesrc.config import SamplerConfig, precision, prepare_jax
+
+    jax = prepare_jax()
+
+    def model(scale):
+        x = numpyro.sample("x", dist.Normal(0.0, scale).expand([3]).to_event(1))
+        numpyro.sample("s", dist.HalfNormal(1.0))
+        numpyro.factor("wall", jnp.where(x[0] < 0.5, 0.0, -jnp.inf))
+
+    data, n = {"scale": jnp.asarray(1.0)}, jax.local_device_count()
+    with precision():
+        keys = jax.random.split(jax.random.PRNGKey(0), 2 * n)
+        cfg = SamplerConfig(chains=n, tune=10, draws=10, seed=0)
+        prototype, start, _, _ = samplers._chain_functions(jax, model, data, cfg, keys[n])
+        first, next_keys = samplers._initial_points(jax, keys[n:], prototype)
+        state = samplers._started(jax, start, keys[:n], first, next_keys, prototype, data)
+        numpyros = initialize_model(keys[n:], model, model_kwargs=data, dynamic_args=True).param_info.z
+    assert list(prototype) == ["x", "s"] and (np.asarray(first["x"])[:, 0] >= 0.5).any()  # a draw was redrawn
+    for name in prototype:
+        np.testing.assert_array_equal(np.asarray(state.z[name]), np.asarray(numpyros[name]))
+    assert np.isfinite(np.asarray(state.potential_energy)).all()
+
+
 def test_numpyro_later_rounds_reuse_the_first_rounds_adaptation(monkeypatch):
     """With more chains than devices, the chains of a later round start from their own initial points with the first
     round's mass matrix and step size and run a burn-in of ``REUSED_METRIC_BURN_IN`` transitions (adapting the step

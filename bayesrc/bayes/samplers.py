@@ -68,20 +68,35 @@ def run_numpyro(model: Callable, data: dict[str, Any], cfg: SamplerConfig, coord
         return _run_numpyro(jax, model, data, cfg, coords, dims)
 
 
-def _chain_functions(jax, model: Callable, data: dict, cfg: SamplerConfig, keys):
-    """Compiled ``(inits, start, advance, constrain)`` for ``model``: an initial point per key
-    (from the prior), NUTS state per chain, ``length`` transitions collecting (z, diverging,
+def _chain_functions(jax, model: Callable, data: dict, cfg: SamplerConfig, key):
+    """Compiled ``(prototype, start, advance, constrain)`` for ``model``: one chain's unconstrained sites (their
+    names and shapes), NUTS state per chain from an initial point, ``length`` transitions collecting (z, diverging,
     n_steps), and the constrained values (deterministic sites included) of unconstrained draws.
 
     ``start`` and ``advance`` run one chain per JAX device (``pmap``). Not several per device
     (``vmap``): a batched NUTS runs every chain's tree to the longest one's and evaluates both
     sides of its branches; 4 chains on 2 devices took 3.2x the time of 2 chains, against 2x in
     two rounds (40-item change model, idle 2-core machine).
+
+    NumPyro's ``initialize_model`` runs abstractly (``jax.eval_shape``), for the potential, the transforms and the
+    sites' shapes only: run as it is, it evaluates the model and its potential operation by operation (each one
+    compiled on its own) and, given the chains' keys, compiles its search for valid initial points (the potential
+    and its gradient in a loop) beside ``start`` and ``advance``, which compile them again: 3-4 s of a cold fit and
+    ~1 s of a warm one (docs/performance.md, "Issue 57, thirteenth session"). The chains' initial points are drawn as
+    that search draws them (:func:`_initial_points`) and checked by ``start`` (:func:`_started`).
     """
     from numpyro.infer.hmc import hmc  # deferred: NumPyro and JAX load in seconds (bayes extra)
     from numpyro.infer.util import initialize_model
 
-    info = initialize_model(keys, model, model_kwargs=data, dynamic_args=True)  # one initial point per key
+    found = {}
+
+    def model_info(data):
+        found["info"] = initialize_model(key, model, model_kwargs=data, dynamic_args=True, validate_grad=False)
+        return found["info"].param_info.z
+
+    shapes = jax.eval_shape(model_info, data)
+    info = found["info"]
+    prototype = {name: shapes[name] for name in info.model_trace if name in shapes}  # the model's order, not sorted
     init_kernel, sample_kernel = hmc(potential_fn_gen=info.potential_fn, algo="NUTS")
 
     def start(key, z0, data):
@@ -106,7 +121,47 @@ def _chain_functions(jax, model: Callable, data: dict, cfg: SamplerConfig, keys)
 
     pmap_start = jax.pmap(start, in_axes=(0, 0, None))
     pmap_advance = jax.pmap(advance, in_axes=(0, None, None), static_broadcasted_argnums=2)
-    return info.param_info.z, pmap_start, pmap_advance, jax.jit(jax.vmap(constrain, (0, None)))
+    return prototype, pmap_start, pmap_advance, jax.jit(jax.vmap(constrain, (0, None)))
+
+
+#: Initial points a chain draws before it gives up (NumPyro's ``find_valid_initial_params`` tries as many).
+INITIAL_POINT_TRIES = 100
+
+
+def _initial_points(jax, keys, prototype: dict, radius: float = 2.0):
+    """One initial point per key, uniform on ``(-radius, radius)`` in unconstrained space, and each key's next key:
+    the draws of NumPyro's ``init_to_uniform`` in ``find_valid_initial_params`` (site by site in the model's order
+    from successive splits of the key), so a chain starts where NumPyro's own search would have started it."""
+
+    def one(key):
+        key, sub = jax.random.split(key)
+        point = {}
+        for name, site in prototype.items():
+            point[name] = jax.random.uniform(sub, np.shape(site), minval=-radius, maxval=radius)
+            key, sub = jax.random.split(key)
+        return point, key
+
+    return jax.jit(jax.vmap(one))(keys)
+
+
+def _started(jax, start, keys, z0, next_keys, prototype: dict, data):
+    """NUTS state of one round's chains (``keys``: their sampler keys) from their initial points ``z0`` where the
+    potential energy and its gradient, computed by ``start``, are finite, else from the next valid draw of
+    :func:`_initial_points` (``next_keys``): the check NumPyro's search for initial points makes, here without
+    compiling it apart."""
+    for _ in range(INITIAL_POINT_TRIES):
+        state = start(keys, z0, data)
+        grad_ok = [np.isfinite(np.asarray(g)).reshape(len(keys), -1).all(1) for g in jax.tree.leaves(state.z_grad)]
+        ok = np.logical_and.reduce([np.isfinite(np.asarray(state.potential_energy)), *grad_ok])
+        if ok.all():
+            return state
+        redrawn, later_keys = _initial_points(jax, next_keys, prototype)
+        keep = lambda a, b: jax.numpy.where(ok.reshape((-1,) + (1,) * (np.ndim(a) - 1)), a, b)  # noqa: E731
+        z0, next_keys = jax.tree.map(keep, z0, redrawn), keep(next_keys, later_keys)
+    raise RuntimeError(
+        f"no valid initial point in {INITIAL_POINT_TRIES} draws: the model's potential energy or its gradient is not "
+        "finite there"
+    )
 
 
 #: Transitions a chain of a later round runs before its draws, adapting its step size only (NumPyro's last warm-up
@@ -197,10 +252,10 @@ def _adaptations(shared: dict | None) -> Iterator[None]:
         _SHARED_ADAPTATION.reset(token)
 
 
-def _adaptation_key(inits: dict, cfg: SamplerConfig, n_dev: int) -> tuple:
+def _adaptation_key(prototype: dict, cfg: SamplerConfig, n_dev: int) -> tuple:
     """What an adaptation must match to serve a fit: the sites and their shapes (one chain's), the warm-up length
     (its window schedule) and the chains per round (the states' leading axis)."""
-    return tuple(sorted((k, np.shape(v)[1:]) for k, v in inits.items())), cfg.tune, n_dev
+    return tuple(sorted((k, np.shape(v)) for k, v in prototype.items())), cfg.tune, n_dev
 
 
 def _with_metric(state, adapted, tune: int, burn: int):
@@ -228,14 +283,15 @@ def _run_numpyro(jax, model: Callable, data: dict[str, Any], cfg: SamplerConfig,
 
     data = jax.tree.map(jnp.asarray, data)
     keys = jax.random.split(jax.random.PRNGKey(cfg.seed), 2 * cfg.chains)
-    inits, start, advance, constrain = _chain_functions(jax, model, data, cfg, keys[cfg.chains :])
+    prototype, start, advance, constrain = _chain_functions(jax, model, data, cfg, keys[cfg.chains])
+    inits, next_keys = _initial_points(jax, keys[cfg.chains :], prototype)
     n_dev = max(1, min(cfg.chains, jax.local_device_count()))
     rounds = -(-cfg.chains // n_dev)
     chunk = _chunk(cfg)
     burn = _burn_in(cfg, chunk)
     in_round = [min(n_dev, cfg.chains - r * n_dev) for r in range(rounds)]  # chains kept of each round
     shortened = burn < cfg.tune  # whether a burn-in can stand for the warm-up (_burn_in)
-    shared, shape = _SHARED_ADAPTATION.get(), _adaptation_key(inits, cfg, n_dev)
+    shared, shape = _SHARED_ADAPTATION.get(), _adaptation_key(prototype, cfg, n_dev)
     earlier = shared.get(shape) if shared is not None and shortened else None  # an earlier fit's, in the block
     states, parts, skips = [], [], []  # skips: each round's transitions before its draws
     first_skip = cfg.tune if earlier is None else burn
@@ -246,7 +302,9 @@ def _run_numpyro(jax, model: Callable, data: dict[str, Any], cfg: SamplerConfig,
         for r in range(rounds):
             # an uneven last round repeats a chain, dropped below
             idx = np.arange(r * n_dev, (r + 1) * n_dev) % cfg.chains
-            state = start(keys[idx], jax.tree.map(lambda a: a[idx], inits), data)
+            state = _started(
+                jax, start, keys[idx], jax.tree.map(lambda a: a[idx], inits), next_keys[idx], prototype, data
+            )
             # each chain of this round from one chain's adaptation: an earlier fit's, or the first round's if healthy
             source = earlier if r == 0 else states[0] if healthy else None
             skips.append(cfg.tune if source is None else burn)
