@@ -163,11 +163,12 @@ def _to(frame: pd.DataFrame, path):
 
 
 def test_the_right_wrong_analyses_refuse_graded_trials_in_one_line(tmp_path, capsys):
+    """The Bayesian fit has no graded model yet (``bayesrc rci`` has: tests/test_graded_rci.py)."""
     v1, v2 = _judged_pair(np.random.default_rng(4), n_items=5)
     a, b = _write_jsonl(tmp_path / "v1.jsonl", v1), _write_jsonl(tmp_path / "v2.jsonl", v2)
     with pytest.raises(InputError, match="graded trials"):
         item_counts(load_trials(a), load_trials(b))
-    code = main(["rci", "--pair", "judged", str(a), str(b), "--out", str(tmp_path / "out")])
+    code = main(["fit", str(a), str(b), "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert "v1.jsonl: field 'is_correct': graded trials" in err and not (tmp_path / "out").exists()

@@ -10,6 +10,7 @@ from bayesrc.classical.calibration import (
     rci_detection_probability,
     sample_level_null,
 )
+from bayesrc.classical.graded import paired_tests, score_no_change_test, unit_scores
 from bayesrc.classical.no_change_checks import pair_no_change_test
 from bayesrc.classical.noise import noise_decomposition, noise_from_counts
 from bayesrc.classical.pair_statistics import flip_metrics
@@ -67,6 +68,9 @@ __all__ = [
     "noise_from_counts",
     "nominal_rate",
     "pair_no_change_test",
+    "paired_tests",
+    "score_no_change_test",
+    "unit_scores",
     "sample_level_null",
     "classify_rci",
     "cross_pair",

@@ -19,6 +19,8 @@ calibrated variant:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from scipy import stats
 
@@ -276,6 +278,24 @@ def _deal(valid: np.ndarray, ones: np.ndarray, n_rep: int, rng: np.random.Genera
     return out
 
 
+def permute_within_items(values: np.ndarray, valid: np.ndarray, n_rep: int, rng: np.random.Generator) -> np.ndarray:
+    """``n_rep`` random permutations of each row's valid ``values`` over its valid slots, (n_rep, row, slot), NaN
+    where a slot is not valid: the pooled samples of an item re-dealt, whatever their values.
+
+    Examples
+    --------
+    >>> v = np.array([[1.0, 2.0, np.nan, 3.0]])
+    >>> out = permute_within_items(v, ~np.isnan(v), 2, np.random.default_rng(0))
+    >>> np.sort(out[:, 0, [0, 1, 3]], axis=1).tolist(), bool(np.isnan(out[:, 0, 2]).all())
+    ([[1.0, 2.0, 3.0], [1.0, 2.0, 3.0]], True)
+    """
+    keys = np.where(valid, rng.random((n_rep, *values.shape)), np.inf)  # valid slots first, in random order
+    shuffled = np.take_along_axis(np.broadcast_to(values, keys.shape), np.argsort(keys, -1), -1)
+    rank = np.cumsum(valid, -1) - 1  # each valid slot takes the next of the shuffled valid values
+    dealt = np.take_along_axis(shuffled, np.broadcast_to(np.maximum(rank, 0), keys.shape), -1)
+    return np.where(valid, dealt, np.nan)
+
+
 def sample_level_null(
     correct_v1: np.ndarray,
     correct_v2: np.ndarray,
@@ -292,7 +312,8 @@ def sample_level_null(
     In each of ``n_replicates`` replicates every item's valid outcomes of both versions
     are pooled and dealt at random into groups of the original sizes ``n_v1`` and
     ``n_v2`` (a within-item permutation, so each item keeps its pooled accuracy and
-    loses any change); exclusions, reliability (``n_splits`` random split halves, the
+    loses any change; graded scores are re-dealt by :func:`permute_within_items`);
+    exclusions, reliability (``n_splits`` random split halves, the
     same for every replicate), SD and S_diff are recomputed and the same rule is
     applied (``settings``; default: the paper's, rule (a) at 6 valid responses). Returns the mean and
     2.5 / 50 / 97.5 percentiles of the flagged counts
@@ -314,6 +335,8 @@ def sample_level_null(
     pooled = np.concatenate([x1, x2], axis=1)
     valid = ~np.isnan(pooled)
     ones = np.where(valid, pooled, 0.0).sum(1)  # correct outcomes of the item, both versions pooled
+    # 0 / 1 outcomes are re-dealt by their counts (:func:`_deal`); graded scores by a permutation of the values
+    binary = bool(np.isin(pooled[valid], (0.0, 1.0)).all())
     rng = np.random.default_rng(seed)
     k_all = max(k1, k2)
     masks = _split_masks(k_all, n_splits, rng).T.astype(float) if settings.s_diff == "reference" else None
@@ -322,7 +345,7 @@ def sample_level_null(
     done = 0
     while done < n_replicates:
         b = min(batch, n_replicates - done)
-        dealt = _deal(valid, ones, b, rng)
+        dealt = _deal(valid, ones, b, rng) if binary else permute_within_items(pooled, valid, b, rng)
         a, c = dealt[..., :k1], dealt[..., k1:]
         out = classify_counts(_pad(a, k_all), _pad(c, k_all), settings, masks=masks)
         for t in extra:
@@ -468,13 +491,44 @@ def no_change_test(
     """
     y, n = np.asarray(y, float), np.asarray(n, float)
     t, total, n1 = y.sum(1), n.sum(1), n[:, 0]
-    strata = np.zeros(len(y), np.int64) if strata is None else np.asarray(strata, np.int64)
-    member = np.zeros((len(y), int(strata.max()) + 1))
-    member[np.arange(len(y)), strata] = 1.0
     with np.errstate(invalid="ignore", divide="ignore"):
         var = n1 * (total - n1) * t * (total - t) / (total**2 * (total - 1.0))
         expected = n1 * t / total
-    # items whose outcomes cannot be rearranged (all alike, or a version without valid responses) add nothing
+    cols = np.flatnonzero(np.isfinite(var) & (var > 0))  # only the items that can move are re-dealt
+
+    def draw(rng: np.random.Generator, size: int) -> np.ndarray:
+        y1 = np.zeros((size, len(y)))
+        y1[:, cols] = rng.hypergeometric(
+            t[cols].astype(np.int64),
+            (total - t)[cols].astype(np.int64),
+            n1[cols].astype(np.int64),
+            size=(size, len(cols)),
+        )
+        return y1
+
+    return within_item_test(y[:, 0], expected, var, strata, draw, n_permutations=n_permutations, seed=seed, batch=batch)
+
+
+def within_item_test(
+    observed: np.ndarray,
+    expected: np.ndarray,
+    var: np.ndarray,
+    strata: np.ndarray | None,
+    draw: Callable[[np.random.Generator, int], np.ndarray],
+    *,
+    n_permutations: int = 999,
+    seed: int | np.random.Generator | np.random.SeedSequence = 0,
+    batch: int = 100,
+) -> dict:
+    """The permutation test of :func:`no_change_test` from each item's version-1 statistic ``observed``, its null
+    mean ``expected`` and variance ``var`` (an item with no finite positive variance cannot move and adds nothing),
+    and ``draw(rng, size)``: ``size`` draws of every item's statistic from the null, (size, item). Shared by the
+    right/wrong test (hypergeometric draws) and the graded one
+    (:func:`bayesrc.classical.graded.score_no_change_test`: permuted scores)."""
+    n_items = len(observed)
+    strata = np.zeros(n_items, np.int64) if strata is None else np.asarray(strata, np.int64)
+    member = np.zeros((n_items, int(strata.max()) + 1))
+    member[np.arange(n_items), strata] = 1.0
     movable = np.isfinite(var) & (var > 0)
     var = np.where(movable, var, 0.0)
     stratum_var = var @ member
@@ -488,17 +542,9 @@ def no_change_test(
         return np.atleast_1d(dev**2 @ inv_var), np.atleast_1d((dev @ member) ** 2 @ inv_stratum_var)
 
     rng = np.random.default_rng(seed)
-    cols = np.flatnonzero(movable)  # only these are re-dealt
-    stats_all = [statistics(y[:, 0])]  # first: the observed data
+    stats_all = [statistics(np.asarray(observed, float))]  # first: the observed data
     for start in range(0, n_permutations, batch):
-        y1 = np.zeros((min(batch, n_permutations - start), len(y)))
-        y1[:, cols] = rng.hypergeometric(
-            t[cols].astype(np.int64),
-            (total - t)[cols].astype(np.int64),
-            n1[cols].astype(np.int64),
-            size=(len(y1), len(cols)),
-        )
-        stats_all.append(statistics(y1))
+        stats_all.append(statistics(draw(rng, min(batch, n_permutations - start))))
     items, strat = (np.concatenate(part) for part in zip(*stats_all))
     p_items, p_strata = _upper_p(items), _upper_p(strat)
     smallest = np.minimum(p_items, p_strata)

@@ -21,7 +21,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         nargs=3,
         action="append",
         metavar=("NAME", "V1_TRIALS", "V2_TRIALS"),
-        help="a version pair (repeatable) -> rci.json",
+        help="a version pair (repeatable) -> rci.json; right / wrong trials, or graded ones (a score per sample: "
+        "RCI on the items' mean scores)",
     )
     target.add_argument(
         "--family",

@@ -9,7 +9,7 @@ import sys
 from bayesrc.classical import analyse_pairs
 from bayesrc.classical.commands import rci_options
 from bayesrc.classical.pairwise import pairwise_rci
-from bayesrc.data import check_comparable, input_notes, load_comparable_counts, load_counts
+from bayesrc.data import check_comparable, input_notes, load_comparable_counts, load_counts, load_items
 from bayesrc.errors import InputError
 from bayesrc.results import headline_text
 
@@ -27,7 +27,7 @@ def run_rci(args: argparse.Namespace) -> int:
     for _, a, b in args.pair:  # refuse runs that differ in more than the model (SPEC 6)
         check_comparable(a, b, allow=args.allow_pin, force=args.force)
     on_unmatched = "drop" if args.allow_unmatched else "raise"
-    pairs = {name: load_counts([a, b], on_unmatched=on_unmatched) for name, a, b in args.pair}
+    pairs = {name: load_items([a, b], on_unmatched=on_unmatched) for name, a, b in args.pair}  # or graded scores
     greedy = {}
     for name, a, b in args.greedy:
         if name not in pairs:

@@ -17,6 +17,7 @@ from bayesrc.classical.calibration import (
     null_warnings,
     sample_level_null,
 )
+from bayesrc.classical.graded import score_no_change_test
 from bayesrc.classical.rci import RCISettings
 from bayesrc.data.inputs import model_inputs
 
@@ -71,7 +72,11 @@ def _no_change_checks(
         "null_samples": sample_level_null(
             *correct, null_settings, n_replicates=n_null, n_splits=null_splits, seed=s_sample_null
         ),
-        "no_change_test": pair_no_change_test(counts, *versions),
+        "no_change_test": (
+            score_no_change_test(*correct, pd.factorize(counts["domain"].values)[0])
+            if "graded" in counts.attrs
+            else pair_no_change_test(counts, *versions)
+        ),
     }
 
 

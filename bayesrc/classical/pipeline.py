@@ -33,6 +33,7 @@ from bayesrc.classical import rci as _rci
 from bayesrc.classical.calibration import (
     binomial_s_diff,
 )
+from bayesrc.classical.graded import is_graded_scores, paired_tests, unit_scores
 from bayesrc.classical.no_change_checks import _no_change_checks, _null_settings, _pair_warnings
 from bayesrc.classical.pair_statistics import (
     _class_counts,
@@ -95,7 +96,8 @@ def reliable_change(
 
     Parameters
     ----------
-    counts : item counts (:func:`bayesrc.data.item_counts`) holding both versions.
+    counts : item counts (:func:`bayesrc.data.item_counts`) holding both versions, or graded item scores
+        (:func:`bayesrc.data.item_scores`): RCI on the items' mean scores (:mod:`bayesrc.classical.graded`).
     v1, v2 : version labels (default: the first two versions in ``counts``).
     z, z_conservative : RCI thresholds (1.96 and 2.58).
     min_valid : exclusion rule (a) as a fixed count: fewer valid responses than this in
@@ -134,6 +136,9 @@ def reliable_change(
     settings = RCISettings(
         z=z, min_valid=min_valid, sd_basis=sd_basis, s_diff=s_diff, reliability_basis=reliability_basis
     )
+    if is_graded_scores(counts):  # mean scores on the unit scale (bayesrc.classical.graded)
+        counts = unit_scores(counts)
+    graded = counts.attrs.get("graded")
     versions = list(map(str, counts["version"].values))
     v1 = versions[0] if v1 is None else v1
     v2 = versions[1] if v2 is None else v2
@@ -141,6 +146,11 @@ def reliable_change(
 
     a, b = counts.sel(version=v1), counts.sel(version=v2)
     items = _pair_items(counts, a, b)
+    if graded:  # the mean scores in the scale's own units beside their unit-scale p
+        span = graded["high"] - graded["low"] or 1.0
+        for v in ("v1", "v2"):
+            items[f"score_{v}"] = graded["low"] + span * items[f"p_{v}"]
+        items["delta_score"] = span * items["delta"]
     rule, reason, analysable, scored = _exclusions(items, min_valid, valid_share)
 
     correct = (a["correct"].values, b["correct"].values)
@@ -221,6 +231,8 @@ def reliable_change(
         warnings=warnings,
         flips=flip_metrics(items["p_v1"], items["p_v2"]),
     )
+    if graded:
+        payload["graded"] = {**graded, "paired_tests": paired_tests(items["delta"][analysable].to_numpy())}
     # Through RCIRun, as bayesrc.load reads rci.json: the payload normalised to strict JSON
     # (NaN -> None), so the pair equals its saved and reloaded copy.
     return RCIRun({"pairs": {name: payload}}, {name: items})[name]

@@ -264,8 +264,14 @@ class PairResult:
         c, rel, ex = self.analysable, self.reliability, self.exclusions
         asym, fl, nan = self.direction_asymmetry, self.flips, float("nan")
         method = self.s_diff_method
+        graded = self.payload.get("graded")
         rows = [
             ("versions", f"{self.versions[0]} -> {self.versions[1]}"),
+            *(
+                [("scores", f"{graded['kind']} {graded['low']:g}-{graded['high']:g}, as p on [0, 1] (mean score)")]
+                if graded
+                else []
+            ),
             ("S_diff method", method),
             ("sd_basis", self.sd_basis),
             ("reliability basis", self.reliability_basis),
@@ -298,6 +304,12 @@ class PairResult:
             ]
         if nc := self.no_change_test:
             rows.append(("no-change test p (within-item permutation)", nc["p_value"]))
+        if graded:
+            tests = graded["paired_tests"]
+            rows += [
+                ("Wilcoxon signed-rank p (mean-score changes)", tests["wilcoxon"]["p_value"]),
+                (f"sign test p ({tests['sign']['up']} up, {tests['sign']['down']} down)", tests["sign"]["p_value"]),
+            ]
         dom = self.domain
         rows += [
             ("direction test: improved p95", asym["improved_p95"]),
@@ -360,7 +372,7 @@ class RCIRun(Result):
     main_file = "rci.json"
     kind = "rci"
     headline_metrics = (
-        *("versions", "items", "analysable", "improved", "no change", "deteriorated", "min detectable |dp|"),
+        *("versions", "scores", "items", "analysable", "improved", "no change", "deteriorated", "min detectable |dp|"),
         *("no-change null: flagged mean", "no-change null: false-positive rate"),
         "no-change test p (within-item permutation)",
     )
@@ -402,6 +414,10 @@ class RCIRun(Result):
         "pairs.*.difficulty_bins": "records",
         "pairs.*.difficulty_bins.[].{n,improved,no_change,deteriorated}": "integer",
         "pairs.*.difficulty_bins.[].{lo,hi,churn}": "number",
+        "pairs.*.graded": "object",  # graded scores only (bayesrc.classical.graded)
+        "pairs.*.graded.{low,high}": "number",
+        "pairs.*.graded.paired_tests.{wilcoxon,sign}": "object",
+        "pairs.*.graded.paired_tests.*.p_value": "number",
     }
 
     @classmethod

@@ -388,12 +388,34 @@ def load_counts(
     (2000, 0.384)
     """
     trials = [load_trials(p, greedy=greedy) for p in paths]
-    if versions is None:
-        labels = [str(t["model"].iloc[0]) for t in trials]
-        versions = labels if len(set(labels)) == len(labels) else [Path(p).stem for p in paths]
-        if len(set(versions)) < len(versions):
-            versions = [f"v{i + 1}" for i in range(len(paths))]
+    versions = _version_labels(trials, paths) if versions is None else versions
     return item_counts(*trials, versions=versions, sources=[str(p) for p in paths], on_unmatched=on_unmatched)
+
+
+def load_items(
+    paths: Sequence[str | Path], *, versions: Sequence[str] | None = None, on_unmatched: str = "raise"
+) -> xr.Dataset:
+    """Load one trials file per version: their item counts (:func:`item_counts`), or for graded trials (a ``score``
+    per sample, no ``is_correct``: :func:`~bayesrc.data.trials.is_graded`) their item scores (:func:`item_scores`).
+    What the analyses that take either read (``bayesrc rci``).
+
+    Examples
+    --------
+    >>> from bayesrc.datasets import GREEDY_LLAMA3, path
+    >>> "n_correct" in load_items([path(f) for f in GREEDY_LLAMA3], on_unmatched="drop")
+    True
+    """
+    trials = [load_trials(p) for p in paths]
+    versions = _version_labels(trials, paths) if versions is None else versions
+    summarise = item_scores if is_graded(trials[0]) else item_counts
+    return summarise(*trials, versions=versions, sources=[str(p) for p in paths], on_unmatched=on_unmatched)
+
+
+def _version_labels(trials: Sequence[pd.DataFrame], paths: Sequence[str | Path]) -> list[str]:
+    """Each version's label: its trials' model, else (two alike) its file's stem, else ``v1``, ``v2``, ..."""
+    labels = [str(t["model"].iloc[0]) for t in trials]
+    versions = labels if len(set(labels)) == len(labels) else [Path(p).stem for p in paths]
+    return versions if len(set(versions)) == len(versions) else [f"v{i + 1}" for i in range(len(paths))]
 
 
 def input_notes(ds: xr.Dataset, min_valid: int | None = None, valid_share: float = 0.6) -> list[str]:

@@ -26,6 +26,7 @@ from scipy.special import expit
 
 from bayesrc.data.counts import item_counts
 from bayesrc.data.seeds import seed_salt
+from bayesrc.data.trials import normalise_trials
 
 LETTERS = "ABCDEFGHIJ"
 DEFAULT_DOMAINS = ("physics", "law", "psychology", "economics")
@@ -419,3 +420,95 @@ def simulate_family(
         pd.Series(p.mean(0), index=labels, name="mean_accuracy"),
         labels,
     )
+
+
+def ordinal_cutpoints(levels: int, spread: float = 1.5) -> np.ndarray:
+    """Evenly spaced cutpoints of a cumulative-logit score on ``levels`` levels, from ``-spread`` to ``spread``.
+
+    Examples
+    --------
+    >>> ordinal_cutpoints(5).tolist()
+    [-1.5, -0.5, 0.5, 1.5]
+    """
+    return np.linspace(-spread, spread, levels - 1)
+
+
+def ordinal_mean(theta: np.ndarray, cutpoints: np.ndarray) -> np.ndarray:
+    """The mean score, on levels ``1 .. len(cutpoints) + 1``, of a cumulative-logit item of easiness ``theta``:
+    ``P(score > l) = expit(theta - c_l)``, so the mean is ``1 + sum_l expit(theta - c_l)``.
+
+    Examples
+    --------
+    >>> float(ordinal_mean(np.array([0.0]), ordinal_cutpoints(5))[0])
+    3.0
+    """
+    return 1.0 + expit(np.asarray(theta, float)[..., None] - cutpoints).sum(-1)
+
+
+@dataclass(frozen=True)
+class SimulatedGradedPair:
+    """Two versions' graded trials (a ``score`` per sample on levels ``1 .. levels``) and their truth.
+
+    ``truth`` holds :func:`item_truth`'s columns (``theta``, ``delta_logit``, ``changed``, ...) and each item's true
+    mean score per version (``mean_v1``, ``mean_v2``) and its change ``delta_mean``.
+
+    Examples
+    --------
+    >>> sim = simulate_graded_pair(20, 5, seed=1)
+    >>> sorted(sim.trials_v1["score"].unique().tolist())[0] >= 1, {"mean_v1", "delta_mean"} <= set(sim.truth)
+    (True, True)
+    """
+
+    trials_v1: pd.DataFrame
+    trials_v2: pd.DataFrame
+    truth: pd.DataFrame
+    levels: int
+
+
+def simulate_graded_pair(
+    n_items: int = 300,
+    k: int = 10,
+    *,
+    levels: int = 5,
+    models: tuple[str, str] = ("model-v1", "model-v2"),
+    seed: int = 0,
+    sigma_theta: float = 1.5,
+    sigma_delta: float = 1.5,
+    **truth_kwargs,
+) -> SimulatedGradedPair:
+    """Simulate a graded version pair: a judge's rating of each sample on ``levels`` levels (1 .. ``levels``).
+
+    Each item's easiness and change come from :func:`item_truth` (logit scale); a sample's score is cumulative
+    logit, ``P(score > l) = expit(theta_i + delta_i - c_l)`` with :func:`ordinal_cutpoints`, so an item that changes
+    moves its whole score distribution; the truth holds the exact mean scores (:func:`ordinal_mean`).
+
+    Examples
+    --------
+    >>> sim = simulate_graded_pair(30, 10, pi_change=0.0, seed=2)
+    >>> len(sim.trials_v1), bool((sim.truth["delta_mean"] == 0).all())
+    (300, True)
+    """
+    s_truth, s1, s2 = np.random.SeedSequence(seed).spawn(3)
+    truth = item_truth(
+        n_items, sigma_theta=sigma_theta, sigma_delta=sigma_delta, seed=np.random.default_rng(s_truth), **truth_kwargs
+    )
+    cut = ordinal_cutpoints(levels)
+    theta = truth["theta"].to_numpy()
+    logits = {"v1": theta, "v2": theta + truth["delta_logit"].to_numpy()}
+    truth = truth.assign(mean_v1=ordinal_mean(logits["v1"], cut), mean_v2=ordinal_mean(logits["v2"], cut))
+    truth["delta_mean"] = truth["mean_v2"] - truth["mean_v1"]
+    trials = []
+    for version, model, s in (("v1", models[0], s1), ("v2", models[1], s2)):
+        above = expit(np.repeat(logits[version], k)[:, None] - cut)  # (item x k, level - 1): P(score > l)
+        score = 1 + (np.random.default_rng(s).random((n_items * k, 1)) < above).sum(1)
+        raw = pd.DataFrame(
+            {
+                "item_id": np.repeat(truth["item_id"].to_numpy(), k),
+                "domain": np.repeat(truth["domain"].to_numpy(), k),
+                "model": model,
+                "k": np.tile(np.arange(k), n_items),
+                "score": score.astype(float),
+            }
+        )
+        trials.append(normalise_trials(raw))
+    return SimulatedGradedPair(trials[0], trials[1], truth, levels)
