@@ -125,13 +125,13 @@ print(json.dumps(seen | {"released_maps": kept - n_maps()}))
 
 def test_a_fit_after_the_release_loads_every_function_it_compiles_from_the_persistent_cache(cache_events):
     """Releasing the in-process caches after each fit (and between its steps) makes the next fit ask
-    for its ~100 compiled functions again; the persistent cache keeps all of them, not only those that
+    for its ~50 compiled functions again; the persistent cache keeps all of them, not only those that
     took a second to compile (``jax_persistent_cache_min_compile_time_secs``), so a second fit of the
     same shapes compiles nothing: ~2.5 s less per fit (docs/performance.md)."""
     first, second = cache_events["first"], cache_events["second"]
-    assert first["cache_misses"] > 50  # an empty cache: the first fit compiles
-    # the release made the second fit ask again for what the first one compiled, and the cache had it
-    assert second["cache_hits"] > 50
+    assert first["cache_misses"] > 20  # an empty cache: the first fit compiles (the sampler, the item draws, ...)
+    # the release made the second fit ask again for everything the first one compiled, and the cache had it
+    assert second["cache_hits"] >= first["cache_misses"]
     assert second["cache_misses"] == 0 and second["cache_hits"] == second["compile_requests_use_cache"]
 
 
