@@ -91,7 +91,7 @@ def collapsed_model_numpyro(
         n_groups=data.n_groups,
         contrasts=data.stratum_contrasts(),
     )
-    return model, {"tables": likelihood_tables(cells, SAMPLER_BAND_DTYPE), "prior": prior_arguments(prior)}
+    return model, {"tables": likelihood_tables(cells, None), "prior": prior_arguments(prior)}  # by FFT: no band
 
 
 def change_collapsed_pymc(

@@ -188,7 +188,9 @@ def likelihood_tables(cells: Cells, band_dtype=np.float64, pairs: bool = True) -
     ``cell_u`` and ``cell_t``, its row ``cell_e12`` of ``e12``, its version-2 binomials at the grid's ends
     ``cell_e2_ends`` (cell, 2) and its weight (0 on padding). Outcomes and cells are padded (cells and
     ``e12`` to powers of two), so datasets of similar size share one compiled likelihood. ``band_dtype``: the
-    band table's precision (the samplers pass :data:`SAMPLER_BAND_DTYPE`); ``pairs``: with the likelihood's
+    band table's precision (the PyMC twin passes :data:`SAMPLER_BAND_DTYPE`), None for no band table (the NumPyro
+    samplers, the item draws and PSIS-LOO convolve by FFT: a band carried as an unused argument is 9 MB on the
+    bundled pair); ``pairs``: with the likelihood's
     tables of the cells' (stratum, outcome) pairs (:func:`pair_tables`; the item draws, which convolve every
     pair, leave them out).
     """
@@ -223,7 +225,7 @@ def convolution_tables(e2: np.ndarray, band_dtype=np.float64) -> dict[str, np.nd
     """The version-2 binomials ``e2`` (outcome, node) as the change kernel's convolutions read them: ``e2_spectra``
     their spectra (:func:`band_spectra`, for the product by FFT) and ``e2_band`` their band table in ``band_dtype``
     (:func:`band_table`, for the product term by term: the PyMC twin's; left out when over
-    :data:`BAND_TABLE_MAX_BYTES`).
+    :data:`BAND_TABLE_MAX_BYTES`, or with ``band_dtype=None``).
 
     Examples
     --------
@@ -232,7 +234,7 @@ def convolution_tables(e2: np.ndarray, band_dtype=np.float64) -> dict[str, np.nd
     ((2, 4), (3, 3, 5))
     """
     tables = {"e2_spectra": band_spectra(e2)}
-    if band_table_fits(len(e2), e2.shape[1], band_dtype):
+    if band_dtype is not None and band_table_fits(len(e2), e2.shape[1], band_dtype):
         tables["e2_band"] = band_table(e2).astype(band_dtype)
     return tables
 

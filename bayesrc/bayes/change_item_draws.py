@@ -141,7 +141,7 @@ def draw_data(cells: Cells) -> dict[str, np.ndarray]:
     >>> data["item_cell"].shape, data["cell_s"].shape == data["weight"].shape, data["item_y2"][:3].tolist()
     ((64,), True, [4.0, 4.0, 5.0])
     """
-    tables = likelihood_tables(cells, pairs=False)
+    tables = likelihood_tables(cells, None, pairs=False)  # convolved by FFT: no band table
     item_cell = pad_rows(cells.item_cell, bucket(cells.item_cell.size))
     return {
         **tables,

@@ -452,7 +452,7 @@ def _pointwise_loglik(post, cells: Cells, batch: int):
     n_s = n_chain * n_draw
     hyper = flat_hyper(post, cells)
     has_slope = bool(np.any(hyper[4] != 0.0))
-    tables = {k: jnp.asarray(v) for k, v in likelihood_tables(cells).items()}
+    tables = {k: jnp.asarray(v) for k, v in likelihood_tables(cells, None).items()}  # by FFT: no band table
     pad = (-n_s) % batch  # every call the same shape: one compile
     hyper = [np.concatenate([h, np.repeat(h[-1:], pad, 0)]) for h in hyper]
     f = _jax_pointwise(has_slope)

@@ -189,7 +189,8 @@ def family_tables(cells: FamilyCells, band_dtype=np.float64) -> dict[str, np.nda
     :func:`~bayesrc.bayes.change_grid.convolution_tables`); per cell: its stratum ``cell_s`` (domain, or
     (domain, letter) with the covariate), its rows of that table per version ``e_cell`` (version, cell, node), the
     sum of the rows' log maxima ``lm_cell``, per non-reference version its row ``cell_key = s T + t`` of the
-    (stratum, outcome) convolutions, and its ``weight`` (0 on padding).
+    (stratum, outcome) convolutions, and its ``weight`` (0 on padding). ``band_dtype`` as
+    :func:`~bayesrc.bayes.change_grid.likelihood_tables`' (None: no band table, for the consumers that convolve by FFT).
 
     Examples
     --------
@@ -331,7 +332,7 @@ def joint_model_numpyro(data: ModelInputs, prior: dict | None = None) -> tuple[C
         n_groups=data.n_groups,
         contrasts=data.stratum_contrasts(),
     )
-    return model, {"tables": family_tables(cells, SAMPLER_BAND_DTYPE), "prior": prior_arguments(prior)}
+    return model, {"tables": family_tables(cells, None), "prior": prior_arguments(prior)}  # by FFT: no band
 
 
 def joint_pymc(
@@ -463,7 +464,7 @@ def _family_item_draws(post, cells: FamilyCells, seed: int, progress: bool | Non
     # the data as arguments, items padded to a bucket (as cell 0): one compiled draw per bucket, not per dataset
     item_cell = pad_rows(cells.item_cell, bucket(cells.item_cell.size))
     data = {
-        "tables": family_tables(cells),
+        "tables": family_tables(cells, None),  # convolved by FFT: no band table
         "item_cell": item_cell,
         "cell_dom": cells.dom,
         "y": cells.y[item_cell],
