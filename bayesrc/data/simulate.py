@@ -434,7 +434,7 @@ def ordinal_cutpoints(levels: int, spread: float = 1.5) -> np.ndarray:
 
 
 def ordinal_mean(theta: np.ndarray, cutpoints: np.ndarray) -> np.ndarray:
-    """The mean score, on levels ``1 .. len(cutpoints) + 1``, of a cumulative-logit item of easiness ``theta``:
+    """The mean score, on levels 1 to ``len(cutpoints) + 1``, of a cumulative-logit item of easiness ``theta``:
     ``P(score > l) = expit(theta - c_l)``, so the mean is ``1 + sum_l expit(theta - c_l)``.
 
     Examples
@@ -447,7 +447,7 @@ def ordinal_mean(theta: np.ndarray, cutpoints: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class SimulatedGradedPair:
-    """Two versions' graded trials (a ``score`` per sample on levels ``1 .. levels``) and their truth.
+    """Two versions' graded trials (a ``score`` per sample on levels 1 to ``levels``) and their truth.
 
     ``truth`` holds :func:`item_truth`'s columns (``theta``, ``delta_logit``, ``changed``, ...) and each item's true
     mean score per version (``mean_v1``, ``mean_v2``) and its change ``delta_mean``.
@@ -476,7 +476,7 @@ def simulate_graded_pair(
     sigma_delta: float = 1.5,
     **truth_kwargs,
 ) -> SimulatedGradedPair:
-    """Simulate a graded version pair: a judge's rating of each sample on ``levels`` levels (1 .. ``levels``).
+    """Simulate a graded version pair: a judge's rating of each sample on ``levels`` levels (1 to ``levels``).
 
     Each item's easiness and change come from :func:`item_truth` (logit scale); a sample's score is cumulative
     logit, ``P(score > l) = expit(theta_i + delta_i - c_l)`` with :func:`ordinal_cutpoints`, so an item that changes
