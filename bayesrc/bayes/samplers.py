@@ -95,8 +95,9 @@ def _chain_functions(jax, model: Callable, data: dict, cfg: SamplerConfig, key):
         return found["info"].param_info.z
 
     shapes = jax.eval_shape(model_info, data)
-    info = found["info"]
+    info = found.pop("info")  # its trace holds the abstract values: only its functions and the sites' order are used
     prototype = {name: shapes[name] for name in info.model_trace if name in shapes}  # the model's order, not sorted
+    postprocess_fn = info.postprocess_fn
     init_kernel, sample_kernel = hmc(potential_fn_gen=info.potential_fn, algo="NUTS")
 
     def start(key, z0, data):
@@ -117,7 +118,7 @@ def _chain_functions(jax, model: Callable, data: dict, cfg: SamplerConfig, key):
         return jax.lax.scan(step, state, None, length=length)
 
     def constrain(z, data):
-        return info.postprocess_fn(**data)(z)
+        return postprocess_fn(**data)(z)
 
     pmap_start = jax.pmap(start, in_axes=(0, 0, None))
     pmap_advance = jax.pmap(advance, in_axes=(0, None, None), static_broadcasted_argnums=2)
