@@ -6,6 +6,7 @@ included), against the RCI computed by hand from the trials in the scale's own u
 
 from __future__ import annotations
 
+import json
 from itertools import combinations
 
 import numpy as np
@@ -136,3 +137,18 @@ def test_bayesrc_rci_runs_on_graded_trials_files_end_to_end(tmp_path, capsys):
     )
     assert run["judge"].payload["graded"] == direct.payload["graded"]
     pd.testing.assert_series_equal(run["judge"].items["rci"], direct.items["rci"])
+
+
+def test_bayesrc_rci_family_runs_on_graded_trials_files(tmp_path, capsys):
+    """Three judge-rating versions: every pair's RCI on mean scores on one scale (the levels of all versions), the
+    multiplicity stated; ``pairwise_rci.json`` says each pair was graded."""
+    first, second = simulate_graded_pair(60, 10, seed=6), simulate_graded_pair(60, 10, seed=7, models=("x", "v3"))
+    paths = [tmp_path / f"v{i}.parquet" for i in (1, 2, 3)]
+    for trials, path in zip((first.trials_v1, first.trials_v2, second.trials_v2), paths):
+        save_trials(trials, path)
+    out = tmp_path / "family"
+    assert main(["rci", "--family", *map(str, paths), "--out", str(out), "--null-replicates", "10"]) == 0
+    assert "3 versions, 3 pairs" in capsys.readouterr().out
+    saved = json.loads((out / "pairwise_rci.json").read_text())
+    graded = [block["graded"] for block in saved["pairs"].values()]
+    assert len(graded) == 3 and all(g["kind"] == "ordinal" and (g["low"], g["high"]) == (1.0, 5.0) for g in graded)

@@ -63,8 +63,12 @@ def run_family(args: argparse.Namespace) -> int:
     if args.family_alpha is not None and not 0 < args.family_alpha < 1:
         raise InputError(f"must be in (0, 1), got {args.family_alpha}", field="--family-alpha")
     options = rci_options(args)
-    counts = load_comparable_counts(  # SPEC 6: only the model may differ (pins checked first)
-        args.family, allow=args.allow_pin, force=args.force, on_unmatched="drop" if args.allow_unmatched else "raise"
+    counts = load_comparable_counts(  # SPEC 6: only the model may differ (pins checked first); graded trials too
+        args.family,
+        allow=args.allow_pin,
+        force=args.force,
+        on_unmatched="drop" if args.allow_unmatched else "raise",
+        graded=True,
     )
     for note in input_notes(counts, args.min_valid):
         print(f"bayesrc: note: {note}", file=sys.stderr)

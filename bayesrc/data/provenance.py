@@ -25,7 +25,7 @@ from pathlib import Path
 import pandas as pd
 import xarray as xr
 
-from bayesrc.data.counts import load_counts
+from bayesrc.data.counts import load_counts, load_items
 from bayesrc.errors import InputError
 from bayesrc.io import read_run_record
 
@@ -233,7 +233,12 @@ def record_pins(record: dict, run: str | Path) -> dict:
 
 
 def load_comparable_counts(
-    runs: Sequence[str | Path], *, allow: Iterable[str] = (), force: bool = False, on_unmatched: str = "raise"
+    runs: Sequence[str | Path],
+    *,
+    allow: Iterable[str] = (),
+    force: bool = False,
+    on_unmatched: str = "raise",
+    graded: bool = False,
 ) -> xr.Dataset:
     """The item counts of one trials file per version, every run's pins checked against the first's.
 
@@ -241,8 +246,9 @@ def load_comparable_counts(
     (``--allow-pin``), or ``force`` analyses them anyway with a warning (``--force``); runs without a
     run record pass unchecked (:func:`check_comparable`). A file given twice is refused. Version names
     come from the trials' ``model`` field; items missing from a version are an error unless
-    ``on_unmatched="drop"`` (then only the items every version has; ``--allow-unmatched``). What
-    ``bayesrc fit V1 V2 V3 ...`` and ``bayesrc rci --family`` read.
+    ``on_unmatched="drop"`` (then only the items every version has; ``--allow-unmatched``). ``graded``: graded
+    trials give their item scores (:func:`~bayesrc.data.counts.load_items`: ``bayesrc rci --family``), else they are
+    refused in one line (``bayesrc fit V1 V2 V3 ...``, whose models read right / wrong trials).
 
     Examples
     --------
@@ -261,4 +267,4 @@ def load_comparable_counts(
             raise InputError("given twice in one family (one trials file per version)", path=run)
         seen.add(run.resolve())
     check_all_comparable(runs, allow=allow, force=force)
-    return load_counts(runs, on_unmatched=on_unmatched)
+    return (load_items if graded else load_counts)(runs, on_unmatched=on_unmatched)
