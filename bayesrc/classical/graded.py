@@ -3,7 +3,7 @@ the setting it was made for.
 
 A graded pair (:func:`bayesrc.data.item_scores`: a judge's 1-5, a rubric grade, partial credit in [0, 1]) enters
 SPEC 2's analysis on the unit scale (:func:`unit_scores`): each score ``s`` becomes ``(s - low) / (high - low)``,
-``low`` and ``high`` the scale's ends (an ordinal score's lowest and highest level over both versions; 0 and 1 for a
+``low`` and ``high`` the scale's ends (an ordinal score's lowest and highest level over all versions; 0 and 1 for a
 continuous one). An item's ``p`` is then its mean score on [0, 1], and every statistic that reads it is the
 mean-score statistic: the SD over items, split-half reliability and ICC of the (item, sample) scores, SEM, S_diff,
 RCI (which does not depend on the scale), floor and ceiling (every sample at the scale's lowest or highest end).
@@ -42,7 +42,7 @@ def is_graded_scores(ds: xr.Dataset) -> bool:
 
 
 def scale_ends(scores: xr.Dataset) -> tuple[float, float]:
-    """The graded scale's lowest and highest value: an ordinal score's levels over both versions, else 0 and 1."""
+    """The graded scale's lowest and highest value: an ordinal score's levels over all versions, else 0 and 1."""
     if scores.attrs["score_kind"] == "ordinal":
         levels = scores["level"].values
         return float(levels.min()), float(levels.max())
