@@ -145,10 +145,18 @@ def fit_columns(r: dict) -> str:
 
 
 def baseline_tree(ref: str) -> Path:
-    path = Path(tempfile.gettempdir()) / f"bayesrc-baseline-{ref}"
+    """A worktree of ``ref``'s code, named by the commit it resolves to: a tree named by the ref itself (``HEAD``)
+    was reused once the ref had moved, so a run measured against an older commit than it said."""
+    commit = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short=12", f"{ref}^{{commit}}"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    path = Path(tempfile.gettempdir()) / f"bayesrc-baseline-{commit}"
     if not path.exists():
         subprocess.run(
-            ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(path), ref], check=True, capture_output=True
+            ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(path), commit], check=True, capture_output=True
         )
     return path
 
