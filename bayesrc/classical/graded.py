@@ -22,6 +22,7 @@ What right/wrong outcomes alone allow is replaced:
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import xarray as xr
 from scipy import stats
 
@@ -49,6 +50,21 @@ def scale_ends(scores: xr.Dataset) -> tuple[float, float]:
     return 0.0, 1.0
 
 
+def scale_span(graded: dict) -> float:
+    """The width of a graded scale (``attrs["graded"]`` of :func:`unit_scores`): ``high - low``, or 1 for a scale of
+    one level (every score at its floor)."""
+    return graded["high"] - graded["low"] if graded["high"] > graded["low"] else 1.0
+
+
+def add_scale_units(items: pd.DataFrame, graded: dict) -> None:
+    """Beside the item table's unit-scale ``p_v1``, ``p_v2`` and ``delta``, the mean scores ``score_v1``,
+    ``score_v2`` and their change ``delta_score`` in the scale's own units (in place)."""
+    span = scale_span(graded)
+    for v in ("v1", "v2"):
+        items[f"score_{v}"] = graded["low"] + span * items[f"p_{v}"]
+    items["delta_score"] = span * items["delta"]
+
+
 def unit_scores(scores: xr.Dataset) -> xr.Dataset:
     """Graded item scores as SPEC 2's analysis reads item counts, on the unit scale (see the module docstring):
     ``correct`` (item, version, k) the samples' unit scores (NaN missing), ``p`` the items' mean unit scores,
@@ -63,8 +79,8 @@ def unit_scores(scores: xr.Dataset) -> xr.Dataset:
     ({'kind': 'ordinal', 'low': 1.0, 'high': 5.0}, True)
     """
     low, high = scale_ends(scores)
-    span = high - low if high > low else 1.0  # one level only: every score at the floor
-    unit = (scores["score"] - low) / span
+    graded = {"kind": scores.attrs["score_kind"], "low": low, "high": high}
+    unit = (scores["score"] - low) / scale_span(graded)
     n_valid = scores["n_valid"]
     total = unit.sum("k", skipna=True)
     out = xr.Dataset(
@@ -78,7 +94,7 @@ def unit_scores(scores: xr.Dataset) -> xr.Dataset:
         coords={name: c for name, c in scores.coords.items() if name != "level"},
         attrs={k: v for k, v in scores.attrs.items() if k != "score_kind"},
     )
-    out.attrs["graded"] = {"kind": scores.attrs["score_kind"], "low": low, "high": high}
+    out.attrs["graded"] = graded
     return out
 
 

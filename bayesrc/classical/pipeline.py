@@ -33,7 +33,7 @@ from bayesrc.classical import rci as _rci
 from bayesrc.classical.calibration import (
     binomial_s_diff,
 )
-from bayesrc.classical.graded import is_graded_scores, paired_tests, unit_scores
+from bayesrc.classical.graded import add_scale_units, is_graded_scores, paired_tests, unit_scores
 from bayesrc.classical.no_change_checks import _no_change_checks, _null_settings, _pair_warnings
 from bayesrc.classical.pair_statistics import (
     _class_counts,
@@ -146,11 +146,8 @@ def reliable_change(
 
     a, b = counts.sel(version=v1), counts.sel(version=v2)
     items = _pair_items(counts, a, b)
-    if graded:  # the mean scores in the scale's own units beside their unit-scale p
-        span = graded["high"] - graded["low"] or 1.0
-        for v in ("v1", "v2"):
-            items[f"score_{v}"] = graded["low"] + span * items[f"p_{v}"]
-        items["delta_score"] = span * items["delta"]
+    if graded:
+        add_scale_units(items, graded)
     rule, reason, analysable, scored = _exclusions(items, min_valid, valid_share)
 
     correct = (a["correct"].values, b["correct"].values)
