@@ -15,13 +15,15 @@ imported, and neither ``jax.config`` nor ``XLA_FLAGS`` is touched. A NumPyro fit
   a cache directory of their own, and keeps every compiled function there, however quick to
   compile (a rerun on the same shapes, or the next fit after a release, skips the XLA compiles);
 * clears JAX's in-process compilation caches when the fit returns (``release_compiled``,
-  :func:`releases_jax_caches`; refits of the same data keep them until the end of a
-  :func:`compiled_kept` block): each fit's compiled code holds ~2,000 memory mappings that JAX
+  :func:`releases_jax_caches`): each fit's compiled code holds ~2,000 memory mappings that JAX
   would keep for the life of the process, and Linux allows 65,530 per process, so a notebook,
   sensitivity sweep or test worker died (a segfault in libgcc's unwinder, or LLVM's "cannot
   allocate memory for section" abort) after ~30 fits. The persistent cache keeps reruns fast.
   Within a fit the same happens between its steps (:func:`release_memory`, with glibc's free
-  lists trimmed), so the item draws and checks do not stack on the sampler's leftovers.
+  lists trimmed), so the item draws and checks do not stack on the sampler's leftovers;
+* keeps the ``kept_compiled`` most recently used compiled functions of its own (a sampler, the item draws, ...)
+  across fits, bounded, so that a fit of the same model structure and shapes runs them again instead of tracing
+  and loading them anew (:mod:`bayesrc.bayes.compiled`).
 
 :func:`configure` changes these defaults, or applies them now.
 """
@@ -29,12 +31,11 @@ imported, and neither ``jax.config`` nor ``XLA_FLAGS`` is touched. A NumPyro fit
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import functools
 import os
 import sys
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 
@@ -48,10 +49,10 @@ class Settings:
     host_devices: int | None = None  # None: os.cpu_count()
     compile_cache: str = ""  # "" -> $BAYESRC_JAX_CACHE or ~/.cache/bayesrc/jax; "off" disables
     release_compiled: bool = True  # jax.clear_caches() after each fit (see the module docstring)
+    kept_compiled: int = 8  # compiled functions kept across fits (bayesrc.bayes.compiled); 0 keeps none
 
 
 SETTINGS = Settings()
-_KEEPING_COMPILED = contextvars.ContextVar("bayesrc_keeping_compiled", default=False)
 
 
 def configure(
@@ -60,6 +61,7 @@ def configure(
     host_devices: int | None = None,
     compile_cache: str | bool | None = None,
     release_compiled: bool | None = None,
+    kept_compiled: int | None = None,
     apply: bool = False,
 ) -> dict:
     """Set how bayesrc's NumPyro fits use JAX (nothing is changed at import time).
@@ -75,6 +77,9 @@ def configure(
     release_compiled : clear JAX's in-process compilation caches after each fit (default True;
         False keeps them, e.g. for JAX code of your own that should not recompile, at the
         cost of ~2,000 memory mappings per fit: the module docstring).
+    kept_compiled : compiled functions of bayesrc's own kept across fits, the most recently used (default 8: a
+        sampler and its fit's item draws and checks for a few model structures and shapes, ~75-150 MB and ~2,000
+        memory mappings a shape); 0 keeps none.
     apply : set ``XLA_FLAGS`` (and, if JAX is loaded, the cache) now instead of at the first fit.
 
     Returns
@@ -100,6 +105,10 @@ def configure(
         )
     if release_compiled is not None:
         SETTINGS.release_compiled = bool(release_compiled)
+    if kept_compiled is not None:
+        if kept_compiled < 0:
+            raise ValueError(f"kept_compiled must be >= 0, got {kept_compiled}")
+        SETTINGS.kept_compiled = int(kept_compiled)
     if apply:
         request_host_devices(SETTINGS.host_devices)
         if "jax" in sys.modules:
@@ -171,29 +180,6 @@ def releases_jax_caches(fn: Callable) -> Callable:
     return wrapper
 
 
-@contextlib.contextmanager
-def compiled_kept() -> Iterator[None]:
-    """In this block fits keep JAX's in-process compiled code; it is released when the block ends.
-
-    For fits of the same data under other settings (a prior sweep's refits): they run the same compiled
-    functions, which each fit would otherwise load back from the persistent cache after the release before it
-    (~1.6 s a fit, docs/performance.md). Fits of other data compile for their own shapes, and each shape's
-    code (~2,000 memory mappings) stays until the block ends: not a block for many datasets.
-
-    Examples
-    --------
-    >>> from bayesrc.config import compiled_kept
-    >>> with compiled_kept():
-    ...     pass
-    """
-    token = _KEEPING_COMPILED.set(True)
-    try:
-        yield
-    finally:
-        _KEEPING_COMPILED.reset(token)
-        release_memory()
-
-
 def release_memory() -> None:
     """Give back what a finished step of a fit held: JAX's in-process compiled code (if JAX is
     loaded and ``release_compiled`` is on) and the freed memory glibc keeps on its free lists
@@ -207,7 +193,7 @@ def release_memory() -> None:
     --------
     >>> release_memory()
     """
-    if SETTINGS.release_compiled and not _KEEPING_COMPILED.get() and "jax" in sys.modules:
+    if SETTINGS.release_compiled and "jax" in sys.modules:
         sys.modules["jax"].clear_caches()
     libc = _libc()
     if hasattr(libc, "malloc_trim"):

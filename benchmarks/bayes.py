@@ -1,7 +1,7 @@
 """Benchmark: the default fits in a fresh process, this code side by side with an earlier release.
 
     .venv/bin/python benchmarks/bayes.py [--sizes 40,300,2000,12000] [--baseline REF] [--skip-baseline-above N]
-        [--backends numpyro,pymc] [--warm] [--floor]
+        [--backends numpyro,pymc] [--warm] [--floor] [--plain] [--refits N]
 
 Each row is one fresh Python process that simulates the data, imports bayesrc and runs the
 default ``bayesrc.bayes.fit(counts)`` (change model; the beta-binomial at 2,000 items too), each backend of
@@ -22,6 +22,10 @@ Sizes ``q3`` and ``q3k40``: the bundled exact Q4_K_M -> Q3_K_M pair (300 items) 
 2 chains x 25 warm-up steps + 25 draws, no escalation, no checks): import, tracing, compilation
 (or loading it from the cache) and the fit's bookkeeping, with next to no sampling. A wall-time
 goal below that floor cannot be met by a faster sampler or likelihood.
+
+``--refits N`` adds, per NumPyro change row, one process per tree that fits the row's data and then N new samples of
+the same items (new seeds) one after the other, as ``bayesrc truth``'s replicates or a notebook's refits do: the mean
+wall time of a refit, and the baseline's over this code's.
 """
 
 from __future__ import annotations
@@ -53,7 +57,9 @@ if size.startswith("q3"):  # the bundled exact Q4_K_M -> Q3_K_M pair (300 items)
     from bayesrc.data import sample_from_exact
     from bayesrc.datasets import path
     K = 40 if size == "q3k40" else 10
-    counts = BUNDLED_PAIR_K
+    def dataset(s):  # s = 1: the samples every row fits (BUNDLED_PAIR)
+        v1 = sample_from_exact(path("exact_gemma/q4"), k=K, seed=2 * s - 1)
+        return item_counts(v1, sample_from_exact(path("exact_gemma/q3"), k=K, seed=2 * s))
 else:
     n = int(size)
     domains = [f"d{i:02d}" for i in range(14)] if n >= 12000 else ["physics", "law", "psychology", "economics"]
@@ -61,15 +67,17 @@ else:
     truth["correct_answer"] = np.array(list("ABCDEFGHIJ" if n >= 12000 else "ABCD"))[
         np.random.default_rng(1).integers(0, 10 if n >= 12000 else 4, n)
     ]
-    sim = simulate_pair(truth=truth, k=10, seed=1)
-    counts = item_counts(sim.trials_v1, sim.trials_v2)
+    def dataset(s):
+        sim = simulate_pair(truth=truth, k=10, seed=s)
+        return item_counts(sim.trials_v1, sim.trials_v2)
+counts = dataset(1)
 from bayesrc.bayes import fit
 t1 = time.perf_counter()
 res = fit(counts, model=model, backend=backend)
 print(json.dumps({"process_s": time.perf_counter() - t0, "fit_s": time.perf_counter() - t1, "runtime_s": res.runtime_s,
                   "passed": bool(res.diagnostics.passed), "attempts": len(res.payload.get("attempts", [1])),
                   "peak_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}))
-""".replace("BUNDLED_PAIR_K", BUNDLED_PAIR.replace("k=10", "k=K"))
+"""
 
 FLOOR = CHILD.replace(
     "res = fit(counts, model=model, backend=backend)",
@@ -79,6 +87,20 @@ FLOOR = CHILD.replace(
     "          config=SamplerConfig(chains=2, tune=25, draws=25, max_draws=25, progress=False))",
 )
 assert FLOOR != CHILD, "FLOOR no longer finds CHILD's fit call"
+
+# New samples of the same items fitted one after the other in one process (truth's replicates, a notebook's refits):
+# each refit's wall time.
+REFITS = CHILD.replace(
+    "res = fit(counts, model=model, backend=backend)",
+    """res = fit(counts, model=model, backend=backend)
+refits = []
+for s in range(2, 2 + int(sys.argv[4])):
+    again = dataset(s)
+    t2 = time.perf_counter()
+    fit(again, model=model, backend=backend)
+    refits.append(time.perf_counter() - t2)""",
+).replace('"runtime_s": res.runtime_s,', '"runtime_s": res.runtime_s, "refit_s": refits,')
+assert "refits.append" in REFITS and "refit_s" in REFITS, "REFITS no longer finds CHILD's fit call or its output"
 
 # The model a user would write instead (issue 57's bar): a paired logit per item, theta_i and delta_i
 # non-centred around per-domain means, every item parameter sampled by NUTS, 4 chains x 500 draws after
@@ -144,6 +166,17 @@ def fit_columns(r: dict) -> str:
     )
 
 
+def refit_columns(trees: list[Path], n: str, refits: int, caches: dict) -> str:
+    """Each tree's refits (:data:`REFITS`) in one process: their mean wall time, the baseline's over this code's."""
+    means = []
+    for tree in trees:
+        r = run_child(tree, n, "change", "numpyro", caches[tree], REFITS, str(refits))
+        means.append(sum(r["refit_s"]) / len(r["refit_s"]) if "refit_s" in r else None)
+    cells = [f"{m:.1f} s a refit ({refits})" if m else "-" for m in means]
+    ratio = f" | {means[1] / means[0]:.2f}x" if len(means) == 2 and all(means) else ""
+    return " | ".join(cells) + ratio
+
+
 def baseline_tree(ref: str) -> Path:
     """A worktree of ``ref``'s code, named by the commit it resolves to: a tree named by the ref itself (``HEAD``)
     was reused once the ref had moved, so a run measured against an older commit than it said."""
@@ -181,6 +214,12 @@ def main() -> None:
         "--floor",
         action="store_true",
         help="also each row's fixed cost: the same process sampling next to nothing (FLOOR)",
+    )
+    ap.add_argument(
+        "--refits",
+        type=int,
+        default=0,
+        help="also, per NumPyro change row, N fits of new samples of the same items after it in one process (REFITS)",
     )
     ap.add_argument(
         "--plain",
@@ -227,6 +266,8 @@ def main() -> None:
             else ""
         )
         print(f"{n:>6} {model:>9} {backend:>8} | {fit_columns(this)} | {old_s} | {ratio}{floor_s}", flush=True)
+        if args.refits and model == "change" and backend == "numpyro":
+            print(f"{n:>6} {'refits':>9} {backend:>8} | {refit_columns(trees, n, args.refits, caches)}", flush=True)
         if args.plain and model == "change" and backend == "numpyro":
             if args.warm:
                 run_child(ROOT, n, model, backend, caches[ROOT], PLAIN)

@@ -73,9 +73,9 @@ with precision():  # float64, as in a fit
 
 chunks, real = [], samplers._advance_chunks
 def timed(advance, state, data, length, chunk, bar, n_chains, into):
-    def one(s, d, c):
+    def one(s, d):
         t = time.perf_counter()
-        out = jax.block_until_ready(advance(s, d, c))
+        out = jax.block_until_ready(advance(s, d))
         chunks.append(time.perf_counter() - t)
         return out
     return real(one, state, data, length, chunk, bar, n_chains, into)

@@ -41,12 +41,12 @@ trace, calls, timed, real = tempfile.mkdtemp(), [], {}, samplers._advance_chunks
 
 
 def watched(advance, state, data, length, chunk, bar, n_chains, into):
-    def one(s, d, c):  # call 0 warms up (and compiles), call 1 is timed, call 2 profiled
+    def one(s, d):  # call 0 warms up (and compiles), call 1 is timed, call 2 profiled
         calls.append(1)
         if len(calls) == 3:
             jax.profiler.start_trace(trace, create_perfetto_trace=True)
         t = time.perf_counter()
-        out = jax.block_until_ready(advance(s, d, c))
+        out = jax.block_until_ready(advance(s, d))
         if len(calls) == 2:
             timed.update(s=time.perf_counter() - t, steps=int(np.asarray(out[1][2]).sum()))
         if len(calls) == 3:

@@ -1147,12 +1147,12 @@ def test_numpyro_chains_start_where_numpyros_own_search_for_initial_points_start
     with precision():
         keys = jax.random.split(jax.random.PRNGKey(0), 2 * n)
         cfg = SamplerConfig(chains=n, tune=10, draws=10, seed=0)
-        prototype, start, _, _ = samplers._chain_functions(jax, model, data, cfg, keys[n])
-        first, next_keys = samplers._initial_points(jax, keys[n:], prototype)
-        state = samplers._started(jax, start, keys[:n], first, next_keys, prototype, data)
+        sampler = samplers._sampler(jax, model, data, cfg, chunk=10, burn=10)
+        first, next_keys = sampler.initial_points(keys[n:])
+        state = samplers._started(jax, sampler, keys[:n], first, next_keys, data)
         numpyros = initialize_model(keys[n:], model, model_kwargs=data, dynamic_args=True).param_info.z
-    assert list(prototype) == ["x", "s"] and (np.asarray(first["x"])[:, 0] >= 0.5).any()  # a draw was redrawn
-    for name in prototype:
+    assert list(sampler.prototype) == ["x", "s"] and (np.asarray(first["x"])[:, 0] >= 0.5).any()  # a redraw
+    for name in sampler.prototype:
         np.testing.assert_array_equal(np.asarray(state.z[name]), np.asarray(numpyros[name]))
     assert np.isfinite(np.asarray(state.potential_energy)).all()
 

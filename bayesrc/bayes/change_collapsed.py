@@ -31,20 +31,20 @@ from bayesrc.bayes.change import (
     model_dims,
     prior_arguments,
 )
-from bayesrc.bayes.change_grid import SAMPLER_BAND_DTYPE, Cells, cell_stats, likelihood_tables, strata_hyper
+from bayesrc.bayes.change_grid import SAMPLER_BAND_DTYPE, StrataMap, cell_stats, likelihood_tables, strata_hyper
 from bayesrc.bayes.change_item_draws import with_item_draws
 from bayesrc.bayes.change_likelihood import _jax_loglik, _ops, cell_loglik
 from bayesrc.bayes.inputs import ModelInputs
 from bayesrc.bayes.samplers import SamplerConfig, run_numpyro, run_pymc
 
 
-def _numpyro_model(tables, prior, *, cells: Cells, n_domains: int, slope: bool, n_groups: int = 1, contrasts=None):
+def _numpyro_model(tables, prior, *, strata: StrataMap, n_domains: int, slope: bool, n_groups: int = 1, contrasts=None):
     import numpyro  # deferred: NumPyro and JAX load in seconds (bayes extra)
 
     mu_theta, sigma_theta, shift, sigma_delta, b, pi = hyperpriors_numpyro(n_domains, slope, prior, n_groups)
     alpha, gamma, eta = group_effects_numpyro(n_groups, prior, contrasts)
-    strata = strata_hyper(cells, mu_theta, sigma_theta, shift, alpha, gamma, eta, sigma_delta)
-    numpyro.factor("y", _jax_loglik(slope)(*strata, b, pi, tables))
+    per_stratum = strata_hyper(strata, mu_theta, sigma_theta, shift, alpha, gamma, eta, sigma_delta)
+    numpyro.factor("y", _jax_loglik(slope)(*per_stratum, b, pi, tables))
 
 
 def change_collapsed_numpyro(
@@ -85,7 +85,7 @@ def collapsed_model_numpyro(
     cells = cell_stats(data)
     model = partial(
         _numpyro_model,
-        cells=cells,
+        strata=cells.strata,
         n_domains=data.n_domains,
         slope=slope,
         n_groups=data.n_groups,

@@ -51,6 +51,14 @@ def logit_grid(max_n: int) -> np.ndarray:
 
 
 @dataclass(frozen=True, kw_only=True)
+class StrataMap:
+    """Each stratum's domain and covariate level (both None without a covariate: the strata are the domains)."""
+
+    stratum_dom: np.ndarray | None = None
+    stratum_group: np.ndarray | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class StrataCells:
     """What the pair model's and the joint model's cells share: each cell's stratum and multiplicity.
 
@@ -70,6 +78,12 @@ class StrataCells:
     @property
     def n_cells(self) -> int:
         return int(self.weight.size)
+
+    @property
+    def strata(self) -> StrataMap:
+        """What of the cells a model's structure holds (its counts are data): datasets with the same strata share
+        one compiled sampler (:mod:`bayesrc.bayes.samplers`)."""
+        return StrataMap(stratum_dom=self.stratum_dom, stratum_group=self.stratum_group)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -324,14 +338,14 @@ def band_table_fits(n_outcomes: int, n_nodes: int, dtype) -> bool:
     return (n_outcomes + 1) * n_nodes * (2 * n_nodes - 1) * np.dtype(dtype).itemsize <= BAND_TABLE_MAX_BYTES
 
 
-def strata_hyper(cells: Cells, mu_theta, sigma_theta, shift, alpha, gamma, eta, sigma_delta):
+def strata_hyper(strata: StrataMap | StrataCells, mu_theta, sigma_theta, shift, alpha, gamma, eta, sigma_delta):
     """Per-domain ``mu_theta, sigma_theta, shift`` (+ per-level ``alpha``, ``gamma``, ``sigma_delta`` and
     per-stratum ``eta``) expanded to the cells' strata; without a covariate the strata are the
     domains and the one ``sigma_delta`` is repeated for each. Works on the last axis (numpy, jax
     or pytensor)."""
-    if cells.stratum_dom is None:
+    if strata.stratum_dom is None:
         return mu_theta, sigma_theta, shift, sigma_delta[..., None] + 0.0 * shift
-    sd, sg = cells.stratum_dom, cells.stratum_group
+    sd, sg = strata.stratum_dom, strata.stratum_group
     return (
         mu_theta[..., sd] + alpha[..., sg],
         sigma_theta[..., sd],

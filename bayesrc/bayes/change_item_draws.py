@@ -14,6 +14,8 @@ to 1e-5 and the draws pass KS tests against its marginals (tests/test_bayes_unit
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from bayesrc.bayes.change import share_above_zero, store_item_quantities
@@ -26,6 +28,7 @@ from bayesrc.bayes.change_likelihood import (
     prior_weights,
     weighted_convolutions,
 )
+from bayesrc.bayes.compiled import AheadOfTime, kept_compiled
 from bayesrc.bayes.draws import ITEM_DRAW_DTYPE
 from bayesrc.bayes.inputs import ModelInputs
 from bayesrc.bayes.samplers import SamplerConfig, progress_bar
@@ -210,14 +213,12 @@ def item_draws(
 
 def _item_draws(post, cells: Cells, seed: int, batch: int, progress: bool | None) -> dict[str, np.ndarray]:
     import jax  # deferred: JAX loads in ~1.5 s (bayes extra)
-    import jax.numpy as jnp
 
     n_chain, n_draw = post["pi"].shape
     n_s = n_chain * n_draw
     hyper = flat_hyper(post, cells)
     has_slope = bool(np.any(hyper[4] != 0.0))
-    data = {k: jnp.asarray(v) for k, v in draw_data(cells).items()}
-    fine_v = jnp.linspace(-DRAW_DELTA_HALF, DRAW_DELTA_HALF, DRAW_DELTA_NODES)
+    data = jax.device_put(draw_data(cells))  # not jnp.asarray: an eager copy compiles per shape after a release
     n_dev = jax.local_device_count()
     steps = -(-n_s // (batch * n_dev))
     n_calls = -(-steps // ITEM_DRAW_STEPS_PER_CALL)
@@ -226,15 +227,7 @@ def _item_draws(post, cells: Cells, seed: int, batch: int, progress: bool | None
     shape = lambda h: h.reshape(n_dev, -1, batch, *h.shape[1:])  # noqa: E731  (device, step, batch, ...)
     hyper = tuple(shape(np.concatenate([h, np.repeat(h[-1:], pad, 0)])) for h in hyper)
     keys = shape(np.asarray(jax.random.split(jax.random.PRNGKey(seed), n_s + pad)))
-
-    def run(hyper, keys, data):
-        def one_draw(h, k):
-            h = h if has_slope else (*h[:4], 0.0, h[5])  # a float 0.0 slope: the Toeplitz kernel
-            return _draws_one(h, k, data, fine_v)
-
-        return jax.lax.map(lambda hk: jax.vmap(one_draw)(*hk), (hyper, keys))
-
-    run_all, out = jax.pmap(run, in_axes=(0, 0, None)), None  # the data as an argument, the same on every device
+    run_all, out = kept_compiled(jax, partial(_compiled_draws, jax, has_slope), ("item draws", has_slope)), None
     with progress_bar(progress, n_s, desc="item draws") as bar:
         for i in range(0, n_calls * chunk, chunk):
             got = run_all(*(jax.tree.map(lambda a: a[:, i : i + chunk], t) for t in (hyper, keys)), data)
@@ -246,6 +239,23 @@ def _item_draws(post, cells: Cells, seed: int, batch: int, progress: bool | None
     names = ("theta", "delta", "changed", "r", "p_up")  # each (device, step, batch, item or cell), padded
     real = dict.fromkeys(names[:3], cells.item_cell.size) | dict.fromkeys(names[3:], cells.n_cells)
     return {k: v.reshape(n_s + pad, -1)[:n_s, : real[k]].reshape(n_chain, n_draw, -1) for k, v in zip(names, out)}
+
+
+def _compiled_draws(jax, has_slope: bool) -> AheadOfTime:
+    """The item draws of a (device, step, batch) block of hyperparameter draws and keys, compiled for every dataset
+    (the data are an argument, the same on every device) and kept across fits (:mod:`bayesrc.bayes.compiled`)."""
+    import jax.numpy as jnp  # deferred: JAX loads in ~1.5 s (bayes extra)
+
+    def run(hyper, keys, data):
+        fine_v = jnp.linspace(-DRAW_DELTA_HALF, DRAW_DELTA_HALF, DRAW_DELTA_NODES)
+
+        def one_draw(h, k):
+            h = h if has_slope else (*h[:4], 0.0, h[5])  # a float 0.0 slope: the Toeplitz kernel
+            return _draws_one(h, k, data, fine_v)
+
+        return jax.lax.map(lambda hk: jax.vmap(one_draw)(*hk), (hyper, keys))
+
+    return AheadOfTime(jax, jax.pmap(run, in_axes=(0, 0, None)))
 
 
 def with_item_draws(dt, data: ModelInputs, cfg: SamplerConfig, *, slope: bool = False, prior: dict | None = None):

@@ -37,7 +37,7 @@ is the input of PSIS-LOO (:func:`bayesrc.bayes.checks.loo_checks`).
 
 from __future__ import annotations
 
-from functools import cache
+from functools import cache, partial
 from types import SimpleNamespace
 
 import numpy as np
@@ -45,6 +45,7 @@ from scipy.special import betaln, logsumexp, ndtr
 
 from bayesrc.bayes.change import group_draws
 from bayesrc.bayes.change_grid import Cells, band_spectra, cell_stats, likelihood_tables, spectrum_length, strata_hyper
+from bayesrc.bayes.compiled import AheadOfTime, kept_compiled
 from bayesrc.bayes.inputs import ModelInputs
 from bayesrc.config import precision, prepare_jax
 
@@ -446,33 +447,30 @@ def cell_pointwise_loglik(post, cells: Cells, batch: int = 64) -> np.ndarray:
 
 
 def _pointwise_loglik(post, cells: Cells, batch: int):
-    import jax.numpy as jnp  # deferred: JAX loads in ~1.5 s (bayes extra)
+    import jax  # deferred: JAX loads in ~1.5 s (bayes extra)
 
     n_chain, n_draw = post["pi"].shape
     n_s = n_chain * n_draw
     hyper = flat_hyper(post, cells)
     has_slope = bool(np.any(hyper[4] != 0.0))
-    tables = {k: jnp.asarray(v) for k, v in likelihood_tables(cells, None).items()}  # by FFT: no band table
+    tables = jax.device_put(likelihood_tables(cells, None))  # by FFT: no band table
     pad = (-n_s) % batch  # every call the same shape: one compile
     hyper = [np.concatenate([h, np.repeat(h[-1:], pad, 0)]) for h in hyper]
-    f = _jax_pointwise(has_slope)
+    f = kept_compiled(jax, partial(_jax_pointwise, jax, has_slope), ("pointwise log-likelihood", has_slope))
     out = np.concatenate(
         [np.asarray(f(*(h[i : i + batch] for h in hyper), tables)) for i in range(0, n_s + pad, batch)]
     )
     return out[:n_s, : cells.n_cells].reshape(n_chain, n_draw, -1)
 
 
-@cache
-def _jax_pointwise(slope: bool):
-    """The per-cell log-likelihood for a batch of hyperparameter draws, compiled once per process and
-    shape bucket: the data tables are arguments, not constants, so fits of the same shape reuse it
-    (also from JAX's persistent cache in a later process)."""
-    import jax  # deferred: JAX loads in ~1.5 s (bayes extra)
+def _jax_pointwise(jax, slope: bool) -> AheadOfTime:
+    """The per-cell log-likelihood for a batch of hyperparameter draws, compiled per shape bucket (the data tables
+    are arguments, not constants) and kept across fits (:mod:`bayesrc.bayes.compiled`)."""
 
     def one(m, s, sh, sdd, b, p, tables):
         return cell_loglik(_ops("jax"), m, s, sh, sdd, b if slope else 0.0, p, tables)
 
-    return jax.jit(jax.vmap(one, in_axes=(0, 0, 0, 0, 0, 0, None)))
+    return AheadOfTime(jax, jax.jit(jax.vmap(one, in_axes=(0, 0, 0, 0, 0, 0, None))))
 
 
 def unit_loglik(post, data: ModelInputs) -> tuple[np.ndarray, np.ndarray]:

@@ -61,6 +61,7 @@ from bayesrc.bayes.change import (
 from bayesrc.bayes.change_grid import (
     SAMPLER_BAND_DTYPE,
     StrataCells,
+    StrataMap,
     binomial_table,
     bucket,
     convolution_tables,
@@ -78,6 +79,7 @@ from bayesrc.bayes.change_item_draws import (
     standardised_change_draw,
 )
 from bayesrc.bayes.change_likelihood import _ops, grid_spread, prior_weights, weighted_convolutions
+from bayesrc.bayes.compiled import AheadOfTime, kept_compiled
 from bayesrc.bayes.draws import ITEM_DRAW_DTYPE
 from bayesrc.bayes.inputs import ModelInputs
 from bayesrc.bayes.samplers import SamplerConfig, progress_bar, run_numpyro, run_pymc
@@ -280,7 +282,7 @@ def family_coords(data: ModelInputs) -> dict[str, list]:
 
 
 def _numpyro_model(
-    tables, prior, *, cells: FamilyCells, n_domains: int, n_changes: int, n_groups: int = 1, contrasts=None
+    tables, prior, *, strata: StrataMap, n_domains: int, n_changes: int, n_groups: int = 1, contrasts=None
 ):
     import numpyro  # deferred: NumPyro and JAX load in seconds (bayes extra)
 
@@ -289,7 +291,7 @@ def _numpyro_model(
     numpyro.factor(
         "y",
         _jax_family_loglik()(
-            *strata_hyper(cells, mu_theta, sigma_theta, shift, alpha, gamma, eta, sigma_delta), pi, tables
+            *strata_hyper(strata, mu_theta, sigma_theta, shift, alpha, gamma, eta, sigma_delta), pi, tables
         ),
     )
 
@@ -326,7 +328,7 @@ def joint_model_numpyro(data: ModelInputs, prior: dict | None = None) -> tuple[C
     cells = family_cells(data)
     model = partial(
         _numpyro_model,
-        cells=cells,
+        strata=cells.strata,
         n_domains=data.n_domains,
         n_changes=data.n_versions - 1,
         n_groups=data.n_groups,
@@ -446,7 +448,6 @@ def family_item_draws(post, cells: FamilyCells, seed: int, progress: bool | None
 
 def _family_item_draws(post, cells: FamilyCells, seed: int, progress: bool | None) -> dict[str, np.ndarray]:
     import jax  # deferred: JAX loads in ~1.5 s (bayes extra)
-    import jax.numpy as jnp
 
     n_chain, n_draw = post["pi"].shape[:2]
     n_s = n_chain * n_draw
@@ -470,9 +471,8 @@ def _family_item_draws(post, cells: FamilyCells, seed: int, progress: bool | Non
         "y": cells.y[item_cell],
         "n": cells.n[item_cell],
     }
-    data = jax.tree.map(jnp.asarray, data)
-    fine_v = jnp.linspace(-DRAW_DELTA_HALF, DRAW_DELTA_HALF, DRAW_DELTA_NODES)
-    batch = jax.jit(jax.vmap(lambda h, k, d: _family_draws_one(h, k, **d, fine_v=fine_v), in_axes=(0, 0, None)))
+    data = jax.device_put(data)
+    batch = kept_compiled(jax, partial(_compiled_family_draws, jax), ("family item draws",))
     parts = []
     with progress_bar(progress, n_s, desc="item draws") as bar:
         for i in range(0, n_s + pad, DRAW_BATCH):
@@ -485,6 +485,17 @@ def _family_item_draws(post, cells: FamilyCells, seed: int, progress: bool | Non
             bar.update(min(DRAW_BATCH, n_s - i))
     out = [np.concatenate(a)[:n_s, : cells.item_cell.size] for a in zip(*parts)]
     return {k: v.reshape(n_chain, n_draw, *v.shape[1:]) for k, v in zip(("theta", "p", "changed", "r", "delta"), out)}
+
+
+def _compiled_family_draws(jax) -> AheadOfTime:
+    """A batch of the family's item draws, compiled for every dataset of the same buckets (the data are an argument)
+    and kept across fits (:mod:`bayesrc.bayes.compiled`)."""
+    import jax.numpy as jnp  # deferred: JAX loads in ~1.5 s (bayes extra)
+
+    def one(h, k, d):
+        return _family_draws_one(h, k, **d, fine_v=jnp.linspace(-DRAW_DELTA_HALF, DRAW_DELTA_HALF, DRAW_DELTA_NODES))
+
+    return AheadOfTime(jax, jax.jit(jax.vmap(one, in_axes=(0, 0, None))))
 
 
 def with_family_item_draws(dt, data: ModelInputs, cfg: SamplerConfig, *, prior: dict | None = None):

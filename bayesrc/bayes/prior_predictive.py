@@ -14,12 +14,15 @@ accuracies (beside the observed ``y / n``) and of the change draw the figure
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import xarray as xr
 
 from bayesrc.bayes import betabinom
 from bayesrc.bayes.change import group_effects_numpyro, hyperpriors_numpyro, prior_settings
 from bayesrc.bayes.checks import new_item_p
+from bayesrc.bayes.compiled import AheadOfTime, kept_compiled
 from bayesrc.bayes.inputs import ModelInputs
 from bayesrc.config import prepare_jax, releases_jax_caches
 
@@ -30,7 +33,7 @@ P_EDGES = np.linspace(0.0, 1.0, 21)
 DP_EDGES = np.linspace(-1.0, 1.0, 41)
 
 
-@releases_jax_caches  # Predictive compiles anew each call: a loop of them (SBC) ran out of memory mappings
+@releases_jax_caches  # a loop of prior draws (SBC) once ran out of memory mappings: only the kept code stays
 def prior_draws(
     data: ModelInputs,
     model: str = "change",
@@ -52,28 +55,35 @@ def prior_draws(
     (1, 200)
     """
     jax = prepare_jax()
-    from numpyro.infer import Predictive  # deferred: NumPyro and JAX load in seconds (bayes extra)
-
-    if model == "change":
-        contrasts, settled = data.stratum_contrasts(), prior_settings(prior)
-
-        def hyperpriors():
-            hyperpriors_numpyro(data.n_domains, slope, settled, data.n_groups)
-            group_effects_numpyro(data.n_groups, settled, contrasts)
-    elif model == "betabinom":
-
-        def hyperpriors():
-            betabinom.hyperpriors_numpyro(data.n_domains)
-    else:
+    if model not in ("change", "betabinom"):
         raise ValueError(f"model must be 'change' or 'betabinom', got {model!r}")
+    structure = model, data.n_domains, data.n_groups, slope, prior_settings(prior), data.stratum_contrasts(), n_draws
+    draw = kept_compiled(jax, partial(_compiled_prior_draws, jax, *structure), ("prior draws", *structure))
     with jax.default_device(jax.devices("cpu")[0]):
-        draws = Predictive(hyperpriors, num_samples=int(n_draws))(jax.random.PRNGKey(seed))
+        draws = draw(jax.random.PRNGKey(seed))
     return xr.Dataset(
         {
             k: (("chain", "draw", *(f"{k}_dim_{i}" for i in range(np.ndim(v) - 1))), np.asarray(v, float)[None])
             for k, v in draws.items()
         }
     )
+
+
+def _compiled_prior_draws(
+    jax, model: str, n_domains: int, n_groups: int, slope: bool, settled: dict, contrasts, n_draws: int
+) -> AheadOfTime:
+    """``n_draws`` draws of the model's hyperparameters from their priors (the model's own prior code under NumPyro's
+    ``Predictive``) as a function of the key, compiled once and kept across calls (:mod:`bayesrc.bayes.compiled`)."""
+    from numpyro.infer import Predictive  # deferred: NumPyro and JAX load in seconds (bayes extra)
+
+    def hyperpriors():
+        if model == "betabinom":
+            betabinom.hyperpriors_numpyro(n_domains)
+        else:
+            hyperpriors_numpyro(n_domains, slope, settled, n_groups)
+            group_effects_numpyro(n_groups, settled, contrasts)
+
+    return AheadOfTime(jax, jax.jit(Predictive(hyperpriors, num_samples=int(n_draws))))
 
 
 def prior_predictive(

@@ -24,12 +24,14 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from functools import partial
 from math import gcd
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from tqdm.std import tqdm as text_bar
 
+from bayesrc.bayes.compiled import AheadOfTime, kept_compiled
 from bayesrc.bayes.diagnostics import chain_draw_last, convergence
 
 # SamplerConfig is re-exported; defined with the other settings: the CLI reads its defaults without loading JAX
@@ -68,10 +70,33 @@ def run_numpyro(model: Callable, data: dict[str, Any], cfg: SamplerConfig, coord
         return _run_numpyro(jax, model, data, cfg, coords, dims)
 
 
-def _chain_functions(jax, model: Callable, data: dict, cfg: SamplerConfig, key):
-    """Compiled ``(prototype, start, advance, constrain)`` for ``model``: one chain's unconstrained sites (their
-    names and shapes), NUTS state per chain from an initial point, ``length`` transitions collecting (z, diverging,
-    n_steps), and the constrained values (deterministic sites included) of unconstrained draws.
+class _Sampler(NamedTuple):
+    """One compiled NUTS sampler for a model's structure and its data's shapes.
+
+    ``prototype``: one chain's unconstrained sites (names and shapes, the model's order); ``start(keys, z0, data)``:
+    NUTS state per chain; ``advance(state, data)``: ``chunk`` transitions collecting (z, diverging, n_steps);
+    ``constrain(z, data)``: the constrained values (deterministic sites included) of unconstrained draws;
+    ``initial_points(keys)``: :func:`_initial_points`'s draws; ``with_metric(state, adapted)``: :func:`_with_metric`.
+    """
+
+    prototype: dict
+    start: Callable
+    advance: Callable
+    constrain: Callable
+    initial_points: Callable
+    with_metric: Callable
+
+
+def _sampler(jax, model: Callable, data: dict, cfg: SamplerConfig, chunk: int, burn: int) -> _Sampler:
+    """The compiled sampler for ``model(**data)``, kept across fits of the same model structure, data types and
+    settings compiled into it (:func:`~bayesrc.bayes.compiled.kept_compiled`)."""
+    compiled_in = cfg.tune, cfg.target_accept, cfg.max_tree_depth, chunk, burn
+    build = partial(_chain_functions, jax, model, data, cfg, chunk, burn)
+    return kept_compiled(jax, build, ("NUTS", model, compiled_in), data)
+
+
+def _chain_functions(jax, model: Callable, data: dict, cfg: SamplerConfig, chunk: int, burn: int) -> _Sampler:
+    """A new :class:`_Sampler` for ``model``.
 
     ``start`` and ``advance`` run one chain per JAX device (``pmap``). Not several per device
     (``vmap``): a batched NUTS runs every chain's tree to the longest one's and evaluates both
@@ -90,8 +115,10 @@ def _chain_functions(jax, model: Callable, data: dict, cfg: SamplerConfig, key):
 
     found = {}
 
-    def model_info(data):
-        found["info"] = initialize_model(key, model, model_kwargs=data, dynamic_args=True, validate_grad=False)
+    def model_info(data):  # the key only seeds the abstract run: the sites' shapes do not depend on it
+        found["info"] = initialize_model(
+            jax.random.PRNGKey(0), model, model_kwargs=data, dynamic_args=True, validate_grad=False
+        )
         return found["info"].param_info.z
 
     shapes = jax.eval_shape(model_info, data)
@@ -110,54 +137,62 @@ def _chain_functions(jax, model: Callable, data: dict, cfg: SamplerConfig, key):
             rng_key=key,
         )
 
-    def advance(state, data, length):
+    def advance(state, data):
         def step(st, _):
             st = sample_kernel(st, model_kwargs=data)
             return st, (st.z, st.diverging, st.num_steps)
 
-        return jax.lax.scan(step, state, None, length=length)
+        return jax.lax.scan(step, state, None, length=chunk)
 
     def constrain(z, data):
         return postprocess_fn(**data)(z)
 
-    pmap_start = jax.pmap(start, in_axes=(0, 0, None))
-    pmap_advance = jax.pmap(advance, in_axes=(0, None, None), static_broadcasted_argnums=2)
-    return prototype, pmap_start, pmap_advance, jax.jit(jax.vmap(constrain, (0, None)))
+    def initial_points(keys):
+        return jax.vmap(partial(_initial_point, jax, prototype))(keys)
+
+    def with_metric(state, adapted):
+        return _with_metric(state, adapted, cfg.tune, burn)
+
+    kept = partial(AheadOfTime, jax)
+    return _Sampler(
+        prototype,
+        kept(jax.pmap(start, in_axes=(0, 0, None))),
+        kept(jax.pmap(advance, in_axes=(0, None))),
+        kept(jax.jit(jax.vmap(constrain, (0, None)))),
+        kept(jax.jit(initial_points)),
+        kept(jax.pmap(with_metric)),
+    )
 
 
 #: Initial points a chain draws before it gives up (NumPyro's ``find_valid_initial_params`` tries as many).
 INITIAL_POINT_TRIES = 100
 
 
-def _initial_points(jax, keys, prototype: dict, radius: float = 2.0):
-    """One initial point per key, uniform on ``(-radius, radius)`` in unconstrained space, and each key's next key:
-    the draws of NumPyro's ``init_to_uniform`` in ``find_valid_initial_params`` (site by site in the model's order
-    from successive splits of the key), so a chain starts where NumPyro's own search would have started it."""
-
-    def one(key):
+def _initial_point(jax, prototype: dict, key, radius: float = 2.0):
+    """One initial point, uniform on ``(-radius, radius)`` in unconstrained space, and the key's next key: the draws
+    of NumPyro's ``init_to_uniform`` in ``find_valid_initial_params`` (site by site in the model's order from
+    successive splits of the key), so a chain starts where NumPyro's own search would have started it."""
+    key, sub = jax.random.split(key)
+    point = {}
+    for name, site in prototype.items():
+        point[name] = jax.random.uniform(sub, np.shape(site), minval=-radius, maxval=radius)
         key, sub = jax.random.split(key)
-        point = {}
-        for name, site in prototype.items():
-            point[name] = jax.random.uniform(sub, np.shape(site), minval=-radius, maxval=radius)
-            key, sub = jax.random.split(key)
-        return point, key
-
-    return jax.jit(jax.vmap(one))(keys)
+    return point, key
 
 
-def _started(jax, start, keys, z0, next_keys, prototype: dict, data):
+def _started(jax, sampler: _Sampler, keys, z0, next_keys, data):
     """NUTS state of one round's chains (``keys``: their sampler keys) from their initial points ``z0`` where the
-    potential energy and its gradient, computed by ``start``, are finite, else from the next valid draw of
-    :func:`_initial_points` (``next_keys``): the check NumPyro's search for initial points makes, here without
+    potential energy and its gradient, computed by ``sampler.start``, are finite, else from the next valid draw of
+    :func:`_initial_point` (``next_keys``): the check NumPyro's search for initial points makes, here without
     compiling it apart."""
     for _ in range(INITIAL_POINT_TRIES):
-        state = start(keys, z0, data)
+        state = sampler.start(keys, z0, data)
         grad_ok = [np.isfinite(np.asarray(g)).reshape(len(keys), -1).all(1) for g in jax.tree.leaves(state.z_grad)]
         ok = np.logical_and.reduce([np.isfinite(np.asarray(state.potential_energy)), *grad_ok])
         if ok.all():
             return state
-        redrawn, later_keys = _initial_points(jax, next_keys, prototype)
-        keep = lambda a, b: jax.numpy.where(ok.reshape((-1,) + (1,) * (np.ndim(a) - 1)), a, b)  # noqa: E731
+        redrawn, later_keys = sampler.initial_points(next_keys)
+        keep = lambda a, b: np.where(ok.reshape((-1,) + (1,) * (np.ndim(a) - 1)), a, b)  # noqa: E731
         z0, next_keys = jax.tree.map(keep, z0, redrawn), keep(next_keys, later_keys)
     raise RuntimeError(
         f"no valid initial point in {INITIAL_POINT_TRIES} draws: the model's potential energy or its gradient is not "
@@ -280,19 +315,19 @@ def _with_metric(state, adapted, tune: int, burn: int):
 
 
 def _run_numpyro(jax, model: Callable, data: dict[str, Any], cfg: SamplerConfig, coords: dict, dims: dict):
-    import jax.numpy as jnp  # deferred: JAX loads in ~1.5 s (bayes extra)
-
-    data = jax.tree.map(jnp.asarray, data)
-    keys = jax.random.split(jax.random.PRNGKey(cfg.seed), 2 * cfg.chains)
-    prototype, start, advance, constrain = _chain_functions(jax, model, data, cfg, keys[cfg.chains])
-    inits, next_keys = _initial_points(jax, keys[cfg.chains :], prototype)
-    n_dev = max(1, min(cfg.chains, jax.local_device_count()))
-    rounds = -(-cfg.chains // n_dev)
+    # Arrays between the compiled calls are NumPy's: JAX's eager operations (a copy, an index) each compile once
+    # per shape, again after every release of JAX's caches (bayesrc.config).
+    data = jax.device_put(data)
+    keys = np.asarray(jax.random.split(jax.random.PRNGKey(cfg.seed), 2 * cfg.chains))
     chunk = _chunk(cfg)
     burn = _burn_in(cfg, chunk)
+    sampler = _sampler(jax, model, data, cfg, chunk, burn)
+    inits, next_keys = jax.tree.map(np.asarray, sampler.initial_points(keys[cfg.chains :]))
+    n_dev = max(1, min(cfg.chains, jax.local_device_count()))
+    rounds = -(-cfg.chains // n_dev)
     in_round = [min(n_dev, cfg.chains - r * n_dev) for r in range(rounds)]  # chains kept of each round
     shortened = burn < cfg.tune  # whether a burn-in can stand for the warm-up (_burn_in)
-    shared, shape = _SHARED_ADAPTATION.get(), _adaptation_key(prototype, cfg, n_dev)
+    shared, shape = _SHARED_ADAPTATION.get(), _adaptation_key(sampler.prototype, cfg, n_dev)
     earlier = shared.get(shape) if shared is not None and shortened else None  # an earlier fit's, in the block
     states, parts, skips = [], [], []  # skips: each round's transitions before its draws
     first_skip = cfg.tune if earlier is None else burn
@@ -303,35 +338,33 @@ def _run_numpyro(jax, model: Callable, data: dict[str, Any], cfg: SamplerConfig,
         for r in range(rounds):
             # an uneven last round repeats a chain, dropped below
             idx = np.arange(r * n_dev, (r + 1) * n_dev) % cfg.chains
-            state = _started(
-                jax, start, keys[idx], jax.tree.map(lambda a: a[idx], inits), next_keys[idx], prototype, data
-            )
+            state = _started(jax, sampler, keys[idx], jax.tree.map(lambda a: a[idx], inits), next_keys[idx], data)
             # each chain of this round from one chain's adaptation: an earlier fit's, or the first round's if healthy
             source = earlier if r == 0 else states[0] if healthy else None
             skips.append(cfg.tune if source is None else burn)
             if source is not None:
-                state = jax.pmap(_with_metric, static_broadcasted_argnums=(2, 3))(state, source, cfg.tune, burn)
+                state = sampler.with_metric(state, source)
             elif r:  # a warm-up of its own after all: the bar counted a burn-in
                 bar.total += (cfg.tune - burn) * in_round[r]
             parts.append([])
             states.append(
-                _advance_chunks(advance, state, data, skips[r] + cfg.draws, chunk, bar, in_round[r], parts[r])
+                _advance_chunks(sampler.advance, state, data, skips[r] + cfg.draws, chunk, bar, in_round[r], parts[r])
             )
             if r == 0:
                 healthy = shortened and _adapted_well(parts[0], skips[0], cfg)
     if shared is not None and healthy:
         shared[shape] = states[0]
-    dt = _datatree(jax, *_gathered(jax, parts, skips, cfg), constrain, data, coords, dims)
+    dt = _datatree(jax, *_gathered(jax, parts, skips, cfg), sampler.constrain, data, coords, dims)
     budget = (cfg.max_draws or 2 * cfg.draws) - cfg.draws
     while budget >= chunk and _too_short(dt):
         more = max(chunk, min(budget, cfg.draws // 2) // chunk * chunk)  # half the draws at a time: often enough
         with progress_bar(cfg.progress, more * cfg.chains, desc="NUTS (more draws)") as bar:
             states = [
-                _advance_chunks(advance, st, data, more, chunk, bar, in_round[r], parts[r])
+                _advance_chunks(sampler.advance, st, data, more, chunk, bar, in_round[r], parts[r])
                 for r, st in enumerate(states)
             ]
         budget -= more
-        dt = _datatree(jax, *_gathered(jax, parts, skips, cfg), constrain, data, coords, dims)
+        dt = _datatree(jax, *_gathered(jax, parts, skips, cfg), sampler.constrain, data, coords, dims)
     # a later round's chains start from the first's adaptation: their draws depend on it
     dt.attrs["chains_per_round"] = n_dev
     dt.attrs["shared_adaptation"] = int(earlier is not None)  # its first round from an earlier fit's (in the block)
@@ -342,7 +375,7 @@ def _advance_chunks(advance, state, data, length: int, chunk: int, bar, n_chains
     """``length`` transitions of one round's chains in compiled calls of ``chunk`` (the progress bar's
     step), each call's (z, diverging, n_steps) appended to ``into``; returns the last state."""
     for _ in range(0, length, chunk):
-        state, got = advance(state, data, chunk)
+        state, got = advance(state, data)
         into.append(got)
         bar.update(chunk * n_chains)
     return state

@@ -35,7 +35,6 @@ import xarray as xr
 
 from bayesrc.bayes import shared_adaptation
 from bayesrc.classical.rci import RCISettings
-from bayesrc.config import compiled_kept
 from bayesrc.sensitivity.bayesian import FDR_GRID, _change_fit, fdr_sensitivity, prior_sensitivity
 from bayesrc.sensitivity.classical import (
     METHODS,
@@ -56,7 +55,6 @@ ANALYSES = {
 }
 
 
-@compiled_kept()  # the prior grid's refits run its base fit's compiled code
 def run_sensitivity_analyses(
     counts: xr.Dataset,
     names: Sequence[str] = ("threshold", "exclusion", "k"),

@@ -20,7 +20,6 @@ from bayesrc.bayes.draws import item_slices
 from bayesrc.bayes.samplers import progress_bar
 from bayesrc.bayes.summaries import ITEM_BLOCK, PARETO_K_MAX, direction_draws, flagged_errors, psis_weights
 from bayesrc.bayes.task import fit_task
-from bayesrc.config import compiled_kept
 from bayesrc.sensitivity.classical import score_against_truth
 
 FDR_GRID: tuple[float, ...] = (0.01, 0.05, 0.10, 0.20)
@@ -214,7 +213,6 @@ def reweighted_posterior(res, prior: dict) -> PriorPosterior:
     )
 
 
-@compiled_kept()  # the base fit and its refits run the same compiled code
 def prior_sensitivity(
     counts: xr.Dataset,
     *,
