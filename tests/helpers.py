@@ -4,6 +4,8 @@ server, and headless chromium."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import shutil
 import signal
@@ -53,6 +55,27 @@ def docs_build_is_fresh(html: Path = DOCS_HTML) -> bool:
         and done.is_file()
         and done.stat().st_mtime >= max(p.stat().st_mtime for p in docs_sources())
     )
+
+
+def cli_in_process(*args, capfd=None) -> subprocess.CompletedProcess:
+    """``python -m bayesrc ARGS`` run by :func:`bayesrc.cli.main` in this process, without an interpreter start
+    (~2 s): for the runs beside at least one real process of the same behaviour. Its output is captured at the file
+    descriptors with pytest's ``capfd`` (a native library's writes too), else from Python's streams."""
+    from bayesrc.cli import main  # deferred: helpers is imported by tests that never run the CLI
+
+    argv = list(map(str, args))
+    with contextlib.ExitStack() as stack:
+        if capfd is None:
+            out = stack.enter_context(contextlib.redirect_stdout(io.StringIO()))
+            err = stack.enter_context(contextlib.redirect_stderr(io.StringIO()))
+        else:
+            capfd.readouterr()
+        try:
+            code = main(argv)
+        except SystemExit as exc:  # argparse
+            code = exc.code
+    got = capfd.readouterr() if capfd is not None else (out.getvalue(), err.getvalue())
+    return subprocess.CompletedProcess(argv, code, *got)
 
 
 def free_port() -> int:

@@ -6,6 +6,7 @@ computes, so per-item G-tests of >= 400 samples against it must not reject (Bonf
 
 from __future__ import annotations
 
+import functools
 import math
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import cli_in_process
 from scipy import stats
 
 from bayesrc.collect import builtin_bank, collect, load_bank, load_card, resolve_model
@@ -137,10 +139,12 @@ def test_epsilon_range():
     assert check_epsilon("1e-6") == 1e-6
 
 
-def test_epsilon_outside_range_is_one_line_exit_2(tmp_path):
+def test_epsilon_outside_range_is_one_line_exit_2(tmp_path, capfd):
+    """One real CLI process; the other values through the same command in this process."""
     bank = builtin_bank(tmp_path / "b.jsonl", n_items=3)
     for eps in ("0", "0.1", "2", "abc"):
-        r = cli(
+        run = cli if eps == "0" else functools.partial(cli_in_process, capfd=capfd)
+        r = run(
             "collect",
             "--engine",
             "exact",
@@ -248,6 +252,10 @@ def test_undecidable_prompt_is_reported_as_unresolved(tmp_path):
         "--no-progress",
         "--temperature",
         "1.0",
+        # one thread, as the other collections here: on a loaded 2-core machine llama.cpp's spinning workers made this
+        # run take 4 to 22 s; what is checked does not depend on the thread count
+        "--threads",
+        "1",
     )
     assert r.returncode == 0, r.stderr
     items = load_exact(tmp_path / "r").items
@@ -289,17 +297,19 @@ def test_quantized_card_differs_only_in_the_model(tmp_path):
     )
 
 
-def test_quantize_and_bank_commands_bad_input(tmp_path):
+def test_quantize_and_bank_commands_bad_input(tmp_path, capfd):
+    """A real CLI process of each command's one-line refusal; the other cases through the same commands in this
+    process."""
     r = cli("quantize", CARD, "--type", "Q9_X", "--out", tmp_path)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "Q3_K_M" in r.stderr, r.stderr
     (tmp_path / "gemma-3-270m-q3_k_m.toml").write_text("keep")
-    r = cli("quantize", CARD, "--type", "Q3_K_M", "--out", tmp_path)
+    r = cli_in_process("quantize", CARD, "--type", "Q3_K_M", "--out", tmp_path, capfd=capfd)
     assert (
         r.returncode == 2
         and "nothing overwritten" in r.stderr
         and (tmp_path / "gemma-3-270m-q3_k_m.toml").read_text() == "keep"
     )
-    r = cli("bank", "demo", "--n", "300", "--seed", "0", "--out", tmp_path / "b.jsonl")
+    r = cli_in_process("bank", "demo", "--n", "300", "--seed", "0", "--out", tmp_path / "b.jsonl", capfd=capfd)
     assert r.returncode == 0, r.stderr
     bank = load_bank(tmp_path / "b.jsonl")
     # repeat4 items reuse a question with 4 options
@@ -309,7 +319,7 @@ def test_quantize_and_bank_commands_bad_input(tmp_path):
     assert [it.question for it in load_bank(builtin_bank(tmp_path / "s.jsonl", n_items=40, seed=0)).items] == [
         it.question for it in bank.items[:40]
     ]
-    r = cli("bank", "demo", "--n", "300", "--out", tmp_path / "b.jsonl")
+    r = cli_in_process("bank", "demo", "--n", "300", "--out", tmp_path / "b.jsonl", capfd=capfd)
     assert r.returncode == 2 and "nothing overwritten" in r.stderr
     r = cli("bank", "demo", "--n", "100000", "--out", tmp_path / "c.jsonl")
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and not (tmp_path / "c.jsonl").exists()

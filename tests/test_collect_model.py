@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import random
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from helpers import cli_in_process
 
 from bayesrc.collect import Model, collect, load_card, merge_runs, read_run_trials
 from bayesrc.collect.extract import extract
@@ -182,7 +184,10 @@ def test_sigkill_at_random_points_then_resume_gives_the_uninterrupted_trials(gem
     pd.testing.assert_frame_equal(_core(got), _core(want))
 
 
-def test_bad_inputs_one_line_exit_2_nothing_lost(gemma_bank4, full_run, tmp_path):
+def test_bad_inputs_one_line_exit_2_nothing_lost(gemma_bank4, full_run, tmp_path, capfd):
+    """Real CLI processes for a junk GGUF (llama.cpp's loader, whose native output would reach stderr) and for a run
+    this process has locked (the collector: another process); the other bad inputs through the same command in this
+    process."""
     junk = tmp_path / "junk.gguf"
     junk.write_bytes(b"GGUF" + os.urandom(4096))
     card = tmp_path / "junk.toml"
@@ -204,7 +209,8 @@ def test_bad_inputs_one_line_exit_2_nothing_lost(gemma_bank4, full_run, tmp_path
     }
     before = (full_run / "trials.parquet").read_bytes()
     for words, (c, b, o) in cases.items():
-        res = _cli("collect", "--model", c, "--items", b, "--out", o, "--k", "2", "--no-progress")
+        run = _cli if words == "GGUF" else functools.partial(cli_in_process, capfd=capfd)
+        res = run("collect", "--model", c, "--items", b, "--out", o, "--k", "2", "--no-progress")
         assert res.returncode == 2, (words, res.stderr)
         lines = res.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("bayesrc: error:") and words in lines[0], (words, res.stderr)
@@ -309,11 +315,12 @@ def test_resuming_a_complete_run_changes_no_byte(gemma, gemma_bank4, full_run, t
     assert (run / "trials.parquet").read_bytes() == files[run / "trials.parquet"]
 
 
-def test_a_larger_k_needs_no_flag_and_draws_the_smaller_ks_trials_first(gemma, gemma_bank4, full_run, tmp_path):
+def test_a_larger_k_needs_no_flag_and_draws_the_smaller_ks_trials_first(gemma, gemma_bank4, full_run, tmp_path, capfd):
     """K = 40 runs with no other flag, no two of its samples share a seed, and its first K = 3
     trials of an item are the K = 3 run's trial for trial (seeds of the item and k alone); the
-    K <= 10 run keeps the reference study's i * 10 + k."""
-    res = _cli(
+    K <= 10 run keeps the reference study's i * 10 + k. (The command in this process: its options, not a process's
+    exit, are under test.)"""
+    res = cli_in_process(
         "collect",
         "--model",
         str(CARD),
@@ -328,6 +335,7 @@ def test_a_larger_k_needs_no_flag_and_draws_the_smaller_ks_trials_first(gemma, g
         "--out",
         str(tmp_path / "k40"),
         "--no-progress",
+        capfd=capfd,
     )
     assert res.returncode == 0, res.stderr
     trials = load_trials(tmp_path / "k40" / "trials.parquet")

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import cli_in_process
 
 ROOT = Path(__file__).resolve().parents[1]
 HERE = Path(__file__).resolve().parent
@@ -116,18 +117,24 @@ def _trials(run: Path):
     return read_run_trials(run)[["item_index", "k", "seed", "response", "extracted", "is_correct"]]
 
 
-def test_second_collector_and_merge_on_a_running_run_are_refused_then_it_completes(gemma_bank4, reference4, tmp_path):
+def test_second_collector_and_merge_on_a_running_run_are_refused_then_it_completes(
+    gemma_bank4, reference4, tmp_path, capfd
+):
     """While a collector (stopped after its first part) holds its run: a second collector (resume), a
     ``merge`` reading it as a shard and a ``merge`` writing into it each get one line and exit 2,
-    and change nothing; resumed with SIGCONT the collector ends with the uninterrupted trials."""
+    and change nothing; resumed with SIGCONT the collector ends with the uninterrupted trials.
+    (The second collector is a real process; the two merges the same command in this process, which holds no lock.)"""
     out = tmp_path / "run"
     first = _stopped_collector(gemma_bank4.path, out, when=lambda o: any((o / "parts").glob("item-*")))
     try:
         before = sorted(p.name for p in (out / "parts").iterdir())
         _one_line(_cli(*_collect_args(gemma_bank4.path, out, "--resume")), f"another collector (pid {first.pid})")
-        _one_line(_cli("merge", str(out), "--out", str(tmp_path / "merged")), f"another collector (pid {first.pid})")
         _one_line(
-            _cli("merge", str(reference4), "--out", str(out)),
+            cli_in_process("merge", str(out), "--out", str(tmp_path / "merged"), capfd=capfd),
+            f"another collector (pid {first.pid})",
+        )
+        _one_line(
+            cli_in_process("merge", str(reference4), "--out", str(out), capfd=capfd),
             "already holds a run",
             f"another collector (pid {first.pid})",
         )
@@ -159,7 +166,9 @@ def test_merge_into_a_run_directory_a_collector_has_just_locked_is_refused(gemma
     assert _trials(out).equals(_trials(reference4))
 
 
-def test_full_disk_and_read_only_output_one_line_exit_2_then_resume_completes(tmp_path):
+def test_full_disk_and_read_only_output_one_line_exit_2_then_resume_completes(
+    gemma_bank4, reference4, tmp_path, monkeypatch
+):
     """A real tmpfs (mounted as root) with 40 KiB left: the collector stops after the parts that fit
     with one line naming the file and exit 2; with space back the resume gives the uninterrupted
     trials. On the tmpfs remounted read-only: one line, exit 2, nothing written."""
@@ -168,8 +177,30 @@ def test_full_disk_and_read_only_output_one_line_exit_2_then_resume_completes(tm
 
     if not disk_faults.can_mount(tmp_path):
         pytest.skip("mounting a tmpfs needs root")
-    s = disk_faults.disk_faults(tmp_path, [40], writers=False)
-    full, ro = s["cases"]
+    real_cli = disk_faults.cli
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        """A real collector process on the full or read-only mount (the runs under test: exit status, one line); the
+        resume once space is back is the same command run by :func:`bayesrc.cli.main` in this process (no interpreter
+        start)."""
+        mnt = Path(args[args.index("--out") + 1]).parent
+        if (mnt / "filler").exists() or os.statvfs(mnt).f_flag & os.ST_RDONLY:
+            return real_cli(*args)
+        return cli_in_process(*args)
+
+    monkeypatch.setattr(disk_faults, "cli", cli)
+    # disk_faults.disk_faults(tmp_path, [40], writers=False), with the module's uninterrupted run of the same bank and
+    # options (reference4) as the reference instead of a further CLI collection
+    reference = disk_faults.trials(reference4)
+    cases = []
+    for free in (40 * 1024, None):
+        with disk_faults.tmpfs(tmp_path / "mnt") as mnt:
+            cases.append(disk_faults.collect_case(mnt, gemma_bank4.path, reference, free=free))
+    full, ro = cases
     assert full["exit"] == 2 and full["parts_before"] >= 1 and "No space left on device" in full["stderr"], full
     assert ro["exit"] == 2 and "Read-only file system" in ro["stderr"], ro
-    assert (s["tracebacks"], s["torn"], s["lost"], s["duplicated"]) == (0, 0, 0, 0), s["cases"]
+    totals = (
+        sum(not c["clean"] for c in cases),
+        *(sum(c[key] for c in cases) for key in ("torn", "lost", "duplicated")),
+    )
+    assert totals == (0, 0, 0, 0), cases

@@ -5,6 +5,7 @@ an output holding an older version, on a real size-limited tmpfs mounted as root
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -14,18 +15,34 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import disk_faults  # noqa: E402  (tests/disk_faults.py: the tmpfs, the filler, the cases)
+from helpers import cli_in_process  # noqa: E402
 
 #: (writer, free bytes, half its output free): no room for the lock file's pid, and room for part of the output
 #: (report: half its one file; switch: some of its files; import: half its one file, an output that is a file)
 CASES = [("power", 0, False), ("report", None, True), ("switch", None, True), ("import", None, True)]
+_REAL_CLI = disk_faults.cli  # one real ``bayesrc`` process
 
 
-def test_writers_on_a_full_disk_one_line_naming_the_output_file_old_version_kept_nothing_left_then_written(tmp_path):
+def _cli_real_on_a_full_disk(*args: str) -> subprocess.CompletedProcess:
+    """``disk_faults.cli``, a real process for each run whose output is on the full disk (the filler file beside it:
+    the runs under test, whose exit status and one line a user sees); the runs around them (an input made by a command,
+    the older version written before the disk fills, the run once space is back) are the same command run by
+    :func:`bayesrc.cli.main` in this process, without an interpreter start (~2 s each)."""
+    out = Path(args[args.index("--out") + 1])
+    if (out.parent / "filler").exists():
+        return _REAL_CLI(*args)
+    return cli_in_process(*args)
+
+
+def test_writers_on_a_full_disk_one_line_naming_the_output_file_old_version_kept_nothing_left_then_written(
+    tmp_path, monkeypatch
+):
     """Each writer fails with one ``bayesrc: error:`` line naming a file of the output (not of its
     stage), exit 2, the older version byte for byte and nothing beside it (no stage, temporary or
     lock file); with the space back it writes the whole output."""
     if not disk_faults.can_mount(tmp_path):
         pytest.skip("mounting a tmpfs needs root")
+    monkeypatch.setattr(disk_faults, "cli", _cli_real_on_a_full_disk)
     inputs = disk_faults.prepare(tmp_path / "inputs", writers=[name for name, _, _ in CASES], collect=False)
     cases = []
     for name, free, half in CASES:

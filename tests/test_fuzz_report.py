@@ -7,6 +7,8 @@ benchmarks/faults.py runs >= 1,000 per kind, with the kinds whose seed needs a f
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 from fuzzing import REPORT_KINDS, Workspace, fuzz_report, report_retyped, report_without_each_column, try_report
 
@@ -20,6 +22,28 @@ EXAMPLES = {
     "truth_replicates.parquet": 6,
     "family_truth.json": 10,
 }
+
+
+@pytest.fixture(scope="module", autouse=True)
+def seeds_made_once(tmp_path_factory):
+    """Each kind's seed input is written once for the module (a family truth run takes ~3 s, a sensitivity run ~1 s;
+    the tests here make each kind's seed 3 to 7 times, fuzzing.py's helpers among them): every
+    :meth:`Workspace.make` of this module gets a fresh copy of that seed's folder, as it would get a freshly written one
+    (a test may write into its copy; the first one written stays as it is)."""
+    make = Workspace.make.__func__
+    made: dict[int, tuple[object, Workspace]] = {}  # id(reader) -> (reader, its seed)
+
+    def from_made_seed(cls, reader, root):
+        if id(reader) not in made:
+            made[id(reader)] = (reader, make(cls, reader, tmp_path_factory.mktemp("seed")))
+        seed = made[id(reader)][1]
+        folder = root / "seed"
+        shutil.copytree(seed.folder, folder)  # as make: a new folder (and its parents), an error if it exists
+        return cls(reader, folder, folder / seed.target.relative_to(seed.folder), seed.seed_bytes)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Workspace, "make", classmethod(from_made_seed))
+        yield
 
 
 @pytest.mark.parametrize("name", [n for n, kind in REPORT_KINDS.items() if not kind.slow_seed])

@@ -15,21 +15,31 @@ import bayesrc
 from bayesrc.errors import InputError
 
 
+@pytest.fixture(scope="module")
+def eval_retyped(tmp_path_factory) -> tuple[Workspace, list[tuple[str, bytes]]]:
+    """The Inspect ``.eval`` seed and its retyped inputs (each a rewritten zip: ~2 s to build), for the two tests that
+    read them (each input is tried on a fresh copy of the seed's folder, which stays as it is)."""
+    ws = Workspace.make(READERS["Inspect .eval"], tmp_path_factory.mktemp("eval"))
+    return ws, retyped(ws.target, ws.seed_bytes)
+
+
 @pytest.mark.parametrize("name", [n for n in RETYPED if not READERS[n].slow_seed])
-def test_retyped_field_is_one_named_input_error(name, tmp_path):
+def test_retyped_field_is_one_named_input_error(name, tmp_path, request):
     """A number for an object, an object for a list, a string or a number (benchmarks/faults.py adds
     the results whose seed needs a fit)."""
-    ws = Workspace.make(READERS[name], tmp_path)
-    inputs = retyped(ws.target, ws.seed_bytes)
+    if name == "Inspect .eval":
+        ws, inputs = request.getfixturevalue("eval_retyped")
+    else:
+        ws = Workspace.make(READERS[name], tmp_path)
+        inputs = retyped(ws.target, ws.seed_bytes)
     assert inputs and try_input(ws, ws.seed_bytes, run=RETYPED[name]) == ("ok", "")
     _, faults = try_each(ws, inputs, functools.partial(try_input, run=RETYPED[name]))
     assert not faults, f"{name}: {len(faults)} of {len(inputs)} faults; the first: {faults[0][0]}: {faults[0][1]}"
 
 
-def test_eval_log_retyping_reaches_the_header_and_a_sample(tmp_path):
+def test_eval_log_retyping_reaches_the_header_and_a_sample(eval_retyped):
     """The .eval inputs retype fields of header.json and of a samples/ member (the zip is rewritten whole)."""
-    ws = Workspace.make(READERS["Inspect .eval"], tmp_path)
-    members = {label.split(":")[0] for label, _ in retyped(ws.target, ws.seed_bytes)}
+    members = {label.split(":")[0] for label, _ in eval_retyped[1]}
     assert "header.json" in members and any(m.startswith("samples/") for m in members)
 
 
