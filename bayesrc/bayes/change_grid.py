@@ -82,7 +82,7 @@ class StrataCells:
     @property
     def strata(self) -> StrataMap:
         """What of the cells a model's structure holds (its counts are data): datasets with the same strata share
-        one compiled sampler (:mod:`bayesrc.bayes.samplers`)."""
+        one compiled sampler (:mod:`bayesrc.bayes.compiled`)."""
         return StrataMap(stratum_dom=self.stratum_dom, stratum_group=self.stratum_group)
 
 

@@ -59,8 +59,8 @@ def run_numpyro(model: Callable, data: dict[str, Any], cfg: SamplerConfig, coord
 
     ``model`` has its structure bound (``functools.partial``); ``data`` holds arrays only
     (or ``None``), which enter the compiled sampler as *arguments*: every fit of the same
-    shapes and structure shares one compiled sampler through JAX's persistent cache
-    (:func:`bayesrc.configure`; the in-process caches are cleared after each fit). Chains run in parallel, one
+    shapes and structure shares one compiled sampler, kept in the process (:mod:`bayesrc.bayes.compiled`) and in
+    JAX's persistent cache (:func:`bayesrc.configure`). Chains run in parallel, one
     per JAX device (``pmap``), in rounds when there are more chains than devices (a later round from the first
     round's adaptation: :data:`REUSED_METRIC_BURN_IN`); each round advances in chunks, so a progress bar can follow
     it (``cfg.progress``).
@@ -76,7 +76,8 @@ class _Sampler(NamedTuple):
     ``prototype``: one chain's unconstrained sites (names and shapes, the model's order); ``start(keys, z0, data)``:
     NUTS state per chain; ``advance(state, data)``: ``chunk`` transitions collecting (z, diverging, n_steps);
     ``constrain(z, data)``: the constrained values (deterministic sites included) of unconstrained draws;
-    ``initial_points(keys)``: :func:`_initial_points`'s draws; ``with_metric(state, adapted)``: :func:`_with_metric`.
+    ``initial_points(keys)``: :func:`_initial_point`'s draw per key; ``with_metric(state, adapted)``:
+    :func:`_with_metric`.
     """
 
     prototype: dict
@@ -108,7 +109,7 @@ def _chain_functions(jax, model: Callable, data: dict, cfg: SamplerConfig, chunk
     compiled on its own) and, given the chains' keys, compiles its search for valid initial points (the potential
     and its gradient in a loop) beside ``start`` and ``advance``, which compile them again: 3-4 s of a cold fit and
     ~1 s of a warm one (docs/performance.md, "Issue 57, thirteenth session"). The chains' initial points are drawn as
-    that search draws them (:func:`_initial_points`) and checked by ``start`` (:func:`_started`).
+    that search draws them (:func:`_initial_point`) and checked by ``start`` (:func:`_started`).
     """
     from numpyro.infer.hmc import hmc  # deferred: NumPyro and JAX load in seconds (bayes extra)
     from numpyro.infer.util import initialize_model
