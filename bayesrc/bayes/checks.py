@@ -116,7 +116,7 @@ def loo_pit_change(
             "posterior": xr.Dataset({"draw_index": (("chain", "draw"), np.arange(t_new.shape[1], dtype=float)[None])}),
             "posterior_predictive": xr.Dataset({"y": (dims, t_new)}),
             "observed_data": xr.Dataset({"y": (("item",), (y[:, 1] - y[:, 0]).astype(float))}),
-            "log_likelihood": xr.Dataset({"y": (dims, np.zeros_like(t_new))}),
+            "log_likelihood": xr.Dataset({"y": (dims, np.broadcast_to(0.0, t_new.shape))}),  # unread: no memory
         }
     )
     out = azs.loo_pit(
