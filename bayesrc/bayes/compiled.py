@@ -27,6 +27,9 @@ from bayesrc.config import SETTINGS
 
 _KEPT: OrderedDict = OrderedDict()  # the kept functions, the most recently used last
 
+#: XLA compiler options of code compiled for its compile time, not its run time (:class:`AheadOfTime`).
+UNOPTIMIZED = {"xla_backend_optimization_level": 0}
+
 
 def kept_compiled[T](jax, build: Callable[[], T], structure: Any, args: Any = ()) -> T:
     """``build()``, or what it returned before for the same ``structure`` (compared by value, :func:`by_value`), the
@@ -90,6 +93,11 @@ class AheadOfTime:
     ``kept`` most recently used ones), holding its executables itself: they outlive ``jax.clear_caches()``
     (:func:`bayesrc.config.release_memory`) for as long as this object is kept.
 
+    ``optimized=False`` compiles at XLA's backend optimisation level 0 (:data:`UNOPTIMIZED`): for code a fit runs once
+    for milliseconds, whose compilation in a process with an empty JAX cache takes seconds (a fit's initial points
+    and constrained draws, the prior's draws: ~2 s of a cold bundled-pair fit, docs/performance.md "Issue 57,
+    fifteenth session").
+
     Examples
     --------
     >>> import jax                                             # doctest: +SKIP
@@ -98,13 +106,14 @@ class AheadOfTime:
     Array([2., 2., 2.], dtype=float32)
     """
 
-    def __init__(self, jax, fn: Callable, kept: int = 4):
+    def __init__(self, jax, fn: Callable, kept: int = 4, optimized: bool = True):
         self._jax, self._fn, self._kept, self._compiled = jax, fn, kept, OrderedDict()
+        self._options = {} if optimized else UNOPTIMIZED
 
     def __call__(self, *args):
         key = signature(self._jax, args)
         if key not in self._compiled:
-            self._compiled[key] = self._fn.lower(*args).compile()
+            self._compiled[key] = self._fn.lower(*args).compile(compiler_options=self._options)
             while len(self._compiled) > self._kept:
                 self._compiled.popitem(last=False)
         self._compiled.move_to_end(key)

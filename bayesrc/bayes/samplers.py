@@ -155,12 +155,14 @@ def _chain_functions(jax, model: Callable, data: dict, cfg: SamplerConfig, chunk
         return _with_metric(state, adapted, cfg.tune, burn)
 
     kept = partial(AheadOfTime, jax)
+    # The initial points and the constrained draws are computed once a fit: compiled for compile time (the same
+    # numbers); the chains' start and transitions stay optimised (unoptimised, their floats round otherwise).
     return _Sampler(
         prototype,
         kept(jax.pmap(start, in_axes=(0, 0, None))),
         kept(jax.pmap(advance, in_axes=(0, None))),
-        kept(jax.jit(jax.vmap(constrain, (0, None)))),
-        kept(jax.jit(initial_points)),
+        kept(jax.jit(jax.vmap(constrain, (0, None))), optimized=False),
+        kept(jax.jit(initial_points), optimized=False),
         kept(jax.pmap(with_metric)),
     )
 
