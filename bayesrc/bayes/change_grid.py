@@ -317,8 +317,10 @@ def band_spectra(e: np.ndarray) -> np.ndarray:
 
 
 def outcome_bucket(n: int) -> int:
-    """Outcome rows padded to a multiple of 4 (they cost matrix columns; shapes shared between fits)."""
-    return -(-n // 4) * 4
+    """Outcome rows padded to a multiple of 8 (they cost matrix columns; shapes shared between fits: new samples of
+    the bundled pair have 12-16 outcomes for version 1 and 24-32 for version 2, so with multiples of 4 most of its
+    refits compiled a sampler of their own)."""
+    return -(-n // 8) * 8
 
 
 def pad_rows(a: np.ndarray, size: int) -> np.ndarray:

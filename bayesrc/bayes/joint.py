@@ -199,9 +199,9 @@ def family_tables(cells: FamilyCells, band_dtype=np.float64) -> dict[str, np.nda
     >>> d = ModelInputs(items=np.array(["a", "b"]), versions=("v1", "v2", "v3"), domains=("x", "z"),
     ...                 dom=np.array([0, 1]), y=np.array([[3, 4, 5], [5, 5, 5]]), n=np.full((2, 3), 10))
     >>> t = family_tables(family_cells(d))
-    >>> # 4 outcome rows (3 padded to 4); cell 2 is (z, 5 of 10): 1 x 4 + 2
+    >>> # 8 outcome rows (3 padded to 8); cell 2 is (z, 5 of 10): 1 x 8 + 2
     >>> t["e_cell"].shape, t["cell_key"][:, :2].tolist()
-    ((3, 32, 101), [[1, 6], [2, 6]])
+    ((3, 32, 101), [[1, 10], [2, 10]])
     """
     x = logit_grid(int(cells.n.max()))
     outcomes, t = np.unique(np.stack([cells.n.ravel(), cells.y.ravel()], 1), axis=0, return_inverse=True)
